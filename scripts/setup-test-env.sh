@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what the tests need that cargo does not: two S3 test servers (moto),
+# each in its own virtualenv, and tmux for the end-to-end terminal tests.
+#   moto[server]==5.2.5  — answers conditional requests like AWS (the main test server)
+#   moto[server]==5.0.14 — ignores If-None-Match / If-Match (the service the probe must catch)
+# Virtualenvs go to $LEASECTL_VENV_DIR (default: .venv in the repo). Idempotent.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv_dir="${LEASECTL_VENV_DIR:-$repo/.venv}"
+python="${PYTHON:-python3}"
+mkdir -p "$venv_dir"
+for version in 5.2.5 5.0.14; do
+  dir="$venv_dir/moto-$version"
+  if [ -x "$dir/bin/python" ] && "$dir/bin/python" -c "import moto, werkzeug, sys; sys.exit(moto.__version__ != '$version')" 2>/dev/null; then
+    continue
+  fi
+  echo "setup: installing moto[server]==$version into $dir" >&2
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$version"
+done
+if ! command -v tmux >/dev/null 2>&1; then
+  echo "setup: installing tmux" >&2
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null
+  else
+    echo "setup: tmux is missing; install it with your package manager" >&2
+    exit 1
+  fi
+fi
+echo "setup: test servers ready in $venv_dir" >&2

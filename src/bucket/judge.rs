@@ -1,0 +1,207 @@
+//! Judging a LEASE object by the reader's own clock.
+//!
+//! With `age = now − renewed_at` (seconds, reader's wall clock):
+//! - `fresh`: `age < ttl_s` — including a stamp up to `ttl_s` in the future;
+//! - `stale`: `age ≥ ttl_s` — the holder stopped renewing; may be taken over;
+//! - `suspect`: `renewed_at > now + ttl_s`, or `ttl_s > MAX_SANE_TTL_S`;
+//! - `malformed`: the body is not a valid record (see [`LeaseRecord::parse`]);
+//! - `absent`: no LEASE object.
+//!
+//! Suspect and malformed records block nothing forever: a contender takes them
+//! over after watching the same ETag unchanged for one of its own TTLs.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::record::{LeaseRecord, MAX_SANE_TTL_S};
+use crate::store::GetOutput;
+
+/// The judgement of one LEASE object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    /// Renewed less than its TTL ago: a live holder. Do not write.
+    Fresh,
+    /// Not renewed for at least its TTL: may be taken over.
+    Stale,
+    /// Stamped more than its TTL in the future, or a TTL over one hour.
+    Suspect,
+    /// Not a valid record.
+    Malformed,
+    /// No LEASE object: nobody holds the prefix.
+    Absent,
+}
+
+impl LeaseState {
+    /// The snake_case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fresh => "fresh",
+            Self::Stale => "stale",
+            Self::Suspect => "suspect",
+            Self::Malformed => "malformed",
+            Self::Absent => "absent",
+        }
+    }
+
+    /// True for the states an operator must look at (stale, suspect, malformed).
+    pub fn needs_attention(self) -> bool {
+        matches!(self, Self::Stale | Self::Suspect | Self::Malformed)
+    }
+}
+
+impl std::fmt::Display for LeaseState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What was read at a lease key: nothing, or an object with its parsed record.
+#[derive(Debug, Clone)]
+pub enum Observed {
+    /// The key does not exist.
+    Absent,
+    /// The object, and its record or why it is malformed.
+    Present {
+        /// ETag without quotes.
+        etag: Option<String>,
+        /// Last-Modified by the server's clock.
+        last_modified: Option<DateTime<Utc>>,
+        /// The parsed record, or the reason and the raw body (escaped, cut to 64 KiB).
+        record: Result<LeaseRecord, (String, String)>,
+    },
+}
+
+impl Observed {
+    /// Builds an observation from a GET result.
+    pub fn from_get(out: &GetOutput) -> Self {
+        let record = LeaseRecord::parse(&out.body, out.meta.size).map_err(|m| {
+            let cut = &out.body[..out.body.len().min(crate::store::MAX_BODY_BYTES)];
+            (m.0, crate::text::sanitize_bytes(cut))
+        });
+        Observed::Present {
+            etag: out.meta.etag.clone(),
+            last_modified: out.meta.last_modified,
+            record,
+        }
+    }
+
+    /// The ETag, if an object was there.
+    pub fn etag(&self) -> Option<&str> {
+        match self {
+            Observed::Present { etag, .. } => etag.as_deref(),
+            Observed::Absent => None,
+        }
+    }
+
+    /// The record, if there is a valid one.
+    pub fn record(&self) -> Option<&LeaseRecord> {
+        match self {
+            Observed::Present { record: Ok(r), .. } => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The judgement of an observation at one instant, with the numbers behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// The state.
+    pub state: LeaseState,
+    /// Why the record is suspect or malformed (safe to print).
+    pub problem: Option<String>,
+    /// `now − renewed_at` in seconds (negative when stamped in the future).
+    pub age_s: Option<f64>,
+    /// `ttl_s − age` in seconds: time left before the lease may be taken
+    /// (negative: expired that long ago).
+    pub expires_in_s: Option<f64>,
+    /// Estimate of the holder's clock offset from the server's: `renewed_at −
+    /// Last-Modified`, in seconds, good to about ±1 s (Last-Modified has whole seconds).
+    pub holder_skew_s: Option<f64>,
+}
+
+impl Judgement {
+    /// One sentence saying what the state means for an operator (safe to print).
+    pub fn sentence(&self) -> String {
+        let fmt = |s: f64| crate::bucket::format_secs(s);
+        match self.state {
+            LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
+            LeaseState::Fresh => format!(
+                "held: renewed {} ago; may be taken over in {}",
+                fmt(self.age_s.unwrap_or(0.0)),
+                fmt(self.expires_in_s.unwrap_or(0.0))
+            ),
+            LeaseState::Stale => format!(
+                "stale: not renewed for {}, expired {} ago; its holder died or lost the bucket; may be taken over",
+                fmt(self.age_s.unwrap_or(0.0)),
+                fmt(-self.expires_in_s.unwrap_or(0.0))
+            ),
+            LeaseState::Suspect => format!(
+                "suspect: {}; taken over only after it is seen unchanged for one TTL",
+                self.problem.as_deref().unwrap_or("untrustworthy record")
+            ),
+            LeaseState::Malformed => format!(
+                "malformed: {}; taken over only after it is seen unchanged for one TTL",
+                self.problem.as_deref().unwrap_or("not a record")
+            ),
+        }
+    }
+}
+
+fn secs(d: chrono::Duration) -> f64 {
+    d.num_microseconds()
+        .map(|us| us as f64 / 1e6)
+        .unwrap_or(d.num_seconds() as f64)
+}
+
+/// Judges `obs` at the reader's wall-clock time `now` (UTC). Pure: no I/O.
+/// The rules are in the module docs (bucket-lease spec + DESIGN.md decisions).
+pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
+    let mut j = Judgement {
+        state: LeaseState::Absent,
+        problem: None,
+        age_s: None,
+        expires_in_s: None,
+        holder_skew_s: None,
+    };
+    let Observed::Present {
+        last_modified,
+        record,
+        ..
+    } = obs
+    else {
+        return j;
+    };
+    let r = match record {
+        Ok(r) => r,
+        Err((reason, _)) => {
+            j.state = LeaseState::Malformed;
+            j.problem = Some(reason.clone());
+            return j;
+        }
+    };
+    let age = now - r.renewed_at;
+    let ttl = chrono::Duration::seconds(r.ttl_s.min(i64::MAX as u64 / 2_000_000) as i64);
+    j.age_s = Some(secs(age));
+    j.expires_in_s = Some(secs(ttl - age));
+    j.holder_skew_s = last_modified.map(|lm| secs(r.renewed_at - lm));
+    if r.ttl_s > MAX_SANE_TTL_S {
+        j.state = LeaseState::Suspect;
+        j.problem = Some(format!(
+            "ttl_s {} is over the {MAX_SANE_TTL_S} s limit",
+            r.ttl_s
+        ));
+    } else if r.renewed_at > now + ttl {
+        j.state = LeaseState::Suspect;
+        j.problem = Some(format!(
+            "renewed_at is {} in the future, more than its {} s TTL (holder clock wrong, or hand-written)",
+            crate::bucket::format_secs(-secs(age)),
+            r.ttl_s
+        ));
+    } else if age < ttl {
+        j.state = LeaseState::Fresh;
+    } else {
+        j.state = LeaseState::Stale;
+    }
+    j
+}

@@ -1,0 +1,228 @@
+//! The LEASE record: what the object `{prefix}/LEASE` holds, how it is read
+//! (tolerantly) and written (strictly).
+//!
+//! Body: `{"instance_id": "…", "acquired_at": "…", "renewed_at": "…", "ttl_s": 30}`.
+//! Timestamps are RFC 3339; readers accept any offset and ignore unknown
+//! fields; writers write exactly these four fields, in UTC with microseconds,
+//! so every renewal changes the body and therefore the ETag.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::store::MAX_BODY_BYTES;
+
+/// The longest TTL a record is trusted with, in seconds (one hour). A record
+/// with a longer TTL is suspect (bucket-lease spec, "A lease stamped far in the future").
+pub const MAX_SANE_TTL_S: u64 = 3600;
+
+/// The default TTL of a lease this tool takes, in seconds.
+pub const DEFAULT_TTL_S: u64 = 30;
+
+/// The LEASE object's contents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// The holder's instance id (32 hex digits when written by this tool; any
+    /// string when read — treat as untrusted text).
+    pub instance_id: String,
+    /// When the holder first took the lease (UTC).
+    #[serde(serialize_with = "ser_ts")]
+    pub acquired_at: DateTime<Utc>,
+    /// When the holder last renewed it (UTC), by the holder's clock.
+    #[serde(serialize_with = "ser_ts")]
+    pub renewed_at: DateTime<Utc>,
+    /// Time to live in whole seconds, counted from `renewed_at`.
+    pub ttl_s: u64,
+}
+
+fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Micros, true))
+}
+
+impl LeaseRecord {
+    /// The exact bytes a writer puts: the four fields, nothing else.
+    pub fn to_body(&self) -> Vec<u8> {
+        // Serialising a struct of strings and integers cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses a LEASE body. `size` is the object's full size in bytes (the body
+    /// passed may have been cut at `MAX_BODY_BYTES + 1`).
+    ///
+    /// Errors: [`Malformed`] with the reason — over 64 KiB, not UTF-8, not JSON,
+    /// not an object, a missing or mistyped field, a timestamp that is not
+    /// RFC 3339, or `ttl_s` not a positive whole number.
+    pub fn parse(body: &[u8], size: u64) -> Result<Self, Malformed> {
+        if size > MAX_BODY_BYTES as u64 || body.len() > MAX_BODY_BYTES {
+            return Err(Malformed(format!(
+                "body is {} bytes, over the 64 KiB limit",
+                size.max(body.len() as u64)
+            )));
+        }
+        let text = std::str::from_utf8(body).map_err(|e| {
+            Malformed(format!(
+                "body is not UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ))
+        })?;
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| Malformed(format!("body is not JSON: {e}")))?;
+        let obj = value
+            .as_object()
+            .ok_or_else(|| Malformed("body is JSON but not an object".into()))?;
+        let field = |name: &str| {
+            obj.get(name)
+                .ok_or_else(|| Malformed(format!("missing field {name}")))
+        };
+        let string = |name: &str| -> Result<String, Malformed> {
+            field(name)?
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| Malformed(format!("{name} is not a string")))
+        };
+        let stamp = |name: &str| -> Result<DateTime<Utc>, Malformed> {
+            let s = string(name)?;
+            DateTime::parse_from_rfc3339(&s)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| {
+                    Malformed(format!(
+                        "{name} {:?} is not an RFC 3339 time: {e}",
+                        crate::text::sanitize(&s)
+                    ))
+                })
+        };
+        let instance_id = string("instance_id")?;
+        if instance_id.is_empty() {
+            return Err(Malformed("instance_id is empty".into()));
+        }
+        let acquired_at = stamp("acquired_at")?;
+        let renewed_at = stamp("renewed_at")?;
+        let ttl = field("ttl_s")?;
+        let ttl_s = match ttl.as_u64() {
+            Some(0) | None => {
+                return Err(Malformed(format!(
+                    "ttl_s must be a positive whole number of seconds, got {ttl}"
+                )))
+            }
+            Some(n) => n,
+        };
+        Ok(Self {
+            instance_id,
+            acquired_at,
+            renewed_at,
+            ttl_s,
+        })
+    }
+}
+
+/// Why a LEASE body could not be read as a record. The text is safe to print.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed LEASE: {0}")]
+pub struct Malformed(pub String);
+
+/// `{prefix}/LEASE`: the key of the lease object for `prefix` (a trailing `/`
+/// on `prefix` is not doubled; the empty prefix gives `LEASE`).
+pub fn lease_key(prefix: &str) -> String {
+    let p = prefix.trim_end_matches('/');
+    if p.is_empty() {
+        "LEASE".to_owned()
+    } else {
+        format!("{p}/LEASE")
+    }
+}
+
+/// A new random instance id: 16 random bytes as 32 lowercase hex digits.
+pub fn new_instance_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<LeaseRecord, Malformed> {
+        LeaseRecord::parse(s.as_bytes(), s.len() as u64)
+    }
+
+    #[test]
+    fn reader_is_tolerant() {
+        let r = parse(
+            r#"{"instance_id":"a","acquired_at":"2026-11-30T08:00:00+01:00",
+                "renewed_at":"2026-11-30T07:00:05.25Z","ttl_s":30,"extra":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.acquired_at.to_rfc3339(), "2026-11-30T07:00:00+00:00");
+        assert_eq!(r.renewed_at.timestamp_subsec_millis(), 250);
+        assert_eq!(r.ttl_s, 30);
+    }
+
+    #[test]
+    fn writer_is_strict_and_round_trips() {
+        let t = DateTime::parse_from_rfc3339("2026-11-30T07:00:00.123456Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let r = LeaseRecord {
+            instance_id: "x".into(),
+            acquired_at: t,
+            renewed_at: t,
+            ttl_s: 30,
+        };
+        let body = String::from_utf8(r.to_body()).unwrap();
+        assert_eq!(
+            body,
+            r#"{"instance_id":"x","acquired_at":"2026-11-30T07:00:00.123456Z","renewed_at":"2026-11-30T07:00:00.123456Z","ttl_s":30}"#
+        );
+        assert_eq!(parse(&body).unwrap(), r);
+    }
+
+    #[test]
+    fn malformed_reasons() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"not json", "not JSON"),
+            (b"[1]", "not an object"),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","ttl_s":30}"#,
+                "missing field renewed_at",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":0}"#,
+                "ttl_s must be a positive",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":-5}"#,
+                "ttl_s must be a positive",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"yesterday","renewed_at":"2026-11-30T07:00:00Z","ttl_s":5}"#,
+                "acquired_at \"yesterday\" is not an RFC 3339",
+            ),
+            (b"{\"instance_id\":\"\xff\"}", "not UTF-8"),
+        ];
+        for (body, want) in cases {
+            let err = LeaseRecord::parse(body, body.len() as u64).unwrap_err();
+            assert!(
+                err.0.contains(want),
+                "{:?}: {err}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let big = vec![b' '; 100 * 1024];
+        let err = LeaseRecord::parse(&big[..MAX_BODY_BYTES + 1], big.len() as u64).unwrap_err();
+        assert!(
+            err.0.contains("102400 bytes, over the 64 KiB limit"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn keys_and_ids() {
+        assert_eq!(lease_key("backups/db1/"), "backups/db1/LEASE");
+        assert_eq!(lease_key("backups/db1"), "backups/db1/LEASE");
+        assert_eq!(lease_key(""), "LEASE");
+        let id = new_instance_id();
+        assert_eq!(id.len(), 32);
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_ne!(id, new_instance_id());
+    }
+}

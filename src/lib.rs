@@ -1,0 +1,15 @@
+//! leasectl: an operations console for single-writer leases.
+//!
+//! Layers, bottom to top (each uses only those below it):
+//! [`store`] (object stores), [`bucket`] (the bucket-lease record, judgement and
+//! engine), [`snapshot`] (discovery and the `--json` document), [`tui`] (the
+//! console). [`clock`] and [`text`] are shared utilities.
+
+pub mod bucket;
+pub mod cli;
+pub mod clock;
+pub mod snapshot;
+pub mod store;
+pub mod target;
+pub mod text;
+pub mod tui;

@@ -1,0 +1,143 @@
+//! The `leasectl` binary: CLI parsing, runtime and wiring. All logic lives in the library.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use color_eyre::eyre::{eyre, Result, WrapErr};
+use leasectl::cli::{Cli, S3Args};
+use leasectl::clock::{SharedClock, SystemClock};
+use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_USAGE};
+use leasectl::store::s3::S3Options;
+use leasectl::store::{ObjectRead, ReadOnly};
+use leasectl::target::{Connector, Target};
+use leasectl::tui;
+
+fn main() {
+    let code = match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("leasectl: {e:?}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn real_main() -> Result<i32> {
+    color_eyre::config::HookBuilder::default()
+        .display_env_section(false)
+        .install()?;
+    let cli = Cli::parse();
+    init_logging(cli.console.json);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .wrap_err("starting the async runtime")?;
+    rt.block_on(run(cli))
+}
+
+fn init_logging(quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if quiet { "warn" } else { "info" };
+    let filter =
+        EnvFilter::try_from_env("LEASECTL_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
+    S3Options {
+        endpoint_url: a.endpoint_url.clone(),
+        region: a.region.clone(),
+        profile: a.profile.clone(),
+        path_style: a.path_style,
+        request_timeout: Some(timeout),
+        max_attempts: None,
+    }
+}
+
+fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
+    raw.iter()
+        .map(|s| s.parse::<Target>().map_err(|e| e.to_string()))
+        .collect()
+}
+
+async fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        None => console(cli).await,
+        Some(cmd) => match cmd {},
+    }
+}
+
+async fn console(cli: Cli) -> Result<i32> {
+    let args = &cli.console;
+    let targets = match parse_targets(&args.targets) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("leasectl: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let refresh = args.refresh.max(Duration::from_secs(1));
+    let connector = Connector::new(s3_options(&cli.s3, args.timeout));
+    let mut open = Vec::new();
+    for t in &targets {
+        let store = connector.open(t).await.map_err(|e| eyre!("{t}: {e}"))?;
+        // Neither the snapshot nor the console table writes: they get the read side only.
+        let read: Arc<dyn ObjectRead> = Arc::new(ReadOnly::new(store));
+        open.push(OpenTarget {
+            target: t.clone(),
+            endpoint: connector.endpoint(t).await,
+            store: read,
+        });
+    }
+    let opts = GatherOptions {
+        depth: args.depth,
+        request_timeout: args.timeout,
+        ..GatherOptions::default()
+    };
+    let clock: SharedClock = SystemClock::shared();
+
+    if args.json {
+        let snap = snapshot::gather(&open, &opts, &clock).await;
+        for t in &snap.targets {
+            if let Some(e) = &t.error {
+                eprintln!(
+                    "leasectl: could not gather {}: {}",
+                    t.url,
+                    leasectl::text::sanitize(e)
+                );
+            }
+            for e in &t.errors {
+                eprintln!(
+                    "leasectl: could not read {}{}: {}",
+                    t.url,
+                    leasectl::text::sanitize(&e.prefix),
+                    leasectl::text::sanitize(&e.error)
+                );
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&snap)?);
+        return Ok(snap.exit_code());
+    }
+
+    let app = tui::app::App::new(
+        targets.iter().map(|t| t.to_string()).collect(),
+        args.read_only,
+        refresh,
+        clock.wall(),
+    );
+    let gclock = clock.clone();
+    tui::run(app, clock, refresh, move || {
+        let open = open.clone();
+        let opts = opts.clone();
+        let clock = gclock.clone();
+        async move { snapshot::gather(&open, &opts, &clock).await }
+    })
+    .await?;
+    Ok(0)
+}

@@ -1,0 +1,177 @@
+//! Object-store access: the two halves of the store interface, and its backends.
+//!
+//! [`ObjectRead`] lists and reads; [`ObjectStore`] adds conditional writes and
+//! deletes. Watch mode holds only [`ReadOnly`], which implements `ObjectRead`
+//! and nothing else, so no code path reachable from it can build a write
+//! request: the engine's write paths require an `ObjectStore`.
+//!
+//! Backends: [`s3::S3Store`] (any S3-compatible service, via the AWS SDK) and
+//! [`local::LocalStore`] (a directory on this machine, the embedded store).
+
+pub mod local;
+pub mod s3;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+/// The largest LEASE body read, in bytes (64 KiB). A larger object is reported
+/// as malformed without being read whole.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// One object as listed or read: its key, ETag (without surrounding quotes),
+/// Last-Modified (server clock, UTC) and size in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// Full key within the bucket (or store root).
+    pub key: String,
+    /// The ETag, quotes removed. Opaque: only ever compared for equality.
+    pub etag: Option<String>,
+    /// Last-Modified as the service reports it (S3: whole seconds).
+    pub last_modified: Option<DateTime<Utc>>,
+    /// Size of the whole object in bytes.
+    pub size: u64,
+}
+
+/// The result of a GET: metadata plus at most [`MAX_BODY_BYTES`] + 1 bytes of body.
+#[derive(Debug, Clone)]
+pub struct GetOutput {
+    /// Key, ETag, Last-Modified and the object's full size.
+    pub meta: ObjectMeta,
+    /// The body, cut after `MAX_BODY_BYTES + 1` bytes (so a cut body is
+    /// recognisable by its length).
+    pub body: Vec<u8>,
+}
+
+/// A listing under a prefix with delimiter `/`.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// Common prefixes directly under the listed prefix, each ending in `/`.
+    pub prefixes: Vec<String>,
+    /// Objects directly under the listed prefix.
+    pub objects: Vec<ObjectMeta>,
+}
+
+/// The precondition sent with a PUT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutCondition {
+    /// Unconditional (best-effort mode only).
+    None,
+    /// `If-None-Match: *` — create only if the key is absent.
+    IfNoneMatch,
+    /// `If-Match: <etag>` — replace only the version with this ETag.
+    IfMatch(String),
+}
+
+/// Why a store request failed, classified by what the caller must do about it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// 404: the key (or bucket) does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// 412: the precondition (`If-Match` / `If-None-Match`) was not met.
+    #[error("precondition failed")]
+    PreconditionFailed,
+    /// 409: a concurrent conditional write on the same key (AWS `ConditionalRequestConflict`).
+    #[error("conflicting conditional request in progress")]
+    Conflict,
+    /// 304: the object still has the ETag given in a conditional GET.
+    #[error("not modified")]
+    NotModified,
+    /// 501: the service does not implement this request (e.g. conditional writes).
+    #[error("not implemented by the service: {0}")]
+    NotImplemented(String),
+    /// 403: credentials refused or the request not permitted.
+    #[error("access denied: {0}")]
+    AccessDenied(String),
+    /// The request did not get an answer in time.
+    #[error("timed out after {0:?} talking to {1}")]
+    Timeout(std::time::Duration, String),
+    /// The request could not be sent or its answer read (connection refused, DNS, TLS, reset).
+    #[error("cannot reach {endpoint}: {message}")]
+    Transport {
+        /// Where the request was going.
+        endpoint: String,
+        /// What went wrong, credentials never included.
+        message: String,
+    },
+    /// A bad key or local I/O failure.
+    #[error("{0}")]
+    Invalid(String),
+    /// Any other answer from the service.
+    #[error("service answered {status}: {message}")]
+    Other {
+        /// HTTP status code, 0 if none.
+        status: u16,
+        /// The service's error code and message.
+        message: String,
+    },
+}
+
+/// Reading from a store: list and get. All a watch-mode console ever holds.
+#[async_trait]
+pub trait ObjectRead: Send + Sync {
+    /// A human description of where this store is (`s3://bucket` at an endpoint,
+    /// or `file:///dir`), for messages. Never contains credentials.
+    fn describe(&self) -> String;
+
+    /// Lists `prefix` with delimiter `/`, following every page.
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError>;
+
+    /// Reads `key`. With `if_none_match` set, answers `NotModified` when the
+    /// object's ETag is unchanged. A missing key is `NotFound`.
+    async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError>;
+}
+
+/// A writable store: conditional PUT and DELETE on top of [`ObjectRead`].
+#[async_trait]
+pub trait ObjectStore: ObjectRead {
+    /// Writes `body` at `key` under `condition`; returns the new ETag.
+    /// A refused precondition is `PreconditionFailed` (or `NotFound` for
+    /// `If-Match` on a key that no longer exists, as AWS answers).
+    async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Deletes `key`, only if its ETag is `if_match` when given. Deleting a
+    /// missing key succeeds (as on S3).
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError>;
+}
+
+/// A store that can only be read: wraps any store and exposes [`ObjectRead`]
+/// alone. It has no write methods, so code holding it cannot write.
+pub struct ReadOnly(Arc<dyn ObjectRead>);
+
+impl ReadOnly {
+    /// Wraps `inner`; from here on only reads are possible.
+    pub fn new(inner: Arc<dyn ObjectRead>) -> Self {
+        Self(inner)
+    }
+}
+
+#[async_trait]
+impl ObjectRead for ReadOnly {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
+        self.0.list(prefix).await
+    }
+    async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
+        self.0.get(key, if_none_match).await
+    }
+}
+
+/// Removes one pair of surrounding double quotes from an ETag (and a weak `W/` prefix).
+pub fn normalize_etag(raw: &str) -> String {
+    let s = raw.trim();
+    let s = s.strip_prefix("W/").unwrap_or(s);
+    s.strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .unwrap_or(s)
+        .to_owned()
+}

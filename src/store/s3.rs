@@ -1,0 +1,271 @@
+//! The S3 backend: any S3-compatible service (AWS S3, Cloudflare R2, MinIO…)
+//! through the maintained AWS SDK, which sends `If-Match` / `If-None-Match` on
+//! PUT and `If-Match` on DELETE.
+//!
+//! Credentials come from the AWS chain (environment, profiles, SSO, web
+//! identity, IMDS); none is ever printed. Errors are classified by HTTP status.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use chrono::{DateTime, Utc};
+
+use super::{
+    normalize_etag, GetOutput, Listing, ObjectMeta, ObjectRead, ObjectStore, PutCondition,
+    StoreError, MAX_BODY_BYTES,
+};
+
+/// How to reach an S3-compatible service.
+#[derive(Debug, Clone, Default)]
+pub struct S3Options {
+    /// Custom endpoint (MinIO, R2, a test server). `AWS_ENDPOINT_URL` is honoured when unset.
+    pub endpoint_url: Option<String>,
+    /// Region; falls back to the AWS chain, then `us-east-1`.
+    pub region: Option<String>,
+    /// Named profile from the AWS config files.
+    pub profile: Option<String>,
+    /// Path-style addressing (`http://host/bucket/key`), needed by MinIO and most test servers.
+    pub path_style: bool,
+    /// Deadline for one request attempt (default 10 s).
+    pub request_timeout: Option<Duration>,
+    /// Total attempts per request including retries of transient failures (default 2).
+    pub max_attempts: Option<u32>,
+}
+
+/// One bucket on an S3-compatible service.
+#[derive(Clone, Debug)]
+pub struct S3Store {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+    endpoint: String,
+}
+
+impl S3Store {
+    /// Builds a client for `bucket` from `opts` and the AWS configuration chain.
+    /// Does no network I/O beyond what the credential chain needs lazily.
+    pub async fn connect(bucket: &str, opts: &S3Options) -> Self {
+        let config = shared_config(opts).await;
+        Self::with_config(&config, bucket, opts)
+    }
+
+    /// Builds a store from an already loaded SDK configuration (shared between buckets).
+    pub fn with_config(config: &aws_config::SdkConfig, bucket: &str, opts: &S3Options) -> Self {
+        let s3conf = aws_sdk_s3::config::Builder::from(config)
+            .force_path_style(opts.path_style)
+            .build();
+        let endpoint = config.endpoint_url().map(str::to_owned).unwrap_or_else(|| {
+            format!(
+                "AWS S3 ({})",
+                config.region().map(|r| r.as_ref()).unwrap_or("no region")
+            )
+        });
+        Self {
+            client: aws_sdk_s3::Client::from_conf(s3conf),
+            bucket: bucket.to_owned(),
+            endpoint,
+        }
+    }
+
+    /// The bucket name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The endpoint as shown to the operator (URL, or `AWS S3 (region)`).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn classify<E>(&self, err: SdkError<E, HttpResponse>) -> StoreError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        match &err {
+            SdkError::ServiceError(se) => {
+                let status = se.raw().status().as_u16();
+                let code = se.err().code().unwrap_or("");
+                let msg = se.err().message().unwrap_or("");
+                let text = format!("{code} {msg}").trim().to_owned();
+                match status {
+                    404 => StoreError::NotFound(text),
+                    412 => StoreError::PreconditionFailed,
+                    409 => StoreError::Conflict,
+                    304 => StoreError::NotModified,
+                    501 => StoreError::NotImplemented(text),
+                    403 => StoreError::AccessDenied(text),
+                    _ => StoreError::Other {
+                        status,
+                        message: text,
+                    },
+                }
+            }
+            SdkError::TimeoutError(_) => StoreError::Timeout(Duration::ZERO, self.endpoint.clone()),
+            SdkError::ResponseError(re) => {
+                let status = re.raw().status().as_u16();
+                if status == 304 {
+                    StoreError::NotModified
+                } else {
+                    StoreError::Other {
+                        status,
+                        message: format!("unreadable answer: {}", DisplayErrorContext(&err)),
+                    }
+                }
+            }
+            _ => StoreError::Transport {
+                endpoint: self.endpoint.clone(),
+                message: DisplayErrorContext(&err).to_string(),
+            },
+        }
+    }
+}
+
+/// Loads the AWS SDK configuration for `opts` (credential chain, region, endpoint, timeouts).
+pub async fn shared_config(opts: &S3Options) -> aws_config::SdkConfig {
+    use aws_config::meta::region::RegionProviderChain;
+    use aws_config::BehaviorVersion;
+
+    let region =
+        RegionProviderChain::first_try(opts.region.clone().map(aws_sdk_s3::config::Region::new))
+            .or_default_provider()
+            .or_else(aws_sdk_s3::config::Region::new("us-east-1"));
+    let attempt = opts.request_timeout.unwrap_or(Duration::from_secs(10));
+    let attempts = opts.max_attempts.unwrap_or(2).max(1);
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .region(region)
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(attempt.min(Duration::from_secs(5)))
+                .operation_attempt_timeout(attempt)
+                .operation_timeout(attempt * attempts + Duration::from_secs(1))
+                .build(),
+        )
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts));
+    if let Some(p) = &opts.profile {
+        loader = loader.profile_name(p);
+    }
+    if let Some(e) = &opts.endpoint_url {
+        loader = loader.endpoint_url(e);
+    }
+    loader.load().await
+}
+
+fn to_chrono(d: &aws_sdk_s3::primitives::DateTime) -> Option<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp(d.secs(), d.subsec_nanos())
+}
+
+#[async_trait]
+impl ObjectRead for S3Store {
+    fn describe(&self) -> String {
+        format!("s3://{} at {}", self.bucket, self.endpoint)
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
+        let mut out = Listing::default();
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .delimiter("/")
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.classify(e))?;
+            for cp in page.common_prefixes() {
+                if let Some(p) = cp.prefix() {
+                    out.prefixes.push(p.to_owned());
+                }
+            }
+            for o in page.contents() {
+                if let Some(k) = o.key() {
+                    out.objects.push(ObjectMeta {
+                        key: k.to_owned(),
+                        etag: o.e_tag().map(normalize_etag),
+                        last_modified: o.last_modified().and_then(to_chrono),
+                        size: o.size().unwrap_or(0).max(0) as u64,
+                    });
+                }
+            }
+        }
+        out.prefixes.sort();
+        out.prefixes.dedup();
+        out.objects.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
+        let mut req = self.client.get_object().bucket(&self.bucket).key(key);
+        if let Some(e) = if_none_match {
+            req = req.if_none_match(quote(e));
+        }
+        let out = req.send().await.map_err(|e| self.classify(e))?;
+        let meta = ObjectMeta {
+            key: key.to_owned(),
+            etag: out.e_tag().map(normalize_etag),
+            last_modified: out.last_modified().and_then(to_chrono),
+            size: out.content_length().unwrap_or(0).max(0) as u64,
+        };
+        let mut body = Vec::new();
+        let mut stream = out.body;
+        loop {
+            match stream.try_next().await {
+                Ok(Some(chunk)) => {
+                    let room = (MAX_BODY_BYTES + 1).saturating_sub(body.len());
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if body.len() > MAX_BODY_BYTES {
+                        break; // enough to know it is too large; drop the rest
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return Err(StoreError::Transport {
+                        endpoint: self.endpoint.clone(),
+                        message: format!("reading the body of {key}: {e}"),
+                    })
+                }
+            }
+        }
+        Ok(GetOutput { meta, body })
+    }
+}
+
+#[async_trait]
+impl ObjectStore for S3Store {
+    async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("application/json")
+            .body(ByteStream::from(body));
+        match &condition {
+            PutCondition::None => {}
+            PutCondition::IfNoneMatch => req = req.if_none_match("*"),
+            PutCondition::IfMatch(e) => req = req.if_match(quote(e)),
+        }
+        let out = req.send().await.map_err(|e| self.classify(e))?;
+        Ok(out.e_tag().map(normalize_etag))
+    }
+
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
+        if let Some(e) = if_match {
+            req = req.if_match(quote(e));
+        }
+        req.send().await.map_err(|e| self.classify(e))?;
+        Ok(())
+    }
+}
+
+fn quote(etag: &str) -> String {
+    format!("\"{etag}\"")
+}

@@ -1,0 +1,198 @@
+//! Test harness: real S3-compatible servers (moto) on loopback, real files,
+//! and the real `leasectl` binary.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The command that installs the test servers.
+pub const SETUP: &str = "scripts/setup-test-env.sh (or simply scripts/test.sh)";
+
+/// Which moto: the one that answers like AWS, or the one that ignores preconditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Moto {
+    /// moto[server]==5.2.5, single-threaded.
+    Conditional,
+    /// moto[server]==5.0.14: ignores If-None-Match / If-Match.
+    Ignoring,
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn venv_python(version: &str) -> PathBuf {
+    let dir = std::env::var_os("LEASECTL_VENV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv"));
+    let py = dir.join(format!("moto-{version}")).join("bin/python");
+    if !py.exists() {
+        panic!(
+            "the S3 test server (moto {version}) is not set up: {} is missing.\n\
+             Run {SETUP} first (LEASECTL_VENV_DIR={}).",
+            py.display(),
+            dir.display()
+        );
+    }
+    py
+}
+
+/// A moto server on 127.0.0.1, stopped when dropped (or when this process exits:
+/// the server exits when its stdin closes).
+pub struct MotoServer {
+    child: Child,
+    _stdin: ChildStdin,
+    pub port: u16,
+}
+
+impl MotoServer {
+    pub fn start(kind: Moto) -> Self {
+        let version = match kind {
+            Moto::Conditional => "5.2.5",
+            Moto::Ignoring => "5.0.14",
+        };
+        let mut child = Command::new(venv_python(version))
+            .arg(repo().join("scripts/moto_server.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting moto");
+        let stdin = child.stdin.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("reading moto's port");
+        let port: u16 = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("moto did not print its port: {line:?}"));
+        Self {
+            child,
+            _stdin: stdin,
+            port,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One shared server of each kind per test binary.
+pub fn moto(kind: Moto) -> &'static MotoServer {
+    static C: OnceLock<MotoServer> = OnceLock::new();
+    static I: OnceLock<MotoServer> = OnceLock::new();
+    match kind {
+        Moto::Conditional => C.get_or_init(|| MotoServer::start(kind)),
+        Moto::Ignoring => I.get_or_init(|| MotoServer::start(kind)),
+    }
+}
+
+/// Environment for talking to moto: fake credentials, fixed region, no IMDS.
+pub fn s3_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing-secret")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_PROFILE")
+        .env_remove("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL")
+}
+
+/// A raw SDK client for seeding a server (bucket creation, raw objects).
+pub fn sdk_client(endpoint: &str) -> aws_sdk_s3::Client {
+    let creds =
+        aws_sdk_s3::config::Credentials::new("testing", "testing-secret", None, None, "test");
+    let conf = aws_sdk_s3::config::Builder::new()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(creds)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
+}
+
+/// A fresh bucket name for one test.
+pub fn bucket_name(test: &str) -> String {
+    let clean: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!(
+        "{}-{:08x}",
+        &clean[..clean.len().min(40)],
+        rand::random::<u32>()
+    )
+}
+
+pub async fn create_bucket(client: &aws_sdk_s3::Client, bucket: &str) {
+    client
+        .create_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("create bucket");
+}
+
+pub async fn put_raw(client: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &[u8]) {
+    client
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(body.to_vec().into())
+        .send()
+        .await
+        .expect("put object");
+}
+
+/// Runs the leasectl binary with `args` against `endpoint` (if any); waits up to 60 s.
+pub fn leasectl(endpoint: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut cmd);
+    if let Some(e) = endpoint {
+        cmd.args(["--endpoint-url", e, "--path-style"]);
+    }
+    cmd.args(args);
+    run_with_timeout(cmd, Duration::from_secs(60))
+}
+
+pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn leasectl");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait leasectl"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("leasectl did not finish within {limit:?}");
+        }
+    }
+}
+
+pub fn file_url(dir: &Path) -> String {
+    format!("file://{}/", dir.display())
+}
