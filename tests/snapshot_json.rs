@@ -22,12 +22,14 @@ fn record(id: &str, renewed_offset_s: i64, ttl: i64) -> Vec<u8> {
 }
 
 /// (prefix, body or None for absent, expected state, expected problem substring)
-fn cases() -> Vec<(
+type Case = (
     &'static str,
     Option<Vec<u8>>,
     &'static str,
     Option<&'static str>,
-)> {
+);
+
+fn cases() -> Vec<Case> {
     let mut big = b"{\"instance_id\":\"".to_vec();
     big.extend(std::iter::repeat_n(b'a', 100 * 1024));
     big.extend(b"\"}");

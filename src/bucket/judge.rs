@@ -205,3 +205,86 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
     }
     j
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Duration, TimeZone};
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap()
+    }
+
+    fn obs(renewed_at: &str, ttl_s: u64) -> Observed {
+        let renewed_at = DateTime::parse_from_rfc3339(renewed_at)
+            .unwrap()
+            .with_timezone(&Utc);
+        Observed::Present {
+            etag: Some("e".into()),
+            last_modified: Some(now() - Duration::seconds(2)),
+            record: Ok(LeaseRecord {
+                instance_id: "h".into(),
+                acquired_at: renewed_at,
+                renewed_at,
+                ttl_s,
+            }),
+        }
+    }
+
+    #[test]
+    fn judgement_table() {
+        // (renewed_at, ttl_s, expected state, expected age_s)
+        let cases: &[(&str, u64, LeaseState, f64)] = &[
+            ("2026-11-30T11:59:50Z", 30, LeaseState::Fresh, 10.0),
+            ("2026-11-30T11:59:30.001Z", 30, LeaseState::Fresh, 29.999),
+            // age exactly ttl_s: stale
+            ("2026-11-30T11:59:30Z", 30, LeaseState::Stale, 30.0),
+            ("2026-11-30T11:59:29.999Z", 30, LeaseState::Stale, 30.001),
+            // stamped exactly ttl_s in the future: still fresh
+            ("2026-11-30T12:00:30Z", 30, LeaseState::Fresh, -30.0),
+            // just beyond: suspect
+            ("2026-11-30T12:00:30.001Z", 30, LeaseState::Suspect, -30.001),
+            // offsets other than Z mean the same instant
+            ("2026-11-30T13:59:50+02:00", 30, LeaseState::Fresh, 10.0),
+            ("2026-11-30T06:29:00-05:30", 30, LeaseState::Stale, 60.0),
+            // TTL over an hour: suspect however fresh
+            ("2026-11-30T11:59:59Z", 3601, LeaseState::Suspect, 1.0),
+            ("2026-11-30T11:59:59Z", 3600, LeaseState::Fresh, 1.0),
+        ];
+        for (stamp, ttl, state, age) in cases {
+            let j = judge(&obs(stamp, *ttl), now());
+            assert_eq!(j.state, *state, "{stamp} ttl {ttl}");
+            assert!(
+                (j.age_s.unwrap() - age).abs() < 1e-6,
+                "{stamp}: age {:?}",
+                j.age_s
+            );
+            assert!(
+                (j.expires_in_s.unwrap() - (*ttl as f64 - age)).abs() < 1e-6,
+                "{stamp}"
+            );
+            assert_eq!(
+                j.problem.is_some(),
+                *state == LeaseState::Suspect,
+                "{stamp}"
+            );
+        }
+    }
+
+    #[test]
+    fn skew_absent_and_malformed() {
+        let j = judge(&obs("2026-11-30T11:59:55Z", 30), now());
+        // renewed_at is 3 s after Last-Modified (now − 2 s): holder clock ~3 s ahead.
+        assert!((j.holder_skew_s.unwrap() + 3.0).abs() < 1e-6);
+        assert_eq!(judge(&Observed::Absent, now()).state, LeaseState::Absent);
+        let m = Observed::Present {
+            etag: None,
+            last_modified: None,
+            record: Err(("body is not JSON".into(), "x".into())),
+        };
+        let j = judge(&m, now());
+        assert_eq!(j.state, LeaseState::Malformed);
+        assert_eq!(j.problem.as_deref(), Some("body is not JSON"));
+        assert!(j.sentence().contains("seen unchanged for one TTL"));
+    }
+}

@@ -206,7 +206,7 @@ impl App {
         } else if self.selected >= self.offset + page {
             self.offset = self.selected + 1 - page;
         }
-        self.offset = self.offset.min(n.saturating_sub(page).max(0));
+        self.offset = self.offset.min(n.saturating_sub(page));
     }
 }
 

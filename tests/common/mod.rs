@@ -2,6 +2,8 @@
 //! and the real `leasectl` binary.
 #![allow(dead_code)]
 
+pub mod tmux;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};

@@ -1,0 +1,96 @@
+//! A tmux session driven like an operator would: type keys, read the screen.
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub struct Tmux {
+    pub name: String,
+}
+
+impl Tmux {
+    /// A detached session of `w`×`h` running a plain bash.
+    pub fn start(w: u16, h: u16) -> Self {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            panic!("tmux is not installed: run scripts/setup-test-env.sh");
+        }
+        let name = format!("leasectl-test-{:08x}", rand::random::<u32>());
+        let ok = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                &w.to_string(),
+                "-y",
+                &h.to_string(),
+            ])
+            .args([
+                "env",
+                "PS1=$ ",
+                "TERM=xterm-256color",
+                "bash",
+                "--norc",
+                "--noprofile",
+            ])
+            .status()
+            .expect("tmux new-session")
+            .success();
+        assert!(ok, "tmux new-session failed");
+        Self { name }
+    }
+
+    /// Types `keys` (tmux key names, e.g. "q", "Enter", "Down").
+    pub fn send(&self, keys: &[&str]) {
+        let ok = Command::new("tmux")
+            .args(["send-keys", "-t", &self.name])
+            .args(keys)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+
+    /// Types a literal line and Enter.
+    pub fn type_line(&self, line: &str) {
+        assert!(Command::new("tmux")
+            .args(["send-keys", "-t", &self.name, "-l", line])
+            .status()
+            .unwrap()
+            .success());
+        self.send(&["Enter"]);
+    }
+
+    /// The visible screen as text.
+    pub fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen satisfies `pred`, up to `limit`; returns the screen.
+    pub fn wait_for(&self, limit: Duration, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            if start.elapsed() > limit {
+                panic!("timed out waiting for {what}; screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.name])
+            .status();
+    }
+}
