@@ -1,5 +1,7 @@
 //! The command line (DESIGN.md "Command line"): parsed with clap.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -52,6 +54,28 @@ pub struct ConsoleArgs {
     /// Per-request timeout (e.g. 10s).
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+
+    /// Pod view options.
+    #[command(flatten)]
+    pub pod: PodArgs,
+}
+
+/// Which pod to show.
+#[derive(Debug, Args, Clone)]
+pub struct PodArgs {
+    /// A data directory whose `.writer.lock` to inspect (repeatable; default: auto-detected
+    /// from open files ending in `/.writer.lock`).
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dirs: Vec<PathBuf>,
+
+    /// The pod's root process: show it and its descendants (default: every process that
+    /// carries a lease variable or has the lock open, with its ancestors).
+    #[arg(long, value_name = "PID")]
+    pub pod_root: Option<u32>,
+
+    /// Do not scan processes at all (bucket leases only).
+    #[arg(long, conflicts_with_all = ["data_dirs", "pod_root"])]
+    pub no_pod: bool,
 }
 
 /// S3 connection options, shared by every command.
@@ -91,7 +115,46 @@ pub enum OnOff {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Pod writer lease (flock on {DataDir}/.writer.lock).
+    Writer {
+        /// What to do.
+        #[command(subcommand)]
+        command: WriterCommand,
+    },
+    /// Print only the pod section as JSON (debugging aid; exit 3 when a verdict fires).
+    #[command(hide = true)]
+    PodScan {
+        /// Accepted for symmetry with the console; output is always JSON.
+        #[arg(long)]
+        json: bool,
+        /// Pod selection.
+        #[command(flatten)]
+        pod: PodArgs,
+        /// The proc filesystem to read.
+        #[arg(long, default_value = "/proc", value_name = "DIR")]
+        proc_root: PathBuf,
+    },
+}
+
+/// `leasectl writer …`.
+#[derive(Debug, Subcommand)]
+pub enum WriterCommand {
+    /// Run CMD under the writer-lease rules: as the pod's root, take the flock first, stamp
+    /// CLOUD_WRITER_LEASE_HELD with our pid, run CMD as a child, forward signals, release after
+    /// it is reaped, exit with its status. Otherwise (Inherit, Off) exec CMD in place.
+    Exec {
+        /// The data directory holding `.writer.lock`.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// How long to wait for the previous holder before failing closed.
+        #[arg(long, default_value = "90s", value_parser = parse_duration, value_name = "DURATION")]
+        wait: Duration,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+}
 
 /// Parses a humantime duration such as `5s` or `1m30s`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

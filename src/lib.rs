@@ -2,8 +2,8 @@
 //!
 //! Layers, bottom to top (each uses only those below it):
 //! [`store`] (object stores), [`bucket`] (the bucket-lease record, judgement and
-//! engine), [`snapshot`] (discovery and the `--json` document), [`tui`] (the
-//! console). [`clock`] and [`text`] are shared utilities.
+//! engine), [`snapshot`] (discovery and the `--json` document), [`writer`] (the pod writer lease: duty, flock,
+//! pod scanner), [`tui`] (the console). [`clock`] and [`text`] are shared utilities.
 
 pub mod bucket;
 pub mod cli;
@@ -13,3 +13,4 @@ pub mod store;
 pub mod target;
 pub mod text;
 pub mod tui;
+pub mod writer;

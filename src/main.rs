@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use clap::Parser;
 use color_eyre::eyre::{eyre, Result, WrapErr};
-use leasectl::cli::{Cli, S3Args};
+use leasectl::cli::{Cli, Command, PodArgs, S3Args, WriterCommand};
 use leasectl::clock::{SharedClock, SystemClock};
-use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_USAGE};
+use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_ATTENTION, EXIT_USAGE};
 use leasectl::store::s3::S3Options;
 use leasectl::store::{ObjectRead, ReadOnly};
 use leasectl::target::{Connector, Target};
 use leasectl::tui;
+use leasectl::writer::{self, scan, scan::ScanOptions};
 
 fn main() {
     let code = match real_main() {
@@ -29,7 +30,29 @@ fn real_main() -> Result<i32> {
         .display_env_section(false)
         .install()?;
     let cli = Cli::parse();
-    init_logging(cli.console.json);
+    init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. })));
+    // Synchronous commands run before any runtime thread exists: `writer exec`
+    // masks signals and may exec in place.
+    match &cli.command {
+        Some(Command::Writer {
+            command:
+                WriterCommand::Exec {
+                    data_dir,
+                    wait,
+                    command,
+                },
+        }) => {
+            return Ok(match writer::exec::writer_exec(data_dir, *wait, command) {
+                Ok(code) => code,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    e.exit_code()
+                }
+            })
+        }
+        Some(Command::PodScan { pod, proc_root, .. }) => return pod_scan(pod, proc_root),
+        None => {}
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -45,6 +68,7 @@ fn init_logging(quiet: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -69,8 +93,28 @@ fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
 async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         None => console(cli).await,
-        Some(cmd) => match cmd {},
+        Some(Command::Writer { .. } | Command::PodScan { .. }) => {
+            unreachable!("handled before the runtime starts")
+        }
     }
+}
+
+fn scan_options(pod: &PodArgs, proc_root: &std::path::Path) -> ScanOptions {
+    ScanOptions {
+        proc_root: proc_root.to_path_buf(),
+        data_dirs: pod.data_dirs.clone(),
+        pod_root: pod.pod_root,
+    }
+}
+
+fn pod_scan(pod: &PodArgs, proc_root: &std::path::Path) -> Result<i32> {
+    let snap = scan::scan(&scan_options(pod, proc_root))?;
+    println!("{}", serde_json::to_string_pretty(&snap)?);
+    Ok(if snap.verdicts.is_empty() {
+        0
+    } else {
+        EXIT_ATTENTION
+    })
 }
 
 async fn console(cli: Cli) -> Result<i32> {
@@ -103,7 +147,14 @@ async fn console(cli: Cli) -> Result<i32> {
     let clock: SharedClock = SystemClock::shared();
 
     if args.json {
-        let snap = snapshot::gather(&open, &opts, &clock).await;
+        let mut snap = snapshot::gather(&open, &opts, &clock).await;
+        if !args.pod.no_pod {
+            let so = scan_options(&args.pod, std::path::Path::new("/proc"));
+            snap.pod = tokio::task::spawn_blocking(move || scan::scan(&so))
+                .await
+                .wrap_err("pod scan task")?
+                .wrap_err("scanning the pod (/proc)")?;
+        }
         for t in &snap.targets {
             if let Some(e) = &t.error {
                 eprintln!(

@@ -3,7 +3,8 @@
 //! A LEASE body, an `instance_id` or a process command line is written by
 //! someone else. Before any of it reaches a terminal, every control character
 //! (C0, DEL, C1 — which includes ESC and the 8-bit CSI) is replaced by a visible
-//! escape such as `\x1b`, so no escape sequence is ever emitted.
+//! escape such as `\x1b`, so no escape sequence is ever emitted. A backslash
+//! is doubled, so an escape in the output always came from here.
 
 /// Returns `s` with every control character replaced by a visible escape
 /// (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`…). Printable text, including non-ASCII
@@ -19,6 +20,7 @@ pub fn sanitize(s: &str) -> String {
                 '\n' => out.push_str("\\n"),
                 '\t' => out.push_str("\\t"),
                 '\r' => out.push_str("\\r"),
+                '\\' => out.push_str("\\\\"),
                 c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
                 c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             }
@@ -43,8 +45,9 @@ pub fn sanitize_bytes(b: &[u8]) -> String {
 }
 
 fn is_unsafe(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c == '\\'
+        || c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 #[cfg(test)]
@@ -58,6 +61,7 @@ mod tests {
         assert_eq!(sanitize("x\u{9b}31m"), "x\\u{9b}31m");
         assert_eq!(sanitize("héllo wörld"), "héllo wörld");
         assert_eq!(sanitize("a\u{202e}b"), "a\\u{202e}b");
+        assert_eq!(sanitize("a\\nb"), "a\\\\nb");
     }
 
     #[test]

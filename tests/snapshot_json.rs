@@ -173,9 +173,11 @@ async fn every_state_on_s3() {
     }
     let url = format!("s3://{bucket}/backups/");
     let endpoint = server.endpoint();
-    let out = tokio::task::spawn_blocking(move || leasectl(Some(&endpoint), &["--json", &url]))
-        .await
-        .unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        leasectl(Some(&endpoint), &["--json", "--no-pod", &url])
+    })
+    .await
+    .unwrap();
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -210,7 +212,7 @@ fn every_state_on_local_store() {
             None => std::fs::write(d.join("data.bin"), b"x").unwrap(),
         }
     }
-    let out = leasectl(None, &["--json", &file_url(dir.path())]);
+    let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -228,7 +230,7 @@ fn healthy_prefixes_exit_zero() {
     std::fs::create_dir_all(dir.path().join("a")).unwrap();
     std::fs::write(dir.path().join("a/LEASE"), record("h", -1, 30)).unwrap();
     std::fs::create_dir_all(dir.path().join("b")).unwrap();
-    let out = leasectl(None, &["--json", &file_url(dir.path())]);
+    let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -250,7 +252,10 @@ fn target_itself_is_a_prefix_and_depth_zero_lists_nothing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("LEASE"), record("root-holder", -100, 30)).unwrap();
     std::fs::create_dir_all(dir.path().join("child")).unwrap();
-    let out = leasectl(None, &["--json", "--depth", "0", &file_url(dir.path())]);
+    let out = leasectl(
+        None,
+        &["--json", "--no-pod", "--depth", "0", &file_url(dir.path())],
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let prefixes = doc["targets"][0]["prefixes"].as_array().unwrap();
     assert_eq!(prefixes.len(), 1, "{doc:#}");

@@ -18,6 +18,7 @@ use serde::{Serialize, Serializer};
 use crate::bucket::{judge, lease_key, LeaseRecord, LeaseState, Observed};
 use crate::store::{ObjectRead, StoreError};
 use crate::target::Target;
+use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
 pub const SCHEMA_VERSION: &str = "1.0";
@@ -155,17 +156,6 @@ pub struct ReaderClock {
     pub now: DateTime<Utc>,
 }
 
-/// The pod section (filled by the writer-lease scanner; empty when not scanned).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct PodReport {
-    /// Processes of the pod.
-    pub processes: Vec<serde_json::Value>,
-    /// Lock files and their holders.
-    pub locks: Vec<serde_json::Value>,
-    /// What is wrong in the pod.
-    pub verdicts: Vec<serde_json::Value>,
-}
-
 /// One consistent view of every target (and the pod): the `--json` document.
 #[derive(Debug, Clone, Serialize)]
 pub struct Snapshot {
@@ -179,7 +169,7 @@ pub struct Snapshot {
     /// Targets in the order given.
     pub targets: Vec<TargetReport>,
     /// The local pod.
-    pub pod: PodReport,
+    pub pod: PodSnapshot,
 }
 
 /// Exit code: every target gathered and healthy.
@@ -422,7 +412,7 @@ pub async fn gather(
         generated_at: clock.wall(),
         reader_clock: ReaderClock { now: clock.wall() },
         targets: reports,
-        pod: PodReport::default(),
+        pod: PodSnapshot::default(),
     };
     snap.rejudge(clock.wall());
     snap

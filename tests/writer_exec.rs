@@ -1,0 +1,262 @@
+//! `leasectl writer exec` end to end: real wrappers, real children, real flock.
+
+mod writer_support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use writer_support::*;
+
+fn taking(dir: &std::path::Path, wait: &str, cmd: &[&str]) -> std::process::Command {
+    let mut c = wrapper(dir, wait, cmd);
+    c.env("CLOUD_WRITER_LEASE", "1");
+    c
+}
+
+/// Waits until the wrapper has a running child and returns its pid.
+fn child_of(pid: u32) -> u32 {
+    wait_for(Duration::from_secs(4), || children(pid).first().copied()).expect("child started")
+}
+
+#[test]
+fn second_wrapper_fails_closed_naming_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = taking(dir.path(), "2s", &["sleep", "30"]);
+    first.stderr(Stdio::null());
+    let first = Guard::spawn(first);
+    wait_for(Duration::from_secs(4), || {
+        (!lock_is_free(dir.path())).then_some(())
+    })
+    .expect("first holds");
+
+    let marker = dir.path().join("ran");
+    let mut second = taking(dir.path(), "1s", &["touch", marker.to_str().unwrap()]);
+    second.stderr(Stdio::piped());
+    let started = Instant::now();
+    let (status, _, err) = Guard::spawn(second).output(Duration::from_secs(5));
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(125), "{err}");
+    assert!(
+        took >= Duration::from_millis(900),
+        "gave up after {took:?}, before --wait"
+    );
+    assert!(
+        err.contains(&format!("pid {}", first.pid)),
+        "holder not named: {err}"
+    );
+    assert!(
+        err.contains("writer exec"),
+        "holder command not named: {err}"
+    );
+    assert!(err.contains("fail closed"), "{err}");
+    assert!(!marker.exists(), "the command ran without the lock");
+    assert!(running(first.pid));
+}
+
+#[test]
+fn duty_sentence_logged_and_exit_status_propagates() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = taking(dir.path(), "2s", &["sh", "-c", "exit 7"]);
+    c.stderr(Stdio::piped());
+    let (status, _, err) = Guard::spawn(c).output(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(7));
+    assert!(err.contains("writer lease take"), "{err}");
+    assert!(err.contains("pod root"), "{err}");
+    assert!(lock_is_free(dir.path()));
+
+    // A child killed by a signal: 128 + signal number.
+    let mut c = taking(dir.path(), "2s", &["sh", "-c", "kill -9 $$"]);
+    c.stderr(Stdio::null());
+    let (status, _, _) = Guard::spawn(c).output(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(128 + 9));
+}
+
+#[test]
+fn child_gets_stamp_naming_wrapper() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = taking(
+        dir.path(),
+        "2s",
+        &["sh", "-c", "echo \"$CLOUD_WRITER_LEASE_HELD $PPID\""],
+    );
+    c.stdout(Stdio::piped()).stderr(Stdio::null());
+    let g = Guard::spawn(c);
+    let pid = g.pid;
+    let (status, out, _) = g.output(Duration::from_secs(5));
+    assert!(status.success());
+    assert_eq!(out.trim(), format!("{pid} {pid}"));
+}
+
+#[test]
+fn signals_are_forwarded_to_the_child() {
+    for (sig, code) in [
+        (Signal::SIGTERM, 41),
+        (Signal::SIGINT, 42),
+        (Signal::SIGHUP, 43),
+        (Signal::SIGQUIT, 44),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let script =
+            "trap 'exit 41' TERM; trap 'exit 42' INT; trap 'exit 43' HUP; trap 'exit 44' QUIT; \
+                      echo ready; while :; do sleep 0.05; done";
+        let mut c = taking(dir.path(), "2s", &["sh", "-c", script]);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut g = Guard::spawn(c);
+        // Wait until the traps are installed.
+        let mut out = g.child.as_mut().unwrap().stdout.take().unwrap();
+        let mut buf = [0u8; 6];
+        std::io::Read::read_exact(&mut out, &mut buf).unwrap();
+        g.signal(sig);
+        let (status, _, err) = g.output(Duration::from_secs(5));
+        assert_eq!(status.code(), Some(code), "{sig}: {err}");
+        assert!(err.contains("forwarding signal"), "{err}");
+    }
+}
+
+#[test]
+fn term_kills_a_plain_child_with_128_plus_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = taking(dir.path(), "2s", &["sleep", "30"]);
+    c.stderr(Stdio::null());
+    let g = Guard::spawn(c);
+    let child = child_of(g.pid);
+    g.signal(Signal::SIGTERM);
+    let (status, _, _) = g.output(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(128 + 15));
+    assert!(!running(child));
+}
+
+#[test]
+fn lock_released_only_after_child_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    // The child shrugs off SIGTERM and lingers about a second.
+    let script = "trap '' TERM; i=0; while [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; exit 5";
+    let mut c = taking(dir.path(), "2s", &["sh", "-c", script]);
+    c.stderr(Stdio::null());
+    let mut g = Guard::spawn(c);
+    let child = child_of(g.pid);
+    g.signal(Signal::SIGTERM);
+    let mut polls_while_child_ran = 0;
+    loop {
+        let child_alive = running(child);
+        let free = lock_is_free(dir.path());
+        if child_alive {
+            assert!(!free, "lock was free while the child {child} still ran");
+            polls_while_child_ran += 1;
+        }
+        if g.child.as_mut().unwrap().try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        polls_while_child_ran > 5,
+        "the child did not outlive the signal"
+    );
+    assert_eq!(
+        g.wait_timeout(Duration::from_secs(1)).unwrap().code(),
+        Some(5)
+    );
+    assert!(lock_is_free(dir.path()));
+}
+
+#[test]
+fn killing_the_wrapper_kills_the_child_and_frees_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = taking(dir.path(), "2s", &["sleep", "30"]);
+    c.stderr(Stdio::null());
+    let mut g = Guard::spawn(c);
+    let child = child_of(g.pid);
+    g.signal(Signal::SIGKILL);
+    g.wait_timeout(Duration::from_secs(2))
+        .expect("wrapper died");
+    // PR_SET_PDEATHSIG: the child gets SIGKILL when the wrapper dies.
+    wait_for(Duration::from_secs(2), || (!running(child)).then_some(())).expect("child killed");
+    assert!(lock_is_free(dir.path()));
+}
+
+#[test]
+fn inherit_and_off_exec_in_place_without_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id().to_string();
+    for (enable, stamp, word) in [
+        ("1", Some(me.as_str()), "inherit"),
+        ("0", None, "off"),
+        ("", None, "off"),
+    ] {
+        let mut c = wrapper(dir.path(), "1s", &["sh", "-c", "echo $$"]);
+        c.env("CLOUD_WRITER_LEASE", enable)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(s) = stamp {
+            c.env("CLOUD_WRITER_LEASE_HELD", s);
+        }
+        let g = Guard::spawn(c);
+        let pid = g.pid;
+        let (status, out, err) = g.output(Duration::from_secs(5));
+        assert!(status.success(), "{err}");
+        assert_eq!(out.trim(), pid.to_string(), "{word}: not exec'd in place");
+        assert!(err.contains(&format!("writer lease {word}")), "{err}");
+        assert!(
+            !dir.path().join(".writer.lock").exists(),
+            "{word} touched the lock"
+        );
+    }
+}
+
+#[test]
+fn invalid_enable_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    for value in ["yes", "on\x1b[2J"] {
+        let mut c = wrapper(dir.path(), "1s", &["touch", marker.to_str().unwrap()]);
+        c.env("CLOUD_WRITER_LEASE", value).stderr(Stdio::piped());
+        let (status, _, err) = Guard::spawn(c).output(Duration::from_secs(5));
+        assert_eq!(status.code(), Some(125));
+        let shown = value.replace('\x1b', "\\x1b");
+        assert!(err.contains(&format!("\"{shown}\"")), "{err}");
+        assert!(!err.contains('\x1b'), "raw escape in {err:?}");
+        assert!(!marker.exists());
+    }
+}
+
+#[test]
+fn stray_stamp_on_root_takes_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // A stamp naming a pid that is not our parent (and not running).
+    let stray = (900_000..)
+        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        .unwrap();
+    let mut c = taking(dir.path(), "2s", &["sleep", "30"]);
+    c.env("CLOUD_WRITER_LEASE_HELD", stray.to_string())
+        .stderr(Stdio::piped());
+    let g = Guard::spawn(c);
+    let snap = scan_until(g.pid, dir.path(), |s| {
+        s.processes
+            .iter()
+            .any(|p| p.pid == g.pid && p.lock == leasectl::writer::scan::LockState::Holds)
+    });
+    let r = proc_of(&snap, g.pid);
+    assert_eq!(r.duty, leasectl::writer::scan::DutyView::Take);
+    assert!(
+        r.duty_reason.contains(&format!("names pid {stray}")),
+        "{}",
+        r.duty_reason
+    );
+    let v = snap
+        .verdicts
+        .iter()
+        .find(|v| v.kind == leasectl::writer::scan::VerdictKind::StrayStamp)
+        .expect("stray stamp verdict");
+    assert_eq!(v.pids, vec![g.pid]);
+    assert!(v.message.contains("not running"), "{}", v.message);
+
+    g.signal(Signal::SIGTERM);
+    let (_, _, err) = g.output(Duration::from_secs(5));
+    assert!(
+        err.contains(&format!("CLOUD_WRITER_LEASE_HELD={stray} was ignored")),
+        "{err}"
+    );
+    assert!(err.contains("not our parent"), "{err}");
+}

@@ -1,0 +1,348 @@
+//! Table tests of the pure verdict rules (`scan::judge`), plus a fake /proc
+//! tree for what a real machine rarely shows (an unreadable environment).
+
+use std::collections::BTreeSet;
+
+use leasectl::writer::scan::{
+    judge, scan, DutyView, EnvRead, LockState, Observed, ObservedLock, ObservedProcess,
+    ScanOptions, VerdictKind,
+};
+
+fn env(enable: Option<&str>, stamp: Option<&str>) -> EnvRead {
+    EnvRead::Read {
+        enable: enable.map(str::to_string),
+        stamp: stamp.map(str::to_string),
+    }
+}
+
+fn p(pid: u32, ppid: u32, env: EnvRead, opens: bool, holds: bool) -> ObservedProcess {
+    ObservedProcess {
+        pid,
+        ppid,
+        command: format!("proc{pid}"),
+        env,
+        opens: if opens { vec![0] } else { vec![] },
+        holds: if holds { vec![0] } else { vec![] },
+        age_s: Some(12),
+    }
+}
+
+fn lock(holders: &[u32], locked: bool, proc_locks: &[u32]) -> ObservedLock {
+    ObservedLock {
+        path: "/data/.writer.lock".into(),
+        holders: holders.to_vec(),
+        locked,
+        proc_locks_pids: proc_locks.to_vec(),
+    }
+}
+
+fn obs(processes: Vec<ObservedProcess>, locks: Vec<ObservedLock>, extra_alive: &[u32]) -> Observed {
+    let mut alive: BTreeSet<u32> = processes.iter().map(|p| p.pid).collect();
+    alive.extend(extra_alive);
+    alive.insert(1);
+    Observed {
+        processes,
+        locks,
+        alive,
+    }
+}
+
+fn kinds(o: &Observed) -> Vec<(VerdictKind, Vec<u32>)> {
+    judge(o)
+        .verdicts
+        .into_iter()
+        .map(|v| (v.kind, v.pids))
+        .collect()
+}
+
+use VerdictKind::*;
+
+#[test]
+fn verdict_table() {
+    let on = || env(Some("1"), None);
+    let stamped = |s: &str| env(Some("1"), Some(s));
+    type Case = (&'static str, Observed, Vec<(VerdictKind, Vec<u32>)>);
+    let cases: Vec<Case> = vec![
+        (
+            "healthy: root takes and holds, child inherits",
+            obs(
+                vec![
+                    p(10, 1, on(), true, true),
+                    p(11, 10, stamped("10"), false, false),
+                ],
+                vec![lock(&[10], true, &[10])],
+                &[],
+            ),
+            vec![],
+        ),
+        (
+            "lease off everywhere, no lock: nothing to say",
+            obs(vec![p(10, 1, env(None, None), false, false)], vec![], &[]),
+            vec![],
+        ),
+        (
+            "holders sharing one open file description are one contender",
+            obs(
+                vec![p(10, 1, on(), true, true), p(11, 10, on(), true, true)],
+                vec![lock(&[10, 11], true, &[0])],
+                &[],
+            ),
+            vec![],
+        ),
+        (
+            "siblings racing: one holds, two wait",
+            obs(
+                vec![
+                    p(10, 1, env(None, None), false, false),
+                    p(11, 10, on(), true, true),
+                    p(12, 10, on(), true, false),
+                    p(13, 10, on(), true, false),
+                ],
+                vec![lock(&[11], true, &[11])],
+                &[],
+            ),
+            vec![
+                (SiblingsRacing, vec![11, 12, 13]),
+                (Waiting, vec![12]),
+                (Waiting, vec![13]),
+            ],
+        ),
+        (
+            "two Take waiters, nobody holds: racing and armed, holds nothing",
+            obs(
+                vec![p(10, 1, on(), true, false), p(11, 1, on(), true, false)],
+                vec![lock(&[], false, &[])],
+                &[],
+            ),
+            vec![
+                (ArmedHoldsNothing, vec![10, 11]),
+                (SiblingsRacing, vec![10, 11]),
+                (Waiting, vec![10]),
+                (Waiting, vec![11]),
+            ],
+        ),
+        (
+            "armed, holds nothing: no lock file anywhere; names the topmost armed process",
+            obs(
+                vec![p(10, 1, on(), false, false), p(11, 10, on(), false, false)],
+                vec![],
+                &[],
+            ),
+            vec![(ArmedHoldsNothing, vec![10])],
+        ),
+        (
+            "holder whose duty is inherit",
+            obs(
+                vec![
+                    p(10, 1, on(), false, false),
+                    p(11, 10, stamped("10"), true, true),
+                ],
+                vec![lock(&[11], true, &[11])],
+                &[],
+            ),
+            vec![(HolderNotTake, vec![11])],
+        ),
+        (
+            "holder with the lease off",
+            obs(
+                vec![p(10, 1, env(None, None), true, true)],
+                vec![lock(&[10], true, &[10])],
+                &[],
+            ),
+            vec![(HolderNotTake, vec![10])],
+        ),
+        (
+            "holder with an unreadable environment: no claim about its duty",
+            obs(
+                vec![p(10, 1, EnvRead::Unreadable("EACCES".into()), true, true)],
+                vec![lock(&[10], true, &[10])],
+                &[],
+            ),
+            vec![],
+        ),
+        (
+            "stray stamp on a participant (names a live non-parent)",
+            obs(
+                vec![p(10, 1, stamped("77"), true, true)],
+                vec![lock(&[10], true, &[10])],
+                &[77],
+            ),
+            vec![(StrayStamp, vec![10])],
+        ),
+        (
+            "garbage stamp on a participant",
+            obs(
+                vec![p(10, 1, stamped("x"), true, true)],
+                vec![lock(&[10], true, &[10])],
+                &[],
+            ),
+            vec![(StrayStamp, vec![10])],
+        ),
+        (
+            "stray stamp on a non-participant: not a verdict",
+            obs(
+                vec![
+                    p(10, 1, on(), true, true),
+                    p(11, 10, stamped("10"), false, false),
+                    p(12, 11, stamped("10"), false, false),
+                ],
+                vec![lock(&[10], true, &[10])],
+                &[],
+            ),
+            vec![],
+        ),
+        (
+            "invalid enable, one verdict per value",
+            obs(
+                vec![
+                    p(10, 1, env(Some("yes"), None), false, false),
+                    p(11, 10, env(Some("yes"), None), false, false),
+                ],
+                vec![],
+                &[],
+            ),
+            vec![(InvalidEnable, vec![10, 11])],
+        ),
+        (
+            "holder outside the pod: the pod root waits for it",
+            obs(
+                vec![p(10, 1, on(), true, false)],
+                vec![lock(&[500], true, &[500])],
+                &[500],
+            ),
+            vec![(Waiting, vec![10]), (HolderOutsidePod, vec![500])],
+        ),
+        (
+            "locked, holder invisible (/proc/locks says pid 0)",
+            obs(
+                vec![p(10, 1, on(), false, false)],
+                vec![lock(&[], true, &[0])],
+                &[],
+            ),
+            vec![(HolderOutsidePod, vec![])],
+        ),
+    ];
+    for (name, o, want) in cases {
+        assert_eq!(kinds(&o), want, "case: {name}\n{:#?}", judge(&o).verdicts);
+    }
+}
+
+#[test]
+fn messages_say_what_and_how_long() {
+    let o = obs(
+        vec![
+            p(11, 10, env(Some("1"), None), true, true),
+            p(12, 10, env(Some("1"), Some("999")), true, false),
+        ],
+        vec![lock(&[11], true, &[11])],
+        &[],
+    );
+    let s = judge(&o);
+    let get = |k| {
+        s.verdicts
+            .iter()
+            .find(|v| v.kind == k)
+            .unwrap()
+            .message
+            .clone()
+    };
+    assert!(get(SiblingsRacing).contains("more than one Take"));
+    let w = get(Waiting);
+    assert!(w.contains("12 s") && w.contains("held by pid 11"), "{w}");
+    let st = get(StrayStamp);
+    assert!(st.contains("pid 999") && st.contains("not running"), "{st}");
+    let p12 = s.processes.iter().find(|p| p.pid == 12).unwrap();
+    assert_eq!(p12.lock, LockState::Open);
+    assert_eq!(p12.waiting_s, Some(12));
+    assert_eq!(
+        s.processes.iter().find(|p| p.pid == 11).unwrap().waiting_s,
+        None
+    );
+}
+
+#[test]
+fn output_is_sorted_and_json_shape_matches_design() {
+    let o = obs(
+        vec![
+            p(30, 1, env(Some("bad\n"), None), false, false),
+            p(20, 1, env(Some("1"), None), true, true),
+        ],
+        vec![lock(&[20], true, &[20])],
+        &[],
+    );
+    let s = judge(&o);
+    assert_eq!(
+        s.processes.iter().map(|p| p.pid).collect::<Vec<_>>(),
+        vec![20, 30]
+    );
+    let v: serde_json::Value = serde_json::to_value(&s).unwrap();
+    let p0 = &v["processes"][0];
+    for key in ["pid", "ppid", "command", "duty", "duty_reason", "lock"] {
+        assert!(p0.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(p0["duty"], "take");
+    assert_eq!(p0["lock"], "holds");
+    assert_eq!(v["processes"][1]["duty"], "invalid");
+    assert_eq!(v["processes"][1]["enable"], "bad\\n");
+    assert_eq!(v["locks"][0]["holders"][0], 20);
+    assert_eq!(v["verdicts"][0]["kind"], "invalid_enable");
+    assert!(v["verdicts"][0]["pids"].is_array());
+}
+
+/// A fake /proc (the proc root is injectable): a process whose environ
+/// cannot be read shows duty `unknown` with the reason, and the scan goes on.
+#[test]
+fn unreadable_environ_is_unknown_with_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = stat.split_once(' ').unwrap().1;
+    let rest = rest.split_once(") ").unwrap().1; // after "(comm) "
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let mk = |pid: u32, ppid: u32, env: Option<&[u8]>| {
+        let d = root.path().join(pid.to_string());
+        std::fs::create_dir_all(d.join("fd")).unwrap();
+        std::fs::create_dir_all(d.join("fdinfo")).unwrap();
+        let mut f = fields.clone();
+        let ppid_s = ppid.to_string();
+        f[1] = &ppid_s;
+        std::fs::write(d.join("stat"), format!("{pid} (fake) {}", f.join(" "))).unwrap();
+        std::fs::write(d.join("cmdline"), b"fake\0--flag\0").unwrap();
+        match env {
+            Some(e) => std::fs::write(d.join("environ"), e).unwrap(),
+            // A directory cannot be read as a file: stands in for EACCES.
+            None => std::fs::create_dir(d.join("environ")).unwrap(),
+        }
+    };
+    mk(100, 1, Some(b"CLOUD_WRITER_LEASE=1\0SECRET=x\0"));
+    mk(101, 100, None);
+    std::fs::write(root.path().join("locks"), "").unwrap();
+    std::fs::write(root.path().join("uptime"), "100.0 50.0\n").unwrap();
+
+    let s = scan(&ScanOptions {
+        proc_root: root.path().to_path_buf(),
+        data_dirs: vec![],
+        pod_root: Some(100),
+    })
+    .unwrap();
+    assert_eq!(s.processes.len(), 2, "{s:#?}");
+    let p101 = s.processes.iter().find(|p| p.pid == 101).unwrap();
+    assert_eq!(p101.duty, DutyView::Unknown);
+    assert!(p101.duty_reason.contains("environ"), "{}", p101.duty_reason);
+    assert_eq!(p101.command, "fake --flag");
+    let p100 = s.processes.iter().find(|p| p.pid == 100).unwrap();
+    assert_eq!(p100.duty, DutyView::Take);
+    // The root is armed and nobody holds a lock.
+    assert_eq!(s.verdicts.len(), 1);
+    assert_eq!(s.verdicts[0].kind, ArmedHoldsNothing);
+
+    // Default selection: processes with a lease variable, plus ancestors.
+    let all = scan(&ScanOptions {
+        proc_root: root.path().to_path_buf(),
+        ..ScanOptions::default()
+    })
+    .unwrap();
+    assert_eq!(
+        all.processes.iter().map(|p| p.pid).collect::<Vec<_>>(),
+        vec![100]
+    );
+}

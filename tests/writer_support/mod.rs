@@ -1,0 +1,210 @@
+//! Shared helpers for the writer-lease integration tests: real processes,
+//! real flock, real /proc. Every spawned process tree is killed and reaped by
+//! a guard at the end of the test.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use leasectl::writer::scan::{scan, PodSnapshot, ProcessInfo, ScanOptions};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_leasectl")
+}
+
+/// A command with a clean lease environment: both lease variables removed,
+/// logs plain.
+pub fn command(program: &str) -> Command {
+    let mut c = Command::new(program);
+    c.env_remove("CLOUD_WRITER_LEASE")
+        .env_remove("CLOUD_WRITER_LEASE_HELD")
+        .env("LEASECTL_LOG", "info")
+        .env("NO_COLOR", "1");
+    c
+}
+
+/// `leasectl writer exec --data-dir DIR --wait WAIT -- CMD...` as a Command.
+pub fn wrapper(dir: &Path, wait: &str, cmd: &[&str]) -> Command {
+    let mut c = command(bin());
+    c.args(["writer", "exec", "--data-dir"])
+        .arg(dir)
+        .args(["--wait", wait, "--"])
+        .args(cmd);
+    c
+}
+
+/// A spawned process in its own process group; dropping the guard SIGKILLs
+/// the whole group and reaps the leader.
+pub struct Guard {
+    pub child: Option<Child>,
+    pub pid: u32,
+}
+
+impl Guard {
+    /// Spawns `cmd` as the leader of a new process group, stderr and stdout
+    /// captured to pipes only when asked by the caller's Stdio settings.
+    pub fn spawn(mut cmd: Command) -> Guard {
+        cmd.process_group(0);
+        let child = cmd.spawn().expect("spawn");
+        let pid = child.id();
+        Guard {
+            child: Some(child),
+            pid,
+        }
+    }
+
+    /// Waits for the leader to exit, up to `timeout`.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut().expect("child");
+        loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for exit and returns status plus captured stdout and stderr.
+    pub fn output(mut self, timeout: Duration) -> (ExitStatus, String, String) {
+        let status = self
+            .wait_timeout(timeout)
+            .expect("process did not exit in time");
+        // Kill what is left of the group first: a lingering grandchild would
+        // keep the pipes open.
+        let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+        let mut child = self.child.take().expect("child");
+        let mut out = String::new();
+        let mut err = String::new();
+        use std::io::Read;
+        if let Some(mut o) = child.stdout.take() {
+            o.read_to_string(&mut out).ok();
+        }
+        if let Some(mut e) = child.stderr.take() {
+            e.read_to_string(&mut err).ok();
+        }
+        let _ = child.wait();
+        (status, out, err)
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        nix::sys::signal::kill(Pid::from_raw(self.pid as i32), sig).expect("kill");
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Scans the pod rooted at `root` with the lock of `dir`.
+pub fn scan_pod(root: u32, dir: &Path) -> PodSnapshot {
+    scan(&ScanOptions {
+        proc_root: PathBuf::from("/proc"),
+        data_dirs: vec![dir.to_path_buf()],
+        pod_root: Some(root),
+    })
+    .expect("scan")
+}
+
+/// Polls `f` every 50 ms until it returns Some or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls the pod scan until `ready` accepts it; panics with the last
+/// snapshot otherwise.
+pub fn scan_until(root: u32, dir: &Path, ready: impl Fn(&PodSnapshot) -> bool) -> PodSnapshot {
+    let mut last = None;
+    let got = wait_for(Duration::from_secs(4), || {
+        let s = scan_pod(root, dir);
+        if ready(&s) {
+            Some(s)
+        } else {
+            last = Some(s);
+            None
+        }
+    });
+    got.unwrap_or_else(|| {
+        panic!(
+            "pod never reached the expected state; last scan:\n{}",
+            serde_json::to_string_pretty(&last).unwrap()
+        )
+    })
+}
+
+/// The process with this pid in a snapshot.
+pub fn proc_of(s: &PodSnapshot, pid: u32) -> &ProcessInfo {
+    s.processes
+        .iter()
+        .find(|p| p.pid == pid)
+        .unwrap_or_else(|| panic!("pid {pid} not in snapshot: {s:#?}"))
+}
+
+/// Whether the lock of `dir` can be taken right now (taken and released at once).
+pub fn lock_is_free(dir: &Path) -> bool {
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(".writer.lock"))
+        .expect("open lock");
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
+}
+
+/// Whether a pid is alive and not a zombie.
+pub fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let state = s.rsplit(") ").next().and_then(|r| r.chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Children pids of `pid` (from /proc/PID/task/PID/children).
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+/// SIGKILLs a pid (and its process group, if it leads one) on drop; for
+/// processes a [`Guard`] does not cover. Zombies are reaped by their parent
+/// or by init.
+pub struct KillOnDrop(pub u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let pid = Pid::from_raw(self.0 as i32);
+        let _ = killpg(pid, Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+    }
+}
