@@ -1,13 +1,30 @@
 //! The bucket lease: an advisory single-writer lock object `{prefix}/LEASE`.
 //!
+//! It catches the common operator error — two machines configured with one
+//! backup bucket — on services that honour conditional writes; it does not make
+//! two writers safe. See [`lease`] for the protocol and what it promises.
+//!
 //! - [`record`]: the LEASE record, its parsing and writing, `lease_key`, `new_instance_id`.
 //! - [`judge`]: fresh / stale / suspect / malformed / absent by the reader's clock.
+//! - [`lease`]: [`BucketLease`] — acquire, renew, fence, release; [`Exclusion`].
+//! - [`keepalive`]: the renewal task that publishes the fence.
+//! - [`probe`]: does the service honour `If-None-Match` / `If-Match`?
+//! - [`watch`]: [`LeaseWatch`] for suspect and malformed records.
 
+pub mod error;
 pub mod judge;
+pub mod keepalive;
+pub mod lease;
+pub mod probe;
 pub mod record;
+pub mod watch;
 
+pub use error::{LeaseError, CONDITIONAL_SWITCH};
 pub use judge::{judge, Judgement, LeaseState, Observed};
+pub use keepalive::KeepAlive;
+pub use lease::{BucketLease, Exclusion, LeaseConfig, Released};
 pub use record::{lease_key, new_instance_id, LeaseRecord, Malformed, MAX_SANE_TTL_S};
+pub use watch::LeaseWatch;
 
 /// Formats a number of seconds for people: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.
 /// Negative values get a leading `-`.

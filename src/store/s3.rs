@@ -53,8 +53,16 @@ impl S3Store {
 
     /// Builds a store from an already loaded SDK configuration (shared between buckets).
     pub fn with_config(config: &aws_config::SdkConfig, bucket: &str, opts: &S3Options) -> Self {
+        // Checksums only where S3 requires them: several S3-compatible services
+        // reject the SDK's newer default (streaming CRC trailers).
         let s3conf = aws_sdk_s3::config::Builder::from(config)
             .force_path_style(opts.path_style)
+            .request_checksum_calculation(
+                aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired,
+            )
+            .response_checksum_validation(
+                aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired,
+            )
             .build();
         let endpoint = config.endpoint_url().map(str::to_owned).unwrap_or_else(|| {
             format!(

@@ -2,6 +2,7 @@
 //! and the real `leasectl` binary.
 #![allow(dead_code)]
 
+pub mod proxy;
 pub mod tmux;
 
 use std::io::{BufRead, BufReader};
@@ -197,4 +198,38 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
 
 pub fn file_url(dir: &Path) -> String {
     format!("file://{}/", dir.display())
+}
+
+/// An S3 store for `bucket` at `endpoint` with test credentials, short
+/// timeouts and no retries (so a lost answer surfaces to the engine).
+pub fn s3_store(endpoint: &str, bucket: &str) -> std::sync::Arc<leasectl::store::s3::S3Store> {
+    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
+    let timeout = Duration::from_secs(2);
+    let cfg = aws_config::SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "testing",
+            "testing-secret",
+            None,
+            None,
+            "test",
+        )))
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .connect_timeout(timeout)
+                .operation_attempt_timeout(timeout)
+                .operation_timeout(timeout * 2)
+                .build(),
+        )
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(1))
+        .build();
+    let opts = leasectl::store::s3::S3Options {
+        path_style: true,
+        ..Default::default()
+    };
+    std::sync::Arc::new(leasectl::store::s3::S3Store::with_config(
+        &cfg, bucket, &opts,
+    ))
 }

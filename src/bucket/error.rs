@@ -1,0 +1,79 @@
+//! Why a lease could not be taken, renewed or released.
+
+use std::time::Duration;
+
+use super::record::LeaseRecord;
+use super::{format_secs, LeaseState};
+use crate::store::StoreError;
+use crate::text::sanitize;
+
+/// The environment switch deployed fleets use to run best-effort.
+pub const CONDITIONAL_SWITCH: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off";
+
+/// Why a lease operation failed. Every message is safe to print (untrusted
+/// text escaped, never a credential).
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Another instance holds a fresh lease.
+    #[error("{key} is held by {} (renewed {} ago, TTL {} s); it may be taken over in {}",
+        sanitize(&.record.instance_id), format_secs(*.age_s), .record.ttl_s, format_secs(*.may_take_in_s))]
+    HeldByOther {
+        /// The lease key.
+        key: String,
+        /// The holder's record.
+        record: LeaseRecord,
+        /// Its ETag.
+        etag: String,
+        /// Seconds since it was renewed, by our clock.
+        age_s: f64,
+        /// Seconds until it goes stale by our clock.
+        may_take_in_s: f64,
+    },
+    /// A suspect or malformed record not yet watched unchanged for one TTL.
+    #[error("{key} is {state}: {problem}; it may be taken over once seen unchanged for {} more", format_secs(.remaining.as_secs_f64()))]
+    UnderWatch {
+        /// The lease key.
+        key: String,
+        /// Suspect or malformed.
+        state: LeaseState,
+        /// Why.
+        problem: String,
+        /// How much longer it must stay unchanged.
+        remaining: Duration,
+    },
+    /// Our lease was taken over (or deleted) by someone else.
+    #[error("lease {key} lost: {}", match .by { Some(r) => format!("now held by {}", sanitize(&r.instance_id)), None => "the LEASE object was deleted".to_owned() })]
+    Lost {
+        /// The lease key.
+        key: String,
+        /// Who holds it now, if anyone.
+        by: Option<LeaseRecord>,
+    },
+    /// The service accepted a write whose precondition should have been refused.
+    #[error("{service} ignores {header}: it cannot give exclusion, so the lease was not taken (nothing left behind). \
+             To run anyway with best-effort exclusion, set {CONDITIONAL_SWITCH} or pass --conditional off")]
+    PreconditionsIgnored {
+        /// `If-None-Match` or `If-Match`.
+        header: &'static str,
+        /// The store, as described to the operator.
+        service: String,
+    },
+    /// The service refused conditional writes outright (HTTP 501).
+    #[error("{service} does not implement conditional writes ({detail}). \
+             To run anyway with best-effort exclusion, set {CONDITIONAL_SWITCH} or pass --conditional off")]
+    PreconditionsUnsupported {
+        /// The store.
+        service: String,
+        /// What it answered.
+        detail: String,
+    },
+    /// Concurrent writers kept the key changing; gave up after several re-reads.
+    #[error("{key} kept changing under concurrent writes; try again")]
+    Contended {
+        /// The lease key.
+        key: String,
+    },
+    /// The store could not be reached or answered unexpectedly.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

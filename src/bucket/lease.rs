@@ -1,0 +1,535 @@
+//! [`BucketLease`]: taking, renewing, fencing and releasing `{prefix}/LEASE`.
+//!
+//! - **Acquire** is one conditional PUT: `If-None-Match: *` on an absent key,
+//!   `If-Match: <etag>` over a stale record (or over a suspect/malformed one
+//!   watched unchanged for one TTL). A record naming our own instance id is
+//!   ours — an earlier answer was lost — and is adopted at once. `If-Match`
+//!   answered 404 (deleted meanwhile) is retried as a create; 409 (a concurrent
+//!   conditional write) and 412 re-read and judge again.
+//! - Every acquire then **probes** the service: the lease is written once more
+//!   with `If-None-Match: *` and once with `If-Match` on a made-up ETag; both
+//!   must be refused, or the lease is removed and the acquire fails closed.
+//! - **Renew** is a PUT with `If-Match` on the ETag we hold. A refused renewal
+//!   re-reads: our own record (an earlier renewal landed) is adopted; anything
+//!   else means the lease is lost.
+//! - **Fence**: [`BucketLease::may_write`] is true only until two thirds of a
+//!   TTL after the last successful renewal, on both the monotonic and the wall
+//!   clock. A contender may take over only after a full TTL, so a holder that
+//!   cannot renew stops a third of a TTL before anyone else can start.
+//! - **Best-effort** ([`Exclusion::BestEffort`]): each step is a read followed
+//!   by an unconditional write; two contenders may both pass; logged at WARN.
+//! - **Release** deletes with `If-Match`, or reads, checks and deletes where
+//!   conditional DELETE is not available; never deletes a lease that is no
+//!   longer ours.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::error::LeaseError;
+use super::judge::{judge, LeaseState, Observed};
+use super::probe;
+use super::record::{lease_key, LeaseRecord};
+use super::watch::LeaseWatch;
+use crate::clock::SharedClock;
+use crate::store::{ObjectStore, PutCondition, StoreError};
+use crate::text::sanitize;
+
+/// How strongly a held lease excludes a second writer on this service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exclusion {
+    /// Compare-and-swap: the service honours `If-None-Match` / `If-Match` (probed).
+    Conditional,
+    /// Read, then unconditional write: two contenders may both pass.
+    BestEffort,
+}
+
+/// Parameters of a lease.
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    /// Time to live in whole seconds (default 30). Renewal every `ttl_s / 3`.
+    pub ttl_s: u64,
+    /// The exclusion mode asked for.
+    pub exclusion: Exclusion,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            ttl_s: super::record::DEFAULT_TTL_S,
+            exclusion: Exclusion::Conditional,
+        }
+    }
+}
+
+impl LeaseConfig {
+    /// The TTL as a duration.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_s)
+    }
+}
+
+/// How a release went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    /// Deleted with `DELETE If-Match: <our etag>`.
+    ConditionalDelete,
+    /// Read, found still ours, then deleted (no conditional DELETE available,
+    /// or best-effort mode). A writer slipping in between read and delete
+    /// would lose its lease: the small window best-effort accepts.
+    ReadCheckDelete,
+    /// The LEASE object was already gone.
+    AlreadyGone,
+    /// Someone else holds it now: nothing was deleted.
+    NotOurs(LeaseRecord),
+}
+
+/// How many re-reads an acquire or renewal makes after 409/412/404 before
+/// giving up as contended.
+const MAX_ROUNDS: usize = 6;
+
+/// A held lease on `{prefix}/LEASE`.
+pub struct BucketLease {
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    key: String,
+    config: LeaseConfig,
+    record: LeaseRecord,
+    etag: String,
+    /// Monotonic and wall readings taken just before the last successful write
+    /// (the wall reading is the record's `renewed_at`).
+    renewed_mono: Duration,
+    lost: bool,
+}
+
+impl std::fmt::Debug for BucketLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketLease")
+            .field("key", &self.key)
+            .field("instance_id", &self.record.instance_id)
+            .field("etag", &self.etag)
+            .field("exclusion", &self.config.exclusion)
+            .finish()
+    }
+}
+
+enum Step {
+    Write(PutCondition, DateTime<Utc>),
+}
+
+impl BucketLease {
+    /// Takes the lease on `prefix` with a new random instance id.
+    /// See [`BucketLease::acquire_as`].
+    pub async fn acquire(
+        store: Arc<dyn ObjectStore>,
+        clock: SharedClock,
+        prefix: &str,
+        config: LeaseConfig,
+        watch: &mut LeaseWatch,
+    ) -> Result<Self, LeaseError> {
+        let id = super::record::new_instance_id();
+        Self::acquire_as(store, clock, prefix, &id, config, watch).await
+    }
+
+    /// Takes the lease on `prefix` as `instance_id`. Keep one id across
+    /// attempts: a record already naming it (an earlier answer was lost, or a
+    /// hand-over named us) is adopted without waiting.
+    ///
+    /// Errors: [`LeaseError::HeldByOther`] (a fresh foreign lease),
+    /// [`LeaseError::UnderWatch`] (a suspect/malformed record not yet watched
+    /// for one TTL — keep `watch` across attempts), [`LeaseError::PreconditionsIgnored`]
+    /// / [`LeaseError::PreconditionsUnsupported`] (nothing left behind),
+    /// [`LeaseError::Contended`], [`LeaseError::Store`].
+    pub async fn acquire_as(
+        store: Arc<dyn ObjectStore>,
+        clock: SharedClock,
+        prefix: &str,
+        instance_id: &str,
+        config: LeaseConfig,
+        watch: &mut LeaseWatch,
+    ) -> Result<Self, LeaseError> {
+        let key = lease_key(prefix);
+        if config.exclusion == Exclusion::BestEffort {
+            tracing::warn!(
+                key = %key,
+                "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
+            );
+        }
+        for _ in 0..MAX_ROUNDS {
+            let observed = read(store.as_ref(), &key).await?;
+            let now = clock.wall();
+            let mono = clock.mono();
+            let Step::Write(cond, acquired_at) =
+                decide(&key, &observed, instance_id, now, mono, &config, watch)?;
+            let record = LeaseRecord {
+                instance_id: instance_id.to_owned(),
+                acquired_at,
+                renewed_at: now,
+                ttl_s: config.ttl_s,
+            };
+            let cond = match config.exclusion {
+                Exclusion::Conditional => cond,
+                Exclusion::BestEffort => PutCondition::None,
+            };
+            let body = record.to_body();
+            match store.put(&key, body.clone(), cond.clone()).await {
+                Ok(etag) => {
+                    let etag = match etag {
+                        Some(e) => e,
+                        None => match read(store.as_ref(), &key).await? {
+                            Observed::Present { etag: Some(e), .. } => e,
+                            _ => return Err(LeaseError::Contended { key }),
+                        },
+                    };
+                    let lease = Self {
+                        store: store.clone(),
+                        clock: clock.clone(),
+                        key: key.clone(),
+                        config: config.clone(),
+                        record,
+                        etag,
+                        renewed_mono: mono,
+                        lost: false,
+                    };
+                    return lease.probe_after_acquire(&body).await;
+                }
+                Err(StoreError::PreconditionFailed | StoreError::Conflict) => continue,
+                // If-Match over a key deleted meanwhile: the next round creates.
+                Err(StoreError::NotFound(_)) if matches!(cond, PutCondition::IfMatch(_)) => {
+                    continue
+                }
+                Err(StoreError::NotImplemented(detail)) => {
+                    return Err(LeaseError::PreconditionsUnsupported {
+                        service: store.describe(),
+                        detail,
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(LeaseError::Contended { key })
+    }
+
+    async fn probe_after_acquire(mut self, body: &[u8]) -> Result<Self, LeaseError> {
+        if self.config.exclusion == Exclusion::BestEffort {
+            return Ok(self);
+        }
+        let report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
+        let ignored = match &report {
+            Ok(r) => r.ignored_header(),
+            Err(_) => None,
+        };
+        if let Some(header) = ignored {
+            // Fail closed, and leave nothing behind.
+            let service = self.store.describe();
+            let _ = self.store.delete(&self.key, Some(&self.etag)).await;
+            if let Ok(out) = self.store.get(&self.key, None).await {
+                if LeaseRecord::parse(&out.body, out.meta.size)
+                    .is_ok_and(|r| r.instance_id == self.record.instance_id)
+                {
+                    let _ = self.store.delete(&self.key, None).await;
+                }
+            }
+            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
+            return Err(LeaseError::PreconditionsIgnored { header, service });
+        }
+        if let Err(e) = report {
+            let _ = self.release().await;
+            return Err(e.into());
+        }
+        // An ignoring service may have rewritten the object; keep the ETag current.
+        if let Ok(out) = self.store.get(&self.key, None).await {
+            if let Some(e) = out.meta.etag {
+                if LeaseRecord::parse(&out.body, out.meta.size)
+                    .is_ok_and(|r| r.instance_id == self.record.instance_id)
+                {
+                    self.etag = e;
+                }
+            }
+        }
+        tracing::info!(key = %self.key, instance_id = %sanitize(&self.record.instance_id), "lease acquired; preconditions honoured");
+        Ok(self)
+    }
+
+    /// Renews the lease: a PUT with `If-Match` on the held ETag, stamped with
+    /// our wall clock. On success the fence is extended.
+    ///
+    /// Errors: [`LeaseError::Lost`] (someone else's record, or none: `may_write`
+    /// is false from now on); [`LeaseError::Store`] (transport: the lease may
+    /// still be ours; the fence keeps running down); [`LeaseError::Contended`].
+    pub async fn renew(&mut self) -> Result<(), LeaseError> {
+        if self.lost {
+            return Err(LeaseError::Lost {
+                key: self.key.clone(),
+                by: None,
+            });
+        }
+        for _ in 0..MAX_ROUNDS {
+            let now = self.clock.wall();
+            let mono = self.clock.mono();
+            let record = LeaseRecord {
+                renewed_at: now,
+                ..self.record.clone()
+            };
+            let cond = match self.config.exclusion {
+                Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
+                Exclusion::BestEffort => {
+                    // Read, check it is still ours, then write.
+                    match read(self.store.as_ref(), &self.key).await? {
+                        Observed::Present {
+                            etag: Some(e),
+                            record: Ok(r),
+                            ..
+                        } if r.instance_id == self.record.instance_id => {
+                            self.etag = e;
+                        }
+                        other => return Err(self.mark_lost(other.record().cloned())),
+                    }
+                    PutCondition::None
+                }
+            };
+            match self.store.put(&self.key, record.to_body(), cond).await {
+                Ok(etag) => {
+                    self.etag = match etag {
+                        Some(e) => e,
+                        None => match read(self.store.as_ref(), &self.key).await? {
+                            Observed::Present { etag: Some(e), .. } => e,
+                            _ => return Err(self.mark_lost(None)),
+                        },
+                    };
+                    self.record = record;
+                    self.renewed_mono = mono;
+                    return Ok(());
+                }
+                Err(
+                    StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_),
+                ) => {
+                    match read(self.store.as_ref(), &self.key).await? {
+                        Observed::Present {
+                            etag: Some(e),
+                            record: Ok(r),
+                            ..
+                        } if r.instance_id == self.record.instance_id => {
+                            // Our earlier write landed though its answer was lost: adopt
+                            // its ETag and renew again (the fence is not extended by it).
+                            tracing::info!(key = %self.key, "renewal refused but the lease is still ours (an earlier answer was lost); adopting it");
+                            self.etag = e;
+                            continue;
+                        }
+                        other => return Err(self.mark_lost(other.record().cloned())),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(LeaseError::Contended {
+            key: self.key.clone(),
+        })
+    }
+
+    fn mark_lost(&mut self, by: Option<LeaseRecord>) -> LeaseError {
+        self.lost = true;
+        tracing::error!(key = %self.key, by = by.as_ref().map(|r| sanitize(&r.instance_id)).unwrap_or_default(), "lease lost");
+        LeaseError::Lost {
+            key: self.key.clone(),
+            by,
+        }
+    }
+
+    /// The fence: true while this holder may start a write — until two thirds
+    /// of a TTL after the last successful renewal, measured on both the
+    /// monotonic clock and the wall clock (the monotonic clock may stop during
+    /// suspend; the wall clock catches that). False for good once lost.
+    pub fn may_write(&self) -> bool {
+        if self.lost {
+            return false;
+        }
+        let fence = self.fence_window();
+        let mono_ok = self.clock.mono().saturating_sub(self.renewed_mono) < fence;
+        let wall_elapsed = self.clock.wall() - self.record.renewed_at;
+        let wall_ok = wall_elapsed.to_std().map(|d| d < fence).unwrap_or(true); // the wall clock went backwards: the monotonic check decides
+        mono_ok && wall_ok
+    }
+
+    /// How long after a renewal writes may start: two thirds of the TTL.
+    pub fn fence_window(&self) -> Duration {
+        self.config.ttl() * 2 / 3
+    }
+
+    /// Time left before the fence closes (zero once closed), by the monotonic clock.
+    pub fn fence_remaining(&self) -> Duration {
+        if self.lost {
+            return Duration::ZERO;
+        }
+        let mono_left = self
+            .fence_window()
+            .saturating_sub(self.clock.mono().saturating_sub(self.renewed_mono));
+        let wall_elapsed = (self.clock.wall() - self.record.renewed_at)
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        mono_left.min(self.fence_window().saturating_sub(wall_elapsed))
+    }
+
+    /// Releases the lease (see [`Released`]). Never deletes a lease that is no
+    /// longer ours.
+    ///
+    /// Errors: [`LeaseError::Store`] when the store cannot be reached (the lease
+    /// then expires by itself after one TTL).
+    pub async fn release(mut self) -> Result<Released, LeaseError> {
+        self.lost = true; // no more writes under this lease, whatever happens
+        if self.config.exclusion == Exclusion::Conditional {
+            match self.store.delete(&self.key, Some(&self.etag)).await {
+                Ok(()) => {
+                    tracing::info!(key = %self.key, "lease released (conditional DELETE)");
+                    return Ok(Released::ConditionalDelete);
+                }
+                Err(StoreError::PreconditionFailed) => {
+                    return match read(self.store.as_ref(), &self.key).await? {
+                        Observed::Absent => Ok(Released::AlreadyGone),
+                        Observed::Present { record: Ok(r), .. }
+                            if r.instance_id != self.record.instance_id =>
+                        {
+                            Ok(Released::NotOurs(r))
+                        }
+                        // Ours but with another ETag (a lost renewal answer): fall back.
+                        _ => self.read_check_delete().await,
+                    };
+                }
+                Err(StoreError::NotFound(_)) => return Ok(Released::AlreadyGone),
+                Err(StoreError::NotImplemented(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.read_check_delete().await
+    }
+
+    async fn read_check_delete(&self) -> Result<Released, LeaseError> {
+        match read(self.store.as_ref(), &self.key).await? {
+            Observed::Absent => Ok(Released::AlreadyGone),
+            Observed::Present { record: Ok(r), .. } if r.instance_id == self.record.instance_id => {
+                self.store.delete(&self.key, None).await?;
+                tracing::info!(key = %self.key, "lease released (read, checked, deleted)");
+                Ok(Released::ReadCheckDelete)
+            }
+            Observed::Present { record: Ok(r), .. } => Ok(Released::NotOurs(r)),
+            Observed::Present { .. } => Ok(Released::NotOurs(LeaseRecord {
+                instance_id: "(malformed record)".into(),
+                acquired_at: self.clock.wall(),
+                renewed_at: self.clock.wall(),
+                ttl_s: 0,
+            })),
+        }
+    }
+
+    /// The exclusion this lease gives on its service.
+    pub fn exclusion(&self) -> Exclusion {
+        self.config.exclusion
+    }
+
+    /// The record last written.
+    pub fn record(&self) -> &LeaseRecord {
+        &self.record
+    }
+
+    /// The ETag of the record last written (quotes removed).
+    pub fn etag(&self) -> &str {
+        &self.etag
+    }
+
+    /// The lease key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// True once the lease is known lost (or released).
+    pub fn is_lost(&self) -> bool {
+        self.lost
+    }
+
+    /// How long to wait between renewals: a third of the TTL.
+    pub fn renew_interval(&self) -> Duration {
+        self.config.ttl() / 3
+    }
+}
+
+/// Reads the key as an observation.
+pub(crate) async fn read(store: &dyn ObjectStore, key: &str) -> Result<Observed, StoreError> {
+    match store.get(key, None).await {
+        Ok(out) => Ok(Observed::from_get(&out)),
+        Err(StoreError::NotFound(_)) => Ok(Observed::Absent),
+        Err(e) => Err(e),
+    }
+}
+
+/// The acquire decision for one observation (pure apart from the watch).
+fn decide(
+    key: &str,
+    observed: &Observed,
+    instance_id: &str,
+    now: DateTime<Utc>,
+    mono: Duration,
+    config: &LeaseConfig,
+    watch: &mut LeaseWatch,
+) -> Result<Step, LeaseError> {
+    let etag = match observed {
+        Observed::Absent => return Ok(Step::Write(PutCondition::IfNoneMatch, now)),
+        Observed::Present { etag, .. } => etag.clone().unwrap_or_default(),
+    };
+    if let Some(r) = observed.record() {
+        if r.instance_id == instance_id {
+            tracing::info!(key, "the LEASE already names our instance id (a lost answer or a hand-over): adopting it");
+            return Ok(Step::Write(PutCondition::IfMatch(etag), r.acquired_at));
+        }
+    }
+    let j = judge(observed, now);
+    match j.state {
+        LeaseState::Absent => Ok(Step::Write(PutCondition::IfNoneMatch, now)),
+        LeaseState::Stale => {
+            if let Some(r) = observed.record() {
+                tracing::info!(key, holder = %sanitize(&r.instance_id), age_s = j.age_s.unwrap_or(0.0), "taking over a stale lease");
+            }
+            Ok(Step::Write(PutCondition::IfMatch(etag), now))
+        }
+        LeaseState::Fresh => {
+            let r = observed.record().cloned().expect("fresh implies a record");
+            Err(LeaseError::HeldByOther {
+                key: key.to_owned(),
+                record: r,
+                etag,
+                age_s: j.age_s.unwrap_or(0.0),
+                may_take_in_s: j.expires_in_s.unwrap_or(0.0),
+            })
+        }
+        LeaseState::Suspect | LeaseState::Malformed => {
+            let seen_for = watch.observe(&etag, mono);
+            let ttl = config.ttl();
+            if seen_for >= ttl {
+                tracing::warn!(
+                    key,
+                    state = %j.state,
+                    problem = %j.problem.as_deref().unwrap_or(""),
+                    watched_s = seen_for.as_secs_f64(),
+                    "taking over a {} record seen unchanged for one TTL",
+                    j.state
+                );
+                watch.reset();
+                Ok(Step::Write(PutCondition::IfMatch(etag), now))
+            } else {
+                Err(LeaseError::UnderWatch {
+                    key: key.to_owned(),
+                    state: j.state,
+                    problem: j.problem.unwrap_or_default(),
+                    remaining: ttl - seen_for,
+                })
+            }
+        }
+    }
+}

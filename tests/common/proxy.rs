@@ -1,0 +1,161 @@
+//! A small HTTP proxy the tests own, between the S3 client and the server.
+//! Each request gets its own upstream connection (`Connection: close`), so one
+//! request can be altered, counted, answered or dropped on its own.
+//!
+//! Modes: pass (counting methods), strip `If-Match`/`If-None-Match`, forward a
+//! request and drop its answer (a lost answer), black-hole (a partition).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Forward everything (methods are always counted).
+    Pass,
+    /// Remove If-Match / If-None-Match from every request.
+    StripConditional,
+    /// Accept connections, read requests, never answer.
+    BlackHole,
+}
+
+#[derive(Default)]
+struct State {
+    mode: Option<Mode>,
+    /// Drop the answers of the next N requests with this method (forwarded first).
+    drop_next: Option<(String, usize)>,
+    counts: BTreeMap<String, usize>,
+}
+
+#[derive(Clone)]
+pub struct Proxy {
+    pub port: u16,
+    state: Arc<Mutex<State>>,
+}
+
+impl Proxy {
+    /// Starts a proxy to `upstream_port` on the current tokio runtime.
+    pub async fn start(upstream_port: u16, mode: Mode) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(Mutex::new(State {
+            mode: Some(mode),
+            ..State::default()
+        }));
+        let st = state.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let _ = handle(client, upstream_port, st).await;
+                });
+            }
+        });
+        Self { port, state }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        self.state.lock().unwrap().mode = Some(mode);
+    }
+
+    /// Forward the next `n` requests with `method` but drop their answers.
+    pub fn drop_next_answers(&self, method: &str, n: usize) {
+        self.state.lock().unwrap().drop_next = Some((method.to_owned(), n));
+    }
+
+    /// Requests seen, by method.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        self.state.lock().unwrap().counts.clone()
+    }
+
+    /// Requests seen that can change state (PUT, POST, DELETE, PATCH).
+    pub fn writes(&self) -> usize {
+        let c = self.counts();
+        ["PUT", "POST", "DELETE", "PATCH"]
+            .iter()
+            .map(|m| c.get(*m).copied().unwrap_or(0))
+            .sum()
+    }
+}
+
+async fn handle(
+    mut client: TcpStream,
+    upstream_port: u16,
+    state: Arc<Mutex<State>>,
+) -> std::io::Result<()> {
+    // Read the request head.
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        let n = client.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let rest = buf[head_end..].to_vec();
+    let method = head.split(' ').next().unwrap_or("").to_owned();
+    let (mode, drop_answer) = {
+        let mut s = state.lock().unwrap();
+        *s.counts.entry(method.clone()).or_default() += 1;
+        let mut drop_answer = false;
+        if let Some((m, n)) = &mut s.drop_next {
+            if *m == method && *n > 0 {
+                *n -= 1;
+                drop_answer = true;
+            }
+        }
+        (s.mode.unwrap_or(Mode::Pass), drop_answer)
+    };
+    if mode == Mode::BlackHole {
+        // Swallow everything, answer nothing, until the client gives up.
+        while client.read(&mut chunk).await? > 0 {}
+        return Ok(());
+    }
+    let mut out = String::new();
+    for (i, line) in head.split("\r\n").enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let lower = line.to_ascii_lowercase();
+        if i > 0 && lower.starts_with("connection:") {
+            continue;
+        }
+        if mode == Mode::StripConditional
+            && (lower.starts_with("if-match:") || lower.starts_with("if-none-match:"))
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port)).await?;
+    upstream.write_all(out.as_bytes()).await?;
+    upstream.write_all(&rest).await?;
+    let (mut cr, mut cw) = client.into_split();
+    let (mut ur, mut uw) = upstream.into_split();
+    let up = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut cr, &mut uw).await;
+    });
+    if drop_answer {
+        let mut sink = Vec::new();
+        let _ = ur.read_to_end(&mut sink).await;
+        drop(cw); // close without answering: the answer is lost
+    } else {
+        let _ = tokio::io::copy(&mut ur, &mut cw).await;
+        let _ = cw.shutdown().await;
+    }
+    up.abort();
+    Ok(())
+}

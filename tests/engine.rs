@@ -1,0 +1,558 @@
+//! The bucket-lease engine against real servers: moto 5.2.5 (conditional, single-threaded),
+//! moto 5.0.14 (ignores preconditions), the local store, and proxies the harness owns.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use common::proxy::{Mode, Proxy};
+use common::*;
+use leasectl::bucket::{
+    BucketLease, Exclusion, KeepAlive, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Released,
+};
+use leasectl::clock::{ManualClock, SharedClock, SkewedClock, SystemClock};
+use leasectl::store::local::LocalStore;
+use leasectl::store::{ObjectRead, ObjectStore, PutCondition};
+
+fn sys() -> SharedClock {
+    SystemClock::shared()
+}
+
+fn cfg(ttl_s: u64) -> LeaseConfig {
+    LeaseConfig {
+        ttl_s,
+        exclusion: Exclusion::Conditional,
+    }
+}
+
+fn best_effort(ttl_s: u64) -> LeaseConfig {
+    LeaseConfig {
+        ttl_s,
+        exclusion: Exclusion::BestEffort,
+    }
+}
+
+async fn moto_bucket(kind: Moto, test: &str) -> (String, String) {
+    let server = moto(kind);
+    let bucket = bucket_name(test);
+    create_bucket(&sdk_client(&server.endpoint()), &bucket).await;
+    (server.endpoint(), bucket)
+}
+
+async fn current(store: &dyn ObjectRead, key: &str) -> Option<(LeaseRecord, String)> {
+    match store.get(key, None).await {
+        Ok(out) => Some((
+            LeaseRecord::parse(&out.body, out.meta.size).unwrap(),
+            out.meta.etag.unwrap(),
+        )),
+        Err(leasectl::store::StoreError::NotFound(_)) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Starts `n` contenders on one prefix at the same instant; returns the winners' ids.
+async fn race(
+    store: Arc<dyn ObjectStore>,
+    prefix: &str,
+    n: usize,
+    config: LeaseConfig,
+) -> Vec<String> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(n));
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let store = store.clone();
+        let barrier = barrier.clone();
+        let prefix = prefix.to_owned();
+        let config = config.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = leasectl::bucket::new_instance_id();
+            barrier.wait().await;
+            let mut w = LeaseWatch::new();
+            match BucketLease::acquire_as(store, sys(), &prefix, &id, config, &mut w).await {
+                Ok(l) => Some(l.record().instance_id.clone()),
+                Err(LeaseError::HeldByOther { .. }) => None,
+                Err(e) => panic!("unexpected loser error: {e}"),
+            }
+        }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        if let Some(id) = t.await.unwrap() {
+            winners.push(id);
+        }
+    }
+    winners
+}
+
+async fn race_trials(store: Arc<dyn ObjectStore>, label: &str, plan: &[(usize, usize)]) {
+    for &(contenders, trials) in plan {
+        let mut total_winners = 0;
+        for trial in 0..trials {
+            let prefix = format!("race-{contenders}-{trial}/");
+            let winners = race(store.clone(), &prefix, contenders, cfg(30)).await;
+            assert_eq!(
+                winners.len(),
+                1,
+                "{label}: {contenders}-way trial {trial}: winners {winners:?}"
+            );
+            let (rec, _) = current(store.as_ref(), &format!("{prefix}LEASE"))
+                .await
+                .unwrap();
+            assert_eq!(
+                rec.instance_id, winners[0],
+                "the LEASE names the one winner"
+            );
+            total_winners += winners.len();
+        }
+        eprintln!("{label}: {trials} trials x {contenders} contenders: {total_winners} winners");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contenders_starting_together_get_exactly_one_lease_on_moto() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "race").await;
+    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    race_trials(store, "moto", &[(2, 30), (16, 15)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contenders_starting_together_get_exactly_one_lease_on_local_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    race_trials(store, "local", &[(2, 50), (16, 30)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_answer_on_acquire_is_recognised_as_own() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "lost-acquire").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let store: Arc<dyn ObjectStore> = s3_store(&proxy.endpoint(), &bucket);
+    let id = leasectl::bucket::new_instance_id();
+    let mut w = LeaseWatch::new();
+    proxy.drop_next_answers("PUT", 1);
+    let err = BucketLease::acquire_as(store.clone(), sys(), "db/", &id, cfg(30), &mut w)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LeaseError::Store(_)), "{err}");
+    // The PUT landed: the LEASE names us although we never heard back.
+    assert_eq!(
+        current(store.as_ref(), "db/LEASE")
+            .await
+            .unwrap()
+            .0
+            .instance_id,
+        id
+    );
+    let started = Instant::now();
+    let lease = BucketLease::acquire_as(store.clone(), sys(), "db/", &id, cfg(30), &mut w)
+        .await
+        .expect("our own lease is adopted");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no TTL wait behind ourselves"
+    );
+    assert!(lease.may_write());
+    assert_eq!(lease.exclusion(), Exclusion::Conditional);
+    let (rec, etag) = current(store.as_ref(), "db/LEASE").await.unwrap();
+    assert_eq!(
+        (rec.instance_id.as_str(), etag.as_str()),
+        (id.as_str(), lease.etag())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_answer_on_renewal_is_recognised_as_own() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "lost-renew").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let store: Arc<dyn ObjectStore> = s3_store(&proxy.endpoint(), &bucket);
+    let mut lease =
+        BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+            .await
+            .unwrap();
+    let before = lease.etag().to_owned();
+    proxy.drop_next_answers("PUT", 1);
+    assert!(matches!(lease.renew().await, Err(LeaseError::Store(_))));
+    // The renewal landed: the object changed, our ETag is out of date.
+    let (_, landed) = current(store.as_ref(), "db/LEASE").await.unwrap();
+    assert_ne!(landed, before);
+    lease
+        .renew()
+        .await
+        .expect("refused renewal re-reads, finds our record, adopts it");
+    let (rec, now) = current(store.as_ref(), "db/LEASE").await.unwrap();
+    assert_eq!(now, lease.etag());
+    assert_eq!(rec.instance_id, lease.record().instance_id);
+    assert!(lease.may_write());
+}
+
+async fn assert_refused_and_clean(store: Arc<dyn ObjectStore>, what: &str) {
+    let err = BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+        .await
+        .unwrap_err();
+    match &err {
+        LeaseError::PreconditionsIgnored { header, .. } => {
+            assert_eq!(*header, "If-None-Match", "{what}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off"),
+                "{msg}"
+            );
+        }
+        e => panic!("{what}: expected PreconditionsIgnored, got {e}"),
+    }
+    assert!(
+        current(store.as_ref(), "db/LEASE").await.is_none(),
+        "{what}: nothing left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn services_that_ignore_preconditions_are_refused_at_acquire() {
+    let (endpoint, bucket) = moto_bucket(Moto::Ignoring, "ignoring").await;
+    assert_refused_and_clean(s3_store(&endpoint, &bucket), "moto 5.0.14").await;
+
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "stripped").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::StripConditional).await;
+    assert_refused_and_clean(s3_store(&proxy.endpoint(), &bucket), "stripping proxy").await;
+
+    // Best-effort mode runs on the ignoring service, and says so.
+    let (endpoint, bucket) = moto_bucket(Moto::Ignoring, "ignoring-be").await;
+    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    let lease = BucketLease::acquire(store, sys(), "db/", best_effort(30), &mut LeaseWatch::new())
+        .await
+        .unwrap();
+    assert_eq!(lease.exclusion(), Exclusion::BestEffort);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn takeover_of_stale_lease_and_old_holder_learns_it_is_lost() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "takeover").await;
+    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    let old = BucketLease::acquire(store.clone(), sys(), "db/", cfg(3), &mut LeaseWatch::new())
+        .await
+        .unwrap();
+    let old_id = old.record().instance_id.clone();
+    let mut keep = KeepAlive::start(old);
+    let mut fence = keep.fence();
+    assert!(*fence.borrow());
+    // A contender whose clock is 10 s ahead sees the 3 s lease as stale at once.
+    let ahead: SharedClock = Arc::new(SkewedClock::new(chrono::Duration::seconds(10)));
+    let new = BucketLease::acquire(store.clone(), ahead, "db/", cfg(3), &mut LeaseWatch::new())
+        .await
+        .expect("stale lease taken over");
+    // The old holder's next renewal (within a third of a TTL) finds it lost.
+    tokio::time::timeout(Duration::from_secs(3), fence.wait_for(|open| !open))
+        .await
+        .expect("fence drops")
+        .unwrap();
+    match keep.lost().await {
+        Err(LeaseError::Lost { by: Some(r), .. }) => {
+            assert_eq!(r.instance_id, new.record().instance_id);
+            assert_ne!(r.instance_id, old_id);
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn partition_closes_the_fence_within_two_thirds_of_a_ttl() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "partition").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let store: Arc<dyn ObjectStore> = s3_store(&proxy.endpoint(), &bucket);
+    let ttl = 3; // renew every 1 s, fence 2 s
+    let lease = BucketLease::acquire(store, sys(), "db/", cfg(ttl), &mut LeaseWatch::new())
+        .await
+        .unwrap();
+    let keep = KeepAlive::start(lease);
+    let mut fence = keep.fence();
+    tokio::time::sleep(Duration::from_millis(2500)).await; // two renewals went through
+    assert!(*fence.borrow(), "renewals keep the fence open");
+    let puts_before = proxy.counts().get("PUT").copied().unwrap_or(0);
+    assert!(
+        puts_before >= 3,
+        "acquire + probe + renewals: {puts_before}"
+    );
+    proxy.set_mode(Mode::BlackHole);
+    let cut = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), fence.wait_for(|open| !open))
+        .await
+        .expect("the fence closes during a partition")
+        .unwrap();
+    let closed_after = cut.elapsed();
+    // The last successful renewal was at most ~1 s before the cut; the fence
+    // closes 2 s after it: so between ~1 s and 2 s (+ scheduling slack) after the cut.
+    assert!(
+        closed_after <= Duration::from_millis(2300),
+        "closed after {closed_after:?}"
+    );
+    assert!(
+        closed_after >= Duration::from_millis(500),
+        "closed too early: {closed_after:?}"
+    );
+    drop(keep);
+}
+
+/// Steps two manual clocks second by second; at every step where the
+/// contender can take the lease, the holder must already be fenced.
+async fn skew_case(store: Arc<dyn ObjectStore>, prefix: &str, skew_s: i64, holder_renews: bool) {
+    let t0 = Utc::now();
+    let holder_clock = ManualClock::new(t0);
+    let contender_clock = ManualClock::new(t0 + chrono::Duration::seconds(skew_s));
+    let hc: SharedClock = Arc::new(holder_clock.clone());
+    let cc: SharedClock = Arc::new(contender_clock.clone());
+    let mut holder =
+        BucketLease::acquire(store.clone(), hc, prefix, cfg(30), &mut LeaseWatch::new())
+            .await
+            .unwrap();
+    let mut watch = LeaseWatch::new();
+    for step in 1..=60 {
+        holder_clock.advance(Duration::from_secs(1));
+        contender_clock.advance(Duration::from_secs(1));
+        if holder_renews && step % 10 == 0 {
+            holder.renew().await.unwrap();
+        }
+        let writes = holder.may_write();
+        match BucketLease::acquire(store.clone(), cc.clone(), prefix, cfg(30), &mut watch).await {
+            Ok(_) => {
+                assert!(
+                    !holder_renews,
+                    "skew {skew_s}: took a lease that is being renewed (step {step})"
+                );
+                assert!(!writes, "skew {skew_s}: contender took the lease at step {step} while the holder may write");
+                return;
+            }
+            Err(LeaseError::HeldByOther { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        holder_renews,
+        "skew {skew_s}: a lease nobody renews must become takeable"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clock_skew_up_to_a_third_of_a_ttl_never_makes_two_writers() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "skew").await;
+    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    for (i, skew) in [-10i64, -5, 0, 5, 10].into_iter().enumerate() {
+        skew_case(store.clone(), &format!("stopped-{i}/"), skew, false).await;
+        skew_case(store.clone(), &format!("renewing-{i}/"), skew, true).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn suspect_record_taken_only_after_one_ttl_unchanged_and_a_change_resets_the_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let t0 = Utc::now();
+    let future = |id: &str| LeaseRecord {
+        instance_id: id.into(),
+        acquired_at: t0 + chrono::Duration::hours(2),
+        renewed_at: t0 + chrono::Duration::hours(2),
+        ttl_s: 30,
+    };
+    store
+        .put(
+            "db/LEASE",
+            future("clock-ahead").to_body(),
+            PutCondition::IfNoneMatch,
+        )
+        .await
+        .unwrap();
+    let clock = ManualClock::new(t0);
+    let c: SharedClock = Arc::new(clock.clone());
+    let mut watch = LeaseWatch::new();
+    let remaining = |e: LeaseError| match e {
+        LeaseError::UnderWatch { remaining, .. } => remaining,
+        e => panic!("expected UnderWatch, got {e}"),
+    };
+    let try_acquire = |watch: &mut LeaseWatch| {
+        let (s, c) = (store.clone(), c.clone());
+        let mut w = std::mem::take(watch);
+        async move {
+            let r = BucketLease::acquire(s, c, "db/", cfg(30), &mut w).await;
+            (r, w)
+        }
+    };
+    let (r, w) = try_acquire(&mut watch).await;
+    watch = w;
+    assert_eq!(remaining(r.unwrap_err()), Duration::from_secs(30));
+    clock.advance(Duration::from_secs(20));
+    let (r, w) = try_acquire(&mut watch).await;
+    watch = w;
+    assert_eq!(remaining(r.unwrap_err()), Duration::from_secs(10));
+    // The record changes (still suspect): the watch starts again.
+    store
+        .put(
+            "db/LEASE",
+            future("clock-ahead-2").to_body(),
+            PutCondition::None,
+        )
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(15));
+    let (r, w) = try_acquire(&mut watch).await;
+    watch = w;
+    assert_eq!(remaining(r.unwrap_err()), Duration::from_secs(30));
+    clock.advance(Duration::from_secs(30));
+    let (r, _) = try_acquire(&mut watch).await;
+    let lease = r.expect("unchanged for one TTL: taken over");
+    assert_eq!(
+        current(store.as_ref(), "db/LEASE")
+            .await
+            .unwrap()
+            .0
+            .instance_id,
+        lease.record().instance_id
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_record_is_watched_like_suspect() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    store
+        .put("db/LEASE", b"{oops".to_vec(), PutCondition::IfNoneMatch)
+        .await
+        .unwrap();
+    let clock = ManualClock::new(Utc::now());
+    let c: SharedClock = Arc::new(clock.clone());
+    let mut watch = LeaseWatch::new();
+    let e = BucketLease::acquire(store.clone(), c.clone(), "db/", cfg(30), &mut watch)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("malformed"), "{e}");
+    clock.advance(Duration::from_secs(30));
+    BucketLease::acquire(store.clone(), c, "db/", cfg(30), &mut watch)
+        .await
+        .expect("malformed record taken after one TTL");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn best_effort_later_writer_wins_at_the_next_renewal() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "best-effort").await;
+    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    let mut first = BucketLease::acquire(
+        store.clone(),
+        sys(),
+        "db/",
+        best_effort(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    // A second writer whose clock is far ahead passes the read check and writes unconditionally.
+    let ahead: SharedClock = Arc::new(SkewedClock::new(chrono::Duration::seconds(120)));
+    let mut second = BucketLease::acquire(
+        store.clone(),
+        ahead,
+        "db/",
+        best_effort(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.exclusion(), Exclusion::BestEffort);
+    assert!(
+        first.may_write() && second.may_write(),
+        "best-effort: both passed"
+    );
+    // The later writer wins at the next renewal.
+    assert!(matches!(first.renew().await, Err(LeaseError::Lost { .. })));
+    assert!(!first.may_write());
+    second.renew().await.unwrap();
+    assert_eq!(
+        current(store.as_ref(), "db/LEASE")
+            .await
+            .unwrap()
+            .0
+            .instance_id,
+        second.record().instance_id
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_never_deletes_a_lease_taken_by_someone_else() {
+    for config in [cfg(30), best_effort(30)] {
+        let (endpoint, bucket) = moto_bucket(Moto::Conditional, "release").await;
+        let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+        let old = BucketLease::acquire(
+            store.clone(),
+            sys(),
+            "db/",
+            config.clone(),
+            &mut LeaseWatch::new(),
+        )
+        .await
+        .unwrap();
+        let ahead: SharedClock = Arc::new(SkewedClock::new(chrono::Duration::seconds(60)));
+        let new = BucketLease::acquire(
+            store.clone(),
+            ahead,
+            "db/",
+            config.clone(),
+            &mut LeaseWatch::new(),
+        )
+        .await
+        .unwrap();
+        match old.release().await.unwrap() {
+            Released::NotOurs(r) => assert_eq!(r.instance_id, new.record().instance_id),
+            other => panic!("{config:?}: expected NotOurs, got {other:?}"),
+        }
+        let (rec, etag) = current(store.as_ref(), "db/LEASE")
+            .await
+            .expect("still there");
+        assert_eq!(
+            (rec.instance_id.as_str(), etag.as_str()),
+            (new.record().instance_id.as_str(), new.etag())
+        );
+        let how = new.release().await.unwrap();
+        let want = if config.exclusion == Exclusion::Conditional {
+            Released::ConditionalDelete
+        } else {
+            Released::ReadCheckDelete
+        };
+        assert_eq!(how, want);
+        assert!(current(store.as_ref(), "db/LEASE").await.is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn holder_is_refused_to_others_and_acquire_plus_probe_is_timed() {
+    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "timing").await;
+    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    let mut samples = Vec::new();
+    for i in 0..10 {
+        let t = Instant::now();
+        let lease = BucketLease::acquire(
+            store.clone(),
+            sys(),
+            &format!("t{i}/"),
+            cfg(30),
+            &mut LeaseWatch::new(),
+        )
+        .await
+        .unwrap();
+        samples.push(t.elapsed());
+        if i == 0 {
+            let e =
+                BucketLease::acquire(store.clone(), sys(), "t0/", cfg(30), &mut LeaseWatch::new())
+                    .await
+                    .unwrap_err();
+            assert!(matches!(e, LeaseError::HeldByOther { .. }), "{e}");
+            assert!(e.to_string().contains(&lease.record().instance_id));
+        }
+    }
+    samples.sort();
+    eprintln!(
+        "acquire + probe on moto: median {:?}, max {:?}",
+        samples[5], samples[9]
+    );
+}
