@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "leasectl",
     version,
     about,
-    args_conflicts_with_subcommands = true
+    subcommand_precedence_over_arg = true
 )]
 pub struct Cli {
     /// What to do; without a command, the console on the TARGETs.
@@ -50,10 +50,6 @@ pub struct ConsoleArgs {
     /// Refresh interval (e.g. 5s, 1m); at least 1s.
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub refresh: Duration,
-
-    /// Per-request timeout (e.g. 10s).
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
-    pub timeout: Duration,
 
     /// Pod view options.
     #[command(flatten)]
@@ -93,6 +89,9 @@ pub struct S3Args {
     /// Path-style addressing (needed by MinIO and most self-hosted services).
     #[arg(long, global = true)]
     pub path_style: bool,
+    /// Deadline of each request (e.g. 10s).
+    #[arg(long, global = true, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
     /// Exclusion mode: `off` = best-effort (read, then unconditional write).
     /// Also MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off.
     #[arg(
@@ -122,6 +121,19 @@ pub enum Command {
         #[command(subcommand)]
         command: WriterCommand,
     },
+    /// Check whether a service really honours If-None-Match and If-Match (writes a scratch
+    /// key `{TARGET}.leasectl-probe/{id}` and removes it). Exit 0 only when it does.
+    Probe {
+        /// s3://bucket/path/ or file:///dir/.
+        #[arg(value_name = "TARGET")]
+        target: String,
+    },
+    /// Bucket lease commands.
+    Bucket {
+        /// What to do.
+        #[command(subcommand)]
+        command: BucketCommand,
+    },
     /// Print only the pod section as JSON (debugging aid; exit 3 when a verdict fires).
     #[command(hide = true)]
     PodScan {
@@ -134,6 +146,33 @@ pub enum Command {
         /// The proc filesystem to read.
         #[arg(long, default_value = "/proc", value_name = "DIR")]
         proc_root: PathBuf,
+    },
+}
+
+/// `leasectl bucket …`.
+#[derive(Debug, Subcommand)]
+pub enum BucketCommand {
+    /// Run CMD while holding the bucket lease on PREFIX_URL: acquire (with the precondition
+    /// probe), renew every TTL/3, and stop CMD (SIGTERM, then SIGKILL after --grace) when the
+    /// fence closes or the lease is lost; release at exit. Exit: CMD's status; 4 lease not
+    /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures.
+    Hold {
+        /// The prefix: s3://bucket/path/ or file:///dir/.
+        #[arg(value_name = "PREFIX_URL")]
+        prefix_url: String,
+        /// Lease TTL (whole seconds, at least 3s).
+        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        ttl: Duration,
+        /// Keep trying to acquire for this long (a fresh lease going stale, a suspect one
+        /// watched for a TTL) before giving up.
+        #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
+        wait: Duration,
+        /// Time CMD gets between SIGTERM and SIGKILL when the fence closes.
+        #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+        grace: Duration,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<OsString>,
     },
 }
 

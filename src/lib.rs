@@ -8,6 +8,7 @@
 pub mod bucket;
 pub mod cli;
 pub mod clock;
+pub mod commands;
 pub mod snapshot;
 pub mod store;
 pub mod target;

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use color_eyre::eyre::{eyre, Result, WrapErr};
-use leasectl::cli::{Cli, Command, PodArgs, S3Args, WriterCommand};
+use leasectl::bucket::LeaseConfig;
+use leasectl::cli::{BucketCommand, Cli, Command, OnOff, PodArgs, S3Args, WriterCommand};
 use leasectl::clock::{SharedClock, SystemClock};
+use leasectl::commands;
 use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_ATTENTION, EXIT_USAGE};
 use leasectl::store::s3::S3Options;
 use leasectl::store::{ObjectRead, ReadOnly};
@@ -51,7 +53,7 @@ fn real_main() -> Result<i32> {
             })
         }
         Some(Command::PodScan { pod, proc_root, .. }) => return pod_scan(pod, proc_root),
-        None => {}
+        None | Some(Command::Probe { .. } | Command::Bucket { .. }) => {}
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -62,7 +64,13 @@ fn real_main() -> Result<i32> {
 
 fn init_logging(quiet: bool) {
     use tracing_subscriber::EnvFilter;
-    let default = if quiet { "warn" } else { "info" };
+    // The AWS SDK's own WARN lines (e.g. each credential provider it tried) are
+    // noise for an operator; the error that matters reaches us as a value.
+    let default = if quiet {
+        "warn,aws_config=error,aws_smithy_runtime=error"
+    } else {
+        "info,aws_config=error,aws_smithy_runtime=error"
+    };
     let filter =
         EnvFilter::try_from_env("LEASECTL_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
@@ -93,6 +101,63 @@ fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
 async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         None => console(cli).await,
+        Some(Command::Probe { ref target }) => {
+            let target = match target.parse::<Target>() {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("leasectl: {e}");
+                    return Ok(EXIT_USAGE);
+                }
+            };
+            let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
+            let store = connector
+                .open(&target)
+                .await
+                .map_err(|e| eyre!("{target}: {e}"))?;
+            Ok(commands::probe(store.as_ref(), target.prefix(), &mut std::io::stdout()).await)
+        }
+        Some(Command::Bucket {
+            command:
+                BucketCommand::Hold {
+                    ref prefix_url,
+                    ttl,
+                    wait,
+                    grace,
+                    ref command,
+                },
+        }) => {
+            let target = match prefix_url.parse::<Target>() {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("leasectl: {e}");
+                    return Ok(EXIT_USAGE);
+                }
+            };
+            if ttl < Duration::from_secs(3) {
+                eprintln!("leasectl: --ttl must be at least 3s");
+                return Ok(EXIT_USAGE);
+            }
+            let best_effort = cli.s3.conditional == Some(OnOff::Off);
+            let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout.min(ttl / 3)));
+            let store = connector
+                .open(&target)
+                .await
+                .map_err(|e| eyre!("{target}: {e}"))?;
+            let config = LeaseConfig {
+                ttl_s: ttl.as_secs(),
+                exclusion: commands::exclusion_from(best_effort),
+            };
+            Ok(commands::hold(
+                store,
+                SystemClock::shared(),
+                target.prefix(),
+                config,
+                wait,
+                grace,
+                command,
+            )
+            .await)
+        }
         Some(Command::Writer { .. } | Command::PodScan { .. }) => {
             unreachable!("handled before the runtime starts")
         }
@@ -127,7 +192,7 @@ async fn console(cli: Cli) -> Result<i32> {
         }
     };
     let refresh = args.refresh.max(Duration::from_secs(1));
-    let connector = Connector::new(s3_options(&cli.s3, args.timeout));
+    let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
     let mut open = Vec::new();
     for t in &targets {
         let store = connector.open(t).await.map_err(|e| eyre!("{t}: {e}"))?;
@@ -141,7 +206,7 @@ async fn console(cli: Cli) -> Result<i32> {
     }
     let opts = GatherOptions {
         depth: args.depth,
-        request_timeout: args.timeout,
+        request_timeout: cli.s3.timeout,
         ..GatherOptions::default()
     };
     let clock: SharedClock = SystemClock::shared();
