@@ -241,18 +241,49 @@ async fn console(cli: Cli) -> Result<i32> {
         return Ok(snap.exit_code());
     }
 
-    let app = tui::app::App::new(
+    let mut app = tui::app::App::new(
         targets.iter().map(|t| t.to_string()).collect(),
         args.read_only,
         refresh,
         clock.wall(),
     );
+    // The pod is scanned with every refresh, next to the bucket gather, on a
+    // blocking thread (it reads /proc); the UI only receives the result.
+    let pod_opts = if args.pod.no_pod {
+        app = app.without_pod();
+        None
+    } else {
+        Some(scan_options(&args.pod, std::path::Path::new("/proc")))
+    };
     let gclock = clock.clone();
     tui::run(app, clock, refresh, move || {
         let open = open.clone();
         let opts = opts.clone();
         let clock = gclock.clone();
-        async move { snapshot::gather(&open, &opts, &clock).await }
+        let pod_opts = pod_opts.clone();
+        async move {
+            let pod = async move {
+                let so = pod_opts?;
+                Some(
+                    match tokio::task::spawn_blocking(move || scan::scan(&so)).await {
+                        Ok(Ok(pod)) => Ok(pod),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(e) => Err(format!("pod scan task: {e}")),
+                    },
+                )
+            };
+            let (mut snapshot, pod) = tokio::join!(snapshot::gather(&open, &opts, &clock), pod);
+            let mut pod_error = None;
+            match pod {
+                Some(Ok(p)) => snapshot.pod = p,
+                Some(Err(e)) => pod_error = Some(e),
+                None => {}
+            }
+            tui::Gathered {
+                snapshot,
+                pod_error,
+            }
+        }
     })
     .await?;
     Ok(0)

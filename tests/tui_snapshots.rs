@@ -1,5 +1,6 @@
 //! The console drawn into a `TestBackend`: every state, hostile text escaped,
-//! scrolling, a terminal too small.
+//! scrolling, a terminal too small; the pod view (verdicts, process tree,
+//! duties), switching views and per-view selection.
 
 use std::time::Duration;
 
@@ -7,8 +8,13 @@ use chrono::{TimeZone, Utc};
 use leasectl::clock::{ManualClock, SharedClock};
 use leasectl::snapshot::{self, GatherOptions, OpenTarget};
 use leasectl::store::local::LocalStore;
-use leasectl::tui::app::{Action, App};
+use leasectl::text::sanitize;
+use leasectl::tui::app::{key_action, Action, App, View, BINDINGS};
 use leasectl::tui::ui::render;
+use leasectl::writer::scan::{
+    judge, DutyView, EnvRead, LockState, Observed, ObservedLock, ObservedProcess, PodSnapshot,
+    ProcessInfo, VerdictKind,
+};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
@@ -158,4 +164,384 @@ async fn tiny_terminal_says_so() {
         let text = screen_text(&draw(&app, w, h));
         assert!(text.contains("too") || w < 20, "{w}x{h}: {text}");
     }
+}
+
+// ---------------------------------------------------------------- pod view
+
+/// A snapshot of an empty local store whose pod section is `pod`.
+async fn snapshot_with_pod(
+    dir: &std::path::Path,
+    now: chrono::DateTime<Utc>,
+    pod: PodSnapshot,
+) -> leasectl::snapshot::Snapshot {
+    let shared: SharedClock = std::sync::Arc::new(ManualClock::new(now));
+    let store = std::sync::Arc::new(LocalStore::open(dir).unwrap());
+    let target: leasectl::target::Target = format!("file://{}/", dir.display()).parse().unwrap();
+    let open = vec![OpenTarget {
+        target,
+        endpoint: "local".into(),
+        store,
+    }];
+    let mut snap = snapshot::gather(&open, &GatherOptions::default(), &shared).await;
+    snap.pod = pod;
+    snap
+}
+
+async fn pod_app(pod: PodSnapshot, w: u16, h: u16) -> App {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot_with_pod(dir.path(), at(0), pod).await;
+    let mut app = App::new(
+        vec!["file:///demo/".into()],
+        false,
+        Duration::from_secs(5),
+        at(0),
+    );
+    app.update(Action::Resize(w, h));
+    app.update(Action::Snapshot(Box::new(snap)));
+    app
+}
+
+fn env(enable: Option<&str>, stamp: Option<&str>) -> EnvRead {
+    EnvRead::Read {
+        enable: enable.map(str::to_owned),
+        stamp: stamp.map(str::to_owned),
+    }
+}
+
+fn proc(pid: u32, ppid: u32, command: &str, env: EnvRead) -> ObservedProcess {
+    ObservedProcess {
+        pid,
+        ppid,
+        // The scanner escapes command lines; so does this fixture.
+        command: sanitize(command),
+        env,
+        opens: vec![],
+        holds: vec![],
+        age_s: Some(42),
+    }
+}
+
+/// A pod with the `sh -c` trap and more: the root wrapper (100) takes and
+/// holds; its shell child (101) inherits; a second wrapper behind that shell
+/// (102) sees its grandparent's stamp, takes and waits; a hostile command line
+/// (104) with an invalid enable value; an unreadable environment (105).
+fn trap_pod() -> PodSnapshot {
+    let mut root = proc(
+        100,
+        1,
+        "leasectl writer exec --data-dir /data -- sh -c server",
+        env(Some("1"), None),
+    );
+    root.opens = vec![0];
+    root.holds = vec![0];
+    let mut waiter = proc(
+        102,
+        101,
+        "leasectl writer exec --data-dir /data --wait 30s -- server",
+        env(Some("1"), Some("100")),
+    );
+    waiter.opens = vec![0];
+    let obs = Observed {
+        processes: vec![
+            root,
+            proc(
+                101,
+                100,
+                "sh -c server --port 8080",
+                env(Some("1"), Some("100")),
+            ),
+            waiter,
+            proc(103, 100, "sleep 30", env(Some("1"), Some("100"))),
+            proc(
+                104,
+                100,
+                "printf \u{1b}]0;pwned\u{7}\u{1b}[2J grep '\\d+'",
+                env(Some("yes"), Some("100")),
+            ),
+            proc(
+                105,
+                100,
+                "[kworker]",
+                EnvRead::Unreadable("permission denied".into()),
+            ),
+        ],
+        locks: vec![ObservedLock {
+            path: "/data/.writer.lock".into(),
+            holders: vec![100],
+            locked: true,
+            proc_locks_pids: vec![100],
+        }],
+        alive: [1, 100, 101, 102, 103, 104, 105].into_iter().collect(),
+    };
+    judge(&obs)
+}
+
+#[tokio::test]
+async fn pod_view_with_verdicts() {
+    let pod = trap_pod();
+    let kinds: Vec<VerdictKind> = pod.verdicts.iter().map(|v| v.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            VerdictKind::InvalidEnable,
+            VerdictKind::SiblingsRacing,
+            VerdictKind::StrayStamp,
+            VerdictKind::Waiting
+        ]
+    );
+    let mut app = pod_app(pod, 120, 30).await;
+    app.update(Action::SwitchView);
+    // Select the waiter: its duty sentence is shown under the table.
+    app.update(Action::Down);
+    app.update(Action::Down);
+    assert_eq!(app.selected_process().unwrap().pid, 102);
+    let text = screen_text(&draw(&app, 120, 30));
+    // Verdicts are written as text, not only as colour.
+    for k in [
+        "invalid_enable",
+        "siblings_racing",
+        "stray_stamp",
+        "waiting [pid 102]",
+    ] {
+        assert!(text.contains(k), "{k} missing:\n{text}");
+    }
+    for d in [
+        "take",
+        "inherit",
+        "invalid",
+        "unknown",
+        "holds",
+        "open ≤42.0s",
+    ] {
+        assert!(text.contains(d), "{d} missing:\n{text}");
+    }
+    assert!(text.contains("view  pod "), "{text}");
+    assert!(text.contains("Tab leases/pod"), "{text}");
+    // Tree: the waiter is indented under the shell, which is under the root.
+    assert!(text.contains("  └ leasectl writer exec --data-dir /data --wait 30s"));
+    // The hostile command is escaped once (as in --json), not twice.
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'));
+    assert!(
+        text.contains("printf \\x1b]0;pwned\\x07\\x1b[2J grep '\\\\d+'"),
+        "{text}"
+    );
+    // The selected process's duty sentence.
+    assert!(
+        text.contains("pid 102: writer lease take:") && text.contains("not our parent 101"),
+        "{text}"
+    );
+    insta::assert_snapshot!(text);
+}
+
+/// A hand-built snapshot (not from the scanner) with raw control characters:
+/// the pod view escapes them itself.
+#[tokio::test]
+async fn pod_view_escapes_raw_process_text() {
+    let raw = ProcessInfo {
+        pid: 7,
+        ppid: 1,
+        command: "evil\u{1b}]0;title\u{7}\u{9b}31m\u{202e}x".into(),
+        duty: DutyView::Take,
+        duty_reason: "reason\u{1b}[2J".into(),
+        lock: LockState::Holds,
+        enable: Some("1\u{1b}".into()),
+        stamp: None,
+        waiting_s: None,
+    };
+    let pod = PodSnapshot {
+        processes: vec![raw],
+        locks: vec![],
+        verdicts: vec![leasectl::writer::scan::Verdict {
+            kind: VerdictKind::HolderNotTake,
+            message: "msg\u{1b}[31m".into(),
+            pids: vec![7],
+        }],
+    };
+    let mut app = pod_app(pod, 100, 16).await;
+    app.update(Action::SwitchView);
+    let text = screen_text(&draw(&app, 100, 16));
+    for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+        assert!(!text.contains(bad), "{bad:?} reached the screen:\n{text}");
+    }
+    assert!(
+        text.contains("evil\\x1b]0;title\\x07\\u{9b}31m\\u{202e}x"),
+        "{text}"
+    );
+    assert!(text.contains("reason\\x1b[2J"), "{text}");
+    assert!(text.contains("msg\\x1b[31m"), "{text}");
+}
+
+#[tokio::test]
+async fn tab_switches_view_and_each_view_keeps_its_selection() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        std::fs::create_dir_all(dir.path().join(format!("p{i}"))).unwrap();
+    }
+    let mut app = app_on(dir.path(), at(0)).await;
+    let snap = snapshot_with_pod(dir.path(), at(0), trap_pod()).await;
+    app.update(Action::Snapshot(Box::new(snap)));
+    app.update(Action::Resize(100, 30));
+    assert_eq!(app.view, View::Leases);
+    assert_eq!((app.row_count(), app.pod_rows.len()), (5, 6));
+
+    // The Tab key is bound, and shown in the status bar from BINDINGS.
+    let tab = crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Tab);
+    let a = key_action(&app, tab).expect("Tab is bound");
+    assert!(matches!(a, Action::SwitchView));
+    assert!(BINDINGS
+        .iter()
+        .any(|b| b.keys == "Tab" && b.does == "leases/pod"));
+
+    app.update(Action::Down);
+    app.update(Action::Down);
+    assert_eq!((app.selected, app.pod_selected), (2, 0));
+    let text = screen_text(&draw(&app, 100, 30));
+    assert!(
+        text.contains("view  leases ") && text.contains("leases 3/5"),
+        "{text}"
+    );
+
+    app.update(a);
+    assert_eq!(app.view, View::Pod);
+    app.update(Action::End);
+    assert_eq!((app.selected, app.pod_selected), (2, 5));
+    app.update(Action::Up);
+    assert_eq!((app.selected, app.pod_selected), (2, 4));
+    let text = screen_text(&draw(&app, 100, 30));
+    assert!(
+        text.contains("view  pod ") && text.contains("processes 5/6"),
+        "{text}"
+    );
+    assert!(!text.contains("PREFIX"), "{text}");
+
+    app.update(Action::SwitchView);
+    assert_eq!(app.view, View::Leases);
+    app.update(Action::Home);
+    assert_eq!((app.selected, app.pod_selected), (0, 4));
+}
+
+#[tokio::test]
+async fn pod_selection_clamps_and_follows_the_process() {
+    let mut app = pod_app(trap_pod(), 100, 30).await;
+    app.update(Action::SwitchView);
+    app.update(Action::PageDown);
+    assert_eq!(app.pod_selected, 5, "PgDn stops at the last row");
+    app.update(Action::Down);
+    assert_eq!(app.pod_selected, 5);
+    app.update(Action::Up);
+    let pid = app.selected_process().unwrap().pid;
+
+    // A refresh where earlier processes exited: the same process stays selected.
+    let mut fewer = trap_pod();
+    fewer.processes.retain(|p| p.pid != 101 && p.pid != 102);
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot_with_pod(dir.path(), at(1), fewer.clone()).await;
+    app.update(Action::Snapshot(Box::new(snap)));
+    assert_eq!(app.selected_process().unwrap().pid, pid);
+
+    // A refresh where it is gone and fewer rows remain: the selection clamps.
+    fewer.processes.truncate(2);
+    let snap = snapshot_with_pod(dir.path(), at(2), fewer).await;
+    app.update(Action::Snapshot(Box::new(snap)));
+    assert_eq!(app.pod_rows.len(), 2);
+    assert_eq!(app.pod_selected, 1);
+    app.update(Action::PageUp);
+    assert_eq!(app.pod_selected, 0);
+
+    // An empty pod: nothing selected, nothing breaks.
+    let snap = snapshot_with_pod(dir.path(), at(3), PodSnapshot::default()).await;
+    app.update(Action::Snapshot(Box::new(snap)));
+    app.update(Action::End);
+    assert_eq!((app.pod_selected, app.pod_offset), (0, 0));
+    let text = screen_text(&draw(&app, 100, 30));
+    assert!(
+        text.contains("processes (none)") && text.contains("no pod found"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn pod_scan_failure_and_no_pod_are_shown() {
+    let mut app = pod_app(trap_pod(), 100, 20).await;
+    app.update(Action::SwitchView);
+    app.update(Action::PodScanFailed(
+        "pod root pid 4242 does not exist".into(),
+    ));
+    let text = screen_text(&draw(&app, 100, 20));
+    assert!(
+        text.contains("pod scan failed: pod root pid 4242 does not exist"),
+        "{text}"
+    );
+    // The next good refresh clears it.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot_with_pod(dir.path(), at(1), trap_pod()).await;
+    app.update(Action::Snapshot(Box::new(snap)));
+    let text = screen_text(&draw(&app, 100, 20));
+    assert!(
+        !text.contains("pod scan failed") && text.contains("siblings_racing"),
+        "{text}"
+    );
+
+    let mut off = App::new(vec![], true, Duration::from_secs(5), at(0)).without_pod();
+    off.update(Action::Resize(100, 20));
+    off.update(Action::SwitchView);
+    let text = screen_text(&draw(&off, 100, 20));
+    assert!(text.contains("pod scan off (--no-pod)"), "{text}");
+}
+
+/// 10,000 processes (half of them one deep chain): the tree is built without
+/// recursion, only visible rows are drawn, and scrolling stays fast.
+#[tokio::test]
+async fn ten_thousand_processes_stay_fast() {
+    let mut processes = Vec::new();
+    for i in 0..10_000u32 {
+        let pid = 1000 + i;
+        let ppid = if i < 5_000 { pid - 1 } else { 999 };
+        processes.push(ProcessInfo {
+            pid,
+            ppid,
+            command: format!("worker {i}"),
+            duty: DutyView::Off,
+            duty_reason: "writer lease off: CLOUD_WRITER_LEASE is unset".into(),
+            lock: LockState::None,
+            enable: None,
+            stamp: None,
+            waiting_s: None,
+        });
+    }
+    let pod = PodSnapshot {
+        processes,
+        ..PodSnapshot::default()
+    };
+    let started = std::time::Instant::now();
+    let mut app = pod_app(pod, 120, 40).await;
+    app.update(Action::SwitchView);
+    assert_eq!(app.pod_rows.len(), 10_000);
+    // Tree order: the chain first (depth grows), then the other roots (their
+    // parent 999 is not in the pod).
+    assert_eq!(
+        app.pod_row(4_999).map(|(p, d)| (p.pid, d)),
+        Some((5_999, 4_999))
+    );
+    assert_eq!(
+        app.pod_row(5_000).map(|(p, d)| (p.pid, d)),
+        Some((6_000, 0))
+    );
+    let mut t = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    for _ in 0..50 {
+        app.update(Action::PageDown);
+        t.draw(|f| render(&app, f)).unwrap();
+    }
+    app.update(Action::End);
+    t.draw(|f| render(&app, f)).unwrap();
+    let text = screen_text(t.backend());
+    assert!(
+        text.contains("worker 9999") && text.contains("processes 10000/10000"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
 }

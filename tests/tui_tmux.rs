@@ -1,11 +1,16 @@
 //! End to end in a real terminal (tmux): the console starts on a local store,
-//! shows the rows, quits with `q` and leaves the shell usable.
+//! shows the rows, quits with `q` and leaves the shell usable; with a real pod,
+//! Tab shows the pod's processes and duties.
 
 mod common;
+mod writer_support;
 
+use std::process::Stdio;
 use std::time::Duration;
 
 use common::tmux::Tmux;
+use leasectl::writer::scan::LockState;
+use writer_support::{scan_until, wrapper, Guard};
 
 #[test]
 fn console_shows_rows_and_quits_cleanly() {
@@ -50,4 +55,90 @@ fn console_shows_rows_and_quits_cleanly() {
     tmux.wait_for(Duration::from_secs(5), "the shell to answer", |s| {
         s.contains("sane-42")
     });
+}
+
+/// A real pod (root `writer exec` wrapper, a shell, two sleeps) next to a
+/// file:/// target: Tab shows the pod view with its processes and duties, Tab
+/// again the leases, `q` quits cleanly.
+#[test]
+fn console_pod_view_shows_a_real_pod() {
+    let store = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(store.path().join("alpha")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = wrapper(
+        data.path(),
+        "2s",
+        &["sh", "-c", "sleep 31 & sleep 32 & wait"],
+    );
+    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
+    let root = Guard::spawn(cmd);
+    scan_until(root.pid, data.path(), |s| {
+        s.processes.len() == 4
+            && s.processes
+                .iter()
+                .any(|p| p.pid == root.pid && p.lock == LockState::Holds)
+    });
+
+    let tmux = Tmux::start(140, 30);
+    tmux.type_line(&format!(
+        "{} --refresh 1s --pod-root {} --data-dir {} file://{}/ ; echo EXIT=$?",
+        env!("CARGO_BIN_EXE_leasectl"),
+        root.pid,
+        data.path().display(),
+        store.path().display()
+    ));
+    tmux.wait_for(Duration::from_secs(15), "the lease rows", |s| {
+        s.contains("alpha/") && s.contains("absent") && s.contains("Tab leases/pod")
+    });
+    tmux.send(&["Tab"]);
+    let root_row = format!("{}", root.pid);
+    let screen = tmux.wait_for(Duration::from_secs(10), "the pod view", |s| {
+        s.contains("view  pod ")
+            && s.contains("sleep 31")
+            && s.contains("sleep 32")
+            && s.contains("writer exec")
+    });
+    assert!(!screen.contains("PREFIX"), "{screen}");
+    assert!(screen.contains("no verdicts"), "{screen}");
+    let root_line = screen
+        .lines()
+        .find(|l| l.contains(&root_row) && l.contains("writer exec"))
+        .unwrap_or_else(|| panic!("no row for the root:\n{screen}"));
+    assert!(
+        root_line.contains("take") && root_line.contains("holds"),
+        "{root_line}"
+    );
+    let shell_line = screen
+        .lines()
+        .find(|l| l.contains("└ sh -c sleep 31"))
+        .unwrap_or_else(|| panic!("no row for the shell:\n{screen}"));
+    assert!(shell_line.contains("inherit"), "{shell_line}");
+    // The sleeps see their grandparent's stamp: duty take, but they never
+    // open the lock, so no verdict.
+    let sleep_line = screen
+        .lines()
+        .find(|l| l.contains("└ sleep 31"))
+        .unwrap_or_else(|| panic!("no row for a sleep:\n{screen}"));
+    assert!(
+        sleep_line.contains("take") && sleep_line.contains("none"),
+        "{sleep_line}"
+    );
+    // The selected row's duty sentence; move down to the shell.
+    tmux.send(&["Down"]);
+    tmux.wait_for(Duration::from_secs(5), "the shell's duty sentence", |s| {
+        s.contains("writer lease inherit:")
+    });
+
+    tmux.send(&["Tab"]);
+    tmux.wait_for(Duration::from_secs(5), "the leases view again", |s| {
+        s.contains("view  leases ") && s.contains("PREFIX")
+    });
+    tmux.send(&["q"]);
+    let screen = tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
+        s.contains("EXIT=0")
+    });
+    assert!(
+        !screen.contains("COMMAND"),
+        "alternate screen left behind:\n{screen}"
+    );
 }

@@ -18,11 +18,30 @@ use crate::clock::SharedClock;
 use crate::snapshot::Snapshot;
 use app::{Action, App};
 
+/// What one background refresh produced.
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    /// The snapshot; its `pod` section is empty when the scan failed or is off.
+    pub snapshot: Snapshot,
+    /// Why the pod scan failed, if it did.
+    pub pod_error: Option<String>,
+}
+
+impl Gathered {
+    /// The actions that apply this refresh to the console, in order.
+    pub fn into_actions(self) -> Vec<Action> {
+        let mut v = vec![Action::Snapshot(Box::new(self.snapshot))];
+        v.extend(self.pod_error.map(Action::PodScanFailed));
+        v
+    }
+}
+
 /// Runs the console until the operator quits (or SIGTERM/SIGHUP arrives).
 ///
-/// `gather` produces one snapshot per call; it is called every `refresh` by a
-/// background task. The terminal is restored on every exit path, panic included
-/// (ratatui's panic hook).
+/// `gather` produces one [`Gathered`] per call (a snapshot, and why the pod
+/// scan failed if it did); it is called every `refresh` by a background task.
+/// The terminal is restored on every exit path, panic included (ratatui's
+/// panic hook).
 pub async fn run<F, Fut>(
     mut app: App,
     clock: SharedClock,
@@ -31,9 +50,9 @@ pub async fn run<F, Fut>(
 ) -> std::io::Result<()>
 where
     F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = Snapshot> + Send,
+    Fut: Future<Output = Gathered> + Send,
 {
-    let (tx, mut rx) = mpsc::channel::<Snapshot>(4);
+    let (tx, mut rx) = mpsc::channel::<Gathered>(4);
     let refresher = tokio::spawn(async move {
         loop {
             let snap = gather().await;
@@ -57,20 +76,24 @@ where
         if let Err(e) = terminal.draw(|f| ui::render(&app, f)) {
             break Err(e);
         }
-        let action = tokio::select! {
+        let actions = tokio::select! {
             ev = events.next() => match ev {
-                Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => app::key_action(&app, k),
-                Some(Ok(Event::Resize(w, h))) => Some(Action::Resize(w, h)),
-                Some(Ok(_)) => None,
+                Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
+                    app::key_action(&app, k).into_iter().collect()
+                }
+                Some(Ok(Event::Resize(w, h))) => vec![Action::Resize(w, h)],
+                Some(Ok(_)) => vec![],
                 Some(Err(e)) => break Err(e),
-                None => Some(Action::Quit),
+                None => vec![Action::Quit],
             },
-            _ = tick.tick() => Some(Action::Tick(clock.wall())),
-            Some(snap) = rx.recv() => Some(Action::Snapshot(Box::new(snap))),
-            _ = term.recv() => Some(Action::Quit),
-            _ = hup.recv() => Some(Action::Quit),
+            _ = tick.tick() => vec![Action::Tick(clock.wall())],
+            Some(g) = rx.recv() => g.into_actions(),
+            _ = term.recv() => vec![Action::Quit],
+            _ = hup.recv() => vec![Action::Quit],
         };
-        if let Some(a) = action {
+        // One message may carry two actions (a snapshot and its pod scan
+        // failure); both apply before the next frame is drawn.
+        for a in actions {
             app.update(a);
         }
         if app.quit {
