@@ -490,9 +490,10 @@ async fn pod_scan_failure_and_no_pod_are_shown() {
 }
 
 /// 10,000 processes (half of them one deep chain): the tree is built without
-/// recursion, only visible rows are drawn, and scrolling stays fast.
+/// recursion (a recursive build would overflow the stack) and scrolling reaches
+/// the end. Speed is measured by the benchmarks, not here.
 #[tokio::test]
-async fn ten_thousand_processes_stay_fast() {
+async fn ten_thousand_processes_deep_chain() {
     let mut processes = Vec::new();
     for i in 0..10_000u32 {
         let pid = 1000 + i;
@@ -513,7 +514,6 @@ async fn ten_thousand_processes_stay_fast() {
         processes,
         ..PodSnapshot::default()
     };
-    let started = std::time::Instant::now();
     let mut app = pod_app(pod, 120, 40).await;
     app.update(Action::SwitchView);
     assert_eq!(app.pod_rows.len(), 10_000);
@@ -538,10 +538,5 @@ async fn ten_thousand_processes_stay_fast() {
     assert!(
         text.contains("worker 9999") && text.contains("processes 10000/10000"),
         "{text}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
     );
 }
