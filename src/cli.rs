@@ -128,6 +128,45 @@ pub enum Command {
         #[arg(value_name = "TARGET")]
         target: String,
     },
+    /// Take over the lease on PREFIX_URL: guarded, conditional on the ETag seen, audited.
+    /// Exit 0 taken; 4 refused (fresh without --force, changed since seen, under watch,
+    /// preconditions ignored, not confirmed); 1 failed (audit log, store); 2 usage.
+    Takeover {
+        /// The prefix: s3://bucket/path/ or file:///dir/.
+        #[arg(value_name = "PREFIX_URL")]
+        prefix_url: String,
+        /// Why (required; recorded in the audit log).
+        #[arg(long)]
+        reason: String,
+        /// Refuse unless the LEASE's current ETag is exactly this (from --json or the console).
+        #[arg(long, value_name = "ETAG")]
+        expect_etag: Option<String>,
+        /// After taking it: release (free the prefix), hold (renew until Ctrl-C, then
+        /// release) or handover:INSTANCE_ID (name the successor that will adopt it).
+        #[arg(long, default_value = "release", value_parser = parse_then, value_name = "WHAT")]
+        then: crate::takeover::Then,
+        /// Allow taking over a fresh lease (a live holder!). Still asks for the prefix.
+        #[arg(long)]
+        force: bool,
+        /// Do not ask for confirmation (scripts and runbooks).
+        #[arg(long)]
+        yes: bool,
+        /// TTL of the lease written.
+        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        ttl: Duration,
+        /// Audit log options.
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
+    /// List the audit log, newest first.
+    Audit {
+        /// One JSON array on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Audit log options.
+        #[command(flatten)]
+        audit: AuditArgs,
+    },
     /// Bucket lease commands.
     Bucket {
         /// What to do.
@@ -147,6 +186,22 @@ pub enum Command {
         #[arg(long, default_value = "/proc", value_name = "DIR")]
         proc_root: PathBuf,
     },
+}
+
+/// Where the audit log goes.
+#[derive(Debug, Args, Clone)]
+pub struct AuditArgs {
+    /// The local audit log (JSON lines, mode 0600). Default: the platform data directory,
+    /// e.g. ~/.local/share/leasectl/audit.jsonl.
+    #[arg(long, value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
+    /// Also write each audit entry as an immutable object under this prefix (s3://… or file://…).
+    #[arg(long, value_name = "URL")]
+    pub audit_to: Option<String>,
+}
+
+fn parse_then(s: &str) -> Result<crate::takeover::Then, String> {
+    s.parse()
 }
 
 /// `leasectl bucket …`.

@@ -261,3 +261,269 @@ pub fn exclusion_from(conditional_off: bool) -> Exclusion {
         Exclusion::Conditional
     }
 }
+
+/// `leasectl takeover` exit code: refused by a guard (nothing written to the lease).
+pub const EXIT_REFUSED: i32 = 4;
+
+/// Everything `leasectl takeover` needs besides the store.
+pub struct TakeoverArgs {
+    /// The prefix inside the store.
+    pub prefix: String,
+    /// The URL as given (shown and audited).
+    pub url: String,
+    /// Endpoint, for the audit entry.
+    pub endpoint: String,
+    /// Bucket, for S3.
+    pub bucket: Option<String>,
+    /// `--reason`.
+    pub reason: String,
+    /// `--expect-etag`.
+    pub expect_etag: Option<String>,
+    /// `--then`.
+    pub then: crate::takeover::Then,
+    /// `--force`.
+    pub force: bool,
+    /// `--yes`.
+    pub yes: bool,
+    /// `--ttl` in seconds.
+    pub ttl_s: u64,
+    /// Conditional or best-effort.
+    pub exclusion: Exclusion,
+}
+
+/// `leasectl takeover`: look, show, confirm, then the audited takeover.
+/// Returns the exit code (0 taken, 4 refused, 1 failed, 2 usage).
+pub async fn takeover_cmd(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    audit: &crate::audit::AuditLog,
+    a: TakeoverArgs,
+    out: &mut (impl std::io::Write + Send),
+) -> i32 {
+    use crate::bucket::{judge, lease_key, LeaseState, Observed};
+    use crate::takeover::{takeover, TakeoverError, TakeoverRequest};
+
+    if a.reason.trim().is_empty() {
+        let _ = writeln!(out, "leasectl: a reason is required (--reason)");
+        return 2;
+    }
+    let key = lease_key(&a.prefix);
+    let look = |store: Arc<dyn ObjectStore>, key: String| async move {
+        crate::bucket::lease::read(store.as_ref(), &key).await
+    };
+    let mut seen = match look(store.clone(), key.clone()).await {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+            return 1;
+        }
+    };
+    let describe = |obs: &Observed, out: &mut (dyn std::io::Write + Send)| {
+        let j = judge(obs, clock.wall());
+        let _ = writeln!(out, "lease    {} ({})", key, a.url);
+        let _ = writeln!(out, "state    {}: {}", j.state, j.sentence());
+        if let Some(r) = obs.record() {
+            let _ = writeln!(out, "holder   {}", sanitize(&r.instance_id));
+            let _ = writeln!(
+                out,
+                "renewed  {} (TTL {} s)",
+                r.renewed_at.to_rfc3339(),
+                r.ttl_s
+            );
+        }
+        let _ = writeln!(
+            out,
+            "ETag     {}",
+            obs.etag().unwrap_or("(none: no LEASE object)")
+        );
+        j.state
+    };
+    let state = describe(&seen, out);
+    if let Some(want) = &a.expect_etag {
+        if seen.etag() != Some(crate::store::normalize_etag(want).as_str()) {
+            let _ = writeln!(
+                out,
+                "refused: the LEASE's ETag is {} but --expect-etag is {}; look again",
+                seen.etag().unwrap_or("(none)"),
+                sanitize(want)
+            );
+            return EXIT_REFUSED;
+        }
+    }
+    if state == LeaseState::Fresh && !a.force {
+        let _ = writeln!(
+            out,
+            "refused: the lease is fresh (a live holder). Use --force only if you know it is gone."
+        );
+        return EXIT_REFUSED;
+    }
+    // Suspect and malformed records must be seen unchanged for one TTL.
+    let mut watched_for = Duration::ZERO;
+    if matches!(state, LeaseState::Suspect | LeaseState::Malformed) {
+        let ttl = Duration::from_secs(a.ttl_s);
+        let mut watch = LeaseWatch::new();
+        let _ = writeln!(
+            out,
+            "watching the {state} record for {} before taking it over…",
+            crate::bucket::format_secs(ttl.as_secs_f64())
+        );
+        let _ = out.flush();
+        let step = (ttl / 6).clamp(Duration::from_millis(200), Duration::from_secs(5));
+        loop {
+            let etag = seen.etag().unwrap_or("").to_owned();
+            watched_for = watch.observe(&etag, clock.mono());
+            if watched_for >= ttl {
+                break;
+            }
+            tokio::time::sleep(step.min(ttl - watched_for)).await;
+            seen = match look(store.clone(), key.clone()).await {
+                Ok(o) => o,
+                Err(e) => {
+                    let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+                    return 1;
+                }
+            };
+            let st = judge(&seen, clock.wall()).state;
+            if !matches!(st, LeaseState::Suspect | LeaseState::Malformed) {
+                let _ = writeln!(
+                    out,
+                    "the record changed while watched; it is now {st}. Look again."
+                );
+                return EXIT_REFUSED;
+            }
+        }
+    }
+    if !a.yes {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() {
+            let _ = writeln!(
+                out,
+                "leasectl: not a terminal: confirm interactively or pass --yes"
+            );
+            return 2;
+        }
+        let _ = write!(
+            out,
+            "This replaces the lease above ({}, then {}). Type the prefix URL to confirm: ",
+            if a.force { "FORCED" } else { "guarded" },
+            a.then
+        );
+        let _ = out.flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        if line.trim() != a.url.trim() && line.trim() != a.prefix.trim() {
+            let _ = writeln!(out, "not confirmed; nothing written");
+            return EXIT_REFUSED;
+        }
+    }
+    let req = TakeoverRequest {
+        prefix: a.prefix.clone(),
+        seen,
+        watched_for,
+        reason: a.reason.clone(),
+        then: a.then.clone(),
+        force: a.force,
+        ttl_s: a.ttl_s,
+        exclusion: a.exclusion,
+        target: crate::audit::AuditTarget {
+            endpoint: a.endpoint.clone(),
+            bucket: a.bucket.clone(),
+            key: key.clone(),
+            url: a.url.clone(),
+        },
+    };
+    match takeover(store, clock, audit, req).await {
+        Ok(done) => {
+            let _ = writeln!(
+                out,
+                "taken: {} now names {} (ETag {})",
+                key,
+                sanitize(&done.written.instance_id),
+                done.etag
+            );
+            if let Some(r) = &done.released {
+                let _ = writeln!(out, "released: {r:?}; the prefix is free");
+            }
+            if let Some(d) = done.handover_deadline {
+                let _ = writeln!(
+                    out,
+                    "handed over: the successor must start (acquire_as its id) before {}",
+                    d.to_rfc3339()
+                );
+            }
+            let _ = writeln!(
+                out,
+                "audit: {} (id {})",
+                done.audit_path.display(),
+                done.audit_id
+            );
+            if let Some(lease) = done.held {
+                let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
+                let _ = out.flush();
+                let keep = KeepAlive::start(lease);
+                let mut fence = keep.fence();
+                let mut signals = Signals::new();
+                tokio::select! {
+                    _ = signals.recv() => {}
+                    _ = fence.wait_for(|open| !open) => {
+                        let _ = writeln!(out, "the held lease was lost or could not be renewed");
+                    }
+                }
+                finish(keep).await;
+            }
+            0
+        }
+        Err(e @ TakeoverError::Changed { .. }) => {
+            let _ = writeln!(out, "refused: {e}");
+            EXIT_REFUSED
+        }
+        Err(e) if e.is_refusal() => {
+            let _ = writeln!(out, "refused: {e}");
+            EXIT_REFUSED
+        }
+        Err(e) => {
+            let _ = writeln!(out, "failed: {e}");
+            1
+        }
+    }
+}
+
+/// `leasectl audit`: the log newest first, as text or one JSON array.
+pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Write) -> i32 {
+    match crate::audit::AuditLog::read(path) {
+        Ok(mut entries) => {
+            entries.reverse();
+            if json {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&entries).unwrap_or_default()
+                );
+            } else if entries.is_empty() {
+                let _ = writeln!(out, "no audit entries in {}", path.display());
+            } else {
+                for e in &entries {
+                    let _ = writeln!(
+                        out,
+                        "{}  {:<7}  {}  {}  {}  reason: {}{}",
+                        crate::audit::fmt_time(&e.time),
+                        e.phase,
+                        sanitize(&e.operator),
+                        sanitize(&e.target.url),
+                        e.observed.judgement,
+                        sanitize(&e.reason),
+                        e.outcome
+                            .as_deref()
+                            .map(|o| format!("  → {}", sanitize(o)))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+            0
+        }
+        Err(e) => {
+            let _ = writeln!(out, "leasectl: {e}");
+            1
+        }
+    }
+}

@@ -5,12 +5,14 @@
 //! engine), [`snapshot`] (discovery and the `--json` document), [`writer`] (the pod writer lease: duty, flock,
 //! pod scanner), [`tui`] (the console). [`clock`] and [`text`] are shared utilities.
 
+pub mod audit;
 pub mod bucket;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod snapshot;
 pub mod store;
+pub mod takeover;
 pub mod target;
 pub mod text;
 pub mod tui;

@@ -6,7 +6,9 @@ use std::time::Duration;
 use clap::Parser;
 use color_eyre::eyre::{eyre, Result, WrapErr};
 use leasectl::bucket::LeaseConfig;
-use leasectl::cli::{BucketCommand, Cli, Command, OnOff, PodArgs, S3Args, WriterCommand};
+use leasectl::cli::{
+    AuditArgs, BucketCommand, Cli, Command, OnOff, PodArgs, S3Args, WriterCommand,
+};
 use leasectl::clock::{SharedClock, SystemClock};
 use leasectl::commands;
 use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_ATTENTION, EXIT_USAGE};
@@ -53,7 +55,14 @@ fn real_main() -> Result<i32> {
             })
         }
         Some(Command::PodScan { pod, proc_root, .. }) => return pod_scan(pod, proc_root),
-        None | Some(Command::Probe { .. } | Command::Bucket { .. }) => {}
+        Some(Command::Audit { json, audit }) => {
+            let path = match &audit.audit_log {
+                Some(p) => p.clone(),
+                None => leasectl::audit::AuditLog::default_path()?,
+            };
+            return Ok(commands::audit_list(&path, *json, &mut std::io::stdout()));
+        }
+        None | Some(Command::Probe { .. } | Command::Bucket { .. } | Command::Takeover { .. }) => {}
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -158,10 +167,76 @@ async fn run(cli: Cli) -> Result<i32> {
             )
             .await)
         }
-        Some(Command::Writer { .. } | Command::PodScan { .. }) => {
+        Some(Command::Takeover {
+            ref prefix_url,
+            ref reason,
+            ref expect_etag,
+            ref then,
+            force,
+            yes,
+            ttl,
+            ref audit,
+        }) => {
+            let target = match prefix_url.parse::<Target>() {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("leasectl: {e}");
+                    return Ok(EXIT_USAGE);
+                }
+            };
+            let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
+            // The audit log is opened before anything else: no log, no write.
+            let log = match open_audit(&connector, audit).await {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("leasectl: {e}; nothing was sent");
+                    return Ok(1);
+                }
+            };
+            let store = connector
+                .open(&target)
+                .await
+                .map_err(|e| eyre!("{target}: {e}"))?;
+            let args = commands::TakeoverArgs {
+                prefix: target.prefix().to_owned(),
+                url: target.to_string(),
+                endpoint: connector.endpoint(&target).await,
+                bucket: target.bucket().map(str::to_owned),
+                reason: reason.clone(),
+                expect_etag: expect_etag.clone(),
+                then: then.clone(),
+                force,
+                yes,
+                ttl_s: ttl.as_secs().max(1),
+                exclusion: commands::exclusion_from(cli.s3.conditional == Some(OnOff::Off)),
+            };
+            Ok(commands::takeover_cmd(
+                store,
+                SystemClock::shared(),
+                &log,
+                args,
+                &mut std::io::stdout(),
+            )
+            .await)
+        }
+        Some(Command::Writer { .. } | Command::PodScan { .. } | Command::Audit { .. }) => {
             unreachable!("handled before the runtime starts")
         }
     }
+}
+
+async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<leasectl::audit::AuditLog> {
+    let path = match &a.audit_log {
+        Some(p) => p.clone(),
+        None => leasectl::audit::AuditLog::default_path()?,
+    };
+    let mut log = leasectl::audit::AuditLog::open(path)?;
+    if let Some(url) = &a.audit_to {
+        let t: Target = url.parse().map_err(|e| eyre!("--audit-to: {e}"))?;
+        let store = connector.open(&t).await.map_err(|e| eyre!("{t}: {e}"))?;
+        log = log.with_remote(store, t.prefix().to_owned());
+    }
+    Ok(log)
 }
 
 fn scan_options(pod: &PodArgs, proc_root: &std::path::Path) -> ScanOptions {

@@ -213,6 +213,29 @@ impl BucketLease {
         Err(LeaseError::Contended { key })
     }
 
+    /// A lease this process has just written itself (an operator takeover):
+    /// `record` with `etag` at `key`, written at monotonic time `renewed_mono`.
+    pub(crate) fn from_written(
+        store: Arc<dyn ObjectStore>,
+        clock: SharedClock,
+        key: String,
+        record: LeaseRecord,
+        etag: String,
+        config: LeaseConfig,
+        renewed_mono: Duration,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            key,
+            config,
+            record,
+            etag,
+            renewed_mono,
+            lost: false,
+        }
+    }
+
     async fn probe_after_acquire(mut self, body: &[u8]) -> Result<Self, LeaseError> {
         if self.config.exclusion == Exclusion::BestEffort {
             return Ok(self);

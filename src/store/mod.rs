@@ -143,7 +143,18 @@ pub trait ObjectStore: ObjectRead {
 }
 
 /// A store that can only be read: wraps any store and exposes [`ObjectRead`]
-/// alone. It has no write methods, so code holding it cannot write.
+/// alone. It has no write methods, so code holding it cannot write — and the
+/// takeover, probe and lease code, which need an [`ObjectStore`], do not compile
+/// with it:
+///
+/// ```compile_fail
+/// use std::sync::Arc;
+/// use leasectl::store::{local::LocalStore, ObjectRead, ObjectStore, ReadOnly};
+/// fn needs_a_writable_store(_: Arc<dyn ObjectStore>) {}
+/// let dir = std::env::temp_dir();
+/// let watch = Arc::new(ReadOnly::new(Arc::new(LocalStore::open(dir).unwrap())));
+/// needs_a_writable_store(watch); // error: ReadOnly does not implement ObjectStore
+/// ```
 pub struct ReadOnly(Arc<dyn ObjectRead>);
 
 impl ReadOnly {

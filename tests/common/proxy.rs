@@ -27,6 +27,8 @@ struct State {
     /// Drop the answers of the next N requests with this method (forwarded first).
     drop_next: Option<(String, usize)>,
     counts: BTreeMap<String, usize>,
+    /// Black-hole only requests with this method whose path ends with this suffix.
+    hang: Option<(String, String)>,
 }
 
 #[derive(Clone)]
@@ -69,6 +71,11 @@ impl Proxy {
         self.state.lock().unwrap().drop_next = Some((method.to_owned(), n));
     }
 
+    /// Answer nothing to `method` requests whose path ends with `suffix` (others pass).
+    pub fn hang_requests(&self, method: &str, suffix: &str) {
+        self.state.lock().unwrap().hang = Some((method.to_owned(), suffix.to_owned()));
+    }
+
     /// Requests seen, by method.
     pub fn counts(&self) -> BTreeMap<String, usize> {
         self.state.lock().unwrap().counts.clone()
@@ -105,6 +112,14 @@ async fn handle(
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let rest = buf[head_end..].to_vec();
     let method = head.split(' ').next().unwrap_or("").to_owned();
+    let path = head
+        .split(' ')
+        .nth(1)
+        .unwrap_or("")
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .to_owned();
     let (mode, drop_answer) = {
         let mut s = state.lock().unwrap();
         *s.counts.entry(method.clone()).or_default() += 1;
@@ -115,7 +130,16 @@ async fn handle(
                 drop_answer = true;
             }
         }
-        (s.mode.unwrap_or(Mode::Pass), drop_answer)
+        let hang = s
+            .hang
+            .as_ref()
+            .is_some_and(|(m, suffix)| *m == method && path.ends_with(suffix.as_str()));
+        let mode = if hang {
+            Mode::BlackHole
+        } else {
+            s.mode.unwrap_or(Mode::Pass)
+        };
+        (mode, drop_answer)
     };
     if mode == Mode::BlackHole {
         // Swallow everything, answer nothing, until the client gives up.

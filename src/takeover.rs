@@ -1,0 +1,439 @@
+//! The operator's guarded, audited takeover of a bucket lease (DESIGN.md "Takeover").
+//!
+//! A takeover replaces exactly the LEASE the operator looked at, or nothing:
+//! 1. a read-only store cannot reach this code (it needs an [`ObjectStore`]);
+//! 2. a `fresh` lease needs `force`; a `suspect` or `malformed` one must have
+//!    been watched unchanged for one TTL;
+//! 3. the audit log is opened first; the precondition probe runs (a service
+//!    that ignores preconditions refuses the takeover unless best-effort was
+//!    chosen); an `intent` entry is fsynced before the PUT;
+//! 4. the PUT is conditional on the ETag the operator saw (`If-Match`, or
+//!    `If-None-Match: *` when it saw no lease): if the holder renewed meanwhile
+//!    it is refused and the operator is told who holds it now;
+//! 5. an `outcome` entry follows; then, as chosen, the new lease is released,
+//!    held (renewed until the caller releases it), or handed over to a named
+//!    successor whose `acquire_as` adopts it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::audit::{AuditEntry, AuditError, AuditLog, AuditObserved, AuditTarget, AuditWritten};
+use crate::bucket::lease::read;
+use crate::bucket::probe::probe_scratch;
+use crate::bucket::{
+    format_secs, judge, lease_key, new_instance_id, BucketLease, Exclusion, LeaseConfig,
+    LeaseRecord, LeaseState, Observed, Released, CONDITIONAL_SWITCH,
+};
+use crate::clock::SharedClock;
+use crate::store::{ObjectStore, PutCondition, StoreError};
+use crate::text::sanitize;
+
+/// What to do once the takeover's record is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Then {
+    /// Delete the new lease at once: the prefix is free.
+    Release,
+    /// Keep it: the caller renews it (e.g. with a `KeepAlive`) and releases it later.
+    Hold,
+    /// Write the record in the name of this instance id: that successor's
+    /// `acquire_as(id)` adopts it without waiting.
+    Handover(String),
+}
+
+impl std::fmt::Display for Then {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Then::Release => f.write_str("release"),
+            Then::Hold => f.write_str("hold"),
+            Then::Handover(id) => write!(f, "handover:{}", sanitize(id)),
+        }
+    }
+}
+
+impl std::str::FromStr for Then {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "release" => Ok(Then::Release),
+            "hold" => Ok(Then::Hold),
+            _ => match s.strip_prefix("handover:") {
+                Some(id)
+                    if !id.is_empty() && !id.chars().any(char::is_control) && id.len() <= 256 =>
+                {
+                    Ok(Then::Handover(id.to_owned()))
+                }
+                _ => Err("expected release, hold or handover:INSTANCE_ID".into()),
+            },
+        }
+    }
+}
+
+/// One takeover, as the operator asked for it.
+#[derive(Debug, Clone)]
+pub struct TakeoverRequest {
+    /// The prefix (its lease key is `{prefix}LEASE`).
+    pub prefix: String,
+    /// What the operator looked at (its ETag is the precondition).
+    pub seen: Observed,
+    /// For a suspect or malformed record: how long the same ETag has been seen unchanged.
+    pub watched_for: Duration,
+    /// Why (required, non-empty).
+    pub reason: String,
+    /// What to do after.
+    pub then: Then,
+    /// Override a fresh lease.
+    pub force: bool,
+    /// TTL of the lease written, in seconds.
+    pub ttl_s: u64,
+    /// Conditional, or best-effort (chosen by the operator).
+    pub exclusion: Exclusion,
+    /// Where, for the audit entry.
+    pub target: AuditTarget,
+}
+
+/// What a successful takeover did.
+#[derive(Debug)]
+pub struct TakeoverOutcome {
+    /// The record written.
+    pub written: LeaseRecord,
+    /// Its ETag.
+    pub etag: String,
+    /// `Then::Release`: how the release went.
+    pub released: Option<Released>,
+    /// `Then::Hold`: the lease, to keep alive and release later.
+    pub held: Option<BucketLease>,
+    /// `Then::Handover`: the successor must start before this time (UTC) —
+    /// after it the record is stale and anyone may take it.
+    pub handover_deadline: Option<DateTime<Utc>>,
+    /// The audit log written.
+    pub audit_path: std::path::PathBuf,
+    /// The id pairing the audit entries.
+    pub audit_id: String,
+}
+
+/// Why a takeover was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeoverError {
+    /// No reason given.
+    #[error("a reason is required (--reason)")]
+    NoReason,
+    /// The lease is fresh and `force` was not given.
+    #[error(
+        "{key} is fresh: held by {holder}, renewed {age} ago; a takeover would make two writers. \
+             Use --force (and type the prefix) only if you know that holder is gone"
+    )]
+    Fresh {
+        /// The key.
+        key: String,
+        /// The holder (escaped).
+        holder: String,
+        /// Its age, formatted.
+        age: String,
+    },
+    /// A suspect or malformed record not watched for one TTL.
+    #[error("{key} is {state}: it must be seen unchanged for one TTL first ({} more)", format_secs(.remaining.as_secs_f64()))]
+    UnderWatch {
+        /// The key.
+        key: String,
+        /// suspect or malformed.
+        state: LeaseState,
+        /// Time left.
+        remaining: Duration,
+    },
+    /// The lease changed between the look and the PUT.
+    #[error("{key} changed since you looked: {now}. Nothing was written; look again")]
+    Changed {
+        /// The key.
+        key: String,
+        /// Who holds it now (escaped sentence).
+        now: String,
+        /// The record now there, if readable.
+        record: Option<LeaseRecord>,
+    },
+    /// The service ignores preconditions and best-effort was not chosen.
+    #[error("{service} ignores {header}: a takeover there cannot be made safe; refused. \
+             To proceed anyway with best-effort exclusion use --conditional off ({CONDITIONAL_SWITCH})")]
+    PreconditionsIgnored {
+        /// The header.
+        header: &'static str,
+        /// The store.
+        service: String,
+    },
+    /// The audit log could not be written: nothing was sent.
+    #[error("{0}; nothing was sent to the bucket")]
+    Audit(#[from] AuditError),
+    /// The store failed; the outcome may be unknown (see the message).
+    #[error("{0}")]
+    Store(String),
+}
+
+impl TakeoverError {
+    /// True for refusals by a guard (nothing written to the lease).
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, TakeoverError::Store(_) | TakeoverError::Audit(_))
+    }
+}
+
+fn holder_sentence(obs: &Observed) -> String {
+    match obs {
+        Observed::Absent => "the LEASE was deleted".into(),
+        Observed::Present {
+            record: Ok(r),
+            etag,
+            ..
+        } => format!(
+            "now held by {} (renewed_at {}, ETag {})",
+            sanitize(&r.instance_id),
+            r.renewed_at.to_rfc3339(),
+            etag.as_deref().unwrap_or("?")
+        ),
+        Observed::Present { etag, .. } => format!(
+            "now a malformed record (ETag {})",
+            etag.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// Performs the takeover (see the module docs for the order of steps).
+///
+/// Errors: guards ([`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`],
+/// [`TakeoverError::PreconditionsIgnored`], [`TakeoverError::NoReason`]) refuse
+/// before anything is written; [`TakeoverError::Audit`] refuses before the
+/// PUT; [`TakeoverError::Changed`] is the conditional PUT refused (audited);
+/// [`TakeoverError::Store`] a failure (audited, with a re-read when possible).
+pub async fn takeover(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    audit: &AuditLog,
+    req: TakeoverRequest,
+) -> Result<TakeoverOutcome, TakeoverError> {
+    let key = lease_key(&req.prefix);
+    if req.reason.trim().is_empty() {
+        return Err(TakeoverError::NoReason);
+    }
+    let now = clock.wall();
+    let j = judge(&req.seen, now);
+    match j.state {
+        LeaseState::Fresh if !req.force => {
+            return Err(TakeoverError::Fresh {
+                key,
+                holder: req
+                    .seen
+                    .record()
+                    .map(|r| sanitize(&r.instance_id))
+                    .unwrap_or_default(),
+                age: format_secs(j.age_s.unwrap_or(0.0)),
+            })
+        }
+        LeaseState::Suspect | LeaseState::Malformed => {
+            let ttl = Duration::from_secs(req.ttl_s);
+            if req.watched_for < ttl {
+                return Err(TakeoverError::UnderWatch {
+                    key,
+                    state: j.state,
+                    remaining: ttl - req.watched_for,
+                });
+            }
+        }
+        _ => {}
+    }
+    // Precondition probe on a scratch key next to the lease.
+    if req.exclusion == Exclusion::Conditional {
+        let scratch = format!("{}.leasectl-probe/{}", req.prefix, new_instance_id());
+        match probe_scratch(store.as_ref(), &scratch).await {
+            Ok(report) => {
+                if let Some(header) = report.ignored_header() {
+                    return Err(TakeoverError::PreconditionsIgnored {
+                        header,
+                        service: store.describe(),
+                    });
+                }
+            }
+            Err(e) => {
+                return Err(TakeoverError::Store(format!(
+                    "precondition probe failed: {e}"
+                )))
+            }
+        }
+    }
+
+    let id = new_instance_id();
+    let holder_id = match &req.then {
+        Then::Handover(successor) => successor.clone(),
+        _ => new_instance_id(),
+    };
+    let record = LeaseRecord {
+        instance_id: holder_id,
+        acquired_at: now,
+        renewed_at: now,
+        ttl_s: req.ttl_s,
+    };
+    let mut entry = AuditEntry {
+        time: now,
+        phase: "intent".into(),
+        id: id.clone(),
+        operator: crate::audit::operator(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        action: "takeover".into(),
+        target: req.target.clone(),
+        observed: AuditObserved {
+            record: req.seen.record().cloned(),
+            etag: req.seen.etag().map(str::to_owned),
+            judgement: j.state.as_str().into(),
+            age_s: j.age_s,
+            reader_clock: now,
+        },
+        written: Some(AuditWritten {
+            record: record.clone(),
+            etag: None,
+        }),
+        reason: req.reason.clone(),
+        exclusion: match req.exclusion {
+            Exclusion::Conditional => "conditional".into(),
+            Exclusion::BestEffort => "best_effort".into(),
+        },
+        forced: req.force && j.state == LeaseState::Fresh,
+        then: req.then.to_string(),
+        outcome: None,
+    };
+    audit.append(&entry).await?;
+    tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
+
+    let mono = clock.mono();
+    let body = record.to_body();
+    let put = match req.exclusion {
+        Exclusion::Conditional => {
+            let cond = match req.seen.etag() {
+                Some(e) => PutCondition::IfMatch(e.to_owned()),
+                None => PutCondition::IfNoneMatch,
+            };
+            store.put(&key, body, cond).await
+        }
+        Exclusion::BestEffort => {
+            // Read, check it is what the operator saw, then write unconditionally.
+            match read(store.as_ref(), &key).await {
+                Ok(cur) if cur.etag() == req.seen.etag() => {
+                    store.put(&key, body, PutCondition::None).await
+                }
+                Ok(_) => Err(StoreError::PreconditionFailed),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let finish = |mut entry: AuditEntry, outcome: String, etag: Option<String>| {
+        entry.phase = "outcome".into();
+        entry.time = clock.wall();
+        entry.outcome = Some(outcome);
+        if let Some(w) = &mut entry.written {
+            w.etag = etag;
+        }
+        entry
+    };
+    let etag = match put {
+        Ok(etag) => etag,
+        Err(StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_)) => {
+            let now_there = read(store.as_ref(), &key).await;
+            let now_sentence = match &now_there {
+                Ok(o) => holder_sentence(o),
+                Err(e) => format!("could not re-read: {e}"),
+            };
+            entry.written = None;
+            let out = finish(
+                entry,
+                format!("refused: lease changed since seen; {now_sentence}"),
+                None,
+            );
+            audit.append(&out).await?;
+            return Err(TakeoverError::Changed {
+                key,
+                now: now_sentence,
+                record: now_there.ok().and_then(|o| o.record().cloned()),
+            });
+        }
+        Err(e) => {
+            let now_sentence = match read(store.as_ref(), &key).await {
+                Ok(o) if o.record().map(|r| &r.instance_id) == Some(&record.instance_id) => {
+                    "but the record was written (the answer was lost)".to_owned()
+                }
+                Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
+                Err(e2) => format!("unknown whether it landed (re-read failed: {e2}); look again"),
+            };
+            let out = finish(entry, format!("failed: {e}; {now_sentence}"), None);
+            audit.append(&out).await?;
+            return Err(TakeoverError::Store(format!(
+                "takeover of {key} failed: {e}; {now_sentence}"
+            )));
+        }
+    };
+    let etag = match etag {
+        Some(e) => e,
+        None => read(store.as_ref(), &key)
+            .await
+            .ok()
+            .and_then(|o| o.etag().map(str::to_owned))
+            .unwrap_or_default(),
+    };
+
+    let config = LeaseConfig {
+        ttl_s: req.ttl_s,
+        exclusion: req.exclusion,
+    };
+    let mut outcome = TakeoverOutcome {
+        written: record.clone(),
+        etag: etag.clone(),
+        released: None,
+        held: None,
+        handover_deadline: None,
+        audit_path: audit.path().to_owned(),
+        audit_id: id.clone(),
+    };
+    let result_text = match &req.then {
+        Then::Release => {
+            let lease = BucketLease::from_written(
+                store.clone(),
+                clock.clone(),
+                key.clone(),
+                record.clone(),
+                etag.clone(),
+                config,
+                mono,
+            );
+            let r = lease.release().await;
+            let text = match &r {
+                Ok(how) => format!("taken, then released ({how:?})"),
+                Err(e) => format!(
+                    "taken, but the release failed ({e}); the lease expires after {} s",
+                    req.ttl_s
+                ),
+            };
+            outcome.released = r.ok();
+            text
+        }
+        Then::Hold => {
+            outcome.held = Some(BucketLease::from_written(
+                store.clone(),
+                clock.clone(),
+                key.clone(),
+                record.clone(),
+                etag.clone(),
+                config,
+                mono,
+            ));
+            "taken and held by leasectl".to_owned()
+        }
+        Then::Handover(successor) => {
+            let deadline = now + chrono::Duration::seconds(req.ttl_s as i64);
+            outcome.handover_deadline = Some(deadline);
+            format!(
+                "taken and handed over to {}; it must start before {}",
+                sanitize(successor),
+                deadline.to_rfc3339()
+            )
+        }
+    };
+    let out = finish(entry, result_text, Some(etag));
+    audit.append(&out).await?;
+    Ok(outcome)
+}

@@ -1,0 +1,568 @@
+//! The guarded, audited takeover against real servers, and `leasectl takeover` / `audit`.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::proxy::{Mode, Proxy};
+use common::*;
+use leasectl::audit::{AuditEntry, AuditLog, AuditTarget};
+use leasectl::bucket::{BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseWatch, Observed};
+use leasectl::clock::{SharedClock, SkewedClock, SystemClock};
+use leasectl::store::local::LocalStore;
+use leasectl::store::{ObjectRead, ObjectStore, PutCondition};
+use leasectl::takeover::{takeover, TakeoverError, TakeoverRequest, Then};
+
+fn cfg(ttl_s: u64) -> LeaseConfig {
+    LeaseConfig {
+        ttl_s,
+        exclusion: Exclusion::Conditional,
+    }
+}
+
+fn ahead(s: i64) -> SharedClock {
+    Arc::new(SkewedClock::new(chrono::Duration::seconds(s)))
+}
+
+async fn look(store: &dyn ObjectStore, prefix: &str) -> Observed {
+    match store.get(&leasectl::bucket::lease_key(prefix), None).await {
+        Ok(o) => Observed::from_get(&o),
+        Err(_) => Observed::Absent,
+    }
+}
+
+fn request(seen: Observed, then: Then) -> TakeoverRequest {
+    TakeoverRequest {
+        prefix: "db/".into(),
+        seen,
+        watched_for: Duration::ZERO,
+        reason: "holder host died (INC-1234)".into(),
+        then,
+        force: false,
+        ttl_s: 30,
+        exclusion: Exclusion::Conditional,
+        target: AuditTarget {
+            endpoint: "test".into(),
+            bucket: None,
+            key: "db/LEASE".into(),
+            url: "test://db/".into(),
+        },
+    }
+}
+
+fn entries(log: &AuditLog) -> Vec<AuditEntry> {
+    AuditLog::read(log.path()).unwrap()
+}
+
+async fn moto_store(kind: Moto, test: &str) -> (Arc<dyn ObjectStore>, String, String) {
+    let server = moto(kind);
+    let b = bucket_name(test);
+    create_bucket(&sdk_client(&server.endpoint()), &b).await;
+    (s3_store(&server.endpoint(), &b), server.endpoint(), b)
+}
+
+async fn etag_of(store: &dyn ObjectStore) -> Option<String> {
+    look(store, "db/").await.etag().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_lease_is_taken_audited_and_the_old_holder_is_lost() {
+    let (store, _, _) = moto_store(Moto::Conditional, "takeover-stale").await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let mut old = BucketLease::acquire(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    // The operator's clock is 60 s ahead: the 30 s lease looks stale to it.
+    let seen = look(store.as_ref(), "db/").await;
+    let seen_etag = seen.etag().unwrap().to_owned();
+    let done = takeover(store.clone(), ahead(60), &log, request(seen, Then::Hold))
+        .await
+        .expect("stale lease taken");
+    let held = done.held.expect("held");
+    assert_eq!(etag_of(store.as_ref()).await.unwrap(), held.etag());
+    let lines = entries(&log);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert_eq!(
+        (lines[0].phase.as_str(), lines[1].phase.as_str()),
+        ("intent", "outcome")
+    );
+    assert_eq!(lines[0].id, lines[1].id);
+    assert_eq!(lines[0].observed.etag.as_deref(), Some(seen_etag.as_str()));
+    assert_eq!(lines[0].observed.judgement, "stale");
+    assert_eq!(
+        lines[1].written.as_ref().unwrap().etag.as_deref(),
+        Some(held.etag())
+    );
+    assert!(lines[1].outcome.as_deref().unwrap().starts_with("taken"));
+    assert!(lines[0].operator.contains('@'));
+    assert!(!lines[0].forced);
+    // The old holder learns at its next renewal.
+    match old.renew().await {
+        Err(LeaseError::Lost { by: Some(r), .. }) => {
+            assert_eq!(r.instance_id, held.record().instance_id)
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    assert!(!old.may_write());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(log.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "audit log is private");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn holder_renewing_between_look_and_takeover_refuses_it() {
+    let (store, _, _) = moto_store(Moto::Conditional, "takeover-race").await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let mut holder = BucketLease::acquire(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    let seen = look(store.as_ref(), "db/").await;
+    holder.renew().await.unwrap(); // the holder was alive after all
+    let err = takeover(store.clone(), ahead(60), &log, request(seen, Then::Release))
+        .await
+        .unwrap_err();
+    match &err {
+        TakeoverError::Changed {
+            record: Some(r),
+            now,
+            ..
+        } => {
+            assert_eq!(r.instance_id, holder.record().instance_id);
+            assert!(now.contains(&holder.record().instance_id), "{now}");
+        }
+        e => panic!("expected Changed, got {e}"),
+    }
+    assert_eq!(
+        etag_of(store.as_ref()).await.unwrap(),
+        holder.etag(),
+        "no second holder"
+    );
+    let lines = entries(&log);
+    assert_eq!(lines.len(), 2);
+    assert!(lines[1]
+        .outcome
+        .as_deref()
+        .unwrap()
+        .starts_with("refused: lease changed since seen"));
+    holder.renew().await.expect("the holder keeps its lease");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fresh_lease_needs_force_and_force_is_audited() {
+    let (store, _, _) = moto_store(Moto::Conditional, "takeover-fresh").await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let _holder = BucketLease::acquire(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    let seen = look(store.as_ref(), "db/").await;
+    let before = etag_of(store.as_ref()).await;
+    let err = takeover(
+        store.clone(),
+        SystemClock::shared(),
+        &log,
+        request(seen.clone(), Then::Release),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, TakeoverError::Fresh { .. }), "{err}");
+    assert_eq!(
+        etag_of(store.as_ref()).await,
+        before,
+        "refused before any write"
+    );
+    assert!(entries(&log).is_empty());
+    let mut req = request(seen, Then::Release);
+    req.force = true;
+    takeover(store.clone(), SystemClock::shared(), &log, req)
+        .await
+        .expect("forced");
+    let lines = entries(&log);
+    assert!(lines
+        .iter()
+        .all(|e| e.forced && e.observed.judgement == "fresh"));
+    assert!(
+        etag_of(store.as_ref()).await.is_none(),
+        "taken then released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn suspect_record_is_refused_until_watched_for_a_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let future = chrono::Utc::now() + chrono::Duration::hours(3);
+    let rec = leasectl::bucket::LeaseRecord {
+        instance_id: "clock-ahead".into(),
+        acquired_at: future,
+        renewed_at: future,
+        ttl_s: 30,
+    };
+    store
+        .put("db/LEASE", rec.to_body(), PutCondition::IfNoneMatch)
+        .await
+        .unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let seen = look(store.as_ref(), "db/").await;
+    let mut req = request(seen.clone(), Then::Release);
+    req.watched_for = Duration::from_secs(29);
+    match takeover(store.clone(), SystemClock::shared(), &log, req).await {
+        Err(TakeoverError::UnderWatch { remaining, .. }) => {
+            assert_eq!(remaining, Duration::from_secs(1))
+        }
+        other => panic!("expected UnderWatch, got {other:?}"),
+    }
+    let mut req = request(seen, Then::Release);
+    req.watched_for = Duration::from_secs(30);
+    takeover(store.clone(), SystemClock::shared(), &log, req)
+        .await
+        .expect("watched for a TTL");
+    assert!(look(store.as_ref(), "db/").await.etag().is_none());
+    assert_eq!(entries(&log)[0].observed.judgement, "suspect");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ignoring_service_refuses_unless_best_effort_is_chosen() {
+    let (store, _, _) = moto_store(Moto::Ignoring, "takeover-ignoring").await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let old = leasectl::bucket::LeaseRecord {
+        instance_id: "dead-holder".into(),
+        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        ttl_s: 30,
+    };
+    store
+        .put("db/LEASE", old.to_body(), PutCondition::None)
+        .await
+        .unwrap();
+    let seen = look(store.as_ref(), "db/").await;
+    let err = takeover(
+        store.clone(),
+        SystemClock::shared(),
+        &log,
+        request(seen.clone(), Then::Hold),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, TakeoverError::PreconditionsIgnored { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--conditional off"));
+    assert!(entries(&log).is_empty());
+    assert_eq!(
+        look(store.as_ref(), "db/")
+            .await
+            .record()
+            .unwrap()
+            .instance_id,
+        "dead-holder"
+    );
+    let mut req = request(seen, Then::Hold);
+    req.exclusion = Exclusion::BestEffort;
+    let done = takeover(store.clone(), SystemClock::shared(), &log, req)
+        .await
+        .expect("best-effort");
+    assert_eq!(done.held.unwrap().exclusion(), Exclusion::BestEffort);
+    assert!(entries(&log).iter().all(|e| e.exclusion == "best_effort"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unwritable_audit_log_means_nothing_is_sent() {
+    let (store, _, _) = moto_store(Moto::Conditional, "takeover-audit").await;
+    let dead = leasectl::bucket::LeaseRecord {
+        instance_id: "dead-holder".into(),
+        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        ttl_s: 30,
+    };
+    store
+        .put("db/LEASE", dead.to_body(), PutCondition::IfNoneMatch)
+        .await
+        .unwrap();
+    let before = etag_of(store.as_ref()).await.unwrap();
+    // /dev/full opens but every write fails (ENOSPC), even for root.
+    let log = AuditLog::open("/dev/full").unwrap();
+    let seen = look(store.as_ref(), "db/").await;
+    let err = takeover(
+        store.clone(),
+        SystemClock::shared(),
+        &log,
+        request(seen, Then::Release),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, TakeoverError::Audit(_)), "{err}");
+    assert!(err.to_string().contains("nothing was sent"));
+    assert_eq!(
+        etag_of(store.as_ref()).await.unwrap(),
+        before,
+        "bucket unchanged"
+    );
+    // And a path that cannot even be created fails at open.
+    let file = tempfile::NamedTempFile::new().unwrap();
+    assert!(AuditLog::open(file.path().join("audit.jsonl")).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn handover_is_adopted_by_the_named_successor_without_waiting() {
+    let (store, _, _) = moto_store(Moto::Conditional, "takeover-handover").await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let _old = BucketLease::acquire(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    let successor = leasectl::bucket::new_instance_id();
+    let seen = look(store.as_ref(), "db/").await;
+    let done = takeover(
+        store.clone(),
+        ahead(60),
+        &log,
+        request(seen, Then::Handover(successor.clone())),
+    )
+    .await
+    .unwrap();
+    let deadline = done.handover_deadline.unwrap();
+    assert!(deadline > chrono::Utc::now() + chrono::Duration::seconds(20));
+    let t = Instant::now();
+    let lease = BucketLease::acquire_as(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        &successor,
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .expect("the successor adopts the handed-over lease");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(lease.record().instance_id, successor);
+    assert!(entries(&log)[1].then.starts_with("handover:"));
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn intent_is_durable_when_the_process_is_killed_before_the_put_returns() {
+    let server = moto(Moto::Conditional);
+    let b = bucket_name("takeover-kill");
+    create_bucket(&sdk_client(&server.endpoint()), &b).await;
+    let dead = leasectl::bucket::LeaseRecord {
+        instance_id: "dead-holder".into(),
+        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        ttl_s: 30,
+    };
+    put_raw(
+        &sdk_client(&server.endpoint()),
+        &b,
+        "db/LEASE",
+        &dead.to_body(),
+    )
+    .await;
+    let proxy = Proxy::start(server.port, Mode::Pass).await;
+    proxy.hang_requests("PUT", "/db/LEASE"); // the takeover's PUT never gets an answer
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut child = bin()
+        .args([
+            "--endpoint-url",
+            &proxy.endpoint(),
+            "--path-style",
+            "--timeout",
+            "30s",
+        ])
+        .args([
+            "takeover",
+            &format!("s3://{b}/db/"),
+            "--reason",
+            "kill test",
+            "--yes",
+            "--audit-log",
+        ])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("\"intent\"")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no intent entry appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let lines = AuditLog::read(&log).unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].phase, "intent");
+    assert_eq!(
+        lines[0].observed.record.as_ref().unwrap().instance_id,
+        "dead-holder"
+    );
+    assert_eq!(lines[0].reason, "kill test");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn takeover_command_and_audit_listing() {
+    let server = moto(Moto::Conditional);
+    let b = bucket_name("takeover-cli");
+    create_bucket(&sdk_client(&server.endpoint()), &b).await;
+    let dead = leasectl::bucket::LeaseRecord {
+        instance_id: "dead-holder".into(),
+        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
+        ttl_s: 30,
+    };
+    put_raw(
+        &sdk_client(&server.endpoint()),
+        &b,
+        "db/LEASE",
+        &dead.to_body(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let url = format!("s3://{b}/db/");
+    let ep = server.endpoint();
+    let run = move |args: Vec<String>| {
+        let mut c = bin();
+        c.args(["--endpoint-url", &ep, "--path-style"]).args(args);
+        run_with_timeout(c, Duration::from_secs(60))
+    };
+    let log_s = log.display().to_string();
+    // Wrong expected ETag: refused, nothing written.
+    let out = tokio::task::spawn_blocking({
+        let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
+        move || {
+            run(vec![
+                "takeover".into(),
+                url,
+                "--reason".into(),
+                "x".into(),
+                "--expect-etag".into(),
+                "nope".into(),
+                "--yes".into(),
+                "--audit-log".into(),
+                log_s,
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Without --yes and without a terminal: usage error, nothing written.
+    let out = tokio::task::spawn_blocking({
+        let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
+        move || {
+            run(vec![
+                "takeover".into(),
+                url,
+                "--reason".into(),
+                "x".into(),
+                "--audit-log".into(),
+                log_s,
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(AuditLog::read(&log).unwrap().is_empty());
+    // The real one.
+    let out = tokio::task::spawn_blocking({
+        let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
+        move || {
+            run(vec![
+                "takeover".into(),
+                url,
+                "--reason".into(),
+                "INC-42 holder gone".into(),
+                "--yes".into(),
+                "--audit-log".into(),
+                log_s,
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("dead-holder") && text.contains("stale") && text.contains("released"),
+        "{text}"
+    );
+    let out = tokio::task::spawn_blocking({
+        let (run, log_s) = (run.clone(), log_s.clone());
+        move || run(vec!["audit".into(), "--audit-log".into(), log_s])
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or("");
+    assert!(
+        first.contains("outcome") && first.contains("INC-42"),
+        "newest first: {text}"
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        run(vec![
+            "audit".into(),
+            "--json".into(),
+            "--audit-log".into(),
+            log_s,
+        ])
+    })
+    .await
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[0]["phase"], "outcome");
+    let store = s3_store(&server.endpoint(), &b);
+    assert!(store.get("db/LEASE", None).await.is_err(), "released");
+}
