@@ -54,6 +54,10 @@ pub struct ConsoleArgs {
     /// Pod view options.
     #[command(flatten)]
     pub pod: PodArgs,
+
+    /// Audit log of the console's takeovers.
+    #[command(flatten)]
+    pub audit: AuditArgs,
 }
 
 /// Which pod to show.

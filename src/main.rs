@@ -13,7 +13,7 @@ use leasectl::clock::{SharedClock, SystemClock};
 use leasectl::commands;
 use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_ATTENTION, EXIT_USAGE};
 use leasectl::store::s3::S3Options;
-use leasectl::store::{ObjectRead, ReadOnly};
+use leasectl::store::{Counters, Counting, ObjectStore, ReadOnly};
 use leasectl::target::{Connector, Target};
 use leasectl::tui;
 use leasectl::writer::{self, scan, scan::ScanOptions};
@@ -268,16 +268,24 @@ async fn console(cli: Cli) -> Result<i32> {
     };
     let refresh = args.refresh.max(Duration::from_secs(1));
     let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
+    // Every request is counted (the console's request rate). Neither the
+    // snapshot nor the console table writes: they get the read side only; the
+    // writable handle is kept only for the console's write task in OPS mode, so
+    // in watch mode (and for --json) nothing that could write exists.
+    let counters = Arc::new(Counters::default());
     let mut open = Vec::new();
+    let mut writable = Vec::new();
     for t in &targets {
         let store = connector.open(t).await.map_err(|e| eyre!("{t}: {e}"))?;
-        // Neither the snapshot nor the console table writes: they get the read side only.
-        let read: Arc<dyn ObjectRead> = Arc::new(ReadOnly::new(store));
+        let counted: Arc<dyn ObjectStore> = Arc::new(Counting::new(store, counters.clone()));
         open.push(OpenTarget {
             target: t.clone(),
             endpoint: connector.endpoint(t).await,
-            store: read,
+            store: Arc::new(ReadOnly::new(counted.clone())),
         });
+        if !args.read_only && !args.json {
+            writable.push(counted);
+        }
     }
     let opts = GatherOptions {
         depth: args.depth,
@@ -322,6 +330,7 @@ async fn console(cli: Cli) -> Result<i32> {
         refresh,
         clock.wall(),
     );
+    app.exclusion = commands::exclusion_from(cli.s3.conditional == Some(OnOff::Off));
     // The pod is scanned with every refresh, next to the bucket gather, on a
     // blocking thread (it reads /proc); the UI only receives the result.
     let pod_opts = if args.pod.no_pod {
@@ -330,35 +339,45 @@ async fn console(cli: Cli) -> Result<i32> {
     } else {
         Some(scan_options(&args.pod, std::path::Path::new("/proc")))
     };
-    let gclock = clock.clone();
-    tui::run(app, clock, refresh, move || {
-        let open = open.clone();
-        let opts = opts.clone();
-        let clock = gclock.clone();
-        let pod_opts = pod_opts.clone();
-        async move {
-            let pod = async move {
-                let so = pod_opts?;
-                Some(
-                    match tokio::task::spawn_blocking(move || scan::scan(&so)).await {
-                        Ok(Ok(pod)) => Ok(pod),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(e) => Err(format!("pod scan task: {e}")),
-                    },
-                )
-            };
-            let (mut snapshot, pod) = tokio::join!(snapshot::gather(&open, &opts, &clock), pod);
-            let mut pod_error = None;
-            match pod {
-                Some(Ok(p)) => snapshot.pod = p,
-                Some(Err(e)) => pod_error = Some(e),
-                None => {}
-            }
-            tui::Gathered {
-                snapshot,
-                pod_error,
-            }
-        }
+    let ops_targets: Vec<tui::ops::OpsTarget> = open
+        .iter()
+        .zip(writable)
+        .map(|(o, store)| tui::ops::OpsTarget {
+            url: o.target.to_string(),
+            endpoint: o.endpoint.clone(),
+            bucket: o.target.bucket().map(str::to_owned),
+            store,
+            root: o.target.prefix().to_owned(),
+        })
+        .collect();
+    let audit_path = match &args.audit.audit_log {
+        Some(p) => Some(p.clone()),
+        None => leasectl::audit::AuditLog::default_path().ok(),
+    };
+    let ops = if args.read_only {
+        None
+    } else {
+        let log = open_audit(&connector, &args.audit).await?;
+        app.audit_path = Some(log.path().display().to_string());
+        Some(tui::ops::Ops {
+            targets: ops_targets,
+            audit: log,
+            exclusion: app.exclusion,
+            ttl_s: app.ttl_s,
+            clock: clock.clone(),
+        })
+    };
+    // Listing (discovery) runs about every 30 s; LEASE GETs every refresh.
+    let relist_every = (30 / refresh.as_secs().max(1)).max(1) as u32;
+    tui::run(tui::Console {
+        app,
+        clock,
+        refresh,
+        gatherer: snapshot::Gatherer::new(open, opts, relist_every),
+        pod: pod_opts,
+        counters,
+        audit_path,
+        ops,
     })
     .await?;
     Ok(0)

@@ -556,3 +556,19 @@ async fn holder_is_refused_to_others_and_acquire_plus_probe_is_timed() {
         samples[5], samples[9]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_keep_alive_stops_renewing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let lease = BucketLease::acquire(store.clone(), sys(), "db/", cfg(3), &mut LeaseWatch::new())
+        .await
+        .unwrap();
+    let keep = KeepAlive::start(lease);
+    tokio::time::sleep(Duration::from_millis(1200)).await; // one renewal at 1 s
+    let (_, renewed) = current(store.as_ref(), "db/LEASE").await.unwrap();
+    drop(keep);
+    tokio::time::sleep(Duration::from_millis(2500)).await; // two more would have happened
+    let (_, after) = current(store.as_ref(), "db/LEASE").await.unwrap();
+    assert_eq!(renewed, after, "no renewal after the drop");
+}

@@ -83,6 +83,19 @@ fn seed(dir: &std::path::Path) {
         "db-hostile",
         &rec("x\u{1b}]0;pwned\u{7}\u{1b}[2J", "2026-11-30T11:59:58Z", 30),
     );
+    // Last-Modified (the file's mtime) fixed, so the holder-skew column is deterministic.
+    let lm = std::time::UNIX_EPOCH + std::time::Duration::from_secs(at(0).timestamp() as u64 - 5);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let lease = e.unwrap().path().join("LEASE");
+        if lease.exists() {
+            std::fs::File::options()
+                .write(true)
+                .open(&lease)
+                .unwrap()
+                .set_modified(lm)
+                .unwrap();
+        }
+    }
 }
 
 fn draw(app: &App, w: u16, h: u16) -> TestBackend {
@@ -108,8 +121,8 @@ async fn table_with_every_state() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let mut app = app_on(dir.path(), at(0)).await;
-    app.update(Action::Resize(100, 14));
-    let backend = draw(&app, 100, 14);
+    app.update(Action::Resize(130, 14));
+    let backend = draw(&app, 130, 14);
     let text = screen_text(&backend);
     for state in ["fresh", "stale", "suspect", "malformed", "absent"] {
         assert!(text.contains(state), "{state} missing:\n{text}");

@@ -15,7 +15,14 @@ use super::lease::BucketLease;
 pub struct KeepAlive {
     fence: watch::Receiver<bool>,
     cancel: CancellationToken,
-    task: tokio::task::JoinHandle<Result<BucketLease, LeaseError>>,
+    task: Option<tokio::task::JoinHandle<Result<BucketLease, LeaseError>>>,
+}
+
+impl Drop for KeepAlive {
+    /// Stops renewing: the lease then expires after one TTL.
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
 }
 
 impl KeepAlive {
@@ -27,7 +34,7 @@ impl KeepAlive {
         Self {
             fence: rx,
             cancel,
-            task,
+            task: Some(task),
         }
     }
 
@@ -40,14 +47,17 @@ impl KeepAlive {
 
     /// True once the task has ended (lease lost).
     pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
+        self.task.as_ref().is_none_or(|t| t.is_finished())
     }
 
     /// Stops renewing and returns the lease (to release it), or the error
     /// that ended the task (e.g. [`LeaseError::Lost`]).
-    pub async fn stop(self) -> Result<BucketLease, LeaseError> {
+    pub async fn stop(mut self) -> Result<BucketLease, LeaseError> {
         self.cancel.cancel();
-        match self.task.await {
+        let Some(task) = self.task.take() else {
+            return Err(ended());
+        };
+        match task.await {
             Ok(r) => r,
             Err(e) => Err(LeaseError::Store(crate::store::StoreError::Invalid(
                 format!("keep-alive task failed: {e}"),
@@ -57,13 +67,22 @@ impl KeepAlive {
 
     /// Waits until the task ends by itself (the lease was lost).
     pub async fn lost(&mut self) -> Result<BucketLease, LeaseError> {
-        match (&mut self.task).await {
+        let Some(task) = self.task.take() else {
+            return Err(ended());
+        };
+        match task.await {
             Ok(r) => r,
             Err(e) => Err(LeaseError::Store(crate::store::StoreError::Invalid(
                 format!("keep-alive task failed: {e}"),
             ))),
         }
     }
+}
+
+fn ended() -> LeaseError {
+    LeaseError::Store(crate::store::StoreError::Invalid(
+        "keep-alive task already ended".into(),
+    ))
 }
 
 async fn run(

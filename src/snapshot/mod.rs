@@ -327,11 +327,48 @@ pub async fn observe(store: &dyn ObjectRead, prefix: &str) -> Result<Observed, S
     }
 }
 
+/// What a [`Gatherer`] remembers between refreshes of one target.
+#[derive(Default, Clone)]
+pub struct TargetCache {
+    /// Prefixes found by the last listing.
+    pub prefixes: Option<Vec<String>>,
+    /// The last observation of each prefix's LEASE (for conditional GETs).
+    pub observed: BTreeMap<String, Observed>,
+}
+
+/// Reads the LEASE of `prefix`, conditionally on the cached ETag when there is
+/// one: a `304 Not Modified` reuses the cached observation.
+async fn observe_cached(
+    store: &dyn ObjectRead,
+    prefix: &str,
+    cached: Option<&Observed>,
+) -> Result<Observed, StoreError> {
+    let etag = cached.and_then(|o| o.etag());
+    match store.get(&lease_key(prefix), etag).await {
+        Ok(out) => Ok(Observed::from_get(&out)),
+        Err(StoreError::NotFound(_)) => Ok(Observed::Absent),
+        Err(StoreError::NotModified) => Ok(cached.cloned().unwrap_or(Observed::Absent)),
+        Err(e) => Err(e),
+    }
+}
+
 /// Gathers one target: discovery, then every LEASE read concurrently.
 pub async fn gather_target(
     t: &OpenTarget,
     opts: &GatherOptions,
     now: impl Fn() -> DateTime<Utc>,
+) -> TargetReport {
+    gather_target_cached(t, opts, now, &mut TargetCache::default(), true).await
+}
+
+/// [`gather_target`] with a cache: listing only when `relist` (or nothing is
+/// cached), and conditional GETs for prefixes seen before.
+pub async fn gather_target_cached(
+    t: &OpenTarget,
+    opts: &GatherOptions,
+    now: impl Fn() -> DateTime<Utc>,
+    cache: &mut TargetCache,
+    relist: bool,
 ) -> TargetReport {
     let mut report = TargetReport {
         url: t.target.to_string(),
@@ -343,18 +380,36 @@ pub async fn gather_target(
     };
     let store = t.store.as_ref();
     let root = t.target.prefix().to_owned();
-    let mut candidates = match discover(store, &root, opts).await {
-        Ok(c) => c,
+    let listed = match (&cache.prefixes, relist) {
+        (Some(p), false) => Ok(p.clone()),
+        _ => discover(store, &root, opts).await,
+    };
+    let mut candidates = match listed {
+        Ok(c) => {
+            cache.prefixes = Some(c.clone());
+            c
+        }
         Err(e) => {
+            cache.prefixes = None;
             report.error = Some(format!("{}: {e}", store.describe()));
             return report;
         }
     };
     candidates.retain(|c| c != &root);
-    let root_obs = timed(opts.request_timeout, &root, observe(store, &root));
+    let cached = &cache.observed;
+    let root_obs = timed(
+        opts.request_timeout,
+        &root,
+        observe_cached(store, &root, cached.get(&root)),
+    );
     let rows: Vec<(String, Result<Observed, StoreError>)> = stream::iter(candidates)
         .map(|p| async move {
-            let r = timed(opts.request_timeout, &p, observe(store, &p)).await;
+            let r = timed(
+                opts.request_timeout,
+                &p,
+                observe_cached(store, &p, cached.get(&p)),
+            )
+            .await;
             (p, r)
         })
         .buffer_unordered(opts.concurrency.max(1))
@@ -391,8 +446,65 @@ pub async fn gather_target(
         report.error = Some(format!("{}: {}", store.describe(), e.error));
     }
     report.errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    cache.observed = by_prefix
+        .iter()
+        .map(|(p, r)| (p.clone(), r.observed.clone()))
+        .collect();
     report.prefixes = by_prefix.into_values().collect();
     report
+}
+
+/// Gathers snapshots again and again, cheaply: the listing (discovery) runs
+/// only every `relist_every` refreshes, and each LEASE is read with a
+/// conditional GET on the ETag seen last (`304 Not Modified` costs no body).
+pub struct Gatherer {
+    targets: Vec<OpenTarget>,
+    opts: GatherOptions,
+    caches: Vec<TargetCache>,
+    relist_every: u32,
+    count: u32,
+}
+
+impl Gatherer {
+    /// A gatherer over `targets`; listings every `relist_every` refreshes (at least 1).
+    pub fn new(targets: Vec<OpenTarget>, opts: GatherOptions, relist_every: u32) -> Self {
+        let caches = vec![TargetCache::default(); targets.len()];
+        Self {
+            targets,
+            opts,
+            caches,
+            relist_every: relist_every.max(1),
+            count: 0,
+        }
+    }
+
+    /// How many refreshes pass between two listings.
+    pub fn relist_every(&self) -> u32 {
+        self.relist_every
+    }
+
+    /// One snapshot of every target, judged at one instant.
+    pub async fn gather(&mut self, clock: &crate::clock::SharedClock) -> Snapshot {
+        let relist = self.count % self.relist_every == 0;
+        self.count = self.count.wrapping_add(1);
+        let opts = &self.opts;
+        let reports = futures::future::join_all(
+            self.targets
+                .iter()
+                .zip(self.caches.iter_mut())
+                .map(|(t, cache)| gather_target_cached(t, opts, || clock.wall(), cache, relist)),
+        )
+        .await;
+        let mut snap = Snapshot {
+            schema_version: SCHEMA_VERSION,
+            generated_at: clock.wall(),
+            reader_clock: ReaderClock { now: clock.wall() },
+            targets: reports,
+            pod: PodSnapshot::default(),
+        };
+        snap.rejudge(clock.wall());
+        snap
+    }
 }
 
 /// Gathers every target concurrently into one snapshot, judged at one instant.

@@ -186,3 +186,82 @@ pub fn normalize_etag(raw: &str) -> String {
         .unwrap_or(s)
         .to_owned()
 }
+
+/// Request and error counters shared by the stores of one console.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests sent.
+    pub requests: std::sync::atomic::AtomicU64,
+    /// Requests that failed (excluding the expected 404, 304 and 412 answers).
+    pub errors: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    /// `(requests, errors)` so far.
+    pub fn read(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.requests.load(Relaxed), self.errors.load(Relaxed))
+    }
+
+    fn count<T>(&self, r: &Result<T, StoreError>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.requests.fetch_add(1, Relaxed);
+        if let Err(e) = r {
+            if !matches!(
+                e,
+                StoreError::NotFound(_) | StoreError::NotModified | StoreError::PreconditionFailed
+            ) {
+                self.errors.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// A store that counts its requests (for the console's request rate).
+pub struct Counting {
+    inner: Arc<dyn ObjectStore>,
+    counters: Arc<Counters>,
+}
+
+impl Counting {
+    /// Wraps `inner`, counting into `counters`.
+    pub fn new(inner: Arc<dyn ObjectStore>, counters: Arc<Counters>) -> Self {
+        Self { inner, counters }
+    }
+}
+
+#[async_trait]
+impl ObjectRead for Counting {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
+        let r = self.inner.list(prefix).await;
+        self.counters.count(&r);
+        r
+    }
+    async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
+        let r = self.inner.get(key, if_none_match).await;
+        self.counters.count(&r);
+        r
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Counting {
+    async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        let r = self.inner.put(key, body, condition).await;
+        self.counters.count(&r);
+        r
+    }
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        let r = self.inner.delete(key, if_match).await;
+        self.counters.count(&r);
+        r
+    }
+}

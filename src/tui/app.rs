@@ -1,11 +1,23 @@
 //! Console state and the one place it changes: [`App::update`].
+//!
+//! Keys become [`Action`]s through [`key_action`] (which depends on the mode:
+//! a dialog or the filter line takes text); writes the operator confirmed
+//! become [`Command`] values in [`App::outbox`], which the event loop hands to
+//! the write task. In watch mode no key produces a write action, and there is
+//! no write task to receive one.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use std::borrow::Cow;
-
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::snapshot::{PrefixReport, Snapshot};
+use super::ops::Command;
+use crate::audit::AuditEntry;
+use crate::bucket::{Exclusion, LeaseState};
+use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
+use crate::takeover::Then;
 use crate::text::sanitize;
 use crate::writer::scan::{ProcessInfo, VerdictKind};
 
@@ -61,6 +73,182 @@ pub struct TreeRow {
     pub depth: usize,
 }
 
+/// A row of the leases table: target index and prefix index in the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// Index into `snapshot.targets`.
+    pub target: usize,
+    /// Index into that target's `prefixes`.
+    pub index: usize,
+}
+
+/// The column the leases table is sorted by (`s` cycles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// Target, then prefix (the default).
+    Prefix,
+    /// Holder instance id.
+    Holder,
+    /// Age, oldest first.
+    Age,
+    /// TTL.
+    Ttl,
+    /// Expires-in, soonest (or longest expired) first.
+    Expires,
+    /// State, most urgent first.
+    State,
+    /// Exclusion.
+    Exclusion,
+    /// Holder clock skew, largest first.
+    Skew,
+}
+
+impl SortKey {
+    const ALL: [SortKey; 8] = [
+        SortKey::Prefix,
+        SortKey::Holder,
+        SortKey::Age,
+        SortKey::Ttl,
+        SortKey::Expires,
+        SortKey::State,
+        SortKey::Exclusion,
+        SortKey::Skew,
+    ];
+
+    /// The next column.
+    pub fn next(self) -> Self {
+        let i = Self::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        Self::ALL[(i + 1) % Self::ALL.len()]
+    }
+
+    /// The column header it sorts.
+    pub fn column(self) -> &'static str {
+        match self {
+            SortKey::Prefix => "PREFIX",
+            SortKey::Holder => "HOLDER",
+            SortKey::Age => "AGE",
+            SortKey::Ttl => "TTL",
+            SortKey::Expires => "EXPIRES",
+            SortKey::State => "STATE",
+            SortKey::Exclusion => "EXCLUSION",
+            SortKey::Skew => "SKEW",
+        }
+    }
+}
+
+/// Which field of the takeover dialog has the focus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// The reason text.
+    Reason,
+    /// release / hold / hand-over.
+    Then,
+    /// The successor's instance id (hand-over only).
+    Successor,
+    /// The prefix typed to confirm a forced takeover (fresh lease only).
+    TypedPrefix,
+    /// The Cancel button (where the focus starts).
+    Cancel,
+    /// The Take over button.
+    Confirm,
+}
+
+/// What happens after the takeover, as chosen in the dialog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThenChoice {
+    /// Delete the new lease at once.
+    Release,
+    /// The console keeps renewing it until quit.
+    Hold,
+    /// Name a successor's instance id.
+    Handover,
+}
+
+impl ThenChoice {
+    /// Shown in the dialog.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThenChoice::Release => "release",
+            ThenChoice::Hold => "hold",
+            ThenChoice::Handover => "hand over",
+        }
+    }
+}
+
+/// The takeover dialog: exactly what will be replaced, and the operator's answers.
+#[derive(Debug, Clone)]
+pub struct TakeoverDialog {
+    /// The row being taken over.
+    pub row: LeaseRow,
+    /// Its prefix.
+    pub prefix: String,
+    /// Its key.
+    pub key: String,
+    /// What the operator saw when opening the dialog (the takeover's precondition).
+    pub seen: crate::bucket::Observed,
+    /// The judgement then.
+    pub state: LeaseState,
+    /// Holder (escaped), or `-`.
+    pub holder: String,
+    /// Age when opened, seconds.
+    pub age_s: Option<f64>,
+    /// ETag seen.
+    pub etag: Option<String>,
+    /// How long the console had seen that ETag unchanged.
+    pub watched_for: Duration,
+    /// Reason typed.
+    pub reason: String,
+    /// After-takeover choice.
+    pub then: ThenChoice,
+    /// Successor id typed (hand-over).
+    pub successor: String,
+    /// Prefix typed (forced takeover of a fresh lease).
+    pub typed_prefix: String,
+    /// Focus.
+    pub focus: Field,
+    /// Why Confirm was refused, shown in the dialog.
+    pub problem: Option<String>,
+    /// Sent; waiting for the result.
+    pub pending: bool,
+}
+
+impl TakeoverDialog {
+    /// Whether this takeover overrides a fresh lease (and so needs the typed prefix).
+    pub fn forced(&self) -> bool {
+        self.state == LeaseState::Fresh
+    }
+
+    /// The fields the focus visits, in order.
+    pub fn fields(&self) -> Vec<Field> {
+        let mut v = vec![Field::Reason, Field::Then];
+        if self.then == ThenChoice::Handover {
+            v.push(Field::Successor);
+        }
+        if self.forced() {
+            v.push(Field::TypedPrefix);
+        }
+        v.extend([Field::Cancel, Field::Confirm]);
+        v
+    }
+}
+
+/// The console's modal state.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Browsing.
+    Normal,
+    /// Typing the filter (`/`).
+    Filter,
+    /// The help popup (`?`).
+    Help,
+    /// The takeover dialog (`t`).
+    Takeover(Box<TakeoverDialog>),
+    /// Leases are held: release them and quit?
+    ConfirmQuit,
+    /// Releasing held leases before quitting.
+    Quitting,
+}
+
 /// Everything that can happen to the console.
 #[derive(Debug, Clone)]
 pub enum Action {
@@ -68,6 +256,10 @@ pub enum Action {
     Tick(DateTime<Utc>),
     /// A new snapshot from the background gatherer.
     Snapshot(Box<Snapshot>),
+    /// Request and error totals of the stores so far.
+    Counters(u64, u64),
+    /// Recent audit entries (newest last).
+    Audit(Vec<AuditEntry>),
     /// Move the selection up one row.
     Up,
     /// Move the selection down one row.
@@ -82,16 +274,66 @@ pub enum Action {
     End,
     /// Switch between the leases view and the pod view.
     SwitchView,
+    /// Sort by the next column.
+    SortNext,
+    /// Start typing a filter.
+    StartFilter,
+    /// Jump to the next stale / suspect / malformed row.
+    NextProblem,
+    /// Show or hide the detail pane.
+    ToggleDetail,
+    /// Show or hide help.
+    ToggleHelp,
+    /// Probe the selected row's target (OPS).
+    Probe,
+    /// Open the takeover dialog on the selected row (OPS).
+    StartTakeover,
+    /// A character typed into the focused text field (filter or dialog).
+    Input(char),
+    /// Delete the last character of the focused text field.
+    Backspace,
+    /// Next field (dialog).
+    NextField,
+    /// Previous field (dialog).
+    PrevField,
+    /// Change the choice (dialog: release / hold / hand over).
+    Left,
+    /// Change the choice the other way.
+    Right,
+    /// Enter: apply the focused button, keep the filter.
+    Submit,
+    /// Esc: close the dialog / help / filter.
+    Cancel,
+    /// Answer yes to the quit prompt.
+    Yes,
     /// The pod scan of the latest refresh failed (sent right after its snapshot).
     PodScanFailed(String),
+    /// A probe finished.
+    ProbeDone {
+        /// Target index.
+        target: usize,
+        /// Its exclusion.
+        result: ExclusionReport,
+        /// What to tell the operator.
+        message: String,
+    },
+    /// A takeover finished.
+    TakeoverDone {
+        /// The lease key.
+        key: String,
+        /// The message, and the key now held by the console if any; or the error.
+        result: Result<(String, Option<String>), String>,
+    },
+    /// The held leases were released (one line each).
+    HeldReleased(Vec<String>),
     /// The terminal is now this size (columns, rows).
     Resize(u16, u16),
-    /// Leave the console.
+    /// Leave the console (asks first if leases are held).
     Quit,
 }
 
-/// One key binding: what to press, what it does. The status bar's hints are
-/// generated from this table, so they cannot drift from the keys.
+/// One key binding: what to press, what it does. The status bar and the help
+/// screen are generated from this table, so they cannot drift from the keys.
 pub struct Binding {
     /// Keys as shown to the operator.
     pub keys: &'static str,
@@ -99,43 +341,71 @@ pub struct Binding {
     pub does: &'static str,
     /// Whether the binding writes to a store (absent in watch mode).
     pub writes: bool,
+    /// Shown in the status bar (the rest only in help).
+    pub hint: bool,
 }
 
-/// The console's key bindings.
+const fn b(keys: &'static str, does: &'static str, writes: bool, hint: bool) -> Binding {
+    Binding {
+        keys,
+        does,
+        writes,
+        hint,
+    }
+}
+
+/// The console's key bindings (normal mode).
 pub const BINDINGS: &[Binding] = &[
-    Binding {
-        keys: "↑/↓",
-        does: "move",
-        writes: false,
-    },
-    Binding {
-        keys: "PgUp/PgDn",
-        does: "page",
-        writes: false,
-    },
-    Binding {
-        keys: "Home/End",
-        does: "first/last",
-        writes: false,
-    },
-    Binding {
-        keys: "Tab",
-        does: "leases/pod",
-        writes: false,
-    },
-    Binding {
-        keys: "q/Esc",
-        does: "quit",
-        writes: false,
-    },
+    b("↑/↓ j/k", "move", false, true),
+    b("PgUp/PgDn", "page", false, false),
+    b("Home/End g/G", "first/last", false, false),
+    b("Tab", "leases/pod", false, true),
+    b("Enter", "details", false, true),
+    b("/", "filter (!x excludes)", false, true),
+    b("s", "sort by next column", false, true),
+    b("n", "next problem", false, true),
+    b("p", "probe preconditions", true, true),
+    b("t", "take over", true, true),
+    b("?", "help", false, true),
+    b("q/Esc Ctrl-C", "quit", false, true),
 ];
 
-/// Maps a key press to an action, given the current state.
-pub fn key_action(_app: &App, k: KeyEvent) -> Option<Action> {
-    if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+/// Maps a key press to an action, given the current mode.
+pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && k.code == KeyCode::Char('c') {
         return Some(Action::Quit);
     }
-    Some(match k.code {
+    match &app.mode {
+        Mode::Filter | Mode::Takeover(_) => {
+            return Some(match k.code {
+                KeyCode::Esc => Action::Cancel,
+                KeyCode::Enter => Action::Submit,
+                KeyCode::Backspace => Action::Backspace,
+                KeyCode::Tab | KeyCode::Down => Action::NextField,
+                KeyCode::BackTab | KeyCode::Up => Action::PrevField,
+                KeyCode::Left => Action::Left,
+                KeyCode::Right => Action::Right,
+                KeyCode::Char(c) if !ctrl => Action::Input(c),
+                _ => return None,
+            })
+        }
+        Mode::Help => {
+            return match k.code {
+                KeyCode::Char('q') => Some(Action::Quit),
+                _ => Some(Action::Cancel),
+            }
+        }
+        Mode::ConfirmQuit => {
+            return Some(match k.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') => Action::Yes,
+                _ => Action::Cancel,
+            })
+        }
+        Mode::Quitting => return None,
+        Mode::Normal => {}
+    }
+    let a = match k.code {
         KeyCode::Up | KeyCode::Char('k') => Action::Up,
         KeyCode::Down | KeyCode::Char('j') => Action::Down,
         KeyCode::PageUp => Action::PageUp,
@@ -143,9 +413,19 @@ pub fn key_action(_app: &App, k: KeyEvent) -> Option<Action> {
         KeyCode::Home | KeyCode::Char('g') => Action::Home,
         KeyCode::End | KeyCode::Char('G') => Action::End,
         KeyCode::Tab | KeyCode::BackTab => Action::SwitchView,
-        KeyCode::Char('q') | KeyCode::Esc => Action::Quit,
+        KeyCode::Enter => Action::ToggleDetail,
+        KeyCode::Char('/') => Action::StartFilter,
+        KeyCode::Char('s') => Action::SortNext,
+        KeyCode::Char('n') => Action::NextProblem,
+        KeyCode::Char('?') => Action::ToggleHelp,
+        KeyCode::Char('p') if !app.read_only => Action::Probe,
+        KeyCode::Char('t') if !app.read_only => Action::StartTakeover,
+        KeyCode::Char('q') => Action::Quit,
+        KeyCode::Esc if app.detail || !app.filter.is_empty() => Action::Cancel,
+        KeyCode::Esc => Action::Quit,
         _ => return None,
-    })
+    };
+    Some(a)
 }
 
 /// The console's state.
@@ -154,8 +434,14 @@ pub struct App {
     pub targets: Vec<String>,
     /// Watch mode: no write request can be built.
     pub read_only: bool,
+    /// The exclusion mode chosen at start (conditional or best-effort).
+    pub exclusion: Exclusion,
     /// Refresh interval.
     pub refresh: std::time::Duration,
+    /// Listings run every this many refreshes (GETs every refresh).
+    pub relist_every: u32,
+    /// TTL of leases this console writes, seconds (the watch needed for suspect records).
+    pub ttl_s: u64,
     /// The latest snapshot, judged at `now`.
     pub snapshot: Option<Snapshot>,
     /// When the latest snapshot arrived (reader's clock).
@@ -164,7 +450,17 @@ pub struct App {
     pub now: DateTime<Utc>,
     /// The screen shown.
     pub view: View,
-    /// Selected row index in the leases view.
+    /// Modal state.
+    pub mode: Mode,
+    /// The detail pane is open.
+    pub detail: bool,
+    /// The filter (substring of prefix or holder; a leading `!` negates).
+    pub filter: String,
+    /// Sort column.
+    pub sort: SortKey,
+    /// The leases table's rows after filter and sort.
+    pub lease_rows: Vec<LeaseRow>,
+    /// Selected row index in the leases view (into `lease_rows`).
     pub selected: usize,
     /// First row shown in the leases view.
     pub offset: usize,
@@ -176,9 +472,25 @@ pub struct App {
     pub pod_status: PodStatus,
     /// The pod's processes in tree order, derived from the snapshot when it arrives.
     pub pod_rows: Vec<TreeRow>,
+    /// Probe results by target index.
+    pub probes: BTreeMap<usize, ExclusionReport>,
+    /// Lease keys this console holds (taken with "hold").
+    pub held: BTreeSet<String>,
+    /// When the console first saw each key's current ETag (for suspect/malformed takeovers).
+    pub first_seen: HashMap<String, (Option<String>, DateTime<Utc>)>,
+    /// Recent audit entries (newest last).
+    pub audit: Vec<AuditEntry>,
+    /// Where the audit log is (OPS).
+    pub audit_path: Option<String>,
+    /// Request totals over the last minute: (time, requests, errors).
+    pub counters: VecDeque<(DateTime<Utc>, u64, u64)>,
+    /// The last message for the operator (and whether it is an error).
+    pub message: Option<(String, bool)>,
+    /// Writes confirmed by the operator, for the event loop to send.
+    pub outbox: Vec<Command>,
     /// Terminal size (columns, rows).
     pub size: (u16, u16),
-    /// Set when the operator asked to leave.
+    /// Set when the console should exit.
     pub quit: bool,
 }
 
@@ -193,17 +505,33 @@ impl App {
         Self {
             targets,
             read_only,
+            exclusion: Exclusion::Conditional,
             refresh,
+            relist_every: 1,
+            ttl_s: crate::bucket::record::DEFAULT_TTL_S,
             snapshot: None,
             last_refresh: None,
             now,
             view: View::Leases,
+            mode: Mode::Normal,
+            detail: false,
+            filter: String::new(),
+            sort: SortKey::Prefix,
+            lease_rows: Vec::new(),
             selected: 0,
             offset: 0,
             pod_selected: 0,
             pod_offset: 0,
             pod_status: PodStatus::Scanning,
             pod_rows: Vec::new(),
+            probes: BTreeMap::new(),
+            held: BTreeSet::new(),
+            first_seen: HashMap::new(),
+            audit: Vec::new(),
+            audit_path: None,
+            counters: VecDeque::new(),
+            message: None,
+            outbox: Vec::new(),
             size: (80, 24),
             quit: false,
         }
@@ -215,19 +543,79 @@ impl App {
         self
     }
 
-    /// All rows, in display order (targets in order, prefixes sorted).
-    pub fn rows(&self) -> impl Iterator<Item = &PrefixReport> {
-        self.snapshot
-            .iter()
-            .flat_map(|s| s.targets.iter().flat_map(|t| t.prefixes.iter()))
+    /// The row (as shown) at `i`, with its report.
+    pub fn lease_row(&self, i: usize) -> Option<(LeaseRow, &PrefixReport)> {
+        let r = *self.lease_rows.get(i)?;
+        let p = self
+            .snapshot
+            .as_ref()?
+            .targets
+            .get(r.target)?
+            .prefixes
+            .get(r.index)?;
+        Some((r, p))
     }
 
-    /// Number of rows.
+    /// All rows as shown (after filter and sort).
+    pub fn rows(&self) -> impl Iterator<Item = &PrefixReport> {
+        (0..self.lease_rows.len()).filter_map(|i| self.lease_row(i).map(|(_, p)| p))
+    }
+
+    /// Number of rows shown.
     pub fn row_count(&self) -> usize {
+        self.lease_rows.len()
+    }
+
+    /// Number of prefixes in the snapshot (before the filter).
+    pub fn total_rows(&self) -> usize {
         self.snapshot
             .as_ref()
             .map(|s| s.targets.iter().map(|t| t.prefixes.len()).sum())
             .unwrap_or(0)
+    }
+
+    /// The selected lease row.
+    pub fn selected_lease(&self) -> Option<(LeaseRow, &PrefixReport)> {
+        self.lease_row(self.selected)
+    }
+
+    /// The exclusion shown for a row of target `t`: best-effort mode, else the
+    /// probe result, else what the snapshot says (unprobed).
+    pub fn exclusion_of(&self, t: usize, p: &PrefixReport) -> ExclusionReport {
+        if self.exclusion == Exclusion::BestEffort {
+            ExclusionReport::BestEffort
+        } else {
+            self.probes.get(&t).copied().unwrap_or(p.exclusion)
+        }
+    }
+
+    /// How long the console has seen `key`'s current ETag unchanged.
+    pub fn watched_for(&self, key: &str) -> Duration {
+        self.first_seen
+            .get(key)
+            .and_then(|(_, since)| (self.now - *since).to_std().ok())
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Requests per minute over the last minute, and errors in it.
+    pub fn request_rate(&self) -> Option<(f64, u64)> {
+        let (t0, r0, e0) = *self.counters.front()?;
+        let (t1, r1, e1) = *self.counters.back()?;
+        let secs = (t1 - t0).num_milliseconds() as f64 / 1000.0;
+        if secs < 1.0 {
+            return None;
+        }
+        Some(((r1 - r0) as f64 * 60.0 / secs, e1 - e0))
+    }
+
+    /// The last `n` audit entries about `key`, newest first.
+    pub fn audit_for(&self, key: &str, n: usize) -> Vec<&AuditEntry> {
+        self.audit
+            .iter()
+            .rev()
+            .filter(|e| e.target.key == key)
+            .take(n)
+            .collect()
     }
 
     /// The process of a pod-view row, with its tree depth.
@@ -251,12 +639,21 @@ impl App {
         }
     }
 
+    /// Height of the detail pane when open.
+    pub fn detail_height(&self) -> u16 {
+        if self.detail && self.view == View::Leases {
+            (self.size.1 / 2).clamp(6, 16)
+        } else {
+            0
+        }
+    }
+
     /// Lease table rows that fit on screen.
     pub fn lease_visible_rows(&self) -> usize {
         usize::from(
             self.size
                 .1
-                .saturating_sub(ui_chrome_height() + self.error_height())
+                .saturating_sub(ui_chrome_height() + self.error_height() + self.detail_height())
                 .max(1),
         )
     }
@@ -335,11 +732,7 @@ impl App {
                     } else {
                         format!(" [pid {}]", pids.join(", "))
                     };
-                    let text = format!(
-                        "{}{pids}: {}",
-                        verdict_name(v.kind),
-                        terminal_safe(&v.message)
-                    );
+                    let text = format!("{}{pids}: {}", v.kind.as_str(), terminal_safe(&v.message));
                     out.extend(wrap(&text, width).into_iter().map(|text| NoticeLine {
                         kind: Some(v.kind),
                         error: false,
@@ -369,6 +762,35 @@ impl App {
 
     /// Applies one action. The only place state changes.
     pub fn update(&mut self, action: Action) {
+        match &self.mode {
+            Mode::Filter => return self.update_filter(action),
+            Mode::Takeover(_) => return self.update_dialog(action),
+            Mode::Help => {
+                match action {
+                    Action::Quit => self.request_quit(),
+                    Action::Cancel | Action::ToggleHelp => self.mode = Mode::Normal,
+                    other => self.update_background(other),
+                }
+                return self.clamp_all();
+            }
+            Mode::ConfirmQuit => {
+                match action {
+                    Action::Yes => {
+                        self.outbox.push(Command::ReleaseHeld);
+                        self.mode = Mode::Quitting;
+                        self.message = Some(("releasing held leases…".into(), false));
+                    }
+                    Action::Cancel | Action::Quit => self.mode = Mode::Normal,
+                    other => self.update_background(other),
+                }
+                return self.clamp_all();
+            }
+            Mode::Quitting => {
+                self.update_background(action);
+                return self.clamp_all();
+            }
+            Mode::Normal => {}
+        }
         let (n, page) = match self.view {
             View::Leases => (self.row_count(), self.lease_visible_rows()),
             View::Pod => (self.pod_rows.len(), self.pod_visible_rows()),
@@ -393,62 +815,448 @@ impl App {
                 View::Leases => self.selected = to,
                 View::Pod => self.pod_selected = to,
             }
+            return self.clamp_all();
         }
         match action {
-            Action::Up
-            | Action::Down
-            | Action::PageUp
-            | Action::PageDown
-            | Action::Home
-            | Action::End => {}
-            Action::Tick(now) => {
-                self.now = now;
-                if let Some(s) = &mut self.snapshot {
-                    s.rejudge(now);
-                }
-            }
-            Action::Snapshot(s) => {
-                let mut s = *s;
-                s.rejudge(self.now.max(s.generated_at));
-                self.last_refresh = Some(s.generated_at);
-                self.now = self.now.max(s.generated_at);
-                // Keep the selected process selected across refreshes.
-                let keep = self.selected_process().map(|p| p.pid);
-                self.pod_rows = tree_order(&s.pod.processes);
-                if let Some(pid) = keep {
-                    if let Some(i) = self
-                        .pod_rows
-                        .iter()
-                        .position(|r| s.pod.processes[r.index].pid == pid)
-                    {
-                        self.pod_selected = i;
-                    }
-                }
-                if self.pod_status != PodStatus::Off {
-                    self.pod_status = PodStatus::Scanning;
-                }
-                self.snapshot = Some(s);
-            }
-            Action::PodScanFailed(e) => {
-                if self.pod_status != PodStatus::Off {
-                    self.pod_status = PodStatus::Failed(e);
-                }
-            }
             Action::SwitchView => {
                 self.view = match self.view {
                     View::Leases => View::Pod,
                     View::Pod => View::Leases,
                 }
             }
-            Action::Resize(w, h) => self.size = (w, h),
-            Action::Quit => self.quit = true,
+            Action::SortNext => {
+                self.sort = self.sort.next();
+                self.rebuild_rows(true);
+            }
+            Action::StartFilter => {
+                self.view = View::Leases;
+                self.mode = Mode::Filter;
+            }
+            Action::NextProblem => {
+                self.view = View::Leases;
+                let n = self.row_count();
+                if let Some(i) = (1..=n).map(|d| (self.selected + d) % n.max(1)).find(|&i| {
+                    self.lease_row(i)
+                        .is_some_and(|(_, p)| p.state.needs_attention())
+                }) {
+                    self.selected = i;
+                } else {
+                    self.message = Some(("no stale, suspect or malformed lease".into(), false));
+                }
+            }
+            Action::ToggleDetail => {
+                if self.view == View::Leases {
+                    self.detail = !self.detail;
+                }
+            }
+            Action::ToggleHelp => self.mode = Mode::Help,
+            Action::Cancel => {
+                if self.detail {
+                    self.detail = false;
+                } else if !self.filter.is_empty() {
+                    self.filter.clear();
+                    self.rebuild_rows(true);
+                }
+            }
+            Action::Probe => self.start_probe(),
+            Action::StartTakeover => self.start_takeover(),
+            Action::Quit => self.request_quit(),
+            other => self.update_background(other),
         }
-        // Both views stay consistent: rows may have appeared or vanished, and
-        // the terminal may have changed size.
+        self.clamp_all();
+    }
+
+    /// Actions that arrive whatever the mode: time, data, results, size.
+    fn update_background(&mut self, action: Action) {
+        match action {
+            Action::Tick(now) => {
+                self.now = now;
+                if let Some(s) = &mut self.snapshot {
+                    s.rejudge(now);
+                }
+            }
+            Action::Snapshot(s) => self.apply_snapshot(*s),
+            Action::Counters(r, e) => {
+                self.counters.push_back((self.now, r, e));
+                while self
+                    .counters
+                    .front()
+                    .is_some_and(|(t, _, _)| self.now - *t > chrono::Duration::seconds(60))
+                {
+                    self.counters.pop_front();
+                }
+            }
+            Action::Audit(entries) => self.audit = entries,
+            Action::PodScanFailed(e) if self.pod_status != PodStatus::Off => {
+                self.pod_status = PodStatus::Failed(e);
+            }
+            Action::ProbeDone {
+                target,
+                result,
+                message,
+            } => {
+                self.probes.insert(target, result);
+                let bad = result != ExclusionReport::Conditional;
+                self.message = Some((sanitize(&message), bad));
+            }
+            Action::TakeoverDone { key, result } => {
+                match result {
+                    Ok((msg, held)) => {
+                        if let Some(k) = held {
+                            self.held.insert(k);
+                        }
+                        self.message = Some((msg, false));
+                    }
+                    Err(e) => self.message = Some((format!("takeover of {key}: {e}"), true)),
+                }
+                if matches!(&self.mode, Mode::Takeover(d) if d.pending) {
+                    self.mode = Mode::Normal;
+                }
+            }
+            Action::HeldReleased(lines) => {
+                self.held.clear();
+                self.message = Some((lines.join("; "), false));
+                if matches!(self.mode, Mode::Quitting) {
+                    self.quit = true;
+                }
+            }
+            Action::Resize(w, h) => self.size = (w, h),
+            _ => {}
+        }
+    }
+
+    fn apply_snapshot(&mut self, mut s: Snapshot) {
+        s.rejudge(self.now.max(s.generated_at));
+        self.last_refresh = Some(s.generated_at);
+        self.now = self.now.max(s.generated_at);
+        // Keep the selected process selected across refreshes.
+        let keep = self.selected_process().map(|p| p.pid);
+        self.pod_rows = tree_order(&s.pod.processes);
+        if let Some(pid) = keep {
+            if let Some(i) = self
+                .pod_rows
+                .iter()
+                .position(|r| s.pod.processes[r.index].pid == pid)
+            {
+                self.pod_selected = i;
+            }
+        }
+        if self.pod_status != PodStatus::Off {
+            self.pod_status = PodStatus::Scanning;
+        }
+        // Track how long each key's ETag has been seen unchanged.
+        let mut seen = HashMap::new();
+        for t in &s.targets {
+            for p in &t.prefixes {
+                let etag = p.etag.clone();
+                let since = match self.first_seen.get(&p.key) {
+                    Some((e, since)) if *e == etag => *since,
+                    _ => s.generated_at,
+                };
+                seen.insert(p.key.clone(), (etag, since));
+            }
+        }
+        self.first_seen = seen;
+        // Keep the selected prefix selected.
+        let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());
+        self.snapshot = Some(s);
+        self.rebuild_rows(false);
+        if let Some(k) = keep_key {
+            if let Some(i) = (0..self.lease_rows.len())
+                .find(|&i| self.lease_row(i).is_some_and(|(_, p)| p.key == k))
+            {
+                self.selected = i;
+            }
+        }
+    }
+
+    /// Recomputes the shown rows from the snapshot, the filter and the sort.
+    fn rebuild_rows(&mut self, reset_selection: bool) {
+        let Some(s) = &self.snapshot else {
+            self.lease_rows.clear();
+            return;
+        };
+        let (negate, needle) = match self.filter.strip_prefix('!') {
+            Some(rest) => (true, rest.to_lowercase()),
+            None => (false, self.filter.to_lowercase()),
+        };
+        let mut rows: Vec<LeaseRow> = Vec::new();
+        for (ti, t) in s.targets.iter().enumerate() {
+            for (pi, p) in t.prefixes.iter().enumerate() {
+                if !needle.is_empty() {
+                    let hit = p.prefix.to_lowercase().contains(&needle)
+                        || p.record
+                            .as_ref()
+                            .is_some_and(|r| r.instance_id.to_lowercase().contains(&needle));
+                    if hit == negate {
+                        continue;
+                    }
+                }
+                rows.push(LeaseRow {
+                    target: ti,
+                    index: pi,
+                });
+            }
+        }
+        let get = |r: &LeaseRow| &s.targets[r.target].prefixes[r.index];
+        let f = |x: Option<f64>| x.unwrap_or(f64::NEG_INFINITY);
+        match self.sort {
+            SortKey::Prefix => {}
+            SortKey::Holder => rows.sort_by(|a, b| {
+                let h = |r| get(r).record.as_ref().map(|x| x.instance_id.clone());
+                h(a).cmp(&h(b))
+            }),
+            SortKey::Age => rows.sort_by(|a, b| f(get(b).age_s).total_cmp(&f(get(a).age_s))),
+            SortKey::Ttl => {
+                rows.sort_by_key(|r| std::cmp::Reverse(get(r).record.as_ref().map(|x| x.ttl_s)))
+            }
+            SortKey::Expires => rows.sort_by(|a, b| {
+                let e = |r| get(r).expires_in_s.unwrap_or(f64::INFINITY);
+                e(a).total_cmp(&e(b))
+            }),
+            SortKey::State => rows.sort_by_key(|r| state_rank(get(r).state)),
+            SortKey::Exclusion => {
+                rows.sort_by_key(|r| format!("{:?}", self.exclusion_of(r.target, get(r))))
+            }
+            SortKey::Skew => rows.sort_by(|a, b| {
+                let k = |r| get(r).holder_skew_s.map(f64::abs);
+                f(k(b)).total_cmp(&f(k(a)))
+            }),
+        }
+        self.lease_rows = rows;
+        if reset_selection {
+            self.selected = 0;
+            self.offset = 0;
+        }
+    }
+
+    fn update_filter(&mut self, action: Action) {
+        match action {
+            Action::Input(c) => {
+                self.filter.push(c);
+                self.rebuild_rows(true);
+            }
+            Action::Backspace => {
+                self.filter.pop();
+                self.rebuild_rows(true);
+            }
+            Action::Submit => self.mode = Mode::Normal,
+            Action::Cancel => {
+                self.filter.clear();
+                self.mode = Mode::Normal;
+                self.rebuild_rows(true);
+            }
+            Action::Quit => self.request_quit(),
+            other => self.update_background(other),
+        }
+        self.clamp_all();
+    }
+
+    fn start_probe(&mut self) {
+        if self.read_only {
+            return;
+        }
+        let target = match (self.view, self.selected_lease()) {
+            (View::Leases, Some((r, _))) => r.target,
+            _ if !self.targets.is_empty() => 0,
+            _ => return,
+        };
+        self.outbox.push(Command::Probe { target });
+        self.message = Some((
+            format!(
+                "probing {} (writes and removes a scratch key)…",
+                sanitize(self.targets.get(target).map(String::as_str).unwrap_or("?"))
+            ),
+            false,
+        ));
+    }
+
+    fn start_takeover(&mut self) {
+        if self.read_only || self.view != View::Leases {
+            return;
+        }
+        let Some((row, p)) = self.selected_lease() else {
+            return;
+        };
+        let watched = self.watched_for(&p.key);
+        let dialog = TakeoverDialog {
+            row,
+            prefix: p.prefix.clone(),
+            key: p.key.clone(),
+            seen: p.observed.clone(),
+            state: p.state,
+            holder: p
+                .record
+                .as_ref()
+                .map(|r| sanitize(&r.instance_id))
+                .unwrap_or_else(|| "-".into()),
+            age_s: p.age_s,
+            etag: p.etag.clone(),
+            watched_for: watched,
+            reason: String::new(),
+            then: ThenChoice::Release,
+            successor: String::new(),
+            typed_prefix: String::new(),
+            focus: Field::Cancel,
+            problem: None,
+            pending: false,
+        };
+        self.mode = Mode::Takeover(Box::new(dialog));
+    }
+
+    fn update_dialog(&mut self, action: Action) {
+        let Mode::Takeover(d) = &mut self.mode else {
+            return;
+        };
+        if d.pending {
+            // Waiting for the result: only background actions apply.
+            self.update_background(action);
+            return self.clamp_all();
+        }
+        let fields = d.fields();
+        let pos = fields.iter().position(|f| *f == d.focus).unwrap_or(0);
+        let cycle = |d: &mut TakeoverDialog, forward: bool| {
+            let f = d.fields();
+            let n = f.len();
+            let p = f.iter().position(|x| *x == d.focus).unwrap_or(0);
+            d.focus = f[if forward {
+                (p + 1) % n
+            } else {
+                (p + n - 1) % n
+            }];
+        };
+        match action {
+            Action::NextField => cycle(d, true),
+            Action::PrevField => cycle(d, false),
+            Action::Left | Action::Right if d.focus == Field::Then => {
+                let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
+                let i = order.iter().position(|c| *c == d.then).unwrap_or(0);
+                let j = if matches!(action, Action::Right) {
+                    (i + 1) % 3
+                } else {
+                    (i + 2) % 3
+                };
+                d.then = order[j];
+            }
+            Action::Left | Action::Right => {
+                // Between the buttons.
+                if matches!(d.focus, Field::Cancel | Field::Confirm) {
+                    d.focus = if d.focus == Field::Cancel {
+                        Field::Confirm
+                    } else {
+                        Field::Cancel
+                    };
+                }
+            }
+            Action::Input(c) => match d.focus {
+                Field::Reason if d.reason.chars().count() < 500 => d.reason.push(c),
+                Field::Successor if d.successor.chars().count() < 256 => d.successor.push(c),
+                Field::TypedPrefix if d.typed_prefix.chars().count() < 1024 => {
+                    d.typed_prefix.push(c)
+                }
+                Field::Then if c == ' ' => {
+                    let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
+                    let i = order.iter().position(|x| *x == d.then).unwrap_or(0);
+                    d.then = order[(i + 1) % 3];
+                }
+                _ => {}
+            },
+            Action::Backspace => match d.focus {
+                Field::Reason => {
+                    d.reason.pop();
+                }
+                Field::Successor => {
+                    d.successor.pop();
+                }
+                Field::TypedPrefix => {
+                    d.typed_prefix.pop();
+                }
+                _ => {}
+            },
+            Action::Cancel => self.mode = Mode::Normal,
+            Action::Submit => match d.focus {
+                Field::Cancel => self.mode = Mode::Normal,
+                Field::Confirm => self.confirm_takeover(),
+                // Enter in a field moves on.
+                _ => d.focus = fields[(pos + 1) % fields.len()],
+            },
+            Action::Quit => self.mode = Mode::Normal,
+            other => self.update_background(other),
+        }
+        self.clamp_all();
+    }
+
+    fn confirm_takeover(&mut self) {
+        let ttl = Duration::from_secs(self.ttl_s);
+        let Mode::Takeover(d) = &mut self.mode else {
+            return;
+        };
+        let problem = if d.reason.trim().is_empty() {
+            Some("a reason is required".to_owned())
+        } else if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
+            Some("hand-over needs the successor's instance id".to_owned())
+        } else if d.forced() && d.typed_prefix != d.prefix {
+            Some(format!(
+                "the lease is fresh (a live holder): type the prefix {} to force",
+                sanitize(&d.prefix)
+            ))
+        } else if matches!(d.state, LeaseState::Suspect | LeaseState::Malformed)
+            && d.watched_for < ttl
+        {
+            Some(format!(
+                "a {} record must be seen unchanged for one TTL: {} more",
+                d.state,
+                crate::bucket::format_secs((ttl - d.watched_for).as_secs_f64())
+            ))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            d.problem = Some(p);
+            return;
+        }
+        let then = match d.then {
+            ThenChoice::Release => Then::Release,
+            ThenChoice::Hold => Then::Hold,
+            ThenChoice::Handover => Then::Handover(d.successor.trim().to_owned()),
+        };
+        self.outbox.push(Command::Takeover {
+            target: d.row.target,
+            prefix: d.prefix.clone(),
+            seen: d.seen.clone(),
+            watched_for: d.watched_for,
+            reason: d.reason.trim().to_owned(),
+            then,
+            force: d.forced(),
+        });
+        d.pending = true;
+        d.problem = None;
+        self.message = Some((format!("taking over {}…", sanitize(&d.key)), false));
+    }
+
+    fn request_quit(&mut self) {
+        if self.held.is_empty() {
+            self.quit = true;
+        } else {
+            self.mode = Mode::ConfirmQuit;
+        }
+    }
+
+    fn clamp_all(&mut self) {
         let (n, page) = (self.row_count(), self.lease_visible_rows().max(1));
         clamp(&mut self.selected, &mut self.offset, n, page);
         let (n, page) = (self.pod_rows.len(), self.pod_visible_rows().max(1));
         clamp(&mut self.pod_selected, &mut self.pod_offset, n, page);
+    }
+}
+
+fn state_rank(s: LeaseState) -> u8 {
+    match s {
+        LeaseState::Malformed => 0,
+        LeaseState::Suspect => 1,
+        LeaseState::Stale => 2,
+        LeaseState::Fresh => 3,
+        LeaseState::Absent => 4,
     }
 }
 
@@ -519,19 +1327,6 @@ pub fn tree_order(processes: &[ProcessInfo]) -> Vec<TreeRow> {
         }
     }
     out
-}
-
-/// The snake_case name of a verdict kind, as in `--json`.
-pub fn verdict_name(k: VerdictKind) -> &'static str {
-    match k {
-        VerdictKind::InvalidEnable => "invalid_enable",
-        VerdictKind::ArmedHoldsNothing => "armed_holds_nothing",
-        VerdictKind::SiblingsRacing => "siblings_racing",
-        VerdictKind::HolderNotTake => "holder_not_take",
-        VerdictKind::StrayStamp => "stray_stamp",
-        VerdictKind::Waiting => "waiting",
-        VerdictKind::HolderOutsidePod => "holder_outside_pod",
-    }
 }
 
 /// Word-wraps `text` to `width` columns (counted in chars); continuation lines

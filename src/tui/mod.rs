@@ -1,13 +1,18 @@
 //! The console: a ratatui app driven by one event loop.
 //!
-//! Background tasks own all I/O and send [`Snapshot`]s over a channel; the UI
-//! never awaits the network while drawing. State changes only in
-//! [`app::App::update`]; [`ui::render`] takes `&App`.
+//! Background tasks own all I/O: the refresher gathers snapshots (bucket
+//! leases, the pod scan, request counters, recent audit entries) and the write
+//! task ([`ops`], OPS mode only) runs the probes and takeovers the operator
+//! confirmed. Both talk to the UI only through messages; the UI never awaits
+//! the network while drawing. State changes only in [`app::App::update`];
+//! [`ui::render`] takes `&App`.
 
 pub mod app;
+pub mod ops;
 pub mod ui;
 
-use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossterm::event::{Event, EventStream, KeyEventKind};
@@ -15,7 +20,9 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::clock::SharedClock;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Gatherer, Snapshot};
+use crate::store::Counters;
+use crate::writer::scan::ScanOptions;
 use app::{Action, App};
 
 /// What one background refresh produced.
@@ -25,43 +32,125 @@ pub struct Gathered {
     pub snapshot: Snapshot,
     /// Why the pod scan failed, if it did.
     pub pod_error: Option<String>,
+    /// Requests and errors of the stores so far.
+    pub counters: (u64, u64),
+    /// Recent audit entries, if an audit log is known.
+    pub audit: Option<Vec<crate::audit::AuditEntry>>,
 }
 
 impl Gathered {
     /// The actions that apply this refresh to the console, in order.
     pub fn into_actions(self) -> Vec<Action> {
-        let mut v = vec![Action::Snapshot(Box::new(self.snapshot))];
+        let mut v = vec![
+            Action::Counters(self.counters.0, self.counters.1),
+            Action::Snapshot(Box::new(self.snapshot)),
+        ];
         v.extend(self.pod_error.map(Action::PodScanFailed));
+        v.extend(self.audit.map(Action::Audit));
         v
     }
 }
 
+/// Everything a console run needs.
+pub struct Console {
+    /// The initial state (targets, mode, refresh…).
+    pub app: App,
+    /// The reader's clock.
+    pub clock: SharedClock,
+    /// Refresh interval (at least 1 s).
+    pub refresh: Duration,
+    /// The bucket gatherer (read side only).
+    pub gatherer: Gatherer,
+    /// The pod scan, unless `--no-pod`.
+    pub pod: Option<ScanOptions>,
+    /// Request counters shared with the stores.
+    pub counters: Arc<Counters>,
+    /// The audit log to show entries from.
+    pub audit_path: Option<PathBuf>,
+    /// The write side: `None` in watch mode (there is nothing that could write).
+    pub ops: Option<ops::Ops>,
+}
+
+/// One refresh: bucket gather and pod scan side by side, counters, audit tail.
+async fn gather_once(
+    gatherer: &mut Gatherer,
+    clock: &SharedClock,
+    pod: &Option<ScanOptions>,
+    counters: &Counters,
+    audit_path: &Option<PathBuf>,
+) -> Gathered {
+    let scan = async {
+        let so = pod.clone()?;
+        Some(
+            match tokio::task::spawn_blocking(move || crate::writer::scan::scan(&so)).await {
+                Ok(Ok(pod)) => Ok(pod),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("pod scan task: {e}")),
+            },
+        )
+    };
+    let audit = async {
+        let path = audit_path.clone()?;
+        tokio::task::spawn_blocking(move || {
+            crate::audit::AuditLog::read(&path).ok().map(|mut v| {
+                let n = v.len();
+                v.drain(..n.saturating_sub(200));
+                v
+            })
+        })
+        .await
+        .ok()
+        .flatten()
+    };
+    let (mut snapshot, pod, audit) = tokio::join!(gatherer.gather(clock), scan, audit);
+    let mut pod_error = None;
+    match pod {
+        Some(Ok(p)) => snapshot.pod = p,
+        Some(Err(e)) => pod_error = Some(e),
+        None => {}
+    }
+    Gathered {
+        snapshot,
+        pod_error,
+        counters: counters.read(),
+        audit,
+    }
+}
+
 /// Runs the console until the operator quits (or SIGTERM/SIGHUP arrives).
-///
-/// `gather` produces one [`Gathered`] per call (a snapshot, and why the pod
-/// scan failed if it did); it is called every `refresh` by a background task.
 /// The terminal is restored on every exit path, panic included (ratatui's
-/// panic hook).
-pub async fn run<F, Fut>(
-    mut app: App,
-    clock: SharedClock,
-    refresh: Duration,
-    gather: F,
-) -> std::io::Result<()>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: Future<Output = Gathered> + Send,
-{
+/// panic hook). Leases held by the console are released before it returns.
+pub async fn run(console: Console) -> std::io::Result<()> {
+    let Console {
+        mut app,
+        clock,
+        refresh,
+        mut gatherer,
+        pod,
+        counters,
+        audit_path,
+        ops,
+    } = console;
+    app.relist_every = gatherer.relist_every();
     let (tx, mut rx) = mpsc::channel::<Gathered>(4);
+    let gclock = clock.clone();
     let refresher = tokio::spawn(async move {
         loop {
-            let snap = gather().await;
-            if tx.send(snap).await.is_err() {
+            let g = gather_once(&mut gatherer, &gclock, &pod, &counters, &audit_path).await;
+            if tx.send(g).await.is_err() {
                 break;
             }
             tokio::time::sleep(refresh).await;
         }
     });
+    let (results_tx, mut results) = mpsc::channel::<Action>(16);
+    let (commands, ops_task) = match ops {
+        Some(o) => {
+            let (c, t) = o.start(results_tx);
+            (Some(c), Some(t))
+        }
+        None => (None, None),
+    };
 
     let mut terminal = ratatui::try_init()?;
     let size = terminal.size()?;
@@ -88,19 +177,36 @@ where
             },
             _ = tick.tick() => vec![Action::Tick(clock.wall())],
             Some(g) = rx.recv() => g.into_actions(),
-            _ = term.recv() => vec![Action::Quit],
-            _ = hup.recv() => vec![Action::Quit],
+            Some(a) = results.recv() => vec![a],
+            // Signals end the console at once; held leases are released below.
+            _ = term.recv() => break Ok(()),
+            _ = hup.recv() => break Ok(()),
         };
-        // One message may carry two actions (a snapshot and its pod scan
-        // failure); both apply before the next frame is drawn.
+        // One message may carry several actions (a snapshot and its pod scan
+        // failure); all apply before the next frame is drawn.
         for a in actions {
             app.update(a);
+        }
+        for cmd in app.outbox.drain(..) {
+            match &commands {
+                Some(c) => {
+                    if c.send(cmd).await.is_err() {
+                        tracing::error!("the write task is gone");
+                    }
+                }
+                None => tracing::error!("write requested in watch mode: ignored"),
+            }
         }
         if app.quit {
             break Ok(());
         }
     };
     refresher.abort();
+    // Closing the command channel makes the write task release what it holds.
+    drop(commands);
+    if let Some(t) = ops_task {
+        let _ = tokio::time::timeout(Duration::from_secs(15), t).await;
+    }
     ratatui::restore();
     result
 }

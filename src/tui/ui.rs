@@ -6,8 +6,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-use super::app::{terminal_safe, App, View, BINDINGS};
+use super::app::{terminal_safe, App, Field, Mode, SortKey, ThenChoice, View, BINDINGS};
 use crate::bucket::{format_secs, LeaseState};
+use crate::snapshot::ExclusionReport;
 use crate::text::sanitize;
 use crate::writer::scan::{DutyView, LockState, ProcessInfo, VerdictKind};
 
@@ -63,17 +64,6 @@ pub fn verdict_style(k: VerdictKind) -> Style {
     Style::default().fg(c)
 }
 
-/// The duty as written in the table and in `--json`.
-pub fn duty_name(d: DutyView) -> &'static str {
-    match d {
-        DutyView::Take => "take",
-        DutyView::Inherit => "inherit",
-        DutyView::Off => "off",
-        DutyView::Invalid => "invalid",
-        DutyView::Unknown => "unknown",
-    }
-}
-
 /// The lock column: `holds`, `none`, or `open` with the longest it may have waited.
 pub fn lock_text(p: &ProcessInfo) -> String {
     match p.lock {
@@ -92,9 +82,10 @@ pub fn render(app: &App, f: &mut Frame) {
     if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
         f.render_widget(
             Paragraph::new(format!(
-                "terminal too small ({}x{}); need {}x{}",
+                "too small: {}x{}, need {}x{} (q quits)",
                 area.width, area.height, MIN_SIZE.0, MIN_SIZE.1
-            )),
+            ))
+            .wrap(Wrap { trim: true }),
             area,
         );
         return;
@@ -110,7 +101,15 @@ pub fn render(app: &App, f: &mut Frame) {
     .areas(area);
     render_header(app, f, header);
     match app.view {
-        View::Leases => render_table(app, f, body),
+        View::Leases => {
+            let [table, detail] =
+                Layout::vertical([Constraint::Min(3), Constraint::Length(app.detail_height())])
+                    .areas(body);
+            render_table(app, f, table);
+            if app.detail {
+                render_detail(app, f, detail);
+            }
+        }
         View::Pod => render_pod(app, f, body),
     }
     let err_lines: Vec<Line> = errors
@@ -125,6 +124,12 @@ pub fn render(app: &App, f: &mut Frame) {
         .collect();
     f.render_widget(Paragraph::new(err_lines), errs);
     render_status(app, f, status);
+    match &app.mode {
+        Mode::Help => render_help(app, f, area),
+        Mode::Takeover(d) => render_dialog(d, f, area),
+        Mode::ConfirmQuit => render_confirm_quit(app, f, area),
+        _ => {}
+    }
 }
 
 fn render_header(app: &App, f: &mut Frame, area: Rect) {
@@ -134,7 +139,14 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             Style::default().bg(Color::Blue).fg(Color::White),
         )
     } else {
-        Span::styled(" OPS ", Style::default().bg(Color::Red).fg(Color::White))
+        let ex = match app.exclusion {
+            crate::bucket::Exclusion::Conditional => "conditional",
+            crate::bucket::Exclusion::BestEffort => "BEST-EFFORT",
+        };
+        Span::styled(
+            format!(" OPS · {ex} "),
+            Style::default().bg(Color::Red).fg(Color::White),
+        )
     };
     let last = match app.last_refresh {
         Some(t) => format!(
@@ -174,13 +186,11 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
 
 fn render_table(app: &App, f: &mut Frame, area: Rect) {
     let page = usize::from(area.height.saturating_sub(3)).max(1);
-    let offset = app.offset.min(app.row_count().saturating_sub(1));
-    let rows: Vec<Row> = app
-        .rows()
-        .enumerate()
-        .skip(offset)
-        .take(page)
-        .map(|(i, p)| {
+    let n = app.row_count();
+    let offset = app.offset.min(n.saturating_sub(1));
+    let rows: Vec<Row> = (offset..n.min(offset + page))
+        .filter_map(|i| app.lease_row(i).map(|(r, p)| (i, r, p)))
+        .map(|(i, r, p)| {
             let holder = p
                 .record
                 .as_ref()
@@ -191,17 +201,40 @@ fn render_table(app: &App, f: &mut Frame, area: Rect) {
                 .as_ref()
                 .map(|r| format!("{}s", r.ttl_s))
                 .unwrap_or_else(|| "-".into());
+            // Time left only means something for a lease judged on its age.
+            let expires = match p.state {
+                LeaseState::Fresh | LeaseState::Stale => p
+                    .expires_in_s
+                    .map(format_secs)
+                    .unwrap_or_else(|| "-".into()),
+                _ => "-".into(),
+            };
+            let held = if app.held.contains(&p.key) {
+                "◆ "
+            } else {
+                ""
+            };
+            let ex = app.exclusion_of(r.target, p);
             let row = Row::new(vec![
-                Cell::from(sanitize(&p.prefix)),
+                Cell::from(format!("{held}{}", sanitize(&p.prefix))),
                 Cell::from(holder),
                 Cell::from(p.age_s.map(format_secs).unwrap_or_else(|| "-".into())),
                 Cell::from(ttl),
+                Cell::from(expires),
+                Cell::from(Span::styled(p.state.as_str(), state_style(p.state))),
+                Cell::from(Span::styled(exclusion_name(ex), exclusion_style(ex))),
                 Cell::from(
-                    p.expires_in_s
-                        .map(format_secs)
+                    p.holder_skew_s
+                        .map(|s| {
+                            let t = format_secs(s.round());
+                            if s >= 0.0 {
+                                format!("+{t}")
+                            } else {
+                                t
+                            }
+                        })
                         .unwrap_or_else(|| "-".into()),
                 ),
-                Cell::from(Span::styled(p.state.as_str(), state_style(p.state))),
             ]);
             if i == app.selected {
                 row.style(Style::default().add_modifier(Modifier::REVERSED))
@@ -210,12 +243,44 @@ fn render_table(app: &App, f: &mut Frame, area: Rect) {
             }
         })
         .collect();
-    let n = app.row_count();
-    let title = if n == 0 {
+    let total = app.total_rows();
+    let mut title = if total == 0 {
         " leases (none found) ".to_owned()
+    } else if n == 0 {
+        format!(" leases 0/{total} ")
     } else {
         format!(" leases {}/{} ", app.selected + 1, n)
     };
+    if !app.filter.is_empty() || matches!(app.mode, Mode::Filter) {
+        let cursor = if matches!(app.mode, Mode::Filter) {
+            "▏"
+        } else {
+            ""
+        };
+        title.push_str(&format!(
+            "· filter /{}{cursor} ({n} of {total}) ",
+            sanitize(&app.filter)
+        ));
+    }
+    let header: Vec<Cell> = [
+        SortKey::Prefix,
+        SortKey::Holder,
+        SortKey::Age,
+        SortKey::Ttl,
+        SortKey::Expires,
+        SortKey::State,
+        SortKey::Exclusion,
+        SortKey::Skew,
+    ]
+    .iter()
+    .map(|k| {
+        if *k == app.sort {
+            Cell::from(format!("{}▼", k.column()))
+        } else {
+            Cell::from(k.column())
+        }
+    })
+    .collect();
     let table = Table::new(
         rows,
         [
@@ -224,15 +289,297 @@ fn render_table(app: &App, f: &mut Frame, area: Rect) {
             Constraint::Length(8),
             Constraint::Length(6),
             Constraint::Length(9),
-            Constraint::Length(9),
+            Constraint::Length(10),
+            Constraint::Length(12),
+            Constraint::Length(6),
         ],
     )
-    .header(
-        Row::new(["PREFIX", "HOLDER", "AGE", "TTL", "EXPIRES", "STATE"])
-            .style(Style::default().add_modifier(Modifier::BOLD)),
-    )
+    .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
     .block(Block::default().borders(Borders::ALL).title(title));
     f.render_widget(table, area);
+}
+
+/// The exclusion as written in the table and in `--json`.
+pub fn exclusion_name(e: ExclusionReport) -> &'static str {
+    match e {
+        ExclusionReport::Conditional => "conditional",
+        ExclusionReport::BestEffort => "best_effort",
+        ExclusionReport::Ignored => "IGNORED",
+        ExclusionReport::Unprobed => "unprobed",
+        ExclusionReport::Error => "probe error",
+    }
+}
+
+fn exclusion_style(e: ExclusionReport) -> Style {
+    match e {
+        ExclusionReport::Conditional => Style::default().fg(Color::Green),
+        ExclusionReport::BestEffort | ExclusionReport::Error => Style::default().fg(Color::Yellow),
+        ExclusionReport::Ignored => Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+        ExclusionReport::Unprobed => Style::default().fg(Color::DarkGray),
+    }
+}
+
+/// The detail pane: everything known about the selected prefix.
+fn render_detail(app: &App, f: &mut Frame, area: Rect) {
+    let Some((r, p)) = app.selected_lease() else {
+        f.render_widget(
+            Block::default().borders(Borders::ALL).title(" details "),
+            area,
+        );
+        return;
+    };
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let kv =
+        |k: &str, v: String| Line::from(vec![Span::styled(format!("{k:<14}"), bold), Span::raw(v)]);
+    let mut lines = vec![
+        kv("key", sanitize(&p.key)),
+        Line::from(vec![
+            Span::styled(format!("{:<14}", "judgement"), bold),
+            Span::styled(p.state.as_str(), state_style(p.state)),
+            Span::raw({
+                let sentence = p.sentence(app.now);
+                let rest = sentence
+                    .strip_prefix(&format!("{}: ", p.state))
+                    .unwrap_or(&sentence)
+                    .to_owned();
+                format!(": {rest}")
+            }),
+        ]),
+    ];
+    if let Some(rec) = &p.record {
+        lines.push(kv("instance_id", sanitize(&rec.instance_id)));
+        lines.push(kv("acquired_at", rec.acquired_at.to_rfc3339()));
+        lines.push(kv("renewed_at", rec.renewed_at.to_rfc3339()));
+        lines.push(kv("ttl_s", rec.ttl_s.to_string()));
+    }
+    lines.push(kv("ETag", p.etag.clone().unwrap_or_else(|| "-".into())));
+    lines.push(kv(
+        "Last-Modified",
+        p.last_modified
+            .map(|t| format!("{} (server clock)", t.to_rfc3339()))
+            .unwrap_or_else(|| "-".into()),
+    ));
+    if let Some(s) = p.holder_skew_s {
+        lines.push(kv(
+            "holder skew",
+            format!(
+                "{s:+.1} s (renewed_at − Last-Modified, ±1 s): the holder's clock vs the server's"
+            ),
+        ));
+    }
+    lines.push(kv(
+        "exclusion",
+        exclusion_name(app.exclusion_of(r.target, p)).into(),
+    ));
+    let watched = app.watched_for(&p.key);
+    lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
+    if let Some(raw) = &p.raw {
+        let cut: String = raw.chars().take(400).collect();
+        lines.push(kv(
+            "raw body",
+            format!(
+                "{}{}",
+                sanitize(&cut),
+                if raw.chars().count() > 400 { "…" } else { "" }
+            ),
+        ));
+    }
+    let entries = app.audit_for(&p.key, 3);
+    if entries.is_empty() {
+        lines.push(kv("audit", "no takeover recorded here".into()));
+    }
+    for e in entries {
+        lines.push(kv(
+            "audit",
+            format!(
+                "{} {} {} — {}{}",
+                e.time.format("%Y-%m-%d %H:%M:%SZ"),
+                e.phase,
+                sanitize(&e.operator),
+                sanitize(&e.reason),
+                e.outcome
+                    .as_deref()
+                    .map(|o| format!(" → {}", sanitize(o)))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" details (Enter closes) "),
+        ),
+        area,
+    );
+}
+
+/// A centred rectangle of at most `w`×`h` inside `area`.
+fn centred(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+/// Help, generated from the live bindings: write actions are absent in watch mode.
+fn render_help(app: &App, f: &mut Frame, area: Rect) {
+    let shown: Vec<_> = BINDINGS
+        .iter()
+        .filter(|b| !(app.read_only && b.writes))
+        .collect();
+    let mut lines: Vec<Line> = shown
+        .iter()
+        .map(|b| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{:<14}", b.keys),
+                    Style::default().add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(b.does),
+            ])
+        })
+        .collect();
+    lines.push(Line::from(""));
+    lines.push(Line::from(if app.read_only {
+        "WATCH mode: the stores are read-only; no key writes.".to_owned()
+    } else {
+        "OPS mode: p and t write (a scratch key; the LEASE), always after a confirmation."
+            .to_owned()
+    }));
+    lines.push(Line::from("any key closes"));
+    let r = centred(area, 64, lines.len() as u16 + 2);
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" help ")),
+        r,
+    );
+}
+
+fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
+    let mut lines = vec![Line::from(format!(
+        "This console holds {} lease(s):",
+        app.held.len()
+    ))];
+    for k in &app.held {
+        lines.push(Line::from(format!("  {}", sanitize(k))));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(
+        "Release them and quit? y = yes, any other key = stay",
+    ));
+    let r = centred(area, 64, lines.len() as u16 + 2);
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" quit ")),
+        r,
+    );
+}
+
+/// The takeover dialog: exactly what will be replaced; focus starts on Cancel.
+fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let focus = |x: Field| {
+        if d.focus == x {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        }
+    };
+    let mut lines = vec![
+        Line::from(vec![Span::styled("Replace this lease?", bold)]),
+        Line::from(format!("key      {}", sanitize(&d.key))),
+        Line::from(vec![
+            Span::raw("state    "),
+            Span::styled(d.state.as_str(), state_style(d.state)),
+            Span::raw(if d.forced() {
+                "  (a live holder: FORCED takeover)"
+            } else {
+                ""
+            }),
+        ]),
+        Line::from(format!("holder   {}", d.holder)),
+        Line::from(format!(
+            "age      {}",
+            d.age_s.map(format_secs).unwrap_or_else(|| "-".into())
+        )),
+        Line::from(format!(
+            "ETag     {}",
+            d.etag
+                .as_deref()
+                .unwrap_or("(none: no LEASE; a new one is created)")
+        )),
+        Line::from(""),
+        Line::from(vec![
+            Span::raw("reason   "),
+            Span::styled(format!("[{}▏]", sanitize(&d.reason)), focus(Field::Reason)),
+        ]),
+        Line::from(vec![
+            Span::raw("then     "),
+            Span::styled(
+                [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover]
+                    .iter()
+                    .map(|c| {
+                        if *c == d.then {
+                            format!("(•) {}", c.as_str())
+                        } else {
+                            format!("( ) {}", c.as_str())
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("  "),
+                focus(Field::Then),
+            ),
+        ]),
+    ];
+    if d.then == ThenChoice::Handover {
+        lines.push(Line::from(vec![
+            Span::raw("successor "),
+            Span::styled(
+                format!("[{}▏]", sanitize(&d.successor)),
+                focus(Field::Successor),
+            ),
+        ]));
+    }
+    if d.forced() {
+        lines.push(Line::from(vec![
+            Span::raw("type the prefix to force: "),
+            Span::styled(
+                format!("[{}▏]", sanitize(&d.typed_prefix)),
+                focus(Field::TypedPrefix),
+            ),
+        ]));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(vec![
+        Span::styled("  Cancel  ", focus(Field::Cancel)),
+        Span::raw("   "),
+        Span::styled("  Take over  ", focus(Field::Confirm).fg(Color::Red)),
+    ]));
+    if let Some(p) = &d.problem {
+        lines.push(Line::styled(p.clone(), Style::default().fg(Color::Red)));
+    }
+    if d.pending {
+        lines.push(Line::from(
+            "working… (probe, audit intent, conditional PUT)",
+        ));
+    }
+    lines.push(Line::styled(
+        "Tab/↑/↓ field · ←/→ choose · Enter select · Esc cancel",
+        Style::default().fg(Color::DarkGray),
+    ));
+    let r = centred(area, 76, lines.len() as u16 + 2);
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" take over ")),
+        r,
+    );
 }
 
 /// The pod view: verdicts on top, the process tree, the selected process's
@@ -287,7 +634,7 @@ fn render_pod(app: &App, f: &mut Frame, area: Rect) {
                 Cell::from(p.pid.to_string()),
                 Cell::from(p.ppid.to_string()),
                 Cell::from(format!("{indent}{}", terminal_safe(&p.command))),
-                Cell::from(Span::styled(duty_name(p.duty), duty_style(p.duty))),
+                Cell::from(Span::styled(p.duty.as_str(), duty_style(p.duty))),
                 Cell::from(Span::styled(lock_text(p), lock_style(p.lock))),
             ]);
             if i == app.pod_selected {
@@ -350,7 +697,28 @@ fn render_pod(app: &App, f: &mut Frame, area: Rect) {
 
 fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let mut spans = Vec::new();
-    for b in BINDINGS.iter().filter(|b| !(app.read_only && b.writes)) {
+    if let Some((msg, err)) = &app.message {
+        let style = if *err {
+            Style::default().fg(Color::Red)
+        } else {
+            Style::default().fg(Color::Cyan)
+        };
+        spans.push(Span::styled(format!("{}  ", sanitize(msg)), style));
+    }
+    if let Some((rate, errors)) = app.request_rate() {
+        spans.push(Span::raw(format!("{rate:.0} req/min")));
+        if errors > 0 {
+            spans.push(Span::styled(
+                format!(" {errors} err"),
+                Style::default().fg(Color::Red),
+            ));
+        }
+        spans.push(Span::raw(format!(" (list every {}×)  ", app.relist_every)));
+    }
+    for b in BINDINGS
+        .iter()
+        .filter(|b| b.hint && !(app.read_only && b.writes))
+    {
         spans.push(Span::styled(
             b.keys,
             Style::default().add_modifier(Modifier::BOLD),

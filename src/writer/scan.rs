@@ -117,6 +117,19 @@ pub enum DutyView {
     Unknown,
 }
 
+impl DutyView {
+    /// The snake_case name, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DutyView::Take => "take",
+            DutyView::Inherit => "inherit",
+            DutyView::Off => "off",
+            DutyView::Invalid => "invalid",
+            DutyView::Unknown => "unknown",
+        }
+    }
+}
+
 impl From<Duty> for DutyView {
     fn from(d: Duty) -> Self {
         match d {
@@ -183,6 +196,21 @@ pub enum VerdictKind {
     Waiting,
     /// The lock is held by a process outside the pod (or one this scan cannot see).
     HolderOutsidePod,
+}
+
+impl VerdictKind {
+    /// The snake_case name, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::InvalidEnable => "invalid_enable",
+            VerdictKind::ArmedHoldsNothing => "armed_holds_nothing",
+            VerdictKind::SiblingsRacing => "siblings_racing",
+            VerdictKind::HolderNotTake => "holder_not_take",
+            VerdictKind::StrayStamp => "stray_stamp",
+            VerdictKind::Waiting => "waiting",
+            VerdictKind::HolderOutsidePod => "holder_outside_pod",
+        }
+    }
 }
 
 /// The environment facts the scanner extracted from `/proc/PID/environ`.
@@ -650,7 +678,7 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
                         "pid {} holds {} but its duty is {}: {}",
                         j.p.pid,
                         lock.path,
-                        duty_name(j.duty),
+                        j.duty.as_str(),
                         processes
                             .iter()
                             .find(|p| p.pid == j.p.pid)
@@ -773,16 +801,6 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
         processes,
         locks,
         verdicts,
-    }
-}
-
-fn duty_name(d: DutyView) -> &'static str {
-    match d {
-        DutyView::Take => "take",
-        DutyView::Inherit => "inherit",
-        DutyView::Off => "off",
-        DutyView::Invalid => "invalid",
-        DutyView::Unknown => "unknown",
     }
 }
 

@@ -1,0 +1,222 @@
+//! The console's write side (OPS mode only): one background task that owns the
+//! writable stores, runs probes and takeovers the operator confirmed, keeps
+//! held leases alive, and releases them on quit. The UI sends it
+//! [`Command`]s and receives the results as actions.
+//!
+//! Watch mode never builds this task: it has no writable store to give it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::app::Action;
+use crate::audit::{AuditLog, AuditTarget};
+use crate::bucket::probe::probe_scratch;
+use crate::bucket::{lease_key, new_instance_id, Exclusion, KeepAlive, Observed, Released};
+use crate::clock::SharedClock;
+use crate::snapshot::ExclusionReport;
+use crate::store::ObjectStore;
+use crate::takeover::{takeover, TakeoverRequest, Then};
+use crate::text::sanitize;
+
+/// A write the operator asked for (and confirmed).
+#[derive(Debug, Clone)]
+pub enum Command {
+    /// Probe the preconditions of target `target` (index into the targets).
+    Probe {
+        /// Target index.
+        target: usize,
+    },
+    /// The guarded, audited takeover of `prefix` in target `target`.
+    Takeover {
+        /// Target index.
+        target: usize,
+        /// The prefix.
+        prefix: String,
+        /// What the operator saw (its ETag is the precondition).
+        seen: Observed,
+        /// How long the console has seen that ETag unchanged.
+        watched_for: Duration,
+        /// The operator's reason.
+        reason: String,
+        /// What to do after.
+        then: Then,
+        /// Overriding a fresh lease (the operator typed the prefix).
+        force: bool,
+    },
+    /// Release every held lease (before quitting).
+    ReleaseHeld,
+}
+
+/// One target as the write side sees it.
+#[derive(Clone)]
+pub struct OpsTarget {
+    /// The TARGET URL.
+    pub url: String,
+    /// Where its requests go.
+    pub endpoint: String,
+    /// Bucket, for S3.
+    pub bucket: Option<String>,
+    /// The writable store.
+    pub store: Arc<dyn ObjectStore>,
+    /// The prefix the target names (scratch keys go under it).
+    pub root: String,
+}
+
+/// Everything the write side needs.
+pub struct Ops {
+    /// Targets, in the console's order.
+    pub targets: Vec<OpsTarget>,
+    /// The audit log takeovers write to.
+    pub audit: AuditLog,
+    /// Conditional or best-effort (chosen at start).
+    pub exclusion: Exclusion,
+    /// TTL of leases the console writes, in seconds.
+    pub ttl_s: u64,
+    /// The clock.
+    pub clock: SharedClock,
+}
+
+impl Ops {
+    /// Starts the write task; returns the command sender and the task.
+    pub fn start(
+        self,
+        actions: mpsc::Sender<Action>,
+    ) -> (mpsc::Sender<Command>, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(16);
+        let task = tokio::spawn(self.run(rx, actions));
+        (tx, task)
+    }
+
+    async fn run(self, mut rx: mpsc::Receiver<Command>, actions: mpsc::Sender<Action>) {
+        let mut held: BTreeMap<String, KeepAlive> = BTreeMap::new();
+        while let Some(cmd) = rx.recv().await {
+            match cmd {
+                Command::Probe { target } => {
+                    let Some(t) = self.targets.get(target) else {
+                        continue;
+                    };
+                    let key = format!("{}.leasectl-probe/{}", t.root, new_instance_id());
+                    let (result, text) = match probe_scratch(t.store.as_ref(), &key).await {
+                        Ok(r) => match r.ignored_header() {
+                            None => (
+                                ExclusionReport::Conditional,
+                                format!(
+                                    "{}: conditional (If-None-Match and If-Match honoured)",
+                                    t.url
+                                ),
+                            ),
+                            Some(h) => (
+                                ExclusionReport::Ignored,
+                                format!("{}: ignores {h}: a lease there excludes nobody", t.url),
+                            ),
+                        },
+                        Err(e) => (
+                            ExclusionReport::Error,
+                            format!("{}: probe failed: {e}", t.url),
+                        ),
+                    };
+                    let _ = actions
+                        .send(Action::ProbeDone {
+                            target,
+                            result,
+                            message: text,
+                        })
+                        .await;
+                }
+                Command::Takeover {
+                    target,
+                    prefix,
+                    seen,
+                    watched_for,
+                    reason,
+                    then,
+                    force,
+                } => {
+                    let Some(t) = self.targets.get(target) else {
+                        continue;
+                    };
+                    let key = lease_key(&prefix);
+                    let req = TakeoverRequest {
+                        prefix: prefix.clone(),
+                        seen,
+                        watched_for,
+                        reason,
+                        then,
+                        force,
+                        ttl_s: self.ttl_s,
+                        exclusion: self.exclusion,
+                        target: AuditTarget {
+                            endpoint: t.endpoint.clone(),
+                            bucket: t.bucket.clone(),
+                            key: key.clone(),
+                            url: format!(
+                                "{}{}",
+                                t.url,
+                                prefix.strip_prefix(t.root.as_str()).unwrap_or(&prefix)
+                            ),
+                        },
+                    };
+                    let result =
+                        match takeover(t.store.clone(), self.clock.clone(), &self.audit, req).await
+                        {
+                            Ok(done) => {
+                                let mut msg = format!(
+                                    "taken: {key} now names {} (ETag {})",
+                                    sanitize(&done.written.instance_id),
+                                    done.etag
+                                );
+                                match (&done.released, done.handover_deadline) {
+                                    (Some(r), _) => msg.push_str(&format!("; released ({r:?})")),
+                                    (None, Some(d)) => msg.push_str(&format!(
+                                        "; handed over: the successor must start before {}",
+                                        d.format("%H:%M:%SZ")
+                                    )),
+                                    _ => {}
+                                }
+                                msg.push_str(&format!("; audit: {}", done.audit_path.display()));
+                                let mut held_key = None;
+                                if let Some(lease) = done.held {
+                                    held.insert(key.clone(), KeepAlive::start(lease));
+                                    held_key = Some(key.clone());
+                                    msg.push_str("; held until released on quit");
+                                }
+                                Ok((msg, held_key))
+                            }
+                            Err(e) => Err(e.to_string()),
+                        };
+                    let _ = actions.send(Action::TakeoverDone { key, result }).await;
+                }
+                Command::ReleaseHeld => {
+                    let mut lines = Vec::new();
+                    for (key, keep) in std::mem::take(&mut held) {
+                        let line = match keep.stop().await {
+                            Ok(lease) => match lease.release().await {
+                                Ok(Released::NotOurs(r)) => format!(
+                                    "{key}: not released, now held by {}",
+                                    sanitize(&r.instance_id)
+                                ),
+                                Ok(how) => format!("{key}: released ({how:?})"),
+                                Err(e) => {
+                                    format!("{key}: release failed ({e}); it expires after one TTL")
+                                }
+                            },
+                            Err(e) => format!("{key}: already lost ({e})"),
+                        };
+                        tracing::info!("{line}");
+                        lines.push(line);
+                    }
+                    let _ = actions.send(Action::HeldReleased(lines)).await;
+                }
+            }
+        }
+        // The console is gone without asking: release what is still held.
+        for (_, keep) in held {
+            if let Ok(lease) = keep.stop().await {
+                let _ = lease.release().await;
+            }
+        }
+    }
+}

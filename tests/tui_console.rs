@@ -1,0 +1,376 @@
+//! The full console driven through `App::update` (keys → actions → state) and
+//! drawn into a `TestBackend`: sort, filter, next problem, details, help in OPS
+//! and WATCH mode, the takeover dialog, a tiny terminal.
+
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use leasectl::clock::{ManualClock, SharedClock};
+use leasectl::snapshot::{self, GatherOptions, OpenTarget};
+use leasectl::store::local::LocalStore;
+use leasectl::takeover::Then;
+use leasectl::tui::app::{key_action, Action, App, Field, Mode, SortKey};
+use leasectl::tui::ops::Command;
+use leasectl::tui::ui::render;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+fn at(s: u32) -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, s).unwrap()
+}
+
+fn rec(id: &str, renewed: &str, ttl: u64) -> String {
+    format!(
+        r#"{{"instance_id":"{id}","acquired_at":"2026-11-30T11:00:00Z","renewed_at":"{renewed}","ttl_s":{ttl}}}"#
+    )
+}
+
+fn seed(dir: &std::path::Path) {
+    let w = |p: &str, body: &str| {
+        std::fs::create_dir_all(dir.join(p)).unwrap();
+        std::fs::write(dir.join(p).join("LEASE"), body).unwrap();
+        let lm = std::time::UNIX_EPOCH + Duration::from_secs(at(0).timestamp() as u64 - 5);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.join(p).join("LEASE"))
+            .unwrap()
+            .set_modified(lm)
+            .unwrap();
+    };
+    w("orders", &rec("holder-orders", "2026-11-30T11:59:50Z", 30));
+    w(
+        "billing",
+        &rec("holder-billing", "2026-11-30T11:55:00Z", 30),
+    );
+    w("events", &rec("clock-ahead", "2026-11-30T14:00:00Z", 30));
+    w("ledger", "{\"instance_id\": 42");
+    std::fs::create_dir_all(dir.join("archive")).unwrap();
+}
+
+async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
+    let clock: SharedClock = std::sync::Arc::new(ManualClock::new(at(0)));
+    let open = vec![OpenTarget {
+        target: format!("file://{}/", dir.display()).parse().unwrap(),
+        endpoint: "local".into(),
+        store: std::sync::Arc::new(LocalStore::open(dir).unwrap()),
+    }];
+    let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
+    let mut app = App::new(
+        vec!["file:///srv/backups/".into()],
+        read_only,
+        Duration::from_secs(5),
+        at(0),
+    );
+    app = app.without_pod();
+    app.update(Action::Resize(w, h));
+    app.update(Action::Snapshot(Box::new(snap)));
+    app
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    let k = KeyEvent::new(code, KeyModifiers::NONE);
+    if let Some(a) = key_action(app, k) {
+        app.update(a);
+    }
+}
+
+fn typed(app: &mut App, s: &str) {
+    for c in s.chars() {
+        key(app, KeyCode::Char(c));
+    }
+}
+
+fn screen(app: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| render(app, f)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let mut s = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            s.push_str(buf[(x, y)].symbol());
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn selected_prefix(app: &App) -> String {
+    app.selected_lease().unwrap().1.prefix.clone()
+}
+
+/// Selects the row of `prefix` with the keys (Home, then Down), or panics.
+fn select(app: &mut App, prefix: &str) {
+    key(app, KeyCode::Home);
+    for _ in 0..app.row_count() {
+        if selected_prefix(app) == prefix {
+            return;
+        }
+        key(app, KeyCode::Down);
+    }
+    assert_eq!(selected_prefix(app), prefix);
+}
+
+#[tokio::test]
+async fn sort_filter_and_next_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 120, 20).await;
+    assert_eq!(a.row_count(), 5);
+    assert_eq!(selected_prefix(&a), "archive/");
+    // n jumps to the next stale / suspect / malformed row, wrapping.
+    key(&mut a, KeyCode::Char('n'));
+    assert_eq!(selected_prefix(&a), "billing/"); // stale
+    key(&mut a, KeyCode::Char('n'));
+    assert_eq!(selected_prefix(&a), "events/"); // suspect
+    key(&mut a, KeyCode::Char('n'));
+    assert_eq!(selected_prefix(&a), "ledger/"); // malformed
+    key(&mut a, KeyCode::Char('n'));
+    assert_eq!(selected_prefix(&a), "billing/");
+    // s cycles the sort column: Holder, then Age (oldest first).
+    key(&mut a, KeyCode::Char('s'));
+    assert_eq!(a.sort, SortKey::Holder);
+    key(&mut a, KeyCode::Char('s'));
+    assert_eq!(a.sort, SortKey::Age);
+    let order: Vec<String> = a.rows().map(|p| p.prefix.clone()).collect();
+    assert_eq!(order[0], "billing/", "{order:?}");
+    for _ in 0..3 {
+        key(&mut a, KeyCode::Char('s'));
+    }
+    assert_eq!(a.sort, SortKey::State);
+    let order: Vec<String> = a.rows().map(|p| p.prefix.clone()).collect();
+    assert_eq!(
+        order,
+        ["ledger/", "events/", "billing/", "orders/", "archive/"]
+    );
+    // / filters on prefix or holder; ! negates; Esc clears.
+    key(&mut a, KeyCode::Char('/'));
+    assert!(matches!(a.mode, Mode::Filter));
+    typed(&mut a, "holder-");
+    assert_eq!(a.row_count(), 2);
+    key(&mut a, KeyCode::Enter);
+    assert!(matches!(a.mode, Mode::Normal));
+    let text = screen(&a, 120, 20);
+    assert!(
+        text.contains("filter /holder-") && text.contains("(2 of 5)"),
+        "{text}"
+    );
+    insta::assert_snapshot!("filter_active", text);
+    key(&mut a, KeyCode::Char('/'));
+    key(&mut a, KeyCode::Backspace);
+    for _ in 0.."holder".len() {
+        key(&mut a, KeyCode::Backspace);
+    }
+    assert!(a.filter.is_empty());
+    typed(&mut a, "!holder");
+    key(&mut a, KeyCode::Enter);
+    let shown: Vec<String> = a.rows().map(|p| p.prefix.clone()).collect();
+    // Rows matching neither in prefix nor in holder, still in state order.
+    assert_eq!(shown, ["ledger/", "events/", "archive/"]);
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.row_count(), 5);
+}
+
+#[tokio::test]
+async fn detail_pane_shows_the_record_raw_body_and_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 120, 30).await;
+    select(&mut a, "ledger/");
+    key(&mut a, KeyCode::Enter);
+    assert!(a.detail);
+    let text = screen(&a, 120, 30);
+    assert!(
+        text.contains("raw body") && text.contains("instance_id\\\": 42")
+            || text.contains("\"instance_id\": 42"),
+        "{text}"
+    );
+    assert!(text.contains("not JSON"), "{text}");
+    insta::assert_snapshot!("detail_malformed", text);
+    key(&mut a, KeyCode::Up);
+    key(&mut a, KeyCode::Up);
+    let text = screen(&a, 120, 30);
+    assert!(
+        text.contains("holder-billing") && text.contains("ETag") && text.contains("Last-Modified"),
+        "{text}"
+    );
+    assert!(text.contains("holder skew"), "{text}");
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.detail && !a.quit, "Esc closes the pane before it quits");
+}
+
+#[tokio::test]
+async fn help_is_generated_from_bindings_and_watch_mode_has_no_write_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut ops = app(dir.path(), false, 100, 24).await;
+    key(&mut ops, KeyCode::Char('?'));
+    let text = screen(&ops, 100, 24);
+    assert!(
+        text.contains("take over") && text.contains("probe preconditions"),
+        "{text}"
+    );
+    insta::assert_snapshot!("help_ops", text);
+
+    let mut watch = app(dir.path(), true, 100, 24).await;
+    key(&mut watch, KeyCode::Char('?'));
+    let text = screen(&watch, 100, 24);
+    assert!(
+        !text.contains("take over") && !text.contains("probe preconditions"),
+        "{text}"
+    );
+    assert!(text.contains("WATCH"), "{text}");
+    insta::assert_snapshot!("help_watch", text);
+    key(&mut watch, KeyCode::Esc);
+    // In watch mode t and p do nothing and nothing is queued.
+    key(&mut watch, KeyCode::Char('t'));
+    key(&mut watch, KeyCode::Char('p'));
+    assert!(matches!(watch.mode, Mode::Normal));
+    assert!(watch.outbox.is_empty());
+}
+
+#[tokio::test]
+async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 110, 30).await;
+    select(&mut a, "billing/");
+    let seen_etag = a.selected_lease().unwrap().1.etag.clone();
+    key(&mut a, KeyCode::Char('t'));
+    let Mode::Takeover(d) = &a.mode else {
+        panic!("dialog")
+    };
+    assert_eq!(d.focus, Field::Cancel, "focus starts on Cancel");
+    let text = screen(&a, 110, 30);
+    assert!(
+        text.contains("holder-billing") && text.contains("stale"),
+        "{text}"
+    );
+    insta::assert_snapshot!("takeover_dialog", text);
+    // Enter on Cancel closes without queuing anything.
+    key(&mut a, KeyCode::Enter);
+    assert!(matches!(a.mode, Mode::Normal) && a.outbox.is_empty());
+    // Again: confirm with an empty reason is refused.
+    key(&mut a, KeyCode::Char('t'));
+    key(&mut a, KeyCode::Right); // Cancel → Take over
+    key(&mut a, KeyCode::Enter);
+    let Mode::Takeover(d) = &a.mode else {
+        panic!("dialog stays")
+    };
+    assert!(d.problem.as_deref().unwrap().contains("reason"));
+    assert!(a.outbox.is_empty());
+    // Fill the reason, choose hold, confirm.
+    key(&mut a, KeyCode::Tab); // Confirm → Reason (wraps)
+    typed(&mut a, "INC-7 host gone");
+    key(&mut a, KeyCode::Tab); // → Then
+    key(&mut a, KeyCode::Right); // release → hold
+    key(&mut a, KeyCode::Tab); // → Cancel
+    key(&mut a, KeyCode::Tab); // → Confirm
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.outbox.len(), 1);
+    match &a.outbox[0] {
+        Command::Takeover {
+            prefix,
+            seen,
+            reason,
+            then,
+            force,
+            ..
+        } => {
+            assert_eq!(prefix, "billing/");
+            assert_eq!(seen.etag().map(str::to_owned), seen_etag);
+            assert_eq!(reason, "INC-7 host gone");
+            assert_eq!(*then, Then::Hold);
+            assert!(!force);
+        }
+        c => panic!("{c:?}"),
+    }
+    // The result closes the dialog; the held lease is marked and quitting asks first.
+    a.outbox.clear();
+    a.update(Action::TakeoverDone {
+        key: "billing/LEASE".into(),
+        result: Ok(("taken".into(), Some("billing/LEASE".into()))),
+    });
+    assert!(matches!(a.mode, Mode::Normal));
+    assert!(screen(&a, 110, 30).contains("◆ billing/"));
+    key(&mut a, KeyCode::Char('q'));
+    assert!(matches!(a.mode, Mode::ConfirmQuit) && !a.quit);
+    key(&mut a, KeyCode::Char('y'));
+    assert!(matches!(a.outbox[0], Command::ReleaseHeld));
+    assert!(!a.quit, "waits for the release");
+    a.update(Action::HeldReleased(vec!["billing/LEASE: released".into()]));
+    assert!(a.quit);
+}
+
+#[tokio::test]
+async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 110, 30).await;
+    select(&mut a, "orders/");
+    key(&mut a, KeyCode::Char('t'));
+    key(&mut a, KeyCode::Tab); // Cancel → Confirm
+    key(&mut a, KeyCode::Tab); // → Reason
+    typed(&mut a, "drill");
+    let Mode::Takeover(d) = &a.mode else { panic!() };
+    assert!(d.fields().contains(&Field::TypedPrefix));
+    // Jump to Confirm without typing the prefix.
+    key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
+    key(&mut a, KeyCode::Enter);
+    let Mode::Takeover(d) = &a.mode else { panic!() };
+    assert!(
+        d.problem.as_deref().unwrap().contains("type the prefix"),
+        "{:?}",
+        d.problem
+    );
+    assert!(a.outbox.is_empty());
+    key(&mut a, KeyCode::Esc);
+
+    select(&mut a, "events/");
+    key(&mut a, KeyCode::Char('t'));
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab);
+    typed(&mut a, "clock fixed");
+    key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
+    key(&mut a, KeyCode::Enter);
+    let Mode::Takeover(d) = &a.mode else { panic!() };
+    assert!(
+        d.problem
+            .as_deref()
+            .unwrap()
+            .contains("unchanged for one TTL"),
+        "{:?}",
+        d.problem
+    );
+    key(&mut a, KeyCode::Esc);
+    // Thirty seconds later, same ETag: allowed.
+    a.update(Action::Tick(at(31)));
+    key(&mut a, KeyCode::Char('t'));
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab);
+    typed(&mut a, "clock fixed");
+    key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.outbox.len(), 1, "{:?}", a.mode);
+}
+
+#[tokio::test]
+async fn tiny_terminals_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 20, 5).await;
+    let text = screen(&a, 20, 5);
+    assert!(text.contains("too small"), "{text}");
+    insta::assert_snapshot!("tiny_20x5", text);
+    for (w, h) in [(1, 1), (20, 5), (41, 9), (300, 3), (3, 300)] {
+        a.update(Action::Resize(w, h));
+        key(&mut a, KeyCode::Char('t'));
+        let _ = screen(&a, w, h);
+        key(&mut a, KeyCode::Esc);
+        key(&mut a, KeyCode::Enter);
+        let _ = screen(&a, w, h);
+        key(&mut a, KeyCode::Char('?'));
+        let _ = screen(&a, w, h);
+        key(&mut a, KeyCode::Esc);
+    }
+}
