@@ -32,7 +32,10 @@ fn real_main() -> Result<i32> {
         .display_env_section(false)
         .install()?;
     let cli = Cli::parse();
-    init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. })));
+    // The demo logs to a file in its directory: the terminal belongs to the console.
+    if !matches!(cli.command, Some(Command::Demo { .. })) {
+        init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. })));
+    }
     // Synchronous commands run before any runtime thread exists: `writer exec`
     // masks signals and may exec in place.
     match &cli.command {
@@ -53,7 +56,8 @@ fn real_main() -> Result<i32> {
             })
         }
         Some(Command::PodScan { pod, proc_root, .. }) => return pod_scan(pod, proc_root),
-        None | Some(Command::Probe { .. } | Command::Bucket { .. }) => {}
+        Some(Command::Demo { watchdog: true, .. }) => return Ok(leasectl::demo::watchdog()),
+        None | Some(Command::Probe { .. } | Command::Bucket { .. } | Command::Demo { .. }) => {}
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -157,6 +161,18 @@ async fn run(cli: Cli) -> Result<i32> {
                 command,
             )
             .await)
+        }
+        Some(Command::Demo {
+            ref dir, die_after, ..
+        }) => {
+            // Runs on the main thread (block_on): the demo pods' parent-death
+            // signal is tied to the thread that spawns them.
+            leasectl::demo::run(leasectl::demo::DemoOptions {
+                dir: dir.clone(),
+                die_after,
+                leasectl: std::env::current_exe().wrap_err("locating the leasectl binary")?,
+            })
+            .await
         }
         Some(Command::Writer { .. } | Command::PodScan { .. }) => {
             unreachable!("handled before the runtime starts")
