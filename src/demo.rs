@@ -847,12 +847,27 @@ pub fn init_logging(path: &Path) {
 
 /// `leasectl demo`: prepares the directory, starts the demo, runs the console
 /// on it (operations mode) until the operator quits, then stops everything.
-/// Returns the exit code.
+/// Returns the exit code: 0, or 2 without a terminal or with an unusable `--dir`.
 ///
 /// # Errors
 /// [`DemoError`] when the demo cannot start; terminal errors.
 pub async fn run(opts: DemoOptions) -> color_eyre::Result<i32> {
-    let dir = DemoDir::create(opts.dir.as_deref())?;
+    use std::io::IsTerminal;
+    let dir = match DemoDir::create(opts.dir.as_deref()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("leasectl: {e}");
+            return Ok(crate::snapshot::EXIT_USAGE);
+        }
+    };
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        dir.remove_if_temporary();
+        eprintln!(
+            "leasectl: demo runs the console and needs a terminal (stdin and stdout); \
+             for a JSON snapshot of a running demo, start it with --dir DIR and run leasectl --json file:///DIR/"
+        );
+        return Ok(crate::snapshot::EXIT_USAGE);
+    }
     init_logging(&dir.log_file());
     tracing::info!(dir = %dir.root().display(), audit_log = %dir.audit_log().display(), "demo starting");
     let demo = Demo::start(&opts, dir).await?;

@@ -43,7 +43,10 @@ async fn sample_records_are_judged_as_documented() {
     };
     let at: DateTime<Utc> = "2026-11-30T07:00:00Z".parse().unwrap();
     let report = gather_target(&target, &GatherOptions::default(), || at).await;
-    assert!(report.error.is_none() && report.errors.is_empty(), "{report:?}");
+    assert!(
+        report.error.is_none() && report.errors.is_empty(),
+        "{report:?}"
+    );
     let got: Vec<(String, String)> = report
         .prefixes
         .iter()

@@ -359,7 +359,7 @@ fn json_snapshot_from_another_process_agrees_with_the_demo() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["pid"].to_string() == healthy)
+        .find(|p| p["pid"].as_u64().map(|n| n.to_string()) == Some(healthy.clone()))
         .unwrap();
     assert_eq!(
         (root["duty"].as_str(), root["lock"].as_str()),
@@ -374,25 +374,8 @@ fn json_snapshot_from_another_process_agrees_with_the_demo() {
     poll(Duration::from_secs(10), "every demo process to end", || {
         survivors(&procs).is_empty().then_some(())
     });
-    // A --dir is kept, with the audit log path reserved in it.
+    // A --dir is kept.
     assert!(d.join("orders-db").is_dir());
-
-    // A second run on it starts over; a directory that is not a demo's is refused.
-    let other = dir.path().join("not-a-demo");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(other.join("precious.txt"), "keep me").unwrap();
-    let out = Command::new(bin())
-        .args(["demo", "--dir"])
-        .arg(&other)
-        .output()
-        .unwrap();
-    assert_ne!(out.status.code(), Some(0));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not empty"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(other.join("precious.txt").exists());
 }
 
 /// A crash (`kill -9` of the demo): the watchdog stops the pods and removes
@@ -433,4 +416,42 @@ fn nothing_survives_a_killed_demo() {
                 .then_some(())
         },
     );
+}
+
+/// Usage errors come before anything starts: no terminal, a `--dir` that is
+/// not a demo's. Nothing is left behind.
+#[test]
+fn demo_refuses_without_a_terminal_or_with_a_foreign_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .arg("demo")
+        .env("TMPDIR", tmp.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs a terminal"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(std::fs::read_dir(tmp.path()).unwrap().next().is_none());
+
+    let other = tmp.path().join("not-a-demo");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("precious.txt"), "keep me").unwrap();
+    let out = Command::new(bin())
+        .args(["demo", "--dir"])
+        .arg(&other)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not empty"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(other.join("precious.txt").exists());
+    assert!(!other.join(".leasectl-demo").exists());
 }
