@@ -177,6 +177,28 @@ pub enum Command {
         #[command(subcommand)]
         command: BucketCommand,
     },
+    /// The console on a local store with live simulated holders and two real demo pods:
+    /// no cloud account needed. Quitting stops every demo process and removes the
+    /// temporary directory (a --dir is kept).
+    Demo {
+        /// Use this directory (created if missing; must be empty or a previous demo's)
+        /// instead of a temporary one.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// How long the dying holder renews before it dies (for tests).
+        #[arg(
+            long,
+            hide = true,
+            env = "LEASECTL_DEMO_DIE_AFTER",
+            default_value = "20s",
+            value_parser = parse_duration,
+            value_name = "DURATION"
+        )]
+        die_after: Duration,
+        /// Internal: the demo's watchdog process.
+        #[arg(long, hide = true)]
+        watchdog: bool,
+    },
     /// Print only the pod section as JSON (debugging aid; exit 3 when a verdict fires).
     #[command(hide = true)]
     PodScan {

@@ -34,7 +34,10 @@ fn real_main() -> Result<i32> {
         .display_env_section(false)
         .install()?;
     let cli = Cli::parse();
-    init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. })));
+    // The demo logs to a file in its directory: the terminal belongs to the console.
+    if !matches!(cli.command, Some(Command::Demo { .. })) {
+        init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. })));
+    }
     // Synchronous commands run before any runtime thread exists: `writer exec`
     // masks signals and may exec in place.
     match &cli.command {
@@ -62,7 +65,14 @@ fn real_main() -> Result<i32> {
             };
             return Ok(commands::audit_list(&path, *json, &mut std::io::stdout()));
         }
-        None | Some(Command::Probe { .. } | Command::Bucket { .. } | Command::Takeover { .. }) => {}
+        Some(Command::Demo { watchdog: true, .. }) => return Ok(leasectl::demo::watchdog()),
+        None
+        | Some(
+            Command::Probe { .. }
+            | Command::Bucket { .. }
+            | Command::Takeover { .. }
+            | Command::Demo { .. },
+        ) => {}
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -219,6 +229,18 @@ async fn run(cli: Cli) -> Result<i32> {
             )
             .await)
         }
+        Some(Command::Demo {
+            ref dir, die_after, ..
+        }) => {
+            // Runs on the main thread (block_on): the demo pods' parent-death
+            // signal is tied to the thread that spawns them.
+            leasectl::demo::run(leasectl::demo::DemoOptions {
+                dir: dir.clone(),
+                die_after,
+                leasectl: std::env::current_exe().wrap_err("locating the leasectl binary")?,
+            })
+            .await
+        }
         Some(Command::Writer { .. } | Command::PodScan { .. } | Command::Audit { .. }) => {
             unreachable!("handled before the runtime starts")
         }
@@ -335,9 +357,9 @@ async fn console(cli: Cli) -> Result<i32> {
     // blocking thread (it reads /proc); the UI only receives the result.
     let pod_opts = if args.pod.no_pod {
         app = app.without_pod();
-        None
+        Vec::new()
     } else {
-        Some(scan_options(&args.pod, std::path::Path::new("/proc")))
+        vec![scan_options(&args.pod, std::path::Path::new("/proc"))]
     };
     let ops_targets: Vec<tui::ops::OpsTarget> = open
         .iter()

@@ -61,8 +61,8 @@ pub struct Console {
     pub refresh: Duration,
     /// The bucket gatherer (read side only).
     pub gatherer: Gatherer,
-    /// The pod scan, unless `--no-pod`.
-    pub pod: Option<ScanOptions>,
+    /// The pod scans (merged); empty with `--no-pod`.
+    pub pod: Vec<ScanOptions>,
     /// Request counters shared with the stores.
     pub counters: Arc<Counters>,
     /// The audit log to show entries from.
@@ -75,14 +75,17 @@ pub struct Console {
 async fn gather_once(
     gatherer: &mut Gatherer,
     clock: &SharedClock,
-    pod: &Option<ScanOptions>,
+    pod: &[ScanOptions],
     counters: &Counters,
     audit_path: &Option<PathBuf>,
 ) -> Gathered {
     let scan = async {
-        let so = pod.clone()?;
+        if pod.is_empty() {
+            return None;
+        }
+        let so = pod.to_vec();
         Some(
-            match tokio::task::spawn_blocking(move || crate::writer::scan::scan(&so)).await {
+            match tokio::task::spawn_blocking(move || crate::writer::scan::scan_all(&so)).await {
                 Ok(Ok(pod)) => Ok(pod),
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(e) => Err(format!("pod scan task: {e}")),

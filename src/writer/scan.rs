@@ -1030,3 +1030,33 @@ fn read_proc_locks(root: &Path) -> Vec<procfs::Lock> {
         .filter(|l| l.lock_type == procfs::LockType::FLock)
         .collect()
 }
+
+/// Scans several pods (each with its own options) and merges the results
+/// into one `pod` section: processes by pid, locks by path, verdicts by kind
+/// then pids, as one scan orders them.
+///
+/// Errors: the first scan's error.
+pub fn scan_all(scans: &[ScanOptions]) -> Result<PodSnapshot, WriterError> {
+    let mut parts = Vec::new();
+    for s in scans {
+        parts.push(scan(s)?);
+    }
+    Ok(merge(parts))
+}
+
+/// Merges the snapshots of separate pods into one `pod` section.
+pub fn merge(parts: Vec<PodSnapshot>) -> PodSnapshot {
+    let mut out = PodSnapshot::default();
+    for p in parts {
+        out.processes.extend(p.processes);
+        out.locks.extend(p.locks);
+        out.verdicts.extend(p.verdicts);
+    }
+    out.processes.sort_by_key(|p| p.pid);
+    out.processes.dedup_by_key(|p| p.pid);
+    out.locks.sort_by(|a, b| a.path.cmp(&b.path));
+    out.locks.dedup_by(|a, b| a.path == b.path);
+    out.verdicts
+        .sort_by(|a, b| (a.kind, &a.pids).cmp(&(b.kind, &b.pids)));
+    out
+}
