@@ -34,9 +34,12 @@ fn real_main() -> Result<i32> {
         .display_env_section(false)
         .install()?;
     let cli = Cli::parse();
-    // The demo logs to a file in its directory: the terminal belongs to the console.
-    if !matches!(cli.command, Some(Command::Demo { .. })) {
-        init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. })));
+    // The terminal belongs to the console: the console logs to a file (the demo
+    // to one in its directory); every other command logs to stderr.
+    match &cli.command {
+        Some(Command::Demo { .. }) => {}
+        None if !cli.console.json => init_console_logging(),
+        _ => init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. }))),
     }
     // Synchronous commands run before any runtime thread exists: `writer exec`
     // masks signals and may exec in place.
@@ -96,6 +99,32 @@ fn init_logging(quiet: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
+
+/// The console's log file: `{data dir}/leasectl/console.log` (no logging if it
+/// cannot be opened: nothing may be written to the console's terminal).
+fn init_console_logging() {
+    use tracing_subscriber::EnvFilter;
+    let Some(dir) =
+        directories::ProjectDirs::from("", "", "leasectl").map(|d| d.data_dir().to_owned())
+    else {
+        return;
+    };
+    let file = std::fs::create_dir_all(&dir).and_then(|_| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("console.log"))
+    });
+    let Ok(file) = file else { return };
+    let filter = EnvFilter::try_from_env("LEASECTL_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
         .with_target(false)
         .try_init();
 }

@@ -41,6 +41,28 @@ impl Tmux {
         Self { name }
     }
 
+    /// The session name (to attach from another thread).
+    pub fn clone_name(&self) -> String {
+        self.name.clone()
+    }
+
+    /// A handle on an existing session (its drop kills the session: forget it
+    /// when the original owner should).
+    pub fn attach(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+        }
+    }
+
+    /// Types literal text (no Enter).
+    pub fn type_text(&self, text: &str) {
+        assert!(Command::new("tmux")
+            .args(["send-keys", "-t", &self.name, "-l", text])
+            .status()
+            .unwrap()
+            .success());
+    }
+
     /// Types `keys` (tmux key names, e.g. "q", "Enter", "Down").
     pub fn send(&self, keys: &[&str]) {
         let ok = Command::new("tmux")

@@ -1,0 +1,191 @@
+//! The console end to end in tmux against moto: watch mode never writes (a
+//! method-counting proxy proves it), and an OPS-mode takeover through the
+//! dialog changes the lease's holder and is audited.
+
+mod common;
+
+use std::time::Duration;
+
+use common::proxy::{Mode, Proxy};
+use common::tmux::Tmux;
+use common::*;
+use leasectl::audit::AuditLog;
+use leasectl::bucket::LeaseRecord;
+
+const LONG: Duration = Duration::from_secs(20);
+
+fn stale_record(id: &str) -> Vec<u8> {
+    let t = chrono::Utc::now() - chrono::Duration::minutes(5);
+    LeaseRecord {
+        instance_id: id.into(),
+        acquired_at: t,
+        renewed_at: t,
+        ttl_s: 30,
+    }
+    .to_body()
+}
+
+fn console_cmd(endpoint: &str, extra: &str, url: &str) -> String {
+    format!(
+        "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing-secret AWS_REGION=us-east-1 \
+         AWS_EC2_METADATA_DISABLED=true {} --endpoint-url {endpoint} --path-style --no-pod \
+         --refresh 1s {extra} {url} ; echo EXIT=$?",
+        env!("CARGO_BIN_EXE_leasectl")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_mode_sends_no_write_whatever_is_pressed() {
+    let server = moto(Moto::Conditional);
+    let b = bucket_name("watch-mode");
+    let client = sdk_client(&server.endpoint());
+    create_bucket(&client, &b).await;
+    put_raw(&client, &b, "db1/LEASE", &stale_record("dead-holder")).await;
+    put_raw(&client, &b, "db2/LEASE", b"not json").await;
+    let proxy = Proxy::start(server.port, Mode::Pass).await;
+    let tmux = Tmux::start(140, 30);
+    tmux.type_line(&console_cmd(
+        &proxy.endpoint(),
+        "--read-only",
+        &format!("s3://{b}/"),
+    ));
+    let t = tmux.clone_name();
+    tokio::task::spawn_blocking(move || {
+        let tmux = Tmux::attach(&t);
+        tmux.wait_for(LONG, "the rows", |s| {
+            s.contains("dead-holder") && s.contains("WATCH")
+        });
+        // A sustained run, pressing every key, write keys included.
+        for round in 0..4 {
+            for keys in [
+                &["t"][..],
+                &["Enter"],
+                &["t"],
+                &["Tab"],
+                &["p"],
+                &["Tab"],
+                &["n"],
+                &["s"],
+                &["Enter"],
+                &["?"],
+                &["Escape"],
+                &["/"],
+                &["d", "b"],
+                &["Enter"],
+                &["Escape"],
+                &["Down"],
+                &["t"],
+                &["y"],
+                &["p"],
+            ] {
+                tmux.send(keys);
+                std::thread::sleep(Duration::from_millis(60));
+            }
+            let s = tmux.screen();
+            assert!(
+                !s.contains("take over ") || !s.contains("Replace this lease"),
+                "round {round}: a dialog opened in watch mode:\n{s}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        tmux.send(&["q"]);
+        tmux.wait_for(LONG, "the console to exit", |s| s.contains("EXIT=0"));
+        std::mem::forget(tmux); // the outer guard kills the session
+    })
+    .await
+    .unwrap();
+    let counts = proxy.counts();
+    assert_eq!(proxy.writes(), 0, "watch mode wrote: {counts:?}");
+    assert!(
+        counts.get("GET").copied().unwrap_or(0) >= 10,
+        "it did read, repeatedly: {counts:?}"
+    );
+    drop(tmux);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn takeover_through_the_dialog_changes_the_holder_and_is_audited() {
+    let server = moto(Moto::Conditional);
+    let b = bucket_name("console-takeover");
+    let client = sdk_client(&server.endpoint());
+    create_bucket(&client, &b).await;
+    put_raw(&client, &b, "db1/LEASE", &stale_record("dead-holder")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let tmux = Tmux::start(140, 34);
+    tmux.type_line(&console_cmd(
+        &server.endpoint(),
+        &format!("--audit-log {}", log.display()),
+        &format!("s3://{b}/"),
+    ));
+    let t = tmux.clone_name();
+    let endpoint = server.endpoint();
+    tokio::task::spawn_blocking(move || {
+        let tmux = Tmux::attach(&t);
+        tmux.wait_for(LONG, "the stale row", |s| {
+            s.contains("dead-holder") && s.contains("stale")
+        });
+        tmux.send(&["t"]);
+        tmux.wait_for(LONG, "the dialog", |s| {
+            s.contains("Replace this lease?") && s.contains("dead-holder")
+        });
+        tmux.send(&["Tab"]); // Cancel → Take over
+        tmux.send(&["Tab"]); // → reason
+        tmux.type_text("INC-99 db host lost");
+        tmux.send(&["Tab"]); // → then
+        tmux.send(&["Right"]); // release → hold
+        tmux.send(&["BTab"]); // → reason
+        tmux.send(&["BTab"]); // → Take over
+        tmux.send(&["Enter"]);
+        let s = tmux.wait_for(LONG, "the result", |s| {
+            s.contains("taken:") || s.contains("takeover of")
+        });
+        assert!(s.contains("taken:"), "{s}");
+        tmux.wait_for(LONG, "the held marker", |s| s.contains("◆ db1/"));
+        let _ = endpoint;
+        std::mem::forget(tmux);
+    })
+    .await
+    .unwrap();
+    // The LEASE names a new holder now.
+    let out = client
+        .get_object()
+        .bucket(&b)
+        .key("db1/LEASE")
+        .send()
+        .await
+        .unwrap();
+    let body = out.body.collect().await.unwrap().into_bytes();
+    let rec = LeaseRecord::parse(&body, body.len() as u64).unwrap();
+    assert_ne!(rec.instance_id, "dead-holder");
+    let entries = AuditLog::read(&log).unwrap();
+    assert_eq!(entries.len(), 2, "{entries:#?}");
+    assert_eq!(entries[0].phase, "intent");
+    assert_eq!(entries[0].reason, "INC-99 db host lost");
+    assert_eq!(
+        entries[0].observed.record.as_ref().unwrap().instance_id,
+        "dead-holder"
+    );
+    assert_eq!(
+        entries[1].written.as_ref().unwrap().record.instance_id,
+        rec.instance_id
+    );
+    assert_eq!(entries[1].then, "hold");
+    // Quitting asks, then releases the held lease.
+    tmux.send(&["q"]);
+    tmux.wait_for(LONG, "the quit prompt", |s| {
+        s.contains("Release them and quit?")
+    });
+    tmux.send(&["y"]);
+    tmux.wait_for(LONG, "the console to exit", |s| s.contains("EXIT=0"));
+    assert!(
+        client
+            .get_object()
+            .bucket(&b)
+            .key("db1/LEASE")
+            .send()
+            .await
+            .is_err(),
+        "the held lease was released on quit"
+    );
+}
