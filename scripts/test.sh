@@ -7,3 +7,6 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export LEASECTL_VENV_DIR="${LEASECTL_VENV_DIR:-$repo/.venv}"
 cd "$repo"
 cargo test --all-targets "$@"
+# Doc tests (e.g. the compile-time proof that a read-only store cannot be written)
+# are not part of --all-targets.
+if [ $# -eq 0 ]; then cargo test --doc; fi
