@@ -807,18 +807,7 @@ pub fn watchdog() -> i32 {
 /// Sends the demo's logs (the engine's, the holders') to `path`: the terminal
 /// belongs to the console. Honours `LEASECTL_LOG`; default `info`.
 pub fn init_logging(path: &Path) {
-    use tracing_subscriber::EnvFilter;
-    let Ok(file) = fs::OpenOptions::new().create(true).append(true).open(path) else {
-        return;
-    };
-    let filter = EnvFilter::try_from_env("LEASECTL_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::sync::Mutex::new(file))
-        .with_ansi(false)
-        .with_target(false)
-        .try_init();
+    crate::logfile::init(path);
 }
 
 /// `leasectl demo`: prepares the directory, starts the demo, runs the console

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod demo;
+pub mod logfile;
 pub mod snapshot;
 pub mod store;
 pub mod takeover;

@@ -103,30 +103,20 @@ fn init_logging(quiet: bool) {
         .try_init();
 }
 
-/// The console's log file: `{data dir}/leasectl/console.log` (no logging if it
-/// cannot be opened: nothing may be written to the console's terminal).
+/// The console's log file: `{data dir}/leasectl/console.log` (nothing may be
+/// written to the console's terminal).
 fn init_console_logging() {
-    use tracing_subscriber::EnvFilter;
-    let Some(dir) =
-        directories::ProjectDirs::from("", "", "leasectl").map(|d| d.data_dir().to_owned())
-    else {
-        return;
-    };
-    let file = std::fs::create_dir_all(&dir).and_then(|_| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("console.log"))
-    });
-    let Ok(file) = file else { return };
-    let filter = EnvFilter::try_from_env("LEASECTL_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::sync::Mutex::new(file))
-        .with_ansi(false)
-        .with_target(false)
-        .try_init();
+    if let Some(d) = directories::ProjectDirs::from("", "", "leasectl") {
+        leasectl::logfile::init(&d.data_dir().join("console.log"));
+    }
+}
+
+/// Parses a TARGET URL; a bad one is a usage error (printed, exit 2).
+fn target_or_usage(url: &str) -> std::result::Result<Target, i32> {
+    url.parse::<Target>().map_err(|e| {
+        eprintln!("leasectl: {e}");
+        EXIT_USAGE
+    })
 }
 
 fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
@@ -150,12 +140,9 @@ async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         None => console(cli).await,
         Some(Command::Probe { ref target }) => {
-            let target = match target.parse::<Target>() {
+            let target = match target_or_usage(target) {
                 Ok(t) => t,
-                Err(e) => {
-                    eprintln!("leasectl: {e}");
-                    return Ok(EXIT_USAGE);
-                }
+                Err(code) => return Ok(code),
             };
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
             let store = connector
@@ -174,12 +161,9 @@ async fn run(cli: Cli) -> Result<i32> {
                     ref command,
                 },
         }) => {
-            let target = match prefix_url.parse::<Target>() {
+            let target = match target_or_usage(prefix_url) {
                 Ok(t) => t,
-                Err(e) => {
-                    eprintln!("leasectl: {e}");
-                    return Ok(EXIT_USAGE);
-                }
+                Err(code) => return Ok(code),
             };
             if ttl < Duration::from_secs(3) {
                 eprintln!("leasectl: --ttl must be at least 3s");
@@ -216,12 +200,9 @@ async fn run(cli: Cli) -> Result<i32> {
             ttl,
             ref audit,
         }) => {
-            let target = match prefix_url.parse::<Target>() {
+            let target = match target_or_usage(prefix_url) {
                 Ok(t) => t,
-                Err(e) => {
-                    eprintln!("leasectl: {e}");
-                    return Ok(EXIT_USAGE);
-                }
+                Err(code) => return Ok(code),
             };
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
             // The audit log is opened before anything else: no log, no write.

@@ -507,27 +507,16 @@ impl Gatherer {
     }
 }
 
-/// Gathers every target concurrently into one snapshot, judged at one instant.
+/// Gathers every target concurrently into one snapshot, judged at one
+/// instant (one listing, unconditional GETs: a [`Gatherer`] with no history).
 pub async fn gather(
     targets: &[OpenTarget],
     opts: &GatherOptions,
     clock: &crate::clock::SharedClock,
 ) -> Snapshot {
-    let reports = futures::future::join_all(
-        targets
-            .iter()
-            .map(|t| gather_target(t, opts, || clock.wall())),
-    )
-    .await;
-    let mut snap = Snapshot {
-        schema_version: SCHEMA_VERSION,
-        generated_at: clock.wall(),
-        reader_clock: ReaderClock { now: clock.wall() },
-        targets: reports,
-        pod: PodSnapshot::default(),
-    };
-    snap.rejudge(clock.wall());
-    snap
+    Gatherer::new(targets.to_vec(), opts.clone(), 1)
+        .gather(clock)
+        .await
 }
 
 fn round_ms(s: f64) -> f64 {

@@ -1,0 +1,29 @@
+//! Logging to a file, for the modes that own the terminal (the console, the demo).
+
+use std::path::Path;
+
+/// Sends this process's logs to `path` (appended; parent directories created).
+/// Honours `LEASECTL_LOG` (default `info`, the AWS SDK's own chatter at
+/// `error`). If the file cannot be opened nothing is logged: a log line must
+/// never land on the console's screen.
+pub fn init(path: &Path) {
+    use tracing_subscriber::EnvFilter;
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    else {
+        return;
+    };
+    let filter = EnvFilter::try_from_env("LEASECTL_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .with_target(false)
+        .try_init();
+}
