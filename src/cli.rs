@@ -82,19 +82,19 @@ pub struct PodArgs {
 #[derive(Debug, Args, Clone)]
 pub struct S3Args {
     /// S3 endpoint (MinIO, R2, …); AWS_ENDPOINT_URL is honoured too.
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", value_parser = parse_endpoint)]
     pub endpoint_url: Option<String>,
     /// AWS region (default: the AWS chain, then us-east-1).
-    #[arg(long, global = true, value_name = "R")]
+    #[arg(long, global = true, value_name = "R", value_parser = parse_plain_name)]
     pub region: Option<String>,
     /// AWS profile name.
-    #[arg(long, global = true, value_name = "P")]
+    #[arg(long, global = true, value_name = "P", value_parser = parse_plain_name)]
     pub profile: Option<String>,
     /// Path-style addressing (needed by MinIO and most self-hosted services).
     #[arg(long, global = true)]
     pub path_style: bool,
     /// Deadline of each request (e.g. 10s).
-    #[arg(long, global = true, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, global = true, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     pub timeout: Duration,
     /// Exclusion mode: `off` = best-effort (read, then unconditional write).
     /// Also MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off.
@@ -155,8 +155,9 @@ pub enum Command {
         /// Do not ask for confirmation (scripts and runbooks).
         #[arg(long)]
         yes: bool,
-        /// TTL of the lease written.
-        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        /// TTL of the lease written (whole seconds, 3s to 1h); a hand-over's successor must
+        /// start within it.
+        #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
         ttl: Duration,
         /// Audit log options.
         #[command(flatten)]
@@ -241,13 +242,17 @@ pub enum BucketCommand {
         /// The prefix: s3://bucket/path/ or file:///dir/.
         #[arg(value_name = "PREFIX_URL")]
         prefix_url: String,
-        /// Lease TTL (whole seconds, at least 3s).
-        #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+        /// Lease TTL (whole seconds, 3s to 1h).
+        #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
         ttl: Duration,
         /// Keep trying to acquire for this long (a fresh lease going stale, a suspect one
         /// watched for a TTL) before giving up.
         #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
         wait: Duration,
+        /// Take the lease as this instance id (default: a new random one). A lease handed
+        /// over with `takeover --then handover:ID` is adopted at once by `--instance-id ID`.
+        #[arg(long, value_name = "ID", value_parser = parse_instance_id)]
+        instance_id: Option<String>,
         /// Time CMD gets between SIGTERM and SIGKILL when the fence closes.
         #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
         grace: Duration,
@@ -274,6 +279,80 @@ pub enum WriterCommand {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
     },
+}
+
+/// Parses a lease TTL: whole seconds from 3 s to one hour (a longer one is
+/// judged suspect by every reader; a shorter one cannot be renewed in time).
+pub fn parse_ttl(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    let max = crate::bucket::MAX_SANE_TTL_S;
+    if d.subsec_nanos() != 0 || d.as_secs() < 3 || d.as_secs() > max {
+        return Err(format!("a TTL must be whole seconds from 3s to {max}s"));
+    }
+    Ok(d)
+}
+
+/// Parses a per-request timeout: at least 100 ms.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(100) {
+        return Err("a timeout must be at least 100ms".into());
+    }
+    Ok(d)
+}
+
+/// Parses an instance id: 1 to 256 characters, no whitespace or control characters.
+pub fn parse_instance_id(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > 256 || s.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("expected 1 to 256 characters without spaces or control characters".into());
+    }
+    Ok(s.to_owned())
+}
+
+/// Parses an endpoint URL: `http://` or `https://` with a host.
+pub fn parse_endpoint(s: &str) -> Result<String, String> {
+    let u = url::Url::parse(s).map_err(|e| format!("not a URL ({e})"))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) {
+        return Err("expected http://host[:port] or https://host[:port]".into());
+    }
+    Ok(s.to_owned())
+}
+
+/// Parses a region or profile name: letters, digits, `-`, `_`, `.`, 1 to 64 characters.
+pub fn parse_plain_name(s: &str) -> Result<String, String> {
+    if s.is_empty()
+        || s.len() > 64
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err("expected 1 to 64 letters, digits, '-', '_' or '.'".into());
+    }
+    Ok(s.to_owned())
+}
+
+/// The AWS environment variables that end up in request headers or URLs. A
+/// value with a control character (or outside printable ASCII) would make the
+/// SDK fail deep inside request signing, so it is refused up front.
+pub const CHECKED_ENV: &[&str] = &[
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
+];
+
+/// The first variable of [`CHECKED_ENV`] whose value is not printable ASCII
+/// (its name only: the value may be a secret).
+pub fn bad_aws_env() -> Option<&'static str> {
+    CHECKED_ENV.iter().copied().find(|name| {
+        std::env::var_os(name).is_some_and(|v| {
+            v.to_str()
+                .is_none_or(|v| !v.chars().all(|c| c.is_ascii_graphic()))
+        })
+    })
 }
 
 /// Parses a humantime duration such as `5s` or `1m30s`.

@@ -78,18 +78,34 @@ fn print_report(r: &PreconditionReport, out: &mut impl std::io::Write) {
     let _ = writeln!(out, "verdict: {verdict}");
 }
 
+/// How `bucket hold` runs.
+pub struct HoldOptions {
+    /// The lease (TTL, exclusion).
+    pub config: LeaseConfig,
+    /// Take the lease as this id (default: a new random one).
+    pub instance_id: Option<String>,
+    /// Keep retrying the acquire for this long.
+    pub wait: Duration,
+    /// Time between SIGTERM and SIGKILL when the fence closes.
+    pub grace: Duration,
+}
+
 /// `bucket hold`: acquire the lease on `prefix`, run `command` while it is
 /// held, stop it when the fence closes. Returns the process exit code.
 pub async fn hold(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     prefix: &str,
-    config: LeaseConfig,
-    wait: Duration,
-    grace: Duration,
+    opts: HoldOptions,
     command: &[OsString],
 ) -> i32 {
-    let id = new_instance_id();
+    let HoldOptions {
+        config,
+        instance_id,
+        wait,
+        grace,
+    } = opts;
+    let id = instance_id.unwrap_or_else(new_instance_id);
     let mut watch = LeaseWatch::new();
     let deadline = tokio::time::Instant::now() + wait;
     let lease = loop {
@@ -321,7 +337,11 @@ pub async fn takeover_cmd(
     let describe = |obs: &Observed, out: &mut (dyn std::io::Write + Send)| {
         let j = judge(obs, clock.wall());
         let _ = writeln!(out, "lease    {} ({})", key, a.url);
-        let _ = writeln!(out, "state    {}: {}", j.state, j.sentence());
+        let sentence = j.sentence();
+        let rest = sentence
+            .strip_prefix(&format!("{}: ", j.state))
+            .unwrap_or(&sentence);
+        let _ = writeln!(out, "state    {}: {rest}", j.state);
         if let Some(r) = obs.record() {
             let _ = writeln!(out, "holder   {}", sanitize(&r.instance_id));
             let _ = writeln!(

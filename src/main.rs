@@ -22,7 +22,10 @@ fn main() {
     let code = match real_main() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("leasectl: {e:?}");
+            // The whole cause chain, escaped: it may quote paths or values
+            // that came from outside.
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("leasectl: {}", leasectl::text::sanitize(&chain.join(": ")));
             1
         }
     };
@@ -34,6 +37,28 @@ fn real_main() -> Result<i32> {
         .display_env_section(false)
         .install()?;
     let cli = Cli::parse();
+    if let Some(name) = leasectl::cli::bad_aws_env() {
+        eprintln!(
+            "leasectl: the environment variable {name} holds a control character or a non-ASCII \
+             character; fix or unset it (its value is not shown: it may be a secret)"
+        );
+        return Ok(EXIT_USAGE);
+    }
+    // Watch mode promises that nothing writes: a writing command cannot run in it.
+    if cli.console.read_only {
+        let writes = match &cli.command {
+            Some(Command::Probe { .. }) => Some("probe"),
+            Some(Command::Takeover { .. }) => Some("takeover"),
+            Some(Command::Bucket { .. }) => Some("bucket hold"),
+            Some(Command::Writer { .. }) => Some("writer exec"),
+            Some(Command::Demo { .. }) => Some("demo"),
+            _ => None,
+        };
+        if let Some(cmd) = writes {
+            eprintln!("leasectl: --read-only cannot be combined with `{cmd}`, which writes");
+            return Ok(EXIT_USAGE);
+        }
+    }
     // The terminal belongs to the console: the console logs to a file (the demo
     // to one in its directory); every other command logs to stderr.
     match &cli.command {
@@ -158,6 +183,7 @@ async fn run(cli: Cli) -> Result<i32> {
                     ttl,
                     wait,
                     grace,
+                    ref instance_id,
                     ref command,
                 },
         }) => {
@@ -165,10 +191,6 @@ async fn run(cli: Cli) -> Result<i32> {
                 Ok(t) => t,
                 Err(code) => return Ok(code),
             };
-            if ttl < Duration::from_secs(3) {
-                eprintln!("leasectl: --ttl must be at least 3s");
-                return Ok(EXIT_USAGE);
-            }
             let best_effort = cli.s3.conditional == Some(OnOff::Off);
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout.min(ttl / 3)));
             let store = connector
@@ -183,9 +205,12 @@ async fn run(cli: Cli) -> Result<i32> {
                 store,
                 SystemClock::shared(),
                 target.prefix(),
-                config,
-                wait,
-                grace,
+                commands::HoldOptions {
+                    config,
+                    instance_id: instance_id.clone(),
+                    wait,
+                    grace,
+                },
                 command,
             )
             .await)
@@ -308,7 +333,12 @@ async fn console(cli: Cli) -> Result<i32> {
     let mut open = Vec::new();
     let mut writable = Vec::new();
     for t in &targets {
-        let store = connector.open(t).await.map_err(|e| eyre!("{t}: {e}"))?;
+        // A target that cannot even be opened (a missing directory) is shown as
+        // unreachable next to the others.
+        let store: Arc<dyn ObjectStore> = match connector.open(t).await {
+            Ok(s) => s,
+            Err(e) => Arc::new(leasectl::store::Unavailable::new(t.to_string(), e)),
+        };
         let counted: Arc<dyn ObjectStore> = Arc::new(Counting::new(store, counters.clone()));
         open.push(OpenTarget {
             target: t.clone(),
@@ -330,10 +360,14 @@ async fn console(cli: Cli) -> Result<i32> {
         let mut snap = snapshot::gather(&open, &opts, &clock).await;
         if !args.pod.no_pod {
             let so = scan_options(&args.pod, std::path::Path::new("/proc"));
-            snap.pod = tokio::task::spawn_blocking(move || scan::scan(&so))
-                .await
-                .wrap_err("pod scan task")?
-                .wrap_err("scanning the pod (/proc)")?;
+            match tokio::task::spawn_blocking(move || scan::scan(&so)).await {
+                Ok(Ok(pod)) => snap.pod = pod,
+                Ok(Err(e)) => snap.pod_error = Some(format!("scanning the pod: {e}")),
+                Err(e) => snap.pod_error = Some(format!("pod scan task: {e}")),
+            }
+            if let Some(e) = &snap.pod_error {
+                eprintln!("leasectl: {}", leasectl::text::sanitize(e));
+            }
         }
         for t in &snap.targets {
             if let Some(e) = &t.error {
@@ -356,6 +390,15 @@ async fn console(cli: Cli) -> Result<i32> {
         return Ok(snap.exit_code());
     }
 
+    {
+        use std::io::IsTerminal;
+        if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+            eprintln!(
+                "leasectl: the console needs a terminal (stdin and stdout); use --json for a snapshot"
+            );
+            return Ok(EXIT_USAGE);
+        }
+    }
     let mut app = tui::app::App::new(
         targets.iter().map(|t| t.to_string()).collect(),
         args.read_only,

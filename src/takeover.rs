@@ -161,6 +161,9 @@ pub enum TakeoverError {
         /// The store.
         service: String,
     },
+    /// The TTL asked for is zero or over one hour (readers would call it suspect).
+    #[error("a lease TTL must be between 1 and {max} seconds, not {0}", max = crate::bucket::MAX_SANE_TTL_S)]
+    BadTtl(u64),
     /// The audit log could not be written: nothing was sent.
     #[error("{0}; nothing was sent to the bucket")]
     Audit(#[from] AuditError),
@@ -212,6 +215,9 @@ pub async fn takeover(
     let key = lease_key(&req.prefix);
     if req.reason.trim().is_empty() {
         return Err(TakeoverError::NoReason);
+    }
+    if req.ttl_s == 0 || req.ttl_s > crate::bucket::MAX_SANE_TTL_S {
+        return Err(TakeoverError::BadTtl(req.ttl_s));
     }
     let now = clock.wall();
     let j = judge(&req.seen, now);

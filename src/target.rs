@@ -59,7 +59,9 @@ impl FromStr for Target {
             if path.chars().any(|c| c.is_control()) {
                 return Err(err("control characters in the path"));
             }
-            let mut prefix = path.trim_start_matches('/').to_owned();
+            // The path is kept as given: `s3://b//x/` names prefix `/x/`, a
+            // different one from `x/`.
+            let mut prefix = path.to_owned();
             if !prefix.is_empty() && !prefix.ends_with('/') {
                 prefix.push('/');
             }
@@ -78,6 +80,9 @@ impl FromStr for Target {
             let dir = u
                 .to_file_path()
                 .map_err(|_| err("not an absolute local path"))?;
+            if dir.to_string_lossy().chars().any(char::is_control) {
+                return Err(err("control characters in the path"));
+            }
             return Ok(Target::Local { dir });
         }
         Err(err("unknown scheme"))
@@ -157,7 +162,7 @@ impl Connector {
                     .get_or_init(|| crate::store::s3::shared_config(&self.opts))
                     .await;
                 cfg.endpoint_url()
-                    .map(str::to_owned)
+                    .map(|e| crate::store::s3::redact_url(e).0)
                     .unwrap_or_else(|| "AWS S3".to_owned())
             }
         }

@@ -31,6 +31,18 @@ pub fn sanitize(s: &str) -> String {
     out
 }
 
+/// Like [`sanitize`], but keeps at most `max` characters of `s`, saying how
+/// many were left out: for values from outside (an environment variable) that
+/// may be arbitrarily long.
+pub fn sanitize_cut(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return sanitize(s);
+    }
+    let head: String = s.chars().take(max).collect();
+    format!("{}… ({n} characters)", sanitize(&head))
+}
+
 /// Bytes that may not be UTF-8, shown safely: invalid sequences become `\xNN`,
 /// the rest goes through [`sanitize`].
 pub fn sanitize_bytes(b: &[u8]) -> String {
@@ -62,6 +74,13 @@ mod tests {
         assert_eq!(sanitize("héllo wörld"), "héllo wörld");
         assert_eq!(sanitize("a\u{202e}b"), "a\\u{202e}b");
         assert_eq!(sanitize("a\\nb"), "a\\\\nb");
+    }
+
+    #[test]
+    fn long_values_are_cut() {
+        assert_eq!(sanitize_cut("abc", 5), "abc");
+        assert_eq!(sanitize_cut("abcdefgh", 3), "abc… (8 characters)");
+        assert_eq!(sanitize_cut("\x1b[2Jxyz", 2), "\\x1b[… (7 characters)");
     }
 
     #[test]

@@ -265,3 +265,34 @@ fn best_effort_mode_is_logged_at_warn() {
     assert!(err.contains("WARN") && err.contains("best-effort"), "{err}");
     assert!(err.contains("BestEffort"), "{err}");
 }
+
+#[test]
+fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let t = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+    std::fs::write(
+        dir.path().join("db/LEASE"),
+        format!(r#"{{"instance_id":"dead","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#),
+    )
+    .unwrap();
+    let url = file_url(&dir.path().join("db"));
+    let log = dir.path().join("audit.jsonl").display().to_string();
+    let mut c = bin();
+    c.args(["takeover", &url, "--reason", "move to successor", "--yes"])
+        .args(["--then", "handover:successor-7", "--audit-log", &log]);
+    let out = run(c);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // Someone else is refused: the handed-over lease is fresh.
+    let mut c = bin();
+    c.args(["bucket", "hold", &url, "--", "true"]);
+    assert_eq!(run(c).status.code(), Some(4));
+    // The named successor adopts it at once.
+    let marker = dir.path().join("ran");
+    let mut c = bin();
+    c.args(["bucket", "hold", &url, "--instance-id", "successor-7", "--", "touch"])
+        .arg(&marker);
+    let out = run(c);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(marker.exists());
+}

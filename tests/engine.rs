@@ -572,3 +572,48 @@ async fn dropping_the_keep_alive_stops_renewing() {
     let (_, after) = current(store.as_ref(), "db/LEASE").await.unwrap();
     assert_eq!(renewed, after, "no renewal after the drop");
 }
+
+/// Two local stores rooted at different levels of one tree (`file:///d/` and
+/// `file:///d/db1/`) address the same LEASE file; their conditional writes
+/// must still exclude each other (the lock lives beside the object).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_stores_rooted_at_different_levels_exclude_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db1")).unwrap();
+    let outer: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let inner: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path().join("db1")).unwrap());
+    for trial in 0..20 {
+        let t = Utc::now() - chrono::Duration::minutes(5);
+        let stale = LeaseRecord {
+            instance_id: format!("dead-{trial}"),
+            acquired_at: t,
+            renewed_at: t,
+            ttl_s: 30,
+        };
+        outer
+            .put("db1/LEASE", stale.to_body(), PutCondition::None)
+            .await
+            .unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(8));
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let (store, prefix) = if i % 2 == 0 {
+                (outer.clone(), "db1/")
+            } else {
+                (inner.clone(), "")
+            };
+            let barrier = barrier.clone();
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                BucketLease::acquire(store, sys(), prefix, cfg(30), &mut LeaseWatch::new())
+                    .await
+                    .is_ok()
+            }));
+        }
+        let mut winners = 0;
+        for t in tasks {
+            winners += usize::from(t.await.unwrap());
+        }
+        assert_eq!(winners, 1, "trial {trial}");
+    }
+}

@@ -214,7 +214,7 @@ impl AuditLog {
     ///
     /// Errors: [`AuditError::Read`]; a missing file is an empty log.
     pub fn read(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
-        let text = match std::fs::read_to_string(path) {
+        let bytes = match std::fs::read(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => {
@@ -225,11 +225,12 @@ impl AuditLog {
             }
         };
         let mut out = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
+        // Line by line as bytes: one torn or non-UTF-8 line must not hide the rest.
+        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            match serde_json::from_str::<AuditEntry>(line) {
+            match serde_json::from_slice::<AuditEntry>(line) {
                 Ok(e) => out.push(e),
                 Err(e) => tracing::warn!("audit log line {} unreadable: {e}", i + 1),
             }

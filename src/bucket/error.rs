@@ -67,6 +67,10 @@ pub enum LeaseError {
         /// What it answered.
         detail: String,
     },
+    /// The TTL asked for is zero or over [`super::MAX_SANE_TTL_S`]: every
+    /// reader would judge such a record suspect.
+    #[error("a lease TTL must be between 1 and {max} seconds, not {0}", max = super::MAX_SANE_TTL_S)]
+    InvalidTtl(u64),
     /// Concurrent writers kept the key changing; gave up after several re-reads.
     #[error("{key} kept changing under concurrent writes; try again")]
     Contended {

@@ -152,6 +152,9 @@ impl BucketLease {
         watch: &mut LeaseWatch,
     ) -> Result<Self, LeaseError> {
         let key = lease_key(prefix);
+        if config.ttl_s == 0 || config.ttl_s > super::record::MAX_SANE_TTL_S {
+            return Err(LeaseError::InvalidTtl(config.ttl_s));
+        }
         if config.exclusion == Exclusion::BestEffort {
             tracing::warn!(
                 key = %key,

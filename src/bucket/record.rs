@@ -119,14 +119,15 @@ impl LeaseRecord {
 #[error("malformed LEASE: {0}")]
 pub struct Malformed(pub String);
 
-/// `{prefix}/LEASE`: the key of the lease object for `prefix` (a trailing `/`
-/// on `prefix` is not doubled; the empty prefix gives `LEASE`).
+/// `{prefix}/LEASE`: the key of the lease object for `prefix`. A prefix that
+/// already ends in `/` gets no second one (`a/` → `a/LEASE`); the empty prefix
+/// gives `LEASE`. Nothing else is changed: `x//` → `x//LEASE` (S3 keys may hold
+/// empty segments, and that is a different object from `x/LEASE`).
 pub fn lease_key(prefix: &str) -> String {
-    let p = prefix.trim_end_matches('/');
-    if p.is_empty() {
-        "LEASE".to_owned()
+    if prefix.is_empty() || prefix.ends_with('/') {
+        format!("{prefix}LEASE")
     } else {
-        format!("{p}/LEASE")
+        format!("{prefix}/LEASE")
     }
 }
 
@@ -218,6 +219,8 @@ mod tests {
         assert_eq!(lease_key("backups/db1/"), "backups/db1/LEASE");
         assert_eq!(lease_key("backups/db1"), "backups/db1/LEASE");
         assert_eq!(lease_key(""), "LEASE");
+        assert_eq!(lease_key("x//"), "x//LEASE");
+        assert_eq!(lease_key("/"), "/LEASE");
         let id = new_instance_id();
         assert_eq!(id.len(), 32);
         assert!(id

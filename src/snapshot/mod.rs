@@ -170,6 +170,8 @@ pub struct Snapshot {
     pub targets: Vec<TargetReport>,
     /// The local pod.
     pub pod: PodSnapshot,
+    /// Why the pod could not be scanned (null when it was, or when not asked).
+    pub pod_error: Option<String>,
 }
 
 /// Exit code: every target gathered and healthy.
@@ -190,6 +192,7 @@ impl Snapshot {
             .targets
             .iter()
             .any(|t| t.error.is_some() || !t.errors.is_empty())
+            || self.pod_error.is_some()
         {
             EXIT_UNREACHABLE
         } else if self
@@ -280,7 +283,8 @@ pub async fn discover(
         let lists: Vec<(String, Result<crate::store::Listing, StoreError>)> =
             stream::iter(frontier.iter().cloned())
                 .map(|p| async move {
-                    let r = timed(opts.request_timeout, &p, store.list(&p)).await;
+                    let what = format!("listing {} under {p:?}", store.describe());
+                    let r = timed(opts.request_timeout, &what, store.list(&p)).await;
                     (p, r)
                 })
                 .buffer_unordered(opts.concurrency.max(1))
@@ -397,16 +401,18 @@ pub async fn gather_target_cached(
     };
     candidates.retain(|c| c != &root);
     let cached = &cache.observed;
+    let root_what = format!("reading {} {}", store.describe(), lease_key(&root));
     let root_obs = timed(
         opts.request_timeout,
-        &root,
+        &root_what,
         observe_cached(store, &root, cached.get(&root)),
     );
     let rows: Vec<(String, Result<Observed, StoreError>)> = stream::iter(candidates)
         .map(|p| async move {
+            let what = format!("reading {} {}", store.describe(), lease_key(&p));
             let r = timed(
                 opts.request_timeout,
-                &p,
+                &what,
                 observe_cached(store, &p, cached.get(&p)),
             )
             .await;
@@ -501,6 +507,7 @@ impl Gatherer {
             reader_clock: ReaderClock { now: clock.wall() },
             targets: reports,
             pod: PodSnapshot::default(),
+            pod_error: None,
         };
         snap.rejudge(clock.wall());
         snap

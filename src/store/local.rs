@@ -6,7 +6,11 @@
 //! and hard-links it into place, which fails atomically if the key exists. A
 //! replace or delete takes a per-key `flock` (so concurrent processes serialise),
 //! checks the ETag, then renames (or unlinks) and fsyncs the directory.
-//! Internal files live under `{root}/.leasectl-tmp/`, which listings hide.
+//!
+//! The lock file and temp files live **beside the object** (`.NAME.leasectl-lock`,
+//! `.NAME.leasectl-tmp-*`): two stores rooted at different levels of the same
+//! tree (`file:///d/` and `file:///d/db1/`) then lock the same file for the
+//! same object, and a rename never crosses a filesystem. Listings hide them.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -22,7 +26,13 @@ use super::{
     MAX_BODY_BYTES,
 };
 
-const INTERNAL_DIR: &str = ".leasectl-tmp";
+/// Marks the store's own files (locks, temp files) next to objects.
+const INTERNAL_MARK: &str = ".leasectl-";
+
+/// Whether a directory entry is one of the store's own files.
+fn is_internal_name(name: &str) -> bool {
+    name.starts_with('.') && name.contains(INTERNAL_MARK)
+}
 
 /// A directory used as an object store. See the module docs for the atomicity rules.
 #[derive(Debug, Clone)]
@@ -39,7 +49,7 @@ impl LocalStore {
         if !root.is_dir() {
             return Err(StoreError::Invalid(format!(
                 "{} is not a directory",
-                root.display()
+                crate::text::sanitize(&root.display().to_string())
             )));
         }
         Ok(Self { root })
@@ -54,8 +64,13 @@ impl LocalStore {
         let rel = Path::new(key);
         let ok = !key.is_empty()
             && !key.ends_with('/')
+            && !key.starts_with('/')
+            && !key.contains("//")
             && rel.components().all(|c| matches!(c, Component::Normal(_)))
-            && !key.starts_with(INTERNAL_DIR);
+            && !rel
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(is_internal_name);
         if !ok {
             return Err(StoreError::Invalid(format!(
                 "key {:?} is not a plain relative path",
@@ -65,38 +80,46 @@ impl LocalStore {
         Ok(self.root.join(rel))
     }
 
-    fn internal(&self, sub: &str) -> Result<PathBuf, StoreError> {
-        let p = self.root.join(INTERNAL_DIR).join(sub);
-        fs::create_dir_all(&p).map_err(io_err)?;
-        Ok(p)
+    /// Takes the per-key lock (a `flock` on `.NAME.leasectl-lock` beside the
+    /// object); released when the guard is dropped.
+    ///
+    /// A delete removes the lock file too, so the lock taken is checked to be
+    /// on the file that is still at that path (else it is taken again): two
+    /// processes can never hold locks on two different files for one key.
+    fn lock_key(&self, path: &Path) -> Result<Flock<File>, StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        let lock_path = sibling(path, "leasectl-lock");
+        loop {
+            let f = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)
+                .map_err(io_err)?;
+            let held =
+                Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| io_err(e.into()))?;
+            let ours = held.metadata().map_err(io_err)?;
+            match std::fs::metadata(&lock_path) {
+                Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => return Ok(held),
+                _ => continue, // removed or replaced while we waited: take the new one
+            }
+        }
     }
 
-    /// Takes the per-key lock; dropped when the returned guard goes.
-    fn lock_key(&self, key: &str) -> Result<Flock<File>, StoreError> {
-        let dir = self.internal("locks")?;
-        let name = hex::encode(&Sha256::digest(key.as_bytes())[..16]);
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(name))
-            .map_err(io_err)?;
-        Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| io_err(e.into()))
-    }
-
-    /// Writes `body` to a fresh temp file next to nothing else, fsynced.
-    fn temp_file(&self, body: &[u8]) -> Result<PathBuf, StoreError> {
-        let dir = self.internal("tmp")?;
-        let name = format!("{}", rand::random::<u64>());
-        let path = dir.join(name);
+    /// Writes `body` to a fresh temp file beside `path`, fsynced.
+    fn temp_file(&self, path: &Path, body: &[u8]) -> Result<PathBuf, StoreError> {
+        let tmp = sibling(
+            path,
+            &format!("leasectl-tmp-{:016x}", rand::random::<u64>()),
+        );
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&path)
+            .open(&tmp)
             .map_err(io_err)?;
         f.write_all(body).map_err(io_err)?;
         f.sync_all().map_err(io_err)?;
-        Ok(path)
+        Ok(tmp)
     }
 
     fn read_meta(&self, key: &str, path: &Path) -> Result<(ObjectMeta, Vec<u8>), StoreError> {
@@ -167,7 +190,7 @@ impl LocalStore {
             let Ok(name) = entry.file_name().into_string() else {
                 continue; // not representable as a key
             };
-            if !name.starts_with(name_filter) || (dir_part.is_empty() && name == INTERNAL_DIR) {
+            if !name.starts_with(name_filter) || is_internal_name(&name) {
                 continue;
             }
             let ft = entry.file_type().map_err(io_err)?;
@@ -199,7 +222,7 @@ impl LocalStore {
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(io_err)?;
         }
-        let tmp = self.temp_file(body)?;
+        let tmp = self.temp_file(&path, body)?;
         let result = (|| {
             match condition {
                 PutCondition::IfNoneMatch => match fs::hard_link(&tmp, &path) {
@@ -210,7 +233,7 @@ impl LocalStore {
                     Err(e) => return Err(io_err(e)),
                 },
                 PutCondition::IfMatch(want) => {
-                    let _g = self.lock_key(key)?;
+                    let _g = self.lock_key(&path)?;
                     match self.current_etag(key, &path)? {
                         None => return Err(StoreError::NotFound(key.to_owned())),
                         Some(have) if &have != want => return Err(StoreError::PreconditionFailed),
@@ -218,7 +241,7 @@ impl LocalStore {
                     }
                 }
                 PutCondition::None => {
-                    let _g = self.lock_key(key)?;
+                    let _g = self.lock_key(&path)?;
                     fs::rename(&tmp, &path).map_err(io_err)?;
                 }
             }
@@ -231,7 +254,13 @@ impl LocalStore {
 
     fn delete_sync(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
         let path = self.path_of(key)?;
-        let _g = self.lock_key(key)?;
+        if !path.parent().is_some_and(Path::is_dir) {
+            return match if_match {
+                Some(_) => Err(StoreError::NotFound(key.to_owned())),
+                None => Ok(()),
+            };
+        }
+        let _g = self.lock_key(&path)?;
         if let Some(want) = if_match {
             match self.current_etag(key, &path)? {
                 None => return Err(StoreError::NotFound(key.to_owned())),
@@ -239,12 +268,25 @@ impl LocalStore {
                 Some(_) => {}
             }
         }
-        match fs::remove_file(&path) {
+        let r = match fs::remove_file(&path) {
             Ok(()) => sync_parent(&path),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err(e)),
-        }
+        };
+        // The object is gone: its lock file goes too (still holding the lock;
+        // see `lock_key` for why that is safe).
+        let _ = fs::remove_file(sibling(&path, "leasectl-lock"));
+        r
     }
+}
+
+/// `.NAME.SUFFIX` in the same directory as `path`.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{suffix}"))
 }
 
 fn sync_parent(path: &Path) -> Result<(), StoreError> {

@@ -86,7 +86,7 @@ pub enum StoreError {
     #[error("access denied: {0}")]
     AccessDenied(String),
     /// The request did not get an answer in time.
-    #[error("timed out after {0:?} talking to {1}")]
+    #[error("timed out after {0:?} ({1})")]
     Timeout(std::time::Duration, String),
     /// The request could not be sent or its answer read (connection refused, DNS, TLS, reset).
     #[error("cannot reach {endpoint}: {message}")]
@@ -263,5 +263,48 @@ impl ObjectStore for Counting {
         let r = self.inner.delete(key, if_match).await;
         self.counters.count(&r);
         r
+    }
+}
+
+/// A store that could not be opened (e.g. a `file://` directory that does not
+/// exist): every request fails with the same error, so the target shows up as
+/// unreachable next to the others instead of stopping everything.
+pub struct Unavailable {
+    what: String,
+    error: StoreError,
+}
+
+impl Unavailable {
+    /// A stand-in for the store described as `what`, failing with `error`.
+    pub fn new(what: String, error: StoreError) -> Self {
+        Self { what, error }
+    }
+}
+
+#[async_trait]
+impl ObjectRead for Unavailable {
+    fn describe(&self) -> String {
+        self.what.clone()
+    }
+    async fn list(&self, _prefix: &str) -> Result<Listing, StoreError> {
+        Err(self.error.clone())
+    }
+    async fn get(&self, _key: &str, _inm: Option<&str>) -> Result<GetOutput, StoreError> {
+        Err(self.error.clone())
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Unavailable {
+    async fn put(
+        &self,
+        _: &str,
+        _: Vec<u8>,
+        _: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        Err(self.error.clone())
+    }
+    async fn delete(&self, _: &str, _: Option<&str>) -> Result<(), StoreError> {
+        Err(self.error.clone())
     }
 }

@@ -36,11 +36,67 @@ pub struct S3Options {
 }
 
 /// One bucket on an S3-compatible service.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct S3Store {
     client: aws_sdk_s3::Client,
     bucket: String,
+    /// The endpoint as shown: credentials in the URL replaced by `***`.
     endpoint: String,
+    /// The per-attempt timeout (for messages).
+    timeout: Duration,
+    /// Parts of the endpoint URL that must never be printed (user info, query).
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for S3Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Store")
+            .field("bucket", &self.bucket)
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+/// An endpoint URL made safe to show: user, password and query replaced by
+/// `***`. Returns the shown form and the parts removed (to scrub from messages).
+pub fn redact_url(raw: &str) -> (String, Vec<String>) {
+    let Ok(mut u) = url::Url::parse(raw) else {
+        return (raw.to_owned(), Vec::new());
+    };
+    let mut secrets = Vec::new();
+    if !u.username().is_empty() {
+        secrets.push(u.username().to_owned());
+        let _ = u.set_username("***");
+    }
+    if let Some(p) = u.password().map(str::to_owned) {
+        secrets.push(p);
+        let _ = u.set_password(Some("***"));
+    }
+    if let Some(q) = u.query().map(str::to_owned) {
+        secrets.push(q);
+        u.set_query(Some("***"));
+    }
+    secrets.retain(|s| s.len() >= 3);
+    (u.to_string().trim_end_matches('/').to_owned(), secrets)
+}
+
+/// Replaces every secret in `text` by `***`.
+fn scrub(text: String, secrets: &[String]) -> String {
+    secrets.iter().fold(text, |t, s| {
+        if t.contains(s.as_str()) {
+            t.replace(s.as_str(), "***")
+        } else {
+            t
+        }
+    })
+}
+
+/// Decodes a key or prefix from a listing made with `encoding-type=url`.
+fn decode_key(s: &str) -> String {
+    let plus_as_space = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&plus_as_space)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 impl S3Store {
@@ -64,16 +120,22 @@ impl S3Store {
                 aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired,
             )
             .build();
-        let endpoint = config.endpoint_url().map(str::to_owned).unwrap_or_else(|| {
-            format!(
-                "AWS S3 ({})",
-                config.region().map(|r| r.as_ref()).unwrap_or("no region")
-            )
-        });
+        let (endpoint, secrets) = match config.endpoint_url() {
+            Some(e) => redact_url(e),
+            None => (
+                format!(
+                    "AWS S3 ({})",
+                    config.region().map(|r| r.as_ref()).unwrap_or("no region")
+                ),
+                Vec::new(),
+            ),
+        };
         Self {
             client: aws_sdk_s3::Client::from_conf(s3conf),
             bucket: bucket.to_owned(),
             endpoint,
+            timeout: opts.request_timeout.unwrap_or(Duration::from_secs(10)),
+            secrets,
         }
     }
 
@@ -88,6 +150,26 @@ impl S3Store {
     }
 
     fn classify<E>(&self, err: SdkError<E, HttpResponse>) -> StoreError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        match self.classify_raw(err) {
+            StoreError::Transport { endpoint, message } => StoreError::Transport {
+                endpoint,
+                message: scrub(message, &self.secrets),
+            },
+            StoreError::Other { status, message } => StoreError::Other {
+                status,
+                message: scrub(message, &self.secrets),
+            },
+            StoreError::NotFound(m) => StoreError::NotFound(scrub(m, &self.secrets)),
+            StoreError::AccessDenied(m) => StoreError::AccessDenied(scrub(m, &self.secrets)),
+            StoreError::NotImplemented(m) => StoreError::NotImplemented(scrub(m, &self.secrets)),
+            other => other,
+        }
+    }
+
+    fn classify_raw<E>(&self, err: SdkError<E, HttpResponse>) -> StoreError
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
@@ -110,7 +192,9 @@ impl S3Store {
                     },
                 }
             }
-            SdkError::TimeoutError(_) => StoreError::Timeout(Duration::ZERO, self.endpoint.clone()),
+            SdkError::TimeoutError(_) => {
+                StoreError::Timeout(self.timeout, format!("{} ({})", self.endpoint, self.bucket))
+            }
             SdkError::ResponseError(re) => {
                 let status = re.raw().status().as_u16();
                 if status == 304 {
@@ -178,19 +262,24 @@ impl ObjectRead for S3Store {
             .bucket(&self.bucket)
             .prefix(prefix)
             .delimiter("/")
+            // Keys may hold characters XML cannot carry (control characters):
+            // ask for URL-encoded keys and decode them.
+            .encoding_type(aws_sdk_s3::types::EncodingType::Url)
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.classify(e))?;
+            let encoded = page.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
+            let key = |k: &str| if encoded { decode_key(k) } else { k.to_owned() };
             for cp in page.common_prefixes() {
                 if let Some(p) = cp.prefix() {
-                    out.prefixes.push(p.to_owned());
+                    out.prefixes.push(key(p));
                 }
             }
             for o in page.contents() {
                 if let Some(k) = o.key() {
                     out.objects.push(ObjectMeta {
-                        key: k.to_owned(),
+                        key: key(k),
                         etag: o.e_tag().map(normalize_etag),
                         last_modified: o.last_modified().and_then(to_chrono),
                         size: o.size().unwrap_or(0).max(0) as u64,
@@ -276,4 +365,33 @@ impl ObjectStore for S3Store {
 
 fn quote(etag: &str) -> String {
     format!("\"{etag}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_credentials_are_redacted() {
+        let (shown, secrets) = redact_url("http://user:supersecret@127.0.0.1:9000/?token=abcdef");
+        assert_eq!(shown, "http://***:***@127.0.0.1:9000/?***");
+        assert!(!shown.contains("supersecret") && !shown.contains("abcdef"));
+        assert_eq!(
+            scrub(
+                "GET http://user:supersecret@h/?token=abcdef failed".into(),
+                &secrets
+            ),
+            "GET http://***:***@h/?*** failed"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:9000").0,
+            "http://127.0.0.1:9000"
+        );
+    }
+
+    #[test]
+    fn listed_keys_are_url_decoded() {
+        assert_eq!(decode_key("esc%1Bx/"), "esc\u{1b}x/");
+        assert_eq!(decode_key("a+b%2Bc/"), "a b+c/");
+    }
 }

@@ -341,11 +341,11 @@ pub struct Binding {
     pub does: &'static str,
     /// Whether the binding writes to a store (absent in watch mode).
     pub writes: bool,
-    /// Shown in the status bar (the rest only in help).
-    pub hint: bool,
+    /// Place in the status bar's hints (1 first); 0: only in help.
+    pub hint: u8,
 }
 
-const fn b(keys: &'static str, does: &'static str, writes: bool, hint: bool) -> Binding {
+const fn b(keys: &'static str, does: &'static str, writes: bool, hint: u8) -> Binding {
     Binding {
         keys,
         does,
@@ -356,18 +356,18 @@ const fn b(keys: &'static str, does: &'static str, writes: bool, hint: bool) -> 
 
 /// The console's key bindings (normal mode).
 pub const BINDINGS: &[Binding] = &[
-    b("↑/↓ j/k", "move", false, true),
-    b("PgUp/PgDn", "page", false, false),
-    b("Home/End g/G", "first/last", false, false),
-    b("Tab", "leases/pod", false, true),
-    b("Enter", "details", false, true),
-    b("/", "filter (!x excludes)", false, true),
-    b("s", "sort by next column", false, true),
-    b("n", "next problem", false, true),
-    b("p", "probe preconditions", true, true),
-    b("t", "take over", true, true),
-    b("?", "help", false, true),
-    b("q/Esc Ctrl-C", "quit", false, true),
+    b("↑/↓ j/k", "move", false, 0),
+    b("PgUp/PgDn", "page", false, 0),
+    b("Home/End g/G", "first/last", false, 0),
+    b("Tab", "leases/pod", false, 5),
+    b("Enter", "details", false, 4),
+    b("/", "filter (!x excludes)", false, 6),
+    b("s", "sort by next column", false, 8),
+    b("n", "next problem", false, 7),
+    b("p", "probe preconditions", true, 9),
+    b("t", "take over", true, 3),
+    b("?", "help", false, 2),
+    b("q/Esc Ctrl-C", "quit", false, 1),
 ];
 
 /// Maps a key press to an action, given the current mode.
@@ -1370,12 +1370,12 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 }
 
 /// Lines the console uses around the leases table: header (2), table header (1),
-/// status bar (1), borders (2).
+/// status bar (2), borders (2).
 pub const fn ui_chrome_height() -> u16 {
-    6
+    7
 }
 
 /// Lines the pod view uses besides the verdict box and error lines: header
 /// (2), process table borders and header (3), the selected process's duty
-/// sentence (2), status bar (1).
-pub const POD_CHROME_HEIGHT: u16 = 8;
+/// sentence (2), status bar (2).
+pub const POD_CHROME_HEIGHT: u16 = 9;

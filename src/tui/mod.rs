@@ -137,7 +137,7 @@ pub async fn run(console: Console) -> std::io::Result<()> {
     app.relist_every = gatherer.relist_every();
     let (tx, mut rx) = mpsc::channel::<Gathered>(4);
     let gclock = clock.clone();
-    let refresher = tokio::spawn(async move {
+    let mut refresher = tokio::spawn(async move {
         loop {
             let g = gather_once(&mut gatherer, &gclock, &pod, &counters, &audit_path).await;
             if tx.send(g).await.is_err() {
@@ -181,6 +181,12 @@ pub async fn run(console: Console) -> std::io::Result<()> {
             _ = tick.tick() => vec![Action::Tick(clock.wall())],
             Some(g) = rx.recv() => g.into_actions(),
             Some(a) = results.recv() => vec![a],
+            // The refresher never ends by itself: if it did, it panicked (e.g.
+            // inside the AWS SDK). Leave rather than show a frozen screen.
+            r = &mut refresher => break Err(std::io::Error::other(format!(
+                "the background refresh stopped: {}",
+                match r { Err(e) => e.to_string(), Ok(()) => "ended".into() }
+            ))),
             // Signals end the console at once; held leases are released below.
             _ = term.recv() => break Ok(()),
             _ = hup.recv() => break Ok(()),

@@ -96,7 +96,7 @@ pub fn render(app: &App, f: &mut Frame) {
         Constraint::Length(2),
         Constraint::Min(3),
         Constraint::Length(err_h),
-        Constraint::Length(1),
+        Constraint::Length(2),
     ])
     .areas(area);
     render_header(app, f, header);
@@ -374,15 +374,10 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
     let watched = app.watched_for(&p.key);
     lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
     if let Some(raw) = &p.raw {
+        // `raw` is already escaped (as in --json): shown as is, not escaped twice.
         let cut: String = raw.chars().take(400).collect();
-        lines.push(kv(
-            "raw body",
-            format!(
-                "{}{}",
-                sanitize(&cut),
-                if raw.chars().count() > 400 { "…" } else { "" }
-            ),
-        ));
+        let more = if raw.chars().count() > 400 { "…" } else { "" };
+        lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
     }
     let entries = app.audit_for(&p.key, 3);
     if entries.is_empty() {
@@ -480,8 +475,22 @@ fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
     );
 }
 
+/// A text field's content on one line: the last `width` characters (the end is
+/// where typing happens), with `…` when cut, so the dialog never grows.
+fn field_text(s: &str, width: usize) -> String {
+    let s = sanitize(s);
+    let n = s.chars().count();
+    if n <= width {
+        format!("[{s}▏]")
+    } else {
+        let tail: String = s.chars().skip(n - width + 1).collect();
+        format!("[…{tail}▏]")
+    }
+}
+
 /// The takeover dialog: exactly what will be replaced; focus starts on Cancel.
 fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
+    let room = usize::from(area.width.min(76)).saturating_sub(30).max(8);
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let focus = |x: Field| {
         if d.focus == x {
@@ -516,7 +525,7 @@ fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
         Line::from(""),
         Line::from(vec![
             Span::raw("reason   "),
-            Span::styled(format!("[{}▏]", sanitize(&d.reason)), focus(Field::Reason)),
+            Span::styled(field_text(&d.reason, room), focus(Field::Reason)),
         ]),
         Line::from(vec![
             Span::raw("then     "),
@@ -539,19 +548,13 @@ fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
     if d.then == ThenChoice::Handover {
         lines.push(Line::from(vec![
             Span::raw("successor "),
-            Span::styled(
-                format!("[{}▏]", sanitize(&d.successor)),
-                focus(Field::Successor),
-            ),
+            Span::styled(field_text(&d.successor, room), focus(Field::Successor)),
         ]));
     }
     if d.forced() {
         lines.push(Line::from(vec![
             Span::raw("type the prefix to force: "),
-            Span::styled(
-                format!("[{}▏]", sanitize(&d.typed_prefix)),
-                focus(Field::TypedPrefix),
-            ),
+            Span::styled(field_text(&d.typed_prefix, room), focus(Field::TypedPrefix)),
         ]));
     }
     lines.push(Line::from(""));
@@ -575,9 +578,7 @@ fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
     let r = centred(area, 76, lines.len() as u16 + 2);
     f.render_widget(ratatui::widgets::Clear, r);
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::default().borders(Borders::ALL).title(" take over ")),
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" take over ")),
         r,
     );
 }
@@ -695,35 +696,46 @@ fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     f.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), detail);
 }
 
+/// Two lines: the last result (full width, it may name a path), then the key
+/// hints (ordered by importance, from the key table) and the request rate.
 fn render_status(app: &App, f: &mut Frame, area: Rect) {
-    let mut spans = Vec::new();
-    if let Some((msg, err)) = &app.message {
-        let style = if *err {
-            Style::default().fg(Color::Red)
-        } else {
-            Style::default().fg(Color::Cyan)
-        };
-        spans.push(Span::styled(format!("{}  ", sanitize(msg)), style));
-    }
-    if let Some((rate, errors)) = app.request_rate() {
-        spans.push(Span::raw(format!("{rate:.0} req/min")));
-        if errors > 0 {
-            spans.push(Span::styled(
-                format!(" {errors} err"),
-                Style::default().fg(Color::Red),
-            ));
+    let message = match &app.message {
+        Some((msg, err)) => {
+            let style = if *err {
+                Style::default().fg(Color::Red)
+            } else {
+                Style::default().fg(Color::Cyan)
+            };
+            Line::styled(sanitize(msg), style)
         }
-        spans.push(Span::raw(format!(" (list every {}×)  ", app.relist_every)));
-    }
-    for b in BINDINGS
+        None => Line::from(""),
+    };
+    let mut spans = Vec::new();
+    let mut hints: Vec<_> = BINDINGS
         .iter()
-        .filter(|b| b.hint && !(app.read_only && b.writes))
-    {
+        .filter(|b| b.hint > 0 && !(app.read_only && b.writes))
+        .collect();
+    hints.sort_by_key(|b| b.hint);
+    for b in hints {
+        let key = b.keys.split(['/', ' ']).next().unwrap_or(b.keys);
         spans.push(Span::styled(
-            b.keys,
+            key,
             Style::default().add_modifier(Modifier::BOLD),
         ));
         spans.push(Span::raw(format!(" {}  ", b.does)));
     }
-    f.render_widget(Paragraph::new(Line::from(spans)), area);
+    if let Some((rate, errors)) = app.request_rate() {
+        spans.push(Span::raw(format!("│ {rate:.0} req/min")));
+        if errors > 0 {
+            spans.push(Span::styled(
+                format!(", {errors} errors"),
+                Style::default().fg(Color::Red),
+            ));
+        }
+        spans.push(Span::raw(format!(
+            " │ lists every {}",
+            humantime::format_duration(app.refresh * app.relist_every)
+        )));
+    }
+    f.render_widget(Paragraph::new(vec![message, Line::from(spans)]), area);
 }

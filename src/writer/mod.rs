@@ -121,11 +121,11 @@ pub fn assess(
             let why = match enable_raw.as_deref() {
                 None => format!("{ENABLE} is unset"),
                 Some("") => format!("{ENABLE} is empty"),
-                Some(v) => format!("{ENABLE}={}", sanitize(v)),
+                Some(v) => format!("{ENABLE}={}", crate::text::sanitize_cut(v, 64)),
             };
             let stamp_note = match stamp.as_deref() {
                 Some(s) if !s.is_empty() => {
-                    format!(" (the stamp {HELD}={} is irrelevant)", sanitize(s))
+                    format!(" (the stamp {HELD}={} is irrelevant)", crate::text::sanitize_cut(s, 64))
                 }
                 _ => String::new(),
             };
@@ -174,7 +174,7 @@ pub(crate) fn stamp_verdict(stamp: Option<&str>, parent_pid: u32) -> StampVerdic
     match stamp_pid(raw) {
         None => StampVerdict::Ignored(format!(
             "the stamp {HELD}=\"{}\" was ignored because it is not a pid",
-            sanitize(raw)
+            crate::text::sanitize_cut(raw, 64)
         )),
         Some(0) => StampVerdict::Ignored(format!(
             "the stamp {HELD}=0 was ignored because pid 0 never holds the lock"

@@ -304,6 +304,16 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         }
     } else {
         for dir in &opts.data_dirs {
+            // A typo in --data-dir must not read as "free, healthy".
+            if !dir.is_dir() {
+                return Err(WriterError::Open {
+                    path: dir.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "the data directory does not exist or is not a directory",
+                    ),
+                });
+            }
             let path = dir.join(LOCK_NAME);
             match std::fs::metadata(&path) {
                 Ok(md) => {
@@ -541,8 +551,8 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
                 (
                     d,
                     r,
-                    enable.as_deref().map(sanitize),
-                    stamp.as_deref().map(sanitize),
+                    enable.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
+                    stamp.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
                     on,
                 )
             }
@@ -591,7 +601,7 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
             kind: VerdictKind::InvalidEnable,
             message: format!(
                 "{ENABLE} has the invalid value \"{}\" in {} process(es); writer exec refuses to start with it",
-                sanitize(&value),
+                crate::text::sanitize_cut(&value, 64),
                 pids.len()
             ),
             pids,

@@ -4,6 +4,13 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// tmux on a private server socket, so the tests never touch the user's sessions.
+fn tmux() -> Command {
+    let mut c = Command::new("tmux");
+    c.args(["-L", "leasectl-tests"]);
+    c
+}
+
 pub struct Tmux {
     pub name: String,
 }
@@ -12,10 +19,11 @@ impl Tmux {
     /// A detached session of `w`×`h` running a plain bash.
     pub fn start(w: u16, h: u16) -> Self {
         if Command::new("tmux").arg("-V").output().is_err() {
+            // (checked with the user's tmux: only whether it is installed)
             panic!("tmux is not installed: run scripts/setup-test-env.sh");
         }
         let name = format!("leasectl-test-{:08x}", rand::random::<u32>());
-        let ok = Command::new("tmux")
+        let ok = tmux()
             .args([
                 "new-session",
                 "-d",
@@ -56,7 +64,7 @@ impl Tmux {
 
     /// Types literal text (no Enter).
     pub fn type_text(&self, text: &str) {
-        assert!(Command::new("tmux")
+        assert!(tmux()
             .args(["send-keys", "-t", &self.name, "-l", text])
             .status()
             .unwrap()
@@ -65,7 +73,7 @@ impl Tmux {
 
     /// Types `keys` (tmux key names, e.g. "q", "Enter", "Down").
     pub fn send(&self, keys: &[&str]) {
-        let ok = Command::new("tmux")
+        let ok = tmux()
             .args(["send-keys", "-t", &self.name])
             .args(keys)
             .status()
@@ -76,7 +84,7 @@ impl Tmux {
 
     /// Types a literal line and Enter.
     pub fn type_line(&self, line: &str) {
-        assert!(Command::new("tmux")
+        assert!(tmux()
             .args(["send-keys", "-t", &self.name, "-l", line])
             .status()
             .unwrap()
@@ -86,7 +94,7 @@ impl Tmux {
 
     /// The visible screen as text.
     pub fn screen(&self) -> String {
-        let out = Command::new("tmux")
+        let out = tmux()
             .args(["capture-pane", "-p", "-t", &self.name])
             .output()
             .unwrap();
@@ -111,8 +119,6 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.name])
-            .status();
+        let _ = tmux().args(["kill-session", "-t", &self.name]).status();
     }
 }

@@ -1,0 +1,290 @@
+//! Bad input gets a clear error and loses nothing: hostile keys, URLs,
+//! environment values and flags, found by trying to break leasectl.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(args);
+    run_with_timeout(c, Duration::from_secs(60))
+}
+
+fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn bad_region_profile_endpoint_and_aws_env_are_usage_errors_not_panics() {
+    for args in [
+        vec!["--region", "us\u{1b}[31m", "--json", "s3://b/"],
+        vec!["--region", "us\neast", "--json", "s3://b/"],
+        vec!["--profile", "a b", "--json", "s3://b/"],
+        vec!["--endpoint-url", "not a url", "--json", "s3://b/"],
+        vec!["--endpoint-url", "ftp://host/", "--json", "s3://b/"],
+        vec!["--timeout", "0s", "--json", "s3://b/"],
+    ] {
+        let o = run(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{args:?}");
+    }
+    for (var, value) in [
+        ("AWS_REGION", "us\u{1}east"),
+        ("AWS_ACCESS_KEY_ID", "x\ny"),
+        ("AWS_SECRET_ACCESS_KEY", "supersecret\u{7}value"),
+    ] {
+        let o = run(&["--json", "--no-pod", "s3://b/"], &[(var, value)]);
+        assert_eq!(o.status.code(), Some(2), "{var}: {}", text(&o));
+        let t = text(&o);
+        assert!(t.contains(var), "names the variable: {t}");
+        assert!(!t.contains("supersecret"), "never prints the value: {t}");
+    }
+}
+
+#[test]
+fn credentials_in_the_endpoint_url_are_never_printed() {
+    let o = run(
+        &[
+            "--endpoint-url",
+            "http://user:supersecretvalue123@127.0.0.1:1/?token=tok-secret-456",
+            "--timeout",
+            "2s",
+            "--json",
+            "--no-pod",
+            "s3://some-bucket/",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let t = text(&o);
+    assert!(
+        !t.contains("supersecretvalue123") && !t.contains("tok-secret-456"),
+        "{t}"
+    );
+    assert!(t.contains("127.0.0.1:1"), "still names where it went: {t}");
+}
+
+#[test]
+fn read_only_cannot_be_combined_with_a_writing_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = file_url(dir.path());
+    for args in [
+        vec![
+            "--read-only",
+            "takeover",
+            url.as_str(),
+            "--reason",
+            "x",
+            "--yes",
+        ],
+        vec!["--read-only", "probe", url.as_str()],
+        vec!["--read-only", "bucket", "hold", url.as_str(), "--", "true"],
+    ] {
+        let o = run(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("--read-only"), "{}", text(&o));
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[test]
+fn json_still_reports_the_good_target_when_another_cannot_be_opened() {
+    let good = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(good.path().join("db")).unwrap();
+    let o = run(
+        &[
+            "--json",
+            "--no-pod",
+            "file:///definitely/missing/",
+            &file_url(good.path()),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("a JSON document");
+    assert!(doc["targets"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("/definitely/missing"));
+    assert_eq!(doc["targets"][1]["prefixes"][0]["state"], "absent");
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains('\u{1b}'),
+        "no colour codes"
+    );
+}
+
+#[test]
+fn bad_pod_selection_is_reported_in_the_document() {
+    let not_a_dir = tempfile::NamedTempFile::new().unwrap();
+    for args in [
+        vec!["--json".to_owned(), "--pod-root".into(), "999999999".into()],
+        vec![
+            "--json".to_owned(),
+            "--data-dir".into(),
+            "/definitely/missing".into(),
+        ],
+        vec![
+            "--json".to_owned(),
+            "--data-dir".into(),
+            not_a_dir.path().display().to_string(),
+        ],
+    ] {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&a, &[]);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let doc: Value = serde_json::from_slice(&o.stdout).expect("a JSON document");
+        assert!(doc["pod_error"].is_string(), "{args:?}: {doc:#}");
+    }
+}
+
+#[test]
+fn takeover_ttl_out_of_range_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let t = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+    let body =
+        format!(r#"{{"instance_id":"dead","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#);
+    std::fs::write(dir.path().join("db/LEASE"), &body).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    for ttl in ["999999999y", "3601s", "0s", "2s", "1500ms"] {
+        let o = run(
+            &[
+                "takeover",
+                &file_url(&dir.path().join("db")),
+                "--reason",
+                "x",
+                "--yes",
+                "--ttl",
+                ttl,
+                "--audit-log",
+                &log.display().to_string(),
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "--ttl {ttl}: {}", text(&o));
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("db/LEASE")).unwrap(),
+        body
+    );
+    assert!(!log.exists());
+    for then in [
+        "handover:",
+        "handover:  ",
+        "handover:a b",
+        "handover:x\u{1b}[2J",
+    ] {
+        let o = run(
+            &[
+                "takeover",
+                &file_url(dir.path()),
+                "--reason",
+                "x",
+                "--then",
+                then,
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "{then:?}");
+        assert!(!text(&o).contains('\u{1b}'), "escapes never echoed raw");
+    }
+}
+
+#[test]
+fn file_urls_with_control_characters_are_refused_escaped() {
+    let o = run(
+        &["--json", "--no-pod", "file:///tmp/a%1b%5d0;pwned%07/"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        !o.stderr.contains(&0x1b) && !o.stderr.contains(&0x07),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn one_bad_audit_line_does_not_hide_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let entry = r#"{"time":"2026-11-30T07:00:00Z","phase":"intent","id":"i1","operator":"op@h","tool_version":"0.1.0","action":"takeover","target":{"endpoint":"local","bucket":null,"key":"db/LEASE","url":"file:///x/"},"observed":{"record":null,"etag":null,"judgement":"absent","age_s":null,"reader_clock":"2026-11-30T07:00:00Z"},"written":null,"reason":"kept","exclusion":"conditional","forced":false,"then":"release","outcome":null}"#;
+    let mut bytes = b"\xff\xfe torn line\n".to_vec();
+    bytes.extend_from_slice(entry.as_bytes());
+    bytes.push(b'\n');
+    std::fs::write(&log, bytes).unwrap();
+    let o = run(
+        &["audit", "--json", "--audit-log", &log.display().to_string()],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    assert_eq!(v[0]["reason"], "kept");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_with_control_characters_and_empty_segments_are_listed_exactly() {
+    let server = moto(Moto::Conditional);
+    let b = bucket_name("hostile-keys");
+    let client = sdk_client(&server.endpoint());
+    create_bucket(&client, &b).await;
+    let t = chrono::Utc::now().to_rfc3339();
+    let rec = |id: &str| {
+        format!(r#"{{"instance_id":"{id}","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#)
+    };
+    put_raw(&client, &b, "ok/LEASE", rec("OK").as_bytes()).await;
+    put_raw(&client, &b, "esc\u{1b}x/LEASE", rec("ESC").as_bytes()).await;
+    put_raw(&client, &b, "x/LEASE", rec("SINGLE").as_bytes()).await;
+    put_raw(&client, &b, "x//LEASE", rec("DOUBLE").as_bytes()).await;
+    let ep = server.endpoint();
+    let url = format!("s3://{b}/");
+    let o = tokio::task::spawn_blocking(move || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+        s3_env(&mut c);
+        c.args([
+            "--endpoint-url",
+            &ep,
+            "--path-style",
+            "--json",
+            "--no-pod",
+            "--depth",
+            "2",
+            &url,
+        ]);
+        run_with_timeout(c, Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    assert!(doc["targets"][0]["error"].is_null(), "{doc:#}");
+    let rows = doc["targets"][0]["prefixes"].as_array().unwrap();
+    let holder = |p: &str| {
+        rows.iter()
+            .find(|r| r["prefix"] == p)
+            .unwrap_or_else(|| panic!("{p:?} missing: {doc:#}"))["record"]["instance_id"]
+            .clone()
+    };
+    assert_eq!(holder("ok/"), "OK");
+    assert_eq!(holder("esc\u{1b}x/"), "ESC");
+    assert_eq!(holder("x/"), "SINGLE");
+    assert_eq!(holder("x//"), "DOUBLE", "x//LEASE is its own lease");
+    assert!(!o.stdout.contains(&0x1b), "the key's ESC is JSON-escaped");
+}
