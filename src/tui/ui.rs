@@ -717,7 +717,13 @@ fn render_status(app: &App, f: &mut Frame, area: Rect) {
         .collect();
     hints.sort_by_key(|b| b.hint);
     for b in hints {
-        let key = b.keys.split(['/', ' ']).next().unwrap_or(b.keys);
+        // The first key of the binding: "q/Esc Ctrl-C" → "q"; "/" stays "/".
+        let first = b.keys.split(' ').next().unwrap_or(b.keys);
+        let key = if first.len() > 1 {
+            first.split('/').next().unwrap_or(first)
+        } else {
+            first
+        };
         spans.push(Span::styled(
             key,
             Style::default().add_modifier(Modifier::BOLD),
