@@ -284,9 +284,11 @@ fn bench_gather(c: &mut Criterion) {
             std::fs::write(d.join("LEASE"), b).unwrap();
         }
     }
+    // A file:// target is the store's root directory itself.
+    let root = dir.path().join("backups");
     let local = target(
-        &format!("file://{}/backups/", dir.path().display()),
-        Arc::new(LocalStore::open(dir.path()).unwrap()),
+        &format!("file://{}/", root.display()),
+        Arc::new(LocalStore::open(&root).unwrap()),
     );
     g.bench_function("local_store_10k", |b| {
         b.iter(|| {
