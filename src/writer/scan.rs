@@ -31,7 +31,7 @@ use std::io::{BufRead, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use procfs::process::{FDTarget, Process};
+use procfs::process::Process;
 use procfs::{FromBufRead, FromRead};
 use serde::{Deserialize, Serialize};
 
@@ -450,7 +450,7 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         processes.push(ObservedProcess {
             pid: *pid,
             ppid: p.ppid,
-            command: p.command.clone(),
+            command: p.command(),
             env: table.env(*pid),
             opens: opens.into_iter().collect(),
             holds: holds.into_iter().collect(),
@@ -508,7 +508,7 @@ pub fn lock_holders(proc_root: &Path, lock_path: &Path) -> Vec<HolderDesc> {
             command: table
                 .procs
                 .get(&pid)
-                .map(|p| p.command.clone())
+                .map(RawProc::command)
                 .unwrap_or_default(),
         })
         .collect()
@@ -833,11 +833,22 @@ struct LockFd {
 struct RawProc {
     pid: u32,
     ppid: u32,
-    command: String,
+    /// `comm` from `stat`; the command line is read only for the processes
+    /// shown (see [`RawProc::command`]).
+    comm: String,
     starttime: u64,
     lock_fds: Vec<LockFd>,
     fds_readable: bool,
     handle: Process,
+}
+
+impl RawProc {
+    /// The command line, escaped (`[comm]` when empty). Read on demand: reading
+    /// another process's `cmdline` copies from its memory, and most processes
+    /// of a machine are not in the pod.
+    fn command(&self) -> String {
+        read_command(&self.handle, &self.comm)
+    }
 }
 
 /// A one-pass read of every process under the proc root.
@@ -859,22 +870,16 @@ impl ProcTable {
             let Ok(pid) = u32::try_from(stat.pid) else {
                 continue;
             };
-            let command = read_command(&handle, &stat.comm);
-            let (lock_fds, fds_readable) = match handle.fd() {
-                Ok(fds) => (
-                    fds.flatten()
-                        .filter_map(|fd| lock_fd(root, pid, &handle, fd))
-                        .collect(),
-                    true,
-                ),
-                Err(_) => (Vec::new(), false),
+            let (lock_fds, fds_readable) = match lock_fds(root, pid, &handle) {
+                Some(fds) => (fds, true),
+                None => (Vec::new(), false),
             };
             procs.insert(
                 pid,
                 RawProc {
                     pid,
                     ppid: u32::try_from(stat.ppid).unwrap_or(0),
-                    command,
+                    comm: stat.comm,
                     starttime: stat.starttime,
                     lock_fds,
                     fds_readable,
@@ -937,7 +942,7 @@ fn read_command(handle: &Process, comm: &str) -> String {
     let mut buf = Vec::new();
     let ok = handle
         .open_relative("cmdline")
-        .and_then(|mut f| f.read_to_end(&mut buf).map_err(Into::into))
+        .and_then(|f| read_proc_file(f, &mut buf).map_err(Into::into))
         .is_ok();
     let args: Vec<String> = if ok {
         buf.split(|b| *b == 0)
@@ -960,7 +965,7 @@ fn read_lease_env(handle: &Process) -> EnvRead {
     let mut buf = Vec::new();
     let res = handle
         .open_relative("environ")
-        .and_then(|mut f| f.read_to_end(&mut buf).map_err(Into::into));
+        .and_then(|f| read_proc_file(f, &mut buf).map_err(Into::into));
     let out = match res {
         Err(e) => EnvRead::Unreadable(e.to_string()),
         Ok(_) => {
@@ -980,25 +985,48 @@ fn read_lease_env(handle: &Process) -> EnvRead {
     out
 }
 
-/// If `fd` is a descriptor on a file named `.writer.lock`, its identity and
-/// the FLOCK lines of its fdinfo.
-fn lock_fd(root: &Path, pid: u32, handle: &Process, fd: procfs::process::FDInfo) -> Option<LockFd> {
-    let FDTarget::Path(target) = &fd.target else {
-        return None;
-    };
+/// Reads a whole `/proc` file in as few reads as possible. `File::read_to_end`
+/// would ask for the size and position first (two syscalls wasted: `/proc`
+/// sizes are 0), then probe with 32-byte reads, each of which copies from the
+/// other process's memory for `environ` and `cmdline`.
+fn read_proc_file(f: std::fs::File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    buf.reserve(16 * 1024);
+    f.take(u64::MAX).read_to_end(buf)
+}
+
+/// The descriptors of `pid` on a file named `.writer.lock`, or `None` when its
+/// descriptor table cannot be read. One `readlink` per descriptor (procfs's
+/// `Process::fd` spends four syscalls on each), as every process is listed.
+fn lock_fds(root: &Path, pid: u32, handle: &Process) -> Option<Vec<LockFd>> {
+    let entries = std::fs::read_dir(root.join(pid.to_string()).join("fd")).ok()?;
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // Gone meanwhile, or not a path (socket, pipe, anon inode).
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        if !target.is_absolute() {
+            continue;
+        }
+        out.extend(lock_fd(root, pid, handle, fd, &target));
+    }
+    Some(out)
+}
+
+/// If descriptor `fd` (pointing at `target`) is on a file named
+/// `.writer.lock`, its identity and the FLOCK lines of its fdinfo.
+fn lock_fd(root: &Path, pid: u32, handle: &Process, fd: i32, target: &Path) -> Option<LockFd> {
     let shown = target.to_string_lossy();
     let trimmed = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
     if Path::new(trimmed).file_name()? != LOCK_NAME {
         return None;
     }
-    let md = std::fs::metadata(
-        root.join(pid.to_string())
-            .join("fd")
-            .join(fd.fd.to_string()),
-    )
-    .ok()?;
+    let md = std::fs::metadata(root.join(pid.to_string()).join("fd").join(fd.to_string())).ok()?;
     let mut lock_ids = Vec::new();
-    if let Ok(f) = handle.open_relative(format!("fdinfo/{}", fd.fd)) {
+    if let Ok(f) = handle.open_relative(format!("fdinfo/{fd}")) {
         let lines: String = std::io::BufReader::new(f)
             .lines()
             .map_while(Result::ok)
