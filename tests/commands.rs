@@ -282,7 +282,12 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
     c.args(["takeover", &url, "--reason", "move to successor", "--yes"])
         .args(["--then", "handover:successor-7", "--audit-log", &log]);
     let out = run(c);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // Someone else is refused: the handed-over lease is fresh.
     let mut c = bin();
     c.args(["bucket", "hold", &url, "--", "true"]);
@@ -290,9 +295,22 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
     // The named successor adopts it at once.
     let marker = dir.path().join("ran");
     let mut c = bin();
-    c.args(["bucket", "hold", &url, "--instance-id", "successor-7", "--", "touch"])
-        .arg(&marker);
+    c.args([
+        "bucket",
+        "hold",
+        &url,
+        "--instance-id",
+        "successor-7",
+        "--",
+        "touch",
+    ])
+    .arg(&marker);
     let out = run(c);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(marker.exists());
 }

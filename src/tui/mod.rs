@@ -72,18 +72,49 @@ pub struct Console {
 }
 
 /// One refresh: bucket gather and pod scan side by side, counters, audit tail.
+/// How often the pod is scanned while the pod view is not on screen (its
+/// verdicts still reach the leases view's operator within this).
+pub const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
+
+/// The pod scan's cadence and last result, kept by the refresher.
+struct PodScans {
+    scans: Vec<ScanOptions>,
+    last: Option<(
+        tokio::time::Instant,
+        Result<crate::writer::scan::PodSnapshot, String>,
+    )>,
+}
+
 async fn gather_once(
     gatherer: &mut Gatherer,
     clock: &SharedClock,
-    pod: &[ScanOptions],
+    pod: &mut PodScans,
+    pod_visible: bool,
     counters: &Counters,
     audit_path: &Option<PathBuf>,
 ) -> Gathered {
-    let scan = async {
-        if pod.is_empty() {
+    // Scanning /proc is the console's largest idle cost: every refresh while
+    // the pod view is shown, else every POD_SCAN_HIDDEN_EVERY (reusing the
+    // last result in between).
+    let due = pod_visible
+        || pod
+            .last
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= POD_SCAN_HIDDEN_EVERY);
+    let cached = if due {
+        None
+    } else {
+        pod.last.as_ref().map(|(_, r)| r.clone())
+    };
+    let scans = pod.scans.clone();
+    let scan = async move {
+        if scans.is_empty() {
             return None;
         }
-        let so = pod.to_vec();
+        if let Some(r) = cached {
+            return Some(r);
+        }
+        let so = scans;
         Some(
             match tokio::task::spawn_blocking(move || crate::writer::scan::scan_all(&so)).await {
                 Ok(Ok(pod)) => Ok(pod),
@@ -105,9 +136,14 @@ async fn gather_once(
         .ok()
         .flatten()
     };
-    let (mut snapshot, pod, audit) = tokio::join!(gatherer.gather(clock), scan, audit);
+    let (mut snapshot, scanned, audit) = tokio::join!(gatherer.gather(clock), scan, audit);
+    if due {
+        if let Some(r) = &scanned {
+            pod.last = Some((tokio::time::Instant::now(), r.clone()));
+        }
+    }
     let mut pod_error = None;
-    match pod {
+    match scanned {
         Some(Ok(p)) => snapshot.pod = p,
         Some(Err(e)) => pod_error = Some(e),
         None => {}
@@ -137,9 +173,24 @@ pub async fn run(console: Console) -> std::io::Result<()> {
     app.relist_every = gatherer.relist_every();
     let (tx, mut rx) = mpsc::channel::<Gathered>(4);
     let gclock = clock.clone();
+    let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let visible = pod_visible.clone();
+    let mut pod = PodScans {
+        scans: pod,
+        last: None,
+    };
     let mut refresher = tokio::spawn(async move {
         loop {
-            let g = gather_once(&mut gatherer, &gclock, &pod, &counters, &audit_path).await;
+            let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
+            let g = gather_once(
+                &mut gatherer,
+                &gclock,
+                &mut pod,
+                shown,
+                &counters,
+                &audit_path,
+            )
+            .await;
             if tx.send(g).await.is_err() {
                 break;
             }
@@ -196,6 +247,10 @@ pub async fn run(console: Console) -> std::io::Result<()> {
         for a in actions {
             app.update(a);
         }
+        pod_visible.store(
+            app.view == app::View::Pod,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         for cmd in app.outbox.drain(..) {
             match &commands {
                 Some(c) => {
