@@ -431,7 +431,11 @@ pub async fn takeover_cmd(
         let _ = out.flush();
         let mut line = String::new();
         let _ = std::io::stdin().read_line(&mut line);
-        if line.trim() != a.url.trim() && line.trim() != a.prefix.trim() {
+        let typed = line.trim().trim_end_matches('/');
+        if typed.is_empty()
+            || (typed != a.url.trim().trim_end_matches('/')
+                && typed != a.prefix.trim().trim_end_matches('/'))
+        {
             let _ = writeln!(out, "not confirmed; nothing written");
             return EXIT_REFUSED;
         }
