@@ -188,11 +188,21 @@ fn demo_console_shows_every_state_and_both_pods_and_leaves_nothing_behind() {
     tmux.send(&["Tab"]);
     let healthy = pid_of(&dir, "pod healthy");
     let racing = pid_of(&dir, "pod racing");
+    // Wait for a whole frame (a capture can land mid-redraw): both racers'
+    // rows drawn to their lock column, and the process count in the title.
     let screen = tmux.wait_for(LONG, "both pods with their verdicts", |s| {
         s.contains("view  pod ")
             && s.contains("siblings_racing")
             && s.contains("waiting [pid")
             && s.contains("sleep 86400 & sleep 86400 & wait")
+            && s.contains("processes 1/8")
+            && s.lines()
+                .filter(|l| {
+                    l.contains("└ leasectl writer exec")
+                        && (l.contains("holds") || l.contains("open"))
+                })
+                .count()
+                == 2
     });
     let root = line_of(&screen, &format!("  {healthy}  "));
     assert!(

@@ -491,7 +491,7 @@ impl Gatherer {
 
     /// One snapshot of every target, judged at one instant.
     pub async fn gather(&mut self, clock: &crate::clock::SharedClock) -> Snapshot {
-        let relist = self.count % self.relist_every == 0;
+        let relist = self.count.is_multiple_of(self.relist_every);
         self.count = self.count.wrapping_add(1);
         let opts = &self.opts;
         let reports = futures::future::join_all(
