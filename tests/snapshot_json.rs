@@ -346,3 +346,26 @@ fn missing_local_directory_is_reported() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/definitely/not/here"), "{err}");
 }
+
+#[test]
+fn a_huge_local_lease_is_judged_from_its_first_64_kib() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("big")).unwrap();
+    let f = std::fs::File::create(dir.path().join("big/LEASE")).unwrap();
+    f.set_len(512 * 1024 * 1024).unwrap(); // sparse: 512 MiB of zeros
+    let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &doc["targets"][0]["prefixes"][0];
+    assert_eq!(row["state"], "malformed");
+    assert!(
+        row["problem"].as_str().unwrap().contains("536870912 bytes"),
+        "{row:#}"
+    );
+    assert!(row["etag"].as_str().unwrap().starts_with('m'));
+}
