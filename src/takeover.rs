@@ -395,18 +395,19 @@ pub async fn takeover(
         audit_path: audit.path().to_owned(),
         audit_id: id.clone(),
     };
+    // The lease just written, as a holder of it (used by release and hold).
+    let written = BucketLease::from_written(
+        store.clone(),
+        clock.clone(),
+        key.clone(),
+        record.clone(),
+        etag.clone(),
+        config,
+        mono,
+    );
     let result_text = match &req.then {
         Then::Release => {
-            let lease = BucketLease::from_written(
-                store.clone(),
-                clock.clone(),
-                key.clone(),
-                record.clone(),
-                etag.clone(),
-                config,
-                mono,
-            );
-            let r = lease.release().await;
+            let r = written.release().await;
             let text = match &r {
                 Ok(how) => format!("taken, then released ({how:?})"),
                 Err(e) => format!(
@@ -418,15 +419,7 @@ pub async fn takeover(
             text
         }
         Then::Hold => {
-            outcome.held = Some(BucketLease::from_written(
-                store.clone(),
-                clock.clone(),
-                key.clone(),
-                record.clone(),
-                etag.clone(),
-                config,
-                mono,
-            ));
+            outcome.held = Some(written);
             "taken and held by leasectl".to_owned()
         }
         Then::Handover(successor) => {

@@ -251,12 +251,7 @@ async fn ignoring_service_refuses_unless_best_effort_is_chosen() {
     let (store, _, _) = moto_store(Moto::Ignoring, "takeover-ignoring").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let old = leasectl::bucket::LeaseRecord {
-        instance_id: "dead-holder".into(),
-        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        ttl_s: 30,
-    };
+    let old = dead_holder();
     store
         .put("db/LEASE", old.to_body(), PutCondition::None)
         .await
@@ -296,12 +291,7 @@ async fn ignoring_service_refuses_unless_best_effort_is_chosen() {
 #[tokio::test(flavor = "multi_thread")]
 async fn unwritable_audit_log_means_nothing_is_sent() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-audit").await;
-    let dead = leasectl::bucket::LeaseRecord {
-        instance_id: "dead-holder".into(),
-        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        ttl_s: 30,
-    };
+    let dead = dead_holder();
     store
         .put("db/LEASE", dead.to_body(), PutCondition::IfNoneMatch)
         .await
@@ -372,6 +362,17 @@ async fn handover_is_adopted_by_the_named_successor_without_waiting() {
     assert!(entries(&log)[1].then.starts_with("handover:"));
 }
 
+/// A record whose holder stopped renewing ten minutes ago (stale).
+fn dead_holder() -> leasectl::bucket::LeaseRecord {
+    let t = chrono::Utc::now() - chrono::Duration::minutes(10);
+    leasectl::bucket::LeaseRecord {
+        instance_id: "dead-holder".into(),
+        acquired_at: t,
+        renewed_at: t,
+        ttl_s: 30,
+    }
+}
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     s3_env(&mut c);
@@ -383,12 +384,7 @@ async fn intent_is_durable_when_the_process_is_killed_before_the_put_returns() {
     let server = moto(Moto::Conditional);
     let b = bucket_name("takeover-kill");
     create_bucket(&sdk_client(&server.endpoint()), &b).await;
-    let dead = leasectl::bucket::LeaseRecord {
-        instance_id: "dead-holder".into(),
-        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        ttl_s: 30,
-    };
+    let dead = dead_holder();
     put_raw(
         &sdk_client(&server.endpoint()),
         &b,
@@ -449,12 +445,7 @@ async fn takeover_command_and_audit_listing() {
     let server = moto(Moto::Conditional);
     let b = bucket_name("takeover-cli");
     create_bucket(&sdk_client(&server.endpoint()), &b).await;
-    let dead = leasectl::bucket::LeaseRecord {
-        instance_id: "dead-holder".into(),
-        acquired_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        renewed_at: chrono::Utc::now() - chrono::Duration::minutes(10),
-        ttl_s: 30,
-    };
+    let dead = dead_holder();
     put_raw(
         &sdk_client(&server.endpoint()),
         &b,

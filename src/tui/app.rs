@@ -104,7 +104,8 @@ pub enum SortKey {
 }
 
 impl SortKey {
-    const ALL: [SortKey; 8] = [
+    /// Every column, in table order.
+    pub const ALL: [SortKey; 8] = [
         SortKey::Prefix,
         SortKey::Holder,
         SortKey::Age,

@@ -262,25 +262,16 @@ fn render_table(app: &App, f: &mut Frame, area: Rect) {
             sanitize(&app.filter)
         ));
     }
-    let header: Vec<Cell> = [
-        SortKey::Prefix,
-        SortKey::Holder,
-        SortKey::Age,
-        SortKey::Ttl,
-        SortKey::Expires,
-        SortKey::State,
-        SortKey::Exclusion,
-        SortKey::Skew,
-    ]
-    .iter()
-    .map(|k| {
-        if *k == app.sort {
-            Cell::from(format!("{}▼", k.column()))
-        } else {
-            Cell::from(k.column())
-        }
-    })
-    .collect();
+    let header: Vec<Cell> = SortKey::ALL
+        .iter()
+        .map(|k| {
+            if *k == app.sort {
+                Cell::from(format!("{}▼", k.column()))
+            } else {
+                Cell::from(k.column())
+            }
+        })
+        .collect();
     let table = Table::new(
         rows,
         [
