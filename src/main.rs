@@ -358,6 +358,12 @@ async fn console(cli: Cli) -> Result<i32> {
 
     if args.json {
         let mut snap = snapshot::gather(&open, &opts, &clock).await;
+        // Best-effort mode was chosen: that is the exclusion, whatever the service.
+        if cli.s3.conditional == Some(OnOff::Off) {
+            for p in snap.targets.iter_mut().flat_map(|t| t.prefixes.iter_mut()) {
+                p.exclusion = snapshot::ExclusionReport::BestEffort;
+            }
+        }
         if !args.pod.no_pod {
             let so = scan_options(&args.pod, std::path::Path::new("/proc"));
             match tokio::task::spawn_blocking(move || scan::scan(&so)).await {

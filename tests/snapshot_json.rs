@@ -369,3 +369,24 @@ fn a_huge_local_lease_is_judged_from_its_first_64_kib() {
     );
     assert!(row["etag"].as_str().unwrap().starts_with('m'));
 }
+
+#[test]
+fn best_effort_mode_is_the_exclusion_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let out = leasectl(
+        None,
+        &[
+            "--json",
+            "--no-pod",
+            "--conditional",
+            "off",
+            &file_url(dir.path()),
+        ],
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["targets"][0]["prefixes"][0]["exclusion"], "best_effort");
+    let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["targets"][0]["prefixes"][0]["exclusion"], "unprobed");
+}

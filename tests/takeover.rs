@@ -557,3 +557,59 @@ async fn takeover_command_and_audit_listing() {
     let store = s3_store(&server.endpoint(), &b);
     assert!(store.get("db/LEASE", None).await.is_err(), "released");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_entries_are_also_stored_as_immutable_objects_with_audit_to() {
+    let server = moto(Moto::Conditional);
+    let b = bucket_name("audit-to");
+    let client = sdk_client(&server.endpoint());
+    create_bucket(&client, &b).await;
+    put_raw(&client, &b, "db/LEASE", &dead_holder().to_body()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl").display().to_string();
+    let ep = server.endpoint();
+    let (url, audit_to) = (format!("s3://{b}/db/"), format!("s3://{b}/audit/"));
+    let out = tokio::task::spawn_blocking(move || {
+        let mut c = bin();
+        c.args(["--endpoint-url", &ep, "--path-style", "takeover", &url])
+            .args([
+                "--reason",
+                "INC-5",
+                "--yes",
+                "--audit-log",
+                &log,
+                "--audit-to",
+                &audit_to,
+            ]);
+        run_with_timeout(c, Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let listed = client
+        .list_objects_v2()
+        .bucket(&b)
+        .prefix("audit/")
+        .send()
+        .await
+        .unwrap();
+    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys.len(), 2, "intent and outcome: {keys:?}");
+    assert!(keys.iter().any(|k| k.ends_with("-intent.json")));
+    assert!(keys.iter().any(|k| k.ends_with("-outcome.json")));
+    let obj = client
+        .get_object()
+        .bucket(&b)
+        .key(keys[0])
+        .send()
+        .await
+        .unwrap();
+    let body = obj.body.collect().await.unwrap().into_bytes();
+    let entry: AuditEntry = serde_json::from_slice(&body).unwrap();
+    assert_eq!(entry.reason, "INC-5");
+}
