@@ -41,18 +41,17 @@ fn run(mut c: Command) -> std::process::Output {
     )
 }
 
+/// `leasectl probe URL` against `endpoint`, off the async runtime.
+async fn probe_s3(endpoint: &str, url: String) -> std::process::Output {
+    let mut c = bin();
+    c.args(["--endpoint-url", endpoint, "--path-style", "probe", &url]);
+    tokio::task::spawn_blocking(move || run(c)).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn probe_tells_a_conditional_service_from_an_ignoring_one() {
     let (endpoint, b) = bucket(Moto::Conditional, "probe-ok").await;
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        &endpoint,
-        "--path-style",
-        "probe",
-        &format!("s3://{b}/backups/"),
-    ]);
-    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let out = probe_s3(&endpoint, format!("s3://{b}/backups/")).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("verdict: conditional"), "{text}");
@@ -63,15 +62,7 @@ async fn probe_tells_a_conditional_service_from_an_ignoring_one() {
     );
 
     let (endpoint, b) = bucket(Moto::Ignoring, "probe-ignoring").await;
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        &endpoint,
-        "--path-style",
-        "probe",
-        &format!("s3://{b}/"),
-    ]);
-    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let out = probe_s3(&endpoint, format!("s3://{b}/")).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("ignores If-None-Match"), "{text}");

@@ -63,6 +63,19 @@ async fn moto_store(kind: Moto, test: &str) -> (Arc<dyn ObjectStore>, String, St
     (s3_store(&server.endpoint(), &b), server.endpoint(), b)
 }
 
+/// A holder that has just taken `db/LEASE` (fresh, 30 s TTL).
+async fn live_holder(store: &Arc<dyn ObjectStore>) -> BucketLease {
+    BucketLease::acquire(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap()
+}
+
 async fn etag_of(store: &dyn ObjectStore) -> Option<String> {
     look(store, "db/").await.etag().map(str::to_owned)
 }
@@ -72,15 +85,7 @@ async fn stale_lease_is_taken_audited_and_the_old_holder_is_lost() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-stale").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let mut old = BucketLease::acquire(
-        store.clone(),
-        SystemClock::shared(),
-        "db/",
-        cfg(30),
-        &mut LeaseWatch::new(),
-    )
-    .await
-    .unwrap();
+    let mut old = live_holder(&store).await;
     // The operator's clock is 60 s ahead: the 30 s lease looks stale to it.
     let seen = look(store.as_ref(), "db/").await;
     let seen_etag = seen.etag().unwrap().to_owned();
@@ -126,15 +131,7 @@ async fn holder_renewing_between_look_and_takeover_refuses_it() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-race").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let mut holder = BucketLease::acquire(
-        store.clone(),
-        SystemClock::shared(),
-        "db/",
-        cfg(30),
-        &mut LeaseWatch::new(),
-    )
-    .await
-    .unwrap();
+    let mut holder = live_holder(&store).await;
     let seen = look(store.as_ref(), "db/").await;
     holder.renew().await.unwrap(); // the holder was alive after all
     let err = takeover(store.clone(), ahead(60), &log, request(seen, Then::Release))
@@ -171,15 +168,7 @@ async fn fresh_lease_needs_force_and_force_is_audited() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-fresh").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let _holder = BucketLease::acquire(
-        store.clone(),
-        SystemClock::shared(),
-        "db/",
-        cfg(30),
-        &mut LeaseWatch::new(),
-    )
-    .await
-    .unwrap();
+    let _holder = live_holder(&store).await;
     let seen = look(store.as_ref(), "db/").await;
     let before = etag_of(store.as_ref()).await;
     let err = takeover(
@@ -325,15 +314,7 @@ async fn handover_is_adopted_by_the_named_successor_without_waiting() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-handover").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let _old = BucketLease::acquire(
-        store.clone(),
-        SystemClock::shared(),
-        "db/",
-        cfg(30),
-        &mut LeaseWatch::new(),
-    )
-    .await
-    .unwrap();
+    let _old = live_holder(&store).await;
     let successor = leasectl::bucket::new_instance_id();
     let seen = look(store.as_ref(), "db/").await;
     let done = takeover(

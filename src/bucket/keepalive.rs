@@ -54,35 +54,24 @@ impl KeepAlive {
     /// that ended the task (e.g. [`LeaseError::Lost`]).
     pub async fn stop(mut self) -> Result<BucketLease, LeaseError> {
         self.cancel.cancel();
-        let Some(task) = self.task.take() else {
-            return Err(ended());
-        };
-        match task.await {
-            Ok(r) => r,
-            Err(e) => Err(LeaseError::Store(crate::store::StoreError::Invalid(
-                format!("keep-alive task failed: {e}"),
-            ))),
-        }
+        self.join().await
     }
 
     /// Waits until the task ends by itself (the lease was lost).
     pub async fn lost(&mut self) -> Result<BucketLease, LeaseError> {
-        let Some(task) = self.task.take() else {
-            return Err(ended());
-        };
-        match task.await {
-            Ok(r) => r,
-            Err(e) => Err(LeaseError::Store(crate::store::StoreError::Invalid(
-                format!("keep-alive task failed: {e}"),
-            ))),
+        self.join().await
+    }
+
+    /// Waits for the task and returns what it ended with.
+    async fn join(&mut self) -> Result<BucketLease, LeaseError> {
+        let failed = |m: String| LeaseError::Store(crate::store::StoreError::Invalid(m));
+        match self.task.take() {
+            None => Err(failed("keep-alive task already ended".into())),
+            Some(task) => task
+                .await
+                .unwrap_or_else(|e| Err(failed(format!("keep-alive task failed: {e}")))),
         }
     }
-}
-
-fn ended() -> LeaseError {
-    LeaseError::Store(crate::store::StoreError::Invalid(
-        "keep-alive task already ended".into(),
-    ))
 }
 
 async fn run(
