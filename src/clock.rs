@@ -6,13 +6,15 @@
 //! monotonic clock to model elapsed time.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 /// A source of time. `wall()` is UTC wall-clock time; `mono()` is the time since
-/// an arbitrary fixed origin on a clock that never goes backwards (it may stop
-/// while the machine is suspended, which is why the fence checks both).
+/// an arbitrary fixed origin on a clock that never goes backwards and keeps
+/// counting while the machine is suspended (Linux `CLOCK_BOOTTIME`; tokio's
+/// timers and `std::time::Instant` use `CLOCK_MONOTONIC`, which stops during a
+/// suspend, so no deadline of a lease is measured on them).
 pub trait Clock: Send + Sync + 'static {
     /// Wall-clock time, UTC.
     fn wall(&self) -> DateTime<Utc>;
@@ -23,18 +25,29 @@ pub trait Clock: Send + Sync + 'static {
 /// A shared clock handle.
 pub type SharedClock = Arc<dyn Clock>;
 
-/// The machine's clocks: `Utc::now()` and `Instant`.
+/// The machine's clocks: `Utc::now()` and `CLOCK_BOOTTIME`.
 #[derive(Debug, Clone)]
 pub struct SystemClock {
-    origin: Instant,
+    origin: Duration,
+}
+
+/// Reads `CLOCK_BOOTTIME` (time since boot, suspend included). Falls back to
+/// `CLOCK_MONOTONIC` where the kernel lacks it (before Linux 2.6.39).
+pub fn boottime() -> Duration {
+    use nix::time::{clock_gettime, ClockId};
+    let ts = clock_gettime(ClockId::CLOCK_BOOTTIME)
+        .or_else(|_| clock_gettime(ClockId::CLOCK_MONOTONIC))
+        .unwrap_or_else(|_| nix::sys::time::TimeSpec::new(0, 0));
+    Duration::new(
+        ts.tv_sec().max(0) as u64,
+        ts.tv_nsec().clamp(0, 999_999_999) as u32,
+    )
 }
 
 impl SystemClock {
     /// A system clock whose monotonic origin is now.
     pub fn new() -> Self {
-        Self {
-            origin: Instant::now(),
-        }
+        Self { origin: boottime() }
     }
 
     /// A shared system clock.
@@ -54,7 +67,7 @@ impl Clock for SystemClock {
         Utc::now()
     }
     fn mono(&self) -> Duration {
-        self.origin.elapsed()
+        boottime().saturating_sub(self.origin)
     }
 }
 
@@ -120,5 +133,48 @@ impl Clock for ManualClock {
     }
     fn mono(&self) -> Duration {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+}
+
+/// One estimate of a storage service's clock against this host's, taken from
+/// the HTTP `Date` header of one answer (whole seconds, RFC 9110).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerOffset {
+    /// Service time minus this host's system wall clock, in seconds: positive
+    /// when this host's clock is behind the service's.
+    pub offset_s: f64,
+    /// Half the width of the interval the true offset lies in, in seconds
+    /// (half a second of `Date` resolution plus half the round trip).
+    pub error_s: f64,
+    /// When the answer arrived, by the system wall clock (UTC).
+    pub at: DateTime<Utc>,
+}
+
+impl ServerOffset {
+    /// From one answer: the service's `Date` (truncated to whole seconds), and
+    /// this host's system wall clock when the request was sent and when the
+    /// answer arrived. The service stamped `Date` somewhere between the two.
+    pub fn from_answer(date: DateTime<Utc>, sent: DateTime<Utc>, received: DateTime<Utc>) -> Self {
+        let secs = |d: chrono::Duration| d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6;
+        // True service time at stamping is in [date, date + 1 s).
+        let mid_local = sent + (received - sent) / 2;
+        let offset_s = secs(date - mid_local) + 0.5;
+        let error_s = 0.5 + secs(received - sent).abs() / 2.0;
+        Self {
+            offset_s,
+            error_s,
+            at: received,
+        }
+    }
+
+    /// The offset against `clock` instead of the system clock: service time
+    /// minus `clock.wall()`, in seconds. Equal to `offset_s` for
+    /// [`SystemClock`]; a [`SkewedClock`] running ahead by `s` gets `offset_s - s`.
+    pub fn against(&self, clock: &dyn Clock) -> f64 {
+        let system_minus_clock = (Utc::now() - clock.wall())
+            .num_microseconds()
+            .unwrap_or(i64::MAX) as f64
+            / 1e6;
+        self.offset_s + system_minus_clock
     }
 }

@@ -143,14 +143,15 @@ pub async fn hold(
     };
     tracing::info!(
         key = %lease.key(),
-        instance_id = %lease.record().instance_id,
-        exclusion = ?lease.exclusion(),
+        instance_id = %sanitize(&lease.record().instance_id),
+        exclusion = %lease.exclusion().as_str(),
         ttl_s = config.ttl_s,
         "lease held; starting the command"
     );
     let key = lease.key().to_owned();
+    let grace = effective_grace(grace, config.ttl());
+    let fence_clock = clock.clone();
     let keep = KeepAlive::start(lease);
-    let mut fence = keep.fence();
 
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..])
@@ -167,6 +168,11 @@ pub async fn hold(
             Ok(())
         });
     }
+    if !keep.status().is_open() {
+        tracing::error!(key = %key, "the fence closed before the command could start; not starting it");
+        finish(keep).await;
+        return EXIT_FENCED;
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -178,37 +184,158 @@ pub async fn hold(
             return 127;
         }
     };
-    let pid = child.id().map(|p| p as i32);
+    let target = child
+        .id()
+        .and_then(|pid| ChildHandle::open(pid as i32).ok());
+    // The fence is enforced off the async runtime: the watchdog thread that
+    // closes it also starts the stop sequence, so a stuck renewal or a busy
+    // runtime cannot delay SIGTERM or SIGKILL.
+    if let Some(t) = &target {
+        let t = t.clone();
+        keep.on_close(move |close| stop_command(t, close, grace, fence_clock));
+    }
     let mut signals = Signals::new();
-    let code = loop {
+    let mut fenced = false;
+    loop {
         tokio::select! {
             status = child.wait() => {
                 let code = exit_code(status);
+                // Whether the fence closed before CMD exited decides the exit code.
+                fenced |= keep.closed_reason().is_some();
                 finish(keep).await;
-                break code;
+                break if fenced { EXIT_FENCED } else { code };
             }
-            r = fence.wait_for(|open| !open) => {
-                let _ = r;
-                tracing::error!(key = %key, "fence closed (lease lost or not renewed for 2/3 of a TTL): stopping the command");
-                if let Some(pid) = pid {
-                    send(pid, libc::SIGTERM);
+            _ = keep.closed(), if !fenced => {
+                fenced = true;
+                let why = keep.closed_reason().map(|r| r.to_string()).unwrap_or_default();
+                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", crate::bucket::format_secs(grace.as_secs_f64()));
+                if target.is_none() {
+                    let _ = child.start_kill();
                 }
-                if tokio::time::timeout(grace, child.wait()).await.is_err() {
-                    tracing::error!("the command ignored SIGTERM for {grace:?}: SIGKILL");
-                    let _ = child.kill().await;
-                }
-                let _ = child.wait().await;
-                finish(keep).await;
-                break EXIT_FENCED;
             }
             sig = signals.recv() => {
-                if let (Some(pid), Some(sig)) = (pid, sig) {
-                    send(pid, sig);
+                if let (Some(t), Some(sig)) = (&target, sig) {
+                    t.signal(sig);
                 }
             }
         }
+    }
+}
+
+/// The longest `--grace` honoured: a sixth of the TTL. With it CMD is killed
+/// at most five sixths of a TTL after the last renewal began, a sixth of a TTL
+/// before any contender may take the lease (that sixth absorbs clock offsets).
+pub fn effective_grace(grace: Duration, ttl: Duration) -> Duration {
+    let cap = ttl / 6;
+    if grace > cap {
+        tracing::warn!(
+            "--grace {} is longer than a sixth of the TTL: CMD will be killed {} after SIGTERM, before the lease can be taken over",
+            crate::bucket::format_secs(grace.as_secs_f64()),
+            crate::bucket::format_secs(cap.as_secs_f64())
+        );
+        cap
+    } else {
+        grace
+    }
+}
+
+/// The stop sequence, run off the async runtime when the fence closes:
+/// SIGTERM now, SIGKILL at the last renewal + the fence window + `grace` on
+/// the boot-time clock — at once if that moment has already passed (the
+/// process was paused or the host suspended past it).
+fn stop_command(
+    target: ChildHandle,
+    close: crate::bucket::FenceClose,
+    grace: Duration,
+    clock: SharedClock,
+) {
+    let kill_at = close.deadline.renewed_mono + close.deadline.window + grace;
+    let fallback = target.clone();
+    let run = move || {
+        if clock.mono() >= kill_at {
+            tracing::error!("the fence closed late (this process was paused or the host suspended): SIGKILL at once");
+            target.signal(libc::SIGKILL);
+            return;
+        }
+        target.signal(libc::SIGTERM);
+        loop {
+            let now = clock.mono();
+            if now >= kill_at {
+                break;
+            }
+            if target.has_exited() {
+                return;
+            }
+            std::thread::sleep((kill_at - now).min(crate::bucket::fence::WATCHDOG_TICK));
+        }
+        if !target.has_exited() {
+            tracing::error!("the command did not stop after SIGTERM: SIGKILL");
+            target.signal(libc::SIGKILL);
+        }
     };
-    code
+    if std::thread::Builder::new()
+        .name("leasectl-stop".into())
+        .spawn(run)
+        .is_err()
+    {
+        // No thread to wait the grace out: kill at once rather than late.
+        fallback.signal(libc::SIGKILL);
+    }
+}
+
+/// A child process addressed by a pidfd (Linux 5.3+): signals reach that
+/// process or nobody, never a process that reused its pid after it was reaped.
+/// Falls back to the pid where pidfd is unavailable.
+#[derive(Clone)]
+struct ChildHandle(Arc<ChildFd>);
+
+struct ChildFd {
+    pid: i32,
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl ChildHandle {
+    fn open(pid: i32) -> std::io::Result<Self> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) });
+        Ok(Self(Arc::new(ChildFd { pid, fd })))
+    }
+
+    fn signal(&self, sig: i32) {
+        use std::os::fd::AsRawFd;
+        match &self.0.fd {
+            // SAFETY: a valid pidfd, a plain signal number, no siginfo.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    sig,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+            },
+            None => send(self.0.pid, sig),
+        }
+    }
+
+    /// True once the process has exited (a pidfd polls readable then).
+    fn has_exited(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        match &self.0.fd {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, zero timeout.
+                unsafe { libc::poll(&mut p, 1, 0) > 0 }
+            }
+            None => false,
+        }
+    }
 }
 
 async fn finish(keep: KeepAlive) {
@@ -218,7 +345,7 @@ async fn finish(keep: KeepAlive) {
                 "not released: the lease is now held by {}",
                 sanitize(&r.instance_id)
             ),
-            Ok(how) => tracing::info!("lease released ({how:?})"),
+            Ok(how) => tracing::info!("lease released ({how})"),
             Err(e) => tracing::warn!("release failed (the lease expires after one TTL): {e}"),
         },
         Err(e) => tracing::warn!("lease already gone: {e}"),
@@ -456,7 +583,7 @@ pub async fn takeover_cmd(
             url: a.url.clone(),
         },
     };
-    match takeover(store, clock, audit, req).await {
+    match takeover(store, clock.clone(), audit, req).await {
         Ok(done) => {
             let _ = writeln!(
                 out,
@@ -465,8 +592,15 @@ pub async fn takeover_cmd(
                 sanitize(&done.written.instance_id),
                 done.etag
             );
+            if let Some(t) = done.writes_safe_from {
+                let _ = writeln!(
+                    out,
+                    "the replaced holder was live: writes under the new lease are safe from {} (its fence has closed by then)",
+                    t.to_rfc3339()
+                );
+            }
             if let Some(r) = &done.released {
-                let _ = writeln!(out, "released: {r:?}; the prefix is free");
+                let _ = writeln!(out, "released ({r}); the prefix is free");
             }
             if let Some(d) = done.handover_deadline {
                 let _ = writeln!(
@@ -485,15 +619,22 @@ pub async fn takeover_cmd(
                 let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
                 let _ = out.flush();
                 let keep = KeepAlive::start(lease);
-                let mut fence = keep.fence();
                 let mut signals = Signals::new();
-                tokio::select! {
-                    _ = signals.recv() => {}
-                    _ = fence.wait_for(|open| !open) => {
-                        let _ = writeln!(out, "the held lease was lost or could not be renewed");
-                    }
-                }
+                let lost = tokio::select! {
+                    _ = signals.recv() => None,
+                    _ = keep.closed() => keep.closed_reason(),
+                };
                 finish(keep).await;
+                if let Some(why) = lost {
+                    let _ = writeln!(out, "the held lease ended: {why}");
+                    let mut entry = done.audit_entry.clone();
+                    entry.time = clock.wall();
+                    entry.outcome = Some(format!("held lease ended: {why}"));
+                    if let Err(e) = audit.append(&entry).await {
+                        let _ = writeln!(out, "audit: could not record the loss: {e}");
+                    }
+                    return EXIT_FENCED;
+                }
             }
             0
         }

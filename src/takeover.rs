@@ -20,11 +20,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::audit::{AuditEntry, AuditError, AuditLog, AuditObserved, AuditTarget, AuditWritten};
+use crate::bucket::fence::{clock_offset_limit_s, offset_beyond_limit};
 use crate::bucket::lease::read;
 use crate::bucket::probe::probe_scratch;
 use crate::bucket::{
-    format_secs, judge, lease_key, new_instance_id, BucketLease, Exclusion, LeaseConfig,
-    LeaseRecord, LeaseState, Observed, Released, CONDITIONAL_SWITCH,
+    format_secs, judge, lease_key, new_instance_id, BucketLease, Exclusion, FenceStatus, KeepAlive,
+    LeaseConfig, LeaseRecord, LeaseState, Observed, Released, CONDITIONAL_SWITCH,
 };
 use crate::clock::SharedClock;
 use crate::store::{ObjectStore, PutCondition, StoreError};
@@ -107,6 +108,14 @@ pub struct TakeoverOutcome {
     /// `Then::Handover`: the successor must start before this time (UTC) —
     /// after it the record is stale and anyone may take it.
     pub handover_deadline: Option<DateTime<Utc>>,
+    /// After a forced takeover of a live lease: from when (UTC) the new holder
+    /// may write — the old holder's fence has certainly closed by then.
+    /// `Then::Release` and `Then::Handover` wait for it before they act; a
+    /// `Then::Hold` lease's fence opens only then.
+    pub writes_safe_from: Option<DateTime<Utc>>,
+    /// The outcome entry written to the audit log (a later loss of a held
+    /// lease is appended as another outcome with the same id).
+    pub audit_entry: AuditEntry,
     /// The audit log written.
     pub audit_path: std::path::PathBuf,
     /// The id pairing the audit entries.
@@ -167,6 +176,9 @@ pub enum TakeoverError {
     /// The audit log could not be written: nothing was sent.
     #[error("{0}; nothing was sent to the bucket")]
     Audit(#[from] AuditError),
+    /// This host's clock is too far from the service's to judge the lease stale.
+    #[error("{0}")]
+    ReaderClock(String),
     /// The store failed; the outcome may be unknown (see the message).
     #[error("{0}")]
     Store(String),
@@ -265,9 +277,38 @@ pub async fn takeover(
         }
     }
 
+    // A lease judged stale by a clock that is off cannot be trusted to be stale.
+    if j.state == LeaseState::Stale {
+        if let (Some(o), Some(r)) = (store.server_offset(), req.seen.record()) {
+            if let Some(off) = offset_beyond_limit(&o, clock.as_ref(), r.ttl_s) {
+                return Err(TakeoverError::ReaderClock(
+                    crate::bucket::LeaseError::ReaderClock {
+                        key,
+                        offset_s: off,
+                        error_s: o.error_s,
+                        limit_s: clock_offset_limit_s(r.ttl_s),
+                        ttl_s: r.ttl_s,
+                    }
+                    .to_string(),
+                ));
+            }
+        }
+    }
+    // Replacing a live lease: its holder may write until its fence closes
+    // (bucket hold kills its command at most 5/6 of its TTL after its last
+    // renewal, which began before this PUT). Nothing we start or hand over
+    // writes before then.
+    let old_fence = (j.state == LeaseState::Fresh)
+        .then(|| {
+            req.seen
+                .record()
+                .map(|r| Duration::from_secs(r.ttl_s) * 5 / 6)
+        })
+        .flatten();
+
     let id = new_instance_id();
-    let holder_id = match &req.then {
-        Then::Handover(successor) => successor.clone(),
+    let holder_id = match (&req.then, old_fence) {
+        (Then::Handover(successor), None) => successor.clone(),
         _ => new_instance_id(),
     };
     let record = LeaseRecord {
@@ -303,6 +344,7 @@ pub async fn takeover(
         forced: req.force && j.state == LeaseState::Fresh,
         then: req.then.to_string(),
         outcome: None,
+        writes_safe_from: None,
     };
     audit.append(&entry).await?;
     tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
@@ -386,17 +428,8 @@ pub async fn takeover(
         ttl_s: req.ttl_s,
         exclusion: req.exclusion,
     };
-    let mut outcome = TakeoverOutcome {
-        written: record.clone(),
-        etag: etag.clone(),
-        released: None,
-        held: None,
-        handover_deadline: None,
-        audit_path: audit.path().to_owned(),
-        audit_id: id.clone(),
-    };
     // The lease just written, as a holder of it (used by release and hold).
-    let written = BucketLease::from_written(
+    let mut written = BucketLease::from_written(
         store.clone(),
         clock.clone(),
         key.clone(),
@@ -405,11 +438,51 @@ pub async fn takeover(
         config,
         mono,
     );
+    let safe_from = old_fence.map(|w| {
+        written.set_not_before(mono + w);
+        clock.wall()
+            + chrono::Duration::from_std(w.saturating_sub(clock.mono().saturating_sub(mono)))
+                .unwrap_or_default()
+    });
+    if let Some(t) = safe_from {
+        tracing::warn!(key = %key, "a live lease was replaced: its holder may write until its fence closes; writes are safe from {}", t.to_rfc3339());
+        entry.writes_safe_from = Some(t);
+    }
+    let mut outcome = TakeoverOutcome {
+        written: record.clone(),
+        etag: etag.clone(),
+        released: None,
+        held: None,
+        handover_deadline: None,
+        writes_safe_from: safe_from,
+        audit_entry: entry.clone(),
+        audit_path: audit.path().to_owned(),
+        audit_id: id.clone(),
+    };
+    // Release and hand-over act only once the old holder's fence has closed.
+    let written = match (&req.then, safe_from) {
+        (Then::Release | Then::Handover(_), Some(_)) => match wait_for_old_fence(written).await {
+            Ok(l) => l,
+            Err(why) => {
+                let out = finish(
+                    entry,
+                    format!("taken, but lost while waiting for the old holder's fence: {why}"),
+                    Some(etag),
+                );
+                audit.append(&out).await?;
+                return Err(TakeoverError::Store(format!(
+                    "{key} was taken, but lost while waiting for the old holder's fence to close: {why}"
+                )));
+            }
+        },
+        _ => written,
+    };
+    let mut final_etag = written.etag().to_owned();
     let result_text = match &req.then {
         Then::Release => {
             let r = written.release().await;
             let text = match &r {
-                Ok(how) => format!("taken, then released ({how:?})"),
+                Ok(how) => format!("taken, then released ({how})"),
                 Err(e) => format!(
                     "taken, but the release failed ({e}); the lease expires after {} s",
                     req.ttl_s
@@ -420,7 +493,53 @@ pub async fn takeover(
         }
         Then::Hold => {
             outcome.held = Some(written);
-            "taken and held by leasectl".to_owned()
+            match safe_from {
+                Some(t) => format!(
+                    "taken and held by leasectl; writes safe from {}",
+                    t.to_rfc3339()
+                ),
+                None => "taken and held by leasectl".to_owned(),
+            }
+        }
+        Then::Handover(successor) if safe_from.is_some() => {
+            // Our own record first (it fenced the old holder out); now the
+            // successor's, conditional on ours.
+            let at = clock.wall();
+            let handed = LeaseRecord {
+                instance_id: successor.clone(),
+                acquired_at: at,
+                renewed_at: at,
+                ttl_s: req.ttl_s,
+            };
+            let cond = match req.exclusion {
+                Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),
+                Exclusion::BestEffort => PutCondition::None,
+            };
+            match store.put(&key, handed.to_body(), cond).await {
+                Ok(e) => {
+                    final_etag = e.unwrap_or_default();
+                    let deadline = at + chrono::Duration::seconds(req.ttl_s as i64);
+                    outcome.handover_deadline = Some(deadline);
+                    outcome.written = handed.clone();
+                    outcome.etag = final_etag.clone();
+                    if let Some(w) = &mut entry.written {
+                        w.record = handed;
+                    }
+                    format!(
+                        "taken, then handed over to {} once the old holder's fence closed; it must start before {}",
+                        sanitize(successor),
+                        deadline.to_rfc3339()
+                    )
+                }
+                Err(e) => {
+                    let out = finish(entry, format!("taken, but the hand-over write failed: {e}; the lease (ours) expires after {} s", req.ttl_s), Some(final_etag));
+                    audit.append(&out).await?;
+                    return Err(TakeoverError::Store(format!(
+                        "{key} was taken, but handing it over failed: {e}; our lease expires after {} s",
+                        req.ttl_s
+                    )));
+                }
+            }
         }
         Then::Handover(successor) => {
             let deadline = now + chrono::Duration::seconds(req.ttl_s as i64);
@@ -432,7 +551,27 @@ pub async fn takeover(
             )
         }
     };
-    let out = finish(entry, result_text, Some(etag));
+    let out = finish(entry, result_text, Some(final_etag));
     audit.append(&out).await?;
+    outcome.audit_entry = out;
     Ok(outcome)
+}
+
+/// Keeps `lease` renewed until its fence opens (the old holder's has closed),
+/// then returns it; an error says why the lease was lost meanwhile.
+async fn wait_for_old_fence(lease: BucketLease) -> Result<BucketLease, String> {
+    let keep = KeepAlive::start(lease);
+    loop {
+        match keep.status() {
+            FenceStatus::Waiting(d) => {
+                tokio::time::sleep(d.min(Duration::from_millis(200))).await;
+            }
+            FenceStatus::Open(_) => break,
+            FenceStatus::Closed(why) => {
+                let _ = keep.stop().await;
+                return Err(why.to_string());
+            }
+        }
+    }
+    keep.stop().await.map_err(|e| e.to_string())
 }

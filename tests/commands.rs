@@ -254,7 +254,7 @@ fn best_effort_mode_is_logged_at_warn() {
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("WARN") && err.contains("best-effort"), "{err}");
-    assert!(err.contains("BestEffort"), "{err}");
+    assert!(err.contains("exclusion=best_effort"), "{err}");
 }
 
 #[test]

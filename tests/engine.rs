@@ -238,21 +238,46 @@ async fn takeover_of_stale_lease_and_old_holder_learns_it_is_lost() {
         .unwrap();
     let old_id = old.record().instance_id.clone();
     let mut keep = KeepAlive::start(old);
-    let mut fence = keep.fence();
+    let fence = keep.fence();
     assert!(*fence.borrow());
-    // A contender whose clock is 10 s ahead sees the 3 s lease as stale at once.
+    // A contender whose clock is 10 s ahead would see the 3 s lease as stale
+    // at once: it measures its clock against the service's and refuses.
     let ahead: SharedClock = Arc::new(SkewedClock::new(chrono::Duration::seconds(10)));
-    let new = BucketLease::acquire(store.clone(), ahead, "db/", cfg(3), &mut LeaseWatch::new())
+    match BucketLease::acquire(store.clone(), ahead, "db/", cfg(3), &mut LeaseWatch::new()).await {
+        Err(e @ LeaseError::ReaderClock { offset_s, .. }) => {
+            assert!((offset_s + 10.0).abs() < 1.5, "{offset_s}");
+            let text = e.to_string();
+            assert!(
+                text.contains("ahead of the storage service") && text.contains("NTP"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a refusal for the reader's clock, got {other:?}"),
+    }
+    assert!(*fence.borrow(), "the refused contender changed nothing");
+    // Someone overwrites the lease (a writer that ignores the protocol).
+    let intruder = LeaseRecord {
+        instance_id: "intruder".into(),
+        acquired_at: chrono::Utc::now(),
+        renewed_at: chrono::Utc::now(),
+        ttl_s: 3,
+    };
+    store
+        .put(
+            "db/LEASE",
+            intruder.to_body(),
+            leasectl::store::PutCondition::None,
+        )
         .await
-        .expect("stale lease taken over");
-    // The old holder's next renewal (within a third of a TTL) finds it lost.
-    tokio::time::timeout(Duration::from_secs(3), fence.wait_for(|open| !open))
-        .await
-        .expect("fence drops")
         .unwrap();
+    // The old holder's next renewal (within a third of a TTL) finds it lost.
+    tokio::time::timeout(Duration::from_secs(3), keep.closed())
+        .await
+        .expect("fence drops");
+    assert!(!*fence.borrow());
     match keep.lost().await {
         Err(LeaseError::Lost { by: Some(r), .. }) => {
-            assert_eq!(r.instance_id, new.record().instance_id);
+            assert_eq!(r.instance_id, "intruder");
             assert_ne!(r.instance_id, old_id);
         }
         other => panic!("expected Lost, got {other:?}"),
@@ -270,7 +295,7 @@ async fn partition_closes_the_fence_within_two_thirds_of_a_ttl() {
         .await
         .unwrap();
     let keep = KeepAlive::start(lease);
-    let mut fence = keep.fence();
+    let fence = keep.fence();
     tokio::time::sleep(Duration::from_millis(2500)).await; // two renewals went through
     assert!(*fence.borrow(), "renewals keep the fence open");
     let puts_before = proxy.counts().get("PUT").copied().unwrap_or(0);
@@ -280,10 +305,9 @@ async fn partition_closes_the_fence_within_two_thirds_of_a_ttl() {
     );
     proxy.set_mode(Mode::BlackHole);
     let cut = Instant::now();
-    tokio::time::timeout(Duration::from_secs(5), fence.wait_for(|open| !open))
+    tokio::time::timeout(Duration::from_secs(5), keep.closed())
         .await
-        .expect("the fence closes during a partition")
-        .unwrap();
+        .expect("the fence closes during a partition");
     let closed_after = cut.elapsed();
     // The last successful renewal was at most ~1 s before the cut; the fence
     // closes 2 s after it: so between ~1 s and 2 s (+ scheduling slack) after the cut.
@@ -339,8 +363,11 @@ async fn skew_case(store: Arc<dyn ObjectStore>, prefix: &str, skew_s: i64, holde
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clock_skew_up_to_a_third_of_a_ttl_never_makes_two_writers() {
-    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "skew").await;
-    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    // On a local store: its clock is this host's, so the skewed clocks here
+    // model holder and contender disagreeing (on S3 a contender whose clock is
+    // off from the service's is refused: see the reader-clock tests).
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
     for (i, skew) in [-10i64, -5, 0, 5, 10].into_iter().enumerate() {
         skew_case(store.clone(), &format!("stopped-{i}/"), skew, false).await;
         skew_case(store.clone(), &format!("renewing-{i}/"), skew, true).await;
@@ -437,8 +464,11 @@ async fn malformed_record_is_watched_like_suspect() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn best_effort_later_writer_wins_at_the_next_renewal() {
-    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "best-effort").await;
-    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    // On a local store: its clock is this host's, so the skewed clocks here
+    // model holder and contender disagreeing (on S3 a contender whose clock is
+    // off from the service's is refused: see the reader-clock tests).
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
     let mut first = BucketLease::acquire(
         store.clone(),
         sys(),
@@ -481,8 +511,11 @@ async fn best_effort_later_writer_wins_at_the_next_renewal() {
 #[tokio::test(flavor = "multi_thread")]
 async fn release_never_deletes_a_lease_taken_by_someone_else() {
     for config in [cfg(30), best_effort(30)] {
-        let (endpoint, bucket) = moto_bucket(Moto::Conditional, "release").await;
-        let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+        // On a local store: its clock is this host's, so the skewed clocks here
+        // model holder and contender disagreeing (on S3 a contender whose clock is
+        // off from the service's is refused: see the reader-clock tests).
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
         let old = BucketLease::acquire(
             store.clone(),
             sys(),

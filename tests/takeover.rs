@@ -76,6 +76,21 @@ async fn live_holder(store: &Arc<dyn ObjectStore>) -> BucketLease {
     .unwrap()
 }
 
+/// A holder whose clock runs 60 s behind: its 30 s lease is stale to
+/// everyone else from the start. (An operator whose own clock is off is
+/// refused instead: see `an_operator_clock_far_from_the_service_is_refused`.)
+async fn stale_holder(store: &Arc<dyn ObjectStore>) -> BucketLease {
+    BucketLease::acquire(
+        store.clone(),
+        ahead(-60),
+        "db/",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap()
+}
+
 async fn etag_of(store: &dyn ObjectStore) -> Option<String> {
     look(store, "db/").await.etag().map(str::to_owned)
 }
@@ -85,13 +100,17 @@ async fn stale_lease_is_taken_audited_and_the_old_holder_is_lost() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-stale").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let mut old = live_holder(&store).await;
-    // The operator's clock is 60 s ahead: the 30 s lease looks stale to it.
+    let mut old = stale_holder(&store).await;
     let seen = look(store.as_ref(), "db/").await;
     let seen_etag = seen.etag().unwrap().to_owned();
-    let done = takeover(store.clone(), ahead(60), &log, request(seen, Then::Hold))
-        .await
-        .expect("stale lease taken");
+    let done = takeover(
+        store.clone(),
+        SystemClock::shared(),
+        &log,
+        request(seen, Then::Hold),
+    )
+    .await
+    .expect("stale lease taken");
     let held = done.held.expect("held");
     assert_eq!(etag_of(store.as_ref()).await.unwrap(), held.etag());
     let lines = entries(&log);
@@ -131,12 +150,17 @@ async fn holder_renewing_between_look_and_takeover_refuses_it() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-race").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let mut holder = live_holder(&store).await;
+    let mut holder = stale_holder(&store).await;
     let seen = look(store.as_ref(), "db/").await;
     holder.renew().await.unwrap(); // the holder was alive after all
-    let err = takeover(store.clone(), ahead(60), &log, request(seen, Then::Release))
-        .await
-        .unwrap_err();
+    let err = takeover(
+        store.clone(),
+        SystemClock::shared(),
+        &log,
+        request(seen, Then::Release),
+    )
+    .await
+    .unwrap_err();
     match &err {
         TakeoverError::Changed {
             record: Some(r),
@@ -168,7 +192,17 @@ async fn fresh_lease_needs_force_and_force_is_audited() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-fresh").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let _holder = live_holder(&store).await;
+    // A live holder with a 6 s TTL: its fence closes 4 s after its last
+    // renewal, its command is killed at most 5 s after it.
+    let _holder = BucketLease::acquire(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        cfg(6),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
     let seen = look(store.as_ref(), "db/").await;
     let before = etag_of(store.as_ref()).await;
     let err = takeover(
@@ -188,13 +222,28 @@ async fn fresh_lease_needs_force_and_force_is_audited() {
     assert!(entries(&log).is_empty());
     let mut req = request(seen, Then::Release);
     req.force = true;
-    takeover(store.clone(), SystemClock::shared(), &log, req)
+    let t = Instant::now();
+    let done = takeover(store.clone(), SystemClock::shared(), &log, req)
         .await
         .expect("forced");
+    // The release (which frees the prefix for anyone) waited for the old
+    // holder's fence: five sixths of its 6 s TTL after the takeover's PUT.
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(4900),
+        "released after {waited:?}"
+    );
+    let safe = done.writes_safe_from.expect("a live lease was replaced");
+    assert!(safe <= chrono::Utc::now(), "released before {safe}");
     let lines = entries(&log);
     assert!(lines
         .iter()
         .all(|e| e.forced && e.observed.judgement == "fresh"));
+    let outcome = lines
+        .iter()
+        .find(|e| e.phase == "outcome")
+        .expect("outcome");
+    assert_eq!(outcome.writes_safe_from, Some(safe), "{lines:#?}");
     assert!(
         etag_of(store.as_ref()).await.is_none(),
         "taken then released"
@@ -314,12 +363,12 @@ async fn handover_is_adopted_by_the_named_successor_without_waiting() {
     let (store, _, _) = moto_store(Moto::Conditional, "takeover-handover").await;
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-    let _old = live_holder(&store).await;
+    let _old = stale_holder(&store).await;
     let successor = leasectl::bucket::new_instance_id();
     let seen = look(store.as_ref(), "db/").await;
     let done = takeover(
         store.clone(),
-        ahead(60),
+        SystemClock::shared(),
         &log,
         request(seen, Then::Handover(successor.clone())),
     )

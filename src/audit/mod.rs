@@ -110,6 +110,10 @@ pub struct AuditEntry {
     pub then: String,
     /// The result (outcome entries): e.g. `taken`, `refused: …`, `failed: …`.
     pub outcome: Option<String>,
+    /// After a forced takeover of a live lease: from when (UTC) the new
+    /// holder may write — once the old holder's fence has certainly closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes_safe_from: Option<DateTime<Utc>>,
 }
 
 /// `user@host` of this process.

@@ -71,6 +71,55 @@ pub enum LeaseError {
     /// reader would judge such a record suspect.
     #[error("a lease TTL must be between 1 and {max} seconds, not {0}", max = super::MAX_SANE_TTL_S)]
     InvalidTtl(u64),
+    /// The service refused `If-Match` with the ETag the object has now: it
+    /// does not implement the precondition as S3 does.
+    #[error("{service} refused If-Match with the current ETag of {key} (\"{etag}\"), a precondition that holds: \
+             it does not implement If-Match as S3 does, so a lease there can be neither renewed nor taken over. \
+             Run `leasectl probe` on it; use a service that passes, or run best-effort ({CONDITIONAL_SWITCH})")]
+    IfMatchRefused {
+        /// The lease key.
+        key: String,
+        /// The store.
+        service: String,
+        /// The ETag sent, which the object still has.
+        etag: String,
+    },
+    /// The service refused `If-None-Match: *` on a key it reports absent.
+    #[error("{service} refused to create {key} with If-None-Match: * although it reports no object there: \
+             it does not implement the precondition as S3 does. Run `leasectl probe` on it")]
+    CreateRefused {
+        /// The lease key.
+        key: String,
+        /// The store.
+        service: String,
+    },
+    /// Every attempt was answered 409 ConditionalRequestConflict.
+    #[error(
+        "{service} answered 409 ConditionalRequestConflict to every write of {key}: \
+             other conditional writes to it were in flight each time; try again"
+    )]
+    Conflicts {
+        /// The lease key.
+        key: String,
+        /// The store.
+        service: String,
+    },
+    /// This host's clock differs from the service's too much to judge a lease's age.
+    #[error("this host's clock is {} {} the storage service's (±{}), more than {} (a twelfth of the {} s TTL): \
+             the age of {key} cannot be judged, so it is not taken over. Fix this host's time (NTP: `chronyc tracking`, `timedatectl`)",
+        format_secs(.offset_s.abs()), if *.offset_s > 0.0 { "behind" } else { "ahead of" }, format_secs(*.error_s), format_secs(*.limit_s), .ttl_s)]
+    ReaderClock {
+        /// The lease key.
+        key: String,
+        /// Service minus this host, seconds.
+        offset_s: f64,
+        /// Uncertainty of the estimate, seconds.
+        error_s: f64,
+        /// The limit, seconds.
+        limit_s: f64,
+        /// The TTL of the record judged.
+        ttl_s: u64,
+    },
     /// Concurrent writers kept the key changing; gave up after several re-reads.
     #[error("{key} kept changing under concurrent writes; try again")]
     Contended {

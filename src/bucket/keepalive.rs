@@ -1,51 +1,100 @@
-//! The keep-alive task: renews a [`BucketLease`] every third of its TTL and
-//! publishes the fence, so a worker can cancel in-flight writes the moment the
+//! The keep-alive: renews a [`BucketLease`] every third of its TTL and keeps
+//! its fence ([`FenceCell`]), so a worker can stop writing the moment the
 //! lease may no longer be written under.
+//!
+//! Two parties, neither waiting on the other:
+//! - the renewal task (async) sends the renewals; before each it checks the
+//!   fence, and a renewal that succeeds extends the fence only if it had not
+//!   closed meanwhile;
+//! - the watchdog thread re-reads the clocks at least every
+//!   [`super::fence::WATCHDOG_TICK`] and closes the fence at its deadline,
+//!   whatever the renewal, the store or the async runtime are doing.
+//!
+//! Once closed, the fence stays closed and renewals stop: the lease is then
+//! released by [`KeepAlive::stop`] + [`BucketLease::release`], or expires.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::error::LeaseError;
+use super::fence::{offset_beyond_limit, FenceCell, FenceClose, FenceClosed, FenceStatus};
 use super::lease::BucketLease;
 
-/// A running keep-alive. Dropping it stops renewing (the lease then expires
-/// after one TTL); call [`KeepAlive::stop`] to get the lease back for release.
+/// A running keep-alive. Dropping it stops renewing and closes the fence (the
+/// lease then expires after one TTL); call [`KeepAlive::stop`] to get the
+/// lease back for release.
 pub struct KeepAlive {
-    fence: watch::Receiver<bool>,
+    cell: Arc<FenceCell>,
     cancel: CancellationToken,
     task: Option<tokio::task::JoinHandle<Result<BucketLease, LeaseError>>>,
 }
 
 impl Drop for KeepAlive {
-    /// Stops renewing: the lease then expires after one TTL.
+    /// Stops renewing: the fence closes, the lease expires after one TTL.
     fn drop(&mut self) {
         self.cancel.cancel();
+        self.cell.close(FenceClosed::Stopped);
     }
 }
 
 impl KeepAlive {
-    /// Starts renewing `lease` on the current tokio runtime.
+    /// Starts renewing `lease` on the current tokio runtime, and its fence
+    /// watchdog on a thread of its own.
     pub fn start(lease: BucketLease) -> Self {
-        let (tx, rx) = watch::channel(lease.may_write());
+        let cell = FenceCell::new(lease.clock().clone(), lease.deadline());
+        if lease.is_lost() {
+            cell.close(FenceClosed::Lost);
+        }
+        if let Err(e) = cell.start_watchdog() {
+            // Without a watchdog no deadline could be kept: never open.
+            tracing::error!("cannot start the fence watchdog thread: {e}; the fence stays closed");
+            cell.close(FenceClosed::Expired);
+        }
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(run(lease, tx, cancel.clone()));
+        let task = tokio::spawn(run(lease, cell.clone(), cancel.clone()));
         Self {
-            fence: rx,
+            cell,
             cancel,
             task: Some(task),
         }
     }
 
     /// The fence: `true` while writes may start. It turns `false` two thirds
-    /// of a TTL after the last successful renewal, or at once when the lease
-    /// is lost, and `true` again only after a successful renewal.
+    /// of a TTL after the last successful renewal (or at once when the lease
+    /// is lost or a clock misbehaves), and then stays `false`.
+    ///
+    /// Read it with `*rx.borrow()` in a statement of its own: a `watch::Ref`
+    /// held across an `.await` blocks the watchdog that closes the fence.
     pub fn fence(&self) -> watch::Receiver<bool> {
-        self.fence.clone()
+        self.cell.subscribe()
     }
 
-    /// True once the task has ended (lease lost).
+    /// The fence now (re-reads the clocks).
+    pub fn status(&self) -> FenceStatus {
+        self.cell.check()
+    }
+
+    /// Completes once the fence has closed.
+    pub async fn closed(&self) {
+        self.cell.closed().await
+    }
+
+    /// Why the fence closed, once it has.
+    pub fn closed_reason(&self) -> Option<FenceClosed> {
+        self.cell.closed_reason()
+    }
+
+    /// Runs `hook` once when the fence closes, on the watchdog thread or the
+    /// thread that closed it, without waiting for the async runtime: for
+    /// stopping writers (signals), never for I/O. Not run after [`KeepAlive::stop`].
+    pub fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
+        self.cell.on_close(hook)
+    }
+
+    /// True once the task has ended (lease lost or fence closed).
     pub fn is_finished(&self) -> bool {
         self.task.as_ref().is_none_or(|t| t.is_finished())
     }
@@ -54,10 +103,12 @@ impl KeepAlive {
     /// that ended the task (e.g. [`LeaseError::Lost`]).
     pub async fn stop(mut self) -> Result<BucketLease, LeaseError> {
         self.cancel.cancel();
+        self.cell.close(FenceClosed::Stopped);
         self.join().await
     }
 
-    /// Waits until the task ends by itself (the lease was lost).
+    /// Waits until the task ends by itself: the lease was lost (`Err`) or the
+    /// fence closed (`Ok`, the lease to release).
     pub async fn lost(&mut self) -> Result<BucketLease, LeaseError> {
         self.join().await
     }
@@ -76,56 +127,50 @@ impl KeepAlive {
 
 async fn run(
     mut lease: BucketLease,
-    fence: watch::Sender<bool>,
+    cell: Arc<FenceCell>,
     cancel: CancellationToken,
 ) -> Result<BucketLease, LeaseError> {
     let retry =
         (lease.renew_interval() / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
     let mut wait = lease.renew_interval();
     loop {
-        let open = lease.may_write();
-        fence.send_if_modified(|v| std::mem::replace(v, open) != open);
-        let fence_in = lease.fence_remaining();
         tokio::select! {
             _ = cancel.cancelled() => return Ok(lease),
-            _ = tokio::time::sleep(fence_in), if open => {
-                tracing::warn!(key = %lease.key(), "fence closed: no renewal for two thirds of a TTL; writes must stop");
-                fence.send_replace(false);
-                continue;
-            }
+            _ = cell.closed() => return Ok(lease),
             _ = tokio::time::sleep(wait) => {}
         }
-        // Renew, while still closing the fence on time if the request hangs.
-        let key = lease.key().to_owned();
-        let fence_at = tokio::time::Instant::now() + lease.fence_remaining();
-        let mut fence_open = lease.may_write();
-        let result = {
-            let renewal = lease.renew();
-            tokio::pin!(renewal);
-            loop {
-                tokio::select! {
-                    r = &mut renewal => break Some(r),
-                    _ = tokio::time::sleep_until(fence_at), if fence_open => {
-                        tracing::warn!(key = %key, "fence closed while a renewal is in flight");
-                        fence.send_replace(false);
-                        fence_open = false;
-                    }
-                    _ = cancel.cancelled() => break None,
-                }
-            }
+        // The deadline is checked before every renewal: one begun after it
+        // could not reopen the fence anyway.
+        if let FenceStatus::Closed(_) = cell.check() {
+            return Ok(lease);
+        }
+        let result = tokio::select! {
+            r = lease.renew() => r,
+            _ = cancel.cancelled() => return Ok(lease),
+            // The watchdog closed the fence while the renewal was in flight:
+            // stop waiting for it (if it lands, release finds our record).
+            _ = cell.closed() => return Ok(lease),
         };
         match result {
-            None => return Ok(lease),
-            Some(Ok(())) => {
-                fence.send_replace(lease.may_write());
+            Ok(()) => {
+                if let Some(o) = lease.server_offset() {
+                    let ttl_s = lease.config().ttl_s;
+                    if let Some(off) = offset_beyond_limit(&o, lease.clock().as_ref(), ttl_s) {
+                        cell.close(FenceClosed::ClockOffset(off));
+                        return Ok(lease);
+                    }
+                }
+                if !cell.renewed(lease.deadline()) {
+                    return Ok(lease);
+                }
                 wait = lease.renew_interval();
             }
-            Some(Err(e @ LeaseError::Lost { .. })) => {
-                fence.send_replace(false);
+            Err(e @ LeaseError::Lost { .. }) => {
+                cell.close(FenceClosed::Lost);
                 return Err(e);
             }
-            Some(Err(e)) => {
-                tracing::warn!(key = %key, error = %e, "renewal failed; retrying");
+            Err(e) => {
+                tracing::warn!(key = %lease.key(), error = %e, "renewal failed; retrying");
                 wait = retry;
             }
         }

@@ -29,6 +29,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::error::LeaseError;
+use super::fence::{FenceDeadline, FenceStatus};
 use super::judge::{judge, LeaseState, Observed};
 use super::probe;
 use super::record::{lease_key, LeaseRecord};
@@ -54,6 +55,16 @@ pub struct LeaseConfig {
     pub ttl_s: u64,
     /// The exclusion mode asked for.
     pub exclusion: Exclusion,
+}
+
+impl Exclusion {
+    /// `conditional` or `best_effort`, as in `--json` and the audit log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exclusion::Conditional => "conditional",
+            Exclusion::BestEffort => "best_effort",
+        }
+    }
 }
 
 impl Default for LeaseConfig {
@@ -87,6 +98,21 @@ pub enum Released {
     NotOurs(LeaseRecord),
 }
 
+impl std::fmt::Display for Released {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Released::ConditionalDelete => f.write_str("deleted with If-Match on our ETag"),
+            Released::ReadCheckDelete => f.write_str("read, found still ours, deleted"),
+            Released::AlreadyGone => f.write_str("the LEASE object was already gone"),
+            Released::NotOurs(r) => write!(
+                f,
+                "not deleted: the lease is now held by {}",
+                sanitize(&r.instance_id)
+            ),
+        }
+    }
+}
+
 /// How many re-reads an acquire or renewal makes after 409/412/404 before
 /// giving up as contended.
 const MAX_ROUNDS: usize = 6;
@@ -99,9 +125,11 @@ pub struct BucketLease {
     config: LeaseConfig,
     record: LeaseRecord,
     etag: String,
-    /// Monotonic and wall readings taken just before the last successful write
+    /// Boot-time and wall readings taken just before the last successful write
     /// (the wall reading is the record's `renewed_at`).
     renewed_mono: Duration,
+    /// Writes may not start before this boot-time reading (see [`FenceDeadline`]).
+    not_before_mono: Option<Duration>,
     lost: bool,
 }
 
@@ -161,10 +189,56 @@ impl BucketLease {
                 "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
             );
         }
+        // The precondition refused in the previous round, to tell a service
+        // that refuses a precondition that holds from a lost race.
+        let mut refused: Option<PutCondition> = None;
+        let mut conflicts = 0usize;
+        let mut create_refused = 0usize;
         for _ in 0..MAX_ROUNDS {
             let observed = read(store.as_ref(), &key).await?;
+            match (&refused, &observed) {
+                // Twice in a row: once could be a create and a delete racing us.
+                (Some(PutCondition::IfNoneMatch), Observed::Absent) => {
+                    create_refused += 1;
+                    if create_refused >= 2 {
+                        return Err(LeaseError::CreateRefused {
+                            key,
+                            service: store.describe(),
+                        });
+                    }
+                }
+                (Some(PutCondition::IfMatch(sent)), Observed::Present { etag: Some(e), .. })
+                    if e == sent =>
+                {
+                    return Err(LeaseError::IfMatchRefused {
+                        key,
+                        service: store.describe(),
+                        etag: e.clone(),
+                    })
+                }
+                _ => {}
+            }
+            refused = None;
             let now = clock.wall();
             let mono = clock.mono();
+            if let (Some(r), Some(o)) = (observed.record(), store.server_offset()) {
+                if r.instance_id != instance_id {
+                    let j = judge(&observed, now);
+                    if j.state == LeaseState::Stale {
+                        if let Some(off) =
+                            super::fence::offset_beyond_limit(&o, clock.as_ref(), r.ttl_s)
+                        {
+                            return Err(LeaseError::ReaderClock {
+                                key,
+                                offset_s: off,
+                                error_s: o.error_s,
+                                limit_s: super::fence::clock_offset_limit_s(r.ttl_s),
+                                ttl_s: r.ttl_s,
+                            });
+                        }
+                    }
+                }
+            }
             let Step::Write(cond, acquired_at) =
                 decide(&key, &observed, instance_id, now, mono, &config, watch)?;
             let record = LeaseRecord {
@@ -195,11 +269,22 @@ impl BucketLease {
                         record,
                         etag,
                         renewed_mono: mono,
+                        not_before_mono: None,
                         lost: false,
                     };
                     return lease.probe_after_acquire(&body).await;
                 }
-                Err(StoreError::PreconditionFailed | StoreError::Conflict) => continue,
+                Err(StoreError::PreconditionFailed) => {
+                    if config.exclusion == Exclusion::Conditional {
+                        refused = Some(cond);
+                    }
+                    continue;
+                }
+                Err(StoreError::Conflict) => {
+                    conflicts += 1;
+                    tokio::time::sleep(Duration::from_millis(50 * conflicts as u64)).await;
+                    continue;
+                }
                 // If-Match over a key deleted meanwhile: the next round creates.
                 Err(StoreError::NotFound(_)) if matches!(cond, PutCondition::IfMatch(_)) => {
                     continue
@@ -212,6 +297,12 @@ impl BucketLease {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        if conflicts > 0 {
+            return Err(LeaseError::Conflicts {
+                key,
+                service: store.describe(),
+            });
         }
         Err(LeaseError::Contended { key })
     }
@@ -235,8 +326,15 @@ impl BucketLease {
             record,
             etag,
             renewed_mono,
+            not_before_mono: None,
             lost: false,
         }
+    }
+
+    /// Writes under this lease may not start before the boot-time reading
+    /// `mono` (a takeover of a live lease waits for the old holder's fence).
+    pub(crate) fn set_not_before(&mut self, mono: Duration) {
+        self.not_before_mono = Some(mono);
     }
 
     async fn probe_after_acquire(mut self, body: &[u8]) -> Result<Self, LeaseError> {
@@ -293,6 +391,7 @@ impl BucketLease {
                 by: None,
             });
         }
+        let mut conflicts = 0usize;
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.wall();
             let mono = self.clock.mono();
@@ -331,18 +430,38 @@ impl BucketLease {
                     return Ok(());
                 }
                 Err(
-                    StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_),
+                    refused @ (StoreError::PreconditionFailed
+                    | StoreError::Conflict
+                    | StoreError::NotFound(_)),
                 ) => {
+                    let conflict = matches!(refused, StoreError::Conflict);
+                    if conflict {
+                        conflicts += 1;
+                    }
                     match read(self.store.as_ref(), &self.key).await? {
                         Observed::Present {
                             etag: Some(e),
                             record: Ok(r),
                             ..
                         } if r.instance_id == self.record.instance_id => {
-                            // Our earlier write landed though its answer was lost: adopt
-                            // its ETag and renew again (the fence is not extended by it).
-                            tracing::info!(key = %self.key, "renewal refused but the lease is still ours (an earlier answer was lost); adopting it");
-                            self.etag = e;
+                            if e != self.etag {
+                                // Our earlier write landed though its answer was lost: adopt
+                                // its ETag and renew again (the fence is not extended by it).
+                                tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
+                                self.etag = e;
+                            } else if conflict {
+                                // 409: another conditional write was in flight; ours is still there.
+                                tracing::info!(key = %self.key, "renewal answered 409 ConditionalRequestConflict; retrying");
+                                tokio::time::sleep(Duration::from_millis(50 * conflicts as u64))
+                                    .await;
+                            } else {
+                                // The object still has the ETag we sent, yet If-Match was refused.
+                                return Err(LeaseError::IfMatchRefused {
+                                    key: self.key.clone(),
+                                    service: self.store.describe(),
+                                    etag: e,
+                                });
+                            }
                             continue;
                         }
                         other => return Err(self.mark_lost(other.record().cloned())),
@@ -350,6 +469,12 @@ impl BucketLease {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        if conflicts > 0 {
+            return Err(LeaseError::Conflicts {
+                key: self.key.clone(),
+                service: self.store.describe(),
+            });
         }
         Err(LeaseError::Contended {
             key: self.key.clone(),
@@ -365,19 +490,28 @@ impl BucketLease {
         }
     }
 
-    /// The fence: true while this holder may start a write — until two thirds
-    /// of a TTL after the last successful renewal, measured on both the
-    /// monotonic clock and the wall clock (the monotonic clock may stop during
-    /// suspend; the wall clock catches that). False for good once lost.
-    pub fn may_write(&self) -> bool {
-        if self.lost {
-            return false;
+    /// The fence deadline of the last successful write (see [`super::fence`]).
+    pub fn deadline(&self) -> FenceDeadline {
+        FenceDeadline {
+            not_before_mono: self.not_before_mono,
+            ..FenceDeadline::new(self.renewed_mono, self.record.renewed_at, self.config.ttl())
         }
-        let fence = self.fence_window();
-        let mono_ok = self.clock.mono().saturating_sub(self.renewed_mono) < fence;
-        let wall_elapsed = self.clock.wall() - self.record.renewed_at;
-        let wall_ok = wall_elapsed.to_std().map(|d| d < fence).unwrap_or(true); // the wall clock went backwards: the monotonic check decides
-        mono_ok && wall_ok
+    }
+
+    /// The fence now: open until two thirds of a TTL after the last successful
+    /// renewal, on both the boot-time and the wall clock, and closed when the
+    /// wall clock was stepped since (see [`super::fence`]). Closed for good once
+    /// lost or released.
+    pub fn fence_status(&self) -> FenceStatus {
+        if self.lost {
+            return FenceStatus::Closed(super::fence::FenceClosed::Lost);
+        }
+        self.deadline().status(self.clock.as_ref())
+    }
+
+    /// True while this holder may start a write (see [`BucketLease::fence_status`]).
+    pub fn may_write(&self) -> bool {
+        self.fence_status().is_open()
     }
 
     /// How long after a renewal writes may start: two thirds of the TTL.
@@ -385,18 +519,30 @@ impl BucketLease {
         self.config.ttl() * 2 / 3
     }
 
-    /// Time left before the fence closes (zero once closed), by the monotonic clock.
+    /// Time left before the fence closes (zero once closed or not yet open).
     pub fn fence_remaining(&self) -> Duration {
-        if self.lost {
-            return Duration::ZERO;
+        match self.fence_status() {
+            FenceStatus::Open(d) => d,
+            _ => Duration::ZERO,
         }
-        let mono_left = self
-            .fence_window()
-            .saturating_sub(self.clock.mono().saturating_sub(self.renewed_mono));
-        let wall_elapsed = (self.clock.wall() - self.record.renewed_at)
-            .to_std()
-            .unwrap_or(Duration::ZERO);
-        mono_left.min(self.fence_window().saturating_sub(wall_elapsed))
+    }
+
+    /// This host's wall clock against the service's, in seconds (service
+    /// minus this clock), from the `Date` of the service's latest answer;
+    /// `None` where the store has no clock of its own (a local directory) or
+    /// has not answered yet.
+    pub fn server_offset_s(&self) -> Option<f64> {
+        self.server_offset().map(|o| o.against(self.clock.as_ref()))
+    }
+
+    /// The service's latest clock estimate (see [`ObjectRead::server_offset`](crate::store::ObjectRead::server_offset)).
+    pub fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+        self.store.server_offset()
+    }
+
+    /// The clock used by this lease.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     /// Releases the lease (see [`Released`]). Never deletes a lease that is no

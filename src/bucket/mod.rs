@@ -7,11 +7,13 @@
 //! - [`record`]: the LEASE record, its parsing and writing, `lease_key`, `new_instance_id`.
 //! - [`judge`]: fresh / stale / suspect / malformed / absent by the reader's clock.
 //! - [`lease`]: [`BucketLease`] — acquire, renew, fence, release; [`Exclusion`].
-//! - [`keepalive`]: the renewal task that publishes the fence.
+//! - [`fence`]: when a holder may write: deadlines, clock checks, the watchdog.
+//! - [`keepalive`]: the renewal task and the fence watchdog.
 //! - [`probe`]: does the service honour `If-None-Match` / `If-Match`?
 //! - [`watch`]: [`LeaseWatch`] for suspect and malformed records.
 
 pub mod error;
+pub mod fence;
 pub mod judge;
 pub mod keepalive;
 pub mod lease;
@@ -20,6 +22,7 @@ pub mod record;
 pub mod watch;
 
 pub use error::{LeaseError, CONDITIONAL_SWITCH};
+pub use fence::{FenceClose, FenceClosed, FenceDeadline, FenceStatus};
 pub use judge::{judge, Judgement, LeaseState, Observed};
 pub use keepalive::KeepAlive;
 pub use lease::{BucketLease, Exclusion, LeaseConfig, Released};

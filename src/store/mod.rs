@@ -122,6 +122,13 @@ pub trait ObjectRead: Send + Sync {
     /// Reads `key`. With `if_none_match` set, answers `NotModified` when the
     /// object's ETag is unchanged. A missing key is `NotFound`.
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError>;
+
+    /// The service's clock against this host's, from its latest answer that
+    /// carried a `Date` header. `None` for a store with no clock of its own
+    /// (a local directory is judged by this host's clock) or before any answer.
+    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+        None
+    }
 }
 
 /// A writable store: conditional PUT and DELETE on top of [`ObjectRead`].
@@ -174,6 +181,9 @@ impl ObjectRead for ReadOnly {
     }
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
         self.0.get(key, if_none_match).await
+    }
+    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+        self.0.server_offset()
     }
 }
 
@@ -244,6 +254,9 @@ impl ObjectRead for Counting {
         let r = self.inner.get(key, if_none_match).await;
         self.counters.count(&r);
         r
+    }
+    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+        self.inner.server_offset()
     }
 }
 

@@ -13,6 +13,16 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use chrono::{DateTime, Utc};
 
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+
+use crate::clock::ServerOffset;
+
 use super::{
     normalize_etag, GetOutput, Listing, ObjectMeta, ObjectRead, ObjectStore, PutCondition,
     StoreError, MAX_BODY_BYTES,
@@ -46,6 +56,60 @@ pub struct S3Store {
     timeout: Duration,
     /// Parts of the endpoint URL that must never be printed (user info, query).
     secrets: Vec<String>,
+    /// The service's clock, from the `Date` of its latest answer.
+    clock: ServerClock,
+}
+
+/// The latest [`ServerOffset`] seen in an answer's `Date` header, shared with
+/// the SDK interceptor that reads it.
+#[derive(Debug, Clone, Default)]
+struct ServerClock(std::sync::Arc<std::sync::Mutex<Option<ServerOffset>>>);
+
+/// When the request of this attempt was sent (system wall clock).
+#[derive(Debug, Clone, Copy)]
+struct SentAt(DateTime<Utc>);
+
+impl aws_smithy_types::config_bag::Storable for SentAt {
+    type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
+}
+
+impl Intercept for ServerClock {
+    fn name(&self) -> &'static str {
+        "leasectl-server-clock"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        cfg.interceptor_state().store_put(SentAt(Utc::now()));
+        Ok(())
+    }
+
+    fn read_after_transmit(
+        &self,
+        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let received = Utc::now();
+        let Some(sent) = cfg.load::<SentAt>().map(|s| s.0) else {
+            return Ok(());
+        };
+        let date = context
+            .response()
+            .headers()
+            .get("date")
+            .and_then(|d| DateTime::parse_from_rfc2822(d).ok())
+            .map(|d| d.with_timezone(&Utc));
+        if let Some(date) = date {
+            let estimate = ServerOffset::from_answer(date, sent, received);
+            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(estimate);
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for S3Store {
@@ -111,8 +175,10 @@ impl S3Store {
     pub fn with_config(config: &aws_config::SdkConfig, bucket: &str, opts: &S3Options) -> Self {
         // Checksums only where S3 requires them: several S3-compatible services
         // reject the SDK's newer default (streaming CRC trailers).
+        let clock = ServerClock::default();
         let s3conf = aws_sdk_s3::config::Builder::from(config)
             .force_path_style(opts.path_style)
+            .interceptor(clock.clone())
             .request_checksum_calculation(
                 aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired,
             )
@@ -136,6 +202,7 @@ impl S3Store {
             endpoint,
             timeout: opts.request_timeout.unwrap_or(Duration::from_secs(10)),
             secrets,
+            clock,
         }
     }
 
@@ -252,6 +319,10 @@ fn to_chrono(d: &aws_sdk_s3::primitives::DateTime) -> Option<DateTime<Utc>> {
 impl ObjectRead for S3Store {
     fn describe(&self) -> String {
         format!("s3://{} at {}", self.bucket, self.endpoint)
+    }
+
+    fn server_offset(&self) -> Option<ServerOffset> {
+        *self.clock.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {

@@ -169,7 +169,7 @@ impl Ops {
                                     done.etag
                                 );
                                 match (&done.released, done.handover_deadline) {
-                                    (Some(r), _) => msg.push_str(&format!("; released ({r:?})")),
+                                    (Some(r), _) => msg.push_str(&format!("; released ({r})")),
                                     (None, Some(d)) => msg.push_str(&format!(
                                         "; handed over: the successor must start before {}",
                                         d.format("%H:%M:%SZ")
@@ -198,7 +198,7 @@ impl Ops {
                                     "{key}: not released, now held by {}",
                                     sanitize(&r.instance_id)
                                 ),
-                                Ok(how) => format!("{key}: released ({how:?})"),
+                                Ok(how) => format!("{key}: released ({how})"),
                                 Err(e) => {
                                     format!("{key}: release failed ({e}); it expires after one TTL")
                                 }

@@ -1,0 +1,459 @@
+//! The holder's fence: whether this process may start a write under its lease.
+//!
+//! A contender may take a lease once its record is a full TTL old (by the
+//! contender's clock). The holder therefore stops starting writes two thirds
+//! of a TTL after its last successful renewal, measured from the moment just
+//! *before* that renewal's request was sent:
+//!
+//! - on the boot-time clock ([`crate::clock::Clock::mono`]: Linux
+//!   `CLOCK_BOOTTIME`, which keeps counting while the host is suspended), and
+//! - on the wall clock (UTC), which the record's `renewed_at` is stamped with.
+//!
+//! If the two disagree by more than [`FenceDeadline::step_tolerance`] the wall
+//! clock was stepped (NTP, an operator, a VM restored from a snapshot): the
+//! next stamp could make the record look older or younger than it is, so the
+//! fence closes. Once a [`FenceCell`] has closed it never opens again: a
+//! renewal that was already in flight, or that lands late, does not reopen it.
+//!
+//! The fence is enforced by a watchdog thread of its own (not a task of the
+//! async runtime, and not the task that renews), which re-reads both clocks at
+//! least every [`WATCHDOG_TICK`], so a deadline passes on time however long a
+//! renewal hangs, and is noticed within one tick after the process (or the
+//! host) resumes from a pause.
+//!
+//! What it cannot do: a process that was paused after checking the fence and
+//! before sending a request sends that request when it resumes. The guarantees
+//! and their limits are spelled out in the README's lease section.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, SharedClock};
+
+/// The longest the watchdog sleeps between two looks at the clocks (100 ms).
+pub const WATCHDOG_TICK: Duration = Duration::from_millis(100);
+
+/// When writes may start, measured from the last successful renewal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FenceDeadline {
+    /// Boot-time clock reading taken just before the renewal's request was sent.
+    pub renewed_mono: Duration,
+    /// Wall-clock reading (UTC) taken at the same moment: the record's `renewed_at`.
+    pub renewed_wall: DateTime<Utc>,
+    /// How long after the renewal writes may start: two thirds of the TTL.
+    pub window: Duration,
+    /// Boot-time reading before which writes may not start yet (a takeover of
+    /// a live lease waits for the old holder's fence to close); `None`: at once.
+    pub not_before_mono: Option<Duration>,
+}
+
+/// Why a fence is closed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FenceClosed {
+    /// Two thirds of a TTL passed without a successful renewal.
+    Expired,
+    /// The wall clock moved this many seconds more (positive) or less
+    /// (negative) than the boot-time clock since the last renewal.
+    ClockStep(f64),
+    /// This host's wall clock differs from the storage service's by this many
+    /// seconds (service minus host), more than a third of the TTL.
+    ClockOffset(f64),
+    /// Someone else's record (or none) is at the key.
+    Lost,
+    /// The holder stopped renewing (released, or the keep-alive was stopped).
+    Stopped,
+}
+
+impl std::fmt::Display for FenceClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FenceClosed::Expired => {
+                f.write_str("no successful renewal for two thirds of a TTL")
+            }
+            FenceClosed::ClockStep(s) => write!(
+                f,
+                "the wall clock was stepped by {} since the last renewal; stamps would be wrong",
+                super::format_secs(*s)
+            ),
+            FenceClosed::ClockOffset(s) => write!(
+                f,
+                "this host's clock is {} {} the storage service's, more than a third of the TTL; fix its time (NTP)",
+                super::format_secs(s.abs()),
+                if *s > 0.0 { "behind" } else { "ahead of" }
+            ),
+            FenceClosed::Lost => f.write_str("the lease was lost"),
+            FenceClosed::Stopped => f.write_str("renewals were stopped"),
+        }
+    }
+}
+
+/// Where a fence stands at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FenceStatus {
+    /// Not open yet; opens in this long (see [`FenceDeadline::not_before_mono`]).
+    Waiting(Duration),
+    /// Writes may start; the fence closes in this long unless renewed.
+    Open(Duration),
+    /// Writes must not start.
+    Closed(FenceClosed),
+}
+
+impl FenceStatus {
+    /// True while writes may start.
+    pub fn is_open(&self) -> bool {
+        matches!(self, FenceStatus::Open(_))
+    }
+}
+
+impl FenceDeadline {
+    /// The fence of a lease renewed at (`renewed_mono`, `renewed_wall`) with `ttl`.
+    pub fn new(renewed_mono: Duration, renewed_wall: DateTime<Utc>, ttl: Duration) -> Self {
+        Self {
+            renewed_mono,
+            renewed_wall,
+            window: ttl * 2 / 3,
+            not_before_mono: None,
+        }
+    }
+
+    /// How far the wall clock may run apart from the boot-time clock between
+    /// renewals before the fence distrusts it: a quarter of the window, at most 1 s.
+    pub fn step_tolerance(&self) -> Duration {
+        (self.window / 4).min(Duration::from_secs(1))
+    }
+
+    /// The fence at the clock's current readings.
+    pub fn status(&self, clock: &dyn Clock) -> FenceStatus {
+        let mono = clock.mono();
+        let wall = clock.wall();
+        let mono_elapsed = mono.saturating_sub(self.renewed_mono);
+        let wall_elapsed_s = (wall - self.renewed_wall)
+            .num_microseconds()
+            .map(|us| us as f64 / 1e6)
+            .unwrap_or(f64::MAX);
+        let step = wall_elapsed_s - mono_elapsed.as_secs_f64();
+        if step.abs() > self.step_tolerance().as_secs_f64() {
+            return FenceStatus::Closed(FenceClosed::ClockStep(step));
+        }
+        let elapsed = mono_elapsed.max(Duration::from_secs_f64(wall_elapsed_s.max(0.0)));
+        if elapsed >= self.window {
+            return FenceStatus::Closed(FenceClosed::Expired);
+        }
+        if let Some(nb) = self.not_before_mono {
+            if mono < nb {
+                return FenceStatus::Waiting(nb - mono);
+            }
+        }
+        FenceStatus::Open(self.window - elapsed)
+    }
+}
+
+/// The largest offset between this host's clock and the service's that a
+/// lease's age is judged with: a twelfth of the TTL, in seconds. Holder and
+/// contender may each be off by this much; with `bucket hold` killing its
+/// command at most five sixths of a TTL after its last renewal, the two
+/// offsets together stay inside the sixth of a TTL left before a takeover.
+pub fn clock_offset_limit_s(ttl_s: u64) -> f64 {
+    ttl_s as f64 / 12.0
+}
+
+/// `Some(offset_s)` when `offset` (service minus `clock`) is certainly beyond
+/// [`clock_offset_limit_s`]: its distance from zero exceeds the limit by more
+/// than the estimate's own uncertainty.
+pub fn offset_beyond_limit(
+    offset: &crate::clock::ServerOffset,
+    clock: &dyn Clock,
+    ttl_s: u64,
+) -> Option<f64> {
+    let o = offset.against(clock);
+    (o.abs() - offset.error_s > clock_offset_limit_s(ttl_s)).then_some(o)
+}
+
+/// What a close hook is told: why, and the deadline it closed on.
+#[derive(Debug, Clone, Copy)]
+pub struct FenceClose {
+    /// Why the fence closed.
+    pub reason: FenceClosed,
+    /// The deadline in force when it closed.
+    pub deadline: FenceDeadline,
+}
+
+type Hook = Box<dyn FnOnce(FenceClose) + Send>;
+
+struct Inner {
+    deadline: FenceDeadline,
+    closed: Option<FenceClosed>,
+    hooks: Vec<Hook>,
+}
+
+/// A fence shared between the renewing task, its watchdog thread and the
+/// writers: the single authority on whether writes may start. Closing is for
+/// good. Its lock is a plain mutex held only for a few arithmetic steps, never
+/// across an `.await`.
+pub struct FenceCell {
+    clock: SharedClock,
+    inner: Mutex<Inner>,
+    tx: watch::Sender<bool>,
+    closed: CancellationToken,
+}
+
+impl FenceCell {
+    /// A cell for `deadline`, read on `clock`.
+    pub fn new(clock: SharedClock, deadline: FenceDeadline) -> Arc<Self> {
+        let open = deadline.status(clock.as_ref()).is_open();
+        let (tx, _) = watch::channel(open);
+        Arc::new(Self {
+            clock,
+            inner: Mutex::new(Inner {
+                deadline,
+                closed: None,
+                hooks: Vec::new(),
+            }),
+            tx,
+            closed: CancellationToken::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A receiver of the fence: `true` while writes may start.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.tx.subscribe()
+    }
+
+    /// Completes once the fence has closed (for good).
+    pub async fn closed(&self) {
+        self.closed.cancelled().await
+    }
+
+    /// Why the fence closed, once it has.
+    pub fn closed_reason(&self) -> Option<FenceClosed> {
+        self.lock().closed
+    }
+
+    /// The deadline in force.
+    pub fn deadline(&self) -> FenceDeadline {
+        self.lock().deadline
+    }
+
+    /// Reads the clocks and publishes the result; closes the fence (for good)
+    /// when its deadline has passed. Returns the status.
+    pub fn check(&self) -> FenceStatus {
+        let g = self.lock();
+        if let Some(why) = g.closed {
+            return FenceStatus::Closed(why);
+        }
+        let status = g.deadline.status(self.clock.as_ref());
+        match status {
+            FenceStatus::Closed(why) => {
+                drop(g);
+                self.close(why);
+            }
+            FenceStatus::Open(_) => {
+                drop(g);
+                self.tx.send_if_modified(|v| !std::mem::replace(v, true));
+            }
+            FenceStatus::Waiting(_) => {}
+        }
+        status
+    }
+
+    /// A renewal that began at `deadline.renewed_*` succeeded. Extends the
+    /// fence unless it has closed meanwhile (then it stays closed: a renewal
+    /// landing late never reopens it). Returns whether the fence is open.
+    pub fn renewed(&self, mut deadline: FenceDeadline) -> bool {
+        let mut g = self.lock();
+        if g.closed.is_some() {
+            return false;
+        }
+        if let FenceStatus::Closed(why) = g.deadline.status(self.clock.as_ref()) {
+            drop(g);
+            self.close(why);
+            return false;
+        }
+        deadline.not_before_mono = deadline.not_before_mono.or(g.deadline.not_before_mono);
+        g.deadline = deadline;
+        drop(g);
+        self.check().is_open()
+    }
+
+    /// Closes the fence for good (no-op when already closed). Hooks run here,
+    /// on the caller's thread, except after [`FenceClosed::Stopped`], which
+    /// drops them unrun.
+    pub fn close(&self, why: FenceClosed) {
+        let (hooks, deadline) = {
+            let mut g = self.lock();
+            if g.closed.is_some() {
+                return;
+            }
+            g.closed = Some(why);
+            (std::mem::take(&mut g.hooks), g.deadline)
+        };
+        self.tx.send_replace(false);
+        self.closed.cancel();
+        if why != FenceClosed::Stopped {
+            match why {
+                FenceClosed::Expired | FenceClosed::Lost => {
+                    tracing::warn!("fence closed: {why}; writes must stop")
+                }
+                _ => tracing::error!("fence closed: {why}; writes must stop"),
+            }
+            for hook in hooks {
+                hook(FenceClose {
+                    reason: why,
+                    deadline,
+                });
+            }
+        }
+    }
+
+    /// Runs `hook` once when the fence closes (at once if it already has,
+    /// unless it was [`FenceClosed::Stopped`]). Hooks run on the watchdog
+    /// thread or the closing task's thread: keep them short and non-blocking.
+    pub fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
+        let mut g = self.lock();
+        match g.closed {
+            None => g.hooks.push(Box::new(hook)),
+            Some(FenceClosed::Stopped) => {}
+            Some(reason) => {
+                let deadline = g.deadline;
+                drop(g);
+                hook(FenceClose { reason, deadline });
+            }
+        }
+    }
+
+    /// Starts the watchdog: a thread that re-reads the clocks at least every
+    /// [`WATCHDOG_TICK`] (and exactly at the deadline) until the fence closes.
+    pub fn start_watchdog(self: &Arc<Self>) -> std::io::Result<()> {
+        let cell = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("leasectl-fence".into())
+            .spawn(move || loop {
+                let pause = match cell.check() {
+                    FenceStatus::Closed(_) => return,
+                    FenceStatus::Open(d) | FenceStatus::Waiting(d) => d,
+                };
+                std::thread::sleep(pause.clamp(Duration::from_millis(1), WATCHDOG_TICK));
+            })
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn t0() -> DateTime<Utc> {
+        "2026-01-01T00:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn closes_at_two_thirds_of_the_ttl() {
+        let c = ManualClock::new(t0());
+        let d = FenceDeadline::new(c.mono(), c.wall(), Duration::from_secs(30));
+        assert_eq!(d.status(&c), FenceStatus::Open(Duration::from_secs(20)));
+        c.advance(Duration::from_millis(19_999));
+        assert!(d.status(&c).is_open());
+        c.advance(Duration::from_millis(1));
+        assert_eq!(d.status(&c), FenceStatus::Closed(FenceClosed::Expired));
+    }
+
+    #[test]
+    fn a_stepped_wall_clock_closes_it_either_way() {
+        for jump in [-60i64, 60, -2, 2] {
+            let c = ManualClock::new(t0());
+            let d = FenceDeadline::new(c.mono(), c.wall(), Duration::from_secs(30));
+            c.advance(Duration::from_secs(1));
+            c.set_wall(c.wall() + chrono::Duration::seconds(jump));
+            assert!(
+                matches!(d.status(&c), FenceStatus::Closed(FenceClosed::ClockStep(s)) if (s - jump as f64).abs() < 1e-6),
+                "jump {jump}: {:?}",
+                d.status(&c)
+            );
+        }
+    }
+
+    #[test]
+    fn a_frozen_boot_clock_is_caught_by_the_wall_clock() {
+        // A clock that stopped (a suspend the boot-time clock missed) while the
+        // wall clock ran 35 s: that is a step, and the fence is closed.
+        let c = ManualClock::new(t0());
+        let d = FenceDeadline::new(c.mono(), c.wall(), Duration::from_secs(30));
+        c.set_wall(t0() + chrono::Duration::seconds(35));
+        assert!(!d.status(&c).is_open());
+    }
+
+    #[test]
+    fn a_late_renewal_never_reopens_a_closed_cell() {
+        let c = ManualClock::new(t0());
+        let clock: SharedClock = Arc::new(c.clone());
+        let ttl = Duration::from_secs(9);
+        let cell = FenceCell::new(clock, FenceDeadline::new(c.mono(), c.wall(), ttl));
+        let rx = cell.subscribe();
+        assert!(*rx.borrow());
+        // A renewal begins before the deadline and lands after it.
+        let begun = FenceDeadline::new(
+            c.mono() + Duration::from_secs(5),
+            c.wall() + chrono::Duration::seconds(5),
+            ttl,
+        );
+        c.advance(Duration::from_secs(7));
+        assert!(!cell.renewed(begun));
+        assert!(!*rx.borrow());
+        assert_eq!(cell.closed_reason(), Some(FenceClosed::Expired));
+        // Even a renewal begun now cannot reopen it.
+        assert!(!cell.renewed(FenceDeadline::new(c.mono(), c.wall(), ttl)));
+        assert!(!cell.check().is_open());
+    }
+
+    #[test]
+    fn waits_for_not_before_then_opens() {
+        let c = ManualClock::new(t0());
+        let clock: SharedClock = Arc::new(c.clone());
+        let mut d = FenceDeadline::new(c.mono(), c.wall(), Duration::from_secs(30));
+        d.not_before_mono = Some(c.mono() + Duration::from_secs(4));
+        let cell = FenceCell::new(clock, d);
+        assert!(matches!(cell.check(), FenceStatus::Waiting(w) if w == Duration::from_secs(4)));
+        assert!(!*cell.subscribe().borrow());
+        c.advance(Duration::from_secs(4));
+        assert!(cell.check().is_open());
+        assert!(*cell.subscribe().borrow());
+    }
+
+    #[test]
+    fn hooks_run_once_on_close_and_not_after_a_stop() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let c = ManualClock::new(t0());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let cell = FenceCell::new(
+            Arc::new(c.clone()),
+            FenceDeadline::new(c.mono(), c.wall(), Duration::from_secs(3)),
+        );
+        let r = ran.clone();
+        cell.on_close(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        cell.close(FenceClosed::Lost);
+        cell.close(FenceClosed::Expired);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+
+        let stopped = FenceCell::new(
+            Arc::new(c.clone()),
+            FenceDeadline::new(c.mono(), c.wall(), Duration::from_secs(3)),
+        );
+        let r = ran.clone();
+        stopped.on_close(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        stopped.close(FenceClosed::Stopped);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+}
