@@ -63,13 +63,13 @@ async fn moto_store(kind: Moto, test: &str) -> (Arc<dyn ObjectStore>, String, St
     (s3_store(&server.endpoint(), &b), server.endpoint(), b)
 }
 
-/// A holder that has just taken `db/LEASE` (fresh, 30 s TTL).
-async fn live_holder(store: &Arc<dyn ObjectStore>) -> BucketLease {
+/// A holder that has just taken `db/LEASE` (fresh, with this TTL).
+async fn live_holder(store: &Arc<dyn ObjectStore>, ttl_s: u64) -> BucketLease {
     BucketLease::acquire(
         store.clone(),
         SystemClock::shared(),
         "db/",
-        cfg(30),
+        cfg(ttl_s),
         &mut LeaseWatch::new(),
     )
     .await
@@ -194,15 +194,7 @@ async fn fresh_lease_needs_force_and_force_is_audited() {
     let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
     // A live holder with a 6 s TTL: its fence closes 4 s after its last
     // renewal, its command is killed at most 5 s after it.
-    let _holder = BucketLease::acquire(
-        store.clone(),
-        SystemClock::shared(),
-        "db/",
-        cfg(6),
-        &mut LeaseWatch::new(),
-    )
-    .await
-    .unwrap();
+    let _holder = live_holder(&store, 6).await;
     let seen = look(store.as_ref(), "db/").await;
     let before = etag_of(store.as_ref()).await;
     let err = takeover(
