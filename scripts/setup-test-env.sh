@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need that cargo does not: two S3 test servers (moto),
-# each in its own virtualenv, and tmux for the end-to-end terminal tests.
+# each in its own virtualenv, tmux for the end-to-end terminal tests and
+# libfaketime for the clock-fault tests.
 #   moto[server]==5.2.5  — answers conditional requests like AWS (the main test server)
 #   moto[server]==5.0.14 — ignores If-None-Match / If-Match (the service the probe must catch)
 # Virtualenvs go to $LEASECTL_VENV_DIR (default: .venv in the repo). Idempotent.
@@ -19,12 +20,17 @@ for version in 5.2.5 5.0.14; do
   "$python" -m venv "$dir"
   "$dir/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$version"
 done
-if ! command -v tmux >/dev/null 2>&1; then
-  echo "setup: installing tmux" >&2
+# tmux (console end-to-end tests) and libfaketime (clock-fault tests: a
+# process whose wall clock is shifted or stepped while it runs).
+missing=()
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
   if command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null
+    (apt-get update -qq && apt-get install -y -qq "${missing[@]}") >/dev/null
   else
-    echo "setup: tmux is missing; install it with your package manager" >&2
+    echo "setup: ${missing[*]} missing; install with your package manager" >&2
     exit 1
   fi
 fi

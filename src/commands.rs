@@ -153,6 +153,12 @@ pub async fn hold(
     let fence_clock = clock.clone();
     let keep = KeepAlive::start(lease);
 
+    // Descendants that CMD orphans (a daemonized writer) become our children,
+    // so the fence can find and stop them too.
+    // SAFETY: prctl with an integer argument; no memory is passed.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    }
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..])
         .env("LEASECTL_LEASE_KEY", &key)
@@ -200,6 +206,7 @@ pub async fn hold(
         tokio::select! {
             status = child.wait() => {
                 let code = exit_code(status);
+                reap_leftovers();
                 // Whether the fence closed before CMD exited decides the exit code.
                 fenced |= keep.closed_reason().is_some();
                 finish(keep).await;
@@ -240,24 +247,31 @@ pub fn effective_grace(grace: Duration, ttl: Duration) -> Duration {
 }
 
 /// The stop sequence, run off the async runtime when the fence closes:
-/// SIGTERM now, SIGKILL at the last renewal + the fence window + `grace` on
-/// the boot-time clock — at once if that moment has already passed (the
-/// process was paused or the host suspended past it).
+/// SIGTERM now, SIGKILL `grace` later but no later than the last renewal +
+/// the fence window + `grace` on the boot-time clock — at once, without
+/// SIGTERM, if that moment has already passed (the process was paused or the
+/// host suspended past it).
 fn stop_command(
     target: ChildHandle,
     close: crate::bucket::FenceClose,
     grace: Duration,
     clock: SharedClock,
 ) {
-    let kill_at = close.deadline.renewed_mono + close.deadline.window + grace;
+    // SIGKILL `grace` after SIGTERM, and never later than `grace` after the
+    // deadline itself (measured from the last renewal, not from when this
+    // process got to run again).
+    let now = clock.mono();
+    let kill_at = (now + grace).min(close.deadline.renewed_mono + close.deadline.window + grace);
+    if now >= close.deadline.renewed_mono + close.deadline.window + grace {
+        // Late (paused or suspended past it): no grace, and no thread to
+        // start first — every microsecond here is one the command may write in.
+        let n = kill_tree(&target);
+        tracing::error!("the fence closed late (this process was paused or the host suspended): SIGKILL at once ({n} processes)");
+        return;
+    }
+    target.signal(libc::SIGTERM);
     let fallback = target.clone();
     let run = move || {
-        if clock.mono() >= kill_at {
-            tracing::error!("the fence closed late (this process was paused or the host suspended): SIGKILL at once");
-            target.signal(libc::SIGKILL);
-            return;
-        }
-        target.signal(libc::SIGTERM);
         loop {
             let now = clock.mono();
             if now >= kill_at {
@@ -269,8 +283,8 @@ fn stop_command(
             std::thread::sleep((kill_at - now).min(crate::bucket::fence::WATCHDOG_TICK));
         }
         if !target.has_exited() {
-            tracing::error!("the command did not stop after SIGTERM: SIGKILL");
-            target.signal(libc::SIGKILL);
+            let n = kill_tree(&target);
+            tracing::error!("the command did not stop after SIGTERM: SIGKILL ({n} processes)");
         }
     };
     if std::thread::Builder::new()
@@ -279,7 +293,59 @@ fn stop_command(
         .is_err()
     {
         // No thread to wait the grace out: kill at once rather than late.
-        fallback.signal(libc::SIGKILL);
+        kill_tree(&fallback);
+    }
+}
+
+/// SIGKILLs the command and then every other descendant of this process
+/// (`bucket hold` is a child subreaper, so even a daemonized grandchild stays
+/// one). Returns how many processes were signalled.
+fn kill_tree(target: &ChildHandle) -> usize {
+    target.signal(libc::SIGKILL);
+    let others = descendants(std::process::id() as i32);
+    for &pid in &others {
+        send(pid, libc::SIGKILL);
+    }
+    1 + others.len()
+}
+
+/// Every process whose chain of parents reaches `root` (not `root` itself),
+/// from /proc. Unreadable entries are skipped (they are not ours).
+fn descendants(root: i32) -> Vec<i32> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let parents: Vec<(i32, i32)> = all
+        .filter_map(|p| p.ok())
+        .filter_map(|p| p.stat().ok().map(|s| (s.pid, s.ppid)))
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        for &(pid, ppid) in &parents {
+            if ppid == parent && !found.contains(&pid) {
+                found.push(pid);
+            }
+        }
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Kills what CMD left running after it exited (daemonized descendants)
+/// before the lease is released; says so when it finds any.
+fn reap_leftovers() {
+    let left = descendants(std::process::id() as i32);
+    if !left.is_empty() {
+        for &pid in &left {
+            send(pid, libc::SIGKILL);
+        }
+        tracing::warn!(
+            "the command exited but left {} process(es) running (e.g. daemonized); they were killed before the lease was released",
+            left.len()
+        );
     }
 }
 

@@ -29,6 +29,8 @@ struct State {
     counts: BTreeMap<String, usize>,
     /// Black-hole only requests with this method whose path ends with this suffix.
     hang: Option<(String, String)>,
+    /// Answer requests with this method and path suffix with this status, unforwarded.
+    fail: Option<(String, String, u16)>,
 }
 
 #[derive(Clone)]
@@ -76,6 +78,21 @@ impl Proxy {
         self.state.lock().unwrap().hang = Some((method.to_owned(), suffix.to_owned()));
     }
 
+    /// Answer `method` requests whose path ends with `suffix` with `status`
+    /// (an S3-style XML error) without forwarding them.
+    pub fn fail_requests(&self, method: &str, suffix: &str, status: u16) {
+        self.state.lock().unwrap().fail = Some((method.to_owned(), suffix.to_owned(), status));
+    }
+
+    /// Back to forwarding everything: no hang, no failure, no dropped answer.
+    pub fn clear_faults(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.hang = None;
+        s.fail = None;
+        s.drop_next = None;
+        s.mode = Some(Mode::Pass);
+    }
+
     /// Requests seen, by method.
     pub fn counts(&self) -> BTreeMap<String, usize> {
         self.state.lock().unwrap().counts.clone()
@@ -120,7 +137,7 @@ async fn handle(
         .next()
         .unwrap_or("")
         .to_owned();
-    let (mode, drop_answer) = {
+    let (mode, drop_answer, fail) = {
         let mut s = state.lock().unwrap();
         *s.counts.entry(method.clone()).or_default() += 1;
         let mut drop_answer = false;
@@ -139,8 +156,43 @@ async fn handle(
         } else {
             s.mode.unwrap_or(Mode::Pass)
         };
-        (mode, drop_answer)
+        let fail = s
+            .fail
+            .as_ref()
+            .filter(|(m, suffix, _)| *m == method && path.ends_with(suffix.as_str()))
+            .map(|f| f.2);
+        (mode, drop_answer, fail)
     };
+    if let Some(status) = fail {
+        // Read the whole request body first, so the answer is not a reset.
+        let want = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())
+                    .flatten()
+            })
+            .unwrap_or(0);
+        let mut got = rest.len();
+        while got < want {
+            let n = client.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InjectedFault</Code><Message>injected {status}</Message></Error>"
+        );
+        let answer = format!(
+            "HTTP/1.1 {status} Injected\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(answer.as_bytes()).await;
+        let _ = client.shutdown().await;
+        return Ok(());
+    }
     if mode == Mode::BlackHole {
         // Swallow everything, answer nothing, until the client gives up.
         while client.read(&mut chunk).await? > 0 {}

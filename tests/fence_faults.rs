@@ -1,0 +1,731 @@
+//! The fence under faults, end to end: real `leasectl bucket hold` processes
+//! on moto, fault-injecting proxies in front of it, real signals (SIGSTOP,
+//! SIGCONT), real clocks shifted with libfaketime. Each command under a lease
+//! writes one timestamp per line; the checks read those lines.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::proxy::{Mode, Proxy};
+use common::*;
+
+/// Debian's libfaketime (package `faketime`), for this machine's architecture.
+fn libfaketime() -> String {
+    format!(
+        "/usr/lib/{}-linux-gnu/faketime/libfaketime.so.1",
+        std::env::consts::ARCH
+    )
+}
+
+fn now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+async fn bucket(test: &str) -> (u16, String) {
+    let server = moto(Moto::Conditional);
+    let b = bucket_name(test);
+    create_bucket(&sdk_client(&server.endpoint()), &b).await;
+    (server.port, b)
+}
+
+/// A shell command writing `date +%s.%N` to `log` every 0.1 s; with
+/// `ignore_term` it traps SIGTERM and goes on; with `lines` it stops by itself.
+fn writer(log: &Path, ignore_term: bool, lines: Option<u32>) -> Vec<String> {
+    let trap = if ignore_term {
+        "trap 'echo TERM ignored >&2' TERM; "
+    } else {
+        ""
+    };
+    let body = format!("date +%s.%N >> {}; sleep 0.1", log.display());
+    let script = match lines {
+        Some(n) => format!("{trap}i=0; while [ $i -lt {n} ]; do {body}; i=$((i+1)); done"),
+        None => format!("{trap}while :; do {body}; done"),
+    };
+    vec!["sh".into(), "-c".into(), script]
+}
+
+struct Hold {
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl Hold {
+    /// `leasectl bucket hold URL ARGS -- CMD` through `endpoint`, in a process
+    /// group of its own (so the test can stop that group), stderr to a file.
+    fn spawn(
+        dir: &Path,
+        name: &str,
+        endpoint: &str,
+        url: &str,
+        args: &[&str],
+        cmd: &[String],
+        env: &[(&str, String)],
+    ) -> Self {
+        let stderr = dir.join(format!("{name}.stderr"));
+        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+        s3_env(&mut c);
+        c.args([
+            "--endpoint-url",
+            endpoint,
+            "--path-style",
+            "--timeout",
+            "1s",
+        ])
+        .args(["bucket", "hold", url])
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .process_group(0);
+        Self {
+            child: c.spawn().expect("spawn leasectl"),
+            stderr,
+        }
+    }
+
+    fn pgid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits up to `limit` for leasectl to exit; kills its group if it does not.
+    async fn exit_code(&mut self, limit: Duration) -> Option<i32> {
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            if t.elapsed() > limit {
+                signal_group(self.pgid(), libc::SIGCONT);
+                signal_group(self.pgid(), libc::SIGKILL);
+                let _ = self.child.wait();
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            signal_group(self.pgid(), libc::SIGCONT);
+            signal_group(self.pgid(), libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn signal_group(pgid: i32, sig: i32) {
+    // SAFETY: kill(2) on a process group this test created.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+/// The timestamps a writer logged.
+fn stamps(log: &Path) -> Vec<f64> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+async fn wait_for_lines(log: &Path, n: usize, limit: Duration) {
+    let t = Instant::now();
+    while stamps(log).len() < n {
+        assert!(
+            t.elapsed() < limit,
+            "the command never ran under the lease ({})",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    Fail503,
+    Fail403,
+    Hang,
+}
+
+/// One run of the deadlock scenario: hold with TTL 3 s (fence 2 s, grace
+/// capped at 0.5 s), then every renewal fails or hangs. Returns a failure
+/// description, or None.
+async fn fence_closes_run(
+    i: usize,
+    moto_port: u16,
+    bucket: &str,
+    fault: Fault,
+    ignore_term: bool,
+) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(moto_port, Mode::Pass).await;
+    let log = dir.path().join("w.log");
+    let prefix = format!("run{i}/");
+    let mut hold = Hold::spawn(
+        dir.path(),
+        "hold",
+        &proxy.endpoint(),
+        &format!("s3://{bucket}/{prefix}"),
+        &["--ttl", "3s", "--grace", "2s"],
+        &writer(&log, ignore_term, None),
+        &[],
+    );
+    wait_for_lines(&log, 1, Duration::from_secs(20)).await;
+    // Let at least one renewal through (every 1 s).
+    let puts = proxy.counts().get("PUT").copied().unwrap_or(0);
+    let t = Instant::now();
+    while proxy.counts().get("PUT").copied().unwrap_or(0) == puts
+        && t.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let fault_at = now_s();
+    let key = format!("/{prefix}LEASE");
+    match fault {
+        Fault::Fail503 => proxy.fail_requests("PUT", &key, 503),
+        Fault::Fail403 => proxy.fail_requests("PUT", &key, 403),
+        Fault::Hang => proxy.hang_requests("PUT", &key),
+    }
+    let code = hold.exit_code(Duration::from_secs(15)).await;
+    let err = hold.stderr();
+    let last = stamps(&log).into_iter().fold(0.0, f64::max);
+    // The last successful renewal began before the fault: the fence closes
+    // within 2 s of it, SIGKILL follows within the grace (0.5 s), plus 1 s.
+    let bound = fault_at + 2.0 + 0.5 + 1.0;
+    let mut problems = Vec::new();
+    if code != Some(5) {
+        problems.push(format!("exit {code:?} (expected 5)"));
+    }
+    if last > bound {
+        problems.push(format!(
+            "the command wrote {:.2} s after the fault (bound {:.2} s)",
+            last - fault_at,
+            bound - fault_at
+        ));
+    }
+    if !err.contains("fence closed") {
+        problems.push("no 'fence closed' message".into());
+    }
+    if ignore_term && !err.contains("SIGKILL") {
+        problems.push("a command ignoring SIGTERM was not SIGKILLed".into());
+    }
+    if !(err.contains("lease released") || err.contains("release failed")) {
+        problems.push("no release attempted".into());
+    }
+    // Nothing writes any more.
+    let n = stamps(&log).len();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    if stamps(&log).len() != n {
+        problems.push("the command still writes after leasectl exited".into());
+    }
+    (!problems.is_empty()).then(|| {
+        format!(
+            "run {i} {fault:?} ignore_term={ignore_term}: {} -- stderr:\n{err}",
+            problems.join("; ")
+        )
+    })
+}
+
+/// Issue 11 §1: the fence closing never deadlocks; SIGTERM, SIGKILL within
+/// the grace + 1 s, exit 5 and a release attempt, 50 times, 10 at a time.
+#[tokio::test(flavor = "multi_thread")]
+async fn fence_closing_stops_the_command_every_time() {
+    let (port, b) = bucket("fence-closes").await;
+    let faults = [Fault::Fail503, Fault::Fail403, Fault::Hang];
+    let mut failures = Vec::new();
+    for batch in 0..5 {
+        let mut tasks = Vec::new();
+        for j in 0..10 {
+            let i = batch * 10 + j;
+            let b = b.clone();
+            tasks.push(tokio::spawn(async move {
+                fence_closes_run(i, port, &b, faults[i % 3], i % 2 == 0).await
+            }));
+        }
+        for t in tasks {
+            if let Some(f) = t.await.unwrap() {
+                failures.push(f);
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 50 runs failed:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// Holder and contender on their own proxies; the holder's process group is
+/// stopped right after a renewal for `stop` while its next renewal hangs and
+/// a contender waits. Returns a failure description, or None.
+async fn paused_holder_run(
+    i: usize,
+    moto_port: u16,
+    bucket: &str,
+    stop: Duration,
+) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let holder_proxy = Proxy::start(moto_port, Mode::Pass).await;
+    let contender_proxy = Proxy::start(moto_port, Mode::Pass).await;
+    let url = format!("s3://{bucket}/paused{i}/");
+    let (hlog, clog) = (
+        dir.path().join("holder.log"),
+        dir.path().join("contender.log"),
+    );
+    let mut holder = Hold::spawn(
+        dir.path(),
+        "holder",
+        &holder_proxy.endpoint(),
+        &url,
+        &["--ttl", "9s"],
+        &writer(&hlog, false, None),
+        &[],
+    );
+    wait_for_lines(&hlog, 1, Duration::from_secs(20)).await;
+    let puts = holder_proxy.counts().get("PUT").copied().unwrap_or(0);
+    let t = Instant::now();
+    while holder_proxy.counts().get("PUT").copied().unwrap_or(0) == puts
+        && t.elapsed() < Duration::from_secs(8)
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Right after a renewal: stop the holder, make its next renewal hang.
+    signal_group(holder.pgid(), libc::SIGSTOP);
+    holder_proxy.hang_requests("PUT", "/LEASE");
+    let mut contender = Hold::spawn(
+        dir.path(),
+        "contender",
+        &contender_proxy.endpoint(),
+        &url,
+        &["--ttl", "9s", "--wait", "40s"],
+        &writer(&clog, false, Some(20)),
+        &[],
+    );
+    tokio::time::sleep(stop).await;
+    signal_group(holder.pgid(), libc::SIGCONT);
+    let hcode = holder.exit_code(Duration::from_secs(30)).await;
+    let ccode = contender.exit_code(Duration::from_secs(60)).await;
+    let h = stamps(&hlog);
+    let c = stamps(&clog);
+    let mut problems = Vec::new();
+    if hcode != Some(5) {
+        problems.push(format!("holder exit {hcode:?} (expected 5)"));
+    }
+    if ccode != Some(0) || c.is_empty() {
+        problems.push(format!("contender exit {ccode:?} with {} lines", c.len()));
+    }
+    let h_last = h.iter().copied().fold(0.0, f64::max);
+    let c_first = c.iter().copied().fold(f64::MAX, f64::min);
+    if h_last >= c_first {
+        let overlap = h.iter().filter(|&&t| t >= c_first).count();
+        problems.push(format!(
+            "two writers: the holder wrote {overlap} line(s) up to {:.3} s after the contender's first",
+            h_last - c_first
+        ));
+    }
+    (!problems.is_empty()).then(|| {
+        format!(
+            "run {i} (stopped {stop:?}): {}\n-- holder:\n{}\n-- contender:\n{}",
+            problems.join("; "),
+            holder.stderr(),
+            contender.stderr()
+        )
+    })
+}
+
+/// Issue 11 §2 and §3: a holder paused right after a renewal, whose next
+/// renewal hangs, stops writing at its deadline however long the pause: 7 s
+/// (past its 6 s fence, before the 9 s TTL) and 15 s (past the TTL: the
+/// contender holds the lease when it resumes). No line of the holder's
+/// command may follow the contender's first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_holder_with_a_renewal_in_flight_never_overlaps_its_successor() {
+    let (port, b) = bucket("paused-holder").await;
+    let mut failures = Vec::new();
+    for batch in 0..2 {
+        let mut tasks = Vec::new();
+        for j in 0..4 {
+            let i = batch * 4 + j;
+            let b = b.clone();
+            let stop = if j % 2 == 0 { 7 } else { 15 };
+            tasks.push(tokio::spawn(async move {
+                paused_holder_run(i, port, &b, Duration::from_secs(stop)).await
+            }));
+        }
+        for t in tasks {
+            if let Some(f) = t.await.unwrap() {
+                failures.push(f);
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 8 runs failed:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+fn faketime_env(file: &Path) -> Vec<(&'static str, String)> {
+    let lib = libfaketime();
+    assert!(
+        Path::new(&lib).exists(),
+        "libfaketime is missing ({lib}): run {SETUP} (it installs the faketime package)"
+    );
+    vec![
+        ("LD_PRELOAD", lib),
+        ("FAKETIME_TIMESTAMP_FILE", file.display().to_string()),
+        ("FAKETIME_NO_CACHE", "1".into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+    ]
+}
+
+/// Issue 11 §3: the holder's wall clock is stepped (±2 TTL) while it holds:
+/// its fence closes at once, the command is stopped, exit 5.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stepped_wall_clock_closes_the_holders_fence() {
+    let (port, b) = bucket("clock-step").await;
+    for (i, step) in ["-12", "+12", "-12", "+12"].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let offset = dir.path().join("offset");
+        std::fs::write(&offset, "+0\n").unwrap();
+        let log = dir.path().join("w.log");
+        let mut hold = Hold::spawn(
+            dir.path(),
+            "hold",
+            &format!("http://127.0.0.1:{port}"),
+            &format!("s3://{b}/step{i}/"),
+            &["--ttl", "6s", "--grace", "5s"],
+            &writer(&log, true, None),
+            &faketime_env(&offset),
+        );
+        wait_for_lines(&log, 3, Duration::from_secs(20)).await;
+        std::fs::write(&offset, format!("{step}\n")).unwrap();
+        // Clock readings by the test (not faked) bound the command's last line;
+        // its own lines are stamped by `date`, faked too: count lines instead.
+        let t = Instant::now();
+        let code = hold.exit_code(Duration::from_secs(15)).await;
+        let err = hold.stderr();
+        assert_eq!(code, Some(5), "step {step}: {err}");
+        assert!(err.contains("wall clock was stepped"), "step {step}: {err}");
+        // Closed within a watchdog tick; SIGKILL within the 1 s grace cap.
+        assert!(
+            t.elapsed() < Duration::from_millis(2500),
+            "step {step}: stopped after {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+/// Issue 11 §4: a contender whose clock runs 120 s ahead of the service
+/// finds a live lease "stale" by its clock, and is refused, naming the
+/// offset and NTP; `takeover` likewise.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_clock_far_ahead_is_refused() {
+    let (port, b) = bucket("reader-clock").await;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let offset = dir.path().join("offset");
+    std::fs::write(&offset, "+120\n").unwrap();
+    let url = format!("s3://{b}/db/");
+    let hlog = dir.path().join("holder.log");
+    let mut holder = Hold::spawn(
+        dir.path(),
+        "holder",
+        &endpoint,
+        &url,
+        &["--ttl", "30s"],
+        &writer(&hlog, false, None),
+        &[],
+    );
+    wait_for_lines(&hlog, 1, Duration::from_secs(20)).await;
+    let clog = dir.path().join("contender.log");
+    let mut contender = Hold::spawn(
+        dir.path(),
+        "contender",
+        &endpoint,
+        &url,
+        &["--ttl", "30s"],
+        &writer(&clog, false, Some(5)),
+        &faketime_env(&offset),
+    );
+    let code = contender.exit_code(Duration::from_secs(20)).await;
+    let err = contender.stderr();
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("ahead of the storage service") && err.contains("NTP"),
+        "{err}"
+    );
+    assert!(stamps(&clog).is_empty(), "the contender's command ran");
+    // The console's takeover path, as a command.
+    let audit = dir.path().join("audit.jsonl");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c)
+        .envs(faketime_env(&offset))
+        .args(["--endpoint-url", &endpoint, "--path-style"])
+        .args([
+            "takeover",
+            &url,
+            "--reason",
+            "clock test",
+            "--yes",
+            "--audit-log",
+        ])
+        .arg(&audit);
+    let out = run_with_timeout(c, Duration::from_secs(30));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(text.contains("ahead of the storage service"), "{text}");
+    // The holder was never disturbed.
+    assert!(
+        holder.child.try_wait().unwrap().is_none(),
+        "{}",
+        holder.stderr()
+    );
+    let n = stamps(&hlog).len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(stamps(&hlog).len() > n, "the holder still writes");
+}
+
+/// Issue 11 §5: `takeover --force --then handover:ID` against a live
+/// `bucket hold`: the successor adopting the hand-over writes only after the
+/// old holder's command has stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forced_handover_waits_for_the_old_holders_fence() {
+    let (port, b) = bucket("forced-handover").await;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let mut failures = Vec::new();
+    for i in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("s3://{b}/forced{i}/");
+        let hlog = dir.path().join("holder.log");
+        let mut holder = Hold::spawn(
+            dir.path(),
+            "holder",
+            &endpoint,
+            &url,
+            &["--ttl", "6s", "--grace", "1s"],
+            &writer(&hlog, i % 2 == 0, None),
+            &[],
+        );
+        wait_for_lines(&hlog, 3, Duration::from_secs(20)).await;
+        let successor = format!("successor-{i}");
+        let slog = dir.path().join("successor.log");
+        let mut succ = Hold::spawn(
+            dir.path(),
+            "successor",
+            &endpoint,
+            &url,
+            &["--ttl", "6s", "--wait", "30s", "--instance-id", &successor],
+            &writer(&slog, false, Some(10)),
+            &[],
+        );
+        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+        s3_env(&mut c)
+            .args(["--endpoint-url", &endpoint, "--path-style"])
+            .args([
+                "takeover",
+                &url,
+                "--force",
+                "--yes",
+                "--reason",
+                "test",
+                "--audit-log",
+            ])
+            .arg(dir.path().join("audit.jsonl"))
+            .arg("--then")
+            .arg(format!("handover:{successor}"));
+        let out = run_with_timeout(c, Duration::from_secs(60));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let hcode = holder.exit_code(Duration::from_secs(30)).await;
+        let scode = succ.exit_code(Duration::from_secs(60)).await;
+        let h_last = stamps(&hlog).into_iter().fold(0.0, f64::max);
+        let s = stamps(&slog);
+        let s_first = s.iter().copied().fold(f64::MAX, f64::min);
+        if out.status.code() != Some(0)
+            || !text.contains("writes under the new lease are safe from")
+        {
+            failures.push(format!("run {i}: takeover {:?}: {text}", out.status.code()));
+        }
+        if hcode != Some(5) || scode != Some(0) || s.is_empty() {
+            failures.push(format!(
+                "run {i}: holder {hcode:?}, successor {scode:?} ({} lines)\n{}",
+                s.len(),
+                succ.stderr()
+            ));
+        }
+        if h_last >= s_first {
+            failures.push(format!(
+                "run {i}: two writers for {:.3} s",
+                h_last - s_first
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Issue 11 §6: each cause of a refused write gets its own sentence.
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_writes_are_diagnosed_by_cause() {
+    let (port, b) = bucket("diagnoses").await;
+    // A service that refuses If-Match with the current ETag (as Ceph RGW 16
+    // does with quoted ETags): renewals are refused, the fence closes.
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let log = dir.path().join("w.log");
+    let mut hold = Hold::spawn(
+        dir.path(),
+        "ifmatch",
+        &proxy.endpoint(),
+        &format!("s3://{b}/ifmatch/"),
+        &["--ttl", "3s"],
+        &writer(&log, false, None),
+        &[],
+    );
+    wait_for_lines(&log, 1, Duration::from_secs(20)).await;
+    proxy.fail_requests("PUT", "/ifmatch/LEASE", 412);
+    assert_eq!(hold.exit_code(Duration::from_secs(15)).await, Some(5));
+    let err = hold.stderr();
+    assert!(
+        err.contains("refused If-Match with the current ETag"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("answer was lost") && !err.contains("kept changing"),
+        "{err}"
+    );
+
+    // 409 ConditionalRequestConflict on every write.
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let log = dir.path().join("c.log");
+    let mut hold = Hold::spawn(
+        dir.path(),
+        "conflict",
+        &proxy.endpoint(),
+        &format!("s3://{b}/conflict/"),
+        &["--ttl", "3s"],
+        &writer(&log, false, None),
+        &[],
+    );
+    wait_for_lines(&log, 1, Duration::from_secs(20)).await;
+    proxy.fail_requests("PUT", "/conflict/LEASE", 409);
+    assert_eq!(hold.exit_code(Duration::from_secs(15)).await, Some(5));
+    let err = hold.stderr();
+    assert!(err.contains("409 ConditionalRequestConflict"), "{err}");
+
+    // A create refused on a key the service reports absent.
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.fail_requests("PUT", "/create/LEASE", 412);
+    let log = dir.path().join("n.log");
+    let mut hold = Hold::spawn(
+        dir.path(),
+        "create",
+        &proxy.endpoint(),
+        &format!("s3://{b}/create/"),
+        &["--ttl", "3s"],
+        &writer(&log, false, Some(1)),
+        &[],
+    );
+    assert_eq!(hold.exit_code(Duration::from_secs(15)).await, Some(4));
+    let err = hold.stderr();
+    assert!(
+        err.contains("refused to create") && err.contains("reports no object there"),
+        "{err}"
+    );
+    assert!(stamps(&log).is_empty());
+}
+
+/// Issue 11 §6: `takeover --then hold` that loses its lease exits 5 and
+/// records the loss in the audit log.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
+    let (port, b) = bucket("held-lost").await;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c)
+        .args(["--endpoint-url", &endpoint, "--path-style"])
+        .args([
+            "takeover",
+            &format!("s3://{b}/db/"),
+            "--yes",
+            "--reason",
+            "hold test",
+            "--audit-log",
+        ])
+        .arg(&audit)
+        .args(["--then", "hold", "--ttl", "3s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().unwrap();
+    // Wait until it holds, then overwrite the lease as an intruder would.
+    let client = sdk_client(&endpoint);
+    let t = Instant::now();
+    loop {
+        let got = client.get_object().bucket(&b).key("db/LEASE").send().await;
+        if got.is_ok() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "never held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let now = chrono::Utc::now().to_rfc3339();
+    put_raw(
+        &client,
+        &b,
+        "db/LEASE",
+        format!(
+            r#"{{"instance_id":"intruder","acquired_at":"{now}","renewed_at":"{now}","ttl_s":3}}"#
+        )
+        .as_bytes(),
+    )
+    .await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(
+        text.contains("the held lease ended: the lease was lost"),
+        "{text}"
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(lines[2]["phase"], "outcome");
+    assert_eq!(lines[2]["id"], lines[0]["id"]);
+    assert!(
+        lines[2]["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("held lease ended"),
+        "{lines:#?}"
+    );
+}
