@@ -588,12 +588,20 @@ async fn keep(lease: BucketLease, spec: HolderSpec, cancel: CancellationToken) {
                 "demo holder died: no more renewals, no release; the lease goes stale after its TTL"
             );
         }
-        End::Lost(r) => {
-            let why = r.err().map(|e| e.to_string()).unwrap_or_default();
+        End::Lost(Ok(lease)) => {
+            // The fence closed (e.g. renewals failed for two thirds of a TTL).
+            let _ = lease.release().await;
             tracing::warn!(
                 prefix = spec.prefix,
                 holder = spec.instance_id,
-                "demo holder lost its lease: {why}"
+                "demo holder's fence closed; it stopped and released its lease"
+            );
+        }
+        End::Lost(Err(e)) => {
+            tracing::warn!(
+                prefix = spec.prefix,
+                holder = spec.instance_id,
+                "demo holder lost its lease: {e}"
             );
         }
     }

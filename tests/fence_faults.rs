@@ -5,156 +5,18 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::hold::*;
 use common::proxy::{Mode, Proxy};
 use common::*;
-
-/// Debian's libfaketime (package `faketime`), for this machine's architecture.
-fn libfaketime() -> String {
-    format!(
-        "/usr/lib/{}-linux-gnu/faketime/libfaketime.so.1",
-        std::env::consts::ARCH
-    )
-}
-
-fn now_s() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
 
 async fn bucket(test: &str) -> (u16, String) {
     let server = moto(Moto::Conditional);
     let b = bucket_name(test);
     create_bucket(&sdk_client(&server.endpoint()), &b).await;
     (server.port, b)
-}
-
-/// A shell command writing `date +%s.%N` to `log` every 0.1 s; with
-/// `ignore_term` it traps SIGTERM and goes on; with `lines` it stops by itself.
-fn writer(log: &Path, ignore_term: bool, lines: Option<u32>) -> Vec<String> {
-    let trap = if ignore_term {
-        "trap 'echo TERM ignored >&2' TERM; "
-    } else {
-        ""
-    };
-    let body = format!("date +%s.%N >> {}; sleep 0.1", log.display());
-    let script = match lines {
-        Some(n) => format!("{trap}i=0; while [ $i -lt {n} ]; do {body}; i=$((i+1)); done"),
-        None => format!("{trap}while :; do {body}; done"),
-    };
-    vec!["sh".into(), "-c".into(), script]
-}
-
-struct Hold {
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Hold {
-    /// `leasectl bucket hold URL ARGS -- CMD` through `endpoint`, in a process
-    /// group of its own (so the test can stop that group), stderr to a file.
-    fn spawn(
-        dir: &Path,
-        name: &str,
-        endpoint: &str,
-        url: &str,
-        args: &[&str],
-        cmd: &[String],
-        env: &[(&str, String)],
-    ) -> Self {
-        let stderr = dir.join(format!("{name}.stderr"));
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
-        c.args([
-            "--endpoint-url",
-            endpoint,
-            "--path-style",
-            "--timeout",
-            "1s",
-        ])
-        .args(["bucket", "hold", url])
-        .args(args)
-        .arg("--")
-        .args(cmd)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .process_group(0);
-        Self {
-            child: c.spawn().expect("spawn leasectl"),
-            stderr,
-        }
-    }
-
-    fn pgid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Waits up to `limit` for leasectl to exit; kills its group if it does not.
-    async fn exit_code(&mut self, limit: Duration) -> Option<i32> {
-        let t = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code();
-            }
-            if t.elapsed() > limit {
-                signal_group(self.pgid(), libc::SIGCONT);
-                signal_group(self.pgid(), libc::SIGKILL);
-                let _ = self.child.wait();
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            signal_group(self.pgid(), libc::SIGCONT);
-            signal_group(self.pgid(), libc::SIGKILL);
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn signal_group(pgid: i32, sig: i32) {
-    // SAFETY: kill(2) on a process group this test created.
-    unsafe {
-        libc::kill(-pgid, sig);
-    }
-}
-
-/// The timestamps a writer logged.
-fn stamps(log: &Path) -> Vec<f64> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-async fn wait_for_lines(log: &Path, n: usize, limit: Duration) {
-    let t = Instant::now();
-    while stamps(log).len() < n {
-        assert!(
-            t.elapsed() < limit,
-            "the command never ran under the lease ({})",
-            log.display()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -384,20 +246,6 @@ async fn a_paused_holder_with_a_renewal_in_flight_never_overlaps_its_successor()
     );
 }
 
-fn faketime_env(file: &Path) -> Vec<(&'static str, String)> {
-    let lib = libfaketime();
-    assert!(
-        Path::new(&lib).exists(),
-        "libfaketime is missing ({lib}): run {SETUP} (it installs the faketime package)"
-    );
-    vec![
-        ("LD_PRELOAD", lib),
-        ("FAKETIME_TIMESTAMP_FILE", file.display().to_string()),
-        ("FAKETIME_NO_CACHE", "1".into()),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
-    ]
-}
-
 /// Issue 11 §3: the holder's wall clock is stepped (±2 TTL) while it holds:
 /// its fence closes at once, the command is stopped, exit 5.
 #[tokio::test(flavor = "multi_thread")]
@@ -498,6 +346,55 @@ async fn a_reader_clock_far_ahead_is_refused() {
     );
     assert_eq!(out.status.code(), Some(4), "{text}");
     assert!(text.contains("ahead of the storage service"), "{text}");
+    // The snapshot shows the offset, and does not call the live lease stale.
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c).envs(faketime_env(&offset)).args([
+        "--endpoint-url",
+        &endpoint,
+        "--path-style",
+        "--json",
+        "--no-pod",
+        &url,
+    ]);
+    let out = run_with_timeout(c, Duration::from_secs(30));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let off = doc["reader_clock"]["server_offset_s"].as_f64().unwrap();
+    assert!((off + 120.0).abs() < 2.0, "{doc:#}");
+    let row = &doc["targets"][0]["prefixes"][0];
+    assert!(
+        row["problem"]
+            .as_str()
+            .unwrap()
+            .contains("its age is unknown"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "unknown is not healthy: {doc:#}"
+    );
+    // The same snapshot from a correct clock: offset near zero, fresh, exit 0.
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c).args([
+        "--endpoint-url",
+        &endpoint,
+        "--path-style",
+        "--json",
+        "--no-pod",
+        &url,
+    ]);
+    let out = run_with_timeout(c, Duration::from_secs(30));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["reader_clock"]["server_offset_s"]
+            .as_f64()
+            .unwrap()
+            .abs()
+            < 1.5,
+        "{doc:#}"
+    );
+    assert_eq!(doc["targets"][0]["prefixes"][0]["state"], "fresh");
+    assert_eq!(out.status.code(), Some(0), "{doc:#}");
     // The holder was never disturbed.
     assert!(
         holder.child.try_wait().unwrap().is_none(),

@@ -148,7 +148,7 @@ fn check(doc: &Value) {
         .as_str()
         .unwrap()
         .contains("\\xff\\xfe"));
-    assert_eq!(doc["schema_version"], "1.0");
+    assert_eq!(doc["schema_version"], "1.1");
     assert!(doc["pod"]["verdicts"].is_array());
 }
 

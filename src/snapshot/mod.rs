@@ -21,7 +21,7 @@ use crate::target::Target;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
-pub const SCHEMA_VERSION: &str = "1.0";
+pub const SCHEMA_VERSION: &str = "1.1";
 
 /// How strongly the lease excludes a second writer on the prefix's service,
 /// as far as this reader knows.
@@ -71,6 +71,10 @@ pub struct PrefixReport {
     /// What was read, kept to judge again as the clock moves.
     #[serde(skip)]
     pub observed: Observed,
+    /// Set when the row looks stale but this reader's clock is too far from
+    /// the service's to say so: its age is unknown (see `problem`).
+    #[serde(skip)]
+    pub age_unknown: bool,
 }
 
 impl PrefixReport {
@@ -93,6 +97,7 @@ impl PrefixReport {
             holder_skew_s: None,
             exclusion: ExclusionReport::Unprobed,
             observed,
+            age_unknown: false,
         };
         r.record = r.observed.record().cloned();
         if let Observed::Present {
@@ -114,6 +119,26 @@ impl PrefixReport {
         self.age_s = j.age_s.map(round_ms);
         self.expires_in_s = j.expires_in_s.map(round_ms);
         self.holder_skew_s = j.holder_skew_s.map(round_ms);
+        self.age_unknown = false;
+    }
+
+    /// Applies the reader-clock rule: a row judged stale by a clock that is
+    /// certainly further from the service's than a twelfth of the record's
+    /// TTL is not known to be stale. `offset_s` is service minus reader.
+    fn check_reader_clock(&mut self, offset_s: f64, error_s: f64) {
+        let Some(r) = &self.record else { return };
+        let limit = crate::bucket::fence::clock_offset_limit_s(r.ttl_s);
+        if self.state == LeaseState::Stale && offset_s.abs() - error_s > limit {
+            self.age_unknown = true;
+            self.problem = Some(format!(
+                "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \
+                 its age is unknown and it may be live; fix this host's time (NTP) before any takeover",
+                crate::bucket::format_secs(offset_s.abs()),
+                if offset_s > 0.0 { "behind" } else { "ahead of" },
+                crate::bucket::format_secs(limit),
+                r.ttl_s
+            ));
+        }
     }
 
     /// The judgement's sentence at `now`.
@@ -146,6 +171,11 @@ pub struct TargetReport {
     pub errors: Vec<PrefixError>,
     /// Prefixes found, sorted by prefix.
     pub prefixes: Vec<PrefixReport>,
+    /// The service's clock minus this reader's, in seconds, from the `Date`
+    /// of its latest answer (null for a local store: it has no clock of its own).
+    pub server_offset_s: Option<f64>,
+    /// The uncertainty of `server_offset_s`, ± seconds.
+    pub server_offset_error_s: Option<f64>,
 }
 
 /// The reader's clock, by which every age is computed.
@@ -154,6 +184,11 @@ pub struct ReaderClock {
     /// The reader's wall-clock time when the snapshot was judged, UTC.
     #[serde(serialize_with = "ser_ts")]
     pub now: DateTime<Utc>,
+    /// The storage services' clock minus this reader's, in seconds: of the
+    /// targets measured, the one furthest from zero (null when none was).
+    pub server_offset_s: Option<f64>,
+    /// Its uncertainty, ± seconds.
+    pub server_offset_error_s: Option<f64>,
 }
 
 /// One consistent view of every target (and the pod): the `--json` document.
@@ -176,7 +211,8 @@ pub struct Snapshot {
 
 /// Exit code: every target gathered and healthy.
 pub const EXIT_OK: i32 = 0;
-/// Exit code: some target or prefix could not be gathered.
+/// Exit code: some target or prefix could not be gathered, or a lease's age
+/// could not be judged (this reader's clock is too far from the service's).
 pub const EXIT_UNREACHABLE: i32 = 1;
 /// Exit code: bad usage (flags, TARGET URL).
 pub const EXIT_USAGE: i32 = 2;
@@ -188,11 +224,9 @@ impl Snapshot {
     /// The exit code for monitoring: 1 if anything could not be gathered, else
     /// 3 if anything needs attention, else 0.
     pub fn exit_code(&self) -> i32 {
-        if self
-            .targets
-            .iter()
-            .any(|t| t.error.is_some() || !t.errors.is_empty())
-            || self.pod_error.is_some()
+        if self.targets.iter().any(|t| {
+            t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
+        }) || self.pod_error.is_some()
         {
             EXIT_UNREACHABLE
         } else if self
@@ -212,9 +246,24 @@ impl Snapshot {
     pub fn rejudge(&mut self, now: DateTime<Utc>) {
         self.generated_at = now;
         self.reader_clock.now = now;
+        self.reader_clock.server_offset_s = None;
+        self.reader_clock.server_offset_error_s = None;
         for t in &mut self.targets {
             for p in &mut t.prefixes {
                 p.rejudge(now);
+                if let (Some(o), Some(e)) = (t.server_offset_s, t.server_offset_error_s) {
+                    p.check_reader_clock(o, e);
+                }
+            }
+            if let Some(o) = t.server_offset_s {
+                if self
+                    .reader_clock
+                    .server_offset_s
+                    .is_none_or(|m| o.abs() > m.abs())
+                {
+                    self.reader_clock.server_offset_s = Some(o);
+                    self.reader_clock.server_offset_error_s = t.server_offset_error_s;
+                }
             }
         }
     }
@@ -381,6 +430,8 @@ pub async fn gather_target_cached(
         error: None,
         errors: Vec::new(),
         prefixes: Vec::new(),
+        server_offset_s: None,
+        server_offset_error_s: None,
     };
     let store = t.store.as_ref();
     let root = t.target.prefix().to_owned();
@@ -501,10 +552,21 @@ impl Gatherer {
                 .map(|(t, cache)| gather_target_cached(t, opts, || clock.wall(), cache, relist)),
         )
         .await;
+        let mut reports = reports;
+        for (r, t) in reports.iter_mut().zip(&self.targets) {
+            if let Some(o) = t.store.server_offset() {
+                r.server_offset_s = Some(round_ms(o.against(clock.as_ref())));
+                r.server_offset_error_s = Some(round_ms(o.error_s));
+            }
+        }
         let mut snap = Snapshot {
             schema_version: SCHEMA_VERSION,
             generated_at: clock.wall(),
-            reader_clock: ReaderClock { now: clock.wall() },
+            reader_clock: ReaderClock {
+                now: clock.wall(),
+                server_offset_s: None,
+                server_offset_error_s: None,
+            },
             targets: reports,
             pod: PodSnapshot::default(),
             pod_error: None,

@@ -156,7 +156,7 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
         ),
         None => "gathering…".to_owned(),
     };
-    let line1 = Line::from(vec![
+    let mut line1 = vec![
         Span::styled("leasectl ", Style::default().add_modifier(Modifier::BOLD)),
         mode,
         Span::raw(format!(
@@ -165,7 +165,30 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             last,
             app.now.format("%Y-%m-%d %H:%M:%SZ")
         )),
-    ]);
+    ];
+    // This reader's clock against the service's: every age depends on it.
+    if let Some(snap) = &app.snapshot {
+        if let Some(o) = snap.reader_clock.server_offset_s {
+            let untrusted = snap
+                .targets
+                .iter()
+                .flat_map(|t| &t.prefixes)
+                .any(|p| p.age_unknown);
+            let text = format!(
+                "  service clock {o:+.1}s ±{:.1}s",
+                snap.reader_clock.server_offset_error_s.unwrap_or(0.0)
+            );
+            line1.push(if untrusted {
+                Span::styled(
+                    format!("{text} — CLOCK OFF: ages unknown, fix NTP "),
+                    Style::default().bg(Color::Red).fg(Color::White),
+                )
+            } else {
+                Span::raw(text)
+            });
+        }
+    }
+    let line1 = Line::from(line1);
     let line2 = Line::from(vec![
         Span::raw("view "),
         Span::styled(
@@ -350,6 +373,23 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
             .map(|t| format!("{} (server clock)", t.to_rfc3339()))
             .unwrap_or_else(|| "-".into()),
     ));
+    if p.age_unknown {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<14}", "AGE UNKNOWN"), bold.fg(Color::Red)),
+            Span::raw(sanitize(p.problem.as_deref().unwrap_or_default())),
+        ]));
+    }
+    if let Some(t) = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target)) {
+        if let Some(o) = t.server_offset_s {
+            lines.push(kv(
+                "reader clock",
+                format!(
+                    "service clock {o:+.1} s ±{:.1} s from this host's (from the service's Date headers)",
+                    t.server_offset_error_s.unwrap_or(0.0)
+                ),
+            ));
+        }
+    }
     if let Some(s) = p.holder_skew_s {
         lines.push(kv(
             "holder skew",

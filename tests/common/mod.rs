@@ -2,6 +2,7 @@
 //! and the real `leasectl` binary.
 #![allow(dead_code)]
 
+pub mod hold;
 pub mod proxy;
 pub mod tmux;
 

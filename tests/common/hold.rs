@@ -1,0 +1,179 @@
+//! `leasectl bucket hold` as a process under test: spawned in a process
+//! group of its own (so a test can SIGSTOP it with its command), its command
+//! a shell loop logging one timestamp per line, its clock optionally shifted
+//! by libfaketime.
+#![allow(dead_code)]
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{s3_env, SETUP};
+
+pub fn now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Debian's libfaketime (package `faketime`), for this machine's architecture.
+pub fn libfaketime() -> String {
+    format!(
+        "/usr/lib/{}-linux-gnu/faketime/libfaketime.so.1",
+        std::env::consts::ARCH
+    )
+}
+
+/// A shell command writing `date +%s.%N` to `log` every 0.1 s; with
+/// `ignore_term` it traps SIGTERM and goes on; with `lines` it stops by itself.
+pub fn writer(log: &Path, ignore_term: bool, lines: Option<u32>) -> Vec<String> {
+    tagged_writer(log, "", ignore_term, lines)
+}
+
+/// [`writer`] whose lines are `TAG TIMESTAMP`; `date` runs with the real
+/// clock even when leasectl's is shifted (LD_PRELOAD is dropped).
+pub fn tagged_writer(log: &Path, tag: &str, ignore_term: bool, lines: Option<u32>) -> Vec<String> {
+    let trap = if ignore_term {
+        "trap 'echo TERM ignored >&2' TERM; "
+    } else {
+        ""
+    };
+    let body = format!(
+        "echo {tag} $(env -u LD_PRELOAD date +%s.%N) >> {}; sleep 0.1",
+        log.display()
+    );
+    let script = match lines {
+        Some(n) => format!("{trap}i=0; while [ $i -lt {n} ]; do {body}; i=$((i+1)); done"),
+        None => format!("{trap}while :; do {body}; done"),
+    };
+    vec![
+        "env".into(),
+        "-u".into(),
+        "LD_PRELOAD".into(),
+        "sh".into(),
+        "-c".into(),
+        script,
+    ]
+}
+
+pub struct Hold {
+    pub child: Child,
+    pub stderr_path: PathBuf,
+}
+
+impl Hold {
+    /// `leasectl bucket hold URL ARGS -- CMD` through `endpoint`, in a process
+    /// group of its own (so the test can stop that group), stderr to a file.
+    pub fn spawn(
+        dir: &Path,
+        name: &str,
+        endpoint: &str,
+        url: &str,
+        args: &[&str],
+        cmd: &[String],
+        env: &[(&str, String)],
+    ) -> Self {
+        let stderr = dir.join(format!("{name}.stderr"));
+        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+        s3_env(&mut c);
+        c.args([
+            "--endpoint-url",
+            endpoint,
+            "--path-style",
+            "--timeout",
+            "1s",
+        ])
+        .args(["bucket", "hold", url])
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .process_group(0);
+        Self {
+            child: c.spawn().expect("spawn leasectl"),
+            stderr_path: stderr,
+        }
+    }
+
+    pub fn pgid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Waits up to `limit` for leasectl to exit; kills its group if it does not.
+    pub async fn exit_code(&mut self, limit: Duration) -> Option<i32> {
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            if t.elapsed() > limit {
+                signal_group(self.pgid(), libc::SIGCONT);
+                signal_group(self.pgid(), libc::SIGKILL);
+                let _ = self.child.wait();
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            signal_group(self.pgid(), libc::SIGCONT);
+            signal_group(self.pgid(), libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn signal_group(pgid: i32, sig: i32) {
+    // SAFETY: kill(2) on a process group this test created.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+/// The timestamps a writer logged.
+pub fn stamps(log: &Path) -> Vec<f64> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().last()?.parse().ok())
+        .collect()
+}
+
+pub async fn wait_for_lines(log: &Path, n: usize, limit: Duration) {
+    let t = Instant::now();
+    while stamps(log).len() < n {
+        assert!(
+            t.elapsed() < limit,
+            "the command never ran under the lease ({})",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn faketime_env(file: &Path) -> Vec<(&'static str, String)> {
+    let lib = libfaketime();
+    assert!(
+        Path::new(&lib).exists(),
+        "libfaketime is missing ({lib}): run {SETUP} (it installs the faketime package)"
+    );
+    vec![
+        ("LD_PRELOAD", lib),
+        ("FAKETIME_TIMESTAMP_FILE", file.display().to_string()),
+        ("FAKETIME_NO_CACHE", "1".into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+    ]
+}
