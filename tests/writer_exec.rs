@@ -15,6 +15,21 @@ fn taking(dir: &std::path::Path, wait: &str, cmd: &[&str]) -> std::process::Comm
 }
 
 /// Waits until the wrapper has a running child and returns its pid.
+/// True once `pid` ignores SIGTERM (bit 15 of SigIgn in /proc/PID/status).
+fn ignores_sigterm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))?
+                .trim()
+                .to_owned();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+}
+
 fn child_of(pid: u32) -> u32 {
     wait_for(Duration::from_secs(4), || children(pid).first().copied()).expect("child started")
 }
@@ -136,6 +151,12 @@ fn lock_released_only_after_child_is_gone() {
     c.stderr(Stdio::null());
     let mut g = Guard::spawn(c);
     let child = child_of(g.pid);
+    // Signal only once the shell has installed its trap (SigIgn has SIGTERM):
+    // before that, SIGTERM would end it at once, under load especially.
+    wait_for(Duration::from_secs(4), || {
+        ignores_sigterm(child).then_some(())
+    })
+    .expect("the child ignores SIGTERM");
     g.signal(Signal::SIGTERM);
     let mut polls_while_child_ran = 0;
     loop {
