@@ -106,7 +106,11 @@ fn real_main() -> Result<i32> {
         .enable_all()
         .build()
         .wrap_err("starting the async runtime")?;
-    rt.block_on(run(cli))
+    let result = rt.block_on(run(cli));
+    // Quitting always exits: a blocking task still running (a file read on a
+    // hung network filesystem) is given a moment, not waited for without end.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
 }
 
 fn init_logging(quiet: bool) {

@@ -325,7 +325,11 @@ impl ObjectRead for S3Store {
                 }
             }
         }
-        Ok(GetOutput { meta, body })
+        Ok(GetOutput {
+            meta,
+            body,
+            problem: None,
+        })
     }
 }
 
