@@ -197,6 +197,7 @@ async fn run(cli: Cli) -> Result<i32> {
             };
             let best_effort = cli.s3.conditional == Some(OnOff::Off);
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout.min(ttl / 3)));
+            announce("bucket hold", &connector, &target).await;
             let store = connector
                 .open(&target)
                 .await
@@ -234,6 +235,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 Err(code) => return Ok(code),
             };
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
+            announce("takeover", &connector, &target).await;
             // The audit log is opened before anything else: no log, no write.
             let log = match open_audit(&connector, audit).await {
                 Ok(l) => l,
@@ -284,6 +286,20 @@ async fn run(cli: Cli) -> Result<i32> {
             unreachable!("handled before the runtime starts")
         }
     }
+}
+
+/// Prints, before a writing command acts, exactly where its writes go (on
+/// stderr, so scripts reading stdout are not disturbed).
+async fn announce(what: &str, connector: &Connector, target: &Target) {
+    let endpoint = match target {
+        Target::Local { .. } => String::new(),
+        Target::S3 { .. } => format!(" at {}", connector.endpoint(target).await),
+    };
+    eprintln!(
+        "leasectl: {what} on {}: the lease is the {}{endpoint}",
+        leasectl::text::sanitize(&target.to_string()),
+        target.lease_location()
+    );
 }
 
 async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<leasectl::audit::AuditLog> {
