@@ -326,7 +326,7 @@ fn scan_options(pod: &PodArgs, proc_root: &std::path::Path) -> ScanOptions {
 
 fn pod_scan(pod: &PodArgs, proc_root: &std::path::Path) -> Result<i32> {
     let snap = scan::scan(&scan_options(pod, proc_root))?;
-    println!("{}", serde_json::to_string_pretty(&snap)?);
+    println!("{}", leasectl::text::to_json_pretty(&snap)?);
     Ok(if snap.verdicts.is_empty() {
         0
     } else {
@@ -412,7 +412,7 @@ async fn console(cli: Cli) -> Result<i32> {
                 );
             }
         }
-        println!("{}", serde_json::to_string_pretty(&snap)?);
+        println!("{}", leasectl::text::to_json_pretty(&snap)?);
         return Ok(snap.exit_code());
     }
 
