@@ -343,6 +343,13 @@ async fn console(cli: Cli) -> Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
+    if args.json && targets.is_empty() && args.pod.no_pod {
+        eprintln!(
+            "leasectl: --json with no TARGET and --no-pod has nothing to report; give a TARGET \
+             (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
+        );
+        return Ok(EXIT_USAGE);
+    }
     let refresh = args.refresh.max(Duration::from_secs(1));
     let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
     // Every request is counted (the console's request rate). Neither the
