@@ -347,3 +347,28 @@ fn audit_log_that_is_a_fifo_or_device_link_is_refused_in_bounded_time() {
         );
     }
 }
+
+#[test]
+fn console_on_fifo_leases_keeps_refreshing_and_quits() {
+    use common::tmux::Tmux;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    for p in [dir.path().join("LEASE"), dir.path().join("db/LEASE")] {
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    }
+    let tmux = Tmux::start(120, 20);
+    tmux.type_line(&format!(
+        "{} --read-only --no-pod --refresh 1s {} ; echo EXIT=$?",
+        env!("CARGO_BIN_EXE_leasectl"),
+        file_url(dir.path())
+    ));
+    tmux.wait_for(Duration::from_secs(20), "the FIFO rows", |s| {
+        s.contains("malformed") && s.contains("db/")
+    });
+    // Several refreshes: none may get stuck on the FIFOs.
+    std::thread::sleep(Duration::from_secs(3));
+    tmux.send(&["q"]);
+    tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
+        s.contains("EXIT=0")
+    });
+}
