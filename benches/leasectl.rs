@@ -89,6 +89,7 @@ impl MemStore {
                             size: b.len() as u64,
                         },
                         body: b,
+                        problem: None,
                     },
                 );
             }

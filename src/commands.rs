@@ -728,7 +728,7 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
                 let _ = writeln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(&entries).unwrap_or_default()
+                    crate::text::to_json_pretty(&entries).unwrap_or_default()
                 );
             } else if entries.is_empty() {
                 let _ = writeln!(out, "no audit entries in {}", path.display());

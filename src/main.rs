@@ -106,7 +106,11 @@ fn real_main() -> Result<i32> {
         .enable_all()
         .build()
         .wrap_err("starting the async runtime")?;
-    rt.block_on(run(cli))
+    let result = rt.block_on(run(cli));
+    // Quitting always exits: a blocking task still running (a file read on a
+    // hung network filesystem) is given a moment, not waited for without end.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
 }
 
 fn init_logging(quiet: bool) {
@@ -193,6 +197,7 @@ async fn run(cli: Cli) -> Result<i32> {
             };
             let best_effort = cli.s3.conditional == Some(OnOff::Off);
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout.min(ttl / 3)));
+            announce("bucket hold", &connector, &target).await;
             let store = connector
                 .open(&target)
                 .await
@@ -230,6 +235,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 Err(code) => return Ok(code),
             };
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
+            announce("takeover", &connector, &target).await;
             // The audit log is opened before anything else: no log, no write.
             let log = match open_audit(&connector, audit).await {
                 Ok(l) => l,
@@ -282,6 +288,20 @@ async fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// Prints, before a writing command acts, exactly where its writes go (on
+/// stderr, so scripts reading stdout are not disturbed).
+async fn announce(what: &str, connector: &Connector, target: &Target) {
+    let endpoint = match target {
+        Target::Local { .. } => String::new(),
+        Target::S3 { .. } => format!(" at {}", connector.endpoint(target).await),
+    };
+    eprintln!(
+        "leasectl: {what} on {}: the lease is the {}{endpoint}",
+        leasectl::text::sanitize(&target.to_string()),
+        target.lease_location()
+    );
+}
+
 async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<leasectl::audit::AuditLog> {
     let path = match &a.audit_log {
         Some(p) => p.clone(),
@@ -306,7 +326,7 @@ fn scan_options(pod: &PodArgs, proc_root: &std::path::Path) -> ScanOptions {
 
 fn pod_scan(pod: &PodArgs, proc_root: &std::path::Path) -> Result<i32> {
     let snap = scan::scan(&scan_options(pod, proc_root))?;
-    println!("{}", serde_json::to_string_pretty(&snap)?);
+    println!("{}", leasectl::text::to_json_pretty(&snap)?);
     Ok(if snap.verdicts.is_empty() {
         0
     } else {
@@ -323,6 +343,13 @@ async fn console(cli: Cli) -> Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
+    if args.json && targets.is_empty() && args.pod.no_pod {
+        eprintln!(
+            "leasectl: --json with no TARGET and --no-pod has nothing to report; give a TARGET \
+             (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
+        );
+        return Ok(EXIT_USAGE);
+    }
     let refresh = args.refresh.max(Duration::from_secs(1));
     let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
     // Every request is counted (the console's request rate). Neither the
@@ -392,7 +419,7 @@ async fn console(cli: Cli) -> Result<i32> {
                 );
             }
         }
-        println!("{}", serde_json::to_string_pretty(&snap)?);
+        println!("{}", leasectl::text::to_json_pretty(&snap)?);
         return Ok(snap.exit_code());
     }
 

@@ -28,26 +28,118 @@ pub enum Target {
 
 /// Why a TARGET could not be parsed (a usage error, exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad TARGET {url:?}: {why} (expected s3://bucket/path/ or file:///dir/)")]
+#[error("bad TARGET {url}: {why}")]
 pub struct TargetError {
     /// The URL as given (escaped).
     pub url: String,
-    /// What is wrong with it.
+    /// What is wrong with it, and the fix where there is one.
     pub why: String,
+}
+
+/// Characters written percent-encoded in a TARGET's path: `%` itself, and the
+/// two that would otherwise start a query or a fragment.
+const PATH_ESCAPED: [(char, &str); 3] = [('%', "%25"), ('#', "%23"), ('?', "%3F")];
+
+/// A path written as a TARGET path: `%`, `#` and `?` percent-encoded, the rest
+/// as is. Parsing the result gives the same path back.
+fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match PATH_ESCAPED.iter().find(|(e, _)| *e == c) {
+            Some((_, code)) => out.push_str(code),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Decodes the path part of a TARGET exactly: `%XX` escapes become their
+/// bytes (which must form UTF-8), everything else is kept as written. A `#`
+/// or `?` would start a fragment or a query, which a TARGET may not have: the
+/// error says how to write it (`%23`, `%3F`). Control characters are refused.
+///
+/// `whole` is the URL as given, for the suggestion.
+fn decode_path(path: &str, whole: &str) -> Result<String, String> {
+    if let Some(c) = path.chars().find(|c| *c == '#' || *c == '?') {
+        let (what, code) = if c == '#' {
+            ("a fragment", "%23")
+        } else {
+            ("a query", "%3F")
+        };
+        // The suggestion: the same URL with `#` and `?` encoded (a `%` is left
+        // alone: it may already be an escape).
+        let fixed: String = whole
+            .chars()
+            .map(|c| match c {
+                '#' => "%23".to_owned(),
+                '?' => "%3F".to_owned(),
+                c => c.to_string(),
+            })
+            .collect();
+        return Err(format!(
+            "`{c}` starts {what}, which a TARGET cannot have; if `{c}` is part of the path, \
+             write it as {code}: {}",
+            crate::text::sanitize(&fixed)
+        ));
+    }
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .filter(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            match hex {
+                Some(b) => {
+                    out.push(b);
+                    i += 3;
+                }
+                None => {
+                    return Err(
+                        "a `%` must start an escape of two hex digits; write a literal `%` as %25"
+                            .to_owned(),
+                    )
+                }
+            }
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    let decoded = String::from_utf8(out)
+        .map_err(|_| "the percent-escapes in the path do not form UTF-8 text".to_owned())?;
+    if decoded.chars().any(char::is_control) {
+        return Err("control characters in the path".to_owned());
+    }
+    Ok(decoded)
 }
 
 impl FromStr for Target {
     type Err = TargetError;
 
+    /// Parses a TARGET exactly: `s3://BUCKET/PATH` or `file://[localhost]/DIR`.
+    /// The path is percent-decoded; `#`, `?` and a stray `%` are refused with
+    /// the fix; a `file://` path must be absolute, without `.` or `..`
+    /// segments. `Display` writes the same target back.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |why: &str| TargetError {
             url: crate::text::sanitize(s),
-            why: why.to_owned(),
+            why: format!("{why} (expected s3://bucket/path/ or file:///dir/)"),
+        };
+        let bad_path = |why: String| TargetError {
+            url: crate::text::sanitize(s),
+            why,
         };
         if let Some(rest) = s.strip_prefix("s3://") {
             let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
                 return Err(err("no bucket name"));
+            }
+            if bucket.contains(['#', '?']) {
+                return Err(bad_path(decode_path(bucket, s).unwrap_err()));
             }
             if !bucket
                 .chars()
@@ -56,12 +148,9 @@ impl FromStr for Target {
             {
                 return Err(err("not a valid bucket name"));
             }
-            if path.chars().any(|c| c.is_control()) {
-                return Err(err("control characters in the path"));
-            }
-            // The path is kept as given: `s3://b//x/` names prefix `/x/`, a
-            // different one from `x/`.
-            let mut prefix = path.to_owned();
+            // The path is kept as given (after decoding): `s3://b//x/` names
+            // prefix `/x/`, a different one from `x/`.
+            let mut prefix = decode_path(path, s).map_err(bad_path)?;
             if !prefix.is_empty() && !prefix.ends_with('/') {
                 prefix.push('/');
             }
@@ -70,33 +159,46 @@ impl FromStr for Target {
                 prefix,
             });
         }
-        if s.starts_with("file:") {
-            let u = url::Url::parse(s).map_err(|e| err(&e.to_string()))?;
-            if u.host_str()
-                .is_some_and(|h| !h.is_empty() && h != "localhost")
-            {
+        if let Some(rest) = s.strip_prefix("file:") {
+            let Some(rest) = rest.strip_prefix("//") else {
+                return Err(err("a file URL starts with file:// (file:///dir/)"));
+            };
+            let slash = rest.find('/').unwrap_or(rest.len());
+            let (host, path) = rest.split_at(slash);
+            if !host.is_empty() && host != "localhost" {
+                if host.contains(['#', '?']) {
+                    return Err(bad_path(decode_path(host, s).unwrap_err()));
+                }
                 return Err(err("file URLs must name a local path (file:///dir/)"));
             }
-            let dir = u
-                .to_file_path()
-                .map_err(|_| err("not an absolute local path"))?;
-            if dir.to_string_lossy().chars().any(char::is_control) {
-                return Err(err("control characters in the path"));
+            if path.is_empty() {
+                return Err(err("not an absolute local path"));
             }
-            return Ok(Target::Local { dir });
+            let dir = decode_path(path, s).map_err(bad_path)?;
+            if dir.split('/').any(|seg| seg == "." || seg == "..") {
+                return Err(bad_path(
+                    "the path has a `.` or `..` segment; write the directory's path without them"
+                        .to_owned(),
+                ));
+            }
+            return Ok(Target::Local {
+                dir: PathBuf::from(dir),
+            });
         }
         Err(err("unknown scheme"))
     }
 }
 
 impl std::fmt::Display for Target {
+    /// The TARGET URL, written so that parsing it gives this target back
+    /// (`%`, `#`, `?` in the path percent-encoded).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Target::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+            Target::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{}", encode_path(prefix)),
             Target::Local { dir } => {
                 let d = dir.display().to_string();
                 let slash = if d.ends_with('/') { "" } else { "/" };
-                write!(f, "file://{d}{slash}")
+                write!(f, "file://{}{slash}", encode_path(&d))
             }
         }
     }
@@ -108,6 +210,27 @@ impl Target {
         match self {
             Target::S3 { prefix, .. } => prefix,
             Target::Local { .. } => "",
+        }
+    }
+
+    /// The exact place a write to this target's lease goes, for the line a
+    /// writing command prints before it acts: the lease file's absolute path,
+    /// or the bucket and key. Escaped, safe to print.
+    pub fn lease_location(&self) -> String {
+        match self {
+            Target::S3 { bucket, prefix } => format!(
+                "bucket {} key {}",
+                crate::text::sanitize(bucket),
+                crate::text::sanitize(&format!("{prefix}LEASE"))
+            ),
+            Target::Local { dir } => {
+                let d = dir.display().to_string();
+                let slash = if d.ends_with('/') { "" } else { "/" };
+                format!(
+                    "local file {}",
+                    crate::text::sanitize(&format!("{d}{slash}LEASE"))
+                )
+            }
         }
     }
 
@@ -204,6 +327,93 @@ mod tests {
             "",
         ] {
             assert!(bad.parse::<Target>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_fragment_or_query_is_refused_with_the_fix() {
+        let e = "file:///tmp/x/store#2/".parse::<Target>().unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("write it as %23"), "{msg}");
+        assert!(msg.contains("file:///tmp/x/store%232/"), "{msg}");
+        let e = "file:///tmp/x?y/".parse::<Target>().unwrap_err();
+        assert!(e.to_string().contains("file:///tmp/x%3Fy/"), "{e}");
+        let e = "s3://b/db#2/".parse::<Target>().unwrap_err();
+        assert!(e.to_string().contains("s3://b/db%232/"), "{e}");
+        assert!("s3://b#x".parse::<Target>().is_err());
+        assert!("s3://b?x".parse::<Target>().is_err());
+        assert!("file://#x/tmp/".parse::<Target>().is_err());
+    }
+
+    #[test]
+    fn paths_are_percent_decoded_exactly() {
+        assert_eq!(
+            "file:///tmp/a%20b%23c%3Fd%25e/".parse::<Target>().unwrap(),
+            Target::Local {
+                dir: "/tmp/a b#c?d%e/".into()
+            }
+        );
+        assert_eq!(
+            "file://localhost/tmp/a/".parse::<Target>().unwrap(),
+            Target::Local {
+                dir: "/tmp/a/".into()
+            }
+        );
+        // No URL normalisation: a backslash is a character of the name.
+        assert_eq!(
+            "file:///tmp/a\\b/".parse::<Target>().unwrap(),
+            Target::Local {
+                dir: "/tmp/a\\b/".into()
+            }
+        );
+        assert_eq!(
+            "s3://b/x%23y/".parse::<Target>().unwrap(),
+            Target::S3 {
+                bucket: "b".into(),
+                prefix: "x#y/".into()
+            }
+        );
+        for bad in [
+            "file:///tmp/%zz/",
+            "file:///tmp/50%/",
+            "file:///tmp/%ff/",
+            "file:///tmp/%00/",
+            "file:///tmp/a%0ab/",
+            "file:///tmp/../etc/",
+            "file:///tmp/%2e%2e/etc/",
+            "file:///tmp/./x/",
+            "file:/tmp/x/",
+            "file://",
+            "s3://b/%zz/",
+            "s3://b/a%0a/",
+        ] {
+            assert!(bad.parse::<Target>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn display_parses_back_to_the_same_target() {
+        for t in [
+            Target::Local {
+                dir: "/tmp/a b#c?d%e/".into(),
+            },
+            Target::Local {
+                dir: "/srv/store#2".into(),
+            },
+            Target::S3 {
+                bucket: "b".into(),
+                prefix: "x#1/y?2/%41/".into(),
+            },
+            Target::S3 {
+                bucket: "b".into(),
+                prefix: String::new(),
+            },
+        ] {
+            let shown = t.to_string();
+            let back: Target = shown.parse().unwrap();
+            // A local dir gains the trailing slash Display writes.
+            assert_eq!(back.to_string(), shown);
+            assert!(!shown[5..].contains(['#', '?']), "{shown}");
         }
     }
 }

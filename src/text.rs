@@ -1,14 +1,63 @@
-//! Making untrusted text safe to show on a terminal.
+//! Making untrusted text safe to show on a terminal or to hand to a parser.
 //!
-//! A LEASE body, an `instance_id` or a process command line is written by
-//! someone else. Before any of it reaches a terminal, every control character
-//! (C0, DEL, C1 — which includes ESC and the 8-bit CSI) is replaced by a visible
-//! escape such as `\x1b`, so no escape sequence is ever emitted. A backslash
-//! is doubled, so an escape in the output always came from here.
+//! A LEASE body, an `instance_id`, a key or a process command line is written
+//! by someone else. One rule says which characters of such text are never
+//! output as themselves ([`is_unsafe_char`]): every control character (C0,
+//! DEL, C1 — which includes ESC and the 8-bit CSI), every format character
+//! (Unicode category Cf: bidi controls, zero-width characters, the soft
+//! hyphen, tag characters, the BOM), line and paragraph separators, every
+//! space other than the plain space, private-use and unassigned code points,
+//! and the remaining default-ignorable code points (blank-looking fillers and
+//! variation selectors). Categories come from the `finl_unicode` tables.
+//!
+//! - On a terminal ([`sanitize`]) they are shown as visible escapes such as
+//!   `\x1b` or `\u{202e}`; a backslash is doubled, so an escape in the output
+//!   always came from here.
+//! - In JSON ([`to_json_pretty`]) they are written as `\uXXXX` escapes: the
+//!   document is the same value (lossless), but no raw one reaches the output.
 
-/// Returns `s` with every control character replaced by a visible escape
-/// (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`…). Printable text, including non-ASCII
-/// letters, is kept as is. Never fails.
+use finl_unicode::categories::{CharacterCategories, MinorCategory};
+
+/// Whether `c` must never be output as itself (see the module docs for the
+/// rule). The plain space, letters, marks, digits, punctuation and symbols
+/// of every script are safe.
+pub fn is_unsafe_char(c: char) -> bool {
+    if c == ' ' {
+        return false;
+    }
+    if (c as u32) < 0x7f {
+        return c.is_ascii_control();
+    }
+    if default_ignorable_not_cf(c) {
+        return true;
+    }
+    matches!(
+        c.get_minor_category(),
+        MinorCategory::Cc
+            | MinorCategory::Cf
+            | MinorCategory::Zl
+            | MinorCategory::Zp
+            | MinorCategory::Zs
+            | MinorCategory::Co
+            | MinorCategory::Cn
+    )
+}
+
+/// Default-ignorable code points (Unicode `DerivedCoreProperties.txt`) that
+/// are not in category Cf, so the category table alone does not catch them:
+/// the combining grapheme joiner, the Hangul and Khmer fillers, the Mongolian
+/// and standard variation selectors and the tag plane's reserved range. They
+/// draw as nothing (or as a blank) and make two names look alike.
+fn default_ignorable_not_cf(c: char) -> bool {
+    matches!(c as u32,
+        0x034f | 0x115f..=0x1160 | 0x17b4..=0x17b5 | 0x180b..=0x180f | 0x3164
+        | 0xfe00..=0xfe0f | 0xffa0 | 0xe0000..=0xe0fff)
+}
+
+/// Returns `s` with every unsafe character ([`is_unsafe_char`]) replaced by a
+/// visible escape (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`, `\u{202e}`…) and
+/// every backslash doubled. Printable text, including non-ASCII letters, is
+/// kept as is. Never fails.
 pub fn sanitize(s: &str) -> String {
     if !s.chars().any(is_unsafe) {
         return s.to_owned();
@@ -57,9 +106,86 @@ pub fn sanitize_bytes(b: &[u8]) -> String {
 }
 
 fn is_unsafe(c: char) -> bool {
-    c == '\\'
-        || c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
+    c == '\\' || is_unsafe_char(c)
+}
+
+/// Writes JSON strings with every unsafe character ([`is_unsafe_char`]) as a
+/// `\uXXXX` escape (two for a character outside the BMP); everything else as
+/// `serde_json`'s pretty printer does.
+struct SafeFormatter(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for SafeFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if is_unsafe_char(c) {
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    write!(w, "\\u{u:04x}")?;
+                }
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+
+    // Pretty-printing: delegate the layout calls.
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+/// `value` as pretty-printed JSON in which no unsafe character
+/// ([`is_unsafe_char`]) appears raw: each is a `\uXXXX` escape, so the
+/// document parses to the same value. For `--json` and `audit --json`.
+///
+/// Errors: `serde_json`'s, for a value that cannot be serialised.
+pub fn to_json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(
+        &mut out,
+        SafeFormatter(serde_json::ser::PrettyFormatter::new()),
+    );
+    value.serialize(&mut ser)?;
+    // The serializer writes only UTF-8 (the escapes are ASCII).
+    Ok(String::from_utf8(out).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -74,6 +200,67 @@ mod tests {
         assert_eq!(sanitize("héllo wörld"), "héllo wörld");
         assert_eq!(sanitize("a\u{202e}b"), "a\\u{202e}b");
         assert_eq!(sanitize("a\\nb"), "a\\\\nb");
+    }
+
+    #[test]
+    fn one_rule_for_invisible_and_format_characters() {
+        for c in [
+            '\u{7f}',
+            '\u{85}',
+            '\u{9f}',
+            '\u{ad}',
+            '\u{61c}',
+            '\u{180e}',
+            '\u{200b}',
+            '\u{200d}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{a0}',
+            '\u{3000}',
+            '\u{3164}',
+            '\u{115f}',
+            '\u{ffa0}',
+            '\u{fe0f}',
+            '\u{feff}',
+            '\u{e0041}',
+            '\u{e0001}',
+            '\u{f8ff}',
+            '\u{10ffff}',
+        ] {
+            assert!(is_unsafe_char(c), "{:x}", c as u32);
+            assert!(!sanitize(&c.to_string()).contains(c), "{:x}", c as u32);
+        }
+        for c in [
+            'a', ' ', 'é', 'ß', 'Ж', '中', '🙂', '\u{301}', '€', '_', '/',
+        ] {
+            assert!(!is_unsafe_char(c), "{:x}", c as u32);
+        }
+    }
+
+    #[test]
+    fn json_escapes_unsafe_characters_losslessly() {
+        let s = "a\u{202e}b\u{7f}c\u{85}d\u{200b}e\u{e0041}f\"\\\n héllo 🙂";
+        let v = serde_json::json!({ "k\u{2028}": s, "n": [1, 2] });
+        let out = to_json_pretty(&v).unwrap();
+        assert!(
+            !out.chars().any(|c| is_unsafe_char(c) && c != '\n'),
+            "{out}"
+        );
+        assert!(
+            out.contains("\\u202e") && out.contains("\\udb40\\udc41"),
+            "{out}"
+        );
+        assert!(out.contains("héllo 🙂"), "{out}");
+        let back: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(back, v);
+        // The same layout as serde_json's own pretty printer.
+        let plain = serde_json::json!({"a": [1, {"b": null}], "c": "d"});
+        assert_eq!(
+            to_json_pretty(&plain).unwrap(),
+            serde_json::to_string_pretty(&plain).unwrap()
+        );
     }
 
     #[test]

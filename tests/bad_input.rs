@@ -288,3 +288,11 @@ async fn keys_with_control_characters_and_empty_segments_are_listed_exactly() {
     assert_eq!(holder("x//"), "DOUBLE", "x//LEASE is its own lease");
     assert!(!o.stdout.contains(&0x1b), "the key's ESC is JSON-escaped");
 }
+
+#[test]
+fn json_with_nothing_to_report_is_a_usage_error() {
+    let o = run(&["--json", "--no-pod"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(o.stdout.is_empty());
+    assert!(text(&o).contains("give a TARGET"), "{}", text(&o));
+}

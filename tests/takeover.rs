@@ -327,8 +327,15 @@ async fn unwritable_audit_log_means_nothing_is_sent() {
         .await
         .unwrap();
     let before = etag_of(store.as_ref()).await.unwrap();
-    // /dev/full opens but every write fails (ENOSPC), even for root.
-    let log = AuditLog::open("/dev/full").unwrap();
+    // A device is never accepted as the log (it is not a regular file)...
+    assert!(AuditLog::open("/dev/full").is_err());
+    // ...and a log whose file is replaced by a FIFO after it was opened cannot
+    // take the intent line (the FIFO is refused, never blocked on).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let seen = look(store.as_ref(), "db/").await;
     let err = takeover(
         store.clone(),

@@ -374,3 +374,32 @@ async fn tiny_terminals_never_panic() {
         key(&mut a, KeyCode::Esc);
     }
 }
+
+#[tokio::test]
+async fn a_prefix_with_an_invisible_character_can_be_typed_as_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    // A right-to-left override in the name: shown escaped, never raw.
+    let name = "db\u{202e}txt";
+    std::fs::create_dir_all(dir.path().join(name)).unwrap();
+    std::fs::write(
+        dir.path().join(name).join("LEASE"),
+        rec("live", "2026-11-30T11:59:50Z", 30),
+    )
+    .unwrap();
+    let mut a = app(dir.path(), false, 110, 30).await;
+    select(&mut a, &format!("{name}/"));
+    key(&mut a, KeyCode::Char('t'));
+    let shown = screen(&a, 110, 30);
+    assert!(!shown.contains('\u{202e}'), "{shown}");
+    assert!(shown.contains("db\\u{202e}txt/"), "{shown}");
+    key(&mut a, KeyCode::Tab); // Cancel → Confirm
+    key(&mut a, KeyCode::Tab); // → Reason
+    typed(&mut a, "drill");
+    key(&mut a, KeyCode::Tab); // → Then
+    key(&mut a, KeyCode::Tab); // → the typed prefix
+    typed(&mut a, "db\\u{202e}txt/"); // exactly as shown
+    key(&mut a, KeyCode::Tab); // → Cancel
+    key(&mut a, KeyCode::Tab); // → Confirm
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.outbox.len(), 1, "{:?}", a.mode);
+}

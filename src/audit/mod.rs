@@ -7,7 +7,7 @@
 //! (`If-None-Match: *`).
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::LeaseRecord;
+use crate::store::local::Opened;
 use crate::store::{ObjectStore, PutCondition};
 
 /// Why the audit log could not be written or read.
@@ -216,18 +217,48 @@ impl AuditLog {
     /// Reads every entry of the log at `path`, oldest first. Lines that do not
     /// parse are skipped with a warning (a torn last line after a crash).
     ///
-    /// Errors: [`AuditError::Read`]; a missing file is an empty log.
+    /// The file is opened as the store opens objects: a symlink is not
+    /// followed, a FIFO or device is refused without being read, and at most
+    /// [`MAX_READ_BYTES`] are read — of a longer log only its newest entries
+    /// (the last [`MAX_READ_BYTES`], from the first whole line), with a warning.
+    ///
+    /// Errors: [`AuditError::Read`], also for a path that is not a regular
+    /// file; a missing file is an empty log.
     pub fn read(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
-        let bytes = match std::fs::read(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(AuditError::Read {
-                    path: path.to_owned(),
-                    source,
-                })
-            }
+        let err = |source| AuditError::Read {
+            path: path.to_owned(),
+            source,
         };
+        let (mut f, md) = match crate::store::local::open_regular(path) {
+            Ok(Opened::Regular(f, md)) => (f, md),
+            Ok(Opened::Other(kind, _)) => return Err(err(not_regular(kind))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(err(source)),
+        };
+        let mut bytes = Vec::new();
+        let skip = md.len().saturating_sub(MAX_READ_BYTES);
+        if skip > 0 {
+            use std::io::{Seek, SeekFrom};
+            tracing::warn!(
+                "the audit log {} is {} bytes: only its last {} bytes (the newest entries) are read",
+                crate::text::sanitize(&path.display().to_string()),
+                md.len(),
+                MAX_READ_BYTES
+            );
+            f.seek(SeekFrom::Start(skip)).map_err(err)?;
+        }
+        (&mut f)
+            .take(MAX_READ_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(err)?;
+        if skip > 0 {
+            // The first line read is most likely the tail of a cut one.
+            let start = bytes
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(bytes.len(), |i| i + 1);
+            bytes.drain(..start);
+        }
         let mut out = Vec::new();
         // Line by line as bytes: one torn or non-UTF-8 line must not hide the rest.
         for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
@@ -243,12 +274,44 @@ impl AuditLog {
     }
 }
 
+/// The most `leasectl audit` reads of a log (64 MiB): a longer log is read
+/// from its end.
+pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+
+fn not_regular(kind: &str) -> std::io::Error {
+    std::io::Error::other(format!(
+        "not a regular file: {kind} (the audit log is never a link, FIFO or device; \
+         give the real path of a regular file)"
+    ))
+}
+
+/// Opens the log for appending: created with mode 0600; a symlink is not
+/// followed and a FIFO does not block the open; only a regular file is accepted.
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
-    OpenOptions::new()
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_file() {
+            return Err(not_regular(crate::store::local::kind_name(&m.file_type())));
+        }
+    }
+    let f = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP | libc::ENXIO) => not_regular(
+                std::fs::symlink_metadata(path)
+                    .map(|m| crate::store::local::kind_name(&m.file_type()))
+                    .unwrap_or("symlink"),
+            ),
+            _ => e,
+        })?;
+    let md = f.metadata()?;
+    if !md.file_type().is_file() {
+        return Err(not_regular(crate::store::local::kind_name(&md.file_type())));
+    }
+    Ok(f)
 }
 
 /// Formats a time for the audit listing.

@@ -75,10 +75,14 @@ pub enum Observed {
 impl Observed {
     /// Builds an observation from a GET result.
     pub fn from_get(out: &GetOutput) -> Self {
-        let record = LeaseRecord::parse(&out.body, out.meta.size).map_err(|m| {
-            let cut = &out.body[..out.body.len().min(crate::store::MAX_BODY_BYTES)];
-            (m.0, crate::text::sanitize_bytes(cut))
-        });
+        let record = match &out.problem {
+            // Something is there but it is not an object body (e.g. a FIFO).
+            Some(p) => Err((p.clone(), String::new())),
+            None => LeaseRecord::parse(&out.body, out.meta.size).map_err(|m| {
+                let cut = &out.body[..out.body.len().min(crate::store::MAX_BODY_BYTES)];
+                (m.0, crate::text::sanitize_bytes(cut))
+            }),
+        };
         Observed::Present {
             etag: out.meta.etag.clone(),
             last_modified: out.meta.last_modified,

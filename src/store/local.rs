@@ -11,10 +11,19 @@
 //! `.NAME.leasectl-tmp-*`): two stores rooted at different levels of the same
 //! tree (`file:///d/` and `file:///d/db1/`) then lock the same file for the
 //! same object, and a rename never crosses a filesystem. Listings hide them.
+//!
+//! Every file the store opens is opened without following a symlink at the
+//! last component and without blocking (`O_NOFOLLOW | O_NONBLOCK`), then checked
+//! with `fstat` to be a regular file, and read only up to the 64 KiB cap plus
+//! one byte: a `LEASE` that is a symlink, FIFO, device, socket or directory is
+//! reported as a malformed object ("not a regular file: FIFO") and never read,
+//! so no read can hang or grow without bound.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -32,6 +41,110 @@ const INTERNAL_MARK: &str = ".leasectl-";
 /// Whether a directory entry is one of the store's own files.
 fn is_internal_name(name: &str) -> bool {
     name.starts_with('.') && name.contains(INTERNAL_MARK)
+}
+
+/// How long a replace or delete waits for another process's per-key lock
+/// before giving up (a holder keeps it only for one check and one rename).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// What a path holds, in the words of a problem sentence: `regular file`,
+/// `symlink`, `FIFO`, `character device`, `block device`, `socket`, `directory`.
+pub fn kind_name(ft: &fs::FileType) -> &'static str {
+    if ft.is_file() {
+        "regular file"
+    } else if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_socket() {
+        "socket"
+    } else {
+        "unknown file type"
+    }
+}
+
+/// The result of [`open_regular`].
+#[derive(Debug)]
+pub enum Opened {
+    /// A regular file, open for reading, with its `fstat` metadata.
+    Regular(File, Metadata),
+    /// Something else is at the path; it was not opened (or was closed again
+    /// unread). The kind is a word of [`kind_name`]; the metadata is `lstat`'s.
+    Other(&'static str, Metadata),
+}
+
+/// Opens `path` for reading the safe way: a symlink at the last component is
+/// not followed, a FIFO or device does not block the open, and only a regular
+/// file (checked with `fstat` on the open descriptor, so a swap after the
+/// check is caught) is returned open. Anything else is [`Opened::Other`],
+/// never read.
+///
+/// Errors: the open's or `lstat`'s I/O error (`NotFound` when nothing is there).
+pub fn open_regular(path: &Path) -> std::io::Result<Opened> {
+    // Look first: a device or FIFO is never opened at all (opening some
+    // devices has effects of its own).
+    let lmd = fs::symlink_metadata(path)?;
+    if !lmd.file_type().is_file() {
+        return Ok(Opened::Other(kind_name(&lmd.file_type()), lmd));
+    }
+    let f = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        // Replaced between the look and the open: say what is there now.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENXIO)) => {
+            let md = fs::symlink_metadata(path)?;
+            return Ok(Opened::Other(kind_name(&md.file_type()), md));
+        }
+        Err(e) => return Err(e),
+    };
+    let md = f.metadata()?;
+    if !md.file_type().is_file() {
+        return Ok(Opened::Other(kind_name(&md.file_type()), md));
+    }
+    Ok(Opened::Regular(f, md))
+}
+
+/// Reads at most `cap + 1` bytes of `f` (so a longer file is recognisable by
+/// the length read), whatever size the file reports.
+pub fn read_capped(f: &mut File, cap: usize) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    f.take(cap as u64 + 1).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// The problem sentence for a path that is not a regular file.
+fn not_regular(kind: &str) -> String {
+    if kind == "symlink" {
+        "not a regular file: symlink (links in a store are not followed)".to_owned()
+    } else {
+        format!("not a regular file: {kind}")
+    }
+}
+
+/// An ETag from a file's identity: changes on every write, rename, chmod or
+/// `touch` (ctime, with nanoseconds, cannot be set back by a user), and
+/// differs between files. Prefixed `m` so it never equals a content ETag.
+fn identity_etag(kind: &str, md: &Metadata) -> String {
+    let id = format!(
+        "{kind}:{}:{}:{}:{}.{}:{}.{}",
+        md.dev(),
+        md.ino(),
+        md.len(),
+        md.mtime(),
+        md.mtime_nsec(),
+        md.ctime(),
+        md.ctime_nsec()
+    );
+    format!("m{}", hex::encode(&Sha256::digest(id.as_bytes())[..15]))
 }
 
 /// A directory used as an object store. See the module docs for the atomicity rules.
@@ -87,19 +200,59 @@ impl LocalStore {
     /// on the file that is still at that path (else it is taken again): two
     /// processes can never hold locks on two different files for one key.
     fn lock_key(&self, path: &Path) -> Result<Flock<File>, StoreError> {
-        use std::os::unix::fs::MetadataExt;
         let lock_path = sibling(path, "leasectl-lock");
+        let deadline = Instant::now() + LOCK_WAIT;
         loop {
-            let f = OpenOptions::new()
+            // A lock file that is a device or FIFO is never opened.
+            if let Ok(m) = fs::symlink_metadata(&lock_path) {
+                if !m.file_type().is_file() {
+                    return Err(lock_not_regular(&lock_path, kind_name(&m.file_type())));
+                }
+            }
+            let mut f = OpenOptions::new()
                 .create(true)
                 .truncate(false)
                 .write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
                 .open(&lock_path)
-                .map_err(io_err)?;
-            let held =
-                Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| io_err(e.into()))?;
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::ELOOP | libc::ENXIO) => {
+                        let kind = fs::symlink_metadata(&lock_path)
+                            .map(|m| kind_name(&m.file_type()))
+                            .unwrap_or("symlink");
+                        lock_not_regular(&lock_path, kind)
+                    }
+                    _ => io_err(e),
+                })?;
+            let md = f.metadata().map_err(io_err)?;
+            if !md.file_type().is_file() {
+                return Err(lock_not_regular(&lock_path, kind_name(&md.file_type())));
+            }
+            // A bounded wait: the holder keeps the lock for one check and one
+            // rename; a process holding it longer is not one of ours.
+            let mut pause = Duration::from_millis(1);
+            let held = loop {
+                match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                    Ok(h) => break h,
+                    Err((back, nix::errno::Errno::EWOULDBLOCK)) => {
+                        if Instant::now() >= deadline {
+                            return Err(StoreError::Invalid(format!(
+                                "another process has held the lock file {} for over {} s; \
+                                 nothing was written",
+                                crate::text::sanitize(&lock_path.display().to_string()),
+                                LOCK_WAIT.as_secs()
+                            )));
+                        }
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                        f = back;
+                    }
+                    Err((_, e)) => return Err(io_err(e.into())),
+                }
+            };
             let ours = held.metadata().map_err(io_err)?;
-            match std::fs::metadata(&lock_path) {
+            match fs::symlink_metadata(&lock_path) {
                 Ok(now) if now.ino() == ours.ino() && now.dev() == ours.dev() => return Ok(held),
                 _ => continue, // removed or replaced while we waited: take the new one
             }
@@ -122,57 +275,57 @@ impl LocalStore {
         Ok(tmp)
     }
 
-    fn read_meta(&self, key: &str, path: &Path) -> Result<(ObjectMeta, Vec<u8>), StoreError> {
-        let mut f = match File::open(path) {
-            Ok(f) => f,
+    fn read_meta(&self, key: &str, path: &Path) -> Result<GetOutput, StoreError> {
+        let (mut f, md) = match open_regular(path) {
+            Ok(Opened::Regular(f, md)) => (f, md),
+            Ok(Opened::Other(kind, md)) => {
+                // Something that is not an object: malformed, never read. Its
+                // ETag is its identity, so a takeover can still name it.
+                return Ok(GetOutput {
+                    meta: ObjectMeta {
+                        key: key.to_owned(),
+                        etag: Some(identity_etag(kind, &md)),
+                        last_modified: md.modified().ok().map(DateTime::<Utc>::from),
+                        size: 0,
+                    },
+                    body: Vec::new(),
+                    problem: Some(not_regular(kind)),
+                });
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(StoreError::NotFound(key.to_owned()))
             }
             Err(e) => return Err(io_err(e)),
         };
-        let md = f.metadata().map_err(io_err)?;
-        if md.is_dir() {
-            return Err(StoreError::NotFound(key.to_owned()));
-        }
-        let mut kept = Vec::new();
-        let etag = if md.len() > MAX_BODY_BYTES as u64 {
-            // Over the cap the object is malformed whatever it holds: read only
-            // the cap, and take the ETag from the file's identity (size, mtime,
-            // inode) instead of hashing gigabytes on every refresh. Any write
-            // (a rename installs a new inode) changes it.
-            use std::os::unix::fs::MetadataExt;
-            (&mut f)
-                .take(MAX_BODY_BYTES as u64 + 1)
-                .read_to_end(&mut kept)
-                .map_err(io_err)?;
-            let id = format!(
-                "{}:{}:{}:{}",
-                md.len(),
-                md.mtime(),
-                md.mtime_nsec(),
-                md.ino()
-            );
-            format!("m{}", hex::encode(&Sha256::digest(id.as_bytes())[..15]))
+        // At most the cap plus one byte, whatever size the file reports (it
+        // may grow while read).
+        let kept = read_capped(&mut f, MAX_BODY_BYTES).map_err(io_err)?;
+        let etag = if md.len() > MAX_BODY_BYTES as u64 || kept.len() > MAX_BODY_BYTES {
+            // Over the cap the object is malformed whatever it holds: the ETag
+            // comes from the file's identity instead of hashing gigabytes on
+            // every refresh. It includes ctime, so an in-place rewrite changes
+            // it even when mtime is set back.
+            identity_etag("regular file", &md)
         } else {
             // The ETag covers the whole body.
-            f.read_to_end(&mut kept).map_err(io_err)?;
             hex::encode(&Sha256::digest(&kept)[..16])
         };
         let last_modified = md.modified().ok().map(DateTime::<Utc>::from);
-        Ok((
-            ObjectMeta {
+        Ok(GetOutput {
+            meta: ObjectMeta {
                 key: key.to_owned(),
                 etag: Some(etag),
                 last_modified,
-                size: md.len(),
+                size: md.len().max(kept.len() as u64),
             },
-            kept,
-        ))
+            body: kept,
+            problem: None,
+        })
     }
 
     fn current_etag(&self, key: &str, path: &Path) -> Result<Option<String>, StoreError> {
         match self.read_meta(key, path) {
-            Ok((m, _)) => Ok(m.etag),
+            Ok(out) => Ok(out.meta.etag),
             Err(StoreError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
@@ -303,11 +456,21 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 
 fn sync_parent(path: &Path) -> Result<(), StoreError> {
     if let Some(parent) = path.parent() {
-        File::open(parent)
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(parent)
             .and_then(|d| d.sync_all())
             .map_err(io_err)?;
     }
     Ok(())
+}
+
+fn lock_not_regular(lock_path: &Path, kind: &str) -> StoreError {
+    StoreError::Invalid(format!(
+        "the lock file {} is not a regular file ({kind}); nothing was written",
+        crate::text::sanitize(&lock_path.display().to_string())
+    ))
 }
 
 fn io_err(e: std::io::Error) -> StoreError {
@@ -340,11 +503,11 @@ impl ObjectRead for LocalStore {
         let inm = if_none_match.map(str::to_owned);
         blocking(move || {
             let path = me.path_of(&key)?;
-            let (meta, body) = me.read_meta(&key, &path)?;
-            if inm.is_some() && meta.etag == inm {
+            let out = me.read_meta(&key, &path)?;
+            if inm.is_some() && out.meta.etag == inm {
                 return Err(StoreError::NotModified);
             }
-            Ok(GetOutput { meta, body })
+            Ok(out)
         })
         .await
     }

@@ -42,6 +42,10 @@ pub struct GetOutput {
     /// The body, cut after `MAX_BODY_BYTES + 1` bytes (so a cut body is
     /// recognisable by its length).
     pub body: Vec<u8>,
+    /// Set when something exists at the key but it cannot be read as an
+    /// object body (the local store: not a regular file, e.g. a symlink or a
+    /// FIFO). The sentence is safe to print; the key is then judged malformed.
+    pub problem: Option<String>,
 }
 
 /// A listing under a prefix with delimiter `/`.

@@ -396,7 +396,11 @@ impl ObjectRead for S3Store {
                 }
             }
         }
-        Ok(GetOutput { meta, body })
+        Ok(GetOutput {
+            meta,
+            body,
+            problem: None,
+        })
     }
 }
 

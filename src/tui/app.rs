@@ -1196,7 +1196,10 @@ impl App {
             Some("a reason is required".to_owned())
         } else if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
             Some("hand-over needs the successor's instance id".to_owned())
-        } else if d.forced() && d.typed_prefix != d.prefix {
+        } else if d.forced() && d.typed_prefix != d.prefix && d.typed_prefix != sanitize(&d.prefix)
+        {
+            // The prefix as shown (escaped) is accepted too: a name holding a
+            // control or invisible character can always be typed.
             Some(format!(
                 "the lease is fresh (a live holder): type the prefix {} to force",
                 sanitize(&d.prefix)
