@@ -295,21 +295,24 @@ impl FenceCell {
             g.closed = Some(why);
             (std::mem::take(&mut g.hooks), g.deadline)
         };
-        self.tx.send_replace(false);
-        self.closed.cancel();
         if why != FenceClosed::Stopped {
-            match why {
-                FenceClosed::Expired | FenceClosed::Lost => {
-                    tracing::warn!("fence closed: {why}; writes must stop")
-                }
-                _ => tracing::error!("fence closed: {why}; writes must stop"),
-            }
+            // Hooks stop writers: they run first, before anything that could
+            // wait (a lock, a log line, a wake-up of the runtime).
             for hook in hooks {
                 hook(FenceClose {
                     reason: why,
                     deadline,
                 });
             }
+        }
+        self.tx.send_replace(false);
+        self.closed.cancel();
+        match why {
+            FenceClosed::Stopped => {}
+            FenceClosed::Expired | FenceClosed::Lost => {
+                tracing::warn!("fence closed: {why}; writes must stop")
+            }
+            _ => tracing::error!("fence closed: {why}; writes must stop"),
         }
     }
 
@@ -335,14 +338,32 @@ impl FenceCell {
         let cell = Arc::clone(self);
         std::thread::Builder::new()
             .name("leasectl-fence".into())
-            .spawn(move || loop {
-                let pause = match cell.check() {
-                    FenceStatus::Closed(_) => return,
-                    FenceStatus::Open(d) | FenceStatus::Waiting(d) => d,
-                };
-                std::thread::sleep(pause.clamp(Duration::from_millis(1), WATCHDOG_TICK));
+            .spawn(move || {
+                raise_priority();
+                loop {
+                    let pause = match cell.check() {
+                        FenceStatus::Closed(_) => return,
+                        FenceStatus::Open(d) | FenceStatus::Waiting(d) => d,
+                    };
+                    std::thread::sleep(pause.clamp(Duration::from_millis(1), WATCHDOG_TICK));
+                }
             })
             .map(|_| ())
+    }
+}
+
+/// Asks for real-time scheduling (`SCHED_FIFO`, lowest priority) for the
+/// calling thread, where permitted (root or `CAP_SYS_NICE`): when a process
+/// stopped together with its command resumes, the watchdog then runs before
+/// ordinary threads on its CPU and its SIGKILL lands while the command is
+/// still waking up. The thread sleeps between its short checks, so it takes
+/// almost no CPU. Without the permission nothing changes.
+fn raise_priority() {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: plain syscalls on the calling thread with a valid parameter.
+    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        tracing::debug!("fence watchdog runs at normal priority (no permission for SCHED_FIFO)");
     }
 }
 
