@@ -8,30 +8,31 @@ use std::time::Duration;
 use crate::bucket::probe::{probe_scratch, Honoured, PreconditionReport};
 use crate::bucket::{
     new_instance_id, BucketLease, Exclusion, KeepAlive, LeaseConfig, LeaseError, LeaseWatch,
-    Released,
+    ReleaseReport, Released,
 };
 use crate::clock::SharedClock;
+use crate::exit::Exit;
 use crate::store::{ObjectStore, StoreError};
 use crate::text::sanitize;
 
 /// `bucket hold` exit code: the lease could not be acquired.
-pub const EXIT_NOT_ACQUIRED: i32 = 4;
+pub const EXIT_NOT_ACQUIRED: i32 = Exit::Refused.code();
 /// `bucket hold` exit code: the lease was lost or its fence closed; CMD was stopped.
-pub const EXIT_FENCED: i32 = 5;
+pub const EXIT_FENCED: i32 = Exit::Fenced.code();
 
 /// Runs the probe on the scratch key under `root` and prints the findings.
 /// Returns the exit code: 0 conditional, 3 a precondition ignored, 1 not
 /// permitted or unreachable.
 pub async fn probe(store: &dyn ObjectStore, root: &str, out: &mut impl std::io::Write) -> i32 {
-    let key = format!("{root}.leasectl-probe/{}", new_instance_id());
+    let key = crate::bucket::probe::scratch_key(root);
     let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
     match probe_scratch(store, &key).await {
         Ok(report) => {
             print_report(&report, out);
             if report.conditional() {
-                0
+                Exit::Ok.code()
             } else {
-                3
+                Exit::Attention.code()
             }
         }
         Err(StoreError::AccessDenied(m)) => {
@@ -40,7 +41,7 @@ pub async fn probe(store: &dyn ObjectStore, root: &str, out: &mut impl std::io::
                 "verdict: not permitted — the credentials may not write {key} ({})",
                 sanitize(&m)
             );
-            1
+            Exit::Failed.code()
         }
         Err(StoreError::NotImplemented(m)) => {
             let _ = writeln!(
@@ -48,11 +49,11 @@ pub async fn probe(store: &dyn ObjectStore, root: &str, out: &mut impl std::io::
                 "verdict: conditional writes not implemented by the service ({})",
                 sanitize(&m)
             );
-            3
+            Exit::Attention.code()
         }
         Err(e) => {
             let _ = writeln!(out, "verdict: probe failed: {e}");
-            1
+            Exit::Failed.code()
         }
     }
 }
@@ -135,7 +136,7 @@ pub async fn hold(
             Err(e) => {
                 tracing::error!("lease not acquired: {e}");
                 return match e {
-                    LeaseError::Store(_) => 1,
+                    LeaseError::Store(_) => Exit::Failed.code(),
                     _ => EXIT_NOT_ACQUIRED,
                 };
             }
@@ -187,7 +188,7 @@ pub async fn hold(
                 sanitize(&command[0].to_string_lossy())
             );
             finish(keep).await;
-            return 127;
+            return Exit::NotFound.code();
         }
     };
     let target = child
@@ -405,16 +406,10 @@ impl ChildHandle {
 }
 
 async fn finish(keep: KeepAlive) {
-    match keep.stop().await {
-        Ok(lease) => match lease.release().await {
-            Ok(Released::NotOurs(r)) => tracing::warn!(
-                "not released: the lease is now held by {}",
-                sanitize(&r.instance_id)
-            ),
-            Ok(how) => tracing::info!("lease released ({how})"),
-            Err(e) => tracing::warn!("release failed (the lease expires after one TTL): {e}"),
-        },
-        Err(e) => tracing::warn!("lease already gone: {e}"),
+    match keep.stop_and_release().await {
+        r @ ReleaseReport::Released(Released::NotOurs(_)) => tracing::warn!("lease {r}"),
+        r @ ReleaseReport::Released(_) => tracing::info!("lease {r}"),
+        r => tracing::warn!("lease {r}"),
     }
 }
 
@@ -422,7 +417,7 @@ fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     match status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
-        Err(_) => 1,
+        Err(_) => Exit::Failed.code(),
     }
 }
 
@@ -472,7 +467,7 @@ pub fn exclusion_from(conditional_off: bool) -> Exclusion {
 }
 
 /// `leasectl takeover` exit code: refused by a guard (nothing written to the lease).
-pub const EXIT_REFUSED: i32 = 4;
+pub const EXIT_REFUSED: i32 = Exit::Refused.code();
 
 /// Everything `leasectl takeover` needs besides the store.
 pub struct TakeoverArgs {
@@ -514,17 +509,17 @@ pub async fn takeover_cmd(
 
     if a.reason.trim().is_empty() {
         let _ = writeln!(out, "leasectl: a reason is required (--reason)");
-        return 2;
+        return Exit::Usage.code();
     }
     let key = lease_key(&a.prefix);
     let look = |store: Arc<dyn ObjectStore>, key: String| async move {
-        crate::bucket::lease::read(store.as_ref(), &key).await
+        crate::bucket::read_lease(store.as_ref(), &key, None).await
     };
     let mut seen = match look(store.clone(), key.clone()).await {
         Ok(o) => o,
         Err(e) => {
             let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
-            return 1;
+            return Exit::Failed.code();
         }
     };
     let describe = |obs: &Observed, out: &mut (dyn std::io::Write + Send)| {
@@ -593,7 +588,7 @@ pub async fn takeover_cmd(
                 Ok(o) => o,
                 Err(e) => {
                     let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
-                    return 1;
+                    return Exit::Failed.code();
                 }
             };
             let st = judge(&seen, clock.wall()).state;
@@ -613,7 +608,7 @@ pub async fn takeover_cmd(
                 out,
                 "leasectl: not a terminal: confirm interactively or pass --yes"
             );
-            return 2;
+            return Exit::Usage.code();
         }
         let _ = write!(
             out,
@@ -651,36 +646,7 @@ pub async fn takeover_cmd(
     };
     match takeover(store, clock.clone(), audit, req).await {
         Ok(done) => {
-            let _ = writeln!(
-                out,
-                "taken: {} now names {} (ETag {})",
-                key,
-                sanitize(&done.written.instance_id),
-                done.etag
-            );
-            if let Some(t) = done.writes_safe_from {
-                let _ = writeln!(
-                    out,
-                    "the replaced holder was live: writes under the new lease are safe from {} (its fence has closed by then)",
-                    t.to_rfc3339()
-                );
-            }
-            if let Some(r) = &done.released {
-                let _ = writeln!(out, "released ({r}); the prefix is free");
-            }
-            if let Some(d) = done.handover_deadline {
-                let _ = writeln!(
-                    out,
-                    "handed over: the successor must start (acquire_as its id) before {}",
-                    d.to_rfc3339()
-                );
-            }
-            let _ = writeln!(
-                out,
-                "audit: {} (id {})",
-                done.audit_path.display(),
-                done.audit_id
-            );
+            let _ = writeln!(out, "{done}");
             if let Some(lease) = done.held {
                 let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
                 let _ = out.flush();
@@ -702,7 +668,7 @@ pub async fn takeover_cmd(
                     return EXIT_FENCED;
                 }
             }
-            0
+            Exit::Ok.code()
         }
         Err(e @ TakeoverError::Changed { .. }) => {
             let _ = writeln!(out, "refused: {e}");
@@ -714,7 +680,7 @@ pub async fn takeover_cmd(
         }
         Err(e) => {
             let _ = writeln!(out, "failed: {e}");
-            1
+            Exit::Failed.code()
         }
     }
 }
@@ -750,11 +716,11 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
                     );
                 }
             }
-            0
+            Exit::Ok.code()
         }
         Err(e) => {
             let _ = writeln!(out, "leasectl: {e}");
-            1
+            Exit::Failed.code()
         }
     }
 }

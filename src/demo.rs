@@ -576,9 +576,7 @@ async fn keep(lease: BucketLease, spec: HolderSpec, cancel: CancellationToken) {
     };
     match end {
         End::Quit => {
-            if let Ok(lease) = ka.stop().await {
-                let _ = lease.release().await;
-            }
+            let _ = ka.stop_and_release().await;
         }
         End::Die => {
             let _ = ka.stop().await;
@@ -798,7 +796,7 @@ pub fn watchdog() -> i32 {
         }
     }
     if clean {
-        return 0;
+        return crate::exit::Exit::Ok.code();
     }
     eprintln!("leasectl demo watchdog: the demo ended without cleaning up; stopping its pods");
     for g in groups {
@@ -809,7 +807,7 @@ pub fn watchdog() -> i32 {
             let _ = fs::remove_dir_all(&d);
         }
     }
-    0
+    crate::exit::Exit::Ok.code()
 }
 
 /// Sends the demo's logs (the engine's, the holders') to `path`: the terminal

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod demo;
+pub mod exit;
 pub mod logfile;
 pub mod snapshot;
 pub mod store;

@@ -26,7 +26,7 @@ fn main() {
             // that came from outside.
             let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
             eprintln!("leasectl: {}", leasectl::text::sanitize(&chain.join(": ")));
-            1
+            leasectl::exit::Exit::Failed.code()
         }
     };
     std::process::exit(code);
@@ -241,7 +241,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 Ok(l) => l,
                 Err(e) => {
                     eprintln!("leasectl: {e}; nothing was sent");
-                    return Ok(1);
+                    return Ok(leasectl::exit::Exit::Failed.code());
                 }
             };
             let store = connector
@@ -488,5 +488,5 @@ async fn console(cli: Cli) -> Result<i32> {
         ops,
     })
     .await?;
-    Ok(0)
+    Ok(leasectl::exit::Exit::Ok.code())
 }

@@ -21,11 +21,11 @@ use chrono::{DateTime, Utc};
 
 use crate::audit::{AuditEntry, AuditError, AuditLog, AuditObserved, AuditTarget, AuditWritten};
 use crate::bucket::fence::{clock_offset_limit_s, offset_beyond_limit};
-use crate::bucket::lease::read;
 use crate::bucket::probe::probe_scratch;
 use crate::bucket::{
-    format_secs, judge, lease_key, new_instance_id, BucketLease, Exclusion, FenceStatus, KeepAlive,
-    LeaseConfig, LeaseRecord, LeaseState, Observed, Released, CONDITIONAL_SWITCH,
+    format_secs, judge, lease_key, new_instance_id, read_lease, BucketLease, Exclusion,
+    FenceStatus, Judgement, KeepAlive, LeaseConfig, LeaseRecord, LeaseState, Observed, Released,
+    CONDITIONAL_SWITCH,
 };
 use crate::clock::SharedClock;
 use crate::store::{ObjectStore, PutCondition, StoreError};
@@ -94,9 +94,13 @@ pub struct TakeoverRequest {
     pub target: AuditTarget,
 }
 
-/// What a successful takeover did.
+/// What a successful takeover did. Its `Display` is the report shown by
+/// `leasectl takeover` and the console: one line per fact, the first
+/// `taken: KEY now names ID (ETag E)`.
 #[derive(Debug)]
 pub struct TakeoverOutcome {
+    /// The lease key.
+    pub key: String,
     /// The record written.
     pub written: LeaseRecord,
     /// Its ETag.
@@ -122,11 +126,46 @@ pub struct TakeoverOutcome {
     pub audit_id: String,
 }
 
+impl std::fmt::Display for TakeoverOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "taken: {} now names {} (ETag {})",
+            sanitize(&self.key),
+            sanitize(&self.written.instance_id),
+            self.etag
+        )?;
+        if let Some(t) = self.writes_safe_from {
+            write!(
+                f,
+                "\nthe replaced holder was live: writes under the new lease are safe from {} (its fence has closed by then)",
+                t.to_rfc3339()
+            )?;
+        }
+        if let Some(r) = &self.released {
+            write!(f, "\nreleased ({r}); the prefix is free")?;
+        }
+        if let Some(d) = self.handover_deadline {
+            write!(
+                f,
+                "\nhanded over: the successor must start (acquire_as its id) before {}",
+                d.to_rfc3339()
+            )?;
+        }
+        write!(
+            f,
+            "\naudit: {} (id {})",
+            self.audit_path.display(),
+            self.audit_id
+        )
+    }
+}
+
 /// Why a takeover was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TakeoverError {
     /// No reason given.
-    #[error("a reason is required (--reason)")]
+    #[error("a reason is required: it goes into the audit log")]
     NoReason,
     /// The lease is fresh and `force` was not given.
     #[error(
@@ -211,6 +250,51 @@ fn holder_sentence(obs: &Observed) -> String {
     }
 }
 
+/// The guards that need no I/O, shared by `leasectl takeover` and the
+/// console's dialog: a reason, a sane TTL, `force` for a fresh lease, one TTL
+/// of watching for a suspect or malformed record. Returns the judgement of
+/// `seen` (the LEASE at `{prefix}LEASE` as the operator saw it; a suspect or
+/// malformed one unchanged for `watched_for`) at `now` (reader's clock, UTC).
+///
+/// Errors: [`TakeoverError::NoReason`], [`TakeoverError::BadTtl`],
+/// [`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`].
+pub fn preflight(
+    prefix: &str,
+    seen: &Observed,
+    watched_for: Duration,
+    reason: &str,
+    ttl_s: u64,
+    force: bool,
+    now: DateTime<Utc>,
+) -> Result<Judgement, TakeoverError> {
+    let key = lease_key(prefix);
+    if reason.trim().is_empty() {
+        return Err(TakeoverError::NoReason);
+    }
+    if ttl_s == 0 || ttl_s > crate::bucket::MAX_SANE_TTL_S {
+        return Err(TakeoverError::BadTtl(ttl_s));
+    }
+    let j = judge(seen, now);
+    match j.state {
+        LeaseState::Fresh if !force => Err(TakeoverError::Fresh {
+            key,
+            holder: seen
+                .record()
+                .map(|r| sanitize(&r.instance_id))
+                .unwrap_or_default(),
+            age: format_secs(j.age_s.unwrap_or(0.0)),
+        }),
+        LeaseState::Suspect | LeaseState::Malformed if watched_for < Duration::from_secs(ttl_s) => {
+            Err(TakeoverError::UnderWatch {
+                key,
+                state: j.state,
+                remaining: Duration::from_secs(ttl_s) - watched_for,
+            })
+        }
+        _ => Ok(j),
+    }
+}
+
 /// Performs the takeover (see the module docs for the order of steps).
 ///
 /// Errors: guards ([`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`],
@@ -225,41 +309,19 @@ pub async fn takeover(
     req: TakeoverRequest,
 ) -> Result<TakeoverOutcome, TakeoverError> {
     let key = lease_key(&req.prefix);
-    if req.reason.trim().is_empty() {
-        return Err(TakeoverError::NoReason);
-    }
-    if req.ttl_s == 0 || req.ttl_s > crate::bucket::MAX_SANE_TTL_S {
-        return Err(TakeoverError::BadTtl(req.ttl_s));
-    }
     let now = clock.wall();
-    let j = judge(&req.seen, now);
-    match j.state {
-        LeaseState::Fresh if !req.force => {
-            return Err(TakeoverError::Fresh {
-                key,
-                holder: req
-                    .seen
-                    .record()
-                    .map(|r| sanitize(&r.instance_id))
-                    .unwrap_or_default(),
-                age: format_secs(j.age_s.unwrap_or(0.0)),
-            })
-        }
-        LeaseState::Suspect | LeaseState::Malformed => {
-            let ttl = Duration::from_secs(req.ttl_s);
-            if req.watched_for < ttl {
-                return Err(TakeoverError::UnderWatch {
-                    key,
-                    state: j.state,
-                    remaining: ttl - req.watched_for,
-                });
-            }
-        }
-        _ => {}
-    }
+    let j = preflight(
+        &req.prefix,
+        &req.seen,
+        req.watched_for,
+        &req.reason,
+        req.ttl_s,
+        req.force,
+        now,
+    )?;
     // Precondition probe on a scratch key next to the lease.
     if req.exclusion == Exclusion::Conditional {
-        let scratch = format!("{}.leasectl-probe/{}", req.prefix, new_instance_id());
+        let scratch = crate::bucket::probe::scratch_key(&req.prefix);
         match probe_scratch(store.as_ref(), &scratch).await {
             Ok(report) => {
                 if let Some(header) = report.ignored_header() {
@@ -361,7 +423,7 @@ pub async fn takeover(
         }
         Exclusion::BestEffort => {
             // Read, check it is what the operator saw, then write unconditionally.
-            match read(store.as_ref(), &key).await {
+            match read_lease(store.as_ref(), &key, None).await {
                 Ok(cur) if cur.etag() == req.seen.etag() => {
                     store.put(&key, body, PutCondition::None).await
                 }
@@ -382,7 +444,7 @@ pub async fn takeover(
     let etag = match put {
         Ok(etag) => etag,
         Err(StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_)) => {
-            let now_there = read(store.as_ref(), &key).await;
+            let now_there = read_lease(store.as_ref(), &key, None).await;
             let now_sentence = match &now_there {
                 Ok(o) => holder_sentence(o),
                 Err(e) => format!("could not re-read: {e}"),
@@ -401,7 +463,7 @@ pub async fn takeover(
             });
         }
         Err(e) => {
-            let now_sentence = match read(store.as_ref(), &key).await {
+            let now_sentence = match read_lease(store.as_ref(), &key, None).await {
                 Ok(o) if o.record().map(|r| &r.instance_id) == Some(&record.instance_id) => {
                     "but the record was written (the answer was lost)".to_owned()
                 }
@@ -417,7 +479,7 @@ pub async fn takeover(
     };
     let etag = match etag {
         Some(e) => e,
-        None => read(store.as_ref(), &key)
+        None => read_lease(store.as_ref(), &key, None)
             .await
             .ok()
             .and_then(|o| o.etag().map(str::to_owned))
@@ -458,6 +520,7 @@ pub async fn takeover(
         audit_entry: entry.clone(),
         audit_path: audit.path().to_owned(),
         audit_id: id.clone(),
+        key: key.clone(),
     };
     // Release and hand-over act only once the old holder's fence has closed.
     let written = match (&req.then, safe_from) {

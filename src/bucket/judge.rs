@@ -125,30 +125,36 @@ pub struct Judgement {
 }
 
 impl Judgement {
-    /// One sentence saying what the state means for an operator (safe to print).
-    pub fn sentence(&self) -> String {
+    /// What the state means for an operator, without the state's own name
+    /// (safe to print): e.g. `renewed 3.1s ago; may be taken over in 26.9s`.
+    pub fn explanation(&self) -> String {
         let fmt = |s: f64| crate::bucket::format_secs(s);
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
             LeaseState::Fresh => format!(
-                "held: renewed {} ago; may be taken over in {}",
+                "held, renewed {} ago; may be taken over in {}",
                 fmt(self.age_s.unwrap_or(0.0)),
                 fmt(self.expires_in_s.unwrap_or(0.0))
             ),
             LeaseState::Stale => format!(
-                "stale: not renewed for {}, expired {} ago; its holder died or lost the bucket; may be taken over",
+                "not renewed for {}, expired {} ago; its holder died or lost the bucket; may be taken over",
                 fmt(self.age_s.unwrap_or(0.0)),
                 fmt(-self.expires_in_s.unwrap_or(0.0))
             ),
             LeaseState::Suspect => format!(
-                "suspect: {}; taken over only after it is seen unchanged for one TTL",
+                "{}; taken over only after it is seen unchanged for one TTL",
                 self.problem.as_deref().unwrap_or("untrustworthy record")
             ),
             LeaseState::Malformed => format!(
-                "malformed: {}; taken over only after it is seen unchanged for one TTL",
+                "{}; taken over only after it is seen unchanged for one TTL",
                 self.problem.as_deref().unwrap_or("not a record")
             ),
         }
+    }
+
+    /// The state and its explanation: `STATE: EXPLANATION`.
+    pub fn sentence(&self) -> String {
+        format!("{}: {}", self.state, self.explanation())
     }
 }
 

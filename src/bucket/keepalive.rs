@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::LeaseError;
 use super::fence::{offset_beyond_limit, FenceCell, FenceClose, FenceClosed, FenceStatus};
-use super::lease::BucketLease;
+use super::lease::{BucketLease, Released};
 
 /// A running keep-alive. Dropping it stops renewing and closes the fence (the
 /// lease then expires after one TTL); call [`KeepAlive::stop`] to get the
@@ -107,6 +107,18 @@ impl KeepAlive {
         self.join().await
     }
 
+    /// Stops renewing, then releases the lease (never someone else's): the
+    /// one way every command and the console let go of a held lease.
+    pub async fn stop_and_release(self) -> ReleaseReport {
+        match self.stop().await {
+            Ok(lease) => match lease.release().await {
+                Ok(how) => ReleaseReport::Released(how),
+                Err(e) => ReleaseReport::Failed(e),
+            },
+            Err(e) => ReleaseReport::AlreadyLost(e),
+        }
+    }
+
     /// Waits until the task ends by itself: the lease was lost (`Err`) or the
     /// fence closed (`Ok`, the lease to release).
     pub async fn lost(&mut self) -> Result<BucketLease, LeaseError> {
@@ -121,6 +133,30 @@ impl KeepAlive {
             Some(task) => task
                 .await
                 .unwrap_or_else(|e| Err(failed(format!("keep-alive task failed: {e}")))),
+        }
+    }
+}
+
+/// How letting go of a held lease went ([`KeepAlive::stop_and_release`]).
+#[derive(Debug)]
+pub enum ReleaseReport {
+    /// Released, or found already gone, or found someone else's (not deleted).
+    Released(Released),
+    /// The store could not be reached: the lease expires after one TTL.
+    Failed(LeaseError),
+    /// The lease had been lost before (its loss is the error).
+    AlreadyLost(LeaseError),
+}
+
+impl std::fmt::Display for ReleaseReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReleaseReport::Released(r @ Released::NotOurs(_)) => write!(f, "{r}"),
+            ReleaseReport::Released(r) => write!(f, "released ({r})"),
+            ReleaseReport::Failed(e) => {
+                write!(f, "release failed ({e}); the lease expires after one TTL")
+            }
+            ReleaseReport::AlreadyLost(e) => write!(f, "already lost ({e})"),
         }
     }
 }

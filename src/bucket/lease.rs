@@ -35,7 +35,7 @@ use super::probe;
 use super::record::{lease_key, LeaseRecord};
 use super::watch::LeaseWatch;
 use crate::clock::SharedClock;
-use crate::store::{ObjectStore, PutCondition, StoreError};
+use crate::store::{ObjectRead, ObjectStore, PutCondition, StoreError};
 use crate::text::sanitize;
 
 /// How strongly a held lease excludes a second writer on this service.
@@ -632,13 +632,24 @@ impl BucketLease {
     }
 }
 
-/// Reads the key as an observation.
-pub(crate) async fn read(store: &dyn ObjectStore, key: &str) -> Result<Observed, StoreError> {
-    match store.get(key, None).await {
+/// Reads the LEASE at `key` as an observation; with `if_none_match` (the
+/// ETag of `cached`) a `304 Not Modified` answers `cached` without a body.
+/// A missing key is [`Observed::Absent`]. The one way a LEASE is read.
+pub async fn read_lease(
+    store: &dyn ObjectRead,
+    key: &str,
+    cached: Option<&Observed>,
+) -> Result<Observed, StoreError> {
+    match store.get(key, cached.and_then(|o| o.etag())).await {
         Ok(out) => Ok(Observed::from_get(&out)),
         Err(StoreError::NotFound(_)) => Ok(Observed::Absent),
+        Err(StoreError::NotModified) => Ok(cached.cloned().unwrap_or(Observed::Absent)),
         Err(e) => Err(e),
     }
+}
+
+async fn read(store: &dyn ObjectStore, key: &str) -> Result<Observed, StoreError> {
+    read_lease(store, key, None).await
 }
 
 /// The acquire decision for one observation (pure apart from the watch).

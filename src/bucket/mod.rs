@@ -24,8 +24,8 @@ pub mod watch;
 pub use error::{LeaseError, CONDITIONAL_SWITCH};
 pub use fence::{FenceClose, FenceClosed, FenceDeadline, FenceStatus};
 pub use judge::{judge, Judgement, LeaseState, Observed};
-pub use keepalive::KeepAlive;
-pub use lease::{BucketLease, Exclusion, LeaseConfig, Released};
+pub use keepalive::{KeepAlive, ReleaseReport};
+pub use lease::{read_lease, BucketLease, Exclusion, LeaseConfig, Released};
 pub use record::{lease_key, new_instance_id, LeaseRecord, Malformed, MAX_SANE_TTL_S};
 pub use watch::LeaseWatch;
 

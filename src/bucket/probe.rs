@@ -51,6 +51,15 @@ impl PreconditionReport {
     }
 }
 
+/// A new scratch key for a probe next to `prefix`:
+/// `{prefix}.leasectl-probe/{random id}` (discovery never lists it as a prefix).
+pub fn scratch_key(prefix: &str) -> String {
+    format!(
+        "{prefix}.leasectl-probe/{}",
+        super::record::new_instance_id()
+    )
+}
+
 /// A made-up ETag no real object has.
 pub const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
 

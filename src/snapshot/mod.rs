@@ -15,7 +15,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use futures::stream::{self, StreamExt};
 use serde::{Serialize, Serializer};
 
-use crate::bucket::{judge, lease_key, LeaseRecord, LeaseState, Observed};
+use crate::bucket::{judge, lease_key, read_lease, LeaseRecord, LeaseState, Observed};
 use crate::store::{ObjectRead, StoreError};
 use crate::target::Target;
 use crate::writer::scan::PodSnapshot;
@@ -145,6 +145,11 @@ impl PrefixReport {
     pub fn sentence(&self, now: DateTime<Utc>) -> String {
         judge(&self.observed, now).sentence()
     }
+
+    /// The judgement's explanation at `now`, without the state's name.
+    pub fn explanation(&self, now: DateTime<Utc>) -> String {
+        judge(&self.observed, now).explanation()
+    }
 }
 
 /// A prefix that could not be read.
@@ -210,15 +215,15 @@ pub struct Snapshot {
 }
 
 /// Exit code: every target gathered and healthy.
-pub const EXIT_OK: i32 = 0;
+pub const EXIT_OK: i32 = crate::exit::Exit::Ok.code();
 /// Exit code: some target or prefix could not be gathered, or a lease's age
 /// could not be judged (this reader's clock is too far from the service's).
-pub const EXIT_UNREACHABLE: i32 = 1;
+pub const EXIT_UNREACHABLE: i32 = crate::exit::Exit::Failed.code();
 /// Exit code: bad usage (flags, TARGET URL).
-pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_USAGE: i32 = crate::exit::Exit::Usage.code();
 /// Exit code: gathered, and something needs attention (stale / suspect /
 /// malformed lease, or a pod verdict).
-pub const EXIT_ATTENTION: i32 = 3;
+pub const EXIT_ATTENTION: i32 = crate::exit::Exit::Attention.code();
 
 impl Snapshot {
     /// The exit code for monitoring: 1 if anything could not be gathered, else
@@ -371,13 +376,9 @@ pub async fn discover(
     Ok(shown)
 }
 
-/// Reads the LEASE of `prefix`.
+/// Reads the LEASE of `prefix` ([`read_lease`]).
 pub async fn observe(store: &dyn ObjectRead, prefix: &str) -> Result<Observed, StoreError> {
-    match store.get(&lease_key(prefix), None).await {
-        Ok(out) => Ok(Observed::from_get(&out)),
-        Err(StoreError::NotFound(_)) => Ok(Observed::Absent),
-        Err(e) => Err(e),
-    }
+    read_lease(store, &lease_key(prefix), None).await
 }
 
 /// What a [`Gatherer`] remembers between refreshes of one target.
@@ -396,13 +397,7 @@ async fn observe_cached(
     prefix: &str,
     cached: Option<&Observed>,
 ) -> Result<Observed, StoreError> {
-    let etag = cached.and_then(|o| o.etag());
-    match store.get(&lease_key(prefix), etag).await {
-        Ok(out) => Ok(Observed::from_get(&out)),
-        Err(StoreError::NotFound(_)) => Ok(Observed::Absent),
-        Err(StoreError::NotModified) => Ok(cached.cloned().unwrap_or(Observed::Absent)),
-        Err(e) => Err(e),
-    }
+    read_lease(store, &lease_key(prefix), cached).await
 }
 
 /// Gathers one target: discovery, then every LEASE read concurrently.

@@ -1188,13 +1188,13 @@ impl App {
     }
 
     fn confirm_takeover(&mut self) {
-        let ttl = Duration::from_secs(self.ttl_s);
+        let (ttl_s, now) = (self.ttl_s, self.now);
         let Mode::Takeover(d) = &mut self.mode else {
             return;
         };
-        let problem = if d.reason.trim().is_empty() {
-            Some("a reason is required".to_owned())
-        } else if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
+        // The console's own checks (the typed confirmation, the successor's
+        // id), then the takeover's guards, shared with `leasectl takeover`.
+        let problem = if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
             Some("hand-over needs the successor's instance id".to_owned())
         } else if d.forced() && d.typed_prefix != d.prefix && d.typed_prefix != sanitize(&d.prefix)
         {
@@ -1204,16 +1204,18 @@ impl App {
                 "the lease is fresh (a live holder): type the prefix {} to force",
                 sanitize(&d.prefix)
             ))
-        } else if matches!(d.state, LeaseState::Suspect | LeaseState::Malformed)
-            && d.watched_for < ttl
-        {
-            Some(format!(
-                "a {} record must be seen unchanged for one TTL: {} more",
-                d.state,
-                crate::bucket::format_secs((ttl - d.watched_for).as_secs_f64())
-            ))
         } else {
-            None
+            crate::takeover::preflight(
+                &d.prefix,
+                &d.seen,
+                d.watched_for,
+                &d.reason,
+                ttl_s,
+                d.forced(),
+                now,
+            )
+            .err()
+            .map(|e| e.to_string())
         };
         if let Some(p) = problem {
             d.problem = Some(p);

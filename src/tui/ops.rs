@@ -14,12 +14,11 @@ use tokio::sync::mpsc;
 use super::app::Action;
 use crate::audit::{AuditLog, AuditTarget};
 use crate::bucket::probe::probe_scratch;
-use crate::bucket::{lease_key, new_instance_id, Exclusion, KeepAlive, Observed, Released};
+use crate::bucket::{lease_key, Exclusion, KeepAlive, Observed};
 use crate::clock::SharedClock;
 use crate::snapshot::ExclusionReport;
 use crate::store::ObjectStore;
 use crate::takeover::{takeover, TakeoverRequest, Then};
-use crate::text::sanitize;
 
 /// A write the operator asked for (and confirmed).
 #[derive(Debug, Clone)]
@@ -98,7 +97,7 @@ impl Ops {
                     let Some(t) = self.targets.get(target) else {
                         continue;
                     };
-                    let key = format!("{}.leasectl-probe/{}", t.root, new_instance_id());
+                    let key = crate::bucket::probe::scratch_key(&t.root);
                     let (result, text) = match probe_scratch(t.store.as_ref(), &key).await {
                         Ok(r) => match r.ignored_header() {
                             None => (
@@ -163,20 +162,8 @@ impl Ops {
                         match takeover(t.store.clone(), self.clock.clone(), &self.audit, req).await
                         {
                             Ok(done) => {
-                                let mut msg = format!(
-                                    "taken: {key} now names {} (ETag {})",
-                                    sanitize(&done.written.instance_id),
-                                    done.etag
-                                );
-                                match (&done.released, done.handover_deadline) {
-                                    (Some(r), _) => msg.push_str(&format!("; released ({r})")),
-                                    (None, Some(d)) => msg.push_str(&format!(
-                                        "; handed over: the successor must start before {}",
-                                        d.format("%H:%M:%SZ")
-                                    )),
-                                    _ => {}
-                                }
-                                msg.push_str(&format!("; audit: {}", done.audit_path.display()));
+                                // The same report as `leasectl takeover`, on one status line.
+                                let mut msg = done.to_string().replace('\n', "; ");
                                 let mut held_key = None;
                                 if let Some(lease) = done.held {
                                     held.insert(key.clone(), KeepAlive::start(lease));
@@ -192,19 +179,7 @@ impl Ops {
                 Command::ReleaseHeld => {
                     let mut lines = Vec::new();
                     for (key, keep) in std::mem::take(&mut held) {
-                        let line = match keep.stop().await {
-                            Ok(lease) => match lease.release().await {
-                                Ok(Released::NotOurs(r)) => format!(
-                                    "{key}: not released, now held by {}",
-                                    sanitize(&r.instance_id)
-                                ),
-                                Ok(how) => format!("{key}: released ({how})"),
-                                Err(e) => {
-                                    format!("{key}: release failed ({e}); it expires after one TTL")
-                                }
-                            },
-                            Err(e) => format!("{key}: already lost ({e})"),
-                        };
+                        let line = format!("{key}: {}", keep.stop_and_release().await);
                         tracing::info!("{line}");
                         lines.push(line);
                     }
@@ -214,9 +189,7 @@ impl Ops {
         }
         // The console is gone without asking: release what is still held.
         for (_, keep) in held {
-            if let Ok(lease) = keep.stop().await {
-                let _ = lease.release().await;
-            }
+            let _ = keep.stop_and_release().await;
         }
     }
 }

@@ -350,14 +350,7 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
         Line::from(vec![
             Span::styled(format!("{:<14}", "judgement"), bold),
             Span::styled(p.state.as_str(), state_style(p.state)),
-            Span::raw({
-                let sentence = p.sentence(app.now);
-                let rest = sentence
-                    .strip_prefix(&format!("{}: ", p.state))
-                    .unwrap_or(&sentence)
-                    .to_owned();
-                format!(": {rest}")
-            }),
+            Span::raw(format!(": {}", p.explanation(app.now))),
         ]),
     ];
     if let Some(rec) = &p.record {
