@@ -1,4 +1,4 @@
-//! The command line (DESIGN.md "Command line"): parsed with clap.
+//! The command line (ARCHITECTURE.md: front ends): parsed with clap.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

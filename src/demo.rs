@@ -1,5 +1,5 @@
 //! `leasectl demo`: the console on a local store, with live holders on the real
-//! engine and a real demo pod — no cloud account needed (DESIGN.md, "demo").
+//! engine and a real demo pod — no cloud account needed (ARCHITECTURE.md; DESIGN.md "demo").
 //!
 //! Layout of the demo directory (a fresh temporary directory unless `--dir`):
 //!
@@ -520,6 +520,7 @@ impl Demo {
         self.store.clone()
     }
 
+    /// The demo store as a console target (read side).
     pub fn open_target(&self) -> OpenTarget {
         OpenTarget {
             target: self.dir.target(),

@@ -1,9 +1,14 @@
 //! leasectl: an operations console for single-writer leases.
 //!
-//! Layers, bottom to top (each uses only those below it):
-//! [`store`] (object stores), [`bucket`] (the bucket-lease record, judgement and
-//! engine), [`snapshot`] (discovery and the `--json` document), [`writer`] (the pod writer lease: duty, flock,
-//! pod scanner), [`tui`] (the console), [`demo`] (`leasectl demo`: the console on live simulated leases). [`clock`] and [`text`] are shared utilities.
+//! Layers, bottom to top (each uses only those below it; ARCHITECTURE.md has
+//! the map, the invariants and where each protocol rule lives):
+//! - utilities: [`clock`], [`text`], [`exit`], [`logfile`];
+//! - [`store`]: object stores (S3, a local directory, read-only);
+//! - [`bucket`]: the bucket lease: record, judgement, engine, fence, probe;
+//! - [`takeover`] and [`audit`]: the guarded, audited takeover;
+//! - [`writer`]: the pod writer lease: duty, flock, `writer exec`, pod scan;
+//! - [`target`] and [`snapshot`]: TARGET URLs, discovery, the `--json` document;
+//! - front ends: [`cli`], [`commands`], [`tui`] (the console), [`demo`].
 
 pub mod audit;
 pub mod bucket;

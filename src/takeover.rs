@@ -1,4 +1,4 @@
-//! The operator's guarded, audited takeover of a bucket lease (DESIGN.md "Takeover").
+//! The operator's guarded, audited takeover of a bucket lease (ARCHITECTURE.md, "Where each rule lives").
 //!
 //! A takeover replaces exactly the LEASE the operator looked at, or nothing:
 //! 1. a read-only store cannot reach this code (it needs an [`ObjectStore`]);

@@ -165,7 +165,7 @@ fn secs(d: chrono::Duration) -> f64 {
 }
 
 /// Judges `obs` at the reader's wall-clock time `now` (UTC). Pure: no I/O.
-/// The rules are in the module docs (bucket-lease spec + DESIGN.md decisions).
+/// The rules are in the module docs (bucket-lease spec; ARCHITECTURE.md, "Where each rule lives").
 pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
     let mut j = Judgement {
         state: LeaseState::Absent,

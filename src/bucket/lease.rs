@@ -535,7 +535,7 @@ impl BucketLease {
         self.server_offset().map(|o| o.against(self.clock.as_ref()))
     }
 
-    /// The service's latest clock estimate (see [`ObjectRead::server_offset`](crate::store::ObjectRead::server_offset)).
+    /// The service's latest clock estimate (see [`ObjectRead::server_offset`]).
     pub fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
         self.store.server_offset()
     }

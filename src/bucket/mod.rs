@@ -5,7 +5,7 @@
 //! two writers safe. See [`lease`] for the protocol and what it promises.
 //!
 //! - [`record`]: the LEASE record, its parsing and writing, `lease_key`, `new_instance_id`.
-//! - [`judge`]: fresh / stale / suspect / malformed / absent by the reader's clock.
+//! - [`mod@judge`]: fresh / stale / suspect / malformed / absent by the reader's clock.
 //! - [`lease`]: [`BucketLease`] — acquire, renew, fence, release; [`Exclusion`].
 //! - [`fence`]: when a holder may write: deadlines, clock checks, the watchdog.
 //! - [`keepalive`]: the renewal task and the fence watchdog.

@@ -22,7 +22,7 @@ pub const FORWARDED: [Signal; 4] = [
     Signal::SIGQUIT,
 ];
 
-/// Runs `cmd` under the writer-lease rules (DESIGN.md, "Writer lease
+/// Runs `cmd` under the writer-lease rules (ARCHITECTURE.md; DESIGN.md, "Writer lease
 /// semantics", `writer exec`).
 ///
 /// Logs the duty sentence (tracing, info) first. Then, by duty:

@@ -8,7 +8,7 @@
 //! ([`exec::writer_exec`]) and inspects a running pod through `/proc`
 //! ([`scan::scan`], with verdicts from [`scan::judge`]).
 //!
-//! Rules come from DESIGN.md, section "Writer lease semantics", and the
+//! Rules come from DESIGN.md, section "Writer lease semantics" (ARCHITECTURE.md maps them), and the
 //! `writerlease` seed specification.
 
 pub mod error;

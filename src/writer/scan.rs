@@ -2,12 +2,12 @@
 //!
 //! [`scan`] reads a `/proc` tree (the root is injectable, see
 //! [`ScanOptions::proc_root`]) and returns a [`PodSnapshot`], the `pod`
-//! section of the `--json` snapshot (DESIGN.md, "`--json` snapshot").
+//! section of the `--json` snapshot (ARCHITECTURE.md; DESIGN.md, "`--json` snapshot").
 //! Gathering ([`observe`]) is separate from judging ([`judge`]), which is a
 //! pure function of an [`Observed`] value so the verdict rules can be
 //! table-tested.
 //!
-//! Rules implemented (DESIGN.md, "Writer lease semantics"):
+//! Rules implemented (ARCHITECTURE.md; DESIGN.md, "Writer lease semantics"):
 //! - each process's duty comes from its *initial* environment
 //!   (`/proc/PID/environ`) and its parent pid; an unreadable environment gives
 //!   duty `unknown` with the reason;
@@ -178,7 +178,7 @@ pub struct Verdict {
     pub pids: Vec<u32>,
 }
 
-/// The pod verdicts of DESIGN.md ("Writer lease semantics"). Serialized snake_case.
+/// The pod verdicts (ARCHITECTURE.md; DESIGN.md "Writer lease semantics"). Serialized snake_case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
@@ -515,7 +515,7 @@ pub fn lock_holders(proc_root: &Path, lock_path: &Path) -> Vec<HolderDesc> {
 }
 
 /// Builds the snapshot from gathered facts: computes each process's duty and
-/// raises the pod verdicts of DESIGN.md. Pure: no I/O, no clock.
+/// raises the pod verdicts (ARCHITECTURE.md). Pure: no I/O, no clock.
 pub fn judge(obs: &Observed) -> PodSnapshot {
     let mut procs: Vec<&ObservedProcess> = obs.processes.iter().collect();
     procs.sort_by_key(|p| p.pid);
