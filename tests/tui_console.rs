@@ -10,8 +10,8 @@ use leasectl::clock::{ManualClock, SharedClock};
 use leasectl::snapshot::{self, GatherOptions, OpenTarget};
 use leasectl::store::local::LocalStore;
 use leasectl::takeover::Then;
+use leasectl::tui::action::WriteRequest;
 use leasectl::tui::app::{key_action, Action, App, Field, Mode, SortKey};
-use leasectl::tui::ops::Command;
 use leasectl::tui::ui::render;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -269,7 +269,7 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
     key(&mut a, KeyCode::Enter);
     assert_eq!(a.outbox.len(), 1);
     match &a.outbox[0] {
-        Command::Takeover {
+        WriteRequest::Takeover {
             prefix,
             seen,
             reason,
@@ -296,7 +296,7 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
     key(&mut a, KeyCode::Char('q'));
     assert!(matches!(a.mode, Mode::ConfirmQuit) && !a.quit);
     key(&mut a, KeyCode::Char('y'));
-    assert!(matches!(a.outbox[0], Command::ReleaseHeld));
+    assert!(matches!(a.outbox[0], WriteRequest::ReleaseHeld));
     assert!(!a.quit, "waits for the release");
     a.update(Action::HeldReleased(vec!["billing/LEASE: released".into()]));
     assert!(a.quit);

@@ -13,7 +13,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::ops::Command;
+pub use super::action::Action;
+use super::action::WriteRequest;
 use crate::audit::AuditEntry;
 use crate::bucket::{Exclusion, LeaseState};
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
@@ -250,89 +251,6 @@ pub enum Mode {
     Quitting,
 }
 
-/// Everything that can happen to the console.
-#[derive(Debug, Clone)]
-pub enum Action {
-    /// The clock moved (once a second): ages tick.
-    Tick(DateTime<Utc>),
-    /// A new snapshot from the background gatherer.
-    Snapshot(Box<Snapshot>),
-    /// Request and error totals of the stores so far.
-    Counters(u64, u64),
-    /// Recent audit entries (newest last).
-    Audit(Vec<AuditEntry>),
-    /// Move the selection up one row.
-    Up,
-    /// Move the selection down one row.
-    Down,
-    /// One screen up.
-    PageUp,
-    /// One screen down.
-    PageDown,
-    /// First row.
-    Home,
-    /// Last row.
-    End,
-    /// Switch between the leases view and the pod view.
-    SwitchView,
-    /// Sort by the next column.
-    SortNext,
-    /// Start typing a filter.
-    StartFilter,
-    /// Jump to the next stale / suspect / malformed row.
-    NextProblem,
-    /// Show or hide the detail pane.
-    ToggleDetail,
-    /// Show or hide help.
-    ToggleHelp,
-    /// Probe the selected row's target (OPS).
-    Probe,
-    /// Open the takeover dialog on the selected row (OPS).
-    StartTakeover,
-    /// A character typed into the focused text field (filter or dialog).
-    Input(char),
-    /// Delete the last character of the focused text field.
-    Backspace,
-    /// Next field (dialog).
-    NextField,
-    /// Previous field (dialog).
-    PrevField,
-    /// Change the choice (dialog: release / hold / hand over).
-    Left,
-    /// Change the choice the other way.
-    Right,
-    /// Enter: apply the focused button, keep the filter.
-    Submit,
-    /// Esc: close the dialog / help / filter.
-    Cancel,
-    /// Answer yes to the quit prompt.
-    Yes,
-    /// The pod scan of the latest refresh failed (sent right after its snapshot).
-    PodScanFailed(String),
-    /// A probe finished.
-    ProbeDone {
-        /// Target index.
-        target: usize,
-        /// Its exclusion.
-        result: ExclusionReport,
-        /// What to tell the operator.
-        message: String,
-    },
-    /// A takeover finished.
-    TakeoverDone {
-        /// The lease key.
-        key: String,
-        /// The message, and the key now held by the console if any; or the error.
-        result: Result<(String, Option<String>), String>,
-    },
-    /// The held leases were released (one line each).
-    HeldReleased(Vec<String>),
-    /// The terminal is now this size (columns, rows).
-    Resize(u16, u16),
-    /// Leave the console (asks first if leases are held).
-    Quit,
-}
-
 /// One key binding: what to press, what it does. The status bar and the help
 /// screen are generated from this table, so they cannot drift from the keys.
 pub struct Binding {
@@ -488,7 +406,7 @@ pub struct App {
     /// The last message for the operator (and whether it is an error).
     pub message: Option<(String, bool)>,
     /// Writes confirmed by the operator, for the event loop to send.
-    pub outbox: Vec<Command>,
+    pub outbox: Vec<WriteRequest>,
     /// Terminal size (columns, rows).
     pub size: (u16, u16),
     /// Set when the console should exit.
@@ -777,7 +695,7 @@ impl App {
             Mode::ConfirmQuit => {
                 match action {
                     Action::Yes => {
-                        self.outbox.push(Command::ReleaseHeld);
+                        self.outbox.push(WriteRequest::ReleaseHeld);
                         self.mode = Mode::Quitting;
                         self.message = Some(("releasing held leases…".into(), false));
                     }
@@ -1062,7 +980,7 @@ impl App {
             _ if !self.targets.is_empty() => 0,
             _ => return,
         };
-        self.outbox.push(Command::Probe { target });
+        self.outbox.push(WriteRequest::Probe { target });
         self.message = Some((
             format!(
                 "probing {} (writes and removes a scratch key)…",
@@ -1226,7 +1144,7 @@ impl App {
             ThenChoice::Hold => Then::Hold,
             ThenChoice::Handover => Then::Handover(d.successor.trim().to_owned()),
         };
-        self.outbox.push(Command::Takeover {
+        self.outbox.push(WriteRequest::Takeover {
             target: d.row.target,
             prefix: d.prefix.clone(),
             seen: d.seen.clone(),

@@ -7,6 +7,7 @@
 //! the network while drawing. State changes only in [`app::App::update`];
 //! [`ui::render`] takes `&App`.
 
+pub mod action;
 pub mod app;
 pub mod ops;
 pub mod ui;

@@ -1,53 +1,23 @@
 //! The console's write side (OPS mode only): one background task that owns the
 //! writable stores, runs probes and takeovers the operator confirmed, keeps
 //! held leases alive, and releases them on quit. The UI sends it
-//! [`Command`]s and receives the results as actions.
+//! [`WriteRequest`]s and receives the results as actions.
 //!
 //! Watch mode never builds this task: it has no writable store to give it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::app::Action;
+use super::action::{Action, WriteRequest};
 use crate::audit::{AuditLog, AuditTarget};
 use crate::bucket::probe::probe_scratch;
-use crate::bucket::{lease_key, Exclusion, KeepAlive, Observed};
+use crate::bucket::{lease_key, Exclusion, KeepAlive};
 use crate::clock::SharedClock;
 use crate::snapshot::ExclusionReport;
 use crate::store::ObjectStore;
-use crate::takeover::{takeover, TakeoverRequest, Then};
-
-/// A write the operator asked for (and confirmed).
-#[derive(Debug, Clone)]
-pub enum Command {
-    /// Probe the preconditions of target `target` (index into the targets).
-    Probe {
-        /// Target index.
-        target: usize,
-    },
-    /// The guarded, audited takeover of `prefix` in target `target`.
-    Takeover {
-        /// Target index.
-        target: usize,
-        /// The prefix.
-        prefix: String,
-        /// What the operator saw (its ETag is the precondition).
-        seen: Observed,
-        /// How long the console has seen that ETag unchanged.
-        watched_for: Duration,
-        /// The operator's reason.
-        reason: String,
-        /// What to do after.
-        then: Then,
-        /// Overriding a fresh lease (the operator typed the prefix).
-        force: bool,
-    },
-    /// Release every held lease (before quitting).
-    ReleaseHeld,
-}
+use crate::takeover::{takeover, TakeoverRequest};
 
 /// One target as the write side sees it.
 #[derive(Clone)]
@@ -83,17 +53,17 @@ impl Ops {
     pub fn start(
         self,
         actions: mpsc::Sender<Action>,
-    ) -> (mpsc::Sender<Command>, tokio::task::JoinHandle<()>) {
+    ) -> (mpsc::Sender<WriteRequest>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(16);
         let task = tokio::spawn(self.run(rx, actions));
         (tx, task)
     }
 
-    async fn run(self, mut rx: mpsc::Receiver<Command>, actions: mpsc::Sender<Action>) {
+    async fn run(self, mut rx: mpsc::Receiver<WriteRequest>, actions: mpsc::Sender<Action>) {
         let mut held: BTreeMap<String, KeepAlive> = BTreeMap::new();
         while let Some(cmd) = rx.recv().await {
             match cmd {
-                Command::Probe { target } => {
+                WriteRequest::Probe { target } => {
                     let Some(t) = self.targets.get(target) else {
                         continue;
                     };
@@ -125,7 +95,7 @@ impl Ops {
                         })
                         .await;
                 }
-                Command::Takeover {
+                WriteRequest::Takeover {
                     target,
                     prefix,
                     seen,
@@ -176,7 +146,7 @@ impl Ops {
                         };
                     let _ = actions.send(Action::TakeoverDone { key, result }).await;
                 }
-                Command::ReleaseHeld => {
+                WriteRequest::ReleaseHeld => {
                     let mut lines = Vec::new();
                     for (key, keep) in std::mem::take(&mut held) {
                         let line = format!("{key}: {}", keep.stop_and_release().await);

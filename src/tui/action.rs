@@ -1,0 +1,125 @@
+//! What flows between the console's parts: [`Action`]s into the state
+//! (keys, refreshes, the write task's results) and [`WriteRequest`]s out of
+//! it to the write task (`ops`). Both sides import this module and not each
+//! other.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::audit::AuditEntry;
+use crate::bucket::Observed;
+use crate::snapshot::{ExclusionReport, Snapshot};
+use crate::takeover::Then;
+
+/// Everything that can happen to the console.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// The clock moved (once a second): ages tick.
+    Tick(DateTime<Utc>),
+    /// A new snapshot from the background gatherer.
+    Snapshot(Box<Snapshot>),
+    /// Request and error totals of the stores so far.
+    Counters(u64, u64),
+    /// Recent audit entries (newest last).
+    Audit(Vec<AuditEntry>),
+    /// Move the selection up one row.
+    Up,
+    /// Move the selection down one row.
+    Down,
+    /// One screen up.
+    PageUp,
+    /// One screen down.
+    PageDown,
+    /// First row.
+    Home,
+    /// Last row.
+    End,
+    /// Switch between the leases view and the pod view.
+    SwitchView,
+    /// Sort by the next column.
+    SortNext,
+    /// Start typing a filter.
+    StartFilter,
+    /// Jump to the next stale / suspect / malformed row.
+    NextProblem,
+    /// Show or hide the detail pane.
+    ToggleDetail,
+    /// Show or hide help.
+    ToggleHelp,
+    /// Probe the selected row's target (OPS).
+    Probe,
+    /// Open the takeover dialog on the selected row (OPS).
+    StartTakeover,
+    /// A character typed into the focused text field (filter or dialog).
+    Input(char),
+    /// Delete the last character of the focused text field.
+    Backspace,
+    /// Next field (dialog).
+    NextField,
+    /// Previous field (dialog).
+    PrevField,
+    /// Change the choice (dialog: release / hold / hand over).
+    Left,
+    /// Change the choice the other way.
+    Right,
+    /// Enter: apply the focused button, keep the filter.
+    Submit,
+    /// Esc: close the dialog / help / filter.
+    Cancel,
+    /// Answer yes to the quit prompt.
+    Yes,
+    /// The pod scan of the latest refresh failed (sent right after its snapshot).
+    PodScanFailed(String),
+    /// A probe finished.
+    ProbeDone {
+        /// Target index.
+        target: usize,
+        /// Its exclusion.
+        result: ExclusionReport,
+        /// What to tell the operator.
+        message: String,
+    },
+    /// A takeover finished.
+    TakeoverDone {
+        /// The lease key.
+        key: String,
+        /// The message, and the key now held by the console if any; or the error.
+        result: Result<(String, Option<String>), String>,
+    },
+    /// The held leases were released (one line each).
+    HeldReleased(Vec<String>),
+    /// The terminal is now this size (columns, rows).
+    Resize(u16, u16),
+    /// Leave the console (asks first if leases are held).
+    Quit,
+}
+
+/// A write the operator asked for (and confirmed).
+#[derive(Debug, Clone)]
+pub enum WriteRequest {
+    /// Probe the preconditions of target `target` (index into the targets).
+    Probe {
+        /// Target index.
+        target: usize,
+    },
+    /// The guarded, audited takeover of `prefix` in target `target`.
+    Takeover {
+        /// Target index.
+        target: usize,
+        /// The prefix.
+        prefix: String,
+        /// What the operator saw (its ETag is the precondition).
+        seen: Observed,
+        /// How long the console has seen that ETag unchanged.
+        watched_for: Duration,
+        /// The operator's reason.
+        reason: String,
+        /// What to do after.
+        then: Then,
+        /// Overriding a fresh lease (the operator typed the prefix).
+        force: bool,
+    },
+    /// Release every held lease (before quitting).
+    ReleaseHeld,
+}
