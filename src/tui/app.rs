@@ -251,8 +251,9 @@ pub enum Mode {
     Quitting,
 }
 
-/// One key binding: what to press, what it does. The status bar and the help
-/// screen are generated from this table, so they cannot drift from the keys.
+/// One key binding: the keys, what they are shown as, what they do. Key
+/// dispatch (normal mode), the status bar and the help screen all read this
+/// one table, so none can drift from the others.
 pub struct Binding {
     /// Keys as shown to the operator.
     pub keys: &'static str,
@@ -262,31 +263,119 @@ pub struct Binding {
     pub writes: bool,
     /// Place in the status bar's hints (1 first); 0: only in help.
     pub hint: u8,
+    /// The keys that trigger it (besides Ctrl-C, which always quits).
+    pub codes: &'static [KeyCode],
+    /// The action they trigger.
+    pub action: Action,
 }
 
-const fn b(keys: &'static str, does: &'static str, writes: bool, hint: u8) -> Binding {
+const fn b(
+    keys: &'static str,
+    does: &'static str,
+    writes: bool,
+    hint: u8,
+    codes: &'static [KeyCode],
+    action: Action,
+) -> Binding {
     Binding {
         keys,
         does,
         writes,
         hint,
+        codes,
+        action,
     }
 }
 
+use KeyCode::{Char, Down as KDown, End as KEnd, Home as KHome, Up as KUp};
+
 /// The console's key bindings (normal mode).
 pub const BINDINGS: &[Binding] = &[
-    b("↑/↓ j/k", "move", false, 0),
-    b("PgUp/PgDn", "page", false, 0),
-    b("Home/End g/G", "first/last", false, 0),
-    b("Tab", "leases/pod", false, 5),
-    b("Enter", "details", false, 4),
-    b("/", "filter (!x excludes)", false, 6),
-    b("s", "sort by next column", false, 8),
-    b("n", "next problem", false, 7),
-    b("p", "probe preconditions", true, 9),
-    b("t", "take over", true, 3),
-    b("?", "help", false, 2),
-    b("q/Esc Ctrl-C", "quit", false, 1),
+    b("↑/↓ j/k", "move", false, 0, &[KUp, Char('k')], Action::Up),
+    b("", "", false, 0, &[KDown, Char('j')], Action::Down),
+    b(
+        "PgUp/PgDn",
+        "page",
+        false,
+        0,
+        &[KeyCode::PageUp],
+        Action::PageUp,
+    ),
+    b("", "", false, 0, &[KeyCode::PageDown], Action::PageDown),
+    b(
+        "Home/End g/G",
+        "first/last",
+        false,
+        0,
+        &[KHome, Char('g')],
+        Action::Home,
+    ),
+    b("", "", false, 0, &[KEnd, Char('G')], Action::End),
+    b(
+        "Tab",
+        "leases/pod",
+        false,
+        5,
+        &[KeyCode::Tab, KeyCode::BackTab],
+        Action::SwitchView,
+    ),
+    b(
+        "Enter",
+        "details",
+        false,
+        4,
+        &[KeyCode::Enter],
+        Action::ToggleDetail,
+    ),
+    b(
+        "/",
+        "filter (!x excludes)",
+        false,
+        6,
+        &[Char('/')],
+        Action::StartFilter,
+    ),
+    b(
+        "s",
+        "sort by next column",
+        false,
+        8,
+        &[Char('s')],
+        Action::SortNext,
+    ),
+    b(
+        "n",
+        "next problem",
+        false,
+        7,
+        &[Char('n')],
+        Action::NextProblem,
+    ),
+    b(
+        "p",
+        "probe preconditions",
+        true,
+        9,
+        &[Char('p')],
+        Action::Probe,
+    ),
+    b(
+        "t",
+        "take over",
+        true,
+        3,
+        &[Char('t')],
+        Action::StartTakeover,
+    ),
+    b("?", "help", false, 2, &[Char('?')], Action::ToggleHelp),
+    b(
+        "q/Esc Ctrl-C",
+        "quit",
+        false,
+        1,
+        &[Char('q'), KeyCode::Esc],
+        Action::Quit,
+    ),
 ];
 
 /// Maps a key press to an action, given the current mode.
@@ -324,27 +413,14 @@ pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
         Mode::Quitting => return None,
         Mode::Normal => {}
     }
-    let a = match k.code {
-        KeyCode::Up | KeyCode::Char('k') => Action::Up,
-        KeyCode::Down | KeyCode::Char('j') => Action::Down,
-        KeyCode::PageUp => Action::PageUp,
-        KeyCode::PageDown => Action::PageDown,
-        KeyCode::Home | KeyCode::Char('g') => Action::Home,
-        KeyCode::End | KeyCode::Char('G') => Action::End,
-        KeyCode::Tab | KeyCode::BackTab => Action::SwitchView,
-        KeyCode::Enter => Action::ToggleDetail,
-        KeyCode::Char('/') => Action::StartFilter,
-        KeyCode::Char('s') => Action::SortNext,
-        KeyCode::Char('n') => Action::NextProblem,
-        KeyCode::Char('?') => Action::ToggleHelp,
-        KeyCode::Char('p') if !app.read_only => Action::Probe,
-        KeyCode::Char('t') if !app.read_only => Action::StartTakeover,
-        KeyCode::Char('q') => Action::Quit,
-        KeyCode::Esc if app.detail || !app.filter.is_empty() => Action::Cancel,
-        KeyCode::Esc => Action::Quit,
-        _ => return None,
-    };
-    Some(a)
+    // Esc first closes what is open (the detail pane, a filter).
+    if k.code == KeyCode::Esc && (app.detail || !app.filter.is_empty()) {
+        return Some(Action::Cancel);
+    }
+    BINDINGS
+        .iter()
+        .find(|b| b.codes.contains(&k.code) && !(b.writes && app.read_only))
+        .map(|b| b.action.clone())
 }
 
 /// The console's state.

@@ -449,6 +449,7 @@ fn centred(area: Rect, w: u16, h: u16) -> Rect {
 fn render_help(app: &App, f: &mut Frame, area: Rect) {
     let shown: Vec<_> = BINDINGS
         .iter()
+        .filter(|b| !b.keys.is_empty())
         .filter(|b| !(app.read_only && b.writes))
         .collect();
     let mut lines: Vec<Line> = shown
