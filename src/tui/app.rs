@@ -15,6 +15,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 pub use super::action::Action;
 use super::action::WriteRequest;
+use super::layout;
 use crate::audit::AuditEntry;
 use crate::bucket::{Exclusion, LeaseState};
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
@@ -645,18 +646,19 @@ impl App {
 
     /// Lease table rows that fit on screen.
     pub fn lease_visible_rows(&self) -> usize {
-        usize::from(
-            self.size
-                .1
-                .saturating_sub(ui_chrome_height() + self.error_height() + self.detail_height())
-                .max(1),
-        )
+        let screen = layout::screen(self.area(), self.error_height());
+        layout::table_rows(layout::leases(screen.body, self.detail_height()).0)
+    }
+
+    /// The whole screen as the console last measured it.
+    fn area(&self) -> ratatui::layout::Rect {
+        ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1)
     }
 
     /// Process table rows that fit on screen in the pod view.
     pub fn pod_visible_rows(&self) -> usize {
-        let chrome = POD_CHROME_HEIGHT + self.error_height() + self.notice_height();
-        usize::from(self.size.1.saturating_sub(chrome).max(1))
+        let screen = layout::screen(self.area(), self.error_height());
+        layout::table_rows(layout::pod(screen.body, self.notice_height().saturating_sub(2)).1)
     }
 
     /// Lines of error text under the table (at most 3).
@@ -1368,14 +1370,3 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     }
     lines
 }
-
-/// Lines the console uses around the leases table: header (2), table header (1),
-/// status bar (2), borders (2).
-pub const fn ui_chrome_height() -> u16 {
-    7
-}
-
-/// Lines the pod view uses besides the verdict box and error lines: header
-/// (2), process table borders and header (3), the selected process's duty
-/// sentence (2), status bar (2).
-pub const POD_CHROME_HEIGHT: u16 = 9;

@@ -9,6 +9,7 @@
 
 pub mod action;
 pub mod app;
+pub mod layout;
 pub mod ops;
 pub mod ui;
 

@@ -1,12 +1,13 @@
 //! Drawing. Pure: every function takes `&App` and a frame; nothing here changes state.
 
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use super::app::{terminal_safe, App, Field, Mode, SortKey, ThenChoice, View, BINDINGS};
+use super::layout;
 use crate::bucket::{format_secs, LeaseState};
 use crate::snapshot::ExclusionReport;
 use crate::text::sanitize;
@@ -91,20 +92,16 @@ pub fn render(app: &App, f: &mut Frame) {
         return;
     }
     let errors = app.error_lines();
-    let err_h = errors.len().min(3) as u16;
-    let [header, body, errs, status] = Layout::vertical([
-        Constraint::Length(2),
-        Constraint::Min(3),
-        Constraint::Length(err_h),
-        Constraint::Length(2),
-    ])
-    .areas(area);
+    let layout::Screen {
+        header,
+        body,
+        errors: errs,
+        status,
+    } = layout::screen(area, errors.len() as u16);
     render_header(app, f, header);
     match app.view {
         View::Leases => {
-            let [table, detail] =
-                Layout::vertical([Constraint::Min(3), Constraint::Length(app.detail_height())])
-                    .areas(body);
+            let (table, detail) = layout::leases(body, app.detail_height());
             render_table(app, f, table);
             if app.detail {
                 render_detail(app, f, detail);
@@ -612,12 +609,7 @@ fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
 /// duty sentence. Only the visible rows are built.
 fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     let notices = app.notice_lines(area.width.saturating_sub(2));
-    let [verdicts, table, detail] = Layout::vertical([
-        Constraint::Length(notices.len() as u16 + 2),
-        Constraint::Min(3),
-        Constraint::Length(2),
-    ])
-    .areas(area);
+    let (verdicts, table, detail) = layout::pod(area, notices.len() as u16);
 
     let pod = app.snapshot.as_ref().map(|s| &s.pod);
     let n_verdicts = pod.map(|p| p.verdicts.len()).unwrap_or(0);
