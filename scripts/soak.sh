@@ -12,4 +12,4 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export LEASECTL_VENV_DIR="${LEASECTL_VENV_DIR:-$repo/.venv}"
 export LEASECTL_SOAK_RUNS="${1:-200}"
 cd "$repo"
-cargo test --test fence_soak -- --ignored --nocapture
+cargo test --test it fence_soak -- --ignored --nocapture

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: set up the S3 test servers (idempotent), then run every test.
-# Extra arguments go to `cargo test` (e.g. scripts/test.sh --test snapshot_s3).
+# Extra arguments go to `cargo test` (e.g. scripts/test.sh --test it engine:: to run one module).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/setup-test-env.sh"

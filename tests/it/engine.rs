@@ -1,14 +1,12 @@
 //! The bucket-lease engine against real servers: moto 5.2.5 (conditional, single-threaded),
 //! moto 5.0.14 (ignores preconditions), the local store, and proxies the harness owns.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::*;
 use chrono::Utc;
-use common::proxy::{Mode, Proxy};
-use common::*;
 use leasectl::bucket::{
     BucketLease, Exclusion, KeepAlive, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Released,
 };

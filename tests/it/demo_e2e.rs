@@ -3,14 +3,12 @@
 //! over, the two demo pods with their verdicts, `--json` from another process
 //! agreeing, and nothing left behind — after `q`, and after a `kill -9`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::tmux::Tmux;
+use crate::common::tmux::Tmux;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_leasectl")

@@ -1,12 +1,10 @@
 //! `leasectl writer exec` end to end: real wrappers, real children, real flock.
 
-mod writer_support;
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::writer_support::*;
 use nix::sys::signal::Signal;
-use writer_support::*;
 
 fn taking(dir: &std::path::Path, wait: &str, cmd: &[&str]) -> std::process::Command {
     let mut c = wrapper(dir, wait, cmd);

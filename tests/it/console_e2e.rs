@@ -2,13 +2,11 @@
 //! method-counting proxy proves it), and an OPS-mode takeover through the
 //! dialog changes the lease's holder and is audited.
 
-mod common;
-
 use std::time::Duration;
 
-use common::proxy::{Mode, Proxy};
-use common::tmux::Tmux;
-use common::*;
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::tmux::Tmux;
+use crate::common::*;
 use leasectl::audit::AuditLog;
 use leasectl::bucket::LeaseRecord;
 

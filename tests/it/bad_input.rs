@@ -1,12 +1,10 @@
 //! Bad input gets a clear error and loses nothing: hostile keys, URLs,
 //! environment values and flags, found by trying to break leasectl.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn run(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {

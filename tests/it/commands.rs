@@ -1,12 +1,10 @@
 //! `leasectl probe` and `leasectl bucket hold`, as an operator runs them.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::proxy::{Mode, Proxy};
-use common::*;
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::*;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));

@@ -1,15 +1,13 @@
 //! `leasectl --json` on real pods (real `leasectl writer exec` processes, real
 //! flock, real /proc): the `pod` section, and exit code 3 for a pod verdict.
 
-mod writer_support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::writer_support::*;
 use leasectl::writer::scan::LockState;
 use serde_json::Value;
-use writer_support::*;
 
 /// Runs `leasectl --json --pod-root ROOT --data-dir DIR [extra…]` (no TARGET);
 /// returns the exit code and the parsed document.

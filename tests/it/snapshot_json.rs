@@ -1,10 +1,8 @@
 //! `leasectl --json` against a real S3 server (moto) and the local store:
 //! every state, its problem and age, the exit codes.
 
-mod common;
-
+use crate::common::*;
 use chrono::{Duration, SecondsFormat, Utc};
-use common::*;
 use serde_json::Value;
 
 const HOSTILE_ID: &str = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J";

@@ -3,14 +3,13 @@
 //! SIGCONT), real clocks shifted with libfaketime. Each command under a lease
 //! writes one timestamp per line; the checks read those lines.
 
-mod common;
-
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::hold::*;
-use common::proxy::{Mode, Proxy};
-use common::*;
+use crate::common::hold::*;
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::*;
 
 async fn bucket(test: &str) -> (u16, String) {
     let server = moto(Moto::Conditional);
@@ -483,6 +482,32 @@ async fn a_forced_handover_waits_for_the_old_holders_fence() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Holds `s3://{bucket}/{name}/` (TTL 3 s) through a proxy that, once the
+/// command runs, answers every renewal with `status`; returns leasectl's
+/// stderr after it exited 5.
+async fn renewals_answered(port: u16, bucket: &str, dir: &Path, name: &str, status: u16) -> String {
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let log = dir.join(format!("{name}.log"));
+    let mut hold = Hold::spawn(
+        dir,
+        name,
+        &proxy.endpoint(),
+        &format!("s3://{bucket}/{name}/"),
+        &["--ttl", "3s"],
+        &writer(&log, false, None),
+        &[],
+    );
+    wait_for_lines(&log, 1, Duration::from_secs(20)).await;
+    proxy.fail_requests("PUT", &format!("/{name}/LEASE"), status);
+    assert_eq!(
+        hold.exit_code(Duration::from_secs(15)).await,
+        Some(5),
+        "{}",
+        hold.stderr()
+    );
+    hold.stderr()
+}
+
 /// Issue 11 §6: each cause of a refused write gets its own sentence.
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_writes_are_diagnosed_by_cause() {
@@ -490,21 +515,7 @@ async fn refused_writes_are_diagnosed_by_cause() {
     // A service that refuses If-Match with the current ETag (as Ceph RGW 16
     // does with quoted ETags): renewals are refused, the fence closes.
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start(port, Mode::Pass).await;
-    let log = dir.path().join("w.log");
-    let mut hold = Hold::spawn(
-        dir.path(),
-        "ifmatch",
-        &proxy.endpoint(),
-        &format!("s3://{b}/ifmatch/"),
-        &["--ttl", "3s"],
-        &writer(&log, false, None),
-        &[],
-    );
-    wait_for_lines(&log, 1, Duration::from_secs(20)).await;
-    proxy.fail_requests("PUT", "/ifmatch/LEASE", 412);
-    assert_eq!(hold.exit_code(Duration::from_secs(15)).await, Some(5));
-    let err = hold.stderr();
+    let err = renewals_answered(port, &b, dir.path(), "ifmatch", 412).await;
     assert!(
         err.contains("refused If-Match with the current ETag"),
         "{err}"
@@ -513,23 +524,8 @@ async fn refused_writes_are_diagnosed_by_cause() {
         !err.contains("answer was lost") && !err.contains("kept changing"),
         "{err}"
     );
-
     // 409 ConditionalRequestConflict on every write.
-    let proxy = Proxy::start(port, Mode::Pass).await;
-    let log = dir.path().join("c.log");
-    let mut hold = Hold::spawn(
-        dir.path(),
-        "conflict",
-        &proxy.endpoint(),
-        &format!("s3://{b}/conflict/"),
-        &["--ttl", "3s"],
-        &writer(&log, false, None),
-        &[],
-    );
-    wait_for_lines(&log, 1, Duration::from_secs(20)).await;
-    proxy.fail_requests("PUT", "/conflict/LEASE", 409);
-    assert_eq!(hold.exit_code(Duration::from_secs(15)).await, Some(5));
-    let err = hold.stderr();
+    let err = renewals_answered(port, &b, dir.path(), "conflict", 409).await;
     assert!(err.contains("409 ConditionalRequestConflict"), "{err}");
 
     // A create refused on a key the service reports absent.

@@ -2,15 +2,12 @@
 //! shows the rows, quits with `q` and leaves the shell usable; with a real pod,
 //! Tab shows the pod's processes and duties.
 
-mod common;
-mod writer_support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::tmux::Tmux;
+use crate::common::tmux::Tmux;
+use crate::writer_support::{scan_until, wrapper, Guard};
 use leasectl::writer::scan::LockState;
-use writer_support::{scan_until, wrapper, Guard};
 
 #[test]
 fn console_shows_rows_and_quits_cleanly() {

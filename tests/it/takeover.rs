@@ -1,13 +1,11 @@
 //! The guarded, audited takeover against real servers, and `leasectl takeover` / `audit`.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::proxy::{Mode, Proxy};
-use common::*;
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::*;
 use leasectl::audit::{AuditEntry, AuditLog, AuditTarget};
 use leasectl::bucket::{BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseWatch, Observed};
 use leasectl::clock::{SharedClock, SkewedClock, SystemClock};

@@ -10,14 +10,12 @@
 //! Not part of the test suite (it takes many minutes): run it with
 //! `scripts/soak.sh [RUNS]` (default 200).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::hold::*;
-use common::proxy::{Mode, Proxy};
-use common::*;
+use crate::common::hold::*;
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::*;
 use rand::Rng;
 
 const TTL_S: u64 = 3;

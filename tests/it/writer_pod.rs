@@ -1,13 +1,11 @@
 //! The pod scanner against real pods: real `leasectl writer exec` processes,
 //! real flock, real /proc.
 
-mod writer_support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::writer_support::*;
 use leasectl::writer::scan::{scan, DutyView, LockState, ScanOptions, VerdictKind};
-use writer_support::*;
 
 fn kinds(s: &leasectl::writer::scan::PodSnapshot) -> Vec<VerdictKind> {
     s.verdicts.iter().map(|v| v.kind).collect()

@@ -1,12 +1,10 @@
 //! Privacy: no environment value other than the two lease variables ever
 //! leaves the scanner or the wrapper (JSON, logs).
 
-mod writer_support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use writer_support::*;
+use crate::writer_support::*;
 
 const SECRET: &str = "hunter2secret";
 

@@ -1,12 +1,10 @@
 //! Hostile TARGET URLs: a `#` or `?` is never silently cut off a path, and a
 //! writing command names exactly what it is about to write.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 fn run(args: &[&str]) -> std::process::Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));

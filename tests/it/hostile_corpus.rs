@@ -11,13 +11,11 @@
 //!   cargo test --release --test hostile_corpus -- --nocapture
 //! ```
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
+use crate::common::*;
 use chrono::Utc;
-use common::*;
 use leasectl::clock::{ManualClock, SharedClock};
 use leasectl::snapshot::{self, GatherOptions, OpenTarget};
 use leasectl::store::local::LocalStore;

@@ -3,14 +3,12 @@
 //! over-size file rewritten in place), leasectl reads it bounded, never
 //! follows it, never hangs, and reports that prefix alone as malformed.
 
-mod common;
-
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use leasectl::store::local::LocalStore;
 use leasectl::store::{ObjectRead, ObjectStore, PutCondition, StoreError, MAX_BODY_BYTES};
 use serde_json::Value;
@@ -350,7 +348,7 @@ fn audit_log_that_is_a_fifo_or_device_link_is_refused_in_bounded_time() {
 
 #[test]
 fn console_on_fifo_leases_keeps_refreshing_and_quits() {
-    use common::tmux::Tmux;
+    use crate::common::tmux::Tmux;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
     for p in [dir.path().join("LEASE"), dir.path().join("db/LEASE")] {

@@ -1,0 +1,32 @@
+//! The integration tests, as one crate (one link of the AWS SDK instead of
+//! one per file): real servers (moto on loopback, fault proxies in front of
+//! it), real processes, flock and /proc, the real `leasectl` binary, the
+//! console in tmux and on ratatui's `TestBackend`. Shared support lives in
+//! `common` (servers, proxies, `bucket hold` processes, tmux) and
+//! `writer_support` (pod processes).
+
+mod common;
+mod writer_support;
+
+mod bad_input;
+mod commands;
+mod console_e2e;
+mod demo_assets;
+mod demo_e2e;
+mod engine;
+mod fence_faults;
+mod fence_soak;
+mod hostile_corpus;
+mod hostile_store;
+mod hostile_urls;
+mod snapshot_json;
+mod takeover;
+mod tui_console;
+mod tui_snapshots;
+mod tui_tmux;
+mod writer_assess;
+mod writer_exec;
+mod writer_judge;
+mod writer_pod;
+mod writer_privacy;
+mod writer_snapshot_json;
