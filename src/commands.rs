@@ -524,7 +524,7 @@ pub async fn takeover_cmd(
     };
     let describe = |obs: &Observed, out: &mut (dyn std::io::Write + Send)| {
         let j = judge(obs, clock.wall());
-        let _ = writeln!(out, "lease    {} ({})", key, a.url);
+        let _ = writeln!(out, "lease    {} ({})", sanitize(&key), sanitize(&a.url));
         let sentence = j.sentence();
         let rest = sentence
             .strip_prefix(&format!("{}: ", j.state))
@@ -620,10 +620,13 @@ pub async fn takeover_cmd(
         let mut line = String::new();
         let _ = std::io::stdin().read_line(&mut line);
         let typed = line.trim().trim_end_matches('/');
-        if typed.is_empty()
-            || (typed != a.url.trim().trim_end_matches('/')
-                && typed != a.prefix.trim().trim_end_matches('/'))
-        {
+        // The URL or prefix as given, or as shown (escaped): a name holding a
+        // control or invisible character can always be typed.
+        let accepted = [a.url.as_str(), a.prefix.as_str()]
+            .into_iter()
+            .flat_map(|s| [s.to_owned(), sanitize(s)])
+            .any(|s| typed == s.trim().trim_end_matches('/'));
+        if typed.is_empty() || !accepted {
             let _ = writeln!(out, "not confirmed; nothing written");
             return EXIT_REFUSED;
         }

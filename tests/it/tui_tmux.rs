@@ -139,3 +139,61 @@ fn console_pod_view_shows_a_real_pod() {
         "alternate screen left behind:\n{screen}"
     );
 }
+
+/// `leasectl takeover` asks for the prefix to be typed: a prefix holding an
+/// invisible character (a zero-width space) is accepted as the prompt shows it
+/// (escaped), so it can always be confirmed, and a look-alike is not.
+#[test]
+fn takeover_confirmation_accepts_the_escaped_prefix() {
+    let store = tempfile::tempdir().unwrap();
+    let prefix = "bad\u{200b}name/";
+    std::fs::create_dir_all(store.path().join(prefix)).unwrap();
+    let old = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+    std::fs::write(
+        store.path().join(prefix).join("LEASE"),
+        format!(
+            r#"{{"instance_id":"gone","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#
+        ),
+    )
+    .unwrap();
+    let url = format!("file://{}/bad%E2%80%8Bname/", store.path().display());
+    let audit = store.path().join("audit.jsonl");
+    let tmux = Tmux::start(160, 30);
+    let run = format!(
+        "{} takeover '{url}' --reason test --audit-log {} ; echo EXIT=$?",
+        env!("CARGO_BIN_EXE_leasectl"),
+        audit.display()
+    );
+    // A wrong answer is refused and writes nothing.
+    tmux.type_line(&run);
+    tmux.wait_for(Duration::from_secs(15), "the prompt", |s| {
+        s.contains("to confirm:")
+    });
+    tmux.type_line(&format!("file://{}/badname/", store.path().display()));
+    let s = tmux.wait_for(Duration::from_secs(15), "the refusal", |s| {
+        s.lines().any(|l| l.starts_with("EXIT="))
+    });
+    assert!(s.contains("not confirmed") && s.contains("EXIT=4"), "{s}");
+    assert!(
+        !s.contains('\u{200b}'),
+        "an invisible character reached the terminal: {s}"
+    );
+    assert!(store.path().join(prefix).join("LEASE").exists());
+    // The escaped form, as shown, confirms it.
+    tmux.type_line("clear");
+    tmux.type_line(&run);
+    tmux.wait_for(Duration::from_secs(15), "the prompt", |s| {
+        s.contains("to confirm:")
+    });
+    // The URL as the prompt's header shows it: the zero-width space escaped.
+    let shown = format!("file://{}/{prefix}", store.path().display());
+    tmux.type_line(&leasectl::text::sanitize(&shown));
+    let s = tmux.wait_for(Duration::from_secs(15), "the result", |s| {
+        s.lines().any(|l| l.starts_with("EXIT="))
+    });
+    assert!(s.contains("taken:") && s.contains("EXIT=0"), "{s}");
+    assert!(
+        !store.path().join(prefix).join("LEASE").exists(),
+        "taken, then released"
+    );
+}
