@@ -33,9 +33,15 @@ fn main() {
 }
 
 fn real_main() -> Result<i32> {
-    color_eyre::config::HookBuilder::default()
-        .display_env_section(false)
-        .install()?;
+    let mut hook = color_eyre::config::HookBuilder::default().display_env_section(false);
+    {
+        use std::io::IsTerminal;
+        // Colours only for a person at a terminal that wants them.
+        if !std::io::stderr().is_terminal() || std::env::var_os("NO_COLOR").is_some() {
+            hook = hook.theme(color_eyre::config::Theme::new());
+        }
+    }
+    hook.install()?;
     let cli = Cli::parse();
     if let Some(name) = leasectl::cli::bad_aws_env() {
         eprintln!(
@@ -111,6 +117,21 @@ fn real_main() -> Result<i32> {
     // hung network filesystem) is given a moment, not waited for without end.
     rt.shutdown_timeout(Duration::from_secs(2));
     result
+}
+
+/// Writes a document to stdout. A reader that went away (`leasectl --json |
+/// head -1`) ends the process quietly with 141 (128 + SIGPIPE), as a shell
+/// pipeline expects; any other write error is reported in a sentence.
+fn print_document(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("leasectl: could not write the document to stdout: {e}");
+        std::process::exit(leasectl::exit::Exit::Failed.code());
+    }
 }
 
 fn init_logging(quiet: bool) {
@@ -326,7 +347,7 @@ fn scan_options(pod: &PodArgs, proc_root: &std::path::Path) -> ScanOptions {
 
 fn pod_scan(pod: &PodArgs, proc_root: &std::path::Path) -> Result<i32> {
     let snap = scan::scan(&scan_options(pod, proc_root))?;
-    println!("{}", leasectl::text::to_json_pretty(&snap)?);
+    print_document(&leasectl::text::to_json_pretty(&snap)?);
     Ok(if snap.verdicts.is_empty() {
         0
     } else {
@@ -419,7 +440,7 @@ async fn console(cli: Cli) -> Result<i32> {
                 );
             }
         }
-        println!("{}", leasectl::text::to_json_pretty(&snap)?);
+        print_document(&leasectl::text::to_json_pretty(&snap)?);
         return Ok(snap.exit_code());
     }
 

@@ -294,3 +294,25 @@ fn json_with_nothing_to_report_is_a_usage_error() {
     assert!(o.stdout.is_empty());
     assert!(text(&o).contains("give a TARGET"), "{}", text(&o));
 }
+
+/// `leasectl --json … | head -1`: a reader that went away ends leasectl
+/// quietly (exit 141, no panic, no backtrace), as a pipeline expects.
+#[test]
+fn a_closed_stdout_ends_the_json_snapshot_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    c.args(["--json", "--no-pod", &crate::common::file_url(dir.path())])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    drop(child.stdout.take()); // the reader is gone before anything is written
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("\u{1b}["),
+        "{err}"
+    );
+}
