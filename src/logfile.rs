@@ -11,13 +11,21 @@ pub fn init(path: &Path) {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
+    use std::os::unix::fs::OpenOptionsExt;
+    // Private: log lines name hosts, buckets and holders.
     let Ok(file) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(path)
     else {
         return;
     };
+    // A log created by an older version may be world-readable.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    }
     let filter = EnvFilter::try_from_env("LEASECTL_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
     let _ = tracing_subscriber::fmt()
@@ -26,4 +34,19 @@ pub fn init(path: &Path) {
         .with_ansi(false)
         .with_target(false)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_log_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("console.log");
+        std::fs::write(&path, "old\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        super::init(&path);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 }

@@ -185,8 +185,69 @@ impl FromStr for Target {
                 dir: PathBuf::from(dir),
             });
         }
-        Err(err("unknown scheme"))
+        Err(match unknown_scheme_hint(s) {
+            Some(h) => bad_path(h),
+            None => err("unknown scheme"),
+        })
     }
+}
+
+/// The commands a misspelt TARGET may have meant.
+const SUBCOMMANDS: [&str; 7] = [
+    "probe", "takeover", "audit", "bucket", "writer", "demo", "pod-scan",
+];
+
+/// A hint for a TARGET with no known scheme: a subcommand with a typo, a bare
+/// path, an HTTP(S) endpoint given where the bucket goes.
+fn unknown_scheme_hint(s: &str) -> Option<String> {
+    let lower = s.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return Some(
+            "that is an endpoint: give it with --endpoint-url, and the TARGET as s3://bucket/prefix/ \
+             (e.g. leasectl --endpoint-url https://minio:9000 --path-style s3://backups/)"
+                .to_owned(),
+        );
+    }
+    if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") || s.starts_with('~') {
+        let abs = std::path::absolute(s)
+            .ok()
+            .filter(|_| !s.starts_with('~'))
+            .map(|p| format!("file://{}/", p.display().to_string().trim_end_matches('/')))
+            .unwrap_or_else(|| "file:///absolute/path/".to_owned());
+        return Some(format!(
+            "a local directory is written as a file URL: {}",
+            crate::text::sanitize(&abs)
+        ));
+    }
+    if !s.contains([':', '/']) {
+        let near = SUBCOMMANDS
+            .iter()
+            .map(|c| (edit_distance(&lower, c), *c))
+            .filter(|(d, c)| *d <= 2 && *d < c.len() / 2 + 1)
+            .min();
+        if let Some((_, cmd)) = near {
+            return Some(format!(
+                "not a TARGET URL (s3://bucket/path/ or file:///dir/); did you mean `leasectl {cmd}`?"
+            ));
+        }
+    }
+    None
+}
+
+/// Levenshtein distance (small strings only).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 impl std::fmt::Display for Target {
@@ -295,6 +356,25 @@ impl Connector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_schemes_get_the_right_hint() {
+        let why = |s: &str| s.parse::<Target>().unwrap_err().why;
+        assert!(
+            why("porbe").contains("did you mean `leasectl probe`?"),
+            "{}",
+            why("porbe")
+        );
+        assert!(why("takover").contains("`leasectl takeover`"));
+        assert!(
+            why("/srv/store").contains("file:///srv/store/"),
+            "{}",
+            why("/srv/store")
+        );
+        assert!(why("https://minio:9000/b").contains("--endpoint-url"));
+        assert!(why("zzzzzz").contains("unknown scheme"));
+        assert_eq!(edit_distance("porbe", "probe"), 2);
+    }
 
     #[test]
     fn parses_targets() {
