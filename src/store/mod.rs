@@ -92,6 +92,9 @@ pub enum StoreError {
     /// The request did not get an answer in time.
     #[error("timed out after {0:?} ({1})")]
     Timeout(std::time::Duration, String),
+    /// No credentials could be found or used (the sentence says where it looked).
+    #[error("{0}")]
+    Credentials(String),
     /// The request could not be sent or its answer read (connection refused, DNS, TLS, reset).
     #[error("cannot reach {endpoint}: {message}")]
     Transport {

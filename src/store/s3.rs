@@ -58,6 +58,10 @@ pub struct S3Store {
     secrets: Vec<String>,
     /// The service's clock, from the `Date` of its latest answer.
     clock: ServerClock,
+    /// Path-style addressing (for messages: with virtual hosts the bucket is in the host name).
+    path_style: bool,
+    /// The profile named on the command line (for messages).
+    profile: Option<String>,
 }
 
 /// The latest [`ServerOffset`] seen in an answer's `Date` header, shared with
@@ -203,6 +207,8 @@ impl S3Store {
             timeout: opts.request_timeout.unwrap_or(Duration::from_secs(10)),
             secrets,
             clock,
+            path_style: opts.path_style,
+            profile: opts.profile.clone(),
         }
     }
 
@@ -273,12 +279,134 @@ impl S3Store {
                     }
                 }
             }
-            _ => StoreError::Transport {
-                endpoint: self.endpoint.clone(),
-                message: DisplayErrorContext(&err).to_string(),
-            },
+            _ => {
+                let message = self.transport_message(&err);
+                if message.starts_with(CREDENTIALS) {
+                    StoreError::Credentials(message)
+                } else {
+                    StoreError::Transport {
+                        endpoint: self.endpoint.clone(),
+                        message,
+                    }
+                }
+            }
         }
     }
+
+    /// One readable sentence for a request that got no answer: the cause
+    /// (no credentials, unknown profile, DNS, TLS, refused connection) and
+    /// what to do, from the error's chain of causes (never `Debug` output).
+    fn transport_message(&self, err: &(dyn std::error::Error + 'static)) -> String {
+        let mut chain = Vec::new();
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+        while let Some(e) = cur {
+            let text = e.to_string();
+            if !text.is_empty() && !chain.iter().any(|c: &String| c.contains(&text)) {
+                chain.push(text);
+            }
+            cur = e.source();
+        }
+        let all = chain.join(": ");
+        let m = classify_transport(&all, &self.endpoint, &self.bucket, self.path_style);
+        match (&self.profile, m.starts_with(CREDENTIALS)) {
+            (Some(p), true) => format!(
+                "{CREDENTIALS} for the profile `{}`: it is not in ~/.aws/config or ~/.aws/credentials, \
+                 or it holds no credentials; check --profile / AWS_PROFILE",
+                crate::text::sanitize(p)
+            ),
+            _ => m,
+        }
+    }
+}
+
+/// How a missing-credentials sentence starts.
+const CREDENTIALS: &str = "unable to locate credentials";
+
+/// The sentence for a transport failure described by `all` (the causes'
+/// texts joined), talking to `endpoint` about `bucket`.
+fn classify_transport(all: &str, endpoint: &str, bucket: &str, path_style: bool) -> String {
+    let host = url::Url::parse(endpoint)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_else(|| endpoint.to_owned());
+    if all.contains("no credentials found in chain")
+        || all.contains("credential provider was not enabled")
+    {
+        // The chain's own list of what it tried: "  Environment: …" lines.
+        let tried: Vec<&str> = all
+            .split("\n")
+            .filter_map(|l| l.trim().split_once(':').map(|(k, _)| k.trim()))
+            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric()))
+            .collect();
+        let tried = if tried.is_empty() {
+            "environment, profile files, web identity, container, instance metadata".to_owned()
+        } else {
+            tried.join(", ")
+        };
+        return format!(
+            "{CREDENTIALS} (tried: {tried}); set AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY, or name a profile with --profile / AWS_PROFILE"
+        );
+    }
+    if let Some(i) = all.find("profile") {
+        if all[i..].contains("not defined")
+            || all[i..].contains("could not be found")
+            || all.contains("ProfileFile")
+        {
+            return format!(
+                "the AWS profile could not be used: {}; check --profile / AWS_PROFILE against ~/.aws/config",
+                crate::text::sanitize(all)
+            );
+        }
+    }
+    if all.contains("dns error") || all.contains("failed to lookup address") {
+        let failed = if path_style || host.parse::<std::net::IpAddr>().is_ok() {
+            host.clone()
+        } else {
+            format!("{bucket}.{host}")
+        };
+        let hint = if path_style {
+            "check the endpoint's host name".to_owned()
+        } else {
+            "virtual-host addressing puts the bucket in the host name; for MinIO, Ceph or a test server pass --path-style".to_owned()
+        };
+        return format!("cannot resolve the host name {failed}: {hint}");
+    }
+    if all.contains("UnknownIssuer")
+        || all.contains("invalid peer certificate")
+        || all.contains("certificate")
+    {
+        return format!(
+            "TLS: the certificate of {host} is not trusted ({}); for a private CA set AWS_CA_BUNDLE to its PEM file",
+            crate::text::sanitize(&first_sentence(all))
+        );
+    }
+    if all.contains("Connection refused") {
+        return format!("connection refused by {host}: nothing listens at {endpoint}; check --endpoint-url and that the service runs");
+    }
+    if all.contains("timed out") || all.contains("Timeout") {
+        return format!("no answer from {endpoint} in time; check the network, or raise --timeout");
+    }
+    crate::text::sanitize(&first_sentence(all))
+}
+
+/// The innermost causes of a joined error text, without the SDK's plumbing
+/// words ("dispatch failure", "io error", "client error (Connect)").
+fn first_sentence(all: &str) -> String {
+    let parts: Vec<&str> = all
+        .split(": ")
+        .filter(|p| {
+            !matches!(
+                p.trim(),
+                "dispatch failure"
+                    | "io error"
+                    | "other"
+                    | "client error (Connect)"
+                    | "tcp connect error"
+            )
+        })
+        .collect();
+    parts.join(": ")
 }
 
 /// Loads the AWS SDK configuration for `opts` (credential chain, region, endpoint, timeouts).

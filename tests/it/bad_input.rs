@@ -316,3 +316,61 @@ fn a_closed_stdout_ends_the_json_snapshot_quietly() {
         "{err}"
     );
 }
+
+/// `--json` against a setup that cannot work, in an empty HOME: one readable
+/// sentence per cause, never the SDK's `Debug` dump.
+fn json_error(env: &[(&str, &str)], args: &[&str]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .envs(env.iter().copied())
+        .args(["--timeout", "3s", "--json", "--no-pod"])
+        .args(args);
+    let out = crate::common::run_with_timeout(c, std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !err.contains("DispatchFailure") && !err.contains("ConnectorError") && !err.contains(" { "),
+        "Debug output reached the user: {err}"
+    );
+    err
+}
+
+#[test]
+fn s3_failures_are_one_sentence_with_the_cause_and_the_fix() {
+    let keys = [("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b")];
+    let refused = [
+        "--endpoint-url",
+        "http://127.0.0.1:1",
+        "--path-style",
+        "s3://b/",
+    ];
+    let err = json_error(&[], &refused);
+    assert!(
+        err.contains("unable to locate credentials (tried: Environment, Profile"),
+        "{err}"
+    );
+    assert!(!err.contains("cannot reach"), "{err}");
+    let mut with_profile = vec!["--profile", "nosuch"];
+    with_profile.extend(refused);
+    let err = json_error(&[], &with_profile);
+    assert!(err.contains("for the profile `nosuch`"), "{err}");
+    let err = json_error(&keys, &refused);
+    assert!(err.contains("connection refused by 127.0.0.1"), "{err}");
+    let err = json_error(
+        &keys,
+        &[
+            "--endpoint-url",
+            "http://nosuchhost.invalid:9000",
+            "s3://b/",
+        ],
+    );
+    assert!(
+        err.contains("cannot resolve the host name b.nosuchhost.invalid")
+            && err.contains("--path-style"),
+        "{err}"
+    );
+}
