@@ -345,9 +345,7 @@ impl Connector {
                     .config
                     .get_or_init(|| crate::store::s3::shared_config(&self.opts))
                     .await;
-                cfg.endpoint_url()
-                    .map(|e| crate::store::s3::redact_url(e).0)
-                    .unwrap_or_else(|| "AWS S3".to_owned())
+                crate::store::s3::describe_context(cfg, self.opts.path_style)
             }
         }
     }

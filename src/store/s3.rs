@@ -190,8 +190,8 @@ impl S3Store {
                 aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired,
             )
             .build();
-        let (endpoint, secrets) = match config.endpoint_url() {
-            Some(e) => redact_url(e),
+        let (endpoint, secrets) = match resolved_endpoint(config) {
+            Some(e) => redact_url(&e),
             None => (
                 format!(
                     "AWS S3 ({})",
@@ -407,6 +407,44 @@ fn first_sentence(all: &str) -> String {
         })
         .collect();
     parts.join(": ")
+}
+
+/// The endpoint S3 requests actually go to, resolved as the SDK resolves it:
+/// `--endpoint-url` (or `AWS_ENDPOINT_URL`) given to the client, else the
+/// S3-specific setting (`AWS_ENDPOINT_URL_S3`, or `endpoint_url` in the
+/// profile's `services` section), else the general one; `None`: AWS itself.
+pub fn resolved_endpoint(config: &aws_config::SdkConfig) -> Option<String> {
+    if config.get_origin("endpoint_url").is_client_config() {
+        return config.endpoint_url().map(str::to_owned);
+    }
+    config
+        .service_config()
+        .and_then(|conf| {
+            conf.load_config(
+                aws_types::service_config::ServiceConfigKey::builder()
+                    .service_id("S3")
+                    .env("AWS_ENDPOINT_URL")
+                    .profile("endpoint_url")
+                    .build()
+                    .ok()?,
+            )
+        })
+        .or_else(|| config.endpoint_url().map(str::to_owned))
+}
+
+/// Where requests go, for people: the endpoint (credentials redacted) or
+/// `AWS S3`, with the region and the addressing style.
+pub fn describe_context(config: &aws_config::SdkConfig, path_style: bool) -> String {
+    let region = config.region().map(|r| r.as_ref()).unwrap_or("no region");
+    let style = if path_style {
+        "path-style"
+    } else {
+        "virtual-host"
+    };
+    match resolved_endpoint(config) {
+        Some(e) => format!("{} (region {region}, {style})", redact_url(&e).0),
+        None => format!("AWS S3 (region {region}, {style})"),
+    }
 }
 
 /// Loads the AWS SDK configuration for `opts` (credential chain, region, endpoint, timeouts).

@@ -197,7 +197,20 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             if app.targets.is_empty() {
                 "(none)".to_owned()
             } else {
-                sanitize(&app.targets.join("  "))
+                // Each target with where its requests go (endpoint, region,
+                // addressing), as k9s shows its context, once gathered.
+                let shown: Vec<String> = app
+                    .targets
+                    .iter()
+                    .enumerate()
+                    .map(
+                        |(i, t)| match app.snapshot.as_ref().and_then(|s| s.targets.get(i)) {
+                            Some(r) if r.endpoint != "local" => format!("{t} @ {}", r.endpoint),
+                            _ => t.clone(),
+                        },
+                    )
+                    .collect();
+                sanitize(&shown.join("  "))
             }
         )),
     ]);

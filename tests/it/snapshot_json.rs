@@ -388,3 +388,30 @@ fn best_effort_mode_is_the_exclusion_in_json() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["targets"][0]["prefixes"][0]["exclusion"], "unprobed");
 }
+
+/// The endpoint shown (and audited) is the one requests go to, however it was
+/// configured: here `AWS_ENDPOINT_URL_S3`, with the region and addressing style.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_endpoint_shown_is_the_one_requests_use() {
+    let server = crate::common::moto(crate::common::Moto::Conditional);
+    let b = crate::common::bucket_name("endpoint-s3-env");
+    crate::common::create_bucket(&crate::common::sdk_client(&server.endpoint()), &b).await;
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    crate::common::s3_env(&mut c)
+        .env("AWS_ENDPOINT_URL_S3", server.endpoint())
+        .args(["--path-style", "--json", "--no-pod", &format!("s3://{b}/")]);
+    let out = tokio::task::spawn_blocking(move || {
+        crate::common::run_with_timeout(c, std::time::Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let endpoint = doc["targets"][0]["endpoint"].as_str().unwrap();
+    assert_eq!(
+        endpoint,
+        format!("{} (region us-east-1, path-style)", server.endpoint()),
+        "{doc:#}"
+    );
+    assert!(doc["targets"][0]["error"].is_null(), "{doc:#}");
+    assert_eq!(out.status.code(), Some(0), "{doc:#}");
+}
