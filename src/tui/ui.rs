@@ -123,7 +123,7 @@ pub fn render(app: &App, f: &mut Frame) {
     render_status(app, f, status);
     match &app.mode {
         Mode::Help => render_help(app, f, area),
-        Mode::Takeover(d) => render_dialog(d, f, area),
+        Mode::Takeover(d) => render_dialog(app, d, f, area),
         Mode::ConfirmQuit => render_confirm_quit(app, f, area),
         _ => {}
     }
@@ -217,58 +217,68 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
     f.render_widget(Paragraph::new(vec![line1, line2]), area);
 }
 
+/// The lease table's columns that fit `inner` cells: PREFIX and HOLDER always,
+/// the others dropped lowest priority first (skew, exclusion, TTL, expires,
+/// age), then the widths: fixed ones, and what is left split 3:2 between
+/// PREFIX and HOLDER.
+pub fn lease_columns(inner: u16) -> Vec<(SortKey, u16)> {
+    const FIXED: [(SortKey, u16); 6] = [
+        (SortKey::Age, 8),
+        (SortKey::Ttl, 6),
+        (SortKey::Expires, 9),
+        (SortKey::State, 10),
+        (SortKey::Exclusion, 12),
+        (SortKey::Skew, 6),
+    ];
+    const DROP: [SortKey; 5] = [
+        SortKey::Skew,
+        SortKey::Exclusion,
+        SortKey::Ttl,
+        SortKey::Expires,
+        SortKey::Age,
+    ];
+    const NAMES_MIN: u16 = 12 + 12;
+    let mut kept: Vec<(SortKey, u16)> = FIXED.to_vec();
+    let need = |k: &[(SortKey, u16)]| k.iter().map(|c| c.1 + 1).sum::<u16>() + NAMES_MIN + 1;
+    for d in DROP {
+        if need(&kept) <= inner {
+            break;
+        }
+        kept.retain(|c| c.0 != d);
+    }
+    let names = inner.saturating_sub(kept.iter().map(|c| c.1 + 1).sum::<u16>() + 1);
+    let prefix = (names * 3 / 5).max(1);
+    let holder = names.saturating_sub(prefix).max(1);
+    let mut cols = vec![(SortKey::Prefix, prefix), (SortKey::Holder, holder)];
+    cols.extend(kept);
+    cols
+}
+
+/// `text` cut to `width` columns, with `…` when cut.
+fn ellipsize(text: &str, width: u16) -> String {
+    let width = usize::from(width);
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 fn render_table(app: &App, f: &mut Frame, area: Rect) {
     let page = usize::from(area.height.saturating_sub(3)).max(1);
     let n = app.row_count();
     let offset = app.offset.min(n.saturating_sub(1));
+    let columns = lease_columns(area.width.saturating_sub(2));
+    let width_of = |k: SortKey| columns.iter().find(|c| c.0 == k).map(|c| c.1).unwrap_or(0);
     let rows: Vec<Row> = (offset..n.min(offset + page))
         .filter_map(|i| app.lease_row(i).map(|(r, p)| (i, r, p)))
         .map(|(i, r, p)| {
-            let holder = p
-                .record
-                .as_ref()
-                .map(|r| sanitize(&r.instance_id))
-                .unwrap_or_else(|| "-".into());
-            let ttl = p
-                .record
-                .as_ref()
-                .map(|r| format!("{}s", r.ttl_s))
-                .unwrap_or_else(|| "-".into());
-            // Time left only means something for a lease judged on its age.
-            let expires = match p.state {
-                LeaseState::Fresh | LeaseState::Stale => p
-                    .expires_in_s
-                    .map(format_secs)
-                    .unwrap_or_else(|| "-".into()),
-                _ => "-".into(),
-            };
-            let held = if app.held.contains(&p.key) {
-                "◆ "
-            } else {
-                ""
-            };
-            let ex = app.exclusion_of(r.target, p);
-            let row = Row::new(vec![
-                Cell::from(format!("{held}{}", sanitize(&p.prefix))),
-                Cell::from(holder),
-                Cell::from(p.age_s.map(format_secs).unwrap_or_else(|| "-".into())),
-                Cell::from(ttl),
-                Cell::from(expires),
-                Cell::from(Span::styled(p.state.as_str(), state_style(p.state))),
-                Cell::from(Span::styled(exclusion_name(ex), exclusion_style(ex))),
-                Cell::from(
-                    p.holder_skew_s
-                        .map(|s| {
-                            let t = format_secs(s.round());
-                            if s >= 0.0 {
-                                format!("+{t}")
-                            } else {
-                                t
-                            }
-                        })
-                        .unwrap_or_else(|| "-".into()),
-                ),
-            ]);
+            let cells: Vec<Cell> = columns
+                .iter()
+                .map(|(k, _)| lease_cell(app, r, p, *k, width_of(*k)))
+                .collect();
+            let row = Row::new(cells);
             if i == app.selected {
                 row.style(Style::default().add_modifier(Modifier::REVERSED))
             } else {
@@ -295,9 +305,9 @@ fn render_table(app: &App, f: &mut Frame, area: Rect) {
             sanitize(&app.filter)
         ));
     }
-    let header: Vec<Cell> = SortKey::ALL
+    let header: Vec<Cell> = columns
         .iter()
-        .map(|k| {
+        .map(|(k, _)| {
             if *k == app.sort {
                 Cell::from(format!("{}▼", k.column()))
             } else {
@@ -305,22 +315,99 @@ fn render_table(app: &App, f: &mut Frame, area: Rect) {
             }
         })
         .collect();
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Fill(3),
-            Constraint::Fill(2),
-            Constraint::Length(8),
-            Constraint::Length(6),
-            Constraint::Length(9),
-            Constraint::Length(10),
-            Constraint::Length(12),
-            Constraint::Length(6),
-        ],
-    )
-    .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
-    .block(Block::default().borders(Borders::ALL).title(title));
+    let widths: Vec<Constraint> = columns.iter().map(|c| Constraint::Length(c.1)).collect();
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+        .block(Block::default().borders(Borders::ALL).title(title));
     f.render_widget(table, area);
+}
+
+/// How a row names its prefix: the prefix, `(root)` for a lease at the
+/// target itself, and the target's short name first when several are open.
+pub fn prefix_label(app: &App, target: usize, prefix: &str) -> String {
+    let p = if prefix.is_empty() { "(root)" } else { prefix };
+    if app.targets.len() > 1 {
+        format!(
+            "{} {p}",
+            target_short_name(app.targets.get(target).map(String::as_str).unwrap_or("?"))
+        )
+    } else {
+        p.to_owned()
+    }
+}
+
+/// A target's short name: the bucket of `s3://bucket/path/`, the last
+/// directory of `file:///dir/name/`.
+pub fn target_short_name(url: &str) -> String {
+    if let Some(rest) = url.strip_prefix("s3://") {
+        return format!("{}:", rest.split('/').next().unwrap_or(rest));
+    }
+    let path = url.trim_start_matches("file://").trim_end_matches('/');
+    format!("{}:", path.rsplit('/').next().unwrap_or(path))
+}
+
+fn lease_cell<'a>(
+    app: &App,
+    r: super::app::LeaseRow,
+    p: &'a crate::snapshot::PrefixReport,
+    k: SortKey,
+    width: u16,
+) -> Cell<'a> {
+    let dash = || "-".to_owned();
+    match k {
+        SortKey::Prefix => {
+            let held = if app.held.contains(&p.key) {
+                "◆ "
+            } else {
+                ""
+            };
+            Cell::from(ellipsize(
+                &format!(
+                    "{held}{}",
+                    sanitize(&prefix_label(app, r.target, &p.prefix))
+                ),
+                width,
+            ))
+        }
+        SortKey::Holder => Cell::from(ellipsize(
+            &p.record
+                .as_ref()
+                .map(|r| sanitize(&r.instance_id))
+                .unwrap_or_else(dash),
+            width,
+        )),
+        SortKey::Age => Cell::from(p.age_s.map(format_secs).unwrap_or_else(dash)),
+        SortKey::Ttl => Cell::from(
+            p.record
+                .as_ref()
+                .map(|r| format!("{}s", r.ttl_s))
+                .unwrap_or_else(dash),
+        ),
+        // Time left only means something for a lease judged on its age.
+        SortKey::Expires => Cell::from(match p.state {
+            LeaseState::Fresh | LeaseState::Stale => {
+                p.expires_in_s.map(format_secs).unwrap_or_else(dash)
+            }
+            _ => dash(),
+        }),
+        SortKey::State => Cell::from(Span::styled(p.state.as_str(), state_style(p.state))),
+        SortKey::Exclusion => {
+            let ex = app.exclusion_of(r.target, p);
+            Cell::from(Span::styled(exclusion_name(ex), exclusion_style(ex)))
+        }
+        SortKey::Skew => Cell::from(
+            p.holder_skew_s
+                .map(|s| {
+                    let t = format_secs(s.round());
+                    if s >= 0.0 {
+                        format!("+{t}")
+                    } else {
+                        t
+                    }
+                })
+                .unwrap_or_else(dash),
+        ),
+    }
 }
 
 /// The exclusion as written in the table and in `--json`.
@@ -356,6 +443,10 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
     let kv =
         |k: &str, v: String| Line::from(vec![Span::styled(format!("{k:<14}"), bold), Span::raw(v)]);
     let mut lines = vec![
+        kv(
+            "target",
+            sanitize(app.targets.get(r.target).map(String::as_str).unwrap_or("?")),
+        ),
         kv("key", sanitize(&p.key)),
         Line::from(vec![
             Span::styled(format!("{:<14}", "judgement"), bold),
@@ -482,12 +573,24 @@ fn render_help(app: &App, f: &mut Frame, area: Rect) {
             .to_owned()
     }));
     lines.push(Line::from("any key closes"));
-    let r = centred(area, 64, lines.len() as u16 + 2);
+    let r = fitted(area, &lines);
     f.render_widget(ratatui::widgets::Clear, r);
     f.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" help ")),
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" help ")),
         r,
     );
+}
+
+/// A centred box just large enough for `lines` (with borders), wrapped to
+/// the screen's width when they are longer; never larger than `area`.
+fn fitted(area: Rect, lines: &[Line]) -> Rect {
+    let longest = lines.iter().map(|l| l.width()).max().unwrap_or(0) as u16;
+    let w = (longest + 2).min(area.width);
+    let inner = usize::from(w.saturating_sub(2)).max(1);
+    let h: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    centred(area, w, (h as u16).saturating_add(2))
 }
 
 fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
@@ -524,7 +627,7 @@ fn field_text(s: &str, width: usize) -> String {
 }
 
 /// The takeover dialog: exactly what will be replaced; focus starts on Cancel.
-fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
+fn render_dialog(app: &App, d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
     let room = usize::from(area.width.min(76)).saturating_sub(30).max(8);
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let focus = |x: Field| {
@@ -536,6 +639,15 @@ fn render_dialog(d: &super::app::TakeoverDialog, f: &mut Frame, area: Rect) {
     };
     let mut lines = vec![
         Line::from(vec![Span::styled("Replace this lease?", bold)]),
+        Line::from(format!(
+            "target   {}",
+            sanitize(
+                app.targets
+                    .get(d.row.target)
+                    .map(String::as_str)
+                    .unwrap_or("?")
+            )
+        )),
         Line::from(format!("key      {}", sanitize(&d.key))),
         Line::from(vec![
             Span::raw("state    "),

@@ -403,3 +403,65 @@ async fn a_prefix_with_an_invisible_character_can_be_typed_as_shown() {
     key(&mut a, KeyCode::Enter);
     assert_eq!(a.outbox.len(), 1, "{:?}", a.mode);
 }
+
+/// In every size from the advertised minimum up, each visible row shows its
+/// prefix and its holder (cut with `…` when narrow); lower-priority columns go
+/// first.
+#[tokio::test]
+async fn prefix_and_holder_are_shown_at_every_size() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    for (w, h) in [(40, 8), (60, 20), (80, 24), (200, 50)] {
+        let mut a = app(dir.path(), false, w, h).await;
+        select(&mut a, "billing/");
+        let text = screen(&a, w, h);
+        let row = text
+            .lines()
+            .find(|l| l.contains("billing/"))
+            .unwrap_or_else(|| panic!("{w}x{h}: no billing/ row:\n{text}"));
+        assert!(
+            row.contains("holder-b"),
+            "{w}x{h}: no holder in {row:?}\n{text}"
+        );
+        assert!(
+            text.contains("PREFIX") && text.contains("HOLDER"),
+            "{w}x{h}:\n{text}"
+        );
+        if w >= 120 {
+            assert!(
+                text.contains("SKEW") && text.contains("EXCLUSION"),
+                "{w}x{h}:\n{text}"
+            );
+        } else {
+            assert!(!text.contains("SKEW"), "{w}x{h}: skew goes first:\n{text}");
+        }
+    }
+}
+
+/// With several targets open, rows name their target, so two `db1/` rows in
+/// two buckets cannot be mistaken for each other.
+#[tokio::test]
+async fn rows_name_their_target_when_several_are_open() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    seed(one.path());
+    seed(two.path());
+    let clock: SharedClock = std::sync::Arc::new(ManualClock::new(at(0)));
+    let open: Vec<OpenTarget> = [one.path(), two.path()]
+        .iter()
+        .map(|d| OpenTarget {
+            target: format!("file://{}/", d.display()).parse().unwrap(),
+            endpoint: "local".into(),
+            store: std::sync::Arc::new(LocalStore::open(d).unwrap()),
+        })
+        .collect();
+    let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
+    let names: Vec<String> = open.iter().map(|o| o.target.to_string()).collect();
+    let mut a = App::new(names.clone(), false, Duration::from_secs(5), at(0)).without_pod();
+    a.update(Action::Resize(160, 40));
+    a.update(Action::Snapshot(Box::new(snap)));
+    let text = screen(&a, 160, 40);
+    for d in [one.path(), two.path()] {
+        let short = format!("{}: orders/", d.file_name().unwrap().to_string_lossy());
+        assert!(text.contains(&short), "no {short:?}:\n{text}");
+    }
+}
