@@ -88,7 +88,7 @@ pub struct S3Args {
     #[arg(long, global = true, value_name = "R", value_parser = parse_plain_name)]
     pub region: Option<String>,
     /// AWS profile name.
-    #[arg(long, global = true, value_name = "P", value_parser = parse_plain_name)]
+    #[arg(long, global = true, value_name = "P", value_parser = parse_profile)]
     pub profile: Option<String>,
     /// Path-style addressing (needed by MinIO and most self-hosted services).
     #[arg(long, global = true)]
@@ -310,15 +310,40 @@ pub fn parse_instance_id(s: &str) -> Result<String, String> {
 }
 
 /// Parses an endpoint URL: `http://` or `https://` with a host.
+///
+/// Accepted as given here and checked by [`check_endpoint`] before use: clap
+/// would echo a refused value, and an endpoint may carry a secret.
 pub fn parse_endpoint(s: &str) -> Result<String, String> {
-    let u = url::Url::parse(s).map_err(|e| format!("not a URL ({e})"))?;
-    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) {
-        return Err("expected http://host[:port] or https://host[:port]".into());
-    }
     Ok(s.to_owned())
 }
 
-/// Parses a region or profile name: letters, digits, `-`, `_`, `.`, 1 to 64 characters.
+/// Checks an `--endpoint-url`: `http(s)://host[:port]`, without credentials
+/// in it. The message never repeats the user information.
+pub fn check_endpoint(s: &str) -> Result<(), String> {
+    let shown = crate::text::sanitize(&crate::store::s3::redact_url(s).0);
+    let u = url::Url::parse(s).map_err(|e| format!("--endpoint-url {shown} is not a URL ({e})"))?;
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(format!(
+            "--endpoint-url {shown} carries credentials: give them as AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY or with --profile, and the URL without them"
+        ));
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        // The SDK logs its endpoint at debug level: nothing secret may be in it.
+        return Err(format!(
+            "--endpoint-url {shown} has a query or fragment: an S3 endpoint is \
+             http(s)://host[:port][/path] only"
+        ));
+    }
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "--endpoint-url {shown}: expected http://host[:port] or https://host[:port]"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a region name: letters, digits, `-`, `_`, `.`, 1 to 64 characters.
 pub fn parse_plain_name(s: &str) -> Result<String, String> {
     if s.is_empty()
         || s.len() > 64
@@ -327,6 +352,21 @@ pub fn parse_plain_name(s: &str) -> Result<String, String> {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {
         return Err("expected 1 to 64 letters, digits, '-', '_' or '.'".into());
+    }
+    Ok(s.to_owned())
+}
+
+/// Parses a profile name as the aws CLI and `AWS_PROFILE` accept it: 1 to 128
+/// printable ASCII characters other than spaces and `[ ] # ;` (which the
+/// config files' syntax uses), e.g. `team/prod@admin`.
+pub fn parse_profile(s: &str) -> Result<String, String> {
+    if s.is_empty()
+        || s.len() > 128
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_graphic() && !matches!(c, '[' | ']' | '#' | ';'))
+    {
+        return Err("expected 1 to 128 printable characters without spaces or [ ] # ;".into());
     }
     Ok(s.to_owned())
 }

@@ -43,6 +43,12 @@ fn real_main() -> Result<i32> {
     }
     hook.install()?;
     let cli = Cli::parse();
+    if let Some(e) = &cli.s3.endpoint_url {
+        if let Err(why) = leasectl::cli::check_endpoint(e) {
+            eprintln!("leasectl: {why}");
+            return Ok(EXIT_USAGE);
+        }
+    }
     if let Some(name) = leasectl::cli::bad_aws_env() {
         eprintln!(
             "leasectl: the environment variable {name} holds a control character or a non-ASCII \

@@ -31,6 +31,12 @@ fn bad_region_profile_endpoint_and_aws_env_are_usage_errors_not_panics() {
         vec!["--region", "us\u{1b}[31m", "--json", "s3://b/"],
         vec!["--region", "us\neast", "--json", "s3://b/"],
         vec!["--profile", "a b", "--json", "s3://b/"],
+        vec![
+            "--endpoint-url",
+            "http://u:p@host:9000",
+            "--json",
+            "s3://b/",
+        ],
         vec!["--endpoint-url", "not a url", "--json", "s3://b/"],
         vec!["--endpoint-url", "ftp://host/", "--json", "s3://b/"],
         vec!["--timeout", "0s", "--json", "s3://b/"],
@@ -54,6 +60,8 @@ fn bad_region_profile_endpoint_and_aws_env_are_usage_errors_not_panics() {
 
 #[test]
 fn credentials_in_the_endpoint_url_are_never_printed() {
+    // User information in the endpoint is refused (a usage error) without
+    // repeating it, at every log level.
     let o = run(
         &[
             "--endpoint-url",
@@ -64,15 +72,36 @@ fn credentials_in_the_endpoint_url_are_never_printed() {
             "--no-pod",
             "s3://some-bucket/",
         ],
-        &[],
+        &[("LEASECTL_LOG", "trace")],
     );
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     let t = text(&o);
     assert!(
-        !t.contains("supersecretvalue123") && !t.contains("tok-secret-456"),
+        !t.contains("supersecretvalue123") && !t.contains("tok-secret-456") && !t.contains("user:"),
         "{t}"
     );
-    assert!(t.contains("127.0.0.1:1"), "still names where it went: {t}");
+    assert!(
+        t.contains("carries credentials") && t.contains("127.0.0.1:1"),
+        "{t}"
+    );
+    // So is a query string (the SDK would log it at debug level).
+    let o = run(
+        &[
+            "--endpoint-url",
+            "http://127.0.0.1:1/?token=tok-secret-456",
+            "--json",
+            "--no-pod",
+            "s3://some-bucket/",
+        ],
+        &[("LEASECTL_LOG", "trace")],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let t = text(&o);
+    assert!(!t.contains("tok-secret-456"), "{t}");
+    assert!(
+        t.contains("has a query") && t.contains("127.0.0.1:1"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -358,6 +387,11 @@ fn s3_failures_are_one_sentence_with_the_cause_and_the_fix() {
     with_profile.extend(refused);
     let err = json_error(&[], &with_profile);
     assert!(err.contains("for the profile `nosuch`"), "{err}");
+    // Profile names as the aws CLI accepts them (slashes, @) are not usage errors.
+    let mut odd = vec!["--profile", "team/prod@admin"];
+    odd.extend(refused);
+    let err = json_error(&[], &odd);
+    assert!(err.contains("for the profile `team/prod@admin`"), "{err}");
     let err = json_error(&keys, &refused);
     assert!(err.contains("connection refused by 127.0.0.1"), "{err}");
     let err = json_error(
