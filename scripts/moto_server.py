@@ -6,7 +6,7 @@ request at a time makes every conditional write atomic, as on AWS.
 
 Prints the port on the first line of stdout once listening, and exits when its
 standard input closes (so a test process that dies never leaves a server behind).
-Usage: python moto_server.py [--port N] [--threaded]
+Usage: python moto_server.py [--port N] [--threaded] [--tls CERT_PEM KEY_PEM]
 """
 import argparse
 import os
@@ -21,9 +21,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--threaded", action="store_true")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate")
     args = ap.parse_args()
     app = DomainDispatcherApplication(create_backend_app)
-    srv = make_server("127.0.0.1", args.port, app, threaded=args.threaded)
+    ssl_context = tuple(args.tls) if args.tls else None
+    srv = make_server("127.0.0.1", args.port, app, threaded=args.threaded, ssl_context=ssl_context)
     print(srv.server_port, flush=True)
 
     def exit_on_stdin_eof():

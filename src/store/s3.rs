@@ -447,6 +447,65 @@ pub fn describe_context(config: &aws_config::SdkConfig, path_style: bool) -> Str
     }
 }
 
+/// The CA bundle to trust besides the system's roots, as the aws CLI finds
+/// it: `AWS_CA_BUNDLE`, else `ca_bundle` in the selected profile. Returns its
+/// path and PEM contents, `None` when none is configured; an error (a
+/// sentence) when one is configured but cannot be read.
+async fn ca_bundle(profile: Option<&str>) -> Result<Option<(String, Vec<u8>)>, String> {
+    let path = match std::env::var("AWS_CA_BUNDLE") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ => {
+            let set = aws_config::profile::load(
+                &aws_types::os_shim_internal::Fs::real(),
+                &aws_types::os_shim_internal::Env::real(),
+                &Default::default(),
+                profile.map(|p| std::borrow::Cow::Owned(p.to_owned())),
+            )
+            .await
+            .ok();
+            set.and_then(|s| s.get("ca_bundle").map(str::to_owned))
+        }
+    };
+    let Some(path) = path else { return Ok(None) };
+    // A regular file (links followed: bundles often are links), read bounded.
+    let read = |p: &str| -> std::io::Result<Vec<u8>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(p)?;
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        crate::store::local::read_capped(&mut f, 4 << 20)
+    };
+    let pem = read(&path).map_err(|e| {
+        format!(
+            "the CA bundle {} (AWS_CA_BUNDLE or the profile's ca_bundle) cannot be read: {e}",
+            crate::text::sanitize(&path)
+        )
+    })?;
+    Ok(Some((path, pem)))
+}
+
+/// An HTTPS client that trusts the system's roots and the certificates in `pem`.
+fn https_client_trusting(
+    pem: &[u8],
+) -> Result<aws_smithy_runtime_api::client::http::SharedHttpClient, String> {
+    use aws_smithy_http_client::tls;
+    let store = tls::TrustStore::default().with_pem_certificate(pem.to_vec());
+    let ctx = tls::TlsContext::builder()
+        .with_trust_store(store)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::AwsLc,
+        ))
+        .tls_context(ctx)
+        .build_https())
+}
+
 /// Loads the AWS SDK configuration for `opts` (credential chain, region, endpoint, timeouts).
 pub async fn shared_config(opts: &S3Options) -> aws_config::SdkConfig {
     use aws_config::meta::region::RegionProviderChain;
@@ -470,6 +529,17 @@ pub async fn shared_config(opts: &S3Options) -> aws_config::SdkConfig {
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts));
     if let Some(p) = &opts.profile {
         loader = loader.profile_name(p);
+    }
+    match ca_bundle(opts.profile.as_deref()).await {
+        Ok(Some((path, pem))) => match https_client_trusting(&pem) {
+            Ok(client) => loader = loader.http_client(client),
+            Err(e) => tracing::error!(
+                "the CA bundle {} could not be used ({e}); connections use the system's roots",
+                crate::text::sanitize(&path)
+            ),
+        },
+        Ok(None) => {}
+        Err(e) => tracing::error!("{e}; connections use the system's roots"),
     }
     if let Some(e) = &opts.endpoint_url {
         loader = loader.endpoint_url(e);

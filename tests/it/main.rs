@@ -21,6 +21,7 @@ mod hostile_store;
 mod hostile_urls;
 mod snapshot_json;
 mod takeover;
+mod tls;
 mod tui_console;
 mod tui_snapshots;
 mod tui_tmux;
