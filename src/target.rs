@@ -307,10 +307,27 @@ impl Target {
 /// Opens stores for targets, sharing one AWS configuration between S3 buckets.
 pub struct Connector {
     opts: S3Options,
-    config: tokio::sync::OnceCell<aws_config::SdkConfig>,
+    /// The SDK configuration, loaded once, with the options in effect (a
+    /// profile may ask for path-style addressing).
+    config: tokio::sync::OnceCell<(aws_config::SdkConfig, S3Options)>,
 }
 
 impl Connector {
+    /// The SDK configuration and the options in effect, loaded on first use.
+    async fn loaded(&self) -> &(aws_config::SdkConfig, S3Options) {
+        self.config
+            .get_or_init(|| async {
+                let mut opts = self.opts.clone();
+                if !opts.path_style
+                    && crate::store::s3::profile_wants_path_style(opts.profile.as_deref()).await
+                {
+                    opts.path_style = true;
+                }
+                (crate::store::s3::shared_config(&opts).await, opts)
+            })
+            .await
+    }
+
     /// A connector using `opts` for every S3 target.
     pub fn new(opts: S3Options) -> Self {
         Self {
@@ -327,11 +344,8 @@ impl Connector {
         match target {
             Target::Local { dir } => Ok(Arc::new(LocalStore::open(dir.clone())?)),
             Target::S3 { bucket, .. } => {
-                let cfg = self
-                    .config
-                    .get_or_init(|| crate::store::s3::shared_config(&self.opts))
-                    .await;
-                Ok(Arc::new(S3Store::with_config(cfg, bucket, &self.opts)))
+                let (cfg, opts) = self.loaded().await;
+                Ok(Arc::new(S3Store::with_config(cfg, bucket, opts)))
             }
         }
     }
@@ -341,11 +355,8 @@ impl Connector {
         match target {
             Target::Local { .. } => "local".to_owned(),
             Target::S3 { .. } => {
-                let cfg = self
-                    .config
-                    .get_or_init(|| crate::store::s3::shared_config(&self.opts))
-                    .await;
-                crate::store::s3::describe_context(cfg, self.opts.path_style)
+                let (cfg, opts) = self.loaded().await;
+                crate::store::s3::describe_context(cfg, opts.path_style)
             }
         }
     }

@@ -488,6 +488,41 @@ async fn ca_bundle(profile: Option<&str>) -> Result<Option<(String, Vec<u8>)>, S
     Ok(Some((path, pem)))
 }
 
+/// Whether the selected profile asks for path-style addressing, as the aws
+/// CLI reads it: `s3 =` followed by an indented `addressing_style = path`.
+pub async fn profile_wants_path_style(profile: Option<&str>) -> bool {
+    profile_wants_path_style_in(
+        &aws_types::os_shim_internal::Fs::real(),
+        &aws_types::os_shim_internal::Env::real(),
+        profile,
+    )
+    .await
+}
+
+async fn profile_wants_path_style_in(
+    fs: &aws_types::os_shim_internal::Fs,
+    env: &aws_types::os_shim_internal::Env,
+    profile: Option<&str>,
+) -> bool {
+    let Ok(set) = aws_config::profile::load(
+        fs,
+        env,
+        &Default::default(),
+        profile.map(|p| std::borrow::Cow::Owned(p.to_owned())),
+    )
+    .await
+    else {
+        return false;
+    };
+    set.get("s3").is_some_and(|block| {
+        block.lines().any(|l| {
+            l.split_once('=').is_some_and(|(k, v)| {
+                k.trim() == "addressing_style" && v.trim().eq_ignore_ascii_case("path")
+            })
+        })
+    })
+}
+
 /// An HTTPS client that trusts the system's roots and the certificates in `pem`.
 fn https_client_trusting(
     pem: &[u8],
@@ -681,6 +716,17 @@ fn quote(etag: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_profile_can_ask_for_path_style() {
+        use aws_types::os_shim_internal::{Env, Fs};
+        let config = "[profile minio]\ns3 =\n  addressing_style = path\n\n[profile aws]\nregion = eu-west-1\n";
+        let fs = Fs::from_slice(&[("/home/u/.aws/config", config)]);
+        let env = Env::from_slice(&[("HOME", "/home/u")]);
+        assert!(profile_wants_path_style_in(&fs, &env, Some("minio")).await);
+        assert!(!profile_wants_path_style_in(&fs, &env, Some("aws")).await);
+        assert!(!profile_wants_path_style_in(&fs, &env, None).await);
+    }
 
     #[test]
     fn endpoint_credentials_are_redacted() {

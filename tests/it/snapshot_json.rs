@@ -415,3 +415,41 @@ async fn the_endpoint_shown_is_the_one_requests_use() {
     assert!(doc["targets"][0]["error"].is_null(), "{doc:#}");
     assert_eq!(out.status.code(), Some(0), "{doc:#}");
 }
+
+/// A profile's `s3 = / addressing_style = path` is honoured like `--path-style`
+/// (against `localhost`, virtual-host addressing would look up `bucket.localhost`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_profile_can_choose_path_style_addressing() {
+    let server = crate::common::moto(crate::common::Moto::Conditional);
+    let b = crate::common::bucket_name("profile-path-style");
+    crate::common::create_bucket(&crate::common::sdk_client(&server.endpoint()), &b).await;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".aws")).unwrap();
+    std::fs::write(
+        home.path().join(".aws/config"),
+        "[profile minio]\nregion = us-east-1\ns3 =\n  addressing_style = path\n",
+    )
+    .unwrap();
+    let endpoint = format!("http://localhost:{}", server.port);
+    let url = format!("s3://{b}/");
+    let out = tokio::task::spawn_blocking(move || {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
+        crate::common::s3_env(&mut c)
+            .env("HOME", home.path())
+            .args(["--profile", "minio", "--endpoint-url", &endpoint])
+            .args(["--json", "--no-pod", &url]);
+        crate::common::run_with_timeout(c, std::time::Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["targets"][0]["error"].is_null(), "{doc:#}");
+    assert!(
+        doc["targets"][0]["endpoint"]
+            .as_str()
+            .unwrap()
+            .ends_with("path-style)"),
+        "{doc:#}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{doc:#}");
+}
