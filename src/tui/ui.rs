@@ -692,19 +692,29 @@ fn render_dialog(app: &App, d: &super::app::TakeoverDialog, f: &mut Frame, area:
             ),
         ]),
     ];
+    // Which line holds each field: the dialog scrolls to keep the focused one
+    // in view when the terminal is too short for all of it.
+    let mut field_line = vec![
+        (Field::Reason, lines.len() - 2),
+        (Field::Then, lines.len() - 1),
+    ];
     if d.then == ThenChoice::Handover {
+        field_line.push((Field::Successor, lines.len()));
         lines.push(Line::from(vec![
             Span::raw("successor "),
             Span::styled(field_text(&d.successor, room), focus(Field::Successor)),
         ]));
     }
     if d.forced() {
+        field_line.push((Field::TypedPrefix, lines.len()));
         lines.push(Line::from(vec![
             Span::raw("type the prefix to force: "),
             Span::styled(field_text(&d.typed_prefix, room), focus(Field::TypedPrefix)),
         ]));
     }
     lines.push(Line::from(""));
+    field_line.push((Field::Cancel, lines.len()));
+    field_line.push((Field::Confirm, lines.len()));
     lines.push(Line::from(vec![
         Span::styled("  Cancel  ", focus(Field::Cancel)),
         Span::raw("   "),
@@ -723,9 +733,21 @@ fn render_dialog(app: &App, d: &super::app::TakeoverDialog, f: &mut Frame, area:
         Style::default().fg(Color::DarkGray),
     ));
     let r = centred(area, 76, lines.len() as u16 + 2);
+    let inner = usize::from(r.height.saturating_sub(2)).max(1);
+    let focused = field_line
+        .iter()
+        .find(|(f, _)| *f == d.focus)
+        .map(|(_, l)| *l)
+        .unwrap_or(0);
+    // Keep the focused field and the line after it (a problem, the buttons) visible.
+    let scroll = (focused + 2)
+        .saturating_sub(inner)
+        .min(lines.len().saturating_sub(inner));
     f.render_widget(ratatui::widgets::Clear, r);
     f.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" take over ")),
+        Paragraph::new(lines)
+            .scroll((scroll as u16, 0))
+            .block(Block::default().borders(Borders::ALL).title(" take over ")),
         r,
     );
 }

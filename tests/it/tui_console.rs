@@ -465,3 +465,36 @@ async fn rows_name_their_target_when_several_are_open() {
         assert!(text.contains(&short), "no {short:?}:\n{text}");
     }
 }
+
+/// On a short terminal the takeover dialog scrolls to the focused field: its
+/// buttons can be reached and seen at 40×10.
+#[tokio::test]
+async fn the_takeover_dialog_scrolls_to_its_buttons_on_a_short_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 40, 10).await;
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    let first = screen(&a, 40, 10);
+    assert!(
+        first.contains("take over") && first.contains("reason"),
+        "{first}"
+    );
+    let focus = |a: &App| match &a.mode {
+        leasectl::tui::app::Mode::Takeover(d) => Some(d.focus),
+        _ => None,
+    };
+    for _ in 0..6 {
+        if focus(&a) == Some(leasectl::tui::app::Field::Confirm) {
+            break;
+        }
+        key(&mut a, KeyCode::Tab);
+    }
+    assert_eq!(focus(&a), Some(leasectl::tui::app::Field::Confirm));
+    let text = screen(&a, 40, 10);
+    assert!(
+        text.contains("Take over"),
+        "the focused button is visible ({:?}):\n{text}",
+        a.mode
+    );
+}
