@@ -284,7 +284,9 @@ pub async fn console_output(
         OutputFormat::Prometheus => {
             let mut m = prometheus::Metrics::new();
             m.update(&snap, &counters, extras.pod.is_some());
-            m.render().trim_end().to_owned()
+            prometheus::to_text_format(&m.render())
+                .trim_end()
+                .to_owned()
         }
         OutputFormat::Json => unreachable!("-o json is the --json document"),
     };

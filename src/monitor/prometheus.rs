@@ -321,5 +321,44 @@ impl Metrics {
     }
 }
 
+/// [`Metrics::render`] in the classic Prometheus text format (0.0.4), which
+/// node_exporter's textfile collector parses: a counter's `# HELP` and `#
+/// TYPE` name its `_total` sample, and there is no `# EOF`.
+pub fn to_text_format(openmetrics: &str) -> String {
+    let mut counters = BTreeSet::new();
+    for l in openmetrics.lines() {
+        if let Some(name) = l
+            .strip_prefix("# TYPE ")
+            .and_then(|r| r.strip_suffix(" counter"))
+        {
+            counters.insert(name.to_owned());
+        }
+    }
+    let mut out = String::new();
+    for l in openmetrics.lines() {
+        if l == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .iter()
+            .find_map(|p| Some((*p, l.strip_prefix(p)?)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(p);
+                out.push_str(name);
+                if counters.contains(name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(tail);
+            }
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
