@@ -569,7 +569,11 @@ async fn serve_is_scraped_while_leases_change() {
     assert_eq!(sample(&body, &changes), Some(0.0));
     // The hostile prefix: leasectl's text rule doubles the `\`, then the
     // exposition format escapes `"` and each `\` of that.
-    let weird = series("leasectl_lease_state", "we\\\"ird\\\\\\\\x/", Some("malformed"));
+    let weird = series(
+        "leasectl_lease_state",
+        "we\\\"ird\\\\\\\\x/",
+        Some("malformed"),
+    );
     assert_eq!(sample(&body, &weird), Some(1.0), "{body}");
     let (status, health) = http_get(port, "/healthz").await;
     assert_eq!((status, health.as_str()), (200, "ok\n"));
