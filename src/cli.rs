@@ -51,6 +51,10 @@ pub struct ConsoleArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub refresh: Duration,
 
+    /// Monitoring output options (`-o`, `--watch`).
+    #[command(flatten)]
+    pub output: OutputArgs,
+
     /// Pod view options.
     #[command(flatten)]
     pub pod: PodArgs,
@@ -58,6 +62,86 @@ pub struct ConsoleArgs {
     /// Audit log of the console's takeovers.
     #[command(flatten)]
     pub audit: AuditArgs,
+}
+
+/// `-o FORMAT` and `--watch` (README: Monitoring).
+#[derive(Debug, Args, Clone)]
+pub struct OutputArgs {
+    /// Print one snapshot on stdout in this format and exit (exit codes as --json); without
+    /// it, a stdout that is not a terminal gets the table.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        value_name = "FORMAT",
+        conflicts_with = "json"
+    )]
+    pub format: Option<crate::monitor::OutputFormat>,
+
+    /// Stream NDJSON on stdout: one line per prefix change (state, holder or ETag), every
+    /// INTERVAL (default: --refresh), plus a heartbeat; ends on SIGTERM or a closed pipe.
+    #[arg(
+        long,
+        num_args = 0..=1,
+        require_equals = true,
+        value_parser = parse_duration,
+        value_name = "INTERVAL",
+        conflicts_with = "json"
+    )]
+    pub watch: Option<Option<Duration>>,
+
+    /// Time between two `heartbeat` lines of --watch.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub heartbeat: Duration,
+}
+
+/// `leasectl check`.
+#[derive(Debug, Args, Clone)]
+pub struct CheckArgs {
+    /// Prefixes to check: s3://bucket/path/ or file:///dir/.
+    #[arg(value_name = "TARGET")]
+    pub targets: Vec<String>,
+    /// Discovery depth under each TARGET.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub depth: u32,
+    /// WARNING when a lease's age is over this (e.g. 1m).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub warn_age: Option<Duration>,
+    /// CRITICAL when a lease's age is over this.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub crit_age: Option<Duration>,
+    /// States that are CRITICAL (comma-separated: stale, suspect, malformed, absent; or
+    /// none); the others needing attention are WARNING.
+    #[arg(
+        long,
+        default_value = "stale,suspect,malformed",
+        value_parser = crate::monitor::check::parse_states,
+        value_name = "STATES"
+    )]
+    pub crit_state: std::vec::Vec<crate::bucket::LeaseState>,
+    /// Pod options (a pod verdict is CRITICAL).
+    #[command(flatten)]
+    pub pod: PodArgs,
+}
+
+/// `leasectl serve`.
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// Prefixes to export: s3://bucket/path/ or file:///dir/.
+    #[arg(value_name = "TARGET")]
+    pub targets: Vec<String>,
+    /// Address to listen on (port 0: any free port, printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:9899", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// Time between two gathers (at least 1s); listings about every 30 s.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub refresh: Duration,
+    /// Discovery depth under each TARGET.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub depth: u32,
+    /// Pod options.
+    #[command(flatten)]
+    pub pod: PodArgs,
 }
 
 /// Which pod to show.
@@ -200,6 +284,19 @@ pub enum Command {
         #[arg(long, hide = true)]
         watchdog: bool,
     },
+    /// Monitoring plugin (Nagios, Icinga, Sensu): one status line with perfdata; exit 0 OK,
+    /// 1 WARNING, 2 CRITICAL, 3 UNKNOWN (anything not gathered, or bad usage).
+    Check(CheckArgs),
+    /// Prometheus exporter: /metrics and /healthz over HTTP, for a sidecar or a DaemonSet.
+    Serve(ServeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout.
+    Man,
     /// Print only the pod section as JSON (debugging aid; exit 3 when a verdict fires).
     #[command(hide = true)]
     PodScan {

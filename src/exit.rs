@@ -1,5 +1,9 @@
 //! Every exit code leasectl uses, in one place (README: the exit-code tables
 //! of `--json`, `probe`, `bucket hold`, `takeover` and `writer exec`).
+//! `leasectl check` alone follows another convention, the monitoring
+//! plugins' (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN): see [`CHECK_OK`] and
+//! the constants after it. A closed stdout ends the printing commands with
+//! 141 (128 + SIGPIPE), as a shell pipeline expects.
 //!
 //! A command returns an [`Exit`]; `main` turns it into the process status.
 //! A command that runs a child (`bucket hold`, `writer exec`) passes the
@@ -51,3 +55,15 @@ impl From<Exit> for i32 {
         e.code()
     }
 }
+
+/// `leasectl check` follows the monitoring-plugin convention (Nagios, Icinga,
+/// Sensu), not [`Exit`]: 0 OK.
+pub const CHECK_OK: i32 = 0;
+/// `check`: 1 WARNING (a threshold crossed, or a lease needing attention
+/// whose state is not in `--crit-state`).
+pub const CHECK_WARNING: i32 = 1;
+/// `check`: 2 CRITICAL (a state in `--crit-state`, `--crit-age`, a pod verdict).
+pub const CHECK_CRITICAL: i32 = 2;
+/// `check`: 3 UNKNOWN (something could not be gathered or judged, or bad
+/// usage: for a plugin, a usage error is UNKNOWN, never CRITICAL).
+pub const CHECK_UNKNOWN: i32 = 3;

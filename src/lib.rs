@@ -8,7 +8,8 @@
 //! - [`takeover`] and [`audit`]: the guarded, audited takeover;
 //! - [`writer`]: the pod writer lease: duty, flock, `writer exec`, pod scan;
 //! - [`target`] and [`snapshot`]: TARGET URLs, discovery, the `--json` document;
-//! - front ends: [`cli`], [`commands`], [`tui`] (the console), [`demo`].
+//! - front ends: [`cli`], [`commands`], [`tui`] (the console), [`demo`],
+//!   [`monitor`] (`check`, `-o`, `--watch`, `serve`).
 
 pub mod audit;
 pub mod bucket;
@@ -18,6 +19,7 @@ pub mod commands;
 pub mod demo;
 pub mod exit;
 pub mod logfile;
+pub mod monitor;
 pub mod snapshot;
 pub mod store;
 pub mod takeover;

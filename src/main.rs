@@ -42,7 +42,20 @@ fn real_main() -> Result<i32> {
         }
     }
     hook.install()?;
-    let cli = Cli::parse();
+    let mut cli = match Cli::try_parse() {
+        Ok(c) => c,
+        // `check` is a monitoring plugin: its usage errors are UNKNOWN (3).
+        Err(e) if e.use_stderr() && std::env::args().skip(1).any(|a| a == "check") => {
+            let _ = e.print();
+            println!("LEASES UNKNOWN - usage error (see stderr)");
+            return Ok(leasectl::exit::CHECK_UNKNOWN);
+        }
+        Err(e) => e.exit(),
+    };
+    // `-o json` is `--json`.
+    if cli.console.output.format == Some(leasectl::monitor::OutputFormat::Json) {
+        cli.console.json = true;
+    }
     if let Some(e) = &cli.s3.endpoint_url {
         if let Err(why) = leasectl::cli::check_endpoint(e) {
             eprintln!("leasectl: {why}");
@@ -75,7 +88,15 @@ fn real_main() -> Result<i32> {
     // to one in its directory); every other command logs to stderr.
     match &cli.command {
         Some(Command::Demo { .. }) => {}
-        None if !cli.console.json => init_console_logging(),
+        None if !cli.console.json
+            && cli.console.output.format.is_none()
+            && cli.console.output.watch.is_none()
+            && std::io::IsTerminal::is_terminal(&std::io::stdout()) =>
+        {
+            init_console_logging()
+        }
+        None => init_logging(true),
+        Some(Command::Check(_)) => init_logging(true),
         _ => init_logging(cli.console.json || matches!(cli.command, Some(Command::PodScan { .. }))),
     }
     // Synchronous commands run before any runtime thread exists: `writer exec`
@@ -106,7 +127,10 @@ fn real_main() -> Result<i32> {
             return Ok(commands::audit_list(&path, *json, &mut std::io::stdout()));
         }
         Some(Command::Demo { watchdog: true, .. }) => return Ok(leasectl::demo::watchdog()),
+        Some(Command::Completions { shell }) => return Ok(leasectl::monitor::completions(*shell)),
+        Some(Command::Man) => return Ok(leasectl::monitor::man()),
         None
+        | Some(Command::Check(_) | Command::Serve(_))
         | Some(
             Command::Probe { .. }
             | Command::Bucket { .. }
@@ -309,7 +333,23 @@ async fn run(cli: Cli) -> Result<i32> {
             })
             .await
         }
-        Some(Command::Writer { .. } | Command::PodScan { .. } | Command::Audit { .. }) => {
+        Some(Command::Check(ref a)) => {
+            let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
+            let best_effort = cli.s3.conditional == Some(OnOff::Off);
+            Ok(leasectl::monitor::check_cmd(&connector, a, cli.s3.timeout, best_effort).await)
+        }
+        Some(Command::Serve(ref a)) => {
+            let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
+            let best_effort = cli.s3.conditional == Some(OnOff::Off);
+            Ok(leasectl::monitor::serve_cmd(&connector, a, cli.s3.timeout, best_effort).await)
+        }
+        Some(
+            Command::Writer { .. }
+            | Command::PodScan { .. }
+            | Command::Audit { .. }
+            | Command::Completions { .. }
+            | Command::Man,
+        ) => {
             unreachable!("handled before the runtime starts")
         }
     }
@@ -399,7 +439,17 @@ async fn console(cli: Cli) -> Result<i32> {
             endpoint: connector.endpoint(t).await,
             store: Arc::new(ReadOnly::new(counted.clone())),
         });
-        if !args.read_only && !args.json {
+        // Only the interactive OPS console ever writes: no handle otherwise.
+        let interactive = {
+            use std::io::IsTerminal;
+            std::io::stdout().is_terminal()
+        };
+        if !args.read_only
+            && !args.json
+            && args.output.format.is_none()
+            && args.output.watch.is_none()
+            && interactive
+        {
             writable.push(counted);
         }
     }
@@ -409,6 +459,19 @@ async fn console(cli: Cli) -> Result<i32> {
         ..GatherOptions::default()
     };
     let clock: SharedClock = SystemClock::shared();
+
+    // -o table|ndjson|prometheus, --watch, and the table for a pipe.
+    if let Some(code) = leasectl::monitor::console_output(
+        args,
+        open.clone(),
+        opts.clone(),
+        counters.clone(),
+        cli.s3.conditional == Some(OnOff::Off),
+    )
+    .await
+    {
+        return Ok(code);
+    }
 
     if args.json {
         let mut snap = snapshot::gather(&open, &opts, &clock).await;

@@ -112,9 +112,9 @@ fn is_unsafe(c: char) -> bool {
 /// Writes JSON strings with every unsafe character ([`is_unsafe_char`]) as a
 /// `\uXXXX` escape (two for a character outside the BMP); everything else as
 /// `serde_json`'s pretty printer does.
-struct SafeFormatter(serde_json::ser::PrettyFormatter<'static>);
+struct SafeFormatter<F>(F);
 
-impl serde_json::ser::Formatter for SafeFormatter {
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter<F> {
     fn write_string_fragment<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
@@ -185,6 +185,20 @@ pub fn to_json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Re
     );
     value.serialize(&mut ser)?;
     // The serializer writes only UTF-8 (the escapes are ASCII).
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// `value` as one line of JSON (no newline inside), with the escapes of
+/// [`to_json_pretty`]. For NDJSON streams (`-o ndjson`, `--watch`).
+///
+/// Errors: `serde_json`'s, for a value that cannot be serialised.
+pub fn to_json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(
+        &mut out,
+        SafeFormatter(serde_json::ser::CompactFormatter),
+    );
+    value.serialize(&mut ser)?;
     Ok(String::from_utf8(out).unwrap_or_default())
 }
 

@@ -19,6 +19,7 @@ mod fence_soak;
 mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
+mod monitoring;
 mod snapshot_json;
 mod takeover;
 mod tls;

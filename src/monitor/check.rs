@@ -1,0 +1,352 @@
+//! `leasectl check`: a Nagios / Icinga / Sensu plugin.
+//!
+//! One status line `LEASES STATUS - summary | perfdata`, then one line per
+//! lease or verdict that is not OK (the plugin's long output). The exit
+//! status follows the plugin convention, not leasectl's own:
+//!
+//! | code | status | when |
+//! |---|---|---|
+//! | 0 | OK | everything gathered, no threshold crossed |
+//! | 1 | WARNING | a stale / suspect / malformed lease whose state is not in `--crit-state`, or an age over `--warn-age` |
+//! | 2 | CRITICAL | a lease whose state is in `--crit-state`, an age over `--crit-age`, or a pod verdict |
+//! | 3 | UNKNOWN | something could not be gathered or judged (and nothing is CRITICAL), or bad usage |
+//!
+//! CRITICAL outranks UNKNOWN (a known problem is the one to act on); UNKNOWN
+//! outranks WARNING and OK: what could not be gathered is never OK.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::bucket::{format_secs, LeaseState};
+use crate::snapshot::Snapshot;
+
+/// A plugin status, ordered by how much it matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// 0.
+    Ok,
+    /// 1.
+    Warning,
+    /// 3 (ranked between WARNING and CRITICAL).
+    Unknown,
+    /// 2.
+    Critical,
+}
+
+impl Status {
+    /// The plugin exit status.
+    pub const fn code(self) -> i32 {
+        match self {
+            Status::Ok => crate::exit::CHECK_OK,
+            Status::Warning => crate::exit::CHECK_WARNING,
+            Status::Critical => crate::exit::CHECK_CRITICAL,
+            Status::Unknown => crate::exit::CHECK_UNKNOWN,
+        }
+    }
+
+    /// `OK`, `WARNING`, `CRITICAL` or `UNKNOWN`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::Warning => "WARNING",
+            Status::Critical => "CRITICAL",
+            Status::Unknown => "UNKNOWN",
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            Status::Ok => 0,
+            Status::Warning => 1,
+            Status::Unknown => 2,
+            Status::Critical => 3,
+        }
+    }
+
+    fn max(self, other: Status) -> Status {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// The check's thresholds.
+#[derive(Debug, Clone)]
+pub struct Thresholds {
+    /// WARNING when a lease's age is over this.
+    pub warn_age: Option<Duration>,
+    /// CRITICAL when a lease's age is over this.
+    pub crit_age: Option<Duration>,
+    /// These states are CRITICAL; the other states needing attention
+    /// (stale, suspect, malformed) are WARNING. `absent` may be listed.
+    pub crit_states: Vec<LeaseState>,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            warn_age: None,
+            crit_age: None,
+            crit_states: vec![
+                LeaseState::Stale,
+                LeaseState::Suspect,
+                LeaseState::Malformed,
+            ],
+        }
+    }
+}
+
+/// Parses `--crit-state`: a comma-separated list of stale, suspect,
+/// malformed, absent (or `none`).
+pub fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
+    if s == "none" {
+        return Ok(Vec::new());
+    }
+    s.split(',')
+        .map(|w| match w.trim() {
+            "stale" => Ok(LeaseState::Stale),
+            "suspect" => Ok(LeaseState::Suspect),
+            "malformed" => Ok(LeaseState::Malformed),
+            "absent" => Ok(LeaseState::Absent),
+            "fresh" => Err("fresh is the healthy state; it cannot be critical".to_owned()),
+            other => Err(format!(
+                "unknown state {:?}; expected a comma-separated list of stale, suspect, malformed, absent, or none",
+                crate::text::sanitize(other)
+            )),
+        })
+        .collect()
+}
+
+/// The check's result: the exit status and the whole plugin output.
+#[derive(Debug, Clone)]
+pub struct CheckResult {
+    /// The status (its [`Status::code`] is the exit status).
+    pub status: Status,
+    /// The output: the status line with perfdata, then the long output.
+    pub output: String,
+}
+
+/// Untrusted or user text for the plugin output: escaped per [`crate::text`],
+/// and `|` (which starts the perfdata) written `\x7c`.
+fn plugin_text(s: &str) -> String {
+    crate::text::sanitize(s).replace('|', "\\x7c")
+}
+
+/// A number for perfdata: seconds rounded to the millisecond, no exponent.
+fn num(v: f64) -> String {
+    let r = (v * 1000.0).round() / 1000.0;
+    if r == 0.0 {
+        return "0".to_owned();
+    }
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// Evaluates `snap` against `t`.
+pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
+    let mut status = Status::Ok;
+    let mut details: Vec<(Status, String)> = Vec::new();
+    let mut counts = [0usize; 5];
+    let mut errors = 0usize;
+    let mut max_age: Option<f64> = None;
+    let mut min_expires: Option<f64> = None;
+    for target in &snap.targets {
+        let url = plugin_text(&target.url);
+        if let Some(e) = &target.error {
+            errors += 1;
+            details.push((
+                Status::Unknown,
+                format!("UNKNOWN {url} could not be gathered: {}", plugin_text(e)),
+            ));
+        }
+        for e in &target.errors {
+            errors += 1;
+            details.push((
+                Status::Unknown,
+                format!(
+                    "UNKNOWN {url}{} could not be read: {}",
+                    plugin_text(&e.prefix),
+                    plugin_text(&e.error)
+                ),
+            ));
+        }
+        for p in &target.prefixes {
+            let idx = match p.state {
+                LeaseState::Fresh => 0,
+                LeaseState::Stale => 1,
+                LeaseState::Suspect => 2,
+                LeaseState::Malformed => 3,
+                LeaseState::Absent => 4,
+            };
+            counts[idx] += 1;
+            let where_ = format!("{url}{}", plugin_text(&p.prefix));
+            if p.age_unknown {
+                errors += 1;
+                details.push((
+                    Status::Unknown,
+                    format!(
+                        "UNKNOWN {where_}: {}",
+                        plugin_text(p.problem.as_deref().unwrap_or("its age is unknown"))
+                    ),
+                ));
+                continue;
+            }
+            if let Some(a) = p.age_s {
+                max_age = Some(max_age.map_or(a, |m: f64| m.max(a)));
+            }
+            if let Some(x) = p.expires_in_s {
+                min_expires = Some(min_expires.map_or(x, |m: f64| m.min(x)));
+            }
+            let mut row = if t.crit_states.contains(&p.state) {
+                Status::Critical
+            } else if p.state.needs_attention() {
+                Status::Warning
+            } else {
+                Status::Ok
+            };
+            let mut why = Vec::new();
+            if row != Status::Ok {
+                why.push(format!("is {}", p.state.as_str()));
+            }
+            if let Some(age) = p.age_s.filter(|_| p.record.is_some()) {
+                if let Some(c) = t.crit_age.filter(|c| age > c.as_secs_f64()) {
+                    row = row.max(Status::Critical);
+                    why.push(format!(
+                        "age {} over {}",
+                        format_secs(age),
+                        format_secs(c.as_secs_f64())
+                    ));
+                } else if let Some(w) = t.warn_age.filter(|w| age > w.as_secs_f64()) {
+                    row = row.max(Status::Warning);
+                    why.push(format!(
+                        "age {} over {}",
+                        format_secs(age),
+                        format_secs(w.as_secs_f64())
+                    ));
+                }
+            }
+            if row == Status::Ok {
+                continue;
+            }
+            let mut line = format!("{} {where_} {}", row.name(), why.join(", "));
+            if let Some(r) = &p.record {
+                let _ = write!(
+                    line,
+                    " (holder {}, TTL {} s",
+                    plugin_text(&r.instance_id),
+                    r.ttl_s
+                );
+                if let Some(x) = p.expires_in_s {
+                    if x < 0.0 {
+                        let _ = write!(line, ", expired {} ago", format_secs(-x));
+                    } else {
+                        let _ = write!(line, ", expires in {}", format_secs(x));
+                    }
+                }
+                line.push(')');
+            }
+            if let Some(problem) = &p.problem {
+                let _ = write!(line, ": {}", plugin_text(problem));
+            }
+            details.push((row, line));
+        }
+    }
+    if let Some(e) = &snap.pod_error {
+        errors += 1;
+        details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(e))));
+    }
+    for v in &snap.pod.verdicts {
+        details.push((
+            Status::Critical,
+            format!(
+                "CRITICAL pod verdict {}: {}",
+                v.kind.as_str(),
+                plugin_text(&v.message)
+            ),
+        ));
+    }
+    for (s, _) in &details {
+        status = status.max(*s);
+    }
+    let [fresh, stale, suspect, malformed, absent] = counts;
+    let leases = fresh + stale + suspect + malformed + absent;
+    let mut summary = format!(
+        "{leases} lease{} ({fresh} fresh, {stale} stale, {suspect} suspect, {malformed} malformed, {absent} absent)",
+        if leases == 1 { "" } else { "s" }
+    );
+    if errors > 0 {
+        let _ = write!(summary, ", {errors} not gathered");
+    }
+    if !snap.pod.verdicts.is_empty() {
+        let _ = write!(summary, ", {} pod verdict(s)", snap.pod.verdicts.len());
+    }
+    // Worst first, so the first long-output line explains the status.
+    details.sort_by_key(|(s, _)| std::cmp::Reverse(s.rank()));
+    if let Some((_, first)) = details.first() {
+        let shown = first
+            .split_once(' ')
+            .map_or(first.as_str(), |(_, rest)| rest);
+        let _ = write!(summary, "; {shown}");
+    }
+    let secs = |d: Option<Duration>| d.map(|d| num(d.as_secs_f64())).unwrap_or_default();
+    let mut perf = format!(
+        "fresh={fresh};;;0 stale={stale};;;0 suspect={suspect};;;0 malformed={malformed};;;0 \
+         absent={absent};;;0 errors={errors};;;0 verdicts={};;;0",
+        snap.pod.verdicts.len()
+    );
+    if let Some(a) = max_age {
+        let _ = write!(
+            perf,
+            " age={}s;{};{}",
+            num(a),
+            secs(t.warn_age),
+            secs(t.crit_age)
+        );
+    }
+    if let Some(x) = min_expires {
+        let _ = write!(perf, " expires_in={}s", num(x));
+    }
+    let mut output = format!("LEASES {} - {summary} | {perf}", status.name());
+    const MAX_LINES: usize = 50;
+    for (_, line) in details.iter().take(MAX_LINES) {
+        output.push('\n');
+        output.push_str(line);
+    }
+    if details.len() > MAX_LINES {
+        let _ = write!(output, "\n… and {} more", details.len() - MAX_LINES);
+    }
+    CheckResult { status, output }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_parse_and_refuse_fresh() {
+        assert_eq!(
+            parse_states("stale,malformed").unwrap(),
+            vec![LeaseState::Stale, LeaseState::Malformed]
+        );
+        assert!(parse_states("none").unwrap().is_empty());
+        assert!(parse_states("fresh").is_err());
+        assert!(parse_states("bogus").unwrap_err().contains("unknown state"));
+    }
+
+    #[test]
+    fn ranks_critical_over_unknown_over_warning() {
+        assert_eq!(Status::Warning.max(Status::Unknown), Status::Unknown);
+        assert_eq!(Status::Critical.max(Status::Unknown), Status::Critical);
+        assert_eq!(Status::Ok.max(Status::Warning), Status::Warning);
+    }
+
+    #[test]
+    fn perf_numbers_have_no_exponent() {
+        assert_eq!(num(131.4), "131.4");
+        assert_eq!(num(-0.0004), "0");
+        assert_eq!(num(30.0), "30");
+        assert_eq!(plugin_text("a|b\x1b"), "a\\x7cb\\x1b");
+    }
+}

@@ -1,0 +1,343 @@
+//! NDJSON: `-o ndjson` (one snapshot as lines) and `--watch` (a stream of
+//! changes). Every line is one JSON object with a `type`:
+//!
+//! - `lease`: a prefix's row, the same fields as a `--json` row, plus `type`,
+//!   `time` and `target`. `--watch` writes one when the prefix is first seen
+//!   and whenever its state, holder or ETag changes (a renewal changes the
+//!   ETag);
+//! - `gone`: `--watch` only, a prefix no longer listed (`target`, `prefix`);
+//! - `error`: a target (`prefix` null) or prefix that could not be gathered;
+//!   `--watch` writes it when the error appears or its text changes;
+//! - `pod`: the pod's verdicts and `pod_error`, when they change;
+//! - `heartbeat` (`--watch`) or `summary` (`-o ndjson`, last): counts, the
+//!   schema version and the exit code the snapshot would give.
+//!
+//! Strings are escaped as in `--json`. `--watch` keeps only the last line of
+//! each prefix currently listed (bounded memory), and ends with status 0 on
+//! SIGTERM, SIGINT or SIGHUP, 141 when stdout's reader goes away.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::clock::SharedClock;
+use crate::snapshot::{Gatherer, PrefixReport, Snapshot, SCHEMA_VERSION};
+use crate::writer::scan::Verdict;
+
+use super::GatherExtras;
+
+#[derive(Serialize)]
+struct LeaseLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    target: &'a str,
+    #[serde(flatten)]
+    row: &'a PrefixReport,
+}
+
+#[derive(Serialize)]
+struct GoneLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    target: &'a str,
+    prefix: &'a str,
+}
+
+#[derive(Serialize)]
+struct ErrorLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    target: &'a str,
+    prefix: Option<&'a str>,
+    error: &'a str,
+}
+
+#[derive(Serialize)]
+struct PodLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    verdicts: &'a [Verdict],
+    pod_error: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct CountLine {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    schema_version: &'static str,
+    targets: usize,
+    prefixes: usize,
+    attention: usize,
+    errors: usize,
+    verdicts: usize,
+    exit_code: i32,
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn line<T: Serialize>(v: &T) -> String {
+    // Every line type is plain data: serialising it cannot fail.
+    crate::text::to_json_line(v).unwrap_or_default()
+}
+
+fn counts(snap: &Snapshot, kind: &'static str) -> String {
+    let rows = || snap.targets.iter().flat_map(|t| &t.prefixes);
+    line(&CountLine {
+        kind,
+        time: ts(snap.generated_at),
+        schema_version: SCHEMA_VERSION,
+        targets: snap.targets.len(),
+        prefixes: rows().count(),
+        attention: rows().filter(|p| p.state.needs_attention()).count(),
+        errors: snap
+            .targets
+            .iter()
+            .map(|t| usize::from(t.error.is_some()) + t.errors.len())
+            .sum(),
+        verdicts: snap.pod.verdicts.len(),
+        exit_code: snap.exit_code(),
+    })
+}
+
+/// `-o ndjson`: every row of `snap` (errors, leases, the pod when scanned),
+/// then a `summary` line.
+pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool) -> Vec<String> {
+    let time = ts(snap.generated_at);
+    let mut out = Vec::new();
+    for t in &snap.targets {
+        if let Some(e) = &t.error {
+            out.push(line(&ErrorLine {
+                kind: "error",
+                time: time.clone(),
+                target: &t.url,
+                prefix: None,
+                error: e,
+            }));
+        }
+        for e in &t.errors {
+            out.push(line(&ErrorLine {
+                kind: "error",
+                time: time.clone(),
+                target: &t.url,
+                prefix: Some(&e.prefix),
+                error: &e.error,
+            }));
+        }
+        for p in &t.prefixes {
+            out.push(line(&LeaseLine {
+                kind: "lease",
+                time: time.clone(),
+                target: &t.url,
+                row: p,
+            }));
+        }
+    }
+    if pod_scanned {
+        out.push(line(&PodLine {
+            kind: "pod",
+            time,
+            verdicts: &snap.pod.verdicts,
+            pod_error: snap.pod_error.as_deref(),
+        }));
+    }
+    out.push(counts(snap, "summary"));
+    out
+}
+
+/// What a prefix looked like when its last line was written.
+#[derive(PartialEq, Eq)]
+struct Seen {
+    state: &'static str,
+    holder: Option<String>,
+    etag: Option<String>,
+}
+
+fn seen(p: &PrefixReport) -> Seen {
+    Seen {
+        state: if p.age_unknown {
+            "unknown"
+        } else {
+            p.state.as_str()
+        },
+        holder: p.record.as_ref().map(|r| r.instance_id.clone()),
+        etag: p.etag.clone(),
+    }
+}
+
+/// The pod's verdicts (kind and pids) and scan error, as last written.
+type PodSeen = (Vec<(String, Vec<u32>)>, Option<String>);
+
+/// The memory of a `--watch` stream: the last state of every prefix
+/// currently listed, the errors and the pod's verdicts.
+#[derive(Default)]
+pub struct Watcher {
+    leases: BTreeMap<(String, String), Seen>,
+    errors: BTreeMap<(String, Option<String>), String>,
+    pod: Option<PodSeen>,
+}
+
+impl Watcher {
+    /// The lines `snap` adds to the stream: what changed since the last one.
+    pub fn changes(&mut self, snap: &Snapshot, pod_scanned: bool) -> Vec<String> {
+        let time = ts(snap.generated_at);
+        let mut out = Vec::new();
+        let mut leases = BTreeMap::new();
+        let mut errors = BTreeMap::new();
+        for t in &snap.targets {
+            let mut errs: Vec<(Option<&str>, &str)> = Vec::new();
+            if let Some(e) = &t.error {
+                errs.push((None, e));
+            }
+            errs.extend(
+                t.errors
+                    .iter()
+                    .map(|e| (Some(e.prefix.as_str()), e.error.as_str())),
+            );
+            for (prefix, error) in errs {
+                let key = (t.url.clone(), prefix.map(str::to_owned));
+                if self.errors.get(&key).map(String::as_str) != Some(error) {
+                    out.push(line(&ErrorLine {
+                        kind: "error",
+                        time: time.clone(),
+                        target: &t.url,
+                        prefix,
+                        error,
+                    }));
+                }
+                errors.insert(key, error.to_owned());
+            }
+            for p in &t.prefixes {
+                let key = (t.url.clone(), p.prefix.clone());
+                let now = seen(p);
+                if self.leases.get(&key) != Some(&now) {
+                    out.push(line(&LeaseLine {
+                        kind: "lease",
+                        time: time.clone(),
+                        target: &t.url,
+                        row: p,
+                    }));
+                }
+                leases.insert(key, now);
+            }
+            // A target that could not be listed says nothing about its
+            // prefixes: they are kept, not reported gone.
+            if t.error.is_some() {
+                for (k, v) in std::mem::take(&mut self.leases) {
+                    if k.0 == t.url {
+                        leases.insert(k, v);
+                    } else {
+                        self.leases.insert(k, v);
+                    }
+                }
+            }
+        }
+        for (target, prefix) in self.leases.keys() {
+            let errored = errors.contains_key(&(target.clone(), Some(prefix.clone())));
+            if !leases.contains_key(&(target.clone(), prefix.clone())) && !errored {
+                out.push(line(&GoneLine {
+                    kind: "gone",
+                    time: time.clone(),
+                    target,
+                    prefix,
+                }));
+            }
+        }
+        // A prefix that could not be read this time is kept as last seen.
+        for (k, v) in std::mem::take(&mut self.leases) {
+            if !leases.contains_key(&k) && errors.contains_key(&(k.0.clone(), Some(k.1.clone()))) {
+                leases.insert(k, v);
+            }
+        }
+        self.leases = leases;
+        self.errors = errors;
+        if pod_scanned {
+            let pod = (
+                snap.pod
+                    .verdicts
+                    .iter()
+                    .map(|v| (v.kind.as_str().to_owned(), v.pids.clone()))
+                    .collect(),
+                snap.pod_error.clone(),
+            );
+            if self.pod.as_ref() != Some(&pod) {
+                out.push(line(&PodLine {
+                    kind: "pod",
+                    time,
+                    verdicts: &snap.pod.verdicts,
+                    pod_error: snap.pod_error.as_deref(),
+                }));
+            }
+            self.pod = Some(pod);
+        }
+        out
+    }
+}
+
+/// `--watch`'s timing.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchOptions {
+    /// Between two gathers.
+    pub interval: Duration,
+    /// Between two heartbeats.
+    pub heartbeat: Duration,
+}
+
+/// Streams changes until a signal (status 0) or a closed stdout (141, from
+/// [`super::write_stdout`]); another write error is status 1.
+pub async fn watch(
+    mut gatherer: Gatherer,
+    clock: SharedClock,
+    extras: GatherExtras,
+    opts: WatchOptions,
+) -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        eprintln!("leasectl: could not install the signal handlers for --watch");
+        return crate::exit::Exit::Failed.code();
+    };
+    let mut watcher = Watcher::default();
+    let mut ticker = tokio::time::interval(opts.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_beat: Option<tokio::time::Instant> = None;
+    loop {
+        let snap = tokio::select! {
+            _ = term.recv() => return 0,
+            _ = int.recv() => return 0,
+            _ = hup.recv() => return 0,
+            _ = ticker.tick() => {
+                tokio::select! {
+                    _ = term.recv() => return 0,
+                    _ = int.recv() => return 0,
+                    _ = hup.recv() => return 0,
+                    s = super::gather(&mut gatherer, &clock, &extras) => s,
+                }
+            }
+        };
+        let mut lines = watcher.changes(&snap, extras.pod.is_some());
+        let now = tokio::time::Instant::now();
+        // Half an interval of slack: gathers are not exactly on the tick.
+        if last_beat.is_none_or(|b| now.duration_since(b) + opts.interval / 2 >= opts.heartbeat) {
+            lines.push(counts(&snap, "heartbeat"));
+            last_beat = Some(now);
+        }
+        if !lines.is_empty() {
+            if let Err(e) = super::write_stdout(&lines.join("\n")) {
+                eprintln!("leasectl: could not write to stdout: {e}");
+                return crate::exit::Exit::Failed.code();
+            }
+        }
+    }
+}

@@ -1,0 +1,776 @@
+//! Issue 16, end to end with the real binary: `check`'s plugin exit codes
+//! for each state and threshold, the output formats and the table for a
+//! pipe, `--watch` while a real `bucket hold` renews and dies on moto,
+//! `serve` scraped by a real HTTP client (hyper) while leases change on
+//! moto, completions parsed by `bash -n`, and the example rules and
+//! manifest in assets/monitoring/ validated.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+
+use crate::common::hold::{signal_group, Hold};
+use crate::common::{self, file_url, leasectl, moto, Moto};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    common::s3_env(&mut c);
+    c
+}
+
+/// A LEASE record renewed `age_s` seconds ago (negative: in the future).
+fn record(holder: &str, age_s: i64, ttl_s: u64) -> String {
+    let t = (Utc::now() - chrono::Duration::seconds(age_s))
+        .to_rfc3339_opts(SecondsFormat::Micros, true);
+    serde_json::json!({"instance_id": holder, "acquired_at": t, "renewed_at": t, "ttl_s": ttl_s})
+        .to_string()
+}
+
+fn write_lease(root: &Path, prefix: &str, body: &str) {
+    let d = root.join(prefix);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("LEASE"), body).unwrap();
+}
+
+/// `leasectl check --no-pod ARGS`: (exit code, stdout).
+fn check(args: &[&str]) -> (i32, String) {
+    let mut all = vec!["check", "--no-pod"];
+    all.extend_from_slice(args);
+    let out = leasectl(None, &all);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), stdout)
+}
+
+fn store_with(leases: &[(&str, String)]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    for (p, body) in leases {
+        write_lease(dir.path(), p, body);
+    }
+    let url = file_url(dir.path());
+    (dir, url)
+}
+
+#[test]
+fn check_exit_codes_for_each_state_and_threshold() {
+    // fresh only: OK, with perfdata.
+    let (_f, fresh) = store_with(&[("db/", record("holder-a", 20, 60))]);
+    let (code, out) = check(&[&fresh]);
+    assert_eq!(code, 0, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(first.starts_with("LEASES OK - 1 lease (1 fresh,"), "{out}");
+    let (text, perf) = first.split_once(" | ").unwrap();
+    assert!(!text.contains('|') && !perf.contains('|'), "{first}");
+    assert!(
+        perf.contains("fresh=1;;;0") && perf.contains("stale=0;;;0"),
+        "{perf}"
+    );
+    assert!(
+        perf.contains(" age=2") && perf.contains(" expires_in=3"),
+        "{perf}"
+    );
+
+    // Age thresholds on a fresh lease 20 s old.
+    let (code, out) = check(&["--warn-age", "10s", &fresh]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("LEASES WARNING - ") && out.contains("age=2") && out.contains("s;10;"),
+        "{out}"
+    );
+    let (code, out) = check(&["--warn-age", "5s", "--crit-age", "15s", &fresh]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("s;5;15") && out.contains("\nCRITICAL ") && out.contains("over 15.0s"),
+        "{out}"
+    );
+    let (code, _) = check(&["--warn-age", "5m", "--crit-age", "10m", &fresh]);
+    assert_eq!(code, 0);
+
+    // stale: CRITICAL by default, WARNING when not in --crit-state.
+    let (_s, stale) = store_with(&[("db/", record("holder-b", 300, 30))]);
+    let (code, out) = check(&[&stale]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("db/ is stale (holder holder-b, TTL 30 s, expired 4m")
+            && out.contains("stale=1;;;0"),
+        "{out}"
+    );
+    let (code, out) = check(&["--crit-state", "suspect,malformed", &stale]);
+    assert_eq!(code, 1, "{out}");
+
+    // suspect: stamped an hour in the future.
+    let (_u, suspect) = store_with(&[("db/", record("holder-c", -3600, 30))]);
+    assert_eq!(check(&[&suspect]).0, 2);
+    assert_eq!(check(&["--crit-state", "stale", &suspect]).0, 1);
+
+    // malformed: not JSON.
+    let (_m, malformed) = store_with(&[("db/", "{torn".to_owned())]);
+    let (code, out) = check(&[&malformed]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("malformed=1;;;0"), "{out}");
+    assert_eq!(check(&["--crit-state", "none", &malformed]).0, 1);
+
+    // absent: OK unless asked for.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let absent = file_url(dir.path());
+    let (code, out) = check(&[&absent]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("absent=1;;;0"), "{out}");
+    assert_eq!(check(&["--crit-state", "absent", &absent]).0, 2);
+
+    // Not gathered: UNKNOWN, never OK; a known CRITICAL still outranks it.
+    let missing = file_url(&dir.path().join("no-such-dir"));
+    let (code, out) = check(&[&fresh, &missing]);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.starts_with("LEASES UNKNOWN - ") && out.contains("errors=1;;;0"),
+        "{out}"
+    );
+    assert_eq!(check(&[&stale, &missing]).0, 2);
+    // A pod that cannot be scanned is UNKNOWN too.
+    let out = leasectl(None, &["check", "--pod-root", "999999999", &fresh]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // Usage errors are UNKNOWN (3), not CRITICAL (2), with a status line.
+    let (code, out) = check(&["--warn-age", "soon", &fresh]);
+    assert_eq!(code, 3);
+    assert!(out.starts_with("LEASES UNKNOWN - "), "{out}");
+    let (code, out) = check(&["--crit-state", "fresh", &fresh]);
+    assert_eq!(code, 3, "{out}");
+    let (code, out) = check(&["not-a-url"]);
+    assert_eq!(code, 3, "{out}");
+}
+
+/// Hostile text cannot forge a status line or perfdata: `|` and control
+/// characters in an instance id are escaped.
+#[test]
+fn check_escapes_untrusted_text() {
+    let (_d, url) = store_with(&[("db/", record("evil | ok=1 \x1b[2J\nLEASES OK", 300, 30))]);
+    let (code, out) = check(&[&url]);
+    assert_eq!(code, 2, "{out}");
+    assert!(!out.contains('\x1b'), "{out:?}");
+    assert_eq!(out.matches('|').count(), 1, "{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(
+        out.contains("evil \\x7c ok=1 \\x1b[2J\\nLEASES OK"),
+        "{out}"
+    );
+}
+
+#[test]
+fn output_formats_and_the_table_for_a_pipe() {
+    let (_d, url) = store_with(&[
+        ("a/", record("holder a", 5, 60)),
+        ("b/", record("holder-b", 300, 30)),
+    ]);
+    // No -o and stdout is a pipe: the plain table, with --json's exit codes.
+    let out = leasectl(None, &["--no-pod", &url]);
+    assert_eq!(out.status.code(), Some(3));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "TARGET",
+            "PREFIX",
+            "STATE",
+            "HOLDER",
+            "AGE",
+            "TTL",
+            "EXPIRES",
+            "SKEW",
+            "EXCLUSION"
+        ]
+    );
+    assert_eq!(lines.len(), 3, "{table}");
+    assert_eq!(&lines[1][1..4], ["a/", "fresh", "holder\\x20a"], "{table}");
+    assert_eq!(&lines[2][1..4], ["b/", "stale", "holder-b"], "{table}");
+    assert!(lines.iter().all(|l| l.len() == 9), "{table}");
+
+    // -o ndjson: one lease line per prefix with its target, then a summary.
+    let out = leasectl(None, &["--no-pod", "-o", "ndjson", &url]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[0]["type"], "lease");
+    assert_eq!(v[0]["target"], url.as_str());
+    assert_eq!(v[0]["record"]["instance_id"], "holder a");
+    assert_eq!(v[1]["state"], "stale");
+    assert_eq!(v[2]["type"], "summary");
+    assert_eq!(v[2]["exit_code"], 3);
+
+    // -o json is --json.
+    let out = leasectl(None, &["--no-pod", "-o", "json", &url]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema_version"], "1.1");
+    assert_eq!(out.status.code(), Some(3));
+
+    // -o prometheus.
+    let out = leasectl(None, &["--no-pod", "-o", "prometheus", &url]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want = format!("leasectl_lease_state{{target=\"{url}\",prefix=\"b/\",state=\"stale\"}} 1");
+    assert!(text.lines().any(|l| l == want), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l
+                == format!("leasectl_lease_ttl_seconds{{target=\"{url}\",prefix=\"a/\"}} 60.0")),
+        "{text}"
+    );
+    if let Some(promtool) = which("promtool") {
+        let mut c = Command::new(promtool);
+        c.args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    // --watch streams NDJSON only.
+    let out = leasectl(None, &["--no-pod", "--watch", "-o", "table", &url]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be combined with -o table"));
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// Waits until `key` exists: discovery lists about every 30 s, so a stream
+/// or exporter started before the holder's first PUT would see the prefix
+/// only at the next listing.
+async fn wait_for_key(client: &aws_sdk_s3::Client, bucket: &str, key: &str) {
+    for _ in 0..200 {
+        if client
+            .head_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{key} never appeared in {bucket}");
+}
+
+fn hold_cmd() -> Vec<String> {
+    vec!["sleep".into(), "1000".into()]
+}
+
+/// Lines of a child's stdout, read on a thread.
+fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line matching `pred`, returning it; panics with every line seen.
+fn wait_line(
+    rx: &mpsc::Receiver<String>,
+    seen: &mut Vec<serde_json::Value>,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => {
+                let v: serde_json::Value =
+                    serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+                seen.push(v.clone());
+                if pred(&v) {
+                    return v;
+                }
+            }
+            Err(_) => panic!("no line {what} within {limit:?}; lines: {seen:#?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_streams_renewals_and_the_holders_death() {
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("watch-ndjson");
+    common::create_bucket(&client, &bucket).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut hold = Hold::spawn(
+        dir.path(),
+        "holder",
+        &m.endpoint(),
+        &format!("s3://{bucket}/db/"),
+        &["--ttl", "3s", "--instance-id", "watched-holder"],
+        &hold_cmd(),
+        &[],
+    );
+    wait_for_key(&client, &bucket, "db/LEASE").await;
+    let mut watch = bin()
+        .args(["--endpoint-url", &m.endpoint(), "--path-style", "--no-pod"])
+        .args([
+            "--watch=1s",
+            "--heartbeat",
+            "2s",
+            &format!("s3://{bucket}/"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = line_reader(watch.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    let is_row = |v: &serde_json::Value, state: &str| {
+        v["type"] == "lease"
+            && v["prefix"] == "db/"
+            && v["state"] == state
+            && v["record"]["instance_id"] == "watched-holder"
+    };
+    let first = wait_line(&rx, &mut seen, Duration::from_secs(30), "fresh", |v| {
+        is_row(v, "fresh")
+    });
+    assert_eq!(first["target"], format!("s3://{bucket}/"));
+    assert_eq!(first["key"], "db/LEASE");
+    // Renewals (every TTL/3) change the ETag: a new line each time.
+    let etag0 = first["etag"].clone();
+    let second = wait_line(
+        &rx,
+        &mut seen,
+        Duration::from_secs(20),
+        "after a renewal",
+        |v| is_row(v, "fresh") && v["etag"] != etag0,
+    );
+    assert_ne!(second["etag"], etag0);
+    wait_line(&rx, &mut seen, Duration::from_secs(20), "heartbeat", |v| {
+        v["type"] == "heartbeat" && v["prefixes"] == 1 && v["schema_version"] == "1.1"
+    });
+    // The holder dies without releasing: the same record turns stale.
+    signal_group(hold.pgid(), libc::SIGKILL);
+    let _ = hold.exit_code(Duration::from_secs(10)).await;
+    let stale = wait_line(&rx, &mut seen, Duration::from_secs(30), "stale", |v| {
+        is_row(v, "stale")
+    });
+    assert!(stale["expires_in_s"].as_f64().unwrap() <= 0.0, "{stale}");
+    // Unchanged rows are not repeated: between the stale line and the end,
+    // only heartbeats.
+    let n = seen.len();
+    wait_line(
+        &rx,
+        &mut seen,
+        Duration::from_secs(20),
+        "heartbeat after stale",
+        |v| v["type"] == "heartbeat",
+    );
+    assert!(
+        seen[n..].iter().all(|v| v["type"] == "heartbeat"),
+        "{:#?}",
+        &seen[n..]
+    );
+    // SIGTERM ends the stream cleanly.
+    // SAFETY: kill(2) on a child this test started.
+    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
+    let status = watch.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn watch_ends_with_141_when_the_reader_goes_away() {
+    let (_d, url) = store_with(&[("db/", record("h", 1, 60))]);
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+                "'{}' --no-pod --watch=1s '{url}' | head -n 1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+                env!("CARGO_BIN_EXE_leasectl")
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "141");
+}
+
+/// GET http://127.0.0.1:PORT/PATH with hyper's client: (status, body).
+async fn http_get(port: u16, path: &str) -> (u16, String) {
+    use http_body_util::{BodyExt, Empty};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<hyper::body::Bytes>>();
+    let uri: hyper::Uri = format!("http://127.0.0.1:{port}{path}").parse().unwrap();
+    let res = client.get(uri).await.expect("GET");
+    let status = res.status().as_u16();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The value of the sample `name{labels}` in an exposition.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+async fn scrape_until(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let end = std::time::Instant::now() + Duration::from_secs(40);
+    let mut last = String::new();
+    while std::time::Instant::now() < end {
+        let (status, body) = http_get(port, "/metrics").await;
+        if status == 200 && pred(&body) {
+            return body;
+        }
+        last = body;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("metrics never showed {what}; last scrape:\n{last}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_is_scraped_while_leases_change() {
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("serve-metrics");
+    common::create_bucket(&client, &bucket).await;
+    // A hostile prefix: its label value must be escaped per the format.
+    common::put_raw(&client, &bucket, "we\"ird\\x/LEASE", b"{torn").await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("s3://{bucket}/db/");
+    let mut first = Hold::spawn(
+        dir.path(),
+        "first",
+        &m.endpoint(),
+        &url,
+        &["--ttl", "3s", "--instance-id", "first-holder"],
+        &hold_cmd(),
+        &[],
+    );
+    wait_for_key(&client, &bucket, "db/LEASE").await;
+    let stderr_path = dir.path().join("serve.stderr");
+    let mut serve = bin()
+        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+        .args([
+            "serve",
+            "--no-pod",
+            "--listen",
+            "127.0.0.1:0",
+            "--refresh",
+            "1s",
+            &format!("s3://{bucket}/"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let port: u16 = {
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            if let Some(p) = s
+                .split("http://127.0.0.1:")
+                .nth(1)
+                .and_then(|r| r.split('/').next())
+                .and_then(|p| p.parse().ok())
+            {
+                break p;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "serve did not say where it listens: {s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let target = format!("s3://{bucket}/");
+    let series = |name: &str, prefix: &str, state: Option<&str>| match state {
+        Some(s) => format!("{name}{{target=\"{target}\",prefix=\"{prefix}\",state=\"{s}\"}}"),
+        None => format!("{name}{{target=\"{target}\",prefix=\"{prefix}\"}}"),
+    };
+    let fresh = series("leasectl_lease_state", "db/", Some("fresh"));
+    let stale = series("leasectl_lease_state", "db/", Some("stale"));
+    let changes = series("leasectl_lease_holder_changes_total", "db/", None);
+    let body = scrape_until(port, "db/ fresh", |b| sample(b, &fresh) == Some(1.0)).await;
+    assert_eq!(sample(&body, &stale), Some(0.0));
+    assert_eq!(
+        sample(&body, &series("leasectl_lease_ttl_seconds", "db/", None)),
+        Some(3.0)
+    );
+    let exp = sample(
+        &body,
+        &series("leasectl_lease_expires_in_seconds", "db/", None),
+    )
+    .unwrap();
+    assert!(exp > 0.0 && exp <= 3.5, "{exp}");
+    assert!(sample(&body, &series("leasectl_lease_age_seconds", "db/", None)).is_some());
+    assert!(sample(
+        &body,
+        &series("leasectl_lease_holder_skew_seconds", "db/", None)
+    )
+    .is_some());
+    assert!(
+        sample(
+            &body,
+            &format!("leasectl_reader_server_offset_seconds{{target=\"{target}\"}}")
+        )
+        .is_some(),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, &format!("leasectl_target_up{{target=\"{target}\"}}")),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &body,
+            &format!("leasectl_gather_errors_total{{target=\"{target}\"}}")
+        ),
+        Some(0.0)
+    );
+    assert!(sample(&body, "leasectl_requests_total").unwrap() > 0.0);
+    assert_eq!(sample(&body, &changes), Some(0.0));
+    // The hostile prefix: leasectl's text rule doubles the `\`, then the
+    // exposition format escapes `"` and each `\` of that.
+    let weird = series(
+        "leasectl_lease_state",
+        "we\\\"ird\\\\\\\\x/",
+        Some("malformed"),
+    );
+    assert_eq!(sample(&body, &weird), Some(1.0), "{body}");
+    let (status, health) = http_get(port, "/healthz").await;
+    assert_eq!((status, health.as_str()), (200, "ok\n"));
+
+    // The holder dies: stale.
+    signal_group(first.pgid(), libc::SIGKILL);
+    let _ = first.exit_code(Duration::from_secs(10)).await;
+    let body = scrape_until(port, "db/ stale", |b| sample(b, &stale) == Some(1.0)).await;
+    assert_eq!(sample(&body, &fresh), Some(0.0));
+    assert!(
+        sample(
+            &body,
+            &series("leasectl_lease_expires_in_seconds", "db/", None)
+        )
+        .unwrap()
+            <= 0.0
+    );
+
+    // A new holder takes the stale lease over: fresh again, one holder change.
+    let _second = Hold::spawn(
+        dir.path(),
+        "second",
+        &m.endpoint(),
+        &url,
+        &[
+            "--ttl",
+            "3s",
+            "--instance-id",
+            "second-holder",
+            "--wait",
+            "20s",
+        ],
+        &hold_cmd(),
+        &[],
+    );
+    let body = scrape_until(port, "a holder change", |b| {
+        sample(b, &changes) == Some(1.0)
+    })
+    .await;
+    assert_eq!(sample(&body, &fresh), Some(1.0), "{body}");
+
+    // SIGTERM: a clean stop.
+    // SAFETY: kill(2) on a child this test started.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert_eq!(serve.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn completions_parse_with_bash_and_the_man_page_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = leasectl(None, &["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for sub in ["check", "serve", "takeover", "completions"] {
+            assert!(text.contains(sub), "{shell} completions lack {sub}");
+        }
+        if shell == "bash" {
+            let f = dir.path().join("leasectl.bash");
+            std::fs::write(&f, text.as_bytes()).unwrap();
+            let o = Command::new("bash").arg("-n").arg(&f).output().unwrap();
+            assert!(
+                o.status.success(),
+                "bash -n: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            // And it loads: `complete -p leasectl` names its function.
+            let o = Command::new("bash")
+                .args([
+                    "-c",
+                    &format!("source '{}' && complete -p leasectl", f.display()),
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains("leasectl"),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+    let out = leasectl(None, &["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let man = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        man.starts_with(".ie") || man.starts_with(".TH"),
+        "{}",
+        &man[..man.len().min(200)]
+    );
+    assert!(
+        man.contains(".TH leasectl"),
+        "{}",
+        &man[..man.len().min(400)]
+    );
+}
+
+fn venv_python() -> std::path::PathBuf {
+    let dir = std::env::var_os("LEASECTL_VENV_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| common::repo().join(".venv"));
+    dir.join("moto-5.2.5/bin/python")
+}
+
+/// The example rules and manifest: promtool when it is installed; always a
+/// YAML parse (PyYAML, from the moto venv) checking the structure, that
+/// every metric the rules name is one leasectl exports, and that the
+/// manifest's arguments parse with leasectl's own command line.
+#[tokio::test(flavor = "multi_thread")]
+async fn example_rules_and_manifest_are_valid() {
+    let rules = common::repo().join("assets/monitoring/leasectl.rules.yml");
+    let manifest = common::repo().join("assets/monitoring/daemonset.yaml");
+    if let Some(promtool) = which("promtool") {
+        let o = Command::new(promtool)
+            .args(["check", "rules"])
+            .arg(&rules)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let script = r#"
+import json, sys, yaml
+rules = yaml.safe_load(open(sys.argv[1]))
+docs = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+out = {"alerts": [], "exprs": [], "kinds": [d["kind"] for d in docs]}
+for g in rules["groups"]:
+    assert g["name"] and g["rules"], g
+    for r in g["rules"]:
+        assert set(r) <= {"alert", "expr", "for", "labels", "annotations"}, r
+        assert r["labels"]["severity"] in ("warning", "critical"), r
+        assert r["annotations"]["summary"], r
+        out["alerts"].append(r["alert"]); out["exprs"].append(r["expr"])
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+c = ds["spec"]["template"]["spec"]["containers"][0]
+out["args"] = c["args"]
+out["port"] = c["ports"][0]["containerPort"]
+out["probes"] = [c["readinessProbe"]["httpGet"]["path"], c["livenessProbe"]["httpGet"]["path"]]
+svc = next(d for d in docs if d["kind"] == "Service")
+assert svc["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
+print(json.dumps(out))
+"#;
+    let o = Command::new(venv_python())
+        .arg("-c")
+        .arg(script)
+        .arg(&rules)
+        .arg(&manifest)
+        .output()
+        .expect("python (run scripts/test.sh to set up the venv)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["alerts"].as_array().unwrap().len() >= 5);
+    assert_eq!(v["kinds"], serde_json::json!(["DaemonSet", "Service"]));
+    // Every metric named in the rules is exported (by -o prometheus on an
+    // S3 store with a lease, with a pod scan asked for).
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("rules-metrics");
+    common::create_bucket(&client, &bucket).await;
+    common::put_raw(&client, &bucket, "db/LEASE", record("h", 1, 60).as_bytes()).await;
+    let out = leasectl(
+        Some(&m.endpoint()),
+        &["-o", "prometheus", &format!("s3://{bucket}/")],
+    );
+    let exported = String::from_utf8_lossy(&out.stdout);
+    for expr in v["exprs"].as_array().unwrap() {
+        let expr = expr.as_str().unwrap();
+        for name in expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("leasectl_"))
+        {
+            assert!(
+                exported.contains(&format!("# TYPE {name} "))
+                    || exported.lines().any(|l| l.starts_with(name)),
+                "the rules use {name}, which leasectl does not export:\n{exported}"
+            );
+        }
+    }
+    // The manifest's arguments are leasectl's.
+    let args: Vec<String> = v["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    use clap::Parser;
+    let cli =
+        leasectl::cli::Cli::try_parse_from(std::iter::once("leasectl".to_owned()).chain(args))
+            .unwrap_or_else(|e| panic!("the manifest's args do not parse: {e}"));
+    match cli.command {
+        Some(leasectl::cli::Command::Serve(s)) => {
+            assert_eq!(s.listen.port() as u64, v["port"].as_u64().unwrap())
+        }
+        other => panic!("the manifest does not run serve: {other:?}"),
+    }
+    assert_eq!(v["probes"], serde_json::json!(["/healthz", "/healthz"]));
+}
