@@ -35,7 +35,7 @@ use super::probe;
 use super::record::{lease_key, LeaseRecord};
 use super::watch::LeaseWatch;
 use crate::clock::SharedClock;
-use crate::store::{ObjectRead, ObjectStore, PutCondition, StoreError};
+use crate::store::{DeleteSupport, EtagForm, ObjectRead, ObjectStore, PutCondition, StoreError};
 use crate::text::sanitize;
 
 /// How strongly a held lease excludes a second writer on this service.
@@ -192,6 +192,8 @@ impl BucketLease {
         // The precondition refused in the previous round, to tell a service
         // that refuses a precondition that holds from a lost race.
         let mut refused: Option<PutCondition> = None;
+        // The ETag form the refused request was sent with.
+        let mut refused_form = EtagForm::Quoted;
         let mut conflicts = 0usize;
         let mut create_refused = 0usize;
         for _ in 0..MAX_ROUNDS {
@@ -207,14 +209,22 @@ impl BucketLease {
                         });
                     }
                 }
+                // Refused with the ETag the object still has: a service that wants it
+                // unquoted (Ceph RGW) is adapted to once, after a check on a scratch key.
                 (Some(PutCondition::IfMatch(sent)), Observed::Present { etag: Some(e), .. })
-                    if e == sent =>
+                    if e == sent
+                        && (refused_form == EtagForm::Unquoted
+                            || !probe::adapt_etag_form(
+                                store.as_ref(),
+                                &scratch_key(&key, instance_id),
+                            )
+                            .await?) =>
                 {
                     return Err(LeaseError::IfMatchRefused {
                         key,
                         service: store.describe(),
                         etag: e.clone(),
-                    })
+                    });
                 }
                 _ => {}
             }
@@ -252,6 +262,11 @@ impl BucketLease {
                 Exclusion::BestEffort => PutCondition::None,
             };
             let body = record.to_body();
+            let replaced = observed
+                .record()
+                .filter(|r| r.instance_id != instance_id)
+                .map(|r| r.instance_id.clone());
+            let form = store.capabilities().etag_form;
             match store.put(&key, body.clone(), cond.clone()).await {
                 Ok(etag) => {
                     let etag = match etag {
@@ -272,15 +287,19 @@ impl BucketLease {
                         not_before_mono: None,
                         lost: false,
                     };
-                    return lease.probe_after_acquire(&body).await;
+                    return lease.probe_after_acquire(&body, replaced).await;
                 }
                 Err(StoreError::PreconditionFailed) => {
                     if config.exclusion == Exclusion::Conditional {
                         refused = Some(cond);
+                        refused_form = form;
                     }
                     continue;
                 }
-                Err(StoreError::Conflict) => {
+                // 409, or 5xx (Ceph RGW answers 500 to some losers of an If-Match race):
+                // the write may have landed. The next round reads back and judges
+                // (our own record is adopted).
+                Err(StoreError::Conflict) | Err(StoreError::Other { status: 500.., .. }) => {
                     conflicts += 1;
                     tokio::time::sleep(Duration::from_millis(50 * conflicts as u64)).await;
                     continue;
@@ -337,7 +356,11 @@ impl BucketLease {
         self.not_before_mono = Some(mono);
     }
 
-    async fn probe_after_acquire(mut self, body: &[u8]) -> Result<Self, LeaseError> {
+    async fn probe_after_acquire(
+        mut self,
+        body: &[u8],
+        replaced: Option<String>,
+    ) -> Result<Self, LeaseError> {
         if self.config.exclusion == Exclusion::BestEffort {
             return Ok(self);
         }
@@ -358,11 +381,29 @@ impl BucketLease {
                 }
             }
             tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
-            return Err(LeaseError::PreconditionsIgnored { header, service });
+            let changed = match replaced {
+                Some(holder) => format!(
+                    "the record of {} that was there was overwritten by ours, then ours was removed: \
+                     {} is now absent",
+                    sanitize(&holder),
+                    self.key
+                ),
+                None => "nothing left behind".to_owned(),
+            };
+            return Err(LeaseError::PreconditionsIgnored {
+                header,
+                service,
+                changed,
+            });
         }
         if let Err(e) = report {
             let _ = self.release().await;
             return Err(e.into());
+        }
+        // Once per store: is If-Match on DELETE honoured? (A release depends on it.)
+        let scratch = scratch_key(&self.key, &self.record.instance_id);
+        if let Err(e) = probe::learn_delete(self.store.as_ref(), &scratch).await {
+            tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
         }
         // An ignoring service may have rewritten the object; keep the ETag current.
         if let Ok(out) = self.store.get(&self.key, None).await {
@@ -416,6 +457,7 @@ impl BucketLease {
                     PutCondition::None
                 }
             };
+            let form = self.store.capabilities().etag_form;
             match self.store.put(&self.key, record.to_body(), cond).await {
                 Ok(etag) => {
                     self.etag = match etag {
@@ -432,9 +474,12 @@ impl BucketLease {
                 Err(
                     refused @ (StoreError::PreconditionFailed
                     | StoreError::Conflict
-                    | StoreError::NotFound(_)),
+                    | StoreError::NotFound(_)
+                    | StoreError::Other { status: 500.., .. }),
                 ) => {
-                    let conflict = matches!(refused, StoreError::Conflict);
+                    // 409 and 5xx are ambiguous: the write may have landed. Read back.
+                    let conflict =
+                        matches!(refused, StoreError::Conflict | StoreError::Other { .. });
                     if conflict {
                         conflicts += 1;
                     }
@@ -450,10 +495,18 @@ impl BucketLease {
                                 tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
                                 self.etag = e;
                             } else if conflict {
-                                // 409: another conditional write was in flight; ours is still there.
-                                tracing::info!(key = %self.key, "renewal answered 409 ConditionalRequestConflict; retrying");
+                                // 409/5xx: not written; ours is still there.
+                                tracing::info!(key = %self.key, "renewal answered {refused}; ours is still there unchanged; retrying");
                                 tokio::time::sleep(Duration::from_millis(50 * conflicts as u64))
                                     .await;
+                            } else if form == EtagForm::Quoted
+                                && probe::adapt_etag_form(
+                                    self.store.as_ref(),
+                                    &scratch_key(&self.key, &self.record.instance_id),
+                                )
+                                .await?
+                            {
+                                // The service wants the ETag unquoted (checked): renew again.
                             } else {
                                 // The object still has the ETag we sent, yet If-Match was refused.
                                 return Err(LeaseError::IfMatchRefused {
@@ -552,7 +605,9 @@ impl BucketLease {
     /// then expires by itself after one TTL).
     pub async fn release(mut self) -> Result<Released, LeaseError> {
         self.lost = true; // no more writes under this lease, whatever happens
-        if self.config.exclusion == Exclusion::Conditional {
+        if self.config.exclusion == Exclusion::Conditional
+            && self.store.capabilities().conditional_delete == DeleteSupport::Honoured
+        {
             match self.store.delete(&self.key, Some(&self.etag)).await {
                 Ok(()) => {
                     tracing::info!(key = %self.key, "lease released (conditional DELETE)");
@@ -581,8 +636,34 @@ impl BucketLease {
     async fn read_check_delete(&self) -> Result<Released, LeaseError> {
         match read(self.store.as_ref(), &self.key).await? {
             Observed::Absent => Ok(Released::AlreadyGone),
-            Observed::Present { record: Ok(r), .. } if r.instance_id == self.record.instance_id => {
-                self.store.delete(&self.key, None).await?;
+            Observed::Present {
+                record: Ok(r),
+                etag,
+                ..
+            } if r.instance_id == self.record.instance_id => {
+                // Still with If-Match where there is an ETag: a service that honours
+                // it closes the window between read and delete.
+                match self.store.delete(&self.key, etag.as_deref()).await {
+                    Ok(()) => {}
+                    Err(StoreError::PreconditionFailed) => {
+                        return match read(self.store.as_ref(), &self.key).await? {
+                            Observed::Absent => Ok(Released::AlreadyGone),
+                            Observed::Present { record: Ok(r), .. }
+                                if r.instance_id != self.record.instance_id =>
+                            {
+                                Ok(Released::NotOurs(r))
+                            }
+                            _ => Err(LeaseError::Contended {
+                                key: self.key.clone(),
+                            }),
+                        }
+                    }
+                    Err(StoreError::NotImplemented(_))
+                    | Err(StoreError::Other { status: 400, .. }) => {
+                        self.store.delete(&self.key, None).await?
+                    }
+                    Err(e) => return Err(e.into()),
+                }
                 tracing::info!(key = %self.key, "lease released (read, checked, deleted)");
                 Ok(Released::ReadCheckDelete)
             }
@@ -630,6 +711,13 @@ impl BucketLease {
     pub fn renew_interval(&self) -> Duration {
         self.config.ttl() / 3
     }
+}
+
+/// The scratch key next to lease `key` for checks of instance `id`:
+/// `{prefix}/.leasectl-probe/{id}`.
+pub(crate) fn scratch_key(key: &str, id: &str) -> String {
+    let dir = key.strip_suffix("LEASE").unwrap_or(key);
+    format!("{dir}.leasectl-probe/{id}")
 }
 
 /// Reads the LEASE at `key` as an observation; with `if_none_match` (the
