@@ -527,16 +527,27 @@ fn honoured(s: &Step) -> Honoured {
     }
 }
 
-/// Removes scratch keys under `dir` older than [`SWEEP_AFTER`] (by the
-/// service's Last-Modified against its own clock where known): probes killed
-/// mid-way leave theirs behind. Returns the keys removed.
-async fn sweep(store: &dyn ObjectStore, dir: &str, own: &str) -> Vec<String> {
-    let Ok(listing) = store.list(dir).await else {
-        return Vec::new();
+/// Removes the scratch keys directly under `dir` (a `.leasectl-probe/`
+/// prefix) older than `age` by the service's Last-Modified against the
+/// service's clock where known, except `own`: probes killed mid-way leave
+/// theirs behind. Each is deleted with `If-Match` on the ETag listed. Returns
+/// the keys removed. [`probe_scratch`] sweeps with [`SWEEP_AFTER`].
+pub async fn sweep(
+    store: &dyn ObjectStore,
+    dir: &str,
+    own: &str,
+    age: std::time::Duration,
+) -> Vec<String> {
+    let listing = match store.list(dir).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("could not list old scratch keys under {dir}: {e}");
+            return Vec::new();
+        }
     };
     let offset = store.server_offset().map(|o| o.offset_s).unwrap_or(0.0);
     let service_now = chrono::Utc::now() + chrono::Duration::milliseconds((offset * 1000.0) as i64);
-    let limit = chrono::Duration::from_std(SWEEP_AFTER).unwrap_or(chrono::Duration::MAX);
+    let limit = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
     let mut removed = Vec::new();
     for o in listing.objects {
         if o.key == own || !o.key.starts_with(dir) {
@@ -550,8 +561,12 @@ async fn sweep(store: &dyn ObjectStore, dir: &str, own: &str) -> Vec<String> {
             Some(e) => store.delete(&o.key, Some(e)).await,
             None => store.delete(&o.key, None).await,
         };
-        if r.is_ok() {
-            removed.push(o.key);
+        match r {
+            Ok(()) => removed.push(o.key),
+            Err(e) => tracing::warn!(
+                "could not remove the old scratch key {}: {e}",
+                crate::text::sanitize(&o.key)
+            ),
         }
     }
     removed
@@ -572,7 +587,7 @@ pub async fn probe_scratch(
         Some(i) => &key[..=i],
         None => "",
     };
-    let mut changed: Vec<String> = sweep(store, dir, key)
+    let mut changed: Vec<String> = sweep(store, dir, key, SWEEP_AFTER)
         .await
         .into_iter()
         .map(|k| {
@@ -588,9 +603,9 @@ pub async fn probe_scratch(
         if exists(store, key).await? {
             store.delete(key, None).await?;
         }
-        if exists(store, &absent_key).await? {
-            store.delete(&absent_key, None).await?;
-        }
+        // Unconditionally: a local store keeps a lock file for a key it was asked to
+        // write, even when it refused; deleting a missing key is no error on S3.
+        store.delete(&absent_key, None).await?;
         Ok::<_, StoreError>(())
     }
     .await;

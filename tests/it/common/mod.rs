@@ -93,14 +93,14 @@ macro_rules! server_matrix {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
-            async fn run($s: Server) $body
+            async fn matrix_body($s: Server) $body
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn moto() {
-                run(Server::Moto(Moto::Conditional)).await
+                matrix_body(Server::Moto(Moto::Conditional)).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn rgw() {
-                run(Server::Rgw).await
+                matrix_body(Server::Rgw).await
             }
         }
     };
