@@ -311,7 +311,24 @@ impl BucketLease {
                 Err(StoreError::NotImplemented(detail)) => {
                     return Err(LeaseError::PreconditionsUnsupported {
                         service: store.describe(),
-                        detail,
+                        detail: format!(
+                            "it answered 501 to a conditional PUT: {}",
+                            sanitize(&detail)
+                        ),
+                    })
+                }
+                // 400 to a conditional PUT of a key it has just let us read: the
+                // header itself is what it does not accept.
+                Err(StoreError::Other {
+                    status: 400,
+                    message,
+                }) if cond != PutCondition::None => {
+                    return Err(LeaseError::PreconditionsUnsupported {
+                        service: store.describe(),
+                        detail: format!(
+                            "it answered 400 to a conditional PUT: {}",
+                            sanitize(&message)
+                        ),
                     })
                 }
                 Err(e) => return Err(e.into()),

@@ -556,3 +556,47 @@ server_matrix! {
         }
     }
 }
+
+/// A service that answers conditional requests 400 or 501: `probe` says it
+/// does not support conditional writes (exit 3), `bucket hold` refuses (exit 4)
+/// with a sentence, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn conditional_headers_answered_400_or_501_are_reported_as_unsupported() {
+    let (endpoint, b) = bucket(Moto::Conditional, "cond-unsupported").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    for status in [400u16, 501] {
+        proxy.fail_conditional(status);
+        let out = probe_s3(&proxy.endpoint(), format!("s3://{b}/db/")).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(3), "{status}: {text}");
+        assert!(
+            text.contains("this service does not support conditional writes"),
+            "{status}: {text}"
+        );
+        let mut c = bin();
+        c.args([
+            "--endpoint-url",
+            &proxy.endpoint(),
+            "--path-style",
+            "bucket",
+            "hold",
+        ])
+        .arg(format!("s3://{b}/db/"))
+        .args(["--", "true"]);
+        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{status}: {err}");
+        assert!(
+            err.contains("does not support conditional writes")
+                && err.contains(&format!("it answered {status} to a conditional PUT")),
+            "{status}: {err}"
+        );
+        assert!(!err.contains("Other {"), "no Debug output: {err}");
+        assert!(
+            keys(&endpoint, &b).await.is_empty(),
+            "{:?}",
+            keys(&endpoint, &b).await
+        );
+    }
+}

@@ -31,6 +31,9 @@ struct State {
     hang: Option<(String, String)>,
     /// Answer requests with this method and path suffix with this status, unforwarded.
     fail: Option<(String, String, u16)>,
+    /// Answer every request carrying If-Match / If-None-Match with this status,
+    /// unforwarded (a service that does not support conditional requests).
+    fail_conditional: Option<u16>,
 }
 
 #[derive(Clone)]
@@ -84,11 +87,17 @@ impl Proxy {
         self.state.lock().unwrap().fail = Some((method.to_owned(), suffix.to_owned(), status));
     }
 
+    /// Answer every request with an `If-Match` or `If-None-Match` header with `status`.
+    pub fn fail_conditional(&self, status: u16) {
+        self.state.lock().unwrap().fail_conditional = Some(status);
+    }
+
     /// Back to forwarding everything: no hang, no failure, no dropped answer.
     pub fn clear_faults(&self) {
         let mut s = self.state.lock().unwrap();
         s.hang = None;
         s.fail = None;
+        s.fail_conditional = None;
         s.drop_next = None;
         s.mode = Some(Mode::Pass);
     }
@@ -160,7 +169,14 @@ async fn handle(
             .fail
             .as_ref()
             .filter(|(m, suffix, _)| *m == method && path.ends_with(suffix.as_str()))
-            .map(|f| f.2);
+            .map(|f| f.2)
+            .or_else(|| {
+                let conditional = head.lines().any(|l| {
+                    let l = l.to_ascii_lowercase();
+                    l.starts_with("if-match:") || l.starts_with("if-none-match:")
+                });
+                s.fail_conditional.filter(|_| conditional)
+            });
         (mode, drop_answer, fail)
     };
     if let Some(status) = fail {
