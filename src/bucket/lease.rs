@@ -381,7 +381,20 @@ impl BucketLease {
         if self.config.exclusion == Exclusion::BestEffort {
             return Ok(self);
         }
-        let report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
+        let mut report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
+        // Once per store: is If-Match on DELETE honoured (a release depends on it),
+        // and does If-Match on an absent key create it (then no lease is safe)?
+        if report.as_ref().is_ok_and(|r| r.ignored_header().is_none()) {
+            let scratch = scratch_key(&self.key, &self.record.instance_id);
+            if let Err(e) = probe::learn_delete(self.store.as_ref(), &scratch).await {
+                tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
+            }
+            if let Ok(r) = &mut report {
+                if self.store.capabilities().if_match_absent_creates {
+                    r.if_match_absent = Some(probe::Honoured::Ignored);
+                }
+            }
+        }
         let ignored = match &report {
             Ok(r) => r.ignored_header(),
             Err(_) => None,
@@ -416,11 +429,6 @@ impl BucketLease {
         if let Err(e) = report {
             let _ = self.release().await;
             return Err(e.into());
-        }
-        // Once per store: is If-Match on DELETE honoured? (A release depends on it.)
-        let scratch = scratch_key(&self.key, &self.record.instance_id);
-        if let Err(e) = probe::learn_delete(self.store.as_ref(), &scratch).await {
-            tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
         }
         // An ignoring service may have rewritten the object; keep the ETag current.
         if let Ok(out) = self.store.get(&self.key, None).await {

@@ -245,6 +245,9 @@ pub fn scratch_key(prefix: &str) -> String {
     )
 }
 
+/// Held while a check switches a store's ETag form.
+static FORM_CHANGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A made-up ETag no real object has.
 pub const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
 
@@ -319,6 +322,9 @@ fn release_word(d: DeleteSupport) -> &'static str {
 ///
 /// Errors: [`StoreError`] from the check (the store is left as it was).
 pub async fn adapt_etag_form(store: &dyn ObjectStore, scratch: &str) -> Result<bool, StoreError> {
+    // One change of form at a time: a check running while another user of the
+    // store switched it would send the "quoted" request bare.
+    let _one = FORM_CHANGE.lock().await;
     let caps = store.capabilities();
     if caps.etag_form == EtagForm::Unquoted {
         // Adapted meanwhile (by a concurrent user of this store).
@@ -381,8 +387,10 @@ pub async fn adapt_etag_form(store: &dyn ObjectStore, scratch: &str) -> Result<b
     }
 }
 
-/// Learns, once per store, whether conditional `DELETE` is honoured, on a
-/// scratch key `scratch` (created, deleted with a made-up ETag, removed).
+/// Learns, once per store, whether conditional `DELETE` is honoured and
+/// whether `If-Match` on an absent key creates it, on a scratch key `scratch`
+/// (created, deleted with a made-up ETag, removed, written with `If-Match`
+/// while absent, removed).
 /// Leaves the finding in the store's [`Capabilities`].
 ///
 /// Errors: store failures; the capability then stays unknown (a release then
@@ -410,6 +418,28 @@ pub async fn learn_delete(store: &dyn ObjectStore, scratch: &str) -> Result<(), 
         }
     };
     store.delete(scratch, None).await?;
+    // If-Match on the (now absent) scratch key must not create it.
+    let creates = match store
+        .put(
+            scratch,
+            body.clone(),
+            PutCondition::IfMatch(MADE_UP_ETAG.into()),
+        )
+        .await
+    {
+        Ok(_) => true,
+        Err(StoreError::Conflict) | Err(StoreError::Other { status: 500.., .. }) => {
+            exists(store, scratch).await?
+        }
+        Err(_) => false,
+    };
+    // Always: a local store keeps a lock file for a key it refused to write.
+    store.delete(scratch, None).await?;
+    if creates {
+        tracing::error!(
+            "the service creates an absent key on If-Match: a lease there cannot be kept safely"
+        );
+    }
     if found == DeleteSupport::Ignored {
         tracing::warn!(
             "the service ignores If-Match on DELETE: a lease is released by read, check, delete"
@@ -417,6 +447,7 @@ pub async fn learn_delete(store: &dyn ObjectStore, scratch: &str) -> Result<(), 
     }
     store.set_capabilities(Capabilities {
         conditional_delete: found,
+        if_match_absent_creates: creates,
         ..store.capabilities()
     });
     Ok(())
@@ -669,6 +700,7 @@ async fn run_steps(
     .await?;
     let mut note = None;
     let mut got = e;
+    let one = FORM_CHANGE.lock().await;
     if res == Outcome::Refused && caps0.etag_form == EtagForm::Quoted {
         let unquoted = Capabilities {
             etag_form: EtagForm::Unquoted,
@@ -711,6 +743,7 @@ async fn run_steps(
         s3.adapted = true;
     }
     steps.push(s3);
+    drop(one);
 
     // 4. If-Match with a made-up ETag (in the form now in use).
     let body = scratch_body("if_match_made_up");
@@ -837,8 +870,12 @@ async fn run_steps(
     s7.adapted = !s7.ok;
     steps.push(s7);
 
+    let creates = steps
+        .iter()
+        .any(|s| s.step == StepName::IfMatchAbsent && s.result == Outcome::Accepted);
     store.set_capabilities(Capabilities {
         conditional_delete: delete,
+        if_match_absent_creates: creates,
         ..store.capabilities()
     });
     let caps = store.capabilities();

@@ -113,6 +113,9 @@ pub struct Capabilities {
     pub etag_form: EtagForm,
     /// Conditional DELETE.
     pub conditional_delete: DeleteSupport,
+    /// `If-Match` on an absent key was found to create the object (a deleted
+    /// lease would be resurrected by an evicted holder's renewal).
+    pub if_match_absent_creates: bool,
 }
 
 /// Why a store request failed, classified by what the caller must do about it.

@@ -600,3 +600,47 @@ async fn conditional_headers_answered_400_or_501_are_reported_as_unsupported() {
         );
     }
 }
+
+/// A service on which `If-Match` on an absent key creates it (here: the
+/// preconditions are stripped for the scratch keys only, so the lease key
+/// itself passes the acquire's checks): `bucket hold` refuses (exit 4) — an
+/// evicted holder's renewal would resurrect a deleted lease — and leaves
+/// nothing behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
+    let (endpoint, b) = bucket(Moto::Conditional, "im-absent-creates").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.strip_conditional_under(".leasectl-probe/");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let mut c = bin();
+    c.args([
+        "--endpoint-url",
+        &proxy.endpoint(),
+        "--path-style",
+        "bucket",
+        "hold",
+    ])
+    .arg(format!("s3://{b}/db/"))
+    .args(["--", "touch"])
+    .arg(&marker);
+    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("If-Match on an absent key"), "{err}");
+    assert!(err.contains("nothing left behind"), "{err}");
+    assert!(!marker.exists(), "the command never ran");
+    assert!(
+        keys(&endpoint, &b).await.is_empty(),
+        "{:?}",
+        keys(&endpoint, &b).await
+    );
+    // The probe names the step.
+    let out = probe_s3(&proxy.endpoint(), format!("s3://{b}/db/")).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("5. PUT If-Match (key absent)"), "{text}");
+    assert!(text.contains("object created"), "{text}");
+    assert!(keys(&endpoint, &b).await.is_empty());
+}

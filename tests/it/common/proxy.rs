@@ -34,6 +34,8 @@ struct State {
     /// Answer every request carrying If-Match / If-None-Match with this status,
     /// unforwarded (a service that does not support conditional requests).
     fail_conditional: Option<u16>,
+    /// Strip If-Match / If-None-Match only from requests whose path contains this.
+    strip_under: Option<String>,
 }
 
 #[derive(Clone)]
@@ -90,6 +92,12 @@ impl Proxy {
     /// Answer every request with an `If-Match` or `If-None-Match` header with `status`.
     pub fn fail_conditional(&self, status: u16) {
         self.state.lock().unwrap().fail_conditional = Some(status);
+    }
+
+    /// Remove `If-Match` / `If-None-Match` only from requests whose path contains `part`
+    /// (a service that mis-implements them for some keys).
+    pub fn strip_conditional_under(&self, part: &str) {
+        self.state.lock().unwrap().strip_under = Some(part.to_owned());
     }
 
     /// Back to forwarding everything: no hang, no failure, no dropped answer.
@@ -162,6 +170,12 @@ async fn handle(
             .is_some_and(|(m, suffix)| *m == method && path.ends_with(suffix.as_str()));
         let mode = if hang {
             Mode::BlackHole
+        } else if s
+            .strip_under
+            .as_ref()
+            .is_some_and(|p| path.contains(p.as_str()))
+        {
+            Mode::StripConditional
         } else {
             s.mode.unwrap_or(Mode::Pass)
         };
