@@ -644,3 +644,41 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     assert!(text.contains("object created"), "{text}");
     assert!(keys(&endpoint, &b).await.is_empty());
 }
+
+/// `bucket hold` over a stale lease on a service that ignores preconditions:
+/// refused (exit 4), and it says what it changed — the previous holder's
+/// record was overwritten and is gone — instead of "nothing left behind".
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
+    let (endpoint, b) = bucket(Moto::Ignoring, "ignoring-stale").await;
+    let old = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
+    put_raw(
+        &sdk_client(&endpoint),
+        &b,
+        "db/LEASE",
+        format!(r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#).as_bytes(),
+    )
+    .await;
+    let mut c = bin();
+    c.args([
+        "--endpoint-url",
+        &endpoint,
+        "--path-style",
+        "bucket",
+        "hold",
+    ])
+    .arg(format!("s3://{b}/db/"))
+    .args(["--", "true"]);
+    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(!err.contains("nothing left behind"), "{err}");
+    assert!(
+        err.contains("the record of dead-holder that was there was overwritten by ours"),
+        "{err}"
+    );
+    assert!(
+        keys(&endpoint, &b).await.is_empty(),
+        "as said: db/LEASE is gone"
+    );
+}
