@@ -195,6 +195,9 @@ impl BucketLease {
         // The ETag form the refused request was sent with.
         let mut refused_form = EtagForm::Quoted;
         let mut conflicts = 0usize;
+        // 5xx answers are counted with 409s; reported as what they were.
+        let mut saw_409 = false;
+        let mut last_5xx: Option<StoreError> = None;
         let mut create_refused = 0usize;
         for _ in 0..MAX_ROUNDS {
             let observed = read(store.as_ref(), &key).await?;
@@ -299,8 +302,13 @@ impl BucketLease {
                 // 409, or 5xx (Ceph RGW answers 500 to some losers of an If-Match race):
                 // the write may have landed. The next round reads back and judges
                 // (our own record is adopted).
-                Err(StoreError::Conflict) | Err(StoreError::Other { status: 500.., .. }) => {
+                Err(e @ (StoreError::Conflict | StoreError::Other { status: 500.., .. })) => {
                     conflicts += 1;
+                    if matches!(e, StoreError::Other { .. }) {
+                        last_5xx = Some(e);
+                    } else {
+                        saw_409 = true;
+                    }
                     tokio::time::sleep(Duration::from_millis(50 * conflicts as u64)).await;
                     continue;
                 }
@@ -333,6 +341,9 @@ impl BucketLease {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        if let (false, Some(e)) = (saw_409, last_5xx) {
+            return Err(e.into());
         }
         if conflicts > 0 {
             return Err(LeaseError::Conflicts {
@@ -458,6 +469,9 @@ impl BucketLease {
             });
         }
         let mut conflicts = 0usize;
+        // 5xx answers are counted with 409s; reported as what they were.
+        let mut saw_409 = false;
+        let mut last_5xx: Option<StoreError> = None;
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.wall();
             let mono = self.clock.mono();
@@ -508,6 +522,17 @@ impl BucketLease {
                     if conflict {
                         conflicts += 1;
                     }
+                    let answer = match &refused {
+                        StoreError::Conflict => {
+                            saw_409 = true;
+                            "409 ConditionalRequestConflict".to_owned()
+                        }
+                        StoreError::Other { status, .. } => {
+                            last_5xx = Some(refused.clone());
+                            format!("{status}")
+                        }
+                        _ => String::new(),
+                    };
                     match read(self.store.as_ref(), &self.key).await? {
                         Observed::Present {
                             etag: Some(e),
@@ -521,7 +546,7 @@ impl BucketLease {
                                 self.etag = e;
                             } else if conflict {
                                 // 409/5xx: not written; ours is still there.
-                                tracing::info!(key = %self.key, "renewal answered {refused}; ours is still there unchanged; retrying");
+                                tracing::info!(key = %self.key, "renewal answered {answer}; read back: ours is still there unchanged; retrying");
                                 tokio::time::sleep(Duration::from_millis(50 * conflicts as u64))
                                     .await;
                             } else if form == EtagForm::Quoted
@@ -547,6 +572,9 @@ impl BucketLease {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        if let (false, Some(e)) = (saw_409, last_5xx) {
+            return Err(e.into());
         }
         if conflicts > 0 {
             return Err(LeaseError::Conflicts {
