@@ -629,21 +629,9 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
 async fn renewals_answered_500_are_read_back_and_reported_as_such() {
     let (port, b) = bucket("renew-500").await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start(port, Mode::Pass).await;
-    let log = dir.path().join("s.log");
-    let mut hold = Hold::spawn(
-        dir.path(),
-        "server-error",
-        &proxy.endpoint(),
-        &format!("s3://{b}/e500/"),
-        &["--ttl", "3s"],
-        &writer(&log, false, None),
-        &[],
-    );
-    wait_for_lines(&log, 1, Duration::from_secs(20)).await;
-    proxy.fail_requests("PUT", "/e500/LEASE", 500);
-    assert_eq!(hold.exit_code(Duration::from_secs(15)).await, Some(5));
-    let err = hold.stderr();
+    let err = renewals_answered(port, &b, dir.path(), "e500", 500).await;
+    // Each 500 is read back (ours unchanged: retried); the SDK may also retry
+    // it once itself, or time out under load, but never calls it a 409 or a loss.
     assert!(
         err.contains("renewal answered 500; read back: ours is still there unchanged"),
         "{err}"

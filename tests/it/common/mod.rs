@@ -84,9 +84,9 @@ pub fn rgw_endpoint() -> String {
     }
 }
 
-/// Defines one test per server of [`Server::MATRIX`]: a module `NAME` with
+/// Defines one test per server of [`Server::MATRIX`] (`#[macro_use] mod common`
+/// in main.rs makes it visible to every module): a module `NAME` with
 /// tests `moto` and `rgw`, each calling the body with its server.
-#[macro_export]
 macro_rules! server_matrix {
     ($(#[$m:meta])* async fn $name:ident($s:ident : Server) $body:block) => {
         $(#[$m])*
