@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need that cargo does not: two S3 test servers (moto),
-# each in its own virtualenv, tmux for the end-to-end terminal tests and
-# libfaketime for the clock-fault tests.
+# each in its own virtualenv, Ceph RGW (Debian's ceph + radosgw, started by
+# scripts/ceph-rgw.sh), tmux for the end-to-end terminal tests and libfaketime
+# for the clock-fault tests.
 #   moto[server]==5.2.5  — answers conditional requests like AWS (the main test server)
 #   moto[server]==5.0.14 — ignores If-None-Match / If-Match (the service the probe must catch)
 # Virtualenvs go to $LEASECTL_VENV_DIR (default: .venv in the repo). Idempotent.
@@ -20,15 +21,19 @@ for version in 5.2.5 5.0.14; do
   "$python" -m venv "$dir"
   "$dir/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$version"
 done
-# tmux (console end-to-end tests) and libfaketime (clock-fault tests: a
-# process whose wall clock is shifted or stepped while it runs).
+# tmux (console end-to-end tests), libfaketime (clock-fault tests: a
+# process whose wall clock is shifted or stepped while it runs), and Ceph RGW
+# (the second real S3 test server; scripts/ceph-rgw.sh runs it).
 missing=()
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v radosgw >/dev/null 2>&1 || missing+=(ceph radosgw)
+command -v uuidgen >/dev/null 2>&1 || missing+=(uuid-runtime)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
   if command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && apt-get install -y -qq "${missing[@]}") >/dev/null
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}") >/dev/null
   else
     echo "setup: ${missing[*]} missing; install with your package manager" >&2
     exit 1

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# The test command: set up the S3 test servers (idempotent), then run every test.
-# Extra arguments go to `cargo test` (e.g. scripts/test.sh --test it engine:: to run one module).
+# The test command: set up the S3 test servers (idempotent), start Ceph RGW
+# (scripts/ceph-rgw.sh; stopped again at exit if this run started it), then run
+# every test. Extra arguments go to `cargo test` (e.g. scripts/test.sh --test it engine:: to run one module).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/setup-test-env.sh"
 export LEASECTL_VENV_DIR="${LEASECTL_VENV_DIR:-$repo/.venv}"
+export LEASECTL_RGW_DIR="${LEASECTL_RGW_DIR:-$repo/.rgw}"
+if ! "$repo/scripts/ceph-rgw.sh" status; then
+  trap '"$repo/scripts/ceph-rgw.sh" stop' EXIT
+  "$repo/scripts/ceph-rgw.sh" start >/dev/null
+fi
 cd "$repo"
 cargo test --all-targets "$@"
 # Doc tests (e.g. the compile-time proof that a read-only store cannot be written)

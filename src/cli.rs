@@ -215,6 +215,9 @@ pub enum Command {
         /// s3://bucket/path/ or file:///dir/.
         #[arg(value_name = "TARGET")]
         target: String,
+        /// Print the findings as one JSON document (each step, the ETag form, how a lease is released).
+        #[arg(long)]
+        json: bool,
     },
     /// Take over the lease on PREFIX_URL: guarded, conditional on the ETag seen, audited.
     /// Exit 0 taken; 4 refused (fresh without --force, changed since seen, under watch,

@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bucket::probe::{probe_scratch, Honoured, PreconditionReport};
+use crate::bucket::probe::{probe_scratch, PreconditionReport};
 use crate::bucket::{
     new_instance_id, BucketLease, Exclusion, KeepAlive, LeaseConfig, LeaseError, LeaseWatch,
     ReleaseReport, Released,
@@ -20,63 +20,144 @@ pub const EXIT_NOT_ACQUIRED: i32 = Exit::Refused.code();
 /// `bucket hold` exit code: the lease was lost or its fence closed; CMD was stopped.
 pub const EXIT_FENCED: i32 = Exit::Fenced.code();
 
-/// Runs the probe on the scratch key under `root` and prints the findings.
-/// Returns the exit code: 0 conditional, 3 a precondition ignored, 1 not
-/// permitted or unreachable.
-pub async fn probe(store: &dyn ObjectStore, root: &str, out: &mut impl std::io::Write) -> i32 {
+/// Exit code of `probe`: the service cannot give exclusion (a precondition
+/// ignored, or conditional writes not supported).
+pub const EXIT_NOT_CONDITIONAL: i32 = Exit::Attention.code();
+
+/// `leasectl probe --json`: the document printed.
+#[derive(serde::Serialize)]
+struct ProbeJson<'a> {
+    schema: &'static str,
+    service: String,
+    scratch_key: &'a str,
+    /// `conditional`, `not_conditional`, `unsupported`, `not_permitted`, `failed`.
+    verdict: &'static str,
+    exit_code: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a PreconditionReport>,
+    adaptations: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// Runs the probe on the scratch key under `root` and prints the findings
+/// (as text, or as one JSON document with `json`). Returns the exit code: 0
+/// conditional (perhaps with adaptations, each named), 3 a precondition
+/// ignored or conditional writes not supported, 1 not permitted or unreachable.
+pub async fn probe(
+    store: &dyn ObjectStore,
+    root: &str,
+    json: bool,
+    out: &mut impl std::io::Write,
+) -> i32 {
     let key = crate::bucket::probe::scratch_key(root);
-    let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
-    match probe_scratch(store, &key).await {
+    if !json {
+        let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
+    }
+    let result = probe_scratch(store, &key).await;
+    let (verdict, code, text, error) = match &result {
         Ok(report) => {
-            print_report(&report, out);
-            if report.conditional() {
-                Exit::Ok.code()
+            let (v, c, t) = if let Some(h) = report.unsupported() {
+                (
+                    "unsupported",
+                    EXIT_NOT_CONDITIONAL,
+                    format!(
+                        "this service does not support conditional writes (it refuses {h} itself) — \
+                         a lease here excludes nobody; only best-effort mode ({}) can run",
+                        crate::bucket::CONDITIONAL_SWITCH
+                    ),
+                )
+            } else if let Some(h) = report.ignored_header() {
+                (
+                    "not_conditional",
+                    EXIT_NOT_CONDITIONAL,
+                    format!(
+                        "ignores {h} — a lease here excludes nobody; only best-effort mode ({}) can run",
+                        crate::bucket::CONDITIONAL_SWITCH
+                    ),
+                )
+            } else if report.adaptations().is_empty() {
+                (
+                    "conditional",
+                    Exit::Ok.code(),
+                    "conditional — a lease here excludes a second writer".to_owned(),
+                )
             } else {
-                Exit::Attention.code()
+                (
+                    "conditional",
+                    Exit::Ok.code(),
+                    "conditional with the adaptations above — a lease here excludes a second writer"
+                        .to_owned(),
+                )
+            };
+            (v, c, t, None)
+        }
+        Err(StoreError::AccessDenied(m)) => (
+            "not_permitted",
+            Exit::Failed.code(),
+            format!(
+                "not permitted — the credentials may not write {key} ({})",
+                sanitize(m)
+            ),
+            Some(format!("access denied: {}", sanitize(m))),
+        ),
+        Err(StoreError::NotImplemented(m)) => (
+            "unsupported",
+            EXIT_NOT_CONDITIONAL,
+            format!(
+                "this service does not support conditional writes ({})",
+                sanitize(m)
+            ),
+            Some(format!("not implemented: {}", sanitize(m))),
+        ),
+        Err(e) => (
+            "failed",
+            Exit::Failed.code(),
+            format!("probe failed: {e}"),
+            Some(e.to_string()),
+        ),
+    };
+    if json {
+        let doc = ProbeJson {
+            schema: "leasectl-probe/1",
+            service: store.describe(),
+            scratch_key: &key,
+            verdict,
+            exit_code: code,
+            report: result.as_ref().ok(),
+            adaptations: result.as_ref().map(|r| r.adaptations()).unwrap_or_default(),
+            error,
+        };
+        match crate::text::to_json_pretty(&doc) {
+            Ok(t) => {
+                let _ = writeln!(out, "{t}");
+            }
+            Err(e) => {
+                let _ = writeln!(out, "{{\"error\": \"{e}\"}}");
+                return Exit::Failed.code();
             }
         }
-        Err(StoreError::AccessDenied(m)) => {
-            let _ = writeln!(
-                out,
-                "verdict: not permitted — the credentials may not write {key} ({})",
-                sanitize(&m)
-            );
-            Exit::Failed.code()
-        }
-        Err(StoreError::NotImplemented(m)) => {
-            let _ = writeln!(
-                out,
-                "verdict: conditional writes not implemented by the service ({})",
-                sanitize(&m)
-            );
-            Exit::Attention.code()
-        }
-        Err(e) => {
-            let _ = writeln!(out, "verdict: probe failed: {e}");
-            Exit::Failed.code()
-        }
+        return code;
     }
+    if let Ok(report) = &result {
+        print_report(report, out);
+    }
+    let _ = writeln!(out, "verdict: {text}");
+    code
 }
 
 fn print_report(r: &PreconditionReport, out: &mut impl std::io::Write) {
-    let word = |h: Honoured| match h {
-        Honoured::Yes => "honoured",
-        Honoured::Ignored => "IGNORED",
-        Honoured::Unsupported => "not implemented",
-    };
-    let _ = writeln!(out, "  If-None-Match: *        {}", word(r.if_none_match));
-    let _ = writeln!(out, "  If-Match (made-up ETag) {}", word(r.if_match));
-    if let Some(d) = r.conditional_delete {
-        let _ = writeln!(out, "  DELETE If-Match         {}", word(d));
+    for (i, s) in r.steps.iter().enumerate() {
+        let _ = writeln!(out, "  {}. {}", i + 1, s.line());
     }
-    let verdict = match r.ignored_header() {
-        None => "conditional — a lease here excludes a second writer".to_owned(),
-        Some(h) => format!(
-            "ignores {h} — a lease here excludes nobody; only best-effort mode ({}) can run",
-            crate::bucket::CONDITIONAL_SWITCH
-        ),
-    };
-    let _ = writeln!(out, "verdict: {verdict}");
+    let _ = writeln!(out, "  etag_form: {}", r.etag_form.as_str());
+    let _ = writeln!(out, "  release:   {}", r.release);
+    for a in r.adaptations() {
+        let _ = writeln!(out, "  adapted:   {a}");
+    }
+    for c in &r.changed {
+        let _ = writeln!(out, "  changed:   {c}");
+    }
 }
 
 /// How `bucket hold` runs.

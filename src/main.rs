@@ -219,7 +219,7 @@ fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
 async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         None => console(cli).await,
-        Some(Command::Probe { ref target }) => {
+        Some(Command::Probe { ref target, json }) => {
             let target = match target_or_usage(target) {
                 Ok(t) => t,
                 Err(code) => return Ok(code),
@@ -229,7 +229,13 @@ async fn run(cli: Cli) -> Result<i32> {
                 .open(&target)
                 .await
                 .map_err(|e| eyre!("{target}: {e}"))?;
-            Ok(commands::probe(store.as_ref(), target.prefix(), &mut std::io::stdout()).await)
+            Ok(commands::probe(
+                store.as_ref(),
+                target.prefix(),
+                json,
+                &mut std::io::stdout(),
+            )
+            .await)
         }
         Some(Command::Bucket {
             command:

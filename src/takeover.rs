@@ -324,7 +324,7 @@ pub async fn takeover(
         let scratch = crate::bucket::probe::scratch_key(&req.prefix);
         match probe_scratch(store.as_ref(), &scratch).await {
             Ok(report) => {
-                if let Some(header) = report.ignored_header() {
+                if let Some(header) = report.ignored_header().or(report.unsupported()) {
                     return Err(TakeoverError::PreconditionsIgnored {
                         header,
                         service: store.describe(),

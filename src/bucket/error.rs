@@ -50,16 +50,19 @@ pub enum LeaseError {
         by: Option<LeaseRecord>,
     },
     /// The service accepted a write whose precondition should have been refused.
-    #[error("{service} ignores {header}: it cannot give exclusion, so the lease was not taken (nothing left behind). \
+    #[error("{service} ignores {header}: it cannot give exclusion, so the lease was not taken ({changed}). \
              To run anyway with best-effort exclusion, set {CONDITIONAL_SWITCH} or pass --conditional off")]
     PreconditionsIgnored {
         /// `If-None-Match` or `If-Match`.
         header: &'static str,
         /// The store, as described to the operator.
         service: String,
+        /// What the attempt changed on the service (`nothing left behind`, or a
+        /// previous record overwritten and removed).
+        changed: String,
     },
     /// The service refused conditional writes outright (HTTP 501).
-    #[error("{service} does not implement conditional writes ({detail}). \
+    #[error("{service} does not support conditional writes ({detail}). \
              To run anyway with best-effort exclusion, set {CONDITIONAL_SWITCH} or pass --conditional off")]
     PreconditionsUnsupported {
         /// The store.

@@ -35,7 +35,7 @@ use super::probe;
 use super::record::{lease_key, LeaseRecord};
 use super::watch::LeaseWatch;
 use crate::clock::SharedClock;
-use crate::store::{ObjectRead, ObjectStore, PutCondition, StoreError};
+use crate::store::{DeleteSupport, EtagForm, ObjectRead, ObjectStore, PutCondition, StoreError};
 use crate::text::sanitize;
 
 /// How strongly a held lease excludes a second writer on this service.
@@ -192,7 +192,12 @@ impl BucketLease {
         // The precondition refused in the previous round, to tell a service
         // that refuses a precondition that holds from a lost race.
         let mut refused: Option<PutCondition> = None;
+        // The ETag form the refused request was sent with.
+        let mut refused_form = EtagForm::Quoted;
         let mut conflicts = 0usize;
+        // 5xx answers are counted with 409s; reported as what they were.
+        let mut saw_409 = false;
+        let mut last_5xx: Option<StoreError> = None;
         let mut create_refused = 0usize;
         for _ in 0..MAX_ROUNDS {
             let observed = read(store.as_ref(), &key).await?;
@@ -207,14 +212,22 @@ impl BucketLease {
                         });
                     }
                 }
+                // Refused with the ETag the object still has: a service that wants it
+                // unquoted (Ceph RGW) is adapted to once, after a check on a scratch key.
                 (Some(PutCondition::IfMatch(sent)), Observed::Present { etag: Some(e), .. })
-                    if e == sent =>
+                    if e == sent
+                        && (refused_form == EtagForm::Unquoted
+                            || !probe::adapt_etag_form(
+                                store.as_ref(),
+                                &scratch_key(&key, instance_id),
+                            )
+                            .await?) =>
                 {
                     return Err(LeaseError::IfMatchRefused {
                         key,
                         service: store.describe(),
                         etag: e.clone(),
-                    })
+                    });
                 }
                 _ => {}
             }
@@ -252,6 +265,11 @@ impl BucketLease {
                 Exclusion::BestEffort => PutCondition::None,
             };
             let body = record.to_body();
+            let replaced = observed
+                .record()
+                .filter(|r| r.instance_id != instance_id)
+                .map(|r| r.instance_id.clone());
+            let form = store.capabilities().etag_form;
             match store.put(&key, body.clone(), cond.clone()).await {
                 Ok(etag) => {
                     let etag = match etag {
@@ -272,16 +290,25 @@ impl BucketLease {
                         not_before_mono: None,
                         lost: false,
                     };
-                    return lease.probe_after_acquire(&body).await;
+                    return lease.probe_after_acquire(&body, replaced).await;
                 }
                 Err(StoreError::PreconditionFailed) => {
                     if config.exclusion == Exclusion::Conditional {
                         refused = Some(cond);
+                        refused_form = form;
                     }
                     continue;
                 }
-                Err(StoreError::Conflict) => {
+                // 409, or 5xx (Ceph RGW answers 500 to some losers of an If-Match race):
+                // the write may have landed. The next round reads back and judges
+                // (our own record is adopted).
+                Err(e @ (StoreError::Conflict | StoreError::Other { status: 500.., .. })) => {
                     conflicts += 1;
+                    if matches!(e, StoreError::Other { .. }) {
+                        last_5xx = Some(e);
+                    } else {
+                        saw_409 = true;
+                    }
                     tokio::time::sleep(Duration::from_millis(50 * conflicts as u64)).await;
                     continue;
                 }
@@ -292,11 +319,31 @@ impl BucketLease {
                 Err(StoreError::NotImplemented(detail)) => {
                     return Err(LeaseError::PreconditionsUnsupported {
                         service: store.describe(),
-                        detail,
+                        detail: format!(
+                            "it answered 501 to a conditional PUT: {}",
+                            sanitize(&detail)
+                        ),
+                    })
+                }
+                // 400 to a conditional PUT of a key it has just let us read: the
+                // header itself is what it does not accept.
+                Err(StoreError::Other {
+                    status: 400,
+                    message,
+                }) if cond != PutCondition::None => {
+                    return Err(LeaseError::PreconditionsUnsupported {
+                        service: store.describe(),
+                        detail: format!(
+                            "it answered 400 to a conditional PUT: {}",
+                            sanitize(&message)
+                        ),
                     })
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        if let (false, Some(e)) = (saw_409, last_5xx) {
+            return Err(e.into());
         }
         if conflicts > 0 {
             return Err(LeaseError::Conflicts {
@@ -337,11 +384,28 @@ impl BucketLease {
         self.not_before_mono = Some(mono);
     }
 
-    async fn probe_after_acquire(mut self, body: &[u8]) -> Result<Self, LeaseError> {
+    async fn probe_after_acquire(
+        mut self,
+        body: &[u8],
+        replaced: Option<String>,
+    ) -> Result<Self, LeaseError> {
         if self.config.exclusion == Exclusion::BestEffort {
             return Ok(self);
         }
-        let report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
+        let mut report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
+        // Once per store: is If-Match on DELETE honoured (a release depends on it),
+        // and does If-Match on an absent key create it (then no lease is safe)?
+        if report.as_ref().is_ok_and(|r| r.ignored_header().is_none()) {
+            let scratch = scratch_key(&self.key, &self.record.instance_id);
+            if let Err(e) = probe::learn_delete(self.store.as_ref(), &scratch).await {
+                tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
+            }
+            if let Ok(r) = &mut report {
+                if self.store.capabilities().if_match_absent_creates {
+                    r.if_match_absent = Some(probe::Honoured::Ignored);
+                }
+            }
+        }
         let ignored = match &report {
             Ok(r) => r.ignored_header(),
             Err(_) => None,
@@ -358,7 +422,20 @@ impl BucketLease {
                 }
             }
             tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
-            return Err(LeaseError::PreconditionsIgnored { header, service });
+            let changed = match replaced {
+                Some(holder) => format!(
+                    "the record of {} that was there was overwritten by ours, then ours was removed: \
+                     {} is now absent",
+                    sanitize(&holder),
+                    self.key
+                ),
+                None => "nothing left behind".to_owned(),
+            };
+            return Err(LeaseError::PreconditionsIgnored {
+                header,
+                service,
+                changed,
+            });
         }
         if let Err(e) = report {
             let _ = self.release().await;
@@ -392,6 +469,9 @@ impl BucketLease {
             });
         }
         let mut conflicts = 0usize;
+        // 5xx answers are counted with 409s; reported as what they were.
+        let mut saw_409 = false;
+        let mut last_5xx: Option<StoreError> = None;
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.wall();
             let mono = self.clock.mono();
@@ -416,6 +496,7 @@ impl BucketLease {
                     PutCondition::None
                 }
             };
+            let form = self.store.capabilities().etag_form;
             match self.store.put(&self.key, record.to_body(), cond).await {
                 Ok(etag) => {
                     self.etag = match etag {
@@ -432,12 +513,26 @@ impl BucketLease {
                 Err(
                     refused @ (StoreError::PreconditionFailed
                     | StoreError::Conflict
-                    | StoreError::NotFound(_)),
+                    | StoreError::NotFound(_)
+                    | StoreError::Other { status: 500.., .. }),
                 ) => {
-                    let conflict = matches!(refused, StoreError::Conflict);
+                    // 409 and 5xx are ambiguous: the write may have landed. Read back.
+                    let conflict =
+                        matches!(refused, StoreError::Conflict | StoreError::Other { .. });
                     if conflict {
                         conflicts += 1;
                     }
+                    let answer = match &refused {
+                        StoreError::Conflict => {
+                            saw_409 = true;
+                            "409 ConditionalRequestConflict".to_owned()
+                        }
+                        StoreError::Other { status, .. } => {
+                            last_5xx = Some(refused.clone());
+                            format!("{status}")
+                        }
+                        _ => String::new(),
+                    };
                     match read(self.store.as_ref(), &self.key).await? {
                         Observed::Present {
                             etag: Some(e),
@@ -450,10 +545,18 @@ impl BucketLease {
                                 tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
                                 self.etag = e;
                             } else if conflict {
-                                // 409: another conditional write was in flight; ours is still there.
-                                tracing::info!(key = %self.key, "renewal answered 409 ConditionalRequestConflict; retrying");
+                                // 409/5xx: not written; ours is still there.
+                                tracing::info!(key = %self.key, "renewal answered {answer}; read back: ours is still there unchanged; retrying");
                                 tokio::time::sleep(Duration::from_millis(50 * conflicts as u64))
                                     .await;
+                            } else if form == EtagForm::Quoted
+                                && probe::adapt_etag_form(
+                                    self.store.as_ref(),
+                                    &scratch_key(&self.key, &self.record.instance_id),
+                                )
+                                .await?
+                            {
+                                // The service wants the ETag unquoted (checked): renew again.
                             } else {
                                 // The object still has the ETag we sent, yet If-Match was refused.
                                 return Err(LeaseError::IfMatchRefused {
@@ -469,6 +572,9 @@ impl BucketLease {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        if let (false, Some(e)) = (saw_409, last_5xx) {
+            return Err(e.into());
         }
         if conflicts > 0 {
             return Err(LeaseError::Conflicts {
@@ -552,7 +658,9 @@ impl BucketLease {
     /// then expires by itself after one TTL).
     pub async fn release(mut self) -> Result<Released, LeaseError> {
         self.lost = true; // no more writes under this lease, whatever happens
-        if self.config.exclusion == Exclusion::Conditional {
+        if self.config.exclusion == Exclusion::Conditional
+            && self.store.capabilities().conditional_delete == DeleteSupport::Honoured
+        {
             match self.store.delete(&self.key, Some(&self.etag)).await {
                 Ok(()) => {
                     tracing::info!(key = %self.key, "lease released (conditional DELETE)");
@@ -581,8 +689,34 @@ impl BucketLease {
     async fn read_check_delete(&self) -> Result<Released, LeaseError> {
         match read(self.store.as_ref(), &self.key).await? {
             Observed::Absent => Ok(Released::AlreadyGone),
-            Observed::Present { record: Ok(r), .. } if r.instance_id == self.record.instance_id => {
-                self.store.delete(&self.key, None).await?;
+            Observed::Present {
+                record: Ok(r),
+                etag,
+                ..
+            } if r.instance_id == self.record.instance_id => {
+                // Still with If-Match where there is an ETag: a service that honours
+                // it closes the window between read and delete.
+                match self.store.delete(&self.key, etag.as_deref()).await {
+                    Ok(()) => {}
+                    Err(StoreError::PreconditionFailed) => {
+                        return match read(self.store.as_ref(), &self.key).await? {
+                            Observed::Absent => Ok(Released::AlreadyGone),
+                            Observed::Present { record: Ok(r), .. }
+                                if r.instance_id != self.record.instance_id =>
+                            {
+                                Ok(Released::NotOurs(r))
+                            }
+                            _ => Err(LeaseError::Contended {
+                                key: self.key.clone(),
+                            }),
+                        }
+                    }
+                    Err(StoreError::NotImplemented(_))
+                    | Err(StoreError::Other { status: 400, .. }) => {
+                        self.store.delete(&self.key, None).await?
+                    }
+                    Err(e) => return Err(e.into()),
+                }
                 tracing::info!(key = %self.key, "lease released (read, checked, deleted)");
                 Ok(Released::ReadCheckDelete)
             }
@@ -630,6 +764,13 @@ impl BucketLease {
     pub fn renew_interval(&self) -> Duration {
         self.config.ttl() / 3
     }
+}
+
+/// The scratch key next to lease `key` for checks of instance `id`:
+/// `{prefix}/.leasectl-probe/{id}`.
+pub(crate) fn scratch_key(key: &str, id: &str) -> String {
+    let dir = key.strip_suffix("LEASE").unwrap_or(key);
+    format!("{dir}.leasectl-probe/{id}")
 }
 
 /// Reads the LEASE at `key` as an observation; with `if_none_match` (the

@@ -1,53 +1,238 @@
-//! The precondition probe: does this service really refuse a failed
-//! `If-None-Match: *` and `If-Match`?
+//! The precondition probe: does this service really implement `If-None-Match: *`,
+//! `If-Match` and conditional `DELETE` as S3 does?
 //!
-//! Some services accept conditional headers and then ignore them. A lease on
-//! such a service excludes nobody, so the probe runs at every acquire (on the
-//! lease just written) and from `leasectl probe` (on a scratch key
-//! `{root}.leasectl-probe/{instance_id}`, removed afterwards).
+//! Some services accept conditional headers and then ignore them, or implement
+//! them differently (Ceph RGW 16 refuses `If-Match` with the quoted ETag the
+//! object has, accepts it bare, and ignores `If-Match` on `DELETE`). A lease on
+//! a service that ignores a write precondition excludes nobody, so:
+//!
+//! - every acquire checks the two write refusals on the lease just written
+//!   ([`check_writes`]) and, once per store, conditional `DELETE` on a scratch
+//!   key ([`learn_delete`]);
+//! - `leasectl probe`, a takeover and the console run the full probe on a
+//!   scratch key `{root}.leasectl-probe/{id}` ([`probe_scratch`]), seven named
+//!   steps, and remove what they wrote.
+//!
+//! What can be adapted safely is adapted and recorded in the store's
+//! [`Capabilities`]: the ETag form `If-Match` is sent with, and release by
+//! read-check-delete where conditional `DELETE` is ignored. What cannot (a
+//! write precondition ignored, `If-Match` on an absent key creating it) is
+//! refused.
+//!
+//! 409 and 5xx answers to a conditional write are ambiguous (the write may have
+//! landed): the probe reads the key back and judges by what is there.
 
 use serde::Serialize;
 
-use crate::store::{ObjectStore, PutCondition, StoreError};
+use crate::store::{Capabilities, DeleteSupport, EtagForm, ObjectStore, PutCondition, StoreError};
 
 /// What the service did with one precondition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Honoured {
-    /// Refused the write as it should (412).
+    /// Did what S3 does.
     Yes,
-    /// Accepted the write: the precondition was ignored.
+    /// Accepted a request it should have refused: the precondition was ignored.
     Ignored,
-    /// Refused the conditional request itself (501).
+    /// Refused the conditional request itself (HTTP 400 or 501).
     Unsupported,
+}
+
+/// The probe's steps, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepName {
+    /// `PUT If-None-Match: *` on an absent key: must be accepted.
+    CreateAbsent,
+    /// `PUT If-None-Match: *` on the key just created: must be refused.
+    CreatePresent,
+    /// `PUT If-Match: <the ETag just returned>`: must be accepted.
+    IfMatchCurrent,
+    /// `PUT If-Match: <a made-up ETag>`: must be refused.
+    IfMatchMadeUp,
+    /// `PUT If-Match` on an absent key: must be refused, nothing created.
+    IfMatchAbsent,
+    /// `DELETE If-Match: <a made-up ETag>`: must be refused.
+    DeleteMadeUp,
+    /// `DELETE If-Match: <the current ETag>`: must be accepted.
+    DeleteCurrent,
+}
+
+impl StepName {
+    /// The request, for people.
+    pub fn request(self) -> &'static str {
+        match self {
+            StepName::CreateAbsent => "PUT If-None-Match: * (key absent)",
+            StepName::CreatePresent => "PUT If-None-Match: * (key present)",
+            StepName::IfMatchCurrent => "PUT If-Match: <current ETag>",
+            StepName::IfMatchMadeUp => "PUT If-Match: <made-up ETag>",
+            StepName::IfMatchAbsent => "PUT If-Match (key absent)",
+            StepName::DeleteMadeUp => "DELETE If-Match: <made-up ETag>",
+            StepName::DeleteCurrent => "DELETE If-Match: <current ETag>",
+        }
+    }
+
+    /// What S3 does.
+    pub fn expected(self) -> Outcome {
+        match self {
+            StepName::CreateAbsent | StepName::IfMatchCurrent | StepName::DeleteCurrent => {
+                Outcome::Accepted
+            }
+            _ => Outcome::Refused,
+        }
+    }
+}
+
+/// What the service did with a request (after reading back an ambiguous answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Carried it out.
+    Accepted,
+    /// Refused it (412, or 404 for `If-Match` on an absent key).
+    Refused,
+    /// Refused the conditional header itself (400 / 501).
+    Unsupported,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Accepted => "accepted",
+            Outcome::Refused => "refused",
+            Outcome::Unsupported => "not supported",
+        }
+    }
+}
+
+/// One step as run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// Which step.
+    pub step: StepName,
+    /// The request, for people.
+    pub request: &'static str,
+    /// What S3 does.
+    pub expected: Outcome,
+    /// What this service did.
+    pub result: Outcome,
+    /// The answers seen (`412`, `500, read back: written`, `412 quoted, 200 unquoted`).
+    pub answer: String,
+    /// True when the service did what S3 does.
+    pub ok: bool,
+    /// True when it did not, and leasectl works around it safely.
+    pub adapted: bool,
+    /// What leasectl makes of a deviation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Step {
+    /// One line for the text report.
+    pub fn line(&self) -> String {
+        let mark = match (self.ok, self.adapted) {
+            (true, _) => "ok",
+            (false, true) => "DEVIATES (adapted)",
+            (false, false) => "DEVIATES",
+        };
+        let mut s = format!(
+            "{:<34} expected {:<9} got {:<13} ({}) {mark}",
+            self.request,
+            self.expected.as_str(),
+            self.result.as_str(),
+            self.answer
+        );
+        if let Some(n) = &self.note {
+            s.push_str(" — ");
+            s.push_str(n);
+        }
+        s
+    }
 }
 
 /// The probe's findings.
 #[derive(Debug, Clone, Serialize)]
 pub struct PreconditionReport {
+    /// `If-None-Match: *` on an absent key accepted (only from the full probe);
+    /// `Ignored` here means it was refused.
+    pub create_absent: Option<Honoured>,
     /// `If-None-Match: *` over an existing key.
     pub if_none_match: Honoured,
     /// `If-Match` with a made-up ETag.
     pub if_match: Honoured,
-    /// `DELETE` with `If-Match` on a made-up ETag (only from `leasectl probe`).
+    /// `If-Match` with the current ETag accepted (in one form or the other);
+    /// `Ignored` here means it was refused in both forms. Only from the full probe.
+    pub if_match_current: Option<Honoured>,
+    /// `If-Match` on an absent key refused with nothing created (only from the full probe).
+    pub if_match_absent: Option<Honoured>,
+    /// `DELETE` with `If-Match` on a made-up ETag (only from the full probe).
     pub conditional_delete: Option<Honoured>,
+    /// The ETag form `If-Match` is sent with from now on.
+    pub etag_form: EtagForm,
+    /// How a lease is released on this service: `conditional_delete` or `read_check_delete`.
+    pub release: &'static str,
+    /// Every step, in order (empty for the check at acquire).
+    pub steps: Vec<Step>,
+    /// What the probe changed beyond its scratch key, and old scratch keys it removed.
+    pub changed: Vec<String>,
 }
 
 impl PreconditionReport {
-    /// True when both write preconditions are honoured.
+    /// True when a lease on this service excludes a second writer (perhaps
+    /// after adaptations, see [`PreconditionReport::adaptations`]).
     pub fn conditional(&self) -> bool {
-        self.if_none_match == Honoured::Yes && self.if_match == Honoured::Yes
+        self.ignored_header().is_none() && self.unsupported().is_none()
     }
 
-    /// The first ignored header, if any.
+    /// The first precondition the service ignores or cannot evaluate such that
+    /// no lease there can exclude anyone, if any.
     pub fn ignored_header(&self) -> Option<&'static str> {
-        if self.if_none_match != Honoured::Yes {
+        if self.if_none_match == Honoured::Ignored {
             Some("If-None-Match")
-        } else if self.if_match != Honoured::Yes {
+        } else if self.create_absent == Some(Honoured::Ignored) {
+            Some("If-None-Match: * on an absent key (it refuses the create)")
+        } else if self.if_match == Honoured::Ignored {
+            Some("If-Match")
+        } else if self.if_match_absent == Some(Honoured::Ignored) {
+            Some("If-Match on an absent key (it creates the object)")
+        } else if self.if_match_current == Some(Honoured::Ignored) {
+            Some("If-Match with the current ETag (it refuses it in both forms)")
+        } else {
+            None
+        }
+    }
+
+    /// The first precondition the service refuses to evaluate (400/501), if any.
+    pub fn unsupported(&self) -> Option<&'static str> {
+        if self.if_none_match == Honoured::Unsupported {
+            Some("If-None-Match")
+        } else if self.if_match == Honoured::Unsupported
+            || self.if_match_current == Some(Honoured::Unsupported)
+            || self.if_match_absent == Some(Honoured::Unsupported)
+        {
             Some("If-Match")
         } else {
             None
         }
+    }
+
+    /// What leasectl does differently on this service, one sentence each.
+    pub fn adaptations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.etag_form == EtagForm::Unquoted {
+            out.push(
+                "If-Match is sent with the ETag unquoted (the service refuses the quoted form)"
+                    .to_owned(),
+            );
+        }
+        if self.conditional_delete == Some(Honoured::Ignored) {
+            out.push(
+                "a lease is released by reading it, checking it is still ours, then deleting \
+                 (the service ignores If-Match on DELETE)"
+                    .to_owned(),
+            );
+        }
+        out
     }
 }
 
@@ -60,8 +245,14 @@ pub fn scratch_key(prefix: &str) -> String {
     )
 }
 
+/// Held while a check switches a store's ETag form.
+static FORM_CHANGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A made-up ETag no real object has.
 pub const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
+
+/// Scratch keys this old are left over from interrupted probes and are removed.
+pub const SWEEP_AFTER: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 fn outcome(r: Result<Option<String>, StoreError>) -> Result<Honoured, StoreError> {
     match r {
@@ -70,6 +261,7 @@ fn outcome(r: Result<Option<String>, StoreError>) -> Result<Honoured, StoreError
         // If-Match on a key that (to the service) does not match anything.
         Err(StoreError::NotFound(_)) => Ok(Honoured::Yes),
         Err(StoreError::NotImplemented(_)) => Ok(Honoured::Unsupported),
+        Err(StoreError::Other { status: 400, .. }) => Ok(Honoured::Unsupported),
         Err(e) => Err(e),
     }
 }
@@ -98,61 +290,606 @@ pub async fn check_writes(
             )
             .await,
     )?;
+    let caps = store.capabilities();
     Ok(PreconditionReport {
+        create_absent: None,
         if_none_match: inm,
         if_match: im,
+        if_match_current: None,
+        if_match_absent: None,
         conditional_delete: None,
+        etag_form: caps.etag_form,
+        release: release_word(caps.conditional_delete),
+        steps: Vec::new(),
+        changed: Vec::new(),
     })
 }
 
-/// The full probe on a scratch key: create it, check both write preconditions
-/// and conditional DELETE, then remove it.
+fn release_word(d: DeleteSupport) -> &'static str {
+    match d {
+        DeleteSupport::Honoured => "conditional_delete",
+        _ => "read_check_delete",
+    }
+}
+
+/// The service refused `If-Match` with the ETag an object still has. If the
+/// store still sends ETags quoted, check on the scratch key `scratch` (created,
+/// then removed) whether the service accepts the bare ETag and still refuses a
+/// made-up one in that form; if so, the store sends bare ETags from now on.
+/// Returns true when the store now sends bare ETags (switched here or before).
+/// Callers that sent the bare form already must not call it: a refusal of the
+/// bare form is not adaptable.
+///
+/// Errors: [`StoreError`] from the check (the store is left as it was).
+pub async fn adapt_etag_form(store: &dyn ObjectStore, scratch: &str) -> Result<bool, StoreError> {
+    // One change of form at a time: a check running while another user of the
+    // store switched it would send the "quoted" request bare.
+    let _one = FORM_CHANGE.lock().await;
+    let caps = store.capabilities();
+    if caps.etag_form == EtagForm::Unquoted {
+        // Adapted meanwhile (by a concurrent user of this store).
+        return Ok(true);
+    }
+    let unquoted = Capabilities {
+        etag_form: EtagForm::Unquoted,
+        ..caps
+    };
+    let check = async {
+        let body = scratch_body("etag_form");
+        let etag = match store
+            .put(scratch, body.clone(), PutCondition::IfNoneMatch)
+            .await?
+        {
+            Some(e) => e,
+            None => match current(store, scratch).await?.and_then(|(_, e)| e) {
+                Some(e) => e,
+                None => return Ok(false),
+            },
+        };
+        // Quoted accepted here: the refusal was something else.
+        let (quoted, _, etag2) =
+            put_step(store, scratch, &body, PutCondition::IfMatch(etag.clone())).await?;
+        if quoted == Outcome::Accepted {
+            let _ = etag2;
+            return Ok(false);
+        }
+        if !store.set_capabilities(unquoted) {
+            return Ok(false);
+        }
+        let (bare, _, _) = put_step(store, scratch, &body, PutCondition::IfMatch(etag)).await?;
+        let (made_up, _, _) = put_step(
+            store,
+            scratch,
+            &body,
+            PutCondition::IfMatch(MADE_UP_ETAG.into()),
+        )
+        .await?;
+        Ok(bare == Outcome::Accepted && made_up == Outcome::Refused)
+    }
+    .await;
+    let _ = store.delete(scratch, None).await;
+    match check {
+        Ok(true) => {
+            tracing::warn!(
+                "the service refuses If-Match with the current ETag quoted, accepts it unquoted \
+                 and still refuses a made-up one: sending ETags unquoted from now on"
+            );
+            Ok(true)
+        }
+        Ok(false) => {
+            store.set_capabilities(caps);
+            Ok(false)
+        }
+        Err(e) => {
+            store.set_capabilities(caps);
+            Err(e)
+        }
+    }
+}
+
+/// Learns, once per store, whether conditional `DELETE` is honoured and
+/// whether `If-Match` on an absent key creates it, on a scratch key `scratch`
+/// (created, deleted with a made-up ETag, removed, written with `If-Match`
+/// while absent, removed).
+/// Leaves the finding in the store's [`Capabilities`].
+///
+/// Errors: store failures; the capability then stays unknown (a release then
+/// reads and checks before deleting).
+pub async fn learn_delete(store: &dyn ObjectStore, scratch: &str) -> Result<(), StoreError> {
+    if store.capabilities().conditional_delete != DeleteSupport::Unknown {
+        return Ok(());
+    }
+    let body = scratch_body("learn_delete");
+    store
+        .put(scratch, body.clone(), PutCondition::IfNoneMatch)
+        .await?;
+    let found = match store.delete(scratch, Some(MADE_UP_ETAG)).await {
+        Ok(()) => match exists(store, scratch).await? {
+            false => DeleteSupport::Ignored,
+            true => DeleteSupport::Honoured,
+        },
+        Err(StoreError::PreconditionFailed) => DeleteSupport::Honoured,
+        Err(StoreError::NotImplemented(_)) | Err(StoreError::Other { status: 400, .. }) => {
+            DeleteSupport::Ignored
+        }
+        Err(e) => {
+            let _ = store.delete(scratch, None).await;
+            return Err(e);
+        }
+    };
+    store.delete(scratch, None).await?;
+    // If-Match on the (now absent) scratch key must not create it.
+    let creates = match store
+        .put(
+            scratch,
+            body.clone(),
+            PutCondition::IfMatch(MADE_UP_ETAG.into()),
+        )
+        .await
+    {
+        Ok(_) => true,
+        Err(StoreError::Conflict) | Err(StoreError::Other { status: 500.., .. }) => {
+            exists(store, scratch).await?
+        }
+        Err(_) => false,
+    };
+    // Always: a local store keeps a lock file for a key it refused to write.
+    store.delete(scratch, None).await?;
+    if creates {
+        tracing::error!(
+            "the service creates an absent key on If-Match: a lease there cannot be kept safely"
+        );
+    }
+    if found == DeleteSupport::Ignored {
+        tracing::warn!(
+            "the service ignores If-Match on DELETE: a lease is released by read, check, delete"
+        );
+    }
+    store.set_capabilities(Capabilities {
+        conditional_delete: found,
+        if_match_absent_creates: creates,
+        ..store.capabilities()
+    });
+    Ok(())
+}
+
+fn scratch_body(step: &str) -> Vec<u8> {
+    format!(
+        "{{\"leasectl_probe\":true,\"step\":\"{step}\",\"at\":\"{}\",\"nonce\":\"{}\"}}",
+        chrono::Utc::now().to_rfc3339(),
+        super::record::new_instance_id()
+    )
+    .into_bytes()
+}
+
+async fn exists(store: &dyn ObjectStore, key: &str) -> Result<bool, StoreError> {
+    match store.get(key, None).await {
+        Ok(_) => Ok(true),
+        Err(StoreError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// What is at `key`: its body and ETag, or nothing.
+async fn current(
+    store: &dyn ObjectStore,
+    key: &str,
+) -> Result<Option<(Vec<u8>, Option<String>)>, StoreError> {
+    match store.get(key, None).await {
+        Ok(out) => Ok(Some((out.body, out.meta.etag))),
+        Err(StoreError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// One conditional PUT, its outcome judged by a read-back when the answer is
+/// ambiguous (409, 5xx): written if `key` now holds `body`.
+async fn put_step(
+    store: &dyn ObjectStore,
+    key: &str,
+    body: &[u8],
+    cond: PutCondition,
+) -> Result<(Outcome, String, Option<String>), StoreError> {
+    let ambiguous = |status: String| async move {
+        let back = current(store, key).await?;
+        Ok::<_, StoreError>(match back {
+            Some((b, etag)) if b == body => (
+                Outcome::Accepted,
+                format!("{status}, read back: written"),
+                etag,
+            ),
+            _ => (
+                Outcome::Refused,
+                format!("{status}, read back: not written"),
+                None,
+            ),
+        })
+    };
+    match store.put(key, body.to_vec(), cond).await {
+        Ok(etag) => {
+            let etag = match etag {
+                Some(e) => Some(e),
+                None => current(store, key).await?.and_then(|(_, e)| e),
+            };
+            Ok((Outcome::Accepted, "200".into(), etag))
+        }
+        Err(StoreError::PreconditionFailed) => Ok((Outcome::Refused, "412".into(), None)),
+        Err(StoreError::NotFound(_)) => Ok((Outcome::Refused, "404".into(), None)),
+        Err(StoreError::NotImplemented(m)) => Ok((
+            Outcome::Unsupported,
+            format!("501 {}", crate::text::sanitize(&m)),
+            None,
+        )),
+        Err(StoreError::Other {
+            status: 400,
+            message,
+        }) => Ok((
+            Outcome::Unsupported,
+            format!("400 {}", crate::text::sanitize(&message)),
+            None,
+        )),
+        Err(StoreError::Conflict) => ambiguous("409".into()).await,
+        Err(StoreError::Other { status, .. }) if status >= 500 => {
+            ambiguous(status.to_string()).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn step(name: StepName, result: Outcome, answer: String, note: Option<String>) -> Step {
+    Step {
+        step: name,
+        request: name.request(),
+        expected: name.expected(),
+        result,
+        ok: result == name.expected(),
+        adapted: false,
+        answer,
+        note,
+    }
+}
+
+fn honoured(s: &Step) -> Honoured {
+    match (s.ok, s.result) {
+        (true, _) => Honoured::Yes,
+        (false, _) if s.adapted && s.step == StepName::IfMatchCurrent => Honoured::Yes,
+        (false, Outcome::Unsupported) => Honoured::Unsupported,
+        (false, _) => Honoured::Ignored,
+    }
+}
+
+/// Removes the scratch keys directly under `dir` (a `.leasectl-probe/`
+/// prefix) older than `age` by the service's Last-Modified against the
+/// service's clock where known, except `own`: probes killed mid-way leave
+/// theirs behind. Each is deleted with `If-Match` on the ETag listed. Returns
+/// the keys removed. [`probe_scratch`] sweeps with [`SWEEP_AFTER`].
+pub async fn sweep(
+    store: &dyn ObjectStore,
+    dir: &str,
+    own: &str,
+    age: std::time::Duration,
+) -> Vec<String> {
+    let listing = match store.list(dir).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("could not list old scratch keys under {dir}: {e}");
+            return Vec::new();
+        }
+    };
+    let offset = store.server_offset().map(|o| o.offset_s).unwrap_or(0.0);
+    let service_now = chrono::Utc::now() + chrono::Duration::milliseconds((offset * 1000.0) as i64);
+    let limit = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
+    let mut removed = Vec::new();
+    for o in listing.objects {
+        if o.key == own || !o.key.starts_with(dir) {
+            continue;
+        }
+        let Some(lm) = o.last_modified else { continue };
+        if service_now - lm < limit {
+            continue;
+        }
+        let r = match &o.etag {
+            Some(e) => store.delete(&o.key, Some(e)).await,
+            None => store.delete(&o.key, None).await,
+        };
+        match r {
+            Ok(()) => removed.push(o.key),
+            Err(e) => tracing::warn!(
+                "could not remove the old scratch key {}: {e}",
+                crate::text::sanitize(&o.key)
+            ),
+        }
+    }
+    removed
+}
+
+/// The full probe on a scratch key (see the module documentation): seven
+/// named steps, then whatever it wrote is removed. Scratch keys next to it
+/// older than [`SWEEP_AFTER`] are removed first. Records what it found in the
+/// store's [`Capabilities`] (ETag form, conditional DELETE).
 ///
 /// Errors: store failures (403 → `AccessDenied`: the credentials may not write there).
 pub async fn probe_scratch(
     store: &dyn ObjectStore,
     key: &str,
 ) -> Result<PreconditionReport, StoreError> {
-    let body = format!(
-        "{{\"leasectl_probe\":true,\"at\":\"{}\"}}",
-        chrono::Utc::now().to_rfc3339()
-    )
-    .into_bytes();
-    let etag = match store
-        .put(key, body.clone(), PutCondition::IfNoneMatch)
-        .await
-    {
-        Ok(e) => e,
-        // Left over from an interrupted probe: take it over.
-        Err(StoreError::PreconditionFailed) => {
-            store.put(key, body.clone(), PutCondition::None).await?
-        }
-        Err(StoreError::NotImplemented(d)) => return Err(StoreError::NotImplemented(d)),
-        Err(e) => return Err(e),
+    let absent_key = format!("{key}.absent");
+    let dir = match key.rfind('/') {
+        Some(i) => &key[..=i],
+        None => "",
     };
-    let result = async {
-        let mut report = check_writes(store, key, &body).await?;
-        let del = match store.delete(key, Some(MADE_UP_ETAG)).await {
-            Ok(()) => Honoured::Ignored,
-            Err(StoreError::PreconditionFailed) => Honoured::Yes,
-            Err(StoreError::NotImplemented(_)) => Honoured::Unsupported,
-            Err(e) => return Err(e),
-        };
-        report.conditional_delete = Some(del);
-        Ok(report)
+    let mut changed: Vec<String> = sweep(store, dir, key, SWEEP_AFTER)
+        .await
+        .into_iter()
+        .map(|k| {
+            format!(
+                "removed {} left by an interrupted probe",
+                crate::text::sanitize(&k)
+            )
+        })
+        .collect();
+    let result = run_steps(store, key, &absent_key, &mut changed).await;
+    // Remove what we wrote, whatever happened.
+    let cleanup = async {
+        if exists(store, key).await? {
+            store.delete(key, None).await?;
+        }
+        // Unconditionally: a local store keeps a lock file for a key it was asked to
+        // write, even when it refused; deleting a missing key is no error on S3.
+        store.delete(&absent_key, None).await?;
+        Ok::<_, StoreError>(())
     }
     .await;
-    // Remove what we wrote, whatever happened.
-    let cleanup = match &etag {
-        Some(e) => match store.delete(key, Some(e)).await {
-            Err(StoreError::PreconditionFailed) | Err(StoreError::NotImplemented(_)) => {
-                store.delete(key, None).await
-            }
-            other => other,
-        },
-        None => store.delete(key, None).await,
-    };
-    let report = result?;
-    cleanup?;
+    let mut report = result?;
+    if let Err(e) = cleanup {
+        report.changed.push(format!(
+            "could not remove the scratch key {}: {e}",
+            crate::text::sanitize(key)
+        ));
+    }
     Ok(report)
+}
+
+async fn run_steps(
+    store: &dyn ObjectStore,
+    key: &str,
+    absent_key: &str,
+    changed: &mut Vec<String>,
+) -> Result<PreconditionReport, StoreError> {
+    let mut steps = Vec::new();
+    let caps0 = store.capabilities();
+    // 1. Create on an absent key.
+    let body = scratch_body("create_absent");
+    let (res, answer, mut etag) = put_step(store, key, &body, PutCondition::IfNoneMatch).await?;
+    let mut note = None;
+    let mut held = body;
+    if res != Outcome::Accepted {
+        // Go on with an unconditional write, so the other steps can run.
+        note = Some("a lease could never be created here".to_owned());
+        held = scratch_body("create_absent_unconditional");
+        etag = store.put(key, held.clone(), PutCondition::None).await?;
+    }
+    steps.push(step(StepName::CreateAbsent, res, answer, note));
+
+    // 2. Create on the key just created.
+    let body = scratch_body("create_present");
+    let (res, answer, e) = put_step(store, key, &body, PutCondition::IfNoneMatch).await?;
+    let note = (res == Outcome::Accepted)
+        .then(|| "If-None-Match ignored: two contenders could both create a lease".to_owned());
+    if res == Outcome::Accepted {
+        held = body;
+        etag = e;
+    }
+    steps.push(step(StepName::CreatePresent, res, answer, note));
+
+    // 3. If-Match with the real ETag; adapt the ETag form if only the bare one passes.
+    let current_etag = match etag.clone() {
+        Some(e) => e,
+        None => current(store, key)
+            .await?
+            .and_then(|(_, e)| e)
+            .unwrap_or_default(),
+    };
+    let body = scratch_body("if_match_current");
+    let (mut res, mut answer, e) = put_step(
+        store,
+        key,
+        &body,
+        PutCondition::IfMatch(current_etag.clone()),
+    )
+    .await?;
+    let mut note = None;
+    let mut got = e;
+    let one = FORM_CHANGE.lock().await;
+    if res == Outcome::Refused && caps0.etag_form == EtagForm::Quoted {
+        let unquoted = Capabilities {
+            etag_form: EtagForm::Unquoted,
+            ..caps0
+        };
+        if store.set_capabilities(unquoted) {
+            let (res2, answer2, e2) = put_step(
+                store,
+                key,
+                &body,
+                PutCondition::IfMatch(current_etag.clone()),
+            )
+            .await?;
+            answer = format!("{answer} quoted, {answer2} unquoted");
+            if res2 == Outcome::Accepted {
+                res = res2;
+                got = e2;
+                note = Some("If-Match is sent with the ETag unquoted from now on".to_owned());
+            } else {
+                store.set_capabilities(caps0);
+            }
+        }
+    }
+    if res == Outcome::Accepted {
+        held = body;
+        etag = got;
+    } else if res == Outcome::Refused {
+        note = Some(
+            "a lease here could be neither renewed nor taken over; run best-effort or use another service"
+                .to_owned(),
+        );
+    }
+    let mut s3 = step(StepName::IfMatchCurrent, res, answer, note);
+    if res == Outcome::Accepted
+        && caps0.etag_form == EtagForm::Quoted
+        && store.capabilities().etag_form == EtagForm::Unquoted
+    {
+        // Refused quoted, accepted bare: a deviation, adapted.
+        s3.ok = false;
+        s3.adapted = true;
+    }
+    steps.push(s3);
+    drop(one);
+
+    // 4. If-Match with a made-up ETag (in the form now in use).
+    let body = scratch_body("if_match_made_up");
+    let (res, answer, e) = put_step(
+        store,
+        key,
+        &body,
+        PutCondition::IfMatch(MADE_UP_ETAG.into()),
+    )
+    .await?;
+    let note = (res == Outcome::Accepted)
+        .then(|| "If-Match ignored: a lease here excludes nobody".to_owned());
+    if res == Outcome::Accepted {
+        held = body;
+        etag = e;
+    }
+    steps.push(step(StepName::IfMatchMadeUp, res, answer, note));
+
+    // 5. If-Match on an absent key: refused, and nothing created.
+    let body = scratch_body("if_match_absent");
+    let (mut res, mut answer, _) = put_step(
+        store,
+        absent_key,
+        &body,
+        PutCondition::IfMatch(MADE_UP_ETAG.into()),
+    )
+    .await?;
+    let mut note = None;
+    if exists(store, absent_key).await? {
+        res = Outcome::Accepted;
+        answer = format!("{answer}, object created");
+        store.delete(absent_key, None).await?;
+        changed.push(format!(
+            "created {} with If-Match on an absent key (removed again)",
+            crate::text::sanitize(absent_key)
+        ));
+        note =
+            Some("an evicted holder's renewal would resurrect a deleted lease: refused".to_owned());
+    }
+    steps.push(step(StepName::IfMatchAbsent, res, answer, note));
+
+    // 6. DELETE with a made-up ETag.
+    let (res, answer, note) = match store.delete(key, Some(MADE_UP_ETAG)).await {
+        Ok(()) => {
+            if exists(store, key).await? {
+                (Outcome::Refused, "2xx, object still there".to_owned(), None)
+            } else {
+                (
+                    Outcome::Accepted,
+                    "204, object deleted".to_owned(),
+                    Some("a lease is released by read, check, delete".to_owned()),
+                )
+            }
+        }
+        Err(StoreError::PreconditionFailed) => (Outcome::Refused, "412".to_owned(), None),
+        Err(StoreError::NotImplemented(m)) => (
+            Outcome::Unsupported,
+            format!("501 {}", crate::text::sanitize(&m)),
+            Some("a lease is released by read, check, delete".to_owned()),
+        ),
+        Err(StoreError::Other {
+            status: 400,
+            message,
+        }) => (
+            Outcome::Unsupported,
+            format!("400 {}", crate::text::sanitize(&message)),
+            Some("a lease is released by read, check, delete".to_owned()),
+        ),
+        Err(e) => return Err(e),
+    };
+    let delete = match res {
+        Outcome::Refused => DeleteSupport::Honoured,
+        _ => DeleteSupport::Ignored,
+    };
+    let mut s6 = step(StepName::DeleteMadeUp, res, answer, note);
+    s6.adapted = !s6.ok;
+    steps.push(s6);
+    if res == Outcome::Accepted {
+        // Deleted: put it back for the last step.
+        held = scratch_body("recreate");
+        etag = store.put(key, held.clone(), PutCondition::None).await?;
+    }
+
+    // 7. DELETE with the current ETag.
+    let current_etag = match etag {
+        Some(e) => e,
+        None => current(store, key)
+            .await?
+            .and_then(|(_, e)| e)
+            .unwrap_or_default(),
+    };
+    let _ = held;
+    let (res, answer) = match store.delete(key, Some(&current_etag)).await {
+        Ok(()) => {
+            if exists(store, key).await? {
+                (Outcome::Refused, "2xx, object still there".to_owned())
+            } else {
+                (Outcome::Accepted, "204".to_owned())
+            }
+        }
+        Err(StoreError::PreconditionFailed) => (Outcome::Refused, "412".to_owned()),
+        Err(StoreError::NotImplemented(m)) => (
+            Outcome::Unsupported,
+            format!("501 {}", crate::text::sanitize(&m)),
+        ),
+        Err(StoreError::Other {
+            status: 400,
+            message,
+        }) => (
+            Outcome::Unsupported,
+            format!("400 {}", crate::text::sanitize(&message)),
+        ),
+        Err(e) => return Err(e),
+    };
+    let note =
+        (res != Outcome::Accepted).then(|| "a lease is released by read, check, delete".to_owned());
+    let delete = if res == Outcome::Accepted {
+        delete
+    } else {
+        DeleteSupport::Ignored
+    };
+    let mut s7 = step(StepName::DeleteCurrent, res, answer, note);
+    // Not a hazard: release falls back to read, check, delete.
+    s7.adapted = !s7.ok;
+    steps.push(s7);
+
+    let creates = steps
+        .iter()
+        .any(|s| s.step == StepName::IfMatchAbsent && s.result == Outcome::Accepted);
+    store.set_capabilities(Capabilities {
+        conditional_delete: delete,
+        if_match_absent_creates: creates,
+        ..store.capabilities()
+    });
+    let caps = store.capabilities();
+    let by = |n: StepName| steps.iter().find(|s| s.step == n).map(honoured);
+    Ok(PreconditionReport {
+        create_absent: by(StepName::CreateAbsent),
+        if_none_match: by(StepName::CreatePresent).unwrap_or(Honoured::Yes),
+        if_match: by(StepName::IfMatchMadeUp).unwrap_or(Honoured::Yes),
+        if_match_current: by(StepName::IfMatchCurrent),
+        if_match_absent: by(StepName::IfMatchAbsent),
+        conditional_delete: by(StepName::DeleteMadeUp),
+        etag_form: caps.etag_form,
+        release: release_word(caps.conditional_delete),
+        changed: std::mem::take(changed),
+        steps,
+    })
 }

@@ -532,4 +532,12 @@ impl ObjectStore for LocalStore {
         let im = if_match.map(str::to_owned);
         blocking(move || me.delete_sync(&key, im.as_deref())).await
     }
+
+    /// Conditional DELETE is checked under the key's lock: honoured.
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            conditional_delete: super::DeleteSupport::Honoured,
+            ..Default::default()
+        }
+    }
 }

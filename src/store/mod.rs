@@ -68,6 +68,56 @@ pub enum PutCondition {
     IfMatch(String),
 }
 
+/// How an ETag is written in `If-Match`: quoted as S3 specifies (`"abc"`,
+/// what SDKs send), or bare (`abc`, which some services, Ceph RGW 16 among
+/// them, require: they refuse the quoted form of the ETag the object has).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EtagForm {
+    /// `If-Match: "abc"` (S3, the default).
+    #[default]
+    Quoted,
+    /// `If-Match: abc`.
+    Unquoted,
+}
+
+impl EtagForm {
+    /// `quoted` or `unquoted`, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EtagForm::Quoted => "quoted",
+            EtagForm::Unquoted => "unquoted",
+        }
+    }
+}
+
+/// What is known about `DELETE` with `If-Match` on a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteSupport {
+    /// Not probed yet: a release reads and checks before it deletes.
+    #[default]
+    Unknown,
+    /// A made-up ETag is refused: a release is one conditional DELETE.
+    Honoured,
+    /// The header is ignored (the object is deleted whatever its ETag):
+    /// a release reads, checks the record is ours, then deletes.
+    Ignored,
+}
+
+/// What a store has been found to do with conditional requests (by the probe).
+/// Shared by every user of one store: one finding applies engine-wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// The form of ETag `If-Match` is sent with.
+    pub etag_form: EtagForm,
+    /// Conditional DELETE.
+    pub conditional_delete: DeleteSupport,
+    /// `If-Match` on an absent key was found to create the object (a deleted
+    /// lease would be resurrected by an evicted holder's renewal).
+    pub if_match_absent_creates: bool,
+}
+
 /// Why a store request failed, classified by what the caller must do about it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
@@ -154,6 +204,17 @@ pub trait ObjectStore: ObjectRead {
     /// Deletes `key`, only if its ETag is `if_match` when given. Deleting a
     /// missing key succeeds (as on S3).
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError>;
+
+    /// What this store is known to do with conditional requests.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// Records a finding; returns false when the store cannot act on it (a
+    /// store that has only one way to send `If-Match`, such as a local directory).
+    fn set_capabilities(&self, _caps: Capabilities) -> bool {
+        false
+    }
 }
 
 /// A store that can only be read: wraps any store and exposes [`ObjectRead`]
@@ -283,6 +344,12 @@ impl ObjectStore for Counting {
         let r = self.inner.delete(key, if_match).await;
         self.counters.count(&r);
         r
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn set_capabilities(&self, caps: Capabilities) -> bool {
+        self.inner.set_capabilities(caps)
     }
 }
 

@@ -24,8 +24,8 @@ use aws_smithy_types::config_bag::ConfigBag;
 use crate::clock::ServerOffset;
 
 use super::{
-    normalize_etag, GetOutput, Listing, ObjectMeta, ObjectRead, ObjectStore, PutCondition,
-    StoreError, MAX_BODY_BYTES,
+    normalize_etag, Capabilities, EtagForm, GetOutput, Listing, ObjectMeta, ObjectRead,
+    ObjectStore, PutCondition, StoreError, MAX_BODY_BYTES,
 };
 
 /// How to reach an S3-compatible service.
@@ -62,6 +62,8 @@ pub struct S3Store {
     path_style: bool,
     /// The profile named on the command line (for messages).
     profile: Option<String>,
+    /// What the probe found (ETag form for `If-Match`, conditional DELETE).
+    caps: std::sync::Arc<std::sync::Mutex<Capabilities>>,
 }
 
 /// The latest [`ServerOffset`] seen in an answer's `Date` header, shared with
@@ -209,6 +211,14 @@ impl S3Store {
             clock,
             path_style: opts.path_style,
             profile: opts.profile.clone(),
+            caps: Default::default(),
+        }
+    }
+
+    fn if_match_value(&self, etag: &str) -> String {
+        match self.capabilities().etag_form {
+            EtagForm::Quoted => quote(etag),
+            EtagForm::Unquoted => etag.to_owned(),
         }
     }
 
@@ -693,7 +703,7 @@ impl ObjectStore for S3Store {
         match &condition {
             PutCondition::None => {}
             PutCondition::IfNoneMatch => req = req.if_none_match("*"),
-            PutCondition::IfMatch(e) => req = req.if_match(quote(e)),
+            PutCondition::IfMatch(e) => req = req.if_match(self.if_match_value(e)),
         }
         let out = req.send().await.map_err(|e| self.classify(e))?;
         Ok(out.e_tag().map(normalize_etag))
@@ -702,10 +712,19 @@ impl ObjectStore for S3Store {
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
         let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
         if let Some(e) = if_match {
-            req = req.if_match(quote(e));
+            req = req.if_match(self.if_match_value(e));
         }
         req.send().await.map_err(|e| self.classify(e))?;
         Ok(())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        *self.caps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_capabilities(&self, caps: Capabilities) -> bool {
+        *self.caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
+        true
     }
 }
 

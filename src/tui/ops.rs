@@ -69,17 +69,34 @@ impl Ops {
                     };
                     let key = crate::bucket::probe::scratch_key(&t.root);
                     let (result, text) = match probe_scratch(t.store.as_ref(), &key).await {
-                        Ok(r) => match r.ignored_header() {
-                            None => (
+                        Ok(r) => match (r.ignored_header(), r.unsupported()) {
+                            (None, None) if r.adaptations().is_empty() => (
                                 ExclusionReport::Conditional,
                                 format!(
                                     "{}: conditional (If-None-Match and If-Match honoured)",
                                     t.url
                                 ),
                             ),
-                            Some(h) => (
+                            (None, None) => (
+                                ExclusionReport::Conditional,
+                                format!(
+                                    "{}: conditional, adapted (etag_form: {}; release: {})",
+                                    t.url,
+                                    r.etag_form.as_str(),
+                                    r.release
+                                ),
+                            ),
+                            (Some(h), _) => (
                                 ExclusionReport::Ignored,
                                 format!("{}: ignores {h}: a lease there excludes nobody", t.url),
+                            ),
+                            (None, Some(h)) => (
+                                ExclusionReport::Ignored,
+                                format!(
+                                    "{}: does not support conditional writes (refuses {h} itself): \
+                                     a lease there excludes nobody",
+                                    t.url
+                                ),
                             ),
                         },
                         Err(e) => (

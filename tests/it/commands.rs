@@ -13,10 +13,7 @@ fn bin() -> Command {
 }
 
 async fn bucket(kind: Moto, test: &str) -> (String, String) {
-    let server = moto(kind);
-    let b = bucket_name(test);
-    create_bucket(&sdk_client(&server.endpoint()), &b).await;
-    (server.endpoint(), b)
+    Server::Moto(kind).bucket(test).await
 }
 
 async fn keys(endpoint: &str, bucket: &str) -> Vec<String> {
@@ -53,7 +50,10 @@ async fn probe_tells_a_conditional_service_from_an_ignoring_one() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("verdict: conditional"), "{text}");
-    assert!(text.contains("DELETE If-Match         honoured"), "{text}");
+    assert!(
+        text.contains("7. DELETE If-Match: <current ETag>") && !text.contains("DEVIATES"),
+        "{text}"
+    );
     assert!(
         keys(&endpoint, &b).await.is_empty(),
         "the scratch key is removed"
@@ -302,4 +302,383 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(marker.exists());
+}
+
+/// The steps of `probe --json`: (name, result, ok, adapted, answer).
+fn steps(doc: &serde_json::Value) -> Vec<(String, String, bool, bool, String)> {
+    doc["report"]["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            (
+                s["step"].as_str().unwrap().to_owned(),
+                s["result"].as_str().unwrap().to_owned(),
+                s["ok"].as_bool().unwrap(),
+                s["adapted"].as_bool().unwrap(),
+                s["answer"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+server_matrix! {
+    /// Every step named, in text and in --json; on Ceph RGW each deviation is
+    /// reported with what leasectl does about it; nothing is left behind.
+    async fn probe_names_every_step_and_each_deviation(server: Server) {
+        let (endpoint, b) = server.bucket("probe-steps").await;
+        // Another probe's recent scratch key is not swept.
+        let client = sdk_client(&endpoint);
+        put_raw(&client, &b, "db/.leasectl-probe/recent", b"{}").await;
+        let mut c = bin();
+        c.args(["--endpoint-url", &endpoint, "--path-style", "probe", "--json"])
+            .arg(format!("s3://{b}/db/"));
+        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        assert_eq!(out.status.code(), Some(0), "{doc:#}");
+        assert_eq!(doc["verdict"], "conditional", "{doc:#}");
+        let st = steps(&doc);
+        let names: Vec<&str> = st.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "create_absent",
+                "create_present",
+                "if_match_current",
+                "if_match_made_up",
+                "if_match_absent",
+                "delete_made_up",
+                "delete_current"
+            ]
+        );
+        match server {
+            Server::Rgw => {
+                // Measured on Ceph RGW 16.2: quoted If-Match refused, bare accepted;
+                // If-Match on DELETE ignored.
+                assert_eq!(doc["report"]["etag_form"], "unquoted", "{doc:#}");
+                assert_eq!(doc["report"]["release"], "read_check_delete", "{doc:#}");
+                assert_eq!(doc["report"]["conditional_delete"], "ignored");
+                let im = &st[2];
+                assert_eq!((im.1.as_str(), im.2, im.3), ("accepted", false, true), "{im:?}");
+                assert_eq!(im.4, "412 quoted, 200 unquoted");
+                let del = &st[5];
+                assert_eq!((del.1.as_str(), del.2, del.3), ("accepted", false, true), "{del:?}");
+                assert_eq!(doc["adaptations"].as_array().unwrap().len(), 2, "{doc:#}");
+                for (i, s) in st.iter().enumerate() {
+                    if i != 2 && i != 5 {
+                        assert!(s.2, "step {i} {s:?}");
+                    }
+                }
+            }
+            _ => {
+                assert_eq!(doc["report"]["etag_form"], "quoted", "{doc:#}");
+                assert_eq!(doc["report"]["release"], "conditional_delete");
+                assert!(st.iter().all(|s| s.2 && !s.3), "{st:?}");
+                assert!(doc["adaptations"].as_array().unwrap().is_empty());
+            }
+        }
+        // The text form names the steps and, on RGW, the deviations.
+        let mut c = bin();
+        c.args(["--endpoint-url", &endpoint, "--path-style", "probe"])
+            .arg(format!("s3://{b}/db/"));
+        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        for step in [
+            "1. PUT If-None-Match: * (key absent)",
+            "5. PUT If-Match (key absent)",
+            "7. DELETE If-Match: <current ETag>",
+        ] {
+            assert!(text.contains(step), "{text}");
+        }
+        if server == Server::Rgw {
+            assert!(text.contains("etag_form: unquoted"), "{text}");
+            assert!(text.contains("DEVIATES (adapted)"), "{text}");
+            assert!(text.contains("ignores If-Match on DELETE"), "{text}");
+        }
+        assert_eq!(
+            keys(&endpoint, &b).await,
+            ["db/.leasectl-probe/recent"],
+            "only the other probe's recent scratch key is left"
+        );
+    }
+}
+
+server_matrix! {
+    /// Scratch keys older than the sweep age are removed (a probe killed
+    /// mid-way leaves its own); the probe's own and newer ones are kept.
+    async fn old_scratch_keys_are_swept(server: Server) {
+        let (endpoint, b) = server.bucket("probe-sweep").await;
+        let client = sdk_client(&endpoint);
+        put_raw(&client, &b, "db/.leasectl-probe/killed", b"{}").await;
+        put_raw(&client, &b, "db/.leasectl-probe/own", b"{}").await;
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        put_raw(&client, &b, "db/.leasectl-probe/recent", b"{}").await;
+        let store = s3_store(&endpoint, &b);
+        // Once so the store has seen the service's clock.
+        let _ = leasectl::store::ObjectRead::list(store.as_ref(), "db/").await;
+        let removed = leasectl::bucket::probe::sweep(
+            store.as_ref(),
+            "db/.leasectl-probe/",
+            "db/.leasectl-probe/own",
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(removed, ["db/.leasectl-probe/killed"], "{}", server.name());
+        assert_eq!(
+            keys(&endpoint, &b).await,
+            ["db/.leasectl-probe/own", "db/.leasectl-probe/recent"]
+        );
+    }
+}
+
+/// Polls `key` until `done`; returns the distinct `renewed_at` values seen.
+async fn watch_renewals(
+    endpoint: &str,
+    bucket: &str,
+    key: &str,
+    done: impl Fn() -> bool,
+) -> std::collections::BTreeSet<String> {
+    let client = sdk_client(endpoint);
+    let mut seen = std::collections::BTreeSet::new();
+    while !done() {
+        if let Ok(o) = client.get_object().bucket(bucket).key(key).send().await {
+            let body = o.body.collect().await.unwrap().into_bytes();
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+                if let Some(r) = v["renewed_at"].as_str() {
+                    seen.insert(r.to_owned());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    seen
+}
+
+server_matrix! {
+    /// `bucket hold` keeps its lease through at least ten renewals (TTL 3 s,
+    /// renewal every second, the command runs 11.5 s) and releases it.
+    async fn hold_keeps_the_lease_through_ten_renewals(server: Server) {
+        let (endpoint, b) = server.bucket("hold-renewals").await;
+        let mut c = bin();
+        c.args(["--endpoint-url", &endpoint, "--path-style", "--timeout", "2s", "bucket", "hold"])
+            .arg(format!("s3://{b}/db/"))
+            .args(["--ttl", "3s", "--", "sleep", "11.5"]);
+        let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = finished.clone();
+        let t = Instant::now();
+        let proc = tokio::task::spawn_blocking(move || {
+            let out = run(c);
+            f.store(true, std::sync::atomic::Ordering::SeqCst);
+            out
+        });
+        let seen = watch_renewals(&endpoint, &b, "db/LEASE", || {
+            finished.load(std::sync::atomic::Ordering::SeqCst)
+        })
+        .await;
+        let out = proc.await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{}: {err}", server.name());
+        assert!(t.elapsed() >= Duration::from_secs(11), "{err}");
+        assert!(
+            seen.len() >= 11,
+            "{}: an acquire and at least ten renewals, saw {} records: {err}",
+            server.name(),
+            seen.len()
+        );
+        assert!(!err.contains("lost"), "{err}");
+        assert!(
+            keys(&endpoint, &b).await.is_empty(),
+            "released, nothing left: {:?}",
+            keys(&endpoint, &b).await
+        );
+    }
+}
+
+server_matrix! {
+    /// `bucket hold` over a stale lease takes it over (If-Match on its ETag).
+    async fn hold_takes_over_a_stale_lease(server: Server) {
+        let (endpoint, b) = server.bucket("hold-stale").await;
+        let old = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
+        put_raw(
+            &sdk_client(&endpoint),
+            &b,
+            "db/LEASE",
+            format!(r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#).as_bytes(),
+        )
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("seen");
+        let mut c = bin();
+        c.args(["--endpoint-url", &endpoint, "--path-style", "bucket", "hold"])
+            .arg(format!("s3://{b}/db/"))
+            .args(["--ttl", "3s", "--", "sh", "-c"])
+            .arg(format!("echo $LEASECTL_INSTANCE_ID > {}", seen.display()));
+        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{}: {err}", server.name());
+        assert_eq!(
+            std::fs::read_to_string(&seen).unwrap().trim().len(),
+            32,
+            "the command ran under the lease"
+        );
+        assert!(keys(&endpoint, &b).await.is_empty(), "{:?}", keys(&endpoint, &b).await);
+    }
+}
+
+server_matrix! {
+    /// Two `bucket hold`s started together on one prefix: exactly one runs its
+    /// command, the other exits 4, in each of 20 trials (100 trials at the
+    /// engine level: engine.rs, contenders_starting_together_get_exactly_one_lease).
+    async fn two_concurrent_holds_give_one_winner(server: Server) {
+        let (endpoint, b) = server.bucket("hold-pair").await;
+        for trial in 0..20 {
+            let url = format!("s3://{b}/t{trial}/");
+            let spawn = |url: String| {
+                let mut c = bin();
+                c.args(["--endpoint-url", &endpoint, "--path-style", "bucket", "hold", &url])
+                    .args(["--ttl", "30s", "--", "sleep", "1"]);
+                tokio::task::spawn_blocking(move || run(c))
+            };
+            let (one, two) = (spawn(url.clone()), spawn(url));
+            let (one, two) = (one.await.unwrap(), two.await.unwrap());
+            let mut codes = [one.status.code(), two.status.code()];
+            codes.sort();
+            assert_eq!(
+                codes,
+                [Some(0), Some(4)],
+                "{} trial {trial}: {}\n{}",
+                server.name(),
+                String::from_utf8_lossy(&one.stderr),
+                String::from_utf8_lossy(&two.stderr)
+            );
+        }
+    }
+}
+
+/// A service that answers conditional requests 400 or 501: `probe` says it
+/// does not support conditional writes (exit 3), `bucket hold` refuses (exit 4)
+/// with a sentence, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn conditional_headers_answered_400_or_501_are_reported_as_unsupported() {
+    let (endpoint, b) = bucket(Moto::Conditional, "cond-unsupported").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    for status in [400u16, 501] {
+        proxy.fail_conditional(status);
+        let out = probe_s3(&proxy.endpoint(), format!("s3://{b}/db/")).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(3), "{status}: {text}");
+        assert!(
+            text.contains("this service does not support conditional writes"),
+            "{status}: {text}"
+        );
+        let mut c = bin();
+        c.args([
+            "--endpoint-url",
+            &proxy.endpoint(),
+            "--path-style",
+            "bucket",
+            "hold",
+        ])
+        .arg(format!("s3://{b}/db/"))
+        .args(["--", "true"]);
+        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{status}: {err}");
+        assert!(
+            err.contains("does not support conditional writes")
+                && err.contains(&format!("it answered {status} to a conditional PUT")),
+            "{status}: {err}"
+        );
+        assert!(!err.contains("Other {"), "no Debug output: {err}");
+        assert!(
+            keys(&endpoint, &b).await.is_empty(),
+            "{:?}",
+            keys(&endpoint, &b).await
+        );
+    }
+}
+
+/// A service on which `If-Match` on an absent key creates it (here: the
+/// preconditions are stripped for the scratch keys only, so the lease key
+/// itself passes the acquire's checks): `bucket hold` refuses (exit 4) — an
+/// evicted holder's renewal would resurrect a deleted lease — and leaves
+/// nothing behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
+    let (endpoint, b) = bucket(Moto::Conditional, "im-absent-creates").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.strip_conditional_under(".leasectl-probe/");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let mut c = bin();
+    c.args([
+        "--endpoint-url",
+        &proxy.endpoint(),
+        "--path-style",
+        "bucket",
+        "hold",
+    ])
+    .arg(format!("s3://{b}/db/"))
+    .args(["--", "touch"])
+    .arg(&marker);
+    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("If-Match on an absent key"), "{err}");
+    assert!(err.contains("nothing left behind"), "{err}");
+    assert!(!marker.exists(), "the command never ran");
+    assert!(
+        keys(&endpoint, &b).await.is_empty(),
+        "{:?}",
+        keys(&endpoint, &b).await
+    );
+    // The probe names the step.
+    let out = probe_s3(&proxy.endpoint(), format!("s3://{b}/db/")).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("5. PUT If-Match (key absent)"), "{text}");
+    assert!(text.contains("object created"), "{text}");
+    assert!(keys(&endpoint, &b).await.is_empty());
+}
+
+/// `bucket hold` over a stale lease on a service that ignores preconditions:
+/// refused (exit 4), and it says what it changed — the previous holder's
+/// record was overwritten and is gone — instead of "nothing left behind".
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
+    let (endpoint, b) = bucket(Moto::Ignoring, "ignoring-stale").await;
+    let old = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
+    put_raw(
+        &sdk_client(&endpoint),
+        &b,
+        "db/LEASE",
+        format!(r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#).as_bytes(),
+    )
+    .await;
+    let mut c = bin();
+    c.args([
+        "--endpoint-url",
+        &endpoint,
+        "--path-style",
+        "bucket",
+        "hold",
+    ])
+    .arg(format!("s3://{b}/db/"))
+    .args(["--", "true"]);
+    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(!err.contains("nothing left behind"), "{err}");
+    assert!(
+        err.contains("the record of dead-holder that was there was overwritten by ours"),
+        "{err}"
+    );
+    assert!(
+        keys(&endpoint, &b).await.is_empty(),
+        "as said: db/LEASE is gone"
+    );
 }

@@ -33,10 +33,7 @@ fn best_effort(ttl_s: u64) -> LeaseConfig {
 }
 
 async fn moto_bucket(kind: Moto, test: &str) -> (String, String) {
-    let server = moto(kind);
-    let bucket = bucket_name(test);
-    create_bucket(&sdk_client(&server.endpoint()), &bucket).await;
-    (server.endpoint(), bucket)
+    Server::Moto(kind).bucket(test).await
 }
 
 async fn current(store: &dyn ObjectRead, key: &str) -> Option<(LeaseRecord, String)> {
@@ -108,11 +105,38 @@ async fn race_trials(store: Arc<dyn ObjectStore>, label: &str, plan: &[(usize, u
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn contenders_starting_together_get_exactly_one_lease_on_moto() {
-    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "race").await;
-    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
-    race_trials(store, "moto", &[(2, 30), (16, 15)]).await;
+server_matrix! {
+    /// Two contenders: one winner in each of 100 trials; 16: one in each of 15.
+    async fn contenders_starting_together_get_exactly_one_lease(server: Server) {
+        let (endpoint, bucket) = server.bucket("race").await;
+        let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+        race_trials(store, server.name(), &[(2, 100), (16, 15)]).await;
+    }
+}
+
+server_matrix! {
+    /// Contenders racing over one stale lease (If-Match on its ETag): one winner.
+    /// Ceph RGW answers some losers 500 instead of 412; they read back and lose.
+    async fn contenders_over_a_stale_lease_get_exactly_one_lease(server: Server) {
+        let (endpoint, bucket) = server.bucket("race-stale").await;
+        let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+        let client = sdk_client(&endpoint);
+        for trial in 0..10 {
+            let prefix = format!("stale-{trial}/");
+            let old = Utc::now() - chrono::Duration::seconds(120);
+            let dead = LeaseRecord {
+                instance_id: "dead-holder".into(),
+                acquired_at: old,
+                renewed_at: old,
+                ttl_s: 30,
+            };
+            put_raw(&client, &bucket, &format!("{prefix}LEASE"), &dead.to_body()).await;
+            let winners = race(store.clone(), &prefix, 8, cfg(30)).await;
+            assert_eq!(winners.len(), 1, "{}: trial {trial}: winners {winners:?}", server.name());
+            let (rec, _) = current(store.as_ref(), &format!("{prefix}LEASE")).await.unwrap();
+            assert_eq!(rec.instance_id, winners[0]);
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -227,9 +251,9 @@ async fn services_that_ignore_preconditions_are_refused_at_acquire() {
     assert_eq!(lease.exclusion(), Exclusion::BestEffort);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn takeover_of_stale_lease_and_old_holder_learns_it_is_lost() {
-    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "takeover").await;
+server_matrix! {
+async fn takeover_of_stale_lease_and_old_holder_learns_it_is_lost(server: Server) {
+    let (endpoint, bucket) = server.bucket("takeover").await;
     let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
     let old = BucketLease::acquire(store.clone(), sys(), "db/", cfg(3), &mut LeaseWatch::new())
         .await
@@ -280,6 +304,7 @@ async fn takeover_of_stale_lease_and_old_holder_learns_it_is_lost() {
         }
         other => panic!("expected Lost, got {other:?}"),
     }
+}
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -555,9 +580,9 @@ async fn release_never_deletes_a_lease_taken_by_someone_else() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn holder_is_refused_to_others_and_acquire_plus_probe_is_timed() {
-    let (endpoint, bucket) = moto_bucket(Moto::Conditional, "timing").await;
+server_matrix! {
+async fn holder_is_refused_to_others_and_acquire_plus_probe_is_timed(server: Server) {
+    let (endpoint, bucket) = server.bucket("timing").await;
     let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
     let mut samples = Vec::new();
     for i in 0..10 {
@@ -583,9 +608,12 @@ async fn holder_is_refused_to_others_and_acquire_plus_probe_is_timed() {
     }
     samples.sort();
     eprintln!(
-        "acquire + probe on moto: median {:?}, max {:?}",
-        samples[5], samples[9]
+        "acquire + probe on {}: median {:?}, max {:?}",
+        server.name(),
+        samples[5],
+        samples[9]
     );
+}
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -646,5 +674,57 @@ async fn local_stores_rooted_at_different_levels_exclude_each_other() {
             winners += usize::from(t.await.unwrap());
         }
         assert_eq!(winners, 1, "trial {trial}");
+    }
+}
+
+server_matrix! {
+    /// A holder whose lease was replaced (taken over, or overwritten) deletes
+    /// nothing at release, on a service that ignores If-Match on DELETE too.
+    async fn release_never_deletes_a_foreign_lease(server: Server) {
+        let (endpoint, bucket) = server.bucket("release-foreign").await;
+        let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+        // 1. Overwritten behind its back.
+        let old = BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+            .await
+            .unwrap();
+        let now = Utc::now();
+        let intruder = LeaseRecord {
+            instance_id: "intruder".into(),
+            acquired_at: now,
+            renewed_at: now,
+            ttl_s: 30,
+        };
+        put_raw(&sdk_client(&endpoint), &bucket, "db/LEASE", &intruder.to_body()).await;
+        match old.release().await.unwrap() {
+            Released::NotOurs(r) => assert_eq!(r.instance_id, "intruder"),
+            other => panic!("{}: expected NotOurs, got {other:?}", server.name()),
+        }
+        let (rec, _) = current(store.as_ref(), "db/LEASE").await.expect("still there");
+        assert_eq!(rec.instance_id, "intruder", "{}", server.name());
+
+        // 2. Taken over once stale (a 2 s lease, by a second store that has probed nothing).
+        let old = BucketLease::acquire(store.clone(), sys(), "tk/", cfg(2), &mut LeaseWatch::new())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(2300)).await;
+        let other: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+        let new = BucketLease::acquire(other.clone(), sys(), "tk/", cfg(30), &mut LeaseWatch::new())
+            .await
+            .unwrap();
+        match old.release().await.unwrap() {
+            Released::NotOurs(r) => assert_eq!(r.instance_id, new.record().instance_id),
+            other => panic!("{}: expected NotOurs, got {other:?}", server.name()),
+        }
+        let (rec, _) = current(store.as_ref(), "tk/LEASE").await.expect("still there");
+        assert_eq!(rec.instance_id, new.record().instance_id);
+        // The new holder releases its own: conditional DELETE where honoured,
+        // read-check-delete where If-Match on DELETE is ignored.
+        let how = new.release().await.unwrap();
+        let want = match server {
+            Server::Rgw => Released::ReadCheckDelete,
+            _ => Released::ConditionalDelete,
+        };
+        assert_eq!(how, want, "{}", server.name());
+        assert!(current(store.as_ref(), "tk/LEASE").await.is_none());
     }
 }

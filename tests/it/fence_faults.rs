@@ -622,3 +622,20 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
         "{lines:#?}"
     );
 }
+
+/// Issue 12: a 500 to a conditional renewal is ambiguous: the record is read
+/// back; ours unchanged → retried, reported as the 500 it was (not as 409).
+#[tokio::test(flavor = "multi_thread")]
+async fn renewals_answered_500_are_read_back_and_reported_as_such() {
+    let (port, b) = bucket("renew-500").await;
+    let dir = tempfile::tempdir().unwrap();
+    let err = renewals_answered(port, &b, dir.path(), "e500", 500).await;
+    // Each 500 is read back (ours unchanged: retried); the SDK may also retry
+    // it once itself, or time out under load, but never calls it a 409 or a loss.
+    assert!(
+        err.contains("renewal answered 500; read back: ours is still there unchanged"),
+        "{err}"
+    );
+    assert!(!err.contains("409 ConditionalRequestConflict"), "{err}");
+    assert!(!err.contains("lease lost"), "{err}");
+}

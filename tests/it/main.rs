@@ -5,6 +5,7 @@
 //! `common` (servers, proxies, `bucket hold` processes, tmux) and
 //! `writer_support` (pod processes).
 
+#[macro_use]
 mod common;
 mod writer_support;
 

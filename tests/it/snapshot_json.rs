@@ -157,12 +157,10 @@ fn assert_no_raw_escape(stdout: &[u8]) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_state_on_s3() {
-    let server = moto(Moto::Conditional);
-    let client = sdk_client(&server.endpoint());
-    let bucket = bucket_name("every-state");
-    create_bucket(&client, &bucket).await;
+server_matrix! {
+async fn every_state_on_s3(server: Server) {
+    let (endpoint, bucket) = server.bucket("every-state").await;
+    let client = sdk_client(&endpoint);
     for (prefix, body, _, _) in cases() {
         match body {
             Some(b) => put_raw(&client, &bucket, &format!("backups/{prefix}LEASE"), &b).await,
@@ -170,7 +168,6 @@ async fn every_state_on_s3() {
         }
     }
     let url = format!("s3://{bucket}/backups/");
-    let endpoint = server.endpoint();
     let out = tokio::task::spawn_blocking(move || {
         leasectl(Some(&endpoint), &["--json", "--no-pod", &url])
     })
@@ -197,6 +194,7 @@ async fn every_state_on_s3() {
         fresh["holder_skew_s"].as_f64().unwrap().abs() < 10.0,
         "{fresh:#}"
     );
+}
 }
 
 #[test]

@@ -24,6 +24,88 @@ pub enum Moto {
     Ignoring,
 }
 
+/// The real S3 servers the end-to-end tests run against (the server matrix):
+/// moto (answers like AWS) and Ceph RGW 16 (refuses quoted ETags in `If-Match`,
+/// ignores `If-Match` on DELETE). See [`server_matrix!`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// A moto server started by this test binary.
+    Moto(Moto),
+    /// The Ceph RADOS Gateway started by scripts/ceph-rgw.sh (scripts/test.sh starts it).
+    Rgw,
+}
+
+impl Server {
+    /// The servers every matrix test runs on.
+    pub const MATRIX: [Server; 2] = [Server::Moto(Moto::Conditional), Server::Rgw];
+
+    /// For messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Moto(Moto::Conditional) => "moto",
+            Server::Moto(Moto::Ignoring) => "moto-ignoring",
+            Server::Rgw => "ceph-rgw",
+        }
+    }
+
+    /// Its S3 endpoint URL (path-style; the credentials of [`s3_env`]).
+    pub fn endpoint(self) -> String {
+        match self {
+            Server::Moto(kind) => moto(kind).endpoint(),
+            Server::Rgw => rgw_endpoint(),
+        }
+    }
+
+    /// A fresh bucket for one test: `(endpoint, bucket)`.
+    pub async fn bucket(self, test: &str) -> (String, String) {
+        let endpoint = self.endpoint();
+        let bucket = bucket_name(test);
+        create_bucket(&sdk_client(&endpoint), &bucket).await;
+        (endpoint, bucket)
+    }
+}
+
+/// The Ceph RGW endpoint: `LEASECTL_RGW_ENDPOINT`, else the `endpoint` file
+/// scripts/ceph-rgw.sh writes in `LEASECTL_RGW_DIR` (default `.rgw` in the repository).
+pub fn rgw_endpoint() -> String {
+    if let Ok(e) = std::env::var("LEASECTL_RGW_ENDPOINT") {
+        return e;
+    }
+    let dir = std::env::var_os("LEASECTL_RGW_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".rgw"));
+    match std::fs::read_to_string(dir.join("endpoint")) {
+        Ok(e) => e.trim().to_owned(),
+        Err(_) => panic!(
+            "Ceph RGW (the second S3 test server) is not running: {} is missing.\n\
+             Start it with scripts/ceph-rgw.sh start (scripts/test.sh does).",
+            dir.join("endpoint").display()
+        ),
+    }
+}
+
+/// Defines one test per server of [`Server::MATRIX`] (`#[macro_use] mod common`
+/// in main.rs makes it visible to every module): a module `NAME` with
+/// tests `moto` and `rgw`, each calling the body with its server.
+macro_rules! server_matrix {
+    ($(#[$m:meta])* async fn $name:ident($s:ident : Server) $body:block) => {
+        $(#[$m])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn matrix_body($s: Server) $body
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn moto() {
+                matrix_body(Server::Moto(Moto::Conditional)).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn rgw() {
+                matrix_body(Server::Rgw).await
+            }
+        }
+    };
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

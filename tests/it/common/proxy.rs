@@ -31,6 +31,11 @@ struct State {
     hang: Option<(String, String)>,
     /// Answer requests with this method and path suffix with this status, unforwarded.
     fail: Option<(String, String, u16)>,
+    /// Answer every request carrying If-Match / If-None-Match with this status,
+    /// unforwarded (a service that does not support conditional requests).
+    fail_conditional: Option<u16>,
+    /// Strip If-Match / If-None-Match only from requests whose path contains this.
+    strip_under: Option<String>,
 }
 
 #[derive(Clone)]
@@ -84,11 +89,23 @@ impl Proxy {
         self.state.lock().unwrap().fail = Some((method.to_owned(), suffix.to_owned(), status));
     }
 
+    /// Answer every request with an `If-Match` or `If-None-Match` header with `status`.
+    pub fn fail_conditional(&self, status: u16) {
+        self.state.lock().unwrap().fail_conditional = Some(status);
+    }
+
+    /// Remove `If-Match` / `If-None-Match` only from requests whose path contains `part`
+    /// (a service that mis-implements them for some keys).
+    pub fn strip_conditional_under(&self, part: &str) {
+        self.state.lock().unwrap().strip_under = Some(part.to_owned());
+    }
+
     /// Back to forwarding everything: no hang, no failure, no dropped answer.
     pub fn clear_faults(&self) {
         let mut s = self.state.lock().unwrap();
         s.hang = None;
         s.fail = None;
+        s.fail_conditional = None;
         s.drop_next = None;
         s.mode = Some(Mode::Pass);
     }
@@ -153,6 +170,12 @@ async fn handle(
             .is_some_and(|(m, suffix)| *m == method && path.ends_with(suffix.as_str()));
         let mode = if hang {
             Mode::BlackHole
+        } else if s
+            .strip_under
+            .as_ref()
+            .is_some_and(|p| path.contains(p.as_str()))
+        {
+            Mode::StripConditional
         } else {
             s.mode.unwrap_or(Mode::Pass)
         };
@@ -160,7 +183,14 @@ async fn handle(
             .fail
             .as_ref()
             .filter(|(m, suffix, _)| *m == method && path.ends_with(suffix.as_str()))
-            .map(|f| f.2);
+            .map(|f| f.2)
+            .or_else(|| {
+                let conditional = head.lines().any(|l| {
+                    let l = l.to_ascii_lowercase();
+                    l.starts_with("if-match:") || l.starts_with("if-none-match:")
+                });
+                s.fail_conditional.filter(|_| conditional)
+            });
         (mode, drop_answer, fail)
     };
     if let Some(status) = fail {
