@@ -606,6 +606,9 @@ pub async fn takeover_cmd(
     let describe = |obs: &Observed, out: &mut (dyn std::io::Write + Send)| {
         let j = judge(obs, clock.wall());
         let _ = writeln!(out, "lease    {} ({})", sanitize(&key), sanitize(&a.url));
+        if let Some(n) = crate::text::lookalike_note(&a.url) {
+            let _ = writeln!(out, "warning  {n}");
+        }
         let sentence = j.sentence();
         let rest = sentence
             .strip_prefix(&format!("{}: ", j.state))

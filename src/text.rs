@@ -289,3 +289,58 @@ mod tests {
         assert_eq!(sanitize_bytes(b"ok\xff\xfe\x1b"), "ok\\xff\\xfe\\x1b");
     }
 }
+
+/// Latin letters beyond ASCII (accented letters: `é`, `ø`, `ł`…).
+fn is_latin(c: char) -> bool {
+    matches!(c as u32, 0x00C0..=0x024F | 0x1E00..=0x1EFF | 0x2C60..=0x2C7F | 0xA720..=0xA7FF)
+}
+
+/// Why `name` could be mistaken for another name by eye, or `None`: it is not
+/// in Unicode normal form C (two spellings of one look), or it mixes ASCII
+/// letters with letters of another script (a look-alike such as Cyrillic `а`
+/// for `a`; accented Latin letters are not flagged).
+/// The sentence is safe to print.
+pub fn lookalike_note(name: &str) -> Option<String> {
+    use unicode_normalization::UnicodeNormalization;
+    if !unicode_normalization::is_nfc(name) {
+        let nfc: String = name.nfc().collect();
+        return Some(format!(
+            "the name is not in Unicode normal form C: it looks like {} but is spelt differently",
+            sanitize(&nfc)
+        ));
+    }
+    let ascii = name.chars().any(|c| c.is_ascii_alphabetic());
+    let other: Vec<String> = name
+        .chars()
+        .filter(|c| !c.is_ascii() && c.is_alphabetic() && !is_latin(*c))
+        .map(|c| format!("U+{:04X}", c as u32))
+        .collect();
+    if ascii && !other.is_empty() {
+        return Some(format!(
+            "the name mixes Latin letters with letters of another script ({}): it may imitate another name",
+            other.join(", ")
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod lookalike_tests {
+    use super::lookalike_note;
+
+    #[test]
+    fn lookalikes_are_named() {
+        assert!(lookalike_note("db1/").is_none());
+        assert!(
+            lookalike_note("données/").is_none(),
+            "NFC and only Latin letters"
+        );
+        // e + combining acute: the same look as é, another spelling.
+        let decomposed = "donne\u{301}es/";
+        assert!(lookalike_note(decomposed)
+            .unwrap()
+            .contains("normal form C"));
+        // Cyrillic а in an otherwise ASCII name.
+        assert!(lookalike_note("b\u{430}ckups/").unwrap().contains("U+0430"));
+    }
+}

@@ -448,12 +448,18 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
             sanitize(app.targets.get(r.target).map(String::as_str).unwrap_or("?")),
         ),
         kv("key", sanitize(&p.key)),
-        Line::from(vec![
-            Span::styled(format!("{:<14}", "judgement"), bold),
-            Span::styled(p.state.as_str(), state_style(p.state)),
-            Span::raw(format!(": {}", p.explanation(app.now))),
-        ]),
     ];
+    if let Some(note) = crate::text::lookalike_note(&p.prefix) {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<14}", "LOOK-ALIKE"), bold.fg(Color::Yellow)),
+            Span::raw(note),
+        ]));
+    }
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:<14}", "judgement"), bold),
+        Span::styled(p.state.as_str(), state_style(p.state)),
+        Span::raw(format!(": {}", p.explanation(app.now))),
+    ]));
     if let Some(rec) = &p.record {
         lines.push(kv("instance_id", sanitize(&rec.instance_id)));
         lines.push(kv("acquired_at", rec.acquired_at.to_rfc3339()));
@@ -692,6 +698,23 @@ fn render_dialog(app: &App, d: &super::app::TakeoverDialog, f: &mut Frame, area:
             ),
         ]),
     ];
+    if let Some(n) = crate::text::lookalike_note(&d.prefix) {
+        // The dialog does not wrap: the note's first clause, then the code points.
+        let short = n.split(':').next().unwrap_or(&n).to_owned();
+        let codes = n
+            .split(['(', ')'])
+            .nth(1)
+            .filter(|c| c.starts_with("U+"))
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        lines.insert(
+            3,
+            Line::styled(
+                format!("warning  look-alike{codes}: {short}"),
+                Style::default().fg(Color::Yellow),
+            ),
+        );
+    }
     // Which line holds each field: the dialog scrolls to keep the focused one
     // in view when the terminal is too short for all of it.
     let mut field_line = vec![

@@ -498,3 +498,32 @@ async fn the_takeover_dialog_scrolls_to_its_buttons_on_a_short_terminal() {
         a.mode
     );
 }
+
+/// A name that only looks like another (a Cyrillic `а` among Latin letters,
+/// or not in NFC) is flagged in the detail pane and the takeover dialog.
+#[tokio::test]
+async fn look_alike_names_are_flagged_before_a_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "b\u{430}ckups";
+    std::fs::create_dir_all(dir.path().join(name)).unwrap();
+    std::fs::write(
+        dir.path().join(name).join("LEASE"),
+        rec("gone", "2026-11-30T11:50:00Z", 30),
+    )
+    .unwrap();
+    let mut a = app(dir.path(), false, 160, 40).await;
+    select(&mut a, &format!("{name}/"));
+    key(&mut a, KeyCode::Enter);
+    let detail = screen(&a, 160, 40);
+    assert!(
+        detail.contains("LOOK-ALIKE") && detail.contains("U+0430"),
+        "{detail}"
+    );
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Char('t'));
+    let dialog = screen(&a, 160, 40);
+    assert!(
+        dialog.contains("warning") && dialog.contains("U+0430"),
+        "{dialog}"
+    );
+}
