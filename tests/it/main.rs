@@ -32,3 +32,4 @@ mod writer_judge;
 mod writer_pod;
 mod writer_privacy;
 mod writer_snapshot_json;
+mod writer_truth;
