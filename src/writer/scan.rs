@@ -48,7 +48,6 @@ use std::io::{BufRead, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use procfs::process::Process;
 use procfs::{FromBufRead, FromRead};
 use serde::{Deserialize, Serialize};
 
@@ -1416,7 +1415,8 @@ struct RawProc {
     starttime: u64,
     /// A kernel thread: no environment, no descriptors, never in a pod.
     kthread: bool,
-    handle: Process,
+    /// `{root}/PID`.
+    dir: PathBuf,
 }
 
 impl RawProc {
@@ -1424,7 +1424,7 @@ impl RawProc {
     /// another process's `cmdline` copies from its memory, and most processes
     /// of a machine are not in the pod.
     fn command(&self) -> String {
-        read_command(&self.handle, &self.comm)
+        read_command(&self.dir, &self.comm)
     }
 }
 
@@ -1439,26 +1439,34 @@ struct ProcTable {
 
 impl ProcTable {
     fn read(root: &Path) -> Result<ProcTable, WriterError> {
-        let iter =
-            procfs::process::all_processes_with_root(root).map_err(|e| WriterError::Proc {
-                path: root.to_path_buf(),
-                message: e.to_string(),
-            })?;
+        let iter = std::fs::read_dir(root).map_err(|e| WriterError::Proc {
+            path: root.to_path_buf(),
+            message: sanitize(&e.to_string()),
+        })?;
         let mut procs = BTreeMap::new();
-        for handle in iter.flatten() {
-            let Ok(stat) = handle.stat() else { continue };
-            let Ok(pid) = u32::try_from(stat.pid) else {
+        let mut buf = Vec::with_capacity(1024);
+        for entry in iter.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let dir = root.join(name);
+            // Gone meanwhile, or not a process directory.
+            if read_proc(&dir.join("stat"), &mut buf).is_err() {
+                continue;
+            }
+            let Some(stat) = parse_stat(&buf) else {
                 continue;
             };
             procs.insert(
                 pid,
                 RawProc {
                     pid,
-                    ppid: u32::try_from(stat.ppid).unwrap_or(0),
+                    ppid: stat.ppid,
                     comm: stat.comm,
                     starttime: stat.starttime,
                     kthread: stat.flags & PF_KTHREAD != 0,
-                    handle,
+                    dir,
                 },
             );
         }
@@ -1492,7 +1500,7 @@ impl ProcTable {
                 },
                 false,
             ),
-            Some(p) => read_lease_env(&p.handle),
+            Some(p) => read_lease_env(&p.dir),
             None => (EnvRead::Unreadable("the process exited".into()), false),
         };
         self.env_cache.borrow_mut().insert(pid, e.clone());
@@ -1505,7 +1513,7 @@ impl ProcTable {
             return std::rc::Rc::clone(f);
         }
         let f = std::rc::Rc::new(match self.procs.get(&pid) {
-            Some(p) if !p.kthread => lock_fds(&self.root, pid, &p.handle),
+            Some(p) if !p.kthread => lock_fds(&self.root, pid),
             _ => FdsRead::default(),
         });
         self.fd_cache
@@ -1554,12 +1562,9 @@ impl ProcTable {
     }
 }
 
-fn read_command(handle: &Process, comm: &str) -> String {
+fn read_command(dir: &Path, comm: &str) -> String {
     let mut buf = Vec::new();
-    let ok = handle
-        .open_relative("cmdline")
-        .and_then(|f| read_proc_file(f, &mut buf).map_err(Into::into))
-        .is_ok();
+    let ok = read_proc(&dir.join("cmdline"), &mut buf).is_ok();
     let args: Vec<String> = if ok {
         buf.split(|b| *b == 0)
             .filter(|a| !a.is_empty())
@@ -1575,23 +1580,74 @@ fn read_command(handle: &Process, comm: &str) -> String {
     }
 }
 
+/// The fields of `/proc/PID/stat` the scanner uses.
+struct Stat {
+    ppid: u32,
+    comm: String,
+    flags: u32,
+    starttime: u64,
+}
+
+/// Parses `/proc/PID/stat`: `pid (comm) state ppid … flags … starttime …`.
+/// The command name may contain spaces and parentheses, so it ends at the
+/// *last* `)`.
+fn parse_stat(buf: &[u8]) -> Option<Stat> {
+    let open = buf.iter().position(|b| *b == b'(')?;
+    let close = buf.iter().rposition(|b| *b == b')')?;
+    let comm = String::from_utf8_lossy(buf.get(open + 1..close)?).into_owned();
+    let rest = std::str::from_utf8(buf.get(close + 1..)?).ok()?;
+    // After ") ": state(0) ppid(1) pgrp session tty_nr tpgid flags(6) minflt
+    // cminflt majflt cmajflt utime stime cutime cstime priority nice
+    // num_threads itrealvalue starttime(19).
+    let f: Vec<&str> = rest.split_ascii_whitespace().take(20).collect();
+    Some(Stat {
+        ppid: f.get(1)?.parse().ok()?,
+        comm,
+        flags: f.get(6)?.parse().ok()?,
+        starttime: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// Reads a small `/proc` file into `buf` (cleared first): `openat`, as few
+/// `read`s as the size needs, `close`. A short read is taken as the end: for
+/// `stat`, `cmdline` and `environ` the kernel fills the whole buffer unless
+/// the content ends, so the extra `read` returning 0 is saved.
+fn read_proc(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    if buf.capacity() < 4096 {
+        buf.reserve(4096);
+    }
+    let mut f = std::fs::File::open(path)?;
+    loop {
+        let len = buf.len();
+        let cap = buf.capacity();
+        buf.resize(cap, 0);
+        let n = match f.read(&mut buf[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                buf.truncate(len);
+                continue;
+            }
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        };
+        buf.truncate(len + n);
+        if n == 0 || len + n < cap {
+            return Ok(());
+        }
+        buf.reserve(cap);
+    }
+}
+
 /// Reads `/proc/PID/environ` and keeps only the two lease variables. The raw
 /// buffer is overwritten before it is dropped. The flag is true when the read
 /// was refused (another user's process), false when it worked or the process
 /// exited meanwhile.
-fn read_lease_env(handle: &Process) -> (EnvRead, bool) {
-    let mut buf = Vec::new();
-    let res = handle
-        .open_relative("environ")
-        .map_err(|e| match e {
-            procfs::ProcError::PermissionDenied(_) => {
-                std::io::Error::from(std::io::ErrorKind::PermissionDenied)
-            }
-            procfs::ProcError::NotFound(_) => std::io::Error::from(std::io::ErrorKind::NotFound),
-            procfs::ProcError::Io(e, _) => e,
-            other => std::io::Error::other(other.to_string()),
-        })
-        .and_then(|f| read_proc_file(f, &mut buf));
+fn read_lease_env(dir: &Path) -> (EnvRead, bool) {
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let res = read_proc(&dir.join("environ"), &mut buf);
     let out = match res {
         Err(e)
             if e.kind() == std::io::ErrorKind::NotFound
@@ -1600,7 +1656,7 @@ fn read_lease_env(handle: &Process) -> (EnvRead, bool) {
             (EnvRead::Unreadable("the process exited".into()), false)
         }
         Err(e) => (EnvRead::Unreadable(io_why(&e)), true),
-        Ok(_) => {
+        Ok(()) => {
             let mut enable = None;
             let mut stamp = None;
             for entry in buf.split(|b| *b == 0) {
@@ -1613,24 +1669,18 @@ fn read_lease_env(handle: &Process) -> (EnvRead, bool) {
             (EnvRead::Read { enable, stamp }, false)
         }
     };
-    buf.iter_mut().for_each(|b| *b = 0);
+    // Overwrite everything the buffer ever held, not just its length.
+    let cap = buf.capacity();
+    buf.clear();
+    buf.resize(cap, 0);
     out
-}
-
-/// Reads a whole `/proc` file in as few reads as possible. `File::read_to_end`
-/// would ask for the size and position first (two syscalls wasted: `/proc`
-/// sizes are 0), then probe with 32-byte reads, each of which copies from the
-/// other process's memory for `environ` and `cmdline`.
-fn read_proc_file(f: std::fs::File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    buf.reserve(16 * 1024);
-    f.take(u64::MAX).read_to_end(buf)
 }
 
 /// The descriptors of `pid` on a file named `.writer.lock`. One `readlink`
 /// per descriptor (procfs's `Process::fd` spends four syscalls on each).
 /// A refused read (another user's process) is reported in `unreadable`; a
 /// process or descriptor that vanished meanwhile is simply absent.
-fn lock_fds(root: &Path, pid: u32, handle: &Process) -> FdsRead {
+fn lock_fds(root: &Path, pid: u32) -> FdsRead {
     let dir = root.join(pid.to_string()).join("fd");
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -1660,7 +1710,7 @@ fn lock_fds(root: &Path, pid: u32, handle: &Process) -> FdsRead {
         if !target.is_absolute() {
             continue;
         }
-        match lock_fd(root, pid, handle, fd, &target) {
+        match lock_fd(root, pid, fd, &target) {
             Ok(Some(l)) => out.fds.push(l),
             Ok(None) => {}
             Err(why) => out.unreadable = Some(why),
@@ -1672,13 +1722,7 @@ fn lock_fds(root: &Path, pid: u32, handle: &Process) -> FdsRead {
 /// If descriptor `fd` (pointing at `target`) is on a file named
 /// `.writer.lock`, its identity and the FLOCK lines of its fdinfo. An error
 /// says what could not be read.
-fn lock_fd(
-    root: &Path,
-    pid: u32,
-    handle: &Process,
-    fd: i32,
-    target: &Path,
-) -> Result<Option<LockFd>, String> {
+fn lock_fd(root: &Path, pid: u32, fd: i32, target: &Path) -> Result<Option<LockFd>, String> {
     let shown = target.to_string_lossy();
     let trimmed = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
     if Path::new(trimmed)
@@ -1695,15 +1739,14 @@ fn lock_fd(
         }
         Err(_) => return Ok(None),
     };
-    let f = match handle.open_relative(format!("fdinfo/{fd}")) {
+    let fdinfo = root
+        .join(pid.to_string())
+        .join("fdinfo")
+        .join(fd.to_string());
+    let f = match std::fs::File::open(fdinfo) {
         Ok(f) => f,
-        Err(procfs::ProcError::NotFound(_)) => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "/proc/{pid}/fdinfo/{fd}: {}",
-                sanitize(&e.to_string())
-            ))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("/proc/{pid}/fdinfo/{fd}: {}", io_why(&e))),
     };
     let lines: String = std::io::BufReader::new(f)
         .lines()
@@ -1783,4 +1826,37 @@ pub fn merge(parts: Vec<PodSnapshot>) -> PodSnapshot {
     out.uninspected.sort_unstable();
     out.uninspected.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_stat_takes_comm_up_to_the_last_paren() {
+        let line =
+            b"4711 (a) b (c) S 42 4711 4711 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0\n";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.comm, "a) b (c");
+        assert_eq!(s.ppid, 42);
+        assert_eq!(s.flags, 4194560);
+        assert_eq!(s.starttime, 123456);
+        assert!(parse_stat(b"4711 (x) S 42").is_none());
+        assert!(parse_stat(b"garbage").is_none());
+    }
+
+    #[test]
+    fn read_proc_reads_files_larger_than_the_first_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big");
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let mut buf = Vec::new();
+        read_proc(&p, &mut buf).unwrap();
+        assert_eq!(buf, data);
+        // And /proc itself: our own stat parses, with our own pid's parent.
+        read_proc(Path::new("/proc/self/stat"), &mut buf).unwrap();
+        let s = parse_stat(&buf).unwrap();
+        assert_eq!(s.ppid, nix::unistd::getppid().as_raw() as u32);
+    }
 }
