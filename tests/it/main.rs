@@ -28,6 +28,7 @@ mod tui_snapshots;
 mod tui_tmux;
 mod writer_assess;
 mod writer_exec;
+mod writer_exec_tree;
 mod writer_judge;
 mod writer_pod;
 mod writer_privacy;

@@ -4,12 +4,10 @@
 //! processes, real flock. `LEASECTL_TEST_BIN` runs another build of leasectl
 //! (to check that these tests fail without the fix).
 
-mod writer_support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use writer_support::*;
+use crate::writer_support::*;
 
 /// Fault 3 of issue 13: the command daemonizes a writer and exits. `writer
 /// exec` must hold the lock until the daemon is gone too, then exit with the
