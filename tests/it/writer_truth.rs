@@ -6,14 +6,13 @@
 //! `LEASECTL_TEST_BIN` runs every leasectl process of these tests from another
 //! build (to check that they fail without the fix).
 
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
 use crate::writer_support::*;
+use serde_json::Value;
 
 /// A data directory everyone may enter, in a temporary directory everyone may
 /// enter (an unprivileged viewer must reach the lock file to probe it).
