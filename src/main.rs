@@ -11,7 +11,7 @@ use leasectl::cli::{
 };
 use leasectl::clock::{SharedClock, SystemClock};
 use leasectl::commands;
-use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_ATTENTION, EXIT_USAGE};
+use leasectl::snapshot::{self, GatherOptions, OpenTarget, EXIT_USAGE};
 use leasectl::store::s3::S3Options;
 use leasectl::store::{Counters, Counting, ObjectStore, ReadOnly};
 use leasectl::target::{Connector, Target};
@@ -400,11 +400,7 @@ fn scan_options(pod: &PodArgs, proc_root: &std::path::Path) -> ScanOptions {
 fn pod_scan(pod: &PodArgs, proc_root: &std::path::Path) -> Result<i32> {
     let snap = scan::scan(&scan_options(pod, proc_root))?;
     print_document(&leasectl::text::to_json_pretty(&snap)?);
-    Ok(if snap.verdicts.is_empty() {
-        0
-    } else {
-        EXIT_ATTENTION
-    })
+    Ok(snap.exit_code())
 }
 
 async fn console(cli: Cli) -> Result<i32> {

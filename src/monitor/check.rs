@@ -257,6 +257,12 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
         errors += 1;
         details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(e))));
     }
+    // An incomplete pod (processes that could not be inspected, a lock file
+    // whose state is unknown) is UNKNOWN, never OK.
+    for n in &snap.pod.notes {
+        errors += 1;
+        details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(n))));
+    }
     for v in &snap.pod.verdicts {
         details.push((
             Status::Critical,

@@ -67,7 +67,7 @@ pub const STATES: [&str; 6] = [
     "unknown",
 ];
 
-const VERDICTS: [VerdictKind; 7] = [
+const VERDICTS: [VerdictKind; 8] = [
     VerdictKind::InvalidEnable,
     VerdictKind::ArmedHoldsNothing,
     VerdictKind::SiblingsRacing,
@@ -75,6 +75,7 @@ const VERDICTS: [VerdictKind; 7] = [
     VerdictKind::StrayStamp,
     VerdictKind::Waiting,
     VerdictKind::HolderOutsidePod,
+    VerdictKind::OrphanedWriter,
 ];
 
 type FGauge = Gauge<f64, AtomicU64>;

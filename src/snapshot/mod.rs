@@ -226,12 +226,14 @@ pub const EXIT_USAGE: i32 = crate::exit::Exit::Usage.code();
 pub const EXIT_ATTENTION: i32 = crate::exit::Exit::Attention.code();
 
 impl Snapshot {
-    /// The exit code for monitoring: 1 if anything could not be gathered, else
+    /// The exit code for monitoring: 1 if anything could not be gathered
+    /// (including pod processes that could not be inspected), else
     /// 3 if anything needs attention, else 0.
     pub fn exit_code(&self) -> i32 {
         if self.targets.iter().any(|t| {
             t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
         }) || self.pod_error.is_some()
+            || self.pod.incomplete()
         {
             EXIT_UNREACHABLE
         } else if self

@@ -710,7 +710,8 @@ impl App {
                 notice(&format!("pod scan failed: {}", terminal_safe(e)), true)
             }
             (PodStatus::Scanning, None) => notice("gathering…", false),
-            (PodStatus::Scanning, Some(s)) if s.pod.verdicts.is_empty() => {
+            // An incomplete pod is never "healthy": its notes come first.
+            (PodStatus::Scanning, Some(s)) if s.pod.verdicts.is_empty() && !s.pod.incomplete() => {
                 if s.pod.processes.is_empty() {
                     notice(
                         "no pod found: no process carries CLOUD_WRITER_LEASE or has a .writer.lock open",
@@ -722,6 +723,9 @@ impl App {
             }
             (PodStatus::Scanning, Some(s)) => {
                 let mut out = Vec::new();
+                for n in &s.pod.notes {
+                    out.extend(notice(&terminal_safe(n), true));
+                }
                 for v in &s.pod.verdicts {
                     let pids: Vec<String> = v.pids.iter().map(u32::to_string).collect();
                     let pids = if pids.is_empty() {

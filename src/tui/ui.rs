@@ -11,7 +11,7 @@ use super::layout;
 use crate::bucket::{format_secs, LeaseState};
 use crate::snapshot::ExclusionReport;
 use crate::text::sanitize;
-use crate::writer::scan::{DutyView, LockState, ProcessInfo, VerdictKind};
+use crate::writer::scan::{DutyView, LockFileState, LockState, ProcessInfo, VerdictKind};
 
 /// Smallest terminal the console draws into; below it says so.
 pub const MIN_SIZE: (u16, u16) = (40, 8);
@@ -48,6 +48,7 @@ pub fn lock_style(l: LockState) -> Style {
             .add_modifier(Modifier::BOLD),
         LockState::Open => Style::default().fg(Color::Yellow),
         LockState::None => Style::default(),
+        LockState::Unknown => Style::default().fg(Color::Magenta),
     }
 }
 
@@ -59,7 +60,8 @@ pub fn verdict_style(k: VerdictKind) -> Style {
         | VerdictKind::HolderNotTake
         | VerdictKind::HolderOutsidePod
         | VerdictKind::InvalidEnable
-        | VerdictKind::ArmedHoldsNothing => Color::Red,
+        | VerdictKind::ArmedHoldsNothing
+        | VerdictKind::OrphanedWriter => Color::Red,
         VerdictKind::StrayStamp | VerdictKind::Waiting => Color::Yellow,
     };
     Style::default().fg(c)
@@ -70,6 +72,7 @@ pub fn lock_text(p: &ProcessInfo) -> String {
     match p.lock {
         LockState::Holds => "holds".into(),
         LockState::None => "none".into(),
+        LockState::Unknown => "unknown".into(),
         LockState::Open => match p.waiting_s {
             Some(s) => format!("open ≤{}", format_secs(s as f64)),
             None => "open".into(),
@@ -839,10 +842,11 @@ fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     };
     for l in pod.map(|p| p.locks.as_slice()).unwrap_or_default() {
         let held = if l.holders.is_empty() {
-            if l.locked {
-                "locked, holder not visible".to_owned()
-            } else {
-                "free".to_owned()
+            match l.state {
+                LockFileState::HeldOutsideNamespace => "held outside this PID namespace".to_owned(),
+                LockFileState::Unknown => "unknown".to_owned(),
+                LockFileState::Free => "free".to_owned(),
+                LockFileState::Held => "locked, holder not visible".to_owned(),
             }
         } else {
             let pids: Vec<String> = l.holders.iter().map(u32::to_string).collect();

@@ -29,8 +29,11 @@ pub const FORWARDED: [Signal; 4] = [
 /// - **Take**: polls the lock of `data_dir` for up to `wait`, failing closed
 ///   with an error naming the holder; spawns `cmd` with
 ///   `CLOUD_WRITER_LEASE_HELD=<own pid>` and `PR_SET_PDEATHSIG(SIGKILL)`;
-///   forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to it; releases the lock
-///   only after the child has been reaped; returns the child's exit code, or
+///   becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`), so descendants the
+///   command orphans (a daemonized writer) are adopted; forwards SIGTERM,
+///   SIGINT, SIGHUP and SIGQUIT to the child and every other descendant;
+///   reaps every child, adopted ones included, and releases the lock only
+///   after the last one is gone; returns the child's exit code, or
 ///   128 + signal number when a signal killed it.
 /// - **Inherit** and **Off**: replaces this process with `cmd` (`execvp`);
 ///   returns only on failure.
@@ -80,6 +83,17 @@ fn run_holding(
         source,
     })?;
 
+    // Orphans of the command (a daemonized writer) become our children, so
+    // the lock is held until they are gone too.
+    if let Err(source) = nix::sys::prctl::set_child_subreaper(true) {
+        let _ = set.thread_unblock();
+        let _ = lock.release();
+        return Err(WriterError::Sys {
+            what: "prctl(PR_SET_CHILD_SUBREAPER)",
+            source,
+        });
+    }
+
     let child_set = set;
     let mut command = Command::new(program);
     command.args(args).env(HELD, me.to_string());
@@ -114,64 +128,108 @@ fn run_holding(
         "started child"
     );
 
-    // `reaped` guards against signalling a recycled pid: it is set while the
-    // child is still a zombie (waitid WNOWAIT), before the real reap.
-    let reaped = Arc::new(Mutex::new(false));
-    let reaped_fwd = Arc::clone(&reaped);
+    // Reap every descendant, not just the child: as a child subreaper this
+    // process adopts what the command orphans (a daemonized writer), and the
+    // lock is released only when the last of them is gone (seed: release
+    // after the last child). `reaping` is held while signalling and while
+    // reaping, so a signal never reaches a pid recycled after our reap.
+    let reaping = Arc::new(Mutex::new(false));
+    let reaping_fwd = Arc::clone(&reaping);
     let forwarder = std::thread::Builder::new()
         .name("signal-forwarder".into())
         .spawn(move || loop {
             let Ok(sig) = set.wait() else { continue };
-            let done = reaped_fwd.lock().unwrap_or_else(|e| e.into_inner());
+            let done = reaping_fwd.lock().unwrap_or_else(|e| e.into_inner());
             if *done {
                 return;
             }
-            tracing::info!(signal = %sig, child = child_pid.as_raw(), "forwarding signal");
+            // The child first, then every other descendant (a daemon in its
+            // own session gets no terminal signal otherwise).
             let _ = kill(child_pid, sig);
+            let others: Vec<i32> = descendants(me as i32)
+                .into_iter()
+                .filter(|p| *p != child_pid.as_raw())
+                .collect();
+            tracing::info!(
+                signal = %sig,
+                child = child_pid.as_raw(),
+                others = others.len(),
+                "forwarding signal to the command and its descendants"
+            );
+            for pid in others {
+                let _ = kill(Pid::from_raw(pid), sig);
+            }
         });
     if let Err(e) = forwarder {
         // Never return (and so release the lock) while the child runs.
         tracing::warn!("cannot start the signal forwarder, signals will not reach the child: {e}");
     }
 
-    // Wait until the child has exited but leave it a zombie, so its pid
-    // cannot be reused while the forwarder might still signal it.
+    let mut status: Option<WaitStatus> = None;
     loop {
-        match waitid(
-            Id::Pid(child_pid),
-            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
-        ) {
+        // Wait until some child has exited but leave it a zombie, so its pid
+        // cannot be reused while the forwarder might still signal it.
+        let exited = match waitid(Id::All, WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
             Err(nix::Error::EINTR) => continue,
-            Ok(_) => break,
+            Err(nix::Error::ECHILD) => None,
+            Ok(st) => st.pid(),
             Err(e) => {
                 tracing::warn!("waitid failed ({e}); falling back to waitpid");
+                None
+            }
+        };
+        let mut done = reaping.lock().unwrap_or_else(|e| e.into_inner());
+        let reaped = loop {
+            let r = match exited {
+                Some(pid) => waitpid(pid, None),
+                None => waitpid(Pid::from_raw(-1), None),
+            };
+            match r {
+                Err(nix::Error::EINTR) => continue,
+                other => break other,
+            }
+        };
+        match reaped {
+            Ok(st) if st.pid() == Some(child_pid) => {
+                status = Some(st);
+                let left = descendants(me as i32);
+                if !left.is_empty() {
+                    tracing::warn!(
+                        left = left.len(),
+                        "the command exited but left {} process(es) running (e.g. daemonized); holding the writer lock until the last one exits",
+                        left.len()
+                    );
+                }
+            }
+            Ok(_) => {}
+            Err(nix::Error::ECHILD) => {
+                *done = true;
+                break;
+            }
+            Err(source) => {
+                if status.is_none() {
+                    *done = true;
+                    return Err(WriterError::Sys {
+                        what: "waitpid",
+                        source,
+                    });
+                }
+                // Cannot wait any more: leftovers are killed before release.
+                for pid in descendants(me as i32) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+                *done = true;
                 break;
             }
         }
     }
-    let status = {
-        let mut done = reaped.lock().unwrap_or_else(|e| e.into_inner());
-        *done = true;
-        loop {
-            match waitpid(child_pid, None) {
-                Err(nix::Error::EINTR) => continue,
-                other => break other,
-            }
-        }
-    };
     drop(child);
     let code = match status {
-        Ok(WaitStatus::Exited(_, code)) => code,
-        Ok(WaitStatus::Signaled(_, sig, _)) => 128 + sig as i32,
-        Ok(other) => {
+        Some(WaitStatus::Exited(_, code)) => code,
+        Some(WaitStatus::Signaled(_, sig, _)) => 128 + sig as i32,
+        other => {
             tracing::warn!(?other, "unexpected wait status");
             125
-        }
-        Err(source) => {
-            return Err(WriterError::Sys {
-                what: "waitpid",
-                source,
-            })
         }
     };
     let path = lock.path().to_path_buf();
@@ -179,6 +237,33 @@ fn run_holding(
         // Closing the descriptor (done by release either way) drops the lock.
         tracing::warn!("{e}");
     }
-    tracing::info!(path = %path.display(), exit_code = code, "child reaped; released the writer lock");
+    tracing::info!(path = %path.display(), exit_code = code, "the command and every descendant are gone; released the writer lock");
     Ok(code)
+}
+
+/// Every process whose chain of parents reaches `root` (not `root` itself),
+/// from `/proc`. Processes that vanish meanwhile are skipped.
+fn descendants(root: i32) -> Vec<i32> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let mut children: std::collections::BTreeMap<i32, Vec<i32>> = Default::default();
+    for p in all.flatten() {
+        if let Ok(s) = p.stat() {
+            children.entry(s.ppid).or_default().push(s.pid);
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        if let Some(c) = children.get(&pid) {
+            for &k in c {
+                if !out.contains(&k) && k != root {
+                    out.push(k);
+                    stack.push(k);
+                }
+            }
+        }
+    }
+    out
 }

@@ -231,6 +231,8 @@ fn proc(pid: u32, ppid: u32, command: &str, env: EnvRead) -> ObservedProcess {
         opens: vec![],
         holds: vec![],
         age_s: Some(42),
+        fds_unreadable: None,
+        included_because: "test".into(),
     }
 }
 
@@ -283,8 +285,11 @@ fn trap_pod() -> PodSnapshot {
             holders: vec![100],
             locked: true,
             proc_locks_pids: vec![100],
+            state: leasectl::writer::scan::LockFileState::Held,
+            state_reason: String::new(),
         }],
         alive: [1, 100, 101, 102, 103, 104, 105].into_iter().collect(),
+        ..Observed::default()
     };
     judge(&obs)
 }
@@ -360,6 +365,8 @@ async fn pod_view_escapes_raw_process_text() {
         enable: Some("1\u{1b}".into()),
         stamp: None,
         waiting_s: None,
+        lock_reason: None,
+        included_because: String::new(),
     };
     let pod = PodSnapshot {
         processes: vec![raw],
@@ -369,6 +376,7 @@ async fn pod_view_escapes_raw_process_text() {
             message: "msg\u{1b}[31m".into(),
             pids: vec![7],
         }],
+        ..PodSnapshot::default()
     };
     let mut app = pod_app(pod, 100, 16).await;
     app.update(Action::SwitchView);
@@ -521,6 +529,8 @@ async fn ten_thousand_processes_deep_chain() {
             enable: None,
             stamp: None,
             waiting_s: None,
+            lock_reason: None,
+            included_because: String::new(),
         });
     }
     let pod = PodSnapshot {

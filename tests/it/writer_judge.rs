@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use leasectl::writer::scan::{
-    judge, scan, DutyView, EnvRead, LockState, Observed, ObservedLock, ObservedProcess,
-    ScanOptions, VerdictKind,
+    judge, scan, DutyView, EnvRead, LockFileState, LockState, Observed, ObservedLock,
+    ObservedProcess, ScanOptions, VerdictKind,
 };
 
 fn env(enable: Option<&str>, stamp: Option<&str>) -> EnvRead {
@@ -24,6 +24,8 @@ fn p(pid: u32, ppid: u32, env: EnvRead, opens: bool, holds: bool) -> ObservedPro
         opens: if opens { vec![0] } else { vec![] },
         holds: if holds { vec![0] } else { vec![] },
         age_s: Some(12),
+        fds_unreadable: None,
+        included_because: "test".into(),
     }
 }
 
@@ -33,6 +35,12 @@ fn lock(holders: &[u32], locked: bool, proc_locks: &[u32]) -> ObservedLock {
         holders: holders.to_vec(),
         locked,
         proc_locks_pids: proc_locks.to_vec(),
+        state: if locked {
+            LockFileState::Held
+        } else {
+            LockFileState::Free
+        },
+        state_reason: String::new(),
     }
 }
 
@@ -44,6 +52,7 @@ fn obs(processes: Vec<ObservedProcess>, locks: Vec<ObservedLock>, extra_alive: &
         processes,
         locks,
         alive,
+        ..Observed::default()
     }
 }
 
@@ -334,6 +343,18 @@ fn unreadable_environ_is_unknown_with_reason() {
     // The root is armed and nobody holds a lock.
     assert_eq!(s.verdicts.len(), 1);
     assert_eq!(s.verdicts[0].kind, ArmedHoldsNothing);
+    // Known facts still give verdicts, but the snapshot says what it could
+    // not read and is never complete (exit 1, not 0 or 3).
+    assert_eq!(s.uninspected, vec![101], "{s:#?}");
+    assert!(s.incomplete());
+    assert_eq!(s.exit_code(), 1);
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("1 process could not be inspected")),
+        "{:?}",
+        s.notes
+    );
 
     // Default selection: processes with a lease variable, plus ancestors.
     let all = scan(&ScanOptions {
@@ -345,4 +366,106 @@ fn unreadable_environ_is_unknown_with_reason() {
         all.processes.iter().map(|p| p.pid).collect::<Vec<_>>(),
         vec![100]
     );
+}
+
+/// Orphaned writer: the lease is on, the stamp names a pid that is gone, and
+/// no ancestor holds the lock; not when a holder is above it.
+#[test]
+fn orphaned_writer_only_outside_every_holders_tree() {
+    let orphan = obs(
+        vec![p(20, 1, stamped("99"), false, false)],
+        vec![lock(&[], false, &[])],
+        &[],
+    );
+    assert_eq!(
+        kinds(&orphan),
+        vec![(ArmedHoldsNothing, vec![20]), (OrphanedWriter, vec![20])]
+    );
+    let under_holder = obs(
+        vec![
+            p(10, 1, on(), true, true),
+            p(11, 10, stamped("10"), false, false),
+            p(12, 11, stamped("99"), false, false),
+        ],
+        vec![lock(&[10], true, &[10])],
+        &[],
+    );
+    assert_eq!(kinds(&under_holder), vec![]);
+    // Off: the stamp decides nothing.
+    let off = obs(
+        vec![p(20, 1, env(Some("0"), Some("99")), false, false)],
+        vec![lock(&[], false, &[])],
+        &[],
+    );
+    assert_eq!(kinds(&off), vec![]);
+}
+
+/// A lock held from another PID namespace: never "armed, holds nothing";
+/// the waiter is told who holds it.
+#[test]
+fn held_outside_the_namespace_is_not_free() {
+    let mut l = lock(&[], true, &[]);
+    l.state = LockFileState::HeldOutsideNamespace;
+    let o = obs(vec![p(10, 1, on(), true, false)], vec![l], &[]);
+    let s = judge(&o);
+    let got: Vec<_> = s
+        .verdicts
+        .iter()
+        .map(|v| (v.kind, v.pids.clone()))
+        .collect();
+    assert_eq!(got, vec![(Waiting, vec![10]), (HolderOutsidePod, vec![])]);
+    assert!(s.verdicts[0]
+        .message
+        .contains("held by a process outside this PID namespace"));
+    assert!(s.verdicts[1].message.contains("outside this PID namespace"));
+    assert!(!s.incomplete());
+}
+
+/// Missing facts build no verdict: with a process's descriptors unreadable
+/// and no lock file known, "nobody has a lock file open" is not claimed; the
+/// process's lock is unknown; the snapshot is incomplete (exit 1).
+#[test]
+fn unreadable_descriptors_are_unknown_and_build_no_verdict() {
+    let mut hidden = p(
+        11,
+        10,
+        EnvRead::Unreadable("permission denied".into()),
+        false,
+        false,
+    );
+    hidden.fds_unreadable = Some("/proc/11/fd: permission denied".into());
+    let mut o = obs(vec![p(10, 1, on(), false, false), hidden], vec![], &[]);
+    o.uninspected = [11].into_iter().collect();
+    o.fds_unreadable = [11].into_iter().collect();
+    let s = judge(&o);
+    assert!(s.verdicts.is_empty(), "{:#?}", s.verdicts);
+    let h = s.processes.iter().find(|p| p.pid == 11).unwrap();
+    assert_eq!(h.lock, LockState::Unknown);
+    assert_eq!(h.duty, DutyView::Unknown);
+    assert!(h
+        .lock_reason
+        .as_deref()
+        .unwrap()
+        .contains("permission denied"));
+    assert_eq!(s.uninspected, vec![11]);
+    assert_eq!(s.exit_code(), 1);
+    assert_eq!(
+        s.notes,
+        vec!["1 process could not be inspected (run as their owner or root): its duty or lock is unknown and no verdict is built on it.".to_string()]
+    );
+    // An unknown lock file is incomplete too, with its reason as a note.
+    let mut l = lock(&[], false, &[]);
+    l.state = LockFileState::Unknown;
+    l.state_reason = "whether it is locked is unknown".into();
+    let s = judge(&obs(vec![p(10, 1, on(), true, false)], vec![l], &[]));
+    assert!(s.incomplete());
+    assert!(!s.verdicts.iter().any(|v| v.kind == ArmedHoldsNothing));
+}
+
+fn on() -> EnvRead {
+    env(Some("1"), None)
+}
+
+fn stamped(s: &str) -> EnvRead {
+    env(Some("1"), Some(s))
 }

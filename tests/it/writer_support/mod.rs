@@ -208,3 +208,34 @@ impl Drop for KillOnDrop {
         let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
     }
 }
+
+/// The leasectl binary: `LEASECTL_TEST_BIN` or the one under test.
+pub fn leasectl_bin() -> String {
+    std::env::var("LEASECTL_TEST_BIN").unwrap_or_else(|_| bin().to_string())
+}
+
+/// [`wrapper`] of [`leasectl_bin`].
+pub fn wrapper_of_test_bin(dir: &Path, wait: &str, cmd: &[&str]) -> Command {
+    let mut c = command(&leasectl_bin());
+    c.args(["writer", "exec", "--data-dir"])
+        .arg(dir)
+        .args(["--wait", wait, "--"])
+        .args(cmd);
+    c
+}
+
+/// A shell script that daemonizes a writer (`setsid sh -c … &`), then runs
+/// `tail`. The daemon writes its pid to `pidfile`, then loops until
+/// `stopfile` exists (SIGTERM ends it with status 7).
+pub fn daemonizing_command(pidfile: &Path, stopfile: &Path, tail: &str) -> String {
+    let inner = format!(
+        "trap 'exit 7' TERM; echo \\$\\$ > {}; while [ ! -e {} ]; do sleep 0.05; done",
+        pidfile.display(),
+        stopfile.display()
+    );
+    format!("setsid sh -c \"{inner}\" & {tail}")
+}
+
+pub fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
