@@ -112,7 +112,7 @@ pub fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
             "absent" => Ok(LeaseState::Absent),
             "fresh" => Err("fresh is the healthy state; it cannot be critical".to_owned()),
             other => Err(format!(
-                "unknown state {:?}; expected a comma-separated list of stale, suspect, malformed, absent, or none",
+                "unknown state `{}`; expected a comma-separated list of stale, suspect, malformed, absent, or none",
                 crate::text::sanitize(other)
             )),
         })
