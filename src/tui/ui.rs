@@ -934,5 +934,11 @@ fn render_status(app: &App, f: &mut Frame, area: Rect) {
             humantime::format_duration(app.refresh * app.relist_every)
         )));
     }
+    // A message longer than the screen is wide (a takeover's report ends with
+    // the audit path) takes both lines rather than being cut.
+    if message.width() > usize::from(area.width) {
+        f.render_widget(Paragraph::new(message).wrap(Wrap { trim: false }), area);
+        return;
+    }
     f.render_widget(Paragraph::new(vec![message, Line::from(spans)]), area);
 }

@@ -527,3 +527,22 @@ async fn look_alike_names_are_flagged_before_a_takeover() {
         "{dialog}"
     );
 }
+
+/// A status message longer than the screen (a takeover's report ends with the
+/// audit path) wraps onto the hints line instead of being cut.
+#[tokio::test]
+async fn a_long_status_message_is_not_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 80, 24).await;
+    let report = format!(
+        "taken: billing/LEASE now names {} (ETag 0123456789abcdef); released; audit: /var/lib/leasectl/audit/audit.jsonl",
+        "f".repeat(32)
+    );
+    a.update(Action::TakeoverDone {
+        key: "billing/LEASE".into(),
+        result: Ok((report, None)),
+    });
+    let text = screen(&a, 80, 24);
+    assert!(text.contains("audit.jsonl"), "{text}");
+}
