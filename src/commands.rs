@@ -384,42 +384,17 @@ fn stop_command(
 /// one). Returns how many processes were signalled.
 fn kill_tree(target: &ChildHandle) -> usize {
     target.signal(libc::SIGKILL);
-    let others = descendants(std::process::id() as i32);
+    let others = crate::writer::exec::descendants(std::process::id() as i32);
     for &pid in &others {
         send(pid, libc::SIGKILL);
     }
     1 + others.len()
 }
 
-/// Every process whose chain of parents reaches `root` (not `root` itself),
-/// from /proc. Unreadable entries are skipped (they are not ours).
-fn descendants(root: i32) -> Vec<i32> {
-    let Ok(all) = procfs::process::all_processes() else {
-        return Vec::new();
-    };
-    let parents: Vec<(i32, i32)> = all
-        .filter_map(|p| p.ok())
-        .filter_map(|p| p.stat().ok().map(|s| (s.pid, s.ppid)))
-        .collect();
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        for &(pid, ppid) in &parents {
-            if ppid == parent && !found.contains(&pid) {
-                found.push(pid);
-            }
-        }
-        i += 1;
-    }
-    found.remove(0);
-    found
-}
-
 /// Kills what CMD left running after it exited (daemonized descendants)
 /// before the lease is released; says so when it finds any.
 fn reap_leftovers() {
-    let left = descendants(std::process::id() as i32);
+    let left = crate::writer::exec::descendants(std::process::id() as i32);
     if !left.is_empty() {
         for &pid in &left {
             send(pid, libc::SIGKILL);

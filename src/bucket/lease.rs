@@ -620,11 +620,6 @@ impl BucketLease {
         self.fence_status().is_open()
     }
 
-    /// How long after a renewal writes may start: two thirds of the TTL.
-    pub fn fence_window(&self) -> Duration {
-        self.config.ttl() * 2 / 3
-    }
-
     /// Time left before the fence closes (zero once closed or not yet open).
     pub fn fence_remaining(&self) -> Duration {
         match self.fence_status() {
@@ -667,15 +662,10 @@ impl BucketLease {
                     return Ok(Released::ConditionalDelete);
                 }
                 Err(StoreError::PreconditionFailed) => {
-                    return match read(self.store.as_ref(), &self.key).await? {
-                        Observed::Absent => Ok(Released::AlreadyGone),
-                        Observed::Present { record: Ok(r), .. }
-                            if r.instance_id != self.record.instance_id =>
-                        {
-                            Ok(Released::NotOurs(r))
-                        }
+                    return match self.gone_or_foreign().await? {
+                        Some(done) => Ok(done),
                         // Ours but with another ETag (a lost renewal answer): fall back.
-                        _ => self.read_check_delete().await,
+                        None => self.read_check_delete().await,
                     };
                 }
                 Err(StoreError::NotFound(_)) => return Ok(Released::AlreadyGone),
@@ -684,6 +674,18 @@ impl BucketLease {
             }
         }
         self.read_check_delete().await
+    }
+
+    /// After a conditional DELETE was refused: re-reads the key and says
+    /// whether it is gone or someone else's (`None`: still ours).
+    async fn gone_or_foreign(&self) -> Result<Option<Released>, LeaseError> {
+        Ok(match read(self.store.as_ref(), &self.key).await? {
+            Observed::Absent => Some(Released::AlreadyGone),
+            Observed::Present { record: Ok(r), .. } if r.instance_id != self.record.instance_id => {
+                Some(Released::NotOurs(r))
+            }
+            _ => None,
+        })
     }
 
     async fn read_check_delete(&self) -> Result<Released, LeaseError> {
@@ -699,17 +701,9 @@ impl BucketLease {
                 match self.store.delete(&self.key, etag.as_deref()).await {
                     Ok(()) => {}
                     Err(StoreError::PreconditionFailed) => {
-                        return match read(self.store.as_ref(), &self.key).await? {
-                            Observed::Absent => Ok(Released::AlreadyGone),
-                            Observed::Present { record: Ok(r), .. }
-                                if r.instance_id != self.record.instance_id =>
-                            {
-                                Ok(Released::NotOurs(r))
-                            }
-                            _ => Err(LeaseError::Contended {
-                                key: self.key.clone(),
-                            }),
-                        }
+                        return self.gone_or_foreign().await?.ok_or(LeaseError::Contended {
+                            key: self.key.clone(),
+                        });
                     }
                     Err(StoreError::NotImplemented(_))
                     | Err(StoreError::Other { status: 400, .. }) => {

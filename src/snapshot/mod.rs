@@ -141,11 +141,6 @@ impl PrefixReport {
         }
     }
 
-    /// The judgement's sentence at `now`.
-    pub fn sentence(&self, now: DateTime<Utc>) -> String {
-        judge(&self.observed, now).sentence()
-    }
-
     /// The judgement's explanation at `now`, without the state's name.
     pub fn explanation(&self, now: DateTime<Utc>) -> String {
         judge(&self.observed, now).explanation()

@@ -242,8 +242,9 @@ fn run_holding(
 }
 
 /// Every process whose chain of parents reaches `root` (not `root` itself),
-/// from `/proc`. Processes that vanish meanwhile are skipped.
-fn descendants(root: i32) -> Vec<i32> {
+/// from `/proc`. Processes that vanish meanwhile are skipped. Used by
+/// `writer exec` and `bucket hold`, both child subreapers.
+pub fn descendants(root: i32) -> Vec<i32> {
     let Ok(all) = procfs::process::all_processes() else {
         return Vec::new();
     };

@@ -18,6 +18,15 @@ async fn bucket(test: &str) -> (u16, String) {
     (server.port, b)
 }
 
+/// Returns right after the next PUT passes `proxy` (a renewal), or after `limit`.
+async fn next_put(proxy: &Proxy, limit: Duration) {
+    let puts = || proxy.counts().get("PUT").copied().unwrap_or(0);
+    let (before, t) = (puts(), Instant::now());
+    while puts() == before && t.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     Fail503,
@@ -50,13 +59,7 @@ async fn fence_closes_run(
     );
     wait_for_lines(&log, 1, Duration::from_secs(20)).await;
     // Let at least one renewal through (every 1 s).
-    let puts = proxy.counts().get("PUT").copied().unwrap_or(0);
-    let t = Instant::now();
-    while proxy.counts().get("PUT").copied().unwrap_or(0) == puts
-        && t.elapsed() < Duration::from_secs(5)
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    next_put(&proxy, Duration::from_secs(5)).await;
     let fault_at = now_s();
     let key = format!("/{prefix}LEASE");
     match fault {
@@ -161,13 +164,7 @@ async fn paused_holder_run(
         &[],
     );
     wait_for_lines(&hlog, 1, Duration::from_secs(20)).await;
-    let puts = holder_proxy.counts().get("PUT").copied().unwrap_or(0);
-    let t = Instant::now();
-    while holder_proxy.counts().get("PUT").copied().unwrap_or(0) == puts
-        && t.elapsed() < Duration::from_secs(8)
-    {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    next_put(&holder_proxy, Duration::from_secs(8)).await;
     // Right after a renewal: stop the holder, make its next renewal hang.
     signal_group(holder.pgid(), libc::SIGSTOP);
     holder_proxy.hang_requests("PUT", "/LEASE");
