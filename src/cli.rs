@@ -180,6 +180,17 @@ pub struct S3Args {
     /// Deadline of each request (e.g. 10s).
     #[arg(long, global = true, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     pub timeout: Duration,
+    /// Requests in flight at once per TARGET while gathering (listings and LEASE reads,
+    /// 1 to 1024). More helps on a far-away service; a service that answers 503 SlowDown
+    /// gets fewer at once automatically.
+    #[arg(
+        long,
+        global = true,
+        default_value_t = crate::snapshot::DEFAULT_CONCURRENCY,
+        value_parser = clap::value_parser!(u16).range(1..=1024),
+        value_name = "N"
+    )]
+    pub concurrency: u16,
     /// Exclusion mode: `off` = best-effort (read, then unconditional write).
     /// Also MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off.
     #[arg(

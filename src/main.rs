@@ -210,6 +210,15 @@ fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
     }
 }
 
+/// The gathering options every command shares (`--timeout`, `--concurrency`).
+fn gather_options(a: &S3Args) -> GatherOptions {
+    GatherOptions {
+        request_timeout: a.timeout,
+        concurrency: usize::from(a.concurrency),
+        ..GatherOptions::default()
+    }
+}
+
 fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
     raw.iter()
         .map(|s| s.parse::<Target>().map_err(|e| e.to_string()))
@@ -342,12 +351,18 @@ async fn run(cli: Cli) -> Result<i32> {
         Some(Command::Check(ref a)) => {
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
             let best_effort = cli.s3.conditional == Some(OnOff::Off);
-            Ok(leasectl::monitor::check_cmd(&connector, a, cli.s3.timeout, best_effort).await)
+            Ok(
+                leasectl::monitor::check_cmd(&connector, a, gather_options(&cli.s3), best_effort)
+                    .await,
+            )
         }
         Some(Command::Serve(ref a)) => {
             let connector = Connector::new(s3_options(&cli.s3, cli.s3.timeout));
             let best_effort = cli.s3.conditional == Some(OnOff::Off);
-            Ok(leasectl::monitor::serve_cmd(&connector, a, cli.s3.timeout, best_effort).await)
+            Ok(
+                leasectl::monitor::serve_cmd(&connector, a, gather_options(&cli.s3), best_effort)
+                    .await,
+            )
         }
         Some(
             Command::Writer { .. }
@@ -457,8 +472,7 @@ async fn console(cli: Cli) -> Result<i32> {
     }
     let opts = GatherOptions {
         depth: args.depth,
-        request_timeout: cli.s3.timeout,
-        ..GatherOptions::default()
+        ..gather_options(&cli.s3)
     };
     let clock: SharedClock = SystemClock::shared();
 

@@ -134,7 +134,7 @@ fn pod_extras(pod: &crate::cli::PodArgs, best_effort: bool) -> GatherExtras {
 pub async fn check_cmd(
     connector: &Connector,
     args: &crate::cli::CheckArgs,
-    request_timeout: Duration,
+    base: crate::snapshot::GatherOptions,
     best_effort: bool,
 ) -> i32 {
     let unknown = |msg: String| {
@@ -153,8 +153,7 @@ pub async fn check_cmd(
     let open = open_targets(connector, &targets, &counters).await;
     let opts = crate::snapshot::GatherOptions {
         depth: args.depth,
-        request_timeout,
-        ..Default::default()
+        ..base
     };
     let mut g = Gatherer::new(open, opts, 1);
     let clock = crate::clock::SystemClock::shared();
@@ -178,7 +177,7 @@ pub async fn check_cmd(
 pub async fn serve_cmd(
     connector: &Connector,
     args: &crate::cli::ServeArgs,
-    request_timeout: Duration,
+    base: crate::snapshot::GatherOptions,
     best_effort: bool,
 ) -> i32 {
     let targets = match parse_targets(&args.targets) {
@@ -195,10 +194,10 @@ pub async fn serve_cmd(
     let refresh = args.refresh.max(Duration::from_secs(1));
     let counters = Arc::new(Counters::default());
     let open = open_targets(connector, &targets, &counters).await;
+    let request_timeout = base.request_timeout;
     let opts = crate::snapshot::GatherOptions {
         depth: args.depth,
-        request_timeout,
-        ..Default::default()
+        ..base
     };
     serve::serve(
         Gatherer::new(open, opts, relist_every(refresh)),

@@ -271,12 +271,16 @@ impl Snapshot {
     }
 }
 
+/// Requests in flight at once per target unless `--concurrency` says otherwise
+/// (PERFORMANCE.md: chosen from the latency sweep).
+pub const DEFAULT_CONCURRENCY: u16 = 32;
+
 /// How to gather.
 #[derive(Debug, Clone)]
 pub struct GatherOptions {
     /// Listing depth under each target (default 1).
     pub depth: u32,
-    /// Requests in flight at once per target (default 32).
+    /// Requests in flight at once per target (default [`DEFAULT_CONCURRENCY`]).
     pub concurrency: usize,
     /// Deadline for each request (default 10 s).
     pub request_timeout: Duration,
@@ -286,7 +290,7 @@ impl Default for GatherOptions {
     fn default() -> Self {
         Self {
             depth: 1,
-            concurrency: 32,
+            concurrency: DEFAULT_CONCURRENCY as usize,
             request_timeout: Duration::from_secs(10),
         }
     }
