@@ -51,6 +51,11 @@ pub struct ConsoleArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub refresh: Duration,
 
+    /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
+    /// (AWS S3 Standard in us-east-1: 0.0004; a LIST is counted at 12.5 times that, as on AWS).
+    #[arg(long, default_value_t = leasectl_default_get_price(), value_parser = parse_price, value_name = "USD")]
+    pub get_price: f64,
+
     /// Monitoring output options (`-o`, `--watch`).
     #[command(flatten)]
     pub output: OutputArgs,
@@ -410,6 +415,18 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
         return Err("a timeout must be at least 100ms".into());
     }
     Ok(d)
+}
+
+fn leasectl_default_get_price() -> f64 {
+    crate::tui::app::DEFAULT_GET_PRICE
+}
+
+/// Parses a price: a finite, non-negative number of US dollars.
+pub fn parse_price(s: &str) -> Result<f64, String> {
+    match s.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err("expected a price in US dollars, e.g. 0.0004".into()),
+    }
 }
 
 /// Parses an instance id: 1 to 256 characters, no whitespace or control characters.

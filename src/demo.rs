@@ -878,7 +878,8 @@ pub async fn run(opts: DemoOptions) -> color_eyre::Result<i32> {
         app,
         clock,
         refresh: DEMO_REFRESH,
-        gatherer: crate::snapshot::Gatherer::new(vec![open], GatherOptions::default(), 5),
+        gatherer: crate::snapshot::Gatherer::new(vec![open], GatherOptions::default(), 5)
+            .schedule(DEMO_REFRESH),
         pod: demo.pod_scans(),
         counters,
         audit_path: Some(audit_path),

@@ -581,13 +581,16 @@ async fn console(cli: Cli) -> Result<i32> {
             clock: clock.clone(),
         })
     };
-    // Listing (discovery) runs about every 30 s; LEASE GETs every refresh.
+    // Listing (discovery) runs about every 30 s; each LEASE is read by need:
+    // rows on screen every refresh, the others around their expiry or at the
+    // listing's cadence (snapshot::Schedule).
     let relist_every = (30 / refresh.as_secs().max(1)).max(1) as u32;
+    app.get_price = args.get_price;
     tui::run(tui::Console {
         app,
         clock,
         refresh,
-        gatherer: snapshot::Gatherer::new(open, opts, relist_every),
+        gatherer: snapshot::Gatherer::new(open, opts, relist_every).schedule(refresh),
         pod: pod_opts,
         counters,
         audit_path,

@@ -200,7 +200,7 @@ pub async fn serve_cmd(
         ..base
     };
     serve::serve(
-        Gatherer::new(open, opts, relist_every(refresh)),
+        Gatherer::new(open, opts, relist_every(refresh)).schedule(refresh),
         crate::clock::SystemClock::shared(),
         pod_extras(&args.pod, best_effort),
         counters,

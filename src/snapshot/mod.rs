@@ -75,6 +75,10 @@ pub struct PrefixReport {
     /// the service's to say so: its age is unknown (see `problem`).
     #[serde(skip)]
     pub age_unknown: bool,
+    /// When this LEASE was last read (reader's wall clock, UTC); a row may
+    /// carry a reading from an earlier gather ([`Gatherer`]).
+    #[serde(skip)]
+    pub read_at: Option<DateTime<Utc>>,
 }
 
 impl PrefixReport {
@@ -98,6 +102,7 @@ impl PrefixReport {
             exclusion: ExclusionReport::Unprobed,
             observed,
             age_unknown: false,
+            read_at: None,
         };
         r.record = r.observed.record().cloned();
         if let Observed::Present {
@@ -382,14 +387,119 @@ pub async fn observe(store: &dyn ObjectRead, prefix: &str) -> Result<Observed, S
     read_lease(store, &lease_key(prefix), None).await
 }
 
+/// The last read of one LEASE, and when it must be read again.
+#[derive(Clone, Debug)]
+struct Entry {
+    /// What the read gave (an error as its sentence).
+    result: Result<Observed, String>,
+    /// When it was read (reader's wall clock).
+    read_at: DateTime<Utc>,
+    /// When it must be read again (reader's monotonic clock).
+    due: Duration,
+}
+
 /// What a [`Gatherer`] remembers between refreshes of one target.
 #[derive(Default, Clone)]
 pub struct TargetCache {
     /// Prefixes found by the last listing.
     pub prefixes: Option<Vec<String>>,
-    /// The last observation of each prefix's LEASE (for conditional GETs).
-    pub observed: BTreeMap<String, Observed>,
+    entries: BTreeMap<String, Entry>,
+    /// Requests in flight allowed now: lowered when the service asks to slow
+    /// down, raised again one at a time as answers come back.
+    limit: Option<usize>,
 }
+
+/// Which rows the reader is looking at: they are read at every refresh,
+/// whatever their schedule. Shared between a console and its [`Gatherer`];
+/// the lock is held only to swap or test a set, never across an `.await`.
+#[derive(Debug, Default)]
+pub struct Focus(std::sync::Mutex<std::collections::HashSet<(usize, String)>>);
+
+impl Focus {
+    /// Replaces the rows in view: (index of the TARGET, prefix).
+    pub fn set(&self, rows: std::collections::HashSet<(usize, String)>) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = rows;
+        }
+    }
+
+    fn snapshot(&self) -> std::collections::HashSet<(usize, String)> {
+        self.0.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+/// When each LEASE is read again (issue 18: "watching costs what changes,
+/// not what exists"). Without a schedule every LEASE is read at every gather.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    /// Time between two gathers.
+    pub refresh: Duration,
+    /// Time between two reads of a LEASE that is stale, suspect, malformed,
+    /// absent or unreadable and not in view (the listing's cadence).
+    pub relist: Duration,
+}
+
+impl Schedule {
+    /// The longest a fresh lease that is not in view goes unread, whatever its
+    /// TTL: a release or takeover of a long lease still shows within this.
+    pub const MAX_FRESH_WAIT: Duration = Duration::from_secs(300);
+
+    /// When to read again a LEASE read at `mono` (monotonic) / `wall`, that
+    /// gave `result`. A fresh lease is read during the last refresh before
+    /// it could turn stale (by then a live holder has renewed it: holders
+    /// renew every TTL/3), and once more just after, if it had not been
+    /// renewed; the others at the relist cadence, spread by ±25 % so that
+    /// thousands of them do not come due at once.
+    fn next_due(
+        &self,
+        result: &Result<Observed, String>,
+        wall: DateTime<Utc>,
+        mono: Duration,
+    ) -> Duration {
+        let jitter = rand::random_range(0.75..1.25);
+        let relist = mono + self.relist.mul_f64(jitter);
+        let Ok(obs) = result else { return relist };
+        let j = judge(obs, wall);
+        let (LeaseState::Fresh, Some(left)) = (j.state, j.expires_in_s) else {
+            return relist;
+        };
+        let left = Duration::try_from_secs_f64(left.max(0.0)).unwrap_or(Self::MAX_FRESH_WAIT);
+        let lead = self.refresh + Duration::from_secs(1);
+        let wait = if left > lead {
+            left - lead
+        } else {
+            // Read within its last refresh: once more just after the moment
+            // it could turn stale, to show that within one refresh (or the
+            // late renewal, if its holder cut it close).
+            left + Duration::from_millis(500)
+        };
+        mono + wait.min(Self::MAX_FRESH_WAIT)
+    }
+}
+
+/// One progress report of a gather that is still running: the rows read so
+/// far, for a console to show while the rest arrives.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// The partial snapshot (rows not read yet are missing).
+    pub snapshot: Snapshot,
+    /// LEASEs read so far in this gather.
+    pub read: usize,
+    /// Prefixes known so far (grows while the listing goes on).
+    pub known: usize,
+    /// True once every listing is complete.
+    pub listed: bool,
+}
+
+/// Where progress reports go (at most one every [`PROGRESS_EVERY`]).
+pub type ProgressSink<'a> = &'a (dyn Fn(Progress) + Sync);
+
+/// Time between two progress reports of one gather.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Tries to slow down: how many times a throttled request is sent again
+/// within one gather before it is reported as an error.
+const THROTTLE_RETRIES: u32 = 6;
 
 /// Reads the LEASE of `prefix`, conditionally on the cached ETag when there is
 /// one: a `304 Not Modified` reuses the cached observation.
@@ -401,11 +511,20 @@ async fn observe_cached(
     read_lease(store, &lease_key(prefix), cached).await
 }
 
+/// Back-off before the `n`-th retry of a throttled request: 100 ms doubling,
+/// at most 5 s, with full jitter (AWS's advice for `SlowDown`).
+fn throttle_backoff(n: u32) -> Duration {
+    let cap = Duration::from_millis(100)
+        .saturating_mul(1 << n.min(6))
+        .min(Duration::from_secs(5));
+    cap.mul_f64(rand::random_range(0.5..1.0))
+}
+
 /// Gathers one target: discovery, then every LEASE read concurrently.
 pub async fn gather_target(
     t: &OpenTarget,
     opts: &GatherOptions,
-    now: impl Fn() -> DateTime<Utc>,
+    now: impl Fn() -> DateTime<Utc> + Sync,
 ) -> TargetReport {
     gather_target_cached(t, opts, now, &mut TargetCache::default(), true).await
 }
@@ -415,11 +534,306 @@ pub async fn gather_target(
 pub async fn gather_target_cached(
     t: &OpenTarget,
     opts: &GatherOptions,
-    now: impl Fn() -> DateTime<Utc>,
+    now: impl Fn() -> DateTime<Utc> + Sync,
     cache: &mut TargetCache,
     relist: bool,
 ) -> TargetReport {
-    let mut report = TargetReport {
+    let clock = FnClock(&now);
+    let plan = Plan {
+        schedule: None,
+        focus: Default::default(),
+        index: 0,
+    };
+    gather_planned(t, opts, &clock, cache, relist, &plan, None).await
+}
+
+/// A wall clock given as a function (for [`gather_target_cached`]).
+struct FnClock<'a, F: Fn() -> DateTime<Utc> + Sync>(&'a F);
+
+trait WallMono {
+    fn wall(&self) -> DateTime<Utc>;
+    fn mono(&self) -> Duration;
+}
+
+impl<F: Fn() -> DateTime<Utc> + Sync> WallMono for FnClock<'_, F> {
+    fn wall(&self) -> DateTime<Utc> {
+        (self.0)()
+    }
+    fn mono(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl WallMono for crate::clock::SharedClock {
+    fn wall(&self) -> DateTime<Utc> {
+        self.as_ref().wall()
+    }
+    fn mono(&self) -> Duration {
+        self.as_ref().mono()
+    }
+}
+
+/// What to read in one gather of one target.
+struct Plan {
+    /// `None`: read everything.
+    schedule: Option<Schedule>,
+    /// Rows in view.
+    focus: std::collections::HashSet<(usize, String)>,
+    /// This target's index (for `focus`).
+    index: usize,
+}
+
+impl Plan {
+    fn wants(&self, prefix: &str, entry: Option<&Entry>, mono: Duration) -> bool {
+        let (Some(_), Some(e)) = (self.schedule, entry) else {
+            return true;
+        };
+        e.due <= mono || self.focus.contains(&(self.index, prefix.to_owned()))
+    }
+}
+
+/// Lists `root` to `opts.depth` levels, page by page; each page's prefixes
+/// go to `found` as soon as they are known (progressive discovery). A
+/// throttled page is asked again after a back-off.
+async fn discover_paged(
+    store: &dyn ObjectRead,
+    root: &str,
+    opts: &GatherOptions,
+    found: &mut (dyn FnMut(Vec<String>) + Send),
+) -> Result<Vec<String>, StoreError> {
+    if opts.depth != 1 {
+        let all = discover(store, root, opts).await?;
+        found(all.clone());
+        return Ok(all);
+    }
+    let mut all = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0usize;
+    loop {
+        let what = format!("listing {} under {root:?}", store.describe());
+        let mut tries = 0;
+        let (page, next) = loop {
+            match timed(
+                opts.request_timeout,
+                &what,
+                store.list_page(root, token.clone()),
+            )
+            .await
+            {
+                Err(e) if e.is_throttle() && tries < THROTTLE_RETRIES => {
+                    tokio::time::sleep(throttle_backoff(tries)).await;
+                    tries += 1;
+                }
+                r => break r?,
+            }
+        };
+        let children: Vec<String> = page
+            .prefixes
+            .into_iter()
+            .filter(|c| !is_internal(c))
+            .collect();
+        found(children.clone());
+        all.extend(children);
+        pages += 1;
+        match next {
+            // A listing that never ends (a hostile service) stops at a
+            // million prefixes' worth of pages.
+            Some(t) if pages < 1000 => token = Some(t),
+            _ => break,
+        }
+    }
+    all.sort();
+    all.dedup();
+    Ok(all)
+}
+
+/// One LEASE read in a gather.
+struct Read {
+    prefix: String,
+    result: Result<Observed, StoreError>,
+    /// When the answer came (reader's wall and monotonic clocks).
+    wall: DateTime<Utc>,
+    mono: Duration,
+}
+
+/// A target's latest progress: its partial report, LEASEs read, prefixes
+/// known, listing complete.
+type Partial = (TargetReport, usize, usize, bool);
+
+/// One gather of one target under `plan` (see [`Gatherer`]).
+async fn gather_planned(
+    t: &OpenTarget,
+    opts: &GatherOptions,
+    clock: &(dyn WallMono + Sync),
+    cache: &mut TargetCache,
+    relist: bool,
+    plan: &Plan,
+    progress: Option<&(dyn Fn(usize, TargetReport, usize, usize, bool) + Sync)>,
+) -> TargetReport {
+    let store = t.store.as_ref();
+    let root = t.target.prefix().to_owned();
+    let max = opts.concurrency.max(1);
+    let mut limit = cache.limit.unwrap_or(max).clamp(1, max);
+
+    // Prefixes to read arrive from the listing (page by page) or the cache.
+    let (found_tx, mut found_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
+    let listing = async {
+        let mut send = |v: Vec<String>| {
+            let _ = found_tx.send(v);
+        };
+        let r = match (&cache.prefixes, relist) {
+            (Some(p), false) => {
+                send(p.clone());
+                Ok(p.clone())
+            }
+            _ => discover_paged(store, &root, opts, &mut send).await,
+        };
+        drop(found_tx);
+        r
+    };
+    let cached_entries = &cache.entries;
+    let reads = async {
+        let mut results: Vec<Read> = Vec::new();
+        let mut queue: std::collections::VecDeque<(String, u32)> = Default::default();
+        let mut known: Vec<String> = vec![root.clone()];
+        if plan.wants(&root, cached_entries.get(&root), clock.mono()) {
+            queue.push_back((root.clone(), 0));
+        }
+        let mut listed = false;
+        let mut inflight = futures::stream::FuturesUnordered::new();
+        let mut successes = 0usize;
+        let mut last_progress = std::time::Instant::now();
+        let read = |p: String, tries: u32| {
+            let cached = cached_entries.get(&p).and_then(|e| e.result.as_ref().ok());
+            async move {
+                if tries > 0 {
+                    tokio::time::sleep(throttle_backoff(tries - 1)).await;
+                }
+                let what = format!("reading {} {}", store.describe(), lease_key(&p));
+                let r = timed(
+                    opts.request_timeout,
+                    &what,
+                    observe_cached(store, &p, cached),
+                )
+                .await;
+                (p, tries, r)
+            }
+        };
+        loop {
+            while inflight.len() < limit {
+                let Some((p, tries)) = queue.pop_front() else {
+                    break;
+                };
+                inflight.push(read(p, tries));
+            }
+            tokio::select! {
+                biased;
+                more = found_rx.recv(), if !listed => match more {
+                    Some(v) => {
+                        let mono = clock.mono();
+                        for p in v {
+                            if p == root {
+                                continue;
+                            }
+                            if plan.wants(&p, cached_entries.get(&p), mono) {
+                                queue.push_back((p.clone(), 0));
+                            }
+                            known.push(p);
+                        }
+                    }
+                    None => listed = true,
+                },
+                done = inflight.next(), if !inflight.is_empty() => {
+                    let Some((p, tries, r)) = done else { continue };
+                    match r {
+                        Err(e) if e.is_throttle() && tries < THROTTLE_RETRIES => {
+                            // The service asks to slow down: half as many at
+                            // once, and this one again after a back-off.
+                            limit = (limit / 2).max(1);
+                            successes = 0;
+                            queue.push_back((p, tries + 1));
+                        }
+                        r => {
+                            if r.is_ok() {
+                                successes += 1;
+                                if successes >= limit && limit < max {
+                                    limit += 1;
+                                    successes = 0;
+                                }
+                            }
+                            results.push(Read {
+                                prefix: p,
+                                result: r,
+                                wall: clock.wall(),
+                                mono: clock.mono(),
+                            });
+                        }
+                    }
+                    if let Some(report) = progress {
+                        if last_progress.elapsed() >= PROGRESS_EVERY {
+                            last_progress = std::time::Instant::now();
+                            let partial = assemble(t, &root, cached_entries, &results, &known, plan.schedule, true);
+                            report(plan.index, partial, results.len(), known.len(), listed);
+                        }
+                    }
+                },
+                else => break,
+            }
+        }
+        (results, known)
+    };
+    let (listed, (results, known)) = tokio::join!(listing, reads);
+    cache.limit = Some(limit);
+    match listed {
+        Ok(c) => cache.prefixes = Some(c),
+        Err(e) => {
+            cache.prefixes = None;
+            let mut report = empty_report(t);
+            report.error = Some(format!("{}: {e}", store.describe()));
+            return report;
+        }
+    }
+    let report = assemble(
+        t,
+        &root,
+        &cache.entries,
+        &results,
+        &known,
+        plan.schedule,
+        false,
+    );
+    // Keep what was read, for the next gather; forget prefixes no longer listed.
+    let known: std::collections::HashSet<&String> = known.iter().collect();
+    let mut entries = std::mem::take(&mut cache.entries);
+    entries.retain(|p, _| known.contains(p));
+    for Read {
+        prefix: p,
+        result,
+        wall,
+        mono,
+    } in results
+    {
+        let result = result.map_err(|e| e.to_string());
+        let due = match plan.schedule {
+            Some(s) => s.next_due(&result, wall, mono),
+            None => Duration::ZERO,
+        };
+        entries.insert(
+            p,
+            Entry {
+                result,
+                read_at: wall,
+                due,
+            },
+        );
+    }
+    // An absent root is not a row: forget it unless it is read again.
+    cache.entries = entries;
+    report
+}
+
+fn empty_report(t: &OpenTarget) -> TargetReport {
+    TargetReport {
         url: t.target.to_string(),
         endpoint: t.endpoint.clone(),
         bucket: t.target.bucket().map(str::to_owned),
@@ -428,98 +842,90 @@ pub async fn gather_target_cached(
         prefixes: Vec::new(),
         server_offset_s: None,
         server_offset_error_s: None,
-    };
-    let store = t.store.as_ref();
-    let root = t.target.prefix().to_owned();
-    let listed = match (&cache.prefixes, relist) {
-        (Some(p), false) => Ok(p.clone()),
-        _ => discover(store, &root, opts).await,
-    };
-    let mut candidates = match listed {
-        Ok(c) => {
-            cache.prefixes = Some(c.clone());
-            c
-        }
-        Err(e) => {
-            cache.prefixes = None;
-            report.error = Some(format!("{}: {e}", store.describe()));
-            return report;
-        }
-    };
-    candidates.retain(|c| c != &root);
-    let cached = &cache.observed;
-    let root_what = format!("reading {} {}", store.describe(), lease_key(&root));
-    let root_obs = timed(
-        opts.request_timeout,
-        &root_what,
-        observe_cached(store, &root, cached.get(&root)),
-    );
-    let rows: Vec<(String, Result<Observed, StoreError>)> = stream::iter(candidates)
-        .map(|p| async move {
-            let what = format!("reading {} {}", store.describe(), lease_key(&p));
-            let r = timed(
-                opts.request_timeout,
-                &what,
-                observe_cached(store, &p, cached.get(&p)),
-            )
-            .await;
-            (p, r)
-        })
-        .buffer_unordered(opts.concurrency.max(1))
-        .collect()
-        .await;
-    let root_obs = root_obs.await;
-    let now = now();
-    let mut by_prefix: BTreeMap<String, PrefixReport> = BTreeMap::new();
-    match root_obs {
-        Ok(Observed::Absent) => {}
-        Ok(obs) => {
-            by_prefix.insert(root.clone(), PrefixReport::new(root.clone(), obs, now));
-        }
-        Err(e) => report.errors.push(PrefixError {
-            prefix: root.clone(),
-            error: e.to_string(),
-        }),
     }
-    for (p, r) in rows {
-        match r {
-            Ok(obs) => {
-                by_prefix.insert(p.clone(), PrefixReport::new(p, obs, now));
+}
+
+/// The report of one target from this gather's reads and, for rows not read
+/// this time, the cached ones (`partial`: rows not read yet and never read
+/// before are left out instead of shown from nothing).
+fn assemble(
+    t: &OpenTarget,
+    root: &str,
+    cached: &BTreeMap<String, Entry>,
+    fresh: &[Read],
+    known: &[String],
+    schedule: Option<Schedule>,
+    partial: bool,
+) -> TargetReport {
+    let store = t.store.as_ref();
+    let mut report = empty_report(t);
+    let mut rows: BTreeMap<&str, (Result<&Observed, String>, DateTime<Utc>)> = BTreeMap::new();
+    for r in fresh {
+        rows.insert(
+            &r.prefix,
+            (r.result.as_ref().map_err(|e| e.to_string()), r.wall),
+        );
+    }
+    if schedule.is_some() || partial {
+        for p in known {
+            if rows.contains_key(p.as_str()) {
+                continue;
             }
-            Err(e) => report.errors.push(PrefixError {
-                prefix: p,
-                error: e.to_string(),
-            }),
+            if let Some(e) = cached.get(p) {
+                rows.insert(p, (e.result.as_ref().map_err(|s| s.clone()), e.read_at));
+            }
+        }
+    }
+    let mut root_error = None;
+    for (p, (r, at)) in rows {
+        match r {
+            Ok(Observed::Absent) if p == root => {}
+            Ok(obs) => {
+                let mut row = PrefixReport::new(p.to_owned(), obs.clone(), at);
+                row.read_at = Some(at);
+                report.prefixes.push(row);
+            }
+            Err(e) => {
+                if p == root {
+                    root_error = Some(e.clone());
+                }
+                report.errors.push(PrefixError {
+                    prefix: p.to_owned(),
+                    error: e,
+                });
+            }
         }
     }
     // If the root itself failed for a reason other than a missing key while
     // nothing else was found, the target as a whole could not be gathered.
-    if by_prefix.is_empty() && !report.errors.is_empty() && report.errors.len() == 1 {
+    if !partial && report.prefixes.is_empty() && report.errors.len() == 1 && root_error.is_some() {
         let e = report.errors.remove(0);
         report.error = Some(format!("{}: {}", store.describe(), e.error));
     }
     report.errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
-    cache.observed = by_prefix
-        .iter()
-        .map(|(p, r)| (p.clone(), r.observed.clone()))
-        .collect();
-    report.prefixes = by_prefix.into_values().collect();
     report
 }
 
 /// Gathers snapshots again and again, cheaply: the listing (discovery) runs
-/// only every `relist_every` refreshes, and each LEASE is read with a
-/// conditional GET on the ETag seen last (`304 Not Modified` costs no body).
+/// only every `relist_every` refreshes, each LEASE is read with a
+/// conditional GET on the ETag seen last (`304 Not Modified` costs no body),
+/// and — with a [`Schedule`] — only when needed: rows in view ([`Focus`]) at
+/// every gather, fresh leases around the moment they could turn stale, the
+/// others at the relist cadence ([`Schedule::next_due`]). Rows not read in a
+/// gather keep their last reading, judged again at the gather's instant.
 pub struct Gatherer {
     targets: Vec<OpenTarget>,
     opts: GatherOptions,
     caches: Vec<TargetCache>,
     relist_every: u32,
     count: u32,
+    schedule: Option<Schedule>,
+    focus: Arc<Focus>,
 }
 
 impl Gatherer {
     /// A gatherer over `targets`; listings every `relist_every` refreshes (at least 1).
+    /// Every LEASE is read at every gather until [`Gatherer::schedule`] is set.
     pub fn new(targets: Vec<OpenTarget>, opts: GatherOptions, relist_every: u32) -> Self {
         let caches = vec![TargetCache::default(); targets.len()];
         Self {
@@ -528,7 +934,24 @@ impl Gatherer {
             caches,
             relist_every: relist_every.max(1),
             count: 0,
+            schedule: None,
+            focus: Arc::default(),
         }
+    }
+
+    /// Reads each LEASE by need, for gathers `refresh` apart (the listing's
+    /// cadence is `refresh × relist_every`).
+    pub fn schedule(mut self, refresh: Duration) -> Self {
+        self.schedule = Some(Schedule {
+            refresh,
+            relist: refresh * self.relist_every,
+        });
+        self
+    }
+
+    /// The rows in view, to be set by the console (read at every gather).
+    pub fn focus(&self) -> Arc<Focus> {
+        self.focus.clone()
     }
 
     /// How many refreshes pass between two listings.
@@ -538,38 +961,112 @@ impl Gatherer {
 
     /// One snapshot of every target, judged at one instant.
     pub async fn gather(&mut self, clock: &crate::clock::SharedClock) -> Snapshot {
+        self.gather_with_progress(clock, None).await
+    }
+
+    /// [`Gatherer::gather`], reporting the rows read so far to `progress`
+    /// every [`PROGRESS_EVERY`] while it runs.
+    pub async fn gather_with_progress(
+        &mut self,
+        clock: &crate::clock::SharedClock,
+        progress: Option<ProgressSink<'_>>,
+    ) -> Snapshot {
         let relist = self.count.is_multiple_of(self.relist_every);
         self.count = self.count.wrapping_add(1);
         let opts = &self.opts;
+        let focus = self.focus.snapshot();
+        let n = self.targets.len();
+        // Partial reports of each target, combined for `progress`.
+        let partials: std::sync::Mutex<Vec<Option<Partial>>> = std::sync::Mutex::new(vec![None; n]);
+        let targets = &self.targets;
+        let on_target = |i: usize, r: TargetReport, read: usize, known: usize, listed: bool| {
+            let Some(sink) = progress else { return };
+            let combined = {
+                let Ok(mut g) = partials.lock() else { return };
+                g[i] = Some((r, read, known, listed));
+                let mut reports = Vec::with_capacity(n);
+                let (mut read, mut known, mut listed) = (0, 0, true);
+                for (j, p) in g.iter().enumerate() {
+                    match p {
+                        Some((r, rd, kn, ls)) => {
+                            reports.push(r.clone());
+                            read += rd;
+                            known += kn;
+                            listed &= ls;
+                        }
+                        None => {
+                            reports.push(empty_report(&targets[j]));
+                            listed = false;
+                        }
+                    }
+                }
+                (reports, read, known, listed)
+            };
+            let (reports, read, known, listed) = combined;
+            sink(Progress {
+                snapshot: finish(reports, targets, clock),
+                read,
+                known,
+                listed,
+            });
+        };
+        let on_target: &(dyn Fn(usize, TargetReport, usize, usize, bool) + Sync) = &on_target;
         let reports = futures::future::join_all(
             self.targets
                 .iter()
                 .zip(self.caches.iter_mut())
-                .map(|(t, cache)| gather_target_cached(t, opts, || clock.wall(), cache, relist)),
+                .enumerate()
+                .map(|(index, (t, cache))| {
+                    let plan = Plan {
+                        schedule: self.schedule,
+                        focus: focus.clone(),
+                        index,
+                    };
+                    async move {
+                        gather_planned(
+                            t,
+                            opts,
+                            clock,
+                            cache,
+                            relist,
+                            &plan,
+                            progress.map(|_| on_target),
+                        )
+                        .await
+                    }
+                }),
         )
         .await;
-        let mut reports = reports;
-        for (r, t) in reports.iter_mut().zip(&self.targets) {
-            if let Some(o) = t.store.server_offset() {
-                r.server_offset_s = Some(round_ms(o.against(clock.as_ref())));
-                r.server_offset_error_s = Some(round_ms(o.error_s));
-            }
-        }
-        let mut snap = Snapshot {
-            schema_version: SCHEMA_VERSION,
-            generated_at: clock.wall(),
-            reader_clock: ReaderClock {
-                now: clock.wall(),
-                server_offset_s: None,
-                server_offset_error_s: None,
-            },
-            targets: reports,
-            pod: PodSnapshot::default(),
-            pod_error: None,
-        };
-        snap.rejudge(clock.wall());
-        snap
+        finish(reports, &self.targets, clock)
     }
+}
+
+/// A snapshot of `reports`, with each service's clock offset, judged now.
+fn finish(
+    mut reports: Vec<TargetReport>,
+    targets: &[OpenTarget],
+    clock: &crate::clock::SharedClock,
+) -> Snapshot {
+    for (r, t) in reports.iter_mut().zip(targets) {
+        if let Some(o) = t.store.server_offset() {
+            r.server_offset_s = Some(round_ms(o.against(clock.as_ref())));
+            r.server_offset_error_s = Some(round_ms(o.error_s));
+        }
+    }
+    let mut snap = Snapshot {
+        schema_version: SCHEMA_VERSION,
+        generated_at: clock.wall(),
+        reader_clock: ReaderClock {
+            now: clock.wall(),
+            server_offset_s: None,
+            server_offset_error_s: None,
+        },
+        targets: reports,
+        pod: PodSnapshot::default(),
+        pod_error: None,
+    };
+    snap.rejudge(clock.wall());
+    snap
 }
 
 /// Gathers every target concurrently into one snapshot, judged at one

@@ -166,6 +166,20 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// True for an answer that asks the client to slow down: `503 SlowDown`
+    /// (S3's per-prefix request-rate limit), any 503, or `429 Too Many Requests`.
+    /// Such a request is retried later with fewer requests in flight, not reported.
+    pub fn is_throttle(&self) -> bool {
+        match self {
+            Self::Other { status, message } => {
+                matches!(status, 503 | 429) || message.contains("SlowDown")
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Reading from a store: list and get. All a watch-mode console ever holds.
 #[async_trait]
 pub trait ObjectRead: Send + Sync {
@@ -175,6 +189,19 @@ pub trait ObjectRead: Send + Sync {
 
     /// Lists `prefix` with delimiter `/`, following every page.
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError>;
+
+    /// One page of the listing of `prefix` (delimiter `/`): the page, and the
+    /// continuation token of the next one (`None` after the last page). Start
+    /// with `token = None`. A store without pages answers its whole listing
+    /// as one page (the default).
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        let _ = token;
+        self.list(prefix).await.map(|l| (l, None))
+    }
 
     /// Reads `key`. With `if_none_match` set, answers `NotModified` when the
     /// object's ETag is unchanged. A missing key is `NotFound`.
@@ -247,6 +274,13 @@ impl ObjectRead for ReadOnly {
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         self.0.list(prefix).await
     }
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        self.0.list_page(prefix, token).await
+    }
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
         self.0.get(key, if_none_match).await
     }
@@ -272,6 +306,19 @@ pub struct Counters {
     pub requests: std::sync::atomic::AtomicU64,
     /// Requests that failed (excluding the expected 404, 304 and 412 answers).
     pub errors: std::sync::atomic::AtomicU64,
+    /// LIST requests among `requests` (each page of a listing counts once).
+    pub lists: std::sync::atomic::AtomicU64,
+}
+
+/// Request totals at one moment ([`Counters::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests that failed (excluding the expected 404, 304 and 412 answers).
+    pub errors: u64,
+    /// LIST requests among `requests`.
+    pub lists: u64,
 }
 
 impl Counters {
@@ -279,6 +326,22 @@ impl Counters {
     pub fn read(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;
         (self.requests.load(Relaxed), self.errors.load(Relaxed))
+    }
+
+    /// All totals so far.
+    pub fn counts(&self) -> RequestCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        RequestCounts {
+            requests: self.requests.load(Relaxed),
+            errors: self.errors.load(Relaxed),
+            lists: self.lists.load(Relaxed),
+        }
+    }
+
+    fn count_list<T>(&self, r: &Result<T, StoreError>) {
+        self.lists
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.count(r);
     }
 
     fn count<T>(&self, r: &Result<T, StoreError>) {
@@ -315,7 +378,16 @@ impl ObjectRead for Counting {
     }
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let r = self.inner.list(prefix).await;
-        self.counters.count(&r);
+        self.counters.count_list(&r);
+        r
+    }
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        let r = self.inner.list_page(prefix, token).await;
+        self.counters.count_list(&r);
         r
     }
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {

@@ -608,7 +608,28 @@ impl ObjectRead for S3Store {
 
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let mut out = Listing::default();
-        let mut pages = self
+        let mut token = None;
+        loop {
+            let (page, next) = self.list_page(prefix, token).await?;
+            out.prefixes.extend(page.prefixes);
+            out.objects.extend(page.objects);
+            match next {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        out.prefixes.sort();
+        out.prefixes.dedup();
+        out.objects.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        let page = self
             .client
             .list_objects_v2()
             .bucket(&self.bucket)
@@ -617,32 +638,37 @@ impl ObjectRead for S3Store {
             // Keys may hold characters XML cannot carry (control characters):
             // ask for URL-encoded keys and decode them.
             .encoding_type(aws_sdk_s3::types::EncodingType::Url)
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.classify(e))?;
-            let encoded = page.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
-            let key = |k: &str| if encoded { decode_key(k) } else { k.to_owned() };
-            for cp in page.common_prefixes() {
-                if let Some(p) = cp.prefix() {
-                    out.prefixes.push(key(p));
-                }
-            }
-            for o in page.contents() {
-                if let Some(k) = o.key() {
-                    out.objects.push(ObjectMeta {
-                        key: key(k),
-                        etag: o.e_tag().map(normalize_etag),
-                        last_modified: o.last_modified().and_then(to_chrono),
-                        size: o.size().unwrap_or(0).max(0) as u64,
-                    });
-                }
+            .set_continuation_token(token.clone())
+            .send()
+            .await
+            .map_err(|e| self.classify(e))?;
+        let encoded = page.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
+        let key = |k: &str| if encoded { decode_key(k) } else { k.to_owned() };
+        let mut out = Listing::default();
+        for cp in page.common_prefixes() {
+            if let Some(p) = cp.prefix() {
+                out.prefixes.push(key(p));
             }
         }
-        out.prefixes.sort();
-        out.prefixes.dedup();
-        out.objects.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
+        for o in page.contents() {
+            if let Some(k) = o.key() {
+                out.objects.push(ObjectMeta {
+                    key: key(k),
+                    etag: o.e_tag().map(normalize_etag),
+                    last_modified: o.last_modified().and_then(to_chrono),
+                    size: o.size().unwrap_or(0).max(0) as u64,
+                });
+            }
+        }
+        // A service that says "truncated" but gives no token, or gives back
+        // the token it was sent, would loop for ever: stop there.
+        let next = match page.next_continuation_token() {
+            Some(t) if page.is_truncated() == Some(true) && Some(t) != token.as_deref() => {
+                Some(t.to_owned())
+            }
+            _ => None,
+        };
+        Ok((out, next))
     }
 
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {

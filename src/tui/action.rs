@@ -19,8 +19,19 @@ pub enum Action {
     Tick(DateTime<Utc>),
     /// A new snapshot from the background gatherer.
     Snapshot(Box<Snapshot>),
-    /// Request and error totals of the stores so far.
-    Counters(u64, u64),
+    /// Request totals of the stores so far.
+    Counters(crate::store::RequestCounts),
+    /// Rows read so far by a gather still running (progressive discovery).
+    Progress {
+        /// The rows read so far (the pod section is not part of it).
+        snapshot: Box<Snapshot>,
+        /// LEASEs read so far.
+        read: usize,
+        /// Prefixes known so far.
+        known: usize,
+        /// True once every listing is complete.
+        listed: bool,
+    },
     /// Recent audit entries (newest last).
     Audit(Vec<AuditEntry>),
     /// Move the selection up one row.

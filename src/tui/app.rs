@@ -478,8 +478,12 @@ pub struct App {
     pub audit: Vec<AuditEntry>,
     /// Where the audit log is (OPS).
     pub audit_path: Option<String>,
-    /// Request totals over the last minute: (time, requests, errors).
-    pub counters: VecDeque<(DateTime<Utc>, u64, u64)>,
+    /// Request totals over the last minute, with when they were read.
+    pub counters: VecDeque<(DateTime<Utc>, crate::store::RequestCounts)>,
+    /// US dollars per 1,000 GET requests, for the cost estimate (`--get-price`).
+    pub get_price: f64,
+    /// A gather still running: (LEASEs read, prefixes known, listing complete).
+    pub loading: Option<(usize, usize, bool)>,
     /// The last message for the operator (and whether it is an error).
     pub message: Option<(String, bool)>,
     /// Writes confirmed by the operator, for the event loop to send.
@@ -488,6 +492,24 @@ pub struct App {
     pub size: (u16, u16),
     /// Set when the console should exit.
     pub quit: bool,
+}
+
+/// AWS S3 Standard's price of 1,000 GET requests in us-east-1, US dollars
+/// (the default of `--get-price`).
+pub const DEFAULT_GET_PRICE: f64 = 0.0004;
+
+/// A LIST request costs this many GETs on AWS S3 Standard ($0.005 vs $0.0004 per 1,000).
+pub const LIST_PRICE_RATIO: f64 = 12.5;
+
+/// Request rates over the last minute ([`App::rates`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    /// All requests per minute.
+    pub requests_per_min: f64,
+    /// LIST requests per minute (among all).
+    pub lists_per_min: f64,
+    /// Failed requests in the last minute.
+    pub errors: u64,
 }
 
 impl App {
@@ -526,6 +548,8 @@ impl App {
             audit: Vec::new(),
             audit_path: None,
             counters: VecDeque::new(),
+            get_price: DEFAULT_GET_PRICE,
+            loading: None,
             message: None,
             outbox: Vec::new(),
             size: (80, 24),
@@ -570,6 +594,20 @@ impl App {
             .unwrap_or(0)
     }
 
+    /// The lease rows on screen now, as (index of the TARGET, prefix): none
+    /// while the pod view is shown. The console reads these at every refresh.
+    pub fn rows_in_view(&self) -> std::collections::HashSet<(usize, String)> {
+        if self.view != View::Leases {
+            return Default::default();
+        }
+        let page = self.lease_visible_rows().max(1);
+        (self.offset..self.offset + page)
+            .chain(std::iter::once(self.selected))
+            .filter_map(|i| self.lease_row(i))
+            .map(|(r, p)| (r.target, p.prefix.clone()))
+            .collect()
+    }
+
     /// The selected lease row.
     pub fn selected_lease(&self) -> Option<(LeaseRow, &PrefixReport)> {
         self.lease_row(self.selected)
@@ -595,13 +633,36 @@ impl App {
 
     /// Requests per minute over the last minute, and errors in it.
     pub fn request_rate(&self) -> Option<(f64, u64)> {
-        let (t0, r0, e0) = *self.counters.front()?;
-        let (t1, r1, e1) = *self.counters.back()?;
+        self.rates().map(|r| (r.requests_per_min, r.errors))
+    }
+
+    /// Request rates over the last minute (None before two readings a second apart).
+    pub fn rates(&self) -> Option<Rates> {
+        let (t0, c0) = *self.counters.front()?;
+        let (t1, c1) = *self.counters.back()?;
         let secs = (t1 - t0).num_milliseconds() as f64 / 1000.0;
         if secs < 1.0 {
             return None;
         }
-        Some(((r1 - r0) as f64 * 60.0 / secs, e1 - e0))
+        let per_min = |a: u64, b: u64| b.saturating_sub(a) as f64 * 60.0 / secs;
+        Some(Rates {
+            requests_per_min: per_min(c0.requests, c1.requests),
+            lists_per_min: per_min(c0.lists, c1.lists),
+            errors: c1.errors.saturating_sub(c0.errors),
+        })
+    }
+
+    /// What this console's reads would cost per hour on AWS S3 at the current
+    /// rate, in US dollars: GETs (and HEADs) at [`App::get_price`] per 1,000,
+    /// LISTs at [`LIST_PRICE_RATIO`] times that. `None` when no TARGET is on S3.
+    pub fn cost_per_hour(&self) -> Option<f64> {
+        if !self.targets.iter().any(|t| t.starts_with("s3://")) {
+            return None;
+        }
+        let r = self.rates()?;
+        let gets = (r.requests_per_min - r.lists_per_min).max(0.0);
+        let per_min = (gets + r.lists_per_min * LIST_PRICE_RATIO) * self.get_price / 1000.0;
+        Some(per_min * 60.0)
     }
 
     /// The last `n` audit entries about `key`, newest first.
@@ -876,13 +937,33 @@ impl App {
                     s.rejudge(now);
                 }
             }
-            Action::Snapshot(s) => self.apply_snapshot(*s),
-            Action::Counters(r, e) => {
-                self.counters.push_back((self.now, r, e));
+            Action::Snapshot(s) => {
+                self.loading = None;
+                self.apply_snapshot(*s);
+            }
+            Action::Progress {
+                snapshot,
+                read,
+                known,
+                listed,
+            } => {
+                // The partial rows replace the table; the pod stays as it was.
+                let mut s = *snapshot;
+                if let Some(old) = &self.snapshot {
+                    s.pod = old.pod.clone();
+                    s.pod_error = old.pod_error.clone();
+                }
+                let pod_status = self.pod_status.clone();
+                self.apply_snapshot(s);
+                self.pod_status = pod_status;
+                self.loading = Some((read, known, listed));
+            }
+            Action::Counters(c) => {
+                self.counters.push_back((self.now, c));
                 while self
                     .counters
                     .front()
-                    .is_some_and(|(t, _, _)| self.now - *t > chrono::Duration::seconds(60))
+                    .is_some_and(|(t, _)| self.now - *t > chrono::Duration::seconds(60))
                 {
                     self.counters.pop_front();
                 }

@@ -34,17 +34,31 @@ pub struct Gathered {
     pub snapshot: Snapshot,
     /// Why the pod scan failed, if it did.
     pub pod_error: Option<String>,
-    /// Requests and errors of the stores so far.
-    pub counters: (u64, u64),
+    /// Request totals of the stores so far.
+    pub counters: crate::store::RequestCounts,
     /// Recent audit entries, if an audit log is known.
     pub audit: Option<Vec<crate::audit::AuditEntry>>,
+    /// Set on a report of a gather still running: (LEASEs read, prefixes
+    /// known, listing complete).
+    pub progress: Option<(usize, usize, bool)>,
 }
 
 impl Gathered {
     /// The actions that apply this refresh to the console, in order.
     pub fn into_actions(self) -> Vec<Action> {
+        if let Some((read, known, listed)) = self.progress {
+            return vec![
+                Action::Counters(self.counters),
+                Action::Progress {
+                    snapshot: Box::new(self.snapshot),
+                    read,
+                    known,
+                    listed,
+                },
+            ];
+        }
         let mut v = vec![
-            Action::Counters(self.counters.0, self.counters.1),
+            Action::Counters(self.counters),
             Action::Snapshot(Box::new(self.snapshot)),
         ];
         v.extend(self.pod_error.map(Action::PodScanFailed));
@@ -94,6 +108,7 @@ async fn gather_once(
     pod_visible: bool,
     counters: &Counters,
     audit_path: &Option<PathBuf>,
+    progress: &mpsc::Sender<Gathered>,
 ) -> Gathered {
     // Scanning /proc is the console's largest idle cost: every refresh while
     // the pod view is shown, else every POD_SCAN_HIDDEN_EVERY (reusing the
@@ -138,7 +153,22 @@ async fn gather_once(
         .ok()
         .flatten()
     };
-    let (mut snapshot, scanned, audit) = tokio::join!(gatherer.gather(clock), scan, audit);
+    // Rows already read go to the console while a long gather goes on (the
+    // first one, at thousands of prefixes); a full channel skips a report.
+    let sink = |p: crate::snapshot::Progress| {
+        let _ = progress.try_send(Gathered {
+            snapshot: p.snapshot,
+            pod_error: None,
+            counters: counters.counts(),
+            audit: None,
+            progress: Some((p.read, p.known, p.listed)),
+        });
+    };
+    let (mut snapshot, scanned, audit) = tokio::join!(
+        gatherer.gather_with_progress(clock, Some(&sink)),
+        scan,
+        audit
+    );
     if due {
         if let Some(r) = &scanned {
             pod.last = Some((tokio::time::Instant::now(), r.clone()));
@@ -153,8 +183,9 @@ async fn gather_once(
     Gathered {
         snapshot,
         pod_error,
-        counters: counters.read(),
+        counters: counters.counts(),
         audit,
+        progress: None,
     }
 }
 
@@ -173,6 +204,8 @@ pub async fn run(console: Console) -> std::io::Result<()> {
         ops,
     } = console;
     app.relist_every = gatherer.relist_every();
+    let focus = gatherer.focus();
+    let mut in_view = std::collections::HashSet::new();
     let (tx, mut rx) = mpsc::channel::<Gathered>(4);
     let gclock = clock.clone();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -191,6 +224,7 @@ pub async fn run(console: Console) -> std::io::Result<()> {
                 shown,
                 &counters,
                 &audit_path,
+                &tx,
             )
             .await;
             if tx.send(g).await.is_err() {
@@ -253,6 +287,12 @@ pub async fn run(console: Console) -> std::io::Result<()> {
             app.view == app::View::Pod,
             std::sync::atomic::Ordering::Relaxed,
         );
+        // The rows on screen are read at every refresh; the others by need.
+        let shown = app.rows_in_view();
+        if shown != in_view {
+            focus.set(shown.clone());
+            in_view = shown;
+        }
         for cmd in app.outbox.drain(..) {
             match &commands {
                 Some(c) => {

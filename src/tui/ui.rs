@@ -297,6 +297,13 @@ fn render_table(app: &App, f: &mut Frame, area: Rect) {
     } else {
         format!(" leases {}/{} ", app.selected + 1, n)
     };
+    // Rows arrive while the first listing and reads are still going on.
+    if let Some((read, known, listed)) = app.loading {
+        title.push_str(&format!(
+            "· loading: {read} of {known}{} read ",
+            if listed { "" } else { "+ (listing)" }
+        ));
+    }
     if !app.filter.is_empty() || matches!(app.mode, Mode::Filter) {
         let cursor = if matches!(app.mode, Mode::Filter) {
             "▏"
@@ -921,8 +928,12 @@ fn render_status(app: &App, f: &mut Frame, area: Rect) {
         ));
         spans.push(Span::raw(format!(" {}  ", b.does)));
     }
-    if let Some((rate, errors)) = app.request_rate() {
+    if let Some(r) = app.rates() {
+        let (rate, errors) = (r.requests_per_min, r.errors);
         spans.push(Span::raw(format!("│ {rate:.0} req/min")));
+        if let Some(cost) = app.cost_per_hour() {
+            spans.push(Span::raw(format!(" ≈ ${cost:.4}/h")));
+        }
         if errors > 0 {
             spans.push(Span::styled(
                 format!(", {errors} errors"),

@@ -21,6 +21,7 @@ mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
 mod monitoring;
+mod schedule;
 mod snapshot_json;
 mod takeover;
 mod tls;

@@ -36,6 +36,11 @@ struct State {
     fail_conditional: Option<u16>,
     /// Strip If-Match / If-None-Match only from requests whose path contains this.
     strip_under: Option<String>,
+    /// Answer every n-th GET with `503 SlowDown`, unforwarded.
+    slow_down_every: Option<usize>,
+    /// GETs seen while `slow_down_every` is set, and how many were slowed down.
+    gets: usize,
+    slowed: usize,
 }
 
 #[derive(Clone)]
@@ -100,6 +105,17 @@ impl Proxy {
         self.state.lock().unwrap().strip_under = Some(part.to_owned());
     }
 
+    /// Answer every `n`-th GET with `503 SlowDown` (S3's request-rate limit)
+    /// without forwarding it.
+    pub fn slow_down_every(&self, n: usize) {
+        self.state.lock().unwrap().slow_down_every = Some(n.max(1));
+    }
+
+    /// GETs answered `503 SlowDown` so far.
+    pub fn slowed_down(&self) -> usize {
+        self.state.lock().unwrap().slowed
+    }
+
     /// Back to forwarding everything: no hang, no failure, no dropped answer.
     pub fn clear_faults(&self) {
         let mut s = self.state.lock().unwrap();
@@ -107,6 +123,7 @@ impl Proxy {
         s.fail = None;
         s.fail_conditional = None;
         s.drop_next = None;
+        s.slow_down_every = None;
         s.mode = Some(Mode::Pass);
     }
 
@@ -179,11 +196,22 @@ async fn handle(
         } else {
             s.mode.unwrap_or(Mode::Pass)
         };
-        let fail = s
-            .fail
-            .as_ref()
-            .filter(|(m, suffix, _)| *m == method && path.ends_with(suffix.as_str()))
-            .map(|f| f.2)
+        let mut slow = false;
+        if let Some(n) = s.slow_down_every.filter(|_| method == "GET") {
+            s.gets += 1;
+            if s.gets.is_multiple_of(n) {
+                s.slowed += 1;
+                slow = true;
+            }
+        }
+        let fail = slow
+            .then_some(503)
+            .or_else(|| {
+                s.fail
+                    .as_ref()
+                    .filter(|(m, suffix, _)| *m == method && path.ends_with(suffix.as_str()))
+                    .map(|f| f.2)
+            })
             .or_else(|| {
                 let conditional = head.lines().any(|l| {
                     let l = l.to_ascii_lowercase();
@@ -191,9 +219,9 @@ async fn handle(
                 });
                 s.fail_conditional.filter(|_| conditional)
             });
-        (mode, drop_answer, fail)
+        (mode, drop_answer, fail.map(|f| (f, slow)))
     };
-    if let Some(status) = fail {
+    if let Some((status, slow)) = fail {
         // Read the whole request body first, so the answer is not a reset.
         let want = head
             .lines()
@@ -212,9 +240,13 @@ async fn handle(
             }
             got += n;
         }
-        let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InjectedFault</Code><Message>injected {status}</Message></Error>"
-        );
+        let body = if slow {
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>".to_owned()
+        } else {
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InjectedFault</Code><Message>injected {status}</Message></Error>"
+            )
+        };
         let answer = format!(
             "HTTP/1.1 {status} Injected\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()

@@ -1,0 +1,286 @@
+//! Reading by need (issue 18): a scheduled `Gatherer` reads the rows in view
+//! at every gather, fresh leases around the moment they could turn stale and
+//! the others at the listing's cadence — on a real directory store, a clock
+//! that moves only when told, and a holder that really rewrites its LEASE.
+//! Also: 503 SlowDown answers slow the gather down instead of failing it
+//! (a proxy in front of moto), and a long gather reports rows as they arrive.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use leasectl::bucket::LeaseState;
+use leasectl::clock::{ManualClock, SharedClock};
+use leasectl::snapshot::{GatherOptions, Gatherer, OpenTarget, Progress, Snapshot};
+use leasectl::store::local::LocalStore;
+use leasectl::store::{GetOutput, Listing, ObjectRead, StoreError};
+
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::{self, Moto, Server};
+
+/// A real store that counts the GETs of each key and can answer slowly.
+struct PerKey {
+    inner: LocalStore,
+    gets: Mutex<BTreeMap<String, usize>>,
+    lists: Mutex<usize>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl ObjectRead for PerKey {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
+        *self.lists.lock().unwrap() += 1;
+        self.inner.list(prefix).await
+    }
+    async fn get(&self, key: &str, inm: Option<&str>) -> Result<GetOutput, StoreError> {
+        *self.gets.lock().unwrap().entry(key.to_owned()).or_default() += 1;
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        self.inner.get(key, inm).await
+    }
+}
+
+fn t0() -> DateTime<Utc> {
+    "2026-11-30T12:00:00Z".parse().unwrap()
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn write_lease(dir: &Path, prefix: &str, holder: &str, renewed: DateTime<Utc>, ttl: u64) {
+    std::fs::create_dir_all(dir.join(prefix)).unwrap();
+    let body = format!(
+        r#"{{"instance_id":"{holder}","acquired_at":"{}","renewed_at":"{}","ttl_s":{ttl}}}"#,
+        stamp(t0()),
+        stamp(renewed)
+    );
+    // Write then rename, as a holder's atomic PUT would look.
+    let tmp = dir.join(prefix).join(".LEASE.tmp");
+    std::fs::write(&tmp, body).unwrap();
+    std::fs::rename(tmp, dir.join(prefix).join("LEASE")).unwrap();
+}
+
+fn state_of(s: &Snapshot, prefix: &str) -> Option<LeaseState> {
+    s.targets[0]
+        .prefixes
+        .iter()
+        .find(|p| p.prefix == prefix)
+        .map(|p| p.state)
+}
+
+fn setup(dir: &Path, delay: Duration) -> (Arc<PerKey>, Vec<OpenTarget>) {
+    let store = Arc::new(PerKey {
+        inner: LocalStore::open(dir).unwrap(),
+        gets: Mutex::default(),
+        lists: Mutex::default(),
+        delay,
+    });
+    let open = vec![OpenTarget {
+        target: common::file_url(dir).parse().unwrap(),
+        endpoint: "local".into(),
+        store: store.clone(),
+    }];
+    (store, open)
+}
+
+#[tokio::test]
+async fn a_scheduled_gatherer_reads_by_need_and_still_shows_expiry_in_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // long/: fresh for 10 minutes; stale/: expired long ago; empty/: no LEASE;
+    // lapsing/: fresh, 30 s TTL, its holder gone; renewing/: 30 s TTL, renewed
+    // every 10 s by a holder; shown/: stale, but on screen.
+    write_lease(dir, "long", "h-long", t0(), 600);
+    write_lease(
+        dir,
+        "stale",
+        "h-stale",
+        t0() - chrono::Duration::hours(1),
+        30,
+    );
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    write_lease(dir, "lapsing", "h-lapsing", t0(), 30);
+    write_lease(dir, "renewing", "h-renewing", t0(), 30);
+    write_lease(
+        dir,
+        "shown",
+        "h-shown",
+        t0() - chrono::Duration::hours(1),
+        30,
+    );
+
+    let (store, open) = setup(dir, Duration::ZERO);
+    let manual = Arc::new(ManualClock::new(t0()));
+    let clock: SharedClock = manual.clone();
+    let refresh = Duration::from_secs(5);
+    let mut g = Gatherer::new(open.clone(), GatherOptions::default(), 6).schedule(refresh);
+    g.focus()
+        .set([(0usize, "shown/".to_owned())].into_iter().collect());
+
+    // The same 120 s without a schedule, for comparison: every LEASE every gather.
+    let (plain_store, plain_open) = setup(dir, Duration::ZERO);
+    let mut plain = Gatherer::new(plain_open, GatherOptions::default(), 6);
+
+    let gathers = 25; // 0 s … 120 s, every 5 s
+    let mut lapsing_stale_at = None;
+    for i in 0..gathers {
+        let now = t0() + chrono::Duration::seconds(5 * i);
+        if i > 0 && i % 2 == 0 {
+            // The holder renews every 10 s.
+            write_lease(dir, "renewing", "h-renewing", now, 30);
+        }
+        let snap = g.gather(&clock).await;
+        let plain_snap = plain.gather(&clock).await;
+        assert_eq!(
+            state_of(&snap, "renewing/"),
+            Some(LeaseState::Fresh),
+            "a lease renewed every TTL/3 never looks stale (gather at +{}s)",
+            5 * i
+        );
+        assert_eq!(state_of(&snap, "stale/"), Some(LeaseState::Stale));
+        assert_eq!(state_of(&snap, "long/"), Some(LeaseState::Fresh));
+        assert_eq!(state_of(&snap, "empty/"), Some(LeaseState::Absent));
+        // Carried rows are judged at the gather's instant like read ones.
+        assert_eq!(
+            state_of(&snap, "lapsing/"),
+            state_of(&plain_snap, "lapsing/"),
+            "the schedule shows what reading everything shows (+{}s)",
+            5 * i
+        );
+        if lapsing_stale_at.is_none() && state_of(&snap, "lapsing/") == Some(LeaseState::Stale) {
+            lapsing_stale_at = Some(5 * i);
+        }
+        manual.advance(refresh);
+    }
+    // Expired at +30 s: shown stale by the first gather at or after it.
+    assert_eq!(lapsing_stale_at, Some(30));
+
+    let gets = store.gets.lock().unwrap().clone();
+    let n = |p: &str| gets.get(&format!("{p}/LEASE")).copied().unwrap_or(0);
+    let plain_gets: usize = plain_store.gets.lock().unwrap().values().sum();
+    let total: usize = gets.values().sum();
+    // On screen: every gather.
+    assert_eq!(n("shown"), gathers as usize);
+    // Fresh for 10 minutes: read once in two minutes.
+    assert_eq!(n("long"), 1, "{gets:?}");
+    // Stale and absent: at the listing's cadence (30 s ± 25 %), not every 5 s.
+    assert!((3..=6).contains(&n("stale")), "{gets:?}");
+    assert!((3..=6).contains(&n("empty")), "{gets:?}");
+    // Lapsing: first read, once before expiry, once just after, then the cadence.
+    assert!((3..=7).contains(&n("lapsing")), "{gets:?}");
+    // Renewing every 10 s with a 30 s TTL: about every 20 s.
+    assert!((5..=9).contains(&n("renewing")), "{gets:?}");
+    assert!(
+        total * 3 < plain_gets,
+        "scheduled {total} GETs vs {plain_gets} reading everything"
+    );
+    // Listings: every 6th gather, with or without a schedule.
+    assert_eq!(*store.lists.lock().unwrap(), 5);
+}
+
+#[tokio::test]
+async fn a_long_gather_reports_rows_as_they_arrive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for i in 0..300 {
+        write_lease(dir, &format!("db{i:03}"), "h", t0(), 30);
+    }
+    // 300 reads of 10 ms, 4 at a time: about 0.75 s.
+    let (_store, open) = setup(dir, Duration::from_millis(10));
+    let clock: SharedClock = Arc::new(ManualClock::new(t0()));
+    let opts = GatherOptions {
+        concurrency: 4,
+        ..GatherOptions::default()
+    };
+    let mut g = Gatherer::new(open, opts, 1);
+    let reports: Mutex<Vec<(usize, usize, usize, bool)>> = Mutex::default();
+    let sink = |p: Progress| {
+        let rows = p.snapshot.targets[0].prefixes.len();
+        reports
+            .lock()
+            .unwrap()
+            .push((p.read, p.known, rows, p.listed));
+    };
+    let snap = g.gather_with_progress(&clock, Some(&sink)).await;
+    assert_eq!(snap.targets[0].prefixes.len(), 300);
+    let reports = reports.into_inner().unwrap();
+    assert!(!reports.is_empty(), "no progress in a 0.75 s gather");
+    for (read, known, rows, listed) in &reports {
+        assert!(*read < 301 && *known <= 301, "{reports:?}");
+        // Every row shown was read; none is made up.
+        assert!(*rows <= *read, "{reports:?}");
+        assert!(*listed, "a local listing is one page");
+    }
+    assert!(
+        reports
+            .iter()
+            .any(|(read, _, rows, _)| *rows > 0 && *read < 300),
+        "some report came before the end: {reports:?}"
+    );
+}
+
+#[tokio::test]
+async fn slow_down_answers_slow_the_gather_down_instead_of_failing_it() {
+    let server = Server::Moto(Moto::Conditional);
+    let (endpoint, bucket) = server.bucket("slow-down").await;
+    let client = common::sdk_client(&endpoint);
+    for i in 0..40 {
+        let body = format!(
+            r#"{{"instance_id":"h{i}","acquired_at":"2026-11-30T12:00:00Z","renewed_at":"2026-11-30T12:00:00Z","ttl_s":30}}"#
+        );
+        common::put_raw(
+            &client,
+            &bucket,
+            &format!("b/p{i:02}/LEASE"),
+            body.as_bytes(),
+        )
+        .await;
+    }
+    let port: u16 = url::Url::parse(&endpoint).unwrap().port().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    // Every third GET is refused with 503 SlowDown, retries included.
+    proxy.slow_down_every(3);
+    let ep = proxy.endpoint();
+    let out = tokio::task::spawn_blocking(move || {
+        common::leasectl(
+            Some(&ep),
+            &[
+                "--json",
+                "--no-pod",
+                "--concurrency",
+                "8",
+                &format!("s3://{bucket}/b/"),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let t = &doc["targets"][0];
+    assert!(
+        t["errors"].as_array().unwrap().is_empty() && t["error"].is_null(),
+        "throttled reads were reported as errors: {t}"
+    );
+    assert_eq!(t["prefixes"].as_array().unwrap().len(), 40);
+    assert!(
+        proxy.slowed_down() >= 13,
+        "the proxy slowed {} GETs",
+        proxy.slowed_down()
+    );
+    // Every lease is stale (renewed long ago): exit 3, not 1 (unreachable).
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
