@@ -119,6 +119,10 @@ pub struct CheckArgs {
         value_name = "STATES"
     )]
     pub crit_state: std::vec::Vec<crate::bucket::LeaseState>,
+    /// CRITICAL when fewer than N leases are found (rows that are not absent), e.g. a
+    /// service whose holder never started. Default 0: finding none is OK.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub min_leases: usize,
     /// Pod options (a pod verdict is CRITICAL).
     #[command(flatten)]
     pub pod: PodArgs,

@@ -164,6 +164,7 @@ pub async fn check_cmd(
             warn_age: args.warn_age,
             crit_age: args.crit_age,
             crit_states: args.crit_state.clone(),
+            min_leases: args.min_leases,
         },
     );
     if let Err(e) = write_stdout(&r.output) {

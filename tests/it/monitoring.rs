@@ -774,3 +774,114 @@ print(json.dumps(out))
     }
     assert_eq!(v["probes"], serde_json::json!(["/healthz", "/healthz"]));
 }
+
+/// `--min-leases`: fewer leases (rows that are not absent) than asked is
+/// CRITICAL with a sentence; without it, a TARGET under which nothing was
+/// found is OK but says so in the status line.
+#[test]
+fn check_min_leases_and_nothing_found() {
+    let empty = tempfile::tempdir().unwrap();
+    let url = file_url(empty.path());
+    let (code, out) = check(&[&url]);
+    assert_eq!(code, 0, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.contains(&format!("nothing found under {url}")),
+        "{out}"
+    );
+    let (code, out) = check(&["--min-leases", "1", &url]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.starts_with("LEASES CRITICAL - ")
+            && out.contains("0 leases found where at least 1 is expected (--min-leases)"),
+        "{out}"
+    );
+
+    // An absent LEASE does not count; a fresh one does.
+    let (_d, url) = store_with(&[("a/", record("holder-a", 1, 60))]);
+    std::fs::create_dir_all(_d.path().join("b")).unwrap();
+    let (code, out) = check(&["--min-leases", "2", &url]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("1 lease found where at least 2 are expected"),
+        "{out}"
+    );
+    let (code, out) = check(&["--min-leases", "1", &url]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("nothing found"), "{out}");
+    let (code, out) = check(&["--min-leases", "many", &url]);
+    assert_eq!(code, 3, "{out}");
+}
+
+/// A real pod verdict makes `check` CRITICAL: real `writer exec` processes
+/// and a real flock on `.writer.lock`. One pod root that takes the lock is
+/// OK; two siblings that both believe they are the pod's root race for it
+/// (one holds, one waits): `siblings_racing`, exit 2.
+#[test]
+fn check_is_critical_on_a_real_pod_verdict() {
+    use crate::writer_support::{command, scan_until, Guard};
+    use leasectl::writer::scan::LockState;
+
+    let run_check = |root: u32, dir: &Path| {
+        let out = leasectl(
+            None,
+            &[
+                "check",
+                "--pod-root",
+                &root.to_string(),
+                "--data-dir",
+                dir.to_str().unwrap(),
+            ],
+        );
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let b = env!("CARGO_BIN_EXE_leasectl");
+
+    // Healthy: one root takes the lock, its child inherits.
+    let healthy = tempfile::tempdir().unwrap();
+    let mut cmd = command(b);
+    cmd.env("CLOUD_WRITER_LEASE", "1")
+        .args(["writer", "exec", "--data-dir"])
+        .arg(healthy.path())
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::null());
+    let one = Guard::spawn(cmd);
+    scan_until(one.pid, healthy.path(), |s| {
+        s.processes.iter().any(|p| p.lock == LockState::Holds)
+    });
+    let (code, out) = run_check(one.pid, healthy.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("LEASES OK - "), "{out}");
+
+    // Two siblings race: a verdict, CRITICAL.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let w = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
+    let mut cmd = command("sh");
+    cmd.args(["-c", &format!("{w} & {w} & wait")])
+        .stderr(Stdio::null());
+    let root = Guard::spawn(cmd);
+    scan_until(root.pid, dir.path(), |s| {
+        s.processes
+            .iter()
+            .filter(|p| p.lock != LockState::None)
+            .count()
+            == 2
+    });
+    let (code, out) = run_check(root.pid, dir.path());
+    assert_eq!(code, 2, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("LEASES CRITICAL - ") && first.contains("pod verdict"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("CRITICAL pod verdict siblings_racing: ")),
+        "{out}"
+    );
+    assert!(!out.contains("verdicts=0;"), "{out}");
+}
