@@ -209,6 +209,7 @@ pub async fn serve_cmd(
             listen: args.listen,
             refresh,
             request_timeout,
+            audit_path: crate::audit::AuditLog::default_path().ok(),
         },
     )
     .await
@@ -283,7 +284,7 @@ pub async fn console_output(
         OutputFormat::Ndjson => stream::snapshot_lines(&snap, extras.pod.is_some()).join("\n"),
         OutputFormat::Prometheus => {
             let mut m = prometheus::Metrics::new();
-            m.update(&snap, &counters, extras.pod.is_some());
+            m.update(&snap, &counters, extras.pod.is_some(), &[]);
             prometheus::to_text_format(&m.render())
                 .trim_end()
                 .to_owned()

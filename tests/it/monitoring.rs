@@ -231,6 +231,13 @@ fn output_formats_and_the_table_for_a_pipe() {
                 == format!("leasectl_lease_ttl_seconds{{target=\"{url}\",prefix=\"a/\"}} 60.0")),
         "{text}"
     );
+    // A file store is never probed here: unknown, so no probe_ok at all.
+    assert!(
+        text.lines()
+            .any(|l| l == format!("leasectl_probe_known{{target=\"{url}\"}} 0")),
+        "{text}"
+    );
+    assert!(!text.contains("leasectl_probe_ok{"), "{text}");
     if let Some(promtool) = which("promtool") {
         let mut c = Command::new(promtool);
         c.args(["check", "metrics"])
@@ -565,7 +572,22 @@ async fn serve_is_scraped_while_leases_change() {
         ),
         Some(0.0)
     );
-    assert!(sample(&body, "leasectl_requests_total").unwrap() > 0.0);
+    assert!(sample(&body, "leasectl_store_requests_total").unwrap() > 0.0);
+    assert!(
+        sample(&body, "leasectl_store_errors_total").is_some(),
+        "{body}"
+    );
+    // serve never writes, so it never probes: the probe result is unknown,
+    // and unknown is never "ok".
+    assert_eq!(
+        sample(
+            &body,
+            &format!("leasectl_probe_known{{target=\"{target}\"}}")
+        ),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(!body.contains("leasectl_probe_ok{"), "{body}");
     assert_eq!(sample(&body, &changes), Some(0.0));
     // The hostile prefix: leasectl's text rule doubles the `\`, then the
     // exposition format escapes `"` and each `\` of that.
@@ -577,6 +599,19 @@ async fn serve_is_scraped_while_leases_change() {
     assert_eq!(sample(&body, &weird), Some(1.0), "{body}");
     let (status, health) = http_get(port, "/healthz").await;
     assert_eq!((status, health.as_str()), (200, "ok\n"));
+    let (status, _) = http_get(port, "/no-such-page").await;
+    assert_eq!(status, 404);
+    // The exporter counts what it answered, this scrape included.
+    let body = http_get(port, "/metrics").await.1;
+    let http = |path: &str, code: u16| {
+        sample(
+            &body,
+            &format!("leasectl_http_requests_total{{path=\"{path}\",code=\"{code}\"}}"),
+        )
+    };
+    assert_eq!(http("/healthz", 200), Some(1.0), "{body}");
+    assert_eq!(http("other", 404), Some(1.0), "{body}");
+    assert!(http("/metrics", 200).unwrap() >= 2.0, "{body}");
 
     // The holder dies: stale.
     signal_group(first.pgid(), libc::SIGKILL);
