@@ -43,12 +43,12 @@ pub struct Gathered {
 impl Gathered {
     /// The actions that apply this refresh to the console, in order.
     pub fn into_actions(self) -> Vec<Action> {
-        let mut v = vec![
-            Action::Counters(self.counters.0, self.counters.1),
-            Action::Snapshot(Box::new(self.snapshot)),
-        ];
+        // The audit entries first: the snapshot's holder changes are
+        // classified against them (a takeover names its audit entry).
+        let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
+        v.push(Action::Counters(self.counters.0, self.counters.1));
+        v.push(Action::Snapshot(Box::new(self.snapshot)));
         v.extend(self.pod_error.map(Action::PodScanFailed));
-        v.extend(self.audit.map(Action::Audit));
         v
     }
 }
