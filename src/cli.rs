@@ -26,6 +26,17 @@ pub struct Cli {
     /// How to reach S3.
     #[command(flatten)]
     pub s3: S3Args,
+
+    /// Apply the context NAME of the config file (`leasectl config path`): its TARGETs when
+    /// none are given, its endpoint, region, profile, path style, refresh, TTL and depth
+    /// unless given on the command line. Without it, `leasectl` with no TARGET applies
+    /// the file's default_context.
+    #[arg(short = 'c', long = "context", global = true, value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// The applied context's TTL for takeovers from the console (set from the config).
+    #[arg(skip)]
+    pub context_ttl: Option<Duration>,
 }
 
 /// Options of the console and of `--json`.
@@ -124,6 +135,10 @@ pub struct CheckArgs {
         value_name = "STATES"
     )]
     pub crit_state: std::vec::Vec<crate::bucket::LeaseState>,
+    /// CRITICAL when fewer than N leases are found (rows that are not absent), e.g. a
+    /// service whose holder never started. Default 0: finding none is OK.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub min_leases: usize,
     /// Pod options (a pod verdict is CRITICAL).
     #[command(flatten)]
     pub pod: PodArgs,
@@ -316,6 +331,12 @@ pub enum Command {
     },
     /// Print the man page (roff) on stdout.
     Man,
+    /// The config file of contexts (LEASECTL_CONFIG overrides its path).
+    Config {
+        /// What to do.
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Print only the pod section as JSON (debugging aid; exit 3 when a verdict fires).
     #[command(hide = true)]
     PodScan {
@@ -329,6 +350,16 @@ pub enum Command {
         #[arg(long, default_value = "/proc", value_name = "DIR")]
         proc_root: PathBuf,
     },
+}
+
+/// `leasectl config …`.
+#[derive(Debug, Subcommand, Clone, Copy)]
+pub enum ConfigCommand {
+    /// Print the config file's path (and say on stderr whether it exists).
+    Path,
+    /// Print the config file as leasectl reads it: validated and normalised (credentials
+    /// never shown). Exit 2 when it is missing or invalid.
+    View,
 }
 
 /// Where the audit log goes.

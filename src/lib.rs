@@ -8,7 +8,7 @@
 //! - [`takeover`] and [`audit`]: the guarded, audited takeover;
 //! - [`writer`]: the pod writer lease: duty, flock, `writer exec`, pod scan;
 //! - [`target`] and [`snapshot`]: TARGET URLs, discovery, the `--json` document;
-//! - front ends: [`cli`], [`commands`], [`tui`] (the console), [`demo`],
+//! - front ends: [`cli`], [`config`] (contexts), [`commands`], [`tui`] (the console), [`demo`],
 //!   [`monitor`] (`check`, `-o`, `--watch`, `serve`).
 
 pub mod audit;
@@ -16,6 +16,7 @@ pub mod bucket;
 pub mod cli;
 pub mod clock;
 pub mod commands;
+pub mod config;
 pub mod demo;
 pub mod exit;
 pub mod logfile;

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use color_eyre::eyre::{eyre, Result, WrapErr};
 use leasectl::bucket::LeaseConfig;
 use leasectl::cli::{
@@ -42,16 +41,31 @@ fn real_main() -> Result<i32> {
         }
     }
     hook.install()?;
-    let mut cli = match Cli::try_parse() {
+    let is_check = || std::env::args().skip(1).any(|a| a == "check");
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|c| (c, m)));
+    let (mut cli, matches) = match parsed {
         Ok(c) => c,
         // `check` is a monitoring plugin: its usage errors are UNKNOWN (3).
-        Err(e) if e.use_stderr() && std::env::args().skip(1).any(|a| a == "check") => {
+        Err(e) if e.use_stderr() && is_check() => {
             let _ = e.print();
             println!("LEASES UNKNOWN - usage error (see stderr)");
             return Ok(leasectl::exit::CHECK_UNKNOWN);
         }
         Err(e) => e.exit(),
     };
+    // The context (-c NAME, or the default one for a bare `leasectl`): flags win.
+    if let Err(e) = leasectl::config::apply(&mut cli, &matches) {
+        // Its parts from the file are escaped already (ConfigError).
+        let why = e.to_string();
+        eprintln!("leasectl: {why}");
+        if matches!(cli.command, Some(Command::Check(_))) {
+            println!("LEASES UNKNOWN - {}", why.replace('|', "\\x7c"));
+            return Ok(leasectl::exit::CHECK_UNKNOWN);
+        }
+        return Ok(EXIT_USAGE);
+    }
     // `-o json` is `--json`.
     if cli.console.output.format == Some(leasectl::monitor::OutputFormat::Json) {
         cli.console.json = true;
@@ -129,6 +143,7 @@ fn real_main() -> Result<i32> {
         Some(Command::Demo { watchdog: true, .. }) => return Ok(leasectl::demo::watchdog()),
         Some(Command::Completions { shell }) => return Ok(leasectl::monitor::completions(*shell)),
         Some(Command::Man) => return Ok(leasectl::monitor::man()),
+        Some(Command::Config { command }) => return Ok(leasectl::config::config_cmd(*command)),
         None
         | Some(Command::Check(_) | Command::Serve(_))
         | Some(
@@ -369,6 +384,7 @@ async fn run(cli: Cli) -> Result<i32> {
             | Command::PodScan { .. }
             | Command::Audit { .. }
             | Command::Completions { .. }
+            | Command::Config { .. }
             | Command::Man,
         ) => {
             unreachable!("handled before the runtime starts")
@@ -545,6 +561,9 @@ async fn console(cli: Cli) -> Result<i32> {
         clock.wall(),
     );
     app.exclusion = commands::exclusion_from(cli.s3.conditional == Some(OnOff::Off));
+    if let Some(ttl) = cli.context_ttl {
+        app.ttl_s = ttl.as_secs();
+    }
     // The pod is scanned with every refresh, next to the bucket gather, on a
     // blocking thread (it reads /proc); the UI only receives the result.
     let pod_opts = if args.pod.no_pod {

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | OK | everything gathered, no threshold crossed |
 //! | 1 | WARNING | a stale / suspect / malformed lease whose state is not in `--crit-state`, or an age over `--warn-age` |
-//! | 2 | CRITICAL | a lease whose state is in `--crit-state`, an age over `--crit-age`, or a pod verdict |
+//! | 2 | CRITICAL | a lease whose state is in `--crit-state`, an age over `--crit-age`, fewer leases than `--min-leases`, or a pod verdict |
 //! | 3 | UNKNOWN | something could not be gathered or judged (and nothing is CRITICAL), or bad usage |
 //!
 //! CRITICAL outranks UNKNOWN (a known problem is the one to act on); UNKNOWN
@@ -82,6 +82,9 @@ pub struct Thresholds {
     /// These states are CRITICAL; the other states needing attention
     /// (stale, suspect, malformed) are WARNING. `absent` may be listed.
     pub crit_states: Vec<LeaseState>,
+    /// CRITICAL when fewer leases than this are found (rows that are not
+    /// absent, over every target). 0: no minimum.
+    pub min_leases: usize,
 }
 
 impl Default for Thresholds {
@@ -94,6 +97,7 @@ impl Default for Thresholds {
                 LeaseState::Suspect,
                 LeaseState::Malformed,
             ],
+            min_leases: 0,
         }
     }
 }
@@ -278,6 +282,28 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
     }
     let [fresh, stale, suspect, malformed, absent] = counts;
     let leases = fresh + stale + suspect + malformed + absent;
+    let present = leases - absent;
+    if present < t.min_leases {
+        details.push((
+            Status::Critical,
+            format!(
+                "CRITICAL {present} lease{} found where at least {} {} expected (--min-leases): \
+                 a holder is missing or a TARGET is wrong",
+                if present == 1 { "" } else { "s" },
+                t.min_leases,
+                if t.min_leases == 1 { "is" } else { "are" }
+            ),
+        ));
+        status = status.max(Status::Critical);
+    }
+    // A TARGET under which nothing at all was found is said so: a typo in a
+    // TARGET would otherwise look like a healthy, empty fleet.
+    let empty: Vec<String> = snap
+        .targets
+        .iter()
+        .filter(|t| t.error.is_none() && t.errors.is_empty() && t.prefixes.is_empty())
+        .map(|t| plugin_text(&t.url))
+        .collect();
     let mut summary = format!(
         "{leases} lease{} ({fresh} fresh, {stale} stale, {suspect} suspect, {malformed} malformed, {absent} absent)",
         if leases == 1 { "" } else { "s" }
@@ -287,6 +313,9 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
     }
     if !snap.pod.verdicts.is_empty() {
         let _ = write!(summary, ", {} pod verdict(s)", snap.pod.verdicts.len());
+    }
+    if !empty.is_empty() {
+        let _ = write!(summary, ", nothing found under {}", empty.join(", "));
     }
     // Worst first, so the first long-output line explains the status.
     details.sort_by_key(|(s, _)| std::cmp::Reverse(s.rank()));
@@ -354,5 +383,59 @@ mod tests {
         assert_eq!(num(-0.0004), "0");
         assert_eq!(num(30.0), "30");
         assert_eq!(plugin_text("a|b\x1b"), "a\\x7cb\\x1b");
+    }
+
+    fn empty_snapshot(urls: &[&str]) -> Snapshot {
+        let now = chrono::Utc::now();
+        Snapshot {
+            schema_version: crate::snapshot::SCHEMA_VERSION,
+            generated_at: now,
+            reader_clock: crate::snapshot::ReaderClock {
+                now,
+                server_offset_s: None,
+                server_offset_error_s: None,
+            },
+            targets: urls
+                .iter()
+                .map(|u| crate::snapshot::TargetReport {
+                    url: (*u).to_owned(),
+                    endpoint: "local".into(),
+                    bucket: None,
+                    error: None,
+                    errors: Vec::new(),
+                    prefixes: Vec::new(),
+                    server_offset_s: None,
+                    server_offset_error_s: None,
+                })
+                .collect(),
+            pod: Default::default(),
+            pod_error: None,
+        }
+    }
+
+    #[test]
+    fn nothing_found_is_said_and_min_leases_makes_it_critical() {
+        let snap = empty_snapshot(&["file:///srv/typo/"]);
+        let r = evaluate(&snap, &Thresholds::default());
+        assert_eq!(r.status, Status::Ok);
+        assert!(
+            r.output.contains("nothing found under file:///srv/typo/"),
+            "{}",
+            r.output
+        );
+        let r = evaluate(
+            &snap,
+            &Thresholds {
+                min_leases: 2,
+                ..Thresholds::default()
+            },
+        );
+        assert_eq!(r.status, Status::Critical);
+        assert!(
+            r.output
+                .contains("0 leases found where at least 2 are expected (--min-leases)"),
+            "{}",
+            r.output
+        );
     }
 }

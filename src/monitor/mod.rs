@@ -164,6 +164,7 @@ pub async fn check_cmd(
             warn_age: args.warn_age,
             crit_age: args.crit_age,
             crit_states: args.crit_state.clone(),
+            min_leases: args.min_leases,
         },
     );
     if let Err(e) = write_stdout(&r.output) {
@@ -208,6 +209,7 @@ pub async fn serve_cmd(
             listen: args.listen,
             refresh,
             request_timeout,
+            audit_path: crate::audit::AuditLog::default_path().ok(),
         },
     )
     .await
@@ -282,7 +284,7 @@ pub async fn console_output(
         OutputFormat::Ndjson => stream::snapshot_lines(&snap, extras.pod.is_some()).join("\n"),
         OutputFormat::Prometheus => {
             let mut m = prometheus::Metrics::new();
-            m.update(&snap, &counters, extras.pod.is_some());
+            m.update(&snap, &counters, extras.pod.is_some(), &[]);
             prometheus::to_text_format(&m.render())
                 .trim_end()
                 .to_owned()

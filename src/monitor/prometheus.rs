@@ -17,7 +17,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::snapshot::Snapshot;
+use crate::audit::AuditEntry;
+use crate::snapshot::history::History;
+use crate::snapshot::{ExclusionReport, Snapshot};
 use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
@@ -46,6 +48,25 @@ pub struct StateLabels {
 pub struct TargetLabels {
     /// The TARGET URL (escaped).
     pub target: String,
+}
+
+/// `{target, check}` of a precondition probe result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeLabels {
+    /// The TARGET URL (escaped).
+    pub target: String,
+    /// What was checked: `preconditions` (the service refuses failed
+    /// `If-None-Match` / `If-Match` writes, so a lease excludes).
+    pub check: String,
+}
+
+/// `{path, code}` of an HTTP request to the exporter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// `/metrics`, `/healthz`, or `other` for any other path (bounded).
+    pub path: String,
+    /// The HTTP status code answered.
+    pub code: String,
 }
 
 /// `{kind}` of a pod verdict.
@@ -89,6 +110,9 @@ pub struct Metrics {
     expires_in: Family<PrefixLabels, FGauge>,
     skew: Family<PrefixLabels, FGauge>,
     holder_changes: Family<PrefixLabels, Counter>,
+    probe_ok: Family<ProbeLabels, Gauge>,
+    probe_known: Family<TargetLabels, Gauge>,
+    http_requests: Family<HttpLabels, Counter>,
     server_offset: Family<TargetLabels, FGauge>,
     target_up: Family<TargetLabels, Gauge>,
     gather_errors: Family<TargetLabels, Counter>,
@@ -98,8 +122,10 @@ pub struct Metrics {
     request_errors: Counter,
     gathers: Counter,
     last_gather: FGauge,
-    /// The last holder seen per prefix (None: seen without one).
-    holders: BTreeMap<PrefixLabels, Option<String>>,
+    /// The holder changes of the session, per prefix.
+    history: History,
+    /// The part of each prefix's history count already added to its counter.
+    holders_counted: BTreeMap<PrefixLabels, u64>,
     counted: (u64, u64),
 }
 
@@ -120,6 +146,9 @@ impl Metrics {
             expires_in: Family::default(),
             skew: Family::default(),
             holder_changes: Family::default(),
+            probe_ok: Family::default(),
+            probe_known: Family::default(),
+            http_requests: Family::default(),
             server_offset: Family::default(),
             target_up: Family::default(),
             gather_errors: Family::default(),
@@ -129,7 +158,8 @@ impl Metrics {
             request_errors: Counter::default(),
             gathers: Counter::default(),
             last_gather: FGauge::default(),
-            holders: BTreeMap::new(),
+            history: History::new(),
+            holders_counted: BTreeMap::new(),
             counted: (0, 0),
         };
         let r = &mut m.registry;
@@ -160,8 +190,23 @@ impl Metrics {
         );
         r.register(
             "lease_holder_changes",
-            "Times a different holder was seen on the prefix (takeover, hand-over, a new holder after a release or expiry)",
+            "Times a different holder was seen on the prefix during this process (takeover, hand-over, a new holder after a release or expiry, or a change while fresh)",
             m.holder_changes.clone(),
+        );
+        r.register(
+            "probe_ok",
+            "1 when the precondition probe found the service honours conditional writes, 0 when it found it does not; absent while unknown (see leasectl_probe_known)",
+            m.probe_ok.clone(),
+        );
+        r.register(
+            "probe_known",
+            "1 when a precondition probe result is known for the target, 0 when not (serve never writes, so it never probes; best-effort mode is not a probe result)",
+            m.probe_known.clone(),
+        );
+        r.register(
+            "http_requests",
+            "HTTP requests answered by leasectl serve, by path and status code",
+            m.http_requests.clone(),
         );
         r.register(
             "reader_server_offset_seconds",
@@ -189,13 +234,13 @@ impl Metrics {
             m.pod_scan_ok.clone(),
         );
         r.register(
-            "requests",
-            "Requests sent to the stores",
+            "store_requests",
+            "Requests sent to the stores (S3 or local)",
             m.requests.clone(),
         );
         r.register(
-            "request_errors",
-            "Requests that failed (not counting the expected 304, 404 and 412 answers)",
+            "store_errors",
+            "Store requests that failed (not counting the expected 304, 404 and 412 answers)",
             m.request_errors.clone(),
         );
         r.register("gathers", "Snapshots gathered", m.gathers.clone());
@@ -207,10 +252,29 @@ impl Metrics {
         m
     }
 
+    /// The HTTP request counters (`leasectl_http_requests_total`), shared:
+    /// the exporter's handlers count into this handle.
+    pub fn http_requests(&self) -> Family<HttpLabels, Counter> {
+        self.http_requests.clone()
+    }
+
+    /// The session's holder changes, per prefix.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
     /// Brings the metrics up to `snap`; `counters` are the stores' request
-    /// counters; `pod_scanned`: the pod was asked for.
-    pub fn update(&mut self, snap: &Snapshot, counters: &Counters, pod_scanned: bool) {
+    /// counters; `pod_scanned`: the pod was asked for; `audit`: recent
+    /// entries of leasectl's audit log (to name takeovers in the history).
+    pub fn update(
+        &mut self,
+        snap: &Snapshot,
+        counters: &Counters,
+        pod_scanned: bool,
+        audit: &[AuditEntry],
+    ) {
         let s = crate::text::sanitize;
+        self.history.observe(snap, audit);
         self.gathers.inc();
         self.last_gather
             .set(snap.generated_at.timestamp_millis() as f64 / 1000.0);
@@ -224,6 +288,8 @@ impl Metrics {
             f.clear();
         }
         self.state.clear();
+        self.probe_ok.clear();
+        self.probe_known.clear();
         self.server_offset.clear();
         self.target_up.clear();
         let mut seen = BTreeSet::new();
@@ -274,27 +340,60 @@ impl Metrics {
                 if let Some(k) = p.holder_skew_s {
                     self.skew.get_or_create(&pl).set(k);
                 }
-                let holder = p.record.as_ref().map(|r| r.instance_id.clone());
-                let changes = self.holder_changes.get_or_create(&pl);
-                if let Some(prev) = self.holders.get(&pl) {
-                    if holder.is_some() && *prev != holder {
-                        changes.inc();
-                    }
-                }
-                drop(changes);
-                self.holders.insert(pl.clone(), holder);
                 seen.insert(pl);
             }
+            // The precondition probe: only what is known is exported.
+            let probed = t.prefixes.iter().find_map(|p| match p.exclusion {
+                ExclusionReport::Conditional => Some(true),
+                ExclusionReport::Ignored => Some(false),
+                _ => None,
+            });
+            self.probe_known
+                .get_or_create(&tl)
+                .set(i64::from(probed.is_some()));
+            if let Some(ok) = probed {
+                self.probe_ok
+                    .get_or_create(&ProbeLabels {
+                        target: target.clone(),
+                        check: "preconditions".to_owned(),
+                    })
+                    .set(i64::from(ok));
+            }
+            // Prefixes that could not be read this time keep their counters:
+            // an error is not a prefix going away.
+            for (u, p) in self.history.iter().map(|(k, _)| k) {
+                if *u == t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
+                    seen.insert(PrefixLabels {
+                        target: target.clone(),
+                        prefix: s(p),
+                    });
+                }
+            }
+        }
+        for ((u, p), h) in self.history.iter() {
+            let pl = PrefixLabels {
+                target: s(u),
+                prefix: s(p),
+            };
+            if !seen.contains(&pl) {
+                continue;
+            }
+            let done = self.holders_counted.entry(pl.clone()).or_insert(0);
+            // Created at zero so that an increase() has a starting point.
+            self.holder_changes
+                .get_or_create(&pl)
+                .inc_by(h.count.saturating_sub(*done));
+            *done = h.count.max(*done);
         }
         // Bounded: prefixes no longer seen are forgotten.
         let gone: Vec<PrefixLabels> = self
-            .holders
+            .holders_counted
             .keys()
             .filter(|k| !seen.contains(*k))
             .cloned()
             .collect();
         for k in gone {
-            self.holders.remove(&k);
+            self.holders_counted.remove(&k);
             self.holder_changes.remove(&k);
         }
         self.verdicts.clear();

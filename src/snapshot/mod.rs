@@ -7,6 +7,8 @@
 //! deeper was listed under it. Lists and GETs run concurrently, bounded, each
 //! under its own timeout.
 
+pub mod history;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

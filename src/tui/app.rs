@@ -476,6 +476,8 @@ pub struct App {
     pub first_seen: HashMap<String, (Option<String>, DateTime<Utc>)>,
     /// Recent audit entries (newest last).
     pub audit: Vec<AuditEntry>,
+    /// The holder changes seen this session, per prefix (updated with each snapshot).
+    pub history: crate::snapshot::history::History,
     /// Where the audit log is (OPS).
     pub audit_path: Option<String>,
     /// Request totals over the last minute, with when they were read.
@@ -546,6 +548,7 @@ impl App {
             held: BTreeSet::new(),
             first_seen: HashMap::new(),
             audit: Vec::new(),
+            history: crate::snapshot::history::History::new(),
             audit_path: None,
             counters: VecDeque::new(),
             get_price: DEFAULT_GET_PRICE,
@@ -1039,6 +1042,7 @@ impl App {
             }
         }
         self.first_seen = seen;
+        self.history.observe(&s, &self.audit);
         // Keep the selected prefix selected.
         let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());
         self.snapshot = Some(s);

@@ -57,12 +57,12 @@ impl Gathered {
                 },
             ];
         }
-        let mut v = vec![
-            Action::Counters(self.counters),
-            Action::Snapshot(Box::new(self.snapshot)),
-        ];
+        // The audit entries first: the snapshot's holder changes are
+        // classified against them (a takeover names its audit entry).
+        let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
+        v.push(Action::Counters(self.counters));
+        v.push(Action::Snapshot(Box::new(self.snapshot)));
         v.extend(self.pod_error.map(Action::PodScanFailed));
-        v.extend(self.audit.map(Action::Audit));
         v
     }
 }

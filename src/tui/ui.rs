@@ -227,7 +227,7 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
 pub fn lease_columns(inner: u16) -> Vec<(SortKey, u16)> {
     const FIXED: [(SortKey, u16); 6] = [
         (SortKey::Age, 8),
-        (SortKey::Ttl, 6),
+        (SortKey::Ttl, 12),
         (SortKey::Expires, 9),
         (SortKey::State, 10),
         (SortKey::Exclusion, 12),
@@ -387,12 +387,26 @@ fn lease_cell<'a>(
             width,
         )),
         SortKey::Age => Cell::from(p.age_s.map(format_secs).unwrap_or_else(dash)),
-        SortKey::Ttl => Cell::from(
-            p.record
-                .as_ref()
-                .map(|r| format!("{}s", r.ttl_s))
-                .unwrap_or_else(dash),
-        ),
+        // The TTL and a gauge of the age against it: a holder renewing on
+        // schedule (every TTL/3) keeps it in its first third.
+        SortKey::Ttl => match &p.record {
+            Some(r) => {
+                let ttl = format!("{:<5}", format!("{}s", r.ttl_s));
+                match p.age_s.filter(|_| {
+                    !p.age_unknown && matches!(p.state, LeaseState::Fresh | LeaseState::Stale)
+                }) {
+                    Some(age) => {
+                        let (bar, style) = ttl_gauge(age, r.ttl_s, 6);
+                        Cell::from(Line::from(vec![
+                            Span::raw(format!("{ttl} ")),
+                            Span::styled(bar, style),
+                        ]))
+                    }
+                    None => Cell::from(ttl),
+                }
+            }
+            None => Cell::from(dash()),
+        },
         // Time left only means something for a lease judged on its age.
         SortKey::Expires => Cell::from(match p.state {
             LeaseState::Fresh | LeaseState::Stale => {
@@ -418,6 +432,34 @@ fn lease_cell<'a>(
                 .unwrap_or_else(dash),
         ),
     }
+}
+
+/// The age as a share of the TTL in `cells` cells (eighth blocks, `·` for
+/// the empty part), and its colour: green up to 40 % (a holder renews every
+/// TTL/3), yellow above (renewals are late), red once the TTL has run out.
+pub fn ttl_gauge(age_s: f64, ttl_s: u64, cells: usize) -> (String, Style) {
+    const EIGHTHS: [char; 8] = ['▏', '▎', '▍', '▌', '▋', '▊', '▉', '█'];
+    let ratio = if ttl_s == 0 {
+        1.0
+    } else {
+        (age_s / ttl_s as f64).clamp(0.0, 1.0)
+    };
+    let filled = (ratio * (cells * 8) as f64).round() as usize;
+    let mut bar = "█".repeat(filled / 8);
+    if !filled.is_multiple_of(8) {
+        bar.push(EIGHTHS[filled % 8 - 1]);
+    }
+    while bar.chars().count() < cells {
+        bar.push('·');
+    }
+    let colour = if age_s >= ttl_s as f64 {
+        Color::Red
+    } else if ratio > 0.4 {
+        Color::Yellow
+    } else {
+        Color::Green
+    };
+    (bar, Style::default().fg(colour))
 }
 
 /// The exclusion as written in the table and in `--json`.
@@ -540,14 +582,89 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
             ),
         ));
     }
+    // The holder history beside the details when there is room, else under them.
+    let url = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target));
+    let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
+    let (details, side) = if area.width >= 100 {
+        let [d, h] = ratatui::layout::Layout::horizontal([
+            Constraint::Percentage(58),
+            Constraint::Percentage(42),
+        ])
+        .areas(area);
+        (d, Some(h))
+    } else {
+        (area, None)
+    };
+    if side.is_none() {
+        lines.extend(timeline.iter().cloned());
+    }
     f.render_widget(
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
             Block::default()
                 .borders(Borders::ALL)
                 .title(" details (Enter closes) "),
         ),
-        area,
+        details,
     );
+    if let Some(h) = side {
+        f.render_widget(
+            Paragraph::new(timeline).wrap(Wrap { trim: false }).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" holder history (this session, UTC) "),
+            ),
+            h,
+        );
+    }
+}
+
+/// The selected prefix's holder changes seen this session, newest first:
+/// `HH:MM:SSZ how: previous → holder`, a takeover with its audit entry.
+fn history_lines(
+    app: &App,
+    url: Option<&str>,
+    p: &crate::snapshot::PrefixReport,
+) -> Vec<Line<'static>> {
+    use crate::snapshot::history::ChangeKind;
+    let changes = url
+        .and_then(|u| app.history.get(u, &p.prefix))
+        .map(|h| h.changes.iter().rev().collect::<Vec<_>>())
+        .unwrap_or_default();
+    if changes.is_empty() {
+        return vec![Line::from("no holder seen yet")];
+    }
+    let none = || "(none)".to_owned();
+    changes
+        .into_iter()
+        .map(|c| {
+            let style = match c.kind {
+                ChangeKind::Unexpected => {
+                    Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+                }
+                ChangeKind::Takeover => Style::default().fg(Color::Cyan),
+                ChangeKind::Expiry | ChangeKind::Release => Style::default().fg(Color::Yellow),
+                ChangeKind::FirstSeen | ChangeKind::Acquired => Style::default(),
+            };
+            // Holders in the history are escaped already.
+            let who = match c.kind {
+                ChangeKind::FirstSeen => c.holder.clone().unwrap_or_else(none),
+                _ => format!(
+                    "{} → {}",
+                    c.previous.clone().unwrap_or_else(none),
+                    c.holder.clone().unwrap_or_else(none)
+                ),
+            };
+            let mut spans = vec![
+                Span::raw(format!("{} ", c.at.format("%H:%M:%SZ"))),
+                Span::styled(c.kind.as_str(), style),
+                Span::raw(format!(": {who}")),
+            ];
+            if let Some(a) = &c.audit {
+                spans.push(Span::raw(format!(" (audit: {a})")));
+            }
+            Line::from(spans)
+        })
+        .collect()
 }
 
 /// A centred rectangle of at most `w`×`h` inside `area`.

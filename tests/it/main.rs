@@ -12,6 +12,7 @@ mod writer_support;
 mod bad_input;
 mod commands;
 mod console_e2e;
+mod contexts;
 mod demo_assets;
 mod demo_e2e;
 mod engine;

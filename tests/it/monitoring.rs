@@ -231,6 +231,13 @@ fn output_formats_and_the_table_for_a_pipe() {
                 == format!("leasectl_lease_ttl_seconds{{target=\"{url}\",prefix=\"a/\"}} 60.0")),
         "{text}"
     );
+    // A file store is never probed here: unknown, so no probe_ok at all.
+    assert!(
+        text.lines()
+            .any(|l| l == format!("leasectl_probe_known{{target=\"{url}\"}} 0")),
+        "{text}"
+    );
+    assert!(!text.contains("leasectl_probe_ok{"), "{text}");
     if let Some(promtool) = which("promtool") {
         let mut c = Command::new(promtool);
         c.args(["check", "metrics"])
@@ -565,7 +572,22 @@ async fn serve_is_scraped_while_leases_change() {
         ),
         Some(0.0)
     );
-    assert!(sample(&body, "leasectl_requests_total").unwrap() > 0.0);
+    assert!(sample(&body, "leasectl_store_requests_total").unwrap() > 0.0);
+    assert!(
+        sample(&body, "leasectl_store_errors_total").is_some(),
+        "{body}"
+    );
+    // serve never writes, so it never probes: the probe result is unknown,
+    // and unknown is never "ok".
+    assert_eq!(
+        sample(
+            &body,
+            &format!("leasectl_probe_known{{target=\"{target}\"}}")
+        ),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(!body.contains("leasectl_probe_ok{"), "{body}");
     assert_eq!(sample(&body, &changes), Some(0.0));
     // The hostile prefix: leasectl's text rule doubles the `\`, then the
     // exposition format escapes `"` and each `\` of that.
@@ -577,6 +599,19 @@ async fn serve_is_scraped_while_leases_change() {
     assert_eq!(sample(&body, &weird), Some(1.0), "{body}");
     let (status, health) = http_get(port, "/healthz").await;
     assert_eq!((status, health.as_str()), (200, "ok\n"));
+    let (status, _) = http_get(port, "/no-such-page").await;
+    assert_eq!(status, 404);
+    // The exporter counts what it answered, this scrape included.
+    let body = http_get(port, "/metrics").await.1;
+    let http = |path: &str, code: u16| {
+        sample(
+            &body,
+            &format!("leasectl_http_requests_total{{path=\"{path}\",code=\"{code}\"}}"),
+        )
+    };
+    assert_eq!(http("/healthz", 200), Some(1.0), "{body}");
+    assert_eq!(http("other", 404), Some(1.0), "{body}");
+    assert!(http("/metrics", 200).unwrap() >= 2.0, "{body}");
 
     // The holder dies: stale.
     signal_group(first.pgid(), libc::SIGKILL);
@@ -773,4 +808,115 @@ print(json.dumps(out))
         other => panic!("the manifest does not run serve: {other:?}"),
     }
     assert_eq!(v["probes"], serde_json::json!(["/healthz", "/healthz"]));
+}
+
+/// `--min-leases`: fewer leases (rows that are not absent) than asked is
+/// CRITICAL with a sentence; without it, a TARGET under which nothing was
+/// found is OK but says so in the status line.
+#[test]
+fn check_min_leases_and_nothing_found() {
+    let empty = tempfile::tempdir().unwrap();
+    let url = file_url(empty.path());
+    let (code, out) = check(&[&url]);
+    assert_eq!(code, 0, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.contains(&format!("nothing found under {url}")),
+        "{out}"
+    );
+    let (code, out) = check(&["--min-leases", "1", &url]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.starts_with("LEASES CRITICAL - ")
+            && out.contains("0 leases found where at least 1 is expected (--min-leases)"),
+        "{out}"
+    );
+
+    // An absent LEASE does not count; a fresh one does.
+    let (_d, url) = store_with(&[("a/", record("holder-a", 1, 60))]);
+    std::fs::create_dir_all(_d.path().join("b")).unwrap();
+    let (code, out) = check(&["--min-leases", "2", &url]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("1 lease found where at least 2 are expected"),
+        "{out}"
+    );
+    let (code, out) = check(&["--min-leases", "1", &url]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("nothing found"), "{out}");
+    let (code, out) = check(&["--min-leases", "many", &url]);
+    assert_eq!(code, 3, "{out}");
+}
+
+/// A real pod verdict makes `check` CRITICAL: real `writer exec` processes
+/// and a real flock on `.writer.lock`. One pod root that takes the lock is
+/// OK; two siblings that both believe they are the pod's root race for it
+/// (one holds, one waits): `siblings_racing`, exit 2.
+#[test]
+fn check_is_critical_on_a_real_pod_verdict() {
+    use crate::writer_support::{command, scan_until, Guard};
+    use leasectl::writer::scan::LockState;
+
+    let run_check = |root: u32, dir: &Path| {
+        let out = leasectl(
+            None,
+            &[
+                "check",
+                "--pod-root",
+                &root.to_string(),
+                "--data-dir",
+                dir.to_str().unwrap(),
+            ],
+        );
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let b = env!("CARGO_BIN_EXE_leasectl");
+
+    // Healthy: one root takes the lock, its child inherits.
+    let healthy = tempfile::tempdir().unwrap();
+    let mut cmd = command(b);
+    cmd.env("CLOUD_WRITER_LEASE", "1")
+        .args(["writer", "exec", "--data-dir"])
+        .arg(healthy.path())
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::null());
+    let one = Guard::spawn(cmd);
+    scan_until(one.pid, healthy.path(), |s| {
+        s.processes.iter().any(|p| p.lock == LockState::Holds)
+    });
+    let (code, out) = run_check(one.pid, healthy.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("LEASES OK - "), "{out}");
+
+    // Two siblings race: a verdict, CRITICAL.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let w = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
+    let mut cmd = command("sh");
+    cmd.args(["-c", &format!("{w} & {w} & wait")])
+        .stderr(Stdio::null());
+    let root = Guard::spawn(cmd);
+    scan_until(root.pid, dir.path(), |s| {
+        s.processes
+            .iter()
+            .filter(|p| p.lock != LockState::None)
+            .count()
+            == 2
+    });
+    let (code, out) = run_check(root.pid, dir.path());
+    assert_eq!(code, 2, "{out}");
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("LEASES CRITICAL - ") && first.contains("pod verdict"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("CRITICAL pod verdict siblings_racing: ")),
+        "{out}"
+    );
+    assert!(!out.contains("verdicts=0;"), "{out}");
 }

@@ -563,3 +563,111 @@ async fn ten_thousand_processes_deep_chain() {
         "{text}"
     );
 }
+
+/// A LEASE whose Last-Modified is its `renewed_at` (a deterministic screen).
+fn lease_at(dir: &std::path::Path, prefix: &str, holder: &str, renewed: &str) {
+    write_lease(dir, prefix, &rec(holder, renewed, 30));
+    let t: chrono::DateTime<Utc> = renewed.parse().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join(prefix).join("LEASE"))
+        .unwrap()
+        .set_modified(t.into())
+        .unwrap();
+}
+
+/// One snapshot of `dir` judged at `now`.
+async fn gather_at(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> snapshot::Snapshot {
+    let shared: SharedClock = std::sync::Arc::new(ManualClock::new(now));
+    let store = std::sync::Arc::new(LocalStore::open(dir).unwrap());
+    let target: leasectl::target::Target = format!("file://{}/", dir.display()).parse().unwrap();
+    let open = vec![OpenTarget {
+        target,
+        endpoint: "local".into(),
+        store,
+    }];
+    snapshot::gather(&open, &GatherOptions::default(), &shared).await
+}
+
+fn takeover_entry(time: chrono::DateTime<Utc>, holder: &str) -> leasectl::audit::AuditEntry {
+    use leasectl::audit::{AuditEntry, AuditObserved, AuditTarget, AuditWritten};
+    let record: leasectl::bucket::LeaseRecord =
+        serde_json::from_str(&rec(holder, "2026-11-30T12:00:50Z", 30)).unwrap();
+    AuditEntry {
+        time,
+        phase: "outcome".into(),
+        id: "t1".into(),
+        operator: "ops@host".into(),
+        tool_version: "0.1.0".into(),
+        action: "takeover".into(),
+        target: AuditTarget {
+            endpoint: "local".into(),
+            bucket: None,
+            key: "db/LEASE".into(),
+            url: "file:///demo/db/".into(),
+        },
+        observed: AuditObserved {
+            record: None,
+            etag: None,
+            judgement: "fresh".into(),
+            age_s: Some(5.0),
+            reader_clock: time,
+        },
+        written: Some(AuditWritten { record, etag: None }),
+        reason: "stuck \x1b[31m job".into(),
+        exclusion: "conditional".into(),
+        forced: true,
+        then: "hold".into(),
+        outcome: Some("taken".into()),
+        writes_safe_from: None,
+    }
+}
+
+/// The detail pane shows the session's holder history (first seen, a new
+/// holder after expiry, a takeover named by its audit entry, a change while
+/// fresh) beside the details; each row's TTL cell carries an age gauge.
+#[tokio::test]
+async fn detail_shows_the_holder_history_and_rows_a_ttl_gauge() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    lease_at(d, "db/", "holder-a", "2026-11-30T12:00:00Z");
+    lease_at(d, "web/", "holder-w", "2026-11-30T11:59:40Z");
+    let mut app = app_on(d, at(0)).await;
+    // holder-a renews: not a change.
+    lease_at(d, "db/", "holder-a", "2026-11-30T12:00:10Z");
+    app.update(Action::Snapshot(Box::new(gather_at(d, at(10)).await)));
+    // holder-a dies; holder-b after its expiry.
+    lease_at(d, "db/", "holder-b", "2026-11-30T12:00:45Z");
+    app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
+    // A takeover from the console (audited) while holder-b is fresh.
+    app.update(Action::Audit(vec![takeover_entry(at(49), "holder-c")]));
+    lease_at(d, "db/", "holder-c", "2026-11-30T12:00:50Z");
+    app.update(Action::Snapshot(Box::new(gather_at(d, at(50)).await)));
+    // Someone writes over holder-c's live lease: nothing audited.
+    lease_at(d, "db/", "intruder\x1b[2J", "2026-11-30T12:00:45Z");
+    app.update(Action::Snapshot(Box::new(gather_at(d, at(55)).await)));
+
+    app.update(Action::Resize(120, 30));
+    app.update(Action::ToggleDetail);
+    let text = screen_text(&draw(&app, 120, 30));
+    assert!(text.contains("holder history"), "{text}");
+    let order = [
+        "CHANGED WHILE FRESH: holder-c → intruder\\x1b[2J",
+        "takeover: holder-b → holder-c (audit: ops@host — stuck \\x1b[31m job)",
+        "after expiry: holder-a → holder-b",
+        "first seen: holder-a",
+    ];
+    let at_of = |s: &str| text.replace('\n', "").find(s.split(':').next().unwrap());
+    for s in order {
+        assert!(
+            text.contains(&s.chars().take(24).collect::<String>()),
+            "{s} missing:\n{text}"
+        );
+    }
+    assert!(at_of(order[0]) < at_of(order[3]), "newest first:\n{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    // Gauges: db/ renewed 10 s ago on a 30 s TTL (a third), web/ 75 s ago (full).
+    assert!(text.contains("30s   ██····"), "{text}");
+    assert!(text.contains("30s   ██████"), "{text}");
+    insta::assert_snapshot!(text);
+}

@@ -194,6 +194,8 @@ pub fn s3_env(cmd: &mut Command) -> &mut Command {
         .env_remove("AWS_ENDPOINT_URL")
         .env_remove("AWS_PROFILE")
         .env_remove("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL")
+        // No context of the tester's own config applies.
+        .env("LEASECTL_CONFIG", "/nonexistent/leasectl-tests/config.toml")
 }
 
 /// A raw SDK client for seeding a server (bucket creation, raw objects).

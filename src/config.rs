@@ -1,0 +1,613 @@
+//! Contexts: named sets of TARGETs and connection defaults in a TOML file,
+//! like kubectl contexts or AWS profiles.
+//!
+//! The file is `$LEASECTL_CONFIG` when set, else `config.toml` in the
+//! platform configuration directory (`~/.config/leasectl/config.toml` on
+//! Linux). Example:
+//!
+//! ```toml
+//! default_context = "prod"
+//!
+//! [contexts.prod]
+//! targets = ["s3://backups/db/"]
+//! endpoint_url = "https://minio.example:9000"
+//! region = "eu-west-1"
+//! profile = "backup-ops"
+//! path_style = true
+//! refresh = "5s"     # the console's refresh
+//! ttl = "30s"        # the default --ttl of takeovers (console and `leasectl takeover`)
+//! depth = 2
+//! ```
+//!
+//! `leasectl -c prod` applies a context; `leasectl` with no TARGET (and no
+//! command) applies `default_context` when one is set. Values given on the
+//! command line win over the context's. Every value is validated by the
+//! same rules as the matching flag; an endpoint carrying credentials is
+//! refused and never shown.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::target::Target;
+
+/// The environment variable that overrides the config file's path.
+pub const CONFIG_ENV: &str = "LEASECTL_CONFIG";
+
+/// Largest config file read (a config is a few lines).
+const MAX_BYTES: u64 = 1024 * 1024;
+
+/// The file as written (before validation).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The context applied when `leasectl` is run with no TARGET.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_context: Option<String>,
+    /// Contexts by name.
+    #[serde(default)]
+    pub contexts: BTreeMap<String, ContextFile>,
+}
+
+/// One context as written.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFile {
+    /// TARGET URLs: `s3://bucket/path/` or `file:///dir/`.
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// S3 endpoint (`http(s)://host[:port]`, no credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_url: Option<String>,
+    /// AWS region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// AWS profile name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Path-style addressing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_style: Option<bool>,
+    /// The console's refresh interval (a duration such as `5s`; at least 1 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<String>,
+    /// The default `--ttl` of takeovers (whole seconds, 3 s to 1 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// Discovery depth under each TARGET.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+}
+
+/// A validated context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Context {
+    /// Its name.
+    pub name: String,
+    /// The TARGETs, parsed.
+    pub targets: Vec<Target>,
+    /// S3 endpoint, checked ([`crate::cli::check_endpoint`]).
+    pub endpoint_url: Option<String>,
+    /// AWS region.
+    pub region: Option<String>,
+    /// AWS profile.
+    pub profile: Option<String>,
+    /// Path-style addressing.
+    pub path_style: Option<bool>,
+    /// The console's refresh interval (at least 1 s).
+    pub refresh: Option<Duration>,
+    /// The default TTL of takeovers (whole seconds, 3 s to 1 h).
+    pub ttl: Option<Duration>,
+    /// Discovery depth.
+    pub depth: Option<u32>,
+}
+
+/// A validated config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The default context's name (known to exist).
+    pub default_context: Option<String>,
+    /// Contexts by name.
+    pub contexts: BTreeMap<String, Context>,
+}
+
+/// Why the config could not be used. Every message names the file and says
+/// what to do; none repeats a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No home directory and no `LEASECTL_CONFIG`.
+    #[error(
+        "there is no configuration directory on this system; set {CONFIG_ENV} to the path of a config file"
+    )]
+    NoPath,
+    /// A context was asked for but there is no file.
+    #[error(
+        "context `{name}` was asked for, but there is no config file at {}; create it with a \
+         [contexts.{name}] table (see the README, Monitoring: contexts)",
+        .path.display()
+    )]
+    Missing {
+        /// The file looked for.
+        path: PathBuf,
+        /// The context asked for (escaped).
+        name: String,
+    },
+    /// The file could not be read.
+    #[error("cannot read the config file {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not valid TOML, or not the expected shape.
+    #[error("the config file {}{} is not valid: {message}; fix it or see `leasectl config view`", .path.display(), .at)]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// `:LINE:COLUMN` when known, else empty.
+        at: String,
+        /// What the TOML parser said (escaped).
+        message: String,
+    },
+    /// A value that is not acceptable.
+    #[error("the config file {}, context `{context}`, {field}: {why}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The context (escaped).
+        context: String,
+        /// The field.
+        field: &'static str,
+        /// Why, and what to do (never the value of a credential).
+        why: String,
+    },
+    /// A context name that is not defined.
+    #[error(
+        "there is no context `{name}` in {}; {}",
+        .path.display(),
+        known_list(.known)
+    )]
+    UnknownContext {
+        /// The file.
+        path: PathBuf,
+        /// The name asked for (escaped).
+        name: String,
+        /// The contexts defined (escaped).
+        known: Vec<String>,
+    },
+}
+
+fn known_list(known: &[String]) -> String {
+    if known.is_empty() {
+        "it defines no context yet: add a [contexts.NAME] table".to_owned()
+    } else {
+        format!("the contexts defined are: {}", known.join(", "))
+    }
+}
+
+/// The config file's path: `$LEASECTL_CONFIG`, else `config.toml` in the
+/// platform configuration directory.
+pub fn path() -> Result<PathBuf, ConfigError> {
+    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    directories::ProjectDirs::from("", "", "leasectl")
+        .map(|d| d.config_dir().join("config.toml"))
+        .ok_or(ConfigError::NoPath)
+}
+
+/// Reads and validates the file at `path`; `Ok(None)` when it does not exist.
+pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
+    let read_err = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let text = match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_err(e)),
+        Ok(md) if !md.is_file() => {
+            return Err(read_err(std::io::Error::other("it is not a regular file")))
+        }
+        Ok(md) if md.len() > MAX_BYTES => {
+            return Err(read_err(std::io::Error::other(
+                "it is larger than 1 MiB, which no config is",
+            )))
+        }
+        Ok(_) => std::fs::read_to_string(path).map_err(read_err)?,
+    };
+    parse(path, &text).map(Some)
+}
+
+/// Parses and validates `text` (read from `path`, for messages).
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let file: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        at: e
+            .span()
+            .map(|s| {
+                let (l, c) = line_col(text, s.start);
+                format!(":{l}:{c}")
+            })
+            .unwrap_or_default(),
+        message: crate::text::sanitize(e.message().trim()),
+    })?;
+    validate(path, file)
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
+    let mut contexts = BTreeMap::new();
+    for (name, c) in file.contexts {
+        let shown = crate::text::sanitize(&name);
+        let invalid = |field: &'static str, why: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            context: shown.clone(),
+            field,
+            why,
+        };
+        if name.is_empty() || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(invalid(
+                "name",
+                "a context name must be non-empty, without spaces or control characters".into(),
+            ));
+        }
+        let mut targets = Vec::new();
+        for t in &c.targets {
+            targets.push(
+                t.parse::<Target>()
+                    .map_err(|e| invalid("targets", e.to_string()))?,
+            );
+        }
+        if let Some(e) = &c.endpoint_url {
+            // The message is built from the redacted URL only.
+            crate::cli::check_endpoint(e).map_err(|why| invalid("endpoint_url", why))?;
+        }
+        if let Some(r) = &c.region {
+            crate::cli::parse_plain_name(r).map_err(|why| invalid("region", why))?;
+        }
+        if let Some(p) = &c.profile {
+            crate::cli::parse_profile(p).map_err(|why| invalid("profile", why))?;
+        }
+        let refresh = match &c.refresh {
+            Some(s) => {
+                let d = crate::cli::parse_duration(s).map_err(|why| invalid("refresh", why))?;
+                if d < Duration::from_secs(1) {
+                    return Err(invalid("refresh", "a refresh must be at least 1s".into()));
+                }
+                Some(d)
+            }
+            None => None,
+        };
+        let ttl = match &c.ttl {
+            Some(s) => Some(crate::cli::parse_ttl(s).map_err(|why| invalid("ttl", why))?),
+            None => None,
+        };
+        contexts.insert(
+            name.clone(),
+            Context {
+                name,
+                targets,
+                endpoint_url: c.endpoint_url,
+                region: c.region,
+                profile: c.profile,
+                path_style: c.path_style,
+                refresh,
+                ttl,
+                depth: c.depth,
+            },
+        );
+    }
+    let config = Config {
+        path: path.to_owned(),
+        default_context: None,
+        contexts,
+    };
+    if let Some(d) = &file.default_context {
+        config.context(d)?;
+    }
+    Ok(Config {
+        default_context: file.default_context,
+        ..config
+    })
+}
+
+impl Config {
+    /// The context `name`, or [`ConfigError::UnknownContext`] listing those defined.
+    pub fn context(&self, name: &str) -> Result<&Context, ConfigError> {
+        self.contexts
+            .get(name)
+            .ok_or_else(|| ConfigError::UnknownContext {
+                path: self.path.clone(),
+                name: crate::text::sanitize(name),
+                known: self
+                    .contexts
+                    .keys()
+                    .map(|k| crate::text::sanitize(k))
+                    .collect(),
+            })
+    }
+
+    /// The file, normalised: TARGETs as leasectl writes them, durations in
+    /// humantime form, endpoints with any user information redacted.
+    pub fn to_toml(&self) -> String {
+        let file = ConfigFile {
+            default_context: self.default_context.clone(),
+            contexts: self
+                .contexts
+                .iter()
+                .map(|(n, c)| {
+                    (
+                        n.clone(),
+                        ContextFile {
+                            targets: c.targets.iter().map(|t| t.to_string()).collect(),
+                            endpoint_url: c
+                                .endpoint_url
+                                .as_deref()
+                                .map(|e| crate::store::s3::redact_url(e).0),
+                            region: c.region.clone(),
+                            profile: c.profile.clone(),
+                            path_style: c.path_style,
+                            refresh: c.refresh.map(|d| humantime::format_duration(d).to_string()),
+                            ttl: c.ttl.map(|d| humantime::format_duration(d).to_string()),
+                            depth: c.depth,
+                        },
+                    )
+                })
+                .collect(),
+        };
+        toml::to_string_pretty(&file).unwrap_or_default()
+    }
+}
+
+/// The context to apply: `asked` (`-c NAME`), else the default context when
+/// `bare` (no command, no TARGET). `Ok(None)`: none applies.
+///
+/// Errors: a named context with no file or not in it; a file that cannot be
+/// read or is invalid (only when a context is asked for or `bare`).
+pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, ConfigError> {
+    if asked.is_none() && !bare {
+        return Ok(None);
+    }
+    let path = match path() {
+        Ok(p) => p,
+        // Without a home there is no default: only a named context is an error.
+        Err(e) if asked.is_some() => return Err(e),
+        Err(_) => return Ok(None),
+    };
+    let Some(config) = load(&path)? else {
+        return match asked {
+            Some(name) => Err(ConfigError::Missing {
+                path,
+                name: crate::text::sanitize(name),
+            }),
+            None => Ok(None),
+        };
+    };
+    let name = match (asked, &config.default_context) {
+        (Some(n), _) => n.to_owned(),
+        (None, Some(d)) => d.clone(),
+        (None, None) => return Ok(None),
+    };
+    config.context(&name).cloned().map(Some)
+}
+
+/// Applies the context selected by `cli.context` (or the default context
+/// for a bare `leasectl`) to `cli`. A value given on the command line (as
+/// `matches` records) wins over the context's. Returns the context's name
+/// when one was applied.
+pub fn apply(
+    cli: &mut crate::cli::Cli,
+    matches: &clap::ArgMatches,
+) -> Result<Option<String>, ConfigError> {
+    use crate::cli::Command;
+    use clap::parser::ValueSource;
+    let bare = cli.command.is_none() && cli.console.targets.is_empty();
+    let Some(ctx) = select(cli.context.as_deref(), bare)? else {
+        return Ok(None);
+    };
+    let given = |m: Option<&clap::ArgMatches>, id: &str| {
+        m.and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine)
+    };
+    let s3 = &mut cli.s3;
+    if s3.endpoint_url.is_none() {
+        s3.endpoint_url = ctx.endpoint_url.clone();
+    }
+    if s3.region.is_none() {
+        s3.region = ctx.region.clone();
+    }
+    if s3.profile.is_none() {
+        s3.profile = ctx.profile.clone();
+    }
+    s3.path_style |= ctx.path_style.unwrap_or(false);
+    let targets = || {
+        ctx.targets
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+    };
+    match &mut cli.command {
+        None => {
+            let c = &mut cli.console;
+            if c.targets.is_empty() {
+                c.targets = targets();
+            }
+            if let Some(r) = ctx.refresh.filter(|_| !given(Some(matches), "refresh")) {
+                c.refresh = r;
+            }
+            if let Some(d) = ctx.depth.filter(|_| !given(Some(matches), "depth")) {
+                c.depth = d;
+            }
+            cli.context_ttl = ctx.ttl;
+        }
+        Some(Command::Check(a)) => {
+            if a.targets.is_empty() {
+                a.targets = targets();
+            }
+            if let Some(d) = ctx
+                .depth
+                .filter(|_| !given(matches.subcommand_matches("check"), "depth"))
+            {
+                a.depth = d;
+            }
+        }
+        Some(Command::Serve(a)) => {
+            if a.targets.is_empty() {
+                a.targets = targets();
+            }
+            if let Some(d) = ctx
+                .depth
+                .filter(|_| !given(matches.subcommand_matches("serve"), "depth"))
+            {
+                a.depth = d;
+            }
+        }
+        Some(Command::Takeover { ttl, .. }) => {
+            if let Some(t) = ctx
+                .ttl
+                .filter(|_| !given(matches.subcommand_matches("takeover"), "ttl"))
+            {
+                *ttl = t;
+            }
+        }
+        Some(_) => {}
+    }
+    Ok(Some(ctx.name.clone()))
+}
+
+/// `leasectl config path|view`: the exit status.
+pub fn config_cmd(what: crate::cli::ConfigCommand) -> i32 {
+    let usage = crate::exit::Exit::Usage.code();
+    let path = match path() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("leasectl: {e}");
+            return usage;
+        }
+    };
+    let shown = crate::text::sanitize(&path.display().to_string());
+    match what {
+        crate::cli::ConfigCommand::Path => {
+            if crate::monitor::write_stdout(&shown).is_err() {
+                return crate::exit::Exit::Failed.code();
+            }
+            match std::fs::metadata(&path) {
+                Ok(_) => eprintln!("leasectl: the config file exists"),
+                Err(_) => eprintln!(
+                    "leasectl: the config file does not exist yet; create it with a \
+                     [contexts.NAME] table (see the README, Monitoring: contexts)"
+                ),
+            }
+            crate::exit::Exit::Ok.code()
+        }
+        crate::cli::ConfigCommand::View => match load(&path) {
+            Ok(Some(c)) => {
+                let text = format!("# {shown}\n{}", c.to_toml());
+                match crate::monitor::write_stdout(text.trim_end()) {
+                    Ok(()) => crate::exit::Exit::Ok.code(),
+                    Err(_) => crate::exit::Exit::Failed.code(),
+                }
+            }
+            Ok(None) => {
+                eprintln!(
+                    "leasectl: there is no config file at {shown}; create it with a \
+                     [contexts.NAME] table (see the README, Monitoring: contexts)"
+                );
+                usage
+            }
+            Err(e) => {
+                // Its parts from the file are escaped already.
+                eprintln!("leasectl: {e}");
+                usage
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> &'static Path {
+        Path::new("/etc/leasectl.toml")
+    }
+
+    #[test]
+    fn parses_normalises_and_redacts() {
+        let c = parse(
+            p(),
+            r#"
+default_context = "prod"
+[contexts.prod]
+targets = ["s3://backups/db/", "file:///srv/leases/"]
+endpoint_url = "https://minio.example:9000"
+path_style = true
+refresh = "2s"
+ttl = "1m"
+depth = 2
+"#,
+        )
+        .unwrap();
+        let prod = c.context("prod").unwrap();
+        assert_eq!(prod.targets.len(), 2);
+        assert_eq!(prod.refresh, Some(Duration::from_secs(2)));
+        assert_eq!(prod.ttl, Some(Duration::from_secs(60)));
+        let view = c.to_toml();
+        assert!(view.contains("ttl = \"1m\""), "{view}");
+        assert!(view.contains("default_context = \"prod\""), "{view}");
+        // The normalised view parses back to the same config.
+        assert_eq!(parse(p(), &view).unwrap(), c);
+    }
+
+    #[test]
+    fn errors_are_sentences_with_where_and_what_to_do() {
+        let e = parse(p(), "[contexts.prod]\ntargets = [\"s3://b/\"]\nfoo = 1\n").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("/etc/leasectl.toml:3:1"), "{msg}");
+        assert!(msg.contains("unknown field `foo`"), "{msg}");
+
+        let e = parse(p(), "default_context = \"stage\"\n[contexts.prod]\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "there is no context `stage` in /etc/leasectl.toml; the contexts defined are: prod"
+        );
+
+        let e = parse(
+            p(),
+            "[contexts.prod]\nendpoint_url = \"https://AKIAXXXX:s3cr3t@minio:9000\"\n",
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("carries credentials"), "{msg}");
+        assert!(
+            !msg.contains("s3cr3t") && !msg.contains("AKIAXXXX"),
+            "{msg}"
+        );
+
+        let e = parse(p(), "[contexts.prod]\nttl = \"2h\"\n").unwrap_err();
+        assert!(
+            e.to_string().contains("context `prod`, ttl: a TTL must be"),
+            "{e}"
+        );
+        let e = parse(p(), "[contexts.prod]\ntargets = [\"ftp://x/\"]\n").unwrap_err();
+        assert!(e.to_string().contains("context `prod`, targets: "), "{e}");
+    }
+
+    #[test]
+    fn line_and_column_count_characters() {
+        assert_eq!(line_col("ab\ncdé\nx", 8), (3, 1));
+        assert_eq!(line_col("ab\ncdé", 5), (2, 3));
+        assert_eq!(line_col("", 10), (1, 1));
+    }
+}
