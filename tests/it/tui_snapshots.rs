@@ -671,3 +671,72 @@ async fn detail_shows_the_holder_history_and_rows_a_ttl_gauge() {
     assert!(text.contains("30s   ██████"), "{text}");
     insta::assert_snapshot!(text);
 }
+
+/// While a gather is still going on, the rows read so far show with the
+/// progress in the table's title; the final snapshot clears it. The status
+/// bar prices the request rate on AWS S3 (S3 targets only), and the rows in
+/// view are what the gatherer is told to read at every refresh.
+#[tokio::test]
+async fn loading_progress_cost_per_hour_and_rows_in_view() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let full = app_on(dir.path(), at(0)).await;
+    let snap = full.snapshot.clone().unwrap();
+    let mut partial = snap.clone();
+    partial.targets[0].prefixes.truncate(2);
+
+    let mut app = App::new(
+        vec!["s3://bucket/backups/".into()],
+        true,
+        Duration::from_secs(5),
+        at(0),
+    );
+    app.update(Action::Resize(120, 14));
+    app.update(Action::Progress {
+        snapshot: Box::new(partial),
+        read: 2,
+        known: 6,
+        listed: false,
+    });
+    let text = screen_text(&draw(&app, 120, 14));
+    assert!(
+        text.contains("leases 1/2 · loading: 2 of 6+ (listing) read"),
+        "{text}"
+    );
+    // 600 requests in 60 s, 6 of them LISTs: 594 GETs + 6 × 12.5 = 669 GET
+    // prices a minute at $0.0004 per 1,000 → $0.016056 an hour.
+    let c = |requests, lists| leasectl::store::RequestCounts {
+        requests,
+        errors: 0,
+        lists,
+    };
+    app.update(Action::Counters(c(1000, 10)));
+    app.update(Action::Tick(at(0) + chrono::Duration::seconds(60)));
+    app.update(Action::Counters(c(1600, 16)));
+    let cost = app.cost_per_hour().unwrap();
+    assert!((cost - 0.016056).abs() < 1e-9, "{cost}");
+    app.get_price = 0.0008;
+    assert!((app.cost_per_hour().unwrap() - 2.0 * 0.016056).abs() < 1e-9);
+    app.update(Action::Snapshot(Box::new(snap)));
+    app.update(Action::Resize(200, 14));
+    let text = screen_text(&draw(&app, 200, 14));
+    assert!(!text.contains("loading"), "{text}");
+    assert!(text.contains("600 req/min ≈ $0.0321/h"), "{text}");
+
+    // 11 rows of screen leave room for a few table rows: those, and the
+    // selection, are in view; the pod view has none.
+    app.update(Action::Resize(200, 11));
+    let in_view = app.rows_in_view();
+    let page = app.lease_visible_rows();
+    assert!(page >= 1 && page < 6, "{page}");
+    assert_eq!(in_view.len(), page, "{in_view:?}");
+    app.update(Action::End);
+    let after = app.rows_in_view();
+    assert!(after.contains(&(0, app.selected_lease().unwrap().1.prefix.clone())));
+    assert_ne!(in_view, after, "scrolling changes the rows in view");
+    app.update(Action::SwitchView);
+    assert!(app.rows_in_view().is_empty());
+
+    // A console on local stores has no request price.
+    assert!(full.cost_per_hour().is_none());
+}
