@@ -122,7 +122,9 @@ pub struct Limits {
     pub per_prefix: usize,
     /// Changes kept in all (default 4096); the oldest go first.
     pub total: usize,
-    /// Prefixes tracked (default 4096); those not seen longest go first.
+    /// Prefixes tracked (default 100,000: every prefix of a large console,
+    /// so none is forgotten and seen again as new at every refresh); those not
+    /// seen longest go first.
     pub prefixes: usize,
 }
 
@@ -131,7 +133,7 @@ impl Default for Limits {
         Self {
             per_prefix: 32,
             total: 4096,
-            prefixes: 4096,
+            prefixes: 100_000,
         }
     }
 }
@@ -208,7 +210,17 @@ impl History {
                         .map(|d| now + d),
                     at: now,
                 };
-                let found = audit_match(audit, t.bucket.as_deref(), p, cur.holder.as_deref());
+                // The audit log is searched only when the holder changed.
+                let unchanged = self
+                    .prefixes
+                    .get(&key)
+                    .and_then(|h| h.last.as_ref())
+                    .is_some_and(|prev| prev.holder == cur.holder && prev.present == cur.present);
+                let found = if unchanged {
+                    None
+                } else {
+                    audit_match(audit, t.bucket.as_deref(), p, cur.holder.as_deref())
+                };
                 self.apply(key.clone(), cur, found);
                 seen_now.insert(key);
             }
@@ -240,6 +252,7 @@ impl History {
             }
         }
         self.evict_prefixes(&seen_now);
+        self.trim_total();
     }
 
     fn apply(&mut self, key: PrefixKey, cur: Seen, audit: Option<(DateTime<Utc>, String)>) {
@@ -266,45 +279,61 @@ impl History {
                 self.total -= 1;
             }
         }
-        while self.total > self.limits.total {
-            self.drop_oldest();
-        }
     }
 
-    /// Drops the oldest change of all.
-    fn drop_oldest(&mut self) {
-        let oldest = self
-            .prefixes
-            .iter()
-            .filter_map(|(k, h)| h.changes.front().map(|c| (c.at, k.clone())))
-            .min();
-        match oldest {
-            Some((_, k)) => {
-                if let Some(h) = self.prefixes.get_mut(&k) {
-                    h.changes.pop_front();
-                    self.total -= 1;
-                }
-            }
-            None => self.total = 0,
+    /// Drops the oldest changes of all beyond [`Limits::total`], in one pass
+    /// (linear in the changes kept: a refresh of 10,000 prefixes stays cheap).
+    fn trim_total(&mut self) {
+        let excess = self.total.saturating_sub(self.limits.total);
+        if excess == 0 {
+            return;
         }
+        // The `excess`-th oldest time: every change before it goes, then
+        // changes at exactly that time until enough went.
+        let mut times: Vec<DateTime<Utc>> = self
+            .prefixes
+            .values()
+            .flat_map(|h| h.changes.iter().map(|c| c.at))
+            .collect();
+        let (_, cut, _) = times.select_nth_unstable(excess - 1);
+        let cut = *cut;
+        let mut left = excess;
+        for h in self.prefixes.values_mut() {
+            while left > 0 && h.changes.front().is_some_and(|c| c.at < cut) {
+                h.changes.pop_front();
+                left -= 1;
+            }
+        }
+        for h in self.prefixes.values_mut() {
+            while left > 0 && h.changes.front().is_some_and(|c| c.at == cut) {
+                h.changes.pop_front();
+                left -= 1;
+            }
+        }
+        self.total = self.prefixes.values().map(|h| h.changes.len()).sum();
     }
 
     /// Forgets the prefixes seen longest ago beyond [`Limits::prefixes`]
     /// (never one seen in this snapshot unless there are more of those).
     fn evict_prefixes(&mut self, seen_now: &BTreeSet<PrefixKey>) {
-        while self.prefixes.len() > self.limits.prefixes {
-            let victim = self
-                .prefixes
-                .iter()
-                .map(|(k, h)| {
-                    (
-                        seen_now.contains(k),
-                        h.last.as_ref().map(|s| s.at),
-                        k.clone(),
-                    )
-                })
-                .min();
-            let Some((_, _, k)) = victim else { break };
+        let excess = self.prefixes.len().saturating_sub(self.limits.prefixes);
+        if excess == 0 {
+            return;
+        }
+        // One sort, not one scan per prefix evicted.
+        let mut order: Vec<(bool, Option<DateTime<Utc>>, PrefixKey)> = self
+            .prefixes
+            .iter()
+            .map(|(k, h)| {
+                (
+                    seen_now.contains(k),
+                    h.last.as_ref().map(|s| s.at),
+                    k.clone(),
+                )
+            })
+            .collect();
+        order.sort_unstable();
+        for (_, _, k) in order.into_iter().take(excess) {
             if let Some(h) = self.prefixes.remove(&k) {
                 self.total -= h.changes.len();
             }
@@ -588,6 +617,30 @@ mod tests {
         );
         let c = &h.get(URL, "db/").unwrap().changes[0];
         assert!(!c.holder.as_deref().unwrap().contains('\x1b'));
+    }
+
+    #[test]
+    fn a_console_of_ten_thousand_prefixes_keeps_every_one() {
+        // Beyond the prefix cap, each refresh would forget prefixes and see
+        // them again as new (and, with a scan per eviction, take quadratic time).
+        let mut h = History::new();
+        let rows = |now| {
+            (0..10_000)
+                .map(|i| {
+                    let mut r = row(Some(("h", at(0))), "e", now);
+                    r.prefix = format!("db{i:05}/");
+                    r
+                })
+                .collect::<Vec<_>>()
+        };
+        h.observe(&snap(at(0), rows(at(0)), None), &[]);
+        let first = h.len();
+        assert_eq!(h.iter().count(), 10_000);
+        assert!(first <= Limits::default().total);
+        h.observe(&snap(at(5), rows(at(5)), None), &[]);
+        assert_eq!(h.iter().count(), 10_000);
+        assert_eq!(h.len(), first, "an unchanged refresh records nothing");
+        assert!(h.iter().all(|(_, p)| p.count == 0));
     }
 
     #[test]
