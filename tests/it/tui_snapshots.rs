@@ -728,7 +728,7 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
     app.update(Action::Resize(200, 11));
     let in_view = app.rows_in_view();
     let page = app.lease_visible_rows();
-    assert!(page >= 1 && page < 6, "{page}");
+    assert!((1..6).contains(&page), "{page}");
     assert_eq!(in_view.len(), page, "{in_view:?}");
     app.update(Action::End);
     let after = app.rows_in_view();
