@@ -302,8 +302,24 @@ fn bench_gather(c: &mut Criterion) {
             black_box(s)
         })
     });
-    // Serialising the 10,000-row document, as `--json` does.
+    // A console's steady state: a scheduled gatherer after its first
+    // gather, nothing in view and nothing due — what each refresh costs
+    // when nothing changed (assembling 10,000 rows from their last reading).
+    let mut sched = snapshot::Gatherer::new(local.clone(), GatherOptions::default(), u32::MAX)
+        .schedule(Duration::from_secs(5));
+    let clk = clock();
+    rt.block_on(sched.gather(&clk));
+    g.bench_function("scheduled_refresh_10k", |b| {
+        b.iter(|| black_box(rt.block_on(sched.gather(&clk))))
+    });
+    // The console's holder history over one 10,000-row refresh.
     let snap = mem_snapshot(&rt, ROWS);
+    let mut history = leasectl::snapshot::history::History::new();
+    history.observe(&snap, &[]);
+    g.bench_function("history_observe_10k", |b| {
+        b.iter(|| history.observe(black_box(&snap), &[]))
+    });
+    // Serialising the 10,000-row document, as `--json` does.
     g.bench_function("json_10k", |b| {
         b.iter(|| black_box(serde_json::to_string_pretty(&snap).unwrap()))
     });

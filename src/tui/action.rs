@@ -19,6 +19,9 @@ pub enum Action {
     Tick(DateTime<Utc>),
     /// A new snapshot from the background gatherer.
     Snapshot(Box<Snapshot>),
+    /// A refresh ended at this time (reader's clock) and nothing had changed:
+    /// the current snapshot stands.
+    Unchanged(DateTime<Utc>),
     /// Request totals of the stores so far.
     Counters(crate::store::RequestCounts),
     /// Rows read so far by a gather still running (progressive discovery).

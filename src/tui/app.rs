@@ -944,6 +944,10 @@ impl App {
                 self.loading = None;
                 self.apply_snapshot(*s);
             }
+            Action::Unchanged(at) => {
+                self.loading = None;
+                self.last_refresh = Some(at);
+            }
             Action::Progress {
                 snapshot,
                 read,

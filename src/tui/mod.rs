@@ -31,7 +31,11 @@ use app::{Action, App};
 #[derive(Debug, Clone)]
 pub struct Gathered {
     /// The snapshot; its `pod` section is empty when the scan failed or is off.
-    pub snapshot: Snapshot,
+    /// `None` when nothing changed since the last one (the console keeps it
+    /// and judges it again as the clock moves).
+    pub snapshot: Option<Snapshot>,
+    /// When the gather ended (reader's clock).
+    pub at: chrono::DateTime<chrono::Utc>,
     /// Why the pod scan failed, if it did.
     pub pod_error: Option<String>,
     /// Request totals of the stores so far.
@@ -47,21 +51,23 @@ impl Gathered {
     /// The actions that apply this refresh to the console, in order.
     pub fn into_actions(self) -> Vec<Action> {
         if let Some((read, known, listed)) = self.progress {
-            return vec![
-                Action::Counters(self.counters),
-                Action::Progress {
-                    snapshot: Box::new(self.snapshot),
-                    read,
-                    known,
-                    listed,
-                },
-            ];
+            let mut v = vec![Action::Counters(self.counters)];
+            v.extend(self.snapshot.map(|s| Action::Progress {
+                snapshot: Box::new(s),
+                read,
+                known,
+                listed,
+            }));
+            return v;
         }
         // The audit entries first: the snapshot's holder changes are
         // classified against them (a takeover names its audit entry).
         let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
         v.push(Action::Counters(self.counters));
-        v.push(Action::Snapshot(Box::new(self.snapshot)));
+        v.push(match self.snapshot {
+            Some(s) => Action::Snapshot(Box::new(s)),
+            None => Action::Unchanged(self.at),
+        });
         v.extend(self.pod_error.map(Action::PodScanFailed));
         v
     }
@@ -157,15 +163,18 @@ async fn gather_once(
     // first one, at thousands of prefixes); a full channel skips a report.
     let sink = |p: crate::snapshot::Progress| {
         let _ = progress.try_send(Gathered {
-            snapshot: p.snapshot,
+            at: p.snapshot.generated_at,
+            snapshot: Some(p.snapshot),
             pod_error: None,
             counters: counters.counts(),
             audit: None,
             progress: Some((p.read, p.known, p.listed)),
         });
     };
+    // A new snapshot only when something changed, or the pod was scanned.
+    let force = due && !pod.scans.is_empty();
     let (mut snapshot, scanned, audit) = tokio::join!(
-        gatherer.gather_with_progress(clock, Some(&sink)),
+        gatherer.gather_changed(clock, Some(&sink), force),
         scan,
         audit
     );
@@ -176,11 +185,16 @@ async fn gather_once(
     }
     let mut pod_error = None;
     match scanned {
-        Some(Ok(p)) => snapshot.pod = p,
+        Some(Ok(p)) => {
+            if let Some(s) = &mut snapshot {
+                s.pod = p;
+            }
+        }
         Some(Err(e)) => pod_error = Some(e),
         None => {}
     }
     Gathered {
+        at: clock.wall(),
         snapshot,
         pod_error,
         counters: counters.counts(),

@@ -284,3 +284,59 @@ async fn slow_down_answers_slow_the_gather_down_instead_of_failing_it() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn a_refresh_that_changed_nothing_gives_no_new_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_lease(dir, "a", "h-a", t0(), 600);
+    write_lease(dir, "b", "h-b", t0() - chrono::Duration::hours(1), 30);
+    std::fs::create_dir_all(dir.join("c")).unwrap();
+    let (store, open) = setup(dir, Duration::ZERO);
+    let manual = Arc::new(ManualClock::new(t0()));
+    let clock: SharedClock = manual.clone();
+    let step = Duration::from_secs(5);
+    let mut g = Gatherer::new(open, GatherOptions::default(), 6).schedule(step);
+    g.focus()
+        .set([(0usize, "a/".to_owned())].into_iter().collect());
+
+    let first = g.gather_changed(&clock, None, false).await;
+    assert_eq!(first.unwrap().targets[0].prefixes.len(), 3);
+    manual.advance(step);
+    // a/ (in view) was read again and is the same object: nothing to redraw.
+    let reads = store.gets.lock().unwrap().get("a/LEASE").copied();
+    assert!(g.gather_changed(&clock, None, false).await.is_none());
+    assert_eq!(
+        store.gets.lock().unwrap().get("a/LEASE").copied(),
+        reads.map(|n| n + 1)
+    );
+    // Its holder renews: a new snapshot, with the new stamp.
+    manual.advance(step);
+    let renewed = t0() + chrono::Duration::seconds(10);
+    write_lease(dir, "a", "h-a", renewed, 600);
+    let s = g
+        .gather_changed(&clock, None, false)
+        .await
+        .expect("a change");
+    let a = s.targets[0]
+        .prefixes
+        .iter()
+        .find(|p| p.prefix == "a/")
+        .unwrap();
+    assert_eq!(a.record.as_ref().unwrap().renewed_at, renewed);
+    manual.advance(step);
+    assert!(g.gather_changed(&clock, None, false).await.is_none());
+    // Forced (the console scanned its pod): a snapshot all the same.
+    assert!(g.gather_changed(&clock, None, true).await.is_some());
+    // A prefix gone from the listing is a change once listed again (every
+    // 6th gather: the 7th is the next listing).
+    std::fs::remove_dir_all(dir.join("c")).unwrap();
+    manual.advance(step);
+    assert!(g.gather_changed(&clock, None, false).await.is_none());
+    manual.advance(step);
+    let s = g
+        .gather_changed(&clock, None, false)
+        .await
+        .expect("the listing changed");
+    assert_eq!(s.targets[0].prefixes.len(), 2);
+}
