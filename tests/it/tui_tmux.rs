@@ -181,6 +181,11 @@ fn takeover_confirmation_accepts_the_escaped_prefix() {
     assert!(store.path().join(prefix).join("LEASE").exists());
     // The escaped form, as shown, confirms it.
     tmux.type_line("clear");
+    // The first run's prompt and EXIT line must be gone before the second
+    // run is read, or its waits would match them.
+    tmux.wait_for(Duration::from_secs(15), "the cleared screen", |s| {
+        !s.contains("EXIT=") && !s.contains("to confirm:")
+    });
     tmux.type_line(&run);
     tmux.wait_for(Duration::from_secs(15), "the prompt", |s| {
         s.contains("to confirm:")
