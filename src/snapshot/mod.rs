@@ -1009,7 +1009,8 @@ impl Gatherer {
     }
 
     /// [`Gatherer::gather`], reporting the rows read so far to `progress`
-    /// every [`PROGRESS_EVERY`] while it runs.
+    /// every [`PROGRESS_EVERY`] while it runs (the first gather only: the
+    /// one that reads everything).
     pub async fn gather_with_progress(
         &mut self,
         clock: &crate::clock::SharedClock,
@@ -1034,6 +1035,10 @@ impl Gatherer {
         force: bool,
     ) -> Option<Snapshot> {
         let relist = self.count.is_multiple_of(self.relist_every);
+        // Rows are reported as they arrive only until the first snapshot:
+        // later gathers read few rows, and a report would cost a whole
+        // snapshot of every row.
+        let first = self.first;
         self.count = self.count.wrapping_add(1);
         let opts = &self.opts;
         let focus = self.focus.snapshot();
@@ -1092,7 +1097,7 @@ impl Gatherer {
                             cache,
                             relist,
                             &plan,
-                            progress.map(|_| on_target),
+                            progress.filter(|_| first).map(|_| on_target),
                         )
                         .await
                     }
