@@ -9,6 +9,18 @@ Sections (--only picks some):
           machine topped up to ~1,000 processes.
   idle    the console's CPU over --idle-seconds with nothing changing.
   frame   the console's time to first frame, and to the first frame with rows.
+  rtt     latency-realistic: s3s-fs behind examples/rtt_proxy.rs adding a round
+          trip (--rtts, default 0,10,30,80 ms) to every request; leasectl --json
+          vs boto3 (32 threads) vs s5cmd cp 's3://…/backups/*/LEASE' (256 workers)
+          vs raw HTTP (curl list pages + wrk GETs at 32 connections, through the
+          proxy) and the computed limit, pages × RTT + ceil(N / c) × RTT; the
+          proxy counts each contender's requests. Then leasectl --concurrency K
+          at --sweep-rtt (when the binary has the option).
+  reqrate the console (--read-only, 200×50 tmux pane) on S3 through the proxy
+          (RTT 0) at --reqrate-n prefixes for --idle-seconds: requests per
+          minute by kind (proxy counters) and its CPU (/proc/PID/stat).
+  first   time until the console shows its first 1,000 rows (and all of them)
+          against s3s-fs directly at --first-n prefixes (tmux polling).
 
 Every tool of a comparison runs in the same run, interleaved (the order rotates
 each round), against the same server. Prints a Markdown table and writes
@@ -16,6 +28,7 @@ each round), against the same server. Prints a Markdown table and writes
 """
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -25,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
@@ -150,9 +164,11 @@ def signed(url):
     return h["X-Amz-Date"], h["X-Amz-Content-SHA256"], h["Authorization"]
 
 
-def raw_requests(server, bucket, n, workdir):
-    """The list page URLs (tokens fetched in advance) and the signed GET lines."""
+def raw_requests(server, bucket, n, workdir, base_url=None):
+    """The list page URLs (tokens fetched in advance) and the signed GET lines,
+    signed for base_url (the server, or a proxy in front of it)."""
     s3 = server.client
+    base_url = base_url or server.url
     pages, token = [], None
     while True:
         q = f"list-type=2&delimiter=%2F&prefix=backups%2F"
@@ -161,7 +177,7 @@ def raw_requests(server, bucket, n, workdir):
             from urllib.parse import quote
             q += "&continuation-token=" + quote(token, safe="")
             kw["ContinuationToken"] = token
-        pages.append(f"{server.url}/{bucket}?{q}")
+        pages.append(f"{base_url}/{bucket}?{q}")
         out = s3.list_objects_v2(**kw)
         token = out.get("NextContinuationToken")
         if not token:
@@ -179,7 +195,7 @@ def raw_requests(server, bucket, n, workdir):
     with open(keyfile, "w") as f:
         for i in range(n):
             path = f"/{bucket}/backups/db{i:05d}/LEASE"
-            d, sha, auth = signed(server.url + path)
+            d, sha, auth = signed(base_url + path)
             f.write(f"{path}\t{d}\t{sha}\t{auth}\n")
     return curl, keyfile, len(pages)
 
@@ -272,6 +288,196 @@ def s3_section(args, results):
                 server.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ RTT proxy
+
+
+class Proxy:
+    """examples/rtt_proxy.rs in front of a server; counters over HTTP."""
+
+    def __init__(self, binary, upstream, rtt_ms=0):
+        self.proc = subprocess.Popen(
+            [binary, "--listen", "127.0.0.1:0", "--upstream", upstream,
+             "--rtt-ms", str(rtt_ms)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.url = "http://" + self.proc.stdout.readline().decode().strip()
+
+    def _call(self, method, path):
+        req = urllib.request.Request(self.url + path, method=method)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def config(self, rtt_ms=None, slowdown_above=None):
+        q = []
+        if rtt_ms is not None:
+            q.append(f"rtt_ms={rtt_ms}")
+        if slowdown_above is not None:
+            q.append(f"slowdown_above={slowdown_above}")
+        self._call("POST", "/__proxy/config?" + "&".join(q))
+
+    def reset(self):
+        self._call("POST", "/__proxy/reset")
+
+    def stats(self):
+        return self._call("GET", "/__proxy/stats")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def has_option(binary, option):
+    out = subprocess.run([binary, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return option in out.stdout.decode()
+
+
+def count_files(d):
+    return sum(len(files) for _, _, files in os.walk(d))
+
+
+def rtt_section(args, results):
+    """The latency-realistic comparison (s3s-fs behind the RTT proxy)."""
+    workdir = tempfile.mkdtemp(prefix="leasectl-rtt-")
+    server = Server("s3s-fs", args.s3s_fs)
+    proxy = Proxy(args.rtt_proxy, server.url)
+    rows, sweep = [], []
+    sweep_ok = has_option(args.leasectl, "--concurrency")
+    try:
+        for n in args.rtt_ns:
+            bucket = f"rtt-{n}"
+            log(f"rtt: seeding {n} prefixes")
+            seed(server, bucket, n)
+            leases = sum(1 for i in range(n) if lease_body(i, datetime.now(timezone.utc)))
+            target = f"s3://{bucket}/backups/"
+            for rtt in args.rtts:
+                proxy.config(rtt_ms=rtt)
+                curl, keyfile, npages = raw_requests(server, bucket, n, workdir,
+                                                     base_url=proxy.url)
+                lc = [args.leasectl, "--json", "--no-pod", "--endpoint-url", proxy.url,
+                      "--path-style", "--region", REGION, target]
+                tools = {
+                    "a": lc,
+                    "b": [sys.executable, os.path.join(REPO, "scripts/boto3_leases.py"),
+                          "--endpoint-url", proxy.url, "--threads", str(CONCURRENCY), target],
+                    "s": [args.s5cmd, "--endpoint-url", proxy.url, "--numworkers", "256",
+                          "cp", f"s3://{bucket}/backups/*/LEASE"],
+                }
+                wrk = ["wrk", "-t", "1", "-c", str(CONCURRENCY), "-d", "600s",
+                       "--timeout", "30s", "-s", os.path.join(REPO, "scripts/compare_wrk.lua"),
+                       proxy.url, "--", keyfile, "1"]
+                samples = {k: [] for k in ("a", "b", "s", "c", "c_list", "c_get")}
+                reqs = {}
+                order = ["a", "b", "s", "c"]
+                for r in range(args.rtt_runs):
+                    for tool in order[r % 4:] + order[: r % 4]:
+                        proxy.reset()
+                        if tool == "c":
+                            t1, _, p1 = timed(curl)
+                            t2, _, p2 = timed(wrk)
+                            out = p2.stdout.decode()
+                            got = re.search(r"wrk-answered (\d+) ", out)
+                            if p1.returncode or p2.returncode or not got or int(got[1]) < n \
+                                    or "wrk-unexpected-status 0" not in out:
+                                sys.exit(f"raw run failed: {p1.stderr!r} {out!r} {p2.stderr!r}")
+                            samples["c_list"].append(t1)
+                            samples["c_get"].append(t2)
+                            samples["c"].append(t1 + t2)
+                        elif tool == "s":
+                            outdir = tempfile.mkdtemp(dir=workdir)
+                            dt, _, p = timed(tools["s"] + [outdir + "/"])
+                            got = count_files(outdir)
+                            shutil.rmtree(outdir, ignore_errors=True)
+                            if p.returncode or got != leases:
+                                sys.exit(f"(s5cmd) failed: exit {p.returncode}, {got} files of "
+                                         f"{leases}, {p.stderr.decode()[-2000:]}")
+                            samples["s"].append(dt)
+                        else:
+                            dt, _, p = timed(tools[tool])
+                            doc = json.loads(p.stdout or b"{}")
+                            got = (len(doc["targets"][0]["prefixes"]) if tool == "a"
+                                   else doc.get("prefixes"))
+                            if p.returncode not in (0, 3) or got != n:
+                                sys.exit(f"({tool}) failed: exit {p.returncode}, {got} prefixes, "
+                                         f"{p.stderr.decode()[-2000:]}")
+                            samples[tool].append(dt)
+                        st = proxy.stats()
+                        reqs[tool] = {"by_kind": st["by_kind"], "by_status": st["by_status"],
+                                      "max_in_flight": st["max_in_flight"],
+                                      "connections": st["connections"]}
+                    log(f"rtt n={n} rtt={rtt}ms round {r + 1}: "
+                        + " ".join(f"{t}={samples[t][-1]:.3f}s" for t in "absc"))
+                med = {k: statistics.median(v) for k, v in samples.items()}
+                sec = rtt / 1000
+                limit = {c: npages * sec + math.ceil(n / c) * sec
+                         for c in (args.leasectl_concurrency, 256)}
+                rows.append({"n": n, "rtt_ms": rtt, "runs": args.rtt_runs, "list_pages": npages,
+                             "median_s": med, "min_s": {k: min(v) for k, v in samples.items()},
+                             "limit_s": limit, "requests": reqs,
+                             "a_over_s": med["a"] / med["s"], "a_over_b": med["a"] / med["b"],
+                             "a_over_c": med["a"] / med["c"]})
+            if n == args.sweep_n:
+                proxy.config(rtt_ms=args.sweep_rtt)
+                if not sweep_ok:
+                    log("rtt: this leasectl has no --concurrency option; sweep skipped")
+                    continue
+                ks = args.sweep
+                samples = {k: [] for k in ks}
+                reqs = {}
+                for r in range(args.rtt_runs):
+                    for k in ks[r % len(ks):] + ks[: r % len(ks)]:
+                        proxy.reset()
+                        dt, _, p = timed([args.leasectl, "--concurrency", str(k), "--json",
+                                          "--no-pod", "--endpoint-url", proxy.url, "--path-style",
+                                          "--region", REGION, target])
+                        doc = json.loads(p.stdout or b"{}")
+                        if p.returncode not in (0, 3) or len(doc["targets"][0]["prefixes"]) != n:
+                            sys.exit(f"(sweep {k}) failed: exit {p.returncode}, "
+                                     f"{p.stderr.decode()[-2000:]}")
+                        samples[k].append(dt)
+                        st = proxy.stats()
+                        reqs[k] = {"max_in_flight": st["max_in_flight"],
+                                   "by_status": st["by_status"]}
+                    log(f"sweep round {r + 1}: "
+                        + " ".join(f"{k}={samples[k][-1]:.3f}s" for k in ks))
+                sec = args.sweep_rtt / 1000
+                npages = math.ceil(n / 1000)
+                for k in ks:
+                    lim = npages * sec + math.ceil(n / k) * sec
+                    sweep.append({"n": n, "rtt_ms": args.sweep_rtt, "concurrency": k,
+                                  "median_s": statistics.median(samples[k]), "limit_s": lim,
+                                  "requests": reqs[k]})
+            if n == args.sweep_n and args.slowdown_above:
+                # S3 answers 503 SlowDown past its per-prefix rates: leasectl
+                # should slow down and still report every prefix.
+                proxy.config(rtt_ms=args.sweep_rtt, slowdown_above=args.slowdown_above)
+                proxy.reset()
+                dt, _, p = timed([args.leasectl, "--json", "--no-pod", "--endpoint-url",
+                                  proxy.url, "--path-style", "--region", REGION, target])
+                st = proxy.stats()
+                proxy.config(slowdown_above=0)
+                try:
+                    got = len(json.loads(p.stdout)["targets"][0]["prefixes"])
+                except (ValueError, KeyError, IndexError):
+                    got = 0
+                slowdown = {"n": n, "rtt_ms": args.sweep_rtt, "limit_per_s": args.slowdown_above,
+                            "seconds": dt, "exit": p.returncode, "prefixes": got,
+                            "by_status": st["by_status"],
+                            "stderr_lines": len(p.stderr.decode().splitlines())}
+                log(f"slowdown: {slowdown}")
+                results["slowdown"] = slowdown
+    finally:
+        proxy.stop()
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    results["rtt"] = rows
+    results["sweep"] = {"available": sweep_ok, "rows": sweep, "n": args.sweep_n,
+                        "rtt_ms": args.sweep_rtt}
 
 
 # ------------------------------------------------------------------ pod scan
@@ -381,24 +587,33 @@ def cpu_ticks(pid):
 def idle_section(args, results, tmux):
     out = []
     hz = os.sysconf("SC_CLK_TCK")
-    for n in args.idle_ns:
-        d = local_store(n)
-        try:
-            name = f"idle{n}"
-            pid = tmux.window(name, f"exec {args.leasectl} --read-only file://{d}/")
-            time.sleep(8)  # start-up and the first gathers are not idle
-            if f"leases 1/{n}" not in tmux.capture(name):
-                sys.exit(f"console did not show {n} rows:\n{tmux.capture(name)}")
-            t0, c0 = time.monotonic(), cpu_ticks(pid)
-            time.sleep(args.idle_seconds)
-            t1, c1 = time.monotonic(), cpu_ticks(pid)
-            tmux.kill_window(name)
-            pct = 100.0 * (c1 - c0) / hz / (t1 - t0)
-            log(f"idle n={n}: {pct:.2f}% of a core")
-            out.append({"prefixes": n, "seconds": round(t1 - t0, 1), "cpu_pct": pct})
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
+    for label, binary in consoles(args):
+        for n in args.idle_ns:
+            out.append(idle_one(args, tmux, hz, label, binary, n))
     results["idle"] = out
+
+
+def idle_one(args, tmux, hz, label, binary, n):
+    d = local_store(n)
+    try:
+        name = f"idle{n}"
+        pid = tmux.window(name, f"exec {binary} --read-only file://{d}/")
+        t0 = time.monotonic()
+        while rows_shown(tmux.capture(name)) < n and time.monotonic() - t0 < 60:
+            time.sleep(0.2)
+        time.sleep(8)  # start-up and the first gathers are not idle
+        if rows_shown(tmux.capture(name)) < n:
+            sys.exit(f"console did not show {n} rows:\n{tmux.capture(name)}")
+        t0, c0 = time.monotonic(), cpu_ticks(pid)
+        time.sleep(args.idle_seconds)
+        t1, c1 = time.monotonic(), cpu_ticks(pid)
+        tmux.kill_window(name)
+        pct = 100.0 * (c1 - c0) / hz / (t1 - t0)
+        log(f"idle {label} n={n}: {pct:.2f}% of a core")
+        return {"console": label, "prefixes": n, "seconds": round(t1 - t0, 1),
+                "cpu_pct": pct}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def frame_section(args, results, tmux):
@@ -436,6 +651,122 @@ def frame_section(args, results, tmux):
     }
 
 
+ROWS_RE = re.compile(r"leases\s+\d+/([\d,]+)")
+
+
+def rows_shown(screen):
+    """The row count of the leases view's title (`leases 1/N`), or 0."""
+    m = ROWS_RE.search(screen)
+    return int(m[1].replace(",", "")) if m else 0
+
+
+def consoles(args):
+    """The console builds to measure: (label, binary), the baseline first."""
+    out = [("baseline", args.baseline_leasectl)] if args.baseline_leasectl else []
+    return out + [("this build", args.leasectl)]
+
+
+def reqrate_section(args, results, tmux):
+    """The console watching S3 through the proxy: requests per minute, CPU."""
+    n = args.reqrate_n
+    hz = os.sysconf("SC_CLK_TCK")
+    server = Server("s3s-fs", args.s3s_fs)
+    proxy = Proxy(args.rtt_proxy, server.url, rtt_ms=args.reqrate_rtt)
+    out = []
+    try:
+        bucket = f"watch-{n}"
+        log(f"reqrate: seeding {n} prefixes")
+        seed(server, bucket, n)
+        for label, binary in consoles(args):
+            name = "reqrate"
+            pid = tmux.window(name, f"exec {binary} --read-only --endpoint-url {proxy.url} "
+                                    f"--path-style --region {REGION} s3://{bucket}/backups/")
+            t0 = time.monotonic()
+            while rows_shown(tmux.capture(name)) < n:
+                if time.monotonic() - t0 > 120:
+                    sys.exit(f"console did not show {n} rows:\n{tmux.capture(name)}")
+                time.sleep(0.2)
+            time.sleep(8)  # the first gathers are not the steady state
+            proxy.reset()
+            t0, c0 = time.monotonic(), cpu_ticks(pid)
+            time.sleep(args.idle_seconds)
+            t1, c1 = time.monotonic(), cpu_ticks(pid)
+            st = proxy.stats()
+            screen = tmux.capture(name)
+            tmux.kill_window(name)
+            minutes = (t1 - t0) / 60
+            lines = [line.strip() for line in screen.splitlines() if line.strip()]
+            row = {
+                "console": label, "prefixes": n, "rtt_ms": args.reqrate_rtt,
+                "seconds": round(t1 - t0, 1), "requests_per_min": st["requests"] / minutes,
+                "per_min_by_kind": {k: v / minutes for k, v in st["by_kind"].items()},
+                "by_status": st["by_status"], "max_in_flight": st["max_in_flight"],
+                "cpu_pct": 100.0 * (c1 - c0) / hz / (t1 - t0),
+                "status_bar": lines[-1] if lines else "",
+            }
+            out.append(row)
+            log(f"reqrate {label}: {row['requests_per_min']:.0f} requests/min, "
+                f"{row['cpu_pct']:.2f}% CPU")
+            time.sleep(1)
+    finally:
+        proxy.stop()
+        server.stop()
+    results["reqrate"] = out
+
+
+def first_section(args, results, tmux):
+    """Time until the console shows its first 1,000 rows, s3s-fs directly."""
+    n = args.first_n
+    server = Server("s3s-fs", args.s3s_fs)
+    rows = []
+    try:
+        bucket = f"first-{n}"
+        log(f"first: seeding {n} prefixes")
+        seed(server, bucket, n)
+        for label, binary in consoles(args):
+            rows.append(first_runs(args, tmux, label, binary, server, bucket, n))
+    finally:
+        server.stop()
+    results["first"] = rows
+
+
+def first_runs(args, tmux, label, binary, server, bucket, n):
+    first, thousand, full = [], [], []
+    for r in range(args.frame_runs):
+        name = f"first{r}"
+        t0 = time.monotonic()
+        tmux.window(name, f"exec {binary} --read-only --endpoint-url {server.url} "
+                          f"--path-style --region {REGION} s3://{bucket}/backups/")
+        t_first = t_1000 = t_full = None
+        while time.monotonic() - t0 < 60:
+            screen = tmux.capture(name)
+            now = time.monotonic() - t0
+            shown = rows_shown(screen)
+            if t_first is None and "leasectl" in screen and "view" in screen:
+                t_first = now
+            if t_1000 is None and shown >= min(1000, n):
+                t_1000 = now
+            if shown >= n:
+                t_full = now
+                break
+        tmux.kill_window(name)
+        if None in (t_first, t_1000, t_full):
+            sys.exit(f"the console did not show {n} rows within 60 s")
+        first.append(t_first)
+        thousand.append(t_1000)
+        full.append(t_full)
+        log(f"first {label} run {r + 1}: frame {t_first:.3f}s, 1,000 rows {t_1000:.3f}s, "
+            f"all {t_full:.3f}s")
+        time.sleep(0.3)
+    return {
+        "console": label, "prefixes": n, "runs": args.frame_runs,
+        "first_frame_median_s": statistics.median(first),
+        "rows_1000_median_s": statistics.median(thousand),
+        "rows_1000_min_s": min(thousand),
+        "all_rows_median_s": statistics.median(full),
+    }
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -463,10 +794,11 @@ def report(results):
               f"| {p['all_over_base']:.2f} |")
     if "idle" in results:
         print("\n### Console idle CPU (read-only, local store, pod scan on, refresh 5 s)\n")
-        print("| prefixes | window | CPU (% of one core) |")
-        print("|---|---|---|")
+        print("| console | prefixes | window | CPU (% of one core) |")
+        print("|---|---|---|---|")
         for r in results["idle"]:
-            print(f"| {r['prefixes']:,} | {r['seconds']} s | {r['cpu_pct']:.2f} % |")
+            print(f"| {r.get('console', '')} | {r['prefixes']:,} | {r['seconds']} s "
+                  f"| {r['cpu_pct']:.2f} % |")
     if "frame" in results:
         f = results["frame"]
         print(f"\n### Console first frame ({f['runs']} runs, tmux polling, local store of "
@@ -475,13 +807,83 @@ def report(results):
         print("|---|---|---|")
         print(f"| {ms(f['first_frame_median_s'])} | {ms(f['first_frame_min_s'])} "
               f"| {ms(f['first_rows_median_s'])} |")
+    if "rtt" in results:
+        lc = results["rtt"][0]["limit_s"] if results["rtt"] else {}
+        c0 = min(lc, key=int) if lc else CONCURRENCY
+        print("\n### Latency-realistic: s3s-fs behind the RTT proxy (medians)\n")
+        print(f"(a) leasectl --json --no-pod, (b) boto3 32 threads, (s) s5cmd cp 256 workers, "
+              f"(c) raw HTTP measured: curl list pages + wrk GETs at {CONCURRENCY} connections; "
+              f"limit(c) = list pages × RTT + ceil(N / c) × RTT.\n")
+        print(f"| N | RTT | runs | (a) leasectl | (b) boto3 | (s) s5cmd | (c) raw measured "
+              f"| limit c={c0} | limit c=256 | (a)/(s) | (a)/(b) | (a)/(c) | (a)/limit c={c0} |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in results["rtt"]:
+            m, lim = r["median_s"], r["limit_s"]
+            l0, l256 = lim[min(lim, key=int)], lim[max(lim, key=int)]
+            ratio = f"{m['a'] / l0:.2f}" if l0 else "–"
+            print(f"| {r['n']:,} | {r['rtt_ms']} ms | {r['runs']} | {ms(m['a'])} | {ms(m['b'])} "
+                  f"| {ms(m['s'])} | {ms(m['c'])} ({ms(m['c_list'])} + {ms(m['c_get'])}) "
+                  f"| {ms(l0) if l0 else '0'} | {ms(l256) if l256 else '0'} "
+                  f"| {r['a_over_s']:.2f} | {r['a_over_b']:.2f} | {r['a_over_c']:.2f} | {ratio} |")
+        print("\nRequests per run as the proxy counted them (last round; kind: count; "
+              "max in flight; connections):\n")
+        print("| N | RTT | contender | requests | max in flight | connections | statuses |")
+        print("|---|---|---|---|---|---|---|")
+        names = {"a": "leasectl", "b": "boto3", "s": "s5cmd", "c": "raw (wrk)"}
+        for r in results["rtt"]:
+            for t, q in sorted(r["requests"].items()):
+                kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(q["by_kind"].items()))
+                stat = ", ".join(f"{k}: {v:,}" for k, v in sorted(q["by_status"].items()))
+                print(f"| {r['n']:,} | {r['rtt_ms']} ms | {names[t]} | {kinds} "
+                      f"| {q['max_in_flight']} | {q['connections']} | {stat} |")
+    if "sweep" in results:
+        sw = results["sweep"]
+        print(f"\n### leasectl --concurrency K, N = {sw['n']:,}, RTT {sw['rtt_ms']} ms (medians)\n")
+        print("| K | leasectl | limit (pages × RTT + ceil(N/K) × RTT) | ratio | max in flight |")
+        print("|---|---|---|---|---|")
+        if not sw["available"]:
+            print("| TODO | this leasectl has no `--concurrency` option yet | | | |")
+        for r in sw["rows"]:
+            print(f"| {r['concurrency']} | {ms(r['median_s'])} | {ms(r['limit_s'])} "
+                  f"| {r['median_s'] / r['limit_s']:.2f} | {r['requests']['max_in_flight']} |")
+    if "slowdown" in results:
+        q = results["slowdown"]
+        stat = ", ".join(f"{k}: {v:,}" for k, v in sorted(q["by_status"].items()))
+        print(f"\n### 503 SlowDown past {q['limit_per_s']:,} requests/s (N = {q['n']:,}, "
+              f"RTT {q['rtt_ms']} ms)\n")
+        print("| leasectl exit | prefixes reported | wall time | answers | stderr lines |")
+        print("|---|---|---|---|---|")
+        print(f"| {q['exit']} | {q['prefixes']:,} | {ms(q['seconds'])} | {stat} "
+              f"| {q['stderr_lines']} |")
+    if "reqrate" in results:
+        print("\n### Console watching S3 (read-only, 200×50, proxy in front of s3s-fs; "
+              "requests counted by the proxy)\n")
+        print("| console | prefixes | RTT | window | requests per minute | by kind | statuses "
+              "| CPU (% of one core) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for q in results["reqrate"]:
+            kinds = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(q["per_min_by_kind"].items()))
+            stat = ", ".join(f"{k}: {v:,}" for k, v in sorted(q["by_status"].items()))
+            print(f"| {q['console']} | {q['prefixes']:,} | {q['rtt_ms']} ms | {q['seconds']} s "
+                  f"| {q['requests_per_min']:,.0f} | {kinds} | {stat} | {q['cpu_pct']:.2f} % |")
+        for q in results["reqrate"]:
+            print(f"\nStatus bar of {q['console']} at the end: `{q['status_bar']}`")
+    if "first" in results:
+        print("\n### Console first answer (s3s-fs directly, RTT 0, tmux polling)\n")
+        print("| console | prefixes | runs | first frame (median) | first 1,000 rows (median) "
+              "| (min) | all rows (median) |")
+        print("|---|---|---|---|---|---|---|")
+        for f in results["first"]:
+            print(f"| {f['console']} | {f['prefixes']:,} | {f['runs']} "
+                  f"| {ms(f['first_frame_median_s'])} | {ms(f['rows_1000_median_s'])} "
+                  f"| {ms(f['rows_1000_min_s'])} | {ms(f['all_rows_median_s'])} |")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--leasectl", required=True)
-    ap.add_argument("--only", default="s3,pod,idle,frame")
+    ap.add_argument("--only", default="s3,rtt,pod,idle,frame,reqrate,first")
     ap.add_argument("--server", choices=["moto", "s3s-fs", "both"], default="both")
     ap.add_argument("--s3s-fs", default=os.environ.get("S3S_FS"),
                     help="path of the s3s-fs binary (for --server s3s-fs|both)")
@@ -494,27 +896,56 @@ def main():
     ap.add_argument("--idle-seconds", type=float, default=60)
     ap.add_argument("--frame-n", type=int, default=10000)
     ap.add_argument("--frame-runs", type=int, default=10)
+    ap.add_argument("--rtt-proxy", default=os.environ.get("RTT_PROXY"),
+                    help="path of the examples/rtt_proxy binary (rtt, reqrate)")
+    ap.add_argument("--baseline-leasectl", default=os.environ.get("LEASECTL_BASELINE"),
+                    help="an older leasectl binary measured beside this one in the console "
+                         "sections (idle, reqrate, first)")
+    ap.add_argument("--s5cmd", default=os.environ.get("S5CMD", "s5cmd"))
+    ap.add_argument("--rtt-ns", default="1000,10000")
+    ap.add_argument("--rtts", default="0,10,30,80", help="round-trip times in ms")
+    ap.add_argument("--rtt-runs", type=int, default=3)
+    ap.add_argument("--leasectl-concurrency", type=int, default=32,
+                    help="leasectl's default requests in flight, for the limit column")
+    ap.add_argument("--sweep", default="32,64,128,256")
+    ap.add_argument("--sweep-n", type=int, default=10000)
+    ap.add_argument("--sweep-rtt", type=int, default=30)
+    ap.add_argument("--slowdown-above", type=int, default=2000,
+                    help="rtt: one more leasectl run with the proxy answering 503 SlowDown "
+                         "beyond this many requests per second (0: skip)")
+    ap.add_argument("--reqrate-n", type=int, default=10000)
+    ap.add_argument("--reqrate-rtt", type=int, default=0)
+    ap.add_argument("--first-n", type=int, default=10000)
     ap.add_argument("--out", default=os.path.join(REPO, "target", "compare.json"))
     args = ap.parse_args()
     args.ns = [int(x) for x in args.ns.split(",")]
     args.idle_ns = [int(x) for x in args.idle_ns.split(",")]
+    args.rtt_ns = [int(x) for x in args.rtt_ns.split(",")]
+    args.rtts = [int(x) for x in args.rtts.split(",")]
+    args.sweep = [int(x) for x in args.sweep.split(",")]
     only = set(args.only.split(","))
-    if args.server != "moto" and not args.s3s_fs:
+    if (args.server != "moto" or only & {"rtt", "reqrate", "first"}) and not args.s3s_fs:
         sys.exit("--server s3s-fs needs --s3s-fs PATH (or S3S_FS); see PERFORMANCE.md")
 
     results = {"machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
                "when": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     if "s3" in only:
         s3_section(args, results)
+    if "rtt" in only:
+        rtt_section(args, results)
     if "pod" in only:
         pod_section(args, results)
-    if only & {"idle", "frame"}:
+    if only & {"idle", "frame", "reqrate", "first"}:
         tmux = Tmux()
         try:
             if "idle" in only:
                 idle_section(args, results, tmux)
             if "frame" in only:
                 frame_section(args, results, tmux)
+            if "reqrate" in only:
+                reqrate_section(args, results, tmux)
+            if "first" in only:
+                first_section(args, results, tmux)
         finally:
             tmux.stop()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -182,7 +182,13 @@ impl S3Store {
         // Checksums only where S3 requires them: several S3-compatible services
         // reject the SDK's newer default (streaming CRC trailers).
         let clock = ServerClock::default();
-        let s3conf = aws_sdk_s3::config::Builder::from(config)
+        let mut s3conf = aws_sdk_s3::config::Builder::from(config);
+        // A configuration not made by `shared_config` may carry no HTTP client,
+        // and this build has no SDK default one.
+        if config.http_client().is_none() {
+            s3conf = s3conf.http_client(https_client(None));
+        }
+        let s3conf = s3conf
             .force_path_style(opts.path_style)
             .interceptor(clock.clone())
             .request_checksum_calculation(
@@ -533,22 +539,45 @@ async fn profile_wants_path_style_in(
     })
 }
 
-/// An HTTPS client that trusts the system's roots and the certificates in `pem`.
-fn https_client_trusting(
-    pem: &[u8],
-) -> Result<aws_smithy_runtime_api::client::http::SharedHttpClient, String> {
-    use aws_smithy_http_client::tls;
-    let store = tls::TrustStore::default().with_pem_certificate(pem.to_vec());
+/// The HTTPS client of every S3 request, and of the credential and region
+/// providers (SSO, STS, IMDS), which take theirs from the loader: hyper 1 with
+/// rustls on the `ring` crypto provider, trusting the system's roots and, when
+/// given, the certificates of a CA bundle (its path, its PEM). Proxies come
+/// from `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`, as with the SDK's own default
+/// client.
+fn https_client(
+    ca: Option<(&str, &[u8])>,
+) -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    use aws_smithy_http_client::{proxy::ProxyConfig, tls, ConnectorBuilder};
+    let mut store = tls::TrustStore::default();
+    if let Some((_, pem)) = ca {
+        store = store.with_pem_certificate(pem.to_vec());
+    }
     let ctx = tls::TlsContext::builder()
         .with_trust_store(store)
         .build()
-        .map_err(|e| e.to_string())?;
-    Ok(aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(
-            tls::rustls_provider::CryptoMode::AwsLc,
-        ))
-        .tls_context(ctx)
-        .build_https())
+        .unwrap_or_else(|e| {
+            let path = ca
+                .map(|(path, _)| crate::text::sanitize(path))
+                .unwrap_or_default();
+            tracing::error!(
+                "the CA bundle {path} could not be used ({e}); connections use the system's roots"
+            );
+            tls::TlsContext::default()
+        });
+    aws_smithy_http_client::Builder::new().build_with_connector_fn(move |settings, components| {
+        let mut conn = ConnectorBuilder::default()
+            .tls_provider(tls::Provider::Rustls(
+                tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .tls_context(ctx.clone());
+        conn.set_connector_settings(settings.cloned());
+        if let Some(components) = components {
+            conn.set_sleep_impl(components.sleep_impl());
+        }
+        conn.set_proxy_config(Some(ProxyConfig::from_env()));
+        conn.build()
+    })
 }
 
 /// Loads the AWS SDK configuration for `opts` (credential chain, region, endpoint, timeouts).
@@ -556,14 +585,36 @@ pub async fn shared_config(opts: &S3Options) -> aws_config::SdkConfig {
     use aws_config::meta::region::RegionProviderChain;
     use aws_config::BehaviorVersion;
 
+    let ca = match ca_bundle(opts.profile.as_deref()).await {
+        Ok(ca) => ca,
+        Err(e) => {
+            tracing::error!("{e}; connections use the system's roots");
+            None
+        }
+    };
+    let http = https_client(
+        ca.as_ref()
+            .map(|(path, pem)| (path.as_str(), pem.as_slice())),
+    );
+    // The default region chain (environment, profile, IMDS), its IMDS client
+    // given the HTTP client: this build has no SDK default client.
+    let imds = aws_config::imds::region::ImdsRegionProvider::builder()
+        .configure(
+            &aws_config::provider_config::ProviderConfig::without_region()
+                .with_http_client(http.clone()),
+        )
+        .build();
     let region =
         RegionProviderChain::first_try(opts.region.clone().map(aws_sdk_s3::config::Region::new))
-            .or_default_provider()
+            .or_else(aws_config::environment::region::EnvironmentVariableRegionProvider::new())
+            .or_else(aws_config::profile::region::ProfileFileRegionProvider::builder().build())
+            .or_else(imds)
             .or_else(aws_sdk_s3::config::Region::new("us-east-1"));
     let attempt = opts.request_timeout.unwrap_or(Duration::from_secs(10));
     let attempts = opts.max_attempts.unwrap_or(2).max(1);
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .region(region)
+        .http_client(http)
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
                 .connect_timeout(attempt.min(Duration::from_secs(5)))
@@ -574,17 +625,6 @@ pub async fn shared_config(opts: &S3Options) -> aws_config::SdkConfig {
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts));
     if let Some(p) = &opts.profile {
         loader = loader.profile_name(p);
-    }
-    match ca_bundle(opts.profile.as_deref()).await {
-        Ok(Some((path, pem))) => match https_client_trusting(&pem) {
-            Ok(client) => loader = loader.http_client(client),
-            Err(e) => tracing::error!(
-                "the CA bundle {} could not be used ({e}); connections use the system's roots",
-                crate::text::sanitize(&path)
-            ),
-        },
-        Ok(None) => {}
-        Err(e) => tracing::error!("{e}; connections use the system's roots"),
     }
     if let Some(e) = &opts.endpoint_url {
         loader = loader.endpoint_url(e);

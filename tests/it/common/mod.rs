@@ -208,6 +208,9 @@ pub fn sdk_client(endpoint: &str) -> aws_sdk_s3::Client {
         .endpoint_url(endpoint)
         .credentials_provider(creds)
         .force_path_style(true)
+        // The SDK has no default HTTP client in this build (leasectl gives
+        // its own); the test servers are plain HTTP.
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
         .build();
     aws_sdk_s3::Client::from_conf(conf)
 }

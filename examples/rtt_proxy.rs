@@ -1,0 +1,292 @@
+//! An HTTP/1.1 proxy that adds a round-trip time to every request, for the
+//! latency-realistic comparison in `scripts/compare.py` (see PERFORMANCE.md).
+//!
+//! Clients talk to it over keep-alive connections as they would to S3; each
+//! request waits `--rtt-ms` before it is forwarded to `--upstream` (over a
+//! pool of keep-alive connections), so every request costs one round trip, as
+//! on a real network (connection set-up and TLS are not modelled). Bodies
+//! pass through untouched, and so does the `Host` header, so SigV4 signatures
+//! made for the proxy's address still verify upstream.
+//!
+//! It counts requests by kind (`list`: GET of a bucket, or with `list-type`;
+//! `get`: GET of an object; `head`; `put`; `other`) and answers by status:
+//! `GET /__proxy/stats` returns them as JSON, `POST /__proxy/reset` zeroes
+//! them, and `POST /__proxy/config?rtt_ms=N&slowdown_above=M` changes the
+//! delay and the rate limit while it runs (`slowdown_above=0` removes the
+//! limit). With `--slowdown-above N`, requests beyond N in one second are
+//! answered `503 SlowDown` with S3's XML error body (after the round trip),
+//! as S3 does past its per-prefix request rates.
+//!
+//! ```text
+//! cargo run --release --example rtt_proxy -- --listen 127.0.0.1:9000 \
+//!     --upstream http://127.0.0.1:9001 --rtt-ms 30
+//! ```
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+
+/// Command line.
+#[derive(Parser, Debug)]
+#[command(about = "An HTTP proxy that delays every request by a round-trip time")]
+struct Opts {
+    /// Address to listen on (port 0: any; the bound address is printed first).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Server to forward to, `http://host:port`.
+    #[arg(long)]
+    upstream: Uri,
+    /// Delay added to each request before it is forwarded, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    rtt_ms: u64,
+    /// Answer `503 SlowDown` to the requests beyond this many in one second.
+    #[arg(long)]
+    slowdown_above: Option<u64>,
+}
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+#[derive(Default)]
+struct Counts {
+    by_kind: BTreeMap<&'static str, u64>,
+    by_status: BTreeMap<u16, u64>,
+    requests: u64,
+    in_flight: u64,
+    max_in_flight: u64,
+    connections: u64,
+    since: Option<Instant>,
+    last: Option<Instant>,
+}
+
+struct State {
+    upstream_scheme: String,
+    upstream_authority: String,
+    client: Client<HttpConnector, Incoming>,
+    rtt_us: AtomicU64,
+    /// 0: no limit.
+    slowdown_above: AtomicU64,
+    counts: Mutex<Counts>,
+    /// (second since start, requests in it) for `--slowdown-above`.
+    window: Mutex<(u64, u64)>,
+    started: Instant,
+}
+
+fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(
+            Full::new(body.into())
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+        .expect("a valid response")
+}
+
+/// The kind of an S3 request (path-style addressing).
+fn kind(req: &Request<Incoming>) -> &'static str {
+    let path = req.uri().path().trim_start_matches('/');
+    let has_key = path.split_once('/').is_some_and(|(_, key)| !key.is_empty());
+    let query = req.uri().query().unwrap_or("");
+    let listing = query.split('&').any(|p| p.starts_with("list-type="));
+    match *req.method() {
+        Method::GET if listing || !has_key => "list",
+        Method::GET => "get",
+        Method::HEAD => "head",
+        Method::PUT => "put",
+        _ => "other",
+    }
+}
+
+fn query_u64(query: &str, name: &str) -> Option<u64> {
+    query
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+impl State {
+    fn stats(&self) -> Response<Body> {
+        let c = self.counts.lock().unwrap();
+        let seconds = match (c.since, c.last) {
+            (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
+            _ => 0.0,
+        };
+        let doc = serde_json::json!({
+            "requests": c.requests,
+            "by_kind": c.by_kind,
+            "by_status": c.by_status.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
+            "max_in_flight": c.max_in_flight,
+            "in_flight": c.in_flight,
+            "connections": c.connections,
+            "seconds_first_to_last": seconds,
+            "rtt_ms": self.rtt_us.load(Ordering::Relaxed) as f64 / 1000.0,
+            "slowdown_above": self.slowdown_above.load(Ordering::Relaxed),
+        });
+        full(StatusCode::OK, "application/json", doc.to_string())
+    }
+
+    fn reset(&self) {
+        let mut c = self.counts.lock().unwrap();
+        let in_flight = c.in_flight;
+        *c = Counts {
+            in_flight,
+            ..Counts::default()
+        };
+    }
+
+    /// True when this request is beyond the per-second limit.
+    fn over_limit(&self) -> bool {
+        let limit = self.slowdown_above.load(Ordering::Relaxed);
+        if limit == 0 {
+            return false;
+        }
+        let second = self.started.elapsed().as_secs();
+        let mut w = self.window.lock().unwrap();
+        if w.0 != second {
+            *w = (second, 0);
+        }
+        w.1 += 1;
+        w.1 > limit
+    }
+
+    async fn forward(&self, mut req: Request<Incoming>) -> Response<Body> {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let uri = format!(
+            "{}://{}{}",
+            self.upstream_scheme, self.upstream_authority, path
+        );
+        *req.uri_mut() = match uri.parse() {
+            Ok(u) => u,
+            Err(e) => return full(StatusCode::BAD_REQUEST, "text/plain", e.to_string()),
+        };
+        match self.client.request(req).await {
+            Ok(resp) => resp.map(|b| b.boxed()),
+            Err(e) => full(
+                StatusCode::BAD_GATEWAY,
+                "text/plain",
+                format!("rtt_proxy: upstream: {e}"),
+            ),
+        }
+    }
+
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+        match (req.method(), req.uri().path()) {
+            (&Method::GET, "/__proxy/stats") => return Ok(self.stats()),
+            (&Method::POST, "/__proxy/reset") => {
+                self.reset();
+                return Ok(full(StatusCode::NO_CONTENT, "text/plain", ""));
+            }
+            (&Method::POST, "/__proxy/config") => {
+                let q = req.uri().query().unwrap_or("");
+                if let Some(ms) = query_u64(q, "rtt_ms") {
+                    self.rtt_us.store(ms * 1000, Ordering::Relaxed);
+                }
+                if let Some(n) = query_u64(q, "slowdown_above") {
+                    self.slowdown_above.store(n, Ordering::Relaxed);
+                }
+                return Ok(full(StatusCode::NO_CONTENT, "text/plain", ""));
+            }
+            _ => {}
+        }
+        let kind = kind(&req);
+        {
+            let mut c = self.counts.lock().unwrap();
+            let now = Instant::now();
+            c.since.get_or_insert(now);
+            c.requests += 1;
+            *c.by_kind.entry(kind).or_default() += 1;
+            c.in_flight += 1;
+            c.max_in_flight = c.max_in_flight.max(c.in_flight);
+        }
+        let rtt = Duration::from_micros(self.rtt_us.load(Ordering::Relaxed));
+        if !rtt.is_zero() {
+            tokio::time::sleep(rtt).await;
+        }
+        let resp = if self.over_limit() {
+            full(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "application/xml",
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>\
+                 <Message>Please reduce your request rate.</Message>\
+                 <RequestId>rtt-proxy</RequestId></Error>",
+            )
+        } else {
+            self.forward(req).await
+        };
+        {
+            let mut c = self.counts.lock().unwrap();
+            c.in_flight = c.in_flight.saturating_sub(1);
+            *c.by_status.entry(resp.status().as_u16()).or_default() += 1;
+            c.last = Some(Instant::now());
+        }
+        Ok(resp)
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let opts = Opts::parse();
+    let upstream_scheme = opts.upstream.scheme_str().unwrap_or("http").to_owned();
+    let upstream_authority = opts
+        .upstream
+        .authority()
+        .map(|a| a.to_string())
+        .expect("--upstream needs host:port");
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(connector);
+    let state = Arc::new(State {
+        upstream_scheme,
+        upstream_authority,
+        client,
+        rtt_us: AtomicU64::new(opts.rtt_ms * 1000),
+        slowdown_above: AtomicU64::new(opts.slowdown_above.unwrap_or(0)),
+        counts: Mutex::new(Counts::default()),
+        window: Mutex::new((0, 0)),
+        started: Instant::now(),
+    });
+    let listener = TcpListener::bind(opts.listen).await?;
+    // The first line of output is the address, for scripts that asked for port 0.
+    println!("{}", listener.local_addr()?);
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("rtt_proxy: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        state.counts.lock().unwrap().connections += 1;
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| state.clone().handle(req));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
