@@ -217,6 +217,9 @@ impl State {
             c.in_flight += 1;
             c.max_in_flight = c.max_in_flight.max(c.in_flight);
         }
+        // Counted out when the request ends, answered or not (a client that
+        // closes its connection mid-request drops this future).
+        let _in_flight = InFlight(&self);
         let rtt = Duration::from_micros(self.rtt_us.load(Ordering::Relaxed));
         if !rtt.is_zero() {
             tokio::time::sleep(rtt).await;
@@ -234,11 +237,20 @@ impl State {
         };
         {
             let mut c = self.counts.lock().unwrap();
-            c.in_flight = c.in_flight.saturating_sub(1);
             *c.by_status.entry(resp.status().as_u16()).or_default() += 1;
             c.last = Some(Instant::now());
         }
         Ok(resp)
+    }
+}
+
+/// Decrements the requests in flight when dropped.
+struct InFlight<'a>(&'a State);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut c = self.0.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.in_flight = c.in_flight.saturating_sub(1);
     }
 }
 
