@@ -455,9 +455,11 @@ def rtt_section(args, results):
             if n == args.sweep_n and args.slowdown_above:
                 # S3 answers 503 SlowDown past its per-prefix rates: leasectl
                 # should slow down and still report every prefix.
+                # At the sweep's largest concurrency, so that the limit is reached.
+                k = ["--concurrency", str(max(args.sweep))] if sweep_ok else []
                 proxy.config(rtt_ms=args.sweep_rtt, slowdown_above=args.slowdown_above)
                 proxy.reset()
-                dt, _, p = timed([args.leasectl, "--json", "--no-pod", "--endpoint-url",
+                dt, _, p = timed([args.leasectl, *k, "--json", "--no-pod", "--endpoint-url",
                                   proxy.url, "--path-style", "--region", REGION, target])
                 st = proxy.stats()
                 proxy.config(slowdown_above=0)
@@ -466,6 +468,7 @@ def rtt_section(args, results):
                 except (ValueError, KeyError, IndexError):
                     got = 0
                 slowdown = {"n": n, "rtt_ms": args.sweep_rtt, "limit_per_s": args.slowdown_above,
+                            "concurrency": max(args.sweep) if sweep_ok else None,
                             "seconds": dt, "exit": p.returncode, "prefixes": got,
                             "by_status": st["by_status"],
                             "stderr_lines": len(p.stderr.decode().splitlines())}
@@ -850,7 +853,7 @@ def report(results):
         q = results["slowdown"]
         stat = ", ".join(f"{k}: {v:,}" for k, v in sorted(q["by_status"].items()))
         print(f"\n### 503 SlowDown past {q['limit_per_s']:,} requests/s (N = {q['n']:,}, "
-              f"RTT {q['rtt_ms']} ms)\n")
+              f"RTT {q['rtt_ms']} ms, --concurrency {q.get('concurrency')})\n")
         print("| leasectl exit | prefixes reported | wall time | answers | stderr lines |")
         print("|---|---|---|---|---|")
         print(f"| {q['exit']} | {q['prefixes']:,} | {ms(q['seconds'])} | {stat} "
@@ -910,7 +913,7 @@ def main():
     ap.add_argument("--sweep", default="32,64,128,256")
     ap.add_argument("--sweep-n", type=int, default=10000)
     ap.add_argument("--sweep-rtt", type=int, default=30)
-    ap.add_argument("--slowdown-above", type=int, default=2000,
+    ap.add_argument("--slowdown-above", type=int, default=1000,
                     help="rtt: one more leasectl run with the proxy answering 503 SlowDown "
                          "beyond this many requests per second (0: skip)")
     ap.add_argument("--reqrate-n", type=int, default=10000)
