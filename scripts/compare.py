@@ -219,6 +219,23 @@ def timed(cmd, rss=False):
     return dt, peak, p
 
 
+
+def raw_run(curl, wrk, n, samples):
+    """One raw-limit run (c): the list pages with curl, then the GETs with wrk.
+    The wrk run ends at the N-th answer; a few requests still in flight may be
+    answered and counted too. Exits when either failed or an answer was not
+    200/404."""
+    t1, _, p1 = timed(curl)
+    t2, _, p2 = timed(wrk)
+    out = p2.stdout.decode()
+    got = re.search(r"wrk-answered (\d+) ", out)
+    if p1.returncode or p2.returncode or not got or int(got[1]) < n \
+            or "wrk-unexpected-status 0" not in out:
+        sys.exit(f"raw run failed: {p1.stderr!r} {out!r} {p2.stderr!r}")
+    samples["c_list"].append(t1)
+    samples["c_get"].append(t2)
+    samples["c"].append(t1 + t2)
+
 def s3_section(args, results):
     kinds = ["moto", "s3s-fs"] if args.server == "both" else [args.server]
     workdir = tempfile.mkdtemp(prefix="leasectl-compare-")
@@ -251,18 +268,7 @@ def s3_section(args, results):
                     for r in range(runs):
                         for tool in order[r % 3:] + order[: r % 3]:
                             if tool == "c":
-                                t1, _, p1 = timed(curl)
-                                t2, _, p2 = timed(wrk)
-                                out = p2.stdout.decode()
-                                # The run ends at the N-th answer; a few requests still
-                                # in flight may be answered and counted too.
-                                got = re.search(r"wrk-answered (\d+) ", out)
-                                if p1.returncode or p2.returncode or not got or int(got[1]) < n \
-                                        or "wrk-unexpected-status 0" not in out:
-                                    sys.exit(f"raw run failed: {p1.stderr!r} {out!r} {p2.stderr!r}")
-                                samples["c_list"].append(t1)
-                                samples["c_get"].append(t2)
-                                samples["c"].append(t1 + t2)
+                                raw_run(curl, wrk, n, samples)
                                 continue
                             dt, peak, p = timed(tools[tool], rss=True)
                             doc = json.loads(p.stdout or b"{}")
@@ -378,16 +384,7 @@ def rtt_section(args, results):
                     for tool in order[r % 4:] + order[: r % 4]:
                         proxy.reset()
                         if tool == "c":
-                            t1, _, p1 = timed(curl)
-                            t2, _, p2 = timed(wrk)
-                            out = p2.stdout.decode()
-                            got = re.search(r"wrk-answered (\d+) ", out)
-                            if p1.returncode or p2.returncode or not got or int(got[1]) < n \
-                                    or "wrk-unexpected-status 0" not in out:
-                                sys.exit(f"raw run failed: {p1.stderr!r} {out!r} {p2.stderr!r}")
-                            samples["c_list"].append(t1)
-                            samples["c_get"].append(t2)
-                            samples["c"].append(t1 + t2)
+                            raw_run(curl, wrk, n, samples)
                         elif tool == "s":
                             outdir = tempfile.mkdtemp(dir=workdir)
                             dt, _, p = timed(tools["s"] + [outdir + "/"])
