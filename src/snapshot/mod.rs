@@ -77,10 +77,6 @@ pub struct PrefixReport {
     /// the service's to say so: its age is unknown (see `problem`).
     #[serde(skip)]
     pub age_unknown: bool,
-    /// When this LEASE was last read (reader's wall clock, UTC); a row may
-    /// carry a reading from an earlier gather ([`Gatherer`]).
-    #[serde(skip)]
-    pub read_at: Option<DateTime<Utc>>,
 }
 
 impl PrefixReport {
@@ -104,7 +100,6 @@ impl PrefixReport {
             exclusion: ExclusionReport::Unprobed,
             observed,
             age_unknown: false,
-            read_at: None,
         };
         r.record = r.observed.record().cloned();
         if let Observed::Present {
@@ -587,9 +582,9 @@ impl WallMono for crate::clock::SharedClock {
 struct Plan {
     /// `None`: read everything.
     schedule: Option<Schedule>,
-    /// Rows in view.
-    focus: std::collections::HashSet<(usize, String)>,
-    /// This target's index (for `focus`).
+    /// This target's rows in view.
+    focus: std::collections::HashSet<String>,
+    /// This target's index (for progress reports).
     index: usize,
 }
 
@@ -598,7 +593,7 @@ impl Plan {
         let (Some(_), Some(e)) = (self.schedule, entry) else {
             return true;
         };
-        e.due <= mono || self.focus.contains(&(self.index, prefix.to_owned()))
+        e.due <= mono || self.focus.contains(prefix)
     }
 }
 
@@ -922,9 +917,9 @@ fn assemble(
         match r {
             Ok(Observed::Absent) if p == root => {}
             Ok(obs) => {
-                let mut row = PrefixReport::new(p.to_owned(), obs.clone(), at);
-                row.read_at = Some(at);
-                report.prefixes.push(row);
+                report
+                    .prefixes
+                    .push(PrefixReport::new(p.to_owned(), obs.clone(), at));
             }
             Err(e) => {
                 if p == root {
@@ -1089,7 +1084,11 @@ impl Gatherer {
                 .map(|(index, (t, cache))| {
                     let plan = Plan {
                         schedule: self.schedule,
-                        focus: focus.clone(),
+                        focus: focus
+                            .iter()
+                            .filter(|(t, _)| *t == index)
+                            .map(|(_, p)| p.clone())
+                            .collect(),
                         index,
                     };
                     async move {

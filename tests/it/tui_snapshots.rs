@@ -36,16 +36,7 @@ fn rec(id: &str, renewed: &str, ttl: u64) -> String {
 }
 
 async fn app_on(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> App {
-    let clock = ManualClock::new(now);
-    let shared: SharedClock = std::sync::Arc::new(clock);
-    let store = std::sync::Arc::new(LocalStore::open(dir).unwrap());
-    let target: leasectl::target::Target = format!("file://{}/", dir.display()).parse().unwrap();
-    let open = vec![OpenTarget {
-        target,
-        endpoint: "local".into(),
-        store,
-    }];
-    let snap = snapshot::gather(&open, &GatherOptions::default(), &shared).await;
+    let snap = gather_at(dir, now).await;
     let mut app = App::new(
         vec!["file:///demo/".into()],
         false,
@@ -187,15 +178,7 @@ async fn snapshot_with_pod(
     now: chrono::DateTime<Utc>,
     pod: PodSnapshot,
 ) -> leasectl::snapshot::Snapshot {
-    let shared: SharedClock = std::sync::Arc::new(ManualClock::new(now));
-    let store = std::sync::Arc::new(LocalStore::open(dir).unwrap());
-    let target: leasectl::target::Target = format!("file://{}/", dir.display()).parse().unwrap();
-    let open = vec![OpenTarget {
-        target,
-        endpoint: "local".into(),
-        store,
-    }];
-    let mut snap = snapshot::gather(&open, &GatherOptions::default(), &shared).await;
+    let mut snap = gather_at(dir, now).await;
     snap.pod = pod;
     snap
 }
