@@ -50,7 +50,8 @@ pub struct ConsoleArgs {
     #[arg(long)]
     pub read_only: bool,
 
-    /// Print one JSON snapshot on stdout and exit (0 healthy, 1 unreachable, 3 attention).
+    /// Print one JSON snapshot on stdout and exit (0 healthy, 1 unreachable or incomplete,
+    /// 2 usage, 3 attention).
     #[arg(long)]
     pub json: bool,
 
@@ -413,6 +414,9 @@ pub enum WriterCommand {
     /// Run CMD under the writer-lease rules: as the pod's root, take the flock first, stamp
     /// CLOUD_WRITER_LEASE_HELD with our pid, run CMD as a child, forward signals, release after
     /// it is reaped, exit with its status. Otherwise (Inherit, Off) exec CMD in place.
+    /// Exit: CMD's status; 125 refused to start (invalid CLOUD_WRITER_LEASE, lock still
+    /// held after --wait, lock file cannot be opened); 126 CMD cannot be run; 127 CMD not
+    /// found; 2 usage.
     Exec {
         /// The data directory holding `.writer.lock`.
         #[arg(long, value_name = "DIR")]
