@@ -372,3 +372,64 @@ fn unreadable_default_config_warns_and_goes_on() {
     let out = run_with_timeout(c, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// §1 in the console (TestBackend): the note about processes nobody asked
+/// about is shown in the pod view, not in red; the same note for a pod
+/// given by `--pod-root` is red (incomplete and in question).
+#[tokio::test]
+async fn console_shows_the_note_in_red_only_when_the_pod_is_in_question() {
+    use leasectl::snapshot::{GatherOptions, OpenTarget};
+    use leasectl::tui::app::{Action, App};
+    use leasectl::writer::scan::{judge, Observed, PodScope};
+    use ratatui::style::Color;
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = healthy_store(dir.path());
+    let store_dir = dir.path().join("store");
+    let clock = leasectl::clock::SystemClock::shared();
+    let open = vec![OpenTarget {
+        target: url.parse().unwrap(),
+        endpoint: "local".into(),
+        store: std::sync::Arc::new(leasectl::store::local::LocalStore::open(&store_dir).unwrap()),
+    }];
+    for (mode, pod_root, red) in [("auto", None, false), ("pod_root", Some(1), true)] {
+        let obs = Observed {
+            uninspected: [1, 2].into_iter().collect(),
+            fds_unreadable: [1, 2].into_iter().collect(),
+            scope: Some(PodScope {
+                mode: mode.into(),
+                pod_root,
+                processes_seen: 5,
+                processes_selected: 0,
+                data_dirs: Vec::new(),
+                description: "test".into(),
+            }),
+            ..Observed::default()
+        };
+        let mut snap = leasectl::snapshot::gather(&open, &GatherOptions::default(), &clock).await;
+        snap.pod = judge(&obs);
+        assert_eq!(snap.pod_in_question(), red, "{mode}");
+        assert_eq!(snap.exit_code(), if red { 1 } else { 0 }, "{mode}");
+        let mut app = App::new(vec![url.clone()], false, Duration::from_secs(5), Utc::now());
+        app.update(Action::Resize(120, 30));
+        app.update(Action::Snapshot(Box::new(snap)));
+        app.update(Action::SwitchView);
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).unwrap();
+        t.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();
+        let buf = t.backend().buffer().clone();
+        let mut found = false;
+        for y in 0..buf.area.height {
+            let row: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+            if let Some(x) = row.find("2 processes could not be inspected") {
+                found = true;
+                let col = row[..x].chars().count() as u16;
+                let fg = buf[(col, y)].fg;
+                assert_eq!(fg == Color::Red, red, "{mode}: colour {fg:?} of:\n{row}");
+                if !red {
+                    assert!(row.contains("no pod was found among the 3"), "{row}");
+                }
+            }
+        }
+        assert!(found, "{mode}: the note is not on screen");
+    }
+}
