@@ -199,6 +199,16 @@ fn healthy_store_is_ok_when_no_pod_is_in_question() {
         );
         // No pod option and a TARGET: the unreadable config file is not read.
         assert!(!text(&out.stderr).contains("config file"), "{ctx}");
+
+        // The table for a pipe exits like --json.
+        let out = run_in_namespace(who, &viewer, home.path(), &["-o", "table", &url]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{who:?} -o table: {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
     }
 }
 
@@ -259,6 +269,14 @@ fn racing_pod_by_pod_root_is_never_ok_for_an_unprivileged_viewer() {
     assert!(
         !doc["pod"]["uninspected"].as_array().unwrap().is_empty(),
         "{ctx}"
+    );
+
+    let out = nobody(&["-o", "table", "--pod-root", &pid, &url]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "-o table: {err}");
+    assert!(
+        err.contains("leasectl: pod: ") && err.contains("could not be inspected"),
+        "{err}"
     );
 
     let out = nobody(&["check", "--pod-root", &pid, &url]);
