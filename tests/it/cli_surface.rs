@@ -463,6 +463,19 @@ fn readme_tables_name_only_what_the_help_has() {
         if line.starts_with('#') {
             heading = line.to_owned();
             header = None;
+            // A heading that is a command's synopsis names its options too.
+            let path = table_command("", &heading);
+            if !path.is_empty() {
+                let help = helps.entry(path.clone()).or_insert_with(|| help(&path));
+                for o in long_options(line) {
+                    checked += 1;
+                    assert!(
+                        help.contains(&o),
+                        "README heading {heading:?} names {o}, which `leasectl {} --help` does not have",
+                        path.join(" ")
+                    );
+                }
+            }
             continue;
         }
         if !line.starts_with('|') {
