@@ -50,7 +50,8 @@ pub struct ConsoleArgs {
     #[arg(long)]
     pub read_only: bool,
 
-    /// Print one JSON snapshot on stdout and exit (0 healthy, 1 unreachable, 3 attention).
+    /// Print one JSON snapshot on stdout and exit (0 healthy, 1 unreachable or incomplete,
+    /// 2 usage, 3 attention).
     #[arg(long)]
     pub json: bool,
 
@@ -59,7 +60,7 @@ pub struct ConsoleArgs {
     pub depth: u32,
 
     /// Refresh interval (e.g. 5s, 1m); at least 1s.
-    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5s", value_parser = parse_interval, value_name = "DURATION")]
     pub refresh: Duration,
 
     /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
@@ -100,14 +101,14 @@ pub struct OutputArgs {
         long,
         num_args = 0..=1,
         require_equals = true,
-        value_parser = parse_duration,
+        value_parser = parse_interval,
         value_name = "INTERVAL",
         conflicts_with = "json"
     )]
     pub watch: Option<Option<Duration>>,
 
-    /// Time between two `heartbeat` lines of --watch.
-    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    /// Time between two `heartbeat` lines of --watch (at least 1s).
+    #[arg(long, default_value = "30s", value_parser = parse_interval, value_name = "DURATION")]
     pub heartbeat: Duration,
 }
 
@@ -154,7 +155,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:9899", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
     /// Time between two gathers (at least 1s); listings about every 30 s.
-    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "15s", value_parser = parse_interval, value_name = "DURATION")]
     pub refresh: Duration,
     /// Discovery depth under each TARGET.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -212,13 +213,9 @@ pub struct S3Args {
     )]
     pub concurrency: u16,
     /// Exclusion mode: `off` = best-effort (read, then unconditional write).
-    /// Also MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off.
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        env = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL"
-    )]
+    /// Also MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off (empty means unset; read only by the
+    /// commands that write or judge bucket leases).
+    #[arg(long, global = true, value_enum)]
     pub conditional: Option<OnOff>,
 }
 
@@ -252,7 +249,8 @@ pub enum Command {
     },
     /// Take over the lease on PREFIX_URL: guarded, conditional on the ETag seen, audited.
     /// Exit 0 taken; 4 refused (fresh without --force, changed since seen, under watch,
-    /// preconditions ignored, not confirmed); 1 failed (audit log, store); 2 usage.
+    /// preconditions ignored, not confirmed); 5 `--then hold`: the held lease was lost or
+    /// its fence closed; 1 failed (audit log, store); 2 usage.
     Takeover {
         /// The prefix: s3://bucket/path/ or file:///dir/.
         #[arg(value_name = "PREFIX_URL")]
@@ -384,7 +382,8 @@ pub enum BucketCommand {
     /// Run CMD while holding the bucket lease on PREFIX_URL: acquire (with the precondition
     /// probe), renew every TTL/3, and stop CMD (SIGTERM, then SIGKILL after --grace) when the
     /// fence closes or the lease is lost; release at exit. Exit: CMD's status; 4 lease not
-    /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures.
+    /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures; 2 usage; 126 CMD
+    /// cannot be run (not executable); 127 CMD not found.
     Hold {
         /// The prefix: s3://bucket/path/ or file:///dir/.
         #[arg(value_name = "PREFIX_URL")]
@@ -415,6 +414,9 @@ pub enum WriterCommand {
     /// Run CMD under the writer-lease rules: as the pod's root, take the flock first, stamp
     /// CLOUD_WRITER_LEASE_HELD with our pid, run CMD as a child, forward signals, release after
     /// it is reaped, exit with its status. Otherwise (Inherit, Off) exec CMD in place.
+    /// Exit: CMD's status; 125 refused to start (invalid CLOUD_WRITER_LEASE, lock still
+    /// held after --wait, lock file cannot be opened); 126 CMD cannot be run; 127 CMD not
+    /// found; 2 usage.
     Exec {
         /// The data directory holding `.writer.lock`.
         #[arg(long, value_name = "DIR")]
@@ -554,7 +556,63 @@ pub fn bad_aws_env() -> Option<&'static str> {
     })
 }
 
-/// Parses a humantime duration such as `5s` or `1m30s`.
+/// The longest duration any flag or config value accepts: 365 days. Longer
+/// ones mean nothing for a lease, a timeout or a refresh, and a value near
+/// the type's limit would overflow the arithmetic on instants and deadlines.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Parses a humantime duration such as `5s` or `1m30s`, at most
+/// [`MAX_DURATION`].
+///
+/// # Errors
+/// A sentence for a value that is not a duration or is longer than 365 days.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 5s, 1m, 250ms)"))
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 5s, 1m, 250ms)"))?;
+    if d > MAX_DURATION {
+        return Err("a duration must be at most 365d (examples: 5s, 1m, 1h)".into());
+    }
+    Ok(d)
+}
+
+/// Parses a refresh or watch interval: a duration from 1 s to
+/// [`MAX_DURATION`] (a shorter one is refused, never silently raised).
+///
+/// # Errors
+/// As [`parse_duration`], and for a value under 1 s.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err("an interval must be at least 1s (examples: 1s, 5s, 1m)".into());
+    }
+    Ok(d)
+}
+
+/// The environment variable that chooses the exclusion mode, like
+/// `--conditional`.
+pub const CONDITIONAL_ENV: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL";
+
+/// The exclusion mode that `MUSHROOMDB_BACKUP_LEASE_CONDITIONAL` (`value`,
+/// as read from the environment) asks for: `None` when it is unset or empty
+/// (deployment templates often leave it empty), `on` or `off` (any ASCII
+/// case) otherwise.
+///
+/// Only the commands that write or judge bucket leases read it (the console,
+/// `--json`, `-o`, `--watch`, `check`, `serve`, `bucket hold`, `takeover`);
+/// the others (`writer exec` first of all) run whatever it holds.
+///
+/// # Errors
+/// A sentence naming the variable and the accepted values for any other value.
+pub fn conditional_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<OnOff>, String> {
+    let Some(v) = value.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    match v.to_str().map(str::to_ascii_lowercase).as_deref() {
+        Some("on") => Ok(Some(OnOff::On)),
+        Some("off") => Ok(Some(OnOff::Off)),
+        _ => Err(format!(
+            "the environment variable {CONDITIONAL_ENV} is \"{}\"; accepted values are `on`, \
+             `off` (best-effort), or empty / unset (conditional, the default)",
+            crate::text::sanitize_cut(&v.to_string_lossy(), 64)
+        )),
+    }
 }

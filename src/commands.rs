@@ -269,7 +269,7 @@ pub async fn hold(
                 sanitize(&command[0].to_string_lossy())
             );
             finish(keep).await;
-            return Exit::NotFound.code();
+            return Exit::spawn_failed(&e).code();
         }
     };
     let target = child

@@ -375,7 +375,11 @@ impl Config {
 /// `bare` (no command, no TARGET). `Ok(None)`: none applies.
 ///
 /// Errors: a named context with no file or not in it; a file that cannot be
-/// read or is invalid (only when a context is asked for or `bare`).
+/// read or is invalid (only when a context is asked for or `bare`). A
+/// default file (no `-c`, no `LEASECTL_CONFIG`) that cannot be read is not
+/// an error: a one-line warning on stderr, and no context applies (as git
+/// does with an unreadable global config), so a pod-only command run with
+/// another user's `HOME` still runs.
 pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, ConfigError> {
     if asked.is_none() && !bare {
         return Ok(None);
@@ -386,7 +390,19 @@ pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, Config
         Err(e) if asked.is_some() => return Err(e),
         Err(_) => return Ok(None),
     };
-    let Some(config) = load(&path)? else {
+    let explicit = asked.is_some() || std::env::var_os(CONFIG_ENV).is_some_and(|p| !p.is_empty());
+    let loaded = match load(&path) {
+        Err(e @ ConfigError::Read { .. }) if !explicit => {
+            eprintln!(
+                "leasectl: warning: {}; going on without contexts (only -c NAME or {CONFIG_ENV} \
+                 make this an error)",
+                crate::text::sanitize(&e.to_string())
+            );
+            return Ok(None);
+        }
+        r => r?,
+    };
+    let Some(config) = loaded else {
         return match asked {
             Some(name) => Err(ConfigError::Missing {
                 path,

@@ -28,6 +28,9 @@ pub enum Exit {
     /// 5: the lease was lost or its fence closed: the command was stopped
     /// (`bucket hold`, `takeover --then hold`).
     Fenced,
+    /// 126: the command to run exists but cannot be run (not executable, a
+    /// directory, permission denied), as shells say.
+    CannotRun,
     /// 127: the command to run was not found.
     NotFound,
     /// The child's own exit status (128 + N when killed by signal N).
@@ -44,8 +47,21 @@ impl Exit {
             Exit::Attention => 3,
             Exit::Refused => 4,
             Exit::Fenced => 5,
+            Exit::CannotRun => 126,
             Exit::NotFound => 127,
             Exit::Child(c) => c,
+        }
+    }
+}
+
+impl Exit {
+    /// The status for a command that could not be started (`bucket hold`,
+    /// `writer exec`): 127 when it was not found, 126 otherwise.
+    pub fn spawn_failed(e: &std::io::Error) -> Exit {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Exit::NotFound
+        } else {
+            Exit::CannotRun
         }
     }
 }

@@ -66,6 +66,32 @@ fn real_main() -> Result<i32> {
         }
         return Ok(EXIT_USAGE);
     }
+    // MUSHROOMDB_BACKUP_LEASE_CONDITIONAL, for the commands that use it only
+    // (`--conditional` wins): `writer exec` must start whatever it holds.
+    let uses_conditional = matches!(
+        cli.command,
+        None | Some(
+            Command::Check(_)
+                | Command::Serve(_)
+                | Command::Bucket { .. }
+                | Command::Takeover { .. }
+        )
+    );
+    if uses_conditional && cli.s3.conditional.is_none() {
+        match leasectl::cli::conditional_from_env(
+            std::env::var_os(leasectl::cli::CONDITIONAL_ENV).as_deref(),
+        ) {
+            Ok(c) => cli.s3.conditional = c,
+            Err(why) => {
+                eprintln!("leasectl: {why}");
+                if matches!(cli.command, Some(Command::Check(_))) {
+                    println!("LEASES UNKNOWN - {}", why.replace('|', "\\x7c"));
+                    return Ok(leasectl::exit::CHECK_UNKNOWN);
+                }
+                return Ok(EXIT_USAGE);
+            }
+        }
+    }
     // `-o json` is `--json`.
     if cli.console.output.format == Some(leasectl::monitor::OutputFormat::Json) {
         cli.console.json = true;

@@ -192,10 +192,15 @@ impl FromStr for Target {
     }
 }
 
-/// The commands a misspelt TARGET may have meant.
-const SUBCOMMANDS: [&str; 7] = [
-    "probe", "takeover", "audit", "bucket", "writer", "demo", "pod-scan",
-];
+/// The commands a misspelt TARGET may have meant: every subcommand the
+/// command line defines (hidden ones included), so a new one is never missed.
+fn subcommands() -> Vec<String> {
+    use clap::CommandFactory;
+    crate::cli::Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect()
+}
 
 /// A hint for a TARGET with no known scheme: a subcommand with a typo, a bare
 /// path, an HTTP(S) endpoint given where the bucket goes.
@@ -219,10 +224,21 @@ fn unknown_scheme_hint(s: &str) -> Option<String> {
             crate::text::sanitize(&abs)
         ));
     }
+    // `--watch 1s TARGET`: the optional value of --watch needs `=`, so the
+    // interval was taken for a TARGET.
+    if !s.is_empty() && crate::cli::parse_duration(s).is_ok() {
+        return Some(format!(
+            "`{}` is a duration, not a TARGET URL; an option's optional value is joined with \
+             `=`: --watch={}",
+            crate::text::sanitize(s),
+            crate::text::sanitize(s)
+        ));
+    }
     if !s.contains([':', '/']) {
-        let near = SUBCOMMANDS
+        let commands = subcommands();
+        let near = commands
             .iter()
-            .map(|c| (edit_distance(&lower, c), *c))
+            .map(|c| (edit_distance(&lower, c), c.as_str()))
             .filter(|(d, c)| *d <= 2 && *d < c.len() / 2 + 1)
             .min();
         if let Some((_, cmd)) = near {
@@ -382,6 +398,23 @@ mod tests {
         );
         assert!(why("https://minio:9000/b").contains("--endpoint-url"));
         assert!(why("zzzzzz").contains("unknown scheme"));
+        // Every subcommand, not a fixed list (issue 22 §6).
+        for (typo, cmd) in [
+            ("chek", "check"),
+            ("serv", "serve"),
+            ("confg", "config"),
+            ("mann", "man"),
+            ("completion", "completions"),
+        ] {
+            assert!(
+                why(typo).contains(&format!("did you mean `leasectl {cmd}`?")),
+                "{typo}: {}",
+                why(typo)
+            );
+        }
+        // `--watch 1s TARGET` (issue 22 §7).
+        assert!(why("1s").contains("--watch=1s"), "{}", why("1s"));
+        assert!(why("90s").contains("--watch=90s"), "{}", why("90s"));
         assert_eq!(edit_distance("porbe", "probe"), 2);
     }
 

@@ -262,10 +262,16 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
         details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(e))));
     }
     // An incomplete pod (processes that could not be inspected, a lock file
-    // whose state is unknown) is UNKNOWN, never OK.
+    // whose state is unknown) is UNKNOWN, never OK, when the pod is in
+    // question; otherwise its notes are long-output lines that change nothing.
+    let mut info = Vec::new();
     for n in &snap.pod.notes {
-        errors += 1;
-        details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(n))));
+        if snap.pod_in_question() {
+            errors += 1;
+            details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(n))));
+        } else {
+            info.push(format!("NOTE pod: {}", plugin_text(n)));
+        }
     }
     for v in &snap.pod.verdicts {
         details.push((
@@ -351,6 +357,10 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
     }
     if details.len() > MAX_LINES {
         let _ = write!(output, "\n… and {} more", details.len() - MAX_LINES);
+    }
+    for line in &info {
+        output.push('\n');
+        output.push_str(line);
     }
     CheckResult { status, output }
 }

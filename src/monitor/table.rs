@@ -137,7 +137,8 @@ pub fn render(snap: &Snapshot) -> String {
 }
 
 /// What the table cannot show, as sentences for stderr: targets and
-/// prefixes not gathered, ages unknown, the pod scan's failure and verdicts.
+/// prefixes not gathered, ages unknown, the pod scan's failure, its notes
+/// when the pod is in question, and its verdicts.
 pub fn problems(snap: &Snapshot) -> Vec<String> {
     let s = crate::text::sanitize;
     let mut out = Vec::new();
@@ -161,6 +162,12 @@ pub fn problems(snap: &Snapshot) -> Vec<String> {
     }
     if let Some(e) = &snap.pod_error {
         out.push(s(e));
+    }
+    // What the pod scan could not know, when it decides the exit code.
+    if snap.pod_in_question() {
+        for n in &snap.pod.notes {
+            out.push(format!("pod: {}", s(n)));
+        }
     }
     for v in &snap.pod.verdicts {
         out.push(format!(

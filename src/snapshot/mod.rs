@@ -223,14 +223,28 @@ pub const EXIT_USAGE: i32 = crate::exit::Exit::Usage.code();
 pub const EXIT_ATTENTION: i32 = crate::exit::Exit::Attention.code();
 
 impl Snapshot {
+    /// Whether the pod's completeness decides the exit code: the pod was
+    /// asked for (`--pod-root`, `--data-dir`, or no TARGET at all: the pod is
+    /// all there is), its scan failed, or it was found among the processes
+    /// that could be read (a lease participant, a lease variable, a lock
+    /// file). Otherwise processes that could not be inspected are only named
+    /// in the pod's notes (README: exit codes).
+    pub fn pod_in_question(&self) -> bool {
+        self.targets.is_empty()
+            || self.pod_error.is_some()
+            || self.pod.requested()
+            || self.pod.found()
+    }
+
     /// The exit code for monitoring: 1 if anything could not be gathered
-    /// (including pod processes that could not be inspected), else
-    /// 3 if anything needs attention, else 0.
+    /// (including pod processes that could not be inspected, when the pod is
+    /// in question: [`Snapshot::pod_in_question`]), else 3 if anything needs
+    /// attention, else 0.
     pub fn exit_code(&self) -> i32 {
         if self.targets.iter().any(|t| {
             t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
         }) || self.pod_error.is_some()
-            || self.pod.incomplete()
+            || (self.pod.incomplete() && self.pod_in_question())
         {
             EXIT_UNREACHABLE
         } else if self

@@ -787,8 +787,9 @@ impl App {
             }
             (PodStatus::Scanning, Some(s)) => {
                 let mut out = Vec::new();
+                // Red only when the pod is in question (Snapshot::pod_in_question).
                 for n in &s.pod.notes {
-                    out.extend(notice(&terminal_safe(n), true));
+                    out.extend(notice(&terminal_safe(n), s.pod_in_question()));
                 }
                 for v in &s.pod.verdicts {
                     let pids: Vec<String> = v.pids.iter().map(u32::to_string).collect();

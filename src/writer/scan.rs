@@ -116,6 +116,22 @@ impl PodSnapshot {
             || self.locks.iter().any(|l| l.state == LockFileState::Unknown)
     }
 
+    /// Whether the pod was asked for by its options: a scan of a `--pod-root`
+    /// tree, or of given `--data-dir`s.
+    pub fn requested(&self) -> bool {
+        self.scope
+            .iter()
+            .any(|s| s.mode != "auto" || s.pod_root.is_some() || !s.data_dirs.is_empty())
+    }
+
+    /// Whether the scan found a pod among the processes it could read: a
+    /// process in it (one that carries a lease variable, has a lock file open
+    /// or is named by `/proc/locks`, or their ancestors), a lock file, or a
+    /// verdict.
+    pub fn found(&self) -> bool {
+        !self.processes.is_empty() || !self.locks.is_empty() || !self.verdicts.is_empty()
+    }
+
     /// The exit code of a pod-only report: 1 when incomplete (could not
     /// gather), else 3 when a verdict needs attention, else 0.
     pub fn exit_code(&self) -> i32 {
@@ -1335,12 +1351,28 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
     let mut notes = Vec::new();
     if !obs.uninspected.is_empty() {
         let n = obs.uninspected.len();
-        notes.push(format!(
-            "{n} process{} could not be inspected (run as their owner or root): {} duty or lock is unknown and no verdict is built on {}.",
-            if n == 1 { "" } else { "es" },
-            if n == 1 { "its" } else { "their" },
-            if n == 1 { "it" } else { "them" },
-        ));
+        let auto = obs.scope.as_ref().is_none_or(|s| s.mode == "auto");
+        // Auto-detection that found nothing among the readable processes says
+        // so: whether the hidden ones form a pod is unknown, and the caller
+        // decides whether that matters (Snapshot::pod_in_question).
+        let none_found = auto && obs.locks.is_empty() && procs.is_empty();
+        let rest = obs
+            .scope
+            .as_ref()
+            .map_or(0, |s| s.processes_seen.saturating_sub(n));
+        if none_found {
+            notes.push(format!(
+                "{n} process{} could not be inspected (run as their owner or root), and no pod was found among the {rest} that could: none of them carries {ENABLE} or {HELD} or has a {LOCK_NAME} open. Whether the hidden ones form a pod is unknown; give --pod-root or --data-dir to have it judged.",
+                if n == 1 { "" } else { "es" },
+            ));
+        } else {
+            notes.push(format!(
+                "{n} process{} could not be inspected (run as their owner or root): {} duty or lock is unknown and no verdict is built on {}.",
+                if n == 1 { "" } else { "es" },
+                if n == 1 { "its" } else { "their" },
+                if n == 1 { "it" } else { "them" },
+            ));
+        }
     }
     for l in obs
         .locks

@@ -10,6 +10,7 @@ mod common;
 mod writer_support;
 
 mod bad_input;
+mod cli_surface;
 mod commands;
 mod console_e2e;
 mod contexts;
@@ -22,6 +23,7 @@ mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
 mod monitoring;
+mod pod_in_question;
 mod schedule;
 mod snapshot_json;
 mod takeover;

@@ -1,0 +1,640 @@
+//! The command line as an operator meets it (issue 22 §6, §7; issue 23
+//! items 3 and 9), with the real binary: every duration flag refuses values
+//! near the type's limit (a usage error, never a panic), intervals under 1s
+//! are refused, typos of every subcommand get a hint, `--watch 1s` is
+//! explained, `bucket hold` of a file that cannot be run is 126,
+//! `MUSHROOMDB_BACKUP_LEASE_CONDITIONAL` is read only where it is used, the
+//! README's tables name only options (and exit codes) the `--help` of their
+//! command has, the man page names no page that does not exist, and every
+//! repository path the Markdown files name exists.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use clap::CommandFactory;
+
+use crate::common::{self, file_url, repo, run_with_timeout};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    common::s3_env(&mut c);
+    c.env("LEASECTL_LOG", "warn").env("NO_COLOR", "1");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    let mut c = bin();
+    c.args(args);
+    run_with_timeout(c, Duration::from_secs(20))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Every leaf command of the command line (the top level included), with
+/// its path of subcommand names: `[]`, `["check"]`, `["bucket", "hold"]` …
+fn leaf_commands() -> Vec<(Vec<String>, clap::Command)> {
+    fn walk(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_owned());
+            if sub.has_subcommands() {
+                walk(sub, p, out);
+            } else {
+                out.push((p, sub.clone()));
+            }
+        }
+    }
+    let mut root = leasectl::cli::Cli::command();
+    root.build();
+    let mut out = vec![(Vec::new(), root.clone())];
+    walk(&root, Vec::new(), &mut out);
+    out
+}
+
+/// A command line on which `path` would really run (a local store, a
+/// scratch directory), so that a duration flag that is accepted is used.
+fn base_args(path: &[String], store: &str, scratch: &Path) -> Vec<String> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let audit = scratch.join("audit.jsonl").display().to_string();
+    let prefix = format!("{store}db1/");
+    match path
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] | ["check"] => s(&["--no-pod", store]),
+        ["serve"] => s(&["--no-pod", "--listen", "127.0.0.1:0", store]),
+        ["probe"] => s(&[store]),
+        ["takeover"] => s(&[&prefix, "--reason", "t", "--yes", "--audit-log", &audit]),
+        ["bucket", "hold"] => s(&[&prefix, "--", "true"]),
+        ["writer", "exec"] => s(&["--data-dir", &scratch.display().to_string(), "--", "true"]),
+        ["audit"] => s(&["--audit-log", &audit]),
+        ["demo"] => s(&["--dir", &scratch.join("demo").display().to_string()]),
+        ["completions"] => s(&["bash"]),
+        _ => Vec::new(),
+    }
+}
+
+/// Issue 23 item 9: every flag whose value is a duration, on every command
+/// (global ones on each), given a value near the type's limit, is a usage
+/// error naming the flag (exit 2; `check`: 3), never a panic.
+#[test]
+fn every_duration_flag_refuses_values_near_the_limit() {
+    let scratch = tempfile::tempdir().unwrap();
+    let store_dir = scratch.path().join("store");
+    std::fs::create_dir_all(store_dir.join("db1")).unwrap();
+    let store = file_url(&store_dir);
+    let mut seen = std::collections::BTreeSet::new();
+    for (path, cmd) in leaf_commands() {
+        for arg in cmd.get_arguments() {
+            let is_duration = arg
+                .get_value_names()
+                .is_some_and(|n| n.iter().any(|v| v == "DURATION" || v == "INTERVAL"));
+            let Some(long) = arg.get_long().filter(|_| is_duration) else {
+                continue;
+            };
+            seen.insert(format!("{} --{long}", path.join(" ")).trim().to_owned());
+            for value in [
+                "9223372036854775807s",
+                "18446744073709551615s",
+                "18446744073709551615ns",
+                "106751991167301d",
+                "366d",
+            ] {
+                let mut args: Vec<String> = path.clone();
+                args.push(format!("--{long}={value}"));
+                args.extend(base_args(&path, &store, scratch.path()));
+                let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = run(&argv);
+                let err = text(&out.stderr);
+                let ctx = format!(
+                    "leasectl {}: {:?}\nstdout:\n{}\nstderr:\n{err}",
+                    args.join(" "),
+                    out.status,
+                    text(&out.stdout)
+                );
+                let want = if path == ["check"] { 3 } else { 2 };
+                assert_eq!(out.status.code(), Some(want), "{ctx}");
+                assert!(!err.contains("panicked"), "{ctx}");
+                assert!(
+                    err.contains(&format!("invalid value '{value}' for '--{long}")),
+                    "{ctx}"
+                );
+                assert!(
+                    err.contains("at most 365d") || err.contains("too large"),
+                    "{ctx}"
+                );
+            }
+        }
+    }
+    // The walk found them all (it is not vacuous).
+    for f in [
+        "--timeout",
+        "--refresh",
+        "--watch",
+        "--heartbeat",
+        "check --warn-age",
+        "check --crit-age",
+        "check --timeout",
+        "serve --refresh",
+        "takeover --ttl",
+        "bucket hold --ttl",
+        "bucket hold --wait",
+        "bucket hold --grace",
+        "writer exec --wait",
+        "demo --die-after",
+    ] {
+        assert!(seen.contains(f), "{f} not found among {seen:?}");
+    }
+}
+
+/// Issue 22 §6: an interval under 1s is refused naming the minimum, never
+/// raised in silence; a config file's durations follow the same limits.
+#[test]
+fn intervals_under_a_second_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = file_url(dir.path());
+    for args in [
+        vec!["--json", "--no-pod", "--refresh", "500ms", &store],
+        vec!["--no-pod", "--watch=500ms", &store],
+        vec!["--no-pod", "--watch", "--heartbeat", "999ms", &store],
+        vec!["serve", "--no-pod", "--refresh", "500ms", &store],
+    ] {
+        let out = run(&args);
+        let err = text(&out.stderr);
+        let ctx = format!("{args:?}: {:?}\n{err}", out.status);
+        assert_eq!(out.status.code(), Some(2), "{ctx}");
+        assert!(err.contains("at least 1s"), "{ctx}");
+        assert!(out.stdout.is_empty(), "{ctx}");
+    }
+    let out = run(&["--json", "--no-pod", "--refresh", "1s", &store]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let cfg = dir.path().join("config.toml");
+    for (field, value) in [
+        ("refresh", "9223372036854775807s"),
+        ("ttl", "18446744073709551615s"),
+    ] {
+        std::fs::write(&cfg, format!("[contexts.x]\n{field} = \"{value}\"\n")).unwrap();
+        let mut c = bin();
+        c.env("LEASECTL_CONFIG", &cfg)
+            .args(["-c", "x", "--json", "--no-pod", &store]);
+        let out = run_with_timeout(c, Duration::from_secs(20));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{field}: {err}");
+        assert!(
+            !err.contains("panicked") && err.contains(field),
+            "{field}: {err}"
+        );
+    }
+}
+
+/// Issue 22 §6 and §7: a word that is no TARGET gets a hint for every
+/// subcommand, and a duration after `--watch` is explained.
+#[test]
+fn typos_of_every_subcommand_and_watch_values_get_a_hint() {
+    let mut cases: Vec<(String, String)> = [
+        ("chek", "check"),
+        ("serv", "serve"),
+        ("confg", "config"),
+        ("mann", "man"),
+        ("completion", "completions"),
+        ("takover", "takeover"),
+    ]
+    .iter()
+    .map(|(t, c)| (t.to_string(), c.to_string()))
+    .collect();
+    for sub in leasectl::cli::Cli::command().get_subcommands() {
+        let name = sub.get_name();
+        if name != "help" {
+            // One letter doubled at the end: a typo at distance 1.
+            cases.push((
+                format!("{name}{}", &name[name.len() - 1..]),
+                name.to_owned(),
+            ));
+        }
+    }
+    for (typo, cmd) in cases {
+        let out = run(&[&typo]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{typo}: {err}");
+        assert!(
+            err.contains(&format!("did you mean `leasectl {cmd}`?")),
+            "{typo}: {err}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = file_url(dir.path());
+    let out = run(&["--no-pod", "--watch", "1s", &store]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("bad TARGET 1s") && err.contains("--watch=1s"),
+        "{err}"
+    );
+}
+
+/// Issue 22 §6: a CMD that exists but cannot be run is 126 for `bucket
+/// hold`, as for `writer exec` and shells; a missing one is 127 for both.
+#[test]
+fn bucket_hold_of_a_command_that_cannot_run_is_126() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("p")).unwrap();
+    let not_exec = dir.path().join("script.sh");
+    std::fs::write(&not_exec, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&not_exec, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let prefix = format!("{}p/", file_url(dir.path()));
+    let data = dir.path().to_str().unwrap();
+    let missing = dir.path().join("no-such-command");
+    for (cmd, code) in [
+        ("/etc/passwd", 126),
+        (not_exec.to_str().unwrap(), 126),
+        (missing.to_str().unwrap(), 127),
+    ] {
+        let out = run(&[
+            "bucket", "hold", "--ttl", "3s", "--grace", "0s", &prefix, "--", cmd,
+        ]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "bucket hold -- {cmd}: {err}");
+        assert!(err.contains("cannot run"), "{err}");
+        // The lease was released: the prefix is free again.
+        assert!(!dir.path().join("p/LEASE").exists(), "{err}");
+        let out = run(&["writer", "exec", "--data-dir", data, "--", cmd]);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "writer exec -- {cmd}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// Issue 23 item 3: `MUSHROOMDB_BACKUP_LEASE_CONDITIONAL` set but empty is
+/// unset; `on`/`off` are read; another value is an error naming the variable
+/// and the accepted values, only for the commands that use it: `writer exec`
+/// (and `audit`) run whatever it holds; `--conditional` wins.
+#[test]
+fn conditional_env_is_read_only_where_it_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("db")).unwrap();
+    let store = file_url(dir.path());
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let with = |value: &str, args: &[&str]| {
+        let mut c = bin();
+        c.env("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL", value)
+            .args(args);
+        run_with_timeout(c, Duration::from_secs(20))
+    };
+    let exclusion = |out: &Output| -> String {
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+        doc["targets"][0]["prefixes"][0]["exclusion"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for (value, ok, best_effort) in [
+        ("", true, false),
+        ("on", true, false),
+        ("off", true, true),
+        ("OFF", true, true),
+        ("maybe", false, false),
+        ("false", false, false),
+        ("0", false, false),
+    ] {
+        let ctx = format!("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL={value:?}");
+        // Commands that do not use it run.
+        let out = with(
+            value,
+            &[
+                "writer",
+                "exec",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{ctx} writer exec: {}",
+            text(&out.stderr)
+        );
+        let out = with(value, &["audit", "--audit-log", audit.to_str().unwrap()]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{ctx} audit: {}",
+            text(&out.stderr)
+        );
+        // Commands that use it.
+        let out = with(value, &["--json", "--no-pod", &store]);
+        let check = with(value, &["check", "--no-pod", &store]);
+        if ok {
+            assert_eq!(out.status.code(), Some(0), "{ctx}: {}", text(&out.stderr));
+            let want = if best_effort {
+                "best_effort"
+            } else {
+                "unprobed"
+            };
+            assert_eq!(exclusion(&out), want, "{ctx}");
+            assert_eq!(
+                check.status.code(),
+                Some(0),
+                "{ctx}: {}",
+                text(&check.stdout)
+            );
+        } else {
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{ctx}: {err}");
+            assert!(
+                err.contains("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL")
+                    && err.contains("`on`")
+                    && err.contains("`off`")
+                    && err.contains("empty"),
+                "{ctx}: {err}"
+            );
+            assert!(!err.contains("a value is required"), "{ctx}: {err}");
+            assert_eq!(check.status.code(), Some(3), "{ctx}");
+            assert!(
+                text(&check.stdout).starts_with(
+                    "LEASES UNKNOWN - the environment variable MUSHROOMDB_BACKUP_LEASE_CONDITIONAL"
+                ),
+                "{ctx}: {}",
+                text(&check.stdout)
+            );
+            let hold = with(
+                value,
+                &["bucket", "hold", &format!("{store}db/"), "--", "true"],
+            );
+            assert_eq!(hold.status.code(), Some(2), "{ctx}: {}", text(&hold.stderr));
+            assert!(!dir.path().join("db/LEASE").exists());
+            // The flag wins over the variable.
+            let out = with(
+                value,
+                &["--conditional", "off", "--json", "--no-pod", &store],
+            );
+            assert_eq!(out.status.code(), Some(0), "{ctx}: {}", text(&out.stderr));
+            assert_eq!(exclusion(&out), "best_effort", "{ctx}");
+        }
+    }
+}
+
+/// The long options (`--name`) in `line`: `--` not preceded by a letter,
+/// digit or `-`, then a lowercase name.
+fn long_options(line: &str) -> Vec<String> {
+    let b = line.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 2 < b.len() {
+        let before_ok = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-');
+        if b[i] == b'-' && b[i + 1] == b'-' && before_ok && b[i + 2].is_ascii_lowercase() {
+            let mut j = i + 2;
+            while j < b.len()
+                && (b[j].is_ascii_lowercase() || b[j].is_ascii_digit() || b[j] == b'-')
+            {
+                j += 1;
+            }
+            out.push(line[i..j].trim_end_matches('-').to_owned());
+            i = j;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The `--help` text of the command at `path`.
+fn help(path: &[&str]) -> String {
+    let mut args: Vec<&str> = path.to_vec();
+    args.push("--help");
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}");
+    text(&out.stdout)
+}
+
+/// The command a README table documents: named in its header (`exit code
+/// of `takeover``), else by the section it is in.
+fn table_command(header: &str, heading: &str) -> Vec<&'static str> {
+    let pick = |s: &str| -> Option<Vec<&'static str>> {
+        for (name, path) in [
+            ("writer exec", vec!["writer", "exec"]),
+            ("bucket hold", vec!["bucket", "hold"]),
+            ("takeover", vec!["takeover"]),
+            ("leasectl check", vec!["check"]),
+            ("leasectl probe", vec!["probe"]),
+        ] {
+            if s.contains(name) {
+                return Some(path);
+            }
+        }
+        None
+    };
+    pick(header).or_else(|| pick(heading)).unwrap_or_default()
+}
+
+/// Issue 22 §6: every option a README table names exists in the `--help` of
+/// the command that table documents, and every exit code of an exit-code
+/// table is in that `--help` too; `check --min-leases` is documented.
+#[test]
+fn readme_tables_name_only_what_the_help_has() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let mut heading = String::new();
+    let mut header: Option<String> = None;
+    let mut checked = 0;
+    let mut helps: std::collections::HashMap<Vec<&str>, String> = Default::default();
+    let mut in_code = false;
+    for line in readme.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        if line.starts_with('#') {
+            heading = line.to_owned();
+            header = None;
+            // A heading that is a command's synopsis names its options too.
+            let path = table_command("", &heading);
+            if !path.is_empty() {
+                let help = helps.entry(path.clone()).or_insert_with(|| help(&path));
+                for o in long_options(line) {
+                    checked += 1;
+                    assert!(
+                        help.contains(&o),
+                        "README heading {heading:?} names {o}, which `leasectl {} --help` does not have",
+                        path.join(" ")
+                    );
+                }
+            }
+            continue;
+        }
+        if !line.starts_with('|') {
+            header = None;
+            continue;
+        }
+        let Some(h) = header.clone() else {
+            header = Some(line.to_owned());
+            continue;
+        };
+        if line.starts_with("|---") {
+            continue;
+        }
+        let path = table_command(&h, &heading);
+        let help = helps.entry(path.clone()).or_insert_with(|| help(&path));
+        for o in long_options(line) {
+            checked += 1;
+            assert!(
+                help.contains(&o),
+                "README table under {heading:?} names {o}, which `leasectl {} --help` does not have:\n{line}",
+                path.join(" ")
+            );
+        }
+        if h.contains("exit code") && path != Vec::<&str>::new() {
+            let first = line.split('|').nth(1).unwrap_or("").trim();
+            if first.chars().all(|c| c.is_ascii_digit()) && !first.is_empty() {
+                let numbers: Vec<&str> = help.split(|c: char| !c.is_ascii_digit()).collect();
+                assert!(
+                    numbers.contains(&first),
+                    "README says `leasectl {}` exits {first}, its --help does not:\n{line}\n{help}",
+                    path.join(" ")
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "only {checked} options and codes found: is the parser broken?"
+    );
+    assert!(
+        readme.contains("`--min-leases N`"),
+        "check --min-leases is not documented"
+    );
+}
+
+/// Issue 22 §6: `leasectl man` is one page that documents every command in
+/// itself and names no `leasectl-COMMAND(1)` page (none is installed).
+#[test]
+fn the_man_page_refers_to_no_missing_page() {
+    let out = run(&["man"]);
+    assert_eq!(out.status.code(), Some(0));
+    let man = text(&out.stdout);
+    // `leasectl-check(1)`, roff-escaped or not.
+    let plain = man.replace("\\-", "-");
+    for (at, _) in plain.match_indices("leasectl-") {
+        let rest = &plain[at + "leasectl-".len()..];
+        let name_end = rest
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+            .unwrap_or(rest.len());
+        let after = &rest[name_end..];
+        let is_page = after.len() >= 3
+            && after.starts_with('(')
+            && after.as_bytes()[1].is_ascii_digit()
+            && after.as_bytes()[2] == b')';
+        assert!(
+            !is_page,
+            "the man page refers to leasectl-{}",
+            &rest[..name_end + 3]
+        );
+    }
+    for (path, _) in leaf_commands().into_iter().skip(1) {
+        if path.first().is_some_and(|p| p == "pod-scan") {
+            continue; // hidden
+        }
+        let h = format!(".SS \"leasectl {}\"", path.join(" "));
+        assert!(man.contains(&h), "no section {h}");
+    }
+    assert!(man.contains("\\-\\-min\\-leases") || man.contains("--min-leases"));
+    // groff renders it without a warning, when installed.
+    if let Ok(o) = Command::new("groff")
+        .args(["-k", "-man", "-Tutf8", "-ww", "-z"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(man.as_bytes())?;
+            c.wait_with_output()
+        })
+    {
+        assert!(
+            o.status.success() && o.stderr.is_empty(),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+}
+
+/// Issue 22 §6: every repository path that a Markdown file names in
+/// backticks (`tests/it/…`, `scripts/…`, `assets/…`, `src/…`, `benches/…`,
+/// `examples/…`) exists, so a moved file cannot leave a stale reference.
+#[test]
+fn paths_named_in_the_markdown_files_exist() {
+    let root = repo();
+    let mut docs = vec![
+        root.join("README.md"),
+        root.join("ARCHITECTURE.md"),
+        root.join("PERFORMANCE.md"),
+    ];
+    for d in [
+        "assets/lease-records",
+        "assets/sample-store",
+        "assets/monitoring",
+    ] {
+        if let Ok(rd) = std::fs::read_dir(root.join(d)) {
+            docs.extend(
+                rd.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "md")),
+            );
+        }
+    }
+    let mut named = 0;
+    for doc in docs.iter().filter(|d| d.exists()) {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let prefixes = [
+            "tests/",
+            "scripts/",
+            "assets/",
+            "src/",
+            "benches/",
+            "examples/",
+            ".ci/",
+        ];
+        // Every `…` span that is a plain repository path.
+        let spans = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("```"))
+            .flat_map(|l| l.split('`').skip(1).step_by(2));
+        for span in spans {
+            let is_path = prefixes.iter().any(|p| span.starts_with(p))
+                && span
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-'));
+            if !is_path {
+                continue;
+            }
+            let p = span.trim_end_matches(['.', ',']);
+            if p.contains("NAME") || p.contains('*') {
+                continue;
+            }
+            named += 1;
+            assert!(
+                root.join(p).exists(),
+                "{} names `{p}`, which does not exist",
+                doc.strip_prefix(&root).unwrap().display()
+            );
+        }
+    }
+    assert!(named > 5, "only {named} paths found");
+}
