@@ -55,6 +55,40 @@ pub struct Listing {
     pub prefixes: Vec<String>,
     /// Objects directly under the listed prefix.
     pub objects: Vec<ObjectMeta>,
+    /// Prefixes the service listed that cannot be named as keys (a directory
+    /// whose name is not UTF-8; an S3 key that decodes to bytes that are not
+    /// UTF-8): never dropped, the caller reports each as unread. (An object
+    /// with such a name is left out: it cannot be a `LEASE`, whose key is a
+    /// listed prefix followed by `LEASE`.)
+    pub unlisted: Vec<Unlisted>,
+}
+
+/// A prefix a listing returned that cannot be named as a key, so nothing
+/// under it can be read ([`Listing::unlisted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unlisted {
+    /// The prefix as far as it can be shown: the bytes that are not UTF-8
+    /// replaced by U+FFFD, ending in `/`.
+    pub prefix: String,
+    /// Why it cannot be read, with its name's bytes shown escaped (`\xff`);
+    /// safe to print.
+    pub problem: String,
+}
+
+impl Unlisted {
+    /// The entry for a prefix whose name, as the bytes `raw` (the whole
+    /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
+    /// `directory`, `key prefix`.
+    pub fn not_utf8(raw: &[u8], what: &str) -> Self {
+        Self {
+            prefix: String::from_utf8_lossy(raw).into_owned(),
+            problem: format!(
+                "the {what} name {} is not valid UTF-8, so it cannot be named as a key and \
+                 its LEASE was not read; rename it",
+                crate::text::sanitize_bytes(raw)
+            ),
+        }
+    }
 }
 
 /// The precondition sent with a PUT.
