@@ -345,12 +345,23 @@ mod tests {
         // The same in JSON, losslessly.
         let out = to_json_line(&"\u{301}e\u{301}").unwrap();
         assert_eq!(out, "\"\\u0301e\u{301}\"");
-        assert_eq!(serde_json::from_str::<String>(&out).unwrap(), "\u{301}e\u{301}");
+        assert_eq!(
+            serde_json::from_str::<String>(&out).unwrap(),
+            "\u{301}e\u{301}"
+        );
     }
 
     #[test]
     fn visible_means_something_is_shown_as_itself() {
-        for s in ["", " ", "  ", "\u{301}\u{301}", "\u{2800}", "\u{200b}\u{3164}", "\x1b\u{301}"] {
+        for s in [
+            "",
+            " ",
+            "  ",
+            "\u{301}\u{301}",
+            "\u{2800}",
+            "\u{200b}\u{3164}",
+            "\x1b\u{301}",
+        ] {
             assert!(!has_visible(s), "{s:?}");
         }
         for s in ["a", "a\u{2800}b", " \u{301}", "\\", "\u{200b}x", "é", "🙂"] {

@@ -317,7 +317,11 @@ mod tests {
         assert_eq!(j.state, LeaseState::Fresh);
         let p = j.problem.clone().unwrap();
         assert!(p.contains("renewed_at is 1m30s before acquired_at"), "{p}");
-        assert!(j.sentence().contains("; but renewed_at is"), "{}", j.sentence());
+        assert!(
+            j.sentence().contains("; but renewed_at is"),
+            "{}",
+            j.sentence()
+        );
         // Stale, and suspect, keep their own judgement and get the note too.
         let mut o = obs("2026-11-30T11:00:00Z", 30);
         if let Observed::Present { record: Ok(r), .. } = &mut o {

@@ -76,8 +76,8 @@ impl LeaseRecord {
         // The parse above keeps the last of two equal keys; other readers keep
         // the first or refuse: a record whose meaning depends on the reader is
         // malformed. The fields as written (for the exact text of `ttl_s`).
-        let fields: RawFields = serde_json::from_str(text)
-            .map_err(|e| Malformed(format!("body is not JSON: {e}")))?;
+        let fields: RawFields =
+            serde_json::from_str(text).map_err(|e| Malformed(format!("body is not JSON: {e}")))?;
         let mut seen = std::collections::HashSet::new();
         if let Some((k, _)) = fields.0.iter().find(|(k, _)| !seen.insert(k.as_str())) {
             return Err(Malformed(format!(

@@ -169,7 +169,9 @@ impl LocalStore {
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let root = root.into();
         let shown = || crate::text::sanitize(&root.display().to_string());
-        match fs::metadata(&root) {
+        // Without a trailing `/`, so that a file is said to be one.
+        let plain: PathBuf = root.components().collect();
+        match fs::metadata(&plain) {
             Ok(md) if md.is_dir() => Ok(Self { root }),
             Ok(md) => Err(StoreError::Invalid(format!(
                 "{} is not a directory (it is a {})",
@@ -177,7 +179,11 @@ impl LocalStore {
                 kind_name(&md.file_type())
             ))),
             Err(e) if e.kind() == ErrorKind::NotFound => Err(StoreError::Invalid(format!(
-                "{} does not exist",
+                "{} does not exist (a file:// store is a directory that must exist)",
+                shown()
+            ))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(StoreError::Invalid(format!(
+                "{} is not a directory (a part of its path is a file)",
                 shown()
             ))),
             Err(e) => Err(StoreError::Invalid(format!("cannot open {}: {e}", shown()))),
@@ -372,9 +378,7 @@ impl LocalStore {
             Ok(Opened::Regular(f, md)) => (f, md),
             // A directory is a prefix, not an object (as on S3, where `LEASE`
             // and `LEASE/LEASE` are two keys): no object at this key.
-            Ok(Opened::Other("directory", _)) => {
-                return Err(StoreError::NotFound(key.to_owned()))
-            }
+            Ok(Opened::Other("directory", _)) => return Err(StoreError::NotFound(key.to_owned())),
             Ok(Opened::Other(kind, md)) => {
                 // Something that is not an object: malformed, never read. Its
                 // ETag is its identity, so a takeover can still name it.
@@ -473,8 +477,8 @@ impl LocalStore {
             // A symlink named LEASE is the object (read as malformed); any
             // other link to a directory is a prefix (whose LEASE reads as
             // malformed); other links are not objects of the store.
-            let is_prefix = ft.is_dir()
-                || (ft.is_symlink() && name != "LEASE" && entry.path().is_dir());
+            let is_prefix =
+                ft.is_dir() || (ft.is_symlink() && name != "LEASE" && entry.path().is_dir());
             if is_prefix {
                 out.prefixes.push(format!("{key}/"));
             } else if ft.is_file() || name == "LEASE" {
@@ -514,7 +518,9 @@ impl LocalStore {
                 fs::create_dir_all(parent).map_err(io_err)?;
             }
             match self.temp_file(&path, body) {
-                Err(StoreError::Invalid(_)) if tries < 3 && !path.parent().is_some_and(Path::is_dir) => {
+                Err(StoreError::Invalid(_))
+                    if tries < 3 && !path.parent().is_some_and(Path::is_dir) =>
+                {
                     tries += 1;
                 }
                 r => break r?,

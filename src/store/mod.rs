@@ -70,8 +70,9 @@ pub struct Unlisted {
     /// The prefix as far as it can be shown: the bytes that are not UTF-8
     /// replaced by U+FFFD, ending in `/`.
     pub prefix: String,
-    /// Why it cannot be read, with its name's bytes shown escaped (`\xff`);
-    /// safe to print.
+    /// Why it cannot be read, naming the bytes that are not UTF-8 and where
+    /// they are (`0xFF at byte 3`); safe to print, and free of backslashes,
+    /// so it reads the same however often it is escaped.
     pub problem: String,
 }
 
@@ -80,12 +81,41 @@ impl Unlisted {
     /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
     /// `directory`, `key prefix`.
     pub fn not_utf8(raw: &[u8], what: &str) -> Self {
+        // Runs of bytes that are not UTF-8, with their offsets.
+        let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut at = 0;
+        for chunk in raw.utf8_chunks() {
+            at += chunk.valid().len();
+            let invalid = chunk.invalid();
+            if invalid.is_empty() {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((start, bytes)) if *start + bytes.len() == at => {
+                    bytes.extend_from_slice(invalid)
+                }
+                _ => runs.push((at, invalid.to_vec())),
+            }
+            at += invalid.len();
+        }
+        let mut bad: Vec<String> = runs
+            .iter()
+            .map(|(start, bytes)| {
+                let hex: Vec<String> = bytes.iter().map(|b| format!("0x{b:02X}")).collect();
+                format!("{} at byte {start}", hex.join(" "))
+            })
+            .collect();
+        let more = bad.len().saturating_sub(4);
+        bad.truncate(4);
+        if more > 0 {
+            bad.push(format!("{more} more"));
+        }
         Self {
             prefix: String::from_utf8_lossy(raw).into_owned(),
             problem: format!(
-                "the {what} name {} is not valid UTF-8, so it cannot be named as a key and \
-                 its LEASE was not read; rename it",
-                crate::text::sanitize_bytes(raw)
+                "the {what} name is not valid UTF-8 ({}; shown as U+FFFD), so it cannot be \
+                 named as a key and its LEASE was not read; rename it",
+                bad.join(", ")
             ),
         }
     }

@@ -855,6 +855,16 @@ mod tests {
         assert_eq!(decode_key("bad%FFutf8/").unwrap_err(), b"bad\xffutf8/");
         let u = crate::store::Unlisted::not_utf8(b"bad\xffutf8/", "key prefix");
         assert_eq!(u.prefix, "bad\u{fffd}utf8/");
-        assert!(u.problem.contains("bad\\xffutf8/"), "{}", u.problem);
+        assert!(
+            u.problem.contains("(0xFF at byte 3; shown as U+FFFD)"),
+            "{}",
+            u.problem
+        );
+        let u = crate::store::Unlisted::not_utf8(b"a\xc0\x80b\xff/", "directory");
+        assert!(
+            u.problem.contains("(0xC0 0x80 at byte 1, 0xFF at byte 4;"),
+            "{}",
+            u.problem
+        );
     }
 }
