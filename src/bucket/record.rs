@@ -81,7 +81,7 @@ impl LeaseRecord {
         let mut seen = std::collections::HashSet::new();
         if let Some((k, _)) = fields.0.iter().find(|(k, _)| !seen.insert(k.as_str())) {
             return Err(Malformed(format!(
-                "key \"{}\" appears twice: readers would disagree on its value",
+                "key \"{}\" appears twice: readers disagree on such a record (one keeps the first, one the last, one refuses it)",
                 crate::text::sanitize_cut(k, 40)
             )));
         }
