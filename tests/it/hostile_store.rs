@@ -736,6 +736,28 @@ fn probe_sweeps_old_scratch_keys_and_their_directory_on_a_local_store() {
         [std::ffi::OsString::from("young")],
         "only the young key stays"
     );
+
+    // A takeover probes the same way: no warning, nothing left behind.
+    let db = dir.path().join("db");
+    stale_lease(&db);
+    std::fs::create_dir(db.join(".leasectl-probe")).unwrap();
+    let f = std::fs::File::create(db.join(".leasectl-probe/0ld2")).unwrap();
+    f.set_modified(old).unwrap();
+    let audit = dir.path().join("audit.log");
+    let o = run(&[
+        "takeover",
+        &file_url(&db),
+        "--reason",
+        "sweep test",
+        "--yes",
+        "--audit-log",
+        &audit.display().to_string(),
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains("could not list"), "{out}");
+    assert!(!out.contains("scratch key"), "{out}");
+    assert!(!db.join(".leasectl-probe").exists(), "{out}");
 }
 
 /// Issue 22 §6: `bucket hold` and `takeover` on a `file://` directory that
@@ -766,5 +788,91 @@ fn a_missing_store_directory_is_said_not_to_exist() {
         text(&o).contains("is not a directory (it is a regular file)"),
         "{}",
         text(&o)
+    );
+}
+
+/// A minimal S3 service for what no real one stores: a listing (asked with
+/// `encoding-type=url`, as leasectl does) whose common prefixes decode to
+/// bytes that are not UTF-8, beside a healthy `ok/`. Answers every request
+/// on its own thread; returns the endpoint.
+fn fake_s3_with_a_key_that_is_not_utf8() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut out = conn;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    let date = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT");
+                    let (status, body, extra) = if target.contains("list-type=2") {
+                        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+                            <ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+                            <Name>bkt</Name><Prefix></Prefix><KeyCount>2</KeyCount>\
+                            <MaxKeys>1000</MaxKeys><Delimiter>%2F</Delimiter>\
+                            <EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>\
+                            <CommonPrefixes><Prefix>bad%FFutf8%2F</Prefix></CommonPrefixes>\
+                            <CommonPrefixes><Prefix>ok%2F</Prefix></CommonPrefixes>\
+                            </ListBucketResult>";
+                        ("200 OK", xml.to_owned(), String::new())
+                    } else if target.starts_with("/bkt/ok/LEASE") {
+                        let lm = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT");
+                        (
+                            "200 OK",
+                            record("healthy", 30),
+                            format!("ETag: \"e1\"\r\nLast-Modified: {lm}\r\n"),
+                        )
+                    } else {
+                        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+                            <Error><Code>NoSuchKey</Code><Message>no</Message></Error>";
+                        ("404 Not Found", xml.to_owned(), String::new())
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\nDate: {date}\r\nContent-Length: {}\r\n{extra}\r\n",
+                        body.len()
+                    );
+                    if out.write_all(head.as_bytes()).is_err()
+                        || out.write_all(body.as_bytes()).is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    endpoint
+}
+
+/// Issue 23 item 1, on S3: a listed key prefix that decodes to bytes that are
+/// not UTF-8 was turned into a U+FFFD look-alike (a key that does not exist,
+/// shown as an absent row). It is an error naming the bytes: exit 1.
+#[test]
+fn an_s3_key_prefix_that_is_not_utf8_is_reported_never_replaced() {
+    let endpoint = fake_s3_with_a_key_that_is_not_utf8();
+    let o = leasectl(Some(&endpoint), &["--json", "--no-pod", "s3://bkt/"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v = json_of(&o);
+    assert!(v["targets"][0]["error"].is_null(), "{v:#}");
+    assert_eq!(rows_of(&v), [("ok/".to_owned(), "fresh".to_owned())]);
+    let errors = v["targets"][0]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v:#}");
+    assert_eq!(errors[0]["prefix"], "bad\u{fffd}utf8/");
+    let e = errors[0]["error"].as_str().unwrap();
+    assert!(
+        e.contains("key prefix name is not valid UTF-8 (0xFF at byte 3;"),
+        "{e}"
     );
 }
