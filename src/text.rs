@@ -9,10 +9,10 @@
 //! space other than the plain space, private-use and unassigned code points,
 //! the remaining default-ignorable code points (blank-looking fillers and
 //! variation selectors) and symbols that draw as a blank (U+2800 BRAILLE
-//! PATTERN BLANK). A combining mark (Unicode Mn, Me) is escaped where it has
-//! no character to draw on: at the start of the text or after an escaped
-//! character (marks alone would draw over the text before them, or as
-//! nothing). Categories come from the `finl_unicode` tables.
+//! PATTERN BLANK). A combining mark (Unicode Mn, Me) is escaped unless it
+//! sits on a letter or digit (directly, or stacked on marks that do): at the
+//! start of the text, after an escape, a space or punctuation, marks alone
+//! would draw over the text before them, or as nothing. Categories come from the `finl_unicode` tables.
 //! [`has_visible`] says whether anything is left to see once all that is set
 //! aside: a holder id without a visible character is malformed.
 //!
@@ -77,22 +77,28 @@ pub fn is_combining_mark(c: char) -> bool {
 
 /// Calls `f(c, escaped)` for each character of `s`, `escaped` being true
 /// when [`sanitize`] shows it as an escape: an unsafe character or a
-/// backslash, or a combining mark with no base to draw on (at the start, or
-/// after an escaped character).
+/// backslash, or a combining mark with no letter or digit to draw on (see
+/// [`carries_marks`]).
 fn classify(s: &str, mut f: impl FnMut(char, bool)) {
     let mut base = false;
     for c in s.chars() {
         let escaped = is_unsafe(c) || (!base && is_combining_mark(c));
-        base = !escaped;
+        base = carries_marks(c, escaped);
         f(c, escaped);
     }
+}
+
+/// Whether a combining mark after `c` (escaped or not) draws on something
+/// that shows: a letter or digit kept as itself, or a mark kept on one.
+fn carries_marks(c: char, escaped: bool) -> bool {
+    !escaped && (c.is_alphanumeric() || is_combining_mark(c))
 }
 
 /// Whether `s` shows anything once what [`sanitize`] escapes is set aside:
 /// a character other than the plain space that is output as itself (a
 /// backslash counts: it is shown, doubled). False for the empty string, for
 /// spaces, and for text made only of control, format or invisible
-/// characters and base-less combining marks (`"\u{301}\u{301}"`).
+/// characters and combining marks on none of these (`"\u{301}\u{301}"`).
 pub fn has_visible(s: &str) -> bool {
     let mut seen = false;
     classify(s, |c, escaped| seen |= c == '\\' || (!escaped && c != ' '));
@@ -101,9 +107,10 @@ pub fn has_visible(s: &str) -> bool {
 
 /// Returns `s` with every unsafe character ([`is_unsafe_char`]) replaced by a
 /// visible escape (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`, `\u{202e}`…) and
-/// every backslash doubled; a combining mark with nothing to draw on (at
-/// the start, or after an escape) is escaped too (`\u{301}`). Printable
-/// text, including non-ASCII letters and accents on a letter, is kept as is.
+/// every backslash doubled; a combining mark that is not on a letter or
+/// digit (at the start, after an escape, a space or punctuation) is escaped
+/// too (`\u{301}`). Printable text, including non-ASCII letters and accents
+/// on a letter, is kept as is.
 /// Never fails.
 pub fn sanitize(s: &str) -> String {
     let mut any = false;
@@ -175,7 +182,7 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter
         let mut base = false;
         for (i, c) in fragment.char_indices() {
             let escape = is_unsafe_char(c) || (!base && is_combining_mark(c));
-            base = !escape;
+            base = carries_marks(c, escape);
             if escape {
                 w.write_all(&fragment.as_bytes()[start..i])?;
                 let mut units = [0u16; 2];
@@ -342,6 +349,11 @@ mod tests {
         assert_eq!(sanitize("\x1b\u{301}x"), "\\x1b\\u{301}x");
         assert_eq!(sanitize("e\u{301}\u{302}"), "e\u{301}\u{302}");
         assert_eq!(sanitize("\u{20dd}"), "\\u{20dd}");
+        assert_eq!(sanitize("\"\u{301}\""), "\"\\u{301}\"");
+        assert_eq!(
+            sanitize(" \u{301}/\u{301}9\u{301}"),
+            " \\u{301}/\\u{301}9\u{301}"
+        );
         // The same in JSON, losslessly.
         let out = to_json_line(&"\u{301}e\u{301}").unwrap();
         assert_eq!(out, "\"\\u0301e\u{301}\"");
@@ -361,10 +373,11 @@ mod tests {
             "\u{2800}",
             "\u{200b}\u{3164}",
             "\x1b\u{301}",
+            " \u{301}",
         ] {
             assert!(!has_visible(s), "{s:?}");
         }
-        for s in ["a", "a\u{2800}b", " \u{301}", "\\", "\u{200b}x", "é", "🙂"] {
+        for s in ["a", "a\u{2800}b", "\\", "\u{200b}x", "é", "🙂", "-"] {
             assert!(has_visible(s), "{s:?}");
         }
     }
