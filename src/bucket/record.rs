@@ -49,8 +49,8 @@ impl LeaseRecord {
     /// passed may have been cut at `MAX_BODY_BYTES + 1`).
     ///
     /// Errors: [`Malformed`] with the reason — over 64 KiB, not UTF-8, not JSON,
-    /// not an object, a key given twice (readers would disagree on its value),
-    /// a missing or mistyped field, an `instance_id` with no visible
+    /// not an object, a top-level key given twice (readers disagree on which
+    /// counts), a missing or mistyped field, an `instance_id` with no visible
     /// character ([`crate::text::has_visible`]), a timestamp that is not
     /// RFC 3339, or `ttl_s` not a positive whole number written as an integer
     /// (`30.0` and `3e1` are refused, as a reader decoding an integer refuses
