@@ -5,7 +5,9 @@
 //! `depth ≥ 1` every common prefix found by listing (delimiter `/`) down to
 //! `depth` levels is a prefix too, shown even without a LEASE when nothing
 //! deeper was listed under it. Lists and GETs run concurrently, bounded, each
-//! under its own timeout.
+//! under its own timeout. Nothing a listing returns is dropped: a prefix that
+//! cannot be named as a key, or one below the target that cannot be listed,
+//! is an error of its own (the target's other rows are kept).
 
 pub mod history;
 

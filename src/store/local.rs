@@ -15,9 +15,9 @@
 //! Every file the store opens is opened without following a symlink at the
 //! last component and without blocking (`O_NOFOLLOW | O_NONBLOCK`), then checked
 //! with `fstat` to be a regular file, and read only up to the 64 KiB cap plus
-//! one byte: a `LEASE` that is a symlink, FIFO, device, socket or directory is
-//! reported as a malformed object ("not a regular file: FIFO") and never read,
-//! so no read can hang or grow without bound.
+//! one byte: a `LEASE` that is a symlink, FIFO, device or socket is reported
+//! as a malformed object ("not a regular file: FIFO") and never read, so no
+//! read can hang or grow without bound.
 //!
 //! The layout follows S3's: a directory is a prefix, never an object, so a
 //! directory named `LEASE` is the prefix `LEASE/` (beside which the key
