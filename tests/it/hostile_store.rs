@@ -876,3 +876,33 @@ fn an_s3_key_prefix_that_is_not_utf8_is_reported_never_replaced() {
         "{e}"
     );
 }
+
+/// Issue 23 item 16: a `renewed_at` before `acquired_at` was judged fresh
+/// without a remark. It stays fresh (judged by `renewed_at`: the holder may
+/// be live), with the problem noted: `--json` exit 3, `check` WARNING.
+#[test]
+fn a_record_renewed_before_it_was_acquired_is_noted_not_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now();
+    let renewed = (now - chrono::Duration::seconds(5)).to_rfc3339();
+    let acquired = (now + chrono::Duration::minutes(5)).to_rfc3339();
+    std::fs::create_dir(dir.path().join("db")).unwrap();
+    std::fs::write(
+        dir.path().join("db/LEASE"),
+        format!(r#"{{"instance_id":"h","acquired_at":"{acquired}","renewed_at":"{renewed}","ttl_s":30}}"#),
+    )
+    .unwrap();
+    let url = file_url(dir.path());
+    let o = run(&["--json", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let v = json_of(&o);
+    let row = &v["targets"][0]["prefixes"][0];
+    assert_eq!(row["state"], "fresh", "{row:#}");
+    let p = row["problem"].as_str().unwrap();
+    assert!(p.contains("before acquired_at"), "{p}");
+    let o = run(&["check", "--no-pod", &url]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("WARNING") && out.contains("is fresh"), "{out}");
+    assert!(out.contains("before acquired_at"), "{out}");
+}
