@@ -112,7 +112,7 @@ impl ObjectRead for MemStore {
         };
         Ok(Listing {
             prefixes,
-            objects: Vec::new(),
+            ..Listing::default()
         })
     }
     async fn get(&self, key: &str, _: Option<&str>) -> Result<GetOutput, StoreError> {

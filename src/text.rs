@@ -7,8 +7,14 @@
 //! (Unicode category Cf: bidi controls, zero-width characters, the soft
 //! hyphen, tag characters, the BOM), line and paragraph separators, every
 //! space other than the plain space, private-use and unassigned code points,
-//! and the remaining default-ignorable code points (blank-looking fillers and
-//! variation selectors). Categories come from the `finl_unicode` tables.
+//! the remaining default-ignorable code points (blank-looking fillers and
+//! variation selectors) and symbols that draw as a blank (U+2800 BRAILLE
+//! PATTERN BLANK). A combining mark (Unicode Mn, Me) is escaped unless it
+//! sits on a letter or digit (directly, or stacked on marks that do): at the
+//! start of the text, after an escape, a space or punctuation, marks alone
+//! would draw over the text before them, or as nothing. Categories come from the `finl_unicode` tables.
+//! [`has_visible`] says whether anything is left to see once all that is set
+//! aside: a holder id without a visible character is malformed.
 //!
 //! - On a terminal ([`sanitize`]) they are shown as visible escapes such as
 //!   `\x1b` or `\u{202e}`; a backslash is doubled, so an escape in the output
@@ -28,7 +34,7 @@ pub fn is_unsafe_char(c: char) -> bool {
     if (c as u32) < 0x7f {
         return c.is_ascii_control();
     }
-    if default_ignorable_not_cf(c) {
+    if default_ignorable_not_cf(c) || blank_symbol(c) {
         return true;
     }
     matches!(
@@ -54,17 +60,67 @@ fn default_ignorable_not_cf(c: char) -> bool {
         | 0xfe00..=0xfe0f | 0xffa0 | 0xe0000..=0xe0fff)
 }
 
+/// Symbols of an ordinary category that draw as a blank cell: U+2800
+/// BRAILLE PATTERN BLANK (category So), used to make a name look empty.
+fn blank_symbol(c: char) -> bool {
+    c == '\u{2800}'
+}
+
+/// Whether `c` is a combining mark that draws on the character before it
+/// (Unicode categories Mn and Me: accents, enclosing circles).
+pub fn is_combining_mark(c: char) -> bool {
+    matches!(
+        c.get_minor_category(),
+        MinorCategory::Mn | MinorCategory::Me
+    )
+}
+
+/// Calls `f(c, escaped)` for each character of `s`, `escaped` being true
+/// when [`sanitize`] shows it as an escape: an unsafe character or a
+/// backslash, or a combining mark with no letter or digit to draw on (see
+/// [`carries_marks`]).
+fn classify(s: &str, mut f: impl FnMut(char, bool)) {
+    let mut base = false;
+    for c in s.chars() {
+        let escaped = is_unsafe(c) || (!base && is_combining_mark(c));
+        base = carries_marks(c, escaped);
+        f(c, escaped);
+    }
+}
+
+/// Whether a combining mark after `c` (escaped or not) draws on something
+/// that shows: a letter or digit kept as itself, or a mark kept on one.
+fn carries_marks(c: char, escaped: bool) -> bool {
+    !escaped && (c.is_alphanumeric() || is_combining_mark(c))
+}
+
+/// Whether `s` shows anything once what [`sanitize`] escapes is set aside:
+/// a character other than the plain space that is output as itself (a
+/// backslash counts: it is shown, doubled). False for the empty string, for
+/// spaces, and for text made only of control, format or invisible
+/// characters and combining marks on none of these (`"\u{301}\u{301}"`).
+pub fn has_visible(s: &str) -> bool {
+    let mut seen = false;
+    classify(s, |c, escaped| seen |= c == '\\' || (!escaped && c != ' '));
+    seen
+}
+
 /// Returns `s` with every unsafe character ([`is_unsafe_char`]) replaced by a
 /// visible escape (`\n`, `\t`, `\r`, `\x1b`, `\u{9b}`, `\u{202e}`…) and
-/// every backslash doubled. Printable text, including non-ASCII letters, is
-/// kept as is. Never fails.
+/// every backslash doubled; a combining mark that is not on a letter or
+/// digit (at the start, after an escape, a space or punctuation) is escaped
+/// too (`\u{301}`). Printable text, including non-ASCII letters and accents
+/// on a letter, is kept as is.
+/// Never fails.
 pub fn sanitize(s: &str) -> String {
-    if !s.chars().any(is_unsafe) {
+    let mut any = false;
+    classify(s, |_, escaped| any |= escaped);
+    if !any {
         return s.to_owned();
     }
     let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if is_unsafe(c) {
+    classify(s, |c, escaped| {
+        if escaped {
             match c {
                 '\n' => out.push_str("\\n"),
                 '\t' => out.push_str("\\t"),
@@ -76,7 +132,7 @@ pub fn sanitize(s: &str) -> String {
         } else {
             out.push(c);
         }
-    }
+    });
     out
 }
 
@@ -121,8 +177,13 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter
         fragment: &str,
     ) -> std::io::Result<()> {
         let mut start = 0;
+        // A fragment starts the string or follows an escape: a combining
+        // mark there has no base (see [`classify`]).
+        let mut base = false;
         for (i, c) in fragment.char_indices() {
-            if is_unsafe_char(c) {
+            let escape = is_unsafe_char(c) || (!base && is_combining_mark(c));
+            base = carries_marks(c, escape);
+            if escape {
                 w.write_all(&fragment.as_bytes()[start..i])?;
                 let mut units = [0u16; 2];
                 for u in c.encode_utf16(&mut units) {
@@ -275,6 +336,50 @@ mod tests {
             to_json_pretty(&plain).unwrap(),
             serde_json::to_string_pretty(&plain).unwrap()
         );
+    }
+
+    #[test]
+    fn what_draws_as_nothing_is_escaped() {
+        // A braille blank is a symbol that draws as an empty cell.
+        assert!(is_unsafe_char('\u{2800}'));
+        assert_eq!(sanitize("a\u{2800}b"), "a\\u{2800}b");
+        // Combining marks with nothing to draw on are escaped; on a letter
+        // (or stacked on a kept mark) they stay.
+        assert_eq!(sanitize("\u{301}\u{301}"), "\\u{301}\\u{301}");
+        assert_eq!(sanitize("\x1b\u{301}x"), "\\x1b\\u{301}x");
+        assert_eq!(sanitize("e\u{301}\u{302}"), "e\u{301}\u{302}");
+        assert_eq!(sanitize("\u{20dd}"), "\\u{20dd}");
+        assert_eq!(sanitize("\"\u{301}\""), "\"\\u{301}\"");
+        assert_eq!(
+            sanitize(" \u{301}/\u{301}9\u{301}"),
+            " \\u{301}/\\u{301}9\u{301}"
+        );
+        // The same in JSON, losslessly.
+        let out = to_json_line(&"\u{301}e\u{301}").unwrap();
+        assert_eq!(out, "\"\\u0301e\u{301}\"");
+        assert_eq!(
+            serde_json::from_str::<String>(&out).unwrap(),
+            "\u{301}e\u{301}"
+        );
+    }
+
+    #[test]
+    fn visible_means_something_is_shown_as_itself() {
+        for s in [
+            "",
+            " ",
+            "  ",
+            "\u{301}\u{301}",
+            "\u{2800}",
+            "\u{200b}\u{3164}",
+            "\x1b\u{301}",
+            " \u{301}",
+        ] {
+            assert!(!has_visible(s), "{s:?}");
+        }
+        for s in ["a", "a\u{2800}b", "\\", "\u{200b}x", "é", "🙂", "-"] {
+            assert!(has_visible(s), "{s:?}");
+        }
     }
 
     #[test]

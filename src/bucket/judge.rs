@@ -7,6 +7,11 @@
 //! - `malformed`: the body is not a valid record (see [`LeaseRecord::parse`]);
 //! - `absent`: no LEASE object.
 //!
+//! A record whose `renewed_at` is before its `acquired_at` is judged by
+//! `renewed_at` as any other, with a problem noted (the holder's clock went
+//! back, or the record was written by hand): an operator must see it, but a
+//! live holder whose clock stepped back is still live.
+//!
 //! Suspect and malformed records block nothing forever: a contender takes them
 //! over after watching the same ETag unchanged for one of its own TTLs.
 
@@ -112,7 +117,8 @@ impl Observed {
 pub struct Judgement {
     /// The state.
     pub state: LeaseState,
-    /// Why the record is suspect or malformed (safe to print).
+    /// Why the record is suspect or malformed, or what is wrong with a
+    /// record judged fresh or stale all the same (safe to print).
     pub problem: Option<String>,
     /// `now − renewed_at` in seconds (negative when stamped in the future).
     pub age_s: Option<f64>,
@@ -132,14 +138,16 @@ impl Judgement {
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
             LeaseState::Fresh => format!(
-                "held, renewed {} ago; may be taken over in {}",
+                "held, renewed {} ago; may be taken over in {}{}",
                 fmt(self.age_s.unwrap_or(0.0)),
-                fmt(self.expires_in_s.unwrap_or(0.0))
+                fmt(self.expires_in_s.unwrap_or(0.0)),
+                self.note()
             ),
             LeaseState::Stale => format!(
-                "not renewed for {}, expired {} ago; its holder died or lost the bucket; may be taken over",
+                "not renewed for {}, expired {} ago; its holder died or lost the bucket; may be taken over{}",
                 fmt(self.age_s.unwrap_or(0.0)),
-                fmt(-self.expires_in_s.unwrap_or(0.0))
+                fmt(-self.expires_in_s.unwrap_or(0.0)),
+                self.note()
             ),
             LeaseState::Suspect => format!(
                 "{}; taken over only after it is seen unchanged for one TTL",
@@ -150,6 +158,14 @@ impl Judgement {
                 self.problem.as_deref().unwrap_or("not a record")
             ),
         }
+    }
+
+    /// `; but PROBLEM` for a fresh or stale record with a problem, else empty.
+    fn note(&self) -> String {
+        self.problem
+            .as_deref()
+            .map(|p| format!("; but {p}"))
+            .unwrap_or_default()
     }
 
     /// The state and its explanation: `STATE: EXPLANATION`.
@@ -212,6 +228,16 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
         j.state = LeaseState::Fresh;
     } else {
         j.state = LeaseState::Stale;
+    }
+    if r.renewed_at < r.acquired_at {
+        let note = format!(
+            "renewed_at is {} before acquired_at (the holder's clock went back, or the record was written by hand)",
+            crate::bucket::format_secs(secs(r.acquired_at - r.renewed_at))
+        );
+        j.problem = Some(match j.problem.take() {
+            Some(p) => format!("{p}; {note}"),
+            None => note,
+        });
     }
     j
 }
@@ -279,6 +305,31 @@ mod tests {
                 "{stamp}"
             );
         }
+    }
+
+    #[test]
+    fn renewed_before_acquired_is_noted_and_judged_by_renewed_at() {
+        let mut o = obs("2026-11-30T11:59:50Z", 30);
+        if let Observed::Present { record: Ok(r), .. } = &mut o {
+            r.acquired_at = r.renewed_at + Duration::seconds(90);
+        }
+        let j = judge(&o, now());
+        assert_eq!(j.state, LeaseState::Fresh);
+        let p = j.problem.clone().unwrap();
+        assert!(p.contains("renewed_at is 1m30s before acquired_at"), "{p}");
+        assert!(
+            j.sentence().contains("; but renewed_at is"),
+            "{}",
+            j.sentence()
+        );
+        // Stale, and suspect, keep their own judgement and get the note too.
+        let mut o = obs("2026-11-30T11:00:00Z", 30);
+        if let Observed::Present { record: Ok(r), .. } = &mut o {
+            r.acquired_at = r.renewed_at + Duration::seconds(5);
+        }
+        let j = judge(&o, now());
+        assert_eq!(j.state, LeaseState::Stale);
+        assert!(j.problem.unwrap().contains("before acquired_at"));
     }
 
     #[test]

@@ -49,8 +49,12 @@ impl LeaseRecord {
     /// passed may have been cut at `MAX_BODY_BYTES + 1`).
     ///
     /// Errors: [`Malformed`] with the reason — over 64 KiB, not UTF-8, not JSON,
-    /// not an object, a missing or mistyped field, a timestamp that is not
-    /// RFC 3339, or `ttl_s` not a positive whole number.
+    /// not an object, a top-level key given twice (readers disagree on which
+    /// counts), a missing or mistyped field, an `instance_id` with no visible
+    /// character ([`crate::text::has_visible`]), a timestamp that is not
+    /// RFC 3339, or `ttl_s` not a positive whole number written as an integer
+    /// (`30.0` and `3e1` are refused, as a reader decoding an integer refuses
+    /// them) of at most `u64::MAX`. The reason quotes a bad `ttl_s` as written.
     pub fn parse(body: &[u8], size: u64) -> Result<Self, Malformed> {
         if size > MAX_BODY_BYTES as u64 || body.len() > MAX_BODY_BYTES {
             return Err(Malformed(format!(
@@ -69,6 +73,18 @@ impl LeaseRecord {
         let obj = value
             .as_object()
             .ok_or_else(|| Malformed("body is JSON but not an object".into()))?;
+        // The parse above keeps the last of two equal keys; other readers keep
+        // the first or refuse: a record whose meaning depends on the reader is
+        // malformed. The fields as written (for the exact text of `ttl_s`).
+        let fields: RawFields =
+            serde_json::from_str(text).map_err(|e| Malformed(format!("body is not JSON: {e}")))?;
+        let mut seen = std::collections::HashSet::new();
+        if let Some((k, _)) = fields.0.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+            return Err(Malformed(format!(
+                "key \"{}\" appears twice: readers disagree on such a record (one keeps the first, one the last, one refuses it)",
+                crate::text::sanitize_cut(k, 40)
+            )));
+        }
         let field = |name: &str| {
             obj.get(name)
                 .ok_or_else(|| Malformed(format!("missing field {name}")))
@@ -94,14 +110,24 @@ impl LeaseRecord {
         if instance_id.is_empty() {
             return Err(Malformed("instance_id is empty".into()));
         }
+        if !crate::text::has_visible(&instance_id) {
+            return Err(Malformed(format!(
+                "instance_id \"{}\" has no visible character: the holder would look empty",
+                crate::text::sanitize_cut(&instance_id, 40)
+            )));
+        }
         let acquired_at = stamp("acquired_at")?;
         let renewed_at = stamp("renewed_at")?;
         let ttl = field("ttl_s")?;
         let ttl_s = match ttl.as_u64() {
             Some(0) | None => {
-                return Err(Malformed(format!(
-                    "ttl_s must be a positive whole number of seconds, got {ttl}"
-                )))
+                let raw = fields
+                    .0
+                    .iter()
+                    .find(|(k, _)| k == "ttl_s")
+                    .map(|(_, v)| v.get().trim())
+                    .unwrap_or_default();
+                return Err(Malformed(ttl_problem(raw)));
             }
             Some(n) => n,
         };
@@ -111,6 +137,53 @@ impl LeaseRecord {
             renewed_at,
             ttl_s,
         })
+    }
+}
+
+/// The top-level members of a JSON object in the order written, duplicates
+/// kept, each value as its exact text.
+struct RawFields(Vec<(String, Box<serde_json::value::RawValue>)>);
+
+impl<'de> Deserialize<'de> for RawFields {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = RawFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<RawFields, A::Error> {
+                let mut out = Vec::new();
+                while let Some(kv) = m.next_entry()? {
+                    out.push(kv);
+                }
+                Ok(RawFields(out))
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
+
+/// Why `raw`, the text of `ttl_s` as written, is not a TTL (safe to print;
+/// the number is quoted exactly, never rounded).
+fn ttl_problem(raw: &str) -> String {
+    let shown = crate::text::sanitize_cut(raw, 40);
+    let number = raw.starts_with(|c: char| c == '-' || c.is_ascii_digit());
+    if number && raw.contains(['.', 'e', 'E']) {
+        format!(
+            "ttl_s must be a positive whole number of seconds written as an integer \
+             (30, not 30.0 or 3e1), got {shown}"
+        )
+    } else if number && !raw.starts_with('-') && !raw.trim_start_matches('0').is_empty() {
+        format!(
+            "ttl_s must be a positive whole number of seconds of at most {}, got {shown}",
+            u64::MAX
+        )
+    } else {
+        format!("ttl_s must be a positive whole number of seconds, got {shown}")
     }
 }
 
@@ -197,6 +270,41 @@ mod tests {
                 "acquired_at \"yesterday\" is not an RFC 3339",
             ),
             (b"{\"instance_id\":\"\xff\"}", "not UTF-8"),
+            // A key twice, in either order.
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30,"ttl_s":999999}"#,
+                "key \"ttl_s\" appears twice",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":999999,"ttl_s":30}"#,
+                "key \"ttl_s\" appears twice",
+            ),
+            (
+                br#"{"instance_id":"a","instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30}"#,
+                "key \"instance_id\" appears twice",
+            ),
+            // Holders that would look empty.
+            (
+                br#"{"instance_id":"\u0301\u0301","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30}"#,
+                r#"instance_id "\u{301}\u{301}" has no visible character"#,
+            ),
+            (
+                br#"{"instance_id":"\u2800 \u200b","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30}"#,
+                "has no visible character",
+            ),
+            // TTLs quoted exactly as written.
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30.0}"#,
+                "written as an integer (30, not 30.0 or 3e1), got 30.0",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":18446744073709551616}"#,
+                "of at most 18446744073709551615, got 18446744073709551616",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":"30"}"#,
+                r#"got "30""#,
+            ),
         ];
         for (body, want) in cases {
             let err = LeaseRecord::parse(body, body.len() as u64).unwrap_err();
@@ -212,6 +320,17 @@ mod tests {
             err.0.contains("102400 bytes, over the 64 KiB limit"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn visible_ids_and_distinct_nested_keys_are_read() {
+        let r = parse(
+            r#"{"instance_id":"a\u2800b","acquired_at":"2026-11-30T07:00:00Z",
+                "renewed_at":"2026-11-30T07:00:00Z","ttl_s":30,"x":{"k":1},"y":{"k":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.instance_id, "a\u{2800}b");
+        assert_eq!(crate::text::sanitize(&r.instance_id), "a\\u{2800}b");
     }
 
     #[test]

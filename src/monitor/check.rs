@@ -210,6 +210,11 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
             } else {
                 Status::Ok
             };
+            // A fresh or stale record can still carry a problem (renewed_at
+            // before acquired_at): worth a look.
+            if row == Status::Ok && p.problem.is_some() {
+                row = Status::Warning;
+            }
             let mut why = Vec::new();
             if row != Status::Ok {
                 why.push(format!("is {}", p.state.as_str()));

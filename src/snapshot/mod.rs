@@ -5,7 +5,9 @@
 //! `depth ≥ 1` every common prefix found by listing (delimiter `/`) down to
 //! `depth` levels is a prefix too, shown even without a LEASE when nothing
 //! deeper was listed under it. Lists and GETs run concurrently, bounded, each
-//! under its own timeout.
+//! under its own timeout. Nothing a listing returns is dropped: a prefix that
+//! cannot be named as a key, or one below the target that cannot be listed,
+//! is an error of its own (the target's other rows are kept).
 
 pub mod history;
 
@@ -55,7 +57,8 @@ pub struct PrefixReport {
     pub record: Option<LeaseRecord>,
     /// The body, escaped, only when malformed.
     pub raw: Option<String>,
-    /// Why it is suspect or malformed.
+    /// Why it is suspect or malformed, or what is wrong with a record judged
+    /// fresh or stale all the same (`renewed_at` before `acquired_at`).
     pub problem: Option<String>,
     /// The object's ETag (quotes removed).
     pub etag: Option<String>,
@@ -149,8 +152,9 @@ impl PrefixReport {
     }
 }
 
-/// A prefix that could not be read.
-#[derive(Debug, Clone, Serialize)]
+/// A prefix that could not be read (its LEASE, or its listing), or that a
+/// listing returned but cannot be named as a key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PrefixError {
     /// The prefix.
     pub prefix: String,
@@ -251,7 +255,7 @@ impl Snapshot {
             .targets
             .iter()
             .flat_map(|t| &t.prefixes)
-            .any(|p| p.state.needs_attention())
+            .any(|p| p.state.needs_attention() || p.problem.is_some())
             || !self.pod.verdicts.is_empty()
         {
             EXIT_ATTENTION
@@ -344,13 +348,31 @@ fn is_internal(prefix: &str) -> bool {
         .is_some_and(|last| last.starts_with(".leasectl-"))
 }
 
+/// The errors for the entries of a listing that cannot be named as keys.
+fn unlisted_errors(listing: &crate::store::Listing) -> Vec<PrefixError> {
+    listing
+        .unlisted
+        .iter()
+        .map(|u| PrefixError {
+            prefix: u.prefix.clone(),
+            error: u.problem.clone(),
+        })
+        .collect()
+}
+
 /// Finds the prefixes under `root` per the discovery rule (module docs).
-/// Returns the candidate prefixes (sorted); fails only if a listing fails.
+/// Returns the candidate prefixes (sorted) and the prefixes that could not
+/// be discovered: one below the root whose listing failed (with what
+/// failed; nothing under it was read), and every entry a listing returned
+/// that cannot be named as a key ([`crate::store::Listing::unlisted`]).
+///
+/// Errors: the root's own listing failed (the target as a whole is unknown).
 pub async fn discover(
     store: &dyn ObjectRead,
     root: &str,
     opts: &GatherOptions,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<(Vec<String>, Vec<PrefixError>), StoreError> {
+    let mut errors: Vec<PrefixError> = Vec::new();
     let mut shown: Vec<String> = Vec::new();
     let mut frontier = vec![root.to_owned()];
     for level in 0..opts.depth {
@@ -366,7 +388,21 @@ pub async fn discover(
                 .await;
         let mut next = Vec::new();
         for (p, r) in lists {
-            let listing = r?;
+            let listing = match r {
+                Ok(l) => l,
+                Err(e) if level > 0 => {
+                    // One directory that cannot be listed loses only itself.
+                    errors.push(PrefixError {
+                        error: format!(
+                            "cannot list it, so its LEASE and anything under it were not read: {e}"
+                        ),
+                        prefix: p,
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            errors.extend(unlisted_errors(&listing));
             let children: Vec<String> = listing
                 .prefixes
                 .into_iter()
@@ -393,7 +429,8 @@ pub async fn discover(
     }
     shown.sort();
     shown.dedup();
-    Ok(shown)
+    errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    Ok((shown, errors))
 }
 
 /// Reads the LEASE of `prefix` ([`read_lease`]).
@@ -417,6 +454,8 @@ struct Entry {
 pub struct TargetCache {
     /// Prefixes found by the last listing.
     pub prefixes: Option<Vec<String>>,
+    /// What the last listing could not discover ([`discover`]'s errors).
+    listing_errors: Vec<PrefixError>,
     /// The target's own prefix, then the listed ones: the rows of its report.
     known: Vec<String>,
     /// Why the last listing failed.
@@ -613,18 +652,20 @@ impl Plan {
 
 /// Lists `root` to `opts.depth` levels, page by page; each page's prefixes
 /// go to `found` as soon as they are known (progressive discovery). A
-/// throttled page is asked again after a back-off.
+/// throttled page is asked again after a back-off. Returns the prefixes and
+/// what could not be discovered, as [`discover`].
 async fn discover_paged(
     store: &dyn ObjectRead,
     root: &str,
     opts: &GatherOptions,
     found: &mut (dyn FnMut(Vec<String>) + Send),
-) -> Result<Vec<String>, StoreError> {
+) -> Result<(Vec<String>, Vec<PrefixError>), StoreError> {
     if opts.depth != 1 {
-        let all = discover(store, root, opts).await?;
+        let (all, errors) = discover(store, root, opts).await?;
         found(all.clone());
-        return Ok(all);
+        return Ok((all, errors));
     }
+    let mut errors = Vec::new();
     let mut all = Vec::new();
     let mut token: Option<String> = None;
     let mut pages = 0usize;
@@ -646,6 +687,7 @@ async fn discover_paged(
                 r => break r?,
             }
         };
+        errors.extend(unlisted_errors(&page));
         let children: Vec<String> = page
             .prefixes
             .into_iter()
@@ -663,7 +705,8 @@ async fn discover_paged(
     }
     all.sort();
     all.dedup();
-    Ok(all)
+    errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    Ok((all, errors))
 }
 
 /// One LEASE read in a gather.
@@ -703,7 +746,7 @@ async fn gather_planned(
         let r = match (&cache.prefixes, relist) {
             (Some(p), false) => {
                 send(p.clone());
-                Ok(p.clone())
+                Ok((p.clone(), cache.listing_errors.clone()))
             }
             _ => discover_paged(store, &root, opts, &mut send).await,
         };
@@ -791,7 +834,7 @@ async fn gather_planned(
                     if let Some(report) = progress {
                         if last_progress.elapsed() >= PROGRESS_EVERY {
                             last_progress = std::time::Instant::now();
-                            let partial = assemble(t, &root, cached_entries, &results, &known, true, true);
+                            let partial = assemble(t, &root, cached_entries, &results, &known, &[], true, true);
                             report(plan.index, partial, results.len(), known.len(), listed);
                         }
                     }
@@ -803,7 +846,7 @@ async fn gather_planned(
     };
     let (listed, (results, known)) = tokio::join!(listing, reads);
     cache.limit = Some(limit);
-    let listed = match listed {
+    let (listed, listing_errors) = match listed {
         Ok(c) => c,
         Err(e) => {
             let error = format!("{}: {e}", store.describe());
@@ -815,8 +858,10 @@ async fn gather_planned(
     };
     let mut changed = cache.error.take().is_some()
         || cache.prefixes.as_ref() != Some(&listed)
+        || cache.listing_errors != listing_errors
         || cache.known.is_empty();
     cache.prefixes = Some(listed);
+    cache.listing_errors = listing_errors;
     // Keep what was read, for the next gather; forget prefixes no longer listed.
     let keep: std::collections::HashSet<&String> = known.iter().collect();
     let before = cache.entries.len();
@@ -877,6 +922,7 @@ fn report_from_cache(t: &OpenTarget, cache: &TargetCache) -> TargetReport {
         &cache.entries,
         &[],
         &cache.known,
+        &cache.listing_errors,
         true,
         false,
     )
@@ -897,13 +943,16 @@ fn empty_report(t: &OpenTarget) -> TargetReport {
 
 /// The report of one target from this gather's reads and, for rows not read
 /// this time, the cached ones (`partial`: rows not read yet and never read
-/// before are left out instead of shown from nothing).
+/// before are left out instead of shown from nothing), with what the
+/// listing could not discover (`listing_errors`).
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     t: &OpenTarget,
     root: &str,
     cached: &BTreeMap<String, Entry>,
     fresh: &[Read],
     known: &[String],
+    listing_errors: &[PrefixError],
     include_cached: bool,
     partial: bool,
 ) -> TargetReport {
@@ -952,6 +1001,7 @@ fn assemble(
         let e = report.errors.remove(0);
         report.error = Some(format!("{}: {}", store.describe(), e.error));
     }
+    report.errors.extend_from_slice(listing_errors);
     report.errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
     report
 }

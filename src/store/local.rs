@@ -15,9 +15,17 @@
 //! Every file the store opens is opened without following a symlink at the
 //! last component and without blocking (`O_NOFOLLOW | O_NONBLOCK`), then checked
 //! with `fstat` to be a regular file, and read only up to the 64 KiB cap plus
-//! one byte: a `LEASE` that is a symlink, FIFO, device, socket or directory is
-//! reported as a malformed object ("not a regular file: FIFO") and never read,
-//! so no read can hang or grow without bound.
+//! one byte: a `LEASE` that is a symlink, FIFO, device or socket is reported
+//! as a malformed object ("not a regular file: FIFO") and never read, so no
+//! read can hang or grow without bound.
+//!
+//! The layout follows S3's: a directory is a prefix, never an object, so a
+//! directory named `LEASE` is the prefix `LEASE/` (beside which the key
+//! `LEASE` is absent). Links are never followed below the root: a symlink to
+//! a directory is listed as a prefix whose LEASE reads as malformed ("the
+//! prefix directory is a symlink"), and no write goes through one. A
+//! directory whose name is not UTF-8 cannot be a key: a listing returns it
+//! in [`Listing::unlisted`](super::Listing::unlisted), never drops it.
 
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -156,16 +164,30 @@ pub struct LocalStore {
 impl LocalStore {
     /// A store rooted at `root`; the directory must exist.
     ///
-    /// Errors: `Invalid` when `root` is not an existing directory.
+    /// Errors: `Invalid` when `root` does not exist ("does not exist"), is not
+    /// a directory, or cannot be looked at (the I/O error).
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let root = root.into();
-        if !root.is_dir() {
-            return Err(StoreError::Invalid(format!(
-                "{} is not a directory",
-                crate::text::sanitize(&root.display().to_string())
-            )));
+        let shown = || crate::text::sanitize(&root.display().to_string());
+        // Without a trailing `/`, so that a file is said to be one.
+        let plain: PathBuf = root.components().collect();
+        match fs::metadata(&plain) {
+            Ok(md) if md.is_dir() => Ok(Self { root }),
+            Ok(md) => Err(StoreError::Invalid(format!(
+                "{} is not a directory (it is a {})",
+                shown(),
+                kind_name(&md.file_type())
+            ))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(StoreError::Invalid(format!(
+                "{} does not exist (a file:// store is a directory that must exist)",
+                shown()
+            ))),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(StoreError::Invalid(format!(
+                "{} is not a directory (a part of its path is a file)",
+                shown()
+            ))),
+            Err(e) => Err(StoreError::Invalid(format!("cannot open {}: {e}", shown()))),
         }
-        Ok(Self { root })
     }
 
     /// The root directory.
@@ -175,11 +197,7 @@ impl LocalStore {
 
     fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
         let rel = Path::new(key);
-        let ok = !key.is_empty()
-            && !key.ends_with('/')
-            && !key.starts_with('/')
-            && !key.contains("//")
-            && rel.components().all(|c| matches!(c, Component::Normal(_)))
+        let ok = plain_relative(key)
             && !rel
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -191,6 +209,70 @@ impl LocalStore {
             )));
         }
         Ok(self.root.join(rel))
+    }
+
+    /// The directory of the prefix `dir_part` (empty, or ending in `/`). Unlike
+    /// a key's last component, a directory may be one of the store's own
+    /// (`.leasectl-probe/`, where the probe's scratch keys live).
+    fn dir_of(&self, dir_part: &str) -> Result<PathBuf, StoreError> {
+        let rel = dir_part.trim_end_matches('/');
+        if rel.is_empty() {
+            return Ok(self.root.clone());
+        }
+        if !plain_relative(rel) {
+            return Err(StoreError::Invalid(format!(
+                "prefix {:?} is not a plain relative path",
+                crate::text::sanitize(dir_part)
+            )));
+        }
+        Ok(self.root.join(rel))
+    }
+
+    /// The first directory on the way from the root to `rel` (its last
+    /// component included only when `include_last`) that is a symlink: its
+    /// prefix (`a/b/`) and `lstat` metadata. Links below the root are never
+    /// followed. `None` also when a component does not exist (the operation
+    /// then finds nothing there).
+    fn symlinked_dir(&self, rel: &Path, include_last: bool) -> Option<(String, Metadata)> {
+        let parts: Vec<_> = rel.components().collect();
+        let upto = if include_last {
+            parts.len()
+        } else {
+            parts.len().saturating_sub(1)
+        };
+        let mut path = self.root.clone();
+        let mut prefix = String::new();
+        for c in &parts[..upto] {
+            path.push(c);
+            prefix.push_str(&c.as_os_str().to_string_lossy());
+            prefix.push('/');
+            match fs::symlink_metadata(&path) {
+                Ok(md) if md.file_type().is_symlink() => return Some((prefix, md)),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Refuses a write to `key` (at `path`) that would go through a symlinked
+    /// directory or onto a directory (a prefix of that name).
+    fn check_writable(&self, key: &str, path: &Path) -> Result<(), StoreError> {
+        if let Some((dir, _)) = self.symlinked_dir(Path::new(key), false) {
+            return Err(StoreError::Invalid(format!(
+                "the prefix directory {} is a symlink: links in a store are not followed, \
+                 so nothing was written",
+                crate::text::sanitize(&dir)
+            )));
+        }
+        if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(StoreError::Invalid(format!(
+                "{0} is a directory (the prefix {0}/): a local store cannot hold an object \
+                 and a prefix of one name, so nothing was written; move the directory away",
+                crate::text::sanitize(key)
+            )));
+        }
+        Ok(())
     }
 
     /// Takes the per-key lock (a `flock` on `.NAME.leasectl-lock` beside the
@@ -276,8 +358,27 @@ impl LocalStore {
     }
 
     fn read_meta(&self, key: &str, path: &Path) -> Result<GetOutput, StoreError> {
+        if let Some((dir, md)) = self.symlinked_dir(Path::new(key), false) {
+            // Reading through the link would show a lease from elsewhere.
+            return Ok(GetOutput {
+                meta: ObjectMeta {
+                    key: key.to_owned(),
+                    etag: Some(identity_etag("symlink", &md)),
+                    last_modified: md.modified().ok().map(DateTime::<Utc>::from),
+                    size: 0,
+                },
+                body: Vec::new(),
+                problem: Some(format!(
+                    "the prefix directory {} is a symlink (links in a store are not followed)",
+                    crate::text::sanitize(&dir)
+                )),
+            });
+        }
         let (mut f, md) = match open_regular(path) {
             Ok(Opened::Regular(f, md)) => (f, md),
+            // A directory is a prefix, not an object (as on S3, where `LEASE`
+            // and `LEASE/LEASE` are two keys): no object at this key.
+            Ok(Opened::Other("directory", _)) => return Err(StoreError::NotFound(key.to_owned())),
             Ok(Opened::Other(kind, md)) => {
                 // Something that is not an object: malformed, never read. Its
                 // ETag is its identity, so a takeover can still name it.
@@ -332,17 +433,19 @@ impl LocalStore {
     }
 
     fn list_sync(&self, prefix: &str) -> Result<Listing, StoreError> {
+        use std::os::unix::ffi::OsStrExt;
         // Split the prefix into a directory part and a name filter.
         let (dir_part, name_filter) = match prefix.rfind('/') {
             Some(i) => (&prefix[..=i], &prefix[i + 1..]),
             None => ("", prefix),
         };
-        let dir = if dir_part.is_empty() {
-            self.root.clone()
-        } else {
-            self.path_of(dir_part.trim_end_matches('/'))?
-        };
+        let dir = self.dir_of(dir_part)?;
         let mut out = Listing::default();
+        // Nothing is listed through a link (its LEASE reads as malformed).
+        let rel = Path::new(dir_part.trim_end_matches('/'));
+        if !dir_part.is_empty() && self.symlinked_dir(rel, true).is_some() {
+            return Ok(out);
+        }
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(out),
@@ -350,28 +453,52 @@ impl LocalStore {
         };
         for entry in entries {
             let entry = entry.map_err(io_err)?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue; // not representable as a key
-            };
-            if !name.starts_with(name_filter) || is_internal_name(&name) {
+            let os_name = entry.file_name();
+            if !os_name.as_bytes().starts_with(name_filter.as_bytes()) {
                 continue;
             }
             let ft = entry.file_type().map_err(io_err)?;
+            let Some(name) = os_name.to_str() else {
+                // Not a key, but never dropped: a directory (a prefix) is
+                // reported; a file cannot be a LEASE (see `Listing::unlisted`).
+                if ft.is_dir() || (ft.is_symlink() && entry.path().is_dir()) {
+                    let mut raw = dir_part.as_bytes().to_vec();
+                    raw.extend_from_slice(os_name.as_bytes());
+                    raw.push(b'/');
+                    out.unlisted
+                        .push(super::Unlisted::not_utf8(&raw, "directory"));
+                }
+                continue;
+            };
+            if is_internal_name(name) {
+                continue;
+            }
             let key = format!("{dir_part}{name}");
-            if ft.is_dir() {
+            // A symlink named LEASE is the object (read as malformed); any
+            // other link to a directory is a prefix (whose LEASE reads as
+            // malformed); other links are not objects of the store.
+            let is_prefix =
+                ft.is_dir() || (ft.is_symlink() && name != "LEASE" && entry.path().is_dir());
+            if is_prefix {
                 out.prefixes.push(format!("{key}/"));
-            } else if ft.is_file() {
-                let md = entry.metadata().map_err(io_err)?;
+            } else if ft.is_file() || name == "LEASE" {
+                let md = match entry.metadata() {
+                    Ok(md) => md,
+                    // Removed since the directory was read: not there.
+                    Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                    Err(e) => return Err(io_err(e)),
+                };
                 out.objects.push(ObjectMeta {
                     key,
                     etag: None,
                     last_modified: md.modified().ok().map(DateTime::<Utc>::from),
-                    size: md.len(),
+                    size: if ft.is_file() { md.len() } else { 0 },
                 });
             }
         }
         out.prefixes.sort();
         out.objects.sort_by(|a, b| a.key.cmp(&b.key));
+        out.unlisted.sort_by(|a, b| a.problem.cmp(&b.problem));
         Ok(out)
     }
 
@@ -382,10 +509,23 @@ impl LocalStore {
         condition: &PutCondition,
     ) -> Result<Option<String>, StoreError> {
         let path = self.path_of(key)?;
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io_err)?;
-        }
-        let tmp = self.temp_file(&path, body)?;
+        self.check_writable(key, &path)?;
+        // An empty `.leasectl-probe/` is removed by the delete of its last
+        // key (`delete_sync`): if it goes between the two steps, make it again.
+        let mut tries = 0;
+        let tmp = loop {
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent).map_err(io_err)?;
+            }
+            match self.temp_file(&path, body) {
+                Err(StoreError::Invalid(_))
+                    if tries < 3 && !path.parent().is_some_and(Path::is_dir) =>
+                {
+                    tries += 1;
+                }
+                r => break r?,
+            }
+        };
         let result = (|| {
             match condition {
                 PutCondition::IfNoneMatch => match fs::hard_link(&tmp, &path) {
@@ -425,6 +565,14 @@ impl LocalStore {
                 None => Ok(()),
             };
         }
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            // A prefix, not an object: there is no object to delete.
+            return match if_match {
+                Some(_) => Err(StoreError::NotFound(key.to_owned())),
+                None => Ok(()),
+            };
+        }
+        self.check_writable(key, &path)?;
         let _g = self.lock_key(&path)?;
         if let Some(want) = if_match {
             match self.current_etag(key, &path)? {
@@ -441,8 +589,32 @@ impl LocalStore {
         // The object is gone: its lock file goes too (still holding the lock;
         // see `lock_key` for why that is safe).
         let _ = fs::remove_file(sibling(&path, "leasectl-lock"));
+        // The probe's scratch directory goes with its last key (a prefix on
+        // S3 exists only while keys do). `remove_dir` refuses a directory
+        // that is not empty: another probe's key keeps it.
+        if let Some(parent) = path.parent() {
+            if parent.file_name().is_some_and(|n| n == SCRATCH_DIR) {
+                let _ = fs::remove_dir(parent);
+            }
+        }
         r
     }
+}
+
+/// The directory of the probe's scratch keys (`{prefix}.leasectl-probe/`),
+/// removed when its last key is deleted.
+const SCRATCH_DIR: &str = ".leasectl-probe";
+
+/// Whether `key` is a relative path of plain components: not empty, no
+/// leading or trailing `/`, no empty, `.` or `..` segment.
+fn plain_relative(key: &str) -> bool {
+    !key.is_empty()
+        && !key.ends_with('/')
+        && !key.starts_with('/')
+        && !key.contains("//")
+        && Path::new(key)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// `.NAME.SUFFIX` in the same directory as `path`.

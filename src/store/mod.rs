@@ -55,6 +55,70 @@ pub struct Listing {
     pub prefixes: Vec<String>,
     /// Objects directly under the listed prefix.
     pub objects: Vec<ObjectMeta>,
+    /// Prefixes the service listed that cannot be named as keys (a directory
+    /// whose name is not UTF-8; an S3 key that decodes to bytes that are not
+    /// UTF-8): never dropped, the caller reports each as unread. (An object
+    /// with such a name is left out: it cannot be a `LEASE`, whose key is a
+    /// listed prefix followed by `LEASE`.)
+    pub unlisted: Vec<Unlisted>,
+}
+
+/// A prefix a listing returned that cannot be named as a key, so nothing
+/// under it can be read ([`Listing::unlisted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unlisted {
+    /// The prefix as far as it can be shown: the bytes that are not UTF-8
+    /// replaced by U+FFFD, ending in `/`.
+    pub prefix: String,
+    /// Why it cannot be read, naming the bytes that are not UTF-8 and where
+    /// they are (`0xFF at byte 3`); safe to print, and free of backslashes,
+    /// so it reads the same however often it is escaped.
+    pub problem: String,
+}
+
+impl Unlisted {
+    /// The entry for a prefix whose name, as the bytes `raw` (the whole
+    /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
+    /// `directory`, `key prefix`.
+    pub fn not_utf8(raw: &[u8], what: &str) -> Self {
+        // Runs of bytes that are not UTF-8, with their offsets.
+        let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut at = 0;
+        for chunk in raw.utf8_chunks() {
+            at += chunk.valid().len();
+            let invalid = chunk.invalid();
+            if invalid.is_empty() {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((start, bytes)) if *start + bytes.len() == at => {
+                    bytes.extend_from_slice(invalid)
+                }
+                _ => runs.push((at, invalid.to_vec())),
+            }
+            at += invalid.len();
+        }
+        let mut bad: Vec<String> = runs
+            .iter()
+            .map(|(start, bytes)| {
+                let hex: Vec<String> = bytes.iter().map(|b| format!("0x{b:02X}")).collect();
+                format!("{} at byte {start}", hex.join(" "))
+            })
+            .collect();
+        let more = bad.len().saturating_sub(4);
+        bad.truncate(4);
+        if more > 0 {
+            bad.push(format!("{more} more"));
+        }
+        Self {
+            prefix: String::from_utf8_lossy(raw).into_owned(),
+            problem: format!(
+                "the {what} name is not valid UTF-8 ({}; shown as U+FFFD), so it cannot be \
+                 named as a key and its LEASE was not read; rename it",
+                bad.join(", ")
+            ),
+        }
+    }
 }
 
 /// The precondition sent with a PUT.

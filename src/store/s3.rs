@@ -162,11 +162,13 @@ fn scrub(text: String, secrets: &[String]) -> String {
 }
 
 /// Decodes a key or prefix from a listing made with `encoding-type=url`.
-fn decode_key(s: &str) -> String {
+///
+/// Errors: the decoded bytes, when they are not UTF-8 (such a key cannot be
+/// sent back in a request; it is never replaced by a look-alike).
+fn decode_key(s: &str) -> Result<String, Vec<u8>> {
     let plus_as_space = s.replace('+', " ");
-    percent_encoding::percent_decode_str(&plus_as_space)
-        .decode_utf8_lossy()
-        .into_owned()
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(&plus_as_space).collect();
+    String::from_utf8(bytes).map_err(|e| e.into_bytes())
 }
 
 impl S3Store {
@@ -653,6 +655,7 @@ impl ObjectRead for S3Store {
             let (page, next) = self.list_page(prefix, token).await?;
             out.prefixes.extend(page.prefixes);
             out.objects.extend(page.objects);
+            out.unlisted.extend(page.unlisted);
             match next {
                 Some(t) => token = Some(t),
                 None => break,
@@ -683,17 +686,29 @@ impl ObjectRead for S3Store {
             .await
             .map_err(|e| self.classify(e))?;
         let encoded = page.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
-        let key = |k: &str| if encoded { decode_key(k) } else { k.to_owned() };
+        let key = |k: &str| {
+            if encoded {
+                decode_key(k)
+            } else {
+                Ok(k.to_owned())
+            }
+        };
         let mut out = Listing::default();
         for cp in page.common_prefixes() {
             if let Some(p) = cp.prefix() {
-                out.prefixes.push(key(p));
+                match key(p) {
+                    Ok(p) => out.prefixes.push(p),
+                    Err(raw) => out
+                        .unlisted
+                        .push(crate::store::Unlisted::not_utf8(&raw, "key prefix")),
+                }
             }
         }
         for o in page.contents() {
-            if let Some(k) = o.key() {
+            // A key that is not UTF-8 cannot be a LEASE (see `Listing::unlisted`).
+            if let Some(Ok(k)) = o.key().map(key) {
                 out.objects.push(ObjectMeta {
-                    key: key(k),
+                    key: k,
                     etag: o.e_tag().map(normalize_etag),
                     last_modified: o.last_modified().and_then(to_chrono),
                     size: o.size().unwrap_or(0).max(0) as u64,
@@ -833,7 +848,23 @@ mod tests {
 
     #[test]
     fn listed_keys_are_url_decoded() {
-        assert_eq!(decode_key("esc%1Bx/"), "esc\u{1b}x/");
-        assert_eq!(decode_key("a+b%2Bc/"), "a b+c/");
+        assert_eq!(decode_key("esc%1Bx/").unwrap(), "esc\u{1b}x/");
+        assert_eq!(decode_key("a+b%2Bc/").unwrap(), "a b+c/");
+        // Bytes that are not UTF-8 are given back as bytes, never as U+FFFD
+        // (a key that would name another object).
+        assert_eq!(decode_key("bad%FFutf8/").unwrap_err(), b"bad\xffutf8/");
+        let u = crate::store::Unlisted::not_utf8(b"bad\xffutf8/", "key prefix");
+        assert_eq!(u.prefix, "bad\u{fffd}utf8/");
+        assert!(
+            u.problem.contains("(0xFF at byte 3; shown as U+FFFD)"),
+            "{}",
+            u.problem
+        );
+        let u = crate::store::Unlisted::not_utf8(b"a\xc0\x80b\xff/", "directory");
+        assert!(
+            u.problem.contains("(0xC0 0x80 at byte 1, 0xFF at byte 4;"),
+            "{}",
+            u.problem
+        );
     }
 }

@@ -83,12 +83,10 @@ fn probe_on_the_local_store_is_conditional() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert!(!dir
-        .path()
-        .join(".leasectl-probe")
-        .read_dir()
-        .unwrap()
-        .any(|_| true));
+    // Nothing is left: no scratch key, and (issue 22 §7) not the empty
+    // `.leasectl-probe/` directory either.
+    assert!(!dir.path().join(".leasectl-probe").exists());
+    assert_eq!(dir.path().read_dir().unwrap().count(), 0);
 }
 
 #[test]

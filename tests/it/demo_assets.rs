@@ -31,7 +31,7 @@ async fn sample_records_are_judged_as_documented() {
         expected.push((format!("{stem}/"), state));
     }
     expected.sort();
-    assert_eq!(expected.len(), 8, "{expected:?}");
+    assert_eq!(expected.len(), 12, "{expected:?}");
     let target = OpenTarget {
         target: Target::Local {
             dir: dir.path().to_path_buf(),
@@ -65,6 +65,13 @@ async fn sample_records_are_judged_as_documented() {
     assert!(problem("malformed-missing-field/").contains("renewed_at"));
     assert!(problem("malformed-not-utf8/").contains("UTF-8"));
     assert!(problem("malformed-truncated/").contains("not JSON"));
+    assert!(problem("malformed-duplicate-key/").contains("key \"ttl_s\" appears twice"));
+    assert!(problem("malformed-invisible-id/")
+        .contains(r#"instance_id "\u{301}\u{301}" has no visible character"#));
+    assert!(problem("malformed-ttl-float/").contains("written as an integer"));
+    assert!(problem("malformed-ttl-float/").contains("got 30.0"));
+    assert!(problem("fresh-renewed-before-acquired/")
+        .contains("renewed_at is 5m10s before acquired_at"));
 }
 
 #[test]

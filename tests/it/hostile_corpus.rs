@@ -3,6 +3,13 @@
 //! right state for every case, and no raw control, format or invisible
 //! character (the one rule of `leasectl::text::is_unsafe_char`) in any output.
 //!
+//! Classes: random bytes, hostile holder ids, hostile unknown fields, deep
+//! nesting, bad TTLs, hostile timestamps, invalid UTF-8 in a string, the
+//! 64 KiB edge, BOM/NUL/truncation, empty ids and non-objects, ids that
+//! show nothing (combining marks alone, blanks, invisible characters), keys
+//! given twice — and prefix directories whose names are not UTF-8, each of
+//! which must be an error naming its bytes, never dropped.
+//!
 //! The generator is below and seeded, so a failure is reproducible. CI runs
 //! the default slice (520 cases, seed 14). A longer run:
 //!
@@ -140,8 +147,32 @@ const EDGES: &[char] = &[
     'ع',
     '中',
     '\u{301}',
+    '\u{20dd}',
+    '\u{2800}',
     '🙂',
     '\u{fffd}',
+];
+
+/// Characters that show nothing once escaped ones are set aside, and that
+/// leave a combining mark after them nothing to draw on: an id made only of
+/// these looks empty (issue 23 item 17).
+const INVISIBLE: &[char] = &[
+    '\u{301}',
+    '\u{300}',
+    '\u{20dd}',
+    '\u{2800}',
+    '\u{200b}',
+    '\u{3164}',
+    '\u{115f}',
+    '\u{a0}',
+    '\u{3000}',
+    '\u{1b}',
+    '\u{7f}',
+    '\u{feff}',
+    '\u{fe0f}',
+    '\u{34f}',
+    '\u{e0041}',
+    '\n',
 ];
 
 fn hostile_char(rng: &mut StdRng) -> char {
@@ -160,6 +191,26 @@ fn hostile_char(rng: &mut StdRng) -> char {
 fn hostile_string(rng: &mut StdRng, max: usize) -> String {
     let n = rng.random_range(1..=max);
     (0..n).map(|_| hostile_char(rng)).collect()
+}
+
+/// Directory names that are not UTF-8 (hostile names with one invalid
+/// byte put in at a character boundary), with that byte and its offset.
+fn bad_names(seed: u64, n: usize) -> Vec<(Vec<u8>, u8, usize)> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xbad);
+    (0..n)
+        .map(|i| {
+            let name = hostile_name(&mut rng, i);
+            let bounds: Vec<usize> = (0..=name.len())
+                .filter(|b| name.is_char_boundary(*b))
+                .collect();
+            let at = bounds[rng.random_range(0..bounds.len())];
+            let byte = [0xff, 0xfe, 0xc0, 0x80, 0xed, 0xf5][rng.random_range(0..6)];
+            let mut raw = name.as_bytes()[..at].to_vec();
+            raw.push(byte);
+            raw.extend_from_slice(&name.as_bytes()[at..]);
+            (raw, byte, at)
+        })
+        .collect()
 }
 
 /// A directory name: hostile, but one the filesystem takes (no `/` or NUL,
@@ -198,7 +249,7 @@ fn generate(seed: u64, n: usize) -> Vec<Case> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let name = hostile_name(&mut rng, i);
-        let (body, want): (Vec<u8>, Want) = match i % 12 {
+        let (body, want): (Vec<u8>, Want) = match i % 14 {
             // Random bytes (never a record).
             0 => {
                 let len = rng.random_range(0..300);
@@ -207,11 +258,18 @@ fn generate(seed: u64, n: usize) -> Vec<Case> {
                     Want::Malformed,
                 )
             }
-            // A valid record whose holder id is hostile text.
-            1 | 2 => (
-                record_json(&js(&hostile_string(&mut rng, 40)), &js(&stamp(0)), "30").into_bytes(),
-                Want::Fresh,
-            ),
+            // A valid record whose holder id is hostile text with something
+            // visible in it (an id that shows nothing is class 12).
+            1 | 2 => {
+                let mut id: Vec<char> = hostile_string(&mut rng, 40).chars().collect();
+                let at = rng.random_range(0..=id.len());
+                id.insert(at, 'h');
+                let id: String = id.into_iter().collect();
+                (
+                    record_json(&js(&id), &js(&stamp(0)), "30").into_bytes(),
+                    Want::Fresh,
+                )
+            }
             // Unknown fields with hostile keys and values: ignored.
             3 => {
                 let mut v: serde_json::Map<String, Value> =
@@ -289,6 +347,42 @@ fn generate(seed: u64, n: usize) -> Vec<Case> {
                 };
                 (b, Want::Malformed)
             }
+            // A holder id that shows nothing: combining marks with nothing to
+            // draw on, blanks, invisible characters, or plain spaces.
+            12 => {
+                let id: String = if rng.random_bool(0.15) {
+                    " ".repeat(rng.random_range(1..4))
+                } else {
+                    (0..rng.random_range(1..7))
+                        .map(|_| INVISIBLE[rng.random_range(0..INVISIBLE.len())])
+                        .collect()
+                };
+                (
+                    record_json(&js(&id), &js(&stamp(0)), "30").into_bytes(),
+                    Want::Malformed,
+                )
+            }
+            // A key given twice (either value first; a known field or an
+            // unknown one): its meaning would depend on the reader.
+            13 => {
+                let (key, a, b) = [
+                    ("ttl_s", "30".to_owned(), "999999".to_owned()),
+                    ("ttl_s", "999999".to_owned(), "30".to_owned()),
+                    ("instance_id", js("h"), js("other")),
+                    ("renewed_at", js(&stamp(0)), js(&stamp(-3600))),
+                    ("acquired_at", js(&stamp(-60)), js(&stamp(-60))),
+                    ("extra", "1".to_owned(), "1".to_owned()),
+                ][rng.random_range(0..6)]
+                .clone();
+                let full = record_json(&js("h"), &js(&stamp(0)), "30");
+                let body = format!(
+                    "{},{}:{a},{}:{b}}}",
+                    &full[..full.len() - 1],
+                    js(key),
+                    js(key)
+                );
+                (body.into_bytes(), Want::Malformed)
+            }
             // An empty holder id, or a record that is not an object.
             _ => {
                 let b = match rng.random_range(0..3) {
@@ -316,11 +410,33 @@ fn cases() -> (u64, usize) {
     (seed, n)
 }
 
-fn write_store(dir: &std::path::Path, cases: &[Case]) {
+fn write_store(dir: &std::path::Path, cases: &[Case], bad: &[(Vec<u8>, u8, usize)]) {
+    use std::os::unix::ffi::OsStrExt;
     for c in cases {
         let d = dir.join(&c.name);
         std::fs::create_dir(&d).unwrap_or_else(|e| panic!("{:?}: {e}", c.name));
         std::fs::write(d.join("LEASE"), &c.body).unwrap();
+    }
+    for (raw, _, _) in bad {
+        let d = dir.join(std::ffi::OsStr::from_bytes(raw));
+        std::fs::create_dir(&d).unwrap_or_else(|e| panic!("{raw:?}: {e}"));
+        let body = record_json(&js("h"), &js(&stamp(-600)), "30");
+        std::fs::write(d.join("LEASE"), body).unwrap();
+    }
+}
+
+/// Every name that is not UTF-8 is one error, naming its byte and offset;
+/// none is a row, none is dropped.
+fn assert_bad_names_reported(errors: &[(String, String)], bad: &[(Vec<u8>, u8, usize)], seed: u64) {
+    assert_eq!(errors.len(), bad.len(), "seed {seed}: {errors:#?}");
+    for (raw, byte, at) in bad {
+        let prefix = format!("{}/", String::from_utf8_lossy(raw));
+        let (_, e) = errors
+            .iter()
+            .find(|(p, _)| *p == prefix)
+            .unwrap_or_else(|| panic!("seed {seed}: no error for {raw:?}"));
+        let want = format!("0x{byte:02X} at byte {at};");
+        assert!(e.contains(&want), "seed {seed} {raw:?}: {e}");
     }
 }
 
@@ -334,8 +450,9 @@ fn first_unsafe(s: &str, allow_newline: bool) -> Option<(usize, char)> {
 fn corpus_through_json_snapshot() {
     let (seed, n) = cases();
     let corpus = generate(seed, n);
+    let bad = bad_names(seed, n / 20 + 1);
     let dir = tempfile::tempdir().unwrap();
-    write_store(dir.path(), &corpus);
+    write_store(dir.path(), &corpus, &bad);
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     c.args(["--json", "--no-pod", &file_url(dir.path())]);
     let o = run_with_timeout(c, Duration::from_secs(120));
@@ -355,6 +472,23 @@ fn corpus_through_json_snapshot() {
     let v: Value = serde_json::from_str(&stdout).expect("--json is JSON");
     let rows = v["targets"][0]["prefixes"].as_array().unwrap();
     assert_eq!(rows.len(), corpus.len(), "every prefix listed");
+    let errors: Vec<(String, String)> = v["targets"][0]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["prefix"].as_str().unwrap().to_owned(),
+                e["error"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_bad_names_reported(&errors, &bad, seed);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "unread prefixes: the answer is incomplete"
+    );
     for case in &corpus {
         // Lossless: the escaped JSON parses back to the exact name.
         let prefix = format!("{}/", case.name);
@@ -376,8 +510,9 @@ fn corpus_through_json_snapshot() {
 async fn corpus_through_the_console() {
     let (seed, n) = cases();
     let corpus = generate(seed ^ 0x5eed, n);
+    let bad = bad_names(seed ^ 0x5eed, n / 20 + 1);
     let dir = tempfile::tempdir().unwrap();
-    write_store(dir.path(), &corpus);
+    write_store(dir.path(), &corpus, &bad);
     let now = Utc::now();
     let clock: SharedClock = std::sync::Arc::new(ManualClock::new(now));
     let store = std::sync::Arc::new(LocalStore::open(dir.path()).unwrap());
@@ -388,6 +523,12 @@ async fn corpus_through_the_console() {
     }];
     let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
     assert_eq!(snap.targets[0].prefixes.len(), corpus.len());
+    let errors: Vec<(String, String)> = snap.targets[0]
+        .errors
+        .iter()
+        .map(|e| (e.prefix.clone(), e.error.clone()))
+        .collect();
+    assert_bad_names_reported(&errors, &bad, seed);
     let mut app = App::new(
         vec![file_url(dir.path())],
         false,

@@ -2,6 +2,9 @@
 //! device, a FIFO, a socket, a directory, a link out of the store, an
 //! over-size file rewritten in place), leasectl reads it bounded, never
 //! follows it, never hangs, and reports that prefix alone as malformed.
+//! Whatever a directory holds (a name that is not UTF-8, a symlinked or
+//! unlistable subdirectory, a prefix named `LEASE/`), every entry is a row
+//! or an error: nothing is dropped silently.
 
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -98,10 +101,16 @@ fn socket_is_malformed() {
     assert_malformed_not_regular(&bad, &good, "socket");
 }
 
+/// A directory at a LEASE path is a prefix (`bad/LEASE/`), as on S3 where
+/// `bad/LEASE` and `bad/LEASE/LEASE` are two keys: `bad/` has no LEASE
+/// object (issue 23 item 18; it used to be `malformed`, and at the root that
+/// made the whole target CRITICAL for good).
 #[test]
-fn directory_named_lease_is_malformed() {
-    let (bad, good, _) = snapshot_with(|p| std::fs::create_dir(p).unwrap());
-    assert_malformed_not_regular(&bad, &good, "directory");
+fn directory_named_lease_is_a_prefix_not_an_object() {
+    let (bad, good, o) = snapshot_with(|p| std::fs::create_dir(p).unwrap());
+    assert_eq!(bad["state"], "absent", "{bad:#}");
+    assert_eq!(good["state"], "fresh");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]
@@ -369,4 +378,531 @@ fn console_on_fifo_leases_keeps_refreshing_and_quits() {
     tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
         s.contains("EXIT=0")
     });
+}
+
+// ------------------------------------------------------- layouts of a store
+
+fn fresh_lease(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("LEASE"), record("healthy", 30)).unwrap();
+}
+
+fn stale_lease(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let t = (chrono::Utc::now() - chrono::Duration::minutes(10)).to_rfc3339();
+    let body =
+        format!(r#"{{"instance_id":"dead","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#);
+    std::fs::write(dir.join("LEASE"), body).unwrap();
+}
+
+/// The path of `parent/NAME` for a name given as raw bytes.
+fn raw_name(parent: &Path, name: &[u8]) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    parent.join(std::ffi::OsStr::from_bytes(name))
+}
+
+fn json_of(o: &std::process::Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(o)))
+}
+
+fn rows_of(v: &Value) -> Vec<(String, String)> {
+    v["targets"][0]["prefixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["prefix"].as_str().unwrap().to_owned(),
+                r["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 23 item 1: a stale lease in a directory whose name is not UTF-8,
+/// beside a fresh `ok/`, was left out: `check` said OK, `--json` exit 0 with
+/// no error. It is now an error naming the bytes: UNKNOWN, exit 1.
+#[test]
+fn a_directory_whose_name_is_not_utf8_is_reported_never_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let n2 = dir.path().join("n2");
+    fresh_lease(&n2.join("ok"));
+    stale_lease(&raw_name(&n2, b"bad\xffutf8"));
+    let url = file_url(&n2);
+
+    let o = run(&["--json", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v = json_of(&o);
+    assert_eq!(rows_of(&v), [("ok/".to_owned(), "fresh".to_owned())]);
+    let errors = v["targets"][0]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v:#}");
+    assert_eq!(errors[0]["prefix"], "bad\u{fffd}utf8/");
+    let e = errors[0]["error"].as_str().unwrap();
+    assert!(e.contains("not valid UTF-8 (0xFF at byte 3;"), "{e}");
+    assert!(e.contains("LEASE was not read"), "{e}");
+
+    let o = run(&["check", "--no-pod", &url]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{out}");
+    assert!(out.starts_with("LEASES UNKNOWN"), "{out}");
+    assert!(out.contains("bad\u{fffd}utf8/ could not be read"), "{out}");
+    assert!(out.contains("0xFF at byte 3"), "{out}");
+
+    // The same for an intermediate directory at --depth 2, and for one whose
+    // name's bytes are many.
+    let n3 = dir.path().join("n3");
+    fresh_lease(&n3.join("ok/db"));
+    stale_lease(&raw_name(&n3, b"\xc0\x80mid").join("db"));
+    let o = run(&["--json", "--no-pod", "--depth", "2", &file_url(&n3)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v = json_of(&o);
+    assert_eq!(rows_of(&v), [("ok/db/".to_owned(), "fresh".to_owned())]);
+    let errors = v["targets"][0]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v:#}");
+    assert_eq!(errors[0]["prefix"], "\u{fffd}\u{fffd}mid/");
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("0xC0 0x80 at byte 0"),
+        "{v:#}"
+    );
+}
+
+/// Issue 23 item 18: a prefix directory named `LEASE/` made the root
+/// `malformed: not a regular file: directory` (CRITICAL) for good. As on S3,
+/// the key `LEASE` is absent beside the prefix `LEASE/`, whose own LEASE is
+/// read; a write at the key names the directory in the way.
+#[tokio::test]
+async fn a_prefix_named_lease_coexists_with_the_root_as_on_s3() {
+    let dir = tempfile::tempdir().unwrap();
+    fresh_lease(&dir.path().join("LEASE"));
+    fresh_lease(&dir.path().join("db"));
+    let url = file_url(dir.path());
+    let o = run(&["--json", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json_of(&o);
+    assert_eq!(
+        rows_of(&v),
+        [
+            ("LEASE/".to_owned(), "fresh".to_owned()),
+            ("db/".to_owned(), "fresh".to_owned())
+        ]
+    );
+    let o = run(&["check", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Nothing can be written at the key `LEASE`: said so, nothing touched.
+    let store = LocalStore::open(dir.path()).unwrap();
+    assert!(matches!(
+        store.get("LEASE", None).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let e = store
+        .put(
+            "LEASE",
+            record("new", 30).into_bytes(),
+            PutCondition::IfNoneMatch,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("LEASE is a directory (the prefix LEASE/)"),
+        "{e}"
+    );
+    assert!(dir.path().join("LEASE/LEASE").is_file());
+    store.delete("LEASE", None).await.unwrap();
+    assert!(dir.path().join("LEASE/LEASE").is_file());
+}
+
+/// Issue 23 item 18: a symlinked prefix directory was silently missing,
+/// while a symlinked LEASE is a malformed row. It is a malformed row too, at
+/// every depth; the link is never followed, for reads or writes.
+#[tokio::test]
+async fn a_symlinked_prefix_directory_is_a_malformed_row_and_never_followed() {
+    let outside = tempfile::tempdir().unwrap();
+    fresh_lease(outside.path());
+    let secret = record("TOP-SECRET-CONTENT", 30);
+    std::fs::write(outside.path().join("LEASE"), &secret).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    fresh_lease(&dir.path().join("good"));
+    symlink(outside.path(), dir.path().join("link")).unwrap();
+    std::fs::create_dir(dir.path().join("deep")).unwrap();
+    symlink(outside.path(), dir.path().join("deep/link")).unwrap();
+    for depth in ["1", "2", "3"] {
+        let o = run(&[
+            "--json",
+            "--no-pod",
+            "--depth",
+            depth,
+            &file_url(dir.path()),
+        ]);
+        assert_eq!(o.status.code(), Some(3), "depth {depth}: {}", text(&o));
+        assert!(!text(&o).contains("TOP-SECRET"), "{}", text(&o));
+        let v = json_of(&o);
+        let rows = v["targets"][0]["prefixes"].as_array().unwrap();
+        let want: &[&str] = if depth == "1" {
+            &["deep/", "good/", "link/"]
+        } else {
+            &["deep/link/", "good/", "link/"]
+        };
+        let got: Vec<&str> = rows.iter().map(|r| r["prefix"].as_str().unwrap()).collect();
+        assert_eq!(got, want, "depth {depth}");
+        for r in rows
+            .iter()
+            .filter(|r| r["prefix"].as_str().unwrap().ends_with("link/"))
+        {
+            assert_eq!(r["state"], "malformed", "{r:#}");
+            let p = r["problem"].as_str().unwrap();
+            assert!(
+                p.contains("is a symlink (links in a store are not followed)"),
+                "{p}"
+            );
+            assert!(r["etag"].is_string());
+            assert_eq!(r["raw"], "");
+        }
+    }
+    // No write goes through the link.
+    let store = LocalStore::open(dir.path()).unwrap();
+    let etag = store
+        .get("link/LEASE", None)
+        .await
+        .unwrap()
+        .meta
+        .etag
+        .unwrap();
+    for r in [
+        store
+            .put(
+                "link/LEASE",
+                record("new", 30).into_bytes(),
+                PutCondition::IfMatch(etag),
+            )
+            .await
+            .map(|_| ()),
+        store
+            .put(
+                "link/x/LEASE",
+                record("new", 30).into_bytes(),
+                PutCondition::IfNoneMatch,
+            )
+            .await
+            .map(|_| ()),
+        store.delete("link/LEASE", None).await,
+    ] {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("link/ is a symlink"), "{e}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("LEASE")).unwrap(),
+        secret
+    );
+    assert!(!outside.path().join("x").exists());
+}
+
+/// Why uid 65534 cannot be used here, if it cannot.
+fn cannot_drop_privileges() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("not running as root: cannot switch to uid 65534".into());
+    }
+    match Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
+        .status()
+    {
+        Ok(s) if s.success() => None,
+        Ok(s) => Some(format!("setpriv cannot drop privileges here ({s})")),
+        Err(e) => Some(format!("setpriv is not available ({e})")),
+    }
+}
+
+/// Issue 23 item 6: as an unprivileged user with `chmod 000 perm/b`,
+/// `--json --depth 2` reported the whole target failed with no prefixes.
+/// Now `b/` alone is an error and the readable leases are kept.
+#[test]
+fn one_unlistable_directory_at_depth_two_loses_only_itself() {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(why) = cannot_drop_privileges() {
+        eprintln!("SKIPPED one_unlistable_directory_at_depth_two_loses_only_itself: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let world =
+        |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    world(tmp.path());
+    let perm = tmp.path().join("perm");
+    fresh_lease(&perm.join("a/x"));
+    fresh_lease(&perm.join("b/y"));
+    fresh_lease(&perm.join("c"));
+    for d in ["", "a", "a/x", "b/y", "c"] {
+        world(&perm.join(d));
+    }
+    // The viewer binary where uid 65534 can run it (the build directory may
+    // be under a private home).
+    let viewer = tmp.path().join("leasectl-viewer");
+    std::fs::copy(env!("CARGO_BIN_EXE_leasectl"), &viewer).unwrap();
+    world(&viewer);
+    std::fs::set_permissions(perm.join("b"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    world(&home);
+    for depth in ["1", "2"] {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&viewer)
+            .args(["--json", "--no-pod", "--depth", depth, &file_url(&perm)])
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", &home);
+        let o = run_with_timeout(c, LIMIT);
+        assert_eq!(o.status.code(), Some(1), "depth {depth}: {}", text(&o));
+        let v = json_of(&o);
+        let t = &v["targets"][0];
+        assert!(t["error"].is_null(), "depth {depth}: {v:#}");
+        let errors = t["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 1, "depth {depth}: {v:#}");
+        assert_eq!(errors[0]["prefix"], "b/", "{v:#}");
+        assert!(
+            errors[0]["error"]
+                .as_str()
+                .unwrap()
+                .contains("ermission denied"),
+            "{v:#}"
+        );
+        let want: Vec<(String, String)> = if depth == "1" {
+            vec![
+                ("a/".into(), "absent".into()),
+                ("c/".into(), "fresh".into()),
+            ]
+        } else {
+            vec![
+                ("a/x/".into(), "fresh".into()),
+                ("c/".into(), "fresh".into()),
+            ]
+        };
+        assert_eq!(rows_of(&v), want, "depth {depth}");
+        if depth == "2" {
+            let e = errors[0]["error"].as_str().unwrap();
+            assert!(e.contains("cannot list it"), "{e}");
+        }
+    }
+    std::fs::set_permissions(perm.join("b"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Issue 22 §7: on a local store the sweep of old probe scratch keys failed
+/// every time (`key ".leasectl-probe" is not a plain relative path`, a WARN
+/// the console counted as an error) and left `.leasectl-probe/` behind. Old
+/// keys, and the directory once empty, are removed; young ones are kept.
+#[test]
+fn probe_sweeps_old_scratch_keys_and_their_directory_on_a_local_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join(".leasectl-probe");
+    std::fs::create_dir(&scratch).unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for k in ["0ld0", "0ld1"] {
+        let f = std::fs::File::create(scratch.join(k)).unwrap();
+        f.set_modified(old).unwrap();
+    }
+    let o = run(&["probe", &file_url(dir.path())]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains("could not list"), "{out}");
+    assert!(!out.contains("WARN"), "{out}");
+    assert!(
+        out.contains("removed .leasectl-probe/0ld0 left by an interrupted probe"),
+        "{out}"
+    );
+    assert!(
+        out.contains("removed .leasectl-probe/0ld1 left by an interrupted probe"),
+        "{out}"
+    );
+    assert!(!scratch.exists(), "the empty scratch directory is removed");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing left"
+    );
+
+    // A young key (a probe running now) keeps itself and its directory.
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::write(scratch.join("young"), b"x").unwrap();
+    let o = run(&["probe", &file_url(dir.path())]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(scratch.join("young").exists());
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        [std::ffi::OsString::from("young")],
+        "only the young key stays"
+    );
+
+    // A takeover probes the same way: no warning, nothing left behind.
+    let db = dir.path().join("db");
+    stale_lease(&db);
+    std::fs::create_dir(db.join(".leasectl-probe")).unwrap();
+    let f = std::fs::File::create(db.join(".leasectl-probe/0ld2")).unwrap();
+    f.set_modified(old).unwrap();
+    let audit = dir.path().join("audit.log");
+    let o = run(&[
+        "takeover",
+        &file_url(&db),
+        "--reason",
+        "sweep test",
+        "--yes",
+        "--audit-log",
+        &audit.display().to_string(),
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains("could not list"), "{out}");
+    assert!(!out.contains("scratch key"), "{out}");
+    assert!(!db.join(".leasectl-probe").exists(), "{out}");
+}
+
+/// Issue 22 §6: `bucket hold` and `takeover` on a `file://` directory that
+/// does not exist said "is not a directory".
+#[test]
+fn a_missing_store_directory_is_said_not_to_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere/db");
+    let url = file_url(&missing);
+    for args in [
+        vec!["bucket", "hold", url.as_str(), "--", "true"],
+        vec!["takeover", url.as_str(), "--reason", "x", "--yes"],
+        vec!["--json", "--no-pod", url.as_str()],
+    ] {
+        let o = run(&args);
+        let out = text(&o);
+        assert_ne!(o.status.code(), Some(0), "{args:?}: {out}");
+        assert!(
+            out.contains("nowhere/db/ does not exist"),
+            "{args:?}: {out}"
+        );
+        assert!(!out.contains("not a directory"), "{args:?}: {out}");
+    }
+    // A file where the directory should be is still "not a directory".
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    let o = run(&["--json", "--no-pod", &file_url(&dir.path().join("file"))]);
+    assert!(
+        text(&o).contains("is not a directory (it is a regular file)"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A minimal S3 service for what no real one stores: a listing (asked with
+/// `encoding-type=url`, as leasectl does) whose common prefixes decode to
+/// bytes that are not UTF-8, beside a healthy `ok/`. Answers every request
+/// on its own thread; returns the endpoint.
+fn fake_s3_with_a_key_that_is_not_utf8() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut out = conn;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let target = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    let date = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT");
+                    let (status, body, extra) = if target.contains("list-type=2") {
+                        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+                            <ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+                            <Name>bkt</Name><Prefix></Prefix><KeyCount>2</KeyCount>\
+                            <MaxKeys>1000</MaxKeys><Delimiter>%2F</Delimiter>\
+                            <EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>\
+                            <CommonPrefixes><Prefix>bad%FFutf8%2F</Prefix></CommonPrefixes>\
+                            <CommonPrefixes><Prefix>ok%2F</Prefix></CommonPrefixes>\
+                            </ListBucketResult>";
+                        ("200 OK", xml.to_owned(), String::new())
+                    } else if target.starts_with("/bkt/ok/LEASE") {
+                        let lm = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT");
+                        (
+                            "200 OK",
+                            record("healthy", 30),
+                            format!("ETag: \"e1\"\r\nLast-Modified: {lm}\r\n"),
+                        )
+                    } else {
+                        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+                            <Error><Code>NoSuchKey</Code><Message>no</Message></Error>";
+                        ("404 Not Found", xml.to_owned(), String::new())
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\nDate: {date}\r\nContent-Length: {}\r\n{extra}\r\n",
+                        body.len()
+                    );
+                    if out.write_all(head.as_bytes()).is_err()
+                        || out.write_all(body.as_bytes()).is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    endpoint
+}
+
+/// Issue 23 item 1, on S3: a listed key prefix that decodes to bytes that are
+/// not UTF-8 was turned into a U+FFFD look-alike (a key that does not exist,
+/// shown as an absent row). It is an error naming the bytes: exit 1.
+#[test]
+fn an_s3_key_prefix_that_is_not_utf8_is_reported_never_replaced() {
+    let endpoint = fake_s3_with_a_key_that_is_not_utf8();
+    let o = leasectl(Some(&endpoint), &["--json", "--no-pod", "s3://bkt/"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v = json_of(&o);
+    assert!(v["targets"][0]["error"].is_null(), "{v:#}");
+    assert_eq!(rows_of(&v), [("ok/".to_owned(), "fresh".to_owned())]);
+    let errors = v["targets"][0]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v:#}");
+    assert_eq!(errors[0]["prefix"], "bad\u{fffd}utf8/");
+    let e = errors[0]["error"].as_str().unwrap();
+    assert!(
+        e.contains("key prefix name is not valid UTF-8 (0xFF at byte 3;"),
+        "{e}"
+    );
+}
+
+/// Issue 23 item 16: a `renewed_at` before `acquired_at` was judged fresh
+/// without a remark. It stays fresh (judged by `renewed_at`: the holder may
+/// be live), with the problem noted: `--json` exit 3, `check` WARNING.
+#[test]
+fn a_record_renewed_before_it_was_acquired_is_noted_not_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = chrono::Utc::now();
+    let renewed = (now - chrono::Duration::seconds(5)).to_rfc3339();
+    let acquired = (now + chrono::Duration::minutes(5)).to_rfc3339();
+    std::fs::create_dir(dir.path().join("db")).unwrap();
+    std::fs::write(
+        dir.path().join("db/LEASE"),
+        format!(r#"{{"instance_id":"h","acquired_at":"{acquired}","renewed_at":"{renewed}","ttl_s":30}}"#),
+    )
+    .unwrap();
+    let url = file_url(dir.path());
+    let o = run(&["--json", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let v = json_of(&o);
+    let row = &v["targets"][0]["prefixes"][0];
+    assert_eq!(row["state"], "fresh", "{row:#}");
+    let p = row["problem"].as_str().unwrap();
+    assert!(p.contains("before acquired_at"), "{p}");
+    let o = run(&["check", "--no-pod", &url]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("WARNING") && out.contains("is fresh"), "{out}");
+    assert!(out.contains("before acquired_at"), "{out}");
 }

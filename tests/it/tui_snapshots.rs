@@ -723,3 +723,67 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
     // A console on local stores has no request price.
     assert!(full.cost_per_hour().is_none());
 }
+
+/// Issue 23 item 17: a holder of combining marks only, or with a braille
+/// blank in it, made the HOLDER cell look empty. What draws as nothing is
+/// escaped; an id with nothing visible is malformed, and says so.
+#[tokio::test]
+async fn holders_that_would_look_blank_are_escaped_or_malformed() {
+    let dir = tempfile::tempdir().unwrap();
+    write_lease(
+        dir.path(),
+        "blank",
+        &rec("a\u{2800}b", "2026-11-30T11:59:50Z", 30),
+    );
+    write_lease(
+        dir.path(),
+        "marks",
+        &rec("\u{301}\u{301}", "2026-11-30T11:59:50Z", 30),
+    );
+    write_lease(
+        dir.path(),
+        "accent",
+        &rec("e\u{301}t\u{e9}", "2026-11-30T11:59:50Z", 30),
+    );
+    let lm = std::time::UNIX_EPOCH + std::time::Duration::from_secs(at(0).timestamp() as u64 - 5);
+    for p in ["blank", "marks", "accent"] {
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(p).join("LEASE"))
+            .unwrap()
+            .set_modified(lm)
+            .unwrap();
+    }
+    let mut app = app_on(dir.path(), at(0)).await;
+    app.update(Action::Resize(130, 10));
+    let text = screen_text(&draw(&app, 130, 10));
+    assert!(!text.contains('\u{2800}'), "{text}");
+    assert!(text.contains("a\\u{2800}b"), "{text}");
+    assert!(
+        text.contains("e\u{301}t\u{e9}"),
+        "an accent on a letter stays:\n{text}"
+    );
+    assert!(text.contains("malformed"), "{text}");
+    insta::assert_snapshot!("blank_holders_table", text);
+    // The malformed row's detail names the id, escaped, and why.
+    let snap = gather_at(dir.path(), at(0)).await;
+    let row = snap.targets[0]
+        .prefixes
+        .iter()
+        .position(|p| p.prefix == "marks/")
+        .unwrap();
+    for _ in 0..row {
+        app.update(Action::Down);
+    }
+    app.update(Action::ToggleDetail);
+    app.update(Action::Resize(130, 30));
+    let text = screen_text(&draw(&app, 130, 30));
+    assert!(
+        text.contains(r#"instance_id "\u{301}\u{301}" has no visible"#),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\"\u{301}"),
+        "no mark drawn on a quote:\n{text}"
+    );
+}
