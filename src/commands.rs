@@ -788,11 +788,20 @@ pub async fn takeover_cmd(
     }
 }
 
-/// `leasectl audit`: the log newest first, as text or one JSON array.
+/// `leasectl audit`: the log newest first, as text or one JSON array. Each
+/// line that is not an entry (torn by a crash, edited) is named on stderr and
+/// skipped; the listing then exits 1 (incomplete), else 0.
 pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Write) -> i32 {
-    match crate::audit::AuditLog::read(path) {
-        Ok(mut entries) => {
+    match crate::audit::AuditLog::read_report(path) {
+        Ok(report) => {
+            let mut entries = report.entries;
             entries.reverse();
+            for u in &report.unreadable {
+                eprintln!(
+                    "leasectl: audit log {}: {u}",
+                    sanitize(&path.display().to_string())
+                );
+            }
             if json {
                 let _ = writeln!(
                     out,
@@ -819,7 +828,11 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
                     );
                 }
             }
-            Exit::Ok.code()
+            if report.unreadable.is_empty() {
+                Exit::Ok.code()
+            } else {
+                Exit::Failed.code()
+            }
         }
         Err(e) => {
             let _ = writeln!(out, "leasectl: {e}");

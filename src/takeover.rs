@@ -587,16 +587,15 @@ pub async fn takeover_with(
     let written = match (&req.then, safe_from, old_fence) {
         (Then::Release | Then::Handover(_), Some(until), Some(w)) => {
             let after = match &req.then {
-                Then::Handover(s) => format!("handing it over to {}", sanitize(s)),
-                _ => "releasing it".to_owned(),
+                Then::Handover(s) => format!("handing {} over to {}", sanitize(&key), sanitize(s)),
+                _ => format!("releasing {}", sanitize(&key)),
             };
             (wait.notify)(&format!(
                 "waiting until {} ({} from now) for the replaced holder's fence to close before {after}; \
-                 {} is renewed meanwhile. SIGINT, SIGTERM or SIGHUP ends the wait early: the lease is then \
-                 left to expire after that fence, never released or handed over before it",
-                until.to_rfc3339(),
+                 our record is renewed meanwhile. SIGINT, SIGTERM or SIGHUP ends the wait early: the lease \
+                 is then left to expire after that fence, never released or handed over before it",
+                stamp(until),
                 format_secs((until - clock.wall()).to_std().unwrap_or_default().as_secs_f64()),
-                sanitize(&key),
             ));
             match wait_for_old_fence(written, wait.stop.as_mut()).await {
                 Waited::Open(l) => l,
@@ -718,6 +717,11 @@ pub async fn takeover_with(
     Ok(outcome)
 }
 
+/// A time in the sentences about the wait: UTC, milliseconds.
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// How the wait for the replaced holder's fence ended.
 enum Waited {
     /// The fence opened (the old holder's has closed): the lease, to act on.
@@ -787,7 +791,7 @@ async fn leave_to_expire(
     };
     let head = format!(
         "stopped by {by} while waiting for the replaced holder's fence (closing at {}): {not_done}",
-        until.to_rfc3339()
+        stamp(until)
     );
     let successor = match &req.then {
         Then::Handover(s) => format!(
@@ -828,7 +832,7 @@ async fn leave_to_expire(
                     "{head}. Our record ({}, ETag {etag}) was rewritten to expire at {} (TTL {ttl_s} s), \
                      after that fence, and is renewed by nobody: from then anyone may take the prefix{successor}",
                     sanitize(&record.instance_id),
-                    expires.to_rfc3339()
+                    stamp(expires)
                 ),
                 Some(etag),
                 Some(record),
@@ -840,7 +844,7 @@ async fn leave_to_expire(
             let early = if expires < until {
                 format!(
                     " — before the replaced holder's fence closes at {}: let no writer in before then",
-                    until.to_rfc3339()
+                    stamp(until)
                 )
             } else {
                 String::new()
@@ -855,7 +859,7 @@ async fn leave_to_expire(
                     "{head}; rewriting our record ({}) to expire after that fence failed ({e}); {now_there}. \
                      As last renewed it expires at {}{early}; renewed by nobody",
                     sanitize(&last.instance_id),
-                    expires.to_rfc3339()
+                    stamp(expires)
                 ),
                 Some(lease.etag().to_owned()),
                 None,

@@ -9,6 +9,7 @@
 mod common;
 mod writer_support;
 
+mod audit_log;
 mod bad_input;
 mod commands;
 mod console_e2e;
@@ -23,8 +24,10 @@ mod hostile_store;
 mod hostile_urls;
 mod monitoring;
 mod schedule;
+mod serve_limits;
 mod snapshot_json;
 mod takeover;
+mod takeover_signals;
 mod tls;
 mod tui_console;
 mod tui_snapshots;
