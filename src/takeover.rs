@@ -62,12 +62,18 @@ impl std::str::FromStr for Then {
             "release" => Ok(Then::Release),
             "hold" => Ok(Then::Hold),
             _ => match s.strip_prefix("handover:") {
+                // An id a successor can be started with: no blank, no control character.
                 Some(id)
-                    if !id.is_empty() && !id.chars().any(char::is_control) && id.len() <= 256 =>
+                    if !id.is_empty()
+                        && !id.chars().any(|c| c.is_control() || c.is_whitespace())
+                        && id.len() <= 256 =>
                 {
                     Ok(Then::Handover(id.to_owned()))
                 }
-                _ => Err("expected release, hold or handover:INSTANCE_ID".into()),
+                _ => Err(
+                    "expected release, hold or handover:INSTANCE_ID (an id without blanks or control characters)"
+                        .into(),
+                ),
             },
         }
     }

@@ -81,12 +81,11 @@ fn a_torn_last_line_does_not_swallow_the_next_entry() {
         "intent and outcome pair"
     );
 
-    // `leasectl audit` names the unreadable line and lists the rest (exit 1:
-    // the listing is incomplete).
+    // `leasectl audit` names the unreadable line and lists the rest.
     let out = run(&["audit", "--audit-log", &log_s]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
         stderr.contains("line 2 (byte ") && stderr.contains("is unreadable"),
         "{stderr}"
@@ -98,12 +97,13 @@ fn a_torn_last_line_does_not_swallow_the_next_entry() {
         "{stdout}"
     );
     let out = run(&["audit", "--json", "--audit-log", &log_s]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 3, "{v}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 2 (byte "));
-    // A whole log lists with exit 0.
+    // A whole log lists without a word on stderr.
     std::fs::write(&log, format!("{}\n", lines[0])).unwrap();
     let out = leasectl(None, &["audit", "--audit-log", &log_s]);
     assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("unreadable"));
 }
