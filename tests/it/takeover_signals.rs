@@ -349,3 +349,65 @@ async fn a_takeover_of_a_prefix_without_a_lease_is_refused() {
         assert!(matches!(place.look().await, Observed::Absent));
     }
 }
+
+/// The console's path: [`leasectl::takeover::takeover_with`] whose stop
+/// completes (the console quitting) during the wait ends it the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_ended_by_its_caller_leaves_the_lease_to_expire_too() {
+    use leasectl::takeover::{takeover_with, TakeoverError, TakeoverRequest, Then, WaitControl};
+    let place = Place::local();
+    let holder = live_holder(&place).await;
+    let (store, prefix) = place.store();
+    let dir = tempfile::tempdir().unwrap();
+    let audit = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let told = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let t2 = told.clone();
+    let wait = WaitControl {
+        notify: Box::new(move |s: &str| t2.lock().unwrap().push(s.to_owned())),
+        stop: Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            "the console quitting".to_owned()
+        }),
+    };
+    let req = TakeoverRequest {
+        prefix: prefix.into(),
+        seen: place.look().await,
+        watched_for: Duration::ZERO,
+        reason: "console quit test".into(),
+        then: Then::Handover("succ-2".into()),
+        force: true,
+        ttl_s: 6,
+        exclusion: Exclusion::Conditional,
+        target: leasectl::audit::AuditTarget {
+            endpoint: "local".into(),
+            bucket: None,
+            key: place.key(),
+            url: place.url(),
+        },
+    };
+    let err = takeover_with(store, SystemClock::shared(), &audit, req, wait)
+        .await
+        .unwrap_err();
+    let TakeoverError::Interrupted(text) = &err else {
+        panic!("expected Interrupted, got {err}");
+    };
+    assert!(
+        text.starts_with("stopped by the console quitting") && text.contains("not handed over"),
+        "{text}"
+    );
+    assert!(!err.is_refusal());
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].starts_with("waiting until "), "{told:?}");
+    let entries = AuditLog::read(audit.path()).unwrap();
+    assert_eq!(entries.len(), 2);
+    let out = &entries[1];
+    let left = place.look().await;
+    assert_eq!(left.etag(), out.written.as_ref().unwrap().etag.as_deref());
+    let r = left.record().unwrap();
+    assert_ne!(r.instance_id, holder.record().instance_id);
+    assert_ne!(r.instance_id, "succ-2");
+    assert!(
+        r.renewed_at + chrono::Duration::seconds(r.ttl_s as i64) >= out.writes_safe_from.unwrap()
+    );
+}
