@@ -434,6 +434,23 @@ pub async fn takeover_with(
                 .map(|r| Duration::from_secs(r.ttl_s) * 5 / 6)
         })
         .flatten();
+    // Our record must exclude everyone until that fence has closed even if
+    // nobody renews it (leasectl killed during the wait): its TTL is at least
+    // 6/5 of the fence plus a second (a contender's clock may be off by up
+    // to a twelfth of the TTL, ours too).
+    let own_ttl_s = match old_fence {
+        Some(w) => req.ttl_s.max(
+            ((w.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1).min(crate::bucket::MAX_SANE_TTL_S),
+        ),
+        None => req.ttl_s,
+    };
+    if own_ttl_s > req.ttl_s {
+        tracing::warn!(
+            key = %key,
+            "the record written has a TTL of {own_ttl_s} s, not {} s: it must outlast the replaced holder's fence even if nobody renews it",
+            req.ttl_s
+        );
+    }
 
     let id = new_instance_id();
     let holder_id = match (&req.then, old_fence) {
@@ -444,7 +461,7 @@ pub async fn takeover_with(
         instance_id: holder_id,
         acquired_at: now,
         renewed_at: now,
-        ttl_s: req.ttl_s,
+        ttl_s: own_ttl_s,
     };
     let mut entry = AuditEntry {
         time: now,
@@ -554,7 +571,7 @@ pub async fn takeover_with(
     };
 
     let config = LeaseConfig {
-        ttl_s: req.ttl_s,
+        ttl_s: own_ttl_s,
         exclusion: req.exclusion,
     };
     // The lease just written, as a holder of it (used by release and hold).
@@ -651,7 +668,7 @@ pub async fn takeover_with(
                 Ok(how) => format!("taken, then released ({how})"),
                 Err(e) => format!(
                     "taken, but the release failed ({e}); the lease expires after {} s",
-                    req.ttl_s
+                    own_ttl_s
                 ),
             };
             outcome.released = r.ok();
@@ -698,11 +715,11 @@ pub async fn takeover_with(
                     )
                 }
                 Err(e) => {
-                    let out = finish(entry, format!("taken, but the hand-over write failed: {e}; the lease (ours) expires after {} s", req.ttl_s), Some(final_etag));
+                    let out = finish(entry, format!("taken, but the hand-over write failed: {e}; the lease (ours) expires after {} s", own_ttl_s), Some(final_etag));
                     audit.append(&out).await?;
                     return Err(TakeoverError::Store(format!(
                         "{key} was taken, but handing it over failed: {e}; our lease expires after {} s",
-                        req.ttl_s
+                        own_ttl_s
                     )));
                 }
             }

@@ -411,3 +411,39 @@ async fn a_wait_ended_by_its_caller_leaves_the_lease_to_expire_too() {
         r.renewed_at + chrono::Duration::seconds(r.ttl_s as i64) >= out.writes_safe_from.unwrap()
     );
 }
+
+/// SIGKILL cannot be handled: the record a forced takeover writes must then
+/// exclude everyone by itself until the replaced holder's fence has closed.
+/// With `--ttl 6s` over a 9 s lease (fence: 7.5 s after the PUT), its TTL is
+/// raised so that, renewed by nobody, it is fresh until after that fence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_killed_during_its_wait_still_excludes_until_the_old_fence() {
+    for place in [Place::local(), Place::moto("takeover-kill9").await] {
+        let dir = tempfile::tempdir().unwrap();
+        let _holder = live_holder(&place).await;
+        let log = dir.path().join("audit.jsonl");
+        let out = dir.path().join("takeover.out");
+        let mut child = spawn_takeover(&place, "release", &log, &out);
+        wait_until("the wait's announcement", Duration::from_secs(20), || {
+            std::fs::read_to_string(&out)
+                .unwrap_or_default()
+                .contains("waiting until")
+        });
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let entries = AuditLog::read(&log).unwrap();
+        assert_eq!(entries.len(), 1, "only the intent: {entries:#?}");
+        let intent = &entries[0];
+        let written = &intent.written.as_ref().unwrap().record;
+        assert_eq!(written.ttl_s, 10, "6/5 of the 7.5 s fence, plus a second");
+        let left = place.look().await;
+        let r = left.record().expect("our record is left");
+        assert_eq!(r.instance_id, written.instance_id);
+        let fence_end = intent.time + chrono::Duration::milliseconds(7500);
+        let expires = r.renewed_at + chrono::Duration::seconds(r.ttl_s as i64);
+        assert!(
+            expires >= fence_end,
+            "renewed by nobody, it expires at {expires}, before the old fence closes at {fence_end}"
+        );
+    }
+}
