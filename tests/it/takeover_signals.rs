@@ -447,3 +447,60 @@ async fn a_takeover_killed_during_its_wait_still_excludes_until_the_old_fence() 
         );
     }
 }
+
+/// A signal sent just before, at, or just after the moment the replaced
+/// holder's fence closes: either the wait ended early (exit 6, our record
+/// left to expire after the fence) or it had ended and the release was done
+/// as asked (exit 0, no LEASE) — never anything in between, never silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_at_the_fences_end_either_finishes_or_leaves_the_lease_to_expire() {
+    let place = Place::local();
+    let dir = tempfile::tempdir().unwrap();
+    for (n, delta_ms) in [-40i64, -5, 0, 5, 40].into_iter().enumerate() {
+        let _holder = live_holder(&place).await;
+        let log = dir.path().join(format!("audit-{n}.jsonl"));
+        let out = dir.path().join(format!("takeover-{n}.out"));
+        let mut child = spawn_takeover(&place, "release", &log, &out);
+        wait_until("the wait's announcement", Duration::from_secs(20), || {
+            std::fs::read_to_string(&out)
+                .unwrap_or_default()
+                .contains("waiting until")
+        });
+        let text = std::fs::read_to_string(&out).unwrap();
+        let until: chrono::DateTime<chrono::Utc> = text
+            .split("waiting until ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .expect("the announced time parses");
+        let at = until + chrono::Duration::milliseconds(delta_ms);
+        if let Ok(d) = (at - chrono::Utc::now()).to_std() {
+            std::thread::sleep(d);
+        }
+        // SAFETY: kill(2) on the child this test spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let code = exit_code(&mut child, Duration::from_secs(15));
+        let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+        let entries = AuditLog::read(&log).unwrap();
+        assert_eq!(entries.len(), 2, "{stdout}");
+        let outcome = entries[1].outcome.clone().unwrap();
+        match code {
+            Some(0) => {
+                assert!(outcome.starts_with("taken, then released"), "{outcome}");
+                assert!(matches!(place.look().await, Observed::Absent), "{stdout}");
+            }
+            Some(6) => {
+                assert!(outcome.starts_with("stopped by SIGTERM"), "{outcome}");
+                let r = place
+                    .look()
+                    .await
+                    .record()
+                    .cloned()
+                    .expect("left to expire");
+                let expires = r.renewed_at + chrono::Duration::seconds(r.ttl_s as i64);
+                assert!(expires >= entries[1].writes_safe_from.unwrap());
+            }
+            other => panic!("exit {other:?} at {delta_ms} ms: {stdout}"),
+        }
+    }
+}
