@@ -248,9 +248,11 @@ pub enum Command {
         json: bool,
     },
     /// Take over the lease on PREFIX_URL: guarded, conditional on the ETag seen, audited.
-    /// Exit 0 taken; 4 refused (fresh without --force, changed since seen, under watch,
-    /// preconditions ignored, not confirmed); 5 `--then hold`: the held lease was lost or
-    /// its fence closed; 1 failed (audit log, store); 2 usage.
+    /// Exit 0 taken; 4 refused (no LEASE there, fresh without --force, changed since seen,
+    /// under watch, preconditions ignored, not confirmed); 5 `--then hold`: the held lease was
+    /// lost or its fence closed; 6 --force with --then release|handover: a signal ended the
+    /// wait for the old holder's fence (the lease is left to expire after it); 1 failed
+    /// (audit log, store); 2 usage.
     Takeover {
         /// The prefix: s3://bucket/path/ or file:///dir/.
         #[arg(value_name = "PREFIX_URL")]

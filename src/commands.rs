@@ -524,6 +524,16 @@ pub fn exclusion_from(conditional_off: bool) -> Exclusion {
 
 /// `leasectl takeover` exit code: refused by a guard (nothing written to the lease).
 pub const EXIT_REFUSED: i32 = Exit::Refused.code();
+/// `leasectl takeover` exit code: a signal ended the wait for the replaced
+/// holder's fence; nothing was released or handed over early (audited).
+pub const EXIT_INTERRUPTED: i32 = Exit::Interrupted.code();
+
+/// `SIGTERM`, `SIGINT`, … for a signal number.
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
 
 /// Everything `leasectl takeover` needs besides the store.
 pub struct TakeoverArgs {
@@ -552,7 +562,8 @@ pub struct TakeoverArgs {
 }
 
 /// `leasectl takeover`: look, show, confirm, then the audited takeover.
-/// Returns the exit code (0 taken, 4 refused, 1 failed, 2 usage).
+/// Returns the exit code (0 taken, 4 refused — an absent LEASE too, 5 a held
+/// lease lost, 6 a forced takeover's wait ended by a signal, 1 failed, 2 usage).
 pub async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
@@ -561,7 +572,7 @@ pub async fn takeover_cmd(
     out: &mut (impl std::io::Write + Send),
 ) -> i32 {
     use crate::bucket::{judge, lease_key, LeaseState, Observed};
-    use crate::takeover::{takeover, TakeoverError, TakeoverRequest};
+    use crate::takeover::{takeover_with, TakeoverError, TakeoverRequest, WaitControl};
 
     if a.reason.trim().is_empty() {
         let _ = writeln!(out, "leasectl: a reason is required (--reason)");
@@ -606,6 +617,14 @@ pub async fn takeover_cmd(
         j.state
     };
     let state = describe(&seen, out);
+    if state == LeaseState::Absent {
+        let _ = writeln!(
+            out,
+            "refused: {} does not exist: there is nothing to take over (the prefix is free); nothing was written",
+            sanitize(&key)
+        );
+        return EXIT_REFUSED;
+    }
     if let Some(want) = &a.expect_etag {
         if seen.etag() != Some(crate::store::normalize_etag(want).as_str()) {
             let _ = writeln!(
@@ -706,14 +725,32 @@ pub async fn takeover_cmd(
             url: a.url.clone(),
         },
     };
-    match takeover(store, clock.clone(), audit, req).await {
+    // From the intent on, a signal never kills the takeover half-way: a
+    // forced one's wait for the replaced holder's fence ends early and says
+    // what it left (`--then release`, `handover`); `--then hold` releases.
+    let mut signals = Signals::new();
+    let result = {
+        let wait = WaitControl {
+            notify: Box::new(|s: &str| {
+                let _ = writeln!(out, "{s}");
+                let _ = out.flush();
+            }),
+            stop: Box::pin(async {
+                match signals.recv().await {
+                    Some(sig) => signal_name(sig),
+                    None => std::future::pending().await,
+                }
+            }),
+        };
+        takeover_with(store, clock.clone(), audit, req, wait).await
+    };
+    match result {
         Ok(done) => {
             let _ = writeln!(out, "{done}");
             if let Some(lease) = done.held {
                 let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
                 let _ = out.flush();
                 let keep = KeepAlive::start(lease);
-                let mut signals = Signals::new();
                 let lost = tokio::select! {
                     _ = signals.recv() => None,
                     _ = keep.closed() => keep.closed_reason(),
@@ -732,6 +769,10 @@ pub async fn takeover_cmd(
             }
             Exit::Ok.code()
         }
+        Err(e @ TakeoverError::Interrupted(_)) => {
+            let _ = writeln!(out, "interrupted: {e}");
+            EXIT_INTERRUPTED
+        }
         Err(e @ TakeoverError::Changed { .. }) => {
             let _ = writeln!(out, "refused: {e}");
             EXIT_REFUSED
@@ -747,11 +788,20 @@ pub async fn takeover_cmd(
     }
 }
 
-/// `leasectl audit`: the log newest first, as text or one JSON array.
+/// `leasectl audit`: the log newest first, as text or one JSON array. Each
+/// line that is not an entry (torn by a crash, edited) is named on stderr
+/// (its number and byte offset) and skipped; the rest is listed (exit 0).
 pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Write) -> i32 {
-    match crate::audit::AuditLog::read(path) {
-        Ok(mut entries) => {
+    match crate::audit::AuditLog::read_report(path) {
+        Ok(report) => {
+            let mut entries = report.entries;
             entries.reverse();
+            for u in &report.unreadable {
+                eprintln!(
+                    "leasectl: audit log {}: {u}",
+                    sanitize(&path.display().to_string())
+                );
+            }
             if json {
                 let _ = writeln!(
                     out,

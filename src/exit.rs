@@ -28,6 +28,10 @@ pub enum Exit {
     /// 5: the lease was lost or its fence closed: the command was stopped
     /// (`bucket hold`, `takeover --then hold`).
     Fenced,
+    /// 6: `takeover --force --then release|handover:ID`: a signal ended the
+    /// wait for the replaced holder's fence; nothing was released or handed
+    /// over early, the lease was left to expire after that fence (audited).
+    Interrupted,
     /// 126: the command to run exists but cannot be run (not executable, a
     /// directory, permission denied), as shells say.
     CannotRun,
@@ -47,6 +51,7 @@ impl Exit {
             Exit::Attention => 3,
             Exit::Refused => 4,
             Exit::Fenced => 5,
+            Exit::Interrupted => 6,
             Exit::CannotRun => 126,
             Exit::NotFound => 127,
             Exit::Child(c) => c,

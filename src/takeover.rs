@@ -14,6 +14,8 @@
 //!    held (renewed until the caller releases it), or handed over to a named
 //!    successor whose `acquire_as` adopts it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,12 +62,18 @@ impl std::str::FromStr for Then {
             "release" => Ok(Then::Release),
             "hold" => Ok(Then::Hold),
             _ => match s.strip_prefix("handover:") {
+                // An id a successor can be started with: no blank, no control character.
                 Some(id)
-                    if !id.is_empty() && !id.chars().any(char::is_control) && id.len() <= 256 =>
+                    if !id.is_empty()
+                        && !id.chars().any(|c| c.is_control() || c.is_whitespace())
+                        && id.len() <= 256 =>
                 {
                     Ok(Then::Handover(id.to_owned()))
                 }
-                _ => Err("expected release, hold or handover:INSTANCE_ID".into()),
+                _ => Err(
+                    "expected release, hold or handover:INSTANCE_ID (an id without blanks or control characters)"
+                        .into(),
+                ),
             },
         }
     }
@@ -221,12 +229,46 @@ pub enum TakeoverError {
     /// The store failed; the outcome may be unknown (see the message).
     #[error("{0}")]
     Store(String),
+    /// There is no LEASE at the key: nothing to take over (nothing written).
+    #[error("{key} does not exist: there is nothing to take over (the prefix is free); nothing was written")]
+    Absent {
+        /// The key.
+        key: String,
+    },
+    /// The wait for the replaced holder's fence was stopped (a signal)
+    /// before the release or hand-over: neither was done early; the message
+    /// says what was left at the key and from when it may be taken (audited).
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 impl TakeoverError {
     /// True for refusals by a guard (nothing written to the lease).
     pub fn is_refusal(&self) -> bool {
-        !matches!(self, TakeoverError::Store(_) | TakeoverError::Audit(_))
+        !matches!(
+            self,
+            TakeoverError::Store(_) | TakeoverError::Audit(_) | TakeoverError::Interrupted(_)
+        )
+    }
+}
+
+/// How the wait for a replaced holder's fence (a forced takeover with
+/// `Then::Release` or `Then::Handover`) is reported and ended early; see
+/// [`takeover_with`]. The default tells the log and never ends early.
+pub struct WaitControl<'a> {
+    /// Told once, as the wait starts, what it waits for and until when (one sentence).
+    pub notify: Box<dyn FnMut(&str) + Send + 'a>,
+    /// Completes when the wait must end early, with what ended it (e.g. `SIGTERM`).
+    /// Polled only during the wait: what arrives before is acted on when it starts.
+    pub stop: Pin<Box<dyn Future<Output = String> + Send + 'a>>,
+}
+
+impl Default for WaitControl<'_> {
+    fn default() -> Self {
+        Self {
+            notify: Box::new(|s| tracing::warn!("{s}")),
+            stop: Box::pin(std::future::pending()),
+        }
     }
 }
 
@@ -257,6 +299,7 @@ fn holder_sentence(obs: &Observed) -> String {
 /// malformed one unchanged for `watched_for`) at `now` (reader's clock, UTC).
 ///
 /// Errors: [`TakeoverError::NoReason`], [`TakeoverError::BadTtl`],
+/// [`TakeoverError::Absent`] (no LEASE: nothing to take over),
 /// [`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`].
 pub fn preflight(
     prefix: &str,
@@ -276,6 +319,7 @@ pub fn preflight(
     }
     let j = judge(seen, now);
     match j.state {
+        LeaseState::Absent => Err(TakeoverError::Absent { key }),
         LeaseState::Fresh if !force => Err(TakeoverError::Fresh {
             key,
             holder: seen
@@ -302,11 +346,34 @@ pub fn preflight(
 /// before anything is written; [`TakeoverError::Audit`] refuses before the
 /// PUT; [`TakeoverError::Changed`] is the conditional PUT refused (audited);
 /// [`TakeoverError::Store`] a failure (audited, with a re-read when possible).
+/// The wait for a replaced holder's fence is told to the log and never ended
+/// early: see [`takeover_with`].
 pub async fn takeover(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     audit: &AuditLog,
     req: TakeoverRequest,
+) -> Result<TakeoverOutcome, TakeoverError> {
+    takeover_with(store, clock, audit, req, WaitControl::default()).await
+}
+
+/// [`takeover`], with the wait for a replaced holder's fence (a forced
+/// takeover with `Then::Release` or `Then::Handover`) told to `wait.notify`
+/// and ended early when `wait.stop` completes. Ended early, nothing is
+/// released or handed over before that fence has closed: our record is
+/// rewritten (conditional on its ETag) to expire after it, renewed by nobody,
+/// so that the prefix may be taken by anyone (the successor included) once
+/// the replaced holder can no longer write; the outcome entry says so, and
+/// the result is [`TakeoverError::Interrupted`]. A stop that comes once the
+/// fence has closed finishes the release or hand-over as asked.
+///
+/// Errors: as [`takeover`], and [`TakeoverError::Interrupted`].
+pub async fn takeover_with(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    audit: &AuditLog,
+    req: TakeoverRequest,
+    mut wait: WaitControl<'_>,
 ) -> Result<TakeoverOutcome, TakeoverError> {
     let key = lease_key(&req.prefix);
     let now = clock.wall();
@@ -367,6 +434,23 @@ pub async fn takeover(
                 .map(|r| Duration::from_secs(r.ttl_s) * 5 / 6)
         })
         .flatten();
+    // Our record must exclude everyone until that fence has closed even if
+    // nobody renews it (leasectl killed during the wait): its TTL is at least
+    // 6/5 of the fence plus a second (a contender's clock may be off by up
+    // to a twelfth of the TTL, ours too).
+    let own_ttl_s = match old_fence {
+        Some(w) => req.ttl_s.max(
+            ((w.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1).min(crate::bucket::MAX_SANE_TTL_S),
+        ),
+        None => req.ttl_s,
+    };
+    if own_ttl_s > req.ttl_s {
+        tracing::warn!(
+            key = %key,
+            "the record written has a TTL of {own_ttl_s} s, not {} s: it must outlast the replaced holder's fence even if nobody renews it",
+            req.ttl_s
+        );
+    }
 
     let id = new_instance_id();
     let holder_id = match (&req.then, old_fence) {
@@ -377,7 +461,7 @@ pub async fn takeover(
         instance_id: holder_id,
         acquired_at: now,
         renewed_at: now,
-        ttl_s: req.ttl_s,
+        ttl_s: own_ttl_s,
     };
     let mut entry = AuditEntry {
         time: now,
@@ -487,7 +571,7 @@ pub async fn takeover(
     };
 
     let config = LeaseConfig {
-        ttl_s: req.ttl_s,
+        ttl_s: own_ttl_s,
         exclusion: req.exclusion,
     };
     // The lease just written, as a holder of it (used by release and hold).
@@ -523,21 +607,57 @@ pub async fn takeover(
         key: key.clone(),
     };
     // Release and hand-over act only once the old holder's fence has closed.
-    let written = match (&req.then, safe_from) {
-        (Then::Release | Then::Handover(_), Some(_)) => match wait_for_old_fence(written).await {
-            Ok(l) => l,
-            Err(why) => {
-                let out = finish(
-                    entry,
-                    format!("taken, but lost while waiting for the old holder's fence: {why}"),
-                    Some(etag),
-                );
-                audit.append(&out).await?;
-                return Err(TakeoverError::Store(format!(
-                    "{key} was taken, but lost while waiting for the old holder's fence to close: {why}"
-                )));
+    let written = match (&req.then, safe_from, old_fence) {
+        (Then::Release | Then::Handover(_), Some(until), Some(w)) => {
+            let after = match &req.then {
+                Then::Handover(s) => format!("handing {} over to {}", sanitize(&key), sanitize(s)),
+                _ => format!("releasing {}", sanitize(&key)),
+            };
+            (wait.notify)(&format!(
+                "waiting until {} ({} from now) for the replaced holder's fence to close before {after}; \
+                 our record is renewed meanwhile. SIGINT, SIGTERM or SIGHUP ends the wait early: the lease \
+                 is then left to expire after that fence, never released or handed over before it",
+                stamp(until),
+                format_secs((until - clock.wall()).to_std().unwrap_or_default().as_secs_f64()),
+            ));
+            match wait_for_old_fence(written, wait.stop.as_mut()).await {
+                Waited::Open(l) => l,
+                Waited::Stopped(by, lease) => {
+                    let fence_end = mono + w;
+                    let (text, etag_left, record_left) = leave_to_expire(
+                        store.as_ref(),
+                        &clock,
+                        &req,
+                        &key,
+                        lease,
+                        fence_end,
+                        until,
+                        &by,
+                    )
+                    .await;
+                    if let (Some(w), Some(r)) = (&mut entry.written, record_left) {
+                        w.record = r;
+                    }
+                    let out = finish(entry, text.clone(), etag_left);
+                    audit.append(&out).await?;
+                    return Err(TakeoverError::Interrupted(format!(
+                        "{text}\naudit: {} (id {id})",
+                        audit.path().display()
+                    )));
+                }
+                Waited::Lost(why) => {
+                    let out = finish(
+                        entry,
+                        format!("taken, but lost while waiting for the old holder's fence: {why}"),
+                        Some(etag),
+                    );
+                    audit.append(&out).await?;
+                    return Err(TakeoverError::Store(format!(
+                        "{key} was taken, but lost while waiting for the old holder's fence to close: {why}"
+                    )));
+                }
             }
-        },
+        }
         _ => written,
     };
     let mut final_etag = written.etag().to_owned();
@@ -548,7 +668,7 @@ pub async fn takeover(
                 Ok(how) => format!("taken, then released ({how})"),
                 Err(e) => format!(
                     "taken, but the release failed ({e}); the lease expires after {} s",
-                    req.ttl_s
+                    own_ttl_s
                 ),
             };
             outcome.released = r.ok();
@@ -595,11 +715,11 @@ pub async fn takeover(
                     )
                 }
                 Err(e) => {
-                    let out = finish(entry, format!("taken, but the hand-over write failed: {e}; the lease (ours) expires after {} s", req.ttl_s), Some(final_etag));
+                    let out = finish(entry, format!("taken, but the hand-over write failed: {e}; the lease (ours) expires after {} s", own_ttl_s), Some(final_etag));
                     audit.append(&out).await?;
                     return Err(TakeoverError::Store(format!(
                         "{key} was taken, but handing it over failed: {e}; our lease expires after {} s",
-                        req.ttl_s
+                        own_ttl_s
                     )));
                 }
             }
@@ -620,21 +740,153 @@ pub async fn takeover(
     Ok(outcome)
 }
 
+/// A time in the sentences about the wait: UTC, milliseconds.
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// How the wait for the replaced holder's fence ended.
+enum Waited {
+    /// The fence opened (the old holder's has closed): the lease, to act on.
+    Open(BucketLease),
+    /// Ended early by `stop` (what it said) before the fence opened: the
+    /// lease, renewed no more, or why it was lost.
+    Stopped(String, Result<BucketLease, String>),
+    /// The lease was lost meanwhile: why.
+    Lost(String),
+}
+
 /// Keeps `lease` renewed until its fence opens (the old holder's has closed),
-/// then returns it; an error says why the lease was lost meanwhile.
-async fn wait_for_old_fence(lease: BucketLease) -> Result<BucketLease, String> {
+/// or until `stop` completes before that.
+async fn wait_for_old_fence(
+    lease: BucketLease,
+    mut stop: Pin<&mut (dyn Future<Output = String> + Send + '_)>,
+) -> Waited {
     let keep = KeepAlive::start(lease);
     loop {
         match keep.status() {
             FenceStatus::Waiting(d) => {
-                tokio::time::sleep(d.min(Duration::from_millis(200))).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(d.min(Duration::from_millis(200))) => {}
+                    by = stop.as_mut() => {
+                        // Once the fence is open, finishing as asked is safe.
+                        if keep.status().is_open() {
+                            break;
+                        }
+                        return Waited::Stopped(by, keep.stop().await.map_err(|e| e.to_string()));
+                    }
+                }
             }
             FenceStatus::Open(_) => break,
             FenceStatus::Closed(why) => {
                 let _ = keep.stop().await;
-                return Err(why.to_string());
+                return Waited::Lost(why.to_string());
             }
         }
     }
-    keep.stop().await.map_err(|e| e.to_string())
+    match keep.stop().await {
+        Ok(l) => Waited::Open(l),
+        Err(e) => Waited::Lost(e.to_string()),
+    }
+}
+
+/// After the wait was ended early by `by`: rewrites our record (conditional
+/// on its ETag) so that it stays fresh until the replaced holder's fence has
+/// closed (`fence_end`, boot-time clock; `until`, UTC) and then expires,
+/// renewed by nobody. Its TTL is 6/5 of the time left plus a second: a
+/// contender whose clock is off within the limit the TTL allows still sees
+/// it fresh until the fence has closed. Returns the sentence for the operator
+/// and the audit log, and the ETag and record left at the key (if known).
+#[allow(clippy::too_many_arguments)]
+async fn leave_to_expire(
+    store: &dyn ObjectStore,
+    clock: &SharedClock,
+    req: &TakeoverRequest,
+    key: &str,
+    lease: Result<BucketLease, String>,
+    fence_end: Duration,
+    until: DateTime<Utc>,
+    by: &str,
+) -> (String, Option<String>, Option<LeaseRecord>) {
+    let not_done = match &req.then {
+        Then::Handover(s) => format!("not handed over to {}", sanitize(s)),
+        _ => "not released".to_owned(),
+    };
+    let head = format!(
+        "stopped by {by} while waiting for the replaced holder's fence (closing at {}): {not_done}",
+        stamp(until)
+    );
+    let successor = match &req.then {
+        Then::Handover(s) => format!(
+            " (the successor with `leasectl bucket hold --instance-id {} --wait …`)",
+            sanitize(s)
+        ),
+        _ => String::new(),
+    };
+    let lease = match lease {
+        Ok(l) => l,
+        Err(why) => {
+            return (
+                format!("{head}; our lease was lost meanwhile: {why}"),
+                None,
+                None,
+            )
+        }
+    };
+    let left = fence_end.saturating_sub(clock.mono());
+    let ttl_s = ((left.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1)
+        .clamp(1, crate::bucket::MAX_SANE_TTL_S);
+    let now = clock.wall();
+    let record = LeaseRecord {
+        renewed_at: now,
+        ttl_s,
+        ..lease.record().clone()
+    };
+    let cond = match req.exclusion {
+        Exclusion::Conditional => PutCondition::IfMatch(lease.etag().to_owned()),
+        Exclusion::BestEffort => PutCondition::None,
+    };
+    match store.put(key, record.to_body(), cond).await {
+        Ok(etag) => {
+            let expires = now + chrono::Duration::seconds(ttl_s as i64);
+            let etag = etag.unwrap_or_default();
+            (
+                format!(
+                    "{head}. Our record ({}, ETag {etag}) was rewritten to expire at {} (TTL {ttl_s} s), \
+                     after that fence, and is renewed by nobody: from then anyone may take the prefix{successor}",
+                    sanitize(&record.instance_id),
+                    stamp(expires)
+                ),
+                Some(etag),
+                Some(record),
+            )
+        }
+        Err(e) => {
+            let last = lease.record();
+            let expires = last.renewed_at + chrono::Duration::seconds(last.ttl_s as i64);
+            let early = if expires < until {
+                format!(
+                    " — before the replaced holder's fence closes at {}: let no writer in before then",
+                    stamp(until)
+                )
+            } else {
+                String::new()
+            };
+            let now_there = match read_lease(store, key, None).await {
+                Ok(o) if o.etag() == Some(lease.etag()) => "it is still there".to_owned(),
+                Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
+                Err(e2) => format!("could not re-read it: {e2}"),
+            };
+            (
+                format!(
+                    "{head}; rewriting our record ({}) to expire after that fence failed ({e}); {now_there}. \
+                     As last renewed it expires at {}{early}; renewed by nobody",
+                    sanitize(&last.instance_id),
+                    stamp(expires)
+                ),
+                Some(lease.etag().to_owned()),
+                None,
+            )
+        }
+    }
 }

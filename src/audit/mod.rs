@@ -56,6 +56,50 @@ pub struct AuditTarget {
     pub url: String,
 }
 
+/// Where a lease object is, however the TARGET that reached it was spelled.
+#[derive(Debug, PartialEq)]
+enum LeaseLocation {
+    /// A local store: the LEASE file's path.
+    Local(PathBuf),
+    /// An S3 bucket and the object's full key.
+    S3(String, String),
+}
+
+impl AuditTarget {
+    /// Whether this entry is about the lease at `key` as read through the
+    /// TARGET `target_url` (its bucket, for S3): the same store and key,
+    /// however either TARGET was spelled — a takeover of `file:///d/s1/`
+    /// (key `LEASE`) is about `s1/LEASE` as read through `file:///d/`, and one
+    /// of `s3://b/p/s1/` about `p/s1/LEASE` of bucket `b` through `s3://b/`.
+    /// Entries whose URL is no TARGET are matched by key and bucket.
+    pub fn is_lease(&self, target_url: &str, bucket: Option<&str>, key: &str) -> bool {
+        use crate::target::Target;
+        let row = match target_url.parse::<Target>() {
+            Ok(Target::Local { dir }) => Some(LeaseLocation::Local(dir.join(key))),
+            Ok(Target::S3 { bucket: b, .. }) => Some(LeaseLocation::S3(
+                bucket.map_or(b, str::to_owned),
+                key.to_owned(),
+            )),
+            Err(_) => None,
+        };
+        // The entry's URL names the prefix; its key is relative to the store
+        // it opened (the prefix directory itself for the command line's local
+        // takeover, the TARGET's directory for the console's).
+        let entry = match self.url.parse::<Target>() {
+            Ok(Target::Local { dir }) => Some(LeaseLocation::Local(dir.join("LEASE"))),
+            Ok(Target::S3 { bucket: b, .. }) => Some(LeaseLocation::S3(
+                self.bucket.clone().unwrap_or(b),
+                self.key.clone(),
+            )),
+            Err(_) => None,
+        };
+        match (row, entry) {
+            (Some(r), Some(e)) => r == e,
+            _ => self.key == key && self.bucket.as_deref() == bucket,
+        }
+    }
+}
+
 /// What the operator saw before deciding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditObserved {
@@ -188,7 +232,27 @@ impl AuditLog {
         let l = line.clone();
         tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             let mut f = open_append(&path)?;
-            f.write_all(&l)?;
+            // One writer at a time, and every entry on a line of its own: a
+            // last line left without its newline (a crash mid-write) is ended
+            // first, so that it stays one unreadable line instead of
+            // swallowing this entry.
+            lock_exclusive(&f)?;
+            let len = f.metadata()?.len();
+            let mut buf = l;
+            if len > 0 {
+                use std::os::unix::fs::FileExt;
+                let mut last = [0u8; 1];
+                f.read_exact_at(&mut last, len - 1)?;
+                if last[0] != b'\n' {
+                    tracing::warn!(
+                        "the audit log {} ends inside a line (a write cut short?): that line is kept as it is, \
+                         and this entry starts a new one",
+                        crate::text::sanitize(&path.display().to_string())
+                    );
+                    buf.insert(0, b'\n');
+                }
+            }
+            f.write_all(&buf)?;
             f.sync_data()
         })
         .await
@@ -215,7 +279,24 @@ impl AuditLog {
     }
 
     /// Reads every entry of the log at `path`, oldest first. Lines that do not
-    /// parse are skipped with a warning (a torn last line after a crash).
+    /// parse are skipped with a warning each (a torn line after a crash); see
+    /// [`AuditLog::read_report`] to get them too.
+    ///
+    /// Errors: as [`AuditLog::read_report`].
+    pub fn read(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
+        let r = Self::read_report(path)?;
+        for u in &r.unreadable {
+            tracing::warn!(
+                "audit log {}: {u}",
+                crate::text::sanitize(&path.display().to_string())
+            );
+        }
+        Ok(r.entries)
+    }
+
+    /// Reads every entry of the log at `path`, oldest first, and names every
+    /// line that is not an entry (one torn or non-UTF-8 line never hides the
+    /// rest).
     ///
     /// The file is opened as the store opens objects: a symlink is not
     /// followed, a FIFO or device is refused without being read, and at most
@@ -224,7 +305,7 @@ impl AuditLog {
     ///
     /// Errors: [`AuditError::Read`], also for a path that is not a regular
     /// file; a missing file is an empty log.
-    pub fn read(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
+    pub fn read_report(path: &Path) -> Result<AuditRead, AuditError> {
         let err = |source| AuditError::Read {
             path: path.to_owned(),
             source,
@@ -232,7 +313,7 @@ impl AuditLog {
         let (mut f, md) = match crate::store::local::open_regular(path) {
             Ok(Opened::Regular(f, md)) => (f, md),
             Ok(Opened::Other(kind, _)) => return Err(err(not_regular(kind))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AuditRead::default()),
             Err(source) => return Err(err(source)),
         };
         let mut bytes = Vec::new();
@@ -251,26 +332,239 @@ impl AuditLog {
             .take(MAX_READ_BYTES)
             .read_to_end(&mut bytes)
             .map_err(err)?;
+        let mut start = 0;
         if skip > 0 {
             // The first line read is most likely the tail of a cut one.
-            let start = bytes
+            start = bytes
                 .iter()
                 .position(|b| *b == b'\n')
                 .map_or(bytes.len(), |i| i + 1);
-            bytes.drain(..start);
         }
-        let mut out = Vec::new();
-        // Line by line as bytes: one torn or non-UTF-8 line must not hide the rest.
-        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match serde_json::from_slice::<AuditEntry>(line) {
-                Ok(e) => out.push(e),
-                Err(e) => tracing::warn!("audit log line {} unreadable: {e}", i + 1),
-            }
-        }
+        let mut out = AuditRead::default();
+        parse_lines(
+            &bytes[start..],
+            skip + start as u64,
+            1,
+            &mut |e| out.entries.push(e),
+            &mut |u| out.unreadable.push(u),
+        );
         Ok(out)
+    }
+}
+
+/// What [`AuditLog::read_report`] found.
+#[derive(Debug, Default)]
+pub struct AuditRead {
+    /// The entries, oldest first.
+    pub entries: Vec<AuditEntry>,
+    /// The lines that are not entries, in file order.
+    pub unreadable: Vec<UnreadableLine>,
+}
+
+/// A line of the audit log that is not an entry (torn by a crash, edited by hand).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnreadableLine {
+    /// Its number, from 1 (counted from the first whole line read: of a log
+    /// read from its end, or followed by an [`AuditTail`] that started in its
+    /// middle, the number is within what was read; `offset` is exact).
+    pub line: u64,
+    /// Its first byte's offset in the file.
+    pub offset: u64,
+    /// Why it is not an entry.
+    pub error: String,
+    /// Its start, escaped, at most 60 characters.
+    pub excerpt: String,
+}
+
+impl std::fmt::Display for UnreadableLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {} (byte {}) is unreadable, skipped: {} — it starts {:?}",
+            self.line, self.offset, self.error, self.excerpt
+        )
+    }
+}
+
+/// Parses `bytes` (whole lines of the log, the first at byte `offset`, line
+/// number `line`) as entries; every line that is not one goes to `bad`.
+fn parse_lines(
+    bytes: &[u8],
+    mut offset: u64,
+    mut line: u64,
+    good: &mut dyn FnMut(AuditEntry),
+    bad: &mut dyn FnMut(UnreadableLine),
+) {
+    // Line by line as bytes: one torn or non-UTF-8 line must not hide the rest.
+    for l in bytes.split(|b| *b == b'\n') {
+        let here = offset;
+        offset += l.len() as u64 + 1;
+        line += 1;
+        if l.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<AuditEntry>(l) {
+            Ok(e) => good(e),
+            Err(e) => {
+                let text = String::from_utf8_lossy(&l[..l.len().min(240)]);
+                let excerpt: String = crate::text::sanitize(&text).chars().take(60).collect();
+                bad(UnreadableLine {
+                    line: line - 1,
+                    offset: here,
+                    error: e.to_string(),
+                    excerpt,
+                })
+            }
+        }
+    }
+}
+
+/// The newest entries of an audit log, followed as it grows (`serve`, the
+/// console): each [`AuditTail::poll`] reads only what was appended since the
+/// last one, so a long log costs its size once, not at every refresh, and
+/// each unreadable line is warned about once. A log replaced (rotated: another
+/// file at the path) or rewritten (truncated, or its last bytes read differ)
+/// is read again from its start; the entries already read are kept. A line
+/// still being written (no newline yet) waits for the next poll. The first
+/// read of a log longer than [`TAIL_FIRST_READ`] starts that far from its end.
+pub struct AuditTail {
+    path: PathBuf,
+    keep: usize,
+    /// `(device, inode)` of the file followed.
+    file: Option<(u64, u64)>,
+    /// Bytes consumed: whole lines up to here have been read.
+    offset: u64,
+    /// Up to 64 bytes before `offset`, to notice a rewritten file.
+    before: Vec<u8>,
+    /// The number of the line at `offset`.
+    line: u64,
+    entries: std::collections::VecDeque<AuditEntry>,
+}
+
+/// The most an [`AuditTail`] reads of a log at once (4 MiB): its first read
+/// of a longer log, or what was appended between two polls, starts that far
+/// from the end (at the next whole line).
+pub const TAIL_FIRST_READ: u64 = 4 * 1024 * 1024;
+
+impl AuditTail {
+    /// Follows the log at `path`, keeping its newest `keep` entries (at least 1).
+    /// Nothing is read before the first [`AuditTail::poll`].
+    pub fn new(path: impl Into<PathBuf>, keep: usize) -> Self {
+        Self {
+            path: path.into(),
+            keep: keep.max(1),
+            file: None,
+            offset: 0,
+            before: Vec::new(),
+            line: 1,
+            entries: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The log followed.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The newest entries read, oldest first (at most `keep`).
+    pub fn entries(&self) -> Vec<AuditEntry> {
+        self.entries.iter().cloned().collect()
+    }
+
+    /// Reads what was appended since the last poll (blocking I/O: call it on
+    /// a blocking thread). Each line that is not an entry is warned about
+    /// (`tracing`) once, and returned.
+    ///
+    /// Errors: [`AuditError::Read`] (the path is not a regular file, or the
+    /// read failed: the entries already read are kept, and the next poll
+    /// tries again). A missing file is no error: nothing new.
+    pub fn poll(&mut self) -> Result<Vec<UnreadableLine>, AuditError> {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let err = |source| AuditError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        let (mut f, md) = match crate::store::local::open_regular(&self.path) {
+            Ok(Opened::Regular(f, md)) => (f, md),
+            Ok(Opened::Other(kind, _)) => return Err(err(not_regular(kind))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(err(source)),
+        };
+        let id = (md.dev(), md.ino());
+        let len = md.len();
+        let mut same = self.file == Some(id) && len >= self.offset;
+        if same && !self.before.is_empty() {
+            let mut b = vec![0u8; self.before.len()];
+            let at = self.offset - b.len() as u64;
+            same = f.read_exact_at(&mut b, at).is_ok() && b == self.before;
+        }
+        if !same {
+            if self.file.is_some() {
+                tracing::info!(
+                    "the audit log {} was replaced or rewritten: reading it again from its start",
+                    crate::text::sanitize(&self.path.display().to_string())
+                );
+            }
+            self.file = Some(id);
+            self.offset = 0;
+            self.before.clear();
+            self.line = 1;
+        }
+        if len == self.offset {
+            return Ok(Vec::new());
+        }
+        let mut from = self.offset;
+        let mut resync = false;
+        if len - from > TAIL_FIRST_READ {
+            from = len - TAIL_FIRST_READ;
+            resync = true;
+        }
+        f.seek(SeekFrom::Start(from)).map_err(err)?;
+        let mut bytes = Vec::new();
+        (&mut f)
+            .take(len - from)
+            .read_to_end(&mut bytes)
+            .map_err(err)?;
+        let mut start = 0usize;
+        if resync {
+            // Started inside the file: the first (most likely cut) line is skipped.
+            match bytes.iter().position(|b| *b == b'\n') {
+                Some(i) => start = i + 1,
+                None => return Ok(Vec::new()),
+            }
+        }
+        // Whole lines only: a line without its newline yet is read next time.
+        let Some(end) = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1) else {
+            return Ok(Vec::new());
+        };
+        if end <= start {
+            return Ok(Vec::new());
+        }
+        let whole = &bytes[start..end];
+        let mut bad = Vec::new();
+        let keep = self.keep;
+        let entries = &mut self.entries;
+        let path = crate::text::sanitize(&self.path.display().to_string());
+        parse_lines(
+            &whole[..whole.len() - 1],
+            from + start as u64,
+            self.line,
+            &mut |e| {
+                entries.push_back(e);
+                if entries.len() > keep {
+                    entries.pop_front();
+                }
+            },
+            &mut |u| {
+                tracing::warn!("audit log {path}: {u}");
+                bad.push(u);
+            },
+        );
+        self.line += whole.iter().filter(|b| **b == b'\n').count() as u64;
+        self.offset = from + end as u64;
+        self.before = bytes[end.saturating_sub(64).max(start)..end].to_vec();
+        Ok(bad)
     }
 }
 
@@ -285,7 +579,22 @@ fn not_regular(kind: &str) -> std::io::Error {
     ))
 }
 
-/// Opens the log for appending: created with mode 0600; a symlink is not
+/// Takes an exclusive `flock(2)` on `f` (released when it is closed).
+fn lock_exclusive(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Opens the log for appending (and reading its last byte): created with mode 0600; a symlink is not
 /// followed and a FIFO does not block the open; only a regular file is accepted.
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     if let Ok(m) = std::fs::symlink_metadata(path) {
@@ -296,6 +605,7 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     let f = OpenOptions::new()
         .create(true)
         .append(true)
+        .read(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
@@ -317,4 +627,137 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
 /// Formats a time for the audit listing.
 pub fn fmt_time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str) -> AuditEntry {
+        let t: DateTime<Utc> = "2026-01-01T12:00:00Z".parse().unwrap();
+        AuditEntry {
+            time: t,
+            phase: "intent".into(),
+            id: id.into(),
+            operator: "ops@host".into(),
+            tool_version: "0".into(),
+            action: "takeover".into(),
+            target: AuditTarget {
+                endpoint: "local".into(),
+                bucket: None,
+                key: "LEASE".into(),
+                url: "file:///srv/db/".into(),
+            },
+            observed: AuditObserved {
+                record: None,
+                etag: None,
+                judgement: "stale".into(),
+                age_s: None,
+                reader_clock: t,
+            },
+            written: None,
+            reason: "r".into(),
+            exclusion: "conditional".into(),
+            forced: false,
+            then: "release".into(),
+            outcome: None,
+            writes_safe_from: None,
+        }
+    }
+
+    fn line(id: &str) -> String {
+        format!("{}\n", serde_json::to_string(&entry(id)).unwrap())
+    }
+
+    fn ids(t: &AuditTail) -> Vec<String> {
+        t.entries().into_iter().map(|e| e.id).collect()
+    }
+
+    fn append(path: &Path, text: &str) {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+
+    #[test]
+    fn a_tail_reads_what_was_appended_and_names_each_bad_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut t = AuditTail::new(&path, 3);
+        assert!(t.poll().unwrap().is_empty(), "no log yet: nothing");
+        append(&path, &format!("{}{{torn\n{}", line("a"), line("b")));
+        let bad = t.poll().unwrap();
+        assert_eq!(bad.len(), 1);
+        assert_eq!((bad[0].line, bad[0].offset), (2, line("a").len() as u64));
+        assert_eq!(ids(&t), ["a", "b"]);
+        // Nothing new: nothing read, the bad line is not named again.
+        assert!(t.poll().unwrap().is_empty());
+        // A line still being written waits for its newline.
+        let c = line("c");
+        append(&path, &c[..10]);
+        assert!(t.poll().unwrap().is_empty());
+        assert_eq!(ids(&t), ["a", "b"]);
+        append(&path, &c[10..]);
+        append(&path, &line("d"));
+        assert!(t.poll().unwrap().is_empty());
+        assert_eq!(ids(&t), ["b", "c", "d"], "the newest 3");
+        // Rotated: a new file at the path is read from its start.
+        std::fs::rename(&path, dir.path().join("audit.jsonl.1")).unwrap();
+        append(&path, &format!("{}oops\n", line("e")));
+        let bad = t.poll().unwrap();
+        assert_eq!((bad.len(), bad[0].line), (1, 2));
+        assert_eq!(ids(&t), ["c", "d", "e"]);
+        // Rewritten in place (same file, other bytes, not shorter): read again.
+        std::fs::write(&path, format!("{}{}{}", line("f"), line("g"), line("h"))).unwrap();
+        assert!(t.poll().unwrap().is_empty());
+        assert_eq!(ids(&t), ["f", "g", "h"]);
+        // Truncated: read again from the start.
+        std::fs::write(&path, line("i")).unwrap();
+        t.poll().unwrap();
+        assert_eq!(ids(&t), ["g", "h", "i"]);
+    }
+
+    #[test]
+    fn a_tail_starts_near_the_end_of_a_long_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let one = line("x");
+        let n = (TAIL_FIRST_READ as usize / one.len()) * 2;
+        append(&path, &one.repeat(n));
+        append(&path, &line("last"));
+        let mut t = AuditTail::new(&path, 5);
+        assert!(
+            t.poll().unwrap().is_empty(),
+            "the cut first line is skipped, not named"
+        );
+        assert_eq!(ids(&t).last().map(String::as_str), Some("last"));
+    }
+
+    #[tokio::test]
+    async fn an_entry_after_a_torn_last_line_starts_a_line_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let a = line("a");
+        append(&path, &a[..a.len() / 2]);
+        let log = AuditLog::open(&path).unwrap();
+        log.append(&entry("b")).await.unwrap();
+        let r = AuditLog::read_report(&path).unwrap();
+        assert_eq!(r.entries.len(), 1);
+        assert_eq!(r.entries[0].id, "b");
+        assert_eq!(r.unreadable.len(), 1);
+        assert_eq!(r.unreadable[0].line, 1);
+        assert!(r.unreadable[0]
+            .to_string()
+            .contains("line 1 (byte 0) is unreadable"));
+        // A log that ends its lines is appended to as is.
+        log.append(&entry("c")).await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(!text.contains("\n\n"));
+    }
 }

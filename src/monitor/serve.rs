@@ -8,6 +8,13 @@
 //! `leasectl_http_requests_total{path,code}`. `/metrics` answers 503 until the
 //! first snapshot; `/healthz` answers 200 while snapshots keep coming (the
 //! last one at most three refreshes plus a request timeout ago), else 503.
+//!
+//! No client can starve the server: a request's headers must arrive within
+//! [`HEADER_READ_TIMEOUT`] (also the longest a kept-alive connection waits
+//! for its next request), a connection that moves no byte for
+//! [`IDLE_TIMEOUT`] is closed, and at most [`connection_limit`] connections
+//! are open at once: a new one beyond it closes the oldest connection that
+//! is not being answered (or is itself closed when every one is).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -150,7 +157,8 @@ async fn shutdown_signal() {
 }
 
 /// Serves until SIGTERM or SIGINT (status 0). Failing to listen is status 1,
-/// with a sentence on stderr.
+/// with a sentence on stderr. Connections are served under the timeouts and
+/// the limit of the module docs.
 pub async fn serve(
     mut gatherer: Gatherer,
     clock: SharedClock,
@@ -178,14 +186,18 @@ pub async fn serve(
     };
     let latest = state.latest.clone();
     let refresh = opts.refresh;
-    let audit_path = opts.audit_path;
+    let mut audit_tail = opts
+        .audit_path
+        .map(|p| crate::audit::AuditTail::new(p, AUDIT_KEEP));
     let gathering = tokio::spawn(async move {
         let mut ticker = tokio::time::interval(refresh);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let audit = read_audit(audit_path.clone());
-            let (snap, audit) = tokio::join!(super::gather(&mut gatherer, &clock, &extras), audit);
+            let audit = read_audit(audit_tail.take());
+            let (snap, (tail, audit)) =
+                tokio::join!(super::gather(&mut gatherer, &clock, &extras), audit);
+            audit_tail = tail;
             // Updated under the lock (no await inside): a scrape sees one
             // whole snapshot or the previous one.
             if let Ok(mut l) = latest.lock() {
@@ -200,32 +212,333 @@ pub async fn serve(
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .with_state(state);
-    let r = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await;
+    accept_loop(listener, app, connection_limit()).await;
     gathering.abort();
-    match r {
-        Ok(()) => crate::exit::Exit::Ok.code(),
-        Err(e) => {
-            eprintln!("leasectl: the metrics server failed: {e}");
-            crate::exit::Exit::Failed.code()
+    crate::exit::Exit::Ok.code()
+}
+
+/// The longest a client may take to send a request's headers, and the
+/// longest a kept-alive connection waits for its next request: 10 s.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest a connection may move no byte (read or written) while a
+/// request or its answer is under way: 30 s.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most connections `serve` keeps open at once: half the descriptors
+/// this process may open (`RLIMIT_NOFILE`) beyond 64 kept for the stores,
+/// between 8 and 256 (96 with 256 descriptors; 256 from 576 up).
+pub fn connection_limit() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    };
+    (soft.saturating_sub(64) / 2).clamp(8, 256) as usize
+}
+
+/// One open connection: whether a request on it is being answered, and how
+/// to close it.
+struct Conn {
+    busy: std::sync::atomic::AtomicUsize,
+    close: tokio_util::sync::CancellationToken,
+}
+
+/// The open connections, oldest first (ids grow).
+#[derive(Default)]
+struct Conns {
+    next: u64,
+    open: std::collections::BTreeMap<u64, Arc<Conn>>,
+    /// Connections closed for the limit since the last warning.
+    shed: u64,
+    warned: Option<tokio::time::Instant>,
+}
+
+impl Conns {
+    /// Closes the oldest connection not being answered; false if every one is.
+    fn shed_idle(&mut self) -> bool {
+        let idle = self
+            .open
+            .iter()
+            .find(|(_, c)| c.busy.load(std::sync::atomic::Ordering::SeqCst) == 0)
+            .map(|(id, _)| *id);
+        match idle.and_then(|id| self.open.remove(&id)) {
+            Some(c) => {
+                c.close.cancel();
+                self.shed += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Says how many connections were closed for the limit, at most once a minute.
+    fn warn_shed(&mut self, limit: usize) {
+        let due = self
+            .warned
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(60));
+        if self.shed > 0 && due {
+            tracing::warn!(
+                "{} connection(s) closed: more than {limit} were open at once (clients that hold \
+                 connections without finishing a request?)",
+                self.shed
+            );
+            self.shed = 0;
+            self.warned = Some(tokio::time::Instant::now());
         }
     }
 }
 
-/// The last 200 entries of the audit log at `path` (read on a blocking
-/// thread); nothing when there is no log or it cannot be read (a takeover is
-/// then classified by what was seen, not named).
-async fn read_audit(path: Option<std::path::PathBuf>) -> Vec<crate::audit::AuditEntry> {
-    let Some(path) = path else {
-        return Vec::new();
+/// Decrements a connection's busy count when the answer is done (or dropped).
+struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0
+            .busy
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Accepts connections until SIGTERM or SIGINT, serving each with `app`
+/// under the timeouts and the connection limit (module docs); then lets the
+/// answers under way finish (at most 5 s).
+async fn accept_loop(listener: tokio::net::TcpListener, app: Router, limit: usize) {
+    let conns = Arc::new(Mutex::new(Conns::default()));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = &mut shutdown => break,
+        };
+        // Reap finished connection tasks.
+        while tasks.try_join_next().is_some() {}
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors (EMFILE) or a connection reset before it was
+                // accepted: make room, pause briefly, go on.
+                tracing::warn!("accepting a connection failed: {e}");
+                if let Ok(mut c) = conns.lock() {
+                    c.shed_idle();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let conn = {
+            let Ok(mut c) = conns.lock() else { break };
+            if c.open.len() >= limit && !c.shed_idle() {
+                c.shed += 1;
+                c.warn_shed(limit);
+                drop(stream);
+                continue;
+            }
+            c.warn_shed(limit);
+            let id = c.next;
+            c.next += 1;
+            let conn = Arc::new(Conn {
+                busy: 0.into(),
+                close: tokio_util::sync::CancellationToken::new(),
+            });
+            c.open.insert(id, conn.clone());
+            (id, conn)
+        };
+        tasks.spawn(serve_connection(
+            stream,
+            app.clone(),
+            conn,
+            conns.clone(),
+            stop.clone(),
+        ));
+    }
+    drop(listener);
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+}
+
+/// Serves one connection (HTTP/1.1) until it ends, times out, is closed for
+/// the limit, or the server stops.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    (id, conn): (u64, Arc<Conn>),
+    conns: Arc<Mutex<Conns>>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let inner = hyper_util::service::TowerToHyperService::new(app);
+    let busy = conn.clone();
+    let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        busy.busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let guard = Busy(busy.clone());
+        let answer = hyper::service::Service::call(&inner, req);
+        async move {
+            let r = answer.await;
+            drop(guard);
+            r
+        }
+    });
+    let io = hyper_util::rt::TokioIo::new(IdleTimeout::new(stream, IDLE_TIMEOUT));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .keep_alive(true);
+    let served = builder.serve_connection(io, svc);
+    tokio::pin!(served);
+    tokio::select! {
+        r = served.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!("connection ended: {e}");
+            }
+        }
+        _ = conn.close.cancelled() => {}
+        _ = stop.cancelled() => {
+            served.as_mut().graceful_shutdown();
+            let _ = served.await;
+        }
+    }
+    if let Ok(mut c) = conns.lock() {
+        c.open.remove(&id);
+    }
+}
+
+/// A stream that fails with `TimedOut` once it has moved no byte for `idle`
+/// while being read or written.
+struct IdleTimeout<T> {
+    inner: T,
+    idle: Duration,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<T> IdleTimeout<T> {
+    fn new(inner: T, idle: Duration) -> Self {
+        Self {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+        }
+    }
+
+    fn moved(&mut self) {
+        let at = tokio::time::Instant::now() + self.idle;
+        self.deadline.as_mut().reset(at);
+    }
+
+    fn timed_out<R>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<R>> {
+        use std::future::Future;
+        match self.deadline.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no byte moved on the connection for too long",
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for IdleTimeout<T> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.inner).poll_read(cx, buf) {
+            std::task::Poll::Ready(r) => {
+                this.moved();
+                std::task::Poll::Ready(r)
+            }
+            std::task::Poll::Pending => this.timed_out(cx),
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for IdleTimeout<T> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.inner).poll_write(cx, buf) {
+            std::task::Poll::Ready(r) => {
+                this.moved();
+                std::task::Poll::Ready(r)
+            }
+            std::task::Poll::Pending => this.timed_out(cx),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.inner).poll_flush(cx) {
+            std::task::Poll::Ready(r) => std::task::Poll::Ready(r),
+            std::task::Poll::Pending => this.timed_out(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.inner).poll_shutdown(cx) {
+            std::task::Poll::Ready(r) => std::task::Poll::Ready(r),
+            std::task::Poll::Pending => this.timed_out(cx),
+        }
+    }
+}
+
+/// The audit entries kept to name takeovers in the holder history.
+const AUDIT_KEEP: usize = 200;
+
+/// Reads what was appended to the audit log since the last gather (on a
+/// blocking thread) and returns the tail with its newest [`AUDIT_KEEP`]
+/// entries; nothing when there is no log. A log that cannot be read is
+/// warned about and its entries already read are kept (a takeover is then
+/// classified by what was seen, not named).
+async fn read_audit(
+    tail: Option<crate::audit::AuditTail>,
+) -> (
+    Option<crate::audit::AuditTail>,
+    Vec<crate::audit::AuditEntry>,
+) {
+    let Some(mut tail) = tail else {
+        return (None, Vec::new());
     };
-    tokio::task::spawn_blocking(move || {
-        let mut v = crate::audit::AuditLog::read(&path).unwrap_or_default();
-        let n = v.len();
-        v.drain(..n.saturating_sub(200));
-        v
+    let path = tail.path().to_owned();
+    match tokio::task::spawn_blocking(move || {
+        if let Err(e) = tail.poll() {
+            tracing::warn!("{e}");
+        }
+        let v = tail.entries();
+        (tail, v)
     })
     .await
-    .unwrap_or_default()
+    {
+        Ok((tail, v)) => (Some(tail), v),
+        // The blocking task failed (it cannot, short of a panic): start over.
+        Err(_) => (
+            Some(crate::audit::AuditTail::new(path, AUDIT_KEEP)),
+            Vec::new(),
+        ),
+    }
 }

@@ -219,7 +219,7 @@ impl History {
                 let found = if unchanged {
                     None
                 } else {
-                    audit_match(audit, t.bucket.as_deref(), p, cur.holder.as_deref())
+                    audit_match(audit, t, p, cur.holder.as_deref())
                 };
                 self.apply(key.clone(), cur, found);
                 seen_now.insert(key);
@@ -380,11 +380,13 @@ fn classify(
 }
 
 /// The newest takeover outcome in `audit` that wrote the record now seen on
-/// `p`: same lease key (and bucket), and its written ETag or holder is the
-/// current one. Returns its time and `operator — reason`, escaped.
+/// `p` of target `t`: the same lease (store and key, however the takeover's
+/// TARGET was spelled: [`crate::audit::AuditTarget::is_lease`]), and its
+/// written ETag or holder is the current one. Returns its time and
+/// `operator — reason`, escaped.
 fn audit_match(
     audit: &[AuditEntry],
-    bucket: Option<&str>,
+    t: &crate::snapshot::TargetReport,
     p: &crate::snapshot::PrefixReport,
     holder: Option<&str>,
 ) -> Option<(DateTime<Utc>, String)> {
@@ -394,8 +396,7 @@ fn audit_match(
         .filter(|e| {
             e.phase == "outcome"
                 && e.action == "takeover"
-                && e.target.key == p.key
-                && e.target.bucket.as_deref() == bucket
+                && e.target.is_lease(&t.url, t.bucket.as_deref(), &p.key)
                 && e.written.as_ref().is_some_and(|w| {
                     (w.etag.is_some() && w.etag == p.etag) || w.record.instance_id == holder
                 })
@@ -584,6 +585,104 @@ mod tests {
             &[entry],
         );
         assert_eq!(kinds(&h)[3], ChangeKind::Expiry);
+    }
+
+    /// A takeover outcome of the lease `key` reached through `url` (bucket
+    /// `bucket`) that wrote holder `holder` at `t`.
+    fn outcome(url: &str, bucket: Option<&str>, key: &str, holder: &str, t: i64) -> AuditEntry {
+        AuditEntry {
+            time: at(t),
+            phase: "outcome".into(),
+            id: "x".into(),
+            operator: "ops@host".into(),
+            tool_version: "0".into(),
+            action: "takeover".into(),
+            target: AuditTarget {
+                endpoint: "local".into(),
+                bucket: bucket.map(str::to_owned),
+                key: key.into(),
+                url: url.into(),
+            },
+            observed: AuditObserved {
+                record: None,
+                etag: None,
+                judgement: "fresh".into(),
+                age_s: None,
+                reader_clock: at(t),
+            },
+            written: Some(AuditWritten {
+                record: record(holder, at(t)),
+                etag: None,
+            }),
+            reason: "stuck".into(),
+            exclusion: "conditional".into(),
+            forced: true,
+            then: "hold".into(),
+            outcome: Some("taken".into()),
+            writes_safe_from: None,
+        }
+    }
+
+    /// Issue 23 item 4: `leasectl takeover --force file:///srv/leases/db/`
+    /// audits key `LEASE` (the prefix directory is its store); a console
+    /// watching `file:///srv/leases/` reads the same file as `db/LEASE`. On
+    /// S3, `s3://b/p/s1/` and `s3://b/` name the same key of bucket `b`.
+    #[test]
+    fn a_takeover_is_recognised_however_its_target_was_spelled() {
+        // (url of the takeover, its bucket, its key, recognised?)
+        let local = [
+            ("file:///srv/leases/db/", None, "LEASE", true),
+            ("file:///srv/leases/db", None, "LEASE", true),
+            // The console's form: the key relative to the TARGET it watches.
+            ("file:///srv/leases/db/", None, "db/LEASE", true),
+            ("file:///srv/leases/db/x/", None, "LEASE", false),
+            ("file:///srv/other/db/", None, "LEASE", false),
+        ];
+        for (url, bucket, key, yes) in local {
+            let mut h = History::new();
+            h.observe(
+                &snap(at(0), vec![row(Some(("a", at(0))), "e1", at(0))], None),
+                &[],
+            );
+            let entry = outcome(url, bucket, key, "b", 4);
+            h.observe(
+                &snap(at(5), vec![row(Some(("b", at(4))), "e2", at(5))], None),
+                &[entry],
+            );
+            let want = if yes {
+                ChangeKind::Takeover
+            } else {
+                ChangeKind::Unexpected
+            };
+            assert_eq!(kinds(&h)[1], want, "{url} {key}");
+        }
+        let s3 = [
+            ("s3://b/p/s1/", Some("b"), "p/s1/LEASE", true),
+            ("s3://b/", Some("b"), "p/s1/LEASE", true),
+            ("s3://b/p/s1/", Some("c"), "p/s1/LEASE", false),
+            ("s3://b/p/s1/", Some("b"), "s1/LEASE", false),
+        ];
+        for (url, bucket, key, yes) in s3 {
+            let snap_s3 = |t: i64, holder: &str| {
+                let mut r = row(Some((holder, at(t))), holder, at(t));
+                r.prefix = "p/s1/".into();
+                r.key = "p/s1/LEASE".into();
+                let mut s = snap(at(t), vec![r], None);
+                s.targets[0].url = "s3://b/p/".into();
+                s.targets[0].bucket = Some("b".into());
+                s
+            };
+            let mut h = History::new();
+            h.observe(&snap_s3(0, "a"), &[]);
+            h.observe(&snap_s3(5, "b"), &[outcome(url, bucket, key, "b", 4)]);
+            let got = h.get("s3://b/p/", "p/s1/").unwrap().changes[1].kind;
+            let want = if yes {
+                ChangeKind::Takeover
+            } else {
+                ChangeKind::Unexpected
+            };
+            assert_eq!(got, want, "{url} {bucket:?} {key}");
+        }
     }
 
     #[test]

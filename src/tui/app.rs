@@ -668,12 +668,20 @@ impl App {
         Some(per_min * 60.0)
     }
 
-    /// The last `n` audit entries about `key`, newest first.
-    pub fn audit_for(&self, key: &str, n: usize) -> Vec<&AuditEntry> {
+    /// The last `n` audit entries about the lease of row `p` of target `t`
+    /// (the same store and key, however the takeover's TARGET was spelled),
+    /// newest first.
+    pub fn audit_for(&self, t: usize, p: &PrefixReport, n: usize) -> Vec<&AuditEntry> {
+        let Some(target) = self.snapshot.as_ref().and_then(|s| s.targets.get(t)) else {
+            return Vec::new();
+        };
         self.audit
             .iter()
             .rev()
-            .filter(|e| e.target.key == key)
+            .filter(|e| {
+                e.target
+                    .is_lease(&target.url, target.bucket.as_deref(), &p.key)
+            })
             .take(n)
             .collect()
     }

@@ -113,7 +113,7 @@ async fn gather_once(
     pod: &mut PodScans,
     pod_visible: bool,
     counters: &Counters,
-    audit_path: &Option<PathBuf>,
+    audit_tail: &mut Option<crate::audit::AuditTail>,
     progress: &mpsc::Sender<Gathered>,
 ) -> Gathered {
     // Scanning /proc is the console's largest idle cost: every refresh while
@@ -146,18 +146,22 @@ async fn gather_once(
             },
         )
     };
-    let audit = async {
-        let path = audit_path.clone()?;
-        tokio::task::spawn_blocking(move || {
-            crate::audit::AuditLog::read(&path).ok().map(|mut v| {
-                let n = v.len();
-                v.drain(..n.saturating_sub(200));
-                v
-            })
+    // Only what was appended since the last refresh is read (each bad line
+    // is warned about once).
+    let tail = audit_tail.take();
+    let audit = async move {
+        let mut tail = tail?;
+        let path = tail.path().to_owned();
+        match tokio::task::spawn_blocking(move || {
+            let ok = tail.poll().map_err(|e| tracing::warn!("{e}")).is_ok();
+            let v = tail.entries();
+            (tail, ok.then_some(v))
         })
         .await
-        .ok()
-        .flatten()
+        {
+            Ok((tail, v)) => Some((tail, v)),
+            Err(_) => Some((crate::audit::AuditTail::new(path, 200), None)),
+        }
     };
     // Rows already read go to the console while a long gather goes on (the
     // first one, at thousands of prefixes); a full channel skips a report.
@@ -178,6 +182,10 @@ async fn gather_once(
         scan,
         audit
     );
+    let audit = audit.and_then(|(tail, v)| {
+        *audit_tail = Some(tail);
+        v
+    });
     if due {
         if let Some(r) = &scanned {
             pod.last = Some((tokio::time::Instant::now(), r.clone()));
@@ -224,6 +232,7 @@ pub async fn run(console: Console) -> std::io::Result<()> {
     let gclock = clock.clone();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let visible = pod_visible.clone();
+    let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
     let mut pod = PodScans {
         scans: pod,
         last: None,
@@ -237,7 +246,7 @@ pub async fn run(console: Console) -> std::io::Result<()> {
                 &mut pod,
                 shown,
                 &counters,
-                &audit_path,
+                &mut audit_tail,
                 &tx,
             )
             .await;

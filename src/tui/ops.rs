@@ -17,7 +17,7 @@ use crate::bucket::{lease_key, Exclusion, KeepAlive};
 use crate::clock::SharedClock;
 use crate::snapshot::ExclusionReport;
 use crate::store::ObjectStore;
-use crate::takeover::{takeover, TakeoverRequest};
+use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
 
 /// One target as the write side sees it.
 #[derive(Clone)]
@@ -145,22 +145,42 @@ impl Ops {
                             ),
                         },
                     };
-                    let result =
-                        match takeover(t.store.clone(), self.clock.clone(), &self.audit, req).await
-                        {
-                            Ok(done) => {
-                                // The same report as `leasectl takeover`, on one status line.
-                                let mut msg = done.to_string().replace('\n', "; ");
-                                let mut held_key = None;
-                                if let Some(lease) = done.held {
-                                    held.insert(key.clone(), KeepAlive::start(lease));
-                                    held_key = Some(key.clone());
-                                    msg.push_str("; held until released on quit");
-                                }
-                                Ok((msg, held_key))
+                    // A forced takeover's wait for the replaced holder's fence
+                    // ends early when the console quits (the command channel
+                    // closes): the lease is then left to expire after that
+                    // fence, audited, never released or handed over early.
+                    let rx_ref = &rx;
+                    let wait = WaitControl {
+                        notify: Box::new(|s: &str| tracing::warn!("{s}")),
+                        stop: Box::pin(async move {
+                            while !rx_ref.is_closed() {
+                                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                             }
-                            Err(e) => Err(e.to_string()),
-                        };
+                            "the console quitting".to_owned()
+                        }),
+                    };
+                    let result = match takeover_with(
+                        t.store.clone(),
+                        self.clock.clone(),
+                        &self.audit,
+                        req,
+                        wait,
+                    )
+                    .await
+                    {
+                        Ok(done) => {
+                            // The same report as `leasectl takeover`, on one status line.
+                            let mut msg = done.to_string().replace('\n', "; ");
+                            let mut held_key = None;
+                            if let Some(lease) = done.held {
+                                held.insert(key.clone(), KeepAlive::start(lease));
+                                held_key = Some(key.clone());
+                                msg.push_str("; held until released on quit");
+                            }
+                            Ok((msg, held_key))
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
                     let _ = actions.send(Action::TakeoverDone { key, result }).await;
                 }
                 WriteRequest::ReleaseHeld => {

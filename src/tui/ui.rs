@@ -562,7 +562,7 @@ fn render_detail(app: &App, f: &mut Frame, area: Rect) {
         let more = if raw.chars().count() > 400 { "…" } else { "" };
         lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
     }
-    let entries = app.audit_for(&p.key, 3);
+    let entries = app.audit_for(r.target, p, 3);
     if entries.is_empty() {
         lines.push(kv("audit", "no takeover recorded here".into()));
     }

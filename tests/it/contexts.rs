@@ -120,6 +120,14 @@ fn contexts_select_targets_and_flags_win() {
     // A context's ttl is the default --ttl of a takeover; a flag wins.
     let audit = dir.path().join("audit.jsonl");
     let take = |extra: &[&str]| {
+        // A holder that died ten minutes ago: there is something to take over.
+        let dead = (Utc::now() - chrono::Duration::minutes(10))
+            .to_rfc3339_opts(SecondsFormat::Micros, true);
+        std::fs::write(
+            prod.path().join("free/LEASE"),
+            format!(r#"{{"instance_id":"dead","acquired_at":"{dead}","renewed_at":"{dead}","ttl_s":30}}"#),
+        )
+        .unwrap();
         let url = format!("{}free/", file_url(prod.path()));
         let mut args = vec![
             "-c",

@@ -557,6 +557,19 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
     let endpoint = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
+    // A holder that died ten minutes ago: there is something to take over.
+    let client = sdk_client(&endpoint);
+    let dead = (chrono::Utc::now() - chrono::Duration::minutes(10)).to_rfc3339();
+    put_raw(
+        &client,
+        &b,
+        "db/LEASE",
+        format!(
+            r#"{{"instance_id":"dead-holder","acquired_at":"{dead}","renewed_at":"{dead}","ttl_s":3}}"#
+        )
+        .as_bytes(),
+    )
+    .await;
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     s3_env(&mut c)
         .args(["--endpoint-url", &endpoint, "--path-style"])
@@ -575,11 +588,15 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
         .stderr(Stdio::piped());
     let child = c.spawn().unwrap();
     // Wait until it holds, then overwrite the lease as an intruder would.
-    let client = sdk_client(&endpoint);
     let t = Instant::now();
     loop {
         let got = client.get_object().bucket(&b).key("db/LEASE").send().await;
-        if got.is_ok() {
+        let ours = match got {
+            Ok(o) => !String::from_utf8_lossy(&o.body.collect().await.unwrap().into_bytes())
+                .contains("dead-holder"),
+            Err(_) => false,
+        };
+        if ours {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(20), "never held");

@@ -9,6 +9,7 @@
 mod common;
 mod writer_support;
 
+mod audit_log;
 mod bad_input;
 mod cli_surface;
 mod commands;
@@ -25,8 +26,10 @@ mod hostile_urls;
 mod monitoring;
 mod pod_in_question;
 mod schedule;
+mod serve_limits;
 mod snapshot_json;
 mod takeover;
+mod takeover_signals;
 mod tls;
 mod tui_console;
 mod tui_snapshots;

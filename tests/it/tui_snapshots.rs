@@ -572,7 +572,12 @@ async fn gather_at(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> snapsho
     snapshot::gather(&open, &GatherOptions::default(), &shared).await
 }
 
-fn takeover_entry(time: chrono::DateTime<Utc>, holder: &str) -> leasectl::audit::AuditEntry {
+/// A takeover outcome of `{dir}/db/` as the console writes it.
+fn takeover_entry(
+    dir: &std::path::Path,
+    time: chrono::DateTime<Utc>,
+    holder: &str,
+) -> leasectl::audit::AuditEntry {
     use leasectl::audit::{AuditEntry, AuditObserved, AuditTarget, AuditWritten};
     let record: leasectl::bucket::LeaseRecord =
         serde_json::from_str(&rec(holder, "2026-11-30T12:00:50Z", 30)).unwrap();
@@ -587,7 +592,7 @@ fn takeover_entry(time: chrono::DateTime<Utc>, holder: &str) -> leasectl::audit:
             endpoint: "local".into(),
             bucket: None,
             key: "db/LEASE".into(),
-            url: "file:///demo/db/".into(),
+            url: format!("file://{}/db/", dir.display()),
         },
         observed: AuditObserved {
             record: None,
@@ -623,7 +628,7 @@ async fn detail_shows_the_holder_history_and_rows_a_ttl_gauge() {
     lease_at(d, "db/", "holder-b", "2026-11-30T12:00:45Z");
     app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
     // A takeover from the console (audited) while holder-b is fresh.
-    app.update(Action::Audit(vec![takeover_entry(at(49), "holder-c")]));
+    app.update(Action::Audit(vec![takeover_entry(d, at(49), "holder-c")]));
     lease_at(d, "db/", "holder-c", "2026-11-30T12:00:50Z");
     app.update(Action::Snapshot(Box::new(gather_at(d, at(50)).await)));
     // Someone writes over holder-c's live lease: nothing audited.
