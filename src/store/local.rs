@@ -345,7 +345,16 @@ impl LocalStore {
         let mut out = Listing::default();
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(out),
+            // A prefix with nothing under it is an empty listing, as on S3;
+            // a store whose own directory went away is not a store any more.
+            Err(e) if e.kind() == ErrorKind::NotFound && self.root.is_dir() => return Ok(out),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(StoreError::Invalid(format!(
+                    "{} does not exist any more (moved or removed while leasectl runs): \
+                     nothing under it can be listed",
+                    crate::text::sanitize(&self.root.display().to_string())
+                )))
+            }
             Err(e) => return Err(io_err(e)),
         };
         for entry in entries {

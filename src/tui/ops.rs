@@ -125,6 +125,7 @@ impl Ops {
                         continue;
                     };
                     let key = lease_key(&prefix);
+                    let info = t.store.endpoint_info();
                     let req = TakeoverRequest {
                         prefix: prefix.clone(),
                         seen,
@@ -135,7 +136,9 @@ impl Ops {
                         ttl_s: self.ttl_s,
                         exclusion: self.exclusion,
                         target: AuditTarget {
-                            endpoint: t.endpoint.clone(),
+                            endpoint: info.url,
+                            region: info.region,
+                            addressing_style: info.addressing_style,
                             bucket: t.bucket.clone(),
                             key: key.clone(),
                             url: format!(

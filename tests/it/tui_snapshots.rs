@@ -584,7 +584,9 @@ fn takeover_entry(time: chrono::DateTime<Utc>, holder: &str) -> leasectl::audit:
         tool_version: "0.1.0".into(),
         action: "takeover".into(),
         target: AuditTarget {
-            endpoint: "local".into(),
+            endpoint: None,
+            region: None,
+            addressing_style: None,
             bucket: None,
             key: "db/LEASE".into(),
             url: "file:///demo/db/".into(),
