@@ -487,7 +487,10 @@ pub fn check_endpoint(s: &str) -> Result<(), String> {
 /// would use just the same): the same rules, the messages naming `source`.
 pub fn check_endpoint_from(source: &str, s: &str) -> Result<(), String> {
     let shown = crate::text::sanitize(&crate::store::s3::redact_url(s).0);
-    let shown = format!("{source}{}{shown}", if source.starts_with('-') { " " } else { "=" });
+    let shown = format!(
+        "{source}{}{shown}",
+        if source.starts_with('-') { " " } else { "=" }
+    );
     let u = url::Url::parse(s).map_err(|e| format!("{shown} is not a URL ({e})"))?;
     if !u.username().is_empty() || u.password().is_some() {
         return Err(format!(

@@ -302,7 +302,9 @@ impl Watcher {
         }
         self.leases = leases;
         for ((target, prefix), was) in &self.errors {
-            if !errors.contains_key(&(target.clone(), prefix.clone())) {
+            // A prefix's error is not cleared by its whole target failing.
+            let target_failed = errors.contains_key(&(target.clone(), None));
+            if !errors.contains_key(&(target.clone(), prefix.clone())) && !target_failed {
                 out.push(line(&ClearedLine {
                     kind: "cleared",
                     time: time.clone(),

@@ -208,11 +208,7 @@ impl TargetReport {
             Some(b) => format!("s3://{b}/{}", crate::target::encode_path(prefix)),
             None => {
                 let slash = if self.url.ends_with('/') { "" } else { "/" };
-                format!(
-                    "{}{slash}{}",
-                    self.url,
-                    crate::target::encode_path(prefix)
-                )
+                format!("{}{slash}{}", self.url, crate::target::encode_path(prefix))
             }
         }
     }
@@ -732,6 +728,15 @@ async fn gather_planned(
     let root = t.target.prefix().to_owned();
     let max = opts.concurrency.max(1);
     let mut limit = cache.limit.unwrap_or(max).clamp(1, max);
+    // A store known to be gone (a local directory moved away) fails this
+    // gather as a listing would, whatever is scheduled to be read.
+    if let Some(e) = store.unavailable() {
+        let error = format!("{}: {e}", store.describe());
+        let changed = cache.error.as_deref() != Some(error.as_str());
+        cache.prefixes = None;
+        cache.error = Some(error);
+        return changed;
+    }
 
     // Prefixes to read arrive from the listing (page by page) or the cache.
     let (found_tx, mut found_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
@@ -992,9 +997,16 @@ fn assemble(
     }
     // If the root itself failed for a reason other than a missing key while
     // nothing else was found, the target as a whole could not be gathered.
+    // So did it if every read failed for the root's reason (the store as a
+    // whole went away between two listings).
     if !partial && report.prefixes.is_empty() && report.errors.len() == 1 && root_error.is_some() {
         let e = report.errors.remove(0);
         report.error = Some(format!("{}: {}", store.describe(), e.error));
+    } else if let Some(root_error) = root_error.filter(|r| {
+        !partial && report.prefixes.is_empty() && report.errors.iter().all(|e| e.error == *r)
+    }) {
+        report.errors.clear();
+        report.error = Some(format!("{}: {root_error}", store.describe()));
     }
     report.errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
     report

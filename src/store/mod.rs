@@ -227,6 +227,13 @@ pub trait ObjectRead: Send + Sync {
     fn endpoint_info(&self) -> EndpointInfo {
         EndpointInfo::default()
     }
+
+    /// Why the store as a whole cannot be used now, when that is known at no
+    /// cost (a local store whose directory went away); `None` otherwise. A
+    /// gather checks it every time, even when it reads nothing else.
+    fn unavailable(&self) -> Option<StoreError> {
+        None
+    }
 }
 
 /// The continuation tokens of one listing so far, to catch a service whose
@@ -351,6 +358,9 @@ impl ObjectRead for ReadOnly {
     fn endpoint_info(&self) -> EndpointInfo {
         self.0.endpoint_info()
     }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.0.unavailable()
+    }
 }
 
 /// Removes one pair of surrounding double quotes from an ETag (and a weak `W/` prefix).
@@ -467,6 +477,9 @@ impl ObjectRead for Counting {
     }
     fn endpoint_info(&self) -> EndpointInfo {
         self.inner.endpoint_info()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.inner.unavailable()
     }
 }
 

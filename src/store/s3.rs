@@ -756,7 +756,11 @@ impl ObjectRead for S3Store {
     }
 
     fn server_offset(&self) -> Option<ServerOffset> {
-        self.clock.0.lock().unwrap_or_else(|e| e.into_inner()).offset
+        self.clock
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .offset
     }
 
     fn server_clock_problem(&self) -> Option<String> {
@@ -988,7 +992,10 @@ mod tests {
         for (raw, secret) in [
             ("minio.internal:secretpass@x", "secretpass"),
             ("https://h:9000#secretfrag", "secretfrag"),
-            ("https://h:9000/?X-Amz-Security-Token=secrettoken", "secrettoken"),
+            (
+                "https://h:9000/?X-Amz-Security-Token=secrettoken",
+                "secrettoken",
+            ),
             ("http://AKIA:abc@h:9000/", "abc"),
         ] {
             let (shown, secrets) = redact_url(raw);
@@ -998,7 +1005,10 @@ mod tests {
             assert!(!msg.contains(secret), "{msg}");
         }
         assert_eq!(redact_url("minio.internal:secretpass@x").0, "***:***@x");
-        assert_eq!(redact_url("https://h:9000#secretfrag").0, "https://h:9000#***");
+        assert_eq!(
+            redact_url("https://h:9000#secretfrag").0,
+            "https://h:9000#***"
+        );
     }
 
     #[test]
@@ -1016,7 +1026,10 @@ mod tests {
             m.contains("cannot resolve the host name bkt.s3.us-east-1.amazonaws.com"),
             "{m}"
         );
-        assert!(!m.contains("--path-style") && !m.contains("AWS S3 ("), "{m}");
+        assert!(
+            !m.contains("--path-style") && !m.contains("AWS S3 ("),
+            "{m}"
+        );
         // A custom endpoint with virtual hosts: the hint.
         let m = classify_transport(
             dns,
@@ -1025,7 +1038,10 @@ mod tests {
             true,
             false,
         );
-        assert!(m.contains("bkt.minio.internal") && m.contains("--path-style"), "{m}");
+        assert!(
+            m.contains("bkt.minio.internal") && m.contains("--path-style"),
+            "{m}"
+        );
     }
 
     #[test]

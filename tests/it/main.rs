@@ -22,6 +22,7 @@ mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
 mod monitoring;
+mod report_truth;
 mod schedule;
 mod snapshot_json;
 mod takeover;
