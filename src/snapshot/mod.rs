@@ -230,7 +230,7 @@ pub struct ReaderClock {
 /// One consistent view of every target (and the pod): the `--json` document.
 #[derive(Debug, Clone, Serialize)]
 pub struct Snapshot {
-    /// `"1.0"`.
+    /// [`SCHEMA_VERSION`].
     pub schema_version: &'static str,
     /// When the snapshot was judged (reader's clock, UTC).
     #[serde(serialize_with = "ser_ts")]

@@ -144,7 +144,9 @@ impl Ops {
                             url: format!(
                                 "{}{}",
                                 t.url,
-                                prefix.strip_prefix(t.root.as_str()).unwrap_or(&prefix)
+                                crate::target::encode_path(
+                                    prefix.strip_prefix(t.root.as_str()).unwrap_or(&prefix)
+                                )
                             ),
                         },
                     };

@@ -803,6 +803,40 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
         assert_eq!(rows.len(), 1, "{doc:#}");
         assert_eq!(rows[0]["record"]["instance_id"], holder, "{doc:#}");
     }
+    // …and taken over from the command line, not only from the console.
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("audit.jsonl");
+    let out = run(&[
+        "takeover",
+        &format!("{url}nl%0Aname/"),
+        "--reason",
+        "control names",
+        "--yes",
+        "--then",
+        "release",
+        "--audit-log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    // (A file:// TARGET is the store's root: its lease is the key `LEASE`.)
+    assert_eq!(first["target"]["key"], "LEASE", "{first:#}");
+    assert_eq!(
+        first["target"]["url"],
+        format!("{url}nl%0Aname/"),
+        "{first:#}"
+    );
+    assert_eq!(
+        first["observed"]["record"]["instance_id"], "nl-holder",
+        "{first:#}"
+    );
 
     let m = moto(Moto::Conditional);
     let client = common::sdk_client(&m.endpoint());
