@@ -398,6 +398,22 @@ impl Connector {
             Target::Local { dir } => Ok(Arc::new(LocalStore::open(dir.clone())?)),
             Target::S3 { bucket, .. } => {
                 let (cfg, opts) = self.loaded().await;
+                // Wherever the endpoint comes from (the command line and the
+                // environment are checked before; a profile's `endpoint_url`
+                // here), one with credentials, a query or a fragment in it is
+                // refused, as `--endpoint-url` refuses it, never used.
+                if let Some(e) = crate::store::s3::resolved_endpoint(cfg) {
+                    let (shown, secrets) = crate::store::s3::redact_url(&e);
+                    if shown != e.trim_end_matches('/') || !secrets.is_empty() {
+                        return Err(StoreError::Invalid(format!(
+                            "the endpoint {} (from the AWS profile or environment) carries \
+                             credentials, a query or a fragment: give credentials as \
+                             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or in the profile's \
+                             credentials, and the endpoint URL without them",
+                            crate::text::sanitize(&shown)
+                        )));
+                    }
+                }
                 Ok(Arc::new(S3Store::with_config(cfg, bucket, opts)))
             }
         }

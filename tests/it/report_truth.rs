@@ -758,6 +758,31 @@ fn credentials_in_targets_and_endpoints_are_refused_and_never_echoed() {
         assert_eq!(out.status.code(), Some(2), "{all}");
         assert!(all.contains("***"), "{all}");
     }
+    // A profile's endpoint_url with user information: refused too.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".aws")).unwrap();
+    std::fs::write(
+        home.path().join(".aws/config"),
+        "[profile leaky]\nregion = us-east-1\nendpoint_url = http://AKIA:secretpass@127.0.0.1:1\n",
+    )
+    .unwrap();
+    let mut c = bin();
+    c.env("HOME", home.path()).args([
+        "--profile",
+        "leaky",
+        "--timeout",
+        "2s",
+        "--json",
+        "--no-pod",
+        "s3://b/",
+    ]);
+    let out = common::run_with_timeout(c, Duration::from_secs(30));
+    let all = clean(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("http://***:***@127.0.0.1:1") && all.contains("carries credentials"),
+        "{all}"
+    );
     // AWS_ENDPOINT_URL with user information: refused as --endpoint-url is.
     for var in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] {
         let mut c = bin();
