@@ -200,12 +200,13 @@ pub fn rfc3339(t: DateTime<Utc>, precision: chrono::SecondsFormat) -> String {
     without_leap_second(t).to_rfc3339_opts(precision, true)
 }
 
-/// Serde: a time as [`rfc3339`] to the microsecond.
+/// Serde: a time as [`rfc3339`], with as many fraction digits as it has
+/// (none, 3, 6 or 9: lossless, as chrono's own serde form).
 pub fn ser_rfc3339<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(*t, chrono::SecondsFormat::Micros))
+    s.serialize_str(&rfc3339(*t, chrono::SecondsFormat::AutoSi))
 }
 
-/// Serde: an optional time as [`rfc3339`] to the microsecond, or null.
+/// Serde: an optional time as [`ser_rfc3339`] writes it, or null.
 pub fn ser_opt_rfc3339<S: serde::Serializer>(
     t: &Option<DateTime<Utc>>,
     s: S,

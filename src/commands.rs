@@ -692,7 +692,12 @@ pub async fn takeover_cmd(
         let typed = line.trim().trim_end_matches('/');
         // The URL or prefix as given, or as shown (escaped): a name holding a
         // control or invisible character can always be typed.
-        let accepted = [a.url.as_str(), a.prefix.as_str()]
+        // The URL may be shown percent-encoded (`%E2%80%8B`) where the
+        // console shows the name escaped (`\u{200b}`): both are accepted.
+        let decoded = percent_encoding::percent_decode_str(&a.url)
+            .decode_utf8_lossy()
+            .into_owned();
+        let accepted = [a.url.as_str(), a.prefix.as_str(), decoded.as_str()]
             .into_iter()
             .flat_map(|s| [s.to_owned(), sanitize(s)])
             .any(|s| typed == s.trim().trim_end_matches('/'));
