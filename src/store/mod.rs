@@ -236,16 +236,20 @@ pub trait ObjectRead: Send + Sync {
     }
 }
 
-/// The continuation tokens of one listing so far, to catch a service whose
-/// tokens come round again (A, B, A, …): such a listing would never end.
+/// The continuation tokens of one listing so far (their hashes: a hostile
+/// service's tokens may be large), to catch a service whose tokens come round
+/// again (A, B, A, …): such a listing would never end.
 #[derive(Debug, Default)]
-pub struct TokenTrail(std::collections::HashSet<String>);
+pub struct TokenTrail(std::collections::HashSet<u64>);
 
 impl TokenTrail {
     /// Records `token`, the next page's; an error (the listing of `prefix` is
     /// incomplete) if it was given before.
     pub fn check(&mut self, token: &str, prefix: &str) -> Result<(), StoreError> {
-        if self.0.insert(token.to_owned()) {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        token.hash(&mut h);
+        if self.0.insert(h.finish()) {
             return Ok(());
         }
         Err(StoreError::Invalid(format!(
