@@ -545,9 +545,8 @@ async fn console(cli: Cli) -> Result<i32> {
             }
             for e in &t.errors {
                 eprintln!(
-                    "leasectl: could not read {}{}: {}",
-                    t.url,
-                    leasectl::text::sanitize(&e.prefix),
+                    "leasectl: could not read {}: {}",
+                    leasectl::text::sanitize(&t.prefix_url(&e.prefix)),
                     leasectl::text::sanitize(&e.error)
                 );
             }

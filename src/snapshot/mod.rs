@@ -997,16 +997,9 @@ fn assemble(
     }
     // If the root itself failed for a reason other than a missing key while
     // nothing else was found, the target as a whole could not be gathered.
-    // So did it if every read failed for the root's reason (the store as a
-    // whole went away between two listings).
     if !partial && report.prefixes.is_empty() && report.errors.len() == 1 && root_error.is_some() {
         let e = report.errors.remove(0);
         report.error = Some(format!("{}: {}", store.describe(), e.error));
-    } else if let Some(root_error) = root_error.filter(|r| {
-        !partial && report.prefixes.is_empty() && report.errors.iter().all(|e| e.error == *r)
-    }) {
-        report.errors.clear();
-        report.error = Some(format!("{}: {root_error}", store.describe()));
     }
     report.errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
     report
