@@ -912,3 +912,69 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
         assert_eq!(doc["targets"][0]["url"], named, "{doc:#}");
     }
 }
+
+/// Issue 23 item 12, the console: a snapshot gathered from moto through a
+/// proxy whose `Date` does not parse, drawn into a `TestBackend`: the header
+/// says the service clock is unknown (and says nothing of the kind when the
+/// clock is known).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_header_says_the_service_clock_is_unknown() {
+    use leasectl::snapshot::{self, GatherOptions, OpenTarget};
+    use leasectl::tui::app::{Action, App};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("console-bad-date");
+    common::create_bucket(&client, &bucket).await;
+    common::put_raw(
+        &client,
+        &bucket,
+        "db/LEASE",
+        record("live", 1, 300).as_bytes(),
+    )
+    .await;
+    let proxy = Proxy::start(m.port, Mode::Pass).await;
+    let header = |bad_date: bool| {
+        let proxy = proxy.clone();
+        let bucket = bucket.clone();
+        async move {
+            if bad_date {
+                proxy.rewrite_date("not a date");
+            }
+            let url = format!("s3://{bucket}/");
+            let open = vec![OpenTarget {
+                target: url.parse().unwrap(),
+                endpoint: proxy.endpoint(),
+                store: common::s3_store(&proxy.endpoint(), &bucket),
+            }];
+            let clock = leasectl::clock::SystemClock::shared();
+            let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
+            let mut app = App::new(vec![url], false, Duration::from_secs(5), Utc::now());
+            app.update(Action::Snapshot(Box::new(snap)));
+            let mut t = Terminal::new(TestBackend::new(160, 20)).unwrap();
+            t.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();
+            let buf = t.backend().buffer().clone();
+            (0..2)
+                .map(|y| {
+                    (0..buf.area.width)
+                        .map(|x| buf[(x, y)].symbol().to_owned())
+                        .collect::<String>()
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    };
+    let known = header(false).await;
+    assert!(
+        known.contains("service clock ") && known.contains("s ±"),
+        "{known}"
+    );
+    assert!(!known.contains("unknown"), "{known}");
+    let unknown = header(true).await;
+    assert!(
+        unknown.contains("service clock unknown (no usable Date header)"),
+        "{unknown}"
+    );
+}
