@@ -2,9 +2,10 @@
 //! changes). Every line is one JSON object with a `type`:
 //!
 //! - `lease`: a prefix's row, the same fields as a `--json` row, plus `type`,
-//!   `time` and `target`. `--watch` writes one when the prefix is first seen
-//!   and whenever its state, holder or ETag changes (a renewal changes the
-//!   ETag);
+//!   `time`, `target` and the target's `endpoint`, `region` and
+//!   `addressing_style` (as in `--json`; `error` lines carry them too).
+//!   `--watch` writes one when the prefix is first seen and whenever its
+//!   state, holder or ETag changes (a renewal changes the ETag);
 //! - `gone`: `--watch` only, a prefix no longer listed (`target`, `prefix`);
 //! - `error`: a target (`prefix` null) or prefix that could not be gathered;
 //!   `--watch` writes it when the error appears or its text changes;
