@@ -483,24 +483,35 @@ pub fn parse_endpoint(s: &str) -> Result<String, String> {
 /// Checks an `--endpoint-url`: `http(s)://host[:port]`, without credentials
 /// in it. The message never repeats the user information.
 pub fn check_endpoint(s: &str) -> Result<(), String> {
+    check_endpoint_from("--endpoint-url", s)
+}
+
+/// [`check_endpoint`] for an endpoint given by `source` (`--endpoint-url`,
+/// or an environment variable such as `AWS_ENDPOINT_URL`, which the SDK
+/// would use just the same): the same rules, the messages naming `source`.
+pub fn check_endpoint_from(source: &str, s: &str) -> Result<(), String> {
     let shown = crate::text::sanitize(&crate::store::s3::redact_url(s).0);
-    let u = url::Url::parse(s).map_err(|e| format!("--endpoint-url {shown} is not a URL ({e})"))?;
+    let shown = format!(
+        "{source}{}{shown}",
+        if source.starts_with('-') { " " } else { "=" }
+    );
+    let u = url::Url::parse(s).map_err(|e| format!("{shown} is not a URL ({e})"))?;
     if !u.username().is_empty() || u.password().is_some() {
         return Err(format!(
-            "--endpoint-url {shown} carries credentials: give them as AWS_ACCESS_KEY_ID and \
+            "{shown} carries credentials: give them as AWS_ACCESS_KEY_ID and \
              AWS_SECRET_ACCESS_KEY or with --profile, and the URL without them"
         ));
     }
     if u.query().is_some() || u.fragment().is_some() {
         // The SDK logs its endpoint at debug level: nothing secret may be in it.
         return Err(format!(
-            "--endpoint-url {shown} has a query or fragment: an S3 endpoint is \
+            "{shown} has a query or fragment: an S3 endpoint is \
              http(s)://host[:port][/path] only"
         ));
     }
     if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none_or(str::is_empty) {
         return Err(format!(
-            "--endpoint-url {shown}: expected http://host[:port] or https://host[:port]"
+            "{shown}: expected http://host[:port] or https://host[:port]"
         ));
     }
     Ok(())

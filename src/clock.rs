@@ -178,3 +178,65 @@ impl ServerOffset {
         self.offset_s + system_minus_clock
     }
 }
+
+/// `t` without a leap second: chrono represents `23:59:60` as `23:59:59`
+/// with a fraction of one second or more, which it writes back as `:60`,
+/// a time that Python's `datetime`, Go's `time.Parse` and most JSON consumers
+/// refuse. Such an instant is moved to the last nanosecond of second 59
+/// (written `23:59:59.999999Z` to the microsecond); every other time is
+/// returned unchanged.
+pub fn without_leap_second(t: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::Timelike;
+    if t.nanosecond() >= 1_000_000_000 {
+        t.with_nanosecond(999_999_999).unwrap_or(t)
+    } else {
+        t
+    }
+}
+
+/// `t` as RFC 3339 UTC (`…Z`) with the given precision, never with a leap
+/// second ([`without_leap_second`]): the one way leasectl writes a time.
+pub fn rfc3339(t: DateTime<Utc>, precision: chrono::SecondsFormat) -> String {
+    without_leap_second(t).to_rfc3339_opts(precision, true)
+}
+
+/// Serde: a time as [`rfc3339`], with as many fraction digits as it has
+/// (none, 3, 6 or 9: lossless, as chrono's own serde form).
+pub fn ser_rfc3339<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*t, chrono::SecondsFormat::AutoSi))
+}
+
+/// Serde: an optional time as [`ser_rfc3339`] writes it, or null.
+pub fn ser_opt_rfc3339<S: serde::Serializer>(
+    t: &Option<DateTime<Utc>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser_rfc3339(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod leap_tests {
+    use super::*;
+
+    #[test]
+    fn a_leap_second_is_written_as_the_end_of_second_59() {
+        let t = DateTime::parse_from_rfc3339("2016-12-31T23:59:60.5Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(
+            rfc3339(t, chrono::SecondsFormat::Micros),
+            "2016-12-31T23:59:59.999999Z"
+        );
+        assert_eq!(
+            rfc3339(t, chrono::SecondsFormat::Millis),
+            "2016-12-31T23:59:59.999Z"
+        );
+        let u = DateTime::parse_from_rfc3339("2016-12-31T23:59:59.25Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(without_leap_second(u), u);
+    }
+}

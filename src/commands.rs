@@ -29,6 +29,13 @@ pub const EXIT_NOT_CONDITIONAL: i32 = Exit::Attention.code();
 struct ProbeJson<'a> {
     schema: &'static str,
     service: String,
+    /// The endpoint URL (credentials `***`); null for AWS's own endpoint of
+    /// `region`, and for a local store.
+    endpoint: Option<String>,
+    /// The region requests are signed for (null for a local store).
+    region: Option<String>,
+    /// `path` or `virtual_host` (null for a local store).
+    addressing_style: Option<crate::store::AddressingStyle>,
     scratch_key: &'a str,
     /// `conditional`, `not_conditional`, `unsupported`, `not_permitted`, `failed`.
     verdict: &'static str,
@@ -118,9 +125,13 @@ pub async fn probe(
         ),
     };
     if json {
+        let info = store.endpoint_info();
         let doc = ProbeJson {
             schema: "leasectl-probe/1",
             service: store.describe(),
+            endpoint: info.url,
+            region: info.region,
+            addressing_style: info.addressing_style,
             scratch_key: &key,
             verdict,
             exit_code: code,
@@ -700,7 +711,12 @@ pub async fn takeover_cmd(
         let typed = line.trim().trim_end_matches('/');
         // The URL or prefix as given, or as shown (escaped): a name holding a
         // control or invisible character can always be typed.
-        let accepted = [a.url.as_str(), a.prefix.as_str()]
+        // The URL may be shown percent-encoded (`%E2%80%8B`) where the
+        // console shows the name escaped (`\u{200b}`): both are accepted.
+        let decoded = percent_encoding::percent_decode_str(&a.url)
+            .decode_utf8_lossy()
+            .into_owned();
+        let accepted = [a.url.as_str(), a.prefix.as_str(), decoded.as_str()]
             .into_iter()
             .flat_map(|s| [s.to_owned(), sanitize(s)])
             .any(|s| typed == s.trim().trim_end_matches('/'));
@@ -709,6 +725,7 @@ pub async fn takeover_cmd(
             return EXIT_REFUSED;
         }
     }
+    let info = store.endpoint_info();
     let req = TakeoverRequest {
         prefix: a.prefix.clone(),
         seen,
@@ -719,7 +736,9 @@ pub async fn takeover_cmd(
         ttl_s: a.ttl_s,
         exclusion: a.exclusion,
         target: crate::audit::AuditTarget {
-            endpoint: a.endpoint.clone(),
+            endpoint: info.url,
+            region: info.region,
+            addressing_style: info.addressing_style,
             bucket: a.bucket.clone(),
             key: key.clone(),
             url: a.url.clone(),

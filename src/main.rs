@@ -101,6 +101,17 @@ fn real_main() -> Result<i32> {
             eprintln!("leasectl: {why}");
             return Ok(EXIT_USAGE);
         }
+    } else {
+        // The SDK takes these when no endpoint is given: the same rules as
+        // for --endpoint-url (no credentials, query or fragment in them).
+        for var in ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"] {
+            if let Some(e) = std::env::var(var).ok().filter(|e| !e.is_empty()) {
+                if let Err(why) = leasectl::cli::check_endpoint_from(var, &e) {
+                    eprintln!("leasectl: {why}");
+                    return Ok(EXIT_USAGE);
+                }
+            }
+        }
     }
     if let Some(name) = leasectl::cli::bad_aws_env() {
         eprintln!(
@@ -560,9 +571,8 @@ async fn console(cli: Cli) -> Result<i32> {
             }
             for e in &t.errors {
                 eprintln!(
-                    "leasectl: could not read {}{}: {}",
-                    t.url,
-                    leasectl::text::sanitize(&e.prefix),
+                    "leasectl: could not read {}: {}",
+                    leasectl::text::sanitize(&t.prefix_url(&e.prefix)),
                     leasectl::text::sanitize(&e.error)
                 );
             }

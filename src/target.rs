@@ -40,13 +40,22 @@ pub struct TargetError {
 /// two that would otherwise start a query or a fragment.
 const PATH_ESCAPED: [(char, &str); 3] = [('%', "%25"), ('#', "%23"), ('?', "%3F")];
 
-/// A path written as a TARGET path: `%`, `#` and `?` percent-encoded, the rest
-/// as is. Parsing the result gives the same path back.
-fn encode_path(path: &str) -> String {
+/// A path written as a TARGET path: `%`, `#` and `?` percent-encoded, and
+/// every character that is never shown as itself ([`crate::text::is_unsafe_char`]:
+/// control characters such as a newline, `%0A`, invisible ones) as the
+/// percent-escapes of its UTF-8 bytes; the rest as is. Parsing the result
+/// gives the same path back, and the result can be copied as a TARGET.
+pub fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
         match PATH_ESCAPED.iter().find(|(e, _)| *e == c) {
             Some((_, code)) => out.push_str(code),
+            None if crate::text::is_unsafe_char(c) => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("%{b:02X}"));
+                }
+            }
             None => out.push(c),
         }
     }
@@ -56,7 +65,9 @@ fn encode_path(path: &str) -> String {
 /// Decodes the path part of a TARGET exactly: `%XX` escapes become their
 /// bytes (which must form UTF-8), everything else is kept as written. A `#`
 /// or `?` would start a fragment or a query, which a TARGET may not have: the
-/// error says how to write it (`%23`, `%3F`). Control characters are refused.
+/// error says how to write it (`%23`, `%3F`). A control character written as
+/// such is refused, with its escape (`%0A`); percent-encoded it is part of
+/// the name (`s3://b/nl%0Aname/`), except NUL, which no name can hold.
 ///
 /// `whole` is the URL as given, for the suggestion.
 fn decode_path(path: &str, whole: &str) -> Result<String, String> {
@@ -111,8 +122,21 @@ fn decode_path(path: &str, whole: &str) -> Result<String, String> {
     }
     let decoded = String::from_utf8(out)
         .map_err(|_| "the percent-escapes in the path do not form UTF-8 text".to_owned())?;
-    if decoded.chars().any(char::is_control) {
-        return Err("control characters in the path".to_owned());
+    if let Some(c) = path.chars().find(|c| c.is_control()) {
+        let mut buf = [0u8; 4];
+        let code: String = c
+            .encode_utf8(&mut buf)
+            .bytes()
+            .map(|b| format!("%{b:02X}"))
+            .collect();
+        return Err(format!(
+            "a control character ({}) in the path; a name that holds one is written \
+             percent-encoded ({code})",
+            crate::text::sanitize(&c.to_string())
+        ));
+    }
+    if decoded.contains('\0') {
+        return Err("a NUL (%00) in the path: no key or file name holds one".to_owned());
     }
     Ok(decoded)
 }
@@ -125,6 +149,10 @@ impl FromStr for Target {
     /// the fix; a `file://` path must be absolute, without `.` or `..`
     /// segments. `Display` writes the same target back.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // Credentials written into a TARGET are never echoed, and refused.
+        let raw = s;
+        let redacted = redact_target(raw);
+        let s = redacted.as_str();
         let err = |why: &str| TargetError {
             url: crate::text::sanitize(s),
             why: format!("{why} (expected s3://bucket/path/ or file:///dir/)"),
@@ -133,6 +161,14 @@ impl FromStr for Target {
             url: crate::text::sanitize(s),
             why,
         };
+        if redacted != raw {
+            return Err(bad_path(
+                "a TARGET cannot carry credentials (user information before `@`): give them as \
+                 AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or with --profile, and the TARGET \
+                 as s3://bucket/prefix/ or file:///dir/"
+                    .to_owned(),
+            ));
+        }
         if let Some(rest) = s.strip_prefix("s3://") {
             let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {
@@ -189,6 +225,23 @@ impl FromStr for Target {
             Some(h) => bad_path(h),
             None => err("unknown scheme"),
         })
+    }
+}
+
+/// `s` with any user information (`user:password@`) before its host shown as
+/// `***`, also when a `/` in the secret (AWS secret keys often hold one) ends
+/// the authority early: `s3://AKIA:abc/def@bucket/p/`.
+fn redact_target(s: &str) -> String {
+    let (shown, found) = crate::store::s3::redact_userinfo(s);
+    if !found.is_empty() {
+        return shown;
+    }
+    let Some(i) = s.find("://") else { return shown };
+    let (scheme, rest) = s.split_at(i + 3);
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest.rfind('@') {
+        Some(at) if rest[..end].contains(':') && at > end => format!("{scheme}***{}", &rest[at..]),
+        _ => shown,
     }
 }
 
@@ -361,6 +414,22 @@ impl Connector {
             Target::Local { dir } => Ok(Arc::new(LocalStore::open(dir.clone())?)),
             Target::S3 { bucket, .. } => {
                 let (cfg, opts) = self.loaded().await;
+                // Wherever the endpoint comes from (the command line and the
+                // environment are checked before; a profile's `endpoint_url`
+                // here), one with credentials, a query or a fragment in it is
+                // refused, as `--endpoint-url` refuses it, never used.
+                if let Some(e) = crate::store::s3::resolved_endpoint(cfg) {
+                    let (shown, secrets) = crate::store::s3::redact_url(&e);
+                    if shown != e.trim_end_matches('/') || !secrets.is_empty() {
+                        return Err(StoreError::Invalid(format!(
+                            "the endpoint {} (from the AWS profile or environment) carries \
+                             credentials, a query or a fragment: give credentials as \
+                             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or in the profile's \
+                             credentials, and the endpoint URL without them",
+                            crate::text::sanitize(&shown)
+                        )));
+                    }
+                }
                 Ok(Arc::new(S3Store::with_config(cfg, bucket, opts)))
             }
         }
@@ -500,17 +569,70 @@ mod tests {
             "file:///tmp/50%/",
             "file:///tmp/%ff/",
             "file:///tmp/%00/",
-            "file:///tmp/a%0ab/",
+            "s3://b/a%00/",
+            "file:///tmp/a\nb/",
+            "s3://b/a\tb/",
             "file:///tmp/../etc/",
             "file:///tmp/%2e%2e/etc/",
             "file:///tmp/./x/",
             "file:/tmp/x/",
             "file://",
             "s3://b/%zz/",
-            "s3://b/a%0a/",
         ] {
             assert!(bad.parse::<Target>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn control_characters_are_named_percent_encoded() {
+        // A name holding a control character, as a listing shows it, can be
+        // given as a TARGET in its percent-encoded form.
+        assert_eq!(
+            "s3://b/nl%0Aname/".parse::<Target>().unwrap(),
+            Target::S3 {
+                bucket: "b".into(),
+                prefix: "nl\nname/".into()
+            }
+        );
+        assert_eq!(
+            "file:///tmp/tab%09x/".parse::<Target>().unwrap(),
+            Target::Local {
+                dir: "/tmp/tab\tx/".into()
+            }
+        );
+        // Written raw, the error gives the escape to use.
+        let e = "s3://b/nl\nname/".parse::<Target>().unwrap_err();
+        assert!(e.why.contains("%0A"), "{e}");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        // Display writes the escape, which parses back.
+        let t = Target::S3 {
+            bucket: "b".into(),
+            prefix: "nl\nname/tab\tx/\u{200b}/".into(),
+        };
+        assert_eq!(t.to_string(), "s3://b/nl%0Aname/tab%09x/%E2%80%8B/");
+        assert_eq!(t.to_string().parse::<Target>().unwrap(), t);
+    }
+
+    #[test]
+    fn credentials_in_a_target_are_refused_and_never_echoed() {
+        for (bad, secret) in [
+            ("s3://AKIA:secretpass@b/p/", "secretpass"),
+            ("s3://AKIAEXAMPLE@b/p/", "AKIAEXAMPLE"),
+            ("s3://AKIA:abc/defsecret@b/p/", "defsecret"),
+            ("file://AKIA:secretpass@localhost/tmp/x/", "secretpass"),
+        ] {
+            let e = bad.parse::<Target>().unwrap_err();
+            let msg = e.to_string();
+            assert!(!msg.contains(secret), "{msg}");
+            assert!(!msg.contains("AKIA"), "{msg}");
+            assert!(msg.contains("***"), "{msg}");
+            assert!(msg.contains("cannot carry credentials"), "{msg}");
+        }
+        // An `@` in a key is a character of the name.
+        assert_eq!(
+            "s3://b/ops@host/".parse::<Target>().unwrap().prefix(),
+            "ops@host/"
+        );
     }
 
     #[test]

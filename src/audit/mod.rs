@@ -46,8 +46,17 @@ pub enum AuditError {
 /// Where the takeover was aimed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditTarget {
-    /// `local`, an endpoint URL or `AWS S3`.
-    pub endpoint: String,
+    /// The endpoint URL requests went to, credentials shown as `***`; null
+    /// for the SDK's own AWS endpoint of `region`, and for a local store.
+    /// (Entries written by earlier versions hold a sentence here: `local`,
+    /// or `URL (region R, path-style)`.)
+    pub endpoint: Option<String>,
+    /// The region requests were signed for (null for a local store).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// `path` or `virtual_host` (null for a local store).
+    #[serde(default)]
+    pub addressing_style: Option<crate::store::AddressingStyle>,
     /// Bucket, for S3.
     pub bucket: Option<String>,
     /// The lease key.
@@ -112,6 +121,7 @@ pub struct AuditObserved {
     /// Age in seconds by the reader's clock.
     pub age_s: Option<f64>,
     /// The reader's clock when judged (UTC).
+    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub reader_clock: DateTime<Utc>,
 }
 
@@ -128,6 +138,7 @@ pub struct AuditWritten {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
     /// When the entry was written (UTC).
+    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub time: DateTime<Utc>,
     /// `intent` (before the write) or `outcome` (after).
     pub phase: String,
@@ -157,7 +168,11 @@ pub struct AuditEntry {
     pub outcome: Option<String>,
     /// After a forced takeover of a live lease: from when (UTC) the new
     /// holder may write — once the old holder's fence has certainly closed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::clock::ser_opt_rfc3339"
+    )]
     pub writes_safe_from: Option<DateTime<Utc>>,
 }
 
@@ -626,7 +641,7 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Formats a time for the audit listing.
 pub fn fmt_time(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+    crate::clock::rfc3339(*t, SecondsFormat::Secs)
 }
 
 #[cfg(test)]
@@ -643,7 +658,9 @@ mod tests {
             tool_version: "0".into(),
             action: "takeover".into(),
             target: AuditTarget {
-                endpoint: "local".into(),
+                endpoint: None,
+                region: None,
+                addressing_style: None,
                 bucket: None,
                 key: "LEASE".into(),
                 url: "file:///srv/db/".into(),

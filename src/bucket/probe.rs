@@ -122,8 +122,8 @@ pub struct Step {
     pub ok: bool,
     /// True when it did not, and leasectl works around it safely.
     pub adapted: bool,
-    /// What leasectl makes of a deviation.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// What leasectl makes of a deviation (null when there is nothing to
+    /// say; always present in `probe --json`).
     pub note: Option<String>,
 }
 

@@ -35,7 +35,7 @@ pub struct LeaseRecord {
 }
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Micros, true))
+    s.serialize_str(&crate::clock::rfc3339(*t, SecondsFormat::Micros))
 }
 
 impl LeaseRecord {
@@ -98,7 +98,7 @@ impl LeaseRecord {
         let stamp = |name: &str| -> Result<DateTime<Utc>, Malformed> {
             let s = string(name)?;
             DateTime::parse_from_rfc3339(&s)
-                .map(|t| t.with_timezone(&Utc))
+                .map(|t| crate::clock::without_leap_second(t.with_timezone(&Utc)))
                 .map_err(|e| {
                     Malformed(format!(
                         "{name} {:?} is not an RFC 3339 time: {e}",

@@ -165,13 +165,16 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
                 format!("UNKNOWN {url} could not be gathered: {}", plugin_text(e)),
             ));
         }
+        if let Some(n) = &target.server_clock_note {
+            details.push((Status::Ok, format!("NOTE {url}: {}", plugin_text(n))));
+        }
         for e in &target.errors {
             errors += 1;
             details.push((
                 Status::Unknown,
                 format!(
-                    "UNKNOWN {url}{} could not be read: {}",
-                    plugin_text(&e.prefix),
+                    "UNKNOWN {} could not be read: {}",
+                    plugin_text(&target.prefix_url(&e.prefix)),
                     plugin_text(&e.error)
                 ),
             ));
@@ -185,7 +188,7 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
                 LeaseState::Absent => 4,
             };
             counts[idx] += 1;
-            let where_ = format!("{url}{}", plugin_text(&p.prefix));
+            let where_ = plugin_text(&target.prefix_url(&p.prefix));
             if p.age_unknown {
                 errors += 1;
                 details.push((
@@ -415,12 +418,16 @@ mod tests {
                 .map(|u| crate::snapshot::TargetReport {
                     url: (*u).to_owned(),
                     endpoint: "local".into(),
+                    endpoint_url: None,
+                    region: None,
+                    addressing_style: None,
                     bucket: None,
                     error: None,
                     errors: Vec::new(),
                     prefixes: Vec::new(),
                     server_offset_s: None,
                     server_offset_error_s: None,
+                    server_clock_note: None,
                 })
                 .collect(),
             pod: Default::default(),

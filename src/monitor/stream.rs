@@ -2,12 +2,15 @@
 //! changes). Every line is one JSON object with a `type`:
 //!
 //! - `lease`: a prefix's row, the same fields as a `--json` row, plus `type`,
-//!   `time` and `target`. `--watch` writes one when the prefix is first seen
-//!   and whenever its state, holder or ETag changes (a renewal changes the
-//!   ETag);
+//!   `time`, `target` and the target's `endpoint`, `region` and
+//!   `addressing_style` (as in `--json`; `error` lines carry them too).
+//!   `--watch` writes one when the prefix is first seen and whenever its
+//!   state, holder or ETag changes (a renewal changes the ETag);
 //! - `gone`: `--watch` only, a prefix no longer listed (`target`, `prefix`);
 //! - `error`: a target (`prefix` null) or prefix that could not be gathered;
 //!   `--watch` writes it when the error appears or its text changes;
+//! - `cleared`: `--watch` only, an error written before is gone (`target`,
+//!   `prefix`, and the error it `was`);
 //! - `pod`: the pod's verdicts and `pod_error`, when they change;
 //! - `heartbeat` (`--watch`) or `summary` (`-o ndjson`, last): counts, the
 //!   schema version and the exit code the snapshot would give.
@@ -23,10 +26,29 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use crate::clock::SharedClock;
-use crate::snapshot::{Gatherer, PrefixReport, Snapshot, SCHEMA_VERSION};
+use crate::snapshot::{Gatherer, PrefixReport, Snapshot, TargetReport, SCHEMA_VERSION};
 use crate::writer::scan::Verdict;
 
 use super::GatherExtras;
+
+/// Where a target's requests go, as in `--json`: `endpoint` (the URL, null
+/// for AWS's own endpoint and a local store), `region`, `addressing_style`.
+#[derive(Serialize)]
+struct Where<'a> {
+    endpoint: Option<&'a str>,
+    region: Option<&'a str>,
+    addressing_style: Option<crate::store::AddressingStyle>,
+}
+
+impl<'a> Where<'a> {
+    fn of(t: &'a TargetReport) -> Self {
+        Self {
+            endpoint: t.endpoint_url.as_deref(),
+            region: t.region.as_deref(),
+            addressing_style: t.addressing_style,
+        }
+    }
+}
 
 #[derive(Serialize)]
 struct LeaseLine<'a> {
@@ -34,6 +56,8 @@ struct LeaseLine<'a> {
     kind: &'static str,
     time: String,
     target: &'a str,
+    #[serde(flatten)]
+    at: Where<'a>,
     #[serde(flatten)]
     row: &'a PrefixReport,
 }
@@ -53,8 +77,23 @@ struct ErrorLine<'a> {
     kind: &'static str,
     time: String,
     target: &'a str,
+    #[serde(flatten)]
+    at: Where<'a>,
     prefix: Option<&'a str>,
     error: &'a str,
+}
+
+/// An error reported earlier that is gone: the target (or prefix) was
+/// gathered again.
+#[derive(Serialize)]
+struct ClearedLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    target: &'a str,
+    prefix: Option<&'a str>,
+    /// The error that was reported.
+    was: &'a str,
 }
 
 #[derive(Serialize)]
@@ -81,7 +120,7 @@ struct CountLine {
 }
 
 fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+    crate::clock::rfc3339(t, SecondsFormat::Millis)
 }
 
 fn line<T: Serialize>(v: &T) -> String {
@@ -119,6 +158,7 @@ pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool) -> Vec<String> {
                 kind: "error",
                 time: time.clone(),
                 target: &t.url,
+                at: Where::of(t),
                 prefix: None,
                 error: e,
             }));
@@ -128,6 +168,7 @@ pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool) -> Vec<String> {
                 kind: "error",
                 time: time.clone(),
                 target: &t.url,
+                at: Where::of(t),
                 prefix: Some(&e.prefix),
                 error: &e.error,
             }));
@@ -137,6 +178,7 @@ pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool) -> Vec<String> {
                 kind: "lease",
                 time: time.clone(),
                 target: &t.url,
+                at: Where::of(t),
                 row: p,
             }));
         }
@@ -209,6 +251,7 @@ impl Watcher {
                         kind: "error",
                         time: time.clone(),
                         target: &t.url,
+                        at: Where::of(t),
                         prefix,
                         error,
                     }));
@@ -223,6 +266,7 @@ impl Watcher {
                         kind: "lease",
                         time: time.clone(),
                         target: &t.url,
+                        at: Where::of(t),
                         row: p,
                     }));
                 }
@@ -258,6 +302,19 @@ impl Watcher {
             }
         }
         self.leases = leases;
+        for ((target, prefix), was) in &self.errors {
+            // A prefix's error is not cleared by its whole target failing.
+            let target_failed = errors.contains_key(&(target.clone(), None));
+            if !errors.contains_key(&(target.clone(), prefix.clone())) && !target_failed {
+                out.push(line(&ClearedLine {
+                    kind: "cleared",
+                    time: time.clone(),
+                    target,
+                    prefix: prefix.as_deref(),
+                    was,
+                }));
+            }
+        }
         self.errors = errors;
         if pod_scanned {
             let pod = (

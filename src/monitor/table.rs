@@ -148,15 +148,14 @@ pub fn problems(snap: &Snapshot) -> Vec<String> {
         }
         for e in &t.errors {
             out.push(format!(
-                "could not read {}{}: {}",
-                s(&t.url),
-                s(&e.prefix),
+                "could not read {}: {}",
+                s(&t.prefix_url(&e.prefix)),
                 s(&e.error)
             ));
         }
         for p in t.prefixes.iter().filter(|p| p.age_unknown) {
             if let Some(pr) = &p.problem {
-                out.push(format!("{}{}: {}", s(&t.url), s(&p.prefix), s(pr)));
+                out.push(format!("{}: {}", s(&t.prefix_url(&p.prefix)), s(pr)));
             }
         }
     }

@@ -25,7 +25,7 @@ use crate::target::Target;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
-pub const SCHEMA_VERSION: &str = "1.1";
+pub const SCHEMA_VERSION: &str = "1.2";
 
 /// How strongly the lease excludes a second writer on the prefix's service,
 /// as far as this reader knows.
@@ -167,8 +167,21 @@ pub struct PrefixError {
 pub struct TargetReport {
     /// The TARGET URL as normalised.
     pub url: String,
-    /// Where requests went (`local`, an endpoint URL, or `AWS S3`).
+    /// Where requests went, for people (the console header, text output):
+    /// `local`, or the endpoint (or `AWS S3`) with region and addressing
+    /// style. Not in `--json`, which has [`TargetReport::endpoint_url`],
+    /// [`TargetReport::region`] and [`TargetReport::addressing_style`].
+    #[serde(skip)]
     pub endpoint: String,
+    /// JSON `endpoint`: the endpoint URL requests went to, credentials shown
+    /// as `***`; null for the SDK's own AWS endpoint of `region`, and for a
+    /// local store.
+    #[serde(rename = "endpoint")]
+    pub endpoint_url: Option<String>,
+    /// The region requests were signed for (null for a local store).
+    pub region: Option<String>,
+    /// `path` or `virtual_host` (null for a local store).
+    pub addressing_style: Option<crate::store::AddressingStyle>,
     /// Bucket name, for S3.
     pub bucket: Option<String>,
     /// Why the target could not be gathered at all (listing failed).
@@ -182,6 +195,27 @@ pub struct TargetReport {
     pub server_offset_s: Option<f64>,
     /// The uncertainty of `server_offset_s`, ± seconds.
     pub server_offset_error_s: Option<f64>,
+    /// Why the service's clock is unknown although it has one (its latest
+    /// answer had no `Date`, or one that does not parse): ages are then
+    /// judged by this reader's clock alone. Null when known, and for a local
+    /// store.
+    pub server_clock_note: Option<String>,
+}
+
+impl TargetReport {
+    /// The URL of `prefix` (a key prefix in this target's store, as in
+    /// [`PrefixReport::prefix`]), written as a TARGET that names it:
+    /// `s3://bucket/` or the local store's `file://` URL, then the prefix,
+    /// percent-encoded where a TARGET needs it ([`crate::target`]).
+    pub fn prefix_url(&self, prefix: &str) -> String {
+        match &self.bucket {
+            Some(b) => format!("s3://{b}/{}", crate::target::encode_path(prefix)),
+            None => {
+                let slash = if self.url.ends_with('/') { "" } else { "/" };
+                format!("{}{slash}{}", self.url, crate::target::encode_path(prefix))
+            }
+        }
+    }
 }
 
 /// The reader's clock, by which every age is computed.
@@ -200,7 +234,7 @@ pub struct ReaderClock {
 /// One consistent view of every target (and the pod): the `--json` document.
 #[derive(Debug, Clone, Serialize)]
 pub struct Snapshot {
-    /// `"1.0"`.
+    /// [`SCHEMA_VERSION`].
     pub schema_version: &'static str,
     /// When the snapshot was judged (reader's clock, UTC).
     #[serde(serialize_with = "ser_ts")]
@@ -669,6 +703,7 @@ async fn discover_paged(
     let mut all = Vec::new();
     let mut token: Option<String> = None;
     let mut pages = 0usize;
+    let mut trail = crate::store::TokenTrail::default();
     loop {
         let what = format!("listing {} under {root:?}", store.describe());
         let mut tries = 0;
@@ -698,9 +733,20 @@ async fn discover_paged(
         pages += 1;
         match next {
             // A listing that never ends (a hostile service) stops at a
-            // million prefixes' worth of pages.
-            Some(t) if pages < 1000 => token = Some(t),
-            _ => break,
+            // million prefixes' worth of pages: an error, not a cut.
+            Some(_) if pages >= MAX_LIST_PAGES => {
+                return Err(StoreError::Invalid(format!(
+                    "the listing under \"{}\" was stopped after {MAX_LIST_PAGES} pages \
+                     (about a million entries) and is incomplete; give a TARGET deeper in the \
+                     bucket",
+                    crate::text::sanitize(root)
+                )))
+            }
+            Some(t) => {
+                trail.check(&t, root)?;
+                token = Some(t)
+            }
+            None => break,
         }
     }
     all.sort();
@@ -708,6 +754,9 @@ async fn discover_paged(
     errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
     Ok((all, errors))
 }
+
+/// The most pages one listing of a TARGET follows (1,000 entries each).
+const MAX_LIST_PAGES: usize = 1000;
 
 /// One LEASE read in a gather.
 struct Read {
@@ -736,6 +785,15 @@ async fn gather_planned(
     let root = t.target.prefix().to_owned();
     let max = opts.concurrency.max(1);
     let mut limit = cache.limit.unwrap_or(max).clamp(1, max);
+    // A store known to be gone (a local directory moved away) fails this
+    // gather as a listing would, whatever is scheduled to be read.
+    if let Some(e) = store.unavailable() {
+        let error = format!("{}: {e}", store.describe());
+        let changed = cache.error.as_deref() != Some(error.as_str());
+        cache.prefixes = None;
+        cache.error = Some(error);
+        return changed;
+    }
 
     // Prefixes to read arrive from the listing (page by page) or the cache.
     let (found_tx, mut found_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
@@ -929,15 +987,20 @@ fn report_from_cache(t: &OpenTarget, cache: &TargetCache) -> TargetReport {
 }
 
 fn empty_report(t: &OpenTarget) -> TargetReport {
+    let info = t.store.endpoint_info();
     TargetReport {
         url: t.target.to_string(),
         endpoint: t.endpoint.clone(),
+        endpoint_url: info.url,
+        region: info.region,
+        addressing_style: info.addressing_style,
         bucket: t.target.bucket().map(str::to_owned),
         error: None,
         errors: Vec::new(),
         prefixes: Vec::new(),
         server_offset_s: None,
         server_offset_error_s: None,
+        server_clock_note: None,
     }
 }
 
@@ -1206,6 +1269,7 @@ fn finish(
             r.server_offset_s = Some(round_ms(o.against(clock.as_ref())));
             r.server_offset_error_s = Some(round_ms(o.error_s));
         }
+        r.server_clock_note = t.store.server_clock_problem();
     }
     let mut snap = Snapshot {
         schema_version: SCHEMA_VERSION,
@@ -1240,7 +1304,7 @@ fn round_ms(s: f64) -> f64 {
 }
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    s.serialize_str(&crate::clock::rfc3339(*t, SecondsFormat::Millis))
 }
 
 fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {

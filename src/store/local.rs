@@ -195,6 +195,19 @@ impl LocalStore {
         &self.root
     }
 
+    /// The error for a store whose own directory went away (moved or
+    /// removed while leasectl runs): nothing in it can be listed or read, and
+    /// a missing key there is not "absent". `None` while the root exists.
+    fn root_gone(&self) -> Option<StoreError> {
+        (!self.root.is_dir()).then(|| {
+            StoreError::Invalid(format!(
+                "{} does not exist any more (moved or removed while leasectl runs): \
+                 nothing in it can be listed or read",
+                crate::text::sanitize(&self.root.display().to_string())
+            ))
+        })
+    }
+
     fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
         let rel = Path::new(key);
         let ok = plain_relative(key)
@@ -394,7 +407,9 @@ impl LocalStore {
                 });
             }
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(StoreError::NotFound(key.to_owned()))
+                return Err(self
+                    .root_gone()
+                    .unwrap_or_else(|| StoreError::NotFound(key.to_owned())))
             }
             Err(e) => return Err(io_err(e)),
         };
@@ -448,7 +463,14 @@ impl LocalStore {
         }
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(out),
+            // A prefix with nothing under it is an empty listing, as on S3;
+            // a store whose own directory went away is not a store any more.
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return match self.root_gone() {
+                    Some(gone) => Err(gone),
+                    None => Ok(out),
+                }
+            }
             Err(e) => return Err(io_err(e)),
         };
         for entry in entries {
@@ -682,6 +704,10 @@ impl ObjectRead for LocalStore {
             Ok(out)
         })
         .await
+    }
+
+    fn unavailable(&self) -> Option<StoreError> {
+        self.root_gone()
     }
 }
 

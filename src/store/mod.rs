@@ -277,6 +277,75 @@ pub trait ObjectRead: Send + Sync {
     fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
         None
     }
+
+    /// Why the service's clock is unknown although the store has one (its
+    /// latest answer carried no `Date`, or one that does not parse): a
+    /// sentence safe to print. `None` when the clock is known, or for a store
+    /// with no clock of its own.
+    fn server_clock_problem(&self) -> Option<String> {
+        None
+    }
+
+    /// Where this store's requests go (URL, region, addressing style), for
+    /// `--json` and the audit log. All `None` for a local directory.
+    fn endpoint_info(&self) -> EndpointInfo {
+        EndpointInfo::default()
+    }
+
+    /// Why the store as a whole cannot be used now, when that is known at no
+    /// cost (a local store whose directory went away); `None` otherwise. A
+    /// gather checks it every time, even when it reads nothing else.
+    fn unavailable(&self) -> Option<StoreError> {
+        None
+    }
+}
+
+/// The continuation tokens of one listing so far (their hashes: a hostile
+/// service's tokens may be large), to catch a service whose tokens come round
+/// again (A, B, A, …): such a listing would never end.
+#[derive(Debug, Default)]
+pub struct TokenTrail(std::collections::HashSet<u64>);
+
+impl TokenTrail {
+    /// Records `token`, the next page's; an error (the listing of `prefix` is
+    /// incomplete) if it was given before.
+    pub fn check(&mut self, token: &str, prefix: &str) -> Result<(), StoreError> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        token.hash(&mut h);
+        if self.0.insert(h.finish()) {
+            return Ok(());
+        }
+        Err(StoreError::Invalid(format!(
+            "the listing under \"{}\" cannot be completed: the service gave a \
+             continuation token it had given before, after {} pages (it would go round for \
+             ever); the listing is incomplete",
+            crate::text::sanitize(prefix),
+            self.0.len() + 1
+        )))
+    }
+}
+
+/// How the bucket is addressed in requests to an S3-compatible service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressingStyle {
+    /// `http://host/bucket/key`.
+    Path,
+    /// `http://bucket.host/key`.
+    VirtualHost,
+}
+
+/// Where a store's requests go, as data (`--json`, NDJSON, the audit log).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointInfo {
+    /// The endpoint URL in use, credentials shown as `***`; `None` for the
+    /// SDK's own AWS endpoint of `region`, and for a local directory.
+    pub url: Option<String>,
+    /// The region requests are signed for (S3 only).
+    pub region: Option<String>,
+    /// Path-style or virtual-host addressing (S3 only).
+    pub addressing_style: Option<AddressingStyle>,
 }
 
 /// A writable store: conditional PUT and DELETE on top of [`ObjectRead`].
@@ -350,6 +419,15 @@ impl ObjectRead for ReadOnly {
     }
     fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
         self.0.server_offset()
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        self.0.server_clock_problem()
+    }
+    fn endpoint_info(&self) -> EndpointInfo {
+        self.0.endpoint_info()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.0.unavailable()
     }
 }
 
@@ -461,6 +539,15 @@ impl ObjectRead for Counting {
     }
     fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
         self.inner.server_offset()
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        self.inner.server_clock_problem()
+    }
+    fn endpoint_info(&self) -> EndpointInfo {
+        self.inner.endpoint_info()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.inner.unavailable()
     }
 }
 

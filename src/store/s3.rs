@@ -60,6 +60,10 @@ pub struct S3Store {
     clock: ServerClock,
     /// Path-style addressing (for messages: with virtual hosts the bucket is in the host name).
     path_style: bool,
+    /// The endpoint URL in use, credentials shown as `***`; `None`: AWS's own.
+    endpoint_url: Option<String>,
+    /// The region requests are signed for.
+    region: Option<String>,
     /// The profile named on the command line (for messages).
     profile: Option<String>,
     /// What the probe found (ETag form for `If-Match`, conditional DELETE).
@@ -69,7 +73,17 @@ pub struct S3Store {
 /// The latest [`ServerOffset`] seen in an answer's `Date` header, shared with
 /// the SDK interceptor that reads it.
 #[derive(Debug, Clone, Default)]
-struct ServerClock(std::sync::Arc<std::sync::Mutex<Option<ServerOffset>>>);
+struct ServerClock(std::sync::Arc<std::sync::Mutex<ClockReading>>);
+
+/// What the latest answer said about the service's clock.
+#[derive(Debug, Clone, Default)]
+struct ClockReading {
+    /// The estimate from its `Date` (none when it had no usable one).
+    offset: Option<ServerOffset>,
+    /// Why the latest answer gave no estimate: no `Date`, or one that does
+    /// not parse (a sentence, escaped).
+    problem: Option<String>,
+}
 
 /// When the request of this attempt was sent (system wall clock).
 #[derive(Debug, Clone, Copy)]
@@ -104,18 +118,40 @@ impl Intercept for ServerClock {
         let Some(sent) = cfg.load::<SentAt>().map(|s| s.0) else {
             return Ok(());
         };
-        let date = context
-            .response()
-            .headers()
-            .get("date")
-            .and_then(|d| DateTime::parse_from_rfc2822(d).ok())
-            .map(|d| d.with_timezone(&Utc));
-        if let Some(date) = date {
-            let estimate = ServerOffset::from_answer(date, sent, received);
-            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(estimate);
-        }
+        let header = context.response().headers().get("date");
+        let reading = match header.map(|d| (d, parse_http_date(d))) {
+            Some((_, Some(date))) => ClockReading {
+                offset: Some(ServerOffset::from_answer(date, sent, received)),
+                problem: None,
+            },
+            Some((d, None)) => ClockReading {
+                offset: None,
+                problem: Some(format!(
+                    "the service's clock is unknown: its Date header `{}` is not an HTTP date, \
+                     so this host's clock cannot be checked against it",
+                    crate::text::sanitize_cut(d, 64)
+                )),
+            },
+            None => ClockReading {
+                offset: None,
+                problem: Some(
+                    "the service's clock is unknown: its answers carry no Date header, \
+                     so this host's clock cannot be checked against it"
+                        .to_owned(),
+                ),
+            },
+        };
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = reading;
         Ok(())
     }
+}
+
+/// An HTTP `Date` (RFC 7231 IMF-fixdate, or the RFC 2822 form it is a case
+/// of), UTC; `None` when it does not parse.
+fn parse_http_date(d: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc2822(d.trim())
+        .ok()
+        .map(|d| d.with_timezone(&Utc))
 }
 
 impl std::fmt::Debug for S3Store {
@@ -127,27 +163,54 @@ impl std::fmt::Debug for S3Store {
     }
 }
 
-/// An endpoint URL made safe to show: user, password and query replaced by
-/// `***`. Returns the shown form and the parts removed (to scrub from messages).
-pub fn redact_url(raw: &str) -> (String, Vec<String>) {
-    let Ok(mut u) = url::Url::parse(raw) else {
+/// Text that may carry credentials in a URL's user information
+/// (`scheme://user:password@host/…`, or `user:password@host` without a
+/// scheme) with that part shown as `***` (`***:***` when it had a password).
+/// Returns the shown form, and the user and password removed. Works on text
+/// that is not a valid URL too: a TARGET or an endpoint that failed to parse
+/// is shown through this.
+pub fn redact_userinfo(raw: &str) -> (String, Vec<String>) {
+    let (scheme, rest) = match raw.find("://") {
+        Some(i) => raw.split_at(i + 3),
+        None => ("", raw),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..end].rfind('@') else {
         return (raw.to_owned(), Vec::new());
     };
-    let mut secrets = Vec::new();
-    if !u.username().is_empty() {
-        secrets.push(u.username().to_owned());
-        let _ = u.set_username("***");
+    let info = &rest[..at];
+    let (masked, parts): (&str, Vec<String>) = match info.split_once(':') {
+        Some((u, p)) => ("***:***", vec![u.to_owned(), p.to_owned()]),
+        None => ("***", vec![info.to_owned()]),
+    };
+    (format!("{scheme}{masked}{}", &rest[at..]), parts)
+}
+
+/// An endpoint URL made safe to show: user, password, query and fragment
+/// replaced by `***`, whether or not the text parses as a URL. Returns the
+/// shown form and the parts removed (to scrub from messages).
+pub fn redact_url(raw: &str) -> (String, Vec<String>) {
+    let (mut shown, mut secrets) = redact_userinfo(raw);
+    // The query or fragment, after the authority.
+    let after = shown.find("://").map_or(0, |i| i + 3);
+    if let Some(i) = shown[after..].find(['?', '#']).map(|i| i + after) {
+        let tail = shown[i + 1..].to_owned();
+        secrets.extend(tail.split(['&', '#', '?']).map(str::to_owned));
+        secrets.push(tail);
+        let mark = shown[i..].chars().next().unwrap_or('?');
+        shown.truncate(i);
+        shown.push(mark);
+        shown.push_str("***");
     }
-    if let Some(p) = u.password().map(str::to_owned) {
-        secrets.push(p);
-        let _ = u.set_password(Some("***"));
-    }
-    if let Some(q) = u.query().map(str::to_owned) {
-        secrets.push(q);
-        u.set_query(Some("***"));
-    }
+    // Longest first, so that a part is not left half-replaced by a shorter one.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.retain(|s| s.len() >= 3);
-    (u.to_string().trim_end_matches('/').to_owned(), secrets)
+    let shown = if shown.ends_with("***") {
+        shown
+    } else {
+        shown.trim_end_matches('/').to_owned()
+    };
+    (shown, secrets)
 }
 
 /// Replaces every secret in `text` by `***`.
@@ -200,16 +263,17 @@ impl S3Store {
                 aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired,
             )
             .build();
-        let (endpoint, secrets) = match resolved_endpoint(config) {
-            Some(e) => redact_url(&e),
-            None => (
+        let resolved = resolved_endpoint(config).map(|e| redact_url(&e));
+        let endpoint_url = resolved.as_ref().map(|(shown, _)| shown.clone());
+        let (endpoint, secrets) = resolved.unwrap_or_else(|| {
+            (
                 format!(
                     "AWS S3 ({})",
                     config.region().map(|r| r.as_ref()).unwrap_or("no region")
                 ),
                 Vec::new(),
-            ),
-        };
+            )
+        });
         Self {
             client: aws_sdk_s3::Client::from_conf(s3conf),
             bucket: bucket.to_owned(),
@@ -218,8 +282,41 @@ impl S3Store {
             secrets,
             clock,
             path_style: opts.path_style,
+            endpoint_url,
+            region: config.region().map(|r| r.as_ref().to_owned()),
             profile: opts.profile.clone(),
             caps: Default::default(),
+        }
+    }
+
+    /// The host name this store's requests go to: the endpoint's host (with
+    /// the bucket in front under virtual-host addressing, unless it is an IP
+    /// address), or AWS's own regional host.
+    fn request_host(&self) -> String {
+        let host = match &self.endpoint_url {
+            Some(url) => url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_else(|| url.clone()),
+            None => {
+                let region = self.region.as_deref().unwrap_or("us-east-1");
+                let domain = if region.starts_with("cn-") {
+                    "amazonaws.com.cn"
+                } else {
+                    "amazonaws.com"
+                };
+                format!("s3.{region}.{domain}")
+            }
+        };
+        let ip = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok();
+        if self.path_style || ip {
+            host
+        } else {
+            format!("{}.{host}", self.bucket)
         }
     }
 
@@ -325,7 +422,13 @@ impl S3Store {
             cur = e.source();
         }
         let all = chain.join(": ");
-        let m = classify_transport(&all, &self.endpoint, &self.bucket, self.path_style);
+        let m = classify_transport(
+            &all,
+            &self.endpoint,
+            &self.request_host(),
+            self.endpoint_url.is_some(),
+            self.path_style,
+        );
         match (&self.profile, m.starts_with(CREDENTIALS)) {
             (Some(p), true) => format!(
                 "{CREDENTIALS} for the profile `{}`: it is not in ~/.aws/config or ~/.aws/credentials, \
@@ -341,12 +444,22 @@ impl S3Store {
 const CREDENTIALS: &str = "unable to locate credentials";
 
 /// The sentence for a transport failure described by `all` (the causes'
-/// texts joined), talking to `endpoint` about `bucket`.
-fn classify_transport(all: &str, endpoint: &str, bucket: &str, path_style: bool) -> String {
+/// texts joined), talking to `endpoint` (as shown) at the host name
+/// `request_host` (the bucket in it under virtual-host addressing);
+/// `custom`: an endpoint was configured (not AWS's own).
+fn classify_transport(
+    all: &str,
+    endpoint: &str,
+    request_host: &str,
+    custom: bool,
+    path_style: bool,
+) -> String {
+    // The endpoint's own host name for what its server answered (TLS,
+    // refused); AWS's host when no endpoint is configured.
     let host = url::Url::parse(endpoint)
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned))
-        .unwrap_or_else(|| endpoint.to_owned());
+        .unwrap_or_else(|| request_host.to_owned());
     if all.contains("no credentials found in chain")
         || all.contains("credential provider was not enabled")
     {
@@ -378,17 +491,17 @@ fn classify_transport(all: &str, endpoint: &str, bucket: &str, path_style: bool)
         }
     }
     if all.contains("dns error") || all.contains("failed to lookup address") {
-        let failed = if path_style || host.parse::<std::net::IpAddr>().is_ok() {
-            host.clone()
+        let hint = if !custom {
+            "check this host's network and DNS (AWS's endpoint is named after the bucket and the region; check --region)"
+        } else if path_style {
+            "check the endpoint's host name"
         } else {
-            format!("{bucket}.{host}")
+            "virtual-host addressing puts the bucket in the host name; for MinIO, Ceph or a test server pass --path-style"
         };
-        let hint = if path_style {
-            "check the endpoint's host name".to_owned()
-        } else {
-            "virtual-host addressing puts the bucket in the host name; for MinIO, Ceph or a test server pass --path-style".to_owned()
-        };
-        return format!("cannot resolve the host name {failed}: {hint}");
+        return format!(
+            "cannot resolve the host name {}: {hint}",
+            crate::text::sanitize(request_host)
+        );
     }
     if all.contains("UnknownIssuer")
         || all.contains("invalid peer certificate")
@@ -645,19 +758,48 @@ impl ObjectRead for S3Store {
     }
 
     fn server_offset(&self) -> Option<ServerOffset> {
-        *self.clock.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.clock
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .offset
+    }
+
+    fn server_clock_problem(&self) -> Option<String> {
+        self.clock
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .problem
+            .clone()
+    }
+
+    fn endpoint_info(&self) -> super::EndpointInfo {
+        super::EndpointInfo {
+            url: self.endpoint_url.clone(),
+            region: self.region.clone(),
+            addressing_style: Some(if self.path_style {
+                super::AddressingStyle::Path
+            } else {
+                super::AddressingStyle::VirtualHost
+            }),
+        }
     }
 
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let mut out = Listing::default();
         let mut token = None;
+        let mut seen = super::TokenTrail::default();
         loop {
             let (page, next) = self.list_page(prefix, token).await?;
             out.prefixes.extend(page.prefixes);
             out.objects.extend(page.objects);
             out.unlisted.extend(page.unlisted);
             match next {
-                Some(t) => token = Some(t),
+                Some(t) => {
+                    seen.check(&t, prefix)?;
+                    token = Some(t)
+                }
                 None => break,
             }
         }
@@ -715,11 +857,25 @@ impl ObjectRead for S3Store {
                 });
             }
         }
-        // A service that says "truncated" but gives no token, or gives back
-        // the token it was sent, would loop for ever: stop there.
-        let next = match page.next_continuation_token() {
-            Some(t) if page.is_truncated() == Some(true) && Some(t) != token.as_deref() => {
-                Some(t.to_owned())
+        // A service that says "truncated" but gives no token to go on with,
+        // or gives back the token it was sent, cannot be listed to the end:
+        // an error, never a listing cut short in silence.
+        let next = match (page.is_truncated(), page.next_continuation_token()) {
+            (Some(true), Some(t)) if Some(t) == token.as_deref() => {
+                return Err(StoreError::Invalid(format!(
+                    "the listing under \"{}\" cannot be completed: the service answered \
+                     a truncated page with the continuation token it was sent (it would repeat \
+                     for ever); the listing is incomplete",
+                    crate::text::sanitize(prefix)
+                )))
+            }
+            (Some(true), Some(t)) if !t.is_empty() => Some(t.to_owned()),
+            (Some(true), _) => {
+                return Err(StoreError::Invalid(format!(
+                    "the listing under \"{}\" cannot be completed: the service says the page \
+                     is truncated but gives no continuation token; the listing is incomplete",
+                    crate::text::sanitize(prefix)
+                )))
             }
             _ => None,
         };
@@ -843,6 +999,63 @@ mod tests {
         assert_eq!(
             redact_url("http://127.0.0.1:9000").0,
             "http://127.0.0.1:9000"
+        );
+    }
+
+    #[test]
+    fn endpoints_that_are_not_plain_urls_are_redacted_too() {
+        for (raw, secret) in [
+            ("minio.internal:secretpass@x", "secretpass"),
+            ("https://h:9000#secretfrag", "secretfrag"),
+            (
+                "https://h:9000/?X-Amz-Security-Token=secrettoken",
+                "secrettoken",
+            ),
+            ("http://AKIA:abc@h:9000/", "abc"),
+        ] {
+            let (shown, secrets) = redact_url(raw);
+            assert!(!shown.contains(secret), "{raw} → {shown}");
+            assert!(shown.contains("***"), "{raw} → {shown}");
+            let msg = scrub(format!("failed for {raw}"), &secrets);
+            assert!(!msg.contains(secret), "{msg}");
+        }
+        assert_eq!(redact_url("minio.internal:secretpass@x").0, "***:***@x");
+        assert_eq!(
+            redact_url("https://h:9000#secretfrag").0,
+            "https://h:9000#***"
+        );
+    }
+
+    #[test]
+    fn dns_failures_name_the_host_asked_for() {
+        let dns = "dispatch failure: io error: dns error: failed to lookup address information";
+        // AWS's own endpoint: its real host, no --path-style hint.
+        let m = classify_transport(
+            dns,
+            "AWS S3 (us-east-1)",
+            "bkt.s3.us-east-1.amazonaws.com",
+            false,
+            false,
+        );
+        assert!(
+            m.contains("cannot resolve the host name bkt.s3.us-east-1.amazonaws.com"),
+            "{m}"
+        );
+        assert!(
+            !m.contains("--path-style") && !m.contains("AWS S3 ("),
+            "{m}"
+        );
+        // A custom endpoint with virtual hosts: the hint.
+        let m = classify_transport(
+            dns,
+            "http://minio.internal:9000",
+            "bkt.minio.internal",
+            true,
+            false,
+        );
+        assert!(
+            m.contains("bkt.minio.internal") && m.contains("--path-style"),
+            "{m}"
         );
     }
 

@@ -754,7 +754,7 @@ impl App {
                 out.push(format!("{}: {}", t.url, e));
             }
             for e in &t.errors {
-                out.push(format!("{}{}: {}", t.url, e.prefix, e.error));
+                out.push(format!("{}: {}", t.prefix_url(&e.prefix), e.error));
             }
         }
         out

@@ -125,6 +125,7 @@ impl Ops {
                         continue;
                     };
                     let key = lease_key(&prefix);
+                    let info = t.store.endpoint_info();
                     let req = TakeoverRequest {
                         prefix: prefix.clone(),
                         seen,
@@ -135,13 +136,17 @@ impl Ops {
                         ttl_s: self.ttl_s,
                         exclusion: self.exclusion,
                         target: AuditTarget {
-                            endpoint: t.endpoint.clone(),
+                            endpoint: info.url,
+                            region: info.region,
+                            addressing_style: info.addressing_style,
                             bucket: t.bucket.clone(),
                             key: key.clone(),
                             url: format!(
                                 "{}{}",
                                 t.url,
-                                prefix.strip_prefix(t.root.as_str()).unwrap_or(&prefix)
+                                crate::target::encode_path(
+                                    prefix.strip_prefix(t.root.as_str()).unwrap_or(&prefix)
+                                )
                             ),
                         },
                     };

@@ -186,6 +186,13 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             } else {
                 Span::raw(text)
             });
+        } else if snap.targets.iter().any(|t| t.server_clock_note.is_some()) {
+            // A service whose answers give no usable Date: ages are judged
+            // by this host's clock alone.
+            line1.push(Span::styled(
+                "  service clock unknown (no usable Date header) ",
+                Style::default().fg(Color::Yellow),
+            ));
         }
     }
     let line1 = Line::from(line1);

@@ -25,6 +25,7 @@ mod hostile_store;
 mod hostile_urls;
 mod monitoring;
 mod pod_in_question;
+mod report_truth;
 mod schedule;
 mod serve_limits;
 mod snapshot_json;

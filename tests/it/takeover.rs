@@ -42,7 +42,9 @@ fn request(seen: Observed, then: Then) -> TakeoverRequest {
         ttl_s: 30,
         exclusion: Exclusion::Conditional,
         target: AuditTarget {
-            endpoint: "test".into(),
+            endpoint: Some("test".into()),
+            region: None,
+            addressing_style: None,
             bucket: None,
             key: "db/LEASE".into(),
             url: "test://db/".into(),

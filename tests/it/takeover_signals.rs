@@ -331,7 +331,9 @@ async fn a_takeover_of_a_prefix_without_a_lease_is_refused() {
             ttl_s: 30,
             exclusion: Exclusion::Conditional,
             target: leasectl::audit::AuditTarget {
-                endpoint: "test".into(),
+                endpoint: None,
+                region: None,
+                addressing_style: None,
                 bucket: None,
                 key: place.key(),
                 url: place.url(),
@@ -379,7 +381,9 @@ async fn a_wait_ended_by_its_caller_leaves_the_lease_to_expire_too() {
         ttl_s: 6,
         exclusion: Exclusion::Conditional,
         target: leasectl::audit::AuditTarget {
-            endpoint: "local".into(),
+            endpoint: None,
+            region: None,
+            addressing_style: None,
             bucket: None,
             key: place.key(),
             url: place.url(),

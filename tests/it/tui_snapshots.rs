@@ -589,7 +589,9 @@ fn takeover_entry(
         tool_version: "0.1.0".into(),
         action: "takeover".into(),
         target: AuditTarget {
-            endpoint: "local".into(),
+            endpoint: None,
+            region: None,
+            addressing_style: None,
             bucket: None,
             key: "db/LEASE".into(),
             url: format!("file://{}/db/", dir.display()),

@@ -41,6 +41,22 @@ struct State {
     /// GETs seen while `slow_down_every` is set, and how many were slowed down.
     gets: usize,
     slowed: usize,
+    /// Answer every ListObjectsV2 itself, with truncated pages whose
+    /// continuation tokens misbehave this way.
+    list_loop: Option<ListLoop>,
+    /// ListObjectsV2 requests answered by `list_loop`.
+    lists: usize,
+    /// Replace the `Date` header of every forwarded answer with this value.
+    date: Option<String>,
+}
+
+/// How a fake listing's continuation tokens misbehave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListLoop {
+    /// A, B, A, B, …: every page truncated, the tokens going round.
+    Cycle,
+    /// A, then A again: the page asked for with A gives A back.
+    RepeatAtOnce,
 }
 
 #[derive(Clone)]
@@ -114,6 +130,23 @@ impl Proxy {
     /// GETs answered `503 SlowDown` so far.
     pub fn slowed_down(&self) -> usize {
         self.state.lock().unwrap().slowed
+    }
+
+    /// Answer every ListObjectsV2 itself (unforwarded) with one common prefix
+    /// per page, every page truncated, the continuation tokens misbehaving as
+    /// `how` says.
+    pub fn loop_listings(&self, how: ListLoop) {
+        self.state.lock().unwrap().list_loop = Some(how);
+    }
+
+    /// ListObjectsV2 requests answered by [`Proxy::loop_listings`].
+    pub fn looped_lists(&self) -> usize {
+        self.state.lock().unwrap().lists
+    }
+
+    /// Send every forwarded answer with this `Date` header instead of the server's.
+    pub fn rewrite_date(&self, value: &str) {
+        self.state.lock().unwrap().date = Some(value.to_owned());
     }
 
     /// Back to forwarding everything: no hang, no failure, no dropped answer.
@@ -255,6 +288,49 @@ async fn handle(
         let _ = client.shutdown().await;
         return Ok(());
     }
+    let target = head.split(' ').nth(1).unwrap_or("").to_owned();
+    let (list_loop, date) = {
+        let mut s = state.lock().unwrap();
+        let looped = s
+            .list_loop
+            .filter(|_| method == "GET" && target.contains("list-type=2"));
+        if looped.is_some() {
+            s.lists += 1;
+        }
+        (looped, s.date.clone())
+    };
+    if let Some(how) = list_loop {
+        let token = target
+            .split(['?', '&'])
+            .find_map(|kv| kv.strip_prefix("continuation-token="))
+            .map(str::to_owned);
+        let next = match (how, token.as_deref()) {
+            (_, None) => "A",
+            (ListLoop::Cycle, Some("A")) => "B",
+            (ListLoop::Cycle, Some(_)) => "A",
+            (ListLoop::RepeatAtOnce, Some(_)) => "A",
+        };
+        let page = token.as_deref().unwrap_or("first");
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+             <ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+             <Name>b</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>\
+             <Delimiter>/</Delimiter><EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>\
+             {}<NextContinuationToken>{next}</NextContinuationToken>\
+             <CommonPrefixes><Prefix>page-{page}/</Prefix></CommonPrefixes></ListBucketResult>",
+            token
+                .as_deref()
+                .map(|t| format!("<ContinuationToken>{t}</ContinuationToken>"))
+                .unwrap_or_default()
+        );
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(answer.as_bytes()).await;
+        let _ = client.shutdown().await;
+        return Ok(());
+    }
     if mode == Mode::BlackHole {
         // Swallow everything, answer nothing, until the client gives up.
         while client.read(&mut chunk).await? > 0 {}
@@ -290,6 +366,25 @@ async fn handle(
         let mut sink = Vec::new();
         let _ = ur.read_to_end(&mut sink).await;
         drop(cw); // close without answering: the answer is lost
+    } else if let Some(date) = date {
+        // The whole answer (the upstream closes after it), its Date replaced.
+        let mut answer = Vec::new();
+        let _ = ur.read_to_end(&mut answer).await;
+        let end = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or(answer.len());
+        let head = String::from_utf8_lossy(&answer[..end]).into_owned();
+        let mut out: Vec<String> = head
+            .split("\r\n")
+            .filter(|l| !l.to_ascii_lowercase().starts_with("date:"))
+            .map(str::to_owned)
+            .collect();
+        out.push(format!("Date: {date}"));
+        let mut bytes = out.join("\r\n").into_bytes();
+        bytes.extend_from_slice(&answer[end..]);
+        let _ = cw.write_all(&bytes).await;
+        let _ = cw.shutdown().await;
     } else {
         let _ = tokio::io::copy(&mut ur, &mut cw).await;
         let _ = cw.shutdown().await;
