@@ -274,6 +274,23 @@ pub async fn console_output(
     };
     let mut g = Gatherer::new(open, opts, 1);
     let snap = gather(&mut g, &clock, &extras).await;
+    if matches!(format, OutputFormat::Prometheus) {
+        // Streamed: the exposition is written as it is encoded, never held
+        // whole (three copies of it were, at 50,000 prefixes: PERFORMANCE.md).
+        let mut m = prometheus::Metrics::new();
+        m.update(&snap, &counters, extras.pod.is_some(), &[]);
+        let code = snap.exit_code();
+        drop((snap, g));
+        let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        return Some(match m.write_text_format(out) {
+            Ok(()) => code,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => EXIT_PIPE,
+            Err(e) => {
+                eprintln!("leasectl: could not write to stdout: {e}");
+                crate::exit::Exit::Failed.code()
+            }
+        });
+    }
     let text = match format {
         OutputFormat::Table => {
             for p in table::problems(&snap) {
@@ -282,14 +299,9 @@ pub async fn console_output(
             table::render(&snap)
         }
         OutputFormat::Ndjson => stream::snapshot_lines(&snap, extras.pod.is_some()).join("\n"),
-        OutputFormat::Prometheus => {
-            let mut m = prometheus::Metrics::new();
-            m.update(&snap, &counters, extras.pod.is_some(), &[]);
-            prometheus::to_text_format(&m.render())
-                .trim_end()
-                .to_owned()
+        OutputFormat::Json | OutputFormat::Prometheus => {
+            unreachable!("-o json is the --json document; -o prometheus is streamed above")
         }
-        OutputFormat::Json => unreachable!("-o json is the --json document"),
     };
     if let Err(e) = write_stdout(&text) {
         eprintln!("leasectl: could not write to stdout: {e}");

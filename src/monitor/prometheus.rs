@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,24 +24,25 @@ use crate::snapshot::{ExclusionReport, Snapshot};
 use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
-/// `{target, prefix}`.
+/// `{target, prefix}`. The strings are shared (`Arc`) by every series of
+/// the prefix: at 50,000 prefixes there are 550,000 series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct PrefixLabels {
     /// The TARGET URL (escaped).
-    pub target: String,
+    pub target: Arc<str>,
     /// The prefix (escaped).
-    pub prefix: String,
+    pub prefix: Arc<str>,
 }
 
 /// `{target, prefix, state}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
     /// The TARGET URL (escaped).
-    pub target: String,
+    pub target: Arc<str>,
     /// The prefix (escaped).
-    pub prefix: String,
-    /// fresh, stale, suspect, malformed, absent or unknown.
-    pub state: String,
+    pub prefix: Arc<str>,
+    /// fresh, stale, suspect, malformed, absent or unknown ([`STATES`]).
+    pub state: &'static str,
 }
 
 /// `{target}`.
@@ -295,6 +297,7 @@ impl Metrics {
         let mut seen = BTreeSet::new();
         for t in &snap.targets {
             let target = s(&t.url);
+            let shared: Arc<str> = target.as_str().into();
             let tl = TargetLabels {
                 target: target.clone(),
             };
@@ -309,8 +312,8 @@ impl Metrics {
             }
             for p in &t.prefixes {
                 let pl = PrefixLabels {
-                    target: target.clone(),
-                    prefix: s(&p.prefix),
+                    target: shared.clone(),
+                    prefix: s(&p.prefix).into(),
                 };
                 let current = if p.age_unknown {
                     "unknown"
@@ -322,7 +325,7 @@ impl Metrics {
                         .get_or_create(&StateLabels {
                             target: pl.target.clone(),
                             prefix: pl.prefix.clone(),
-                            state: st.to_owned(),
+                            state: st,
                         })
                         .set(i64::from(st == current));
                 }
@@ -364,16 +367,16 @@ impl Metrics {
             for (u, p) in self.history.iter().map(|(k, _)| k) {
                 if *u == t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
                     seen.insert(PrefixLabels {
-                        target: target.clone(),
-                        prefix: s(p),
+                        target: shared.clone(),
+                        prefix: s(p).into(),
                     });
                 }
             }
         }
         for ((u, p), h) in self.history.iter() {
             let pl = PrefixLabels {
-                target: s(u),
-                prefix: s(p),
+                target: s(u).into(),
+                prefix: s(p).into(),
             };
             if !seen.contains(&pl) {
                 continue;
@@ -419,6 +422,118 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+
+    /// Writes the exposition in the classic Prometheus text format to `out`
+    /// as it is encoded, line by line: the same bytes as
+    /// `to_text_format(&self.render())`, without ever holding the whole
+    /// exposition (at 50,000 prefixes it is tens of megabytes). `out` is
+    /// written in pieces of at most a line; wrap it in a `BufWriter`.
+    ///
+    /// Errors: the first error of `out` (encoding itself cannot fail).
+    pub fn write_text_format<W: std::io::Write>(&self, out: W) -> std::io::Result<()> {
+        let mut w = TextFormatWriter {
+            out,
+            line: String::new(),
+            help: None,
+            error: None,
+        };
+        let encoded = prometheus_client::encoding::text::encode(&mut w, &self.registry);
+        w.finish(encoded)
+    }
+}
+
+/// [`to_text_format`] as a stream: takes the OpenMetrics text as the encoder
+/// writes it and passes each line on, converted, to `out`. A counter's `#
+/// HELP` line comes just before its `# TYPE` line, so it is held until the
+/// `# TYPE` line says whether its name takes `_total`.
+struct TextFormatWriter<W> {
+    out: W,
+    /// The current line, not yet complete.
+    line: String,
+    /// A `# HELP` line waiting for its `# TYPE` line.
+    help: Option<String>,
+    /// The first error of `out`.
+    error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> TextFormatWriter<W> {
+    /// `# HELP name…` or `# TYPE name…` as [`to_text_format`] writes it.
+    fn meta(&mut self, line: &str, counter: bool) -> std::io::Result<()> {
+        let (p, rest) = line.split_at("# HELP ".len());
+        let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+        let total = if counter { "_total" } else { "" };
+        writeln!(self.out, "{p}{name}{total} {tail}")
+    }
+
+    fn flush_help(&mut self, counter: bool) -> std::io::Result<()> {
+        match self.help.take() {
+            Some(h) => self.meta(&h, counter),
+            None => Ok(()),
+        }
+    }
+
+    /// One complete line of the OpenMetrics text.
+    fn emit(&mut self, line: &str) -> std::io::Result<()> {
+        if line == "# EOF" {
+            return Ok(());
+        }
+        if line.starts_with("# HELP ") {
+            self.flush_help(false)?;
+            self.help = Some(line.to_owned());
+            return Ok(());
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let name = rest.split_once(' ').map_or(rest, |(n, _)| n);
+            let counter = rest.strip_suffix(" counter").is_some_and(|n| n == name);
+            let help_name = self.help.as_deref().map(|h| {
+                let r = &h["# HELP ".len()..];
+                r.split_once(' ').map_or(r, |(n, _)| n)
+            });
+            let same = help_name == Some(name);
+            self.flush_help(counter && same)?;
+            return self.meta(line, counter);
+        }
+        self.flush_help(false)?;
+        writeln!(self.out, "{line}")
+    }
+
+    fn finish(mut self, encoded: std::fmt::Result) -> std::io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        if encoded.is_err() {
+            return Err(std::io::Error::other("the metrics could not be encoded"));
+        }
+        let last = std::mem::take(&mut self.line);
+        if !last.is_empty() {
+            self.emit(&last)?;
+        }
+        self.flush_help(false)?;
+        self.out.flush()
+    }
+}
+
+impl<W: std::io::Write> std::fmt::Write for TextFormatWriter<W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.error.is_some() {
+            return Err(std::fmt::Error);
+        }
+        let mut rest = s;
+        while let Some(i) = rest.find('\n') {
+            self.line.push_str(&rest[..i]);
+            let line = std::mem::take(&mut self.line);
+            if let Err(e) = self.emit(&line) {
+                self.error = Some(e);
+                return Err(std::fmt::Error);
+            }
+            // Reuse the line's buffer.
+            self.line = line;
+            self.line.clear();
+            rest = &rest[i + 1..];
+        }
+        self.line.push_str(rest);
+        Ok(())
+    }
 }
 
 /// [`Metrics::render`] in the classic Prometheus text format (0.0.4), which
@@ -462,3 +577,77 @@ pub fn to_text_format(openmetrics: &str) -> String {
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{gather, GatherOptions, OpenTarget};
+
+    /// The streamed exposition is byte for byte the one built in memory, on
+    /// a real local store with hostile names (a quote, a backslash, a
+    /// newline, an escape), pages of prefixes and every state; it ends with
+    /// one newline, so `-o prometheus` writes what it wrote before.
+    #[tokio::test]
+    async fn the_streamed_exposition_is_the_built_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = |renewed: &str| {
+            format!(
+                r#"{{"instance_id":"h","acquired_at":"2026-11-30T11:00:00Z","renewed_at":"{renewed}","ttl_s":30}}"#
+            )
+        };
+        let now = chrono::Utc::now();
+        let fresh = rec(&now.to_rfc3339());
+        for (i, name) in ["a\"q", "b\\s", "c\nn", "d\u{1b}[2J", "e f", "ok"]
+            .iter()
+            .enumerate()
+        {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            let body = match i % 3 {
+                0 => fresh.clone(),
+                1 => rec("2020-01-01T00:00:00Z"),
+                _ => "{not json".to_owned(),
+            };
+            std::fs::write(d.join("LEASE"), body).unwrap();
+        }
+        for i in 0..300 {
+            let d = dir.path().join(format!("p{i:04}"));
+            std::fs::create_dir_all(&d).unwrap();
+            if i % 2 == 0 {
+                std::fs::write(d.join("LEASE"), &fresh).unwrap();
+            }
+        }
+        let clock = crate::clock::SystemClock::shared();
+        let open = vec![OpenTarget {
+            target: format!("file://{}/", dir.path().display()).parse().unwrap(),
+            endpoint: "local".into(),
+            store: std::sync::Arc::new(crate::store::local::LocalStore::open(dir.path()).unwrap()),
+        }];
+        let snap = gather(&open, &GatherOptions::default(), &clock).await;
+        assert!(snap.targets[0].prefixes.len() >= 306);
+        let mut m = Metrics::new();
+        let counters = Counters::default();
+        m.update(&snap, &counters, false, &[]);
+        m.update(&snap, &counters, false, &[]);
+        let built = to_text_format(&m.render());
+        let mut streamed = Vec::new();
+        m.write_text_format(&mut streamed).unwrap();
+        assert_eq!(String::from_utf8(streamed).unwrap(), built);
+        assert!(built.contains("# TYPE leasectl_gathers_total counter"));
+        assert!(built.contains("# HELP leasectl_gathers_total Snapshots gathered"));
+        assert!(built.ends_with('\n') && !built.trim_end().ends_with(char::is_whitespace));
+        assert_eq!(format!("{}\n", built.trim_end()), built);
+        // A writer that fails: its error, not a panic or a silent success.
+        struct Full;
+        impl std::io::Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let e = m.write_text_format(Full).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+    }
+}

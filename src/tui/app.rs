@@ -246,6 +246,12 @@ pub enum Mode {
     Help,
     /// The takeover dialog (`t`).
     Takeover(Box<TakeoverDialog>),
+    /// Probe target `target` (an index into the targets)? `p` asks first: the
+    /// probe writes (and removes) a scratch key.
+    ConfirmProbe {
+        /// The target to probe.
+        target: usize,
+    },
     /// Leases are held: release them and quit?
     ConfirmQuit,
     /// Releasing held leases before quitting.
@@ -411,6 +417,12 @@ pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
                 _ => Action::Cancel,
             })
         }
+        Mode::ConfirmProbe { .. } => {
+            return Some(match k.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Action::Yes,
+                _ => Action::Cancel,
+            })
+        }
         Mode::Quitting => return None,
         Mode::Normal => {}
     }
@@ -486,7 +498,9 @@ pub struct App {
     pub get_price: f64,
     /// A gather still running: (LEASEs read, prefixes known, listing complete).
     pub loading: Option<(usize, usize, bool)>,
-    /// The last message for the operator (and whether it is an error).
+    /// The last message for the operator (and whether it is an error),
+    /// already safe for the terminal: every name in it escaped exactly once
+    /// (with [`sanitize`]) where the message is made, so it is drawn as is.
     pub message: Option<(String, bool)>,
     /// Writes confirmed by the operator, for the event loop to send.
     pub outbox: Vec<WriteRequest>,
@@ -859,6 +873,21 @@ impl App {
                 }
                 return self.clamp_all();
             }
+            Mode::ConfirmProbe { target } => {
+                let target = *target;
+                match action {
+                    Action::Yes => {
+                        self.mode = Mode::Normal;
+                        self.send_probe(target);
+                    }
+                    Action::Cancel | Action::Quit => {
+                        self.mode = Mode::Normal;
+                        self.message = Some(("probe cancelled: nothing was written".into(), false));
+                    }
+                    other => self.update_background(other),
+                }
+                return self.clamp_all();
+            }
             Mode::Quitting => {
                 self.update_background(action);
                 return self.clamp_all();
@@ -956,6 +985,15 @@ impl App {
             Action::Unchanged(at) => {
                 self.loading = None;
                 self.last_refresh = Some(at);
+                // `at` was read by the refresher after the last tick: the
+                // console's clock moves on to it (as with a new snapshot), so
+                // the refresh is never later than "now".
+                if at > self.now {
+                    self.now = at;
+                    if let Some(s) = &mut self.snapshot {
+                        s.rejudge(at);
+                    }
+                }
             }
             Action::Progress {
                 snapshot,
@@ -995,7 +1033,7 @@ impl App {
             } => {
                 self.probes.insert(target, result);
                 let bad = result != ExclusionReport::Conditional;
-                self.message = Some((sanitize(&message), bad));
+                self.message = Some((terminal_safe(&message).into_owned(), bad));
             }
             Action::TakeoverDone { key, result } => {
                 match result {
@@ -1003,9 +1041,15 @@ impl App {
                         if let Some(k) = held {
                             self.held.insert(k);
                         }
-                        self.message = Some((msg, false));
+                        // The report escapes the names it holds already.
+                        self.message = Some((terminal_safe(&msg).into_owned(), false));
                     }
-                    Err(e) => self.message = Some((format!("takeover of {key}: {e}"), true)),
+                    Err(e) => {
+                        self.message = Some((
+                            format!("takeover of {}: {}", sanitize(&key), terminal_safe(&e)),
+                            true,
+                        ))
+                    }
                 }
                 if matches!(&self.mode, Mode::Takeover(d) if d.pending) {
                     self.mode = Mode::Normal;
@@ -1013,7 +1057,7 @@ impl App {
             }
             Action::HeldReleased(lines) => {
                 self.held.clear();
-                self.message = Some((lines.join("; "), false));
+                self.message = Some((terminal_safe(&lines.join("; ")).into_owned(), false));
                 if matches!(self.mode, Mode::Quitting) {
                     self.quit = true;
                 }
@@ -1151,6 +1195,8 @@ impl App {
         self.clamp_all();
     }
 
+    /// `p`: asks before probing (the probe writes a scratch key); the
+    /// request is queued only once the operator says yes.
     fn start_probe(&mut self) {
         if self.read_only {
             return;
@@ -1160,6 +1206,13 @@ impl App {
             _ if !self.targets.is_empty() => 0,
             _ => return,
         };
+        self.mode = Mode::ConfirmProbe { target };
+    }
+
+    fn send_probe(&mut self, target: usize) {
+        if self.read_only {
+            return;
+        }
         self.outbox.push(WriteRequest::Probe { target });
         self.message = Some((
             format!(
@@ -1204,6 +1257,7 @@ impl App {
     }
 
     fn update_dialog(&mut self, action: Action) {
+        let (ttl_s, now) = (self.ttl_s, self.now);
         let Mode::Takeover(d) = &mut self.mode else {
             return;
         };
@@ -1224,6 +1278,11 @@ impl App {
                 (p + n - 1) % n
             }];
         };
+        // Whether the answers changed: a refusal shown is then judged again.
+        let edited = matches!(
+            action,
+            Action::Input(_) | Action::Backspace | Action::Left | Action::Right
+        );
         match action {
             Action::NextField => cycle(d, true),
             Action::PrevField => cycle(d, false),
@@ -1282,6 +1341,16 @@ impl App {
             Action::Quit => self.mode = Mode::Normal,
             other => self.update_background(other),
         }
+        // A refusal stays on screen only while it is still true: once the
+        // operator has typed the missing reason (or chosen otherwise) it is
+        // replaced by what is still wrong, if anything.
+        if edited {
+            if let Mode::Takeover(d) = &mut self.mode {
+                if d.problem.is_some() {
+                    d.problem = takeover_problem(d, ttl_s, now);
+                }
+            }
+        }
         self.clamp_all();
     }
 
@@ -1290,32 +1359,7 @@ impl App {
         let Mode::Takeover(d) = &mut self.mode else {
             return;
         };
-        // The console's own checks (the typed confirmation, the successor's
-        // id), then the takeover's guards, shared with `leasectl takeover`.
-        let problem = if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
-            Some("hand-over needs the successor's instance id".to_owned())
-        } else if d.forced() && d.typed_prefix != d.prefix && d.typed_prefix != sanitize(&d.prefix)
-        {
-            // The prefix as shown (escaped) is accepted too: a name holding a
-            // control or invisible character can always be typed.
-            Some(format!(
-                "the lease is fresh (a live holder): type the prefix {} to force",
-                sanitize(&d.prefix)
-            ))
-        } else {
-            crate::takeover::preflight(
-                &d.prefix,
-                &d.seen,
-                d.watched_for,
-                &d.reason,
-                ttl_s,
-                d.forced(),
-                now,
-            )
-            .err()
-            .map(|e| e.to_string())
-        };
-        if let Some(p) = problem {
+        if let Some(p) = takeover_problem(d, ttl_s, now) {
             d.problem = Some(p);
             return;
         }
@@ -1351,6 +1395,35 @@ impl App {
         clamp(&mut self.selected, &mut self.offset, n, page);
         let (n, page) = (self.pod_rows.len(), self.pod_visible_rows().max(1));
         clamp(&mut self.pod_selected, &mut self.pod_offset, n, page);
+    }
+}
+
+/// Why the dialog's takeover would be refused now, if it would: the
+/// console's own checks (the successor's id, the typed confirmation), then the
+/// takeover's guards, shared with `leasectl takeover` (a reason, one TTL of
+/// watching…), judged at `now` with leases of `ttl_s` seconds.
+fn takeover_problem(d: &TakeoverDialog, ttl_s: u64, now: DateTime<Utc>) -> Option<String> {
+    if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
+        Some("hand-over needs the successor's instance id".to_owned())
+    } else if d.forced() && d.typed_prefix != d.prefix && d.typed_prefix != sanitize(&d.prefix) {
+        // The prefix as shown (escaped) is accepted too: a name holding a
+        // control or invisible character can always be typed.
+        Some(format!(
+            "the lease is fresh (a live holder): type the prefix {} to force",
+            sanitize(&d.prefix)
+        ))
+    } else {
+        crate::takeover::preflight(
+            &d.prefix,
+            &d.seen,
+            d.watched_for,
+            &d.reason,
+            ttl_s,
+            d.forced(),
+            now,
+        )
+        .err()
+        .map(|e| e.to_string())
     }
 }
 

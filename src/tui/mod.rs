@@ -164,8 +164,14 @@ async fn gather_once(
         }
     };
     // Rows already read go to the console while a long gather goes on (the
-    // first one, at thousands of prefixes); a full channel skips a report.
+    // first one, at thousands of prefixes). Each report holds every row read
+    // so far, so one is queued only when the console has taken the previous
+    // one: queued reports were whole copies of the table (PERFORMANCE.md,
+    // "Memory").
     let sink = |p: crate::snapshot::Progress| {
+        if progress.capacity() < progress.max_capacity() {
+            return;
+        }
         let _ = progress.try_send(Gathered {
             at: p.snapshot.generated_at,
             snapshot: Some(p.snapshot),

@@ -191,7 +191,11 @@ impl Ops {
                 WriteRequest::ReleaseHeld => {
                     let mut lines = Vec::new();
                     for (key, keep) in std::mem::take(&mut held) {
-                        let line = format!("{key}: {}", keep.stop_and_release().await);
+                        let line = format!(
+                            "{}: {}",
+                            crate::text::sanitize(&key),
+                            keep.stop_and_release().await
+                        );
                         tracing::info!("{line}");
                         lines.push(line);
                     }

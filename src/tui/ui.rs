@@ -67,17 +67,98 @@ pub fn verdict_style(k: VerdictKind) -> Style {
     Style::default().fg(c)
 }
 
-/// The lock column: `holds`, `none`, or `open` with the longest it may have waited.
+/// Width of the pod view's LOCK column, in cells.
+const LOCK_WIDTH: u16 = 12;
+
+/// The lock column: `holds`, `none`, or `open` with the longest it may have
+/// waited (in a form that fits the column, [`fit_secs`]).
 pub fn lock_text(p: &ProcessInfo) -> String {
     match p.lock {
         LockState::Holds => "holds".into(),
         LockState::None => "none".into(),
         LockState::Unknown => "unknown".into(),
         LockState::Open => match p.waiting_s {
-            Some(s) => format!("open ≤{}", format_secs(s as f64)),
+            Some(s) => format!("open ≤{}", fit_secs(s as f64, LOCK_WIDTH - 6, false)),
             None => "open".into(),
         },
     }
+}
+
+/// A number of seconds in at most `width` columns, never cut inside a
+/// number: [`format_secs`]'s form (`4m05s`, `3d04h`) when it fits, else its
+/// larger unit alone (`26328d`), else whole years (`72y`), else a power of
+/// ten of years (`1e9y`); `…` when not even that fits. `plus` puts a `+`
+/// before a value ≥ 0 (a clock skew); negative values keep their `-`.
+pub fn fit_secs(s: f64, width: u16, plus: bool) -> String {
+    let width = usize::from(width);
+    let fits = |t: &str| t.chars().count() <= width;
+    let sign = if s < 0.0 {
+        "-"
+    } else if plus {
+        "+"
+    } else {
+        ""
+    };
+    let full = if s >= 0.0 && plus {
+        format!("+{}", format_secs(s))
+    } else {
+        format_secs(s)
+    };
+    if fits(&full) || !s.is_finite() {
+        return full;
+    }
+    let a = s.abs();
+    // Truncated, as format_secs truncates its larger unit.
+    let coarse = match a {
+        a if a < 60.0 => format!("{sign}{}s", a as u64),
+        a if a < 3600.0 => format!("{sign}{}m", a as u64 / 60),
+        a if a < 86400.0 => format!("{sign}{}h", a as u64 / 3600),
+        a => format!("{sign}{}d", (a / 86400.0) as u64),
+    };
+    if fits(&coarse) {
+        return coarse;
+    }
+    let years = a / (365.25 * 86400.0);
+    let y = format!("{sign}{}y", years as u64);
+    if years < 1e15 && fits(&y) {
+        return y;
+    }
+    let e = format!("{sign}{years:.0e}y");
+    if fits(&e) {
+        return e;
+    }
+    "…".to_owned()
+}
+
+/// One line made of parts that give way by priority, so that nothing is cut
+/// in the middle: `parts[i]` lists part `i`'s forms, widest first (an empty
+/// form leaves the part out); `steps` names parts, least important first, and
+/// each step moves that part to its next form. Steps are taken while the line
+/// is wider than `width` columns; the parts are shown in their order.
+fn fit_line<'a>(parts: &[Vec<Vec<Span<'a>>>], steps: &[usize], width: usize) -> Line<'a> {
+    let mut level = vec![0usize; parts.len()];
+    let build = |level: &[usize]| -> Line<'a> {
+        let spans: Vec<Span<'a>> = parts
+            .iter()
+            .zip(level)
+            .filter_map(|(forms, &l)| forms.get(l))
+            .flat_map(|f| f.iter().cloned())
+            .collect();
+        Line::from(spans)
+    };
+    let mut line = build(&level);
+    for &i in steps {
+        if line.width() <= width {
+            break;
+        }
+        if let Some(l) = level.get_mut(i) {
+            if *l + 1 < parts[i].len() {
+                *l += 1;
+                line = build(&level);
+            }
+        }
+    }
+    line
 }
 
 /// Draws the whole console.
@@ -128,6 +209,7 @@ pub fn render(app: &App, f: &mut Frame) {
         Mode::Help => render_help(app, f, area),
         Mode::Takeover(d) => render_dialog(app, d, f, area),
         Mode::ConfirmQuit => render_confirm_quit(app, f, area),
+        Mode::ConfirmProbe { target } => render_confirm_probe(app, *target, f, area),
         _ => {}
     }
 }
@@ -148,23 +230,45 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             Style::default().bg(Color::Red).fg(Color::White),
         )
     };
-    let last = match app.last_refresh {
-        Some(t) => format!(
-            "last refresh {} ({} ago)",
-            t.format("%H:%M:%SZ"),
-            format_secs((app.now - t).num_milliseconds() as f64 / 1000.0)
-        ),
-        None => "gathering…".to_owned(),
+    // The refresh and "now" are two readings of the clock (by the refresher
+    // and at the last tick), and the wall clock can step back: "ago" is never
+    // negative.
+    let last = app.last_refresh.map(|t| {
+        let ago = format_secs((app.now - t).num_milliseconds().max(0) as f64 / 1000.0);
+        (t.format("%H:%M:%SZ").to_string(), ago)
+    });
+    let last_forms = match &last {
+        Some((t, ago)) => vec![
+            vec![Span::raw(format!("  last refresh {t} ({ago} ago)"))],
+            vec![Span::raw(format!("  refreshed {ago} ago"))],
+            vec![],
+        ],
+        None => vec![vec![Span::raw("  gathering…")]],
     };
-    let mut line1 = vec![
-        Span::styled("leasectl ", Style::default().add_modifier(Modifier::BOLD)),
-        mode,
-        Span::raw(format!(
-            "  refresh {}  {}  clock {}",
-            humantime::format_duration(app.refresh),
-            last,
-            app.now.format("%Y-%m-%d %H:%M:%SZ")
-        )),
+    let mut parts = vec![
+        vec![vec![
+            Span::styled("leasectl ", Style::default().add_modifier(Modifier::BOLD)),
+            mode,
+        ]],
+        vec![
+            vec![Span::raw(format!(
+                "  refresh {}",
+                humantime::format_duration(app.refresh)
+            ))],
+            vec![],
+        ],
+        last_forms,
+        vec![
+            vec![Span::raw(format!(
+                "  clock {}",
+                app.now.format("%Y-%m-%d %H:%M:%SZ")
+            ))],
+            vec![Span::raw(format!(
+                "  clock {}",
+                app.now.format("%H:%M:%SZ")
+            ))],
+            vec![],
+        ],
     ];
     // This reader's clock against the service's: every age depends on it.
     if let Some(snap) = &app.snapshot {
@@ -178,13 +282,22 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
                 "  service clock {o:+.1}s ±{:.1}s",
                 snap.reader_clock.server_offset_error_s.unwrap_or(0.0)
             );
-            line1.push(if untrusted {
-                Span::styled(
-                    format!("{text} — CLOCK OFF: ages unknown, fix NTP "),
-                    Style::default().bg(Color::Red).fg(Color::White),
-                )
+            parts.push(if untrusted {
+                // The warning gives way last, and only to a shorter form.
+                let red = Style::default().bg(Color::Red).fg(Color::White);
+                vec![
+                    vec![Span::styled(
+                        format!("{text} — CLOCK OFF: ages unknown, fix NTP "),
+                        red,
+                    )],
+                    vec![Span::styled(" CLOCK OFF: fix NTP ", red)],
+                ]
             } else {
-                Span::raw(text)
+                vec![
+                    vec![Span::raw(text)],
+                    vec![Span::raw(format!("  service {o:+.1}s"))],
+                    vec![],
+                ]
             });
         } else if snap.targets.iter().any(|t| t.server_clock_note.is_some()) {
             // A service whose answers give no usable Date: ages are judged
@@ -195,7 +308,9 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
             ));
         }
     }
-    let line1 = Line::from(line1);
+    // Least important first: the date, the refresh interval, the clock, the
+    // service clock's error, the last refresh's time, then the rest.
+    let line1 = fit_line(&parts, &[3, 1, 3, 4, 2, 2, 4], usize::from(area.width));
     let line2 = Line::from(vec![
         Span::raw("view "),
         Span::styled(
@@ -393,15 +508,29 @@ fn lease_cell<'a>(
                 .unwrap_or_else(dash),
             width,
         )),
-        SortKey::Age => Cell::from(p.age_s.map(format_secs).unwrap_or_else(dash)),
+        // Numbers are never cut: a value too long for its column is shown in
+        // a coarser unit (fit_secs).
+        SortKey::Age => Cell::from(
+            p.age_s
+                .map(|a| fit_secs(a, width, false))
+                .unwrap_or_else(dash),
+        ),
         // The TTL and a gauge of the age against it: a holder renewing on
-        // schedule (every TTL/3) keeps it in its first third.
+        // schedule (every TTL/3) keeps it in its first third. A TTL too long
+        // for the column with its gauge is shown without it.
         SortKey::Ttl => match &p.record {
             Some(r) => {
-                let ttl = format!("{:<5}", format!("{}s", r.ttl_s));
+                let plain = format!("{}s", r.ttl_s);
+                let ttl = format!("{plain:<5}");
+                let gauge = usize::from(width) >= ttl.chars().count() + 7;
                 match p.age_s.filter(|_| {
-                    !p.age_unknown && matches!(p.state, LeaseState::Fresh | LeaseState::Stale)
+                    gauge
+                        && !p.age_unknown
+                        && matches!(p.state, LeaseState::Fresh | LeaseState::Stale)
                 }) {
+                    _ if plain.chars().count() > usize::from(width) => {
+                        Cell::from(fit_secs(r.ttl_s as f64, width, false))
+                    }
                     Some(age) => {
                         let (bar, style) = ttl_gauge(age, r.ttl_s, 6);
                         Cell::from(Line::from(vec![
@@ -416,9 +545,10 @@ fn lease_cell<'a>(
         },
         // Time left only means something for a lease judged on its age.
         SortKey::Expires => Cell::from(match p.state {
-            LeaseState::Fresh | LeaseState::Stale => {
-                p.expires_in_s.map(format_secs).unwrap_or_else(dash)
-            }
+            LeaseState::Fresh | LeaseState::Stale => p
+                .expires_in_s
+                .map(|x| fit_secs(x, width, false))
+                .unwrap_or_else(dash),
             _ => dash(),
         }),
         SortKey::State => Cell::from(Span::styled(p.state.as_str(), state_style(p.state))),
@@ -428,14 +558,7 @@ fn lease_cell<'a>(
         }
         SortKey::Skew => Cell::from(
             p.holder_skew_s
-                .map(|s| {
-                    let t = format_secs(s.round());
-                    if s >= 0.0 {
-                        format!("+{t}")
-                    } else {
-                        t
-                    }
-                })
+                .map(|s| fit_secs(s.round(), width, s >= 0.0))
                 .unwrap_or_else(dash),
         ),
     }
@@ -753,6 +876,39 @@ fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
     );
 }
 
+/// `p`'s confirmation: which target, and exactly what the probe writes and
+/// removes there, before anything is sent.
+fn render_confirm_probe(app: &App, target: usize, f: &mut Frame, area: Rect) {
+    let url = sanitize(app.targets.get(target).map(String::as_str).unwrap_or("?"));
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let lines = vec![
+        Line::styled("Probe this target's service?", bold),
+        Line::from(format!("target   {url}")),
+        Line::from(""),
+        Line::from("It writes a scratch key, then removes it:"),
+        Line::from(format!("  {url}.leasectl-probe/{{random id}}")),
+        Line::from("  (and ….absent next to it): conditional PUTs and DELETEs"),
+        Line::from("  with If-None-Match and If-Match, seven steps."),
+        Line::from("It also removes scratch keys there older than 10 minutes"),
+        Line::from("(left by interrupted probes). No LEASE is read or written."),
+        Line::from(""),
+        Line::from(vec![
+            Span::styled("y", bold),
+            Span::raw("/"),
+            Span::styled("Enter", bold),
+            Span::raw(" probe · any other key cancels"),
+        ]),
+    ];
+    let r = fitted(area, &lines);
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" probe ")),
+        r,
+    );
+}
+
 /// A text field's content on one line: the last `width` characters (the end is
 /// where typing happens), with `…` when cut, so the dialog never grows.
 fn field_text(s: &str, width: usize) -> String {
@@ -878,7 +1034,10 @@ fn render_dialog(app: &App, d: &super::app::TakeoverDialog, f: &mut Frame, area:
         Span::styled("  Take over  ", focus(Field::Confirm).fg(Color::Red)),
     ]));
     if let Some(p) = &d.problem {
-        lines.push(Line::styled(p.clone(), Style::default().fg(Color::Red)));
+        lines.push(Line::styled(
+            terminal_safe(p).into_owned(),
+            Style::default().fg(Color::Red),
+        ));
     }
     if d.pending {
         lines.push(Line::from(
@@ -1028,47 +1187,92 @@ fn render_status(app: &App, f: &mut Frame, area: Rect) {
             } else {
                 Style::default().fg(Color::Cyan)
             };
-            Line::styled(sanitize(msg), style)
+            // Escaped once where it was made: drawn as is (terminal_safe only
+            // escapes what would still reach the terminal raw).
+            Line::styled(terminal_safe(msg).into_owned(), style)
         }
         None => Line::from(""),
     };
-    let mut spans = Vec::new();
     let mut hints: Vec<_> = BINDINGS
         .iter()
         .filter(|b| b.hint > 0 && !(app.read_only && b.writes))
         .collect();
     hints.sort_by_key(|b| b.hint);
-    for b in hints {
-        // The first key of the binding: "q/Esc Ctrl-C" → "q"; "/" stays "/".
-        let first = b.keys.split(' ').next().unwrap_or(b.keys);
-        let key = if first.len() > 1 {
-            first.split('/').next().unwrap_or(first)
-        } else {
-            first
-        };
-        spans.push(Span::styled(
-            key,
-            Style::default().add_modifier(Modifier::BOLD),
-        ));
-        spans.push(Span::raw(format!(" {}  ", b.does)));
-    }
+    // Each hint is a part that is shown whole or not at all.
+    let mut parts: Vec<Vec<Vec<Span>>> = hints
+        .iter()
+        .map(|b| {
+            // The first key of the binding: "q/Esc Ctrl-C" → "q"; "/" stays "/".
+            let first = b.keys.split(' ').next().unwrap_or(b.keys);
+            let key = if first.len() > 1 {
+                first.split('/').next().unwrap_or(first)
+            } else {
+                first
+            };
+            vec![
+                vec![
+                    Span::styled(key, Style::default().add_modifier(Modifier::BOLD)),
+                    Span::raw(format!(" {}  ", b.does)),
+                ],
+                vec![],
+            ]
+        })
+        .collect();
+    let mut steps: Vec<usize> = Vec::new();
     if let Some(r) = app.rates() {
         let (rate, errors) = (r.requests_per_min, r.errors);
-        spans.push(Span::raw(format!("│ {rate:.0} req/min")));
-        if let Some(cost) = app.cost_per_hour() {
-            spans.push(Span::raw(format!(" ≈ ${cost:.4}/h")));
-        }
-        if errors > 0 {
-            spans.push(Span::styled(
-                format!(", {errors} errors"),
-                Style::default().fg(Color::Red),
-            ));
-        }
-        spans.push(Span::raw(format!(
+        let rate = Span::raw(format!("│ {rate:.0} req/min"));
+        let cost = app
+            .cost_per_hour()
+            .map(|c| Span::raw(format!(" ≈ ${c:.4}/h")));
+        let red = Style::default().fg(Color::Red);
+        let errors = (errors > 0).then_some(errors);
+        let cadence = Span::raw(format!(
             " │ lists every {}",
             humantime::format_duration(app.refresh * app.relist_every)
-        )));
+        ));
+        // The rates, widest first: everything; without the listing cadence;
+        // without the cost; the errors alone (or the rate when there are none).
+        let form = |with_cost: bool, cadence_too: bool| {
+            let mut v = vec![rate.clone()];
+            if with_cost {
+                v.extend(cost.clone());
+            }
+            if let Some(e) = errors {
+                v.push(Span::styled(format!(", {e} errors"), red));
+            }
+            if cadence_too {
+                v.push(cadence.clone());
+            }
+            v
+        };
+        parts.push(vec![
+            form(true, true),
+            form(true, false),
+            form(false, false),
+            match errors {
+                Some(e) => vec![Span::styled(format!("│ {e} errors"), red)],
+                None => vec![rate.clone()],
+            },
+        ]);
+        let rates = parts.len() - 1;
+        // Least important first: the hints after the third (last first),
+        // the cadence, the cost, the third hint, the rate, then the first two.
+        let between = |lo: u8, hi: u8| -> Vec<usize> {
+            (0..hints.len())
+                .rev()
+                .filter(|&i| hints[i].hint > lo && hints[i].hint <= hi)
+                .collect()
+        };
+        steps.extend(between(3, u8::MAX));
+        steps.extend([rates, rates]);
+        steps.extend(between(2, 3));
+        steps.push(rates);
+        steps.extend(between(0, 2));
+    } else {
+        steps.extend((0..hints.len()).rev());
     }
+    let spans = fit_line(&parts, &steps, usize::from(area.width)).spans;
     // A message longer than the screen is wide (a takeover's report ends with
     // the audit path) takes both lines rather than being cut.
     if message.width() > usize::from(area.width) {

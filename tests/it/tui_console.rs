@@ -546,3 +546,420 @@ async fn a_long_status_message_is_not_cut() {
     let text = screen(&a, 80, 24);
     assert!(text.contains("audit.jsonl"), "{text}");
 }
+
+/// The write task of a console on the local store `dir` (as `leasectl`
+/// starts it in OPS mode), on the test's clock: its command sender and the
+/// actions it answers with.
+fn ops_on(
+    dir: &std::path::Path,
+    audit: &std::path::Path,
+) -> (
+    tokio::sync::mpsc::Sender<WriteRequest>,
+    tokio::sync::mpsc::Receiver<Action>,
+) {
+    let clock: SharedClock = std::sync::Arc::new(ManualClock::new(at(0)));
+    let ops = leasectl::tui::ops::Ops {
+        targets: vec![leasectl::tui::ops::OpsTarget {
+            url: "file:///srv/backups/".into(),
+            endpoint: "local".into(),
+            bucket: None,
+            store: std::sync::Arc::new(LocalStore::open(dir).unwrap()),
+            root: String::new(),
+        }],
+        audit: leasectl::audit::AuditLog::open(audit).unwrap(),
+        exclusion: leasectl::bucket::Exclusion::Conditional,
+        ttl_s: 30,
+        clock,
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let (commands, _task) = ops.start(tx);
+    (commands, rx)
+}
+
+/// Hands the console's queued writes to the write task, as the event loop does.
+async fn pump(app: &mut App, commands: &tokio::sync::mpsc::Sender<WriteRequest>) {
+    for c in app.outbox.drain(..) {
+        commands.send(c).await.unwrap();
+    }
+}
+
+/// Everything under `dir`, relative, sorted.
+fn tree(dir: &std::path::Path) -> Vec<String> {
+    fn walk(root: &std::path::Path, d: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(root).unwrap().display().to_string());
+            if p.is_dir() {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// `p` asks first, as the help promises, saying what the probe writes and
+/// removes (`{TARGET}.leasectl-probe/…`); no probe reaches the write task
+/// (and the store is untouched) until the operator says yes.
+#[tokio::test]
+async fn probe_asks_first_and_sends_nothing_until_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let audit = tempfile::tempdir().unwrap();
+    let (commands, mut results) = ops_on(dir.path(), &audit.path().join("audit.jsonl"));
+    let before = tree(dir.path());
+    let mut a = app(dir.path(), false, 100, 24).await;
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('p'));
+    assert!(
+        matches!(a.mode, Mode::ConfirmProbe { target: 0 }),
+        "{:?}",
+        a.mode
+    );
+    assert!(a.outbox.is_empty(), "p queued a probe before asking");
+    let text = screen(&a, 100, 24);
+    assert!(
+        text.contains("file:///srv/backups/.leasectl-probe/{random id}")
+            && text.contains("removes"),
+        "{text}"
+    );
+    insta::assert_snapshot!("probe_confirm", text);
+    // Time passing and refreshes while it asks send nothing either.
+    a.update(Action::Tick(at(1)));
+    pump(&mut a, &commands).await;
+    // Esc, or any other key, cancels.
+    key(&mut a, KeyCode::Esc);
+    assert!(matches!(a.mode, Mode::Normal) && a.outbox.is_empty());
+    key(&mut a, KeyCode::Char('p'));
+    key(&mut a, KeyCode::Char('n'));
+    assert!(matches!(a.mode, Mode::Normal) && a.outbox.is_empty());
+    pump(&mut a, &commands).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), results.recv())
+            .await
+            .is_err(),
+        "the write task ran something before the confirmation"
+    );
+    assert_eq!(tree(dir.path()), before, "the store was written to");
+    // y confirms: exactly one probe, of the selected row's target, and it runs.
+    key(&mut a, KeyCode::Char('p'));
+    key(&mut a, KeyCode::Char('y'));
+    assert!(matches!(a.mode, Mode::Normal));
+    assert!(
+        matches!(a.outbox.as_slice(), [WriteRequest::Probe { target: 0 }]),
+        "{:?}",
+        a.outbox
+    );
+    pump(&mut a, &commands).await;
+    let done = tokio::time::timeout(Duration::from_secs(20), results.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(done, Action::ProbeDone { target: 0, .. }),
+        "{done:?}"
+    );
+    // Enter confirms too.
+    key(&mut a, KeyCode::Char('p'));
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.outbox.len(), 1);
+}
+
+/// The header's "ago" is never negative: the refresh time (read by the
+/// refresher) can be later than the last tick's "now", and the wall clock
+/// can step back.
+#[tokio::test]
+async fn the_header_never_says_a_negative_ago() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 120, 20).await;
+    a.update(Action::Unchanged(
+        at(0) + chrono::Duration::milliseconds(95),
+    ));
+    let text = screen(&a, 120, 20);
+    assert!(
+        text.contains("last refresh 12:00:00Z (0ms ago)") && !text.contains("(-"),
+        "{text}"
+    );
+    assert!(text.contains("clock 2026-11-30 12:00:00Z"), "{text}");
+    // The wall clock stepped back two seconds (NTP).
+    a.update(Action::Tick(at(0) - chrono::Duration::seconds(2)));
+    let text = screen(&a, 120, 20);
+    assert!(text.contains("(0ms ago)") && !text.contains("(-"), "{text}");
+}
+
+/// A refusal in the takeover dialog lasts only while it is true: typing the
+/// missing reason clears "a reason is required", and what is still missing
+/// (a successor for a hand-over) is said instead.
+#[tokio::test]
+async fn the_takeover_dialog_forgets_a_refusal_once_it_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 110, 30).await;
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    key(&mut a, KeyCode::Right); // Cancel → Take over
+    key(&mut a, KeyCode::Enter);
+    assert!(screen(&a, 110, 30).contains("a reason is required"));
+    key(&mut a, KeyCode::Tab); // → Reason
+    typed(&mut a, "INC-7 host gone");
+    let text = screen(&a, 110, 30);
+    assert!(!text.contains("reason is required"), "{text}");
+    let Mode::Takeover(d) = &a.mode else { panic!() };
+    assert_eq!(d.problem, None);
+    insta::assert_snapshot!("takeover_dialog_reason_typed", text);
+    // Refused again for another reason: hand over without a successor.
+    key(&mut a, KeyCode::Tab); // → Then
+    key(&mut a, KeyCode::Left); // release → hand over
+    for _ in 0..3 {
+        key(&mut a, KeyCode::Tab); // → Successor → Cancel → Confirm
+    }
+    key(&mut a, KeyCode::Enter);
+    assert!(screen(&a, 110, 30).contains("needs the successor"));
+    key(&mut a, KeyCode::BackTab);
+    key(&mut a, KeyCode::BackTab); // → Successor
+    typed(&mut a, "next-holder");
+    let text = screen(&a, 110, 30);
+    assert!(!text.contains("needs the successor"), "{text}");
+    // Erasing the reason again brings its refusal back at once.
+    key(&mut a, KeyCode::BackTab);
+    key(&mut a, KeyCode::BackTab); // → Reason
+    for _ in 0.."INC-7 host gone".len() {
+        key(&mut a, KeyCode::Backspace);
+    }
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab); // → Confirm
+    key(&mut a, KeyCode::Enter);
+    assert!(screen(&a, 110, 30).contains("a reason is required"));
+    assert!(a.outbox.is_empty());
+}
+
+/// Whether `s` is a whole duration as the console writes one (`850ms`,
+/// `-12.3s`, `+4m05s`, `2h03m`, `3d04h`, `26328d`, `72y`, `1e9y`), not one cut.
+fn whole_duration(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let digits = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
+    if let Some(y) = s.strip_suffix('y') {
+        return digits(y)
+            || y.split_once('e')
+                .is_some_and(|(m, e)| digits(m) && digits(e));
+    }
+    if let Some(ms) = s.strip_suffix("ms") {
+        return digits(ms);
+    }
+    for (big, small) in [('m', 's'), ('h', 'm'), ('d', 'h')] {
+        if let Some((a, b)) = s.split_once(big) {
+            return digits(a)
+                && (b.is_empty()
+                    || b.strip_suffix(small)
+                        .is_some_and(|b| b.len() == 2 && digits(b)));
+        }
+    }
+    match s.strip_suffix('s') {
+        Some(x) => match x.split_once('.') {
+            Some((i, f)) => digits(i) && f.len() == 1 && digits(f),
+            None => digits(x),
+        },
+        None => false,
+    }
+}
+
+/// AGE, TTL, EXPIRES and SKEW cells are never cut inside a number, at any
+/// width: a value too long for its column is shown in a coarser unit
+/// (`-26328d`, `+72y`), not as `-26328d0`.
+#[tokio::test]
+async fn numbers_in_narrow_cells_are_never_cut() {
+    use leasectl::tui::ui::lease_columns;
+    let dir = tempfile::tempdir().unwrap();
+    let w = |p: &str, body: &str| {
+        std::fs::create_dir_all(dir.path().join(p)).unwrap();
+        std::fs::write(dir.path().join(p).join("LEASE"), body).unwrap();
+        let lm = std::time::UNIX_EPOCH + Duration::from_secs(at(0).timestamp() as u64 - 5);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(p).join("LEASE"))
+            .unwrap()
+            .set_modified(lm)
+            .unwrap();
+    };
+    // A holder whose clock is 72 years ahead, one whose lease ran out in 1990,
+    // and an ordinary one.
+    w("future", &rec("ahead", "2099-01-01T00:00:00Z", 30));
+    w("past", &rec("gone", "1990-01-01T00:00:00Z", 3600));
+    w("orders", &rec("holder-orders", "2026-11-30T11:59:50Z", 30));
+    let mut shots = String::new();
+    for width in [40u16, 60, 80, 100, 130, 160] {
+        let a = app(dir.path(), false, width, 12).await;
+        let mut t = Terminal::new(TestBackend::new(width, 12)).unwrap();
+        t.draw(|f| render(&a, f)).unwrap();
+        let buf = t.backend().buffer().clone();
+        let columns = lease_columns(width - 2);
+        let mut x = 1u16;
+        let mut checked = 0;
+        for (k, cw) in &columns {
+            if matches!(
+                k,
+                SortKey::Age | SortKey::Ttl | SortKey::Expires | SortKey::Skew
+            ) {
+                for y in 4..7 {
+                    let cell: String = (x..x + cw).map(|x| buf[(x, y)].symbol()).collect();
+                    // The TTL cell's number comes before its gauge.
+                    let v = cell.split_whitespace().next().unwrap_or("");
+                    assert!(
+                        v == "-" || whole_duration(v),
+                        "{width} columns: {k:?} cell {cell:?} is cut"
+                    );
+                    checked += 1;
+                }
+            }
+            x += cw + 1;
+        }
+        let text = screen(&a, width, 12);
+        if width >= 60 {
+            assert!(checked >= 3, "{width}: no number column shown:\n{text}");
+        }
+        shots.push_str(&format!("--- {width} columns\n{text}"));
+    }
+    assert!(
+        shots.contains("-26329d") && shots.contains("+72y") && !shots.contains("-26329d0"),
+        "{shots}"
+    );
+    insta::assert_snapshot!("narrow_number_cells", shots);
+}
+
+/// The status bar gives way by priority and never cuts a part: at 160
+/// columns it keeps the request rate, the cost, the error count and the
+/// listing cadence (dropping the least used key hints whole); narrower, the
+/// hints go first, then the cadence and the cost; the errors stay longest.
+#[tokio::test]
+async fn the_status_bar_gives_way_by_priority() {
+    use leasectl::store::RequestCounts;
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 160, 24).await;
+    a.targets = vec!["s3://bkt/backups/".into()];
+    a.relist_every = 6;
+    a.update(Action::Counters(RequestCounts::default()));
+    a.update(Action::Tick(at(10)));
+    a.update(Action::Counters(RequestCounts {
+        requests: 220,
+        errors: 3,
+        lists: 10,
+    }));
+    let text = screen(&a, 160, 24);
+    let status = text.lines().last().unwrap().to_owned();
+    for part in [
+        "req/min",
+        "≈ $",
+        "/h",
+        ", 3 errors",
+        "lists every 30s",
+        "q quit",
+        "? help",
+    ] {
+        assert!(
+            status.contains(part),
+            "no {part:?} at 160 columns: {status:?}"
+        );
+    }
+    insta::assert_snapshot!("status_bar_160", text);
+    let mut lines = String::new();
+    let hints: Vec<String> = leasectl::tui::app::BINDINGS
+        .iter()
+        .filter(|b| b.hint > 0)
+        .map(|b| b.does.to_owned())
+        .collect();
+    for width in [200u16, 160, 130, 100, 80, 60, 40] {
+        a.update(Action::Resize(width, 24));
+        let text = screen(&a, width, 24);
+        let status = text.lines().last().unwrap().trim_end().to_owned();
+        assert!(
+            status.chars().count() <= usize::from(width),
+            "{width}: {status:?}"
+        );
+        // The line ends with a whole part, never in the middle of one.
+        assert!(
+            hints.iter().any(|h| status.ends_with(h.as_str()))
+                || ["errors", "req/min", "/h", "every 30s"]
+                    .iter()
+                    .any(|e| status.ends_with(e)),
+            "{width} columns: the status bar ends mid-part: {status:?}"
+        );
+        assert!(status.contains("3 errors"), "{width}: {status:?}");
+        if width >= 40 {
+            assert!(status.starts_with("q quit  ? help"), "{width}: {status:?}");
+        }
+        lines.push_str(&format!("{width:>3}: {status}\n"));
+    }
+    insta::assert_snapshot!("status_bar_by_width", lines);
+}
+
+/// Names are escaped exactly once in the status bar: a real takeover (the
+/// write task on a real local store) of `nl<newline>name/` reports
+/// `nl\nname/LEASE`, not `nl\\nname/LEASE`, while it runs, once it is done,
+/// and when it is refused.
+#[tokio::test]
+async fn the_status_bar_escapes_a_name_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "nl\nname";
+    std::fs::create_dir_all(dir.path().join(name)).unwrap();
+    std::fs::write(
+        dir.path().join(name).join("LEASE"),
+        rec("gone", "2026-11-30T11:50:00Z", 30),
+    )
+    .unwrap();
+    let audit = tempfile::tempdir().unwrap();
+    let (commands, mut results) = ops_on(dir.path(), &audit.path().join("audit.jsonl"));
+    let once = "nl\\nname/LEASE";
+    let twice = "nl\\\\nname";
+    let mut a = app(dir.path(), false, 200, 24).await;
+    let take = |a: &mut App| {
+        select(a, "nl\nname/");
+        key(a, KeyCode::Char('t'));
+        key(a, KeyCode::Tab); // Cancel → Confirm
+        key(a, KeyCode::Tab); // → Reason
+        typed(a, "INC-13");
+        key(a, KeyCode::BackTab); // → Confirm
+        key(a, KeyCode::Enter);
+        assert_eq!(a.outbox.len(), 1, "{:?}", a.mode);
+    };
+    take(&mut a);
+    let text = screen(&a, 200, 24);
+    assert!(
+        text.contains(&format!("taking over {once}…")) && !text.contains(twice),
+        "{text}"
+    );
+    pump(&mut a, &commands).await;
+    let done = tokio::time::timeout(Duration::from_secs(20), results.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    a.update(done);
+    let text = screen(&a, 200, 24);
+    let status = text.lines().rev().nth(1).unwrap();
+    assert!(
+        status.contains(&format!("taken: {once}")) && !text.contains(twice),
+        "{text}"
+    );
+    // Refused: the LEASE changed since it was seen (another holder wrote it).
+    let lease = dir.path().join(name).join("LEASE");
+    std::fs::write(&lease, rec("gone-again", "2026-11-30T11:50:00Z", 30)).unwrap();
+    let mut a = app(dir.path(), false, 200, 24).await;
+    std::fs::write(&lease, rec("someone-else", "2026-11-30T11:50:01Z", 30)).unwrap();
+    take(&mut a);
+    pump(&mut a, &commands).await;
+    let done = tokio::time::timeout(Duration::from_secs(20), results.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    a.update(done);
+    let text = screen(&a, 200, 24);
+    assert!(
+        text.contains(&format!("takeover of {once}")) && !text.contains(twice),
+        "{text}"
+    );
+}
