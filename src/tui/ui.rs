@@ -302,10 +302,15 @@ fn render_header(app: &App, f: &mut Frame, area: Rect) {
         } else if snap.targets.iter().any(|t| t.server_clock_note.is_some()) {
             // A service whose answers give no usable Date: ages are judged
             // by this host's clock alone.
-            line1.push(Span::styled(
-                "  service clock unknown (no usable Date header) ",
-                Style::default().fg(Color::Yellow),
-            ));
+            // Like the clock warning, it gives way only to a shorter form.
+            let yellow = Style::default().fg(Color::Yellow);
+            parts.push(vec![
+                vec![Span::styled(
+                    "  service clock unknown (no usable Date header) ",
+                    yellow,
+                )],
+                vec![Span::styled("  service clock unknown ", yellow)],
+            ]);
         }
     }
     // Least important first: the date, the refresh interval, the clock, the
