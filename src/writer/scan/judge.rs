@@ -75,7 +75,7 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
 /// One process as the snapshot shows it (its duty, why, its lock state), and
 /// whether the lease is on for it.
 fn process_info(obs: &Observed, p: &ObservedProcess) -> (ProcessInfo, bool) {
-    let (duty, reason, enable, stamp, enable_on) = duty_of(p);
+    let facts = duty_of(p);
     let lock_reason = p.fds_unreadable.as_ref().map(|why| {
         let named = obs
             .locks
@@ -109,11 +109,11 @@ fn process_info(obs: &Observed, p: &ObservedProcess) -> (ProcessInfo, bool) {
         pid: p.pid,
         ppid: p.ppid,
         command: p.command.clone(),
-        duty,
-        duty_reason: reason,
+        duty: facts.duty,
+        duty_reason: facts.reason,
         lock,
-        enable,
-        stamp,
+        enable: facts.enable,
+        stamp: facts.stamp,
         waiting_s: if lock == LockState::Open {
             p.age_s
         } else {
@@ -122,24 +122,38 @@ fn process_info(obs: &Observed, p: &ObservedProcess) -> (ProcessInfo, bool) {
         lock_reason,
         included_because: p.included_because.clone(),
     };
-    (info, enable_on)
+    (info, facts.enable_on)
 }
 
-/// A process's duty and why, its two lease variables (escaped, cut), and
-/// whether the lease is on for it.
-fn duty_of(p: &ObservedProcess) -> (DutyView, String, Option<String>, Option<String>, bool) {
+/// What a process's initial environment says about it.
+struct DutyFacts {
+    /// Its duty, or why none could be computed.
+    duty: DutyView,
+    /// One sentence explaining `duty`.
+    reason: String,
+    /// `CLOUD_WRITER_LEASE`, escaped and cut to 256 characters.
+    enable: Option<String>,
+    /// `CLOUD_WRITER_LEASE_HELD`, escaped and cut to 256 characters.
+    stamp: Option<String>,
+    /// Whether the lease is on for it.
+    enable_on: bool,
+}
+
+/// A process's duty and why, its two lease variables, and whether the
+/// lease is on for it.
+fn duty_of(p: &ObservedProcess) -> DutyFacts {
     match &p.env {
-        EnvRead::Unreadable(why) => (
-            DutyView::Unknown,
-            format!(
+        EnvRead::Unreadable(why) => DutyFacts {
+            duty: DutyView::Unknown,
+            reason: format!(
                 "duty unknown: its environment (/proc/{}/environ) could not be read ({}), so whether it must take the lock cannot be computed.",
                 p.pid,
                 sanitize(why)
             ),
-            None,
-            None,
-            false,
-        ),
+            enable: None,
+            stamp: None,
+            enable_on: false,
+        },
         EnvRead::Read { enable, stamp } => {
             let getenv = |k: &str| match k {
                 ENABLE => enable.clone(),
@@ -151,13 +165,13 @@ fn duty_of(p: &ObservedProcess) -> (DutyView, String, Option<String>, Option<Str
                 Ok((d, r)) => (DutyView::from(d), r),
                 Err(e) => (DutyView::Invalid, e.to_string()),
             };
-            (
-                d,
-                r,
-                enable.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
-                stamp.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
-                on,
-            )
+            DutyFacts {
+                duty: d,
+                reason: r,
+                enable: enable.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
+                stamp: stamp.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
+                enable_on: on,
+            }
         }
     }
 }
