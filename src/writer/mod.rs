@@ -8,8 +8,8 @@
 //! ([`exec::writer_exec`]) and inspects a running pod through `/proc`
 //! ([`scan::scan`], with verdicts from [`scan::judge`]).
 //!
-//! Rules come from DESIGN.md, section "Writer lease semantics" (ARCHITECTURE.md maps them), and the
-//! `writerlease` seed specification.
+//! Rules come from README.md, section "Pod writer leases" (ARCHITECTURE.md maps them), and the
+//! `writerlease` seed specification (`writerlease-package.txt`).
 
 pub mod error;
 pub mod exec;
@@ -73,8 +73,8 @@ impl fmt::Display for Duty {
 /// The parsed value of [`ENABLE`].
 ///
 /// Unset or empty: `Off`. `1 t T TRUE true True`: `On`. `0 f F FALSE false
-/// False`: `Off`. Anything else: `Invalid` carrying the raw value (DESIGN.md,
-/// "Writer lease semantics").
+/// False`: `Off`. Anything else: `Invalid` carrying the raw value (README.md,
+/// "Pod writer leases").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enable {
     /// No lease.

@@ -1,0 +1,292 @@
+//! The `pod` section of the `--json` snapshot, as the scan's types: the
+//! processes, the lock files, the verdicts and the scope.
+
+use serde::{Deserialize, Serialize};
+
+use crate::writer::Duty;
+
+/// The `pod` section of the `--json` snapshot. All lists are sorted
+/// (processes by pid, locks by path, verdicts by kind then pids).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PodSnapshot {
+    /// The processes of the pod.
+    pub processes: Vec<ProcessInfo>,
+    /// The lock files inspected.
+    pub locks: Vec<LockInfo>,
+    /// What needs attention. Empty means healthy only when the snapshot is
+    /// also complete (see [`PodSnapshot::incomplete`]).
+    pub verdicts: Vec<Verdict>,
+    /// What the scan considered: the selection rule, the processes read and
+    /// the lock files asked for. One entry per scan (several when merged).
+    #[serde(default)]
+    pub scope: Vec<PodScope>,
+    /// Processes that could not be inspected (environment or descriptors
+    /// unreadable, usually another user's processes), sorted. Their duty or
+    /// lock is `unknown`.
+    #[serde(default)]
+    pub uninspected: Vec<u32>,
+    /// Sentences about what this scan could not know (uninspected processes,
+    /// lock files whose state is unknown). Non-empty exactly when
+    /// [`PodSnapshot::incomplete`] is true.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl PodSnapshot {
+    /// Whether some fact could not be gathered: a process could not be
+    /// inspected or a lock file's state is unknown. An incomplete pod is never
+    /// reported healthy.
+    pub fn incomplete(&self) -> bool {
+        !self.uninspected.is_empty()
+            || !self.notes.is_empty()
+            || self.locks.iter().any(|l| l.state == LockFileState::Unknown)
+    }
+
+    /// Whether the pod was asked for by its options: a scan of a `--pod-root`
+    /// tree, or of given `--data-dir`s.
+    pub fn requested(&self) -> bool {
+        self.scope
+            .iter()
+            .any(|s| s.mode != "auto" || s.pod_root.is_some() || !s.data_dirs.is_empty())
+    }
+
+    /// Whether the scan found a pod among the processes it could read: a
+    /// process in it (one that carries a lease variable, has a lock file open
+    /// or is named by `/proc/locks`, or their ancestors), a lock file, or a
+    /// verdict.
+    pub fn found(&self) -> bool {
+        !self.processes.is_empty() || !self.locks.is_empty() || !self.verdicts.is_empty()
+    }
+
+    /// The exit code of a pod-only report: 1 when incomplete (could not
+    /// gather), else 3 when a verdict needs attention, else 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.incomplete() {
+            1
+        } else if !self.verdicts.is_empty() {
+            3
+        } else {
+            0
+        }
+    }
+}
+
+/// What one scan looked at and why (issue 13: the output states its scope).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PodScope {
+    /// `pod_root` (a process and its descendants) or `auto` (processes with a
+    /// lease variable or a lock file open, plus their ancestors).
+    pub mode: String,
+    /// The `--pod-root` pid, when given.
+    pub pod_root: Option<u32>,
+    /// How many processes the proc root listed (kernel threads excluded).
+    pub processes_seen: usize,
+    /// How many of them were selected as the pod.
+    pub processes_selected: usize,
+    /// The data directories asked for (escaped); empty when lock files were
+    /// auto-detected from open descriptors.
+    pub data_dirs: Vec<String>,
+    /// One sentence: the rule that selected the processes and lock files.
+    pub description: String,
+}
+
+/// One process of the pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// Process id, as seen in the scanned `/proc`.
+    pub pid: u32,
+    /// Parent process id (0 for a namespace's init).
+    pub ppid: u32,
+    /// Command line, arguments joined by spaces, escaped for terminal display;
+    /// `[comm]` when the command line is empty (kernel thread, zombie).
+    pub command: String,
+    /// The duty this process computed at start, from its initial environment.
+    pub duty: DutyView,
+    /// One sentence explaining `duty`.
+    pub duty_reason: String,
+    /// The strongest relation to any inspected lock file.
+    pub lock: LockState,
+    /// Initial value of `CLOUD_WRITER_LEASE` (escaped), if set and readable.
+    pub enable: Option<String>,
+    /// Initial value of `CLOUD_WRITER_LEASE_HELD` (escaped), if set and readable.
+    pub stamp: Option<String>,
+    /// Only when `lock` is `open`: seconds since the process started, an upper
+    /// bound on how long it has waited for the lock.
+    pub waiting_s: Option<u64>,
+    /// Why `lock` is `unknown` (its descriptors could not be read); null otherwise.
+    #[serde(default)]
+    pub lock_reason: Option<String>,
+    /// Why this process is part of the pod (e.g. "descendant of pod root 4711").
+    #[serde(default)]
+    pub included_because: String,
+}
+
+/// A process's duty as the scanner sees it: a [`Duty`], or why none could be
+/// computed. Serialized as `take|inherit|off|invalid|unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DutyView {
+    /// Must hold the lock (pod root).
+    Take,
+    /// Its parent holds the lock.
+    Inherit,
+    /// The lease is off for it.
+    Off,
+    /// `CLOUD_WRITER_LEASE` has an invalid value.
+    Invalid,
+    /// The environment could not be read.
+    Unknown,
+}
+
+impl DutyView {
+    /// The snake_case name, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DutyView::Take => "take",
+            DutyView::Inherit => "inherit",
+            DutyView::Off => "off",
+            DutyView::Invalid => "invalid",
+            DutyView::Unknown => "unknown",
+        }
+    }
+}
+
+impl From<Duty> for DutyView {
+    fn from(d: Duty) -> Self {
+        match d {
+            Duty::Take => DutyView::Take,
+            Duty::Inherit => DutyView::Inherit,
+            Duty::Off => DutyView::Off,
+        }
+    }
+}
+
+/// A process's relation to the lock file(s). Serialized as
+/// `holds|open|none|unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockState {
+    /// Holds the flock (alone or sharing the open file description).
+    Holds,
+    /// Has the lock file open without holding it: waiting.
+    Open,
+    /// Does not have the lock file open.
+    None,
+    /// Its descriptors could not be read (see `lock_reason`).
+    Unknown,
+}
+
+impl LockState {
+    /// The snake_case name, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockState::Holds => "holds",
+            LockState::Open => "open",
+            LockState::None => "none",
+            LockState::Unknown => "unknown",
+        }
+    }
+}
+
+/// Whether a lock file is locked, as far as this viewer can tell. Serialized
+/// snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockFileState {
+    /// Locked by a process this scan can see (fdinfo or `/proc/locks`).
+    Held,
+    /// Locked, but by no process visible here: `/proc/locks` shows nothing and
+    /// no `fdinfo` has the lock, yet the kernel refused a shared probe. The
+    /// holder is in another PID namespace (or its taker has exited and a
+    /// descendant outside this view shares the descriptor).
+    HeldOutsideNamespace,
+    /// Nobody holds it (or the file does not exist yet).
+    Free,
+    /// Could not be told (see `state_reason`).
+    #[default]
+    Unknown,
+}
+
+impl LockFileState {
+    /// The snake_case name, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockFileState::Held => "held",
+            LockFileState::HeldOutsideNamespace => "held_outside_namespace",
+            LockFileState::Free => "free",
+            LockFileState::Unknown => "unknown",
+        }
+    }
+}
+
+/// One lock file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockInfo {
+    /// The lock file path (escaped), as given or as the holder's `/proc/PID/fd` shows it.
+    pub path: String,
+    /// Pids holding the lock, found through `fdinfo` (sorted). May include
+    /// processes outside the pod.
+    pub holders: Vec<u32>,
+    /// Whether the kernel reports the file as flocked (`/proc/locks` or a holder's `fdinfo`).
+    pub locked: bool,
+    /// The pids `/proc/locks` names for this file: the process that took the
+    /// lock, which may have exited since, or 0 when it is in another pid namespace.
+    pub proc_locks_pids: Vec<u32>,
+    /// Held, held outside this PID namespace, free, or unknown.
+    #[serde(default)]
+    pub state: LockFileState,
+    /// One sentence: how `state` was found out.
+    #[serde(default)]
+    pub state_reason: String,
+}
+
+/// Something about the pod that needs attention.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Which rule fired.
+    pub kind: VerdictKind,
+    /// One sentence for the operator (escaped).
+    pub message: String,
+    /// The processes concerned, sorted.
+    pub pids: Vec<u32>,
+}
+
+/// The pod verdicts (ARCHITECTURE.md; README.md, "Pod writer leases"). Serialized snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    /// `CLOUD_WRITER_LEASE` has an invalid value somewhere in the pod.
+    InvalidEnable,
+    /// The lease is on in the pod but no process holds the lock.
+    ArmedHoldsNothing,
+    /// More than one participant has duty Take (siblings racing for the lock).
+    SiblingsRacing,
+    /// The lock is held by a process whose duty is not Take.
+    HolderNotTake,
+    /// A participant's stamp names a pid other than its parent (or a dead pid, or garbage).
+    StrayStamp,
+    /// A participant has the lock file open without holding it.
+    Waiting,
+    /// The lock is held by a process outside the pod (or one this scan cannot see).
+    HolderOutsidePod,
+    /// A process with the lease on whose stamp names a holder that is gone,
+    /// running outside every holder's tree (e.g. a daemonized child that
+    /// outlived `writer exec`): it may write without the lease.
+    OrphanedWriter,
+}
+
+impl VerdictKind {
+    /// The snake_case name, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::InvalidEnable => "invalid_enable",
+            VerdictKind::ArmedHoldsNothing => "armed_holds_nothing",
+            VerdictKind::SiblingsRacing => "siblings_racing",
+            VerdictKind::HolderNotTake => "holder_not_take",
+            VerdictKind::StrayStamp => "stray_stamp",
+            VerdictKind::Waiting => "waiting",
+            VerdictKind::HolderOutsidePod => "holder_outside_pod",
+            VerdictKind::OrphanedWriter => "orphaned_writer",
+        }
+    }
+}

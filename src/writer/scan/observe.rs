@@ -1,0 +1,327 @@
+//! The gathering half of a pod scan: reads the `/proc` tree, selects the pod
+//! and the lock files, and returns the raw facts ([`Observed`]) that
+//! [`super::judge()`] turns into verdicts.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use procfs::FromRead;
+
+use super::lock::{lock_states, lock_targets, FileKey, LockEvidence, LockTarget};
+use super::proc::{read_proc_locks, ProcTable};
+use super::{LockFileState, PodScope, ScanOptions};
+use crate::writer::{sanitize, WriterError};
+use crate::writer::{ENABLE, HELD, LOCK_NAME};
+
+/// The environment facts the scanner extracted from `/proc/PID/environ`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvRead {
+    /// Read: the raw values of the two lease variables (no other variable).
+    Read {
+        /// `CLOUD_WRITER_LEASE`, if set.
+        enable: Option<String>,
+        /// `CLOUD_WRITER_LEASE_HELD`, if set.
+        stamp: Option<String>,
+    },
+    /// Could not be read; the reason (e.g. permission denied).
+    Unreadable(String),
+}
+
+/// A process as gathered, before judgement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedProcess {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Escaped command line.
+    pub command: String,
+    /// The two lease variables of its initial environment.
+    pub env: EnvRead,
+    /// Indices into [`Observed::locks`] of lock files it has open.
+    pub opens: Vec<usize>,
+    /// Indices into [`Observed::locks`] of lock files it holds.
+    pub holds: Vec<usize>,
+    /// Seconds since the process started, if known.
+    pub age_s: Option<u64>,
+    /// Why its descriptors could not be read (then `opens`/`holds` say
+    /// nothing); `None` when they were read.
+    pub fds_unreadable: Option<String>,
+    /// Why it is part of the pod.
+    pub included_because: String,
+}
+
+/// A lock file as gathered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedLock {
+    /// Escaped path.
+    pub path: String,
+    /// Every process (in the pod or not) holding it, sorted.
+    pub holders: Vec<u32>,
+    /// Whether the kernel reports it locked.
+    pub locked: bool,
+    /// Pids named by `/proc/locks`.
+    pub proc_locks_pids: Vec<u32>,
+    /// Held, held outside this PID namespace, free or unknown.
+    pub state: LockFileState,
+    /// How `state` was found out.
+    pub state_reason: String,
+}
+
+/// Everything [`super::judge()`] needs: the pod's processes, the lock files, and the
+/// set of pids alive anywhere in the scanned `/proc` (to tell a stamp naming a
+/// dead pid).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observed {
+    /// The pod's processes (any order; the snapshot is sorted by pid).
+    pub processes: Vec<ObservedProcess>,
+    /// The lock files.
+    pub locks: Vec<ObservedLock>,
+    /// All live pids seen.
+    pub alive: BTreeSet<u32>,
+    /// Processes in scope whose environment or descriptors could not be read.
+    pub uninspected: BTreeSet<u32>,
+    /// Those of them whose descriptors could not be read (they may have a
+    /// lock file open).
+    pub fds_unreadable: BTreeSet<u32>,
+    /// What was considered (copied into the snapshot).
+    pub scope: Option<PodScope>,
+}
+
+/// The gathering half of [`super::scan()`]: reads `/proc`, selects the pod
+/// and the lock files, and returns the raw facts.
+///
+/// # Errors
+/// As [`super::scan()`].
+pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
+    let root = &opts.proc_root;
+    let table = ProcTable::read(root)?;
+    let user_pids: Vec<u32> = table
+        .procs
+        .values()
+        .filter(|p| !p.kthread)
+        .map(|p| p.pid)
+        .collect();
+    let tree = pod_tree(&table, opts)?;
+
+    // Lock files to inspect: auto-detected from open descriptors (the pod's
+    // own with --pod-root, everybody's otherwise), or the given data dirs'.
+    let owners: Vec<u32> = match &tree {
+        Some(t) => t.iter().copied().collect(),
+        None => user_pids.clone(),
+    };
+    let lock_keys = lock_targets(&table, opts, &owners)?;
+    let proc_locks = read_proc_locks(root);
+    let evidence = LockEvidence::gather(&table, &lock_keys, &user_pids);
+    let (locks, lock_index) = lock_states(&table, &lock_keys, &evidence, &proc_locks);
+
+    let included = match (opts.pod_root, &tree) {
+        (Some(r), Some(t)) => tree_members(&table, r, t),
+        _ => auto_members(&table, &lock_keys, &evidence, &locks, &user_pids),
+    };
+    let (uninspected, fds_unreadable) = unreadable(&table, tree.as_ref(), &user_pids);
+    let processes = observed_processes(&table, root, &included, &locks, &lock_index);
+    let scope = pod_scope(opts, user_pids.len(), processes.len());
+    Ok(Observed {
+        processes,
+        locks,
+        alive: table.procs.keys().copied().collect(),
+        uninspected,
+        fds_unreadable,
+        scope: Some(scope),
+    })
+}
+
+/// The pod by tree, when a root was given: stat alone decides it.
+///
+/// # Errors
+/// [`WriterError::Proc`] when `opts.pod_root` names no process.
+fn pod_tree(table: &ProcTable, opts: &ScanOptions) -> Result<Option<BTreeSet<u32>>, WriterError> {
+    let Some(r) = opts.pod_root else {
+        return Ok(None);
+    };
+    if !table.procs.contains_key(&r) {
+        return Err(WriterError::Proc {
+            path: opts.proc_root.join(r.to_string()),
+            message: format!("pod root pid {r} does not exist"),
+        });
+    }
+    Ok(Some(table.descendants(r)))
+}
+
+/// The pod given by `--pod-root r`: the tree `t`, with the reason each
+/// process is in it.
+fn tree_members(table: &ProcTable, r: u32, t: &BTreeSet<u32>) -> BTreeMap<u32, String> {
+    let mut included = BTreeMap::new();
+    for &pid in t {
+        let why = if pid == r {
+            "the pod root given with --pod-root".to_string()
+        } else {
+            let ppid = table.procs.get(&pid).map(|p| p.ppid).unwrap_or(0);
+            format!("a descendant of pod root {r} (its parent is {ppid})")
+        };
+        included.insert(pid, why);
+    }
+    included
+}
+
+/// The auto-detected pod, with the reason each process is in it: the
+/// processes that have a lock file open, are named as a lock's taker, or
+/// carry a lease variable, plus their ancestors.
+fn auto_members(
+    table: &ProcTable,
+    lock_keys: &BTreeMap<FileKey, LockTarget>,
+    evidence: &LockEvidence,
+    locks: &[ObservedLock],
+    user_pids: &[u32],
+) -> BTreeMap<u32, String> {
+    let mut seeds: BTreeMap<u32, String> = BTreeMap::new();
+    for (key, pids) in &evidence.openers {
+        let path = &lock_keys[key].path;
+        for pid in pids {
+            seeds
+                .entry(*pid)
+                .or_insert_with(|| format!("it has {path} open"));
+        }
+    }
+    for l in locks {
+        for pid in l.holders.iter().chain(&l.proc_locks_pids) {
+            if table.procs.contains_key(pid) {
+                seeds.entry(*pid).or_insert_with(|| {
+                    format!(
+                        "/proc/locks names it as the taker of the lock on {}",
+                        l.path
+                    )
+                });
+            }
+        }
+    }
+    for &pid in user_pids {
+        if seeds.contains_key(&pid) {
+            continue;
+        }
+        if let EnvRead::Read { enable, stamp } = table.env(pid) {
+            if enable.is_some() || stamp.is_some() {
+                seeds.insert(
+                    pid,
+                    format!("its initial environment sets {ENABLE} or {HELD}"),
+                );
+            }
+        }
+    }
+    table.with_ancestors(&seeds)
+}
+
+/// Everything in scope that could not be read: the uninspected pids, and
+/// those of them whose descriptors could not be read. With --pod-root the
+/// scope is the tree; auto-detection considered every process.
+fn unreadable(
+    table: &ProcTable,
+    tree: Option<&BTreeSet<u32>>,
+    user_pids: &[u32],
+) -> (BTreeSet<u32>, BTreeSet<u32>) {
+    let in_scope: Vec<u32> = match tree {
+        Some(t) => t
+            .iter()
+            .copied()
+            .filter(|p| user_pids.contains(p))
+            .collect(),
+        None => user_pids.to_vec(),
+    };
+    let mut uninspected = BTreeSet::new();
+    let mut fds_unreadable = BTreeSet::new();
+    for pid in in_scope {
+        let no_fds = table.fds(pid).unreadable.is_some();
+        if no_fds {
+            fds_unreadable.insert(pid);
+        }
+        if no_fds || table.env_denied(pid) {
+            uninspected.insert(pid);
+        }
+    }
+    (uninspected, fds_unreadable)
+}
+
+/// The pod's processes as gathered: each with its lock files open and held
+/// (indices into `locks`), its age and its environment.
+fn observed_processes(
+    table: &ProcTable,
+    root: &Path,
+    included: &BTreeMap<u32, String>,
+    locks: &[ObservedLock],
+    lock_index: &BTreeMap<FileKey, usize>,
+) -> Vec<ObservedProcess> {
+    let uptime = procfs::Uptime::from_file(root.join("uptime"))
+        .ok()
+        .map(|u| u.uptime);
+    let tps = procfs::ticks_per_second() as f64;
+
+    let mut processes = Vec::new();
+    for (pid, why) in included {
+        let Some(p) = table.procs.get(pid) else {
+            continue;
+        };
+        let fds = table.fds(*pid);
+        let mut opens = BTreeSet::new();
+        let mut holds = BTreeSet::new();
+        for fd in &fds.fds {
+            if let Some(&i) = lock_index.get(&(fd.dev, fd.ino)) {
+                opens.insert(i);
+                if locks[i].holders.contains(pid) {
+                    holds.insert(i);
+                }
+            }
+        }
+        let age_s = uptime.map(|u| (u - p.starttime as f64 / tps).max(0.0) as u64);
+        processes.push(ObservedProcess {
+            pid: *pid,
+            ppid: p.ppid,
+            command: p.command(),
+            env: table.env(*pid),
+            opens: opens.into_iter().collect(),
+            holds: holds.into_iter().collect(),
+            age_s,
+            fds_unreadable: fds.unreadable.clone(),
+            included_because: why.clone(),
+        });
+    }
+    processes
+}
+
+/// What the scan considered: `seen` processes listed, `selected` in the pod.
+fn pod_scope(opts: &ScanOptions, seen: usize, selected: usize) -> PodScope {
+    let data_dirs: Vec<String> = opts
+        .data_dirs
+        .iter()
+        .map(|d| sanitize(&d.to_string_lossy()))
+        .collect();
+    let locks_rule = if data_dirs.is_empty() {
+        format!("lock files: every {LOCK_NAME} that a considered process has open")
+    } else {
+        format!("lock files: {LOCK_NAME} in {}", data_dirs.join(", "))
+    };
+    match opts.pod_root {
+        Some(r) => PodScope {
+            mode: "pod_root".into(),
+            pod_root: Some(r),
+            processes_seen: seen,
+            processes_selected: selected,
+            data_dirs,
+            description: format!(
+                "pod: pid {r} and its {} descendant(s), out of {seen} processes in this PID namespace; {locks_rule}.",
+                selected.saturating_sub(1)
+            ),
+        },
+        None => PodScope {
+            mode: "auto".into(),
+            pod_root: None,
+            processes_seen: seen,
+            processes_selected: selected,
+            data_dirs,
+            description: format!(
+                "pod auto-detected among {seen} processes in this PID namespace: those with {ENABLE} or {HELD} in their initial environment, a lock file open, or named by /proc/locks, plus their ancestors ({} selected); {locks_rule}.",
+                selected
+            ),
+        },
+    }
+}
