@@ -17,8 +17,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::Future;
+use std::pin::Pin;
+
 use crossterm::event::{Event, EventStream, KeyEventKind};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
+use ratatui::backend::Backend;
+use ratatui::Terminal;
 use tokio::sync::mpsc;
 
 use crate::clock::SharedClock;
@@ -217,15 +222,83 @@ async fn gather_once(
     }
 }
 
+/// The console's side effects, in one place: where frames are drawn, where
+/// terminal events come from, and what ends the console from outside. The
+/// production console ([`run`]) fills it with the real terminal, crossterm's
+/// event stream and SIGTERM/SIGHUP; a test fills it with ratatui's
+/// `TestBackend`, a stream of events it feeds, and a future it controls, and
+/// drives the very same loop ([`run_on`]).
+pub struct Io<B: Backend, E> {
+    /// Where frames are drawn.
+    pub terminal: Terminal<B>,
+    /// Terminal events (keys, resizes); the stream's end quits the console,
+    /// an error ends it with that error.
+    pub events: E,
+    /// Completes when the console must end at once (a signal); held leases
+    /// are still released.
+    pub stop: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
 /// Runs the console until the operator quits (or SIGTERM/SIGHUP arrives).
 /// The terminal is restored on every exit path, panic included (ratatui's
 /// panic hook). Leases held by the console are released before it returns.
 pub async fn run(console: Console) -> std::io::Result<()> {
+    let terminal = ratatui::try_init()?;
+    let signals = (|| {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        ))
+    })();
+    let (mut term, mut hup) = match signals {
+        Ok(s) => s,
+        Err(e) => {
+            ratatui::restore();
+            return Err(e);
+        }
+    };
+    let io = Io {
+        terminal,
+        events: EventStream::new(),
+        stop: Box::pin(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+        }),
+    };
+    let result = run_on(console, io).await;
+    ratatui::restore();
+    result
+}
+
+/// The console's loop on any backend and event stream (see [`Io`]): starts
+/// the refresher and (OPS mode) the write task, draws a frame, applies what
+/// arrives through [`App::update`], hands queued writes to the write task,
+/// until the operator quits, the events end, or `io.stop` completes. Then it
+/// stops the refresher and waits (up to 15 s) for the write task to release
+/// what it holds. It neither sets up nor restores the terminal.
+///
+/// # Errors
+/// A frame that could not be drawn, an event stream error, or the refresher
+/// ending (it panicked).
+pub async fn run_on<B, E>(console: Console, io: Io<B, E>) -> std::io::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    E: Stream<Item = std::io::Result<Event>> + Unpin,
+{
+    let Io {
+        mut terminal,
+        mut events,
+        mut stop,
+    } = io;
     let Console {
         mut app,
         clock,
         refresh,
-        mut gatherer,
+        gatherer,
         pod,
         counters,
         audit_path,
@@ -234,34 +307,16 @@ pub async fn run(console: Console) -> std::io::Result<()> {
     app.relist_every = gatherer.relist_every();
     let focus = gatherer.focus();
     let mut in_view = std::collections::HashSet::new();
-    let (tx, mut rx) = mpsc::channel::<Gathered>(4);
-    let gclock = clock.clone();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let visible = pod_visible.clone();
-    let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
-    let mut pod = PodScans {
-        scans: pod,
-        last: None,
-    };
-    let mut refresher = tokio::spawn(async move {
-        loop {
-            let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
-            let g = gather_once(
-                &mut gatherer,
-                &gclock,
-                &mut pod,
-                shown,
-                &counters,
-                &mut audit_tail,
-                &tx,
-            )
-            .await;
-            if tx.send(g).await.is_err() {
-                break;
-            }
-            tokio::time::sleep(refresh).await;
-        }
-    });
+    let (mut refresher, mut rx) = spawn_refresher(
+        gatherer,
+        clock.clone(),
+        refresh,
+        pod,
+        counters,
+        audit_path,
+        pod_visible.clone(),
+    );
     let (results_tx, mut results) = mpsc::channel::<Action>(16);
     let (commands, ops_task) = match ops {
         Some(o) => {
@@ -271,18 +326,14 @@ pub async fn run(console: Console) -> std::io::Result<()> {
         None => (None, None),
     };
 
-    let mut terminal = ratatui::try_init()?;
-    let size = terminal.size()?;
+    let size = terminal.size().map_err(io_error)?;
     app.update(Action::Resize(size.width, size.height));
-    let mut events = EventStream::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
 
     let result = loop {
         if let Err(e) = terminal.draw(|f| ui::render(&app, f)) {
-            break Err(e);
+            break Err(io_error(e));
         }
         let actions = tokio::select! {
             ev = events.next() => match ev {
@@ -304,8 +355,7 @@ pub async fn run(console: Console) -> std::io::Result<()> {
                 match r { Err(e) => e.to_string(), Ok(()) => "ended".into() }
             ))),
             // Signals end the console at once; held leases are released below.
-            _ = term.recv() => break Ok(()),
-            _ = hup.recv() => break Ok(()),
+            _ = &mut stop => break Ok(()),
         };
         // One message may carry several actions (a snapshot and its pod scan
         // failure); all apply before the next frame is drawn.
@@ -342,6 +392,55 @@ pub async fn run(console: Console) -> std::io::Result<()> {
     if let Some(t) = ops_task {
         let _ = tokio::time::timeout(Duration::from_secs(15), t).await;
     }
-    ratatui::restore();
     result
+}
+
+/// A backend's error as an `io::Error` (crossterm's already is one, and is
+/// kept as it is).
+fn io_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> std::io::Error {
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(e);
+    match boxed.downcast::<std::io::Error>() {
+        Ok(e) => *e,
+        Err(e) => std::io::Error::other(e),
+    }
+}
+
+/// Starts the refresher: one gather (and pod scan, audit tail) after another,
+/// `refresh` apart, each sent on the returned channel (progress reports of a
+/// long gather too). It ends only when the channel's receiver is gone.
+fn spawn_refresher(
+    mut gatherer: Gatherer,
+    clock: SharedClock,
+    refresh: Duration,
+    pod: Vec<ScanOptions>,
+    counters: Arc<Counters>,
+    audit_path: Option<PathBuf>,
+    visible: Arc<std::sync::atomic::AtomicBool>,
+) -> (tokio::task::JoinHandle<()>, mpsc::Receiver<Gathered>) {
+    let (tx, rx) = mpsc::channel::<Gathered>(4);
+    let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
+    let mut pod = PodScans {
+        scans: pod,
+        last: None,
+    };
+    let task = tokio::spawn(async move {
+        loop {
+            let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
+            let g = gather_once(
+                &mut gatherer,
+                &clock,
+                &mut pod,
+                shown,
+                &counters,
+                &mut audit_tail,
+                &tx,
+            )
+            .await;
+            if tx.send(g).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(refresh).await;
+        }
+    });
+    (task, rx)
 }
