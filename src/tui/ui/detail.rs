@@ -8,8 +8,9 @@ use ratatui::Frame;
 
 use super::{exclusion_name, state_style};
 use crate::bucket::format_secs;
+use crate::snapshot::PrefixReport;
 use crate::text::sanitize;
-use crate::tui::app::{terminal_safe, App};
+use crate::tui::app::{terminal_safe, App, LeaseRow};
 
 /// The detail pane: everything known about the selected prefix.
 pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
@@ -20,6 +21,46 @@ pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
         );
         return;
     };
+    let mut lines = detail_lines(app, r, p);
+    // The holder history beside the details when there is room, else under them.
+    let url = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target));
+    let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
+    let (details, side) = if area.width >= 100 {
+        let [d, h] = ratatui::layout::Layout::horizontal([
+            Constraint::Percentage(58),
+            Constraint::Percentage(42),
+        ])
+        .areas(area);
+        (d, Some(h))
+    } else {
+        (area, None)
+    };
+    if side.is_none() {
+        lines.extend(timeline.iter().cloned());
+    }
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" details (Enter closes) "),
+        ),
+        details,
+    );
+    if let Some(h) = side {
+        f.render_widget(
+            Paragraph::new(timeline).wrap(Wrap { trim: false }).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" holder history (this session, UTC) "),
+            ),
+            h,
+        );
+    }
+}
+
+/// The detail pane's own lines: the key, the judgement and its sentence, the
+/// record, the clocks, the exclusion, the raw body and the audit entries.
+fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let kv =
         |k: &str, v: String| Line::from(vec![Span::styled(format!("{k:<14}"), bold), Span::raw(v)]);
@@ -111,40 +152,7 @@ pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
             ),
         ));
     }
-    // The holder history beside the details when there is room, else under them.
-    let url = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target));
-    let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
-    let (details, side) = if area.width >= 100 {
-        let [d, h] = ratatui::layout::Layout::horizontal([
-            Constraint::Percentage(58),
-            Constraint::Percentage(42),
-        ])
-        .areas(area);
-        (d, Some(h))
-    } else {
-        (area, None)
-    };
-    if side.is_none() {
-        lines.extend(timeline.iter().cloned());
-    }
-    f.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" details (Enter closes) "),
-        ),
-        details,
-    );
-    if let Some(h) = side {
-        f.render_widget(
-            Paragraph::new(timeline).wrap(Wrap { trim: false }).block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" holder history (this session, UTC) "),
-            ),
-            h,
-        );
-    }
+    lines
 }
 
 /// The selected prefix's holder changes seen this session, newest first:

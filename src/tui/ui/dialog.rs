@@ -144,7 +144,6 @@ pub(super) fn render_dialog(
     area: Rect,
 ) {
     let room = usize::from(area.width.min(76)).saturating_sub(30).max(8);
-    let bold = Style::default().add_modifier(Modifier::BOLD);
     let focus = |x: Field| {
         if d.focus == x {
             Style::default().add_modifier(Modifier::REVERSED)
@@ -152,38 +151,8 @@ pub(super) fn render_dialog(
             Style::default()
         }
     };
-    let mut lines = vec![
-        Line::from(vec![Span::styled("Replace this lease?", bold)]),
-        Line::from(format!(
-            "target   {}",
-            sanitize(
-                app.targets
-                    .get(d.row.target)
-                    .map(String::as_str)
-                    .unwrap_or("?")
-            )
-        )),
-        Line::from(format!("key      {}", sanitize(&d.key))),
-        Line::from(vec![
-            Span::raw("state    "),
-            Span::styled(d.state.as_str(), state_style(d.state)),
-            Span::raw(if d.forced() {
-                "  (a live holder: FORCED takeover)"
-            } else {
-                ""
-            }),
-        ]),
-        Line::from(format!("holder   {}", d.holder)),
-        Line::from(format!(
-            "age      {}",
-            d.age_s.map(format_secs).unwrap_or_else(|| "-".into())
-        )),
-        Line::from(format!(
-            "ETag     {}",
-            d.etag
-                .as_deref()
-                .unwrap_or("(none: no LEASE; a new one is created)")
-        )),
+    let mut lines = dialog_facts(app, d);
+    lines.extend([
         Line::from(""),
         Line::from(vec![
             Span::raw("reason   "),
@@ -206,24 +175,7 @@ pub(super) fn render_dialog(
                 focus(Field::Then),
             ),
         ]),
-    ];
-    if let Some(n) = crate::text::lookalike_note(&d.prefix) {
-        // The dialog does not wrap: the note's first clause, then the code points.
-        let short = n.split(':').next().unwrap_or(&n).to_owned();
-        let codes = n
-            .split(['(', ')'])
-            .nth(1)
-            .filter(|c| c.starts_with("U+"))
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default();
-        lines.insert(
-            3,
-            Line::styled(
-                format!("warning  look-alike{codes}: {short}"),
-                Style::default().fg(Color::Yellow),
-            ),
-        );
-    }
+    ]);
     // Which line holds each field: the dialog scrolls to keep the focused one
     // in view when the terminal is too short for all of it.
     let mut field_line = vec![
@@ -285,4 +237,61 @@ pub(super) fn render_dialog(
             .block(Block::default().borders(Borders::ALL).title(" take over ")),
         r,
     );
+}
+
+/// The takeover dialog's facts about what it replaces: target, key, state,
+/// holder, age, ETag (and a look-alike warning).
+fn dialog_facts(app: &App, d: &crate::tui::app::TakeoverDialog) -> Vec<Line<'static>> {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let mut lines = vec![
+        Line::from(vec![Span::styled("Replace this lease?", bold)]),
+        Line::from(format!(
+            "target   {}",
+            sanitize(
+                app.targets
+                    .get(d.row.target)
+                    .map(String::as_str)
+                    .unwrap_or("?")
+            )
+        )),
+        Line::from(format!("key      {}", sanitize(&d.key))),
+        Line::from(vec![
+            Span::raw("state    "),
+            Span::styled(d.state.as_str(), state_style(d.state)),
+            Span::raw(if d.forced() {
+                "  (a live holder: FORCED takeover)"
+            } else {
+                ""
+            }),
+        ]),
+        Line::from(format!("holder   {}", d.holder)),
+        Line::from(format!(
+            "age      {}",
+            d.age_s.map(format_secs).unwrap_or_else(|| "-".into())
+        )),
+        Line::from(format!(
+            "ETag     {}",
+            d.etag
+                .as_deref()
+                .unwrap_or("(none: no LEASE; a new one is created)")
+        )),
+    ];
+    if let Some(n) = crate::text::lookalike_note(&d.prefix) {
+        // The dialog does not wrap: the note's first clause, then the code points.
+        let short = n.split(':').next().unwrap_or(&n).to_owned();
+        let codes = n
+            .split(['(', ')'])
+            .nth(1)
+            .filter(|c| c.starts_with("U+"))
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        lines.insert(
+            3,
+            Line::styled(
+                format!("warning  look-alike{codes}: {short}"),
+                Style::default().fg(Color::Yellow),
+            ),
+        );
+    }
+    lines
 }

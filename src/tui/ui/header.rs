@@ -68,6 +68,17 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
         ],
     ];
     // This reader's clock against the service's: every age depends on it.
+    parts.extend(service_clock_part(app));
+    // Least important first: the date, the refresh interval, the clock, the
+    // service clock's error, the last refresh's time, then the rest.
+    let line1 = fit_line(&parts, &[3, 1, 3, 4, 2, 2, 4], usize::from(area.width));
+    let line2 = view_line(app);
+    f.render_widget(Paragraph::new(vec![line1, line2]), area);
+}
+
+/// The header's service-clock part (its forms, widest first), when the
+/// snapshot says anything about the service's clock.
+fn service_clock_part(app: &App) -> Option<Vec<Vec<Span<'static>>>> {
     if let Some(snap) = &app.snapshot {
         if let Some(o) = snap.reader_clock.server_offset_s {
             let untrusted = snap
@@ -79,7 +90,7 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
                 "  service clock {o:+.1}s ±{:.1}s",
                 snap.reader_clock.server_offset_error_s.unwrap_or(0.0)
             );
-            parts.push(if untrusted {
+            return Some(if untrusted {
                 // The warning gives way last, and only to a shorter form.
                 let red = Style::default().bg(Color::Red).fg(Color::White);
                 vec![
@@ -101,7 +112,7 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
             // by this host's clock alone.
             // Like the clock warning, it gives way only to a shorter form.
             let yellow = Style::default().fg(Color::Yellow);
-            parts.push(vec![
+            return Some(vec![
                 vec![Span::styled(
                     "  service clock unknown (no usable Date header) ",
                     yellow,
@@ -110,10 +121,13 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
             ]);
         }
     }
-    // Least important first: the date, the refresh interval, the clock, the
-    // service clock's error, the last refresh's time, then the rest.
-    let line1 = fit_line(&parts, &[3, 1, 3, 4, 2, 2, 4], usize::from(area.width));
-    let line2 = Line::from(vec![
+    None
+}
+
+/// The header's second line: the view, then the targets with where their
+/// requests go.
+fn view_line(app: &App) -> Line<'static> {
+    Line::from(vec![
         Span::raw("view "),
         Span::styled(
             format!(" {} ", app.view.as_str()),
@@ -140,6 +154,5 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
                 sanitize(&shown.join("  "))
             }
         )),
-    ]);
-    f.render_widget(Paragraph::new(vec![line1, line2]), area);
+    ])
 }
