@@ -6,6 +6,12 @@
 //! confirmed. Both talk to the UI only through messages; the UI never awaits
 //! the network while drawing. State changes only in [`app::App::update`];
 //! [`ui::render`] takes `&App`.
+//!
+//! The loop itself ([`run_on`]) is generic over the ratatui backend and the
+//! terminal's event stream, its side effects gathered in [`Io`]; [`run`] is
+//! the production entry that fills it with the real terminal, crossterm's
+//! events and SIGTERM/SIGHUP (tests drive the same loop on `TestBackend`,
+//! `tests/it/tui_loop.rs`).
 
 pub mod action;
 pub mod app;
@@ -13,12 +19,11 @@ pub mod layout;
 pub mod ops;
 pub mod ui;
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-
-use std::future::Future;
-use std::pin::Pin;
 
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::{Stream, StreamExt};
