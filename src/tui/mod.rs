@@ -1,77 +1,44 @@
 //! The console: a ratatui app driven by one event loop.
 //!
-//! Background tasks own all I/O: the refresher gathers snapshots (bucket
+//! Background tasks own all I/O: the refresher ([`refresh`]) gathers snapshots (bucket
 //! leases, the pod scan, request counters, recent audit entries) and the write
 //! task ([`ops`], OPS mode only) runs the probes and takeovers the operator
 //! confirmed. Both talk to the UI only through messages; the UI never awaits
 //! the network while drawing. State changes only in [`app::App::update`];
 //! [`ui::render`] takes `&App`.
+//!
+//! The loop itself ([`run_on`]) is generic over the ratatui backend and the
+//! terminal's event stream, its side effects gathered in [`Io`]; [`run`] is
+//! the production entry that fills it with the real terminal, crossterm's
+//! events and SIGTERM/SIGHUP (tests drive the same loop on `TestBackend`,
+//! `tests/it/tui_loop.rs`).
 
 pub mod action;
 pub mod app;
 pub mod layout;
 pub mod ops;
+mod refresh;
 pub mod ui;
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossterm::event::{Event, EventStream, KeyEventKind};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
+use ratatui::backend::Backend;
+use ratatui::Terminal;
 use tokio::sync::mpsc;
 
 use crate::clock::SharedClock;
-use crate::snapshot::{Gatherer, Snapshot};
+use crate::snapshot::Gatherer;
 use crate::store::Counters;
 use crate::writer::scan::ScanOptions;
 use app::{Action, App};
-
-/// What one background refresh produced.
-#[derive(Debug, Clone)]
-pub struct Gathered {
-    /// The snapshot; its `pod` section is empty when the scan failed or is off.
-    /// `None` when nothing changed since the last one (the console keeps it
-    /// and judges it again as the clock moves).
-    pub snapshot: Option<Snapshot>,
-    /// When the gather ended (reader's clock).
-    pub at: chrono::DateTime<chrono::Utc>,
-    /// Why the pod scan failed, if it did.
-    pub pod_error: Option<String>,
-    /// Request totals of the stores so far.
-    pub counters: crate::store::RequestCounts,
-    /// Recent audit entries, if an audit log is known.
-    pub audit: Option<Vec<crate::audit::AuditEntry>>,
-    /// Set on a report of a gather still running: (LEASEs read, prefixes
-    /// known, listing complete).
-    pub progress: Option<(usize, usize, bool)>,
-}
-
-impl Gathered {
-    /// The actions that apply this refresh to the console, in order.
-    pub fn into_actions(self) -> Vec<Action> {
-        if let Some((read, known, listed)) = self.progress {
-            let mut v = vec![Action::Counters(self.counters)];
-            v.extend(self.snapshot.map(|s| Action::Progress {
-                snapshot: Box::new(s),
-                read,
-                known,
-                listed,
-            }));
-            return v;
-        }
-        // The audit entries first: the snapshot's holder changes are
-        // classified against them (a takeover names its audit entry).
-        let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
-        v.push(Action::Counters(self.counters));
-        v.push(match self.snapshot {
-            Some(s) => Action::Snapshot(Box::new(s)),
-            None => Action::Unchanged(self.at),
-        });
-        v.extend(self.pod_error.map(Action::PodScanFailed));
-        v
-    }
-}
+use refresh::spawn_refresher;
+pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
 
 /// Everything a console run needs.
 pub struct Console {
@@ -93,139 +60,83 @@ pub struct Console {
     pub ops: Option<ops::Ops>,
 }
 
-/// One refresh: bucket gather and pod scan side by side, counters, audit tail.
-/// How often the pod is scanned while the pod view is not on screen (its
-/// verdicts still reach the leases view's operator within this).
-pub const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
-
-/// The pod scan's cadence and last result, kept by the refresher.
-struct PodScans {
-    scans: Vec<ScanOptions>,
-    last: Option<(
-        tokio::time::Instant,
-        Result<crate::writer::scan::PodSnapshot, String>,
-    )>,
-}
-
-async fn gather_once(
-    gatherer: &mut Gatherer,
-    clock: &SharedClock,
-    pod: &mut PodScans,
-    pod_visible: bool,
-    counters: &Counters,
-    audit_tail: &mut Option<crate::audit::AuditTail>,
-    progress: &mpsc::Sender<Gathered>,
-) -> Gathered {
-    // Scanning /proc is the console's largest idle cost: every refresh while
-    // the pod view is shown, else every POD_SCAN_HIDDEN_EVERY (reusing the
-    // last result in between).
-    let due = pod_visible
-        || pod
-            .last
-            .as_ref()
-            .is_none_or(|(at, _)| at.elapsed() >= POD_SCAN_HIDDEN_EVERY);
-    let cached = if due {
-        None
-    } else {
-        pod.last.as_ref().map(|(_, r)| r.clone())
-    };
-    let scans = pod.scans.clone();
-    let scan = async move {
-        if scans.is_empty() {
-            return None;
-        }
-        if let Some(r) = cached {
-            return Some(r);
-        }
-        let so = scans;
-        Some(
-            match tokio::task::spawn_blocking(move || crate::writer::scan::scan_all(&so)).await {
-                Ok(Ok(pod)) => Ok(pod),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(format!("pod scan task: {e}")),
-            },
-        )
-    };
-    // Only what was appended since the last refresh is read (each bad line
-    // is warned about once).
-    let tail = audit_tail.take();
-    let audit = async move {
-        let mut tail = tail?;
-        let path = tail.path().to_owned();
-        match tokio::task::spawn_blocking(move || {
-            let ok = tail.poll().map_err(|e| tracing::warn!("{e}")).is_ok();
-            let v = tail.entries();
-            (tail, ok.then_some(v))
-        })
-        .await
-        {
-            Ok((tail, v)) => Some((tail, v)),
-            Err(_) => Some((crate::audit::AuditTail::new(path, 200), None)),
-        }
-    };
-    // Rows already read go to the console while a long gather goes on (the
-    // first one, at thousands of prefixes). Each report holds every row read
-    // so far, so one is queued only when the console has taken the previous
-    // one: queued reports were whole copies of the table (PERFORMANCE.md,
-    // "Memory").
-    let sink = |p: crate::snapshot::Progress| {
-        if progress.capacity() < progress.max_capacity() {
-            return;
-        }
-        let _ = progress.try_send(Gathered {
-            at: p.snapshot.generated_at,
-            snapshot: Some(p.snapshot),
-            pod_error: None,
-            counters: counters.counts(),
-            audit: None,
-            progress: Some((p.read, p.known, p.listed)),
-        });
-    };
-    // A new snapshot only when something changed, or the pod was scanned.
-    let force = due && !pod.scans.is_empty();
-    let (mut snapshot, scanned, audit) = tokio::join!(
-        gatherer.gather_changed(clock, Some(&sink), force),
-        scan,
-        audit
-    );
-    let audit = audit.and_then(|(tail, v)| {
-        *audit_tail = Some(tail);
-        v
-    });
-    if due {
-        if let Some(r) = &scanned {
-            pod.last = Some((tokio::time::Instant::now(), r.clone()));
-        }
-    }
-    let mut pod_error = None;
-    match scanned {
-        Some(Ok(p)) => {
-            if let Some(s) = &mut snapshot {
-                s.pod = p;
-            }
-        }
-        Some(Err(e)) => pod_error = Some(e),
-        None => {}
-    }
-    Gathered {
-        at: clock.wall(),
-        snapshot,
-        pod_error,
-        counters: counters.counts(),
-        audit,
-        progress: None,
-    }
+/// The console's side effects, in one place: where frames are drawn, where
+/// terminal events come from, and what ends the console from outside. The
+/// production console ([`run`]) fills it with the real terminal, crossterm's
+/// event stream and SIGTERM/SIGHUP; a test fills it with ratatui's
+/// `TestBackend`, a stream of events it feeds, and a future it controls, and
+/// drives the very same loop ([`run_on`]).
+pub struct Io<B: Backend, E> {
+    /// Where frames are drawn.
+    pub terminal: Terminal<B>,
+    /// Terminal events (keys, resizes); the stream's end quits the console,
+    /// an error ends it with that error.
+    pub events: E,
+    /// Completes when the console must end at once (a signal); held leases
+    /// are still released.
+    pub stop: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 /// Runs the console until the operator quits (or SIGTERM/SIGHUP arrives).
 /// The terminal is restored on every exit path, panic included (ratatui's
 /// panic hook). Leases held by the console are released before it returns.
 pub async fn run(console: Console) -> std::io::Result<()> {
+    let terminal = ratatui::try_init()?;
+    let signals = (|| {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        ))
+    })();
+    let (mut term, mut hup) = match signals {
+        Ok(s) => s,
+        Err(e) => {
+            ratatui::restore();
+            return Err(e);
+        }
+    };
+    let io = Io {
+        terminal,
+        events: EventStream::new(),
+        stop: Box::pin(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+        }),
+    };
+    let result = run_on(console, io).await;
+    ratatui::restore();
+    result
+}
+
+/// The console's loop on any backend and event stream (see [`Io`]): starts
+/// the refresher and (OPS mode) the write task, draws a frame, applies what
+/// arrives through [`App::update`], hands queued writes to the write task,
+/// until the operator quits, the events end, or `io.stop` completes. Then it
+/// stops the refresher and waits (up to 15 s) for the write task to release
+/// what it holds. It neither sets up nor restores the terminal.
+///
+/// # Errors
+/// A frame that could not be drawn, an event stream error, or the refresher
+/// ending (it panicked).
+pub async fn run_on<B, E>(console: Console, io: Io<B, E>) -> std::io::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    E: Stream<Item = std::io::Result<Event>> + Unpin,
+{
+    let Io {
+        mut terminal,
+        mut events,
+        mut stop,
+    } = io;
     let Console {
         mut app,
         clock,
         refresh,
-        mut gatherer,
+        gatherer,
         pod,
         counters,
         audit_path,
@@ -234,34 +145,16 @@ pub async fn run(console: Console) -> std::io::Result<()> {
     app.relist_every = gatherer.relist_every();
     let focus = gatherer.focus();
     let mut in_view = std::collections::HashSet::new();
-    let (tx, mut rx) = mpsc::channel::<Gathered>(4);
-    let gclock = clock.clone();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let visible = pod_visible.clone();
-    let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
-    let mut pod = PodScans {
-        scans: pod,
-        last: None,
-    };
-    let mut refresher = tokio::spawn(async move {
-        loop {
-            let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
-            let g = gather_once(
-                &mut gatherer,
-                &gclock,
-                &mut pod,
-                shown,
-                &counters,
-                &mut audit_tail,
-                &tx,
-            )
-            .await;
-            if tx.send(g).await.is_err() {
-                break;
-            }
-            tokio::time::sleep(refresh).await;
-        }
-    });
+    let (mut refresher, mut rx) = spawn_refresher(
+        gatherer,
+        clock.clone(),
+        refresh,
+        pod,
+        counters,
+        audit_path,
+        pod_visible.clone(),
+    );
     let (results_tx, mut results) = mpsc::channel::<Action>(16);
     let (commands, ops_task) = match ops {
         Some(o) => {
@@ -271,18 +164,14 @@ pub async fn run(console: Console) -> std::io::Result<()> {
         None => (None, None),
     };
 
-    let mut terminal = ratatui::try_init()?;
-    let size = terminal.size()?;
+    let size = terminal.size().map_err(io_error)?;
     app.update(Action::Resize(size.width, size.height));
-    let mut events = EventStream::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
 
     let result = loop {
         if let Err(e) = terminal.draw(|f| ui::render(&app, f)) {
-            break Err(e);
+            break Err(io_error(e));
         }
         let actions = tokio::select! {
             ev = events.next() => match ev {
@@ -304,8 +193,7 @@ pub async fn run(console: Console) -> std::io::Result<()> {
                 match r { Err(e) => e.to_string(), Ok(()) => "ended".into() }
             ))),
             // Signals end the console at once; held leases are released below.
-            _ = term.recv() => break Ok(()),
-            _ = hup.recv() => break Ok(()),
+            _ = &mut stop => break Ok(()),
         };
         // One message may carry several actions (a snapshot and its pod scan
         // failure); all apply before the next frame is drawn.
@@ -342,6 +230,15 @@ pub async fn run(console: Console) -> std::io::Result<()> {
     if let Some(t) = ops_task {
         let _ = tokio::time::timeout(Duration::from_secs(15), t).await;
     }
-    ratatui::restore();
     result
+}
+
+/// A backend's error as an `io::Error` (crossterm's already is one, and is
+/// kept as it is).
+fn io_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> std::io::Error {
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(e);
+    match boxed.downcast::<std::io::Error>() {
+        Ok(e) => *e,
+        Err(e) => std::io::Error::other(e),
+    }
 }

@@ -64,53 +64,9 @@ impl Ops {
         while let Some(cmd) = rx.recv().await {
             match cmd {
                 WriteRequest::Probe { target } => {
-                    let Some(t) = self.targets.get(target) else {
-                        continue;
-                    };
-                    let key = crate::bucket::probe::scratch_key(&t.root);
-                    let (result, text) = match probe_scratch(t.store.as_ref(), &key).await {
-                        Ok(r) => match (r.ignored_header(), r.unsupported()) {
-                            (None, None) if r.adaptations().is_empty() => (
-                                ExclusionReport::Conditional,
-                                format!(
-                                    "{}: conditional (If-None-Match and If-Match honoured)",
-                                    t.url
-                                ),
-                            ),
-                            (None, None) => (
-                                ExclusionReport::Conditional,
-                                format!(
-                                    "{}: conditional, adapted (etag_form: {}; release: {})",
-                                    t.url,
-                                    r.etag_form.as_str(),
-                                    r.release
-                                ),
-                            ),
-                            (Some(h), _) => (
-                                ExclusionReport::Ignored,
-                                format!("{}: ignores {h}: a lease there excludes nobody", t.url),
-                            ),
-                            (None, Some(h)) => (
-                                ExclusionReport::Ignored,
-                                format!(
-                                    "{}: does not support conditional writes (refuses {h} itself): \
-                                     a lease there excludes nobody",
-                                    t.url
-                                ),
-                            ),
-                        },
-                        Err(e) => (
-                            ExclusionReport::Error,
-                            format!("{}: probe failed: {e}", t.url),
-                        ),
-                    };
-                    let _ = actions
-                        .send(Action::ProbeDone {
-                            target,
-                            result,
-                            message: text,
-                        })
-                        .await;
+                    if let Some(done) = self.probe(target).await {
+                        let _ = actions.send(done).await;
+                    }
                 }
                 WriteRequest::Takeover {
                     target,
@@ -125,9 +81,9 @@ impl Ops {
                         continue;
                     };
                     let key = lease_key(&prefix);
-                    let info = t.store.endpoint_info();
+                    let audit_target = audit_target(t, &key, &prefix);
                     let req = TakeoverRequest {
-                        prefix: prefix.clone(),
+                        prefix,
                         seen,
                         watched_for,
                         reason,
@@ -135,57 +91,9 @@ impl Ops {
                         force,
                         ttl_s: self.ttl_s,
                         exclusion: self.exclusion,
-                        target: AuditTarget {
-                            endpoint: info.url,
-                            region: info.region,
-                            addressing_style: info.addressing_style,
-                            bucket: t.bucket.clone(),
-                            key: key.clone(),
-                            url: format!(
-                                "{}{}",
-                                t.url,
-                                crate::target::encode_path(
-                                    prefix.strip_prefix(t.root.as_str()).unwrap_or(&prefix)
-                                )
-                            ),
-                        },
+                        target: audit_target,
                     };
-                    // A forced takeover's wait for the replaced holder's fence
-                    // ends early when the console quits (the command channel
-                    // closes): the lease is then left to expire after that
-                    // fence, audited, never released or handed over early.
-                    let rx_ref = &rx;
-                    let wait = WaitControl {
-                        notify: Box::new(|s: &str| tracing::warn!("{s}")),
-                        stop: Box::pin(async move {
-                            while !rx_ref.is_closed() {
-                                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                            }
-                            "the console quitting".to_owned()
-                        }),
-                    };
-                    let result = match takeover_with(
-                        t.store.clone(),
-                        self.clock.clone(),
-                        &self.audit,
-                        req,
-                        wait,
-                    )
-                    .await
-                    {
-                        Ok(done) => {
-                            // The same report as `leasectl takeover`, on one status line.
-                            let mut msg = done.to_string().replace('\n', "; ");
-                            let mut held_key = None;
-                            if let Some(lease) = done.held {
-                                held.insert(key.clone(), KeepAlive::start(lease));
-                                held_key = Some(key.clone());
-                                msg.push_str("; held until released on quit");
-                            }
-                            Ok((msg, held_key))
-                        }
-                        Err(e) => Err(e.to_string()),
-                    };
+                    let result = self.takeover(t, &key, req, &rx, &mut held).await;
                     let _ = actions.send(Action::TakeoverDone { key, result }).await;
                 }
                 WriteRequest::ReleaseHeld => {
@@ -207,5 +115,111 @@ impl Ops {
         for (_, keep) in held {
             let _ = keep.stop_and_release().await;
         }
+    }
+
+    /// Probes target `target` (a scratch key under its prefix, written and
+    /// removed) and says what it found; `None` for a target that is not there.
+    async fn probe(&self, target: usize) -> Option<Action> {
+        let t = self.targets.get(target)?;
+        let key = crate::bucket::probe::scratch_key(&t.root);
+        let (result, text) = match probe_scratch(t.store.as_ref(), &key).await {
+            Ok(r) => match (r.ignored_header(), r.unsupported()) {
+                (None, None) if r.adaptations().is_empty() => (
+                    ExclusionReport::Conditional,
+                    format!(
+                        "{}: conditional (If-None-Match and If-Match honoured)",
+                        t.url
+                    ),
+                ),
+                (None, None) => (
+                    ExclusionReport::Conditional,
+                    format!(
+                        "{}: conditional, adapted (etag_form: {}; release: {})",
+                        t.url,
+                        r.etag_form.as_str(),
+                        r.release
+                    ),
+                ),
+                (Some(h), _) => (
+                    ExclusionReport::Ignored,
+                    format!("{}: ignores {h}: a lease there excludes nobody", t.url),
+                ),
+                (None, Some(h)) => (
+                    ExclusionReport::Ignored,
+                    format!(
+                        "{}: does not support conditional writes (refuses {h} itself): \
+                         a lease there excludes nobody",
+                        t.url
+                    ),
+                ),
+            },
+            Err(e) => (
+                ExclusionReport::Error,
+                format!("{}: probe failed: {e}", t.url),
+            ),
+        };
+        Some(Action::ProbeDone {
+            target,
+            result,
+            message: text,
+        })
+    }
+
+    /// Runs one confirmed takeover of `key` on `t`; a lease it holds
+    /// afterwards (`--then hold`) joins `held`. The result is the report on
+    /// one status line and the key now held, or why it failed.
+    async fn takeover(
+        &self,
+        t: &OpsTarget,
+        key: &str,
+        req: TakeoverRequest,
+        rx: &mpsc::Receiver<WriteRequest>,
+        held: &mut BTreeMap<String, KeepAlive>,
+    ) -> Result<(String, Option<String>), String> {
+        // A forced takeover's wait for the replaced holder's fence
+        // ends early when the console quits (the command channel
+        // closes): the lease is then left to expire after that
+        // fence, audited, never released or handed over early.
+        let wait = WaitControl {
+            notify: Box::new(|s: &str| tracing::warn!("{s}")),
+            stop: Box::pin(async move {
+                while !rx.is_closed() {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                "the console quitting".to_owned()
+            }),
+        };
+        match takeover_with(t.store.clone(), self.clock.clone(), &self.audit, req, wait).await {
+            Ok(done) => {
+                // The same report as `leasectl takeover`, on one status line.
+                let mut msg = done.to_string().replace('\n', "; ");
+                let mut held_key = None;
+                if let Some(lease) = done.held {
+                    held.insert(key.to_owned(), KeepAlive::start(lease));
+                    held_key = Some(key.to_owned());
+                    msg.push_str("; held until released on quit");
+                }
+                Ok((msg, held_key))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// Where a takeover of `key` (under `prefix`) on `t` is recorded as having
+/// gone: endpoint, region, addressing, bucket, key and the prefix's URL.
+fn audit_target(t: &OpsTarget, key: &str, prefix: &str) -> AuditTarget {
+    let info = t.store.endpoint_info();
+    AuditTarget {
+        endpoint: info.url,
+        region: info.region,
+        addressing_style: info.addressing_style,
+        bucket: t.bucket.clone(),
+        key: key.to_owned(),
+        url: format!(
+            "{}{}",
+            t.url,
+            crate::target::encode_path(prefix.strip_prefix(t.root.as_str()).unwrap_or(prefix))
+        ),
     }
 }

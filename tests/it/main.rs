@@ -33,6 +33,7 @@ mod takeover;
 mod takeover_signals;
 mod tls;
 mod tui_console;
+mod tui_loop;
 mod tui_snapshots;
 mod tui_tmux;
 mod writer_assess;

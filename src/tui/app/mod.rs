@@ -2,7 +2,7 @@
 //!
 //! Keys become [`Action`]s through [`key_action`] (which depends on the mode:
 //! a dialog or the filter line takes text); writes the operator confirmed
-//! become [`Command`] values in [`App::outbox`], which the event loop hands to
+//! become [`WriteRequest`] values in [`App::outbox`], which the event loop hands to
 //! the write task. In watch mode no key produces a write action, and there is
 //! no write task to receive one.
 
@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 pub use super::action::Action;
 use super::action::WriteRequest;
@@ -19,9 +18,14 @@ use super::layout;
 use crate::audit::AuditEntry;
 use crate::bucket::{Exclusion, LeaseState};
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
-use crate::takeover::Then;
 use crate::text::sanitize;
 use crate::writer::scan::{ProcessInfo, VerdictKind};
+
+mod dialog;
+mod keys;
+
+pub use dialog::{Field, TakeoverDialog, ThenChoice};
+pub use keys::{key_action, Binding, BINDINGS};
 
 /// Which screen the console shows; Tab switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,102 +143,6 @@ impl SortKey {
     }
 }
 
-/// Which field of the takeover dialog has the focus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    /// The reason text.
-    Reason,
-    /// release / hold / hand-over.
-    Then,
-    /// The successor's instance id (hand-over only).
-    Successor,
-    /// The prefix typed to confirm a forced takeover (fresh lease only).
-    TypedPrefix,
-    /// The Cancel button (where the focus starts).
-    Cancel,
-    /// The Take over button.
-    Confirm,
-}
-
-/// What happens after the takeover, as chosen in the dialog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThenChoice {
-    /// Delete the new lease at once.
-    Release,
-    /// The console keeps renewing it until quit.
-    Hold,
-    /// Name a successor's instance id.
-    Handover,
-}
-
-impl ThenChoice {
-    /// Shown in the dialog.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ThenChoice::Release => "release",
-            ThenChoice::Hold => "hold",
-            ThenChoice::Handover => "hand over",
-        }
-    }
-}
-
-/// The takeover dialog: exactly what will be replaced, and the operator's answers.
-#[derive(Debug, Clone)]
-pub struct TakeoverDialog {
-    /// The row being taken over.
-    pub row: LeaseRow,
-    /// Its prefix.
-    pub prefix: String,
-    /// Its key.
-    pub key: String,
-    /// What the operator saw when opening the dialog (the takeover's precondition).
-    pub seen: crate::bucket::Observed,
-    /// The judgement then.
-    pub state: LeaseState,
-    /// Holder (escaped), or `-`.
-    pub holder: String,
-    /// Age when opened, seconds.
-    pub age_s: Option<f64>,
-    /// ETag seen.
-    pub etag: Option<String>,
-    /// How long the console had seen that ETag unchanged.
-    pub watched_for: Duration,
-    /// Reason typed.
-    pub reason: String,
-    /// After-takeover choice.
-    pub then: ThenChoice,
-    /// Successor id typed (hand-over).
-    pub successor: String,
-    /// Prefix typed (forced takeover of a fresh lease).
-    pub typed_prefix: String,
-    /// Focus.
-    pub focus: Field,
-    /// Why Confirm was refused, shown in the dialog.
-    pub problem: Option<String>,
-    /// Sent; waiting for the result.
-    pub pending: bool,
-}
-
-impl TakeoverDialog {
-    /// Whether this takeover overrides a fresh lease (and so needs the typed prefix).
-    pub fn forced(&self) -> bool {
-        self.state == LeaseState::Fresh
-    }
-
-    /// The fields the focus visits, in order.
-    pub fn fields(&self) -> Vec<Field> {
-        let mut v = vec![Field::Reason, Field::Then];
-        if self.then == ThenChoice::Handover {
-            v.push(Field::Successor);
-        }
-        if self.forced() {
-            v.push(Field::TypedPrefix);
-        }
-        v.extend([Field::Cancel, Field::Confirm]);
-        v
-    }
-}
-
 /// The console's modal state.
 #[derive(Debug, Clone)]
 pub enum Mode {
@@ -256,184 +164,6 @@ pub enum Mode {
     ConfirmQuit,
     /// Releasing held leases before quitting.
     Quitting,
-}
-
-/// One key binding: the keys, what they are shown as, what they do. Key
-/// dispatch (normal mode), the status bar and the help screen all read this
-/// one table, so none can drift from the others.
-pub struct Binding {
-    /// Keys as shown to the operator.
-    pub keys: &'static str,
-    /// What they do.
-    pub does: &'static str,
-    /// Whether the binding writes to a store (absent in watch mode).
-    pub writes: bool,
-    /// Place in the status bar's hints (1 first); 0: only in help.
-    pub hint: u8,
-    /// The keys that trigger it (besides Ctrl-C, which always quits).
-    pub codes: &'static [KeyCode],
-    /// The action they trigger.
-    pub action: Action,
-}
-
-const fn b(
-    keys: &'static str,
-    does: &'static str,
-    writes: bool,
-    hint: u8,
-    codes: &'static [KeyCode],
-    action: Action,
-) -> Binding {
-    Binding {
-        keys,
-        does,
-        writes,
-        hint,
-        codes,
-        action,
-    }
-}
-
-use KeyCode::{Char, Down as KDown, End as KEnd, Home as KHome, Up as KUp};
-
-/// The console's key bindings (normal mode).
-pub const BINDINGS: &[Binding] = &[
-    b("↑/↓ j/k", "move", false, 0, &[KUp, Char('k')], Action::Up),
-    b("", "", false, 0, &[KDown, Char('j')], Action::Down),
-    b(
-        "PgUp/PgDn",
-        "page",
-        false,
-        0,
-        &[KeyCode::PageUp],
-        Action::PageUp,
-    ),
-    b("", "", false, 0, &[KeyCode::PageDown], Action::PageDown),
-    b(
-        "Home/End g/G",
-        "first/last",
-        false,
-        0,
-        &[KHome, Char('g')],
-        Action::Home,
-    ),
-    b("", "", false, 0, &[KEnd, Char('G')], Action::End),
-    b(
-        "Tab",
-        "leases/pod",
-        false,
-        5,
-        &[KeyCode::Tab, KeyCode::BackTab],
-        Action::SwitchView,
-    ),
-    b(
-        "Enter",
-        "details",
-        false,
-        4,
-        &[KeyCode::Enter],
-        Action::ToggleDetail,
-    ),
-    b(
-        "/",
-        "filter (!x excludes)",
-        false,
-        6,
-        &[Char('/')],
-        Action::StartFilter,
-    ),
-    b(
-        "s",
-        "sort by next column",
-        false,
-        8,
-        &[Char('s')],
-        Action::SortNext,
-    ),
-    b(
-        "n",
-        "next problem",
-        false,
-        7,
-        &[Char('n')],
-        Action::NextProblem,
-    ),
-    b(
-        "p",
-        "probe preconditions",
-        true,
-        9,
-        &[Char('p')],
-        Action::Probe,
-    ),
-    b(
-        "t",
-        "take over",
-        true,
-        3,
-        &[Char('t')],
-        Action::StartTakeover,
-    ),
-    b("?", "help", false, 2, &[Char('?')], Action::ToggleHelp),
-    b(
-        "q/Esc Ctrl-C",
-        "quit",
-        false,
-        1,
-        &[Char('q'), KeyCode::Esc],
-        Action::Quit,
-    ),
-];
-
-/// Maps a key press to an action, given the current mode.
-pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    if ctrl && k.code == KeyCode::Char('c') {
-        return Some(Action::Quit);
-    }
-    match &app.mode {
-        Mode::Filter | Mode::Takeover(_) => {
-            return Some(match k.code {
-                KeyCode::Esc => Action::Cancel,
-                KeyCode::Enter => Action::Submit,
-                KeyCode::Backspace => Action::Backspace,
-                KeyCode::Tab | KeyCode::Down => Action::NextField,
-                KeyCode::BackTab | KeyCode::Up => Action::PrevField,
-                KeyCode::Left => Action::Left,
-                KeyCode::Right => Action::Right,
-                KeyCode::Char(c) if !ctrl => Action::Input(c),
-                _ => return None,
-            })
-        }
-        Mode::Help => {
-            return match k.code {
-                KeyCode::Char('q') => Some(Action::Quit),
-                _ => Some(Action::Cancel),
-            }
-        }
-        Mode::ConfirmQuit => {
-            return Some(match k.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') => Action::Yes,
-                _ => Action::Cancel,
-            })
-        }
-        Mode::ConfirmProbe { .. } => {
-            return Some(match k.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Action::Yes,
-                _ => Action::Cancel,
-            })
-        }
-        Mode::Quitting => return None,
-        Mode::Normal => {}
-    }
-    // Esc first closes what is open (the detail pane, a filter).
-    if k.code == KeyCode::Esc && (app.detail || !app.filter.is_empty()) {
-        return Some(Action::Cancel);
-    }
-    BINDINGS
-        .iter()
-        .find(|b| b.codes.contains(&k.code) && !(b.writes && app.read_only))
-        .map(|b| b.action.clone())
 }
 
 /// The console's state.
@@ -1195,193 +925,6 @@ impl App {
         self.clamp_all();
     }
 
-    /// `p`: asks before probing (the probe writes a scratch key); the
-    /// request is queued only once the operator says yes.
-    fn start_probe(&mut self) {
-        if self.read_only {
-            return;
-        }
-        let target = match (self.view, self.selected_lease()) {
-            (View::Leases, Some((r, _))) => r.target,
-            _ if !self.targets.is_empty() => 0,
-            _ => return,
-        };
-        self.mode = Mode::ConfirmProbe { target };
-    }
-
-    fn send_probe(&mut self, target: usize) {
-        if self.read_only {
-            return;
-        }
-        self.outbox.push(WriteRequest::Probe { target });
-        self.message = Some((
-            format!(
-                "probing {} (writes and removes a scratch key)…",
-                sanitize(self.targets.get(target).map(String::as_str).unwrap_or("?"))
-            ),
-            false,
-        ));
-    }
-
-    fn start_takeover(&mut self) {
-        if self.read_only || self.view != View::Leases {
-            return;
-        }
-        let Some((row, p)) = self.selected_lease() else {
-            return;
-        };
-        let watched = self.watched_for(&p.key);
-        let dialog = TakeoverDialog {
-            row,
-            prefix: p.prefix.clone(),
-            key: p.key.clone(),
-            seen: p.observed.clone(),
-            state: p.state,
-            holder: p
-                .record
-                .as_ref()
-                .map(|r| sanitize(&r.instance_id))
-                .unwrap_or_else(|| "-".into()),
-            age_s: p.age_s,
-            etag: p.etag.clone(),
-            watched_for: watched,
-            reason: String::new(),
-            then: ThenChoice::Release,
-            successor: String::new(),
-            typed_prefix: String::new(),
-            focus: Field::Cancel,
-            problem: None,
-            pending: false,
-        };
-        self.mode = Mode::Takeover(Box::new(dialog));
-    }
-
-    fn update_dialog(&mut self, action: Action) {
-        let (ttl_s, now) = (self.ttl_s, self.now);
-        let Mode::Takeover(d) = &mut self.mode else {
-            return;
-        };
-        if d.pending {
-            // Waiting for the result: only background actions apply.
-            self.update_background(action);
-            return self.clamp_all();
-        }
-        let fields = d.fields();
-        let pos = fields.iter().position(|f| *f == d.focus).unwrap_or(0);
-        let cycle = |d: &mut TakeoverDialog, forward: bool| {
-            let f = d.fields();
-            let n = f.len();
-            let p = f.iter().position(|x| *x == d.focus).unwrap_or(0);
-            d.focus = f[if forward {
-                (p + 1) % n
-            } else {
-                (p + n - 1) % n
-            }];
-        };
-        // Whether the answers changed: a refusal shown is then judged again.
-        let edited = matches!(
-            action,
-            Action::Input(_) | Action::Backspace | Action::Left | Action::Right
-        );
-        match action {
-            Action::NextField => cycle(d, true),
-            Action::PrevField => cycle(d, false),
-            Action::Left | Action::Right if d.focus == Field::Then => {
-                let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
-                let i = order.iter().position(|c| *c == d.then).unwrap_or(0);
-                let j = if matches!(action, Action::Right) {
-                    (i + 1) % 3
-                } else {
-                    (i + 2) % 3
-                };
-                d.then = order[j];
-            }
-            Action::Left | Action::Right => {
-                // Between the buttons.
-                if matches!(d.focus, Field::Cancel | Field::Confirm) {
-                    d.focus = if d.focus == Field::Cancel {
-                        Field::Confirm
-                    } else {
-                        Field::Cancel
-                    };
-                }
-            }
-            Action::Input(c) => match d.focus {
-                Field::Reason if d.reason.chars().count() < 500 => d.reason.push(c),
-                Field::Successor if d.successor.chars().count() < 256 => d.successor.push(c),
-                Field::TypedPrefix if d.typed_prefix.chars().count() < 1024 => {
-                    d.typed_prefix.push(c)
-                }
-                Field::Then if c == ' ' => {
-                    let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
-                    let i = order.iter().position(|x| *x == d.then).unwrap_or(0);
-                    d.then = order[(i + 1) % 3];
-                }
-                _ => {}
-            },
-            Action::Backspace => match d.focus {
-                Field::Reason => {
-                    d.reason.pop();
-                }
-                Field::Successor => {
-                    d.successor.pop();
-                }
-                Field::TypedPrefix => {
-                    d.typed_prefix.pop();
-                }
-                _ => {}
-            },
-            Action::Cancel => self.mode = Mode::Normal,
-            Action::Submit => match d.focus {
-                Field::Cancel => self.mode = Mode::Normal,
-                Field::Confirm => self.confirm_takeover(),
-                // Enter in a field moves on.
-                _ => d.focus = fields[(pos + 1) % fields.len()],
-            },
-            Action::Quit => self.mode = Mode::Normal,
-            other => self.update_background(other),
-        }
-        // A refusal stays on screen only while it is still true: once the
-        // operator has typed the missing reason (or chosen otherwise) it is
-        // replaced by what is still wrong, if anything.
-        if edited {
-            if let Mode::Takeover(d) = &mut self.mode {
-                if d.problem.is_some() {
-                    d.problem = takeover_problem(d, ttl_s, now);
-                }
-            }
-        }
-        self.clamp_all();
-    }
-
-    fn confirm_takeover(&mut self) {
-        let (ttl_s, now) = (self.ttl_s, self.now);
-        let Mode::Takeover(d) = &mut self.mode else {
-            return;
-        };
-        if let Some(p) = takeover_problem(d, ttl_s, now) {
-            d.problem = Some(p);
-            return;
-        }
-        let then = match d.then {
-            ThenChoice::Release => Then::Release,
-            ThenChoice::Hold => Then::Hold,
-            ThenChoice::Handover => Then::Handover(d.successor.trim().to_owned()),
-        };
-        self.outbox.push(WriteRequest::Takeover {
-            target: d.row.target,
-            prefix: d.prefix.clone(),
-            seen: d.seen.clone(),
-            watched_for: d.watched_for,
-            reason: d.reason.trim().to_owned(),
-            then,
-            force: d.forced(),
-        });
-        d.pending = true;
-        d.problem = None;
-        self.message = Some((format!("taking over {}…", sanitize(&d.key)), false));
-    }
-
     fn request_quit(&mut self) {
         if self.held.is_empty() {
             self.quit = true;
@@ -1395,35 +938,6 @@ impl App {
         clamp(&mut self.selected, &mut self.offset, n, page);
         let (n, page) = (self.pod_rows.len(), self.pod_visible_rows().max(1));
         clamp(&mut self.pod_selected, &mut self.pod_offset, n, page);
-    }
-}
-
-/// Why the dialog's takeover would be refused now, if it would: the
-/// console's own checks (the successor's id, the typed confirmation), then the
-/// takeover's guards, shared with `leasectl takeover` (a reason, one TTL of
-/// watching…), judged at `now` with leases of `ttl_s` seconds.
-fn takeover_problem(d: &TakeoverDialog, ttl_s: u64, now: DateTime<Utc>) -> Option<String> {
-    if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
-        Some("hand-over needs the successor's instance id".to_owned())
-    } else if d.forced() && d.typed_prefix != d.prefix && d.typed_prefix != sanitize(&d.prefix) {
-        // The prefix as shown (escaped) is accepted too: a name holding a
-        // control or invisible character can always be typed.
-        Some(format!(
-            "the lease is fresh (a live holder): type the prefix {} to force",
-            sanitize(&d.prefix)
-        ))
-    } else {
-        crate::takeover::preflight(
-            &d.prefix,
-            &d.seen,
-            d.watched_for,
-            &d.reason,
-            ttl_s,
-            d.forced(),
-            now,
-        )
-        .err()
-        .map(|e| e.to_string())
     }
 }
 

@@ -1,0 +1,329 @@
+//! The console's dialogs and their state changes (called from
+//! [`App::update`] only): the probe's question, and the takeover dialog — what
+//! it shows, its fields, and the confirmation rule (`takeover_problem`: the
+//! successor's id, the typed prefix of a forced takeover, then the takeover's
+//! preflight shared with `leasectl takeover`).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{Action, App, LeaseRow, Mode, View};
+use crate::bucket::LeaseState;
+use crate::takeover::Then;
+use crate::text::sanitize;
+use crate::tui::action::WriteRequest;
+
+/// Which field of the takeover dialog has the focus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// The reason text.
+    Reason,
+    /// release / hold / hand-over.
+    Then,
+    /// The successor's instance id (hand-over only).
+    Successor,
+    /// The prefix typed to confirm a forced takeover (fresh lease only).
+    TypedPrefix,
+    /// The Cancel button (where the focus starts).
+    Cancel,
+    /// The Take over button.
+    Confirm,
+}
+
+/// What happens after the takeover, as chosen in the dialog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThenChoice {
+    /// Delete the new lease at once.
+    Release,
+    /// The console keeps renewing it until quit.
+    Hold,
+    /// Name a successor's instance id.
+    Handover,
+}
+
+impl ThenChoice {
+    /// Shown in the dialog.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThenChoice::Release => "release",
+            ThenChoice::Hold => "hold",
+            ThenChoice::Handover => "hand over",
+        }
+    }
+}
+
+/// The takeover dialog: exactly what will be replaced, and the operator's answers.
+#[derive(Debug, Clone)]
+pub struct TakeoverDialog {
+    /// The row being taken over.
+    pub row: LeaseRow,
+    /// Its prefix.
+    pub prefix: String,
+    /// Its key.
+    pub key: String,
+    /// What the operator saw when opening the dialog (the takeover's precondition).
+    pub seen: crate::bucket::Observed,
+    /// The judgement then.
+    pub state: LeaseState,
+    /// Holder (escaped), or `-`.
+    pub holder: String,
+    /// Age when opened, seconds.
+    pub age_s: Option<f64>,
+    /// ETag seen.
+    pub etag: Option<String>,
+    /// How long the console had seen that ETag unchanged.
+    pub watched_for: Duration,
+    /// Reason typed.
+    pub reason: String,
+    /// After-takeover choice.
+    pub then: ThenChoice,
+    /// Successor id typed (hand-over).
+    pub successor: String,
+    /// Prefix typed (forced takeover of a fresh lease).
+    pub typed_prefix: String,
+    /// Focus.
+    pub focus: Field,
+    /// Why Confirm was refused, shown in the dialog.
+    pub problem: Option<String>,
+    /// Sent; waiting for the result.
+    pub pending: bool,
+}
+
+impl TakeoverDialog {
+    /// Whether this takeover overrides a fresh lease (and so needs the typed prefix).
+    pub fn forced(&self) -> bool {
+        self.state == LeaseState::Fresh
+    }
+
+    /// The fields the focus visits, in order.
+    pub fn fields(&self) -> Vec<Field> {
+        let mut v = vec![Field::Reason, Field::Then];
+        if self.then == ThenChoice::Handover {
+            v.push(Field::Successor);
+        }
+        if self.forced() {
+            v.push(Field::TypedPrefix);
+        }
+        v.extend([Field::Cancel, Field::Confirm]);
+        v
+    }
+}
+
+impl App {
+    /// `p`: asks before probing (the probe writes a scratch key); the
+    /// request is queued only once the operator says yes.
+    pub(super) fn start_probe(&mut self) {
+        if self.read_only {
+            return;
+        }
+        let target = match (self.view, self.selected_lease()) {
+            (View::Leases, Some((r, _))) => r.target,
+            _ if !self.targets.is_empty() => 0,
+            _ => return,
+        };
+        self.mode = Mode::ConfirmProbe { target };
+    }
+
+    pub(super) fn send_probe(&mut self, target: usize) {
+        if self.read_only {
+            return;
+        }
+        self.outbox.push(WriteRequest::Probe { target });
+        self.message = Some((
+            format!(
+                "probing {} (writes and removes a scratch key)…",
+                sanitize(self.targets.get(target).map(String::as_str).unwrap_or("?"))
+            ),
+            false,
+        ));
+    }
+
+    pub(super) fn start_takeover(&mut self) {
+        if self.read_only || self.view != View::Leases {
+            return;
+        }
+        let Some((row, p)) = self.selected_lease() else {
+            return;
+        };
+        let watched = self.watched_for(&p.key);
+        let dialog = TakeoverDialog {
+            row,
+            prefix: p.prefix.clone(),
+            key: p.key.clone(),
+            seen: p.observed.clone(),
+            state: p.state,
+            holder: p
+                .record
+                .as_ref()
+                .map(|r| sanitize(&r.instance_id))
+                .unwrap_or_else(|| "-".into()),
+            age_s: p.age_s,
+            etag: p.etag.clone(),
+            watched_for: watched,
+            reason: String::new(),
+            then: ThenChoice::Release,
+            successor: String::new(),
+            typed_prefix: String::new(),
+            focus: Field::Cancel,
+            problem: None,
+            pending: false,
+        };
+        self.mode = Mode::Takeover(Box::new(dialog));
+    }
+
+    pub(super) fn update_dialog(&mut self, action: Action) {
+        let (ttl_s, now) = (self.ttl_s, self.now);
+        let Mode::Takeover(d) = &mut self.mode else {
+            return;
+        };
+        if d.pending {
+            // Waiting for the result: only background actions apply.
+            self.update_background(action);
+            return self.clamp_all();
+        }
+        let fields = d.fields();
+        let pos = fields.iter().position(|f| *f == d.focus).unwrap_or(0);
+        let cycle = |d: &mut TakeoverDialog, forward: bool| {
+            let f = d.fields();
+            let n = f.len();
+            let p = f.iter().position(|x| *x == d.focus).unwrap_or(0);
+            d.focus = f[if forward {
+                (p + 1) % n
+            } else {
+                (p + n - 1) % n
+            }];
+        };
+        // Whether the answers changed: a refusal shown is then judged again.
+        let edited = matches!(
+            action,
+            Action::Input(_) | Action::Backspace | Action::Left | Action::Right
+        );
+        match action {
+            Action::NextField => cycle(d, true),
+            Action::PrevField => cycle(d, false),
+            Action::Left | Action::Right if d.focus == Field::Then => {
+                let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
+                let i = order.iter().position(|c| *c == d.then).unwrap_or(0);
+                let j = if matches!(action, Action::Right) {
+                    (i + 1) % 3
+                } else {
+                    (i + 2) % 3
+                };
+                d.then = order[j];
+            }
+            Action::Left | Action::Right => {
+                // Between the buttons.
+                if matches!(d.focus, Field::Cancel | Field::Confirm) {
+                    d.focus = if d.focus == Field::Cancel {
+                        Field::Confirm
+                    } else {
+                        Field::Cancel
+                    };
+                }
+            }
+            Action::Input(c) => match d.focus {
+                Field::Reason if d.reason.chars().count() < 500 => d.reason.push(c),
+                Field::Successor if d.successor.chars().count() < 256 => d.successor.push(c),
+                Field::TypedPrefix if d.typed_prefix.chars().count() < 1024 => {
+                    d.typed_prefix.push(c)
+                }
+                Field::Then if c == ' ' => {
+                    let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
+                    let i = order.iter().position(|x| *x == d.then).unwrap_or(0);
+                    d.then = order[(i + 1) % 3];
+                }
+                _ => {}
+            },
+            Action::Backspace => match d.focus {
+                Field::Reason => {
+                    d.reason.pop();
+                }
+                Field::Successor => {
+                    d.successor.pop();
+                }
+                Field::TypedPrefix => {
+                    d.typed_prefix.pop();
+                }
+                _ => {}
+            },
+            Action::Cancel => self.mode = Mode::Normal,
+            Action::Submit => match d.focus {
+                Field::Cancel => self.mode = Mode::Normal,
+                Field::Confirm => self.confirm_takeover(),
+                // Enter in a field moves on.
+                _ => d.focus = fields[(pos + 1) % fields.len()],
+            },
+            Action::Quit => self.mode = Mode::Normal,
+            other => self.update_background(other),
+        }
+        // A refusal stays on screen only while it is still true: once the
+        // operator has typed the missing reason (or chosen otherwise) it is
+        // replaced by what is still wrong, if anything.
+        if edited {
+            if let Mode::Takeover(d) = &mut self.mode {
+                if d.problem.is_some() {
+                    d.problem = takeover_problem(d, ttl_s, now);
+                }
+            }
+        }
+        self.clamp_all();
+    }
+
+    pub(super) fn confirm_takeover(&mut self) {
+        let (ttl_s, now) = (self.ttl_s, self.now);
+        let Mode::Takeover(d) = &mut self.mode else {
+            return;
+        };
+        if let Some(p) = takeover_problem(d, ttl_s, now) {
+            d.problem = Some(p);
+            return;
+        }
+        let then = match d.then {
+            ThenChoice::Release => Then::Release,
+            ThenChoice::Hold => Then::Hold,
+            ThenChoice::Handover => Then::Handover(d.successor.trim().to_owned()),
+        };
+        self.outbox.push(WriteRequest::Takeover {
+            target: d.row.target,
+            prefix: d.prefix.clone(),
+            seen: d.seen.clone(),
+            watched_for: d.watched_for,
+            reason: d.reason.trim().to_owned(),
+            then,
+            force: d.forced(),
+        });
+        d.pending = true;
+        d.problem = None;
+        self.message = Some((format!("taking over {}…", sanitize(&d.key)), false));
+    }
+}
+
+/// Why the dialog's takeover would be refused now, if it would: the
+/// console's own checks (the successor's id, the typed confirmation), then the
+/// takeover's guards, shared with `leasectl takeover` (a reason, one TTL of
+/// watching…), judged at `now` with leases of `ttl_s` seconds.
+fn takeover_problem(d: &TakeoverDialog, ttl_s: u64, now: DateTime<Utc>) -> Option<String> {
+    if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
+        Some("hand-over needs the successor's instance id".to_owned())
+    } else if d.forced() && d.typed_prefix != d.prefix && d.typed_prefix != sanitize(&d.prefix) {
+        // The prefix as shown (escaped) is accepted too: a name holding a
+        // control or invisible character can always be typed.
+        Some(format!(
+            "the lease is fresh (a live holder): type the prefix {} to force",
+            sanitize(&d.prefix)
+        ))
+    } else {
+        crate::takeover::preflight(
+            &d.prefix,
+            &d.seen,
+            d.watched_for,
+            &d.reason,
+            ttl_s,
+            d.forced(),
+            now,
+        )
+        .err()
+        .map(|e| e.to_string())
+    }
+}

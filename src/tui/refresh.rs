@@ -1,0 +1,226 @@
+//! The console's refresher: one background task that gathers a snapshot (the
+//! bucket leases, the pod scan beside it, request counters, the audit log's
+//! new entries) after another and sends each to the event loop as a
+//! [`Gathered`], progress reports of a long first gather included.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::app::Action;
+use crate::clock::SharedClock;
+use crate::snapshot::{Gatherer, Snapshot};
+use crate::store::Counters;
+use crate::writer::scan::ScanOptions;
+
+/// What one background refresh produced.
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    /// The snapshot; its `pod` section is empty when the scan failed or is off.
+    /// `None` when nothing changed since the last one (the console keeps it
+    /// and judges it again as the clock moves).
+    pub snapshot: Option<Snapshot>,
+    /// When the gather ended (reader's clock).
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// Why the pod scan failed, if it did.
+    pub pod_error: Option<String>,
+    /// Request totals of the stores so far.
+    pub counters: crate::store::RequestCounts,
+    /// Recent audit entries, if an audit log is known.
+    pub audit: Option<Vec<crate::audit::AuditEntry>>,
+    /// Set on a report of a gather still running: (LEASEs read, prefixes
+    /// known, listing complete).
+    pub progress: Option<(usize, usize, bool)>,
+}
+
+impl Gathered {
+    /// The actions that apply this refresh to the console, in order.
+    pub fn into_actions(self) -> Vec<Action> {
+        if let Some((read, known, listed)) = self.progress {
+            let mut v = vec![Action::Counters(self.counters)];
+            v.extend(self.snapshot.map(|s| Action::Progress {
+                snapshot: Box::new(s),
+                read,
+                known,
+                listed,
+            }));
+            return v;
+        }
+        // The audit entries first: the snapshot's holder changes are
+        // classified against them (a takeover names its audit entry).
+        let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
+        v.push(Action::Counters(self.counters));
+        v.push(match self.snapshot {
+            Some(s) => Action::Snapshot(Box::new(s)),
+            None => Action::Unchanged(self.at),
+        });
+        v.extend(self.pod_error.map(Action::PodScanFailed));
+        v
+    }
+}
+
+/// How often the pod is scanned while the pod view is not on screen (its
+/// verdicts still reach the leases view's operator within this).
+pub const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
+
+/// The pod scan's cadence and last result, kept by the refresher.
+struct PodScans {
+    scans: Vec<ScanOptions>,
+    last: Option<(
+        tokio::time::Instant,
+        Result<crate::writer::scan::PodSnapshot, String>,
+    )>,
+}
+
+/// One refresh: bucket gather and pod scan side by side, counters, audit tail.
+async fn gather_once(
+    gatherer: &mut Gatherer,
+    clock: &SharedClock,
+    pod: &mut PodScans,
+    pod_visible: bool,
+    counters: &Counters,
+    audit_tail: &mut Option<crate::audit::AuditTail>,
+    progress: &mpsc::Sender<Gathered>,
+) -> Gathered {
+    // Scanning /proc is the console's largest idle cost: every refresh while
+    // the pod view is shown, else every POD_SCAN_HIDDEN_EVERY (reusing the
+    // last result in between).
+    let due = pod_visible
+        || pod
+            .last
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= POD_SCAN_HIDDEN_EVERY);
+    let cached = if due {
+        None
+    } else {
+        pod.last.as_ref().map(|(_, r)| r.clone())
+    };
+    let scans = pod.scans.clone();
+    let scan = async move {
+        if scans.is_empty() {
+            return None;
+        }
+        if let Some(r) = cached {
+            return Some(r);
+        }
+        let so = scans;
+        Some(
+            match tokio::task::spawn_blocking(move || crate::writer::scan::scan_all(&so)).await {
+                Ok(Ok(pod)) => Ok(pod),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("pod scan task: {e}")),
+            },
+        )
+    };
+    // Only what was appended since the last refresh is read (each bad line
+    // is warned about once).
+    let tail = audit_tail.take();
+    let audit = async move {
+        let mut tail = tail?;
+        let path = tail.path().to_owned();
+        match tokio::task::spawn_blocking(move || {
+            let ok = tail.poll().map_err(|e| tracing::warn!("{e}")).is_ok();
+            let v = tail.entries();
+            (tail, ok.then_some(v))
+        })
+        .await
+        {
+            Ok((tail, v)) => Some((tail, v)),
+            Err(_) => Some((crate::audit::AuditTail::new(path, 200), None)),
+        }
+    };
+    // Rows already read go to the console while a long gather goes on (the
+    // first one, at thousands of prefixes). Each report holds every row read
+    // so far, so one is queued only when the console has taken the previous
+    // one: queued reports were whole copies of the table (PERFORMANCE.md,
+    // "Memory").
+    let sink = |p: crate::snapshot::Progress| {
+        if progress.capacity() < progress.max_capacity() {
+            return;
+        }
+        let _ = progress.try_send(Gathered {
+            at: p.snapshot.generated_at,
+            snapshot: Some(p.snapshot),
+            pod_error: None,
+            counters: counters.counts(),
+            audit: None,
+            progress: Some((p.read, p.known, p.listed)),
+        });
+    };
+    // A new snapshot only when something changed, or the pod was scanned.
+    let force = due && !pod.scans.is_empty();
+    let (mut snapshot, scanned, audit) = tokio::join!(
+        gatherer.gather_changed(clock, Some(&sink), force),
+        scan,
+        audit
+    );
+    let audit = audit.and_then(|(tail, v)| {
+        *audit_tail = Some(tail);
+        v
+    });
+    if due {
+        if let Some(r) = &scanned {
+            pod.last = Some((tokio::time::Instant::now(), r.clone()));
+        }
+    }
+    let mut pod_error = None;
+    match scanned {
+        Some(Ok(p)) => {
+            if let Some(s) = &mut snapshot {
+                s.pod = p;
+            }
+        }
+        Some(Err(e)) => pod_error = Some(e),
+        None => {}
+    }
+    Gathered {
+        at: clock.wall(),
+        snapshot,
+        pod_error,
+        counters: counters.counts(),
+        audit,
+        progress: None,
+    }
+}
+
+/// Starts the refresher: one gather (and pod scan, audit tail) after another,
+/// `refresh` apart, each sent on the returned channel (progress reports of a
+/// long gather too). It ends only when the channel's receiver is gone.
+pub(super) fn spawn_refresher(
+    mut gatherer: Gatherer,
+    clock: SharedClock,
+    refresh: Duration,
+    pod: Vec<ScanOptions>,
+    counters: Arc<Counters>,
+    audit_path: Option<PathBuf>,
+    visible: Arc<std::sync::atomic::AtomicBool>,
+) -> (tokio::task::JoinHandle<()>, mpsc::Receiver<Gathered>) {
+    let (tx, rx) = mpsc::channel::<Gathered>(4);
+    let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
+    let mut pod = PodScans {
+        scans: pod,
+        last: None,
+    };
+    let task = tokio::spawn(async move {
+        loop {
+            let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
+            let g = gather_once(
+                &mut gatherer,
+                &clock,
+                &mut pod,
+                shown,
+                &counters,
+                &mut audit_tail,
+                &tx,
+            )
+            .await;
+            if tx.send(g).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(refresh).await;
+        }
+    });
+    (task, rx)
+}

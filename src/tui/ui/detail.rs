@@ -1,0 +1,205 @@
+//! The detail pane: the selected lease's record, raw body, sentence and holder history.
+
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::{exclusion_name, state_style};
+use crate::bucket::format_secs;
+use crate::snapshot::PrefixReport;
+use crate::text::sanitize;
+use crate::tui::app::{terminal_safe, App, LeaseRow};
+
+/// The detail pane: everything known about the selected prefix.
+pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
+    let Some((r, p)) = app.selected_lease() else {
+        f.render_widget(
+            Block::default().borders(Borders::ALL).title(" details "),
+            area,
+        );
+        return;
+    };
+    let mut lines = detail_lines(app, r, p);
+    // The holder history beside the details when there is room, else under them.
+    let url = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target));
+    let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
+    let (details, side) = if area.width >= 100 {
+        let [d, h] = ratatui::layout::Layout::horizontal([
+            Constraint::Percentage(58),
+            Constraint::Percentage(42),
+        ])
+        .areas(area);
+        (d, Some(h))
+    } else {
+        (area, None)
+    };
+    if side.is_none() {
+        lines.extend(timeline.iter().cloned());
+    }
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" details (Enter closes) "),
+        ),
+        details,
+    );
+    if let Some(h) = side {
+        f.render_widget(
+            Paragraph::new(timeline).wrap(Wrap { trim: false }).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" holder history (this session, UTC) "),
+            ),
+            h,
+        );
+    }
+}
+
+/// The detail pane's own lines: the key, the judgement and its sentence, the
+/// record, the clocks, the exclusion, the raw body and the audit entries.
+fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let kv =
+        |k: &str, v: String| Line::from(vec![Span::styled(format!("{k:<14}"), bold), Span::raw(v)]);
+    let mut lines = vec![
+        kv(
+            "target",
+            sanitize(app.targets.get(r.target).map(String::as_str).unwrap_or("?")),
+        ),
+        kv("key", sanitize(&p.key)),
+    ];
+    if let Some(note) = crate::text::lookalike_note(&p.prefix) {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<14}", "LOOK-ALIKE"), bold.fg(Color::Yellow)),
+            Span::raw(note),
+        ]));
+    }
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:<14}", "judgement"), bold),
+        Span::styled(p.state.as_str(), state_style(p.state)),
+        Span::raw(format!(": {}", p.explanation(app.now))),
+    ]));
+    if let Some(rec) = &p.record {
+        lines.push(kv("instance_id", sanitize(&rec.instance_id)));
+        lines.push(kv("acquired_at", rec.acquired_at.to_rfc3339()));
+        lines.push(kv("renewed_at", rec.renewed_at.to_rfc3339()));
+        lines.push(kv("ttl_s", rec.ttl_s.to_string()));
+    }
+    lines.push(kv("ETag", p.etag.clone().unwrap_or_else(|| "-".into())));
+    lines.push(kv(
+        "Last-Modified",
+        p.last_modified
+            .map(|t| format!("{} (server clock)", t.to_rfc3339()))
+            .unwrap_or_else(|| "-".into()),
+    ));
+    if p.age_unknown {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<14}", "AGE UNKNOWN"), bold.fg(Color::Red)),
+            Span::raw(sanitize(p.problem.as_deref().unwrap_or_default())),
+        ]));
+    }
+    if let Some(t) = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target)) {
+        if let Some(o) = t.server_offset_s {
+            lines.push(kv(
+                "reader clock",
+                format!(
+                    "service clock {o:+.1} s ±{:.1} s from this host's (from the service's Date headers)",
+                    t.server_offset_error_s.unwrap_or(0.0)
+                ),
+            ));
+        }
+    }
+    if let Some(s) = p.holder_skew_s {
+        lines.push(kv(
+            "holder skew",
+            format!(
+                "{s:+.1} s (renewed_at − Last-Modified, ±1 s): the holder's clock vs the server's"
+            ),
+        ));
+    }
+    lines.push(kv(
+        "exclusion",
+        exclusion_name(app.exclusion_of(r.target, p)).into(),
+    ));
+    let watched = app.watched_for(&p.key);
+    lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
+    if let Some(raw) = &p.raw {
+        // `raw` is already escaped (as in --json): shown as is, not escaped twice.
+        let cut: String = raw.chars().take(400).collect();
+        let more = if raw.chars().count() > 400 { "…" } else { "" };
+        lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
+    }
+    let entries = app.audit_for(r.target, p, 3);
+    if entries.is_empty() {
+        lines.push(kv("audit", "no takeover recorded here".into()));
+    }
+    for e in entries {
+        lines.push(kv(
+            "audit",
+            format!(
+                "{} {} {} — {}{}",
+                e.time.format("%Y-%m-%d %H:%M:%SZ"),
+                e.phase,
+                sanitize(&e.operator),
+                sanitize(&e.reason),
+                e.outcome
+                    .as_deref()
+                    .map(|o| format!(" → {}", sanitize(o)))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+    lines
+}
+
+/// The selected prefix's holder changes seen this session, newest first:
+/// `HH:MM:SSZ how: previous → holder`, a takeover with its audit entry.
+fn history_lines(
+    app: &App,
+    url: Option<&str>,
+    p: &crate::snapshot::PrefixReport,
+) -> Vec<Line<'static>> {
+    use crate::snapshot::history::ChangeKind;
+    let changes = url
+        .and_then(|u| app.history.get(u, &p.prefix))
+        .map(|h| h.changes.iter().rev().collect::<Vec<_>>())
+        .unwrap_or_default();
+    if changes.is_empty() {
+        return vec![Line::from("no holder seen yet")];
+    }
+    let none = || "(none)".to_owned();
+    changes
+        .into_iter()
+        .map(|c| {
+            let style = match c.kind {
+                ChangeKind::Unexpected => {
+                    Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+                }
+                ChangeKind::Takeover => Style::default().fg(Color::Cyan),
+                ChangeKind::Expiry | ChangeKind::Release => Style::default().fg(Color::Yellow),
+                ChangeKind::FirstSeen | ChangeKind::Acquired => Style::default(),
+            };
+            // Holders in the history are escaped already.
+            let who = match c.kind {
+                ChangeKind::FirstSeen => c.holder.clone().unwrap_or_else(none),
+                _ => format!(
+                    "{} → {}",
+                    c.previous.clone().unwrap_or_else(none),
+                    c.holder.clone().unwrap_or_else(none)
+                ),
+            };
+            let mut spans = vec![
+                Span::raw(format!("{} ", c.at.format("%H:%M:%SZ"))),
+                Span::styled(c.kind.as_str(), style),
+                Span::raw(format!(": {who}")),
+            ];
+            if let Some(a) = &c.audit {
+                spans.push(Span::raw(format!(" (audit: {a})")));
+            }
+            Line::from(spans)
+        })
+        .collect()
+}

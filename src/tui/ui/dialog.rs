@@ -1,0 +1,297 @@
+//! The overlays: help (from the key table), the quit and probe questions, the takeover dialog.
+
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::state_style;
+use crate::bucket::format_secs;
+use crate::text::sanitize;
+use crate::tui::app::{terminal_safe, App, Field, ThenChoice, BINDINGS};
+
+/// A centred rectangle of at most `w`×`h` inside `area`.
+fn centred(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+/// Help, generated from the live bindings: write actions are absent in watch mode.
+pub(super) fn render_help(app: &App, f: &mut Frame, area: Rect) {
+    let shown: Vec<_> = BINDINGS
+        .iter()
+        .filter(|b| !b.keys.is_empty())
+        .filter(|b| !(app.read_only && b.writes))
+        .collect();
+    let mut lines: Vec<Line> = shown
+        .iter()
+        .map(|b| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{:<14}", b.keys),
+                    Style::default().add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(b.does),
+            ])
+        })
+        .collect();
+    lines.push(Line::from(""));
+    lines.push(Line::from(if app.read_only {
+        "WATCH mode: the stores are read-only; no key writes.".to_owned()
+    } else {
+        "OPS mode: p and t write (a scratch key; the LEASE), always after a confirmation."
+            .to_owned()
+    }));
+    lines.push(Line::from("any key closes"));
+    let r = fitted(area, &lines);
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" help ")),
+        r,
+    );
+}
+
+/// A centred box just large enough for `lines` (with borders), wrapped to
+/// the screen's width when they are longer; never larger than `area`.
+fn fitted(area: Rect, lines: &[Line]) -> Rect {
+    let longest = lines.iter().map(|l| l.width()).max().unwrap_or(0) as u16;
+    let w = (longest + 2).min(area.width);
+    let inner = usize::from(w.saturating_sub(2)).max(1);
+    let h: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+    centred(area, w, (h as u16).saturating_add(2))
+}
+
+pub(super) fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
+    let mut lines = vec![Line::from(format!(
+        "This console holds {} lease(s):",
+        app.held.len()
+    ))];
+    for k in &app.held {
+        lines.push(Line::from(format!("  {}", sanitize(k))));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(
+        "Release them and quit? y = yes, any other key = stay",
+    ));
+    let r = centred(area, 64, lines.len() as u16 + 2);
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" quit ")),
+        r,
+    );
+}
+
+/// `p`'s confirmation: which target, and exactly what the probe writes and
+/// removes there, before anything is sent.
+pub(super) fn render_confirm_probe(app: &App, target: usize, f: &mut Frame, area: Rect) {
+    let url = sanitize(app.targets.get(target).map(String::as_str).unwrap_or("?"));
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let lines = vec![
+        Line::styled("Probe this target's service?", bold),
+        Line::from(format!("target   {url}")),
+        Line::from(""),
+        Line::from("It writes a scratch key, then removes it:"),
+        Line::from(format!("  {url}.leasectl-probe/{{random id}}")),
+        Line::from("  (and ….absent next to it): conditional PUTs and DELETEs"),
+        Line::from("  with If-None-Match and If-Match, seven steps."),
+        Line::from("It also removes scratch keys there older than 10 minutes"),
+        Line::from("(left by interrupted probes). No LEASE is read or written."),
+        Line::from(""),
+        Line::from(vec![
+            Span::styled("y", bold),
+            Span::raw("/"),
+            Span::styled("Enter", bold),
+            Span::raw(" probe · any other key cancels"),
+        ]),
+    ];
+    let r = fitted(area, &lines);
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" probe ")),
+        r,
+    );
+}
+
+/// A text field's content on one line: the last `width` characters (the end is
+/// where typing happens), with `…` when cut, so the dialog never grows.
+fn field_text(s: &str, width: usize) -> String {
+    let s = sanitize(s);
+    let n = s.chars().count();
+    if n <= width {
+        format!("[{s}▏]")
+    } else {
+        let tail: String = s.chars().skip(n - width + 1).collect();
+        format!("[…{tail}▏]")
+    }
+}
+
+/// The takeover dialog: exactly what will be replaced; focus starts on Cancel.
+pub(super) fn render_dialog(
+    app: &App,
+    d: &crate::tui::app::TakeoverDialog,
+    f: &mut Frame,
+    area: Rect,
+) {
+    let room = usize::from(area.width.min(76)).saturating_sub(30).max(8);
+    let focus = |x: Field| {
+        if d.focus == x {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        }
+    };
+    let mut lines = dialog_facts(app, d);
+    lines.extend([
+        Line::from(""),
+        Line::from(vec![
+            Span::raw("reason   "),
+            Span::styled(field_text(&d.reason, room), focus(Field::Reason)),
+        ]),
+        Line::from(vec![
+            Span::raw("then     "),
+            Span::styled(
+                [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover]
+                    .iter()
+                    .map(|c| {
+                        if *c == d.then {
+                            format!("(•) {}", c.as_str())
+                        } else {
+                            format!("( ) {}", c.as_str())
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("  "),
+                focus(Field::Then),
+            ),
+        ]),
+    ]);
+    // Which line holds each field: the dialog scrolls to keep the focused one
+    // in view when the terminal is too short for all of it.
+    let mut field_line = vec![
+        (Field::Reason, lines.len() - 2),
+        (Field::Then, lines.len() - 1),
+    ];
+    if d.then == ThenChoice::Handover {
+        field_line.push((Field::Successor, lines.len()));
+        lines.push(Line::from(vec![
+            Span::raw("successor "),
+            Span::styled(field_text(&d.successor, room), focus(Field::Successor)),
+        ]));
+    }
+    if d.forced() {
+        field_line.push((Field::TypedPrefix, lines.len()));
+        lines.push(Line::from(vec![
+            Span::raw("type the prefix to force: "),
+            Span::styled(field_text(&d.typed_prefix, room), focus(Field::TypedPrefix)),
+        ]));
+    }
+    lines.push(Line::from(""));
+    field_line.push((Field::Cancel, lines.len()));
+    field_line.push((Field::Confirm, lines.len()));
+    lines.push(Line::from(vec![
+        Span::styled("  Cancel  ", focus(Field::Cancel)),
+        Span::raw("   "),
+        Span::styled("  Take over  ", focus(Field::Confirm).fg(Color::Red)),
+    ]));
+    if let Some(p) = &d.problem {
+        lines.push(Line::styled(
+            terminal_safe(p).into_owned(),
+            Style::default().fg(Color::Red),
+        ));
+    }
+    if d.pending {
+        lines.push(Line::from(
+            "working… (probe, audit intent, conditional PUT)",
+        ));
+    }
+    lines.push(Line::styled(
+        "Tab/↑/↓ field · ←/→ choose · Enter select · Esc cancel",
+        Style::default().fg(Color::DarkGray),
+    ));
+    let r = centred(area, 76, lines.len() as u16 + 2);
+    let inner = usize::from(r.height.saturating_sub(2)).max(1);
+    let focused = field_line
+        .iter()
+        .find(|(f, _)| *f == d.focus)
+        .map(|(_, l)| *l)
+        .unwrap_or(0);
+    // Keep the focused field and the line after it (a problem, the buttons) visible.
+    let scroll = (focused + 2)
+        .saturating_sub(inner)
+        .min(lines.len().saturating_sub(inner));
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .scroll((scroll as u16, 0))
+            .block(Block::default().borders(Borders::ALL).title(" take over ")),
+        r,
+    );
+}
+
+/// The takeover dialog's facts about what it replaces: target, key, state,
+/// holder, age, ETag (and a look-alike warning).
+fn dialog_facts(app: &App, d: &crate::tui::app::TakeoverDialog) -> Vec<Line<'static>> {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let mut lines = vec![
+        Line::from(vec![Span::styled("Replace this lease?", bold)]),
+        Line::from(format!(
+            "target   {}",
+            sanitize(
+                app.targets
+                    .get(d.row.target)
+                    .map(String::as_str)
+                    .unwrap_or("?")
+            )
+        )),
+        Line::from(format!("key      {}", sanitize(&d.key))),
+        Line::from(vec![
+            Span::raw("state    "),
+            Span::styled(d.state.as_str(), state_style(d.state)),
+            Span::raw(if d.forced() {
+                "  (a live holder: FORCED takeover)"
+            } else {
+                ""
+            }),
+        ]),
+        Line::from(format!("holder   {}", d.holder)),
+        Line::from(format!(
+            "age      {}",
+            d.age_s.map(format_secs).unwrap_or_else(|| "-".into())
+        )),
+        Line::from(format!(
+            "ETag     {}",
+            d.etag
+                .as_deref()
+                .unwrap_or("(none: no LEASE; a new one is created)")
+        )),
+    ];
+    if let Some(n) = crate::text::lookalike_note(&d.prefix) {
+        // The dialog does not wrap: the note's first clause, then the code points.
+        let short = n.split(':').next().unwrap_or(&n).to_owned();
+        let codes = n
+            .split(['(', ')'])
+            .nth(1)
+            .filter(|c| c.starts_with("U+"))
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        lines.insert(
+            3,
+            Line::styled(
+                format!("warning  look-alike{codes}: {short}"),
+                Style::default().fg(Color::Yellow),
+            ),
+        );
+    }
+    lines
+}

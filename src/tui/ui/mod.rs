@@ -1,0 +1,172 @@
+//! Drawing. Pure: every function takes `&App` and a frame; nothing here changes state.
+
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::app::{App, Mode, View};
+use super::layout;
+use crate::bucket::{format_secs, LeaseState};
+use crate::text::sanitize;
+
+mod detail;
+mod dialog;
+mod header;
+mod pod;
+mod status;
+mod table;
+
+use detail::render_detail;
+use dialog::{render_confirm_probe, render_confirm_quit, render_dialog, render_help};
+use header::render_header;
+use pod::render_pod;
+pub use pod::{duty_style, lock_style, lock_text, verdict_style};
+use status::render_status;
+use table::render_table;
+pub use table::{exclusion_name, lease_columns, prefix_label, target_short_name, ttl_gauge};
+
+/// Smallest terminal the console draws into; below it says so.
+pub const MIN_SIZE: (u16, u16) = (40, 8);
+
+/// The colour of a state; the state is always also written as text.
+pub fn state_style(s: LeaseState) -> Style {
+    let c = match s {
+        LeaseState::Fresh => Color::Green,
+        LeaseState::Stale => Color::Yellow,
+        LeaseState::Suspect => Color::Magenta,
+        LeaseState::Malformed => Color::Red,
+        LeaseState::Absent => Color::DarkGray,
+    };
+    Style::default().fg(c)
+}
+
+/// A number of seconds in at most `width` columns, never cut inside a
+/// number: [`format_secs`]'s form (`4m05s`, `3d04h`) when it fits, else its
+/// larger unit alone (`26328d`), else whole years (`72y`), else a power of
+/// ten of years (`1e9y`); `…` when not even that fits. `plus` puts a `+`
+/// before a value ≥ 0 (a clock skew); negative values keep their `-`.
+pub fn fit_secs(s: f64, width: u16, plus: bool) -> String {
+    let width = usize::from(width);
+    let fits = |t: &str| t.chars().count() <= width;
+    let sign = if s < 0.0 {
+        "-"
+    } else if plus {
+        "+"
+    } else {
+        ""
+    };
+    let full = if s >= 0.0 && plus {
+        format!("+{}", format_secs(s))
+    } else {
+        format_secs(s)
+    };
+    if fits(&full) || !s.is_finite() {
+        return full;
+    }
+    let a = s.abs();
+    // Truncated, as format_secs truncates its larger unit.
+    let coarse = match a {
+        a if a < 60.0 => format!("{sign}{}s", a as u64),
+        a if a < 3600.0 => format!("{sign}{}m", a as u64 / 60),
+        a if a < 86400.0 => format!("{sign}{}h", a as u64 / 3600),
+        a => format!("{sign}{}d", (a / 86400.0) as u64),
+    };
+    if fits(&coarse) {
+        return coarse;
+    }
+    let years = a / (365.25 * 86400.0);
+    let y = format!("{sign}{}y", years as u64);
+    if years < 1e15 && fits(&y) {
+        return y;
+    }
+    let e = format!("{sign}{years:.0e}y");
+    if fits(&e) {
+        return e;
+    }
+    "…".to_owned()
+}
+
+/// One line made of parts that give way by priority, so that nothing is cut
+/// in the middle: `parts[i]` lists part `i`'s forms, widest first (an empty
+/// form leaves the part out); `steps` names parts, least important first, and
+/// each step moves that part to its next form. Steps are taken while the line
+/// is wider than `width` columns; the parts are shown in their order.
+fn fit_line<'a>(parts: &[Vec<Vec<Span<'a>>>], steps: &[usize], width: usize) -> Line<'a> {
+    let mut level = vec![0usize; parts.len()];
+    let build = |level: &[usize]| -> Line<'a> {
+        let spans: Vec<Span<'a>> = parts
+            .iter()
+            .zip(level)
+            .filter_map(|(forms, &l)| forms.get(l))
+            .flat_map(|f| f.iter().cloned())
+            .collect();
+        Line::from(spans)
+    };
+    let mut line = build(&level);
+    for &i in steps {
+        if line.width() <= width {
+            break;
+        }
+        if let Some(l) = level.get_mut(i) {
+            if *l + 1 < parts[i].len() {
+                *l += 1;
+                line = build(&level);
+            }
+        }
+    }
+    line
+}
+
+/// Draws the whole console.
+pub fn render(app: &App, f: &mut Frame) {
+    let area = f.area();
+    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+        f.render_widget(
+            Paragraph::new(format!(
+                "too small: {}x{}, need {}x{} (q quits)",
+                area.width, area.height, MIN_SIZE.0, MIN_SIZE.1
+            ))
+            .wrap(Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    let errors = app.error_lines();
+    let layout::Screen {
+        header,
+        body,
+        errors: errs,
+        status,
+    } = layout::screen(area, errors.len() as u16);
+    render_header(app, f, header);
+    match app.view {
+        View::Leases => {
+            let (table, detail) = layout::leases(body, app.detail_height());
+            render_table(app, f, table);
+            if app.detail {
+                render_detail(app, f, detail);
+            }
+        }
+        View::Pod => render_pod(app, f, body),
+    }
+    let err_lines: Vec<Line> = errors
+        .iter()
+        .take(3)
+        .map(|e| {
+            Line::styled(
+                format!("error: {}", sanitize(e)),
+                Style::default().fg(Color::Red),
+            )
+        })
+        .collect();
+    f.render_widget(Paragraph::new(err_lines), errs);
+    render_status(app, f, status);
+    match &app.mode {
+        Mode::Help => render_help(app, f, area),
+        Mode::Takeover(d) => render_dialog(app, d, f, area),
+        Mode::ConfirmQuit => render_confirm_quit(app, f, area),
+        Mode::ConfirmProbe { target } => render_confirm_probe(app, *target, f, area),
+        _ => {}
+    }
+}

@@ -1,0 +1,177 @@
+//! The pod view: the writers' duties, lock states and verdicts.
+
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
+use ratatui::Frame;
+
+use super::fit_secs;
+use crate::tui::app::{terminal_safe, App};
+use crate::tui::layout;
+use crate::writer::scan::{DutyView, LockFileState, LockState, ProcessInfo, VerdictKind};
+
+/// The colour of a duty; the duty is always also written as text.
+pub fn duty_style(d: DutyView) -> Style {
+    let c = match d {
+        DutyView::Take => Color::Cyan,
+        DutyView::Inherit => Color::Green,
+        DutyView::Off => Color::DarkGray,
+        DutyView::Invalid => Color::Red,
+        DutyView::Unknown => Color::Magenta,
+    };
+    Style::default().fg(c)
+}
+
+/// The colour of a lock state; always also written as text.
+pub fn lock_style(l: LockState) -> Style {
+    match l {
+        LockState::Holds => Style::default()
+            .fg(Color::Green)
+            .add_modifier(Modifier::BOLD),
+        LockState::Open => Style::default().fg(Color::Yellow),
+        LockState::None => Style::default(),
+        LockState::Unknown => Style::default().fg(Color::Magenta),
+    }
+}
+
+/// The colour of a verdict: red where two writers are possible or the
+/// deployment is broken, yellow where the pod needs a look.
+pub fn verdict_style(k: VerdictKind) -> Style {
+    let c = match k {
+        VerdictKind::SiblingsRacing
+        | VerdictKind::HolderNotTake
+        | VerdictKind::HolderOutsidePod
+        | VerdictKind::InvalidEnable
+        | VerdictKind::ArmedHoldsNothing
+        | VerdictKind::OrphanedWriter => Color::Red,
+        VerdictKind::StrayStamp | VerdictKind::Waiting => Color::Yellow,
+    };
+    Style::default().fg(c)
+}
+
+/// Width of the pod view's LOCK column, in cells.
+const LOCK_WIDTH: u16 = 12;
+
+/// The lock column: `holds`, `none`, or `open` with the longest it may have
+/// waited (in a form that fits the column, [`fit_secs`]).
+pub fn lock_text(p: &ProcessInfo) -> String {
+    match p.lock {
+        LockState::Holds => "holds".into(),
+        LockState::None => "none".into(),
+        LockState::Unknown => "unknown".into(),
+        LockState::Open => match p.waiting_s {
+            Some(s) => format!("open ≤{}", fit_secs(s as f64, LOCK_WIDTH - 6, false)),
+            None => "open".into(),
+        },
+    }
+}
+
+/// The pod view: verdicts on top, the process tree, the selected process's
+/// duty sentence. Only the visible rows are built.
+pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
+    let notices = app.notice_lines(area.width.saturating_sub(2));
+    let (verdicts, table, detail) = layout::pod(area, notices.len() as u16);
+
+    let pod = app.snapshot.as_ref().map(|s| &s.pod);
+    let n_verdicts = pod.map(|p| p.verdicts.len()).unwrap_or(0);
+    let lines: Vec<Line> = notices
+        .iter()
+        .map(|l| {
+            let style = match (l.kind, l.error) {
+                (Some(k), _) => verdict_style(k),
+                (None, true) => Style::default().fg(Color::Red),
+                (None, false) => Style::default(),
+            };
+            Line::styled(l.text.clone(), style)
+        })
+        .collect();
+    let title = format!(" pod verdicts ({n_verdicts}) ");
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        verdicts,
+    );
+
+    let page = usize::from(table.height.saturating_sub(3)).max(1);
+    let n = app.pod_rows.len();
+    let offset = app.pod_offset.min(n.saturating_sub(1));
+    let rows: Vec<Row> = (offset..n.min(offset + page))
+        .filter_map(|i| app.pod_row(i).map(|(p, depth)| (i, p, depth)))
+        .map(|(i, p, depth)| {
+            let flagged = pod.is_some_and(|s| s.verdicts.iter().any(|v| v.pids.contains(&p.pid)));
+            let indent = if depth == 0 {
+                String::new()
+            } else if depth <= 16 {
+                format!("{}└ ", "  ".repeat(depth - 1))
+            } else {
+                format!("{}└[{depth}] ", "  ".repeat(15))
+            };
+            let row = Row::new(vec![
+                Cell::from(Span::styled(
+                    if flagged { "!" } else { " " },
+                    Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+                )),
+                Cell::from(p.pid.to_string()),
+                Cell::from(p.ppid.to_string()),
+                Cell::from(format!("{indent}{}", terminal_safe(&p.command))),
+                Cell::from(Span::styled(p.duty.as_str(), duty_style(p.duty))),
+                Cell::from(Span::styled(lock_text(p), lock_style(p.lock))),
+            ]);
+            if i == app.pod_selected {
+                row.style(Style::default().add_modifier(Modifier::REVERSED))
+            } else {
+                row
+            }
+        })
+        .collect();
+    let mut title = if n == 0 {
+        " processes (none) ".to_owned()
+    } else {
+        format!(" processes {}/{} ", app.pod_selected + 1, n)
+    };
+    for l in pod.map(|p| p.locks.as_slice()).unwrap_or_default() {
+        let held = if l.holders.is_empty() {
+            match l.state {
+                LockFileState::HeldOutsideNamespace => "held outside this PID namespace".to_owned(),
+                LockFileState::Unknown => "unknown".to_owned(),
+                LockFileState::Free => "free".to_owned(),
+                LockFileState::Held => "locked, holder not visible".to_owned(),
+            }
+        } else {
+            let pids: Vec<String> = l.holders.iter().map(u32::to_string).collect();
+            format!("held by {}", pids.join(", "))
+        };
+        title.push_str(&format!("· {}: {held} ", terminal_safe(&l.path)));
+    }
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Length(1),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Fill(1),
+            Constraint::Length(8),
+            Constraint::Length(12),
+        ],
+    )
+    .header(
+        Row::new(["", "PID", "PPID", "COMMAND", "DUTY", "LOCK"])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(title));
+    f.render_widget(t, table);
+
+    // The selected process's duty sentence (it names the stamp and why it
+    // counted or not); the duty itself is in the selected row.
+    let text = match app.selected_process() {
+        Some(p) => Line::from(vec![
+            Span::styled(
+                format!("pid {}: ", p.pid),
+                duty_style(p.duty).add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(terminal_safe(&p.duty_reason).into_owned()),
+        ]),
+        None => Line::from(""),
+    };
+    f.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), detail);
+}

@@ -1,0 +1,115 @@
+//! The status bar: the last result, then the key hints (from the key table) and the request rate.
+
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::fit_line;
+use crate::tui::app::{terminal_safe, App, BINDINGS};
+
+/// Two lines: the last result (full width, it may name a path), then the key
+/// hints (ordered by importance, from the key table) and the request rate.
+pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
+    let message = match &app.message {
+        Some((msg, err)) => {
+            let style = if *err {
+                Style::default().fg(Color::Red)
+            } else {
+                Style::default().fg(Color::Cyan)
+            };
+            // Escaped once where it was made: drawn as is (terminal_safe only
+            // escapes what would still reach the terminal raw).
+            Line::styled(terminal_safe(msg).into_owned(), style)
+        }
+        None => Line::from(""),
+    };
+    let mut hints: Vec<_> = BINDINGS
+        .iter()
+        .filter(|b| b.hint > 0 && !(app.read_only && b.writes))
+        .collect();
+    hints.sort_by_key(|b| b.hint);
+    // Each hint is a part that is shown whole or not at all.
+    let mut parts: Vec<Vec<Vec<Span>>> = hints
+        .iter()
+        .map(|b| {
+            // The first key of the binding: "q/Esc Ctrl-C" → "q"; "/" stays "/".
+            let first = b.keys.split(' ').next().unwrap_or(b.keys);
+            let key = if first.len() > 1 {
+                first.split('/').next().unwrap_or(first)
+            } else {
+                first
+            };
+            vec![
+                vec![
+                    Span::styled(key, Style::default().add_modifier(Modifier::BOLD)),
+                    Span::raw(format!(" {}  ", b.does)),
+                ],
+                vec![],
+            ]
+        })
+        .collect();
+    let mut steps: Vec<usize> = Vec::new();
+    if let Some(r) = app.rates() {
+        let (rate, errors) = (r.requests_per_min, r.errors);
+        let rate = Span::raw(format!("│ {rate:.0} req/min"));
+        let cost = app
+            .cost_per_hour()
+            .map(|c| Span::raw(format!(" ≈ ${c:.4}/h")));
+        let red = Style::default().fg(Color::Red);
+        let errors = (errors > 0).then_some(errors);
+        let cadence = Span::raw(format!(
+            " │ lists every {}",
+            humantime::format_duration(app.refresh * app.relist_every)
+        ));
+        // The rates, widest first: everything; without the listing cadence;
+        // without the cost; the errors alone (or the rate when there are none).
+        let form = |with_cost: bool, cadence_too: bool| {
+            let mut v = vec![rate.clone()];
+            if with_cost {
+                v.extend(cost.clone());
+            }
+            if let Some(e) = errors {
+                v.push(Span::styled(format!(", {e} errors"), red));
+            }
+            if cadence_too {
+                v.push(cadence.clone());
+            }
+            v
+        };
+        parts.push(vec![
+            form(true, true),
+            form(true, false),
+            form(false, false),
+            match errors {
+                Some(e) => vec![Span::styled(format!("│ {e} errors"), red)],
+                None => vec![rate.clone()],
+            },
+        ]);
+        let rates = parts.len() - 1;
+        // Least important first: the hints after the third (last first),
+        // the cadence, the cost, the third hint, the rate, then the first two.
+        let between = |lo: u8, hi: u8| -> Vec<usize> {
+            (0..hints.len())
+                .rev()
+                .filter(|&i| hints[i].hint > lo && hints[i].hint <= hi)
+                .collect()
+        };
+        steps.extend(between(3, u8::MAX));
+        steps.extend([rates, rates]);
+        steps.extend(between(2, 3));
+        steps.push(rates);
+        steps.extend(between(0, 2));
+    } else {
+        steps.extend((0..hints.len()).rev());
+    }
+    let spans = fit_line(&parts, &steps, usize::from(area.width)).spans;
+    // A message longer than the screen is wide (a takeover's report ends with
+    // the audit path) takes both lines rather than being cut.
+    if message.width() > usize::from(area.width) {
+        f.render_widget(Paragraph::new(message).wrap(Wrap { trim: false }), area);
+        return;
+    }
+    f.render_widget(Paragraph::new(vec![message, Line::from(spans)]), area);
+}
