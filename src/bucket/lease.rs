@@ -220,6 +220,7 @@ impl BucketLease {
                             || !probe::adapt_etag_form(
                                 store.as_ref(),
                                 &scratch_key(&key, instance_id),
+                                clock.as_ref(),
                             )
                             .await?) =>
                 {
@@ -397,7 +398,9 @@ impl BucketLease {
         // and does If-Match on an absent key create it (then no lease is safe)?
         if report.as_ref().is_ok_and(|r| r.ignored_header().is_none()) {
             let scratch = scratch_key(&self.key, &self.record.instance_id);
-            if let Err(e) = probe::learn_delete(self.store.as_ref(), &scratch).await {
+            if let Err(e) =
+                probe::learn_delete(self.store.as_ref(), &scratch, self.clock.as_ref()).await
+            {
                 tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
             }
             if let Ok(r) = &mut report {
@@ -553,6 +556,7 @@ impl BucketLease {
                                 && probe::adapt_etag_form(
                                     self.store.as_ref(),
                                     &scratch_key(&self.key, &self.record.instance_id),
+                                    self.clock.as_ref(),
                                 )
                                 .await?
                             {
