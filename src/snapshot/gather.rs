@@ -573,7 +573,7 @@ fn assemble(
 /// conditional GET on the ETag seen last (`304 Not Modified` costs no body),
 /// and — with a [`Schedule`] — only when needed: rows in view ([`Focus`]) at
 /// every gather, fresh leases around the moment they could turn stale, the
-/// others at the relist cadence ([`Schedule::next_due`]). Rows not read in a
+/// others at the relist cadence (`Schedule::next_due`). Rows not read in a
 /// gather keep their last reading, judged again at the gather's instant.
 pub struct Gatherer {
     targets: Vec<OpenTarget>,
