@@ -14,8 +14,9 @@ use chrono::{DateTime, Utc};
 /// an arbitrary fixed origin on a clock that never goes backwards and keeps
 /// counting while the machine is suspended (Linux `CLOCK_BOOTTIME`; tokio's
 /// timers and `std::time::Instant` use `CLOCK_MONOTONIC`, which stops during a
-/// suspend, so no deadline of a lease is measured on them).
-pub trait Clock: Send + Sync + 'static {
+/// suspend, so no deadline of a lease is measured on them). A clock may borrow
+/// (one made of a function, for a one-off gather); a [`SharedClock`] is owned.
+pub trait Clock: Send + Sync {
     /// Wall-clock time, UTC.
     fn wall(&self) -> DateTime<Utc>;
     /// Monotonic time since this clock's origin.

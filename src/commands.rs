@@ -61,7 +61,7 @@ pub async fn probe(
     if !json {
         let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
     }
-    let result = probe_scratch(store, &key).await;
+    let result = probe_scratch(store, &key, &crate::clock::SystemClock::new()).await;
     let (verdict, code, text, error) = match &result {
         Ok(report) => {
             let (v, c, t) = if let Some(h) = report.unsupported() {

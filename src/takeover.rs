@@ -389,7 +389,7 @@ pub async fn takeover_with(
     // Precondition probe on a scratch key next to the lease.
     if req.exclusion == Exclusion::Conditional {
         let scratch = crate::bucket::probe::scratch_key(&req.prefix);
-        match probe_scratch(store.as_ref(), &scratch).await {
+        match probe_scratch(store.as_ref(), &scratch, clock.as_ref()).await {
             Ok(report) => {
                 if let Some(header) = report.ignored_header().or(report.unsupported()) {
                     return Err(TakeoverError::PreconditionsIgnored {

@@ -34,7 +34,7 @@ use super::judge::{judge, LeaseState, Observed};
 use super::probe;
 use super::record::{lease_key, LeaseRecord};
 use super::watch::LeaseWatch;
-use crate::clock::SharedClock;
+use crate::clock::{Clock, SharedClock};
 use crate::store::{DeleteSupport, EtagForm, ObjectRead, ObjectStore, PutCondition, StoreError};
 use crate::text::sanitize;
 
@@ -148,6 +148,196 @@ enum Step {
     Write(PutCondition, DateTime<Utc>),
 }
 
+/// The ambiguous answers (409, 5xx) an acquire or renewal met in its rounds.
+#[derive(Default)]
+struct Conflicts {
+    /// 409s and 5xx answers together.
+    conflicts: usize,
+    /// A 409 was among them (5xx answers are counted with 409s, but reported
+    /// as what they were when no 409 came).
+    saw_409: bool,
+    /// The last 5xx answer.
+    last_5xx: Option<StoreError>,
+}
+
+impl Conflicts {
+    /// The error once every round is used up: the last 5xx if only 5xx
+    /// answers came, [`LeaseError::Conflicts`] after any 409, else
+    /// [`LeaseError::Contended`].
+    fn give_up(self, key: String, store: &dyn ObjectStore) -> LeaseError {
+        if let (false, Some(e)) = (self.saw_409, self.last_5xx) {
+            return e.into();
+        }
+        if self.conflicts > 0 {
+            return LeaseError::Conflicts {
+                key,
+                service: store.describe(),
+            };
+        }
+        LeaseError::Contended { key }
+    }
+}
+
+/// What an acquire remembers from one round to the next.
+#[derive(Default)]
+struct AcquireRounds {
+    /// The precondition refused in the previous round, to tell a service
+    /// that refuses a precondition that holds from a lost race.
+    refused: Option<PutCondition>,
+    /// The ETag form the refused request was sent with.
+    refused_form: EtagForm,
+    /// Creates refused over a key then found absent.
+    create_refused: usize,
+    tally: Conflicts,
+}
+
+impl AcquireRounds {
+    /// Judges the previous round's refusal against what is there now
+    /// (`observed`): a create refused twice over an absent key, or an
+    /// `If-Match` refused with the ETag the object still has (after one
+    /// adaptation to the bare form, checked on a scratch key), is the
+    /// service's fault, not a lost race.
+    ///
+    /// Errors: [`LeaseError::CreateRefused`], [`LeaseError::IfMatchRefused`],
+    /// [`LeaseError::Store`] (from the check).
+    async fn check_refusal(
+        &mut self,
+        store: &dyn ObjectStore,
+        clock: &dyn Clock,
+        key: &str,
+        instance_id: &str,
+        observed: &Observed,
+    ) -> Result<(), LeaseError> {
+        match (&self.refused, observed) {
+            // Twice in a row: once could be a create and a delete racing us.
+            (Some(PutCondition::IfNoneMatch), Observed::Absent) => {
+                self.create_refused += 1;
+                if self.create_refused >= 2 {
+                    return Err(LeaseError::CreateRefused {
+                        key: key.to_owned(),
+                        service: store.describe(),
+                    });
+                }
+            }
+            // Refused with the ETag the object still has: a service that wants it
+            // unquoted (Ceph RGW) is adapted to once, after a check on a scratch key.
+            (Some(PutCondition::IfMatch(sent)), Observed::Present { etag: Some(e), .. })
+                if e == sent
+                    && (self.refused_form == EtagForm::Unquoted
+                        || !probe::adapt_etag_form(
+                            store,
+                            &scratch_key(key, instance_id),
+                            clock,
+                        )
+                        .await?) =>
+            {
+                return Err(LeaseError::IfMatchRefused {
+                    key: key.to_owned(),
+                    service: store.describe(),
+                    etag: e.clone(),
+                });
+            }
+            _ => {}
+        }
+        self.refused = None;
+        Ok(())
+    }
+
+    /// Judges the answer to this round's PUT (sent as `cond`, with the ETag
+    /// form `form`): `Some` with the ETag returned (if any) when written;
+    /// `None` to go another round (412 remembered, 409/5xx counted after a
+    /// back-off, 404 to an `If-Match`: the key was deleted meanwhile).
+    ///
+    /// Errors: [`LeaseError::PreconditionsUnsupported`] (501, or 400 to a
+    /// conditional PUT), [`LeaseError::Store`].
+    async fn after_put(
+        &mut self,
+        put: Result<Option<String>, StoreError>,
+        cond: PutCondition,
+        form: EtagForm,
+        config: &LeaseConfig,
+        store: &dyn ObjectStore,
+    ) -> Result<Option<Option<String>>, LeaseError> {
+        match put {
+            Ok(etag) => Ok(Some(etag)),
+            Err(StoreError::PreconditionFailed) => {
+                if config.exclusion == Exclusion::Conditional {
+                    self.refused = Some(cond);
+                    self.refused_form = form;
+                }
+                Ok(None)
+            }
+            // 409, or 5xx (Ceph RGW answers 500 to some losers of an If-Match race):
+            // the write may have landed. The next round reads back and judges
+            // (our own record is adopted).
+            Err(e @ (StoreError::Conflict | StoreError::Other { status: 500.., .. })) => {
+                self.tally.conflicts += 1;
+                if matches!(e, StoreError::Other { .. }) {
+                    self.tally.last_5xx = Some(e);
+                } else {
+                    self.tally.saw_409 = true;
+                }
+                tokio::time::sleep(Duration::from_millis(50 * self.tally.conflicts as u64)).await;
+                Ok(None)
+            }
+            // If-Match over a key deleted meanwhile: the next round creates.
+            Err(StoreError::NotFound(_)) if matches!(cond, PutCondition::IfMatch(_)) => Ok(None),
+            Err(StoreError::NotImplemented(detail)) => Err(LeaseError::PreconditionsUnsupported {
+                service: store.describe(),
+                detail: format!(
+                    "it answered 501 to a conditional PUT: {}",
+                    sanitize(&detail)
+                ),
+            }),
+            // 400 to a conditional PUT of a key it has just let us read: the
+            // header itself is what it does not accept.
+            Err(StoreError::Other {
+                status: 400,
+                message,
+            }) if cond != PutCondition::None => Err(LeaseError::PreconditionsUnsupported {
+                service: store.describe(),
+                detail: format!(
+                    "it answered 400 to a conditional PUT: {}",
+                    sanitize(&message)
+                ),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// A foreign record that looks stale to a reader whose clock is certainly
+/// further from the service's than the record's TTL allows
+/// ([`super::fence::offset_beyond_limit`]) is not taken.
+///
+/// Errors: [`LeaseError::ReaderClock`].
+fn check_reader_clock(
+    store: &dyn ObjectStore,
+    clock: &dyn Clock,
+    key: &str,
+    instance_id: &str,
+    observed: &Observed,
+    now: DateTime<Utc>,
+) -> Result<(), LeaseError> {
+    if let (Some(r), Some(o)) = (observed.record(), store.server_offset()) {
+        if r.instance_id != instance_id {
+            let j = judge(observed, now);
+            if j.state == LeaseState::Stale {
+                if let Some(off) = super::fence::offset_beyond_limit(&o, clock, r.ttl_s) {
+                    return Err(LeaseError::ReaderClock {
+                        key: key.to_owned(),
+                        offset_s: off,
+                        error_s: o.error_s,
+                        limit_s: super::fence::clock_offset_limit_s(r.ttl_s),
+                        ttl_s: r.ttl_s,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl BucketLease {
     /// Takes the lease on `prefix` with a new random instance id.
     /// See [`BucketLease::acquire_as`].
@@ -189,69 +379,22 @@ impl BucketLease {
                 "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
             );
         }
-        // The precondition refused in the previous round, to tell a service
-        // that refuses a precondition that holds from a lost race.
-        let mut refused: Option<PutCondition> = None;
-        // The ETag form the refused request was sent with.
-        let mut refused_form = EtagForm::Quoted;
-        let mut conflicts = 0usize;
-        // 5xx answers are counted with 409s; reported as what they were.
-        let mut saw_409 = false;
-        let mut last_5xx: Option<StoreError> = None;
-        let mut create_refused = 0usize;
+        let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {
             let observed = read(store.as_ref(), &key).await?;
-            match (&refused, &observed) {
-                // Twice in a row: once could be a create and a delete racing us.
-                (Some(PutCondition::IfNoneMatch), Observed::Absent) => {
-                    create_refused += 1;
-                    if create_refused >= 2 {
-                        return Err(LeaseError::CreateRefused {
-                            key,
-                            service: store.describe(),
-                        });
-                    }
-                }
-                // Refused with the ETag the object still has: a service that wants it
-                // unquoted (Ceph RGW) is adapted to once, after a check on a scratch key.
-                (Some(PutCondition::IfMatch(sent)), Observed::Present { etag: Some(e), .. })
-                    if e == sent
-                        && (refused_form == EtagForm::Unquoted
-                            || !probe::adapt_etag_form(
-                                store.as_ref(),
-                                &scratch_key(&key, instance_id),
-                            )
-                            .await?) =>
-                {
-                    return Err(LeaseError::IfMatchRefused {
-                        key,
-                        service: store.describe(),
-                        etag: e.clone(),
-                    });
-                }
-                _ => {}
-            }
-            refused = None;
+            rounds
+                .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
+                .await?;
             let now = clock.wall();
             let mono = clock.mono();
-            if let (Some(r), Some(o)) = (observed.record(), store.server_offset()) {
-                if r.instance_id != instance_id {
-                    let j = judge(&observed, now);
-                    if j.state == LeaseState::Stale {
-                        if let Some(off) =
-                            super::fence::offset_beyond_limit(&o, clock.as_ref(), r.ttl_s)
-                        {
-                            return Err(LeaseError::ReaderClock {
-                                key,
-                                offset_s: off,
-                                error_s: o.error_s,
-                                limit_s: super::fence::clock_offset_limit_s(r.ttl_s),
-                                ttl_s: r.ttl_s,
-                            });
-                        }
-                    }
-                }
-            }
+            check_reader_clock(
+                store.as_ref(),
+                clock.as_ref(),
+                &key,
+                instance_id,
+                &observed,
+                now,
+            )?;
             let Step::Write(cond, acquired_at) =
                 decide(&key, &observed, instance_id, now, mono, &config, watch)?;
             let record = LeaseRecord {
@@ -270,88 +413,34 @@ impl BucketLease {
                 .filter(|r| r.instance_id != instance_id)
                 .map(|r| r.instance_id.clone());
             let form = store.capabilities().etag_form;
-            match store.put(&key, body.clone(), cond.clone()).await {
-                Ok(etag) => {
-                    let etag = match etag {
-                        Some(e) => e,
-                        None => match read(store.as_ref(), &key).await? {
-                            Observed::Present { etag: Some(e), .. } => e,
-                            _ => return Err(LeaseError::Contended { key }),
-                        },
-                    };
-                    let lease = Self {
-                        store: store.clone(),
-                        clock: clock.clone(),
-                        key: key.clone(),
-                        config: config.clone(),
-                        record,
-                        etag,
-                        renewed_mono: mono,
-                        not_before_mono: None,
-                        lost: false,
-                    };
-                    return lease.probe_after_acquire(&body, replaced).await;
-                }
-                Err(StoreError::PreconditionFailed) => {
-                    if config.exclusion == Exclusion::Conditional {
-                        refused = Some(cond);
-                        refused_form = form;
-                    }
-                    continue;
-                }
-                // 409, or 5xx (Ceph RGW answers 500 to some losers of an If-Match race):
-                // the write may have landed. The next round reads back and judges
-                // (our own record is adopted).
-                Err(e @ (StoreError::Conflict | StoreError::Other { status: 500.., .. })) => {
-                    conflicts += 1;
-                    if matches!(e, StoreError::Other { .. }) {
-                        last_5xx = Some(e);
-                    } else {
-                        saw_409 = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50 * conflicts as u64)).await;
-                    continue;
-                }
-                // If-Match over a key deleted meanwhile: the next round creates.
-                Err(StoreError::NotFound(_)) if matches!(cond, PutCondition::IfMatch(_)) => {
-                    continue
-                }
-                Err(StoreError::NotImplemented(detail)) => {
-                    return Err(LeaseError::PreconditionsUnsupported {
-                        service: store.describe(),
-                        detail: format!(
-                            "it answered 501 to a conditional PUT: {}",
-                            sanitize(&detail)
-                        ),
-                    })
-                }
-                // 400 to a conditional PUT of a key it has just let us read: the
-                // header itself is what it does not accept.
-                Err(StoreError::Other {
-                    status: 400,
-                    message,
-                }) if cond != PutCondition::None => {
-                    return Err(LeaseError::PreconditionsUnsupported {
-                        service: store.describe(),
-                        detail: format!(
-                            "it answered 400 to a conditional PUT: {}",
-                            sanitize(&message)
-                        ),
-                    })
-                }
-                Err(e) => return Err(e.into()),
-            }
+            let put = store.put(&key, body.clone(), cond.clone()).await;
+            let Some(etag) = rounds
+                .after_put(put, cond, form, &config, store.as_ref())
+                .await?
+            else {
+                continue;
+            };
+            let etag = match etag {
+                Some(e) => e,
+                None => match read(store.as_ref(), &key).await? {
+                    Observed::Present { etag: Some(e), .. } => e,
+                    _ => return Err(LeaseError::Contended { key }),
+                },
+            };
+            let lease = Self {
+                store: store.clone(),
+                clock: clock.clone(),
+                key: key.clone(),
+                config: config.clone(),
+                record,
+                etag,
+                renewed_mono: mono,
+                not_before_mono: None,
+                lost: false,
+            };
+            return lease.probe_after_acquire(&body, replaced).await;
         }
-        if let (false, Some(e)) = (saw_409, last_5xx) {
-            return Err(e.into());
-        }
-        if conflicts > 0 {
-            return Err(LeaseError::Conflicts {
-                key,
-                service: store.describe(),
-            });
-        }
-        Err(LeaseError::Contended { key })
+        Err(rounds.tally.give_up(key, store.as_ref()))
     }
 
     /// A lease this process has just written itself (an operator takeover):
@@ -397,7 +486,9 @@ impl BucketLease {
         // and does If-Match on an absent key create it (then no lease is safe)?
         if report.as_ref().is_ok_and(|r| r.ignored_header().is_none()) {
             let scratch = scratch_key(&self.key, &self.record.instance_id);
-            if let Err(e) = probe::learn_delete(self.store.as_ref(), &scratch).await {
+            if let Err(e) =
+                probe::learn_delete(self.store.as_ref(), &scratch, self.clock.as_ref()).await
+            {
                 tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
             }
             if let Ok(r) = &mut report {
@@ -468,10 +559,7 @@ impl BucketLease {
                 by: None,
             });
         }
-        let mut conflicts = 0usize;
-        // 5xx answers are counted with 409s; reported as what they were.
-        let mut saw_409 = false;
-        let mut last_5xx: Option<StoreError> = None;
+        let mut tally = Conflicts::default();
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.wall();
             let mono = self.clock.mono();
@@ -479,23 +567,7 @@ impl BucketLease {
                 renewed_at: now,
                 ..self.record.clone()
             };
-            let cond = match self.config.exclusion {
-                Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
-                Exclusion::BestEffort => {
-                    // Read, check it is still ours, then write.
-                    match read(self.store.as_ref(), &self.key).await? {
-                        Observed::Present {
-                            etag: Some(e),
-                            record: Ok(r),
-                            ..
-                        } if r.instance_id == self.record.instance_id => {
-                            self.etag = e;
-                        }
-                        other => return Err(self.mark_lost(other.record().cloned())),
-                    }
-                    PutCondition::None
-                }
-            };
+            let cond = self.renew_condition().await?;
             let form = self.store.capabilities().etag_form;
             match self.store.put(&self.key, record.to_body(), cond).await {
                 Ok(etag) => {
@@ -515,76 +587,103 @@ impl BucketLease {
                     | StoreError::Conflict
                     | StoreError::NotFound(_)
                     | StoreError::Other { status: 500.., .. }),
-                ) => {
-                    // 409 and 5xx are ambiguous: the write may have landed. Read back.
-                    let conflict =
-                        matches!(refused, StoreError::Conflict | StoreError::Other { .. });
-                    if conflict {
-                        conflicts += 1;
-                    }
-                    let answer = match &refused {
-                        StoreError::Conflict => {
-                            saw_409 = true;
-                            "409 ConditionalRequestConflict".to_owned()
-                        }
-                        StoreError::Other { status, .. } => {
-                            last_5xx = Some(refused.clone());
-                            format!("{status}")
-                        }
-                        _ => String::new(),
-                    };
-                    match read(self.store.as_ref(), &self.key).await? {
-                        Observed::Present {
-                            etag: Some(e),
-                            record: Ok(r),
-                            ..
-                        } if r.instance_id == self.record.instance_id => {
-                            if e != self.etag {
-                                // Our earlier write landed though its answer was lost: adopt
-                                // its ETag and renew again (the fence is not extended by it).
-                                tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
-                                self.etag = e;
-                            } else if conflict {
-                                // 409/5xx: not written; ours is still there.
-                                tracing::info!(key = %self.key, "renewal answered {answer}; read back: ours is still there unchanged; retrying");
-                                tokio::time::sleep(Duration::from_millis(50 * conflicts as u64))
-                                    .await;
-                            } else if form == EtagForm::Quoted
-                                && probe::adapt_etag_form(
-                                    self.store.as_ref(),
-                                    &scratch_key(&self.key, &self.record.instance_id),
-                                )
-                                .await?
-                            {
-                                // The service wants the ETag unquoted (checked): renew again.
-                            } else {
-                                // The object still has the ETag we sent, yet If-Match was refused.
-                                return Err(LeaseError::IfMatchRefused {
-                                    key: self.key.clone(),
-                                    service: self.store.describe(),
-                                    etag: e,
-                                });
-                            }
-                            continue;
-                        }
-                        other => return Err(self.mark_lost(other.record().cloned())),
-                    }
-                }
+                ) => self.renewal_refused(refused, form, &mut tally).await?,
                 Err(e) => return Err(e.into()),
             }
         }
-        if let (false, Some(e)) = (saw_409, last_5xx) {
-            return Err(e.into());
-        }
-        if conflicts > 0 {
-            return Err(LeaseError::Conflicts {
-                key: self.key.clone(),
-                service: self.store.describe(),
-            });
-        }
-        Err(LeaseError::Contended {
-            key: self.key.clone(),
+        Err(tally.give_up(self.key.clone(), self.store.as_ref()))
+    }
+
+    /// The precondition of the next renewal: `If-Match` on the held ETag, or
+    /// (best-effort) none, after a read that finds the record still ours.
+    ///
+    /// Errors: [`LeaseError::Lost`] (best-effort: not ours any more), [`LeaseError::Store`].
+    async fn renew_condition(&mut self) -> Result<PutCondition, LeaseError> {
+        Ok(match self.config.exclusion {
+            Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
+            Exclusion::BestEffort => {
+                // Read, check it is still ours, then write.
+                match read(self.store.as_ref(), &self.key).await? {
+                    Observed::Present {
+                        etag: Some(e),
+                        record: Ok(r),
+                        ..
+                    } if r.instance_id == self.record.instance_id => {
+                        self.etag = e;
+                    }
+                    other => return Err(self.mark_lost(other.record().cloned())),
+                }
+                PutCondition::None
+            }
         })
+    }
+
+    /// A renewal sent with the ETag form `form` was `refused` (412, 404, or the
+    /// ambiguous 409 and 5xx, counted in `tally`): reads back and judges. `Ok`
+    /// means renew again: our earlier write had landed (its ETag adopted), ours
+    /// is there unchanged after a 409/5xx (after a back-off), or the service
+    /// wants the ETag unquoted (checked and switched).
+    ///
+    /// Errors: [`LeaseError::Lost`] (someone else's record, or none),
+    /// [`LeaseError::IfMatchRefused`], [`LeaseError::Store`].
+    async fn renewal_refused(
+        &mut self,
+        refused: StoreError,
+        form: EtagForm,
+        tally: &mut Conflicts,
+    ) -> Result<(), LeaseError> {
+        // 409 and 5xx are ambiguous: the write may have landed. Read back.
+        let conflict = matches!(refused, StoreError::Conflict | StoreError::Other { .. });
+        if conflict {
+            tally.conflicts += 1;
+        }
+        let answer = match &refused {
+            StoreError::Conflict => {
+                tally.saw_409 = true;
+                "409 ConditionalRequestConflict".to_owned()
+            }
+            StoreError::Other { status, .. } => {
+                tally.last_5xx = Some(refused.clone());
+                format!("{status}")
+            }
+            _ => String::new(),
+        };
+        match read(self.store.as_ref(), &self.key).await? {
+            Observed::Present {
+                etag: Some(e),
+                record: Ok(r),
+                ..
+            } if r.instance_id == self.record.instance_id => {
+                if e != self.etag {
+                    // Our earlier write landed though its answer was lost: adopt
+                    // its ETag and renew again (the fence is not extended by it).
+                    tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
+                    self.etag = e;
+                } else if conflict {
+                    // 409/5xx: not written; ours is still there.
+                    tracing::info!(key = %self.key, "renewal answered {answer}; read back: ours is still there unchanged; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * tally.conflicts as u64)).await;
+                } else if form == EtagForm::Quoted
+                    && probe::adapt_etag_form(
+                        self.store.as_ref(),
+                        &scratch_key(&self.key, &self.record.instance_id),
+                        self.clock.as_ref(),
+                    )
+                    .await?
+                {
+                    // The service wants the ETag unquoted (checked): renew again.
+                } else {
+                    // The object still has the ETag we sent, yet If-Match was refused.
+                    return Err(LeaseError::IfMatchRefused {
+                        key: self.key.clone(),
+                        service: self.store.describe(),
+                        etag: e,
+                    });
+                }
+                Ok(())
+            }
+            other => Err(self.mark_lost(other.record().cloned())),
+        }
     }
 
     fn mark_lost(&mut self, by: Option<LeaseRecord>) -> LeaseError {

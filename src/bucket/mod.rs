@@ -11,6 +11,60 @@
 //! - [`keepalive`]: the renewal task and the fence watchdog.
 //! - [`probe`]: does the service honour `If-None-Match` / `If-Match`?
 //! - [`watch`]: [`LeaseWatch`] for suspect and malformed records.
+//!
+//! # What the core guarantees
+//!
+//! For a lease of TTL `T` on a service that honours conditional writes (the
+//! probe says so, [`Exclusion::Conditional`]); README, "What the fence
+//! guarantees, and where it stops", is the user's account of the same rules:
+//!
+//! - **One winner per write of the LEASE.** Every acquire, renewal and
+//!   takeover is one conditional PUT (`If-None-Match: *` or `If-Match` on the
+//!   ETag read); of two contenders at most one succeeds, and a refused one
+//!   re-reads and judges again ([`lease`]). A service that ignores either
+//!   precondition is found by the probe on every acquire, and the lease is
+//!   removed and refused rather than held ([`probe`]).
+//! - **A holder stops a sixth of a TTL before anyone may start.** A contender
+//!   may take a record only once it is `T` old by its own clock ([`mod@judge`]).
+//!   The holder's fence closes at the start of its last successful renewal +
+//!   `2T/3`, on the boot-time clock (which counts suspend) and the wall clock
+//!   both; a wall clock stepped since closes it at once ([`fence`]).
+//! - **The fence is enforced by its own thread.** A watchdog thread, not the
+//!   renewal task and not the async runtime, closes it at the deadline: a hung
+//!   renewal, a silent store, a busy runtime or a resume from `SIGSTOP` cannot
+//!   hold it open ([`fence`], [`keepalive`]). Closed is closed: no renewal, in flight or
+//!   late, reopens it.
+//! - **Clocks are checked, not trusted.** Time is read only through the
+//!   injected [`crate::clock::Clock`]. Each answer's `Date` gives this host's
+//!   offset from the service; a holder certainly more than `T/12` off closes
+//!   its fence, and a contender that far off refuses to judge a record stale
+//!   ([`fence::clock_offset_limit_s`]). Two hosts within `T/12` each stay
+//!   within the `T/6` margin above.
+//! - **A release never deletes someone else's lease**: `If-Match` on our ETag,
+//!   or read, check it is ours, delete, where conditional `DELETE` is ignored.
+//!
+//! # What it does not guarantee
+//!
+//! - **It is advisory.** It catches two machines configured with one bucket; it
+//!   does not make a second writer that ignores it safe, and on a service
+//!   without conditional writes ([`Exclusion::BestEffort`]) two contenders
+//!   starting together may both pass (the later writer wins at the next
+//!   renewal).
+//! - **A request already sent cannot be recalled.** A holder paused between
+//!   checking [`BucketLease::may_write`] and sending a request sends it when it
+//!   resumes; on a conditional service such a late write can only fail a
+//!   precondition or create an object nobody refers to, without conditional
+//!   writes it can overwrite.
+//! - **A process frozen together with leasectl** (its process group stopped, a
+//!   frozen VM) runs for the instant between its resume and the watchdog's
+//!   `SIGKILL`.
+//! - **Clock offsets are only as good as one-second `Date` headers**: under a
+//!   12 s TTL the `T/12` rule catches gross errors only. A local `file://`
+//!   store has no clock of its own; holder and reader share this host's.
+//! - **A forced takeover of a fresh lease** cannot know when the replaced
+//!   holder's last renewal began: it waits the old lease's `5T/6` after its
+//!   PUT before anything it starts may write, and says from when writes are
+//!   safe.
 
 pub mod error;
 pub mod fence;

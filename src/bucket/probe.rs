@@ -24,6 +24,7 @@
 
 use serde::Serialize;
 
+use crate::clock::Clock;
 use crate::store::{Capabilities, DeleteSupport, EtagForm, ObjectStore, PutCondition, StoreError};
 
 /// What the service did with one precondition.
@@ -318,10 +319,14 @@ fn release_word(d: DeleteSupport) -> &'static str {
 /// made-up one in that form; if so, the store sends bare ETags from now on.
 /// Returns true when the store now sends bare ETags (switched here or before).
 /// Callers that sent the bare form already must not call it: a refusal of the
-/// bare form is not adaptable.
+/// bare form is not adaptable. `clock` stamps the scratch body.
 ///
 /// Errors: [`StoreError`] from the check (the store is left as it was).
-pub async fn adapt_etag_form(store: &dyn ObjectStore, scratch: &str) -> Result<bool, StoreError> {
+pub async fn adapt_etag_form(
+    store: &dyn ObjectStore,
+    scratch: &str,
+    clock: &dyn Clock,
+) -> Result<bool, StoreError> {
     // One change of form at a time: a check running while another user of the
     // store switched it would send the "quoted" request bare.
     let _one = FORM_CHANGE.lock().await;
@@ -335,7 +340,7 @@ pub async fn adapt_etag_form(store: &dyn ObjectStore, scratch: &str) -> Result<b
         ..caps
     };
     let check = async {
-        let body = scratch_body("etag_form");
+        let body = scratch_body("etag_form", clock);
         let etag = match store
             .put(scratch, body.clone(), PutCondition::IfNoneMatch)
             .await?
@@ -391,15 +396,20 @@ pub async fn adapt_etag_form(store: &dyn ObjectStore, scratch: &str) -> Result<b
 /// whether `If-Match` on an absent key creates it, on a scratch key `scratch`
 /// (created, deleted with a made-up ETag, removed, written with `If-Match`
 /// while absent, removed).
-/// Leaves the finding in the store's [`Capabilities`].
+/// Leaves the finding in the store's [`Capabilities`]. `clock` stamps the
+/// scratch bodies.
 ///
 /// Errors: store failures; the capability then stays unknown (a release then
 /// reads and checks before deleting).
-pub async fn learn_delete(store: &dyn ObjectStore, scratch: &str) -> Result<(), StoreError> {
+pub async fn learn_delete(
+    store: &dyn ObjectStore,
+    scratch: &str,
+    clock: &dyn Clock,
+) -> Result<(), StoreError> {
     if store.capabilities().conditional_delete != DeleteSupport::Unknown {
         return Ok(());
     }
-    let body = scratch_body("learn_delete");
+    let body = scratch_body("learn_delete", clock);
     store
         .put(scratch, body.clone(), PutCondition::IfNoneMatch)
         .await?;
@@ -453,10 +463,11 @@ pub async fn learn_delete(store: &dyn ObjectStore, scratch: &str) -> Result<(), 
     Ok(())
 }
 
-fn scratch_body(step: &str) -> Vec<u8> {
+/// A scratch key's body for `step`, stamped with `clock`'s wall time and a nonce.
+fn scratch_body(step: &str, clock: &dyn Clock) -> Vec<u8> {
     format!(
         "{{\"leasectl_probe\":true,\"step\":\"{step}\",\"at\":\"{}\",\"nonce\":\"{}\"}}",
-        chrono::Utc::now().to_rfc3339(),
+        clock.wall().to_rfc3339(),
         super::record::new_instance_id()
     )
     .into_bytes()
@@ -560,7 +571,8 @@ fn honoured(s: &Step) -> Honoured {
 
 /// Removes the scratch keys directly under `dir` (a `.leasectl-probe/`
 /// prefix) older than `age` by the service's Last-Modified against the
-/// service's clock where known, except `own`: probes killed mid-way leave
+/// service's clock where known (`clock`'s wall time plus the service's
+/// offset; `clock`'s alone otherwise), except `own`: probes killed mid-way leave
 /// theirs behind. Each is deleted with `If-Match` on the ETag listed. Returns
 /// the keys removed. [`probe_scratch`] sweeps with [`SWEEP_AFTER`].
 pub async fn sweep(
@@ -568,6 +580,7 @@ pub async fn sweep(
     dir: &str,
     own: &str,
     age: std::time::Duration,
+    clock: &dyn Clock,
 ) -> Vec<String> {
     let listing = match store.list(dir).await {
         Ok(l) => l,
@@ -577,7 +590,7 @@ pub async fn sweep(
         }
     };
     let offset = store.server_offset().map(|o| o.offset_s).unwrap_or(0.0);
-    let service_now = chrono::Utc::now() + chrono::Duration::milliseconds((offset * 1000.0) as i64);
+    let service_now = clock.wall() + chrono::Duration::milliseconds((offset * 1000.0) as i64);
     let limit = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
     let mut removed = Vec::new();
     for o in listing.objects {
@@ -606,19 +619,21 @@ pub async fn sweep(
 /// The full probe on a scratch key (see the module documentation): seven
 /// named steps, then whatever it wrote is removed. Scratch keys next to it
 /// older than [`SWEEP_AFTER`] are removed first. Records what it found in the
-/// store's [`Capabilities`] (ETag form, conditional DELETE).
+/// store's [`Capabilities`] (ETag form, conditional DELETE). `clock` stamps
+/// the scratch bodies and dates the sweep.
 ///
 /// Errors: store failures (403 → `AccessDenied`: the credentials may not write there).
 pub async fn probe_scratch(
     store: &dyn ObjectStore,
     key: &str,
+    clock: &dyn Clock,
 ) -> Result<PreconditionReport, StoreError> {
     let absent_key = format!("{key}.absent");
     let dir = match key.rfind('/') {
         Some(i) => &key[..=i],
         None => "",
     };
-    let mut changed: Vec<String> = sweep(store, dir, key, SWEEP_AFTER)
+    let mut changed: Vec<String> = sweep(store, dir, key, SWEEP_AFTER, clock)
         .await
         .into_iter()
         .map(|k| {
@@ -628,7 +643,7 @@ pub async fn probe_scratch(
             )
         })
         .collect();
-    let result = run_steps(store, key, &absent_key, &mut changed).await;
+    let result = run_steps(store, key, &absent_key, &mut changed, clock).await;
     // Remove what we wrote, whatever happened.
     let cleanup = async {
         if exists(store, key).await? {
@@ -655,24 +670,25 @@ async fn run_steps(
     key: &str,
     absent_key: &str,
     changed: &mut Vec<String>,
+    clock: &dyn Clock,
 ) -> Result<PreconditionReport, StoreError> {
     let mut steps = Vec::new();
     let caps0 = store.capabilities();
     // 1. Create on an absent key.
-    let body = scratch_body("create_absent");
+    let body = scratch_body("create_absent", clock);
     let (res, answer, mut etag) = put_step(store, key, &body, PutCondition::IfNoneMatch).await?;
     let mut note = None;
     let mut held = body;
     if res != Outcome::Accepted {
         // Go on with an unconditional write, so the other steps can run.
         note = Some("a lease could never be created here".to_owned());
-        held = scratch_body("create_absent_unconditional");
+        held = scratch_body("create_absent_unconditional", clock);
         etag = store.put(key, held.clone(), PutCondition::None).await?;
     }
     steps.push(step(StepName::CreateAbsent, res, answer, note));
 
     // 2. Create on the key just created.
-    let body = scratch_body("create_present");
+    let body = scratch_body("create_present", clock);
     let (res, answer, e) = put_step(store, key, &body, PutCondition::IfNoneMatch).await?;
     let note = (res == Outcome::Accepted)
         .then(|| "If-None-Match ignored: two contenders could both create a lease".to_owned());
@@ -690,7 +706,7 @@ async fn run_steps(
             .and_then(|(_, e)| e)
             .unwrap_or_default(),
     };
-    let body = scratch_body("if_match_current");
+    let body = scratch_body("if_match_current", clock);
     let (mut res, mut answer, e) = put_step(
         store,
         key,
@@ -746,7 +762,7 @@ async fn run_steps(
     drop(one);
 
     // 4. If-Match with a made-up ETag (in the form now in use).
-    let body = scratch_body("if_match_made_up");
+    let body = scratch_body("if_match_made_up", clock);
     let (res, answer, e) = put_step(
         store,
         key,
@@ -763,7 +779,7 @@ async fn run_steps(
     steps.push(step(StepName::IfMatchMadeUp, res, answer, note));
 
     // 5. If-Match on an absent key: refused, and nothing created.
-    let body = scratch_body("if_match_absent");
+    let body = scratch_body("if_match_absent", clock);
     let (mut res, mut answer, _) = put_step(
         store,
         absent_key,
@@ -823,7 +839,7 @@ async fn run_steps(
     steps.push(s6);
     if res == Outcome::Accepted {
         // Deleted: put it back for the last step.
-        held = scratch_body("recreate");
+        held = scratch_body("recreate", clock);
         etag = store.put(key, held.clone(), PutCondition::None).await?;
     }
 

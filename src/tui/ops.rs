@@ -122,7 +122,8 @@ impl Ops {
     async fn probe(&self, target: usize) -> Option<Action> {
         let t = self.targets.get(target)?;
         let key = crate::bucket::probe::scratch_key(&t.root);
-        let (result, text) = match probe_scratch(t.store.as_ref(), &key).await {
+        let probed = probe_scratch(t.store.as_ref(), &key, self.clock.as_ref()).await;
+        let (result, text) = match probed {
             Ok(r) => match (r.ignored_header(), r.unsupported()) {
                 (None, None) if r.adaptations().is_empty() => (
                     ExclusionReport::Conditional,

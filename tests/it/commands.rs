@@ -421,6 +421,7 @@ server_matrix! {
             "db/.leasectl-probe/",
             "db/.leasectl-probe/own",
             Duration::from_secs(1),
+            &leasectl::clock::SystemClock::new(),
         )
         .await;
         assert_eq!(removed, ["db/.leasectl-probe/killed"], "{}", server.name());

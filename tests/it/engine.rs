@@ -728,3 +728,25 @@ server_matrix! {
         assert!(current(store.as_ref(), "tk/LEASE").await.is_none());
     }
 }
+
+/// The probe's sweep dates scratch keys by the injected clock, never by
+/// `Utc::now()` (ARCHITECTURE.md, invariant 2): a key just written is new to
+/// the real clock and older than the sweep age to a clock an hour ahead.
+#[tokio::test]
+async fn probe_sweep_ages_scratch_keys_by_the_injected_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let left = "db/.leasectl-probe/left";
+    store
+        .put(left, b"{}".to_vec(), PutCondition::None)
+        .await
+        .unwrap();
+    let (scratch, own) = ("db/.leasectl-probe/", "db/.leasectl-probe/own");
+    let age = leasectl::bucket::probe::SWEEP_AFTER;
+    let real = SystemClock::new();
+    let removed = leasectl::bucket::probe::sweep(&store, scratch, own, age, &real).await;
+    assert!(removed.is_empty(), "{removed:?}");
+    let ahead = ManualClock::new(Utc::now() + chrono::Duration::hours(1));
+    let removed = leasectl::bucket::probe::sweep(&store, scratch, own, age, &ahead).await;
+    assert_eq!(removed, [left]);
+}

@@ -1,0 +1,325 @@
+//! The `--json` document: [`Snapshot`] and its parts, as serde types, with
+//! the judgement of each row at an instant and the snapshot's exit code.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Serialize, Serializer};
+
+use crate::bucket::{judge, lease_key, LeaseRecord, LeaseState, Observed};
+use crate::writer::scan::PodSnapshot;
+
+/// The `--json` schema version. Minor versions only add fields.
+pub const SCHEMA_VERSION: &str = "1.2";
+
+/// How strongly the lease excludes a second writer on the prefix's service,
+/// as far as this reader knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExclusionReport {
+    /// A probe showed the service refuses failed preconditions.
+    Conditional,
+    /// Best-effort mode was chosen (`--conditional off`).
+    BestEffort,
+    /// A probe showed the service ignores a precondition.
+    Ignored,
+    /// No probe has run against this service.
+    Unprobed,
+    /// The probe could not finish.
+    Error,
+}
+
+/// One prefix's row: the LEASE object and its judgement at `generated_at`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefixReport {
+    /// The prefix (empty or ending in `/`).
+    pub prefix: String,
+    /// The lease key, `{prefix}LEASE`.
+    pub key: String,
+    /// fresh | stale | suspect | malformed | absent.
+    pub state: LeaseState,
+    /// The record, when the body is a valid one.
+    pub record: Option<LeaseRecord>,
+    /// The body, escaped, only when malformed.
+    pub raw: Option<String>,
+    /// Why it is suspect or malformed, or what is wrong with a record judged
+    /// fresh or stale all the same (`renewed_at` before `acquired_at`).
+    pub problem: Option<String>,
+    /// The object's ETag (quotes removed).
+    pub etag: Option<String>,
+    /// Last-Modified, server clock, UTC.
+    #[serde(serialize_with = "ser_opt_ts")]
+    pub last_modified: Option<DateTime<Utc>>,
+    /// Seconds since `renewed_at` by the reader's clock.
+    pub age_s: Option<f64>,
+    /// Seconds until the lease may be taken over (negative: expired).
+    pub expires_in_s: Option<f64>,
+    /// `renewed_at − Last-Modified` in seconds (±1 s): the holder's clock offset.
+    pub holder_skew_s: Option<f64>,
+    /// Exclusion on this prefix's service.
+    pub exclusion: ExclusionReport,
+    /// What was read, kept to judge again as the clock moves.
+    #[serde(skip)]
+    pub observed: Observed,
+    /// Set when the row looks stale but this reader's clock is too far from
+    /// the service's to say so: its age is unknown (see `problem`).
+    #[serde(skip)]
+    pub age_unknown: bool,
+}
+
+impl PrefixReport {
+    /// Builds a row from what was read, judged at `now`.
+    pub fn new(prefix: String, observed: Observed, now: DateTime<Utc>) -> Self {
+        let mut r = Self {
+            key: lease_key(&prefix),
+            prefix,
+            state: LeaseState::Absent,
+            record: None,
+            raw: None,
+            problem: None,
+            etag: observed.etag().map(str::to_owned),
+            last_modified: match &observed {
+                Observed::Present { last_modified, .. } => *last_modified,
+                Observed::Absent => None,
+            },
+            age_s: None,
+            expires_in_s: None,
+            holder_skew_s: None,
+            exclusion: ExclusionReport::Unprobed,
+            observed,
+            age_unknown: false,
+        };
+        r.record = r.observed.record().cloned();
+        if let Observed::Present {
+            record: Err((_, raw)),
+            ..
+        } = &r.observed
+        {
+            r.raw = Some(raw.clone());
+        }
+        r.rejudge(now);
+        r
+    }
+
+    /// Judges the row again at `now` (ages tick between refreshes).
+    pub fn rejudge(&mut self, now: DateTime<Utc>) {
+        let j = judge(&self.observed, now);
+        self.state = j.state;
+        self.problem = j.problem;
+        self.age_s = j.age_s.map(round_ms);
+        self.expires_in_s = j.expires_in_s.map(round_ms);
+        self.holder_skew_s = j.holder_skew_s.map(round_ms);
+        self.age_unknown = false;
+    }
+
+    /// Applies the reader-clock rule: a row judged stale by a clock that is
+    /// certainly further from the service's than a twelfth of the record's
+    /// TTL is not known to be stale. `offset_s` is service minus reader.
+    fn check_reader_clock(&mut self, offset_s: f64, error_s: f64) {
+        let Some(r) = &self.record else { return };
+        let limit = crate::bucket::fence::clock_offset_limit_s(r.ttl_s);
+        if self.state == LeaseState::Stale && offset_s.abs() - error_s > limit {
+            self.age_unknown = true;
+            self.problem = Some(format!(
+                "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \
+                 its age is unknown and it may be live; fix this host's time (NTP) before any takeover",
+                crate::bucket::format_secs(offset_s.abs()),
+                if offset_s > 0.0 { "behind" } else { "ahead of" },
+                crate::bucket::format_secs(limit),
+                r.ttl_s
+            ));
+        }
+    }
+
+    /// The judgement's explanation at `now`, without the state's name.
+    pub fn explanation(&self, now: DateTime<Utc>) -> String {
+        judge(&self.observed, now).explanation()
+    }
+}
+
+/// A prefix that could not be read (its LEASE, or its listing), or that a
+/// listing returned but cannot be named as a key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PrefixError {
+    /// The prefix.
+    pub prefix: String,
+    /// What went wrong (safe to print; never credentials).
+    pub error: String,
+}
+
+/// Everything gathered for one TARGET.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetReport {
+    /// The TARGET URL as normalised.
+    pub url: String,
+    /// Where requests went, for people (the console header, text output):
+    /// `local`, or the endpoint (or `AWS S3`) with region and addressing
+    /// style. Not in `--json`, which has [`TargetReport::endpoint_url`],
+    /// [`TargetReport::region`] and [`TargetReport::addressing_style`].
+    #[serde(skip)]
+    pub endpoint: String,
+    /// JSON `endpoint`: the endpoint URL requests went to, credentials shown
+    /// as `***`; null for the SDK's own AWS endpoint of `region`, and for a
+    /// local store.
+    #[serde(rename = "endpoint")]
+    pub endpoint_url: Option<String>,
+    /// The region requests were signed for (null for a local store).
+    pub region: Option<String>,
+    /// `path` or `virtual_host` (null for a local store).
+    pub addressing_style: Option<crate::store::AddressingStyle>,
+    /// Bucket name, for S3.
+    pub bucket: Option<String>,
+    /// Why the target could not be gathered at all (listing failed).
+    pub error: Option<String>,
+    /// Prefixes that could not be read.
+    pub errors: Vec<PrefixError>,
+    /// Prefixes found, sorted by prefix.
+    pub prefixes: Vec<PrefixReport>,
+    /// The service's clock minus this reader's, in seconds, from the `Date`
+    /// of its latest answer (null for a local store: it has no clock of its own).
+    pub server_offset_s: Option<f64>,
+    /// The uncertainty of `server_offset_s`, ± seconds.
+    pub server_offset_error_s: Option<f64>,
+    /// Why the service's clock is unknown although it has one (its latest
+    /// answer had no `Date`, or one that does not parse): ages are then
+    /// judged by this reader's clock alone. Null when known, and for a local
+    /// store.
+    pub server_clock_note: Option<String>,
+}
+
+impl TargetReport {
+    /// The URL of `prefix` (a key prefix in this target's store, as in
+    /// [`PrefixReport::prefix`]), written as a TARGET that names it:
+    /// `s3://bucket/` or the local store's `file://` URL, then the prefix,
+    /// percent-encoded where a TARGET needs it ([`crate::target`]).
+    pub fn prefix_url(&self, prefix: &str) -> String {
+        match &self.bucket {
+            Some(b) => format!("s3://{b}/{}", crate::target::encode_path(prefix)),
+            None => {
+                let slash = if self.url.ends_with('/') { "" } else { "/" };
+                format!("{}{slash}{}", self.url, crate::target::encode_path(prefix))
+            }
+        }
+    }
+}
+
+/// The reader's clock, by which every age is computed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReaderClock {
+    /// The reader's wall-clock time when the snapshot was judged, UTC.
+    #[serde(serialize_with = "ser_ts")]
+    pub now: DateTime<Utc>,
+    /// The storage services' clock minus this reader's, in seconds: of the
+    /// targets measured, the one furthest from zero (null when none was).
+    pub server_offset_s: Option<f64>,
+    /// Its uncertainty, ± seconds.
+    pub server_offset_error_s: Option<f64>,
+}
+
+/// One consistent view of every target (and the pod): the `--json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: &'static str,
+    /// When the snapshot was judged (reader's clock, UTC).
+    #[serde(serialize_with = "ser_ts")]
+    pub generated_at: DateTime<Utc>,
+    /// The reader's clock.
+    pub reader_clock: ReaderClock,
+    /// Targets in the order given.
+    pub targets: Vec<TargetReport>,
+    /// The local pod.
+    pub pod: PodSnapshot,
+    /// Why the pod could not be scanned (null when it was, or when not asked).
+    pub pod_error: Option<String>,
+}
+
+/// Exit code: every target gathered and healthy.
+pub const EXIT_OK: i32 = crate::exit::Exit::Ok.code();
+/// Exit code: some target or prefix could not be gathered, or a lease's age
+/// could not be judged (this reader's clock is too far from the service's).
+pub const EXIT_UNREACHABLE: i32 = crate::exit::Exit::Failed.code();
+/// Exit code: bad usage (flags, TARGET URL).
+pub const EXIT_USAGE: i32 = crate::exit::Exit::Usage.code();
+/// Exit code: gathered, and something needs attention (stale / suspect /
+/// malformed lease, or a pod verdict).
+pub const EXIT_ATTENTION: i32 = crate::exit::Exit::Attention.code();
+
+impl Snapshot {
+    /// Whether the pod's completeness decides the exit code: the pod was
+    /// asked for (`--pod-root`, `--data-dir`, or no TARGET at all: the pod is
+    /// all there is), its scan failed, or it was found among the processes
+    /// that could be read (a lease participant, a lease variable, a lock
+    /// file). Otherwise processes that could not be inspected are only named
+    /// in the pod's notes (README: exit codes).
+    pub fn pod_in_question(&self) -> bool {
+        self.targets.is_empty()
+            || self.pod_error.is_some()
+            || self.pod.requested()
+            || self.pod.found()
+    }
+
+    /// The exit code for monitoring: 1 if anything could not be gathered
+    /// (including pod processes that could not be inspected, when the pod is
+    /// in question: [`Snapshot::pod_in_question`]), else 3 if anything needs
+    /// attention, else 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.targets.iter().any(|t| {
+            t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
+        }) || self.pod_error.is_some()
+            || (self.pod.incomplete() && self.pod_in_question())
+        {
+            EXIT_UNREACHABLE
+        } else if self
+            .targets
+            .iter()
+            .flat_map(|t| &t.prefixes)
+            .any(|p| p.state.needs_attention() || p.problem.is_some())
+            || !self.pod.verdicts.is_empty()
+        {
+            EXIT_ATTENTION
+        } else {
+            EXIT_OK
+        }
+    }
+
+    /// Judges every row again at `now`.
+    pub fn rejudge(&mut self, now: DateTime<Utc>) {
+        self.generated_at = now;
+        self.reader_clock.now = now;
+        self.reader_clock.server_offset_s = None;
+        self.reader_clock.server_offset_error_s = None;
+        for t in &mut self.targets {
+            for p in &mut t.prefixes {
+                p.rejudge(now);
+                if let (Some(o), Some(e)) = (t.server_offset_s, t.server_offset_error_s) {
+                    p.check_reader_clock(o, e);
+                }
+            }
+            if let Some(o) = t.server_offset_s {
+                if self
+                    .reader_clock
+                    .server_offset_s
+                    .is_none_or(|m| o.abs() > m.abs())
+                {
+                    self.reader_clock.server_offset_s = Some(o);
+                    self.reader_clock.server_offset_error_s = t.server_offset_error_s;
+                }
+            }
+        }
+    }
+}
+
+/// `s` rounded to the millisecond (the JSON document's precision).
+pub(super) fn round_ms(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
+}
+
+fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::clock::rfc3339(*t, SecondsFormat::Millis))
+}
+
+fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser_ts(t, s),
+        None => s.serialize_none(),
+    }
+}
