@@ -261,7 +261,7 @@ pub async fn hold(
     loop {
         tokio::select! {
             status = child.wait() => {
-                let code = supervise::status_code(status);
+                let code = supervise::status_exit(status).code();
                 reap_leftovers();
                 // Whether the fence closed before CMD exited decides the exit code.
                 fenced |= keep.closed_reason().is_some();

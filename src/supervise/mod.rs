@@ -9,7 +9,7 @@
 //!   reaches a process that reused its pid;
 //! - [`FORWARDED`] and [`Signals`]: the signals passed on to the command;
 //! - [`kill_tree`] / [`kill_descendants`]: stopping the command and all it left;
-//! - [`status_code`] / [`wait_status_code`]: a status as an exit code, 128 +
+//! - [`status_exit`] / [`wait_status_exit`]: a status as an [`Exit`], 128 +
 //!   the signal number when a signal killed the command;
 //! - [`descendants`] / [`descendants_in`]: the one `/proc` walk, its proc
 //!   root injectable;
@@ -27,6 +27,8 @@ pub use reap::{forward_signals, reap_all};
 pub use signals::{signal_name, Signals, FORWARDED};
 
 use nix::sys::signal::SigSet;
+
+use crate::exit::Exit;
 
 /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): the
 /// descendants its command orphans are re-parented to it, not to init.
@@ -61,26 +63,27 @@ pub fn die_with_parent(
     }
 }
 
-/// The exit code for a command's end: its own code, or 128 + the signal
-/// number when a signal killed it (as a shell reports it); 1 when waiting
-/// for it failed.
-pub fn status_code(status: std::io::Result<std::process::ExitStatus>) -> i32 {
+/// A command's end as an [`Exit`]: [`Exit::Child`] with its own code, or
+/// with 128 plus the signal number when a signal killed it (as a shell
+/// reports it); [`Exit::Failed`] when waiting for it failed.
+pub fn status_exit(status: std::io::Result<std::process::ExitStatus>) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match status {
-        Ok(s) => s
-            .code()
-            .unwrap_or_else(|| signalled(s.signal().unwrap_or(0))),
-        Err(_) => crate::exit::Exit::Failed.code(),
+        Ok(s) => Exit::Child(
+            s.code()
+                .unwrap_or_else(|| signalled(s.signal().unwrap_or(0))),
+        ),
+        Err(_) => Exit::Failed,
     }
 }
 
-/// [`status_code`] for a status from `waitpid`: `None` for a status that is
+/// [`status_exit`] for a status from `waitpid`: `None` for a status that is
 /// not an end (stopped, continued).
-pub fn wait_status_code(status: nix::sys::wait::WaitStatus) -> Option<i32> {
+pub fn wait_status_exit(status: nix::sys::wait::WaitStatus) -> Option<Exit> {
     use nix::sys::wait::WaitStatus;
     match status {
-        WaitStatus::Exited(_, code) => Some(code),
-        WaitStatus::Signaled(_, sig, _) => Some(signalled(sig as i32)),
+        WaitStatus::Exited(_, code) => Some(Exit::Child(code)),
+        WaitStatus::Signaled(_, sig, _) => Some(Exit::Child(signalled(sig as i32))),
         _ => None,
     }
 }
@@ -88,4 +91,22 @@ pub fn wait_status_code(status: nix::sys::wait::WaitStatus) -> Option<i32> {
 /// 128 + the signal number: the status of a command a signal killed.
 fn signalled(sig: i32) -> i32 {
     128 + sig
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_is_128_plus_its_number_and_a_code_is_itself() {
+        let killed = std::process::Command::new("sh")
+            .args(["-c", "kill -TERM $$"])
+            .status();
+        assert_eq!(status_exit(killed).code(), 128 + libc::SIGTERM);
+        let seven = std::process::Command::new("sh")
+            .args(["-c", "exit 7"])
+            .status();
+        assert_eq!(status_exit(seven).code(), 7);
+        assert_eq!(status_exit(Err(std::io::Error::other("x"))), Exit::Failed);
+    }
 }

@@ -1,7 +1,7 @@
 //! The operator's guarded, audited takeover of a bucket lease (ARCHITECTURE.md, "Where each rule lives").
 //!
 //! A takeover replaces exactly the LEASE the operator looked at, or nothing:
-//! 1. a read-only store cannot reach this code (it needs an [`ObjectStore`]);
+//! 1. a read-only store cannot reach this code (it needs an [`ObjectStore`](crate::store::ObjectStore));
 //! 2. a `fresh` lease needs `force`; a `suspect` or `malformed` one must have
 //!    been watched unchanged for one TTL;
 //! 3. the audit log is opened first; the precondition probe runs (a service
@@ -13,6 +13,13 @@
 //! 5. an `outcome` entry follows; then, as chosen, the new lease is released,
 //!    held (renewed until the caller releases it), or handed over to a named
 //!    successor whose `acquire_as` adopts it.
+//!
+//! One path for `leasectl takeover` and the console (`tui::ops`):
+//! [`preflight`] (the pure guards, and [`typed_confirms`], the typed-prefix
+//! rule), `watch` (the one-TTL watch of a suspect or malformed record),
+//! `execute` (probe → clock check → intent → PUT → diagnosis: [`takeover_with`]),
+//! `then` (the wait for a replaced holder's fence, then release / hold /
+//! hand-over; [`hold_until`] for a command-line holder).
 
 mod execute;
 mod preflight;

@@ -125,7 +125,10 @@ fn run_holding(
         source,
     })?;
     drop(child);
-    let code = match status.and_then(supervise::wait_status_code) {
+    let code = match status
+        .and_then(supervise::wait_status_exit)
+        .map(crate::exit::Exit::code)
+    {
         Some(code) => code,
         None => {
             tracing::warn!(?status, "unexpected wait status");
