@@ -13,6 +13,7 @@ use crate::bucket::{
 use crate::clock::SharedClock;
 use crate::exit::Exit;
 use crate::store::{ObjectStore, StoreError};
+use crate::supervise;
 use crate::text::sanitize;
 
 /// `bucket hold` exit code: the lease could not be acquired.
@@ -199,41 +200,11 @@ pub async fn hold(
         grace,
     } = opts;
     let id = instance_id.unwrap_or_else(new_instance_id);
-    let mut watch = LeaseWatch::new();
-    let deadline = tokio::time::Instant::now() + wait;
-    let lease = loop {
-        match BucketLease::acquire_as(
-            store.clone(),
-            clock.clone(),
-            prefix,
-            &id,
-            config.clone(),
-            &mut watch,
-        )
-        .await
-        {
-            Ok(l) => break l,
-            Err(e @ (LeaseError::HeldByOther { .. } | LeaseError::UnderWatch { .. }))
-                if tokio::time::Instant::now() < deadline =>
-            {
-                tracing::info!("{e}; retrying");
-                let pause = config.ttl() / 3;
-                tokio::time::sleep(
-                    pause
-                        .min(deadline - tokio::time::Instant::now())
-                        .max(Duration::from_millis(100)),
-                )
-                .await;
-            }
-            Err(e) => {
-                tracing::error!("lease not acquired: {e}");
-                return match e {
-                    LeaseError::Store(_) => Exit::Failed.code(),
-                    _ => EXIT_NOT_ACQUIRED,
-                };
-            }
-        }
-    };
+    let lease =
+        match acquire_waiting(store.clone(), clock.clone(), prefix, &id, &config, wait).await {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
     tracing::info!(
         key = %lease.key(),
         instance_id = %sanitize(&lease.record().instance_id),
@@ -248,24 +219,16 @@ pub async fn hold(
 
     // Descendants that CMD orphans (a daemonized writer) become our children,
     // so the fence can find and stop them too.
-    // SAFETY: prctl with an integer argument; no memory is passed.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-    }
+    let _ = supervise::become_subreaper();
     let mut cmd = tokio::process::Command::new(&command[0]);
     cmd.args(&command[1..])
         .env("LEASECTL_LEASE_KEY", &key)
         .env("LEASECTL_INSTANCE_ID", &id)
         .stdin(Stdio::inherit());
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to signal the
-    // child if this process dies, so a crashed holder leaves no writer behind.
+    // SAFETY: the hook calls only async-signal-safe functions; a crashed
+    // holder leaves no writer behind.
     unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(supervise::die_with_parent(std::process::id(), None));
     }
     if !keep.status().is_open() {
         tracing::error!(key = %key, "the fence closed before the command could start; not starting it");
@@ -285,7 +248,7 @@ pub async fn hold(
     };
     let target = child
         .id()
-        .and_then(|pid| ChildHandle::open(pid as i32).ok());
+        .and_then(|pid| supervise::ChildHandle::open(pid as i32).ok());
     // The fence is enforced off the async runtime: the watchdog thread that
     // closes it also starts the stop sequence, so a stuck renewal or a busy
     // runtime cannot delay SIGTERM or SIGKILL.
@@ -293,12 +256,12 @@ pub async fn hold(
         let t = t.clone();
         keep.on_close(move |close| stop_command(t, close, grace, fence_clock));
     }
-    let mut signals = Signals::new();
+    let mut signals = supervise::Signals::new();
     let mut fenced = false;
     loop {
         tokio::select! {
             status = child.wait() => {
-                let code = exit_code(status);
+                let code = supervise::status_exit(status).code();
                 reap_leftovers();
                 // Whether the fence closed before CMD exited decides the exit code.
                 fenced |= keep.closed_reason().is_some();
@@ -317,6 +280,53 @@ pub async fn hold(
                 if let (Some(t), Some(sig)) = (&target, sig) {
                     t.signal(sig);
                 }
+            }
+        }
+    }
+}
+
+/// Acquires the lease on `prefix` as `id`, retrying for `wait` while another
+/// holder has it (or it is under watch). `Err` is `bucket hold`'s exit code.
+async fn acquire_waiting(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    prefix: &str,
+    id: &str,
+    config: &LeaseConfig,
+    wait: Duration,
+) -> Result<BucketLease, i32> {
+    let mut watch = LeaseWatch::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match BucketLease::acquire_as(
+            store.clone(),
+            clock.clone(),
+            prefix,
+            id,
+            config.clone(),
+            &mut watch,
+        )
+        .await
+        {
+            Ok(l) => return Ok(l),
+            Err(e @ (LeaseError::HeldByOther { .. } | LeaseError::UnderWatch { .. }))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tracing::info!("{e}; retrying");
+                let pause = config.ttl() / 3;
+                tokio::time::sleep(
+                    pause
+                        .min(deadline - tokio::time::Instant::now())
+                        .max(Duration::from_millis(100)),
+                )
+                .await;
+            }
+            Err(e) => {
+                tracing::error!("lease not acquired: {e}");
+                return Err(match e {
+                    LeaseError::Store(_) => Exit::Failed.code(),
+                    _ => EXIT_NOT_ACQUIRED,
+                });
             }
         }
     }
@@ -345,7 +355,7 @@ pub fn effective_grace(grace: Duration, ttl: Duration) -> Duration {
 /// SIGTERM, if that moment has already passed (the process was paused or the
 /// host suspended past it).
 fn stop_command(
-    target: ChildHandle,
+    target: supervise::ChildHandle,
     close: crate::bucket::FenceClose,
     grace: Duration,
     clock: SharedClock,
@@ -358,7 +368,7 @@ fn stop_command(
     if now >= close.deadline.renewed_mono + close.deadline.window + grace {
         // Late (paused or suspended past it): no grace, and no thread to
         // start first — every microsecond here is one the command may write in.
-        let n = kill_tree(&target);
+        let n = supervise::kill_tree(&target);
         tracing::error!("the fence closed late (this process was paused or the host suspended): SIGKILL at once ({n} processes)");
         return;
     }
@@ -376,7 +386,7 @@ fn stop_command(
             std::thread::sleep((kill_at - now).min(crate::bucket::fence::WATCHDOG_TICK));
         }
         if !target.has_exited() {
-            let n = kill_tree(&target);
+            let n = supervise::kill_tree(&target);
             tracing::error!("the command did not stop after SIGTERM: SIGKILL ({n} processes)");
         }
     };
@@ -386,141 +396,31 @@ fn stop_command(
         .is_err()
     {
         // No thread to wait the grace out: kill at once rather than late.
-        kill_tree(&fallback);
+        supervise::kill_tree(&fallback);
     }
-}
-
-/// SIGKILLs the command and then every other descendant of this process
-/// (`bucket hold` is a child subreaper, so even a daemonized grandchild stays
-/// one). Returns how many processes were signalled.
-fn kill_tree(target: &ChildHandle) -> usize {
-    target.signal(libc::SIGKILL);
-    let others = crate::writer::exec::descendants(std::process::id() as i32);
-    for &pid in &others {
-        send(pid, libc::SIGKILL);
-    }
-    1 + others.len()
 }
 
 /// Kills what CMD left running after it exited (daemonized descendants)
 /// before the lease is released; says so when it finds any.
 fn reap_leftovers() {
-    let left = crate::writer::exec::descendants(std::process::id() as i32);
-    if !left.is_empty() {
-        for &pid in &left {
-            send(pid, libc::SIGKILL);
-        }
+    let left = supervise::kill_descendants(libc::SIGKILL);
+    if left > 0 {
         tracing::warn!(
-            "the command exited but left {} process(es) running (e.g. daemonized); they were killed before the lease was released",
-            left.len()
+            "the command exited but left {left} process(es) running (e.g. daemonized); they were killed before the lease was released"
         );
     }
 }
 
-/// A child process addressed by a pidfd (Linux 5.3+): signals reach that
-/// process or nobody, never a process that reused its pid after it was reaped.
-/// Falls back to the pid where pidfd is unavailable.
-#[derive(Clone)]
-struct ChildHandle(Arc<ChildFd>);
-
-struct ChildFd {
-    pid: i32,
-    fd: Option<std::os::fd::OwnedFd>,
-}
-
-impl ChildHandle {
-    fn open(pid: i32) -> std::io::Result<Self> {
-        use std::os::fd::FromRawFd;
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        let fd = (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) });
-        Ok(Self(Arc::new(ChildFd { pid, fd })))
-    }
-
-    fn signal(&self, sig: i32) {
-        use std::os::fd::AsRawFd;
-        match &self.0.fd {
-            // SAFETY: a valid pidfd, a plain signal number, no siginfo.
-            Some(fd) => unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    sig,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                );
-            },
-            None => send(self.0.pid, sig),
-        }
-    }
-
-    /// True once the process has exited (a pidfd polls readable then).
-    fn has_exited(&self) -> bool {
-        use std::os::fd::AsRawFd;
-        match &self.0.fd {
-            Some(fd) => {
-                let mut p = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, zero timeout.
-                unsafe { libc::poll(&mut p, 1, 0) > 0 }
-            }
-            None => false,
-        }
-    }
-}
-
 async fn finish(keep: KeepAlive) {
-    match keep.stop_and_release().await {
+    log_release(keep.stop_and_release().await);
+}
+
+/// Logs how a lease's release went (a warning unless released as ours).
+fn log_release(report: ReleaseReport) {
+    match report {
         r @ ReleaseReport::Released(Released::NotOurs(_)) => tracing::warn!("lease {r}"),
         r @ ReleaseReport::Released(_) => tracing::info!("lease {r}"),
         r => tracing::warn!("lease {r}"),
-    }
-}
-
-fn exit_code(status: std::io::Result<std::process::ExitStatus>) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    match status {
-        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
-        Err(_) => Exit::Failed.code(),
-    }
-}
-
-fn send(pid: i32, sig: i32) {
-    // SAFETY: kill(2) with a pid we spawned and a plain signal number.
-    unsafe {
-        libc::kill(pid, sig);
-    }
-}
-
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-    quit: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> Self {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mk = |k| signal(k).expect("installing a signal handler");
-        Self {
-            term: mk(SignalKind::terminate()),
-            int: mk(SignalKind::interrupt()),
-            hup: mk(SignalKind::hangup()),
-            quit: mk(SignalKind::quit()),
-        }
-    }
-
-    async fn recv(&mut self) -> Option<i32> {
-        tokio::select! {
-            _ = self.term.recv() => Some(libc::SIGTERM),
-            _ = self.int.recv() => Some(libc::SIGINT),
-            _ = self.hup.recv() => Some(libc::SIGHUP),
-            _ = self.quit.recv() => Some(libc::SIGQUIT),
-        }
     }
 }
 
@@ -538,13 +438,6 @@ pub const EXIT_REFUSED: i32 = Exit::Refused.code();
 /// `leasectl takeover` exit code: a signal ended the wait for the replaced
 /// holder's fence; nothing was released or handed over early (audited).
 pub const EXIT_INTERRUPTED: i32 = Exit::Interrupted.code();
-
-/// `SIGTERM`, `SIGINT`, … for a signal number.
-fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map(|s| s.as_str().to_owned())
-        .unwrap_or_else(|_| format!("signal {sig}"))
-}
 
 /// Everything `leasectl takeover` needs besides the store.
 pub struct TakeoverArgs {
@@ -575,6 +468,12 @@ pub struct TakeoverArgs {
 /// `leasectl takeover`: look, show, confirm, then the audited takeover.
 /// Returns the exit code (0 taken, 4 refused — an absent LEASE too, 5 a held
 /// lease lost, 6 a forced takeover's wait ended by a signal, 1 failed, 2 usage).
+///
+/// The console's steps: [`crate::takeover::check_request`] and
+/// [`crate::takeover::preflight`] (the guards),
+/// [`crate::takeover::watch_one_ttl`] (a suspect or malformed record),
+/// [`crate::takeover::typed_confirms`] (the typed prefix) and
+/// [`crate::takeover::takeover_with`] (the executor).
 pub async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
@@ -582,59 +481,80 @@ pub async fn takeover_cmd(
     a: TakeoverArgs,
     out: &mut (impl std::io::Write + Send),
 ) -> i32 {
-    use crate::bucket::{judge, lease_key, LeaseState, Observed};
-    use crate::takeover::{takeover_with, TakeoverError, TakeoverRequest, WaitControl};
+    use crate::takeover::{check_request, TakeoverError};
 
-    if a.reason.trim().is_empty() {
-        let _ = writeln!(out, "leasectl: a reason is required (--reason)");
-        return Exit::Usage.code();
+    match check_request(&a.reason, a.ttl_s) {
+        Err(TakeoverError::NoReason) => {
+            let _ = writeln!(out, "leasectl: a reason is required (--reason)");
+            return Exit::Usage.code();
+        }
+        Err(e) => {
+            let _ = writeln!(out, "refused: {e}");
+            return EXIT_REFUSED;
+        }
+        Ok(()) => {}
     }
-    let key = lease_key(&a.prefix);
-    let look = |store: Arc<dyn ObjectStore>, key: String| async move {
-        crate::bucket::read_lease(store.as_ref(), &key, None).await
+    let (seen, watched_for) = match look_and_guard(store.as_ref(), &clock, &a, out).await {
+        Ok(looked) => looked,
+        Err(code) => return code,
     };
-    let mut seen = match look(store.clone(), key.clone()).await {
+    if !a.yes {
+        if let Err(code) = confirm_typed(&a, out) {
+            return code;
+        }
+    }
+    let mut signals = supervise::Signals::new();
+    let result = execute_takeover(
+        store,
+        &clock,
+        audit,
+        &a,
+        seen,
+        watched_for,
+        &mut signals,
+        out,
+    )
+    .await;
+    takeover_report(result, &clock, audit, &mut signals, out).await
+}
+
+/// Reads the LEASE, shows it, and applies the guards (the console's
+/// preflight, `--expect-etag`); watches a suspect or malformed record for one
+/// TTL. Returns what was seen and how long it was watched, or the exit code.
+async fn look_and_guard(
+    store: &dyn ObjectStore,
+    clock: &SharedClock,
+    a: &TakeoverArgs,
+    out: &mut (impl std::io::Write + Send),
+) -> Result<(crate::bucket::Observed, Duration), i32> {
+    use crate::takeover::{preflight, watch_one_ttl, TakeoverError, Watched};
+
+    let key = crate::bucket::lease_key(&a.prefix);
+    let seen = match crate::bucket::read_lease(store, &key, None).await {
         Ok(o) => o,
         Err(e) => {
             let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
-            return Exit::Failed.code();
+            return Err(Exit::Failed.code());
         }
     };
-    let describe = |obs: &Observed, out: &mut (dyn std::io::Write + Send)| {
-        let j = judge(obs, clock.wall());
-        let _ = writeln!(out, "lease    {} ({})", sanitize(&key), sanitize(&a.url));
-        if let Some(n) = crate::text::lookalike_note(&a.url) {
-            let _ = writeln!(out, "warning  {n}");
-        }
-        let sentence = j.sentence();
-        let rest = sentence
-            .strip_prefix(&format!("{}: ", j.state))
-            .unwrap_or(&sentence);
-        let _ = writeln!(out, "state    {}: {rest}", j.state);
-        if let Some(r) = obs.record() {
-            let _ = writeln!(out, "holder   {}", sanitize(&r.instance_id));
-            let _ = writeln!(
-                out,
-                "renewed  {} (TTL {} s)",
-                r.renewed_at.to_rfc3339(),
-                r.ttl_s
-            );
-        }
-        let _ = writeln!(
-            out,
-            "ETag     {}",
-            obs.etag().unwrap_or("(none: no LEASE object)")
-        );
-        j.state
-    };
-    let state = describe(&seen, out);
-    if state == LeaseState::Absent {
+    let now = clock.wall();
+    describe_lease(&seen, now, &key, &a.url, out);
+    let guard = preflight(
+        &a.prefix,
+        &seen,
+        Duration::ZERO,
+        &a.reason,
+        a.ttl_s,
+        a.force,
+        now,
+    );
+    if let Err(TakeoverError::Absent { .. }) = guard {
         let _ = writeln!(
             out,
             "refused: {} does not exist: there is nothing to take over (the prefix is free); nothing was written",
             sanitize(&key)
         );
-        return EXIT_REFUSED;
+        return Err(EXIT_REFUSED);
     }
     if let Some(want) = &a.expect_etag {
         if seen.etag() != Some(crate::store::normalize_etag(want).as_str()) {
@@ -644,87 +564,134 @@ pub async fn takeover_cmd(
                 seen.etag().unwrap_or("(none)"),
                 sanitize(want)
             );
-            return EXIT_REFUSED;
+            return Err(EXIT_REFUSED);
         }
     }
-    if state == LeaseState::Fresh && !a.force {
-        let _ = writeln!(
-            out,
-            "refused: the lease is fresh (a live holder). Use --force only if you know it is gone."
-        );
-        return EXIT_REFUSED;
-    }
-    // Suspect and malformed records must be seen unchanged for one TTL.
-    let mut watched_for = Duration::ZERO;
-    if matches!(state, LeaseState::Suspect | LeaseState::Malformed) {
-        let ttl = Duration::from_secs(a.ttl_s);
-        let mut watch = LeaseWatch::new();
-        let _ = writeln!(
-            out,
-            "watching the {state} record for {} before taking it over…",
-            crate::bucket::format_secs(ttl.as_secs_f64())
-        );
-        let _ = out.flush();
-        let step = (ttl / 6).clamp(Duration::from_millis(200), Duration::from_secs(5));
-        loop {
-            let etag = seen.etag().unwrap_or("").to_owned();
-            watched_for = watch.observe(&etag, clock.mono());
-            if watched_for >= ttl {
-                break;
-            }
-            tokio::time::sleep(step.min(ttl - watched_for)).await;
-            seen = match look(store.clone(), key.clone()).await {
-                Ok(o) => o,
-                Err(e) => {
-                    let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
-                    return Exit::Failed.code();
-                }
-            };
-            let st = judge(&seen, clock.wall()).state;
-            if !matches!(st, LeaseState::Suspect | LeaseState::Malformed) {
-                let _ = writeln!(
-                    out,
-                    "the record changed while watched; it is now {st}. Look again."
-                );
-                return EXIT_REFUSED;
-            }
-        }
-    }
-    if !a.yes {
-        use std::io::IsTerminal;
-        if !std::io::stdin().is_terminal() {
+    match guard {
+        Ok(_) => Ok((seen, Duration::ZERO)),
+        Err(TakeoverError::Fresh { .. }) => {
             let _ = writeln!(
                 out,
-                "leasectl: not a terminal: confirm interactively or pass --yes"
+                "refused: the lease is fresh (a live holder). Use --force only if you know it is gone."
             );
-            return Exit::Usage.code();
+            Err(EXIT_REFUSED)
         }
-        let _ = write!(
-            out,
-            "This replaces the lease above ({}, then {}). Type the prefix URL to confirm: ",
-            if a.force { "FORCED" } else { "guarded" },
-            a.then
-        );
-        let _ = out.flush();
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
-        let typed = line.trim().trim_end_matches('/');
-        // The URL or prefix as given, or as shown (escaped): a name holding a
-        // control or invisible character can always be typed.
-        // The URL may be shown percent-encoded (`%E2%80%8B`) where the
-        // console shows the name escaped (`\u{200b}`): both are accepted.
-        let decoded = percent_encoding::percent_decode_str(&a.url)
-            .decode_utf8_lossy()
-            .into_owned();
-        let accepted = [a.url.as_str(), a.prefix.as_str(), decoded.as_str()]
-            .into_iter()
-            .flat_map(|s| [s.to_owned(), sanitize(s)])
-            .any(|s| typed == s.trim().trim_end_matches('/'));
-        if typed.is_empty() || !accepted {
-            let _ = writeln!(out, "not confirmed; nothing written");
-            return EXIT_REFUSED;
+        // Suspect and malformed records must be seen unchanged for one TTL.
+        Err(TakeoverError::UnderWatch { state, .. }) => {
+            let ttl = Duration::from_secs(a.ttl_s);
+            let _ = writeln!(
+                out,
+                "watching the {state} record for {} before taking it over…",
+                crate::bucket::format_secs(ttl.as_secs_f64())
+            );
+            let _ = out.flush();
+            match watch_one_ttl(store, &key, seen, ttl, clock).await {
+                Watched::Unchanged { seen, for_ } => Ok((seen, for_)),
+                Watched::Changed(st) => {
+                    let _ = writeln!(
+                        out,
+                        "the record changed while watched; it is now {st}. Look again."
+                    );
+                    Err(EXIT_REFUSED)
+                }
+                Watched::Unreadable(e) => {
+                    let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+                    Err(Exit::Failed.code())
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "refused: {e}");
+            Err(EXIT_REFUSED)
         }
     }
+}
+
+/// The lease as `leasectl takeover` shows it before asking: key and URL,
+/// state (judged at `now`), holder, renewal, ETag.
+fn describe_lease(
+    obs: &crate::bucket::Observed,
+    now: chrono::DateTime<chrono::Utc>,
+    key: &str,
+    url: &str,
+    out: &mut (impl std::io::Write + Send),
+) {
+    let j = crate::bucket::judge(obs, now);
+    let _ = writeln!(out, "lease    {} ({})", sanitize(key), sanitize(url));
+    if let Some(n) = crate::text::lookalike_note(url) {
+        let _ = writeln!(out, "warning  {n}");
+    }
+    let sentence = j.sentence();
+    let rest = sentence
+        .strip_prefix(&format!("{}: ", j.state))
+        .unwrap_or(&sentence);
+    let _ = writeln!(out, "state    {}: {rest}", j.state);
+    if let Some(r) = obs.record() {
+        let _ = writeln!(out, "holder   {}", sanitize(&r.instance_id));
+        let _ = writeln!(
+            out,
+            "renewed  {} (TTL {} s)",
+            r.renewed_at.to_rfc3339(),
+            r.ttl_s
+        );
+    }
+    let _ = writeln!(
+        out,
+        "ETag     {}",
+        obs.etag().unwrap_or("(none: no LEASE object)")
+    );
+}
+
+/// Asks on the terminal for the prefix URL, judged by the console's rule
+/// ([`crate::takeover::typed_confirms`]: the URL or prefix as given,
+/// percent-decoded, or as shown escaped). `Err` is the exit code: 2 without a
+/// terminal, 4 not confirmed.
+fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Result<(), i32> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        let _ = writeln!(
+            out,
+            "leasectl: not a terminal: confirm interactively or pass --yes"
+        );
+        return Err(Exit::Usage.code());
+    }
+    let _ = write!(
+        out,
+        "This replaces the lease above ({}, then {}). Type the prefix URL to confirm: ",
+        if a.force { "FORCED" } else { "guarded" },
+        a.then
+    );
+    let _ = out.flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    // The URL may be shown percent-encoded (`%E2%80%8B`) where the console
+    // shows the name escaped (`\u{200b}`): both are accepted.
+    let decoded = percent_encoding::percent_decode_str(&a.url)
+        .decode_utf8_lossy()
+        .into_owned();
+    if !crate::takeover::typed_confirms(&line, &[&a.url, &a.prefix, &decoded]) {
+        let _ = writeln!(out, "not confirmed; nothing written");
+        return Err(EXIT_REFUSED);
+    }
+    Ok(())
+}
+
+/// The confirmed takeover, through the console's executor. From the intent
+/// on, a signal never kills the takeover half-way: a forced one's wait for
+/// the replaced holder's fence ends early and says what it left (`--then
+/// release`, `handover`); `--then hold` releases.
+#[allow(clippy::too_many_arguments)]
+async fn execute_takeover(
+    store: Arc<dyn ObjectStore>,
+    clock: &SharedClock,
+    audit: &crate::audit::AuditLog,
+    a: &TakeoverArgs,
+    seen: crate::bucket::Observed,
+    watched_for: Duration,
+    signals: &mut supervise::Signals,
+    out: &mut (impl std::io::Write + Send),
+) -> Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError> {
+    use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
     let info = store.endpoint_info();
     let req = TakeoverRequest {
         prefix: a.prefix.clone(),
@@ -740,47 +707,50 @@ pub async fn takeover_cmd(
             region: info.region,
             addressing_style: info.addressing_style,
             bucket: a.bucket.clone(),
-            key: key.clone(),
+            key: crate::bucket::lease_key(&a.prefix),
             url: a.url.clone(),
         },
     };
-    // From the intent on, a signal never kills the takeover half-way: a
-    // forced one's wait for the replaced holder's fence ends early and says
-    // what it left (`--then release`, `handover`); `--then hold` releases.
-    let mut signals = Signals::new();
-    let result = {
-        let wait = WaitControl {
-            notify: Box::new(|s: &str| {
-                let _ = writeln!(out, "{s}");
-                let _ = out.flush();
-            }),
-            stop: Box::pin(async {
-                match signals.recv().await {
-                    Some(sig) => signal_name(sig),
-                    None => std::future::pending().await,
-                }
-            }),
-        };
-        takeover_with(store, clock.clone(), audit, req, wait).await
+    let wait = WaitControl {
+        notify: Box::new(|s: &str| {
+            let _ = writeln!(out, "{s}");
+            let _ = out.flush();
+        }),
+        stop: Box::pin(async {
+            match signals.recv().await {
+                Some(sig) => supervise::signal_name(sig),
+                None => std::future::pending().await,
+            }
+        }),
     };
+    takeover_with(store, clock.clone(), audit, req, wait).await
+}
+
+/// Prints the takeover's result and returns the exit code; with `--then
+/// hold`, holds the lease until a signal (exit 0) or its loss (audited, 5).
+async fn takeover_report(
+    result: Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError>,
+    clock: &SharedClock,
+    audit: &crate::audit::AuditLog,
+    signals: &mut supervise::Signals,
+    out: &mut (impl std::io::Write + Send),
+) -> i32 {
+    use crate::takeover::{hold_until, record_loss, TakeoverError};
     match result {
         Ok(done) => {
             let _ = writeln!(out, "{done}");
             if let Some(lease) = done.held {
                 let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
                 let _ = out.flush();
-                let keep = KeepAlive::start(lease);
-                let lost = tokio::select! {
-                    _ = signals.recv() => None,
-                    _ = keep.closed() => keep.closed_reason(),
-                };
-                finish(keep).await;
+                let (lost, released) = hold_until(lease, async {
+                    signals.recv().await;
+                })
+                .await;
+                log_release(released);
                 if let Some(why) = lost {
                     let _ = writeln!(out, "the held lease ended: {why}");
-                    let mut entry = done.audit_entry.clone();
-                    entry.time = clock.wall();
-                    entry.outcome = Some(format!("held lease ended: {why}"));
-                    if let Err(e) = audit.append(&entry).await {
+                    let why = why.to_string();
+                    if let Err(e) = record_loss(audit, &done.audit_entry, clock, &why).await {
                         let _ = writeln!(out, "audit: could not record the loss: {e}");
                     }
                     return EXIT_FENCED;

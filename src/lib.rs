@@ -23,6 +23,7 @@ pub mod logfile;
 pub mod monitor;
 pub mod snapshot;
 pub mod store;
+pub mod supervise;
 pub mod takeover;
 pub mod target;
 pub mod text;

@@ -306,9 +306,10 @@ impl App {
 fn takeover_problem(d: &TakeoverDialog, ttl_s: u64, now: DateTime<Utc>) -> Option<String> {
     if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
         Some("hand-over needs the successor's instance id".to_owned())
-    } else if d.forced() && d.typed_prefix != d.prefix && d.typed_prefix != sanitize(&d.prefix) {
-        // The prefix as shown (escaped) is accepted too: a name holding a
-        // control or invisible character can always be typed.
+    } else if d.forced() && !crate::takeover::typed_confirms(&d.typed_prefix, &[&d.prefix]) {
+        // The rule shared with `leasectl takeover`: the prefix as shown
+        // (escaped) is accepted too, so a name holding a control or invisible
+        // character can always be typed.
         Some(format!(
             "the lease is fresh (a live holder): type the prefix {} to force",
             sanitize(&d.prefix)

@@ -1,0 +1,348 @@
+//! The takeover itself: guards → precondition probe → clock check → audit
+//! intent → conditional PUT → diagnosis of a refused or failed PUT; then
+//! [`super::then`] acts as asked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::then::{after_put, Taken};
+use super::{
+    holder_sentence, preflight, TakeoverError, TakeoverOutcome, TakeoverRequest, Then, WaitControl,
+};
+use crate::audit::{AuditEntry, AuditLog, AuditObserved, AuditWritten};
+use crate::bucket::fence::{clock_offset_limit_s, offset_beyond_limit};
+use crate::bucket::probe::probe_scratch;
+use crate::bucket::{
+    lease_key, new_instance_id, read_lease, Exclusion, Judgement, LeaseRecord, LeaseState,
+};
+use crate::clock::SharedClock;
+use crate::store::{ObjectStore, PutCondition, StoreError};
+use crate::text::sanitize;
+
+/// Performs the takeover (see the module docs for the order of steps).
+///
+/// Errors: guards ([`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`],
+/// [`TakeoverError::PreconditionsIgnored`], [`TakeoverError::NoReason`]) refuse
+/// before anything is written; [`TakeoverError::Audit`] refuses before the
+/// PUT; [`TakeoverError::Changed`] is the conditional PUT refused (audited);
+/// [`TakeoverError::Store`] a failure (audited, with a re-read when possible).
+/// The wait for a replaced holder's fence is told to the log and never ended
+/// early: see [`takeover_with`].
+pub async fn takeover(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    audit: &AuditLog,
+    req: TakeoverRequest,
+) -> Result<TakeoverOutcome, TakeoverError> {
+    takeover_with(store, clock, audit, req, WaitControl::default()).await
+}
+
+/// [`takeover`], with the wait for a replaced holder's fence (a forced
+/// takeover with `Then::Release` or `Then::Handover`) told to `wait.notify`
+/// and ended early when `wait.stop` completes. Ended early, nothing is
+/// released or handed over before that fence has closed: our record is
+/// rewritten (conditional on its ETag) to expire after it, renewed by nobody,
+/// so that the prefix may be taken by anyone (the successor included) once
+/// the replaced holder can no longer write; the outcome entry says so, and
+/// the result is [`TakeoverError::Interrupted`]. A stop that comes once the
+/// fence has closed finishes the release or hand-over as asked.
+///
+/// Errors: as [`takeover`], and [`TakeoverError::Interrupted`].
+pub async fn takeover_with(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    audit: &AuditLog,
+    req: TakeoverRequest,
+    wait: WaitControl<'_>,
+) -> Result<TakeoverOutcome, TakeoverError> {
+    let key = lease_key(&req.prefix);
+    let now = clock.wall();
+    let j = preflight(
+        &req.prefix,
+        &req.seen,
+        req.watched_for,
+        &req.reason,
+        req.ttl_s,
+        req.force,
+        now,
+    )?;
+    check_service(store.as_ref(), &clock, &req, &j, &key).await?;
+    let old_fence = old_fence(&req, &j);
+    let own_ttl_s = own_ttl_s(&req, old_fence, &key);
+
+    let id = new_instance_id();
+    let holder_id = match (&req.then, old_fence) {
+        (Then::Handover(successor), None) => successor.clone(),
+        _ => new_instance_id(),
+    };
+    let record = LeaseRecord {
+        instance_id: holder_id,
+        acquired_at: now,
+        renewed_at: now,
+        ttl_s: own_ttl_s,
+    };
+    let entry = intent_entry(&req, &j, &id, &record, now);
+    audit.append(&entry).await?;
+    tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
+
+    let mono = clock.mono();
+    let etag = match put_record(store.as_ref(), &req, &key, &record).await {
+        Ok(etag) => etag,
+        Err(e) => {
+            return Err(diagnose(store.as_ref(), &clock, audit, entry, &key, &record, e).await)
+        }
+    };
+    let etag = match etag {
+        Some(e) => e,
+        None => read_lease(store.as_ref(), &key, None)
+            .await
+            .ok()
+            .and_then(|o| o.etag().map(str::to_owned))
+            .unwrap_or_default(),
+    };
+    let taken = Taken {
+        store,
+        clock,
+        audit,
+        req: &req,
+        key,
+        id,
+        record,
+        etag,
+        own_ttl_s,
+        old_fence,
+        mono,
+        now,
+        entry,
+    };
+    after_put(taken, wait).await
+}
+
+/// The service checks before anything is written: the precondition probe on
+/// a scratch key next to the lease (conditional exclusion only), and for a
+/// lease judged stale, that this host's clock is near enough the service's to
+/// judge it so.
+async fn check_service(
+    store: &dyn ObjectStore,
+    clock: &SharedClock,
+    req: &TakeoverRequest,
+    j: &Judgement,
+    key: &str,
+) -> Result<(), TakeoverError> {
+    if req.exclusion == Exclusion::Conditional {
+        let scratch = crate::bucket::probe::scratch_key(&req.prefix);
+        match probe_scratch(store, &scratch, clock.as_ref()).await {
+            Ok(report) => {
+                if let Some(header) = report.ignored_header().or(report.unsupported()) {
+                    return Err(TakeoverError::PreconditionsIgnored {
+                        header,
+                        service: store.describe(),
+                    });
+                }
+            }
+            Err(e) => {
+                return Err(TakeoverError::Store(format!(
+                    "precondition probe failed: {e}"
+                )))
+            }
+        }
+    }
+
+    // A lease judged stale by a clock that is off cannot be trusted to be stale.
+    if j.state == LeaseState::Stale {
+        if let (Some(o), Some(r)) = (store.server_offset(), req.seen.record()) {
+            if let Some(off) = offset_beyond_limit(&o, clock.as_ref(), r.ttl_s) {
+                return Err(TakeoverError::ReaderClock(
+                    crate::bucket::LeaseError::ReaderClock {
+                        key: key.to_owned(),
+                        offset_s: off,
+                        error_s: o.error_s,
+                        limit_s: clock_offset_limit_s(r.ttl_s),
+                        ttl_s: r.ttl_s,
+                    }
+                    .to_string(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Replacing a live lease: its holder may write until its fence closes
+/// (bucket hold kills its command at most 5/6 of its TTL after its last
+/// renewal, which began before this PUT). Nothing we start or hand over
+/// writes before then. `None` when the lease replaced was not fresh.
+fn old_fence(req: &TakeoverRequest, j: &Judgement) -> Option<Duration> {
+    (j.state == LeaseState::Fresh)
+        .then(|| {
+            req.seen
+                .record()
+                .map(|r| Duration::from_secs(r.ttl_s) * 5 / 6)
+        })
+        .flatten()
+}
+
+/// The TTL (seconds) of the record written. It must exclude everyone until
+/// the old holder's fence has closed even if nobody renews it (leasectl
+/// killed during the wait): at least 6/5 of the fence plus a second (a
+/// contender's clock may be off by up to a twelfth of the TTL, ours too).
+fn own_ttl_s(req: &TakeoverRequest, old_fence: Option<Duration>, key: &str) -> u64 {
+    let own_ttl_s = match old_fence {
+        Some(w) => req.ttl_s.max(
+            ((w.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1).min(crate::bucket::MAX_SANE_TTL_S),
+        ),
+        None => req.ttl_s,
+    };
+    if own_ttl_s > req.ttl_s {
+        tracing::warn!(
+            key = %key,
+            "the record written has a TTL of {own_ttl_s} s, not {} s: it must outlast the replaced holder's fence even if nobody renews it",
+            req.ttl_s
+        );
+    }
+    own_ttl_s
+}
+
+/// The `intent` entry, written (fsynced) before the PUT.
+fn intent_entry(
+    req: &TakeoverRequest,
+    j: &Judgement,
+    id: &str,
+    record: &LeaseRecord,
+    now: DateTime<Utc>,
+) -> AuditEntry {
+    AuditEntry {
+        time: now,
+        phase: "intent".into(),
+        id: id.to_owned(),
+        operator: crate::audit::operator(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        action: "takeover".into(),
+        target: req.target.clone(),
+        observed: AuditObserved {
+            record: req.seen.record().cloned(),
+            etag: req.seen.etag().map(str::to_owned),
+            judgement: j.state.as_str().into(),
+            age_s: j.age_s,
+            reader_clock: now,
+        },
+        written: Some(AuditWritten {
+            record: record.clone(),
+            etag: None,
+        }),
+        reason: req.reason.clone(),
+        exclusion: match req.exclusion {
+            Exclusion::Conditional => "conditional".into(),
+            Exclusion::BestEffort => "best_effort".into(),
+        },
+        forced: req.force && j.state == LeaseState::Fresh,
+        then: req.then.to_string(),
+        outcome: None,
+        writes_safe_from: None,
+    }
+}
+
+/// The PUT, conditional on the ETag the operator saw (`If-None-Match: *`
+/// when it saw none); best-effort: a read checking it is what the operator
+/// saw, then an unconditional write. Returns the new ETag if the service gave one.
+async fn put_record(
+    store: &dyn ObjectStore,
+    req: &TakeoverRequest,
+    key: &str,
+    record: &LeaseRecord,
+) -> Result<Option<String>, StoreError> {
+    let body = record.to_body();
+    match req.exclusion {
+        Exclusion::Conditional => {
+            let cond = match req.seen.etag() {
+                Some(e) => PutCondition::IfMatch(e.to_owned()),
+                None => PutCondition::IfNoneMatch,
+            };
+            store.put(key, body, cond).await
+        }
+        Exclusion::BestEffort => {
+            // Read, check it is what the operator saw, then write unconditionally.
+            match read_lease(store, key, None).await {
+                Ok(cur) if cur.etag() == req.seen.etag() => {
+                    store.put(key, body, PutCondition::None).await
+                }
+                Ok(_) => Err(StoreError::PreconditionFailed),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// The intent `entry` made an `outcome` entry: `outcome` (a sentence), the
+/// ETag left at the key, stamped now.
+pub(super) fn outcome_entry(
+    clock: &SharedClock,
+    mut entry: AuditEntry,
+    outcome: String,
+    etag: Option<String>,
+) -> AuditEntry {
+    entry.phase = "outcome".into();
+    entry.time = clock.wall();
+    entry.outcome = Some(outcome);
+    if let Some(w) = &mut entry.written {
+        w.etag = etag;
+    }
+    entry
+}
+
+/// A refused or failed PUT of `record`: re-reads the key to say who holds it
+/// now (or whether our record landed after all), audits the outcome, and
+/// returns the error for the operator ([`TakeoverError::Changed`] or
+/// [`TakeoverError::Store`]; [`TakeoverError::Audit`] when the outcome could
+/// not be recorded).
+async fn diagnose(
+    store: &dyn ObjectStore,
+    clock: &SharedClock,
+    audit: &AuditLog,
+    mut entry: AuditEntry,
+    key: &str,
+    record: &LeaseRecord,
+    err: StoreError,
+) -> TakeoverError {
+    let key = key.to_owned();
+    match err {
+        StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_) => {
+            let now_there = read_lease(store, &key, None).await;
+            let now_sentence = match &now_there {
+                Ok(o) => holder_sentence(o),
+                Err(e) => format!("could not re-read: {e}"),
+            };
+            entry.written = None;
+            let out = outcome_entry(
+                clock,
+                entry,
+                format!("refused: lease changed since seen; {now_sentence}"),
+                None,
+            );
+            if let Err(e) = audit.append(&out).await {
+                return e.into();
+            }
+            TakeoverError::Changed {
+                key,
+                now: now_sentence,
+                record: now_there.ok().and_then(|o| o.record().cloned()),
+            }
+        }
+        e => {
+            let now_sentence = match read_lease(store, &key, None).await {
+                Ok(o) if o.record().map(|r| &r.instance_id) == Some(&record.instance_id) => {
+                    "but the record was written (the answer was lost)".to_owned()
+                }
+                Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
+                Err(e2) => format!("unknown whether it landed (re-read failed: {e2}); look again"),
+            };
+            let out = outcome_entry(clock, entry, format!("failed: {e}; {now_sentence}"), None);
+            if let Err(e) = audit.append(&out).await {
+                return e.into();
+            }
+            TakeoverError::Store(format!("takeover of {key} failed: {e}; {now_sentence}"))
+        }
+    }
+}

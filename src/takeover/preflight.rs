@@ -1,0 +1,103 @@
+//! The takeover's pure guards: what is checked before any I/O, shared by
+//! `leasectl takeover` and the console's dialog, and the typed-prefix
+//! confirmation rule both use.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::TakeoverError;
+use crate::bucket::{format_secs, judge, lease_key, Judgement, LeaseState, Observed};
+use crate::text::sanitize;
+
+/// The guards that need no I/O, shared by `leasectl takeover` and the
+/// console's dialog: a reason, a sane TTL, `force` for a fresh lease, one TTL
+/// of watching for a suspect or malformed record. Returns the judgement of
+/// `seen` (the LEASE at `{prefix}LEASE` as the operator saw it; a suspect or
+/// malformed one unchanged for `watched_for`) at `now` (reader's clock, UTC).
+///
+/// Errors: [`TakeoverError::NoReason`], [`TakeoverError::BadTtl`],
+/// [`TakeoverError::Absent`] (no LEASE: nothing to take over),
+/// [`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`].
+pub fn preflight(
+    prefix: &str,
+    seen: &Observed,
+    watched_for: Duration,
+    reason: &str,
+    ttl_s: u64,
+    force: bool,
+    now: DateTime<Utc>,
+) -> Result<Judgement, TakeoverError> {
+    let key = lease_key(prefix);
+    check_request(reason, ttl_s)?;
+    let j = judge(seen, now);
+    match j.state {
+        LeaseState::Absent => Err(TakeoverError::Absent { key }),
+        LeaseState::Fresh if !force => Err(TakeoverError::Fresh {
+            key,
+            holder: seen
+                .record()
+                .map(|r| sanitize(&r.instance_id))
+                .unwrap_or_default(),
+            age: format_secs(j.age_s.unwrap_or(0.0)),
+        }),
+        LeaseState::Suspect | LeaseState::Malformed if watched_for < Duration::from_secs(ttl_s) => {
+            Err(TakeoverError::UnderWatch {
+                key,
+                state: j.state,
+                remaining: Duration::from_secs(ttl_s) - watched_for,
+            })
+        }
+        _ => Ok(j),
+    }
+}
+
+/// The guards on the request alone (before anything is read): a reason
+/// (not blank) and a sane TTL (1 s to [`crate::bucket::MAX_SANE_TTL_S`]).
+///
+/// Errors: [`TakeoverError::NoReason`], [`TakeoverError::BadTtl`].
+pub fn check_request(reason: &str, ttl_s: u64) -> Result<(), TakeoverError> {
+    if reason.trim().is_empty() {
+        return Err(TakeoverError::NoReason);
+    }
+    if ttl_s == 0 || ttl_s > crate::bucket::MAX_SANE_TTL_S {
+        return Err(TakeoverError::BadTtl(ttl_s));
+    }
+    Ok(())
+}
+
+/// The typed-prefix confirmation rule, shared by `leasectl takeover`'s prompt
+/// and the console's forced-takeover dialog: `typed` confirms when, ignoring
+/// surrounding blanks and trailing `/`, it is one of `names` (the URL or
+/// prefix as given, percent-decoded, …) as given or as shown escaped (so that
+/// a name holding a control or invisible character can always be typed).
+/// Nothing typed confirms nothing — unless every name is itself empty (the
+/// bucket's root prefix, shown as nothing to type).
+pub fn typed_confirms(typed: &str, names: &[&str]) -> bool {
+    let norm = |s: &str| s.trim().trim_end_matches('/').to_owned();
+    let typed = norm(typed);
+    if typed.is_empty() {
+        return names.iter().all(|n| norm(n).is_empty());
+    }
+    names
+        .iter()
+        .flat_map(|s| [s.to_string(), sanitize(s)])
+        .any(|s| typed == norm(&s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::typed_confirms;
+
+    #[test]
+    fn the_name_as_given_or_as_shown_confirms() {
+        assert!(typed_confirms("app/", &["app/"]));
+        assert!(typed_confirms(" app ", &["app/"]));
+        assert!(typed_confirms("a\\u{200b}b/", &["a\u{200b}b/"]));
+        assert!(typed_confirms("s3://b/app", &["s3://b/app/", "app/"]));
+        assert!(!typed_confirms("ap", &["app/"]));
+        assert!(!typed_confirms("", &["s3://b/", ""]));
+        assert!(!typed_confirms("  ", &["app/"]));
+        assert!(typed_confirms("", &[""]));
+    }
+}

@@ -1,0 +1,464 @@
+//! After the takeover's PUT: wait for a replaced live holder's fence (ended
+//! early by a signal or the console quitting, the lease is left to expire
+//! after that fence), then release, hold or hand over as asked.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::execute::outcome_entry;
+use super::{holder_sentence, TakeoverError, TakeoverOutcome, TakeoverRequest, Then, WaitControl};
+use crate::audit::{AuditEntry, AuditLog};
+use crate::bucket::{
+    format_secs, read_lease, BucketLease, Exclusion, FenceStatus, KeepAlive, LeaseConfig,
+    LeaseRecord,
+};
+use crate::clock::SharedClock;
+use crate::store::{ObjectStore, PutCondition};
+use crate::text::sanitize;
+
+/// A takeover whose record has been written: what [`after_put`] acts on.
+pub(super) struct Taken<'a> {
+    /// The store written.
+    pub store: Arc<dyn ObjectStore>,
+    /// The clock.
+    pub clock: SharedClock,
+    /// The audit log (its intent entry is written).
+    pub audit: &'a AuditLog,
+    /// The request.
+    pub req: &'a TakeoverRequest,
+    /// The lease key.
+    pub key: String,
+    /// The id pairing the audit entries.
+    pub id: String,
+    /// The record written.
+    pub record: LeaseRecord,
+    /// Its ETag.
+    pub etag: String,
+    /// Its TTL, seconds.
+    pub own_ttl_s: u64,
+    /// The replaced live holder's fence, from the PUT (`None`: it was not fresh).
+    pub old_fence: Option<Duration>,
+    /// When the PUT began (boot-time clock).
+    pub mono: Duration,
+    /// When the takeover began (reader's clock, UTC).
+    pub now: DateTime<Utc>,
+    /// The intent entry (made the outcome entry at the end).
+    pub entry: AuditEntry,
+}
+
+/// Acts on `t` as `t.req.then` asks — after the replaced holder's fence has
+/// closed for a release or hand-over (see [`super::takeover_with`]) — and
+/// writes the outcome entry.
+pub(super) async fn after_put(
+    mut t: Taken<'_>,
+    mut wait: WaitControl<'_>,
+) -> Result<TakeoverOutcome, TakeoverError> {
+    let config = LeaseConfig {
+        ttl_s: t.own_ttl_s,
+        exclusion: t.req.exclusion,
+    };
+    // The lease just written, as a holder of it (used by release and hold).
+    let mut written = BucketLease::from_written(
+        t.store.clone(),
+        t.clock.clone(),
+        t.key.clone(),
+        t.record.clone(),
+        t.etag.clone(),
+        config,
+        t.mono,
+    );
+    let safe_from = t.old_fence.map(|w| {
+        written.set_not_before(t.mono + w);
+        t.clock.wall()
+            + chrono::Duration::from_std(w.saturating_sub(t.clock.mono().saturating_sub(t.mono)))
+                .unwrap_or_default()
+    });
+    if let Some(at) = safe_from {
+        tracing::warn!(key = %t.key, "a live lease was replaced: its holder may write until its fence closes; writes are safe from {}", at.to_rfc3339());
+        t.entry.writes_safe_from = Some(at);
+    }
+    let mut outcome = TakeoverOutcome {
+        written: t.record.clone(),
+        etag: t.etag.clone(),
+        released: None,
+        held: None,
+        handover_deadline: None,
+        writes_safe_from: safe_from,
+        audit_entry: t.entry.clone(),
+        audit_path: t.audit.path().to_owned(),
+        audit_id: t.id.clone(),
+        key: t.key.clone(),
+    };
+    // Release and hand-over act only once the old holder's fence has closed.
+    let written = match (&t.req.then, safe_from, t.old_fence) {
+        (Then::Release | Then::Handover(_), Some(until), Some(w)) => {
+            wait_out_old_fence(&mut t, written, until, w, &mut wait).await?
+        }
+        _ => written,
+    };
+    let (result_text, final_etag) = act(&mut t, &mut outcome, written, safe_from).await?;
+    let out = outcome_entry(&t.clock, t.entry, result_text, Some(final_etag));
+    t.audit.append(&out).await?;
+    outcome.audit_entry = out;
+    Ok(outcome)
+}
+
+/// Waits, renewing `written`, until the replaced holder's fence (`w` after
+/// the PUT; `until`, UTC) has closed. Ended early by `wait.stop`, leaves the
+/// lease to expire after that fence and returns [`TakeoverError::Interrupted`];
+/// a lease lost meanwhile is [`TakeoverError::Store`] (both audited).
+async fn wait_out_old_fence(
+    t: &mut Taken<'_>,
+    written: BucketLease,
+    until: DateTime<Utc>,
+    w: Duration,
+    wait: &mut WaitControl<'_>,
+) -> Result<BucketLease, TakeoverError> {
+    let key = &t.key;
+    let after = match &t.req.then {
+        Then::Handover(s) => format!("handing {} over to {}", sanitize(key), sanitize(s)),
+        _ => format!("releasing {}", sanitize(key)),
+    };
+    (wait.notify)(&format!(
+        "waiting until {} ({} from now) for the replaced holder's fence to close before {after}; \
+         our record is renewed meanwhile. SIGINT, SIGTERM or SIGHUP ends the wait early: the lease \
+         is then left to expire after that fence, never released or handed over before it",
+        stamp(until),
+        format_secs(
+            (until - t.clock.wall())
+                .to_std()
+                .unwrap_or_default()
+                .as_secs_f64()
+        ),
+    ));
+    match wait_for_old_fence(written, wait.stop.as_mut()).await {
+        Waited::Open(l) => Ok(l),
+        Waited::Stopped(by, lease) => {
+            let fence_end = t.mono + w;
+            let (text, etag_left, record_left) = leave_to_expire(
+                t.store.as_ref(),
+                &t.clock,
+                t.req,
+                key,
+                lease,
+                fence_end,
+                until,
+                &by,
+            )
+            .await;
+            let mut entry = t.entry.clone();
+            if let (Some(w), Some(r)) = (&mut entry.written, record_left) {
+                w.record = r;
+            }
+            let out = outcome_entry(&t.clock, entry, text.clone(), etag_left);
+            t.audit.append(&out).await?;
+            Err(TakeoverError::Interrupted(format!(
+                "{text}\naudit: {} (id {})",
+                t.audit.path().display(),
+                t.id
+            )))
+        }
+        Waited::Lost(why) => {
+            let out = outcome_entry(
+                &t.clock,
+                t.entry.clone(),
+                format!("taken, but lost while waiting for the old holder's fence: {why}"),
+                Some(t.etag.clone()),
+            );
+            t.audit.append(&out).await?;
+            Err(TakeoverError::Store(format!(
+                "{key} was taken, but lost while waiting for the old holder's fence to close: {why}"
+            )))
+        }
+    }
+}
+
+/// Releases, holds or hands over `written` as asked; fills in `outcome`.
+/// Returns the outcome sentence and the ETag left at the key.
+async fn act(
+    t: &mut Taken<'_>,
+    outcome: &mut TakeoverOutcome,
+    written: BucketLease,
+    safe_from: Option<DateTime<Utc>>,
+) -> Result<(String, String), TakeoverError> {
+    let final_etag = written.etag().to_owned();
+    let text = match &t.req.then {
+        Then::Release => {
+            let r = written.release().await;
+            let text = match &r {
+                Ok(how) => format!("taken, then released ({how})"),
+                Err(e) => format!(
+                    "taken, but the release failed ({e}); the lease expires after {} s",
+                    t.own_ttl_s
+                ),
+            };
+            outcome.released = r.ok();
+            text
+        }
+        Then::Hold => {
+            outcome.held = Some(written);
+            match safe_from {
+                Some(at) => format!(
+                    "taken and held by leasectl; writes safe from {}",
+                    at.to_rfc3339()
+                ),
+                None => "taken and held by leasectl".to_owned(),
+            }
+        }
+        Then::Handover(successor) if safe_from.is_some() => {
+            return hand_over(t, outcome, &written, successor).await;
+        }
+        Then::Handover(successor) => {
+            let deadline = t.now + chrono::Duration::seconds(t.req.ttl_s as i64);
+            outcome.handover_deadline = Some(deadline);
+            format!(
+                "taken and handed over to {}; it must start before {}",
+                sanitize(successor),
+                deadline.to_rfc3339()
+            )
+        }
+    };
+    Ok((text, final_etag))
+}
+
+/// The hand-over after a replaced live holder's fence closed: our own record
+/// came first (it fenced the old holder out); now the successor's,
+/// conditional on ours. A failed write is audited and [`TakeoverError::Store`].
+async fn hand_over(
+    t: &mut Taken<'_>,
+    outcome: &mut TakeoverOutcome,
+    written: &BucketLease,
+    successor: &str,
+) -> Result<(String, String), TakeoverError> {
+    let at = t.clock.wall();
+    let handed = LeaseRecord {
+        instance_id: successor.to_owned(),
+        acquired_at: at,
+        renewed_at: at,
+        ttl_s: t.req.ttl_s,
+    };
+    let cond = match t.req.exclusion {
+        Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),
+        Exclusion::BestEffort => PutCondition::None,
+    };
+    match t.store.put(&t.key, handed.to_body(), cond).await {
+        Ok(e) => {
+            let final_etag = e.unwrap_or_default();
+            let deadline = at + chrono::Duration::seconds(t.req.ttl_s as i64);
+            outcome.handover_deadline = Some(deadline);
+            outcome.written = handed.clone();
+            outcome.etag = final_etag.clone();
+            if let Some(w) = &mut t.entry.written {
+                w.record = handed;
+            }
+            Ok((
+                format!(
+                    "taken, then handed over to {} once the old holder's fence closed; it must start before {}",
+                    sanitize(successor),
+                    deadline.to_rfc3339()
+                ),
+                final_etag,
+            ))
+        }
+        Err(e) => {
+            let own_ttl_s = t.own_ttl_s;
+            let out = outcome_entry(&t.clock, t.entry.clone(), format!("taken, but the hand-over write failed: {e}; the lease (ours) expires after {} s", own_ttl_s), Some(written.etag().to_owned()));
+            t.audit.append(&out).await?;
+            Err(TakeoverError::Store(format!(
+                "{} was taken, but handing it over failed: {e}; our lease expires after {} s",
+                t.key, own_ttl_s
+            )))
+        }
+    }
+}
+
+/// `Then::Hold` for a command-line holder: keeps `lease` renewed until
+/// `stop` completes (a signal) or its fence closes, then stops renewing and
+/// releases it. Returns why the fence closed (`None`: stopped as asked) and
+/// how the release went.
+pub async fn hold_until(
+    lease: BucketLease,
+    stop: impl Future<Output = ()>,
+) -> (
+    Option<crate::bucket::FenceClosed>,
+    crate::bucket::ReleaseReport,
+) {
+    let keep = KeepAlive::start(lease);
+    let lost = tokio::select! {
+        _ = stop => None,
+        _ = keep.closed() => keep.closed_reason(),
+    };
+    (lost, keep.stop_and_release().await)
+}
+
+/// Appends to `audit` that a held lease ended (`why`, at the reader's clock
+/// now): another outcome entry with the id of the takeover's `entry`.
+///
+/// # Errors
+/// The audit log could not be written.
+pub async fn record_loss(
+    audit: &AuditLog,
+    entry: &AuditEntry,
+    clock: &SharedClock,
+    why: &str,
+) -> Result<(), crate::audit::AuditError> {
+    let mut entry = entry.clone();
+    entry.time = clock.wall();
+    entry.outcome = Some(format!("held lease ended: {why}"));
+    audit.append(&entry).await
+}
+
+/// A time in the sentences about the wait: UTC, milliseconds.
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// How the wait for the replaced holder's fence ended.
+enum Waited {
+    /// The fence opened (the old holder's has closed): the lease, to act on.
+    Open(BucketLease),
+    /// Ended early by `stop` (what it said) before the fence opened: the
+    /// lease, renewed no more, or why it was lost.
+    Stopped(String, Result<BucketLease, String>),
+    /// The lease was lost meanwhile: why.
+    Lost(String),
+}
+
+/// Keeps `lease` renewed until its fence opens (the old holder's has closed),
+/// or until `stop` completes before that.
+async fn wait_for_old_fence(
+    lease: BucketLease,
+    mut stop: Pin<&mut (dyn Future<Output = String> + Send + '_)>,
+) -> Waited {
+    let keep = KeepAlive::start(lease);
+    loop {
+        match keep.status() {
+            FenceStatus::Waiting(d) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(d.min(Duration::from_millis(200))) => {}
+                    by = stop.as_mut() => {
+                        // Once the fence is open, finishing as asked is safe.
+                        if keep.status().is_open() {
+                            break;
+                        }
+                        return Waited::Stopped(by, keep.stop().await.map_err(|e| e.to_string()));
+                    }
+                }
+            }
+            FenceStatus::Open(_) => break,
+            FenceStatus::Closed(why) => {
+                let _ = keep.stop().await;
+                return Waited::Lost(why.to_string());
+            }
+        }
+    }
+    match keep.stop().await {
+        Ok(l) => Waited::Open(l),
+        Err(e) => Waited::Lost(e.to_string()),
+    }
+}
+
+/// After the wait was ended early by `by`: rewrites our record (conditional
+/// on its ETag) so that it stays fresh until the replaced holder's fence has
+/// closed (`fence_end`, boot-time clock; `until`, UTC) and then expires,
+/// renewed by nobody. Its TTL is 6/5 of the time left plus a second: a
+/// contender whose clock is off within the limit the TTL allows still sees
+/// it fresh until the fence has closed. Returns the sentence for the operator
+/// and the audit log, and the ETag and record left at the key (if known).
+#[allow(clippy::too_many_arguments)]
+async fn leave_to_expire(
+    store: &dyn ObjectStore,
+    clock: &SharedClock,
+    req: &TakeoverRequest,
+    key: &str,
+    lease: Result<BucketLease, String>,
+    fence_end: Duration,
+    until: DateTime<Utc>,
+    by: &str,
+) -> (String, Option<String>, Option<LeaseRecord>) {
+    let not_done = match &req.then {
+        Then::Handover(s) => format!("not handed over to {}", sanitize(s)),
+        _ => "not released".to_owned(),
+    };
+    let head = format!(
+        "stopped by {by} while waiting for the replaced holder's fence (closing at {}): {not_done}",
+        stamp(until)
+    );
+    let successor = match &req.then {
+        Then::Handover(s) => format!(
+            " (the successor with `leasectl bucket hold --instance-id {} --wait …`)",
+            sanitize(s)
+        ),
+        _ => String::new(),
+    };
+    let lease = match lease {
+        Ok(l) => l,
+        Err(why) => {
+            return (
+                format!("{head}; our lease was lost meanwhile: {why}"),
+                None,
+                None,
+            )
+        }
+    };
+    let left = fence_end.saturating_sub(clock.mono());
+    let ttl_s = ((left.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1)
+        .clamp(1, crate::bucket::MAX_SANE_TTL_S);
+    let now = clock.wall();
+    let record = LeaseRecord {
+        renewed_at: now,
+        ttl_s,
+        ..lease.record().clone()
+    };
+    let cond = match req.exclusion {
+        Exclusion::Conditional => PutCondition::IfMatch(lease.etag().to_owned()),
+        Exclusion::BestEffort => PutCondition::None,
+    };
+    match store.put(key, record.to_body(), cond).await {
+        Ok(etag) => {
+            let expires = now + chrono::Duration::seconds(ttl_s as i64);
+            let etag = etag.unwrap_or_default();
+            (
+                format!(
+                    "{head}. Our record ({}, ETag {etag}) was rewritten to expire at {} (TTL {ttl_s} s), \
+                     after that fence, and is renewed by nobody: from then anyone may take the prefix{successor}",
+                    sanitize(&record.instance_id),
+                    stamp(expires)
+                ),
+                Some(etag),
+                Some(record),
+            )
+        }
+        Err(e) => {
+            let last = lease.record();
+            let expires = last.renewed_at + chrono::Duration::seconds(last.ttl_s as i64);
+            let early = if expires < until {
+                format!(
+                    " — before the replaced holder's fence closes at {}: let no writer in before then",
+                    stamp(until)
+                )
+            } else {
+                String::new()
+            };
+            let now_there = match read_lease(store, key, None).await {
+                Ok(o) if o.etag() == Some(lease.etag()) => "it is still there".to_owned(),
+                Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
+                Err(e2) => format!("could not re-read it: {e2}"),
+            };
+            (
+                format!(
+                    "{head}; rewriting our record ({}) to expire after that fence failed ({e}); {now_there}. \
+                     As last renewed it expires at {}{early}; renewed by nobody",
+                    sanitize(&last.instance_id),
+                    stamp(expires)
+                ),
+                Some(lease.etag().to_owned()),
+                None,
+            )
+        }
+    }
+}
