@@ -489,66 +489,17 @@ pub fn apply(
                 a.depth = d;
             }
         }
-        Some(Command::Takeover { ttl, .. }) => {
+        Some(Command::Takeover(a)) => {
             if let Some(t) = ctx
                 .ttl
                 .filter(|_| !given(matches.subcommand_matches("takeover"), "ttl"))
             {
-                *ttl = t;
+                a.ttl = t;
             }
         }
         Some(_) => {}
     }
     Ok(Some(ctx.name.clone()))
-}
-
-/// `leasectl config path|view`: the exit status.
-pub fn config_cmd(what: crate::cli::ConfigCommand) -> i32 {
-    let usage = crate::exit::Exit::Usage.code();
-    let path = match path() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("leasectl: {e}");
-            return usage;
-        }
-    };
-    let shown = crate::text::sanitize(&path.display().to_string());
-    match what {
-        crate::cli::ConfigCommand::Path => {
-            if crate::monitor::write_stdout(&shown).is_err() {
-                return crate::exit::Exit::Failed.code();
-            }
-            match std::fs::metadata(&path) {
-                Ok(_) => eprintln!("leasectl: the config file exists"),
-                Err(_) => eprintln!(
-                    "leasectl: the config file does not exist yet; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
-                ),
-            }
-            crate::exit::Exit::Ok.code()
-        }
-        crate::cli::ConfigCommand::View => match load(&path) {
-            Ok(Some(c)) => {
-                let text = format!("# {shown}\n{}", c.to_toml());
-                match crate::monitor::write_stdout(text.trim_end()) {
-                    Ok(()) => crate::exit::Exit::Ok.code(),
-                    Err(_) => crate::exit::Exit::Failed.code(),
-                }
-            }
-            Ok(None) => {
-                eprintln!(
-                    "leasectl: there is no config file at {shown}; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
-                );
-                usage
-            }
-            Err(e) => {
-                // Its parts from the file are escaped already.
-                eprintln!("leasectl: {e}");
-                usage
-            }
-        },
-    }
 }
 
 #[cfg(test)]
