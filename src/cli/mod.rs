@@ -277,10 +277,13 @@ pub enum Command {
         #[command(subcommand)]
         command: WriterCommand,
     },
-    /// Check whether a service really honours If-None-Match and If-Match (writes a scratch
-    /// key `{TARGET}.leasectl-probe/{id}` and removes it). Exit 0 only when it does.
+    /// Check whether a service really honours If-None-Match and If-Match.
+    ///
+    /// Writes a scratch key `{TARGET}.leasectl-probe/{id}` and removes it. Exit 0 only
+    /// when it does.
     Probe(ProbeArgs),
     /// Take over the lease on PREFIX_URL: guarded, conditional on the ETag seen, audited.
+    ///
     /// Exit 0 taken; 4 refused (no LEASE there, fresh without --force, changed since seen,
     /// under watch, preconditions ignored, not confirmed); 5 `--then hold`: the held lease was
     /// lost or its fence closed; 6 --force with --then release|handover: a signal ended the
@@ -295,12 +298,14 @@ pub enum Command {
         #[command(subcommand)]
         command: BucketCommand,
     },
-    /// The console on a local store with live simulated holders and two real demo pods:
-    /// no cloud account needed. Quitting stops every demo process and removes the
-    /// temporary directory (a --dir is kept).
+    /// The console on a local store with simulated holders and demo pods (no cloud account).
+    ///
+    /// Live simulated holders and two real demo pods: no cloud account needed. Quitting
+    /// stops every demo process and removes the temporary directory (a --dir is kept).
     Demo(DemoArgs),
-    /// Monitoring plugin (Nagios, Icinga, Sensu): one status line with perfdata; exit 0 OK,
-    /// 1 WARNING, 2 CRITICAL, 3 UNKNOWN (anything not gathered, or bad usage).
+    /// Monitoring plugin (Nagios, Icinga, Sensu): one status line with perfdata.
+    ///
+    /// Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (anything not gathered, or bad usage).
     Check(CheckArgs),
     /// Prometheus exporter: /metrics and /healthz over HTTP, for a sidecar or a DaemonSet.
     Serve(ServeArgs),
@@ -324,8 +329,9 @@ pub enum Command {
 pub enum ConfigCommand {
     /// Print the config file's path (and say on stderr whether it exists).
     Path,
-    /// Print the config file as leasectl reads it: validated and normalised (credentials
-    /// never shown). Exit 2 when it is missing or invalid.
+    /// Print the config file as leasectl reads it: validated and normalised.
+    ///
+    /// Credentials are never shown. Exit 2 when it is missing or invalid.
     View,
 }
 
@@ -344,9 +350,11 @@ pub struct AuditArgs {
 /// `leasectl bucket …`.
 #[derive(Debug, Subcommand)]
 pub enum BucketCommand {
-    /// Run CMD while holding the bucket lease on PREFIX_URL: acquire (with the precondition
-    /// probe), renew every TTL/3, and stop CMD (SIGTERM, then SIGKILL after --grace) when the
-    /// fence closes or the lease is lost; release at exit. Exit: CMD's status; 4 lease not
+    /// Run CMD while holding the bucket lease on PREFIX_URL.
+    ///
+    /// Acquire (with the precondition probe), renew every TTL/3, and stop CMD (SIGTERM,
+    /// then SIGKILL after --grace) when the fence closes or the lease is lost; release at
+    /// exit. Exit: CMD's status; 4 lease not
     /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures; 2 usage; 126 CMD
     /// cannot be run (not executable); 127 CMD not found.
     Hold(HoldArgs),
@@ -355,8 +363,9 @@ pub enum BucketCommand {
 /// `leasectl writer …`.
 #[derive(Debug, Subcommand)]
 pub enum WriterCommand {
-    /// Run CMD under the writer-lease rules: as the pod's root, take the flock first, stamp
-    /// CLOUD_WRITER_LEASE_HELD with our pid, run CMD as a child, forward signals, release after
+    /// Run CMD under the writer-lease rules (flock, then CMD as a child, or exec in place).
+    ///
+    /// As the pod's root, take the flock first, stamp CLOUD_WRITER_LEASE_HELD with our pid, run CMD as a child, forward signals, release after
     /// it is reaped, exit with its status. Otherwise (Inherit, Off) exec CMD in place.
     /// Exit: CMD's status; 125 refused to start (invalid CLOUD_WRITER_LEASE, lock still
     /// held after --wait, lock file cannot be opened); 126 CMD cannot be run; 127 CMD not
