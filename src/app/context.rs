@@ -35,15 +35,16 @@ pub struct Context {
     pub gather: GatherOptions,
     /// Best-effort mode was chosen (`--conditional off` or the environment).
     pub best_effort: bool,
-    /// The applied context's TTL for takeovers from the console.
-    pub context_ttl: Option<Duration>,
+    /// What the config file's context sets for the command (flags win).
+    pub applied: crate::config::Applied,
     /// The terminal facts.
     pub terminal: Terminal,
 }
 
 impl Context {
-    /// The context of `cli` (after [`super::prepare`]).
-    pub fn new(cli: &Cli) -> Self {
+    /// The context of `cli`, with what the config file's context sets for
+    /// its command.
+    pub fn new(cli: &Cli, applied: crate::config::Applied) -> Self {
         use std::io::IsTerminal;
         let s3 = cli.s3.clone();
         Self {
@@ -54,7 +55,7 @@ impl Context {
                 ..GatherOptions::default()
             },
             best_effort: s3.conditional == Some(OnOff::Off),
-            context_ttl: cli.context_ttl,
+            applied,
             terminal: Terminal {
                 stdin: std::io::stdin().is_terminal(),
                 stdout: std::io::stdout().is_terminal(),

@@ -59,7 +59,7 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
     let command = matches.subcommand_name();
     // The context (-c NAME, or the default one for a bare `leasectl`): flags win.
     // Its parts from the file are escaped already (ConfigError).
-    crate::config::apply(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
+    let applied = crate::config::apply(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
     // MUSHROOMDB_BACKUP_LEASE_CONDITIONAL, for the commands that use it only
     // (`--conditional` wins): `writer exec` must start whatever it holds.
     let uses_conditional = matches!(
@@ -88,7 +88,7 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
         eprintln!("leasectl: --read-only cannot be combined with `{cmd}`, which writes");
         return Err(Exit::Usage);
     }
-    let ctx = Context::new(cli);
+    let ctx = Context::new(cli, applied);
     set_up_logging(cli, command, &ctx);
     Ok(ctx)
 }

@@ -39,14 +39,10 @@ pub struct Cli {
     /// the file's default_context.
     #[arg(short = 'c', long = "context", global = true, value_name = "NAME")]
     pub context: Option<String>,
-
-    /// The applied context's TTL for takeovers from the console (set from the config).
-    #[arg(skip)]
-    pub context_ttl: Option<Duration>,
 }
 
 /// Options of the console and of `--json`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct ConsoleArgs {
     /// Prefixes to watch: s3://bucket/path/ or file:///dir/.
     #[arg(value_name = "TARGET")]

@@ -20,7 +20,7 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
             _ => Exit::Check(CheckStatus::Unknown),
         }
     };
-    let targets = match crate::app::parse_targets(&args.targets) {
+    let targets = match crate::app::parse_targets(&ctx.applied.targets_or(&args.targets)) {
         Ok(t) => t,
         Err(e) => return unknown(e),
     };
@@ -29,7 +29,11 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
     }
     let counters = Arc::new(Counters::default());
     let open = crate::app::open_targets(&ctx.connector, &targets, &counters, false).await;
-    let mut g = Gatherer::new(open.read, ctx.gather_at(args.depth), 1);
+    let mut g = Gatherer::new(
+        open.read,
+        ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
+        1,
+    );
     let clock = crate::clock::SystemClock::shared();
     let extras = crate::app::pod_extras(&args.pod, ctx);
     let snap = crate::monitor::gather(&mut g, &clock, &extras).await;

@@ -15,6 +15,7 @@ use crate::tui;
 
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
 pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
+    let args = &with_context(args, ctx);
     let targets = match crate::app::parse_targets(&args.targets) {
         Ok(t) => t,
         Err(e) => {
@@ -52,7 +53,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         clock.wall(),
     );
     app.exclusion = ctx.exclusion();
-    if let Some(ttl) = ctx.context_ttl {
+    if let Some(ttl) = ctx.applied.ttl {
         app.ttl_s = ttl.as_secs();
     }
     // The pod is scanned with every refresh, next to the bucket gather, on a
@@ -103,6 +104,16 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         Ok(()) => Exit::Ok,
         Err(e) => crate::app::fail(&e),
     }
+}
+
+/// `args` with what the config file's context sets (its TARGETs when none
+/// are given, its refresh and depth unless given).
+fn with_context(args: &ConsoleArgs, ctx: &Context) -> ConsoleArgs {
+    let mut a = args.clone();
+    a.targets = ctx.applied.targets_or(&args.targets);
+    a.refresh = ctx.applied.refresh.unwrap_or(args.refresh);
+    a.depth = ctx.applied.depth.unwrap_or(args.depth);
+    a
 }
 
 /// The OPS mode's targets: each open target with its writable store.

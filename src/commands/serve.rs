@@ -12,7 +12,7 @@ use crate::store::Counters;
 
 /// Serves `/metrics` and `/healthz` until SIGTERM or SIGINT.
 pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
-    let targets = match crate::app::parse_targets(&args.targets) {
+    let targets = match crate::app::parse_targets(&ctx.applied.targets_or(&args.targets)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("leasectl: {e}");
@@ -28,7 +28,12 @@ pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
     let open = crate::app::open_targets(&ctx.connector, &targets, &counters, false).await;
     let relist = crate::app::relist_every(refresh);
     serve::serve(
-        Gatherer::new(open.read, ctx.gather_at(args.depth), relist).schedule(refresh),
+        Gatherer::new(
+            open.read,
+            ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
+            relist,
+        )
+        .schedule(refresh),
         crate::clock::SystemClock::shared(),
         crate::app::pod_extras(&args.pod, ctx),
         counters,

@@ -43,7 +43,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
         then: then_of(&a.then),
         force: a.force,
         yes: a.yes,
-        ttl_s: a.ttl.as_secs().max(1),
+        ttl_s: ctx.applied.ttl.unwrap_or(a.ttl).as_secs().max(1),
         exclusion: ctx.exclusion(),
     };
     takeover_cmd(

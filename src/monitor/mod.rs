@@ -3,8 +3,8 @@
 //! exporter. Each is a thin layer over the one [`Snapshot`] that the console
 //! and `--json` show, gathered with the same request discipline
 //! ([`Gatherer`]: conditional GETs, a listing about every 30 s). Plain
-//! option structs only: the commands (`crate::commands`) build them from
-//! the command line; nothing here reads `cli`.
+//! option structs only: the commands build them from
+//! the command line; nothing here reads the command line.
 
 pub mod check;
 pub mod prometheus;
