@@ -21,8 +21,7 @@ pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
         Ok(c) => Ok(c),
         Err(e) if e.use_stderr() && parsed_command().as_deref() == Some("check") => {
             let _ = e.print();
-            println!("LEASES UNKNOWN - usage error (see stderr)");
-            Err(Exit::Check(CheckStatus::Unknown))
+            Err(plugin_unknown("usage error (see stderr)"))
         }
         Err(e) => e.exit(),
     }
@@ -43,10 +42,18 @@ fn parsed_command() -> Option<String> {
 fn usage(command: Option<&str>, why: &str) -> Exit {
     eprintln!("leasectl: {why}");
     if command == Some("check") {
-        println!("LEASES UNKNOWN - {}", why.replace('|', "\\x7c"));
-        return Exit::Check(CheckStatus::Unknown);
+        return plugin_unknown(&why.replace('|', "\\x7c"));
     }
     Exit::Usage
+}
+
+/// `check`'s plugin line for a usage error, on stdout: UNKNOWN (a closed
+/// stdout is 141, as everywhere).
+fn plugin_unknown(why: &str) -> Exit {
+    match crate::stdout::write_line(&format!("LEASES UNKNOWN - {why}")) {
+        Err(crate::stdout::WriteError::Closed) => Exit::ClosedPipe,
+        _ => Exit::Check(CheckStatus::Unknown),
+    }
 }
 
 /// Completes and checks `cli` (the config file's context, the exclusion

@@ -15,7 +15,7 @@ use crate::snapshot::GatherOptions;
 use crate::store::{ObjectStore, ReadOnly};
 
 /// The demo, or (`--watchdog`, internal) the demo's watchdog process.
-pub fn run(a: &DemoArgs, _ctx: &Context) -> Exit {
+pub fn run(a: &DemoArgs, ctx: &Context) -> Exit {
     if a.watchdog {
         return crate::demo::watchdog();
     }
@@ -31,7 +31,7 @@ pub fn run(a: &DemoArgs, _ctx: &Context) -> Exit {
             die_after: a.die_after,
             leasectl,
         };
-        match demo(opts).await {
+        match demo(opts, ctx).await {
             Ok(exit) => exit,
             Err(e) => crate::app::fail(&e),
         }
@@ -44,8 +44,7 @@ pub fn run(a: &DemoArgs, _ctx: &Context) -> Exit {
 ///
 /// # Errors
 /// `DemoError` when the demo cannot start; terminal errors.
-async fn demo(opts: DemoOptions) -> color_eyre::Result<Exit> {
-    use std::io::IsTerminal;
+async fn demo(opts: DemoOptions, ctx: &Context) -> color_eyre::Result<Exit> {
     let dir = match DemoDir::create(opts.dir.as_deref()) {
         Ok(d) => d,
         Err(e) => {
@@ -53,7 +52,7 @@ async fn demo(opts: DemoOptions) -> color_eyre::Result<Exit> {
             return Ok(Exit::Usage);
         }
     };
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+    if !ctx.terminal.stdin || !ctx.terminal.stdout {
         dir.remove_if_temporary();
         eprintln!(
             "leasectl: demo runs the console and needs a terminal (stdin and stdout); \

@@ -668,3 +668,18 @@ fn help_gives_each_command_a_one_line_summary() {
     assert!(help(&["takeover"]).contains("4 refused"));
     assert!(help(&["check"]).contains("3 UNKNOWN"));
 }
+
+/// Issue 24: `check`'s usage errors are UNKNOWN (3, with the plugin line)
+/// because the command parsed is `check`, not because argv holds the word:
+/// a usage error of `probe` whose TARGET is the word `check` is clap's 2.
+#[test]
+fn only_the_check_commands_usage_errors_are_unknown() {
+    let out = run(&["check", "--bogus"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("LEASES UNKNOWN - usage error"));
+    let out = run(&["--region", "eu-west-1", "check", "--warn-age", "soon"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let out = run(&["probe", "check", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "no plugin line for another command");
+}
