@@ -3,8 +3,10 @@
 //! (connector, gathering options, exclusion, terminal facts), the logging
 //! set-up, the runtime ([`block_on`]) and the plumbing the commands share
 //! (TARGETs, opening stores, the audit log). The one dispatch over the
-//! commands is `crate::commands::run`; nothing here knows a command's
-//! arguments besides the command line's shared groups.
+//! commands is `crate::commands::run`; here, a command is known by the name
+//! clap parsed (`check`'s usage errors, which commands write, which read
+//! the exclusion mode from the environment, where logs go), and only the
+//! command line's shared groups are read.
 
 mod context;
 mod logging;

@@ -1,6 +1,5 @@
-//! `leasectl bucket hold`: run a command while holding the bucket lease
-//! (moved as it was from `commands.rs`; the supervision below is R4's
-//! `supervise` to come).
+//! `leasectl bucket hold`: run a command while holding the bucket lease,
+//! and the supervision of that command while it runs.
 
 use std::ffi::OsString;
 use std::process::Stdio;

@@ -1,5 +1,5 @@
 //! `leasectl takeover`: look, show, confirm, then the audited takeover
-//! (moved as it was from `commands.rs`).
+//! (module `crate::takeover`).
 
 use std::sync::Arc;
 use std::time::Duration;
