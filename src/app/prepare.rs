@@ -7,12 +7,12 @@ use super::Context;
 use crate::cli::Cli;
 use crate::exit::{CheckStatus, Exit};
 
-/// Parses argv. Help and version are printed and exit as clap does; a usage
-/// error of `check` (a monitoring plugin) is UNKNOWN (3), with its plugin
-/// line on stdout; any other usage error is clap's (2).
+/// Parses argv. Help and version are printed (exit 0), as clap prints them;
+/// a usage error of `check` (a monitoring plugin) is UNKNOWN (3), with its
+/// plugin line on stdout; any other usage error is clap's (2).
 ///
 /// # Errors
-/// The [`Exit`] of a usage error of `check`.
+/// The [`Exit`] when the command does not run: help, version, usage.
 pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
     let parsed = Cli::command()
         .try_get_matches()
@@ -23,7 +23,15 @@ pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
             let _ = e.print();
             Err(plugin_unknown("usage error (see stderr)"))
         }
-        Err(e) => e.exit(),
+        // Help and version (on stdout, 0), or clap's usage error (2).
+        Err(e) => {
+            let _ = e.print();
+            Err(if e.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Ok
+            })
+        }
     }
 }
 
