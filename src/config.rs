@@ -419,22 +419,56 @@ pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, Config
     config.context(&name).cloned().map(Some)
 }
 
+/// What the applied context sets for the command that runs, each part only
+/// when the command line did not give it (flags win). Each command reads the
+/// parts it has: the console its TARGETs, refresh, depth and TTL; `check`
+/// and `serve` their TARGETs and depth; `takeover` its TTL.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Applied {
+    /// The context's name (None: no context applied).
+    pub name: Option<String>,
+    /// The context's TARGETs (used when none are given).
+    pub targets: Vec<String>,
+    /// The refresh interval, unless `--refresh` was given.
+    pub refresh: Option<Duration>,
+    /// The discovery depth, unless `--depth` was given.
+    pub depth: Option<u32>,
+    /// The TTL of takeovers, unless `--ttl` was given.
+    pub ttl: Option<Duration>,
+}
+
+impl Applied {
+    /// `given` when it names a TARGET, else the context's TARGETs.
+    pub fn targets_or(&self, given: &[String]) -> Vec<String> {
+        if given.is_empty() {
+            self.targets.clone()
+        } else {
+            given.to_vec()
+        }
+    }
+}
+
 /// Applies the context selected by `cli.context` (or the default context
-/// for a bare `leasectl`) to `cli`. A value given on the command line (as
-/// `matches` records) wins over the context's. Returns the context's name
-/// when one was applied.
+/// for a bare `leasectl`) to `cli`'s S3 options, and returns what it sets for
+/// the command that runs ([`Applied`]). A value given on the command line
+/// (as `matches` records) wins over the context's.
+///
+/// # Errors
+/// A context that does not exist, a config file that cannot be read or is
+/// invalid.
 pub fn apply(
     cli: &mut crate::cli::Cli,
     matches: &clap::ArgMatches,
-) -> Result<Option<String>, ConfigError> {
-    use crate::cli::Command;
+) -> Result<Applied, ConfigError> {
     use clap::parser::ValueSource;
     let bare = cli.command.is_none() && cli.console.targets.is_empty();
     let Some(ctx) = select(cli.context.as_deref(), bare)? else {
-        return Ok(None);
+        return Ok(Applied::default());
     };
-    let given = |m: Option<&clap::ArgMatches>, id: &str| {
-        m.and_then(|m| m.value_source(id)) == Some(ValueSource::CommandLine)
+    // The arguments of the command that runs (the top level for the console).
+    let m = matches.subcommand().map_or(matches, |(_, m)| m);
+    let given = |id: &str| {
+        m.ids().any(|i| i.as_str() == id) && m.value_source(id) == Some(ValueSource::CommandLine)
     };
     let s3 = &mut cli.s3;
     if s3.endpoint_url.is_none() {
@@ -447,108 +481,13 @@ pub fn apply(
         s3.profile = ctx.profile.clone();
     }
     s3.path_style |= ctx.path_style.unwrap_or(false);
-    let targets = || {
-        ctx.targets
-            .iter()
-            .map(|t| t.to_string())
-            .collect::<Vec<_>>()
-    };
-    match &mut cli.command {
-        None => {
-            let c = &mut cli.console;
-            if c.targets.is_empty() {
-                c.targets = targets();
-            }
-            if let Some(r) = ctx.refresh.filter(|_| !given(Some(matches), "refresh")) {
-                c.refresh = r;
-            }
-            if let Some(d) = ctx.depth.filter(|_| !given(Some(matches), "depth")) {
-                c.depth = d;
-            }
-            cli.context_ttl = ctx.ttl;
-        }
-        Some(Command::Check(a)) => {
-            if a.targets.is_empty() {
-                a.targets = targets();
-            }
-            if let Some(d) = ctx
-                .depth
-                .filter(|_| !given(matches.subcommand_matches("check"), "depth"))
-            {
-                a.depth = d;
-            }
-        }
-        Some(Command::Serve(a)) => {
-            if a.targets.is_empty() {
-                a.targets = targets();
-            }
-            if let Some(d) = ctx
-                .depth
-                .filter(|_| !given(matches.subcommand_matches("serve"), "depth"))
-            {
-                a.depth = d;
-            }
-        }
-        Some(Command::Takeover { ttl, .. }) => {
-            if let Some(t) = ctx
-                .ttl
-                .filter(|_| !given(matches.subcommand_matches("takeover"), "ttl"))
-            {
-                *ttl = t;
-            }
-        }
-        Some(_) => {}
-    }
-    Ok(Some(ctx.name.clone()))
-}
-
-/// `leasectl config path|view`: the exit status.
-pub fn config_cmd(what: crate::cli::ConfigCommand) -> i32 {
-    let usage = crate::exit::Exit::Usage.code();
-    let path = match path() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("leasectl: {e}");
-            return usage;
-        }
-    };
-    let shown = crate::text::sanitize(&path.display().to_string());
-    match what {
-        crate::cli::ConfigCommand::Path => {
-            if crate::monitor::write_stdout(&shown).is_err() {
-                return crate::exit::Exit::Failed.code();
-            }
-            match std::fs::metadata(&path) {
-                Ok(_) => eprintln!("leasectl: the config file exists"),
-                Err(_) => eprintln!(
-                    "leasectl: the config file does not exist yet; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
-                ),
-            }
-            crate::exit::Exit::Ok.code()
-        }
-        crate::cli::ConfigCommand::View => match load(&path) {
-            Ok(Some(c)) => {
-                let text = format!("# {shown}\n{}", c.to_toml());
-                match crate::monitor::write_stdout(text.trim_end()) {
-                    Ok(()) => crate::exit::Exit::Ok.code(),
-                    Err(_) => crate::exit::Exit::Failed.code(),
-                }
-            }
-            Ok(None) => {
-                eprintln!(
-                    "leasectl: there is no config file at {shown}; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
-                );
-                usage
-            }
-            Err(e) => {
-                // Its parts from the file are escaped already.
-                eprintln!("leasectl: {e}");
-                usage
-            }
-        },
-    }
+    Ok(Applied {
+        name: Some(ctx.name.clone()),
+        targets: ctx.targets.iter().map(|t| t.to_string()).collect(),
+        refresh: ctx.refresh.filter(|_| !given("refresh")),
+        depth: ctx.depth.filter(|_| !given("depth")),
+        ttl: ctx.ttl.filter(|_| !given("ttl")),
+    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `leasectl demo`: the console on a local store, with live holders on the real
-//! engine and a real demo pod — no cloud account needed (ARCHITECTURE.md; DESIGN.md "demo").
+//! engine and a real demo pod — no cloud account needed (README: "The demo tour"; ARCHITECTURE.md).
 //!
 //! Layout of the demo directory (a fresh temporary directory unless `--dir`):
 //!
@@ -54,7 +54,7 @@ use crate::bucket::{
     lease_key, BucketLease, Exclusion, KeepAlive, LeaseConfig, LeaseError, LeaseWatch,
 };
 use crate::clock::{SharedClock, SkewedClock, SystemClock};
-use crate::snapshot::{GatherOptions, OpenTarget};
+use crate::snapshot::OpenTarget;
 use crate::store::local::LocalStore;
 use crate::store::{ObjectStore, PutCondition, ReadOnly, StoreError};
 use crate::target::Target;
@@ -771,7 +771,7 @@ fn spawn_pod(
 /// pipe without `clean` (it crashed or was killed), SIGKILLs every group and
 /// removes every directory it was told of (only a demo directory: one that
 /// holds [`STATE_DIR`]). Returns the exit code.
-pub fn watchdog() -> i32 {
+pub fn watchdog() -> crate::exit::Exit {
     use nix::sys::signal::{signal, SigHandler};
     // The terminal's hang-up and Ctrl-C are for the demo, not for us.
     for s in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGQUIT] {
@@ -797,7 +797,7 @@ pub fn watchdog() -> i32 {
         }
     }
     if clean {
-        return crate::exit::Exit::Ok.code();
+        return crate::exit::Exit::Ok;
     }
     eprintln!("leasectl demo watchdog: the demo ended without cleaning up; stopping its pods");
     for g in groups {
@@ -808,85 +808,11 @@ pub fn watchdog() -> i32 {
             let _ = fs::remove_dir_all(&d);
         }
     }
-    crate::exit::Exit::Ok.code()
+    crate::exit::Exit::Ok
 }
 
 /// Sends the demo's logs (the engine's, the holders') to `path`: the terminal
 /// belongs to the console. Honours `LEASECTL_LOG`; default `info`.
 pub fn init_logging(path: &Path) {
     crate::logfile::init(path);
-}
-
-/// `leasectl demo`: prepares the directory, starts the demo, runs the console
-/// on it (operations mode) until the operator quits, then stops everything.
-/// Returns the exit code: 0, or 2 without a terminal or with an unusable `--dir`.
-///
-/// # Errors
-/// [`DemoError`] when the demo cannot start; terminal errors.
-pub async fn run(opts: DemoOptions) -> color_eyre::Result<i32> {
-    use std::io::IsTerminal;
-    let dir = match DemoDir::create(opts.dir.as_deref()) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("leasectl: {e}");
-            return Ok(crate::snapshot::EXIT_USAGE);
-        }
-    };
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        dir.remove_if_temporary();
-        eprintln!(
-            "leasectl: demo runs the console and needs a terminal (stdin and stdout); \
-             for a JSON snapshot of a running demo, start it with --dir DIR and run leasectl --json file:///DIR/"
-        );
-        return Ok(crate::snapshot::EXIT_USAGE);
-    }
-    init_logging(&dir.log_file());
-    tracing::info!(dir = %dir.root().display(), audit_log = %dir.audit_log().display(), "demo starting");
-    let demo = Demo::start(&opts, dir).await?;
-
-    let clock: SharedClock = SystemClock::shared();
-    let mut app = crate::tui::app::App::new(
-        vec![demo.dir().target().to_string()],
-        false,
-        DEMO_REFRESH,
-        clock.wall(),
-    );
-    app.ttl_s = DEMO_TTL_S;
-    let audit_path = demo.dir().audit_log();
-    app.audit_path = Some(audit_path.display().to_string());
-    let counters = Arc::new(crate::store::Counters::default());
-    let counted: Arc<dyn ObjectStore> = Arc::new(crate::store::Counting::new(
-        demo.writable_store(),
-        counters.clone(),
-    ));
-    let mut open = demo.open_target();
-    open.store = Arc::new(ReadOnly::new(counted.clone()));
-    let ops = crate::tui::ops::Ops {
-        targets: vec![crate::tui::ops::OpsTarget {
-            url: open.target.to_string(),
-            endpoint: "local".into(),
-            bucket: None,
-            store: counted,
-            root: String::new(),
-        }],
-        audit: crate::audit::AuditLog::open(&audit_path)?,
-        exclusion: crate::bucket::Exclusion::Conditional,
-        ttl_s: DEMO_TTL_S,
-        clock: clock.clone(),
-    };
-    let result = crate::tui::run(crate::tui::Console {
-        app,
-        clock,
-        refresh: DEMO_REFRESH,
-        gatherer: crate::snapshot::Gatherer::new(vec![open], GatherOptions::default(), 5)
-            .schedule(DEMO_REFRESH),
-        pod: demo.pod_scans(),
-        counters,
-        audit_path: Some(audit_path),
-        ops: Some(ops),
-    })
-    .await;
-    demo.shutdown().await;
-    result?;
-    Ok(0)
 }

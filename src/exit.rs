@@ -1,9 +1,9 @@
 //! Every exit code leasectl uses, in one place (README: the exit-code tables
 //! of `--json`, `probe`, `bucket hold`, `takeover` and `writer exec`).
 //! `leasectl check` alone follows another convention, the monitoring
-//! plugins' (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN): see [`CHECK_OK`] and
-//! the constants after it. A closed stdout ends the printing commands with
-//! 141 (128 + SIGPIPE), as a shell pipeline expects.
+//! plugins' (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN): see [`Exit::Check`].
+//! A closed stdout ends the printing commands with 141 (128 + SIGPIPE), as a
+//! shell pipeline expects: [`Exit::ClosedPipe`].
 //!
 //! A command returns an [`Exit`]; `main` turns it into the process status.
 //! A command that runs a child (`bucket hold`, `writer exec`) passes the
@@ -32,13 +32,38 @@ pub enum Exit {
     /// wait for the replaced holder's fence; nothing was released or handed
     /// over early, the lease was left to expire after that fence (audited).
     Interrupted,
+    /// 125: `writer exec` refused to start (an invalid CLOUD_WRITER_LEASE,
+    /// the lock still held after `--wait`, a lock file that cannot be
+    /// opened), as `env(1)` and `timeout(1)` say.
+    CannotStart,
     /// 126: the command to run exists but cannot be run (not executable, a
     /// directory, permission denied), as shells say.
     CannotRun,
     /// 127: the command to run was not found.
     NotFound,
+    /// 141 (128 + SIGPIPE): stdout's reader went away (`leasectl --json |
+    /// head -1`); the command ends quietly.
+    ClosedPipe,
+    /// `leasectl check`: a monitoring-plugin status.
+    Check(CheckStatus),
     /// The child's own exit status (128 + N when killed by signal N).
     Child(i32),
+}
+
+/// `leasectl check` follows the monitoring-plugin convention (Nagios, Icinga,
+/// Sensu), not the rest of [`Exit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    /// 0 OK.
+    Ok,
+    /// 1 WARNING (a threshold crossed, or a lease needing attention whose
+    /// state is not in `--crit-state`).
+    Warning,
+    /// 2 CRITICAL (a state in `--crit-state`, `--crit-age`, a pod verdict).
+    Critical,
+    /// 3 UNKNOWN (something could not be gathered or judged, or bad usage:
+    /// for a plugin, a usage error is UNKNOWN, never CRITICAL).
+    Unknown,
 }
 
 impl Exit {
@@ -52,8 +77,14 @@ impl Exit {
             Exit::Refused => 4,
             Exit::Fenced => 5,
             Exit::Interrupted => 6,
+            Exit::CannotStart => 125,
             Exit::CannotRun => 126,
             Exit::NotFound => 127,
+            Exit::ClosedPipe => 141,
+            Exit::Check(CheckStatus::Ok) => 0,
+            Exit::Check(CheckStatus::Warning) => 1,
+            Exit::Check(CheckStatus::Critical) => 2,
+            Exit::Check(CheckStatus::Unknown) => 3,
             Exit::Child(c) => c,
         }
     }
@@ -71,20 +102,16 @@ impl Exit {
     }
 }
 
-impl From<Exit> for i32 {
-    fn from(e: Exit) -> i32 {
-        e.code()
+impl Exit {
+    /// The [`Exit`] for a status the engine reports as a number (the
+    /// snapshot's and the pod scan's documented 0, 1 and 3; see
+    /// `Snapshot::exit_code`). Any other number is [`Exit::Failed`]: never
+    /// success by accident.
+    pub fn from_status(code: i32) -> Exit {
+        match code {
+            0 => Exit::Ok,
+            3 => Exit::Attention,
+            _ => Exit::Failed,
+        }
     }
 }
-
-/// `leasectl check` follows the monitoring-plugin convention (Nagios, Icinga,
-/// Sensu), not [`Exit`]: 0 OK.
-pub const CHECK_OK: i32 = 0;
-/// `check`: 1 WARNING (a threshold crossed, or a lease needing attention
-/// whose state is not in `--crit-state`).
-pub const CHECK_WARNING: i32 = 1;
-/// `check`: 2 CRITICAL (a state in `--crit-state`, `--crit-age`, a pod verdict).
-pub const CHECK_CRITICAL: i32 = 2;
-/// `check`: 3 UNKNOWN (something could not be gathered or judged, or bad
-/// usage: for a plugin, a usage error is UNKNOWN, never CRITICAL).
-pub const CHECK_UNKNOWN: i32 = 3;

@@ -35,12 +35,13 @@ pub enum Status {
 
 impl Status {
     /// The plugin exit status.
-    pub const fn code(self) -> i32 {
+    pub const fn exit(self) -> crate::exit::Exit {
+        use crate::exit::{CheckStatus, Exit};
         match self {
-            Status::Ok => crate::exit::CHECK_OK,
-            Status::Warning => crate::exit::CHECK_WARNING,
-            Status::Critical => crate::exit::CHECK_CRITICAL,
-            Status::Unknown => crate::exit::CHECK_UNKNOWN,
+            Status::Ok => Exit::Check(CheckStatus::Ok),
+            Status::Warning => Exit::Check(CheckStatus::Warning),
+            Status::Critical => Exit::Check(CheckStatus::Critical),
+            Status::Unknown => Exit::Check(CheckStatus::Unknown),
         }
     }
 
@@ -102,31 +103,10 @@ impl Default for Thresholds {
     }
 }
 
-/// Parses `--crit-state`: a comma-separated list of stale, suspect,
-/// malformed, absent (or `none`).
-pub fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
-    if s == "none" {
-        return Ok(Vec::new());
-    }
-    s.split(',')
-        .map(|w| match w.trim() {
-            "stale" => Ok(LeaseState::Stale),
-            "suspect" => Ok(LeaseState::Suspect),
-            "malformed" => Ok(LeaseState::Malformed),
-            "absent" => Ok(LeaseState::Absent),
-            "fresh" => Err("fresh is the healthy state; it cannot be critical".to_owned()),
-            other => Err(format!(
-                "unknown state `{}`; expected a comma-separated list of stale, suspect, malformed, absent, or none",
-                crate::text::sanitize(other)
-            )),
-        })
-        .collect()
-}
-
 /// The check's result: the exit status and the whole plugin output.
 #[derive(Debug, Clone)]
 pub struct CheckResult {
-    /// The status (its [`Status::code`] is the exit status).
+    /// The status (its [`Status::exit`] is the exit status).
     pub status: Status,
     /// The output: the status line with perfdata, then the long output.
     pub output: String,
@@ -376,17 +356,6 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn states_parse_and_refuse_fresh() {
-        assert_eq!(
-            parse_states("stale,malformed").unwrap(),
-            vec![LeaseState::Stale, LeaseState::Malformed]
-        );
-        assert!(parse_states("none").unwrap().is_empty());
-        assert!(parse_states("fresh").is_err());
-        assert!(parse_states("bogus").unwrap_err().contains("unknown state"));
-    }
 
     #[test]
     fn ranks_critical_over_unknown_over_warning() {

@@ -165,12 +165,12 @@ pub async fn serve(
     extras: GatherExtras,
     counters: Arc<Counters>,
     opts: ServeOptions,
-) -> i32 {
+) -> crate::exit::Exit {
     let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(l) => l,
         Err(e) => {
             eprintln!("leasectl: could not listen on {}: {e}", opts.listen);
-            return crate::exit::Exit::Failed.code();
+            return crate::exit::Exit::Failed;
         }
     };
     let addr = listener.local_addr().unwrap_or(opts.listen);
@@ -214,7 +214,7 @@ pub async fn serve(
         .with_state(state);
     accept_loop(listener, app, connection_limit()).await;
     gathering.abort();
-    crate::exit::Exit::Ok.code()
+    crate::exit::Exit::Ok
 }
 
 /// The longest a client may take to send a request's headers, and the

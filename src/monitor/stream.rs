@@ -30,6 +30,7 @@ use crate::snapshot::{Gatherer, PrefixReport, Snapshot, TargetReport, SCHEMA_VER
 use crate::writer::scan::Verdict;
 
 use super::GatherExtras;
+use crate::exit::Exit;
 
 /// Where a target's requests go, as in `--json`: `endpoint` (the URL, null
 /// for AWS's own endpoint and a local store), `region`, `addressing_style`.
@@ -348,14 +349,14 @@ pub struct WatchOptions {
     pub heartbeat: Duration,
 }
 
-/// Streams changes until a signal (status 0) or a closed stdout (141, from
-/// [`super::write_stdout`]); another write error is status 1.
+/// Streams changes until a signal ([`Exit::Ok`]) or a closed stdout
+/// ([`Exit::ClosedPipe`], 141); another write error is [`Exit::Failed`].
 pub async fn watch(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: GatherExtras,
     opts: WatchOptions,
-) -> i32 {
+) -> Exit {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -363,7 +364,7 @@ pub async fn watch(
         signal(SignalKind::hangup()),
     ) else {
         eprintln!("leasectl: could not install the signal handlers for --watch");
-        return crate::exit::Exit::Failed.code();
+        return Exit::Failed;
     };
     let mut watcher = Watcher::default();
     let mut ticker = tokio::time::interval(opts.interval);
@@ -371,14 +372,14 @@ pub async fn watch(
     let mut last_beat: Option<tokio::time::Instant> = None;
     loop {
         let snap = tokio::select! {
-            _ = term.recv() => return 0,
-            _ = int.recv() => return 0,
-            _ = hup.recv() => return 0,
+            _ = term.recv() => return Exit::Ok,
+            _ = int.recv() => return Exit::Ok,
+            _ = hup.recv() => return Exit::Ok,
             _ = ticker.tick() => {
                 tokio::select! {
-                    _ = term.recv() => return 0,
-                    _ = int.recv() => return 0,
-                    _ = hup.recv() => return 0,
+                    _ = term.recv() => return Exit::Ok,
+                    _ = int.recv() => return Exit::Ok,
+                    _ = hup.recv() => return Exit::Ok,
                     s = super::gather(&mut gatherer, &clock, &extras) => s,
                 }
             }
@@ -391,9 +392,8 @@ pub async fn watch(
             last_beat = Some(now);
         }
         if !lines.is_empty() {
-            if let Err(e) = super::write_stdout(&lines.join("\n")) {
-                eprintln!("leasectl: could not write to stdout: {e}");
-                return crate::exit::Exit::Failed.code();
+            if let Err(exit) = crate::stdout::print(&lines.join("\n")) {
+                return exit;
             }
         }
     }

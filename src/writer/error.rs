@@ -91,13 +91,11 @@ impl WriterError {
     /// Exit code `writer exec` uses for its own failures: 127 when the command
     /// was not found, 126 when it could not be run, 125 for everything else
     /// (the convention of `env(1)` and `timeout(1)`).
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> crate::exit::Exit {
+        use crate::exit::Exit;
         match self {
-            WriterError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                127
-            }
-            WriterError::Spawn { .. } => 126,
-            _ => 125,
+            WriterError::Spawn { source, .. } => Exit::spawn_failed(source),
+            _ => Exit::CannotStart,
         }
     }
 }

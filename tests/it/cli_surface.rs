@@ -638,3 +638,48 @@ fn paths_named_in_the_markdown_files_exist() {
     }
     assert!(named > 5, "only {named} paths found");
 }
+
+/// Issue 24: `leasectl --help` (and `bucket`, `writer`, `config --help`)
+/// gives each command a one-line summary, at most 100 characters with its
+/// name; the details (exit codes, what it writes) are in `leasectl help CMD`.
+#[test]
+fn help_gives_each_command_a_one_line_summary() {
+    for path in [&[][..], &["bucket"], &["writer"], &["config"]] {
+        let h = help(path);
+        let commands: Vec<&str> = h
+            .lines()
+            .skip_while(|l| *l != "Commands:")
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .collect();
+        assert!(
+            !commands.is_empty(),
+            "no Commands section in {path:?} --help:\n{h}"
+        );
+        for line in commands {
+            assert!(
+                line.chars().count() <= 100,
+                "`leasectl {} --help` has a command summary over 100 characters:\n{line}",
+                path.join(" ")
+            );
+        }
+    }
+    // The details are still there, in the command's own help.
+    assert!(help(&["takeover"]).contains("4 refused"));
+    assert!(help(&["check"]).contains("3 UNKNOWN"));
+}
+
+/// Issue 24: `check`'s usage errors are UNKNOWN (3, with the plugin line)
+/// because the command parsed is `check`, not because argv holds the word:
+/// a usage error of `probe` whose TARGET is the word `check` is clap's 2.
+#[test]
+fn only_the_check_commands_usage_errors_are_unknown() {
+    let out = run(&["check", "--bogus"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("LEASES UNKNOWN - usage error"));
+    let out = run(&["--region", "eu-west-1", "check", "--warn-age", "soon"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let out = run(&["probe", "check", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "no plugin line for another command");
+}

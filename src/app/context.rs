@@ -1,0 +1,230 @@
+//! The context every command runs in, and the plumbing the commands share.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use color_eyre::eyre::{eyre, Result};
+
+use crate::bucket::Exclusion;
+use crate::cli::{AuditArgs, Cli, OnOff, PodArgs, S3Args};
+use crate::exit::Exit;
+use crate::monitor::GatherExtras;
+use crate::snapshot::{GatherOptions, OpenTarget};
+use crate::store::s3::S3Options;
+use crate::store::{Counters, Counting, ObjectStore, ReadOnly};
+use crate::target::{Connector, Target};
+use crate::writer::scan::ScanOptions;
+
+/// Whether stdin and stdout are terminals (read once).
+#[derive(Debug, Clone, Copy)]
+pub struct Terminal {
+    /// stdin is a terminal.
+    pub stdin: bool,
+    /// stdout is a terminal.
+    pub stdout: bool,
+}
+
+/// Built once from the command line, before the command runs.
+pub struct Context {
+    /// How to reach S3 (`--endpoint-url`, `--timeout`, …).
+    pub s3: S3Args,
+    /// The connector with `--timeout` as each request's deadline.
+    pub connector: Connector,
+    /// `--timeout` and `--concurrency` (each command sets its own depth).
+    pub gather: GatherOptions,
+    /// Best-effort mode was chosen (`--conditional off` or the environment).
+    pub best_effort: bool,
+    /// What the config file's context sets for the command (flags win).
+    pub applied: crate::config::Applied,
+    /// The terminal facts.
+    pub terminal: Terminal,
+}
+
+impl Context {
+    /// The context of `cli`, with what the config file's context sets for
+    /// its command.
+    pub fn new(cli: &Cli, applied: crate::config::Applied) -> Self {
+        use std::io::IsTerminal;
+        let s3 = cli.s3.clone();
+        Self {
+            connector: Connector::new(s3_options(&s3, s3.timeout)),
+            gather: GatherOptions {
+                request_timeout: s3.timeout,
+                concurrency: usize::from(s3.concurrency),
+                ..GatherOptions::default()
+            },
+            best_effort: s3.conditional == Some(OnOff::Off),
+            applied,
+            terminal: Terminal {
+                stdin: std::io::stdin().is_terminal(),
+                stdout: std::io::stdout().is_terminal(),
+            },
+            s3,
+        }
+    }
+
+    /// A connector whose requests end after `timeout` (`bucket hold`: at
+    /// most a third of the TTL).
+    pub fn connector_with_timeout(&self, timeout: Duration) -> Connector {
+        Connector::new(s3_options(&self.s3, timeout))
+    }
+
+    /// The exclusion asked for on the command line / environment.
+    pub fn exclusion(&self) -> Exclusion {
+        if self.best_effort {
+            Exclusion::BestEffort
+        } else {
+            Exclusion::Conditional
+        }
+    }
+
+    /// `--timeout`, `--concurrency` and this discovery depth.
+    pub fn gather_at(&self, depth: u32) -> GatherOptions {
+        GatherOptions {
+            depth,
+            ..self.gather.clone()
+        }
+    }
+}
+
+fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
+    S3Options {
+        endpoint_url: a.endpoint_url.clone(),
+        region: a.region.clone(),
+        profile: a.profile.clone(),
+        path_style: a.path_style,
+        request_timeout: Some(timeout),
+        max_attempts: None,
+    }
+}
+
+/// Parses TARGET URLs; the first bad one's sentence.
+///
+/// # Errors
+/// The parse error of the first URL that is not a TARGET.
+pub fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
+    raw.iter()
+        .map(|s| s.parse::<Target>().map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// Parses a TARGET URL; a bad one is a usage error (said on stderr).
+///
+/// # Errors
+/// [`Exit::Usage`] for a URL that is not a TARGET.
+pub fn target_or_usage(url: &str) -> std::result::Result<Target, Exit> {
+    url.parse::<Target>().map_err(|e| {
+        eprintln!("leasectl: {e}");
+        Exit::Usage
+    })
+}
+
+/// Says on stderr that with no TARGET and `--no-pod` there is nothing to
+/// report (`lead` names the output: "--json with no TARGET …" or "with no
+/// TARGET …") and returns [`Exit::Usage`].
+pub fn nothing_to_report(lead: &str) -> Exit {
+    eprintln!(
+        "leasectl: {lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
+    );
+    Exit::Usage
+}
+
+/// The targets opened: each read-only and counted for the gatherers, and,
+/// when asked, the same counted store writable (the console's OPS mode
+/// only: otherwise nothing that could write exists).
+pub struct Opened {
+    /// Read-only, counted: what every gatherer gets.
+    pub read: Vec<OpenTarget>,
+    /// The same stores, counted and writable, in the same order (empty
+    /// unless asked for).
+    pub writable: Vec<Arc<dyn ObjectStore>>,
+}
+
+/// Opens every target, each request counted in `counters` (and keeps the
+/// writable handles when `writable`). A target that
+/// cannot even be opened (a missing directory) stays in the list as a store
+/// whose every request fails, so it is reported as unreachable.
+pub async fn open_targets(
+    connector: &Connector,
+    targets: &[Target],
+    counters: &Arc<Counters>,
+    writable: bool,
+) -> Opened {
+    let mut opened = Opened {
+        read: Vec::new(),
+        writable: Vec::new(),
+    };
+    for t in targets {
+        let store: Arc<dyn ObjectStore> = match connector.open(t).await {
+            Ok(s) => s,
+            Err(e) => Arc::new(crate::store::Unavailable::new(t.to_string(), e)),
+        };
+        let counted: Arc<dyn ObjectStore> = Arc::new(Counting::new(store, counters.clone()));
+        opened.read.push(OpenTarget {
+            target: t.clone(),
+            endpoint: connector.endpoint(t).await,
+            store: Arc::new(ReadOnly::new(counted.clone())),
+        });
+        if writable {
+            opened.writable.push(counted);
+        }
+    }
+    opened
+}
+
+/// How many refreshes of `every` pass between two listings: about 30 s.
+pub fn relist_every(every: Duration) -> u32 {
+    (30 / every.as_secs().max(1)).max(1) as u32
+}
+
+/// The pod scan of `pod`, reading the proc filesystem at `proc_root`.
+pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
+    ScanOptions {
+        proc_root: proc_root.to_path_buf(),
+        data_dirs: pod.data_dirs.clone(),
+        pod_root: pod.pod_root,
+    }
+}
+
+/// What the monitoring front ends gather besides the buckets: the pod
+/// (unless `--no-pod`, from `/proc`) and best-effort marking.
+pub fn pod_extras(pod: &PodArgs, ctx: &Context) -> GatherExtras {
+    GatherExtras {
+        pod: (!pod.no_pod).then(|| scan_options(pod, Path::new("/proc"))),
+        best_effort: ctx.best_effort,
+    }
+}
+
+/// Opens the audit log (and its remote copy, `--audit-to`).
+///
+/// # Errors
+/// No default path, a log that cannot be opened, a bad or unreachable
+/// `--audit-to`.
+pub async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<crate::audit::AuditLog> {
+    let path = match &a.audit_log {
+        Some(p) => p.clone(),
+        None => crate::audit::AuditLog::default_path()?,
+    };
+    let mut log = crate::audit::AuditLog::open(path)?;
+    if let Some(url) = &a.audit_to {
+        let t: Target = url.parse().map_err(|e| eyre!("--audit-to: {e}"))?;
+        let store = connector.open(&t).await.map_err(|e| eyre!("{t}: {e}"))?;
+        log = log.with_remote(store, t.prefix().to_owned());
+    }
+    Ok(log)
+}
+
+/// Says, before a writing command acts, exactly where its writes go (on
+/// stderr, so scripts reading stdout are not disturbed).
+pub async fn announce(what: &str, connector: &Connector, target: &Target) {
+    let endpoint = match target {
+        Target::Local { .. } => String::new(),
+        Target::S3 { .. } => format!(" at {}", connector.endpoint(target).await),
+    };
+    eprintln!(
+        "leasectl: {what} on {}: the lease is the {}{endpoint}",
+        crate::text::sanitize(&target.to_string()),
+        target.lease_location()
+    );
+}

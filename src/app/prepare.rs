@@ -1,0 +1,154 @@
+//! From argv to a checked command line: parsing, the config file's context,
+//! the environment, and the rules that hold across commands.
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+
+use super::Context;
+use crate::cli::Cli;
+use crate::exit::{CheckStatus, Exit};
+
+/// Parses argv. Help and version are printed (exit 0), as clap prints them;
+/// a usage error of `check` (a monitoring plugin) is UNKNOWN (3), with its
+/// plugin line on stdout; any other usage error is clap's (2).
+///
+/// # Errors
+/// The [`Exit`] when the command does not run: help, version, usage.
+pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    match parsed {
+        Ok(c) => Ok(c),
+        Err(e) if e.use_stderr() && parsed_command().as_deref() == Some("check") => {
+            let _ = e.print();
+            Err(plugin_unknown("usage error (see stderr)"))
+        }
+        // Help and version (on stdout, 0), or clap's usage error (2).
+        Err(e) => {
+            let _ = e.print();
+            Err(if e.use_stderr() {
+                Exit::Usage
+            } else {
+                Exit::Ok
+            })
+        }
+    }
+}
+
+/// The command argv names, as clap finds it when it ignores the errors (a
+/// bad flag or value does not hide which command was meant).
+fn parsed_command() -> Option<String> {
+    Cli::command()
+        .ignore_errors(true)
+        .try_get_matches()
+        .ok()
+        .and_then(|m| m.subcommand_name().map(str::to_owned))
+}
+
+/// A usage error found after parsing: said on stderr; `check` also prints
+/// its plugin line and is UNKNOWN.
+fn usage(command: Option<&str>, why: &str) -> Exit {
+    eprintln!("leasectl: {why}");
+    if command == Some("check") {
+        return plugin_unknown(&why.replace('|', "\\x7c"));
+    }
+    Exit::Usage
+}
+
+/// `check`'s plugin line for a usage error, on stdout: UNKNOWN (a closed
+/// stdout is 141, as everywhere).
+fn plugin_unknown(why: &str) -> Exit {
+    match crate::stdout::write_line(&format!("LEASES UNKNOWN - {why}")) {
+        Err(crate::stdout::WriteError::Closed) => Exit::ClosedPipe,
+        _ => Exit::Check(CheckStatus::Unknown),
+    }
+}
+
+/// Completes and checks `cli` (the config file's context, the exclusion
+/// mode from the environment, `-o json`, endpoints, AWS variables,
+/// `--read-only`), sets up logging, and builds the [`Context`].
+///
+/// # Errors
+/// The [`Exit`] of a usage error (said on stderr).
+pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
+    let command = matches.subcommand_name();
+    // The context (-c NAME, or the default one for a bare `leasectl`): flags win.
+    // Its parts from the file are escaped already (ConfigError).
+    let applied = crate::config::apply(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
+    // MUSHROOMDB_BACKUP_LEASE_CONDITIONAL, for the commands that use it only
+    // (`--conditional` wins): `writer exec` must start whatever it holds.
+    let uses_conditional = matches!(
+        command,
+        None | Some("check" | "serve" | "bucket" | "takeover")
+    );
+    if uses_conditional && cli.s3.conditional.is_none() {
+        cli.s3.conditional = crate::cli::conditional_from_env(
+            std::env::var_os(crate::cli::CONDITIONAL_ENV).as_deref(),
+        )
+        .map_err(|why| usage(command, &why))?;
+    }
+    // `-o json` is `--json`.
+    if cli.console.output.format == Some(crate::cli::OutputFormat::Json) {
+        cli.console.json = true;
+    }
+    check_environment(cli)?;
+    // Watch mode promises that nothing writes: a writing command cannot run in it.
+    let writes = match command {
+        Some("bucket") => Some("bucket hold"),
+        Some("writer") => Some("writer exec"),
+        Some(c @ ("probe" | "takeover" | "demo")) => Some(c),
+        _ => None,
+    };
+    if let (true, Some(cmd)) = (cli.console.read_only, writes) {
+        eprintln!("leasectl: --read-only cannot be combined with `{cmd}`, which writes");
+        return Err(Exit::Usage);
+    }
+    let ctx = Context::new(cli, applied);
+    set_up_logging(cli, command, &ctx);
+    Ok(ctx)
+}
+
+/// The endpoint (`--endpoint-url`, or the SDK's variables when none is
+/// given: the same rules) and the AWS variables that end up in requests.
+fn check_environment(cli: &Cli) -> Result<(), Exit> {
+    let refuse = |why: String| {
+        eprintln!("leasectl: {why}");
+        Exit::Usage
+    };
+    if let Some(e) = &cli.s3.endpoint_url {
+        crate::cli::check_endpoint(e).map_err(refuse)?;
+    } else {
+        // The SDK takes these when no endpoint is given: the same rules as
+        // for --endpoint-url (no credentials, query or fragment in them).
+        for var in ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"] {
+            if let Some(e) = std::env::var(var).ok().filter(|e| !e.is_empty()) {
+                crate::cli::check_endpoint_from(var, &e).map_err(refuse)?;
+            }
+        }
+    }
+    if let Some(name) = crate::cli::bad_aws_env() {
+        return Err(refuse(format!(
+            "the environment variable {name} holds a control character or a non-ASCII \
+             character; fix or unset it (its value is not shown: it may be a secret)"
+        )));
+    }
+    Ok(())
+}
+
+/// The terminal belongs to the console: the console logs to a file (the demo
+/// to one in its directory); every other command logs to stderr.
+fn set_up_logging(cli: &Cli, command: Option<&str>, ctx: &Context) {
+    let c = &cli.console;
+    match command {
+        Some("demo") => {}
+        None if !c.json
+            && c.output.format.is_none()
+            && c.output.watch.is_none()
+            && ctx.terminal.stdout =>
+        {
+            super::init_console_logging()
+        }
+        None | Some("check") => super::init_logging(true),
+        Some(other) => super::init_logging(c.json || other == "pod-scan"),
+    }
+}

@@ -1,0 +1,67 @@
+//! `leasectl audit`: the audit log, newest first.
+
+use crate::app::Context;
+use crate::cli::AuditListArgs;
+use crate::exit::Exit;
+use crate::text::sanitize;
+
+/// `leasectl audit [--json]`: the log at `--audit-log` (or the default path).
+pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
+    let path = match &a.audit.audit_log {
+        Some(p) => p.clone(),
+        None => match crate::audit::AuditLog::default_path() {
+            Ok(p) => p,
+            Err(e) => return crate::app::fail(&e.into()),
+        },
+    };
+    audit_list(&path, a.json, &mut std::io::stdout())
+}
+
+/// `leasectl audit`: the log newest first, as text or one JSON array. Each
+/// line that is not an entry (torn by a crash, edited) is named on stderr
+/// (its number and byte offset) and skipped; the rest is listed (exit 0).
+pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Write) -> Exit {
+    match crate::audit::AuditLog::read_report(path) {
+        Ok(report) => {
+            let mut entries = report.entries;
+            entries.reverse();
+            for u in &report.unreadable {
+                eprintln!(
+                    "leasectl: audit log {}: {u}",
+                    sanitize(&path.display().to_string())
+                );
+            }
+            if json {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    crate::text::to_json_pretty(&entries).unwrap_or_default()
+                );
+            } else if entries.is_empty() {
+                let _ = writeln!(out, "no audit entries in {}", path.display());
+            } else {
+                for e in &entries {
+                    let _ = writeln!(
+                        out,
+                        "{}  {:<7}  {}  {}  {}  reason: {}{}",
+                        crate::audit::fmt_time(&e.time),
+                        e.phase,
+                        sanitize(&e.operator),
+                        sanitize(&e.target.url),
+                        e.observed.judgement,
+                        sanitize(&e.reason),
+                        e.outcome
+                            .as_deref()
+                            .map(|o| format!("  → {}", sanitize(o)))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+            Exit::Ok
+        }
+        Err(e) => {
+            let _ = writeln!(out, "leasectl: {e}");
+            Exit::Failed
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! `leasectl bucket hold`: run a command while holding the bucket lease,
+//! and the supervision of that command while it runs.
+
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::Context;
+use crate::bucket::{
+    new_instance_id, BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, ReleaseReport,
+    Released,
+};
+use crate::cli::HoldArgs;
+use crate::clock::{SharedClock, SystemClock};
+use crate::exit::Exit;
+use crate::store::ObjectStore;
+use crate::supervise;
+use crate::text::sanitize;
+
+/// `leasectl bucket hold PREFIX_URL -- CMD`: each request's deadline is at
+/// most a third of the TTL.
+pub async fn run(a: &HoldArgs, ctx: &Context) -> Exit {
+    let target = match crate::app::target_or_usage(&a.prefix_url) {
+        Ok(t) => t,
+        Err(exit) => return exit,
+    };
+    let connector = ctx.connector_with_timeout(ctx.s3.timeout.min(a.ttl / 3));
+    crate::app::announce("bucket hold", &connector, &target).await;
+    let store = match connector.open(&target).await {
+        Ok(s) => s,
+        Err(e) => return crate::app::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
+    };
+    let config = LeaseConfig {
+        ttl_s: a.ttl.as_secs(),
+        exclusion: ctx.exclusion(),
+    };
+    hold(
+        store,
+        SystemClock::shared(),
+        target.prefix(),
+        HoldOptions {
+            config,
+            instance_id: a.instance_id.clone(),
+            wait: a.wait,
+            grace: a.grace,
+        },
+        &a.command,
+    )
+    .await
+}
+
+/// How `bucket hold` runs.
+pub struct HoldOptions {
+    /// The lease (TTL, exclusion).
+    pub config: LeaseConfig,
+    /// Take the lease as this id (default: a new random one).
+    pub instance_id: Option<String>,
+    /// Keep retrying the acquire for this long.
+    pub wait: Duration,
+    /// Time between SIGTERM and SIGKILL when the fence closes.
+    pub grace: Duration,
+}
+
+/// `bucket hold`: acquire the lease on `prefix`, run `command` while it is
+/// held, stop it when the fence closes. Returns the process exit code.
+pub async fn hold(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    prefix: &str,
+    opts: HoldOptions,
+    command: &[OsString],
+) -> Exit {
+    let HoldOptions {
+        config,
+        instance_id,
+        wait,
+        grace,
+    } = opts;
+    let id = instance_id.unwrap_or_else(new_instance_id);
+    let lease =
+        match acquire_waiting(store.clone(), clock.clone(), prefix, &id, &config, wait).await {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
+    tracing::info!(
+        key = %lease.key(),
+        instance_id = %sanitize(&lease.record().instance_id),
+        exclusion = %lease.exclusion().as_str(),
+        ttl_s = config.ttl_s,
+        "lease held; starting the command"
+    );
+    let key = lease.key().to_owned();
+    let grace = effective_grace(grace, config.ttl());
+    let fence_clock = clock.clone();
+    let keep = KeepAlive::start(lease);
+
+    // Descendants that CMD orphans (a daemonized writer) become our children,
+    // so the fence can find and stop them too.
+    let _ = supervise::become_subreaper();
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("LEASECTL_LEASE_KEY", &key)
+        .env("LEASECTL_INSTANCE_ID", &id)
+        .stdin(Stdio::inherit());
+    // SAFETY: the hook calls only async-signal-safe functions; a crashed
+    // holder leaves no writer behind.
+    unsafe {
+        cmd.pre_exec(supervise::die_with_parent(std::process::id(), None));
+    }
+    if !keep.status().is_open() {
+        tracing::error!(key = %key, "the fence closed before the command could start; not starting it");
+        finish(keep).await;
+        return Exit::Fenced;
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(
+                "cannot run {}: {e}",
+                sanitize(&command[0].to_string_lossy())
+            );
+            finish(keep).await;
+            return Exit::spawn_failed(&e);
+        }
+    };
+    let target = child
+        .id()
+        .and_then(|pid| supervise::ChildHandle::open(pid as i32).ok());
+    // The fence is enforced off the async runtime: the watchdog thread that
+    // closes it also starts the stop sequence, so a stuck renewal or a busy
+    // runtime cannot delay SIGTERM or SIGKILL.
+    if let Some(t) = &target {
+        let t = t.clone();
+        keep.on_close(move |close| stop_command(t, close, grace, fence_clock));
+    }
+    let mut signals = supervise::Signals::new();
+    let mut fenced = false;
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                let code = supervise::status_exit(status);
+                reap_leftovers();
+                // Whether the fence closed before CMD exited decides the exit code.
+                fenced |= keep.closed_reason().is_some();
+                finish(keep).await;
+                break if fenced { Exit::Fenced } else { code };
+            }
+            _ = keep.closed(), if !fenced => {
+                fenced = true;
+                let why = keep.closed_reason().map(|r| r.to_string()).unwrap_or_default();
+                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", crate::bucket::format_secs(grace.as_secs_f64()));
+                if target.is_none() {
+                    let _ = child.start_kill();
+                }
+            }
+            sig = signals.recv() => {
+                if let (Some(t), Some(sig)) = (&target, sig) {
+                    t.signal(sig);
+                }
+            }
+        }
+    }
+}
+
+/// Acquires the lease on `prefix` as `id`, retrying for `wait` while another
+/// holder has it (or it is under watch). `Err` is `bucket hold`'s exit code.
+async fn acquire_waiting(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    prefix: &str,
+    id: &str,
+    config: &LeaseConfig,
+    wait: Duration,
+) -> Result<BucketLease, Exit> {
+    let mut watch = LeaseWatch::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match BucketLease::acquire_as(
+            store.clone(),
+            clock.clone(),
+            prefix,
+            id,
+            config.clone(),
+            &mut watch,
+        )
+        .await
+        {
+            Ok(l) => return Ok(l),
+            Err(e @ (LeaseError::HeldByOther { .. } | LeaseError::UnderWatch { .. }))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tracing::info!("{e}; retrying");
+                let pause = config.ttl() / 3;
+                tokio::time::sleep(
+                    pause
+                        .min(deadline - tokio::time::Instant::now())
+                        .max(Duration::from_millis(100)),
+                )
+                .await;
+            }
+            Err(e) => {
+                tracing::error!("lease not acquired: {e}");
+                return Err(match e {
+                    LeaseError::Store(_) => Exit::Failed,
+                    _ => Exit::Refused,
+                });
+            }
+        }
+    }
+}
+
+/// The longest `--grace` honoured: a sixth of the TTL. With it CMD is killed
+/// at most five sixths of a TTL after the last renewal began, a sixth of a TTL
+/// before any contender may take the lease (that sixth absorbs clock offsets).
+pub fn effective_grace(grace: Duration, ttl: Duration) -> Duration {
+    let cap = ttl / 6;
+    if grace > cap {
+        tracing::warn!(
+            "--grace {} is longer than a sixth of the TTL: CMD will be killed {} after SIGTERM, before the lease can be taken over",
+            crate::bucket::format_secs(grace.as_secs_f64()),
+            crate::bucket::format_secs(cap.as_secs_f64())
+        );
+        cap
+    } else {
+        grace
+    }
+}
+
+/// The stop sequence, run off the async runtime when the fence closes:
+/// SIGTERM now, SIGKILL `grace` later but no later than the last renewal +
+/// the fence window + `grace` on the boot-time clock — at once, without
+/// SIGTERM, if that moment has already passed (the process was paused or the
+/// host suspended past it).
+fn stop_command(
+    target: supervise::ChildHandle,
+    close: crate::bucket::FenceClose,
+    grace: Duration,
+    clock: SharedClock,
+) {
+    // SIGKILL `grace` after SIGTERM, and never later than `grace` after the
+    // deadline itself (measured from the last renewal, not from when this
+    // process got to run again).
+    let now = clock.mono();
+    let kill_at = (now + grace).min(close.deadline.renewed_mono + close.deadline.window + grace);
+    if now >= close.deadline.renewed_mono + close.deadline.window + grace {
+        // Late (paused or suspended past it): no grace, and no thread to
+        // start first — every microsecond here is one the command may write in.
+        let n = supervise::kill_tree(&target);
+        tracing::error!("the fence closed late (this process was paused or the host suspended): SIGKILL at once ({n} processes)");
+        return;
+    }
+    target.signal(libc::SIGTERM);
+    let fallback = target.clone();
+    let run = move || {
+        loop {
+            let now = clock.mono();
+            if now >= kill_at {
+                break;
+            }
+            if target.has_exited() {
+                return;
+            }
+            std::thread::sleep((kill_at - now).min(crate::bucket::fence::WATCHDOG_TICK));
+        }
+        if !target.has_exited() {
+            let n = supervise::kill_tree(&target);
+            tracing::error!("the command did not stop after SIGTERM: SIGKILL ({n} processes)");
+        }
+    };
+    if std::thread::Builder::new()
+        .name("leasectl-stop".into())
+        .spawn(run)
+        .is_err()
+    {
+        // No thread to wait the grace out: kill at once rather than late.
+        supervise::kill_tree(&fallback);
+    }
+}
+
+/// Kills what CMD left running after it exited (daemonized descendants)
+/// before the lease is released; says so when it finds any.
+fn reap_leftovers() {
+    let left = supervise::kill_descendants(libc::SIGKILL);
+    if left > 0 {
+        tracing::warn!(
+            "the command exited but left {left} process(es) running (e.g. daemonized); they were killed before the lease was released"
+        );
+    }
+}
+
+/// Stops renewing and releases the lease, saying how the release went.
+pub(super) async fn finish(keep: KeepAlive) {
+    log_release(keep.stop_and_release().await);
+}
+
+/// Logs how a lease's release went (a warning unless released as ours).
+pub(super) fn log_release(report: ReleaseReport) {
+    match report {
+        r @ ReleaseReport::Released(Released::NotOurs(_)) => tracing::warn!("lease {r}"),
+        r @ ReleaseReport::Released(_) => tracing::info!("lease {r}"),
+        r => tracing::warn!("lease {r}"),
+    }
+}
+

@@ -1,0 +1,57 @@
+//! `leasectl check`: the monitoring plugin (module `crate::monitor::check`).
+
+use std::sync::Arc;
+
+use crate::app::Context;
+use crate::cli::CheckArgs;
+use crate::exit::{CheckStatus, Exit};
+use crate::monitor::check;
+use crate::snapshot::Gatherer;
+use crate::store::Counters;
+
+/// Gathers once, prints the plugin output, returns the plugin status;
+/// anything not gathered, and bad usage, is UNKNOWN.
+pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
+    let unknown = |msg: String| {
+        // The plugin's output is its first line on stdout, even for usage.
+        let line = format!("LEASES UNKNOWN - {}", crate::text::sanitize(&msg));
+        match crate::stdout::write_line(&line) {
+            Err(crate::stdout::WriteError::Closed) => Exit::ClosedPipe,
+            _ => Exit::Check(CheckStatus::Unknown),
+        }
+    };
+    let targets = match crate::app::parse_targets(&ctx.applied.targets_or(&args.targets)) {
+        Ok(t) => t,
+        Err(e) => return unknown(e),
+    };
+    if targets.is_empty() && args.pod.no_pod {
+        return unknown("nothing to check: give a TARGET or leave out --no-pod".into());
+    }
+    let counters = Arc::new(Counters::default());
+    let open = crate::app::open_targets(&ctx.connector, &targets, &counters, false).await;
+    let mut g = Gatherer::new(
+        open.read,
+        ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
+        1,
+    );
+    let clock = crate::clock::SystemClock::shared();
+    let extras = crate::app::pod_extras(&args.pod, ctx);
+    let snap = crate::monitor::gather(&mut g, &clock, &extras).await;
+    let r = check::evaluate(
+        &snap,
+        &check::Thresholds {
+            warn_age: args.warn_age,
+            crit_age: args.crit_age,
+            crit_states: args.crit_state.clone(),
+            min_leases: args.min_leases,
+        },
+    );
+    match crate::stdout::write_line(&r.output) {
+        Ok(()) => r.status.exit(),
+        Err(crate::stdout::WriteError::Closed) => Exit::ClosedPipe,
+        Err(e) => {
+            eprintln!("leasectl: could not write to stdout: {e}");
+            Exit::Check(CheckStatus::Unknown)
+        }
+    }
+}

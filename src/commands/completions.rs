@@ -1,0 +1,17 @@
+//! `leasectl completions SHELL`: the completion script on stdout.
+
+use crate::app::Context;
+use crate::cli::CompletionsArgs;
+use crate::exit::Exit;
+
+/// Prints the completion script for the shell asked.
+pub fn run(a: &CompletionsArgs, _ctx: &Context) -> Exit {
+    use clap::CommandFactory;
+    let mut cmd = crate::cli::Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "leasectl", &mut out);
+    match crate::stdout::print(String::from_utf8_lossy(&out).trim_end()) {
+        Ok(()) => Exit::Ok,
+        Err(exit) => exit,
+    }
+}

@@ -1,0 +1,55 @@
+//! `leasectl config path|view`: the config file of contexts (module
+//! `crate::config`).
+
+use crate::app::Context;
+use crate::cli::ConfigCommand;
+use crate::exit::Exit;
+
+/// `leasectl config path|view`: the exit status.
+pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
+    let usage = Exit::Usage;
+    let path = match crate::config::path() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("leasectl: {e}");
+            return usage;
+        }
+    };
+    let shown = crate::text::sanitize(&path.display().to_string());
+    match what {
+        ConfigCommand::Path => {
+            if let Err(e) = crate::stdout::write_line(&shown) {
+                return e.exit();
+            }
+            match std::fs::metadata(&path) {
+                Ok(_) => eprintln!("leasectl: the config file exists"),
+                Err(_) => eprintln!(
+                    "leasectl: the config file does not exist yet; create it with a \
+                     [contexts.NAME] table (see the README, Monitoring: contexts)"
+                ),
+            }
+            Exit::Ok
+        }
+        ConfigCommand::View => match crate::config::load(&path) {
+            Ok(Some(c)) => {
+                let text = format!("# {shown}\n{}", c.to_toml());
+                match crate::stdout::write_line(text.trim_end()) {
+                    Ok(()) => Exit::Ok,
+                    Err(e) => e.exit(),
+                }
+            }
+            Ok(None) => {
+                eprintln!(
+                    "leasectl: there is no config file at {shown}; create it with a \
+                     [contexts.NAME] table (see the README, Monitoring: contexts)"
+                );
+                usage
+            }
+            Err(e) => {
+                // Its parts from the file are escaped already.
+                eprintln!("leasectl: {e}");
+                usage
+            }
+        },
+    }
+}

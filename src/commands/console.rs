@@ -1,0 +1,196 @@
+//! The console (no command): the operations console on the TARGETs, or one
+//! of the outputs of [`super::output`] when stdout asks for one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::Context;
+use crate::cli::ConsoleArgs;
+use crate::clock::{SharedClock, SystemClock};
+use crate::exit::Exit;
+use crate::snapshot::{GatherOptions, Gatherer, OpenTarget};
+use crate::store::Counters;
+use crate::tui;
+
+/// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
+pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
+    let args = &with_context(args, ctx);
+    let targets = match crate::app::parse_targets(&args.targets) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("leasectl: {e}");
+            return Exit::Usage;
+        }
+    };
+    if args.json && targets.is_empty() && args.pod.no_pod {
+        return crate::app::nothing_to_report(
+            "--json with no TARGET and --no-pod has nothing to report",
+        );
+    }
+    // Every request is counted (the console's request rate). Neither the
+    // snapshot nor the console table writes: they get the read side only; the
+    // writable handle is kept only for the console's write task in OPS mode, so
+    // in watch mode (and for --json) nothing that could write exists.
+    let counters = Arc::new(Counters::default());
+    let writes = !args.read_only && !super::output::wanted(args, ctx);
+    let opened = crate::app::open_targets(&ctx.connector, &targets, &counters, writes).await;
+    if let Some(exit) = super::output::run(args, opened.read.clone(), counters.clone(), ctx).await {
+        return exit;
+    }
+    if !ctx.terminal.stdout || !ctx.terminal.stdin {
+        eprintln!(
+            "leasectl: the console needs a terminal (stdin and stdout); use --json for a snapshot"
+        );
+        return Exit::Usage;
+    }
+    let refresh = args.refresh.max(Duration::from_secs(1));
+    let clock: SharedClock = SystemClock::shared();
+    let mut app = tui::app::App::new(
+        targets.iter().map(|t| t.to_string()).collect(),
+        args.read_only,
+        refresh,
+        clock.wall(),
+    );
+    app.exclusion = ctx.exclusion();
+    if let Some(ttl) = ctx.applied.ttl {
+        app.ttl_s = ttl.as_secs();
+    }
+    // The pod is scanned with every refresh, next to the bucket gather, on a
+    // blocking thread (it reads /proc); the UI only receives the result.
+    let pod = if args.pod.no_pod {
+        app = app.without_pod();
+        Vec::new()
+    } else {
+        vec![crate::app::scan_options(
+            &args.pod,
+            std::path::Path::new("/proc"),
+        )]
+    };
+    let audit_path = match &args.audit.audit_log {
+        Some(p) => Some(p.clone()),
+        None => crate::audit::AuditLog::default_path().ok(),
+    };
+    let ops = if args.read_only {
+        None
+    } else {
+        let log = match crate::app::open_audit(&ctx.connector, &args.audit).await {
+            Ok(l) => l,
+            Err(e) => return crate::app::fail(&e),
+        };
+        app.audit_path = Some(log.path().display().to_string());
+        Some(tui::ops::Ops {
+            targets: ops_targets(&opened.read, opened.writable),
+            audit: log,
+            exclusion: app.exclusion,
+            ttl_s: app.ttl_s,
+            clock: clock.clone(),
+        })
+    };
+    app.get_price = args.get_price;
+    let parts = Parts {
+        app,
+        clock,
+        refresh,
+        open: opened.read,
+        opts: ctx.gather_at(args.depth),
+        relist: crate::app::relist_every(refresh),
+        pod,
+        counters,
+        audit_path,
+        ops,
+    };
+    match start(parts).await {
+        Ok(()) => Exit::Ok,
+        Err(e) => crate::app::fail(&e),
+    }
+}
+
+/// `args` with what the config file's context sets (its TARGETs when none
+/// are given, its refresh and depth unless given).
+fn with_context(args: &ConsoleArgs, ctx: &Context) -> ConsoleArgs {
+    let mut a = args.clone();
+    a.targets = ctx.applied.targets_or(&args.targets);
+    a.refresh = ctx.applied.refresh.unwrap_or(args.refresh);
+    a.depth = ctx.applied.depth.unwrap_or(args.depth);
+    a
+}
+
+/// The OPS mode's targets: each open target with its writable store.
+pub fn ops_targets(
+    open: &[OpenTarget],
+    writable: Vec<Arc<dyn crate::store::ObjectStore>>,
+) -> Vec<tui::ops::OpsTarget> {
+    open.iter()
+        .zip(writable)
+        .map(|(o, store)| tui::ops::OpsTarget {
+            url: o.target.to_string(),
+            endpoint: o.endpoint.clone(),
+            bucket: o.target.bucket().map(str::to_owned),
+            store,
+            root: o.target.prefix().to_owned(),
+        })
+        .collect()
+}
+
+/// Everything the console runs on (the console and the demo build it).
+pub struct Parts {
+    /// The console's state.
+    pub app: tui::app::App,
+    /// The clock.
+    pub clock: SharedClock,
+    /// Time between two refreshes.
+    pub refresh: Duration,
+    /// The targets, read-only and counted.
+    pub open: Vec<OpenTarget>,
+    /// How to gather them.
+    pub opts: GatherOptions,
+    /// Refreshes between two listings (the console: about 30 s).
+    pub relist: u32,
+    /// The pod scans (empty: `--no-pod`).
+    pub pod: Vec<crate::writer::scan::ScanOptions>,
+    /// The request counters of `open`.
+    pub counters: Arc<Counters>,
+    /// The audit log shown in the status bar.
+    pub audit_path: Option<PathBuf>,
+    /// OPS mode: the writable targets and the audit log (None: watch mode).
+    pub ops: Option<tui::ops::Ops>,
+}
+
+/// Runs the console until the operator quits. Listing (discovery) runs
+/// every `relist` refreshes; each LEASE is read by need: rows on screen
+/// every refresh, the others around their expiry or at the listing's
+/// cadence (`snapshot::Schedule`).
+///
+/// # Errors
+/// Terminal errors.
+pub async fn start(p: Parts) -> color_eyre::Result<()> {
+    tui::run(tui::Console {
+        app: p.app,
+        clock: p.clock,
+        refresh: p.refresh,
+        gatherer: Gatherer::new(p.open, p.opts, p.relist).schedule(p.refresh),
+        pod: p.pod,
+        counters: p.counters,
+        audit_path: p.audit_path,
+        ops: p.ops,
+    })
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The command line's defaults are the engine's and the console's.
+    #[test]
+    fn cli_defaults_match_the_engine() {
+        assert_eq!(
+            crate::cli::DEFAULT_CONCURRENCY,
+            crate::snapshot::DEFAULT_CONCURRENCY
+        );
+        assert_eq!(
+            crate::cli::DEFAULT_GET_PRICE,
+            crate::tui::app::DEFAULT_GET_PRICE
+        );
+    }
+}

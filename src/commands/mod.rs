@@ -1,0 +1,49 @@
+//! One file per command, each `run(&Args, &Context) -> Exit`, and the one
+//! dispatch over the commands ([`run`]). The commands are thin: they build
+//! the engine's and the monitors' plain options from their arguments.
+
+pub mod audit;
+pub mod bucket_hold;
+pub mod check;
+pub mod completions;
+pub mod config;
+pub mod console;
+pub mod demo;
+pub mod man;
+pub mod output;
+pub mod pod_scan;
+pub mod probe;
+pub mod serve;
+pub mod takeover;
+pub mod writer_exec;
+
+use crate::app::{block_on, Context};
+use crate::cli::{BucketCommand, Cli, Command, WriterCommand};
+use crate::exit::Exit;
+
+/// Runs the command `cli` names (the console without one). The synchronous
+/// commands run before any runtime thread exists: `writer exec` masks
+/// signals and may exec in place.
+pub fn run(cli: &Cli, ctx: &Context) -> Exit {
+    let Some(command) = &cli.command else {
+        return block_on(console::run(&cli.console, ctx));
+    };
+    match command {
+        Command::Writer {
+            command: WriterCommand::Exec(a),
+        } => writer_exec::run(a, ctx),
+        Command::Probe(a) => block_on(probe::run(a, ctx)),
+        Command::Takeover(a) => block_on(takeover::run(a, ctx)),
+        Command::Audit(a) => audit::run(a, ctx),
+        Command::Bucket {
+            command: BucketCommand::Hold(a),
+        } => block_on(bucket_hold::run(a, ctx)),
+        Command::Demo(a) => demo::run(a, ctx),
+        Command::Check(a) => block_on(check::run(a, ctx)),
+        Command::Serve(a) => block_on(serve::run(a, ctx)),
+        Command::Completions(a) => completions::run(a, ctx),
+        Command::Man => man::run(ctx),
+        Command::Config { command } => config::run(*command, ctx),
+        Command::PodScan(a) => pod_scan::run(a, ctx),
+    }
+}

@@ -1,0 +1,169 @@
+//! The console's outputs that are not the console: `--json` (the snapshot
+//! document), `-o table|ndjson|prometheus`, `--watch`, and the table for a
+//! stdout that is not a terminal (README: Monitoring).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+
+use crate::app::Context;
+use crate::cli::{ConsoleArgs, OutputFormat};
+use crate::exit::Exit;
+use crate::monitor::{prometheus, stream, table, GatherExtras};
+use crate::snapshot::{Gatherer, OpenTarget};
+use crate::store::Counters;
+
+/// What `args` asks stdout for: `None` for the console itself.
+enum Output {
+    /// `--json` (or `-o json`).
+    Json,
+    /// `-o table|ndjson|prometheus`, or the table for a pipe.
+    Once(OutputFormat),
+    /// `--watch[=INTERVAL]`.
+    Watch,
+}
+
+/// Which output `args` asks for (`Ok(None)`: the console).
+///
+/// # Errors
+/// [`Exit::Usage`] for `--watch` with `-o` other than ndjson.
+fn output_of(args: &ConsoleArgs, ctx: &Context) -> Result<Option<Output>, Exit> {
+    let o = &args.output;
+    Ok(match (o.format, o.watch) {
+        (None | Some(OutputFormat::Ndjson), Some(_)) => Some(Output::Watch),
+        (Some(f), Some(_)) => {
+            eprintln!(
+                "leasectl: --watch streams NDJSON; it cannot be combined with -o {}",
+                f.to_possible_value()
+                    .map(|v| v.get_name().to_owned())
+                    .unwrap_or_default()
+            );
+            return Err(Exit::Usage);
+        }
+        (Some(OutputFormat::Json), None) => Some(Output::Json),
+        (Some(f), None) => Some(Output::Once(f)),
+        (None, None) if args.json => Some(Output::Json),
+        (None, None) if ctx.terminal.stdout => None,
+        (None, None) => Some(Output::Once(OutputFormat::Table)),
+    })
+}
+
+/// Whether `args` asks for an output on stdout rather than the console
+/// (`--json`, `-o`, `--watch`, or a stdout that is not a terminal).
+pub fn wanted(args: &ConsoleArgs, ctx: &Context) -> bool {
+    args.json || args.output.format.is_some() || args.output.watch.is_some() || !ctx.terminal.stdout
+}
+
+/// Writes the output `args` asks for, of the `open` targets. `None`: the
+/// console is asked for.
+pub async fn run(
+    args: &ConsoleArgs,
+    open: Vec<OpenTarget>,
+    counters: Arc<Counters>,
+    ctx: &Context,
+) -> Option<Exit> {
+    let output = match output_of(args, ctx) {
+        Ok(o) => o?,
+        Err(exit) => return Some(exit),
+    };
+    let opts = ctx.gather_at(args.depth);
+    let extras = crate::app::pod_extras(&args.pod, ctx);
+    let clock = crate::clock::SystemClock::shared();
+    if matches!(output, Output::Json) {
+        return Some(json(open, &opts, &extras, &clock).await);
+    }
+    if open.is_empty() && args.pod.no_pod {
+        return Some(crate::app::nothing_to_report(
+            "with no TARGET and --no-pod there is nothing to report",
+        ));
+    }
+    let Output::Once(format) = output else {
+        let o = &args.output;
+        let interval = o
+            .watch
+            .flatten()
+            .unwrap_or(args.refresh)
+            .max(Duration::from_secs(1));
+        let g = Gatherer::new(open, opts, crate::app::relist_every(interval));
+        let watch = stream::WatchOptions {
+            interval,
+            heartbeat: o.heartbeat.max(Duration::from_secs(1)),
+        };
+        return Some(stream::watch(g, clock, extras, watch).await);
+    };
+    let mut g = Gatherer::new(open, opts, 1);
+    let snap = crate::monitor::gather(&mut g, &clock, &extras).await;
+    let text = match format {
+        OutputFormat::Prometheus => {
+            // Streamed: the exposition is written as it is encoded, never held
+            // whole (three copies of it were, at 50,000 prefixes: PERFORMANCE.md).
+            let mut m = prometheus::Metrics::new();
+            m.update(&snap, &counters, extras.pod.is_some(), &[]);
+            let exit = Exit::from_status(snap.exit_code());
+            drop((snap, g));
+            let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            return Some(match m.write_text_format(out) {
+                Ok(()) => exit,
+                Err(e) => {
+                    let e = crate::stdout::WriteError::from(e);
+                    if let crate::stdout::WriteError::Failed(e) = &e {
+                        eprintln!("leasectl: could not write to stdout: {e}");
+                    }
+                    e.exit()
+                }
+            });
+        }
+        OutputFormat::Table => {
+            for p in table::problems(&snap) {
+                eprintln!("leasectl: {p}");
+            }
+            table::render(&snap)
+        }
+        OutputFormat::Ndjson => stream::snapshot_lines(&snap, extras.pod.is_some()).join("\n"),
+        OutputFormat::Json => unreachable!("-o json is the --json document"),
+    };
+    Some(match crate::stdout::print(&text) {
+        Ok(()) => Exit::from_status(snap.exit_code()),
+        Err(exit) => exit,
+    })
+}
+
+/// `--json`: one snapshot document; what could not be read is also said on
+/// stderr.
+async fn json(
+    open: Vec<OpenTarget>,
+    opts: &crate::snapshot::GatherOptions,
+    extras: &GatherExtras,
+    clock: &crate::clock::SharedClock,
+) -> Exit {
+    let mut snap = crate::snapshot::gather(&open, opts, clock).await;
+    crate::monitor::add_extras(&mut snap, extras).await;
+    if let Some(e) = &snap.pod_error {
+        eprintln!("leasectl: {}", crate::text::sanitize(e));
+    }
+    for t in &snap.targets {
+        if let Some(e) = &t.error {
+            eprintln!(
+                "leasectl: could not gather {}: {}",
+                t.url,
+                crate::text::sanitize(e)
+            );
+        }
+        for e in &t.errors {
+            eprintln!(
+                "leasectl: could not read {}: {}",
+                crate::text::sanitize(&t.prefix_url(&e.prefix)),
+                crate::text::sanitize(&e.error)
+            );
+        }
+    }
+    let text = match crate::text::to_json_pretty(&snap) {
+        Ok(t) => t,
+        Err(e) => return crate::app::fail(&e.into()),
+    };
+    match crate::stdout::print_document(&text) {
+        Ok(()) => Exit::from_status(snap.exit_code()),
+        Err(exit) => exit,
+    }
+}

@@ -1,0 +1,48 @@
+//! `leasectl serve`: the Prometheus exporter (module `crate::monitor::serve`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::Context;
+use crate::cli::ServeArgs;
+use crate::exit::Exit;
+use crate::monitor::serve;
+use crate::snapshot::Gatherer;
+use crate::store::Counters;
+
+/// Serves `/metrics` and `/healthz` until SIGTERM or SIGINT.
+pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
+    let targets = match crate::app::parse_targets(&ctx.applied.targets_or(&args.targets)) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("leasectl: {e}");
+            return Exit::Usage;
+        }
+    };
+    if targets.is_empty() && args.pod.no_pod {
+        eprintln!("leasectl: serve with no TARGET and --no-pod has nothing to export");
+        return Exit::Usage;
+    }
+    let refresh = args.refresh.max(Duration::from_secs(1));
+    let counters = Arc::new(Counters::default());
+    let open = crate::app::open_targets(&ctx.connector, &targets, &counters, false).await;
+    let relist = crate::app::relist_every(refresh);
+    serve::serve(
+        Gatherer::new(
+            open.read,
+            ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
+            relist,
+        )
+        .schedule(refresh),
+        crate::clock::SystemClock::shared(),
+        crate::app::pod_extras(&args.pod, ctx),
+        counters,
+        serve::ServeOptions {
+            listen: args.listen,
+            refresh,
+            request_timeout: ctx.gather.request_timeout,
+            audit_path: crate::audit::AuditLog::default_path().ok(),
+        },
+    )
+    .await
+}

@@ -1,0 +1,18 @@
+//! `leasectl writer exec`: run CMD under the writer-lease rules (module
+//! `crate::writer::exec`). Runs before any runtime thread exists.
+
+use crate::app::Context;
+use crate::cli::ExecArgs;
+use crate::exit::Exit;
+
+/// CMD's own status; `writer exec`'s own failures as
+/// `crate::writer::WriterError::exit_code` says (125, 126, 127).
+pub fn run(a: &ExecArgs, _ctx: &Context) -> Exit {
+    match crate::writer::exec::writer_exec(&a.data_dir, a.wait, &a.command) {
+        Ok(code) => Exit::Child(code),
+        Err(e) => {
+            tracing::error!("{e}");
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The one writer of documents on stdout. A reader that went away
+//! (`leasectl --json | head -1`) is [`Exit::ClosedPipe`] (141, 128 +
+//! SIGPIPE), as a shell pipeline expects, and the command ends quietly; any
+//! other write error is reported in a sentence by the caller.
+
+use std::io::Write;
+
+use crate::exit::Exit;
+
+/// Why writing to stdout failed.
+#[derive(Debug)]
+pub enum WriteError {
+    /// The reader went away (a broken pipe): end quietly with 141.
+    Closed,
+    /// Any other write error.
+    Failed(std::io::Error),
+}
+
+impl From<std::io::Error> for WriteError {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            WriteError::Closed
+        } else {
+            WriteError::Failed(e)
+        }
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteError::Closed => f.write_str("the reader of stdout went away"),
+            WriteError::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Writes `text` and a newline on stdout, and flushes.
+///
+/// # Errors
+/// [`WriteError::Closed`] for a broken pipe, [`WriteError::Failed`] otherwise.
+pub fn write_line(text: &str) -> Result<(), WriteError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}").and_then(|()| out.flush())?;
+    Ok(())
+}
+
+/// [`write_line`] for a command: a closed pipe is [`Exit::ClosedPipe`];
+/// another error is said on stderr ("could not write to stdout") and is
+/// [`Exit::Failed`].
+///
+/// # Errors
+/// The [`Exit`] the command ends with when the text could not be written.
+pub fn print(text: &str) -> Result<(), Exit> {
+    print_as(text, "to stdout")
+}
+
+/// [`print`] of a whole document: the message says "could not write the
+/// document to stdout".
+///
+/// # Errors
+/// As [`print`].
+pub fn print_document(text: &str) -> Result<(), Exit> {
+    print_as(text, "the document to stdout")
+}
+
+fn print_as(text: &str, what: &str) -> Result<(), Exit> {
+    match write_line(text) {
+        Ok(()) => Ok(()),
+        Err(WriteError::Closed) => Err(Exit::ClosedPipe),
+        Err(WriteError::Failed(e)) => {
+            eprintln!("leasectl: could not write {what}: {e}");
+            Err(Exit::Failed)
+        }
+    }
+}
+
+impl WriteError {
+    /// The exit of a command whose output could not be written: 141 for a
+    /// closed pipe, 1 otherwise.
+    pub fn exit(&self) -> Exit {
+        match self {
+            WriteError::Closed => Exit::ClosedPipe,
+            WriteError::Failed(_) => Exit::Failed,
+        }
+    }
+}
