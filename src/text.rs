@@ -113,8 +113,28 @@ pub fn has_visible(s: &str) -> bool {
 /// on a letter, is kept as is.
 /// Never fails.
 pub fn sanitize(s: &str) -> String {
+    escape(s, true)
+}
+
+/// For a message assembled from pieces that were already escaped by
+/// [`sanitize`] when they were put in (an error naming a key, a path, a
+/// holder): escapes what would still reach a terminal raw, exactly as
+/// [`sanitize`] does, but leaves backslashes as they are, so that a piece is
+/// never escaped twice (`\x1b` in the message stays `\x1b`, not `\\x1b`).
+/// Idempotent: `sanitize_message(&sanitize_message(s)) == sanitize_message(s)`.
+/// The edges that print such messages (stderr, `check`'s lines, the
+/// console's error lines) use it; a value from outside put into a message
+/// goes through [`sanitize`] first. Never fails.
+pub fn sanitize_message(s: &str) -> String {
+    escape(s, false)
+}
+
+/// [`sanitize`] (`double_backslash`) or [`sanitize_message`].
+fn escape(s: &str, double_backslash: bool) -> String {
     let mut any = false;
-    classify(s, |_, escaped| any |= escaped);
+    classify(s, |c, escaped| {
+        any |= escaped && (double_backslash || c != '\\')
+    });
     if !any {
         return s.to_owned();
     }
@@ -125,7 +145,8 @@ pub fn sanitize(s: &str) -> String {
                 '\n' => out.push_str("\\n"),
                 '\t' => out.push_str("\\t"),
                 '\r' => out.push_str("\\r"),
-                '\\' => out.push_str("\\\\"),
+                '\\' if double_backslash => out.push_str("\\\\"),
+                '\\' => out.push('\\'),
                 c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
                 c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             }
@@ -265,6 +286,20 @@ pub fn to_json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Resu
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_message_of_escaped_pieces_is_escaped_once() {
+        let piece = super::sanitize("a\x1bb\\c");
+        assert_eq!(piece, "a\\x1bb\\\\c");
+        let msg = format!("{piece} is not a directory\n");
+        assert_eq!(
+            super::sanitize_message(&msg),
+            "a\\x1bb\\\\c is not a directory\\n"
+        );
+        let once = super::sanitize_message(&msg);
+        assert_eq!(super::sanitize_message(&once), once);
+        assert_eq!(super::sanitize_message("plain"), "plain");
+    }
+
     use super::*;
 
     #[test]

@@ -28,7 +28,10 @@ use crate::exit::Exit;
 /// or values that came from outside) and returns [`Exit::Failed`].
 pub fn fail(e: &color_eyre::eyre::Report) -> Exit {
     let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    eprintln!("leasectl: {}", crate::text::sanitize(&chain.join(": ")));
+    eprintln!(
+        "leasectl: {}",
+        crate::text::sanitize_message(&chain.join(": "))
+    );
     Exit::Failed
 }
 

@@ -147,14 +147,14 @@ async fn json(
             eprintln!(
                 "leasectl: could not gather {}: {}",
                 t.url,
-                crate::text::sanitize(e)
+                crate::text::sanitize_message(e)
             );
         }
         for e in &t.errors {
             eprintln!(
                 "leasectl: could not read {}: {}",
                 crate::text::sanitize(&t.prefix_url(&e.prefix)),
-                crate::text::sanitize(&e.error)
+                crate::text::sanitize_message(&e.error)
             );
         }
     }

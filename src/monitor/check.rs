@@ -118,6 +118,13 @@ fn plugin_text(s: &str) -> String {
     crate::text::sanitize(s).replace('|', "\\x7c")
 }
 
+/// An error message for the plugin output: its pieces from outside were
+/// escaped when it was made, so only what is still raw is escaped
+/// ([`crate::text::sanitize_message`]), and `|` is written `\x7c`.
+fn plugin_message(s: &str) -> String {
+    crate::text::sanitize_message(s).replace('|', "\\x7c")
+}
+
 /// A number for perfdata: seconds rounded to the millisecond, no exponent.
 fn num(v: f64) -> String {
     let r = (v * 1000.0).round() / 1000.0;
@@ -142,7 +149,7 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
             errors += 1;
             details.push((
                 Status::Unknown,
-                format!("UNKNOWN {url} could not be gathered: {}", plugin_text(e)),
+                format!("UNKNOWN {url} could not be gathered: {}", plugin_message(e)),
             ));
         }
         if let Some(n) = &target.server_clock_note {
@@ -155,7 +162,7 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
                 format!(
                     "UNKNOWN {} could not be read: {}",
                     plugin_text(&target.prefix_url(&e.prefix)),
-                    plugin_text(&e.error)
+                    plugin_message(&e.error)
                 ),
             ));
         }

@@ -141,16 +141,18 @@ pub fn render(snap: &Snapshot) -> String {
 /// when the pod is in question, and its verdicts.
 pub fn problems(snap: &Snapshot) -> Vec<String> {
     let s = crate::text::sanitize;
+    // Error messages name what they are about already escaped.
+    let m = crate::text::sanitize_message;
     let mut out = Vec::new();
     for t in &snap.targets {
         if let Some(e) = &t.error {
-            out.push(format!("could not gather {}: {}", s(&t.url), s(e)));
+            out.push(format!("could not gather {}: {}", s(&t.url), m(e)));
         }
         for e in &t.errors {
             out.push(format!(
                 "could not read {}: {}",
                 s(&t.prefix_url(&e.prefix)),
-                s(&e.error)
+                m(&e.error)
             ));
         }
         for p in t.prefixes.iter().filter(|p| p.age_unknown) {

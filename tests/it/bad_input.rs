@@ -427,3 +427,35 @@ fn s3_failures_are_one_sentence_with_the_cause_and_the_fix() {
         "{err}"
     );
 }
+
+/// A name holding a control character reaches an error message escaped once:
+/// `\x1b`, never the raw byte and never `\\x1b` (escaped when the message was
+/// made, then again where it is printed).
+#[test]
+fn an_error_naming_a_hostile_path_escapes_it_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // A regular file where the store's directory should be, named with ESC.
+    std::fs::write(dir.path().join("esc\x1bfile"), b"").unwrap();
+    let url = format!("file://{}/esc%1Bfile/", dir.path().display());
+    for args in [
+        vec!["--json", "--no-pod", url.as_str()],
+        vec!["check", "--no-pod", url.as_str()],
+        vec!["-o", "table", "--no-pod", url.as_str()],
+        vec!["takeover", url.as_str(), "--reason", "r", "--yes"],
+        vec!["bucket", "hold", url.as_str(), "--", "true"],
+    ] {
+        let o = run(&args, &[]);
+        let mut all = String::from_utf8_lossy(&o.stderr).into_owned();
+        if args[0] == "--json" {
+            // JSON escapes the backslash itself: read the decoded message.
+            let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+            all.push_str(doc["targets"][0]["error"].as_str().unwrap());
+        } else {
+            all.push_str(&String::from_utf8_lossy(&o.stdout));
+        }
+        assert_ne!(o.status.code(), Some(0), "{args:?}: {all}");
+        assert!(all.contains("esc\\x1bfile"), "{args:?}: {all}");
+        assert!(!all.contains("esc\\\\x1bfile"), "escaped twice: {args:?}: {all}");
+        assert!(!all.contains('\x1b'), "raw ESC: {args:?}: {all}");
+    }
+}

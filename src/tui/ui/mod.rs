@@ -8,7 +8,7 @@ use ratatui::Frame;
 use super::app::{App, Mode, View};
 use super::layout;
 use crate::bucket::{format_secs, LeaseState};
-use crate::text::sanitize;
+use crate::text::sanitize_message;
 
 mod detail;
 mod dialog;
@@ -155,7 +155,7 @@ pub fn render(app: &App, f: &mut Frame) {
         .take(3)
         .map(|e| {
             Line::styled(
-                format!("error: {}", sanitize(e)),
+                format!("error: {}", sanitize_message(e)),
                 Style::default().fg(Color::Red),
             )
         })
