@@ -302,4 +302,3 @@ pub(super) fn log_release(report: ReleaseReport) {
         r => tracing::warn!("lease {r}"),
     }
 }
-
