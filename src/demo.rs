@@ -343,6 +343,40 @@ pub struct Demo {
     watchdog: Option<Watchdog>,
 }
 
+/// The static records: data without a lease, a torn write, a clock 6 h fast.
+async fn put_static_records(store: &Arc<dyn ObjectStore>) -> Result<(), DemoError> {
+    store
+        .put(
+            "archive-db/chunk-000001.bin",
+            b"archived backup data\n".to_vec(),
+            PutCondition::None,
+        )
+        .await?;
+    store
+        .put(
+            &lease_key("ledger-db/"),
+            MALFORMED_BODY.to_vec(),
+            PutCondition::IfNoneMatch,
+        )
+        .await?;
+    let fast: SharedClock = Arc::new(SkewedClock::new(chrono::Duration::hours(SUSPECT_SKEW_H)));
+    // The real engine on a wrong clock: the record is stamped 6 h ahead,
+    // then never renewed (the holder went away).
+    BucketLease::acquire_as(
+        store.clone(),
+        fast,
+        "audit-db/",
+        "clock-6h-fast",
+        LeaseConfig {
+            ttl_s: 30,
+            exclusion: Exclusion::Conditional,
+        },
+        &mut LeaseWatch::new(),
+    )
+    .await?;
+    Ok(())
+}
+
 impl Demo {
     /// Starts the demo in `dir`: the watchdog, the static records (suspect,
     /// malformed, absent), the holders (their first leases taken before this
@@ -374,62 +408,47 @@ impl Demo {
         }
     }
 
+    /// The steps of [`Demo::start`], in order; `pids` is the pids file's
+    /// text so far (rewritten after each process started).
     async fn start_inner(
         &mut self,
         opts: &DemoOptions,
         pids: &mut String,
     ) -> Result<(), DemoError> {
-        let write_pids = |dir: &DemoDir, pids: &str| {
-            let _ = fs::write(dir.pids_file(), pids);
-        };
         // The watchdog first, so that anything started after it is covered.
+        self.start_watchdog(opts, pids)?;
+        put_static_records(&self.store).await?;
+        self.start_holders(opts).await?;
+        self.start_pods(opts, pids)
+    }
+
+    /// Writes the pids file (best effort: it only helps to clean up by hand).
+    fn write_pids(&self, pids: &str) {
+        let _ = fs::write(self.dir.pids_file(), pids);
+    }
+
+    /// Starts the watchdog, which kills the pods' groups and removes a
+    /// temporary demo directory if the demo ends without saying goodbye.
+    fn start_watchdog(&mut self, opts: &DemoOptions, pids: &mut String) -> Result<(), DemoError> {
         let mut wd = spawn_watchdog(&opts.leasectl, &self.dir)?;
         if self.dir.is_temporary() {
             wd.tell(&format!("remove {}", self.dir.root().display()));
         }
         pids.push_str(&format!("watchdog {}\n", wd.child.id()));
         self.watchdog = Some(wd);
-        write_pids(&self.dir, pids);
+        self.write_pids(pids);
+        Ok(())
+    }
 
+    /// The holders: their first leases now, renewals in tasks; then the
+    /// contender's task.
+    async fn start_holders(&mut self, opts: &DemoOptions) -> Result<(), DemoError> {
         let clock: SharedClock = SystemClock::shared();
         let store = self.store.clone();
         let config = |exclusion| LeaseConfig {
             ttl_s: DEMO_TTL_S,
             exclusion,
         };
-
-        // Static records: data without a lease, a torn write, a clock 6 h fast.
-        store
-            .put(
-                "archive-db/chunk-000001.bin",
-                b"archived backup data\n".to_vec(),
-                PutCondition::None,
-            )
-            .await?;
-        store
-            .put(
-                &lease_key("ledger-db/"),
-                MALFORMED_BODY.to_vec(),
-                PutCondition::IfNoneMatch,
-            )
-            .await?;
-        let fast: SharedClock = Arc::new(SkewedClock::new(chrono::Duration::hours(SUSPECT_SKEW_H)));
-        // The real engine on a wrong clock: the record is stamped 6 h ahead,
-        // then never renewed (the holder went away).
-        BucketLease::acquire_as(
-            store.clone(),
-            fast,
-            "audit-db/",
-            "clock-6h-fast",
-            LeaseConfig {
-                ttl_s: 30,
-                exclusion: Exclusion::Conditional,
-            },
-            &mut LeaseWatch::new(),
-        )
-        .await?;
-
-        // Holders: first leases now, renewals in tasks.
         let specs = [
             HolderSpec {
                 prefix: "orders-db/",
@@ -482,8 +501,11 @@ impl Demo {
             contender,
             self.cancel.clone(),
         )));
+        Ok(())
+    }
 
-        // The pods, from this (the main) thread.
+    /// The pods, from this (the main) thread, each in the watchdog's care.
+    fn start_pods(&mut self, opts: &DemoOptions, pids: &mut String) -> Result<(), DemoError> {
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -499,7 +521,7 @@ impl Demo {
             }
             pids.push_str(&format!("pod {name} {}\n", pod.pid()));
             self.pods.push(pod);
-            write_pids(&self.dir, pids);
+            self.write_pids(pids);
         }
         Ok(())
     }

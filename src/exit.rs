@@ -34,7 +34,9 @@ pub enum Exit {
     Interrupted,
     /// 125: `writer exec` refused to start (an invalid CLOUD_WRITER_LEASE,
     /// the lock still held after `--wait`, a lock file that cannot be
-    /// opened), as `env(1)` and `timeout(1)` say.
+    /// opened), as `env(1)` and `timeout(1)` say; also when it could not
+    /// tell how its command ended (a wait status neither an exit nor a
+    /// signal).
     CannotStart,
     /// 126: the command to run exists but cannot be run (not executable, a
     /// directory, permission denied), as shells say.
@@ -98,20 +100,6 @@ impl Exit {
             Exit::NotFound
         } else {
             Exit::CannotRun
-        }
-    }
-}
-
-impl Exit {
-    /// The [`Exit`] for a status the engine reports as a number (the
-    /// snapshot's and the pod scan's documented 0, 1 and 3; see
-    /// `Snapshot::exit_code`). Any other number is [`Exit::Failed`]: never
-    /// success by accident.
-    pub fn from_status(code: i32) -> Exit {
-        match code {
-            0 => Exit::Ok,
-            3 => Exit::Attention,
-            _ => Exit::Failed,
         }
     }
 }

@@ -100,7 +100,7 @@ pub async fn run(
             // whole (three copies of it were, at 50,000 prefixes: PERFORMANCE.md).
             let mut m = prometheus::Metrics::new();
             m.update(&snap, &counters, extras.pod.is_some(), &[]);
-            let exit = Exit::from_status(snap.exit_code());
+            let exit = snap.exit_code();
             drop((snap, g));
             let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             return Some(match m.write_text_format(out) {
@@ -124,7 +124,7 @@ pub async fn run(
         OutputFormat::Json => unreachable!("-o json is the --json document"),
     };
     Some(match crate::stdout::print(&text) {
-        Ok(()) => Exit::from_status(snap.exit_code()),
+        Ok(()) => snap.exit_code(),
         Err(exit) => exit,
     })
 }
@@ -163,7 +163,7 @@ async fn json(
         Err(e) => return crate::app::fail(&e.into()),
     };
     match crate::stdout::print_document(&text) {
-        Ok(()) => Exit::from_status(snap.exit_code()),
+        Ok(()) => snap.exit_code(),
         Err(exit) => exit,
     }
 }

@@ -17,5 +17,5 @@ pub fn run(a: &PodScanArgs, _ctx: &Context) -> Exit {
     if let Err(exit) = crate::stdout::print_document(&text) {
         return exit;
     }
-    Exit::from_status(snap.exit_code())
+    snap.exit_code()
 }

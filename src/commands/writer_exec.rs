@@ -9,7 +9,7 @@ use crate::exit::Exit;
 /// `crate::writer::WriterError::exit_code` says (125, 126, 127).
 pub fn run(a: &ExecArgs, _ctx: &Context) -> Exit {
     match crate::writer::exec::writer_exec(&a.data_dir, a.wait, &a.command) {
-        Ok(code) => Exit::Child(code),
+        Ok(exit) => exit,
         Err(e) => {
             tracing::error!("{e}");
             e.exit_code()

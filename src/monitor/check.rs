@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::bucket::{format_secs, LeaseState};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{PrefixReport, Snapshot, TargetReport};
 
 /// A plugin status, ordered by how much it matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,27 +137,83 @@ fn num(v: f64) -> String {
 
 /// Evaluates `snap` against `t`.
 pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
-    let mut status = Status::Ok;
-    let mut details: Vec<(Status, String)> = Vec::new();
-    let mut counts = [0usize; 5];
-    let mut errors = 0usize;
-    let mut max_age: Option<f64> = None;
-    let mut min_expires: Option<f64> = None;
+    let mut tally = Tally::default();
     for target in &snap.targets {
+        tally.target(target, t);
+    }
+    tally.pod(snap);
+    let mut status = Status::Ok;
+    for (s, _) in &tally.details {
+        status = status.max(*s);
+    }
+    if let Some(line) = min_leases_line(tally.present(), t.min_leases) {
+        tally.details.push((Status::Critical, line));
+        status = status.max(Status::Critical);
+    }
+    let mut summary = summary(snap, &tally);
+    // Worst first, so the first long-output line explains the status.
+    tally
+        .details
+        .sort_by_key(|(s, _)| std::cmp::Reverse(s.rank()));
+    if let Some((_, first)) = tally.details.first() {
+        let shown = first
+            .split_once(' ')
+            .map_or(first.as_str(), |(_, rest)| rest);
+        let _ = write!(summary, "; {shown}");
+    }
+    let perf = perfdata(snap, &tally, t);
+    let mut output = format!("LEASES {} - {summary} | {perf}", status.name());
+    long_output(&mut output, &tally);
+    CheckResult { status, output }
+}
+
+/// What [`evaluate`] has found so far: the long-output lines with their
+/// statuses, the rows by state and the extremes for the perfdata.
+#[derive(Default)]
+struct Tally {
+    /// Long-output lines that can change the status, in the order found.
+    details: Vec<(Status, String)>,
+    /// Long-output lines that change nothing (pod notes when the pod is not
+    /// in question), printed last.
+    info: Vec<String>,
+    /// Rows by state: fresh, stale, suspect, malformed, absent.
+    counts: [usize; 5],
+    /// What could not be gathered or judged.
+    errors: usize,
+    /// The oldest lease's age (seconds), among the rows whose age is known.
+    max_age: Option<f64>,
+    /// The soonest expiry (seconds; negative: expired), likewise.
+    min_expires: Option<f64>,
+}
+
+impl Tally {
+    /// Every row found, absent ones included.
+    fn leases(&self) -> usize {
+        self.counts.iter().sum()
+    }
+
+    /// The rows that are not absent.
+    fn present(&self) -> usize {
+        self.leases() - self.counts[4]
+    }
+
+    /// One target: what could not be gathered, its clock note, its rows.
+    fn target(&mut self, target: &TargetReport, t: &Thresholds) {
         let url = plugin_text(&target.url);
         if let Some(e) = &target.error {
-            errors += 1;
-            details.push((
+            self.errors += 1;
+            self.details.push((
                 Status::Unknown,
                 format!("UNKNOWN {url} could not be gathered: {}", plugin_message(e)),
             ));
         }
         if let Some(n) = &target.server_clock_note {
-            details.push((Status::Ok, format!("NOTE {url}: {}", plugin_text(n))));
+            self.details
+                .push((Status::Ok, format!("NOTE {url}: {}", plugin_text(n))));
         }
         for e in &target.errors {
-            errors += 1;
-            details.push((
+            self.errors += 1;
+            self.details.push((
                 Status::Unknown,
                 format!(
                     "UNKNOWN {} could not be read: {}",
@@ -167,136 +223,165 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
             ));
         }
         for p in &target.prefixes {
-            let idx = match p.state {
-                LeaseState::Fresh => 0,
-                LeaseState::Stale => 1,
-                LeaseState::Suspect => 2,
-                LeaseState::Malformed => 3,
-                LeaseState::Absent => 4,
-            };
-            counts[idx] += 1;
-            let where_ = plugin_text(&target.prefix_url(&p.prefix));
-            if p.age_unknown {
-                errors += 1;
-                details.push((
-                    Status::Unknown,
-                    format!(
-                        "UNKNOWN {where_}: {}",
-                        plugin_text(p.problem.as_deref().unwrap_or("its age is unknown"))
-                    ),
-                ));
-                continue;
-            }
-            if let Some(a) = p.age_s {
-                max_age = Some(max_age.map_or(a, |m: f64| m.max(a)));
-            }
-            if let Some(x) = p.expires_in_s {
-                min_expires = Some(min_expires.map_or(x, |m: f64| m.min(x)));
-            }
-            let mut row = if t.crit_states.contains(&p.state) {
-                Status::Critical
-            } else if p.state.needs_attention() {
-                Status::Warning
+            self.row(target, p, t);
+        }
+    }
+
+    /// One row: counted by state; UNKNOWN when its age is unknown, else
+    /// judged by [`row_line`].
+    fn row(&mut self, target: &TargetReport, p: &PrefixReport, t: &Thresholds) {
+        let idx = match p.state {
+            LeaseState::Fresh => 0,
+            LeaseState::Stale => 1,
+            LeaseState::Suspect => 2,
+            LeaseState::Malformed => 3,
+            LeaseState::Absent => 4,
+        };
+        self.counts[idx] += 1;
+        let where_ = plugin_text(&target.prefix_url(&p.prefix));
+        if p.age_unknown {
+            self.errors += 1;
+            self.details.push((
+                Status::Unknown,
+                format!(
+                    "UNKNOWN {where_}: {}",
+                    plugin_text(p.problem.as_deref().unwrap_or("its age is unknown"))
+                ),
+            ));
+            return;
+        }
+        if let Some(a) = p.age_s {
+            self.max_age = Some(self.max_age.map_or(a, |m: f64| m.max(a)));
+        }
+        if let Some(x) = p.expires_in_s {
+            self.min_expires = Some(self.min_expires.map_or(x, |m: f64| m.min(x)));
+        }
+        if let Some(line) = row_line(p, &where_, t) {
+            self.details.push(line);
+        }
+    }
+
+    /// The pod: its scan error, its notes (UNKNOWN when the pod is in
+    /// question), its verdicts (CRITICAL).
+    fn pod(&mut self, snap: &Snapshot) {
+        if let Some(e) = &snap.pod_error {
+            self.errors += 1;
+            self.details
+                .push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(e))));
+        }
+        // An incomplete pod (processes that could not be inspected, a lock file
+        // whose state is unknown) is UNKNOWN, never OK, when the pod is in
+        // question; otherwise its notes are long-output lines that change nothing.
+        for n in &snap.pod.notes {
+            if snap.pod_in_question() {
+                self.errors += 1;
+                self.details
+                    .push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(n))));
             } else {
-                Status::Ok
-            };
-            // A fresh or stale record can still carry a problem (renewed_at
-            // before acquired_at): worth a look.
-            if row == Status::Ok && p.problem.is_some() {
-                row = Status::Warning;
+                self.info.push(format!("NOTE pod: {}", plugin_text(n)));
             }
-            let mut why = Vec::new();
-            if row != Status::Ok {
-                why.push(format!("is {}", p.state.as_str()));
-            }
-            if let Some(age) = p.age_s.filter(|_| p.record.is_some()) {
-                if let Some(c) = t.crit_age.filter(|c| age > c.as_secs_f64()) {
-                    row = row.max(Status::Critical);
-                    why.push(format!(
-                        "age {} over {}",
-                        format_secs(age),
-                        format_secs(c.as_secs_f64())
-                    ));
-                } else if let Some(w) = t.warn_age.filter(|w| age > w.as_secs_f64()) {
-                    row = row.max(Status::Warning);
-                    why.push(format!(
-                        "age {} over {}",
-                        format_secs(age),
-                        format_secs(w.as_secs_f64())
-                    ));
-                }
-            }
-            if row == Status::Ok {
-                continue;
-            }
-            let mut line = format!("{} {where_} {}", row.name(), why.join(", "));
-            if let Some(r) = &p.record {
-                let _ = write!(
-                    line,
-                    " (holder {}, TTL {} s",
-                    plugin_text(&r.instance_id),
-                    r.ttl_s
-                );
-                if let Some(x) = p.expires_in_s {
-                    if x < 0.0 {
-                        let _ = write!(line, ", expired {} ago", format_secs(-x));
-                    } else {
-                        let _ = write!(line, ", expires in {}", format_secs(x));
-                    }
-                }
-                line.push(')');
-            }
-            if let Some(problem) = &p.problem {
-                let _ = write!(line, ": {}", plugin_text(problem));
-            }
-            details.push((row, line));
+        }
+        for v in &snap.pod.verdicts {
+            self.details.push((
+                Status::Critical,
+                format!(
+                    "CRITICAL pod verdict {}: {}",
+                    v.kind.as_str(),
+                    plugin_text(&v.message)
+                ),
+            ));
         }
     }
-    if let Some(e) = &snap.pod_error {
-        errors += 1;
-        details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(e))));
+}
+
+/// A gathered row's status and why: its state (CRITICAL when in
+/// `--crit-state`, WARNING when it needs attention or carries a problem),
+/// raised by `--crit-age` / `--warn-age`.
+fn row_status(p: &PrefixReport, t: &Thresholds) -> (Status, Vec<String>) {
+    let mut row = if t.crit_states.contains(&p.state) {
+        Status::Critical
+    } else if p.state.needs_attention() {
+        Status::Warning
+    } else {
+        Status::Ok
+    };
+    // A fresh or stale record can still carry a problem (renewed_at
+    // before acquired_at): worth a look.
+    if row == Status::Ok && p.problem.is_some() {
+        row = Status::Warning;
     }
-    // An incomplete pod (processes that could not be inspected, a lock file
-    // whose state is unknown) is UNKNOWN, never OK, when the pod is in
-    // question; otherwise its notes are long-output lines that change nothing.
-    let mut info = Vec::new();
-    for n in &snap.pod.notes {
-        if snap.pod_in_question() {
-            errors += 1;
-            details.push((Status::Unknown, format!("UNKNOWN pod: {}", plugin_text(n))));
-        } else {
-            info.push(format!("NOTE pod: {}", plugin_text(n)));
+    let mut why = Vec::new();
+    if row != Status::Ok {
+        why.push(format!("is {}", p.state.as_str()));
+    }
+    if let Some(age) = p.age_s.filter(|_| p.record.is_some()) {
+        if let Some(c) = t.crit_age.filter(|c| age > c.as_secs_f64()) {
+            row = row.max(Status::Critical);
+            why.push(format!(
+                "age {} over {}",
+                format_secs(age),
+                format_secs(c.as_secs_f64())
+            ));
+        } else if let Some(w) = t.warn_age.filter(|w| age > w.as_secs_f64()) {
+            row = row.max(Status::Warning);
+            why.push(format!(
+                "age {} over {}",
+                format_secs(age),
+                format_secs(w.as_secs_f64())
+            ));
         }
     }
-    for v in &snap.pod.verdicts {
-        details.push((
-            Status::Critical,
-            format!(
-                "CRITICAL pod verdict {}: {}",
-                v.kind.as_str(),
-                plugin_text(&v.message)
-            ),
-        ));
+    (row, why)
+}
+
+/// A gathered row's long-output line and its status; `None` when it is OK.
+/// `where_` is the row's escaped prefix URL.
+fn row_line(p: &PrefixReport, where_: &str, t: &Thresholds) -> Option<(Status, String)> {
+    let (row, why) = row_status(p, t);
+    if row == Status::Ok {
+        return None;
     }
-    for (s, _) in &details {
-        status = status.max(*s);
+    let mut line = format!("{} {where_} {}", row.name(), why.join(", "));
+    if let Some(r) = &p.record {
+        let _ = write!(
+            line,
+            " (holder {}, TTL {} s",
+            plugin_text(&r.instance_id),
+            r.ttl_s
+        );
+        if let Some(x) = p.expires_in_s {
+            if x < 0.0 {
+                let _ = write!(line, ", expired {} ago", format_secs(-x));
+            } else {
+                let _ = write!(line, ", expires in {}", format_secs(x));
+            }
+        }
+        line.push(')');
     }
-    let [fresh, stale, suspect, malformed, absent] = counts;
-    let leases = fresh + stale + suspect + malformed + absent;
-    let present = leases - absent;
-    if present < t.min_leases {
-        details.push((
-            Status::Critical,
-            format!(
-                "CRITICAL {present} lease{} found where at least {} {} expected (--min-leases): \
-                 a holder is missing or a TARGET is wrong",
-                if present == 1 { "" } else { "s" },
-                t.min_leases,
-                if t.min_leases == 1 { "is" } else { "are" }
-            ),
-        ));
-        status = status.max(Status::Critical);
+    if let Some(problem) = &p.problem {
+        let _ = write!(line, ": {}", plugin_text(problem));
     }
+    Some((row, line))
+}
+
+/// The CRITICAL line when fewer than `--min-leases` leases are present.
+fn min_leases_line(present: usize, min_leases: usize) -> Option<String> {
+    (present < min_leases).then(|| {
+        format!(
+            "CRITICAL {present} lease{} found where at least {} {} expected (--min-leases): \
+             a holder is missing or a TARGET is wrong",
+            if present == 1 { "" } else { "s" },
+            min_leases,
+            if min_leases == 1 { "is" } else { "are" }
+        )
+    })
+}
+
+/// The status line's summary (before the worst detail): the rows by state,
+/// what was not gathered, the pod verdicts, the TARGETs with nothing found.
+fn summary(snap: &Snapshot, tally: &Tally) -> String {
+    let [fresh, stale, suspect, malformed, absent] = tally.counts;
+    let leases = tally.leases();
     // A TARGET under which nothing at all was found is said so: a typo in a
     // TARGET would otherwise look like a healthy, empty fleet.
     let empty: Vec<String> = snap
@@ -309,8 +394,8 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
         "{leases} lease{} ({fresh} fresh, {stale} stale, {suspect} suspect, {malformed} malformed, {absent} absent)",
         if leases == 1 { "" } else { "s" }
     );
-    if errors > 0 {
-        let _ = write!(summary, ", {errors} not gathered");
+    if tally.errors > 0 {
+        let _ = write!(summary, ", {} not gathered", tally.errors);
     }
     if !snap.pod.verdicts.is_empty() {
         let _ = write!(summary, ", {} pod verdict(s)", snap.pod.verdicts.len());
@@ -318,21 +403,21 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
     if !empty.is_empty() {
         let _ = write!(summary, ", nothing found under {}", empty.join(", "));
     }
-    // Worst first, so the first long-output line explains the status.
-    details.sort_by_key(|(s, _)| std::cmp::Reverse(s.rank()));
-    if let Some((_, first)) = details.first() {
-        let shown = first
-            .split_once(' ')
-            .map_or(first.as_str(), |(_, rest)| rest);
-        let _ = write!(summary, "; {shown}");
-    }
+    summary
+}
+
+/// The perfdata: the rows by state, errors, verdicts, the oldest age (with
+/// the thresholds) and the soonest expiry.
+fn perfdata(snap: &Snapshot, tally: &Tally, t: &Thresholds) -> String {
+    let [fresh, stale, suspect, malformed, absent] = tally.counts;
+    let errors = tally.errors;
     let secs = |d: Option<Duration>| d.map(|d| num(d.as_secs_f64())).unwrap_or_default();
     let mut perf = format!(
         "fresh={fresh};;;0 stale={stale};;;0 suspect={suspect};;;0 malformed={malformed};;;0 \
          absent={absent};;;0 errors={errors};;;0 verdicts={};;;0",
         snap.pod.verdicts.len()
     );
-    if let Some(a) = max_age {
+    if let Some(a) = tally.max_age {
         let _ = write!(
             perf,
             " age={}s;{};{}",
@@ -341,23 +426,27 @@ pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
             secs(t.crit_age)
         );
     }
-    if let Some(x) = min_expires {
+    if let Some(x) = tally.min_expires {
         let _ = write!(perf, " expires_in={}s", num(x));
     }
-    let mut output = format!("LEASES {} - {summary} | {perf}", status.name());
+    perf
+}
+
+/// Appends the long output to `output`: the details (at most 50, then how
+/// many more), then the informational lines.
+fn long_output(output: &mut String, tally: &Tally) {
     const MAX_LINES: usize = 50;
-    for (_, line) in details.iter().take(MAX_LINES) {
+    for (_, line) in tally.details.iter().take(MAX_LINES) {
         output.push('\n');
         output.push_str(line);
     }
-    if details.len() > MAX_LINES {
-        let _ = write!(output, "\n… and {} more", details.len() - MAX_LINES);
+    if tally.details.len() > MAX_LINES {
+        let _ = write!(output, "\n… and {} more", tally.details.len() - MAX_LINES);
     }
-    for line in &info {
+    for line in &tally.info {
         output.push('\n');
         output.push_str(line);
     }
-    CheckResult { status, output }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 
 use crate::audit::AuditEntry;
 use crate::snapshot::history::History;
-use crate::snapshot::{ExclusionReport, Snapshot};
+use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot, TargetReport};
 use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
@@ -275,7 +275,6 @@ impl Metrics {
         pod_scanned: bool,
         audit: &[AuditEntry],
     ) {
-        let s = crate::text::sanitize;
         self.history.observe(snap, audit);
         self.gathers.inc();
         self.last_gather
@@ -296,83 +295,104 @@ impl Metrics {
         self.target_up.clear();
         let mut seen = BTreeSet::new();
         for t in &snap.targets {
-            let target = s(&t.url);
-            let shared: Arc<str> = target.as_str().into();
-            let tl = TargetLabels {
-                target: target.clone(),
-            };
-            self.target_up
-                .get_or_create(&tl)
-                .set(i64::from(t.error.is_none() && t.errors.is_empty()));
-            let errors = u64::from(t.error.is_some()) + t.errors.len() as u64;
-            // Created at zero so that a rate() has a starting point.
-            self.gather_errors.get_or_create(&tl).inc_by(errors);
-            if let Some(o) = t.server_offset_s {
-                self.server_offset.get_or_create(&tl).set(o);
-            }
-            for p in &t.prefixes {
-                let pl = PrefixLabels {
+            self.update_target(t, &mut seen);
+        }
+        self.update_holder_changes(&seen);
+        self.update_pod(snap, pod_scanned);
+    }
+
+    /// One target's gauges and gather errors, and its rows' (each row's
+    /// labels go into `seen`, with those of its prefixes that could not be
+    /// read this time).
+    fn update_target(&mut self, t: &TargetReport, seen: &mut BTreeSet<PrefixLabels>) {
+        let s = crate::text::sanitize;
+        let target = s(&t.url);
+        let shared: Arc<str> = target.as_str().into();
+        let tl = TargetLabels {
+            target: target.clone(),
+        };
+        self.target_up
+            .get_or_create(&tl)
+            .set(i64::from(t.error.is_none() && t.errors.is_empty()));
+        let errors = u64::from(t.error.is_some()) + t.errors.len() as u64;
+        // Created at zero so that a rate() has a starting point.
+        self.gather_errors.get_or_create(&tl).inc_by(errors);
+        if let Some(o) = t.server_offset_s {
+            self.server_offset.get_or_create(&tl).set(o);
+        }
+        for p in &t.prefixes {
+            seen.insert(self.update_prefix(&shared, p));
+        }
+        // The precondition probe: only what is known is exported.
+        let probed = t.prefixes.iter().find_map(|p| match p.exclusion {
+            ExclusionReport::Conditional => Some(true),
+            ExclusionReport::Ignored => Some(false),
+            _ => None,
+        });
+        self.probe_known
+            .get_or_create(&tl)
+            .set(i64::from(probed.is_some()));
+        if let Some(ok) = probed {
+            self.probe_ok
+                .get_or_create(&ProbeLabels {
+                    target: target.clone(),
+                    check: "preconditions".to_owned(),
+                })
+                .set(i64::from(ok));
+        }
+        // Prefixes that could not be read this time keep their counters:
+        // an error is not a prefix going away.
+        for (u, p) in self.history.iter().map(|(k, _)| k) {
+            if *u == t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
+                seen.insert(PrefixLabels {
                     target: shared.clone(),
-                    prefix: s(&p.prefix).into(),
-                };
-                let current = if p.age_unknown {
-                    "unknown"
-                } else {
-                    p.state.as_str()
-                };
-                for st in STATES {
-                    self.state
-                        .get_or_create(&StateLabels {
-                            target: pl.target.clone(),
-                            prefix: pl.prefix.clone(),
-                            state: st,
-                        })
-                        .set(i64::from(st == current));
-                }
-                if !p.age_unknown {
-                    if let Some(a) = p.age_s {
-                        self.age.get_or_create(&pl).set(a);
-                    }
-                    if let Some(x) = p.expires_in_s {
-                        self.expires_in.get_or_create(&pl).set(x);
-                    }
-                }
-                if let Some(r) = &p.record {
-                    self.ttl.get_or_create(&pl).set(r.ttl_s as f64);
-                }
-                if let Some(k) = p.holder_skew_s {
-                    self.skew.get_or_create(&pl).set(k);
-                }
-                seen.insert(pl);
-            }
-            // The precondition probe: only what is known is exported.
-            let probed = t.prefixes.iter().find_map(|p| match p.exclusion {
-                ExclusionReport::Conditional => Some(true),
-                ExclusionReport::Ignored => Some(false),
-                _ => None,
-            });
-            self.probe_known
-                .get_or_create(&tl)
-                .set(i64::from(probed.is_some()));
-            if let Some(ok) = probed {
-                self.probe_ok
-                    .get_or_create(&ProbeLabels {
-                        target: target.clone(),
-                        check: "preconditions".to_owned(),
-                    })
-                    .set(i64::from(ok));
-            }
-            // Prefixes that could not be read this time keep their counters:
-            // an error is not a prefix going away.
-            for (u, p) in self.history.iter().map(|(k, _)| k) {
-                if *u == t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
-                    seen.insert(PrefixLabels {
-                        target: shared.clone(),
-                        prefix: s(p).into(),
-                    });
-                }
+                    prefix: s(p).into(),
+                });
             }
         }
+    }
+
+    /// One row's gauges (state, age, expiry, TTL, skew); returns its labels.
+    fn update_prefix(&mut self, target: &Arc<str>, p: &PrefixReport) -> PrefixLabels {
+        let pl = PrefixLabels {
+            target: target.clone(),
+            prefix: crate::text::sanitize(&p.prefix).into(),
+        };
+        let current = if p.age_unknown {
+            "unknown"
+        } else {
+            p.state.as_str()
+        };
+        for st in STATES {
+            self.state
+                .get_or_create(&StateLabels {
+                    target: pl.target.clone(),
+                    prefix: pl.prefix.clone(),
+                    state: st,
+                })
+                .set(i64::from(st == current));
+        }
+        if !p.age_unknown {
+            if let Some(a) = p.age_s {
+                self.age.get_or_create(&pl).set(a);
+            }
+            if let Some(x) = p.expires_in_s {
+                self.expires_in.get_or_create(&pl).set(x);
+            }
+        }
+        if let Some(r) = &p.record {
+            self.ttl.get_or_create(&pl).set(r.ttl_s as f64);
+        }
+        if let Some(k) = p.holder_skew_s {
+            self.skew.get_or_create(&pl).set(k);
+        }
+        pl
+    }
+
+    /// The holder-change counters of the prefixes in `seen`, brought up to
+    /// the history; prefixes no longer seen are forgotten.
+    fn update_holder_changes(&mut self, seen: &BTreeSet<PrefixLabels>) {
+        let s = crate::text::sanitize;
         for ((u, p), h) in self.history.iter() {
             let pl = PrefixLabels {
                 target: s(u).into(),
@@ -399,6 +419,11 @@ impl Metrics {
             self.holders_counted.remove(&k);
             self.holder_changes.remove(&k);
         }
+    }
+
+    /// The pod scan's gauge and the verdict counts (only when the pod was
+    /// asked for and scanned).
+    fn update_pod(&mut self, snap: &Snapshot, pod_scanned: bool) {
         self.verdicts.clear();
         self.pod_scan_ok
             .set(i64::from(pod_scanned && snap.pod_error.is_none()));

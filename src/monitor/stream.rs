@@ -144,7 +144,7 @@ fn counts(snap: &Snapshot, kind: &'static str) -> String {
             .map(|t| usize::from(t.error.is_some()) + t.errors.len())
             .sum(),
         verdicts: snap.pod.verdicts.len(),
-        exit_code: snap.exit_code(),
+        exit_code: snap.exit_code().code(),
     })
 }
 

@@ -25,7 +25,6 @@ pub use gather::{
     ProgressSink, TargetCache, DEFAULT_CONCURRENCY, PROGRESS_EVERY,
 };
 pub use model::{
-    ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport,
-    EXIT_ATTENTION, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, SCHEMA_VERSION,
+    ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
 };
 pub use schedule::{Focus, Schedule};

@@ -5,6 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
 use crate::bucket::{judge, lease_key, LeaseRecord, LeaseState, Observed};
+use crate::exit::Exit;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
@@ -232,17 +233,6 @@ pub struct Snapshot {
     pub pod_error: Option<String>,
 }
 
-/// Exit code: every target gathered and healthy.
-pub const EXIT_OK: i32 = crate::exit::Exit::Ok.code();
-/// Exit code: some target or prefix could not be gathered, or a lease's age
-/// could not be judged (this reader's clock is too far from the service's).
-pub const EXIT_UNREACHABLE: i32 = crate::exit::Exit::Failed.code();
-/// Exit code: bad usage (flags, TARGET URL).
-pub const EXIT_USAGE: i32 = crate::exit::Exit::Usage.code();
-/// Exit code: gathered, and something needs attention (stale / suspect /
-/// malformed lease, or a pod verdict).
-pub const EXIT_ATTENTION: i32 = crate::exit::Exit::Attention.code();
-
 impl Snapshot {
     /// Whether the pod's completeness decides the exit code: the pod was
     /// asked for (`--pod-root`, `--data-dir`, or no TARGET at all: the pod is
@@ -260,14 +250,14 @@ impl Snapshot {
     /// The exit code for monitoring: 1 if anything could not be gathered
     /// (including pod processes that could not be inspected, when the pod is
     /// in question: [`Snapshot::pod_in_question`]), else 3 if anything needs
-    /// attention, else 0.
-    pub fn exit_code(&self) -> i32 {
+    /// attention, else 0 ([`Exit::Failed`], [`Exit::Attention`], [`Exit::Ok`]).
+    pub fn exit_code(&self) -> Exit {
         if self.targets.iter().any(|t| {
             t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
         }) || self.pod_error.is_some()
             || (self.pod.incomplete() && self.pod_in_question())
         {
-            EXIT_UNREACHABLE
+            Exit::Failed
         } else if self
             .targets
             .iter()
@@ -275,9 +265,9 @@ impl Snapshot {
             .any(|p| p.state.needs_attention() || p.problem.is_some())
             || !self.pod.verdicts.is_empty()
         {
-            EXIT_ATTENTION
+            Exit::Attention
         } else {
-            EXIT_OK
+            Exit::Ok
         }
     }
 

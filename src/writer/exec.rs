@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 
 use super::flock::{acquire, real_getenv};
 use super::{assess, sanitize, Duty, WriterError, HELD};
+use crate::exit::Exit;
 use crate::supervise;
 
 /// The signals `writer exec` forwards to its child when it holds the lock.
@@ -29,8 +30,9 @@ pub use crate::supervise::FORWARDED;
 ///   command orphans (a daemonized writer) are adopted; forwards SIGTERM,
 ///   SIGINT, SIGHUP and SIGQUIT to the child and every other descendant;
 ///   reaps every child, adopted ones included, and releases the lock only
-///   after the last one is gone; returns the child's exit code, or
-///   128 + signal number when a signal killed it.
+///   after the last one is gone; returns [`Exit::Child`] with the child's
+///   exit code, or 128 + signal number when a signal killed it
+///   ([`Exit::CannotStart`], 125, for a wait status that is neither).
 /// - **Inherit** and **Off**: replaces this process with `cmd` (`execvp`);
 ///   returns only on failure.
 ///
@@ -41,7 +43,7 @@ pub use crate::supervise::FORWARDED;
 /// [`WriterError::Timeout`] (fail closed), [`WriterError::Spawn`] when the
 /// command cannot be run, and I/O errors of the lock. See
 /// [`WriterError::exit_code`] for the exit code to use.
-pub fn writer_exec(data_dir: &Path, wait: Duration, cmd: &[OsString]) -> Result<i32, WriterError> {
+pub fn writer_exec(data_dir: &Path, wait: Duration, cmd: &[OsString]) -> Result<Exit, WriterError> {
     let (program, args) = cmd.split_first().ok_or(WriterError::NoCommand)?;
     let parent = nix::unistd::getppid().as_raw() as u32;
     let (duty, sentence) = assess(real_getenv, parent)?;
@@ -63,7 +65,7 @@ fn run_holding(
     wait: Duration,
     program: &OsString,
     args: &[OsString],
-) -> Result<i32, WriterError> {
+) -> Result<Exit, WriterError> {
     let lock = acquire(data_dir, wait)?;
     let me = std::process::id();
     tracing::info!(path = %lock.path().display(), pid = me, "holding the writer lock");
@@ -125,14 +127,11 @@ fn run_holding(
         source,
     })?;
     drop(child);
-    let code = match status
-        .and_then(supervise::wait_status_exit)
-        .map(crate::exit::Exit::code)
-    {
-        Some(code) => code,
+    let exit = match status.and_then(supervise::wait_status_exit) {
+        Some(exit) => exit,
         None => {
             tracing::warn!(?status, "unexpected wait status");
-            125
+            Exit::CannotStart
         }
     };
     let path = lock.path().to_path_buf();
@@ -140,6 +139,6 @@ fn run_holding(
         // Closing the descriptor (done by release either way) drops the lock.
         tracing::warn!("{e}");
     }
-    tracing::info!(path = %path.display(), exit_code = code, "the command and every descendant are gone; released the writer lock");
-    Ok(code)
+    tracing::info!(path = %path.display(), exit_code = exit.code(), "the command and every descendant are gone; released the writer lock");
+    Ok(exit)
 }

@@ -443,7 +443,7 @@ async fn console_shows_the_note_in_red_only_when_the_pod_is_in_question() {
         let mut snap = leasectl::snapshot::gather(&open, &GatherOptions::default(), &clock).await;
         snap.pod = judge(&obs);
         assert_eq!(snap.pod_in_question(), red, "{mode}");
-        assert_eq!(snap.exit_code(), if red { 1 } else { 0 }, "{mode}");
+        assert_eq!(snap.exit_code().code(), if red { 1 } else { 0 }, "{mode}");
         let mut app = App::new(vec![url.clone()], false, Duration::from_secs(5), Utc::now());
         app.update(Action::Resize(120, 30));
         app.update(Action::Snapshot(Box::new(snap)));

@@ -347,7 +347,7 @@ fn unreadable_environ_is_unknown_with_reason() {
     // not read and is never complete (exit 1, not 0 or 3).
     assert_eq!(s.uninspected, vec![101], "{s:#?}");
     assert!(s.incomplete());
-    assert_eq!(s.exit_code(), 1);
+    assert_eq!(s.exit_code().code(), 1);
     assert!(
         s.notes
             .iter()
@@ -448,7 +448,7 @@ fn unreadable_descriptors_are_unknown_and_build_no_verdict() {
         .unwrap()
         .contains("permission denied"));
     assert_eq!(s.uninspected, vec![11]);
-    assert_eq!(s.exit_code(), 1);
+    assert_eq!(s.exit_code().code(), 1);
     assert_eq!(
         s.notes,
         vec!["1 process could not be inspected (run as their owner or root): its duty or lock is unknown and no verdict is built on it.".to_string()]

@@ -420,7 +420,7 @@ fn scope_and_inclusion_reasons_are_stated() {
     );
     // Healthy and complete: exit 0.
     assert!(!snap.incomplete(), "{snap:#?}");
-    assert_eq!(snap.exit_code(), 0, "{snap:#?}");
+    assert_eq!(snap.exit_code().code(), 0, "{snap:#?}");
 
     // Auto-detection: the holder is in because it has the lock open; its
     // ancestors are named as such.

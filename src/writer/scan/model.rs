@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::exit::Exit;
 use crate::writer::Duty;
 
 /// The `pod` section of the `--json` snapshot. All lists are sorted
@@ -59,14 +60,15 @@ impl PodSnapshot {
     }
 
     /// The exit code of a pod-only report: 1 when incomplete (could not
-    /// gather), else 3 when a verdict needs attention, else 0.
-    pub fn exit_code(&self) -> i32 {
+    /// gather), else 3 when a verdict needs attention, else 0
+    /// ([`Exit::Failed`], [`Exit::Attention`], [`Exit::Ok`]).
+    pub fn exit_code(&self) -> Exit {
         if self.incomplete() {
-            1
+            Exit::Failed
         } else if !self.verdicts.is_empty() {
-            3
+            Exit::Attention
         } else {
-            0
+            Exit::Ok
         }
     }
 }
