@@ -455,7 +455,10 @@ fn an_error_naming_a_hostile_path_escapes_it_exactly_once() {
         }
         assert_ne!(o.status.code(), Some(0), "{args:?}: {all}");
         assert!(all.contains("esc\\x1bfile"), "{args:?}: {all}");
-        assert!(!all.contains("esc\\\\x1bfile"), "escaped twice: {args:?}: {all}");
+        assert!(
+            !all.contains("esc\\\\x1bfile"),
+            "escaped twice: {args:?}: {all}"
+        );
         assert!(!all.contains('\x1b'), "raw ESC: {args:?}: {all}");
     }
 }
