@@ -93,6 +93,12 @@ impl Exit {
 }
 
 impl Exit {
+    /// The status of a command that signal `sig` killed: 128 + `sig`, as
+    /// shells report it.
+    pub const fn killed_by(sig: i32) -> Exit {
+        Exit::Child(128 + sig)
+    }
+
     /// The status for a command that could not be started (`bucket hold`,
     /// `writer exec`): 127 when it was not found, 126 otherwise.
     pub fn spawn_failed(e: &std::io::Error) -> Exit {

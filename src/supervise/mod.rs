@@ -69,10 +69,10 @@ pub fn die_with_parent(
 pub fn status_exit(status: std::io::Result<std::process::ExitStatus>) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match status {
-        Ok(s) => Exit::Child(
-            s.code()
-                .unwrap_or_else(|| signalled(s.signal().unwrap_or(0))),
-        ),
+        Ok(s) => match s.code() {
+            Some(code) => Exit::Child(code),
+            None => Exit::killed_by(s.signal().unwrap_or(0)),
+        },
         Err(_) => Exit::Failed,
     }
 }
@@ -83,14 +83,9 @@ pub fn wait_status_exit(status: nix::sys::wait::WaitStatus) -> Option<Exit> {
     use nix::sys::wait::WaitStatus;
     match status {
         WaitStatus::Exited(_, code) => Some(Exit::Child(code)),
-        WaitStatus::Signaled(_, sig, _) => Some(Exit::Child(signalled(sig as i32))),
+        WaitStatus::Signaled(_, sig, _) => Some(Exit::killed_by(sig as i32)),
         _ => None,
     }
-}
-
-/// 128 + the signal number: the status of a command a signal killed.
-fn signalled(sig: i32) -> i32 {
-    128 + sig
 }
 
 #[cfg(test)]
