@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bucket::probe::{probe_scratch, PreconditionReport};
+use crate::bucket::race::{RaceReport, BEST_EFFORT, FAIL_CLOSED, PROBE_ROUNDS};
 use crate::bucket::{
     new_instance_id, BucketLease, Exclusion, KeepAlive, LeaseConfig, LeaseError, LeaseWatch,
     ReleaseReport, Released,
@@ -35,6 +36,9 @@ struct ProbeJson<'a> {
     exit_code: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
     report: Option<&'a PreconditionReport>,
+    /// `--race`: each primitive's rounds, winners per round, verdict; cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    race: Option<&'a RaceReport>,
     adaptations: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -50,12 +54,89 @@ pub async fn probe(
     json: bool,
     out: &mut impl std::io::Write,
 ) -> i32 {
+    probe_race(store, root, json, None, out).await
+}
+
+/// [`probe`], then with `race = Some(n)` (and only when the steps pass) the
+/// race probe ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n`
+/// concurrent requests per primitive). Two winners in a round: verdict
+/// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP), it removes its
+/// scratch keys and returns 128 + the signal.
+pub async fn probe_race(
+    store: &dyn ObjectStore,
+    root: &str,
+    json: bool,
+    race: Option<usize>,
+    out: &mut impl std::io::Write,
+) -> i32 {
     let key = crate::bucket::probe::scratch_key(root);
     if !json {
         let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
     }
-    let result = probe_scratch(store, &key).await;
+    let work = async {
+        let result = probe_scratch(store, &key).await;
+        let raced = match (&result, race) {
+            (Ok(r), Some(n)) if r.conditional() => {
+                Some(crate::bucket::race::race(store, &key, n, PROBE_ROUNDS).await)
+            }
+            _ => None,
+        };
+        (result, raced)
+    };
+    let (result, raced) = tokio::select! {
+        done = work => done,
+        sig = interrupted() => {
+            // The probe's requests were dropped mid-way: remove whatever it may have written.
+            let mut left = Vec::new();
+            let absent = format!("{key}.absent");
+            let race_key = crate::bucket::race::race_key(&key);
+            for k in [key.as_str(), absent.as_str(), race_key.as_str()] {
+                if let Err(e) = store.delete(k, None).await {
+                    left.push(format!("{} ({e})", sanitize(k)));
+                }
+            }
+            if left.is_empty() {
+                eprintln!("leasectl: probe interrupted; its scratch keys were removed");
+            } else {
+                eprintln!(
+                    "leasectl: probe interrupted; could not remove {} (a later probe removes \
+                     scratch keys older than 10 minutes)",
+                    left.join(", ")
+                );
+            }
+            return 128 + sig;
+        }
+    };
+    let (result, raced) = match (result, raced) {
+        (Ok(r), Some(Err(e))) => (Ok(r), Err(e)),
+        (r, Some(Ok(x))) => (r, Ok(Some(x))),
+        (r, _) => (r, Ok(None)),
+    };
+    let race_finding = raced.as_ref().ok().and_then(|x| x.as_ref()?.finding());
     let (verdict, code, text, error) = match &result {
+        Ok(_) if race_finding.is_some() => (
+            "not_atomic",
+            EXIT_NOT_CONDITIONAL,
+            format!(
+                "not atomic — {}: a lease here excludes nobody, and an acquire refuses it \
+                 ({FAIL_CLOSED}). {BEST_EFFORT}",
+                race_finding.clone().unwrap_or_default()
+            ),
+            None,
+        ),
+        Ok(_) if raced.is_err() => {
+            let e = raced
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            (
+                "failed",
+                Exit::Failed.code(),
+                format!("race probe failed: {e}"),
+                Some(e),
+            )
+        }
         Ok(report) => {
             let (v, c, t) = if let Some(h) = report.unsupported() {
                 (
@@ -125,6 +206,7 @@ pub async fn probe(
             verdict,
             exit_code: code,
             report: result.as_ref().ok(),
+            race: raced.as_ref().ok().and_then(|x| x.as_ref()),
             adaptations: result.as_ref().map(|r| r.adaptations()).unwrap_or_default(),
             error,
         };
@@ -142,6 +224,9 @@ pub async fn probe(
     if let Ok(report) = &result {
         print_report(report, out);
     }
+    if let Ok(Some(r)) = &raced {
+        print_race(r, out);
+    }
     let _ = writeln!(out, "verdict: {text}");
     code
 }
@@ -157,6 +242,39 @@ fn print_report(r: &PreconditionReport, out: &mut impl std::io::Write) {
     }
     for c in &r.changed {
         let _ = writeln!(out, "  changed:   {c}");
+    }
+}
+
+fn print_race(r: &RaceReport, out: &mut impl std::io::Write) {
+    let _ = writeln!(
+        out,
+        "  race:      {} rounds of {} concurrent requests per primitive ({})",
+        r.rounds,
+        r.contenders,
+        r.cost()
+    );
+    for x in &r.races {
+        let _ = writeln!(out, "    {}", x.line());
+    }
+    for c in &r.changed {
+        let _ = writeln!(out, "  changed:   {c}");
+    }
+}
+
+/// Resolves with the number of the first SIGINT, SIGTERM or SIGHUP.
+async fn interrupted() -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => libc::SIGINT,
+        _ = term.recv() => libc::SIGTERM,
+        _ = hup.recv() => libc::SIGHUP,
     }
 }
 

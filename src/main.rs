@@ -269,7 +269,11 @@ fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
 async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         None => console(cli).await,
-        Some(Command::Probe { ref target, json }) => {
+        Some(Command::Probe {
+            ref target,
+            json,
+            race,
+        }) => {
             let target = match target_or_usage(target) {
                 Ok(t) => t,
                 Err(code) => return Ok(code),
@@ -279,10 +283,11 @@ async fn run(cli: Cli) -> Result<i32> {
                 .open(&target)
                 .await
                 .map_err(|e| eyre!("{target}: {e}"))?;
-            Ok(commands::probe(
+            Ok(commands::probe_race(
                 store.as_ref(),
                 target.prefix(),
                 json,
+                race.map(usize::from),
                 &mut std::io::stdout(),
             )
             .await)

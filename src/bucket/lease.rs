@@ -410,7 +410,18 @@ impl BucketLease {
             Ok(r) => r.ignored_header(),
             Err(_) => None,
         };
-        if let Some(header) = ignored {
+        // Once per store: are the preconditions atomic under concurrent requests?
+        // A check followed by a separate write passes every step above and still
+        // lets several contenders win.
+        let mut not_atomic = None;
+        if ignored.is_none() && report.is_ok() {
+            let scratch = scratch_key(&self.key, &self.record.instance_id);
+            match super::race::check_once(self.store.as_ref(), &scratch).await {
+                Ok(r) => not_atomic = r.finding(),
+                Err(e) => report = Err(e),
+            }
+        }
+        if ignored.is_some() || not_atomic.is_some() {
             // Fail closed, and leave nothing behind.
             let service = self.store.describe();
             let _ = self.store.delete(&self.key, Some(&self.etag)).await;
@@ -421,7 +432,6 @@ impl BucketLease {
                     let _ = self.store.delete(&self.key, None).await;
                 }
             }
-            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
             let changed = match replaced {
                 Some(holder) => format!(
                     "the record of {} that was there was overwritten by ours, then ours was removed: \
@@ -431,6 +441,16 @@ impl BucketLease {
                 ),
                 None => "nothing left behind".to_owned(),
             };
+            let Some(header) = ignored else {
+                let finding = not_atomic.unwrap_or_default();
+                tracing::error!(key = %self.key, "{finding}: lease not taken");
+                return Err(LeaseError::NotAtomic {
+                    finding,
+                    service,
+                    changed,
+                });
+            };
+            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
             return Err(LeaseError::PreconditionsIgnored {
                 header,
                 service,

@@ -24,6 +24,7 @@ mod hostile_store;
 mod hostile_urls;
 mod monitoring;
 mod pod_in_question;
+mod race;
 mod schedule;
 mod snapshot_json;
 mod takeover;
