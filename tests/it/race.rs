@@ -266,3 +266,97 @@ server_matrix! {
         assert!(keys(&endpoint, &b).await.is_empty(), "{:?}", keys(&endpoint, &b).await);
     }
 }
+
+/// The console's `p` (the write task's probe): the steps pass on the
+/// non-atomic service, the race does not — the line says "not atomic" and the
+/// target is marked as not excluding; on moto the line carries the race's
+/// verdict and cost. Drawn on a TestBackend, the status line shows it.
+#[tokio::test(flavor = "multi_thread")]
+async fn console_probe_reports_the_race() {
+    use leasectl::snapshot::ExclusionReport;
+    use leasectl::tui::action::{Action, WriteRequest};
+    use leasectl::tui::ops::{Ops, OpsTarget};
+
+    let (endpoint, b, proxy) = non_atomic("race-console").await;
+    let dir = tempfile::tempdir().unwrap();
+    let target = |ep: &str| OpsTarget {
+        url: "s3://race-console/db/".into(),
+        endpoint: ep.to_owned(),
+        bucket: Some(b.clone()),
+        store: s3_store(ep, &b),
+        root: "db/".into(),
+    };
+    let clock = leasectl::clock::SystemClock::shared();
+    let ops = Ops {
+        targets: vec![target(&proxy.endpoint()), target(&endpoint)],
+        audit: leasectl::audit::AuditLog::open(dir.path().join("audit.jsonl")).unwrap(),
+        exclusion: leasectl::bucket::Exclusion::Conditional,
+        ttl_s: 30,
+        clock,
+    };
+    let (atx, mut arx) = tokio::sync::mpsc::channel(16);
+    let (tx, _task) = ops.start(atx);
+    let mut done = Vec::new();
+    for target in [0, 1] {
+        tx.send(WriteRequest::Probe { target }).await.unwrap();
+        let a = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                match arx.recv().await.unwrap() {
+                    a @ Action::ProbeDone { .. } => break a,
+                    _ => continue,
+                }
+            }
+        })
+        .await
+        .expect("the probe finished");
+        done.push(a);
+    }
+    let Action::ProbeDone {
+        result, message, ..
+    } = &done[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(*result, ExclusionReport::Ignored, "{message}");
+    assert!(
+        message.starts_with("s3://race-console/db/: not atomic — PUT If-None-Match: * (one absent key) is not atomic"),
+        "{message}"
+    );
+    let Action::ProbeDone {
+        result, message, ..
+    } = &done[1]
+    else {
+        unreachable!()
+    };
+    assert_eq!(*result, ExclusionReport::Conditional, "{message}");
+    assert!(
+        message.contains("; race: atomic (5 rounds of 16 concurrent requests, "),
+        "{message}"
+    );
+    assert!(keys(&endpoint, &b).await.is_empty());
+    // The status line of the console, drawn.
+    let mut app = leasectl::tui::app::App::new(
+        vec!["s3://race-console/db/".into()],
+        false,
+        Duration::from_secs(5),
+        chrono::Utc::now(),
+    )
+    .without_pod();
+    app.update(Action::Resize(200, 12));
+    app.update(done.remove(0));
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 12)).unwrap();
+    t.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .map(|y| {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        screen.contains("not atomic — PUT If-None-Match: *"),
+        "{screen}"
+    );
+}
