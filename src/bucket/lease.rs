@@ -414,10 +414,14 @@ impl BucketLease {
         // A check followed by a separate write passes every step above and still
         // lets several contenders win.
         let mut not_atomic = None;
+        let mut raced = false;
         if ignored.is_none() && report.is_ok() {
             let scratch = scratch_key(&self.key, &self.record.instance_id);
-            match super::race::check_once(self.store.as_ref(), &scratch).await {
-                Ok(r) => not_atomic = r.finding(),
+            match super::race::check_once_ran(self.store.as_ref(), &scratch).await {
+                Ok((r, ran)) => {
+                    not_atomic = r.finding();
+                    raced = ran;
+                }
                 Err(e) => report = Err(e),
             }
         }
@@ -460,6 +464,14 @@ impl BucketLease {
         if let Err(e) = report {
             let _ = self.release().await;
             return Err(e.into());
+        }
+        if raced {
+            // The race check took time off the fence (seconds where losers of a
+            // contended write wait): renew, so the holder starts with a whole one.
+            if let Err(e) = self.renew().await {
+                let _ = self.release().await;
+                return Err(e);
+            }
         }
         // An ignoring service may have rewritten the object; keep the ETag current.
         if let Ok(out) = self.store.get(&self.key, None).await {

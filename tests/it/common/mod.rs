@@ -315,10 +315,16 @@ impl Drop for SeaweedServer {
     }
 }
 
+static SEAWEEDFS: OnceLock<SeaweedServer> = OnceLock::new();
+
 /// One shared SeaweedFS per test binary.
 pub fn seaweedfs() -> &'static SeaweedServer {
-    static S: OnceLock<SeaweedServer> = OnceLock::new();
-    S.get_or_init(SeaweedServer::start)
+    SEAWEEDFS.get_or_init(SeaweedServer::start)
+}
+
+/// True when `endpoint` is the SeaweedFS this test binary started.
+fn is_seaweedfs(endpoint: &str) -> bool {
+    SEAWEEDFS.get().is_some_and(|s| s.endpoint() == endpoint)
 }
 
 /// Environment for talking to moto: fake credentials, fixed region, no IMDS.
@@ -425,10 +431,17 @@ pub fn file_url(dir: &Path) -> String {
 }
 
 /// An S3 store for `bucket` at `endpoint` with test credentials, short
-/// timeouts and no retries (so a lost answer surfaces to the engine).
+/// timeouts (2 s; 12 s on SeaweedFS, which makes the losers of contended
+/// conditional writes on one key wait about a second per round of its lock,
+/// so a dozen contenders starting together wait for several seconds) and no
+/// retries (so a lost answer surfaces to the engine).
 pub fn s3_store(endpoint: &str, bucket: &str) -> std::sync::Arc<leasectl::store::s3::S3Store> {
     use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
-    let timeout = Duration::from_secs(2);
+    let timeout = if is_seaweedfs(endpoint) {
+        Duration::from_secs(12)
+    } else {
+        Duration::from_secs(2)
+    };
     let cfg = aws_config::SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
