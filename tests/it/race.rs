@@ -360,3 +360,107 @@ async fn console_probe_reports_the_race() {
         "{screen}"
     );
 }
+
+/// One row of the compatibility table: `leasectl probe --race --json` run
+/// `runs` times on `endpoint` (the steps from the first run).
+async fn compat_row(name: &str, endpoint: &str, runs: usize, adapts: &str) -> String {
+    let b = bucket_name("compat");
+    create_bucket(&sdk_client(endpoint), &b).await;
+    let mut steps = String::new();
+    let mut not_atomic = 0;
+    let mut most = 0u64;
+    let mut cost = String::new();
+    for run in 0..runs {
+        let out = probe(endpoint, &format!("s3://{b}/db/"), &["--json", "--race"]).await;
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("probe --json prints one document");
+        if run == 0 {
+            let s = doc["report"]["steps"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let a = |i: usize| {
+                s.get(i)
+                    .and_then(|x| x["answer"].as_str())
+                    .unwrap_or("?")
+                    .to_owned()
+            };
+            steps = format!(
+                "{} / {} | {} | {} | {} | {} / {}",
+                a(0),
+                a(1),
+                a(2),
+                a(3),
+                a(4),
+                a(5),
+                a(6)
+            );
+        }
+        let race = &doc["race"];
+        if race.is_null() {
+            // The steps already refused the service: the race is not run.
+            cost = "not run: the steps refuse the service".into();
+            continue;
+        }
+        if race["verdict"] == "not_atomic" {
+            not_atomic += 1;
+        }
+        for r in race["races"].as_array().unwrap() {
+            most = most.max(r["max_winners"].as_u64().unwrap_or(0));
+        }
+        cost = format!("{} requests, {} ms", race["requests"], race["elapsed_ms"]);
+    }
+    let race = if cost.starts_with("not run") {
+        cost.clone()
+    } else if not_atomic > 0 {
+        format!("**not atomic** in {not_atomic} of {runs} runs (up to {most} winners in a round); last run {cost}")
+    } else {
+        format!("atomic in {runs} of {runs} runs (one winner every round); last run {cost}")
+    };
+    format!("| {name} (measured) | {steps} | {race} | {adapts} |")
+}
+
+/// The measured rows of the README's compatibility table (`scripts/compat.sh`
+/// runs this): every server of the harness and the non-atomic emulation,
+/// `LEASECTL_COMPAT_RUNS` race probes each (default 20).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "run by scripts/compat.sh"]
+async fn compat_table() {
+    let runs: usize = std::env::var("LEASECTL_COMPAT_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::NonAtomic).await;
+    let rows = [
+        (
+            "moto 5.2.5",
+            moto(Moto::Conditional).endpoint(),
+            "conditional, as on AWS",
+        ),
+        (
+            "Ceph RGW 16.2.15",
+            rgw_endpoint(),
+            "conditional, adapted: `etag_form: unquoted`; release by read-check-delete; 409/500 on a write read back",
+        ),
+        (
+            "SeaweedFS 4.48",
+            seaweedfs().endpoint(),
+            "conditional, as on AWS (losers of a contended conditional write wait about a second)",
+        ),
+        (
+            "moto 5.0.14",
+            moto(Moto::Ignoring).endpoint(),
+            "refused (exit 3 / 4): ignores preconditions; best-effort only with the switch",
+        ),
+        (
+            "non-atomic emulation (check, 50 ms pause, unconditional write; tests/it/common/proxy.rs)",
+            proxy.endpoint(),
+            "refused (exit 3 / 4): not atomic; best-effort only with the switch",
+        ),
+    ];
+    println!("| service | steps 1–2 | step 3 | step 4 | step 5 | steps 6–7 | race (`probe --race`) | what leasectl does |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, endpoint, adapts) in rows {
+        println!("{}", compat_row(name, &endpoint, runs, adapts).await);
+    }
+}
