@@ -290,8 +290,7 @@ fn fatal(e: &StoreError) -> bool {
 async fn put_round(
     store: &dyn ObjectStore,
     key: &str,
-    name: &str,
-    round: usize,
+    (name, round): (&str, usize),
     n: usize,
     cond: PutCondition,
     race: &mut Race,
@@ -542,8 +541,7 @@ async fn run(
         let back = put_round(
             store,
             key,
-            "create_absent",
-            round,
+            ("create_absent", round),
             n,
             PutCondition::IfNoneMatch,
             &mut create,
@@ -568,8 +566,7 @@ async fn run(
         let back = put_round(
             store,
             key,
-            "if_match_current",
-            round,
+            ("if_match_current", round),
             n,
             PutCondition::IfMatch(etag),
             &mut if_match,
