@@ -169,7 +169,8 @@ impl BucketLease {
     /// Errors: [`LeaseError::HeldByOther`] (a fresh foreign lease),
     /// [`LeaseError::UnderWatch`] (a suspect/malformed record not yet watched
     /// for one TTL — keep `watch` across attempts), [`LeaseError::PreconditionsIgnored`]
-    /// / [`LeaseError::PreconditionsUnsupported`] (nothing left behind),
+    /// / [`LeaseError::PreconditionsUnsupported`] / [`LeaseError::NotAtomic`] (the
+    /// once-per-store race check, [`super::race::check_once`]; nothing left behind),
     /// [`LeaseError::Contended`], [`LeaseError::Store`].
     pub async fn acquire_as(
         store: Arc<dyn ObjectStore>,
