@@ -252,6 +252,15 @@ impl SeaweedServer {
             .arg(format!("-s3.port={port}"))
             .arg(format!("-s3.port.grpc={grpc}"))
             .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
+            // Its unix sockets too go where the shell removes them (default: /tmp).
+            .arg(format!(
+                "-filer.localSocket={}",
+                data.join("filer.sock").display()
+            ))
+            .arg(format!(
+                "-s3.localSocket={}",
+                data.join("s3.sock").display()
+            ))
             .env("LEASECTL_SW_DATA", &data)
             .env("AWS_ACCESS_KEY_ID", "testing")
             .env("AWS_SECRET_ACCESS_KEY", "testing-secret")
