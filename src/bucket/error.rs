@@ -2,12 +2,14 @@
 
 use std::time::Duration;
 
+use super::race::{BEST_EFFORT, FAIL_CLOSED};
 use super::record::LeaseRecord;
 use super::{format_secs, LeaseState};
 use crate::store::StoreError;
 use crate::text::sanitize;
 
-/// The environment switch deployed fleets use to run best-effort.
+/// The environment switch deployed fleets use to run best-effort
+/// ([`super::race::BEST_EFFORT`] spells it out too).
 pub const CONDITIONAL_SWITCH: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off";
 
 /// Why a lease operation failed. Every message is safe to print (untrusted
@@ -59,6 +61,17 @@ pub enum LeaseError {
         service: String,
         /// What the attempt changed on the service (`nothing left behind`, or a
         /// previous record overwritten and removed).
+        changed: String,
+    },
+    /// The service honours each precondition alone, but concurrent conditional
+    /// requests each won a round of the race check ([`super::race`]).
+    #[error("{service}: {finding}: {FAIL_CLOSED} ({changed}). {BEST_EFFORT}")]
+    NotAtomic {
+        /// Which request, and how many of how many won one round.
+        finding: String,
+        /// The store.
+        service: String,
+        /// What the attempt changed on the service (as for `PreconditionsIgnored`).
         changed: String,
     },
     /// The service refused conditional writes outright (HTTP 501).

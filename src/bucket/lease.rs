@@ -359,7 +359,8 @@ impl BucketLease {
     /// Errors: [`LeaseError::HeldByOther`] (a fresh foreign lease),
     /// [`LeaseError::UnderWatch`] (a suspect/malformed record not yet watched
     /// for one TTL — keep `watch` across attempts), [`LeaseError::PreconditionsIgnored`]
-    /// / [`LeaseError::PreconditionsUnsupported`] (nothing left behind),
+    /// / [`LeaseError::PreconditionsUnsupported`] / [`LeaseError::NotAtomic`] (the
+    /// once-per-store race check, [`super::race::check_once`]; nothing left behind),
     /// [`LeaseError::Contended`], [`LeaseError::Store`].
     pub async fn acquire_as(
         store: Arc<dyn ObjectStore>,
@@ -501,7 +502,22 @@ impl BucketLease {
             Ok(r) => r.ignored_header(),
             Err(_) => None,
         };
-        if let Some(header) = ignored {
+        // Once per store: are the preconditions atomic under concurrent requests?
+        // A check followed by a separate write passes every step above and still
+        // lets several contenders win.
+        let mut not_atomic = None;
+        let mut raced = false;
+        if ignored.is_none() && report.is_ok() {
+            let scratch = scratch_key(&self.key, &self.record.instance_id);
+            match super::race::check_once_ran(self.store.as_ref(), &scratch).await {
+                Ok((r, ran)) => {
+                    not_atomic = r.finding();
+                    raced = ran;
+                }
+                Err(e) => report = Err(e),
+            }
+        }
+        if ignored.is_some() || not_atomic.is_some() {
             // Fail closed, and leave nothing behind.
             let service = self.store.describe();
             let _ = self.store.delete(&self.key, Some(&self.etag)).await;
@@ -512,7 +528,6 @@ impl BucketLease {
                     let _ = self.store.delete(&self.key, None).await;
                 }
             }
-            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
             let changed = match replaced {
                 Some(holder) => format!(
                     "the record of {} that was there was overwritten by ours, then ours was removed: \
@@ -522,6 +537,16 @@ impl BucketLease {
                 ),
                 None => "nothing left behind".to_owned(),
             };
+            let Some(header) = ignored else {
+                let finding = not_atomic.unwrap_or_default();
+                tracing::error!(key = %self.key, "{finding}: lease not taken");
+                return Err(LeaseError::NotAtomic {
+                    finding,
+                    service,
+                    changed,
+                });
+            };
+            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
             return Err(LeaseError::PreconditionsIgnored {
                 header,
                 service,
@@ -531,6 +556,14 @@ impl BucketLease {
         if let Err(e) = report {
             let _ = self.release().await;
             return Err(e.into());
+        }
+        if raced {
+            // The race check took time off the fence (seconds where losers of a
+            // contended write wait): renew, so the holder starts with a whole one.
+            if let Err(e) = self.renew().await {
+                let _ = self.release().await;
+                return Err(e);
+            }
         }
         // An ignoring service may have rewritten the object; keep the ETag current.
         if let Ok(out) = self.store.get(&self.key, None).await {

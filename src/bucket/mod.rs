@@ -10,6 +10,7 @@
 //! - [`fence`]: when a holder may write: deadlines, clock checks, the watchdog.
 //! - [`keepalive`]: the renewal task and the fence watchdog.
 //! - [`probe`]: does the service honour `If-None-Match` / `If-Match`?
+//! - [`race`]: are those preconditions atomic under concurrent requests?
 //! - [`watch`]: [`LeaseWatch`] for suspect and malformed records.
 //!
 //! # What the core guarantees
@@ -72,6 +73,7 @@ pub mod judge;
 pub mod keepalive;
 pub mod lease;
 pub mod probe;
+pub mod race;
 pub mod record;
 pub mod watch;
 

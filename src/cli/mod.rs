@@ -378,6 +378,12 @@ pub struct ProbeArgs {
     /// Print the findings as one JSON document (each step, the ETag form, how a lease is released).
     #[arg(long)]
     pub json: bool,
+    /// After the steps, race each primitive: 5 rounds of N concurrent requests (default 16,
+    /// 2-64) on a scratch key; two winners in a round is "not atomic" (exit 3).
+    #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true,
+          default_missing_value = "16",
+          value_parser = clap::value_parser!(u16).range(2..=64))]
+    pub race: Option<u16>,
 }
 
 /// `leasectl takeover`.

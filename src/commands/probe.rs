@@ -2,6 +2,7 @@
 
 use crate::app::Context;
 use crate::bucket::probe::{probe_scratch, PreconditionReport};
+use crate::bucket::race::{RaceReport, BEST_EFFORT, FAIL_CLOSED, PROBE_ROUNDS};
 use crate::cli::ProbeArgs;
 use crate::exit::Exit;
 use crate::store::{ObjectStore, StoreError};
@@ -17,10 +18,11 @@ pub async fn run(a: &ProbeArgs, ctx: &Context) -> Exit {
         Ok(s) => s,
         Err(e) => return crate::app::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
-    probe(
+    probe_race(
         store.as_ref(),
         target.prefix(),
         a.json,
+        a.race.map(usize::from),
         &mut std::io::stdout(),
     )
     .await
@@ -44,6 +46,9 @@ struct ProbeJson<'a> {
     exit_code: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
     report: Option<&'a PreconditionReport>,
+    /// `--race`: each primitive's rounds, winners per round, verdict; cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    race: Option<&'a RaceReport>,
     adaptations: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -59,12 +64,69 @@ pub async fn probe(
     json: bool,
     out: &mut impl std::io::Write,
 ) -> Exit {
+    probe_race(store, root, json, None, out).await
+}
+
+/// [`probe`], then with `race = Some(n)` (and only when the steps pass) the
+/// race probe ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n`
+/// concurrent requests per primitive). Two winners in a round: verdict
+/// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP), it removes its
+/// scratch keys and returns 128 + the signal.
+pub async fn probe_race(
+    store: &dyn ObjectStore,
+    root: &str,
+    json: bool,
+    race: Option<usize>,
+    out: &mut impl std::io::Write,
+) -> Exit {
     let key = crate::bucket::probe::scratch_key(root);
     if !json {
         let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
     }
-    let result = probe_scratch(store, &key, &crate::clock::SystemClock::new()).await;
+    let work = async {
+        let result = probe_scratch(store, &key, &crate::clock::SystemClock::new()).await;
+        let raced = match (&result, race) {
+            (Ok(r), Some(n)) if r.conditional() => {
+                Some(crate::bucket::race::race(store, &key, n, PROBE_ROUNDS).await)
+            }
+            _ => None,
+        };
+        (result, raced)
+    };
+    let (result, raced) = tokio::select! {
+        done = work => done,
+        sig = interrupted() => return remove_after_interrupt(store, &key, sig).await,
+    };
+    let (result, raced) = match (result, raced) {
+        (Ok(r), Some(Err(e))) => (Ok(r), Err(e)),
+        (r, Some(Ok(x))) => (r, Ok(Some(x))),
+        (r, _) => (r, Ok(None)),
+    };
+    let race_finding = raced.as_ref().ok().and_then(|x| x.as_ref()?.finding());
     let (verdict, code, text, error) = match &result {
+        Ok(_) if race_finding.is_some() => (
+            "not_atomic",
+            Exit::Attention,
+            format!(
+                "not atomic — {}: a lease here excludes nobody, and an acquire refuses it \
+                 ({FAIL_CLOSED}). {BEST_EFFORT}",
+                race_finding.clone().unwrap_or_default()
+            ),
+            None,
+        ),
+        Ok(_) if raced.is_err() => {
+            let e = raced
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            (
+                "failed",
+                Exit::Failed,
+                format!("race probe failed: {e}"),
+                Some(e),
+            )
+        }
         Ok(report) => {
             let (v, c, t) = if let Some(h) = report.unsupported() {
                 (
@@ -138,6 +200,7 @@ pub async fn probe(
             verdict,
             exit_code: code.code(),
             report: result.as_ref().ok(),
+            race: raced.as_ref().ok().and_then(|x| x.as_ref()),
             adaptations: result.as_ref().map(|r| r.adaptations()).unwrap_or_default(),
             error,
         };
@@ -155,8 +218,67 @@ pub async fn probe(
     if let Ok(report) = &result {
         print_report(report, out);
     }
+    if let Ok(Some(r)) = &raced {
+        print_race(r, out);
+    }
     let _ = writeln!(out, "verdict: {text}");
     code
+}
+
+/// Removes what an interrupted probe may have written (its scratch keys),
+/// says whether that worked, and returns 128 + `sig`.
+async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) -> Exit {
+    let mut left = Vec::new();
+    let absent = format!("{key}.absent");
+    let race_key = crate::bucket::race::race_key(key);
+    for k in [key, absent.as_str(), race_key.as_str()] {
+        if let Err(e) = store.delete(k, None).await {
+            left.push(format!("{} ({e})", sanitize(k)));
+        }
+    }
+    if left.is_empty() {
+        eprintln!("leasectl: probe interrupted; its scratch keys were removed");
+    } else {
+        eprintln!(
+            "leasectl: probe interrupted; could not remove {} (a later probe removes \
+             scratch keys older than 10 minutes)",
+            left.join(", ")
+        );
+    }
+    Exit::killed_by(sig)
+}
+
+fn print_race(r: &RaceReport, out: &mut impl std::io::Write) {
+    let _ = writeln!(
+        out,
+        "  race:      {} rounds of {} concurrent requests per primitive ({})",
+        r.rounds,
+        r.contenders,
+        r.cost()
+    );
+    for x in &r.races {
+        let _ = writeln!(out, "    {}", x.line());
+    }
+    for c in &r.changed {
+        let _ = writeln!(out, "  changed:   {c}");
+    }
+}
+
+/// Resolves with the number of the first SIGINT, SIGTERM or SIGHUP.
+async fn interrupted() -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => libc::SIGINT,
+        _ = term.recv() => libc::SIGTERM,
+        _ = hup.recv() => libc::SIGHUP,
+    }
 }
 
 fn print_report(r: &PreconditionReport, out: &mut impl std::io::Write) {

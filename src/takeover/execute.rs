@@ -141,6 +141,22 @@ async fn check_service(
                         service: store.describe(),
                     });
                 }
+                // Once per store per process, as at acquire: atomic under concurrency?
+                match crate::bucket::race::check_once(store, &scratch).await {
+                    Ok(r) => {
+                        if let Some(finding) = r.finding() {
+                            return Err(TakeoverError::NotAtomic {
+                                finding,
+                                service: store.describe(),
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        return Err(TakeoverError::Store(format!(
+                            "race check of the preconditions failed: {e}"
+                        )))
+                    }
+                }
             }
             Err(e) => {
                 return Err(TakeoverError::Store(format!(

@@ -228,6 +228,16 @@ pub enum TakeoverError {
         /// The store.
         service: String,
     },
+    /// Concurrent conditional requests each won a round of the race check:
+    /// the service's preconditions are not atomic. Nothing was written.
+    #[error("{service}: {finding}: a takeover there cannot be made safe; refused. \
+             To proceed anyway with best-effort exclusion use --conditional off ({CONDITIONAL_SWITCH})")]
+    NotAtomic {
+        /// Which request, and how many of how many won one round.
+        finding: String,
+        /// The store.
+        service: String,
+    },
     /// The TTL asked for is zero or over one hour (readers would call it suspect).
     #[error("a lease TTL must be between 1 and {max} seconds, not {0}", max = crate::bucket::MAX_SANE_TTL_S)]
     BadTtl(u64),

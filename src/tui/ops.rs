@@ -159,6 +159,12 @@ impl Ops {
                 format!("{}: probe failed: {e}", t.url),
             ),
         };
+        // Steps passed: race the primitives too (as `probe --race`).
+        let (result, text) = if result == ExclusionReport::Conditional {
+            race_report(t.store.as_ref(), &key, &t.url, result, text).await
+        } else {
+            (result, text)
+        };
         Some(Action::ProbeDone {
             target,
             result,
@@ -221,6 +227,44 @@ fn audit_target(t: &OpsTarget, key: &str, prefix: &str) -> AuditTarget {
             "{}{}",
             t.url,
             crate::target::encode_path(prefix.strip_prefix(t.root.as_str()).unwrap_or(prefix))
+        ),
+    }
+}
+
+/// The console's `p` after the seven steps passed: the race probe with the
+/// defaults of `probe --race`, its verdict appended to the probe's line (or
+/// replacing it with "not atomic").
+async fn race_report(
+    store: &dyn crate::store::ObjectStore,
+    key: &str,
+    url: &str,
+    result: ExclusionReport,
+    text: String,
+) -> (ExclusionReport, String) {
+    use crate::bucket::race;
+    match race::race(store, key, race::PROBE_CONTENDERS, race::PROBE_ROUNDS).await {
+        Ok(r) => match r.finding() {
+            Some(f) => (
+                ExclusionReport::Ignored,
+                format!(
+                    "{url}: not atomic — {f}: a lease there excludes nobody; only best-effort \
+                     mode ({}) can run",
+                    crate::bucket::CONDITIONAL_SWITCH
+                ),
+            ),
+            None => (
+                result,
+                format!(
+                    "{text}; race: atomic ({} rounds of {} concurrent requests, {})",
+                    r.rounds,
+                    r.contenders,
+                    r.cost()
+                ),
+            ),
+        },
+        Err(e) => (
+            ExclusionReport::Error,
+            format!("{url}: race probe failed: {e}"),
         ),
     }
 }

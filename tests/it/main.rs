@@ -25,6 +25,7 @@ mod hostile_store;
 mod hostile_urls;
 mod monitoring;
 mod pod_in_question;
+mod race;
 mod report_truth;
 mod schedule;
 mod serve_limits;

@@ -25,19 +25,26 @@ pub enum Moto {
 }
 
 /// The real S3 servers the end-to-end tests run against (the server matrix):
-/// moto (answers like AWS) and Ceph RGW 16 (refuses quoted ETags in `If-Match`,
-/// ignores `If-Match` on DELETE). See [`server_matrix!`].
+/// moto (answers like AWS), Ceph RGW 16 (refuses quoted ETags in `If-Match`,
+/// ignores `If-Match` on DELETE) and SeaweedFS 4.48 (answers like AWS, its
+/// own implementation). See [`server_matrix!`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Server {
     /// A moto server started by this test binary.
     Moto(Moto),
     /// The Ceph RADOS Gateway started by scripts/ceph-rgw.sh (scripts/test.sh starts it).
     Rgw,
+    /// A SeaweedFS server (`weed mini`) started by this test binary.
+    Seaweed,
 }
 
 impl Server {
     /// The servers every matrix test runs on.
-    pub const MATRIX: [Server; 2] = [Server::Moto(Moto::Conditional), Server::Rgw];
+    pub const MATRIX: [Server; 3] = [
+        Server::Moto(Moto::Conditional),
+        Server::Rgw,
+        Server::Seaweed,
+    ];
 
     /// For messages.
     pub fn name(self) -> &'static str {
@@ -45,6 +52,7 @@ impl Server {
             Server::Moto(Moto::Conditional) => "moto",
             Server::Moto(Moto::Ignoring) => "moto-ignoring",
             Server::Rgw => "ceph-rgw",
+            Server::Seaweed => "seaweedfs",
         }
     }
 
@@ -53,6 +61,7 @@ impl Server {
         match self {
             Server::Moto(kind) => moto(kind).endpoint(),
             Server::Rgw => rgw_endpoint(),
+            Server::Seaweed => seaweedfs().endpoint(),
         }
     }
 
@@ -86,7 +95,7 @@ pub fn rgw_endpoint() -> String {
 
 /// Defines one test per server of [`Server::MATRIX`] (`#[macro_use] mod common`
 /// in main.rs makes it visible to every module): a module `NAME` with
-/// tests `moto` and `rgw`, each calling the body with its server.
+/// tests `moto`, `rgw` and `seaweedfs`, each calling the body with its server.
 macro_rules! server_matrix {
     ($(#[$m:meta])* async fn $name:ident($s:ident : Server) $body:block) => {
         $(#[$m])*
@@ -101,6 +110,10 @@ macro_rules! server_matrix {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn rgw() {
                 matrix_body(Server::Rgw).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn seaweedfs() {
+                matrix_body(Server::Seaweed).await
             }
         }
     };
@@ -183,6 +196,144 @@ pub fn moto(kind: Moto) -> &'static MotoServer {
         Moto::Conditional => C.get_or_init(|| MotoServer::start(kind)),
         Moto::Ignoring => I.get_or_init(|| MotoServer::start(kind)),
     }
+}
+
+/// The SeaweedFS version the harness runs (scripts/setup-test-env.sh installs it).
+pub const SEAWEEDFS_VERSION: &str = "4.48";
+
+/// A SeaweedFS server (`weed mini`) on 127.0.0.1 with its data in a
+/// temporary directory. It runs under a shell that waits for its standard
+/// input to close: when this test process exits (however it exits), the
+/// shell stops `weed` and removes the directory, so nothing is left running.
+pub struct SeaweedServer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pub port: u16,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl SeaweedServer {
+    /// Starts `weed mini` and waits (up to 90 s) until its S3 API answers.
+    pub fn start() -> Self {
+        let dir = std::env::var_os("LEASECTL_VENV_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo().join(".venv"));
+        let weed = dir.join(format!("seaweedfs-{SEAWEEDFS_VERSION}/bin/weed"));
+        if !weed.exists() {
+            panic!(
+                "the S3 test server SeaweedFS {SEAWEEDFS_VERSION} is not set up: {} is missing.\n\
+                 Run {SETUP} first (LEASECTL_VENV_DIR={}).",
+                weed.display(),
+                dir.display()
+            );
+        }
+        let data = tempfile::Builder::new()
+            .prefix("leasectl-seaweedfs-")
+            .tempdir()
+            .expect("a temporary directory")
+            .keep();
+        let (port, grpc) = (free_port(), free_port());
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(
+                "\"$0\" \"$@\" >\"$LEASECTL_SW_DATA/weed.log\" 2>&1 </dev/null & w=$!; \
+                 cat >/dev/null; kill $w 2>/dev/null; wait $w; rm -rf \"$LEASECTL_SW_DATA\"",
+            )
+            .arg(&weed)
+            .arg("mini")
+            .arg(format!("-dir={}", data.display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
+            .arg(format!("-s3.port={port}"))
+            .arg(format!("-s3.port.grpc={grpc}"))
+            .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
+            // Its unix sockets too go where the shell removes them (default: /tmp).
+            .arg(format!(
+                "-filer.localSocket={}",
+                data.join("filer.sock").display()
+            ))
+            .arg(format!(
+                "-s3.localSocket={}",
+                data.join("s3.sock").display()
+            ))
+            .env("LEASECTL_SW_DATA", &data)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing-secret")
+            .env_remove("S3_BUCKET")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting SeaweedFS");
+        let stdin = child.stdin.take().unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            if s3_answers(port) {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(90) {
+                let log = std::fs::read_to_string(data.join("weed.log")).unwrap_or_default();
+                panic!(
+                    "SeaweedFS did not answer on port {port} within 90 s; its log:\n{}",
+                    &log[log.len().saturating_sub(4000)..]
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Self {
+            child,
+            stdin: Some(stdin),
+            port,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// True when something answers HTTP on `port` with an S3 answer (ListBuckets:
+/// 200, or 403 without credentials).
+fn s3_answers(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).unwrap_or(0);
+    let line = String::from_utf8_lossy(&buf[..n]);
+    line.starts_with("HTTP/1.1 200") || line.starts_with("HTTP/1.1 403")
+}
+
+impl Drop for SeaweedServer {
+    fn drop(&mut self) {
+        // Closing stdin stops weed and removes its data (see the type's docs).
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+static SEAWEEDFS: OnceLock<SeaweedServer> = OnceLock::new();
+
+/// One shared SeaweedFS per test binary.
+pub fn seaweedfs() -> &'static SeaweedServer {
+    SEAWEEDFS.get_or_init(SeaweedServer::start)
+}
+
+/// True when `endpoint` is the SeaweedFS this test binary started.
+fn is_seaweedfs(endpoint: &str) -> bool {
+    SEAWEEDFS.get().is_some_and(|s| s.endpoint() == endpoint)
 }
 
 /// Environment for talking to moto: fake credentials, fixed region, no IMDS.
@@ -289,10 +440,17 @@ pub fn file_url(dir: &Path) -> String {
 }
 
 /// An S3 store for `bucket` at `endpoint` with test credentials, short
-/// timeouts and no retries (so a lost answer surfaces to the engine).
+/// timeouts (2 s; 12 s on SeaweedFS, which makes the losers of contended
+/// conditional writes on one key wait about a second per round of its lock,
+/// so a dozen contenders starting together wait for several seconds) and no
+/// retries (so a lost answer surfaces to the engine).
 pub fn s3_store(endpoint: &str, bucket: &str) -> std::sync::Arc<leasectl::store::s3::S3Store> {
     use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
-    let timeout = Duration::from_secs(2);
+    let timeout = if is_seaweedfs(endpoint) {
+        Duration::from_secs(12)
+    } else {
+        Duration::from_secs(2)
+    };
     let cfg = aws_config::SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))

@@ -3,7 +3,8 @@
 //! request can be altered, counted, answered or dropped on its own.
 //!
 //! Modes: pass (counting methods), strip `If-Match`/`If-None-Match`, forward a
-//! request and drop its answer (a lost answer), black-hole (a partition).
+//! request and drop its answer (a lost answer), black-hole (a partition), and a
+//! non-atomic service (check with a HEAD, pause, unconditional write).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,16 @@ pub enum Mode {
     StripConditional,
     /// Accept connections, read requests, never answer.
     BlackHole,
+    /// A non-atomic service: a PUT or DELETE with `If-Match` / `If-None-Match`
+    /// is judged by the proxy from a HEAD of the key (412, or 404 for
+    /// `If-Match` on an absent key), then, after [`NON_ATOMIC_PAUSE`],
+    /// forwarded without the header. Each request alone is answered as S3
+    /// would; concurrent ones all pass the check.
+    NonAtomic,
 }
+
+/// The pause between the check and the write in [`Mode::NonAtomic`].
+pub const NON_ATOMIC_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 #[derive(Default)]
 struct State {
@@ -204,7 +214,7 @@ async fn handle(
         .next()
         .unwrap_or("")
         .to_owned();
-    let (mode, drop_answer, fail) = {
+    let (mut mode, drop_answer, mut fail) = {
         let mut s = state.lock().unwrap();
         *s.counts.entry(method.clone()).or_default() += 1;
         let mut drop_answer = false;
@@ -254,6 +264,36 @@ async fn handle(
             });
         (mode, drop_answer, fail.map(|f| (f, slow)))
     };
+    // The error code of an answer the non-atomic emulation gives itself.
+    let mut judged: Option<&str> = None;
+    if mode == Mode::NonAtomic && fail.is_none() {
+        mode = Mode::StripConditional;
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| v.trim().trim_matches('"').to_owned())
+            })
+        };
+        let (inm, im) = (header("if-none-match"), header("if-match"));
+        if (method == "PUT" || method == "DELETE") && (inm.is_some() || im.is_some()) {
+            let current = head_etag(upstream_port, &path).await?;
+            let refuse = match (&inm, &im, &current) {
+                (Some(_), _, Some(_)) => Some((412, "PreconditionFailed")),
+                (_, Some(_), None) => Some((404, "NoSuchKey")),
+                (_, Some(want), Some(have)) if want != have => Some((412, "PreconditionFailed")),
+                _ => None,
+            };
+            match refuse {
+                Some((status, code)) => {
+                    fail = Some((status, false));
+                    judged = Some(code);
+                }
+                None => tokio::time::sleep(NON_ATOMIC_PAUSE).await,
+            }
+        }
+    }
     if let Some((status, slow)) = fail {
         // Read the whole request body first, so the answer is not a reset.
         let want = head
@@ -273,7 +313,11 @@ async fn handle(
             }
             got += n;
         }
-        let body = if slow {
+        let body = if let Some(code) = judged {
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>judged by the non-atomic proxy</Message></Error>"
+            )
+        } else if slow {
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>".to_owned()
         } else {
             format!(
@@ -391,4 +435,36 @@ async fn handle(
     }
     up.abort();
     Ok(())
+}
+
+/// The ETag of `path` upstream (quotes removed), from a HEAD with a made-up
+/// signature (moto wants an Authorization header but does not check it);
+/// `None` when absent.
+const FAKE_AUTH: &str = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4_request, \
+     SignedHeaders=host, Signature=00";
+
+async fn head_etag(upstream_port: u16, path: &str) -> std::io::Result<Option<String>> {
+    let mut s = TcpStream::connect(("127.0.0.1", upstream_port)).await?;
+    s.write_all(
+        format!("HEAD {path} HTTP/1.1\r\nHost: 127.0.0.1:{upstream_port}\r\nAuthorization: {FAKE_AUTH}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf);
+    let ok = text
+        .lines()
+        .next()
+        .is_some_and(|l| l.split(' ').nth(1) == Some("200"));
+    Ok(ok
+        .then(|| {
+            text.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case("etag")
+                    .then(|| v.trim().trim_matches('"').to_owned())
+            })
+        })
+        .flatten())
 }
