@@ -161,6 +161,10 @@ async fn eight_concurrent_holds_on_a_non_atomic_service_run_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn takeover_on_a_non_atomic_service_is_refused() {
     let (endpoint, b, proxy) = non_atomic("race-takeover").await;
+    // A dead holder's stale record: there is something to take over (a
+    // takeover of an absent LEASE is refused before any check).
+    let stale = br#"{"instance_id":"dead","acquired_at":"2020-01-01T00:00:00Z","renewed_at":"2020-01-01T00:00:00Z","ttl_s":30}"#;
+    put_raw(&sdk_client(&endpoint), &b, "db/LEASE", stale).await;
     let dir = tempfile::tempdir().unwrap();
     let mut c = bin();
     c.args([
@@ -181,7 +185,21 @@ async fn takeover_on_a_non_atomic_service_is_refused() {
     assert_eq!(out.status.code(), Some(4), "{text}");
     assert!(text.contains("is not atomic"), "{text}");
     assert!(text.contains("--conditional off"), "{text}");
-    assert!(keys(&endpoint, &b).await.is_empty());
+    // Nothing written: only the dead holder's record, unchanged.
+    assert_eq!(keys(&endpoint, &b).await, vec!["db/LEASE".to_owned()]);
+    let body = sdk_client(&endpoint)
+        .get_object()
+        .bucket(&b)
+        .key("db/LEASE")
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert_eq!(&body[..], &stale[..]);
 }
 
 /// Ctrl-C in the middle of a race: the scratch keys are removed, exit 130.
