@@ -665,6 +665,29 @@ pub async fn probe_scratch(
     Ok(report)
 }
 
+/// What the seven steps share: the store, the scratch key, the clock, the
+/// scratch key's ETag as the last step left it, and the steps so far.
+struct StepRun<'a> {
+    store: &'a dyn ObjectStore,
+    key: &'a str,
+    clock: &'a dyn Clock,
+    etag: Option<String>,
+    steps: Vec<Step>,
+}
+
+impl StepRun<'_> {
+    /// The scratch key's ETag: the one the last write returned, else read.
+    async fn current_etag(&self) -> Result<String, StoreError> {
+        match self.etag.clone() {
+            Some(e) => Ok(e),
+            None => Ok(current(self.store, self.key)
+                .await?
+                .and_then(|(_, e)| e)
+                .unwrap_or_default()),
+        }
+    }
+}
+
 async fn run_steps(
     store: &dyn ObjectStore,
     key: &str,
@@ -672,20 +695,62 @@ async fn run_steps(
     changed: &mut Vec<String>,
     clock: &dyn Clock,
 ) -> Result<PreconditionReport, StoreError> {
-    let mut steps = Vec::new();
+    let mut run = StepRun {
+        store,
+        key,
+        clock,
+        etag: None,
+        steps: Vec::new(),
+    };
     let caps0 = store.capabilities();
+    step_creates(&mut run).await?;
+    step_if_match_current(&mut run, caps0).await?;
+    step_if_match_made_up(&mut run).await?;
+    step_if_match_absent(&mut run, absent_key, changed).await?;
+    let delete = step_delete_made_up(&mut run).await?;
+    let delete = step_delete_current(&mut run, delete).await?;
+    let steps = run.steps;
+
+    let creates = steps
+        .iter()
+        .any(|s| s.step == StepName::IfMatchAbsent && s.result == Outcome::Accepted);
+    store.set_capabilities(Capabilities {
+        conditional_delete: delete,
+        if_match_absent_creates: creates,
+        ..store.capabilities()
+    });
+    let caps = store.capabilities();
+    let by = |n: StepName| steps.iter().find(|s| s.step == n).map(honoured);
+    Ok(PreconditionReport {
+        create_absent: by(StepName::CreateAbsent),
+        if_none_match: by(StepName::CreatePresent).unwrap_or(Honoured::Yes),
+        if_match: by(StepName::IfMatchMadeUp).unwrap_or(Honoured::Yes),
+        if_match_current: by(StepName::IfMatchCurrent),
+        if_match_absent: by(StepName::IfMatchAbsent),
+        conditional_delete: by(StepName::DeleteMadeUp),
+        etag_form: caps.etag_form,
+        release: release_word(caps.conditional_delete),
+        changed: std::mem::take(changed),
+        steps,
+    })
+}
+
+/// Steps 1 and 2: create on an absent key, then on the key just created.
+async fn step_creates(run: &mut StepRun<'_>) -> Result<(), StoreError> {
+    let (store, key, clock) = (run.store, run.key, run.clock);
     // 1. Create on an absent key.
     let body = scratch_body("create_absent", clock);
-    let (res, answer, mut etag) = put_step(store, key, &body, PutCondition::IfNoneMatch).await?;
+    let (res, answer, etag) = put_step(store, key, &body, PutCondition::IfNoneMatch).await?;
+    run.etag = etag;
     let mut note = None;
-    let mut held = body;
     if res != Outcome::Accepted {
         // Go on with an unconditional write, so the other steps can run.
         note = Some("a lease could never be created here".to_owned());
-        held = scratch_body("create_absent_unconditional", clock);
-        etag = store.put(key, held.clone(), PutCondition::None).await?;
+        let held = scratch_body("create_absent_unconditional", clock);
+        run.etag = store.put(key, held, PutCondition::None).await?;
     }
-    steps.push(step(StepName::CreateAbsent, res, answer, note));
+    run.steps
+        .push(step(StepName::CreateAbsent, res, answer, note));
 
     // 2. Create on the key just created.
     let body = scratch_body("create_present", clock);
@@ -693,19 +758,21 @@ async fn run_steps(
     let note = (res == Outcome::Accepted)
         .then(|| "If-None-Match ignored: two contenders could both create a lease".to_owned());
     if res == Outcome::Accepted {
-        held = body;
-        etag = e;
+        run.etag = e;
     }
-    steps.push(step(StepName::CreatePresent, res, answer, note));
+    run.steps
+        .push(step(StepName::CreatePresent, res, answer, note));
+    Ok(())
+}
 
-    // 3. If-Match with the real ETag; adapt the ETag form if only the bare one passes.
-    let current_etag = match etag.clone() {
-        Some(e) => e,
-        None => current(store, key)
-            .await?
-            .and_then(|(_, e)| e)
-            .unwrap_or_default(),
-    };
+/// Step 3: If-Match with the real ETag; adapts the ETag form if only the
+/// bare one passes.
+async fn step_if_match_current(
+    run: &mut StepRun<'_>,
+    caps0: Capabilities,
+) -> Result<(), StoreError> {
+    let (store, key, clock) = (run.store, run.key, run.clock);
+    let current_etag = run.current_etag().await?;
     let body = scratch_body("if_match_current", clock);
     let (mut res, mut answer, e) = put_step(
         store,
@@ -741,8 +808,7 @@ async fn run_steps(
         }
     }
     if res == Outcome::Accepted {
-        held = body;
-        etag = got;
+        run.etag = got;
     } else if res == Outcome::Refused {
         note = Some(
             "a lease here could be neither renewed nor taken over; run best-effort or use another service"
@@ -758,14 +824,17 @@ async fn run_steps(
         s3.ok = false;
         s3.adapted = true;
     }
-    steps.push(s3);
+    run.steps.push(s3);
     drop(one);
+    Ok(())
+}
 
-    // 4. If-Match with a made-up ETag (in the form now in use).
-    let body = scratch_body("if_match_made_up", clock);
+/// Step 4: If-Match with a made-up ETag (in the form now in use).
+async fn step_if_match_made_up(run: &mut StepRun<'_>) -> Result<(), StoreError> {
+    let body = scratch_body("if_match_made_up", run.clock);
     let (res, answer, e) = put_step(
-        store,
-        key,
+        run.store,
+        run.key,
         &body,
         PutCondition::IfMatch(MADE_UP_ETAG.into()),
     )
@@ -773,13 +842,21 @@ async fn run_steps(
     let note = (res == Outcome::Accepted)
         .then(|| "If-Match ignored: a lease here excludes nobody".to_owned());
     if res == Outcome::Accepted {
-        held = body;
-        etag = e;
+        run.etag = e;
     }
-    steps.push(step(StepName::IfMatchMadeUp, res, answer, note));
+    run.steps
+        .push(step(StepName::IfMatchMadeUp, res, answer, note));
+    Ok(())
+}
 
-    // 5. If-Match on an absent key: refused, and nothing created.
-    let body = scratch_body("if_match_absent", clock);
+/// Step 5: If-Match on an absent key: refused, and nothing created.
+async fn step_if_match_absent(
+    run: &mut StepRun<'_>,
+    absent_key: &str,
+    changed: &mut Vec<String>,
+) -> Result<(), StoreError> {
+    let store = run.store;
+    let body = scratch_body("if_match_absent", run.clock);
     let (mut res, mut answer, _) = put_step(
         store,
         absent_key,
@@ -799,9 +876,15 @@ async fn run_steps(
         note =
             Some("an evicted holder's renewal would resurrect a deleted lease: refused".to_owned());
     }
-    steps.push(step(StepName::IfMatchAbsent, res, answer, note));
+    run.steps
+        .push(step(StepName::IfMatchAbsent, res, answer, note));
+    Ok(())
+}
 
-    // 6. DELETE with a made-up ETag.
+/// Step 6: DELETE with a made-up ETag. Returns whether conditional DELETE
+/// is honoured so far; a scratch key it deleted is put back.
+async fn step_delete_made_up(run: &mut StepRun<'_>) -> Result<DeleteSupport, StoreError> {
+    let (store, key) = (run.store, run.key);
     let (res, answer, note) = match store.delete(key, Some(MADE_UP_ETAG)).await {
         Ok(()) => {
             if exists(store, key).await? {
@@ -815,20 +898,11 @@ async fn run_steps(
             }
         }
         Err(StoreError::PreconditionFailed) => (Outcome::Refused, "412".to_owned(), None),
-        Err(StoreError::NotImplemented(m)) => (
+        Err(e) => (
             Outcome::Unsupported,
-            format!("501 {}", crate::text::sanitize(&m)),
+            unsupported_answer(e)?,
             Some("a lease is released by read, check, delete".to_owned()),
         ),
-        Err(StoreError::Other {
-            status: 400,
-            message,
-        }) => (
-            Outcome::Unsupported,
-            format!("400 {}", crate::text::sanitize(&message)),
-            Some("a lease is released by read, check, delete".to_owned()),
-        ),
-        Err(e) => return Err(e),
     };
     let delete = match res {
         Outcome::Refused => DeleteSupport::Honoured,
@@ -836,22 +910,22 @@ async fn run_steps(
     };
     let mut s6 = step(StepName::DeleteMadeUp, res, answer, note);
     s6.adapted = !s6.ok;
-    steps.push(s6);
+    run.steps.push(s6);
     if res == Outcome::Accepted {
         // Deleted: put it back for the last step.
-        held = scratch_body("recreate", clock);
-        etag = store.put(key, held.clone(), PutCondition::None).await?;
+        let held = scratch_body("recreate", run.clock);
+        run.etag = store.put(key, held, PutCondition::None).await?;
     }
+    Ok(delete)
+}
 
-    // 7. DELETE with the current ETag.
-    let current_etag = match etag {
-        Some(e) => e,
-        None => current(store, key)
-            .await?
-            .and_then(|(_, e)| e)
-            .unwrap_or_default(),
-    };
-    let _ = held;
+/// Step 7: DELETE with the current ETag. Returns how a lease is released.
+async fn step_delete_current(
+    run: &mut StepRun<'_>,
+    delete: DeleteSupport,
+) -> Result<DeleteSupport, StoreError> {
+    let (store, key) = (run.store, run.key);
+    let current_etag = run.current_etag().await?;
     let (res, answer) = match store.delete(key, Some(&current_etag)).await {
         Ok(()) => {
             if exists(store, key).await? {
@@ -861,18 +935,7 @@ async fn run_steps(
             }
         }
         Err(StoreError::PreconditionFailed) => (Outcome::Refused, "412".to_owned()),
-        Err(StoreError::NotImplemented(m)) => (
-            Outcome::Unsupported,
-            format!("501 {}", crate::text::sanitize(&m)),
-        ),
-        Err(StoreError::Other {
-            status: 400,
-            message,
-        }) => (
-            Outcome::Unsupported,
-            format!("400 {}", crate::text::sanitize(&message)),
-        ),
-        Err(e) => return Err(e),
+        Err(e) => (Outcome::Unsupported, unsupported_answer(e)?),
     };
     let note =
         (res != Outcome::Accepted).then(|| "a lease is released by read, check, delete".to_owned());
@@ -884,28 +947,19 @@ async fn run_steps(
     let mut s7 = step(StepName::DeleteCurrent, res, answer, note);
     // Not a hazard: release falls back to read, check, delete.
     s7.adapted = !s7.ok;
-    steps.push(s7);
+    run.steps.push(s7);
+    Ok(delete)
+}
 
-    let creates = steps
-        .iter()
-        .any(|s| s.step == StepName::IfMatchAbsent && s.result == Outcome::Accepted);
-    store.set_capabilities(Capabilities {
-        conditional_delete: delete,
-        if_match_absent_creates: creates,
-        ..store.capabilities()
-    });
-    let caps = store.capabilities();
-    let by = |n: StepName| steps.iter().find(|s| s.step == n).map(honoured);
-    Ok(PreconditionReport {
-        create_absent: by(StepName::CreateAbsent),
-        if_none_match: by(StepName::CreatePresent).unwrap_or(Honoured::Yes),
-        if_match: by(StepName::IfMatchMadeUp).unwrap_or(Honoured::Yes),
-        if_match_current: by(StepName::IfMatchCurrent),
-        if_match_absent: by(StepName::IfMatchAbsent),
-        conditional_delete: by(StepName::DeleteMadeUp),
-        etag_form: caps.etag_form,
-        release: release_word(caps.conditional_delete),
-        changed: std::mem::take(changed),
-        steps,
-    })
+/// A conditional DELETE's answer that says the service does not support it
+/// (501, or 400), as the step's answer; any other error is the probe's.
+fn unsupported_answer(e: StoreError) -> Result<String, StoreError> {
+    match e {
+        StoreError::NotImplemented(m) => Ok(format!("501 {}", crate::text::sanitize(&m))),
+        StoreError::Other {
+            status: 400,
+            message,
+        } => Ok(format!("400 {}", crate::text::sanitize(&message))),
+        e => Err(e),
+    }
 }

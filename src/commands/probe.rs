@@ -102,92 +102,7 @@ pub async fn probe_race(
         (r, Some(Ok(x))) => (r, Ok(Some(x))),
         (r, _) => (r, Ok(None)),
     };
-    let race_finding = raced.as_ref().ok().and_then(|x| x.as_ref()?.finding());
-    let (verdict, code, text, error) = match &result {
-        Ok(_) if race_finding.is_some() => (
-            "not_atomic",
-            Exit::Attention,
-            format!(
-                "not atomic — {}: a lease here excludes nobody, and an acquire refuses it \
-                 ({FAIL_CLOSED}). {BEST_EFFORT}",
-                race_finding.clone().unwrap_or_default()
-            ),
-            None,
-        ),
-        Ok(_) if raced.is_err() => {
-            let e = raced
-                .as_ref()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            (
-                "failed",
-                Exit::Failed,
-                format!("race probe failed: {e}"),
-                Some(e),
-            )
-        }
-        Ok(report) => {
-            let (v, c, t) = if let Some(h) = report.unsupported() {
-                (
-                    "unsupported",
-                    Exit::Attention,
-                    format!(
-                        "this service does not support conditional writes (it refuses {h} itself) — \
-                         a lease here excludes nobody; only best-effort mode ({}) can run",
-                        crate::bucket::CONDITIONAL_SWITCH
-                    ),
-                )
-            } else if let Some(h) = report.ignored_header() {
-                (
-                    "not_conditional",
-                    Exit::Attention,
-                    format!(
-                        "ignores {h} — a lease here excludes nobody; only best-effort mode ({}) can run",
-                        crate::bucket::CONDITIONAL_SWITCH
-                    ),
-                )
-            } else if report.adaptations().is_empty() {
-                (
-                    "conditional",
-                    Exit::Ok,
-                    "conditional — a lease here excludes a second writer".to_owned(),
-                )
-            } else {
-                (
-                    "conditional",
-                    Exit::Ok,
-                    "conditional with the adaptations above — a lease here excludes a second writer"
-                        .to_owned(),
-                )
-            };
-            (v, c, t, None)
-        }
-        Err(StoreError::AccessDenied(m)) => (
-            "not_permitted",
-            Exit::Failed,
-            format!(
-                "not permitted — the credentials may not write {key} ({})",
-                sanitize(m)
-            ),
-            Some(format!("access denied: {}", sanitize(m))),
-        ),
-        Err(StoreError::NotImplemented(m)) => (
-            "unsupported",
-            Exit::Attention,
-            format!(
-                "this service does not support conditional writes ({})",
-                sanitize(m)
-            ),
-            Some(format!("not implemented: {}", sanitize(m))),
-        ),
-        Err(e) => (
-            "failed",
-            Exit::Failed,
-            format!("probe failed: {e}"),
-            Some(e.to_string()),
-        ),
-    };
+    let (verdict, code, text, error) = verdict_of(&result, &raced, &key);
     if json {
         let info = store.endpoint_info();
         let doc = ProbeJson {
@@ -223,6 +138,101 @@ pub async fn probe_race(
     }
     let _ = writeln!(out, "verdict: {text}");
     code
+}
+
+/// The probe's verdict from the steps' `result` and the race (`raced`):
+/// the word for `--json`, the exit status, the sentence, and the error text.
+fn verdict_of(
+    result: &Result<PreconditionReport, StoreError>,
+    raced: &Result<Option<RaceReport>, StoreError>,
+    key: &str,
+) -> (&'static str, Exit, String, Option<String>) {
+    let race_finding = raced.as_ref().ok().and_then(|x| x.as_ref()?.finding());
+    match &result {
+        Ok(_) if race_finding.is_some() => (
+            "not_atomic",
+            Exit::Attention,
+            format!(
+                "not atomic — {}: a lease here excludes nobody, and an acquire refuses it \
+             ({FAIL_CLOSED}). {BEST_EFFORT}",
+                race_finding.clone().unwrap_or_default()
+            ),
+            None,
+        ),
+        Ok(_) if raced.is_err() => {
+            let e = raced
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            (
+                "failed",
+                Exit::Failed,
+                format!("race probe failed: {e}"),
+                Some(e),
+            )
+        }
+        Ok(report) => {
+            let (v, c, t) = if let Some(h) = report.unsupported() {
+                (
+                    "unsupported",
+                    Exit::Attention,
+                    format!(
+                    "this service does not support conditional writes (it refuses {h} itself) — \
+                     a lease here excludes nobody; only best-effort mode ({}) can run",
+                    crate::bucket::CONDITIONAL_SWITCH
+                ),
+                )
+            } else if let Some(h) = report.ignored_header() {
+                (
+                "not_conditional",
+                Exit::Attention,
+                format!(
+                    "ignores {h} — a lease here excludes nobody; only best-effort mode ({}) can run",
+                    crate::bucket::CONDITIONAL_SWITCH
+                ),
+            )
+            } else if report.adaptations().is_empty() {
+                (
+                    "conditional",
+                    Exit::Ok,
+                    "conditional — a lease here excludes a second writer".to_owned(),
+                )
+            } else {
+                (
+                "conditional",
+                Exit::Ok,
+                "conditional with the adaptations above — a lease here excludes a second writer"
+                    .to_owned(),
+            )
+            };
+            (v, c, t, None)
+        }
+        Err(StoreError::AccessDenied(m)) => (
+            "not_permitted",
+            Exit::Failed,
+            format!(
+                "not permitted — the credentials may not write {key} ({})",
+                sanitize(m)
+            ),
+            Some(format!("access denied: {}", sanitize(m))),
+        ),
+        Err(StoreError::NotImplemented(m)) => (
+            "unsupported",
+            Exit::Attention,
+            format!(
+                "this service does not support conditional writes ({})",
+                sanitize(m)
+            ),
+            Some(format!("not implemented: {}", sanitize(m))),
+        ),
+        Err(e) => (
+            "failed",
+            Exit::Failed,
+            format!("probe failed: {e}"),
+            Some(e.to_string()),
+        ),
+    }
 }
 
 /// Removes what an interrupted probe may have written (its scratch keys),

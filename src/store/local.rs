@@ -594,8 +594,25 @@ impl LocalStore {
                 None => Ok(()),
             };
         }
-        self.check_writable(key, &path)?;
-        let _g = self.lock_key(&path)?;
+        // The directory can go between the check above and the lock (a
+        // concurrent delete of the last scratch key removes `.leasectl-probe/`):
+        // then the key is gone too.
+        let gone = |e: StoreError| {
+            if path.parent().is_some_and(Path::is_dir) {
+                Err(e)
+            } else if if_match.is_some() {
+                Err(StoreError::NotFound(key.to_owned()))
+            } else {
+                Ok(())
+            }
+        };
+        if let Err(e) = self.check_writable(key, &path) {
+            return gone(e);
+        }
+        let _g = match self.lock_key(&path) {
+            Ok(g) => g,
+            Err(e) => return gone(e),
+        };
         if let Some(want) = if_match {
             match self.current_etag(key, &path)? {
                 None => return Err(StoreError::NotFound(key.to_owned())),
