@@ -260,6 +260,36 @@ fn body(primitive: &str, round: usize, i: usize) -> Vec<u8> {
 
 struct Tally {
     requests: usize,
+    /// Requests given up without an answer (timeout, reset), or slow enough
+    /// that an attempt may have been given up and retried: the service may
+    /// still carry them out later (SeaweedFS queues the losers of a contended
+    /// conditional write behind a lock).
+    in_flight: usize,
+    /// The slowest contender's request.
+    slowest: std::time::Duration,
+}
+
+/// A contender's request slower than this may have been retried by the SDK
+/// after an attempt timed out: the attempt given up on may still be carried out.
+const SLOW: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Runs `f`, and says how long it took.
+async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, std::time::Duration) {
+    let started = Instant::now();
+    let out = f.await;
+    (out, started.elapsed())
+}
+
+impl Tally {
+    fn took(&mut self, d: std::time::Duration) {
+        self.slowest = self.slowest.max(d);
+        self.in_flight += usize::from(d > SLOW);
+    }
+}
+
+/// True for an ambiguous answer that is no answer at all.
+fn unanswered(a: &str) -> bool {
+    matches!(a, "timeout" | "no answer" | "error")
 }
 
 /// What is at `key`: body and ETag.
@@ -301,10 +331,17 @@ async fn put_round(
     let results = futures::future::join_all(
         bodies
             .iter()
-            .map(|b| store.put(key, b.clone(), cond.clone())),
+            .map(|b| timed(store.put(key, b.clone(), cond.clone()))),
     )
     .await;
     t.requests += n;
+    let results: Vec<_> = results
+        .into_iter()
+        .map(|(r, took)| {
+            t.took(took);
+            r
+        })
+        .collect();
     let mut won = vec![false; n];
     let mut ambiguous = vec![false; n];
     for (i, r) in results.iter().enumerate() {
@@ -321,6 +358,7 @@ async fn put_round(
             Answer::Lost(a) => *race.answers.entry(a).or_default() += 1,
             Answer::Ambiguous(a) => {
                 ambiguous[i] = true;
+                t.in_flight += usize::from(unanswered(&a));
                 *race.answers.entry(a).or_default() += 1;
             }
             Answer::Unsupported(a) => {
@@ -358,8 +396,16 @@ async fn delete_round(
     t: &mut Tally,
 ) -> Result<(), StoreError> {
     let started = Instant::now();
-    let results = futures::future::join_all((0..n).map(|_| store.delete(key, Some(etag)))).await;
+    let results =
+        futures::future::join_all((0..n).map(|_| timed(store.delete(key, Some(etag))))).await;
     t.requests += n;
+    let results: Vec<_> = results
+        .into_iter()
+        .map(|(r, took)| {
+            t.took(took);
+            r
+        })
+        .collect();
     let mut wins = 0;
     let mut ambiguous = 0;
     for r in &results {
@@ -372,6 +418,7 @@ async fn delete_round(
             Err(e) => match classify_err(e) {
                 Answer::Ambiguous(a) => {
                     ambiguous += 1;
+                    t.in_flight += usize::from(unanswered(&a));
                     *race.answers.entry(a).or_default() += 1;
                 }
                 Answer::Won(a) | Answer::Lost(a) | Answer::Unsupported(a) => {
@@ -449,16 +496,13 @@ pub async fn race(
     let rounds = rounds.max(1);
     let key = race_key(probe_key);
     let started = Instant::now();
-    let mut t = Tally { requests: 0 };
+    let mut t = Tally {
+        requests: 0,
+        in_flight: 0,
+        slowest: std::time::Duration::ZERO,
+    };
     let result = run(store, &key, n, rounds, &mut t).await;
-    let mut changed = Vec::new();
-    t.requests += 1;
-    if let Err(e) = store.delete(&key, None).await {
-        changed.push(format!(
-            "could not remove the scratch key {}: {e}",
-            crate::text::sanitize(&key)
-        ));
-    }
+    let changed = remove(store, &key, &mut t).await;
     let races = result?;
     let verdict = if races.iter().any(|r| r.verdict == RaceVerdict::NotAtomic) {
         RaceVerdict::NotAtomic
@@ -489,6 +533,59 @@ pub async fn race(
     }
     Ok(report)
 }
+
+/// Removes the scratch key. Where requests went unanswered or were slow (an
+/// attempt may have been given up and retried), the service may still carry
+/// out what was given up on — a queued create lands once the key is gone — so
+/// the key is then watched every [`SETTLE`] for twice the slowest request
+/// (1 to 15 s) and removed again whenever it reappears, at most
+/// [`SETTLE_TRIES`] times. Returns what could not be removed, as sentences.
+async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) -> Vec<String> {
+    let window = (t.slowest * 2).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(15),
+    );
+    for _ in 0..SETTLE_TRIES {
+        t.requests += 1;
+        if let Err(e) = store.delete(key, None).await {
+            return vec![format!(
+                "could not remove the scratch key {}: {e}",
+                crate::text::sanitize(key)
+            )];
+        }
+        if t.in_flight == 0 {
+            return Vec::new();
+        }
+        let quiet_since = Instant::now();
+        loop {
+            if quiet_since.elapsed() >= window {
+                return Vec::new();
+            }
+            tokio::time::sleep(SETTLE).await;
+            t.requests += 1;
+            match store.get(key, None).await {
+                Err(StoreError::NotFound(_)) => {}
+                Ok(_) => break,
+                Err(e) => {
+                    return vec![format!(
+                        "could not check that the scratch key {} is gone: {e}",
+                        crate::text::sanitize(key)
+                    )]
+                }
+            }
+        }
+    }
+    vec![format!(
+        "the scratch key {} kept reappearing (requests given up on were still carried out); \
+         a later probe removes it after 10 minutes",
+        crate::text::sanitize(key)
+    )]
+}
+
+/// The pause between checks that a given-up request has not recreated the scratch key.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+/// The most removals of a scratch key that given-up requests recreate.
+const SETTLE_TRIES: usize = 10;
 
 async fn run(
     store: &dyn ObjectStore,

@@ -211,12 +211,32 @@ pub struct SeaweedServer {
     pub port: u16,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// `n` distinct free loopback ports (all bound at once, then released).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("its address").port())
+        .collect()
 }
+
+/// The `weed mini` services given ports of their own: left to their fixed
+/// defaults (9333, 8888, …), a server still shutting down from a previous
+/// test process keeps the next one from starting.
+const SEAWEEDFS_PORTS: [&str; 11] = [
+    "s3.port",
+    "s3.port.grpc",
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "webdav.port",
+    "admin.port",
+    "admin.port.grpc",
+];
 
 impl SeaweedServer {
     /// Starts `weed mini` and waits (up to 90 s) until its S3 API answers.
@@ -238,7 +258,8 @@ impl SeaweedServer {
             .tempdir()
             .expect("a temporary directory")
             .keep();
-        let (port, grpc) = (free_port(), free_port());
+        let ports = free_ports(SEAWEEDFS_PORTS.len());
+        let port = ports[0];
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(
@@ -249,8 +270,12 @@ impl SeaweedServer {
             .arg("mini")
             .arg(format!("-dir={}", data.display()))
             .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1"])
-            .arg(format!("-s3.port={port}"))
-            .arg(format!("-s3.port.grpc={grpc}"))
+            .args(
+                SEAWEEDFS_PORTS
+                    .iter()
+                    .zip(&ports)
+                    .map(|(flag, p)| format!("-{flag}={p}")),
+            )
             .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
             // Its unix sockets too go where the shell removes them (default: /tmp).
             .arg(format!(
@@ -272,8 +297,11 @@ impl SeaweedServer {
             .expect("starting SeaweedFS");
         let stdin = child.stdin.take().unwrap();
         let started = std::time::Instant::now();
+        let endpoint = format!("http://127.0.0.1:{port}");
         loop {
-            if s3_answers(port) {
+            // It answers HTTP before it can store anything (500 InternalError for a
+            // few seconds): ready once a bucket, an object and a delete work.
+            if s3_answers(port) && writes_work(&endpoint) {
                 break;
             }
             if started.elapsed() > Duration::from_secs(90) {
@@ -295,6 +323,47 @@ impl SeaweedServer {
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+}
+
+/// True when a bucket can be created (or exists) and an object written, read
+/// and deleted at `endpoint` (on a thread of its own: the caller may be on a
+/// tokio runtime).
+fn writes_work(endpoint: &str) -> bool {
+    let endpoint = endpoint.to_owned();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        rt.block_on(async {
+            let c = sdk_client(&endpoint);
+            let b = "leasectl-ready";
+            if let Err(e) = c.create_bucket().bucket(b).send().await {
+                let owned = e
+                    .as_service_error()
+                    .is_some_and(|s| s.is_bucket_already_owned_by_you());
+                if !owned {
+                    return false;
+                }
+            }
+            c.put_object()
+                .bucket(b)
+                .key("ready")
+                .body(b"ready".to_vec().into())
+                .send()
+                .await
+                .is_ok()
+                && c.get_object().bucket(b).key("ready").send().await.is_ok()
+                && c.delete_object()
+                    .bucket(b)
+                    .key("ready")
+                    .send()
+                    .await
+                    .is_ok()
+        })
+    })
+    .join()
+    .unwrap_or(false)
 }
 
 /// True when something answers HTTP on `port` with an S3 answer (ListBuckets:
