@@ -16,19 +16,6 @@ async fn bucket(kind: Moto, test: &str) -> (String, String) {
     Server::Moto(kind).bucket(test).await
 }
 
-async fn keys(endpoint: &str, bucket: &str) -> Vec<String> {
-    let out = sdk_client(endpoint)
-        .list_objects_v2()
-        .bucket(bucket)
-        .send()
-        .await
-        .unwrap();
-    out.contents()
-        .iter()
-        .filter_map(|o| o.key().map(str::to_owned))
-        .collect()
-}
-
 fn run(mut c: Command) -> std::process::Output {
     run_with_timeout(
         std::mem::replace(&mut c, Command::new("true")),
@@ -55,7 +42,7 @@ async fn probe_tells_a_conditional_service_from_an_ignoring_one() {
         "{text}"
     );
     assert!(
-        keys(&endpoint, &b).await.is_empty(),
+        list_keys(&endpoint, &b).await.is_empty(),
         "the scratch key is removed"
     );
 
@@ -65,9 +52,9 @@ async fn probe_tells_a_conditional_service_from_an_ignoring_one() {
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("ignores If-None-Match"), "{text}");
     assert!(
-        keys(&endpoint, &b).await.is_empty(),
+        list_keys(&endpoint, &b).await.is_empty(),
         "nothing left behind: {:?}",
-        keys(&endpoint, &b).await
+        list_keys(&endpoint, &b).await
     );
 }
 
@@ -396,7 +383,7 @@ server_matrix! {
             assert!(text.contains("ignores If-Match on DELETE"), "{text}");
         }
         assert_eq!(
-            keys(&endpoint, &b).await,
+            list_keys(&endpoint, &b).await,
             ["db/.leasectl-probe/recent"],
             "only the other probe's recent scratch key is left"
         );
@@ -426,7 +413,7 @@ server_matrix! {
         .await;
         assert_eq!(removed, ["db/.leasectl-probe/killed"], "{}", server.name());
         assert_eq!(
-            keys(&endpoint, &b).await,
+            list_keys(&endpoint, &b).await,
             ["db/.leasectl-probe/own", "db/.leasectl-probe/recent"]
         );
     }
@@ -488,9 +475,9 @@ server_matrix! {
         );
         assert!(!err.contains("lost"), "{err}");
         assert!(
-            keys(&endpoint, &b).await.is_empty(),
+            list_keys(&endpoint, &b).await.is_empty(),
             "released, nothing left: {:?}",
-            keys(&endpoint, &b).await
+            list_keys(&endpoint, &b).await
         );
     }
 }
@@ -522,7 +509,7 @@ server_matrix! {
             32,
             "the command ran under the lease"
         );
-        assert!(keys(&endpoint, &b).await.is_empty(), "{:?}", keys(&endpoint, &b).await);
+        assert!(list_keys(&endpoint, &b).await.is_empty(), "{:?}", list_keys(&endpoint, &b).await);
     }
 }
 
@@ -593,9 +580,9 @@ async fn conditional_headers_answered_400_or_501_are_reported_as_unsupported() {
         );
         assert!(!err.contains("Other {"), "no Debug output: {err}");
         assert!(
-            keys(&endpoint, &b).await.is_empty(),
+            list_keys(&endpoint, &b).await.is_empty(),
             "{:?}",
-            keys(&endpoint, &b).await
+            list_keys(&endpoint, &b).await
         );
     }
 }
@@ -631,9 +618,9 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     assert!(err.contains("nothing left behind"), "{err}");
     assert!(!marker.exists(), "the command never ran");
     assert!(
-        keys(&endpoint, &b).await.is_empty(),
+        list_keys(&endpoint, &b).await.is_empty(),
         "{:?}",
-        keys(&endpoint, &b).await
+        list_keys(&endpoint, &b).await
     );
     // The probe names the step.
     let out = probe_s3(&proxy.endpoint(), format!("s3://{b}/db/")).await;
@@ -641,7 +628,7 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("5. PUT If-Match (key absent)"), "{text}");
     assert!(text.contains("object created"), "{text}");
-    assert!(keys(&endpoint, &b).await.is_empty());
+    assert!(list_keys(&endpoint, &b).await.is_empty());
 }
 
 /// `bucket hold` over a stale lease on a service that ignores preconditions:
@@ -677,7 +664,7 @@ async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
         "{err}"
     );
     assert!(
-        keys(&endpoint, &b).await.is_empty(),
+        list_keys(&endpoint, &b).await.is_empty(),
         "as said: db/LEASE is gone"
     );
 }

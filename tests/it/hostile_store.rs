@@ -600,21 +600,6 @@ async fn a_symlinked_prefix_directory_is_a_malformed_row_and_never_followed() {
     assert!(!outside.path().join("x").exists());
 }
 
-/// Why uid 65534 cannot be used here, if it cannot.
-fn cannot_drop_privileges() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("not running as root: cannot switch to uid 65534".into());
-    }
-    match Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
-        .status()
-    {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!("setpriv cannot drop privileges here ({s})")),
-        Err(e) => Some(format!("setpriv is not available ({e})")),
-    }
-}
-
 /// Issue 23 item 6: as an unprivileged user with `chmod 000 perm/b`,
 /// `--json --depth 2` reported the whole target failed with no prefixes.
 /// Now `b/` alone is an error and the readable leases are kept.

@@ -5,16 +5,16 @@
 //! moto, completions parsed by `bash -n`, and the example rules and
 //! manifest in assets/monitoring/ validated.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
 
 use crate::common::hold::{signal_group, Hold};
-use crate::common::{self, file_url, leasectl, moto, Moto};
+use crate::common::{
+    self, file_url, leasectl, line_reader, moto, wait_json_line as wait_line, Moto,
+};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
@@ -297,45 +297,6 @@ async fn wait_for_key(client: &aws_sdk_s3::Client, bucket: &str, key: &str) {
 
 fn hold_cmd() -> Vec<String> {
     vec!["sleep".into(), "1000".into()]
-}
-
-/// Lines of a child's stdout, read on a thread.
-fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Waits for a line matching `pred`, returning it; panics with every line seen.
-fn wait_line(
-    rx: &mpsc::Receiver<String>,
-    seen: &mut Vec<serde_json::Value>,
-    limit: Duration,
-    what: &str,
-    pred: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let end = std::time::Instant::now() + limit;
-    loop {
-        let left = end.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) => {
-                let v: serde_json::Value =
-                    serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-                seen.push(v.clone());
-                if pred(&v) {
-                    return v;
-                }
-            }
-            Err(_) => panic!("no line {what} within {limit:?}; lines: {seen:#?}"),
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -18,23 +18,8 @@ use std::time::Duration;
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::common::run_with_timeout;
+use crate::common::{cannot_drop_privileges, run_with_timeout};
 use crate::writer_support::{command, leasectl_bin, scan_until, Guard};
-
-/// Why privileges cannot be dropped here, if they cannot.
-fn cannot_drop_privileges() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("not running as root".into());
-    }
-    match Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
-        .status()
-    {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!("setpriv cannot drop privileges here ({s})")),
-        Err(e) => Some(format!("setpriv is not available ({e})")),
-    }
-}
 
 /// Why a new PID namespace cannot be made here, if it cannot.
 fn cannot_unshare() -> Option<String> {

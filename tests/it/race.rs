@@ -17,19 +17,6 @@ fn bin() -> Command {
     c
 }
 
-async fn keys(endpoint: &str, bucket: &str) -> Vec<String> {
-    let out = sdk_client(endpoint)
-        .list_objects_v2()
-        .bucket(bucket)
-        .send()
-        .await
-        .unwrap();
-    out.contents()
-        .iter()
-        .filter_map(|o| o.key().map(str::to_owned))
-        .collect()
-}
-
 fn run(c: Command) -> std::process::Output {
     run_with_timeout(c, Duration::from_secs(120))
 }
@@ -72,7 +59,7 @@ async fn probe_race_says_not_atomic_20_of_20_on_a_non_atomic_service() {
         );
         assert!(text.contains(FAIL_CLOSED), "run {run}: {text}");
         assert!(text.contains(BEST_EFFORT), "run {run}: {text}");
-        let left = keys(&endpoint, &b).await;
+        let left = list_keys(&endpoint, &b).await;
         assert!(left.is_empty(), "run {run}: left behind {left:?}");
     }
 }
@@ -112,7 +99,7 @@ async fn probe_race_json_names_rounds_winners_and_verdicts() {
     assert_eq!(races[1]["primitive"], "if_match_current", "{text}");
     assert_eq!(races[1]["verdict"], "not_atomic", "{text}");
     assert_eq!(races[2]["primitive"], "delete_current", "{text}");
-    assert!(keys(&endpoint, &b).await.is_empty());
+    assert!(list_keys(&endpoint, &b).await.is_empty());
 }
 
 /// Eight `bucket hold`s started together on one prefix through the
@@ -153,7 +140,7 @@ async fn eight_concurrent_holds_on_a_non_atomic_service_run_nothing() {
     assert!(not_atomic >= 1, "at least one hold got to the race check");
     let ran: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(ran.is_empty(), "no command ran: {ran:?}");
-    let left = keys(&endpoint, &b).await;
+    let left = list_keys(&endpoint, &b).await;
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
@@ -186,7 +173,7 @@ async fn takeover_on_a_non_atomic_service_is_refused() {
     assert!(text.contains("is not atomic"), "{text}");
     assert!(text.contains("--conditional off"), "{text}");
     // Nothing written: only the dead holder's record, unchanged.
-    assert_eq!(keys(&endpoint, &b).await, vec!["db/LEASE".to_owned()]);
+    assert_eq!(list_keys(&endpoint, &b).await, vec!["db/LEASE".to_owned()]);
     let body = sdk_client(&endpoint)
         .get_object()
         .bucket(&b)
@@ -221,7 +208,7 @@ async fn an_interrupted_race_removes_its_scratch_keys() {
     // Wait until the race's scratch key exists.
     let started = std::time::Instant::now();
     loop {
-        let k = keys(&endpoint, &b).await;
+        let k = list_keys(&endpoint, &b).await;
         if k.iter().any(|k| k.ends_with(".race")) {
             break;
         }
@@ -244,7 +231,7 @@ async fn an_interrupted_race_removes_its_scratch_keys() {
     assert!(err.contains("scratch keys were removed"), "{err}");
     // In-flight requests the proxy still forwards land within its pause.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let left = keys(&endpoint, &b).await;
+    let left = list_keys(&endpoint, &b).await;
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
@@ -284,7 +271,7 @@ server_matrix! {
         let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         assert!(marker.exists());
-        assert!(keys(&endpoint, &b).await.is_empty(), "{:?}", keys(&endpoint, &b).await);
+        assert!(list_keys(&endpoint, &b).await.is_empty(), "{:?}", list_keys(&endpoint, &b).await);
     }
 }
 
@@ -354,7 +341,7 @@ async fn console_probe_reports_the_race() {
         message.contains("; race: atomic (5 rounds of 16 concurrent requests, "),
         "{message}"
     );
-    assert!(keys(&endpoint, &b).await.is_empty());
+    assert!(list_keys(&endpoint, &b).await.is_empty());
     // The status line of the console, drawn.
     let mut app = leasectl::tui::app::App::new(
         vec!["s3://race-console/db/".into()],
@@ -520,5 +507,5 @@ async fn the_acquire_races_once_per_store() {
         spent[0] >= spent[1] + 9,
         "the first acquire raced (8 PUTs and a renewal), the second did not: {spent:?}"
     );
-    assert!(keys(&endpoint, &b).await.is_empty());
+    assert!(list_keys(&endpoint, &b).await.is_empty());
 }

@@ -8,7 +8,6 @@
 //! that does not parse, credentials in TARGETs and endpoints, and prefixes
 //! with control characters named by their percent-encoded form.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
@@ -18,7 +17,7 @@ use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::common::proxy::{ListLoop, Mode, Proxy};
-use crate::common::{self, file_url, moto, Moto};
+use crate::common::{self, file_url, line_reader, moto, wait_json_line, Moto};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
@@ -60,20 +59,6 @@ fn write_lease(root: &Path, prefix: &str, body: &str) {
     std::fs::write(d.join("LEASE"), body).unwrap();
 }
 
-/// Lines of a child's stdout, read on a thread.
-fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// Waits for an NDJSON line matching `pred`; panics with every line seen.
 fn wait_line(
     rx: &mpsc::Receiver<String>,
@@ -81,21 +66,7 @@ fn wait_line(
     what: &str,
     pred: impl Fn(&Value) -> bool,
 ) -> Value {
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) => {
-                let v: Value =
-                    serde_json::from_str(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-                seen.push(v.clone());
-                if pred(&v) {
-                    return v;
-                }
-            }
-            Err(_) => panic!("no line {what} within 30 s; lines: {seen:#?}"),
-        }
-    }
+    wait_json_line(rx, seen, Duration::from_secs(30), what, pred)
 }
 
 /// Kills a child we started (by its pid) and reaps it.

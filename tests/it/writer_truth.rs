@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::cannot_drop_privileges;
 use crate::writer_support::*;
 use serde_json::Value;
 
@@ -53,21 +54,6 @@ fn verdict_kinds(doc: &Value) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------- unprivileged
-
-/// Why privileges cannot be dropped here, if they cannot.
-fn cannot_drop_privileges() -> Option<String> {
-    if !nix::unistd::geteuid().is_root() {
-        return Some("not running as root, so there is no root-owned pod to hide".into());
-    }
-    match Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
-        .status()
-    {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!("setpriv cannot drop privileges here ({s})")),
-        Err(e) => Some(format!("setpriv is not available ({e})")),
-    }
-}
 
 /// The viewer binary where uid 65534 can run it: hard-linked (or copied) into
 /// a world-readable directory (the build directory may be under a private home).

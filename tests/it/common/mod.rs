@@ -3,8 +3,11 @@
 #![allow(dead_code)]
 
 pub mod hold;
+pub mod lines;
 pub mod proxy;
 pub mod tmux;
+
+pub use lines::{cannot_drop_privileges, line_reader, list_keys, wait_json_line};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
