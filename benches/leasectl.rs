@@ -47,6 +47,7 @@ fn body(i: usize, age_s: i64) -> Vec<u8> {
         acquired_at: now() - chrono::Duration::hours(1),
         renewed_at: now() - chrono::Duration::seconds(age_s),
         ttl_s: 30,
+        generation: None,
     };
     r.to_body()
 }

@@ -263,6 +263,7 @@ mod tests {
                 acquired_at: renewed_at,
                 renewed_at,
                 ttl_s,
+                generation: None,
             }),
         }
     }

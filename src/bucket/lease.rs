@@ -403,6 +403,7 @@ impl BucketLease {
                 acquired_at,
                 renewed_at: now,
                 ttl_s: config.ttl_s,
+                generation: None,
             };
             let cond = match config.exclusion {
                 Exclusion::Conditional => cond,
@@ -852,6 +853,7 @@ impl BucketLease {
                 acquired_at: self.clock.wall(),
                 renewed_at: self.clock.wall(),
                 ttl_s: 0,
+                generation: None,
             })),
         }
     }

@@ -82,7 +82,9 @@ pub use fence::{FenceClose, FenceClosed, FenceDeadline, FenceStatus};
 pub use judge::{judge, Judgement, LeaseState, Observed};
 pub use keepalive::{KeepAlive, ReleaseReport};
 pub use lease::{read_lease, BucketLease, Exclusion, LeaseConfig, Released};
-pub use record::{lease_key, new_instance_id, LeaseRecord, Malformed, MAX_SANE_TTL_S};
+pub use record::{
+    lease_key, new_instance_id, next_generation, LeaseRecord, Malformed, MAX_SANE_TTL_S,
+};
 pub use watch::LeaseWatch;
 
 /// Formats a number of seconds for people: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.

@@ -1,10 +1,12 @@
 //! The LEASE record: what the object `{prefix}/LEASE` holds, how it is read
 //! (tolerantly) and written (strictly).
 //!
-//! Body: `{"instance_id": "…", "acquired_at": "…", "renewed_at": "…", "ttl_s": 30}`.
-//! Timestamps are RFC 3339; readers accept any offset and ignore unknown
-//! fields; writers write exactly these four fields, in UTC with microseconds,
-//! so every renewal changes the body and therefore the ETag.
+//! Body: `{"instance_id": "…", "acquired_at": "…", "renewed_at": "…", "ttl_s": 30,
+//! "generation": 7}`. The first four fields are the seed's; `generation` is
+//! leasectl's fencing token (optional: a record without it has an unknown
+//! generation). Timestamps are RFC 3339; readers accept any offset and ignore
+//! unknown fields; writers write exactly these fields, in UTC with
+//! microseconds, so every renewal changes the body and therefore the ETag.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
@@ -32,6 +34,12 @@ pub struct LeaseRecord {
     pub renewed_at: DateTime<Utc>,
     /// Time to live in whole seconds, counted from `renewed_at`.
     pub ttl_s: u64,
+    /// The fencing token: an unsigned integer that grows with every change of
+    /// holder, kept by renewals. `None` when the record has no such field (a
+    /// seed-format record, or one written before leasectl wrote it); then it is
+    /// not written either.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
 }
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -39,7 +47,8 @@ fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl LeaseRecord {
-    /// The exact bytes a writer puts: the four fields, nothing else.
+    /// The exact bytes a writer puts: the four seed fields and, when known,
+    /// `generation`; nothing else.
     pub fn to_body(&self) -> Vec<u8> {
         // Serialising a struct of strings and integers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
@@ -54,7 +63,9 @@ impl LeaseRecord {
     /// character ([`crate::text::has_visible`]), a timestamp that is not
     /// RFC 3339, or `ttl_s` not a positive whole number written as an integer
     /// (`30.0` and `3e1` are refused, as a reader decoding an integer refuses
-    /// them) of at most `u64::MAX`. The reason quotes a bad `ttl_s` as written.
+    /// them) of at most `u64::MAX`, or a `generation` that is present but not
+    /// a whole number from 0 to `u64::MAX` written as an integer (`null` counts
+    /// as absent). The reason quotes a bad `ttl_s` or `generation` as written.
     pub fn parse(body: &[u8], size: u64) -> Result<Self, Malformed> {
         if size > MAX_BODY_BYTES as u64 || body.len() > MAX_BODY_BYTES {
             return Err(Malformed(format!(
@@ -131,11 +142,31 @@ impl LeaseRecord {
             }
             Some(n) => n,
         };
+        let generation = match obj.get("generation") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(g) => match g.as_u64() {
+                Some(n) => Some(n),
+                None => {
+                    let raw = fields
+                        .0
+                        .iter()
+                        .find(|(k, _)| k == "generation")
+                        .map(|(_, v)| v.get().trim())
+                        .unwrap_or_default();
+                    return Err(Malformed(format!(
+                        "generation must be a whole number from 0 to {} written as an integer, got {}",
+                        u64::MAX,
+                        crate::text::sanitize_cut(raw, 40)
+                    )));
+                }
+            },
+        };
         Ok(Self {
             instance_id,
             acquired_at,
             renewed_at,
             ttl_s,
+            generation,
         })
     }
 }
@@ -204,6 +235,24 @@ pub fn lease_key(prefix: &str) -> String {
     }
 }
 
+/// The generation a writer puts when it takes a prefix's lease: strictly
+/// greater than `replaced` (the generation of the record it replaces, if it
+/// read one) and at least `now` in microseconds since the Unix epoch (UTC).
+///
+/// The clock term is what keeps generations growing across a release: a
+/// lease created on an absent key has no record to count from, and the
+/// microsecond clock of the new holder is past every generation an earlier
+/// holder could have written as long as the clocks involved are within
+/// leasectl's offset check of each other and no generation was pushed ahead of
+/// the clock by more than that (by a record written far in the future). Where
+/// that fails, a replaced record still gives `replaced + 1`. Saturates at
+/// `u64::MAX` (after which a takeover can no longer make it grow; a record
+/// that claims `u64::MAX` is therefore worth a look).
+pub fn next_generation(replaced: Option<u64>, now: DateTime<Utc>) -> u64 {
+    let clock = u64::try_from(now.timestamp_micros()).unwrap_or(0);
+    replaced.map_or(0, |g| g.saturating_add(1)).max(clock)
+}
+
 /// A new random instance id: 16 random bytes as 32 lowercase hex digits.
 pub fn new_instance_id() -> String {
     hex::encode(rand::random::<[u8; 16]>())
@@ -227,6 +276,19 @@ mod tests {
         assert_eq!(r.acquired_at.to_rfc3339(), "2026-11-30T07:00:00+00:00");
         assert_eq!(r.renewed_at.timestamp_subsec_millis(), 250);
         assert_eq!(r.ttl_s, 30);
+        assert_eq!(r.generation, None);
+        let r = parse(
+            r#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z",
+                "renewed_at":"2026-11-30T07:00:05Z","ttl_s":30,"generation":null}"#,
+        )
+        .unwrap();
+        assert_eq!(r.generation, None);
+        let r = parse(
+            r#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z",
+                "renewed_at":"2026-11-30T07:00:05Z","ttl_s":30,"generation":0}"#,
+        )
+        .unwrap();
+        assert_eq!(r.generation, Some(0));
     }
 
     #[test]
@@ -239,6 +301,7 @@ mod tests {
             acquired_at: t,
             renewed_at: t,
             ttl_s: 30,
+            generation: None,
         };
         let body = String::from_utf8(r.to_body()).unwrap();
         assert_eq!(
@@ -246,6 +309,16 @@ mod tests {
             r#"{"instance_id":"x","acquired_at":"2026-11-30T07:00:00.123456Z","renewed_at":"2026-11-30T07:00:00.123456Z","ttl_s":30}"#
         );
         assert_eq!(parse(&body).unwrap(), r);
+        let g = LeaseRecord {
+            generation: Some(u64::MAX),
+            ..r.clone()
+        };
+        let body = String::from_utf8(g.to_body()).unwrap();
+        assert!(
+            body.ends_with(r#","ttl_s":30,"generation":18446744073709551615}"#),
+            "{body}"
+        );
+        assert_eq!(parse(&body).unwrap(), g);
     }
 
     #[test]
@@ -305,6 +378,19 @@ mod tests {
                 br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":"30"}"#,
                 r#"got "30""#,
             ),
+            // Generations that cannot be compared.
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30,"generation":-1}"#,
+                "generation must be a whole number from 0 to 18446744073709551615 written as an integer, got -1",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30,"generation":7.0}"#,
+                "got 7.0",
+            ),
+            (
+                br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30,"generation":"7"}"#,
+                r#"got "7""#,
+            ),
         ];
         for (body, want) in cases {
             let err = LeaseRecord::parse(body, body.len() as u64).unwrap_err();
@@ -331,6 +417,24 @@ mod tests {
         .unwrap();
         assert_eq!(r.instance_id, "a\u{2800}b");
         assert_eq!(crate::text::sanitize(&r.instance_id), "a\\u{2800}b");
+    }
+
+    #[test]
+    fn generations_grow() {
+        let t = DateTime::parse_from_rfc3339("2026-11-30T07:00:00.000001Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let us = t.timestamp_micros() as u64;
+        assert_eq!(next_generation(None, t), us);
+        assert_eq!(next_generation(Some(5), t), us);
+        assert_eq!(next_generation(Some(us), t), us + 1);
+        assert_eq!(next_generation(Some(us + 10), t), us + 11);
+        assert_eq!(next_generation(Some(u64::MAX), t), u64::MAX);
+        let before_epoch = DateTime::parse_from_rfc3339("1960-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(next_generation(None, before_epoch), 0);
+        assert_eq!(next_generation(Some(3), before_epoch), 4);
     }
 
     #[test]

@@ -433,6 +433,7 @@ mod tests {
             acquired_at: renewed,
             renewed_at: renewed,
             ttl_s: 30,
+            generation: None,
         }
     }
 

@@ -82,6 +82,7 @@ pub async fn takeover_with(
         acquired_at: now,
         renewed_at: now,
         ttl_s: own_ttl_s,
+        generation: None,
     };
     let entry = intent_entry(&req, &j, &id, &record, now);
     audit.append(&entry).await?;

@@ -240,6 +240,7 @@ async fn hand_over(
         acquired_at: at,
         renewed_at: at,
         ttl_s: t.req.ttl_s,
+        generation: None,
     };
     let cond = match t.req.exclusion {
         Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),

@@ -19,6 +19,7 @@ fn stale_record(id: &str) -> Vec<u8> {
         acquired_at: t,
         renewed_at: t,
         ttl_s: 30,
+        generation: None,
     }
     .to_body()
 }

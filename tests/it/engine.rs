@@ -129,6 +129,7 @@ server_matrix! {
                 acquired_at: old,
                 renewed_at: old,
                 ttl_s: 30,
+                generation: None,
             };
             put_raw(&client, &bucket, &format!("{prefix}LEASE"), &dead.to_body()).await;
             let winners = race(store.clone(), &prefix, 8, cfg(30)).await;
@@ -283,6 +284,7 @@ async fn takeover_of_stale_lease_and_old_holder_learns_it_is_lost(server: Server
         acquired_at: chrono::Utc::now(),
         renewed_at: chrono::Utc::now(),
         ttl_s: 3,
+        generation: None,
     };
     store
         .put(
@@ -407,6 +409,7 @@ async fn suspect_record_taken_only_after_one_ttl_unchanged_and_a_change_resets_t
         acquired_at: t0 + chrono::Duration::hours(2),
         renewed_at: t0 + chrono::Duration::hours(2),
         ttl_s: 30,
+        generation: None,
     };
     store
         .put(
@@ -648,6 +651,7 @@ async fn local_stores_rooted_at_different_levels_exclude_each_other() {
             acquired_at: t,
             renewed_at: t,
             ttl_s: 30,
+            generation: None,
         };
         outer
             .put("db1/LEASE", stale.to_body(), PutCondition::None)
@@ -693,6 +697,7 @@ server_matrix! {
             acquired_at: now,
             renewed_at: now,
             ttl_s: 30,
+            generation: None,
         };
         put_raw(&sdk_client(&endpoint), &bucket, "db/LEASE", &intruder.to_body()).await;
         match old.release().await.unwrap() {

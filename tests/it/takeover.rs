@@ -255,6 +255,7 @@ async fn suspect_record_is_refused_until_watched_for_a_ttl() {
         acquired_at: future,
         renewed_at: future,
         ttl_s: 30,
+        generation: None,
     };
     store
         .put("db/LEASE", rec.to_body(), PutCondition::IfNoneMatch)
@@ -402,6 +403,7 @@ fn dead_holder() -> leasectl::bucket::LeaseRecord {
         acquired_at: t,
         renewed_at: t,
         ttl_s: 30,
+        generation: None,
     }
 }
 
