@@ -916,3 +916,166 @@ async fn seed_format_writes_exactly_the_four_fields_rgw() {
 async fn seed_format_writes_exactly_the_four_fields_local() {
     seed_format_writes_exactly_the_four_fields(Kind::Local).await
 }
+
+/// The engine's writers by the rule, on a local store with a clock the
+/// test sets: create, renewal, stale takeover (conditional and
+/// best-effort), a generation ahead of the clock, saturation, a malformed
+/// record after its watch, adoptions (with and without a generation), and
+/// the seed's format.
+#[tokio::test(flavor = "multi_thread")]
+async fn engine_writes_generations_by_the_rule() {
+    use leasectl::bucket::{
+        next_generation, BucketLease, Exclusion, LeaseConfig, LeaseWatch, RecordFormat,
+    };
+    use leasectl::clock::{Clock, ManualClock, SharedClock};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let clock = ManualClock::new(Utc::now());
+    let c: SharedClock = Arc::new(clock.clone());
+    let us = |c: &ManualClock| c.wall().timestamp_micros() as u64;
+    let cfg = |exclusion, record_format| LeaseConfig {
+        ttl_s: 30,
+        exclusion,
+        record_format,
+    };
+    let leasectl = cfg(Exclusion::Conditional, RecordFormat::Leasectl);
+    let acquire = |id: &'static str, config: LeaseConfig| {
+        let (s, c) = (store.clone(), c.clone());
+        async move {
+            BucketLease::acquire_as(s, c, "db/", id, config, &mut LeaseWatch::new())
+                .await
+                .unwrap_or_else(|e| panic!("{id}: {e}"))
+        }
+    };
+    let stored = || {
+        let s = store.clone();
+        async move {
+            let out = s.get("db/LEASE", None).await.unwrap();
+            LeaseRecord::parse(&out.body, out.meta.size).unwrap()
+        }
+    };
+    // A stale record of `id` with `generation` (its holder stopped a minute ago).
+    let stale = |id: &str, generation: Option<u64>| LeaseRecord {
+        instance_id: id.into(),
+        acquired_at: clock.wall() - chrono::Duration::seconds(60),
+        renewed_at: clock.wall() - chrono::Duration::seconds(60),
+        ttl_s: 30,
+        generation,
+    };
+    let put = |r: LeaseRecord| {
+        let s = store.clone();
+        async move {
+            s.put("db/LEASE", r.to_body(), PutCondition::None)
+                .await
+                .unwrap();
+        }
+    };
+
+    // Created on an absent key: the clock in µs; a renewal keeps it.
+    let mut l = acquire("x1", leasectl.clone()).await;
+    let g1 = us(&clock);
+    assert_eq!(l.record().generation, Some(g1));
+    clock.advance(Duration::from_secs(5));
+    l.renew().await.unwrap();
+    assert_eq!(stored().await.generation, Some(g1));
+    // Taken over once stale: the clock has moved past it.
+    clock.advance(Duration::from_secs(31));
+    let l = acquire("x2", leasectl.clone()).await;
+    assert_eq!(
+        l.record().generation,
+        Some(next_generation(Some(g1), c.wall()))
+    );
+    assert_eq!(l.record().generation, Some(us(&clock)));
+    // A generation ahead of the clock: one more.
+    let ahead = us(&clock) + 3_600_000_000;
+    put(stale("ahead", Some(ahead))).await;
+    assert_eq!(
+        acquire("x3", leasectl.clone()).await.record().generation,
+        Some(ahead + 1)
+    );
+    // The same in best-effort mode.
+    put(stale("ahead", Some(ahead + 10))).await;
+    assert_eq!(
+        acquire("x3b", cfg(Exclusion::BestEffort, RecordFormat::Leasectl))
+            .await
+            .record()
+            .generation,
+        Some(ahead + 11)
+    );
+    // Saturated: it stays.
+    put(stale("max", Some(u64::MAX))).await;
+    assert_eq!(
+        acquire("x4", leasectl.clone()).await.record().generation,
+        Some(u64::MAX)
+    );
+    // A malformed record, watched for one TTL: no generation known, the clock's.
+    store
+        .put("db/LEASE", b"{oops".to_vec(), PutCondition::None)
+        .await
+        .unwrap();
+    let mut watch = LeaseWatch::new();
+    let r = BucketLease::acquire_as(
+        store.clone(),
+        c.clone(),
+        "db/",
+        "x5",
+        leasectl.clone(),
+        &mut watch,
+    )
+    .await;
+    assert!(matches!(
+        r,
+        Err(leasectl::bucket::LeaseError::UnderWatch { .. })
+    ));
+    clock.advance(Duration::from_secs(30));
+    let l = BucketLease::acquire_as(
+        store.clone(),
+        c.clone(),
+        "db/",
+        "x5",
+        leasectl.clone(),
+        &mut watch,
+    )
+    .await
+    .unwrap();
+    assert_eq!(l.record().generation, Some(us(&clock)));
+    // Adopted (a hand-over names us): kept; without one, the clock's.
+    let fresh = |id: &str, generation| LeaseRecord {
+        acquired_at: clock.wall(),
+        renewed_at: clock.wall(),
+        ..stale(id, generation)
+    };
+    put(fresh("x6", Some(12345))).await;
+    assert_eq!(
+        acquire("x6", leasectl.clone()).await.record().generation,
+        Some(12345)
+    );
+    put(fresh("x7", None)).await;
+    assert_eq!(
+        acquire("x7", leasectl.clone()).await.record().generation,
+        Some(us(&clock))
+    );
+    // The seed's format: exactly four fields, over a record that had a generation,
+    // adopting one, and after a renewal.
+    let seed = cfg(Exclusion::Conditional, RecordFormat::Seed);
+    let keys = || {
+        let s = store.clone();
+        async move {
+            let out = s.get("db/LEASE", None).await.unwrap();
+            let v: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(&out.body).unwrap();
+            v.keys().cloned().collect::<BTreeSet<_>>()
+        }
+    };
+    put(stale("old", Some(99))).await;
+    let mut l = acquire("x8", seed.clone()).await;
+    assert_eq!(l.record().generation, None);
+    assert_eq!(keys().await, four());
+    clock.advance(Duration::from_secs(5));
+    l.renew().await.unwrap();
+    assert_eq!(keys().await, four());
+    put(fresh("x9", Some(7))).await;
+    assert_eq!(acquire("x9", seed).await.record().generation, None);
+    assert_eq!(keys().await, four());
+}
