@@ -249,9 +249,9 @@ async fn eof_before_sigterm_run(i: usize, port: u16, bucket: &str, fault: Fault)
     if code != Some(5) {
         problems.push(format!("exit {code:?} (expected 5)"));
     }
-    // Generation: the stored record's, or unset when it has none.
+    // Generation: the stored record's (the default record format writes one).
     let want = stored["generation"].as_u64().map(|g| g.to_string());
-    if before["env_generation"].as_str().map(str::to_owned) != want {
+    if want.is_none() || before["env_generation"].as_str().map(str::to_owned) != want {
         problems.push(format!(
             "LEASECTL_GENERATION {} but the stored LEASE has generation {}",
             before["env_generation"], stored["generation"]
@@ -311,8 +311,8 @@ async fn eof_before_sigterm_run(i: usize, port: u16, bucket: &str, fault: Fault)
 /// end of file on LEASECTL_FENCE_FD strictly before SIGTERM, and the fd reads
 /// end of file the moment SIGTERM arrives; `bucket fence-check` answers 0 while
 /// held and 5 after; the command holds only the read end; LEASECTL_GENERATION
-/// is the stored record's (unset when it has none, whatever leasectl's own
-/// environment held). Six runs, three at a time.
+/// is the stored record's (not the value leasectl's own environment held).
+/// Six runs, three at a time.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_fence_fd_reaches_eof_before_sigterm_and_fence_check_follows_it() {
     let server = moto(Moto::Conditional);
@@ -466,4 +466,68 @@ async fn the_fence_fd_reads_eof_when_leasectl_is_killed() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `bucket hold -- sh -c SCRIPT` on a local store, leasectl's own
+/// environment holding a stale LEASECTL_GENERATION; `extra` flags.
+fn hold_local(dir: &Path, extra: &[&str], script: &str) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c);
+    c.args(["bucket", "hold", "--ttl", "6s"])
+        .args(extra)
+        .arg(format!("{}p/", file_url(dir)))
+        .args(["--", "sh", "-c", script])
+        .env("LEASECTL_GENERATION", "424242");
+    run_with_timeout(c, Duration::from_secs(30))
+}
+
+/// Issue 26 §2: LEASECTL_GENERATION is the held record's generation, read
+/// back from the LEASE file by the command itself (never the value in
+/// leasectl's own environment); with `--record-format seed` (where the
+/// command line has it) the record carries none and the variable is unset.
+#[test]
+fn leasectl_generation_is_the_stored_records_and_unset_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("p")).unwrap();
+    let lease = dir.path().join("p/LEASE");
+    let (env_out, lease_out) = (dir.path().join("env"), dir.path().join("lease.json"));
+    let script = format!(
+        "echo \"${{LEASECTL_GENERATION-unset}}\" > {}; cat {} > {}",
+        env_out.display(),
+        lease.display(),
+        lease_out.display()
+    );
+    let out = hold_local(dir.path(), &[], &script);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&lease_out).unwrap()).unwrap();
+    let generation = stored["generation"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the LEASE bucket hold wrote has no generation: {stored}"));
+    assert_eq!(
+        std::fs::read_to_string(&env_out).unwrap().trim(),
+        generation.to_string()
+    );
+
+    let help = leasectl(None, &["bucket", "hold", "--help"]);
+    if !String::from_utf8_lossy(&help.stdout).contains("--record-format") {
+        eprintln!("bucket hold has no --record-format yet: the seed-format case is not run");
+        return;
+    }
+    let out = hold_local(dir.path(), &["--record-format", "seed"], &script);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&lease_out).unwrap()).unwrap();
+    assert!(stored.get("generation").is_none(), "{stored}");
+    assert_eq!(std::fs::read_to_string(&env_out).unwrap().trim(), "unset");
 }
