@@ -89,14 +89,21 @@ def generation_order(writes):
         if len(runs) > 1:
             found.append(f"SHARED GENERATION: {g} was written by {sorted(runs)}")
     newest = None  # (generation, run, time) of the highest generation so far
+    stale = {}  # (run, newer run) -> [first message, count]
     for t, run, gen in sorted((w for w in writes if w[2] is not None), key=lambda w: w[0]):
         if newest is not None and gen < newest[0]:
-            found.append(
-                f"STALE GENERATION: {run} wrote under generation {gen} at {t:.6f}, "
-                f"after {newest[1]} had written under {newest[0]} at {newest[2]:.6f}"
-            )
+            key = (run, newest[1])
+            if key not in stale:
+                stale[key] = [
+                    f"STALE GENERATION: {run} wrote under generation {gen} at {t:.6f}, "
+                    f"after {newest[1]} had written under {newest[0]} at {newest[2]:.6f}",
+                    0,
+                ]
+            stale[key][1] += 1
         if newest is None or gen > newest[0]:
             newest = (gen, run, t)
+    for msg, n in stale.values():
+        found.append(f"{msg} ({n} such write{'s' if n > 1 else ''})")
     return found, unknown
 
 
