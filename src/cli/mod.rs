@@ -34,8 +34,8 @@ pub struct Cli {
     pub s3: S3Args,
 
     /// Apply the context NAME of the config file (`leasectl config path`): its TARGETs when
-    /// none are given, its endpoint, region, profile, path style, refresh, TTL and depth
-    /// unless given on the command line. Without it, `leasectl` with no TARGET applies
+    /// none are given, its endpoint, region, profile, path style, refresh, TTL, depth and
+    /// record format unless given on the command line. Without it, `leasectl` with no TARGET applies
     /// the file's default_context.
     #[arg(short = 'c', long = "context", global = true, value_name = "NAME")]
     pub context: Option<String>,
@@ -81,6 +81,12 @@ pub struct ConsoleArgs {
     /// Audit log of the console's takeovers.
     #[command(flatten)]
     pub audit: AuditArgs,
+
+    /// The console's takeovers: The fields of the LEASE records written: leasectl (the seed's four and `generation`,
+    /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
+    /// fields: no generation is written or handed out). Also the context's record_format.
+    #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
+    pub record_format: crate::bucket::RecordFormat,
 }
 
 /// `-o FORMAT` and `--watch` (README: Monitoring).
@@ -424,6 +430,11 @@ pub struct TakeoverArgs {
     /// start within it.
     #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
     pub ttl: Duration,
+    /// The fields of the LEASE records written: leasectl (the seed's four and `generation`,
+    /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
+    /// fields: no generation is written or handed out). Also the context's record_format.
+    #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
+    pub record_format: crate::bucket::RecordFormat,
     /// Audit log options.
     #[command(flatten)]
     pub audit: AuditArgs,
@@ -504,6 +515,11 @@ pub struct HoldArgs {
     /// Time CMD gets between SIGTERM and SIGKILL when the fence closes.
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub grace: Duration,
+    /// The fields of the LEASE records written: leasectl (the seed's four and `generation`,
+    /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
+    /// fields: no generation is written or handed out). Also the context's record_format.
+    #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
+    pub record_format: crate::bucket::RecordFormat,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,

@@ -34,8 +34,13 @@ pub async fn run(a: &HoldArgs, ctx: &Context) -> Exit {
     let config = LeaseConfig {
         ttl_s: a.ttl.as_secs(),
         exclusion: ctx.exclusion(),
-        record_format: crate::bucket::RecordFormat::default(),
+        record_format: ctx.applied.record_format_or(a.record_format),
     };
+    if config.record_format == crate::bucket::RecordFormat::Seed {
+        tracing::info!(
+            "record format seed: no generation written (the LEASE has the seed's four fields; the command gets no generation)"
+        );
+    }
     hold(
         store,
         SystemClock::shared(),

@@ -77,20 +77,25 @@ pub async fn takeover_with(
         (Then::Handover(successor), None) => successor.clone(),
         _ => new_instance_id(),
     };
+    // The record is stamped now, after the service checks (a second or more
+    // on some services), with the boot-time reading its fence counts from:
+    // stamped at the look instead, the fence would see the wall clock run
+    // ahead of the boot-time one by the checks' duration (a "step") and close.
+    let stamp = clock.wall();
+    let mono = clock.mono();
     // The PUT is conditional on the record seen: its generation is the one replaced.
     let replaced = req.seen.record().and_then(|r| r.generation);
     let record = LeaseRecord {
         instance_id: holder_id,
-        acquired_at: now,
-        renewed_at: now,
+        acquired_at: stamp,
+        renewed_at: stamp,
         ttl_s: own_ttl_s,
-        generation: req.record_format.generation(replaced, now),
+        generation: req.record_format.generation(replaced, stamp),
     };
     let entry = intent_entry(&req, &j, &id, &record, now);
     audit.append(&entry).await?;
     tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
-    let mono = clock.mono();
     let etag = match put_record(store.as_ref(), &req, &key, &record).await {
         Ok(etag) => etag,
         Err(e) => {

@@ -42,7 +42,7 @@ pub(super) struct Taken<'a> {
     pub own_ttl_s: u64,
     /// The replaced live holder's fence, from the PUT (`None`: it was not fresh).
     pub old_fence: Option<Duration>,
-    /// When the PUT began (boot-time clock).
+    /// When the record was stamped, just before the intent and the PUT (boot-time clock).
     pub mono: Duration,
     /// When the takeover began (reader's clock, UTC).
     pub now: DateTime<Utc>,

@@ -21,6 +21,7 @@ mod engine;
 mod fence_faults;
 mod fence_fd;
 mod fence_soak;
+mod generation;
 mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
