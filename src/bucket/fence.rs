@@ -319,8 +319,9 @@ impl FenceCell {
     }
 
     /// Runs `hook` once when the fence closes (at once if it already has,
-    /// unless it was [`FenceClosed::Stopped`]). Hooks run on the watchdog
-    /// thread or the closing task's thread: keep them short and non-blocking.
+    /// unless it was [`FenceClosed::Stopped`]: then it is dropped unrun).
+    /// Hooks run in the order they were added, on the watchdog thread or the
+    /// closing task's thread: keep them short and non-blocking.
     pub fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
         let mut g = self.lock();
         match g.closed {

@@ -360,7 +360,19 @@ pub enum BucketCommand {
     /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures; 2 usage; 126 CMD
     /// cannot be run (not executable); 127 CMD not found.
     Hold(HoldArgs),
+    /// Inside `bucket hold`'s CMD: exit 0 while the lease's fence is open, 5 once it closed.
+    ///
+    /// Reads the descriptor LEASECTL_FENCE_FD names (the fence pipe `bucket hold` hands
+    /// its command) without blocking, for shell scripts that check the fence before each
+    /// write. Exit 0 the fence is open; 5 it has closed (start no more writes); 2 usage: not
+    /// run under `bucket hold` (LEASECTL_FENCE_FD unset, not a number, or not an open
+    /// pipe's read end); 1 the descriptor could not be polled.
+    FenceCheck(FenceCheckArgs),
 }
+
+/// `leasectl bucket fence-check` (no options).
+#[derive(Debug, Args)]
+pub struct FenceCheckArgs {}
 
 /// `leasectl writer …`.
 #[derive(Debug, Subcommand)]

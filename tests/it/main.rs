@@ -19,6 +19,7 @@ mod demo_assets;
 mod demo_e2e;
 mod engine;
 mod fence_faults;
+mod fence_fd;
 mod fence_soak;
 mod generation;
 mod hostile_corpus;
