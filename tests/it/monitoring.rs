@@ -191,13 +191,14 @@ fn output_formats_and_the_table_for_a_pipe() {
             "TTL",
             "EXPIRES",
             "SKEW",
-            "EXCLUSION"
+            "EXCLUSION",
+            "GENERATION"
         ]
     );
     assert_eq!(lines.len(), 3, "{table}");
     assert_eq!(&lines[1][1..4], ["a/", "fresh", "holder\\x20a"], "{table}");
     assert_eq!(&lines[2][1..4], ["b/", "stale", "holder-b"], "{table}");
-    assert!(lines.iter().all(|l| l.len() == 9), "{table}");
+    assert!(lines.iter().all(|l| l.len() == 10), "{table}");
 
     // -o ndjson: one lease line per prefix with its target, then a summary.
     let out = leasectl(None, &["--no-pod", "-o", "ndjson", &url]);
