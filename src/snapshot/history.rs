@@ -5,9 +5,10 @@
 //! observation of every prefix. A different holder (or none) is a
 //! [`HolderChange`], classified as:
 //!
-//! - [`ChangeKind::Takeover`]: an `outcome` entry of leasectl's audit log
-//!   names this lease key (and bucket) and wrote the record now seen (its
-//!   ETag or its holder), after the previous holder was last seen;
+//! - [`ChangeKind::Takeover`]: an `outcome` (or `intent`) entry of
+//!   leasectl's audit log names this lease key (and bucket) and wrote the
+//!   record now seen (its ETag or its holder), after the previous holder was
+//!   last seen;
 //! - [`ChangeKind::Handover`]: such a takeover done with `--then
 //!   handover:ID`, whose record names the successor now seen;
 //! - [`ChangeKind::Expiry`]: a new holder after the previous record had
@@ -167,7 +168,12 @@ struct Seen {
     state: LeaseState,
     /// When the record expires by this reader's clock, if it has one.
     expires_at: Option<DateTime<Utc>>,
+    /// When this was last observed.
     at: DateTime<Utc>,
+    /// When this holder was first observed: a takeover that replaced it was
+    /// recorded after that (a row read by need, at the listing's cadence,
+    /// may show the change long after it happened).
+    since: DateTime<Utc>,
 }
 
 /// One prefix's timeline.
@@ -300,13 +306,17 @@ impl History {
                         .and_then(|x| chrono::Duration::try_milliseconds((x * 1000.0) as i64))
                         .map(|d| now + d),
                     at: now,
+                    since: now,
                 };
+                let mut cur = cur;
                 // The audit log is searched only when the holder changed.
-                let unchanged = self
-                    .prefixes
-                    .get(&key)
-                    .and_then(|h| h.last.as_ref())
-                    .is_some_and(|prev| same_holder(prev, &cur));
+                let unchanged = match self.prefixes.get(&key).and_then(|h| h.last.as_ref()) {
+                    Some(prev) if same_holder(prev, &cur) => {
+                        cur.since = prev.since;
+                        true
+                    }
+                    _ => false,
+                };
                 let found = if unchanged {
                     None
                 } else {
@@ -338,6 +348,7 @@ impl History {
                         state: LeaseState::Absent,
                         expires_at: None,
                         at: now,
+                        since: now,
                     };
                     self.apply(k, cur, None, out.as_deref_mut());
                 }
@@ -467,7 +478,7 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
         return None;
     }
     let audit = audit.filter(|e| {
-        e.time >= prev.at - chrono::Duration::seconds(AUDIT_SLACK_S)
+        e.time >= prev.since - chrono::Duration::seconds(AUDIT_SLACK_S)
             && e.time <= cur.at + chrono::Duration::seconds(AUDIT_SLACK_S)
     });
     let kind = if !cur.present {
@@ -508,10 +519,13 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
     })
 }
 
-/// The newest takeover outcome in `audit` that wrote the record now seen on
+/// The newest takeover entry in `audit` that wrote the record now seen on
 /// `p` of target `t`: the same lease (store and key, however the takeover's
 /// TARGET was spelled: [`crate::audit::AuditTarget::is_lease`]), and its
-/// written ETag or holder is the current one.
+/// written ETag or holder is the current one. An `intent` counts too (it
+/// names the holder it is about to write, and is fsynced before the PUT):
+/// a reader that sees the new record before the `outcome` is appended still
+/// knows it for a takeover.
 fn audit_match<'a>(
     audit: &'a [AuditEntry],
     t: &crate::snapshot::TargetReport,
@@ -522,7 +536,7 @@ fn audit_match<'a>(
     audit
         .iter()
         .filter(|e| {
-            e.phase == "outcome"
+            (e.phase == "outcome" || e.phase == "intent")
                 && e.action == "takeover"
                 && e.target.is_lease(&t.url, t.bucket.as_deref(), &p.key)
                 && e.written.as_ref().is_some_and(|w| {
@@ -894,6 +908,53 @@ mod tests {
         let mut plain = first.clone();
         plain.generation = None;
         assert_eq!(plain.generation_text(), None);
+    }
+
+    /// A reader that sees the new record before the takeover's `outcome` is
+    /// appended knows it by the `intent` (fsynced before the PUT), which
+    /// names the holder about to be written.
+    #[test]
+    fn a_takeover_is_known_by_its_intent_before_its_outcome() {
+        let mut h = History::new();
+        h.observe(
+            &snap(at(0), vec![row_gen("a", Some(7), "e1", 0)], None),
+            &[],
+        );
+        let mut intent = outcome(&format!("{URL}db/"), None, "db/LEASE", "t", 4);
+        intent.phase = "intent".into();
+        intent.outcome = None;
+        let c = h.observe_changes(
+            &snap(at(5), vec![row_gen("t", Some(8), "e2", 5)], None),
+            std::slice::from_ref(&intent),
+        );
+        assert_eq!(c[0].1.kind, ChangeKind::Takeover, "{c:?}");
+        assert_eq!(c[0].1.takeover.as_ref().unwrap().outcome, None);
+        // The index of last takeovers counts outcomes only.
+        let i = crate::snapshot::TakeoverIndex::of(&[intent]);
+        assert!(i.newest(URL, None, "db/LEASE").is_none());
+    }
+
+    /// `serve` and the console read an off-screen stale row at the listing's
+    /// cadence, keeping its last reading in between: a takeover found only
+    /// at the next read, long after its audit entry, is still a takeover
+    /// (the entry is after the replaced holder was first seen).
+    #[test]
+    fn a_takeover_read_late_is_still_a_takeover() {
+        let mut h = History::new();
+        let stale = |t: i64| {
+            let mut r = row_gen("a", Some(7), "e1", -300);
+            r.rejudge(at(t));
+            r
+        };
+        for t in [0, 10, 20, 30] {
+            h.observe(&snap(at(t), vec![stale(t)], None), &[]);
+        }
+        let e = outcome(&format!("{URL}db/"), None, "db/LEASE", "t", 12);
+        let c = h.observe_changes(
+            &snap(at(40), vec![row_gen("t", Some(8), "e2", 12)], None),
+            std::slice::from_ref(&e),
+        );
+        assert_eq!(c[0].1.kind, ChangeKind::Takeover, "{c:?}");
     }
 
     #[test]

@@ -42,9 +42,11 @@ pub struct LastTakeover {
 
 impl LastTakeover {
     /// The takeover `e` records, if it is one: an `outcome` of a `takeover`
-    /// that wrote a record.
+    /// that wrote a record, or its `intent` (what it was about to write;
+    /// `outcome` null) — the holder history matches either, the index only
+    /// outcomes.
     pub fn of_entry(e: &AuditEntry) -> Option<Self> {
-        if e.phase != "outcome" || e.action != "takeover" {
+        if e.action != "takeover" || !(e.phase == "outcome" || e.phase == "intent") {
             return None;
         }
         let written = e.written.as_ref()?;
@@ -119,6 +121,9 @@ impl TakeoverIndex {
     /// Adds `e` if it is a takeover ([`LastTakeover::of_entry`]); an entry
     /// older than the one known for its lease changes nothing.
     pub fn add(&mut self, e: &AuditEntry) {
+        if e.phase != "outcome" {
+            return;
+        }
         let Some(t) = LastTakeover::of_entry(e) else {
             return;
         };

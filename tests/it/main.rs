@@ -20,6 +20,7 @@ mod demo_e2e;
 mod engine;
 mod fence_faults;
 mod fence_soak;
+mod generation_outputs;
 mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
