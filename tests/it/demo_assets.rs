@@ -78,7 +78,7 @@ async fn sample_records_are_judged_as_documented() {
 fn sample_snapshot_has_every_state_and_the_racing_pod() {
     let text = std::fs::read_to_string(assets().join("sample-snapshot.json")).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(doc["schema_version"], "1.2");
+    assert_eq!(doc["schema_version"], "1.3");
     let states: std::collections::BTreeSet<&str> = doc["targets"][0]["prefixes"]
         .as_array()
         .unwrap()

@@ -496,7 +496,19 @@ async fn serve_is_scraped_while_leases_change() {
     };
     let fresh = series("leasectl_lease_state", "db/", Some("fresh"));
     let stale = series("leasectl_lease_state", "db/", Some("stale"));
-    let changes = series("leasectl_lease_holder_changes_total", "db/", None);
+    // Counted by how the holder changed (issue 26 §3): each `how` from zero.
+    let changes = |how: &str| {
+        format!(
+            "leasectl_lease_holder_changes_total{{target=\"{target}\",prefix=\"db/\",how=\"{how}\"}}"
+        )
+    };
+    const HOWS: [&str; 5] = [
+        "takeover",
+        "handover",
+        "after_expiry",
+        "acquired",
+        "changed_while_fresh",
+    ];
     let body = scrape_until(port, "db/ fresh", |b| sample(b, &fresh) == Some(1.0)).await;
     assert_eq!(sample(&body, &stale), Some(0.0));
     assert_eq!(
@@ -550,7 +562,9 @@ async fn serve_is_scraped_while_leases_change() {
         "{body}"
     );
     assert!(!body.contains("leasectl_probe_ok{"), "{body}");
-    assert_eq!(sample(&body, &changes), Some(0.0));
+    for how in HOWS {
+        assert_eq!(sample(&body, &changes(how)), Some(0.0), "{how}: {body}");
+    }
     // The hostile prefix: leasectl's text rule doubles the `\`, then the
     // exposition format escapes `"` and each `\` of that.
     let weird = series(
@@ -607,10 +621,13 @@ async fn serve_is_scraped_while_leases_change() {
         &[],
     );
     let body = scrape_until(port, "a holder change", |b| {
-        sample(b, &changes) == Some(1.0)
+        sample(b, &changes("after_expiry")) == Some(1.0)
     })
     .await;
     assert_eq!(sample(&body, &fresh), Some(1.0), "{body}");
+    for how in HOWS.iter().filter(|h| **h != "after_expiry") {
+        assert_eq!(sample(&body, &changes(how)), Some(0.0), "{how}: {body}");
+    }
 
     // SIGTERM: a clean stop.
     // SAFETY: kill(2) on a child this test started.
