@@ -22,8 +22,8 @@ pub enum LeaseError {
     HeldByOther {
         /// The lease key.
         key: String,
-        /// The holder's record.
-        record: LeaseRecord,
+        /// The holder's record (boxed: it keeps every `Result<_, LeaseError>` small).
+        record: Box<LeaseRecord>,
         /// Its ETag.
         etag: String,
         /// Seconds since it was renewed, by our clock.
@@ -48,8 +48,8 @@ pub enum LeaseError {
     Lost {
         /// The lease key.
         key: String,
-        /// Who holds it now, if anyone.
-        by: Option<LeaseRecord>,
+        /// Who holds it now, if anyone (boxed, as above).
+        by: Option<Box<LeaseRecord>>,
     },
     /// The service accepted a write whose precondition should have been refused.
     #[error("{service} ignores {header}: it cannot give exclusion, so the lease was not taken ({changed}). \

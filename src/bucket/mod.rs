@@ -83,7 +83,8 @@ pub use judge::{judge, Judgement, LeaseState, Observed};
 pub use keepalive::{KeepAlive, ReleaseReport};
 pub use lease::{read_lease, BucketLease, Exclusion, LeaseConfig, Released};
 pub use record::{
-    lease_key, new_instance_id, next_generation, LeaseRecord, Malformed, MAX_SANE_TTL_S,
+    fmt_generation, lease_key, new_instance_id, next_generation, LeaseRecord, Malformed,
+    RecordFormat, MAX_SANE_TTL_S,
 };
 pub use watch::LeaseWatch;
 

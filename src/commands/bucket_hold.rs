@@ -34,6 +34,7 @@ pub async fn run(a: &HoldArgs, ctx: &Context) -> Exit {
     let config = LeaseConfig {
         ttl_s: a.ttl.as_secs(),
         exclusion: ctx.exclusion(),
+        record_format: crate::bucket::RecordFormat::default(),
     };
     hold(
         store,

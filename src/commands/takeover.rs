@@ -46,6 +46,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
         yes: a.yes,
         ttl_s: ctx.applied.ttl.unwrap_or(a.ttl).as_secs().max(1),
         exclusion: ctx.exclusion(),
+        record_format: crate::bucket::RecordFormat::default(),
     };
     takeover_cmd(
         store,
@@ -90,6 +91,8 @@ pub struct TakeoverArgs {
     pub ttl_s: u64,
     /// Conditional or best-effort.
     pub exclusion: Exclusion,
+    /// `--record-format` (or the context's `record_format`).
+    pub record_format: crate::bucket::RecordFormat,
 }
 
 /// `leasectl takeover`: look, show, confirm, then the audited takeover.
@@ -329,6 +332,7 @@ async fn execute_takeover(
         force: a.force,
         ttl_s: a.ttl_s,
         exclusion: a.exclusion,
+        record_format: a.record_format,
         target: crate::audit::AuditTarget {
             endpoint: info.url,
             region: info.region,

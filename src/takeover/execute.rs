@@ -77,12 +77,14 @@ pub async fn takeover_with(
         (Then::Handover(successor), None) => successor.clone(),
         _ => new_instance_id(),
     };
+    // The PUT is conditional on the record seen: its generation is the one replaced.
+    let replaced = req.seen.record().and_then(|r| r.generation);
     let record = LeaseRecord {
         instance_id: holder_id,
         acquired_at: now,
         renewed_at: now,
         ttl_s: own_ttl_s,
-        generation: None,
+        generation: req.record_format.generation(replaced, now),
     };
     let entry = intent_entry(&req, &j, &id, &record, now);
     audit.append(&entry).await?;
