@@ -160,6 +160,8 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     );
     assert!(t["operator"].as_str().unwrap().contains('@'), "{t:#}");
     assert_eq!(t["generation"], dead["record"]["generation"], "{dead:#}");
+    // The takeover wrote a greater generation than the record it replaced.
+    assert!(t["generation"].as_u64().unwrap() > 41, "{t:#}");
     let when: chrono::DateTime<Utc> = t["time"].as_str().unwrap().parse().unwrap();
     assert!((Utc::now() - when).num_seconds().abs() < 120, "{t:#}");
     assert!(row(&doc, "gen/")["last_takeover"].is_null());
@@ -302,6 +304,8 @@ fn watch_writes_holder_change_lines() {
         .unwrap_or_else(|| panic!("no lease line for the successor: {seen:#?}"));
     assert_eq!(lease["last_takeover"]["reason"], "INC-8 move it");
     assert_eq!(c["generation"], lease["record"]["generation"]);
+    assert!(c["generation"].as_u64().unwrap() > 8, "{c:#}");
+    assert_eq!(c["takeover"]["generation"], c["generation"], "{c:#}");
 
     // Released, then acquired again.
     std::fs::remove_file(store.join("db/LEASE")).unwrap();
