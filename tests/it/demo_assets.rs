@@ -96,4 +96,19 @@ fn sample_snapshot_has_every_state_and_the_racing_pod() {
         .map(|v| v["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["siblings_racing", "waiting"].into());
+    // Issue 26: records carry their generation (null where none: the
+    // malformed and absent rows), and the takeover of billing-db/ is its
+    // last_takeover, from the demo's audit log.
+    let rows = doc["targets"][0]["prefixes"].as_array().unwrap();
+    let row = |p: &str| rows.iter().find(|r| r["prefix"] == p).unwrap();
+    assert!(row("orders-db/")["record"]["generation"].is_u64());
+    let billing = row("billing-db/");
+    assert_eq!(billing["record"]["instance_id"], "billing-standby");
+    assert_eq!(
+        billing["last_takeover"]["generation"],
+        billing["record"]["generation"]
+    );
+    assert_eq!(billing["last_takeover"]["then"], "handover:billing-standby");
+    assert!(row("orders-db/")["last_takeover"].is_null());
+    assert!(doc["audit_log"]["error"].is_null());
 }
