@@ -295,7 +295,7 @@ impl History {
         for t in &snap.targets {
             for p in &t.prefixes {
                 let key = (t.url.clone(), p.prefix.clone());
-                let cur = Seen {
+                let mut cur = Seen {
                     holder: p.record.as_ref().map(|r| r.instance_id.clone()),
                     generation: p.record.as_ref().and_then(|r| r.generation),
                     present: p.state != LeaseState::Absent,
@@ -308,7 +308,6 @@ impl History {
                     at: now,
                     since: now,
                 };
-                let mut cur = cur;
                 // The audit log is searched only when the holder changed.
                 let unchanged = match self.prefixes.get(&key).and_then(|h| h.last.as_ref()) {
                     Some(prev) if same_holder(prev, &cur) => {
@@ -322,7 +321,10 @@ impl History {
                 } else {
                     audit_match(audit, t, p, cur.holder.as_deref())
                 };
-                self.apply(key.clone(), cur, found, out.as_deref_mut());
+                let change = self.apply(key.clone(), cur, found, out.is_some());
+                if let (Some(out), Some(c)) = (out.as_deref_mut(), change) {
+                    out.push((key.clone(), c));
+                }
                 seen_now.insert(key);
             }
             // A prefix no longer listed under a target gathered in full is
@@ -350,7 +352,13 @@ impl History {
                         at: now,
                         since: now,
                     };
-                    self.apply(k, cur, None, out.as_deref_mut());
+                    let want = out.is_some();
+                    let kept = want.then(|| k.clone());
+                    if let (Some(out), Some(c), Some(k)) =
+                        (out.as_deref_mut(), self.apply(k, cur, None, want), kept)
+                    {
+                        out.push((k, c));
+                    }
                 }
             }
         }
@@ -358,14 +366,16 @@ impl History {
         self.trim_total();
     }
 
+    /// Records what `cur` changed on `key`; returns a copy of the change
+    /// when `want` (first sightings left out).
     fn apply(
         &mut self,
         key: PrefixKey,
         cur: Seen,
         audit: Option<&AuditEntry>,
-        out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
-    ) {
-        let h = self.prefixes.entry(key.clone()).or_default();
+        want: bool,
+    ) -> Option<HolderChange> {
+        let h = self.prefixes.entry(key).or_default();
         let change = match &h.last {
             None => Some(HolderChange {
                 at: cur.at,
@@ -389,16 +399,16 @@ impl History {
                     h.count_by[i] += 1;
                 }
             }
-            if let Some(out) = out.filter(|_| c.kind != ChangeKind::FirstSeen) {
-                out.push((key, c.clone()));
-            }
+            let copy = (want && c.kind != ChangeKind::FirstSeen).then(|| c.clone());
             h.changes.push_back(c);
             self.total += 1;
             if h.changes.len() > self.limits.per_prefix {
                 h.changes.pop_front();
                 self.total -= 1;
             }
+            return copy;
         }
+        None
     }
 
     /// Drops the oldest changes of all beyond [`Limits::total`], in one pass
