@@ -168,6 +168,11 @@ pub struct ServeArgs {
     /// Discovery depth under each TARGET.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub depth: u32,
+    /// The local audit log to read (never written) to name takeovers and hand-overs in the
+    /// holder history, as the console does. Default: the platform data directory, e.g.
+    /// ~/.local/share/leasectl/audit.jsonl.
+    #[arg(long, value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
     /// Pod options.
     #[command(flatten)]
     pub pod: PodArgs,

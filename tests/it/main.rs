@@ -22,6 +22,7 @@ mod fence_faults;
 mod fence_fd;
 mod fence_soak;
 mod generation;
+mod generation_outputs;
 mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
