@@ -136,6 +136,16 @@ pub enum LeaseError {
         /// The TTL of the record judged.
         ttl_s: u64,
     },
+    /// The record to take over carries a generation no greater one can follow
+    /// ([`super::RecordFormat::cannot_replace`]): taking it would hand the new
+    /// holder the replaced holder's fencing token.
+    #[error("{key} was not taken over: {why}")]
+    GenerationExhausted {
+        /// The lease key.
+        key: String,
+        /// Why, and what to do (safe to print).
+        why: String,
+    },
     /// Concurrent writers kept the key changing; gave up after several re-reads.
     #[error("{key} kept changing under concurrent writes; try again")]
     Contended {

@@ -963,12 +963,16 @@ fn decide(
     // Taking a record over (stale, or suspect / malformed after the watch):
     // greater than its generation (a malformed one has none known).
     let replaced = observed.record().and_then(|r| r.generation);
-    let take = |etag| {
-        Step::Write(
+    let take = |etag| match format.cannot_replace(replaced) {
+        Some(why) => Err(LeaseError::GenerationExhausted {
+            key: key.to_owned(),
+            why,
+        }),
+        None => Ok(Step::Write(
             PutCondition::IfMatch(etag),
             now,
             format.generation(replaced, now),
-        )
+        )),
     };
     let j = judge(observed, now);
     match j.state {
@@ -977,7 +981,7 @@ fn decide(
             if let Some(r) = observed.record() {
                 tracing::info!(key, holder = %sanitize(&r.instance_id), age_s = j.age_s.unwrap_or(0.0), "taking over a stale lease");
             }
-            Ok(take(etag))
+            take(etag)
         }
         LeaseState::Fresh => {
             let r = observed.record().cloned().expect("fresh implies a record");
@@ -1002,7 +1006,7 @@ fn decide(
                     j.state
                 );
                 watch.reset();
-                Ok(take(etag))
+                take(etag)
             } else {
                 Err(LeaseError::UnderWatch {
                     key: key.to_owned(),

@@ -55,7 +55,8 @@
 //! the last holder's stamps (clocks within the offset check, releases and
 //! creates further apart than their offset), and fails after a record was
 //! stamped far in the future, behind a writer that drops the field (the
-//! seed's format, [`RecordFormat::Seed`]), and at `u64::MAX` (saturates).
+//! seed's format, [`RecordFormat::Seed`]), and at `u64::MAX` (saturates: a
+//! record carrying it is not taken over, [`RecordFormat::cannot_replace`]).
 //!
 //! # What it does not guarantee
 //!

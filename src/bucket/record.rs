@@ -286,6 +286,27 @@ impl RecordFormat {
         }
     }
 
+    /// Why a writer of this format must not take over a record whose
+    /// generation is `replaced`: `Some(sentence)` when `leasectl` could not
+    /// write a greater one (`replaced` is `u64::MAX`, where
+    /// [`next_generation`] saturates), so that the new holder's writes would
+    /// carry the replaced holder's fencing token. `None` otherwise, and always
+    /// for `seed` (which writes no generation). The sentence is safe to print
+    /// and says what to do.
+    pub fn cannot_replace(self, replaced: Option<u64>) -> Option<String> {
+        match (self, replaced) {
+            (RecordFormat::Leasectl, Some(u64::MAX)) => Some(format!(
+                "its generation is {}, the largest a generation can be: no greater one can be written, \
+                 so the new holder's writes could not be told from the replaced holder's. \
+                 Such a record was written by hand or by another tool; once its holder is surely gone, \
+                 delete the LEASE object (the next holder then counts from the clock) and set aside what \
+                 the storage holds under that generation",
+                u64::MAX
+            )),
+            _ => None,
+        }
+    }
+
     /// The generation kept when a holder adopts a record naming it (a lost
     /// answer, a hand-over): `adopted` as it is; `leasectl` gives a record
     /// without one a generation as for a lease taken at `now`, `seed` drops it.
@@ -530,6 +551,13 @@ mod tests {
             .unwrap_err()
             .contains("expected leasectl"));
         assert_eq!(RecordFormat::default(), RecordFormat::Leasectl);
+        assert!(l
+            .cannot_replace(Some(u64::MAX))
+            .unwrap()
+            .contains("18446744073709551615, the largest"));
+        assert_eq!(l.cannot_replace(Some(u64::MAX - 1)), None);
+        assert_eq!(l.cannot_replace(None), None);
+        assert_eq!(RecordFormat::Seed.cannot_replace(Some(u64::MAX)), None);
         assert_eq!(fmt_generation(None), "-");
         assert_eq!(fmt_generation(Some(8)), "8");
     }

@@ -24,6 +24,7 @@ use crate::text::sanitize;
 /// Performs the takeover (see the module docs for the order of steps).
 ///
 /// Errors: guards ([`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`],
+/// [`TakeoverError::GenerationExhausted`],
 /// [`TakeoverError::PreconditionsIgnored`], [`TakeoverError::NoReason`]) refuse
 /// before anything is written; [`TakeoverError::Audit`] refuses before the
 /// PUT; [`TakeoverError::Changed`] is the conditional PUT refused (audited);
@@ -68,6 +69,10 @@ pub async fn takeover_with(
         req.force,
         now,
     )?;
+    let replaced = req.seen.record().and_then(|r| r.generation);
+    if let Some(why) = req.record_format.cannot_replace(replaced) {
+        return Err(TakeoverError::GenerationExhausted { key, why });
+    }
     check_service(store.as_ref(), &clock, &req, &j, &key).await?;
     let old_fence = old_fence(&req, &j);
     let own_ttl_s = own_ttl_s(&req, old_fence, &key);
@@ -84,7 +89,6 @@ pub async fn takeover_with(
     let stamp = clock.wall();
     let mono = clock.mono();
     // The PUT is conditional on the record seen: its generation is the one replaced.
-    let replaced = req.seen.record().and_then(|r| r.generation);
     let record = LeaseRecord {
         instance_id: holder_id,
         acquired_at: stamp,

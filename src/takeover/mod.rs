@@ -232,6 +232,15 @@ pub enum TakeoverError {
         /// Time left.
         remaining: Duration,
     },
+    /// The record seen carries a generation no greater one can follow
+    /// ([`crate::bucket::RecordFormat::cannot_replace`]): nothing was written.
+    #[error("{key} cannot be taken over: {why}; nothing was written")]
+    GenerationExhausted {
+        /// The key.
+        key: String,
+        /// Why, and what to do (safe to print).
+        why: String,
+    },
     /// The lease changed between the look and the PUT.
     #[error("{key} changed since you looked: {now}. Nothing was written; look again")]
     Changed {

@@ -1079,3 +1079,79 @@ async fn engine_writes_generations_by_the_rule() {
     assert_eq!(acquire("x9", seed).await.record().generation, None);
     assert_eq!(keys().await, four());
 }
+
+/// A stale record whose generation is `u64::MAX` (no greater one exists) is
+/// not taken over: by `takeover` (refused, no intent in the audit log) and by
+/// `bucket hold` (exit 4, CMD not run), each saying why; the record is left
+/// as it was. Taken over, the new holder would have had the replaced
+/// holder's fencing token (`generation 18446744073709551615 → 18446744073709551615`).
+/// `--record-format seed` writes no generation, so it may.
+async fn saturated_generation_is_not_taken_over(kind: Kind) {
+    let p = place(kind, "generation-saturated").await;
+    let t = (Utc::now() - chrono::Duration::seconds(60))
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let body = format!(
+        r#"{{"instance_id":"hand-written","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30,"generation":18446744073709551615}}"#
+    )
+    .into_bytes();
+    p.put(body.clone()).await;
+    let stored = |p: &Place| {
+        let (store, key) = (p.store.clone(), p.key.clone());
+        async move { store.get(&key, None).await.expect("read LEASE").body }
+    };
+
+    let mut t = p.spawn(
+        "takeover-saturated",
+        &[
+            "takeover",
+            &p.url,
+            "--yes",
+            "--reason",
+            "saturated",
+            "--ttl",
+            "3s",
+            "--then",
+            "release",
+            "--audit-log",
+            &p.audit(),
+        ],
+    );
+    t.expect(4, Duration::from_secs(30)).await;
+    let out = t.stdout();
+    assert!(
+        out.contains("refused: ")
+            && out.contains("18446744073709551615, the largest a generation can be")
+            && out.contains("nothing was written"),
+        "{}",
+        t.output()
+    );
+    assert!(!out.contains("taken:"), "{}", t.output());
+    assert_eq!(stored(&p).await, body, "the record is left as it was");
+    let audit = std::fs::read_to_string(p.audit()).unwrap_or_default();
+    assert!(!audit.contains("\"intent\""), "no intent: {audit}");
+
+    let mut h = p.hold("holder-1", &[], "echo ran");
+    h.expect(4, Duration::from_secs(30)).await;
+    let all = h.output();
+    assert!(!h.stdout().contains("ran"), "CMD must not run: {all}");
+    assert!(
+        all.contains("was not taken over: its generation is 18446744073709551615"),
+        "{all}"
+    );
+    assert_eq!(stored(&p).await, body, "the record is left as it was");
+
+    // The seed's format writes no generation: nothing to exhaust.
+    let mut s = p.hold("holder-2", &["--record-format", "seed"], "echo ran");
+    s.expect(0, Duration::from_secs(30)).await;
+    assert!(s.stdout().contains("ran"), "{}", s.output());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn saturated_generation_is_not_taken_over_local() {
+    saturated_generation_is_not_taken_over(Kind::Local).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn saturated_generation_is_not_taken_over_moto() {
+    saturated_generation_is_not_taken_over(Kind::Moto).await
+}
