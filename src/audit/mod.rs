@@ -411,8 +411,11 @@ impl std::fmt::Display for UnreadableLine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "line {} (byte {}) is unreadable, skipped: {} — it starts {:?}",
-            self.line, self.offset, self.error, self.excerpt
+            "line {} (byte {}) is unreadable, skipped: {} — it starts {}",
+            self.line,
+            self.offset,
+            self.error,
+            crate::text::quote_shown(&self.excerpt)
         )
     }
 }

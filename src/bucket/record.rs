@@ -112,8 +112,8 @@ impl LeaseRecord {
                 .map(|t| crate::clock::without_leap_second(t.with_timezone(&Utc)))
                 .map_err(|e| {
                     Malformed(format!(
-                        "{name} {:?} is not an RFC 3339 time: {e}",
-                        crate::text::sanitize(&s)
+                        "{name} {} is not an RFC 3339 time: {e}",
+                        crate::text::quote_shown(&crate::text::sanitize(&s))
                     ))
                 })
         };
@@ -432,6 +432,11 @@ mod tests {
             (
                 br#"{"instance_id":"a","acquired_at":"yesterday","renewed_at":"2026-11-30T07:00:00Z","ttl_s":5}"#,
                 "acquired_at \"yesterday\" is not an RFC 3339",
+            ),
+            // Quoted as the console shows it: escaped once, not twice.
+            (
+                b"{\"instance_id\":\"a\",\"acquired_at\":\"\\u001b[2J\\\"x\",\"renewed_at\":\"2026-11-30T07:00:00Z\",\"ttl_s\":5}",
+                r#"acquired_at "\x1b[2J\"x" is not an RFC 3339"#,
             ),
             (b"{\"instance_id\":\"\xff\"}", "not UTF-8"),
             // A key twice, in either order.

@@ -121,7 +121,11 @@ impl std::fmt::Display for FenceFdError {
         match self {
             FenceFdError::Unset => write!(f, "{FENCE_FD_ENV} is not set: {RUN}"),
             FenceFdError::NotANumber(v) => {
-                write!(f, "{FENCE_FD_ENV} is {v:?}, not a file descriptor number: {RUN}")
+                write!(
+                    f,
+                    "{FENCE_FD_ENV} is {}, not a file descriptor number: {RUN}",
+                    crate::text::quote_shown(v)
+                )
             }
             FenceFdError::NotOpen(fd) => write!(
                 f,

@@ -396,6 +396,13 @@ fn fence_check_outside_bucket_hold_is_a_usage_error_and_follows_a_pipe() {
     for v in ["", "abc", "-1", "3 ", "+3", "99999999999", "\u{1b}[31m"] {
         usage(Some(v), None, &format!("{v:?}"));
     }
+    // A hostile value is quoted as the console shows it, escaped once
+    // (never Rust's Debug form, which would escape the escape again).
+    let (_, err) = fence_check(Some("\u{1b}[31m\"x"), None);
+    assert!(
+        err.contains(r#"LEASECTL_FENCE_FD is "\x1b[31m\"x", not a file descriptor number"#),
+        "{err}"
+    );
     usage(Some("987"), None, "no such descriptor");
     let file = tempfile::tempfile().unwrap();
     let f = file.as_raw_fd();
