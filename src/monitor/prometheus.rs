@@ -64,6 +64,13 @@ pub struct TargetLabels {
     pub target: String,
 }
 
+/// `{path}` of the audit log `serve` follows.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuditLogLabels {
+    /// The audit log's path (escaped).
+    pub path: String,
+}
+
 /// `{target, check}` of a precondition probe result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProbeLabels {
@@ -133,6 +140,7 @@ pub struct Metrics {
     gather_errors: Family<TargetLabels, Counter>,
     verdicts: Family<VerdictLabels, Gauge>,
     pod_scan_ok: Gauge,
+    audit_log_ok: Family<AuditLogLabels, Gauge>,
     requests: Counter,
     request_errors: Counter,
     gathers: Counter,
@@ -172,6 +180,7 @@ impl Metrics {
             gather_errors: Family::default(),
             verdicts: Family::default(),
             pod_scan_ok: Gauge::default(),
+            audit_log_ok: Family::default(),
             requests: Counter::default(),
             request_errors: Counter::default(),
             gathers: Counter::default(),
@@ -255,6 +264,11 @@ impl Metrics {
             "pod_scan_ok",
             "1 when the pod was scanned, 0 when the scan failed or was not asked for",
             m.pod_scan_ok.clone(),
+        );
+        r.register(
+            "audit_log_ok",
+            "1 when the audit log followed to name takeovers was read (or is missing: it names none), 0 when it could not be read: then the how of a holder change is unknown (a takeover is counted as after_expiry or changed_while_fresh)",
+            m.audit_log_ok.clone(),
         );
         r.register(
             "store_requests",
@@ -467,6 +481,19 @@ impl Metrics {
                 });
             }
         }
+    }
+
+    /// Sets `leasectl_audit_log_ok{path}` for the audit log `path` followed
+    /// to name takeovers: 1 when `readable` (read, or missing: it names
+    /// none), 0 when it could not be read. Absent until called (a snapshot
+    /// with no audit log followed, e.g. `-o prometheus`, has none).
+    pub fn set_audit_log(&mut self, path: &std::path::Path, readable: bool) {
+        self.audit_log_ok.clear();
+        self.audit_log_ok
+            .get_or_create(&AuditLogLabels {
+                path: crate::text::sanitize(&path.display().to_string()),
+            })
+            .set(i64::from(readable));
     }
 
     /// The pod scan's gauge and the verdict counts (only when the pod was

@@ -482,3 +482,87 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
     assert_eq!(serve.wait().unwrap().code(), Some(0));
 }
+
+/// `serve --audit-log` on a log that cannot be read (a directory): it keeps
+/// serving, says so once on stderr (not at every refresh), and exports
+/// `leasectl_audit_log_ok 0` — the `how` of the holder changes it counts is
+/// unknown, never shown as if the log had been read; once the path is a
+/// readable log, 1 and a line saying so.
+#[test]
+fn serve_reports_an_unreadable_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    write_lease(&store, "db/", &record("holder-a", 0, 30, Some(7)));
+    let log = dir.path().join("audit.jsonl");
+    std::fs::create_dir(&log).unwrap();
+    let url = file_url(&store);
+    let stderr_path = dir.path().join("serve.stderr");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    common::s3_env(&mut serve);
+    let mut serve = serve
+        .args([
+            "serve",
+            "--no-pod",
+            "--listen",
+            "127.0.0.1:0",
+            "--refresh",
+            "1s",
+        ])
+        .arg("--audit-log")
+        .arg(&log)
+        .arg(&url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let port: u16 = {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            if let Some(p) = s
+                .split("http://127.0.0.1:")
+                .nth(1)
+                .and_then(|r| r.split('/').next())
+                .and_then(|p| p.parse().ok())
+            {
+                break p;
+            }
+            assert!(
+                Instant::now() < end,
+                "serve did not say where it listens: {s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let ok = format!("leasectl_audit_log_ok{{path=\"{}\"}}", log.display());
+    let body = scrape_until(port, "the audit log unreadable", |b| {
+        sample(b, &ok) == Some(0.0)
+    });
+    assert!(
+        body.contains("# TYPE leasectl_audit_log_ok gauge"),
+        "{body}"
+    );
+    // Several refreshes later, still one warning.
+    std::thread::sleep(Duration::from_millis(3500));
+    let err = std::fs::read_to_string(&stderr_path).unwrap();
+    assert_eq!(
+        err.matches("cannot read the audit log").count(),
+        1,
+        "warned once:\n{err}"
+    );
+    assert!(err.contains("leasectl_audit_log_ok 0"), "{err}");
+
+    std::fs::remove_dir(&log).unwrap();
+    std::fs::write(&log, "").unwrap();
+    scrape_until(port, "the audit log read again", |b| {
+        sample(b, &ok) == Some(1.0)
+    });
+    let err = std::fs::read_to_string(&stderr_path).unwrap();
+    assert!(err.contains("can be read again"), "{err}");
+
+    // SAFETY: kill(2) on a child this test started.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert_eq!(serve.wait().unwrap().code(), Some(0));
+}
