@@ -919,7 +919,7 @@ async fn seed_format_writes_exactly_the_four_fields_local() {
 
 /// The engine's writers by the rule, on a local store with a clock the
 /// test sets: create, renewal, stale takeover (conditional and
-/// best-effort), a generation ahead of the clock, saturation, a malformed
+/// best-effort), a generation ahead of the clock, saturation (refused), a malformed
 /// record after its watch, adoptions (with and without a generation), and
 /// the seed's format.
 #[tokio::test(flavor = "multi_thread")]
@@ -1003,11 +1003,35 @@ async fn engine_writes_generations_by_the_rule() {
             .generation,
         Some(ahead + 11)
     );
-    // Saturated: it stays.
-    put(stale("max", Some(u64::MAX))).await;
+    // One below saturation: the last greater one there is.
+    put(stale("max", Some(u64::MAX - 1))).await;
     assert_eq!(
         acquire("x4", leasectl.clone()).await.record().generation,
         Some(u64::MAX)
+    );
+    // Saturated: no greater one exists, so it is not taken over (the new
+    // holder would have had the replaced holder's token); left as it was.
+    put(stale("max", Some(u64::MAX))).await;
+    match BucketLease::acquire_as(
+        store.clone(),
+        c.clone(),
+        "db/",
+        "x4b",
+        leasectl.clone(),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    {
+        Err(leasectl::bucket::LeaseError::GenerationExhausted { why, .. }) => {
+            assert!(why.contains("the largest a generation can be"), "{why}")
+        }
+        Ok(_) => panic!("a saturated record was taken over"),
+        Err(e) => panic!("x4b: {e}"),
+    }
+    let r = stored().await;
+    assert_eq!(
+        (r.instance_id.as_str(), r.generation),
+        ("max", Some(u64::MAX))
     );
     // A malformed record, watched for one TTL: no generation known, the clock's.
     store
