@@ -566,3 +566,43 @@ fn serve_reports_an_unreadable_audit_log() {
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
     assert_eq!(serve.wait().unwrap().code(), Some(0));
 }
+
+/// A fresh record whose generation the rule cannot keep growing from — far
+/// ahead of the clock (as microseconds since 1970), or `u64::MAX` — is noted
+/// where an operator looks: `--json`'s `problem` (exit 3, needs attention),
+/// `check` (WARNING, with the note). A record with a generation the clock
+/// explains has none.
+#[test]
+fn generations_far_ahead_or_saturated_are_noted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let now_us = Utc::now().timestamp_micros() as u64;
+    write_lease(&store, "ok/", &record("holder-o", 0, 30, Some(now_us)));
+    let url = file_url(&store);
+    let (code, _, err) = run(&["--json", "--no-pod", &url]);
+    assert_eq!(code, 0, "{err}");
+
+    for (g, want) in [
+        (
+            now_us + 86_400_000_000 * 400,
+            "ahead of this reader's clock read as microseconds since 1970",
+        ),
+        (u64::MAX, "the largest a generation can be"),
+    ] {
+        write_lease(&store, "ok/", &record("holder-o", 0, 30, Some(g)));
+        let (code, out, err) = run(&["--json", "--no-pod", &url]);
+        assert_eq!(code, 3, "{out}\n{err}");
+        let doc: Value = serde_json::from_str(&out).unwrap();
+        let r = row(&doc, "ok/");
+        assert_eq!(r["state"], "fresh", "{r}");
+        assert_eq!(r["record"]["generation"].as_u64(), Some(g), "{r}");
+        assert!(
+            r["problem"].as_str().is_some_and(|p| p.contains(want)),
+            "{r}"
+        );
+        let (code, out, err) = run(&["check", "--no-pod", &url]);
+        assert_eq!(code, 1, "WARNING:\n{out}\n{err}");
+        assert!(out.starts_with("LEASES WARNING"), "{out}");
+        assert!(out.contains(want), "{out}");
+    }
+}
