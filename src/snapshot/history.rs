@@ -163,6 +163,10 @@ struct Seen {
     holder: Option<String>,
     /// The record's generation.
     generation: Option<u64>,
+    /// The last generation this holder was seen with, kept across reads of
+    /// a record without one: a holder whose record lost its generation
+    /// between two reads and came back under another is a change.
+    known_generation: Option<u64>,
     /// A LEASE object exists.
     present: bool,
     state: LeaseState,
@@ -298,6 +302,7 @@ impl History {
                 let mut cur = Seen {
                     holder: p.record.as_ref().map(|r| r.instance_id.clone()),
                     generation: p.record.as_ref().and_then(|r| r.generation),
+                    known_generation: p.record.as_ref().and_then(|r| r.generation),
                     present: p.state != LeaseState::Absent,
                     state: p.state,
                     expires_at: p
@@ -312,6 +317,7 @@ impl History {
                 let unchanged = match self.prefixes.get(&key).and_then(|h| h.last.as_ref()) {
                     Some(prev) if same_holder(prev, &cur) => {
                         cur.since = prev.since;
+                        cur.known_generation = cur.generation.or(prev.known_generation);
                         true
                     }
                     _ => false,
@@ -346,6 +352,7 @@ impl History {
                     let cur = Seen {
                         holder: None,
                         generation: None,
+                        known_generation: None,
                         present: false,
                         state: LeaseState::Absent,
                         expires_at: None,
@@ -472,10 +479,11 @@ impl History {
 }
 
 /// Whether `cur` has the holder `prev` had: the same instance id (or none),
-/// the LEASE still there (or still not), and no new generation (when both
-/// records carry one: an unknown generation is no evidence of a change).
+/// the LEASE still there (or still not), and no new generation (compared
+/// with the last one this holder was seen with, when the record carries one:
+/// an unknown generation is no evidence of a change).
 fn same_holder(prev: &Seen, cur: &Seen) -> bool {
-    let generation_kept = match (prev.generation, cur.generation) {
+    let generation_kept = match (prev.known_generation, cur.generation) {
         (Some(a), Some(b)) => a == b,
         _ => true,
     };
@@ -918,6 +926,33 @@ mod tests {
         let mut plain = first.clone();
         plain.generation = None;
         assert_eq!(plain.generation_text(), None);
+    }
+
+    /// A record that lost its generation between two reads (same holder)
+    /// and came back under another one is a change of generation, as if the
+    /// read without one had not happened: it hides no re-acquire (nor a
+    /// write over a live lease).
+    #[test]
+    fn a_generation_lost_between_two_reads_hides_no_change() {
+        let mut h = History::new();
+        h.observe(
+            &snap(at(0), vec![row_gen("a", Some(7), "e1", 0)], None),
+            &[],
+        );
+        let none = h.observe_changes(&snap(at(5), vec![row_gen("a", None, "e2", 5)], None), &[]);
+        assert!(none.is_empty(), "{none:?}");
+        let c = h.observe_changes(
+            &snap(at(10), vec![row_gen("a", Some(9), "e3", 10)], None),
+            &[],
+        );
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].1.kind, ChangeKind::Unexpected, "{c:?}");
+        // The generation it came back with is kept: nothing more.
+        let none = h.observe_changes(
+            &snap(at(15), vec![row_gen("a", Some(9), "e4", 15)], None),
+            &[],
+        );
+        assert!(none.is_empty(), "{none:?}");
     }
 
     /// A reader that sees the new record before the takeover's `outcome` is
