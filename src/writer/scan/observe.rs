@@ -95,7 +95,9 @@ pub struct Observed {
 /// As [`super::scan()`].
 pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     let root = &opts.proc_root;
-    let table = ProcTable::read(root)?;
+    // Auto-detection reads every user process's descriptors and environment:
+    // read them up front, side by side.
+    let table = ProcTable::read_with(root, opts.pod_root.is_none())?;
     let user_pids: Vec<u32> = table
         .procs
         .values()
