@@ -57,16 +57,21 @@ def main():
         name, _, line = c.partition("=")
         cmds.append((name, shlex.split(line)))
 
-    started = []
+    started, groups = [], []
     tmp = tempfile.mkdtemp(prefix="leasectl-podbench-")
     try:
         lock = os.path.join(tmp, ".writer.lock")
         open(lock, "w").close()
         env = dict(os.environ, CLOUD_WRITER_LEASE="1")
-        started.append(subprocess.Popen(["flock", lock, "sleep", "900"], env=env))
+        # flock forks the sleeper: each in a process group of its own, so that
+        # stopping the group stops both.
+        flock = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     start_new_session=True)
+        groups = [subprocess.Popen(["flock", lock, "sleep", "900"], **flock)]
         time.sleep(0.2)
         for _ in range(2):
-            started.append(subprocess.Popen(["flock", lock, "sleep", "900"], env=env))
+            groups.append(subprocess.Popen(["flock", lock, "sleep", "900"], **flock))
+        started.extend(groups)
         need = max(0, args.procs - count_procs())
         for i in range(need):
             e = env if i % 10 == 0 else None
@@ -96,6 +101,11 @@ def main():
             print(f"| {name} | {w * 1000:.1f} ms | {min(wall[name]) * 1000:.1f} ms | "
                   f"{c * 1000:.1f} ms | {w / pw:.2f} | {c / pc:.2f} | {codes[name]} |")
     finally:
+        for g in groups:
+            try:
+                os.killpg(g.pid, 9)
+            except ProcessLookupError:
+                pass
         for p in started:
             p.kill()
         for p in started:
