@@ -40,6 +40,10 @@ struct Args {
     /// Requests in flight.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// The tokio runtime: `multi` (as leasectl runs, one worker per core) or
+    /// `current` (one thread), to tell what the thread hand-offs cost.
+    #[arg(long, default_value = "multi")]
+    runtime: String,
 }
 
 fn cpu_seconds() -> f64 {
@@ -75,9 +79,19 @@ async fn measure(
     (cpu / n as f64 * 1e6, wall / n as f64 * 1e6)
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args = Args::parse();
+    let rt = match args.runtime.as_str() {
+        "current" => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    }
+    .enable_all()
+    .build()
+    .expect("a runtime");
+    rt.block_on(run(args));
+}
+
+async fn run(args: Args) {
     let opts = S3Options {
         endpoint_url: Some(args.endpoint_url.clone()),
         path_style: true,
@@ -122,8 +136,8 @@ async fn main() {
     .await;
     let (c404, w404) = measure(&store, &absent, args.requests, args.concurrency, not_found).await;
     println!(
-        "{{\"requests\":{},\"concurrency\":{},\"cpu_us_per_304\":{c304:.1},\"wall_us_per_304\":{w304:.1},\
+        "{{\"runtime\":\"{}\",\"requests\":{},\"concurrency\":{},\"cpu_us_per_304\":{c304:.1},\"wall_us_per_304\":{w304:.1},\
          \"cpu_us_per_404\":{c404:.1},\"wall_us_per_404\":{w404:.1}}}",
-        args.requests, args.concurrency
+        args.runtime, args.requests, args.concurrency
     );
 }
