@@ -122,49 +122,17 @@ impl ProcTable {
         // Threads only pay off with enough to read: ~30 µs to start one
         // against ~25 µs of reads per process.
         let threads = if prefetch && pids.len() >= THREADS_FROM {
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+            reading_threads()
         } else {
             1
         };
-        let read_share = |k: usize| -> Vec<ReadProc> {
-            let mut bufs = ScanBufs::new();
-            let out = pids
-                .iter()
-                .skip(k)
-                .step_by(threads)
-                .filter_map(|&pid| read_one(root, pid, prefetch, &mut bufs))
-                .collect();
-            bufs.wipe();
-            out
-        };
-        let shares: Vec<Vec<ReadProc>> = if threads > 1 {
-            std::thread::scope(|s| {
-                let read_share = &read_share;
-                let others: Vec<_> = (1..threads)
-                    .map(|k| {
-                        std::thread::Builder::new()
-                            .name("pod-scan".into())
-                            .spawn_scoped(s, move || read_share(k))
-                            .map_err(|_| k)
-                    })
-                    .collect();
-                let mut shares = vec![read_share(0)];
-                for h in others {
-                    // A thread that could not start, or panicked: its share here.
-                    shares.push(match h {
-                        Ok(h) => h.join().unwrap_or_else(|_| Vec::new()),
-                        Err(k) => read_share(k),
-                    });
-                }
-                shares
-            })
-        } else {
-            vec![read_share(0)]
-        };
+        let shares = in_shares(&pids, threads, &|&pid, bufs| {
+            read_one(root, pid, prefetch, bufs)
+        });
         let mut procs = BTreeMap::new();
         let mut env_cache = BTreeMap::new();
         let mut fd_cache = BTreeMap::new();
-        for r in shares.into_iter().flatten() {
+        for r in shares {
             if let Some(f) = r.fds {
                 fd_cache.insert(r.proc.pid, std::rc::Rc::new(f));
             }
@@ -179,6 +147,45 @@ impl ProcTable {
             env_cache: std::cell::RefCell::new(env_cache),
             fd_cache: std::cell::RefCell::new(fd_cache),
         })
+    }
+
+    /// Reads, side by side, the descriptors of the processes `fds` and the
+    /// environments of `env` that are not cached yet, into the caches that
+    /// [`ProcTable::fds`] and [`ProcTable::env`] answer from. Kernel threads
+    /// and pids not in the table are left to those (they read nothing), and
+    /// so is everything when there is too little to read for threads.
+    pub(super) fn prefetch(&self, fds: &[u32], env: &[u32]) {
+        let mut want: BTreeMap<u32, (bool, bool)> = BTreeMap::new();
+        let user = |pid: &u32| self.procs.get(pid).is_some_and(|p| !p.kthread);
+        for pid in fds.iter().filter(|p| user(p)) {
+            if !self.fd_cache.borrow().contains_key(pid) {
+                want.entry(*pid).or_default().0 = true;
+            }
+        }
+        for pid in env.iter().filter(|p| user(p)) {
+            if !self.env_cache.borrow().contains_key(pid) {
+                want.entry(*pid).or_default().1 = true;
+            }
+        }
+        if want.len() < THREADS_FROM {
+            return;
+        }
+        let want: Vec<(u32, bool, bool)> = want.into_iter().map(|(p, (f, e))| (p, f, e)).collect();
+        let (root, procs) = (&self.root, &self.procs);
+        let got = in_shares(&want, reading_threads(), &|&(pid, f, e), bufs| {
+            let dir = &procs.get(&pid)?.dir;
+            let fds = f.then(|| lock_fds(root, pid, bufs));
+            let env = e.then(|| read_lease_env(dir, &mut bufs.env));
+            Some((pid, fds, env))
+        });
+        for (pid, fds, env) in got {
+            if let Some(f) = fds {
+                self.fd_cache.borrow_mut().insert(pid, std::rc::Rc::new(f));
+            }
+            if let Some(e) = env {
+                self.env_cache.borrow_mut().insert(pid, e);
+            }
+        }
     }
 
     /// The two lease variables of a process's initial environment (cached).
@@ -313,6 +320,58 @@ fn parse_stat(buf: &[u8]) -> Option<Stat> {
         comm,
         flags: f.get(6)?.parse().ok()?,
         starttime: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// How many threads read `/proc` side by side: one per core, at most 4.
+fn reading_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// `f` over `items` with `threads` threads (this one included), each taking
+/// every `threads`-th item with buffers of its own (wiped when it is done);
+/// the results of the items `f` kept, in no particular order. A thread that
+/// cannot be started leaves its share to this one.
+fn in_shares<I: Sync, T: Send>(
+    items: &[I],
+    threads: usize,
+    f: &(dyn Fn(&I, &mut ScanBufs) -> Option<T> + Sync),
+) -> Vec<T> {
+    let share = |k: usize| -> Vec<T> {
+        let mut bufs = ScanBufs::new();
+        let out = items
+            .iter()
+            .skip(k)
+            .step_by(threads)
+            .filter_map(|i| f(i, &mut bufs))
+            .collect();
+        bufs.wipe();
+        out
+    };
+    if threads <= 1 {
+        return share(0);
+    }
+    std::thread::scope(|s| {
+        let share = &share;
+        let others: Vec<_> = (1..threads)
+            .map(|k| {
+                let h = std::thread::Builder::new()
+                    .name("pod-scan".into())
+                    .spawn_scoped(s, move || share(k));
+                (k, h)
+            })
+            .collect();
+        let mut out = share(0);
+        for (k, h) in others {
+            // A thread that could not start, or whose share panicked: the
+            // share is read again here (a panic then surfaces here, as it
+            // would have without threads).
+            match h.map_err(drop).and_then(|h| h.join().map_err(drop)) {
+                Ok(v) => out.extend(v),
+                Err(()) => out.extend(share(k)),
+            }
+        }
+        out
     })
 }
 
@@ -748,9 +807,8 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        // Enough processes for the prefetch to use its threads.
-        let have = std::fs::read_dir("/proc").unwrap().count();
-        let mut fillers: Vec<_> = (have..THREADS_FROM + 10)
+        // Enough user processes for the prefetch to use its threads.
+        let mut fillers: Vec<_> = (0..THREADS_FROM)
             .map(|_| {
                 std::process::Command::new("sleep")
                     .arg("30")
@@ -770,6 +828,26 @@ mod tests {
         };
         let pre = ProcTable::read_with(Path::new("/proc"), true).unwrap();
         let (lazy_env, a) = (lazy.env(pid), lazy.fds(pid));
+        // And a table prefetched after the fact, as with --pod-root.
+        let late = ProcTable::read(Path::new("/proc")).unwrap();
+        let late_users: Vec<u32> = late
+            .procs
+            .values()
+            .filter(|p| !p.kthread)
+            .map(|p| p.pid)
+            .collect();
+        late.prefetch(&late_users, &late_users);
+        for u in &late_users {
+            assert!(
+                late.fd_cache.borrow().contains_key(u),
+                "pid {u} not prefetched"
+            );
+            assert!(
+                late.env_cache.borrow().contains_key(u),
+                "pid {u} not prefetched"
+            );
+        }
+        let (late_env, late_fds) = (late.env(pid), late.fds(pid));
         for c in fillers.iter_mut().chain([&mut child]) {
             c.kill().unwrap();
             c.wait().unwrap();
@@ -801,6 +879,15 @@ mod tests {
             }
         );
         assert_eq!(lazy_env, pre.env(pid));
+        assert_eq!(lazy_env, late_env);
+        assert_eq!(
+            late_fds
+                .fds
+                .iter()
+                .map(|f| (f.dev, f.ino))
+                .collect::<Vec<_>>(),
+            a.fds.iter().map(|f| (f.dev, f.ino)).collect::<Vec<_>>()
+        );
         let b = pre.fds(pid);
         assert_eq!(b.fds.len(), 1, "{b:?}");
         assert_eq!(b.fds[0].target, std::fs::canonicalize(&lock).unwrap());
