@@ -72,13 +72,15 @@ pub async fn run(
     let clock = crate::clock::SystemClock::shared();
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
+    let audit_requested = args.audit.audit_log.is_some();
     let audit_path = args
         .audit
         .audit_log
         .clone()
         .or_else(|| crate::audit::AuditLog::default_path().ok());
+    let audit = (audit_path, audit_requested);
     if matches!(output, Output::Json) {
-        return Some(json(open, &opts, &extras, &clock, audit_path).await);
+        return Some(json(open, &opts, &extras, &clock, audit).await);
     }
     if open.is_empty() && args.pod.no_pod {
         return Some(crate::app::nothing_to_report(
@@ -97,12 +99,12 @@ pub async fn run(
             interval,
             heartbeat: o.heartbeat.max(Duration::from_secs(1)),
         };
-        return Some(stream::watch(g, clock, extras, watch, audit_path).await);
+        return Some(stream::watch(g, clock, extras, watch, audit).await);
     };
     let mut g = Gatherer::new(open, opts, 1);
     let mut snap = crate::monitor::gather(&mut g, &clock, &extras).await;
     if format == OutputFormat::Ndjson {
-        add_last_takeovers(&mut snap, audit_path).await;
+        add_last_takeovers(&mut snap, audit).await;
     }
     let text = match format {
         OutputFormat::Prometheus => {
@@ -139,12 +141,13 @@ pub async fn run(
     })
 }
 
-/// Reads the audit log at `path` (on a blocking thread) and sets each row's
-/// `last_takeover` and the document's `audit_log`; a log that cannot be read
-/// is said on stderr (and makes the exit code 1).
+/// Reads the audit log `(path, requested)` (on a blocking thread) and sets
+/// each row's `last_takeover` and the document's `audit_log`; a log that
+/// cannot be read is said on stderr (and makes the exit code 1 when
+/// `--audit-log` named it: `requested`).
 async fn add_last_takeovers(
     snap: &mut crate::snapshot::Snapshot,
-    path: Option<std::path::PathBuf>,
+    (path, requested): (Option<std::path::PathBuf>, bool),
 ) {
     let read =
         tokio::task::spawn_blocking(move || crate::snapshot::takeovers::read_log(path.as_deref()))
@@ -156,14 +159,24 @@ async fn add_last_takeovers(
             crate::snapshot::AuditLogReport {
                 path: None,
                 error: Some(format!("reading the audit log failed: {e}")),
+                requested,
                 unreadable_lines: 0,
             },
         ),
     };
+    let report = crate::snapshot::AuditLogReport {
+        requested,
+        ..report
+    };
     if let Some(e) = &report.error {
         eprintln!(
-            "leasectl: {}; the last takeover of each prefix is unknown",
-            crate::text::sanitize_message(e)
+            "leasectl: {}; the last takeover of each prefix is unknown{}",
+            crate::text::sanitize_message(e),
+            if requested {
+                ""
+            } else {
+                " (the default log; name one with --audit-log to make this an error)"
+            }
         );
     }
     index.attach(snap);
@@ -177,11 +190,11 @@ async fn json(
     opts: &crate::snapshot::GatherOptions,
     extras: &GatherExtras,
     clock: &crate::clock::SharedClock,
-    audit_path: Option<std::path::PathBuf>,
+    audit: (Option<std::path::PathBuf>, bool),
 ) -> Exit {
     let mut snap = crate::snapshot::gather(&open, opts, clock).await;
     crate::monitor::add_extras(&mut snap, extras).await;
-    add_last_takeovers(&mut snap, audit_path).await;
+    add_last_takeovers(&mut snap, audit).await;
     if let Some(e) = &snap.pod_error {
         eprintln!("leasectl: {}", crate::text::sanitize(e));
     }

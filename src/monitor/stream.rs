@@ -399,15 +399,16 @@ const AUDIT_KEEP: usize = 200;
 
 /// Streams changes until a signal ([`Exit::Ok`]) or a closed stdout
 /// ([`Exit::ClosedPipe`], 141); another write error is [`Exit::Failed`].
-/// `audit_path`: leasectl's audit log, followed to set each row's
-/// `last_takeover` and to name takeovers in `holder_change` lines (None:
-/// none is named).
+/// `(audit_path, requested)`: leasectl's audit log, followed to set each
+/// row's `last_takeover` and to name takeovers in `holder_change` lines
+/// (None: none is named), and whether `--audit-log` named it (only then does
+/// an unreadable log make the exit code 1).
 pub async fn watch(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: GatherExtras,
     opts: WatchOptions,
-    audit_path: Option<std::path::PathBuf>,
+    (audit_path, audit_requested): (Option<std::path::PathBuf>, bool),
 ) -> Exit {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
@@ -450,7 +451,10 @@ pub async fn watch(
             None => FollowedLog::new(audit_path.clone(), AUDIT_KEEP),
         };
         followed.index().attach(&mut snap);
-        snap.audit_log = Some(followed.report().clone());
+        snap.audit_log = Some(AuditLogReport {
+            requested: audit_requested,
+            ..followed.report().clone()
+        });
         let mut lines = watcher.changes(&snap, extras.pod.is_some());
         for ((target, prefix), c) in history.observe_changes(&snap, &followed.entries()) {
             lines.push(holder_change_line(&target, &prefix, &c));

@@ -241,7 +241,8 @@ pub struct Snapshot {
     pub pod_error: Option<String>,
     /// The audit log read for the rows' `last_takeover` (`--json`, NDJSON,
     /// `--watch`); absent from the document when none was read (the console,
-    /// `serve`). One that could not be read makes the exit code 1.
+    /// `serve`). One asked for by `--audit-log` that could not be read makes
+    /// the exit code 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_log: Option<super::takeovers::AuditLogReport>,
 }
@@ -268,7 +269,10 @@ impl Snapshot {
         if self.targets.iter().any(|t| {
             t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
         }) || self.pod_error.is_some()
-            || self.audit_log.as_ref().is_some_and(|a| a.error.is_some())
+            || self
+                .audit_log
+                .as_ref()
+                .is_some_and(|a| a.error.is_some() && a.requested)
             || (self.pod.incomplete() && self.pod_in_question())
         {
             Exit::Failed

@@ -70,8 +70,14 @@ pub struct AuditLogReport {
     pub path: Option<String>,
     /// Why the log could not be read (null when it was, or does not exist:
     /// a missing log records no takeover). When set, every `last_takeover`
-    /// is unknown, not "none", and the exit code is 1.
+    /// is unknown, not "none"; the exit code is 1 when the log was asked
+    /// for ([`AuditLogReport::requested`]).
     pub error: Option<String>,
+    /// Whether the log was named by `--audit-log` (true) or is the default
+    /// location (false). Only a log asked for decides the exit code: one
+    /// nobody named that cannot be read (a HOME the user cannot read) is a
+    /// note, as the issue-22 rule for what nobody asked about says.
+    pub requested: bool,
     /// Lines of the log that are not entries (each is named on stderr).
     pub unreadable_lines: usize,
 }
@@ -170,6 +176,7 @@ pub fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditLogRepor
     let mut report = AuditLogReport {
         path: path.map(|p| p.display().to_string()),
         error: None,
+        requested: false,
         unreadable_lines: 0,
     };
     let Some(path) = path else {
@@ -213,6 +220,7 @@ impl FollowedLog {
             report: AuditLogReport {
                 path: path.as_ref().map(|p| p.display().to_string()),
                 error: None,
+                requested: false,
                 unreadable_lines: 0,
             },
             tail: path.map(|p| crate::audit::AuditTail::new(p, keep)),

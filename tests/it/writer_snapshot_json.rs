@@ -84,17 +84,18 @@ fn racing_siblings_give_a_verdict_and_exit_3() {
     cmd.args(["-c", &format!("{one} & {one} & wait")])
         .stderr(Stdio::null());
     let root = Guard::spawn(cmd);
+    // The siblings are the shell's children; the holder's own child (`sleep`,
+    // which inherits the lock) must not stand in for the second sibling
+    // before that one has opened the lock file (seen under load).
+    let sibling =
+        |p: &leasectl::writer::scan::ProcessInfo| p.ppid == root.pid && p.lock != LockState::None;
     let snap = scan_until(root.pid, dir.path(), |s| {
-        s.processes
-            .iter()
-            .filter(|p| p.lock != LockState::None)
-            .count()
-            == 2
+        s.processes.iter().filter(|p| sibling(p)).count() == 2
     });
     let mut siblings: Vec<u32> = snap
         .processes
         .iter()
-        .filter(|p| p.lock != LockState::None)
+        .filter(|p| sibling(p))
         .map(|p| p.pid)
         .collect();
     siblings.sort_unstable();
