@@ -33,6 +33,8 @@ pub struct Gathered {
     /// Set on a report of a gather still running: (LEASEs read, prefixes
     /// known, listing complete).
     pub progress: Option<(usize, usize, bool)>,
+    /// When the oldest reading of any row was taken (reader's clock).
+    pub oldest_reading: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Gathered {
@@ -52,6 +54,7 @@ impl Gathered {
         // classified against them (a takeover names its audit entry).
         let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
         v.push(Action::Counters(self.counters));
+        v.push(Action::OldestReading(self.oldest_reading));
         v.push(match self.snapshot {
             Some(s) => Action::Snapshot(Box::new(s)),
             None => Action::Unchanged(self.at),
@@ -147,6 +150,7 @@ async fn gather_once(
             counters: counters.counts(),
             audit: None,
             progress: Some((p.read, p.known, p.listed)),
+            oldest_reading: None,
         });
     };
     // A new snapshot only when something changed, or the pod was scanned.
@@ -182,6 +186,7 @@ async fn gather_once(
         counters: counters.counts(),
         audit,
         progress: None,
+        oldest_reading: gatherer.oldest_reading(),
     }
 }
 

@@ -228,6 +228,9 @@ pub struct App {
     pub get_price: f64,
     /// A gather still running: (LEASEs read, prefixes known, listing complete).
     pub loading: Option<(usize, usize, bool)>,
+    /// When the oldest reading of any row was taken (reader's clock): the
+    /// status bar shows its age, what the request budget costs in freshness.
+    pub oldest_reading: Option<DateTime<Utc>>,
     /// The last message for the operator (and whether it is an error),
     /// already safe for the terminal: every name in it escaped exactly once
     /// (with [`sanitize`]) where the message is made, so it is drawn as is.
@@ -297,6 +300,7 @@ impl App {
             counters: VecDeque::new(),
             get_price: DEFAULT_GET_PRICE,
             loading: None,
+            oldest_reading: None,
             message: None,
             outbox: Vec::new(),
             size: (80, 24),
@@ -753,6 +757,7 @@ impl App {
                 }
             }
             Action::Audit(entries) => self.audit = entries,
+            Action::OldestReading(at) => self.oldest_reading = at,
             Action::PodScanFailed(e) if self.pod_status != PodStatus::Off => {
                 self.pod_status = PodStatus::Failed(e);
             }
