@@ -190,3 +190,140 @@ impl Plan {
         e.due <= mono || self.focus.contains(prefix)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// A reading taken at monotonic `read`, due at `due`.
+    fn entry(read: u64, due: u64, near_expiry: bool) -> Entry {
+        Entry {
+            result: Ok(Observed::Absent),
+            read_at: DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(read as i64),
+            read_mono: at(read),
+            due: at(due),
+            near_expiry,
+        }
+    }
+
+    fn focus(p: &[&str]) -> HashSet<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Issue 27: under a budget the reads go, in this order, to rows in
+    /// view, fresh leases at their expiry (earliest first), rows never read,
+    /// then the rest due, oldest reading first; nothing not due is read.
+    #[test]
+    fn the_budget_goes_to_the_most_pressing_reads_first() {
+        let e = [
+            ("due-old/", entry(10, 90, false)),
+            ("due-older/", entry(5, 95, false)),
+            ("not-due/", entry(50, 200, false)),
+            ("expiring-late/", entry(60, 99, true)),
+            ("expiring-soon/", entry(70, 98, true)),
+            ("expiry-not-yet/", entry(70, 150, true)),
+            ("shown/", entry(95, 200, false)),
+        ];
+        let rows: Vec<(&str, Option<&Entry>)> = e
+            .iter()
+            .map(|(p, e)| (*p, Some(e)))
+            .chain([("new/", None)])
+            .collect();
+        let f = focus(&["shown/"]);
+        let all = pick(rows.clone(), &f, at(100), usize::MAX);
+        let names: Vec<&str> = all.iter().map(|(p, _)| *p).collect();
+        assert_eq!(
+            names,
+            [
+                "shown/",
+                "expiring-soon/",
+                "expiring-late/",
+                "new/",
+                "due-older/",
+                "due-old/"
+            ]
+        );
+        assert_eq!(
+            all.iter().map(|(_, w)| *w).collect::<Vec<_>>(),
+            [
+                Priority::InView,
+                Priority::NearExpiry,
+                Priority::NearExpiry,
+                Priority::New,
+                Priority::Due,
+                Priority::Due
+            ]
+        );
+        // A budget of 3 keeps the three most pressing, in order.
+        let three: Vec<&str> = pick(rows.clone(), &f, at(100), 3)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(three, ["shown/", "expiring-soon/", "expiring-late/"]);
+        // No budget left: nothing, not even the rows in view.
+        assert!(pick(rows, &f, at(100), 0).is_empty());
+    }
+
+    /// Round robin: a row read because it was the oldest is, once read, the
+    /// newest, so the next gathers move on to the others.
+    #[test]
+    fn due_rows_are_read_round_robin() {
+        let mut e: BTreeMap<String, Entry> = (0..6)
+            .map(|i| (format!("p{i}/"), entry(i, i, false)))
+            .collect();
+        let known: Vec<String> = e.keys().cloned().collect();
+        let mut order = Vec::new();
+        for now in 10..13u64 {
+            let picked: Vec<String> = pick(rows_of(&known, &e), &HashSet::new(), at(now), 2)
+                .into_iter()
+                .map(|(p, _)| p.to_owned())
+                .collect();
+            for p in &picked {
+                // Read now: due again in 100 s.
+                e.insert(p.clone(), entry(now, now + 100, false));
+            }
+            order.extend(picked);
+        }
+        assert_eq!(order, ["p0/", "p1/", "p2/", "p3/", "p4/", "p5/"]);
+    }
+
+    /// A fresh lease's next read is at its expiry (flagged as such); a
+    /// long lease's is the periodic check, not flagged; a stale one's at the
+    /// relist cadence.
+    #[test]
+    fn next_due_flags_reads_at_expiry() {
+        let s = Schedule {
+            refresh: at(5),
+            relist: at(30),
+            budget: Some(600),
+        };
+        let now: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().unwrap();
+        let obs = |ttl: u64, age: i64| {
+            let body = format!(
+                r#"{{"instance_id":"h","acquired_at":"{}","renewed_at":"{}","ttl_s":{ttl}}}"#,
+                (now - chrono::Duration::seconds(age)).to_rfc3339(),
+                (now - chrono::Duration::seconds(age)).to_rfc3339(),
+            );
+            let record = crate::bucket::LeaseRecord::parse(body.as_bytes(), body.len() as u64)
+                .map_err(|e| (e.to_string(), body.clone()));
+            Ok(Observed::Present {
+                record,
+                etag: Some("e".into()),
+                last_modified: None,
+            })
+        };
+        let (due, near) = s.next_due(&obs(30, 0), now, at(1000));
+        assert!(near);
+        assert_eq!(due, at(1000 + 30 - 6));
+        let (due, near) = s.next_due(&obs(3600, 0), now, at(1000));
+        assert!(!near);
+        assert_eq!(due, at(1000) + Schedule::MAX_FRESH_WAIT);
+        let (due, near) = s.next_due(&obs(30, 100), now, at(1000));
+        assert!(!near);
+        assert!(due >= at(1000 + 22) && due <= at(1000 + 38), "{due:?}");
+    }
+}
