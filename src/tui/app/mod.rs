@@ -758,6 +758,13 @@ impl App {
             }
             Action::Audit(entries) => self.audit = entries,
             Action::OldestReading(at) => self.oldest_reading = at,
+            Action::Pod(pod) => {
+                // A new pod scan while the leases stood: only the pod changes.
+                self.take_pod_rows(&pod);
+                if let Some(s) = &mut self.snapshot {
+                    s.pod = *pod;
+                }
+            }
             Action::PodScanFailed(e) if self.pod_status != PodStatus::Off => {
                 self.pod_status = PodStatus::Failed(e);
             }
@@ -802,18 +809,15 @@ impl App {
         }
     }
 
-    fn apply_snapshot(&mut self, mut s: Snapshot) {
-        s.rejudge(self.now.max(s.generated_at));
-        self.last_refresh = Some(s.generated_at);
-        self.now = self.now.max(s.generated_at);
-        // Keep the selected process selected across refreshes.
+    /// The pod's rows from a new scan, the selected process kept selected.
+    fn take_pod_rows(&mut self, pod: &crate::writer::scan::PodSnapshot) {
         let keep = self.selected_process().map(|p| p.pid);
-        self.pod_rows = tree_order(&s.pod.processes);
+        self.pod_rows = tree_order(&pod.processes);
         if let Some(pid) = keep {
             if let Some(i) = self
                 .pod_rows
                 .iter()
-                .position(|r| s.pod.processes[r.index].pid == pid)
+                .position(|r| pod.processes[r.index].pid == pid)
             {
                 self.pod_selected = i;
             }
@@ -821,6 +825,13 @@ impl App {
         if self.pod_status != PodStatus::Off {
             self.pod_status = PodStatus::Scanning;
         }
+    }
+
+    fn apply_snapshot(&mut self, mut s: Snapshot) {
+        s.rejudge(self.now.max(s.generated_at));
+        self.last_refresh = Some(s.generated_at);
+        self.now = self.now.max(s.generated_at);
+        self.take_pod_rows(&s.pod);
         // Track how long each key's ETag has been seen unchanged.
         let mut seen = HashMap::new();
         for t in &s.targets {
