@@ -46,7 +46,9 @@ pub fn parse_rate(s: &str) -> Result<u32, String> {
         None => (t, 1),
         Some((n, "min" | "m")) => (n, 1),
         Some((n, "s" | "sec")) => (n, 60),
-        Some(_) => return Err("expected requests per minute: N, N/min or N/s (e.g. 1200/min)".into()),
+        Some(_) => {
+            return Err("expected requests per minute: N, N/min or N/s (e.g. 1200/min)".into())
+        }
     };
     match n.trim().replace('_', "").replace(',', "").parse::<u64>() {
         Ok(v) if v >= 1 && v * per <= u64::from(MAX_REQUESTS_LIMIT) => Ok((v * per) as u32),

@@ -33,6 +33,10 @@ pub const DEFAULT_CONCURRENCY: u16 = 128;
 /// 10,000 prefixes this keeps a read-only console under 1 % of a core).
 pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
 
+/// How far (seconds) a service's clock offset must move since the last
+/// snapshot to make a new one: the `Date` header's resolution.
+const OFFSET_NEWS_S: f64 = 1.0;
+
 /// How to gather.
 #[derive(Debug, Clone)]
 pub struct GatherOptions {
@@ -99,8 +103,17 @@ pub struct Progress {
 /// Where progress reports go (at most one every [`PROGRESS_EVERY`]).
 pub type ProgressSink<'a> = &'a (dyn Fn(Progress) + Sync);
 
-/// Time between two progress reports of one gather.
+/// Time between two progress reports of one gather (while fewer than
+/// [`PROGRESS_ROWS_PER_STEP`] rows are read; twice as long up to twice that,
+/// and so on).
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Rows read per step of the growing time between two progress reports.
+pub const PROGRESS_ROWS_PER_STEP: usize = 2500;
+
+/// Rows read when the first progress report goes, without waiting for
+/// [`PROGRESS_EVERY`]: a screenful.
+const FIRST_REPORT_ROWS: usize = 64;
 
 /// Reads the LEASE of `prefix`, conditionally on the cached ETag when there is
 /// one: a `304 Not Modified` reuses the cached observation.
@@ -382,6 +395,7 @@ impl Reads<'_> {
         let mut inflight = FuturesUnordered::new();
         let mut successes = 0usize;
         let mut last_progress = std::time::Instant::now();
+        let mut reported = false;
         let read = |p: String, tries: u32| {
             let cached = cached.get(&p).and_then(|e| e.result.as_ref().ok());
             async move {
@@ -416,7 +430,16 @@ impl Reads<'_> {
                     let Some((p, tries, r)) = done else { continue };
                     self.done(p, tries, r, &mut queue, &mut successes);
                     if let Some(report) = progress {
-                        if last_progress.elapsed() >= PROGRESS_EVERY {
+                        // The first screenful at once; then every
+                            // PROGRESS_EVERY, spaced out as rows pile up (each
+                            // report holds every row read so far: evenly
+                            // spaced, their cost would grow with the square
+                            // of the rows).
+                            let n = self.results.len();
+                            let every = PROGRESS_EVERY * (1 + (n / PROGRESS_ROWS_PER_STEP) as u32);
+                            let first_screen = !reported && n >= FIRST_REPORT_ROWS;
+                            if first_screen || last_progress.elapsed() >= every {
+                            reported = true;
                             last_progress = std::time::Instant::now();
                             self.report(report, listed);
                         }
@@ -630,8 +653,8 @@ pub struct Gatherer {
     count: u32,
     schedule: Option<Schedule>,
     focus: Arc<Focus>,
-    /// Each service's clock offset at the last gather, in tenths of a second.
-    offsets: Vec<Option<i64>>,
+    /// Each service's clock offset (seconds) in the last snapshot returned.
+    offsets: Vec<Option<f64>>,
     /// No snapshot returned yet.
     first: bool,
     /// Requests the budget allows now (may be negative: a listing overdrew
@@ -848,14 +871,10 @@ impl Gatherer {
                 .zip(self.caches.iter_mut())
                 .enumerate()
                 .map(|(index, (t, cache))| {
-                    let picked_order = picks
-                        .as_mut()
-                        .map(|p| std::mem::take(&mut p[index]));
+                    let picked_order = picks.as_mut().map(|p| std::mem::take(&mut p[index]));
                     let plan = Plan {
                         schedule: self.schedule,
-                        picked: picked_order
-                            .as_ref()
-                            .map(|v| v.iter().cloned().collect()),
+                        picked: picked_order.as_ref().map(|v| v.iter().cloned().collect()),
                         picked_order: picked_order.unwrap_or_default(),
                         focus: focus[index].clone(),
                         index,
@@ -883,20 +902,27 @@ impl Gatherer {
             self.tokens = 0.0;
             self.tokens_at = Some(clock.mono());
         }
-        let offsets: Vec<Option<i64>> = self
+        // Each answer's `Date` (whole seconds) gives a new estimate, which
+        // wanders within a second of the true offset: only a move of more
+        // than that since the last snapshot is news (at 0.1 s, nearly every
+        // refresh on S3 rebuilt every row).
+        let offsets: Vec<Option<f64>> = self
             .targets
             .iter()
-            .map(|t| {
-                t.store
-                    .server_offset()
-                    .map(|o| (o.against(clock.as_ref()) * 10.0).round() as i64)
-            })
+            .map(|t| t.store.server_offset().map(|o| o.against(clock.as_ref())))
             .collect();
-        let offsets_moved = offsets != self.offsets;
-        self.offsets = offsets;
+        let offsets_moved = offsets.len() != self.offsets.len()
+            || offsets
+                .iter()
+                .zip(&self.offsets)
+                .any(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => (a - b).abs() > OFFSET_NEWS_S,
+                    (a, b) => a.is_some() != b.is_some(),
+                });
         if !(force || self.first || offsets_moved || changed.iter().any(|(c, _)| *c)) {
             return None;
         }
+        self.offsets = offsets;
         self.first = false;
         let reports = self
             .targets

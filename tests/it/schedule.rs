@@ -381,7 +381,11 @@ async fn a_budget_bounds_the_requests_and_spends_them_by_priority() {
         s.gets.lock().unwrap().values().sum::<usize>() + *s.lists.lock().unwrap()
     };
     let after_first = total(&store);
-    assert_eq!(after_first, 301 + 1 + 1, "every LEASE, the root's, one listing");
+    assert_eq!(
+        after_first,
+        301 + 1 + 1,
+        "every LEASE, the root's, one listing"
+    );
     let first_reads = store.gets.lock().unwrap().clone();
 
     // Four minutes of refreshes.
@@ -410,7 +414,9 @@ async fn a_budget_bounds_the_requests_and_spends_them_by_priority() {
     // And it was spent once the stale rows came due (22–38 s after their
     // first read): reads by need, the budget only caps them.
     assert!(
-        per_minute[1..].iter().all(|n| *n >= per_min as usize * 3 / 4),
+        per_minute[1..]
+            .iter()
+            .all(|n| *n >= per_min as usize * 3 / 4),
         "{per_minute:?}"
     );
     let gets = store.gets.lock().unwrap().clone();
@@ -430,6 +436,12 @@ async fn a_budget_bounds_the_requests_and_spends_them_by_priority() {
         .map(|i| n(&format!("s{i:03}")) - first_reads[&format!("s{i:03}/LEASE")])
         .collect();
     let (lo, hi) = (again.iter().min().unwrap(), again.iter().max().unwrap());
-    assert!(hi - lo <= 1, "reads per stale row since the first gather: {lo}..={hi}");
-    assert!(*lo >= 1, "every stale row was read again within four minutes");
+    assert!(
+        hi - lo <= 1,
+        "reads per stale row since the first gather: {lo}..={hi}"
+    );
+    assert!(
+        *lo >= 1,
+        "every stale row was read again within four minutes"
+    );
 }

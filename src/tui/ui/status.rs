@@ -125,7 +125,11 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
 
 /// Adds the part "oldest reading AGE" (forms: long, short, none) when a
 /// reading is known; returns its index.
-fn oldest_part(app: &App, parts: &mut Vec<Vec<Vec<Span<'static>>>>, after_rates: bool) -> Option<usize> {
+fn oldest_part(
+    app: &App,
+    parts: &mut Vec<Vec<Vec<Span<'static>>>>,
+    after_rates: bool,
+) -> Option<usize> {
     let at = app.oldest_reading?;
     let age = (app.now - at).num_milliseconds().max(0) as f64 / 1000.0;
     let late = age > 2.0 * (app.refresh * app.relist_every.max(1)).as_secs_f64();
