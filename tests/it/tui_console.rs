@@ -918,27 +918,53 @@ async fn the_status_bar_shows_the_oldest_reading() {
         lists: 1,
     }));
     // Nothing read yet: no such part.
-    let status = |a: &App, w: u16| screen(a, w, 24).lines().last().unwrap().trim_end().to_owned();
+    let status = |a: &App, w: u16| {
+        screen(a, w, 24)
+            .lines()
+            .last()
+            .unwrap()
+            .trim_end()
+            .to_owned()
+    };
     assert!(!status(&a, 200).contains("oldest"), "{}", status(&a, 200));
     a.update(Action::OldestReading(Some(at(0))));
     let text = screen(&a, 200, 24);
     insta::assert_snapshot!("status_bar_oldest_reading", text);
-    assert!(status(&a, 200).ends_with("│ oldest reading 10.0s"), "{}", status(&a, 200));
+    assert!(
+        status(&a, 200).ends_with("│ oldest reading 10.0s"),
+        "{}",
+        status(&a, 200)
+    );
     // It ages with the clock between refreshes.
     a.update(Action::Tick(at(50)));
-    assert!(status(&a, 200).ends_with("│ oldest reading 50.0s"), "{}", status(&a, 200));
+    assert!(
+        status(&a, 200).ends_with("│ oldest reading 50.0s"),
+        "{}",
+        status(&a, 200)
+    );
     // Older than two listing cadences (2 × 30 s): yellow.
     let yellow = |a: &App| {
         let mut t = Terminal::new(TestBackend::new(200, 24)).unwrap();
         t.draw(|f| render(a, f)).unwrap();
         let buf = t.backend().buffer().clone();
-        let line: String = (0..200u16).map(|x| buf[(x, 23)].symbol().to_owned()).collect();
-        let x = line.find("oldest").map(|b| line[..b].chars().count()).expect("the part");
+        let line: String = (0..200u16)
+            .map(|x| buf[(x, 23)].symbol().to_owned())
+            .collect();
+        let x = line
+            .find("oldest")
+            .map(|b| line[..b].chars().count())
+            .expect("the part");
         buf[(x as u16, 23)].fg == ratatui::style::Color::Yellow
     };
     assert!(!yellow(&a));
-    a.update(Action::Tick(Utc.with_ymd_and_hms(2026, 11, 30, 12, 1, 1).unwrap()));
-    assert!(status(&a, 200).ends_with("│ oldest reading 1m01s"), "{}", status(&a, 200));
+    a.update(Action::Tick(
+        Utc.with_ymd_and_hms(2026, 11, 30, 12, 1, 1).unwrap(),
+    ));
+    assert!(
+        status(&a, 200).ends_with("│ oldest reading 1m01s"),
+        "{}",
+        status(&a, 200)
+    );
     assert!(yellow(&a));
     let mut lines = String::new();
     for width in [200u16, 130, 100, 80, 60] {

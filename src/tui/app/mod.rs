@@ -832,19 +832,30 @@ impl App {
         self.last_refresh = Some(s.generated_at);
         self.now = self.now.max(s.generated_at);
         self.take_pod_rows(&s.pod);
-        // Track how long each key's ETag has been seen unchanged.
-        let mut seen = HashMap::new();
+        // Track how long each key's ETag has been seen unchanged (in place:
+        // at 10,000 rows, rebuilding the map copied every key at each snapshot).
+        let mut rows = 0;
         for t in &s.targets {
             for p in &t.prefixes {
-                let etag = p.etag.clone();
-                let since = match self.first_seen.get(&p.key) {
-                    Some((e, since)) if *e == etag => *since,
-                    _ => s.generated_at,
-                };
-                seen.insert(p.key.clone(), (etag, since));
+                rows += 1;
+                match self.first_seen.get_mut(&p.key) {
+                    Some((e, _)) if *e == p.etag => {}
+                    Some(seen) => *seen = (p.etag.clone(), s.generated_at),
+                    None => {
+                        self.first_seen
+                            .insert(p.key.clone(), (p.etag.clone(), s.generated_at));
+                    }
+                }
             }
         }
-        self.first_seen = seen;
+        if self.first_seen.len() > rows {
+            let keys: std::collections::HashSet<&str> = s
+                .targets
+                .iter()
+                .flat_map(|t| t.prefixes.iter().map(|p| p.key.as_str()))
+                .collect();
+            self.first_seen.retain(|k, _| keys.contains(k.as_str()));
+        }
         self.history.observe(&s, &self.audit);
         // Keep the selected prefix selected.
         let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());
