@@ -50,7 +50,7 @@ pub fn parse_rate(s: &str) -> Result<u32, String> {
             return Err("expected requests per minute: N, N/min or N/s (e.g. 1200/min)".into())
         }
     };
-    match n.trim().replace('_', "").replace(',', "").parse::<u64>() {
+    match n.trim().replace(['_', ','], "").parse::<u64>() {
         Ok(v) if v >= 1 && v * per <= u64::from(MAX_REQUESTS_LIMIT) => Ok((v * per) as u32),
         Ok(_) => Err(format!(
             "expected 1 to {MAX_REQUESTS_LIMIT} requests per minute"

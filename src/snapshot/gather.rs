@@ -287,6 +287,9 @@ fn cache_failure(cache: &mut TargetCache, error: String) -> bool {
     changed
 }
 
+/// A listing's prefixes and what it could not discover.
+type Listed = (Vec<String>, Vec<PrefixError>);
+
 /// Keeps in `cache` what one gather found: the new listing if there was one
 /// (`listed`: the prefixes, what it could not discover, and the rows
 /// `known`; `None`: the cached one stands), and each LEASE read with when it
@@ -295,7 +298,7 @@ fn cache_failure(cache: &mut TargetCache, error: String) -> bool {
 fn cache_reads(
     cache: &mut TargetCache,
     plan: &Plan,
-    listed: Option<((Vec<String>, Vec<PrefixError>), Vec<String>)>,
+    listed: Option<(Listed, Vec<String>)>,
     results: Vec<Read>,
 ) -> bool {
     let mut changed = cache.error.take().is_some();
