@@ -286,4 +286,17 @@ mod tests {
         assert!(parse_states("fresh").is_err());
         assert!(parse_states("bogus").unwrap_err().contains("unknown state"));
     }
+
+    /// `--max-requests`: per minute, `N/min` the same, `N/s` times 60; zero,
+    /// a fraction, another unit and more than the limit are refused.
+    #[test]
+    fn request_budgets_parse_per_minute() {
+        assert_eq!(parse_rate("1200"), Ok(1200));
+        assert_eq!(parse_rate("6000/min"), Ok(6000));
+        assert_eq!(parse_rate("6,000/min"), Ok(6000));
+        assert_eq!(parse_rate("20/s"), Ok(1200));
+        for bad in ["0", "0/s", "1.5", "10/h", "", "-5", "1000001", "20000/s"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }
