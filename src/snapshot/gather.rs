@@ -34,7 +34,8 @@ pub const DEFAULT_CONCURRENCY: u16 = 128;
 pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
 
 /// How far (seconds) a service's clock offset must move since the last
-/// snapshot to make a new one: the `Date` header's resolution.
+/// snapshot, beyond the two estimates' errors (half the round trip each),
+/// to make a new one: the `Date` header's resolution.
 const OFFSET_NEWS_S: f64 = 1.0;
 
 /// How to gather.
@@ -656,8 +657,9 @@ pub struct Gatherer {
     count: u32,
     schedule: Option<Schedule>,
     focus: Arc<Focus>,
-    /// Each service's clock offset (seconds) in the last snapshot returned.
-    offsets: Vec<Option<f64>>,
+    /// Each service's clock offset and its error (seconds) in the last
+    /// snapshot returned.
+    offsets: Vec<Option<(f64, f64)>>,
     /// No snapshot returned yet.
     first: bool,
     /// Requests the budget allows now (may be negative: a listing overdrew
@@ -906,20 +908,24 @@ impl Gatherer {
             self.tokens_at = Some(clock.mono());
         }
         // Each answer's `Date` (whole seconds) gives a new estimate, which
-        // wanders within a second of the true offset: only a move of more
+        // wanders within a second (plus its error) of the true offset: only a move of more
         // than that since the last snapshot is news (at 0.1 s, nearly every
         // refresh on S3 rebuilt every row).
-        let offsets: Vec<Option<f64>> = self
+        let offsets: Vec<Option<(f64, f64)>> = self
             .targets
             .iter()
-            .map(|t| t.store.server_offset().map(|o| o.against(clock.as_ref())))
+            .map(|t| {
+                t.store
+                    .server_offset()
+                    .map(|o| (o.against(clock.as_ref()), o.error_s))
+            })
             .collect();
         let offsets_moved = offsets.len() != self.offsets.len()
             || offsets
                 .iter()
                 .zip(&self.offsets)
                 .any(|(a, b)| match (a, b) {
-                    (Some(a), Some(b)) => (a - b).abs() > OFFSET_NEWS_S,
+                    (Some((a, ea)), Some((b, eb))) => (a - b).abs() > OFFSET_NEWS_S + ea + eb,
                     (a, b) => a.is_some() != b.is_some(),
                 });
         if !(force || self.first || offsets_moved || changed.iter().any(|(c, _)| *c)) {
