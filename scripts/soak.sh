@@ -2,8 +2,9 @@
 # The fence soak: RUNS (default 200) `leasectl bucket hold` runs on one prefix,
 # two slots taking turns, random faults on the holder (503, hanging renewals,
 # dropped answers, SIGSTOP 0-15 s, wall clock stepped by ±2 TTL), then an
-# independent overlap check of what their commands wrote
-# (scripts/soak_check.py). Takes about 4 s per run. Output: $LEASECTL_SOAK_DIR
+# independent check of what their commands wrote (scripts/soak_check.py): no
+# two runs' writes overlap, and no write stamped with an older
+# LEASECTL_GENERATION follows one stamped with a newer one. Takes about 4 s per run. Output: $LEASECTL_SOAK_DIR
 # (default /tmp/leasectl-soak): writes.log, runs.txt, one stderr file per run.
 #   scripts/soak.sh [RUNS]
 set -euo pipefail

@@ -17,6 +17,7 @@
 //! refresh = "5s"     # the console's refresh
 //! ttl = "30s"        # the default --ttl of takeovers (console and `leasectl takeover`)
 //! depth = 2
+//! record_format = "seed"  # the LEASE records written: leasectl (default) or seed
 //! ```
 //!
 //! `leasectl -c prod` applies a context; `leasectl` with no TARGET (and no
@@ -79,6 +80,10 @@ pub struct ContextFile {
     /// Discovery depth under each TARGET.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
+    /// The fields of the LEASE records written (`leasectl` or `seed`) by
+    /// `bucket hold`, `takeover` and the console's takeovers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_format: Option<String>,
 }
 
 /// A validated context.
@@ -102,6 +107,8 @@ pub struct Context {
     pub ttl: Option<Duration>,
     /// Discovery depth.
     pub depth: Option<u32>,
+    /// The fields of the LEASE records written.
+    pub record_format: Option<crate::bucket::RecordFormat>,
 }
 
 /// A validated config file.
@@ -294,6 +301,12 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
             Some(s) => Some(crate::cli::parse_ttl(s).map_err(|why| invalid("ttl", why))?),
             None => None,
         };
+        let record_format = match &c.record_format {
+            Some(s) => Some(
+                crate::cli::parse_record_format(s).map_err(|why| invalid("record_format", why))?,
+            ),
+            None => None,
+        };
         contexts.insert(
             name.clone(),
             Context {
@@ -306,6 +319,7 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
                 refresh,
                 ttl,
                 depth: c.depth,
+                record_format,
             },
         );
     }
@@ -362,6 +376,7 @@ impl Config {
                             refresh: c.refresh.map(|d| humantime::format_duration(d).to_string()),
                             ttl: c.ttl.map(|d| humantime::format_duration(d).to_string()),
                             depth: c.depth,
+                            record_format: c.record_format.map(|f| f.as_str().to_owned()),
                         },
                     )
                 })
@@ -421,8 +436,9 @@ pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, Config
 
 /// What the applied context sets for the command that runs, each part only
 /// when the command line did not give it (flags win). Each command reads the
-/// parts it has: the console its TARGETs, refresh, depth and TTL; `check`
-/// and `serve` their TARGETs and depth; `takeover` its TTL.
+/// parts it has: the console its TARGETs, refresh, depth, TTL and record
+/// format; `check` and `serve` their TARGETs and depth; `takeover` its TTL
+/// and record format; `bucket hold` its record format.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Applied {
     /// The context's name (None: no context applied).
@@ -435,9 +451,20 @@ pub struct Applied {
     pub depth: Option<u32>,
     /// The TTL of takeovers, unless `--ttl` was given.
     pub ttl: Option<Duration>,
+    /// The record format of the leases written, unless `--record-format` was given.
+    pub record_format: Option<crate::bucket::RecordFormat>,
 }
 
 impl Applied {
+    /// The record format to write: the context's unless `--record-format`
+    /// was given (then `flag`, which is also the default).
+    pub fn record_format_or(
+        &self,
+        flag: crate::bucket::RecordFormat,
+    ) -> crate::bucket::RecordFormat {
+        self.record_format.unwrap_or(flag)
+    }
+
     /// `given` when it names a TARGET, else the context's TARGETs.
     pub fn targets_or(&self, given: &[String]) -> Vec<String> {
         if given.is_empty() {
@@ -465,8 +492,12 @@ pub fn apply(
     let Some(ctx) = select(cli.context.as_deref(), bare)? else {
         return Ok(Applied::default());
     };
-    // The arguments of the command that runs (the top level for the console).
-    let m = matches.subcommand().map_or(matches, |(_, m)| m);
+    // The arguments of the command that runs (the top level for the console;
+    // the leaf of a nested one such as `bucket hold`).
+    let mut m = matches;
+    while let Some((_, sub)) = m.subcommand() {
+        m = sub;
+    }
     let given = |id: &str| {
         m.ids().any(|i| i.as_str() == id) && m.value_source(id) == Some(ValueSource::CommandLine)
     };
@@ -487,6 +518,7 @@ pub fn apply(
         refresh: ctx.refresh.filter(|_| !given("refresh")),
         depth: ctx.depth.filter(|_| !given("depth")),
         ttl: ctx.ttl.filter(|_| !given("ttl")),
+        record_format: ctx.record_format.filter(|_| !given("record_format")),
     })
 }
 
@@ -511,6 +543,7 @@ path_style = true
 refresh = "2s"
 ttl = "1m"
 depth = 2
+record_format = "seed"
 "#,
         )
         .unwrap();
@@ -518,8 +551,10 @@ depth = 2
         assert_eq!(prod.targets.len(), 2);
         assert_eq!(prod.refresh, Some(Duration::from_secs(2)));
         assert_eq!(prod.ttl, Some(Duration::from_secs(60)));
+        assert_eq!(prod.record_format, Some(crate::bucket::RecordFormat::Seed));
         let view = c.to_toml();
         assert!(view.contains("ttl = \"1m\""), "{view}");
+        assert!(view.contains("record_format = \"seed\""), "{view}");
         assert!(view.contains("default_context = \"prod\""), "{view}");
         // The normalised view parses back to the same config.
         assert_eq!(parse(p(), &view).unwrap(), c);
@@ -553,6 +588,12 @@ depth = 2
         let e = parse(p(), "[contexts.prod]\nttl = \"2h\"\n").unwrap_err();
         assert!(
             e.to_string().contains("context `prod`, ttl: a TTL must be"),
+            "{e}"
+        );
+        let e = parse(p(), "[contexts.prod]\nrecord_format = \"json\"\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("context `prod`, record_format: unknown record format `json`"),
             "{e}"
         );
         let e = parse(p(), "[contexts.prod]\ntargets = [\"ftp://x/\"]\n").unwrap_err();

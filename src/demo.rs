@@ -370,6 +370,7 @@ async fn put_static_records(store: &Arc<dyn ObjectStore>) -> Result<(), DemoErro
         LeaseConfig {
             ttl_s: 30,
             exclusion: Exclusion::Conditional,
+            ..LeaseConfig::default()
         },
         &mut LeaseWatch::new(),
     )
@@ -448,6 +449,7 @@ impl Demo {
         let config = |exclusion| LeaseConfig {
             ttl_s: DEMO_TTL_S,
             exclusion,
+            ..LeaseConfig::default()
         };
         let specs = [
             HolderSpec {
@@ -580,6 +582,8 @@ impl Demo {
 /// to die comes (then it stops renewing and never releases: a crash), or the
 /// lease is lost (someone took it over).
 async fn keep(lease: BucketLease, spec: HolderSpec, cancel: CancellationToken) {
+    // Made once per holder: its size does not matter.
+    #[allow(clippy::large_enum_variant)]
     enum End {
         Quit,
         Die,
@@ -640,6 +644,7 @@ async fn contend(
     let config = LeaseConfig {
         ttl_s: DEMO_TTL_S,
         exclusion: spec.exclusion,
+        ..LeaseConfig::default()
     };
     let lease = loop {
         let wait = match BucketLease::acquire_as(

@@ -129,6 +129,15 @@ pub fn sanitize_message(s: &str) -> String {
     escape(s, false)
 }
 
+/// `shown` — text already escaped by [`sanitize`] (or [`sanitize_cut`]) —
+/// between double quotes, for a message that quotes a value from outside:
+/// `"` inside is written `\"`, nothing else is touched. Unlike `{:?}`
+/// (Rust's `Debug`), it never escapes the escapes again: a value holding ESC
+/// reads `"\x1b[31m"`, as the console shows it, not `"\\x1b[31m"`.
+pub fn quote_shown(shown: &str) -> String {
+    format!("\"{}\"", shown.replace('"', "\\\""))
+}
+
 /// [`sanitize`] (`double_backslash`) or [`sanitize_message`].
 fn escape(s: &str, double_backslash: bool) -> String {
     let mut any = false;

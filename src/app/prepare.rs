@@ -72,15 +72,22 @@ fn plugin_unknown(why: &str) -> Exit {
 /// The [`Exit`] of a usage error (said on stderr).
 pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
     let command = matches.subcommand_name();
+    // `bucket fence-check` only reads a descriptor it inherited: it neither
+    // writes nor judges a lease.
+    let fence_check = matches
+        .subcommand_matches("bucket")
+        .and_then(|m| m.subcommand_name())
+        == Some("fence-check");
     // The context (-c NAME, or the default one for a bare `leasectl`): flags win.
     // Its parts from the file are escaped already (ConfigError).
     let applied = crate::config::apply(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
     // MUSHROOMDB_BACKUP_LEASE_CONDITIONAL, for the commands that use it only
     // (`--conditional` wins): `writer exec` must start whatever it holds.
-    let uses_conditional = matches!(
-        command,
-        None | Some("check" | "serve" | "bucket" | "takeover")
-    );
+    let uses_conditional = !fence_check
+        && matches!(
+            command,
+            None | Some("check" | "serve" | "bucket" | "takeover")
+        );
     if uses_conditional && cli.s3.conditional.is_none() {
         cli.s3.conditional = crate::cli::conditional_from_env(
             std::env::var_os(crate::cli::CONDITIONAL_ENV).as_deref(),
@@ -94,7 +101,7 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
     check_environment(cli)?;
     // Watch mode promises that nothing writes: a writing command cannot run in it.
     let writes = match command {
-        Some("bucket") => Some("bucket hold"),
+        Some("bucket") if !fence_check => Some("bucket hold"),
         Some("writer") => Some("writer exec"),
         Some(c @ ("probe" | "takeover" | "demo")) => Some(c),
         _ => None,

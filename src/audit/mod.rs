@@ -65,16 +65,49 @@ pub struct AuditTarget {
     pub url: String,
 }
 
-/// Where a lease object is, however the TARGET that reached it was spelled.
-#[derive(Debug, PartialEq)]
-enum LeaseLocation {
+/// Where a lease object is, however the TARGET that reached it was spelled:
+/// what [`AuditTarget::is_lease`] compares, and a key to index entries by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LeaseLocation {
     /// A local store: the LEASE file's path.
     Local(PathBuf),
     /// An S3 bucket and the object's full key.
     S3(String, String),
 }
 
+impl LeaseLocation {
+    /// The lease at `key` as read through the TARGET `target_url` (its
+    /// bucket, for S3: `bucket` when given, else the URL's); `None` when
+    /// `target_url` is no TARGET.
+    pub fn of_row(target_url: &str, bucket: Option<&str>, key: &str) -> Option<Self> {
+        use crate::target::Target;
+        match target_url.parse::<Target>() {
+            Ok(Target::Local { dir }) => Some(Self::Local(dir.join(key))),
+            Ok(Target::S3 { bucket: b, .. }) => {
+                Some(Self::S3(bucket.map_or(b, str::to_owned), key.to_owned()))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
 impl AuditTarget {
+    /// The lease this entry is about; `None` when its URL is no TARGET.
+    /// The entry's URL names the prefix; its key is relative to the store it
+    /// opened (the prefix directory itself for the command line's local
+    /// takeover, the TARGET's directory for the console's).
+    pub fn location(&self) -> Option<LeaseLocation> {
+        use crate::target::Target;
+        match self.url.parse::<Target>() {
+            Ok(Target::Local { dir }) => Some(LeaseLocation::Local(dir.join("LEASE"))),
+            Ok(Target::S3 { bucket: b, .. }) => Some(LeaseLocation::S3(
+                self.bucket.clone().unwrap_or(b),
+                self.key.clone(),
+            )),
+            Err(_) => None,
+        }
+    }
+
     /// Whether this entry is about the lease at `key` as read through the
     /// TARGET `target_url` (its bucket, for S3): the same store and key,
     /// however either TARGET was spelled — a takeover of `file:///d/s1/`
@@ -82,27 +115,10 @@ impl AuditTarget {
     /// of `s3://b/p/s1/` about `p/s1/LEASE` of bucket `b` through `s3://b/`.
     /// Entries whose URL is no TARGET are matched by key and bucket.
     pub fn is_lease(&self, target_url: &str, bucket: Option<&str>, key: &str) -> bool {
-        use crate::target::Target;
-        let row = match target_url.parse::<Target>() {
-            Ok(Target::Local { dir }) => Some(LeaseLocation::Local(dir.join(key))),
-            Ok(Target::S3 { bucket: b, .. }) => Some(LeaseLocation::S3(
-                bucket.map_or(b, str::to_owned),
-                key.to_owned(),
-            )),
-            Err(_) => None,
-        };
-        // The entry's URL names the prefix; its key is relative to the store
-        // it opened (the prefix directory itself for the command line's local
-        // takeover, the TARGET's directory for the console's).
-        let entry = match self.url.parse::<Target>() {
-            Ok(Target::Local { dir }) => Some(LeaseLocation::Local(dir.join("LEASE"))),
-            Ok(Target::S3 { bucket: b, .. }) => Some(LeaseLocation::S3(
-                self.bucket.clone().unwrap_or(b),
-                self.key.clone(),
-            )),
-            Err(_) => None,
-        };
-        match (row, entry) {
+        match (
+            LeaseLocation::of_row(target_url, bucket, key),
+            self.location(),
+        ) {
             (Some(r), Some(e)) => r == e,
             _ => self.key == key && self.bucket.as_deref() == bucket,
         }
@@ -395,8 +411,11 @@ impl std::fmt::Display for UnreadableLine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "line {} (byte {}) is unreadable, skipped: {} — it starts {:?}",
-            self.line, self.offset, self.error, self.excerpt
+            "line {} (byte {}) is unreadable, skipped: {} — it starts {}",
+            self.line,
+            self.offset,
+            self.error,
+            crate::text::quote_shown(&self.excerpt)
         )
     }
 }
@@ -494,6 +513,18 @@ impl AuditTail {
     /// read failed: the entries already read are kept, and the next poll
     /// tries again). A missing file is no error: nothing new.
     pub fn poll(&mut self) -> Result<Vec<UnreadableLine>, AuditError> {
+        self.poll_with(&mut |_| {})
+    }
+
+    /// [`AuditTail::poll`], also passing each entry read (oldest first) to
+    /// `on_entry`, even those beyond the `keep` newest (`--watch` indexes
+    /// every takeover it reads).
+    ///
+    /// Errors: as [`AuditTail::poll`].
+    pub fn poll_with(
+        &mut self,
+        on_entry: &mut dyn FnMut(&AuditEntry),
+    ) -> Result<Vec<UnreadableLine>, AuditError> {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::{FileExt, MetadataExt};
         let err = |source| AuditError::Read {
@@ -566,6 +597,7 @@ impl AuditTail {
             from + start as u64,
             self.line,
             &mut |e| {
+                on_entry(&e);
                 entries.push_back(e);
                 if entries.len() > keep {
                     entries.pop_front();

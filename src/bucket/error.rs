@@ -22,8 +22,8 @@ pub enum LeaseError {
     HeldByOther {
         /// The lease key.
         key: String,
-        /// The holder's record.
-        record: LeaseRecord,
+        /// The holder's record (boxed: it keeps every `Result<_, LeaseError>` small).
+        record: Box<LeaseRecord>,
         /// Its ETag.
         etag: String,
         /// Seconds since it was renewed, by our clock.
@@ -48,8 +48,8 @@ pub enum LeaseError {
     Lost {
         /// The lease key.
         key: String,
-        /// Who holds it now, if anyone.
-        by: Option<LeaseRecord>,
+        /// Who holds it now, if anyone (boxed, as above).
+        by: Option<Box<LeaseRecord>>,
     },
     /// The service accepted a write whose precondition should have been refused.
     #[error("{service} ignores {header}: it cannot give exclusion, so the lease was not taken ({changed}). \
@@ -135,6 +135,16 @@ pub enum LeaseError {
         limit_s: f64,
         /// The TTL of the record judged.
         ttl_s: u64,
+    },
+    /// The record to take over carries a generation no greater one can follow
+    /// ([`super::RecordFormat::cannot_replace`]): taking it would hand the new
+    /// holder the replaced holder's fencing token.
+    #[error("{key} was not taken over: {why}")]
+    GenerationExhausted {
+        /// The lease key.
+        key: String,
+        /// Why, and what to do (safe to print).
+        why: String,
     },
     /// Concurrent writers kept the key changing; gave up after several re-reads.
     #[error("{key} kept changing under concurrent writes; try again")]

@@ -266,7 +266,9 @@ impl FenceCell {
 
     /// A renewal that began at `deadline.renewed_*` succeeded. Extends the
     /// fence unless it has closed meanwhile (then it stays closed: a renewal
-    /// landing late never reopens it). Returns whether the fence is open.
+    /// landing late never reopens it). Returns whether the fence is still
+    /// alive: open, or waiting to open (a forced takeover's lease renews while
+    /// the replaced holder's fence closes); false once closed.
     pub fn renewed(&self, mut deadline: FenceDeadline) -> bool {
         let mut g = self.lock();
         if g.closed.is_some() {
@@ -280,7 +282,7 @@ impl FenceCell {
         deadline.not_before_mono = deadline.not_before_mono.or(g.deadline.not_before_mono);
         g.deadline = deadline;
         drop(g);
-        self.check().is_open()
+        !matches!(self.check(), FenceStatus::Closed(_))
     }
 
     /// Closes the fence for good (no-op when already closed). Hooks run here,
@@ -317,8 +319,9 @@ impl FenceCell {
     }
 
     /// Runs `hook` once when the fence closes (at once if it already has,
-    /// unless it was [`FenceClosed::Stopped`]). Hooks run on the watchdog
-    /// thread or the closing task's thread: keep them short and non-blocking.
+    /// unless it was [`FenceClosed::Stopped`]: then it is dropped unrun).
+    /// Hooks run in the order they were added, on the watchdog thread or the
+    /// closing task's thread: keep them short and non-blocking.
     pub fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
         let mut g = self.lock();
         match g.closed {
@@ -447,6 +450,28 @@ mod tests {
         c.advance(Duration::from_secs(4));
         assert!(cell.check().is_open());
         assert!(*cell.subscribe().borrow());
+    }
+
+    #[test]
+    fn a_renewal_while_waiting_keeps_the_fence_alive() {
+        // A forced takeover's lease renews (every TTL/3) before the replaced
+        // holder's fence has closed: the renewal must count, and the fence
+        // open later, not be taken for a closed one (the keep-alive stopped
+        // renewing on it, and a held lease expired a TTL later).
+        let c = ManualClock::new(t0());
+        let clock: SharedClock = Arc::new(c.clone());
+        let ttl = Duration::from_secs(30);
+        let mut d = FenceDeadline::new(c.mono(), c.wall(), ttl);
+        d.not_before_mono = Some(c.mono() + Duration::from_secs(25));
+        let cell = FenceCell::new(clock, d);
+        c.advance(Duration::from_secs(10));
+        assert!(cell.renewed(FenceDeadline::new(c.mono(), c.wall(), ttl)));
+        assert!(matches!(cell.check(), FenceStatus::Waiting(_)));
+        c.advance(Duration::from_secs(10));
+        assert!(cell.renewed(FenceDeadline::new(c.mono(), c.wall(), ttl)));
+        c.advance(Duration::from_secs(6));
+        // Past the first deadline (10 s + 20 s) only because renewed: open.
+        assert!(matches!(cell.check(), FenceStatus::Open(_)));
     }
 
     #[test]

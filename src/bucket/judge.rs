@@ -12,6 +12,13 @@
 //! back, or the record was written by hand): an operator must see it, but a
 //! live holder whose clock stepped back is still live.
 //!
+//! A generation the rule cannot keep growing from is noted the same way:
+//! `u64::MAX` (no greater one exists: the record is not taken over), or one
+//! more than [`GENERATION_AHEAD_S`] ahead of the reader's clock read as
+//! microseconds since 1970 (hand-written, another tool's numbering, or a
+//! holder clock far ahead: a lease created after its release gets a smaller
+//! one).
+//!
 //! Suspect and malformed records block nothing forever: a contender takes them
 //! over after watching the same ETag unchanged for one of its own TTLs.
 
@@ -20,6 +27,12 @@ use serde::{Deserialize, Serialize};
 
 use super::record::{LeaseRecord, MAX_SANE_TTL_S};
 use crate::store::GetOutput;
+
+/// How far a generation may run ahead of the reader's clock (read as
+/// microseconds since 1970) before it is noted: one hour
+/// ([`MAX_SANE_TTL_S`]), far beyond what clocks that pass leasectl's offset
+/// check and `replaced + 1` steps can add.
+pub const GENERATION_AHEAD_S: u64 = MAX_SANE_TTL_S;
 
 /// The judgement of one LEASE object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -229,6 +242,12 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
     } else {
         j.state = LeaseState::Stale;
     }
+    if let Some(note) = generation_note(r.generation, now) {
+        j.problem = Some(match j.problem.take() {
+            Some(p) => format!("{p}; {note}"),
+            None => note,
+        });
+    }
     if r.renewed_at < r.acquired_at {
         let note = format!(
             "renewed_at is {} before acquired_at (the holder's clock went back, or the record was written by hand)",
@@ -240,6 +259,25 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
         });
     }
     j
+}
+
+/// What is wrong with `generation` judged at `now` (module docs), if anything.
+fn generation_note(generation: Option<u64>, now: DateTime<Utc>) -> Option<String> {
+    let g = generation?;
+    if g == u64::MAX {
+        return Some(format!(
+            "generation is {g}, the largest a generation can be: it cannot be taken over (no greater one can be written)"
+        ));
+    }
+    let clock_us = i128::from(now.timestamp_micros());
+    let ahead_s = (i128::from(g) - clock_us) / 1_000_000;
+    (ahead_s > i128::from(GENERATION_AHEAD_S)).then(|| {
+        format!(
+            "generation {g} is {} ahead of this reader's clock read as microseconds since 1970 \
+             (hand-written, another tool's numbering, or a holder clock far ahead): a lease created after its release gets a smaller one",
+            crate::bucket::format_secs(ahead_s as f64)
+        )
+    })
 }
 
 #[cfg(test)]
@@ -331,6 +369,33 @@ mod tests {
         let j = judge(&o, now());
         assert_eq!(j.state, LeaseState::Stale);
         assert!(j.problem.unwrap().contains("before acquired_at"));
+    }
+
+    #[test]
+    fn generations_that_cannot_keep_growing_are_noted() {
+        let with = |g: Option<u64>| {
+            let mut o = obs("2026-11-30T11:59:50Z", 30);
+            if let Observed::Present { record: Ok(r), .. } = &mut o {
+                r.generation = g;
+            }
+            judge(&o, now())
+        };
+        let us = now().timestamp_micros() as u64;
+        for g in [None, Some(0), Some(us), Some(us + 3_600_000_000)] {
+            assert_eq!(with(g).problem, None, "{g:?}");
+        }
+        let j = with(Some(us + 3_601_000_000));
+        assert_eq!(j.state, LeaseState::Fresh);
+        let p = j.problem.unwrap();
+        assert!(p.contains("is 1h00m ahead of this reader's clock"), "{p}");
+        let j = with(Some(9_999_999_999_999_999_999));
+        assert!(j.problem.unwrap().contains("ahead of this reader's clock"));
+        let j = with(Some(u64::MAX));
+        assert_eq!(j.state, LeaseState::Fresh);
+        assert!(j
+            .problem
+            .unwrap()
+            .contains("18446744073709551615, the largest a generation can be"));
     }
 
     #[test]

@@ -89,7 +89,9 @@ impl KeepAlive {
 
     /// Runs `hook` once when the fence closes, on the watchdog thread or the
     /// thread that closed it, without waiting for the async runtime: for
-    /// stopping writers (signals), never for I/O. Not run after [`KeepAlive::stop`].
+    /// stopping writers (signals, the fence fd), never for I/O. Not run after
+    /// [`KeepAlive::stop`] (or a drop): then it is dropped unrun, which
+    /// releases what it owns (`bucket hold`'s fence fd closes that way too).
     pub fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
         self.cell.on_close(hook)
     }

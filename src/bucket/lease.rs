@@ -12,6 +12,11 @@
 //! - **Renew** is a PUT with `If-Match` on the ETag we hold. A refused renewal
 //!   re-reads: our own record (an earlier renewal landed) is adopted; anything
 //!   else means the lease is lost.
+//! - **Generation** (the fencing token, [`super::record::next_generation`]): a
+//!   renewal keeps the record's; taking a record over (stale, suspect,
+//!   malformed) writes `max(replaced + 1, now in µs)`, creating on an absent
+//!   key `now in µs`; adopting a record naming our id keeps its generation.
+//!   [`RecordFormat::Seed`] writes none.
 //! - **Fence**: [`BucketLease::may_write`] is true only until two thirds of a
 //!   TTL after the last successful renewal, on both the monotonic and the wall
 //!   clock. A contender may take over only after a full TTL, so a holder that
@@ -32,7 +37,7 @@ use super::error::LeaseError;
 use super::fence::{FenceDeadline, FenceStatus};
 use super::judge::{judge, LeaseState, Observed};
 use super::probe;
-use super::record::{lease_key, LeaseRecord};
+use super::record::{lease_key, LeaseRecord, RecordFormat};
 use super::watch::LeaseWatch;
 use crate::clock::{Clock, SharedClock};
 use crate::store::{DeleteSupport, EtagForm, ObjectRead, ObjectStore, PutCondition, StoreError};
@@ -55,6 +60,8 @@ pub struct LeaseConfig {
     pub ttl_s: u64,
     /// The exclusion mode asked for.
     pub exclusion: Exclusion,
+    /// The fields written: with `generation` (the default) or the seed's four.
+    pub record_format: RecordFormat,
 }
 
 impl Exclusion {
@@ -72,6 +79,7 @@ impl Default for LeaseConfig {
         Self {
             ttl_s: super::record::DEFAULT_TTL_S,
             exclusion: Exclusion::Conditional,
+            record_format: RecordFormat::Leasectl,
         }
     }
 }
@@ -144,8 +152,10 @@ impl std::fmt::Debug for BucketLease {
     }
 }
 
+/// The write an acquire makes: its precondition, the record's `acquired_at`
+/// and its generation.
 enum Step {
-    Write(PutCondition, DateTime<Utc>),
+    Write(PutCondition, DateTime<Utc>, Option<u64>),
 }
 
 /// The ambiguous answers (409, 5xx) an acquire or renewal met in its rounds.
@@ -396,14 +406,14 @@ impl BucketLease {
                 &observed,
                 now,
             )?;
-            let Step::Write(cond, acquired_at) =
+            let Step::Write(cond, acquired_at, generation) =
                 decide(&key, &observed, instance_id, now, mono, &config, watch)?;
             let record = LeaseRecord {
                 instance_id: instance_id.to_owned(),
                 acquired_at,
                 renewed_at: now,
                 ttl_s: config.ttl_s,
-                generation: None,
+                generation,
             };
             let cond = match config.exclusion {
                 Exclusion::Conditional => cond,
@@ -725,7 +735,7 @@ impl BucketLease {
         tracing::error!(key = %self.key, by = by.as_ref().map(|r| sanitize(&r.instance_id)).unwrap_or_default(), "lease lost");
         LeaseError::Lost {
             key: self.key.clone(),
-            by,
+            by: by.map(Box::new),
         }
     }
 
@@ -931,30 +941,53 @@ fn decide(
     config: &LeaseConfig,
     watch: &mut LeaseWatch,
 ) -> Result<Step, LeaseError> {
+    let format = config.record_format;
+    // Creating on an absent key: no generation to count from, the clock's.
+    let create = || Step::Write(PutCondition::IfNoneMatch, now, format.generation(None, now));
     let etag = match observed {
-        Observed::Absent => return Ok(Step::Write(PutCondition::IfNoneMatch, now)),
+        Observed::Absent => return Ok(create()),
         Observed::Present { etag, .. } => etag.clone().unwrap_or_default(),
     };
     if let Some(r) = observed.record() {
         if r.instance_id == instance_id {
             tracing::info!(key, "the LEASE already names our instance id (a lost answer or a hand-over): adopting it");
-            return Ok(Step::Write(PutCondition::IfMatch(etag), r.acquired_at));
+            // Not a change of holder: the generation is kept (a hand-over's
+            // successor adopts the one its takeover wrote).
+            return Ok(Step::Write(
+                PutCondition::IfMatch(etag),
+                r.acquired_at,
+                format.adopted(r.generation, now),
+            ));
         }
     }
+    // Taking a record over (stale, or suspect / malformed after the watch):
+    // greater than its generation (a malformed one has none known).
+    let replaced = observed.record().and_then(|r| r.generation);
+    let take = |etag| match format.cannot_replace(replaced) {
+        Some(why) => Err(LeaseError::GenerationExhausted {
+            key: key.to_owned(),
+            why,
+        }),
+        None => Ok(Step::Write(
+            PutCondition::IfMatch(etag),
+            now,
+            format.generation(replaced, now),
+        )),
+    };
     let j = judge(observed, now);
     match j.state {
-        LeaseState::Absent => Ok(Step::Write(PutCondition::IfNoneMatch, now)),
+        LeaseState::Absent => Ok(create()),
         LeaseState::Stale => {
             if let Some(r) = observed.record() {
                 tracing::info!(key, holder = %sanitize(&r.instance_id), age_s = j.age_s.unwrap_or(0.0), "taking over a stale lease");
             }
-            Ok(Step::Write(PutCondition::IfMatch(etag), now))
+            take(etag)
         }
         LeaseState::Fresh => {
             let r = observed.record().cloned().expect("fresh implies a record");
             Err(LeaseError::HeldByOther {
                 key: key.to_owned(),
-                record: r,
+                record: Box::new(r),
                 etag,
                 age_s: j.age_s.unwrap_or(0.0),
                 may_take_in_s: j.expires_in_s.unwrap_or(0.0),
@@ -973,7 +1006,7 @@ fn decide(
                     j.state
                 );
                 watch.reset();
-                Ok(Step::Write(PutCondition::IfMatch(etag), now))
+                take(etag)
             } else {
                 Err(LeaseError::UnderWatch {
                     key: key.to_owned(),

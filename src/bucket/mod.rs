@@ -44,6 +44,20 @@
 //! - **A release never deletes someone else's lease**: `If-Match` on our ETag,
 //!   or read, check it is ours, delete, where conditional `DELETE` is ignored.
 //!
+//! # The generation (fencing token)
+//!
+//! Every writer sets the record's `generation` ([`record::next_generation`]):
+//! a renewal keeps it; taking a record over (stale, suspect, malformed,
+//! forced, a hand-over) writes `max(replaced + 1, now in µs)`; creating on an
+//! absent key writes `now in µs`; a hand-over's successor, and a holder
+//! adopting its own record, keep the one there. Across a release only the
+//! clock term makes it grow: it holds while the new holder's clock is past
+//! the last holder's stamps (clocks within the offset check, releases and
+//! creates further apart than their offset), and fails after a record was
+//! stamped far in the future, behind a writer that drops the field (the
+//! seed's format, [`RecordFormat::Seed`]), and at `u64::MAX` (saturates: a
+//! record carrying it is not taken over, [`RecordFormat::cannot_replace`]).
+//!
 //! # What it does not guarantee
 //!
 //! - **It is advisory.** It catches two machines configured with one bucket; it
@@ -83,7 +97,8 @@ pub use judge::{judge, Judgement, LeaseState, Observed};
 pub use keepalive::{KeepAlive, ReleaseReport};
 pub use lease::{read_lease, BucketLease, Exclusion, LeaseConfig, Released};
 pub use record::{
-    lease_key, new_instance_id, next_generation, LeaseRecord, Malformed, MAX_SANE_TTL_S,
+    fmt_generation, lease_key, new_instance_id, next_generation, LeaseRecord, Malformed,
+    RecordFormat, MAX_SANE_TTL_S,
 };
 pub use watch::LeaseWatch;
 

@@ -112,8 +112,8 @@ impl LeaseRecord {
                 .map(|t| crate::clock::without_leap_second(t.with_timezone(&Utc)))
                 .map_err(|e| {
                     Malformed(format!(
-                        "{name} {:?} is not an RFC 3339 time: {e}",
-                        crate::text::sanitize(&s)
+                        "{name} {} is not an RFC 3339 time: {e}",
+                        crate::text::quote_shown(&crate::text::sanitize(&s))
                     ))
                 })
         };
@@ -253,6 +253,97 @@ pub fn next_generation(replaced: Option<u64>, now: DateTime<Utc>) -> u64 {
     replaced.map_or(0, |g| g.saturating_add(1)).max(clock)
 }
 
+/// Which fields a leasectl writer puts in a LEASE record (`--record-format`,
+/// the context setting `record_format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordFormat {
+    /// The seed's four fields and `generation` (the default).
+    #[default]
+    Leasectl,
+    /// Exactly the seed's four fields, for fleets whose readers refuse
+    /// unknown fields: no generation is written or handed out.
+    Seed,
+}
+
+impl RecordFormat {
+    /// `leasectl` or `seed`, as on the command line and in a context.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordFormat::Leasectl => "leasectl",
+            RecordFormat::Seed => "seed",
+        }
+    }
+
+    /// The generation a writer of this format puts when it takes a prefix's
+    /// lease at `now` (the writer's clock) over a record whose generation is
+    /// `replaced` (`None`: no record, a malformed one, or one without the
+    /// field): [`next_generation`] for `leasectl`, none for `seed`.
+    pub fn generation(self, replaced: Option<u64>, now: DateTime<Utc>) -> Option<u64> {
+        match self {
+            RecordFormat::Leasectl => Some(next_generation(replaced, now)),
+            RecordFormat::Seed => None,
+        }
+    }
+
+    /// Why a writer of this format must not take over a record whose
+    /// generation is `replaced`: `Some(sentence)` when `leasectl` could not
+    /// write a greater one (`replaced` is `u64::MAX`, where
+    /// [`next_generation`] saturates), so that the new holder's writes would
+    /// carry the replaced holder's fencing token. `None` otherwise, and always
+    /// for `seed` (which writes no generation). The sentence is safe to print
+    /// and says what to do.
+    pub fn cannot_replace(self, replaced: Option<u64>) -> Option<String> {
+        match (self, replaced) {
+            (RecordFormat::Leasectl, Some(u64::MAX)) => Some(format!(
+                "its generation is {}, the largest a generation can be: no greater one can be written, \
+                 so the new holder's writes could not be told from the replaced holder's. \
+                 Such a record was written by hand or by another tool; once its holder is surely gone, \
+                 delete the LEASE object (the next holder then counts from the clock) and set aside what \
+                 the storage holds under that generation",
+                u64::MAX
+            )),
+            _ => None,
+        }
+    }
+
+    /// The generation kept when a holder adopts a record naming it (a lost
+    /// answer, a hand-over): `adopted` as it is; `leasectl` gives a record
+    /// without one a generation as for a lease taken at `now`, `seed` drops it.
+    pub fn adopted(self, adopted: Option<u64>, now: DateTime<Utc>) -> Option<u64> {
+        match self {
+            RecordFormat::Leasectl => adopted.or(Some(next_generation(None, now))),
+            RecordFormat::Seed => None,
+        }
+    }
+}
+
+impl std::fmt::Display for RecordFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RecordFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "leasectl" => Ok(RecordFormat::Leasectl),
+            "seed" => Ok(RecordFormat::Seed),
+            other => Err(format!(
+                "unknown record format `{}`; expected leasectl (the seed's four fields and \
+                 generation) or seed (exactly the seed's four fields, no generation)",
+                crate::text::sanitize_cut(other, 40)
+            )),
+        }
+    }
+}
+
+/// A generation for people: the number, or `-` when unknown.
+pub fn fmt_generation(g: Option<u64>) -> String {
+    g.map_or_else(|| "-".to_owned(), |g| g.to_string())
+}
+
 /// A new random instance id: 16 random bytes as 32 lowercase hex digits.
 pub fn new_instance_id() -> String {
     hex::encode(rand::random::<[u8; 16]>())
@@ -341,6 +432,11 @@ mod tests {
             (
                 br#"{"instance_id":"a","acquired_at":"yesterday","renewed_at":"2026-11-30T07:00:00Z","ttl_s":5}"#,
                 "acquired_at \"yesterday\" is not an RFC 3339",
+            ),
+            // Quoted as the console shows it: escaped once, not twice.
+            (
+                b"{\"instance_id\":\"a\",\"acquired_at\":\"\\u001b[2J\\\"x\",\"renewed_at\":\"2026-11-30T07:00:00Z\",\"ttl_s\":5}",
+                r#"acquired_at "\x1b[2J\"x" is not an RFC 3339"#,
             ),
             (b"{\"instance_id\":\"\xff\"}", "not UTF-8"),
             // A key twice, in either order.
@@ -435,6 +531,40 @@ mod tests {
             .with_timezone(&Utc);
         assert_eq!(next_generation(None, before_epoch), 0);
         assert_eq!(next_generation(Some(3), before_epoch), 4);
+    }
+
+    #[test]
+    fn record_formats() {
+        let t = DateTime::parse_from_rfc3339("2026-11-30T07:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let us = t.timestamp_micros() as u64;
+        let l = RecordFormat::Leasectl;
+        assert_eq!(l.generation(None, t), Some(us));
+        assert_eq!(l.generation(Some(us + 4), t), Some(us + 5));
+        assert_eq!(l.adopted(Some(7), t), Some(7));
+        assert_eq!(l.adopted(None, t), Some(us));
+        assert_eq!(RecordFormat::Seed.generation(Some(7), t), None);
+        assert_eq!(RecordFormat::Seed.adopted(Some(7), t), None);
+        assert_eq!("seed".parse::<RecordFormat>(), Ok(RecordFormat::Seed));
+        assert_eq!(
+            "leasectl".parse::<RecordFormat>(),
+            Ok(RecordFormat::Leasectl)
+        );
+        assert!("Seed"
+            .parse::<RecordFormat>()
+            .unwrap_err()
+            .contains("expected leasectl"));
+        assert_eq!(RecordFormat::default(), RecordFormat::Leasectl);
+        assert!(l
+            .cannot_replace(Some(u64::MAX))
+            .unwrap()
+            .contains("18446744073709551615, the largest"));
+        assert_eq!(l.cannot_replace(Some(u64::MAX - 1)), None);
+        assert_eq!(l.cannot_replace(None), None);
+        assert_eq!(RecordFormat::Seed.cannot_replace(Some(u64::MAX)), None);
+        assert_eq!(fmt_generation(None), "-");
+        assert_eq!(fmt_generation(Some(8)), "8");
     }
 
     #[test]

@@ -34,8 +34,8 @@ pub struct Cli {
     pub s3: S3Args,
 
     /// Apply the context NAME of the config file (`leasectl config path`): its TARGETs when
-    /// none are given, its endpoint, region, profile, path style, refresh, TTL and depth
-    /// unless given on the command line. Without it, `leasectl` with no TARGET applies
+    /// none are given, its endpoint, region, profile, path style, refresh, TTL, depth and
+    /// record format unless given on the command line. Without it, `leasectl` with no TARGET applies
     /// the file's default_context.
     #[arg(short = 'c', long = "context", global = true, value_name = "NAME")]
     pub context: Option<String>,
@@ -87,6 +87,12 @@ pub struct ConsoleArgs {
     /// Audit log of the console's takeovers.
     #[command(flatten)]
     pub audit: AuditArgs,
+
+    /// The console's takeovers: The fields of the LEASE records written: leasectl (the seed's four and `generation`,
+    /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
+    /// fields: no generation is written or handed out). Also the context's record_format.
+    #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
+    pub record_format: crate::bucket::RecordFormat,
 }
 
 /// `-o FORMAT` and `--watch` (README: Monitoring).
@@ -173,6 +179,11 @@ pub struct ServeArgs {
     /// read, the others round robin).
     #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
+    /// The local audit log to read (never written) to name takeovers and hand-overs in the
+    /// holder history, as the console does. Default: the platform data directory, e.g.
+    /// ~/.local/share/leasectl/audit.jsonl.
+    #[arg(long, value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
     /// Pod options.
     #[command(flatten)]
     pub pod: PodArgs,
@@ -369,7 +380,19 @@ pub enum BucketCommand {
     /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures; 2 usage; 126 CMD
     /// cannot be run (not executable); 127 CMD not found.
     Hold(HoldArgs),
+    /// Inside `bucket hold`'s CMD: exit 0 while the lease's fence is open, 5 once it closed.
+    ///
+    /// Reads the descriptor LEASECTL_FENCE_FD names (the fence pipe `bucket hold` hands
+    /// its command) without blocking, for shell scripts that check the fence before each
+    /// write. Exit 0 the fence is open; 5 it has closed (start no more writes); 2 usage: not
+    /// run under `bucket hold` (LEASECTL_FENCE_FD unset, not a number, or not an open
+    /// pipe's read end); 1 the descriptor could not be polled.
+    FenceCheck(FenceCheckArgs),
 }
+
+/// `leasectl bucket fence-check` (no options).
+#[derive(Debug, Args)]
+pub struct FenceCheckArgs {}
 
 /// `leasectl writer …`.
 #[derive(Debug, Subcommand)]
@@ -427,6 +450,11 @@ pub struct TakeoverArgs {
     /// start within it.
     #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
     pub ttl: Duration,
+    /// The fields of the LEASE records written: leasectl (the seed's four and `generation`,
+    /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
+    /// fields: no generation is written or handed out). Also the context's record_format.
+    #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
+    pub record_format: crate::bucket::RecordFormat,
     /// Audit log options.
     #[command(flatten)]
     pub audit: AuditArgs,
@@ -507,6 +535,11 @@ pub struct HoldArgs {
     /// Time CMD gets between SIGTERM and SIGKILL when the fence closes.
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub grace: Duration,
+    /// The fields of the LEASE records written: leasectl (the seed's four and `generation`,
+    /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
+    /// fields: no generation is written or handed out). Also the context's record_format.
+    #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
+    pub record_format: crate::bucket::RecordFormat,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,

@@ -272,6 +272,12 @@ pub fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
         .collect()
 }
 
+/// Parses `--record-format` (and the context's `record_format`): `leasectl`
+/// or `seed`.
+pub fn parse_record_format(s: &str) -> Result<crate::bucket::RecordFormat, String> {
+    s.parse()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,18 @@ pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
     audit_list(&path, a.json, &mut std::io::stdout())
 }
 
+/// The generation an entry observed and the one it wrote: `7 → 8`; `-` for
+/// an unknown one (a record without the field, a seed-format write), `7 →
+/// nothing written` for a refused or failed takeover.
+fn generations(e: &crate::audit::AuditEntry) -> String {
+    use crate::bucket::fmt_generation;
+    let observed = fmt_generation(e.observed.record.as_ref().and_then(|r| r.generation));
+    match &e.written {
+        Some(w) => format!("{observed} → {}", fmt_generation(w.record.generation)),
+        None => format!("{observed} → nothing written"),
+    }
+}
+
 /// `leasectl audit`: the log newest first, as text or one JSON array. Each
 /// line that is not an entry (torn by a crash, edited) is named on stderr
 /// (its number and byte offset) and skipped; the rest is listed (exit 0).
@@ -43,12 +55,13 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
                 for e in &entries {
                     let _ = writeln!(
                         out,
-                        "{}  {:<7}  {}  {}  {}  reason: {}{}",
+                        "{}  {:<7}  {}  {}  {}  generation {}  reason: {}{}",
                         crate::audit::fmt_time(&e.time),
                         e.phase,
                         sanitize(&e.operator),
                         sanitize(&e.target.url),
                         e.observed.judgement,
+                        generations(e),
                         sanitize(&e.reason),
                         e.outcome
                             .as_deref()

@@ -34,7 +34,13 @@ pub async fn run(a: &HoldArgs, ctx: &Context) -> Exit {
     let config = LeaseConfig {
         ttl_s: a.ttl.as_secs(),
         exclusion: ctx.exclusion(),
+        record_format: ctx.applied.record_format_or(a.record_format),
     };
+    if config.record_format == crate::bucket::RecordFormat::Seed {
+        tracing::info!(
+            "record format seed: no generation written (the LEASE has the seed's four fields; the command gets no generation)"
+        );
+    }
     hold(
         store,
         SystemClock::shared(),
@@ -50,6 +56,10 @@ pub async fn run(a: &HoldArgs, ctx: &Context) -> Exit {
     .await
 }
 
+/// The variable holding the held lease's generation (its fencing token) in
+/// the command's environment; unset when the record carries none.
+pub const GENERATION_ENV: &str = "LEASECTL_GENERATION";
+
 /// How `bucket hold` runs.
 pub struct HoldOptions {
     /// The lease (TTL, exclusion).
@@ -64,6 +74,11 @@ pub struct HoldOptions {
 
 /// `bucket hold`: acquire the lease on `prefix`, run `command` while it is
 /// held, stop it when the fence closes. Returns the process exit code.
+///
+/// The command's environment: `LEASECTL_LEASE_KEY`, `LEASECTL_INSTANCE_ID`,
+/// [`GENERATION_ENV`] (when the record has a generation) and
+/// [`supervise::FENCE_FD_ENV`], the read end of a pipe whose write end is
+/// closed the instant the fence closes, before SIGTERM.
 pub async fn hold(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
@@ -78,6 +93,15 @@ pub async fn hold(
         grace,
     } = opts;
     let id = instance_id.unwrap_or_else(new_instance_id);
+    // The fence fd's pipe, before anything is acquired: without it the
+    // command could not hear the fence, so it does not run.
+    let pipe = match supervise::FencePipe::new() {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!("cannot create the fence pipe ({e}); nothing was acquired, the command was not started");
+            return Exit::Failed;
+        }
+    };
     let lease =
         match acquire_waiting(store.clone(), clock.clone(), prefix, &id, &config, wait).await {
             Ok(l) => l,
@@ -91,6 +115,8 @@ pub async fn hold(
         "lease held; starting the command"
     );
     let key = lease.key().to_owned();
+    // A renewal keeps the generation: the acquire's is the holding's.
+    let generation = lease.record().generation;
     let grace = effective_grace(grace, config.ttl());
     let fence_clock = clock.clone();
     let keep = KeepAlive::start(lease);
@@ -102,11 +128,21 @@ pub async fn hold(
     cmd.args(&command[1..])
         .env("LEASECTL_LEASE_KEY", &key)
         .env("LEASECTL_INSTANCE_ID", &id)
+        .env(supervise::FENCE_FD_ENV, pipe.read_fd().to_string())
         .stdin(Stdio::inherit());
-    // SAFETY: the hook calls only async-signal-safe functions; a crashed
-    // holder leaves no writer behind.
+    // Never a value inherited from our own environment: unknown is unset.
+    match generation {
+        Some(g) => cmd.env(GENERATION_ENV, g.to_string()),
+        None => {
+            tracing::info!("the lease record carries no generation: {GENERATION_ENV} is not set for the command");
+            cmd.env_remove(GENERATION_ENV)
+        }
+    };
+    // SAFETY: the hooks call only async-signal-safe functions; a crashed
+    // holder leaves no writer behind; the command alone inherits the fence fd.
     unsafe {
         cmd.pre_exec(supervise::die_with_parent(std::process::id(), None));
+        cmd.pre_exec(pipe.inherit_in_child());
     }
     if !keep.status().is_open() {
         tracing::error!(key = %key, "the fence closed before the command could start; not starting it");
@@ -124,16 +160,23 @@ pub async fn hold(
             return Exit::spawn_failed(&e);
         }
     };
+    let fence_writer = pipe.into_writer();
     let target = child
         .id()
         .and_then(|pid| supervise::ChildHandle::open(pid as i32).ok());
     // The fence is enforced off the async runtime: the watchdog thread that
-    // closes it also starts the stop sequence, so a stuck renewal or a busy
-    // runtime cannot delay SIGTERM or SIGKILL.
-    if let Some(t) = &target {
-        let t = t.clone();
-        keep.on_close(move |close| stop_command(t, close, grace, fence_clock));
-    }
+    // closes it also closes the fence fd and then starts the stop sequence,
+    // so a stuck renewal or a busy runtime cannot delay either. A hook that
+    // never runs (renewals stopped) is dropped, which closes the fd too.
+    let stop_target = target.clone();
+    keep.on_close(move |close| {
+        // The fence fd first: a command that polls it hears the close before
+        // any signal reaches it.
+        fence_writer.close();
+        if let Some(t) = stop_target {
+            stop_command(t, close, grace, fence_clock);
+        }
+    });
     let mut signals = supervise::Signals::new();
     let mut fenced = false;
     loop {

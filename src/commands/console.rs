@@ -84,6 +84,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
             audit: log,
             exclusion: app.exclusion,
             ttl_s: app.ttl_s,
+            record_format: ctx.applied.record_format_or(args.record_format),
             clock: clock.clone(),
         })
     };

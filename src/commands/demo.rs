@@ -99,6 +99,7 @@ async fn console(demo: &Demo) -> color_eyre::Result<()> {
         audit: crate::audit::AuditLog::open(&audit_path)?,
         exclusion: crate::bucket::Exclusion::Conditional,
         ttl_s: DEMO_TTL_S,
+        record_format: crate::bucket::RecordFormat::default(),
         clock: clock.clone(),
     };
     super::console::start(super::console::Parts {

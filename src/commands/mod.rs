@@ -3,6 +3,7 @@
 //! the engine's and the monitors' plain options from their arguments.
 
 pub mod audit;
+pub mod bucket_fence_check;
 pub mod bucket_hold;
 pub mod check;
 pub mod completions;
@@ -38,6 +39,9 @@ pub fn run(cli: &Cli, ctx: &Context) -> Exit {
         Command::Bucket {
             command: BucketCommand::Hold(a),
         } => block_on(bucket_hold::run(a, ctx)),
+        Command::Bucket {
+            command: BucketCommand::FenceCheck(a),
+        } => bucket_fence_check::run(a, ctx),
         Command::Demo(a) => demo::run(a, ctx),
         Command::Check(a) => block_on(check::run(a, ctx)),
         Command::Serve(a) => block_on(serve::run(a, ctx)),

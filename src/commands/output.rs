@@ -70,8 +70,15 @@ pub async fn run(
     let opts = ctx.gather_at(args.depth);
     let extras = crate::app::pod_extras(&args.pod, ctx);
     let clock = crate::clock::SystemClock::shared();
+    // The audit log read for `last_takeover` (and, by --watch, to name
+    // takeovers in `holder_change` lines): --audit-log, else the default.
+    let audit_path = args
+        .audit
+        .audit_log
+        .clone()
+        .or_else(|| crate::audit::AuditLog::default_path().ok());
     if matches!(output, Output::Json) {
-        return Some(json(open, &opts, &extras, &clock).await);
+        return Some(json(open, &opts, &extras, &clock, audit_path).await);
     }
     if open.is_empty() && args.pod.no_pod {
         return Some(crate::app::nothing_to_report(
@@ -90,10 +97,13 @@ pub async fn run(
             interval,
             heartbeat: o.heartbeat.max(Duration::from_secs(1)),
         };
-        return Some(stream::watch(g, clock, extras, watch).await);
+        return Some(stream::watch(g, clock, extras, watch, audit_path).await);
     };
     let mut g = Gatherer::new(open, opts, 1);
-    let snap = crate::monitor::gather(&mut g, &clock, &extras).await;
+    let mut snap = crate::monitor::gather(&mut g, &clock, &extras).await;
+    if format == OutputFormat::Ndjson {
+        add_last_takeovers(&mut snap, audit_path).await;
+    }
     let text = match format {
         OutputFormat::Prometheus => {
             // Streamed: the exposition is written as it is encoded, never held
@@ -129,6 +139,37 @@ pub async fn run(
     })
 }
 
+/// Reads the audit log at `path` (on a blocking thread) and sets each row's
+/// `last_takeover` and the document's `audit_log`; a log that cannot be read
+/// is said on stderr (and makes the exit code 1).
+async fn add_last_takeovers(
+    snap: &mut crate::snapshot::Snapshot,
+    path: Option<std::path::PathBuf>,
+) {
+    let read =
+        tokio::task::spawn_blocking(move || crate::snapshot::takeovers::read_log(path.as_deref()))
+            .await;
+    let (index, report) = match read {
+        Ok(r) => r,
+        Err(e) => (
+            crate::snapshot::TakeoverIndex::default(),
+            crate::snapshot::AuditLogReport {
+                path: None,
+                error: Some(format!("reading the audit log failed: {e}")),
+                unreadable_lines: 0,
+            },
+        ),
+    };
+    if let Some(e) = &report.error {
+        eprintln!(
+            "leasectl: {}; the last takeover of each prefix is unknown",
+            crate::text::sanitize_message(e)
+        );
+    }
+    index.attach(snap);
+    snap.audit_log = Some(report);
+}
+
 /// `--json`: one snapshot document; what could not be read is also said on
 /// stderr.
 async fn json(
@@ -136,9 +177,11 @@ async fn json(
     opts: &crate::snapshot::GatherOptions,
     extras: &GatherExtras,
     clock: &crate::clock::SharedClock,
+    audit_path: Option<std::path::PathBuf>,
 ) -> Exit {
     let mut snap = crate::snapshot::gather(&open, opts, clock).await;
     crate::monitor::add_extras(&mut snap, extras).await;
+    add_last_takeovers(&mut snap, audit_path).await;
     if let Some(e) = &snap.pod_error {
         eprintln!("leasectl: {}", crate::text::sanitize(e));
     }

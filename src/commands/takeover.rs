@@ -46,6 +46,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
         yes: a.yes,
         ttl_s: ctx.applied.ttl.unwrap_or(a.ttl).as_secs().max(1),
         exclusion: ctx.exclusion(),
+        record_format: ctx.applied.record_format_or(a.record_format),
     };
     takeover_cmd(
         store,
@@ -90,6 +91,8 @@ pub struct TakeoverArgs {
     pub ttl_s: u64,
     /// Conditional or best-effort.
     pub exclusion: Exclusion,
+    /// `--record-format` (or the context's `record_format`).
+    pub record_format: crate::bucket::RecordFormat,
 }
 
 /// `leasectl takeover`: look, show, confirm, then the audited takeover.
@@ -166,6 +169,12 @@ async fn look_and_guard(
     };
     let now = clock.wall();
     describe_lease(&seen, now, &key, &a.url, out);
+    if a.record_format == crate::bucket::RecordFormat::Seed {
+        let _ = writeln!(
+            out,
+            "format   record format seed: no generation will be written (the seed's four fields)"
+        );
+    }
     let guard = preflight(
         &a.prefix,
         &seen,
@@ -235,7 +244,7 @@ async fn look_and_guard(
 }
 
 /// The lease as `leasectl takeover` shows it before asking: key and URL,
-/// state (judged at `now`), holder, renewal, ETag.
+/// state (judged at `now`), holder, renewal, generation, ETag.
 fn describe_lease(
     obs: &crate::bucket::Observed,
     now: chrono::DateTime<chrono::Utc>,
@@ -260,6 +269,16 @@ fn describe_lease(
             "renewed  {} (TTL {} s)",
             r.renewed_at.to_rfc3339(),
             r.ttl_s
+        );
+        let _ = writeln!(
+            out,
+            "generation {}{}",
+            crate::bucket::fmt_generation(r.generation),
+            if r.generation.is_none() {
+                " (unknown: the record has no generation field)"
+            } else {
+                ""
+            }
         );
     }
     let _ = writeln!(
@@ -329,6 +348,7 @@ async fn execute_takeover(
         force: a.force,
         ttl_s: a.ttl_s,
         exclusion: a.exclusion,
+        record_format: a.record_format,
         target: crate::audit::AuditTarget {
             endpoint: info.url,
             region: info.region,

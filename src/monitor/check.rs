@@ -356,6 +356,9 @@ fn row_line(p: &PrefixReport, where_: &str, t: &Thresholds) -> Option<(Status, S
                 let _ = write!(line, ", expires in {}", format_secs(x));
             }
         }
+        if let Some(g) = r.generation {
+            let _ = write!(line, ", generation {g}");
+        }
         line.push(')');
     }
     if let Some(problem) = &p.problem {
@@ -497,6 +500,7 @@ mod tests {
                 .collect(),
             pod: Default::default(),
             pod_error: None,
+            audit_log: None,
         }
     }
 

@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::audit::AuditEntry;
-use crate::snapshot::history::History;
+use crate::snapshot::history::{History, COUNTED};
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot, TargetReport};
 use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
@@ -45,11 +45,30 @@ pub struct StateLabels {
     pub state: &'static str,
 }
 
+/// `{target, prefix, how}` of a holder change.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HowLabels {
+    /// The TARGET URL (escaped).
+    pub target: Arc<str>,
+    /// The prefix (escaped).
+    pub prefix: Arc<str>,
+    /// How the holder changed: `takeover`, `handover`, `after_expiry`,
+    /// `acquired` or `changed_while_fresh` ([`COUNTED`]'s labels).
+    pub how: &'static str,
+}
+
 /// `{target}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TargetLabels {
     /// The TARGET URL (escaped).
     pub target: String,
+}
+
+/// `{path}` of the audit log `serve` follows.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuditLogLabels {
+    /// The audit log's path (escaped).
+    pub path: String,
 }
 
 /// `{target, check}` of a precondition probe result.
@@ -111,7 +130,8 @@ pub struct Metrics {
     ttl: Family<PrefixLabels, FGauge>,
     expires_in: Family<PrefixLabels, FGauge>,
     skew: Family<PrefixLabels, FGauge>,
-    holder_changes: Family<PrefixLabels, Counter>,
+    generation: Family<PrefixLabels, FGauge>,
+    holder_changes: Family<HowLabels, Counter>,
     probe_ok: Family<ProbeLabels, Gauge>,
     probe_known: Family<TargetLabels, Gauge>,
     http_requests: Family<HttpLabels, Counter>,
@@ -120,14 +140,17 @@ pub struct Metrics {
     gather_errors: Family<TargetLabels, Counter>,
     verdicts: Family<VerdictLabels, Gauge>,
     pod_scan_ok: Gauge,
+    audit_log_ok: Family<AuditLogLabels, Gauge>,
     requests: Counter,
     request_errors: Counter,
     gathers: Counter,
     last_gather: FGauge,
     /// The holder changes of the session, per prefix.
     history: History,
-    /// The part of each prefix's history count already added to its counter.
-    holders_counted: BTreeMap<PrefixLabels, u64>,
+    /// The part of each prefix's history counts (by kind, as
+    /// [`crate::snapshot::history::PrefixHistory::count_by`]) already added
+    /// to its counters.
+    holders_counted: BTreeMap<PrefixLabels, [u64; COUNTED.len()]>,
     counted: (u64, u64),
 }
 
@@ -147,6 +170,7 @@ impl Metrics {
             ttl: Family::default(),
             expires_in: Family::default(),
             skew: Family::default(),
+            generation: Family::default(),
             holder_changes: Family::default(),
             probe_ok: Family::default(),
             probe_known: Family::default(),
@@ -156,6 +180,7 @@ impl Metrics {
             gather_errors: Family::default(),
             verdicts: Family::default(),
             pod_scan_ok: Gauge::default(),
+            audit_log_ok: Family::default(),
             requests: Counter::default(),
             request_errors: Counter::default(),
             gathers: Counter::default(),
@@ -191,8 +216,13 @@ impl Metrics {
             m.skew.clone(),
         );
         r.register(
+            "lease_generation",
+            "The lease record's generation (fencing token); absent when the record has none",
+            m.generation.clone(),
+        );
+        r.register(
             "lease_holder_changes",
-            "Times a different holder was seen on the prefix during this process (takeover, hand-over, a new holder after a release or expiry, or a change while fresh)",
+            "Times a different holder was seen on the prefix during this process, by how: takeover, handover, after_expiry, acquired (no LEASE before, e.g. after a release), changed_while_fresh",
             m.holder_changes.clone(),
         );
         r.register(
@@ -234,6 +264,11 @@ impl Metrics {
             "pod_scan_ok",
             "1 when the pod was scanned, 0 when the scan failed or was not asked for",
             m.pod_scan_ok.clone(),
+        );
+        r.register(
+            "audit_log_ok",
+            "1 when the audit log followed to name takeovers was read (or is missing: it names none), 0 when it could not be read: then the how of a holder change is unknown (a takeover is counted as after_expiry or changed_while_fresh)",
+            m.audit_log_ok.clone(),
         );
         r.register(
             "store_requests",
@@ -285,7 +320,13 @@ impl Metrics {
             .inc_by(err.saturating_sub(self.counted.1));
         self.counted = (req, err);
 
-        for f in [&self.age, &self.ttl, &self.expires_in, &self.skew] {
+        for f in [
+            &self.age,
+            &self.ttl,
+            &self.expires_in,
+            &self.skew,
+            &self.generation,
+        ] {
             f.clear();
         }
         self.state.clear();
@@ -382,6 +423,11 @@ impl Metrics {
         }
         if let Some(r) = &p.record {
             self.ttl.get_or_create(&pl).set(r.ttl_s as f64);
+            // A float, as every sample is: exact up to 2^53 (microseconds
+            // since 1970 are below 2^51).
+            if let Some(g) = r.generation {
+                self.generation.get_or_create(&pl).set(g as f64);
+            }
         }
         if let Some(k) = p.holder_skew_s {
             self.skew.get_or_create(&pl).set(k);
@@ -401,12 +447,22 @@ impl Metrics {
             if !seen.contains(&pl) {
                 continue;
             }
-            let done = self.holders_counted.entry(pl.clone()).or_insert(0);
-            // Created at zero so that an increase() has a starting point.
-            self.holder_changes
-                .get_or_create(&pl)
-                .inc_by(h.count.saturating_sub(*done));
-            *done = h.count.max(*done);
+            let done = self
+                .holders_counted
+                .entry(pl.clone())
+                .or_insert([0; COUNTED.len()]);
+            // Every `how` created at zero so that an increase() has a
+            // starting point, whichever way the holder changes first.
+            for (i, kind) in COUNTED.iter().enumerate() {
+                self.holder_changes
+                    .get_or_create(&HowLabels {
+                        target: pl.target.clone(),
+                        prefix: pl.prefix.clone(),
+                        how: kind.label(),
+                    })
+                    .inc_by(h.count_by[i].saturating_sub(done[i]));
+                done[i] = h.count_by[i].max(done[i]);
+            }
         }
         // Bounded: prefixes no longer seen are forgotten.
         let gone: Vec<PrefixLabels> = self
@@ -417,8 +473,27 @@ impl Metrics {
             .collect();
         for k in gone {
             self.holders_counted.remove(&k);
-            self.holder_changes.remove(&k);
+            for kind in COUNTED {
+                self.holder_changes.remove(&HowLabels {
+                    target: k.target.clone(),
+                    prefix: k.prefix.clone(),
+                    how: kind.label(),
+                });
+            }
         }
+    }
+
+    /// Sets `leasectl_audit_log_ok{path}` for the audit log `path` followed
+    /// to name takeovers: 1 when `readable` (read, or missing: it names
+    /// none), 0 when it could not be read. Absent until called (a snapshot
+    /// with no audit log followed, e.g. `-o prometheus`, has none).
+    pub fn set_audit_log(&mut self, path: &std::path::Path, readable: bool) {
+        self.audit_log_ok.clear();
+        self.audit_log_ok
+            .get_or_create(&AuditLogLabels {
+                path: crate::text::sanitize(&path.display().to_string()),
+            })
+            .set(i64::from(readable));
     }
 
     /// The pod scan's gauge and the verdict counts (only when the pod was

@@ -190,19 +190,38 @@ pub async fn serve(
         .audit_path
         .map(|p| crate::audit::AuditTail::new(p, AUDIT_KEEP));
     let gathering = tokio::spawn(async move {
+        // The audit log's last error: warned once, and again only when it
+        // changes; its recovery is told too.
+        let mut audit_error: Option<String> = None;
         let mut ticker = tokio::time::interval(refresh);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
             let audit = read_audit(audit_tail.take());
-            let (snap, (tail, audit)) =
+            let (snap, (tail, audit, error)) =
                 tokio::join!(super::gather(&mut gatherer, &clock, &extras), audit);
             audit_tail = tail;
+            if error != audit_error {
+                match (&error, audit_tail.as_ref()) {
+                    (Some(e), _) => tracing::warn!(
+                        "{e}; takeovers cannot be told from other holder changes until it can be read (leasectl_audit_log_ok 0)"
+                    ),
+                    (None, Some(t)) => tracing::info!(
+                        "the audit log {} can be read again",
+                        crate::text::sanitize(&t.path().display().to_string())
+                    ),
+                    (None, None) => {}
+                }
+                audit_error = error;
+            }
             // Updated under the lock (no await inside): a scrape sees one
             // whole snapshot or the previous one.
             if let Ok(mut l) = latest.lock() {
                 l.metrics
                     .update(&snap, &counters, extras.pod.is_some(), &audit);
+                if let Some(t) = audit_tail.as_ref() {
+                    l.metrics.set_audit_log(t.path(), audit_error.is_none());
+                }
                 l.at = Some(tokio::time::Instant::now());
             }
         }
@@ -512,33 +531,34 @@ const AUDIT_KEEP: usize = 200;
 
 /// Reads what was appended to the audit log since the last gather (on a
 /// blocking thread) and returns the tail with its newest [`AUDIT_KEEP`]
-/// entries; nothing when there is no log. A log that cannot be read is
-/// warned about and its entries already read are kept (a takeover is then
-/// classified by what was seen, not named).
+/// entries, and why the log could not be read (`None`: read, or missing);
+/// nothing when there is no log. The entries of a log that cannot be read
+/// already read are kept (a takeover is then classified by what was seen,
+/// not named); the caller warns and sets `leasectl_audit_log_ok`.
 async fn read_audit(
     tail: Option<crate::audit::AuditTail>,
 ) -> (
     Option<crate::audit::AuditTail>,
     Vec<crate::audit::AuditEntry>,
+    Option<String>,
 ) {
     let Some(mut tail) = tail else {
-        return (None, Vec::new());
+        return (None, Vec::new(), None);
     };
     let path = tail.path().to_owned();
     match tokio::task::spawn_blocking(move || {
-        if let Err(e) = tail.poll() {
-            tracing::warn!("{e}");
-        }
+        let error = tail.poll().err().map(|e| e.to_string());
         let v = tail.entries();
-        (tail, v)
+        (tail, v, error)
     })
     .await
     {
-        Ok((tail, v)) => (Some(tail), v),
+        Ok((tail, v, error)) => (Some(tail), v, error),
         // The blocking task failed (it cannot, short of a panic): start over.
         Err(_) => (
             Some(crate::audit::AuditTail::new(path, AUDIT_KEEP)),
             Vec::new(),
+            Some("the audit log could not be read (its reader failed)".to_owned()),
         ),
     }
 }

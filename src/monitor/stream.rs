@@ -11,9 +11,16 @@
 //!   `--watch` writes it when the error appears or its text changes;
 //! - `cleared`: `--watch` only, an error written before is gone (`target`,
 //!   `prefix`, and the error it `was`);
+//! - `holder_change`: `--watch` only, a prefix's holder changed (the
+//!   console's holder history, [`crate::snapshot::history`]): `time`,
+//!   `target`, `prefix`, `how` (`takeover`, `handover`, `after_expiry`,
+//!   `acquired`, `released`, `changed_while_fresh`), `previous_holder`,
+//!   `previous_generation`, `holder`, `generation` (null where unknown or
+//!   none), and for a takeover or hand-over the audit log's `takeover`;
 //! - `pod`: the pod's verdicts and `pod_error`, when they change;
 //! - `heartbeat` (`--watch`) or `summary` (`-o ndjson`, last): counts, the
-//!   schema version and the exit code the snapshot would give.
+//!   schema version, the audit log read for `last_takeover` (`audit_log`)
+//!   and the exit code the snapshot would give.
 //!
 //! Strings are escaped as in `--json`. `--watch` keeps only the last line of
 //! each prefix currently listed (bounded memory), and ends with status 0 on
@@ -26,7 +33,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use crate::clock::SharedClock;
-use crate::snapshot::{Gatherer, PrefixReport, Snapshot, TargetReport, SCHEMA_VERSION};
+use crate::snapshot::history::{ChangeKind, History, HolderChange};
+use crate::snapshot::takeovers::FollowedLog;
+use crate::snapshot::{
+    AuditLogReport, Gatherer, LastTakeover, PrefixReport, Snapshot, TargetReport, SCHEMA_VERSION,
+};
 use crate::writer::scan::Verdict;
 
 use super::GatherExtras;
@@ -97,6 +108,37 @@ struct ClearedLine<'a> {
     was: &'a str,
 }
 
+/// A change of holder seen by `--watch` (module docs).
+#[derive(Serialize)]
+struct HolderChangeLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    time: String,
+    target: &'a str,
+    prefix: &'a str,
+    how: ChangeKind,
+    previous_holder: Option<&'a str>,
+    previous_generation: Option<u64>,
+    holder: Option<&'a str>,
+    generation: Option<u64>,
+    takeover: Option<&'a LastTakeover>,
+}
+
+fn holder_change_line(target: &str, prefix: &str, c: &HolderChange) -> String {
+    line(&HolderChangeLine {
+        kind: "holder_change",
+        time: ts(c.at),
+        target,
+        prefix,
+        how: c.kind,
+        previous_holder: c.previous_id.as_deref(),
+        previous_generation: c.previous_generation,
+        holder: c.holder_id.as_deref(),
+        generation: c.generation,
+        takeover: c.takeover.as_ref(),
+    })
+}
+
 #[derive(Serialize)]
 struct PodLine<'a> {
     #[serde(rename = "type")]
@@ -107,7 +149,7 @@ struct PodLine<'a> {
 }
 
 #[derive(Serialize)]
-struct CountLine {
+struct CountLine<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     time: String,
@@ -117,6 +159,8 @@ struct CountLine {
     attention: usize,
     errors: usize,
     verdicts: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audit_log: Option<&'a AuditLogReport>,
     exit_code: i32,
 }
 
@@ -144,6 +188,7 @@ fn counts(snap: &Snapshot, kind: &'static str) -> String {
             .map(|t| usize::from(t.error.is_some()) + t.errors.len())
             .sum(),
         verdicts: snap.pod.verdicts.len(),
+        audit_log: snap.audit_log.as_ref(),
         exit_code: snap.exit_code().code(),
     })
 }
@@ -349,13 +394,20 @@ pub struct WatchOptions {
     pub heartbeat: Duration,
 }
 
+/// The audit entries `--watch` keeps to classify holder changes.
+const AUDIT_KEEP: usize = 200;
+
 /// Streams changes until a signal ([`Exit::Ok`]) or a closed stdout
 /// ([`Exit::ClosedPipe`], 141); another write error is [`Exit::Failed`].
+/// `audit_path`: leasectl's audit log, followed to set each row's
+/// `last_takeover` and to name takeovers in `holder_change` lines (None:
+/// none is named).
 pub async fn watch(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: GatherExtras,
     opts: WatchOptions,
+    audit_path: Option<std::path::PathBuf>,
 ) -> Exit {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
@@ -367,11 +419,13 @@ pub async fn watch(
         return Exit::Failed;
     };
     let mut watcher = Watcher::default();
+    let mut history = History::new();
+    let mut log = Some(FollowedLog::new(audit_path.clone(), AUDIT_KEEP));
     let mut ticker = tokio::time::interval(opts.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_beat: Option<tokio::time::Instant> = None;
     loop {
-        let snap = tokio::select! {
+        let mut snap = tokio::select! {
             _ = term.recv() => return Exit::Ok,
             _ = int.recv() => return Exit::Ok,
             _ = hup.recv() => return Exit::Ok,
@@ -384,7 +438,24 @@ pub async fn watch(
                 }
             }
         };
+        // The audit log on a blocking thread (it is a file read).
+        let followed = match log.take() {
+            Some(mut l) => tokio::task::spawn_blocking(move || {
+                l.poll();
+                l
+            })
+            .await
+            // The blocking task cannot fail short of a panic: start over.
+            .unwrap_or_else(|_| FollowedLog::new(audit_path.clone(), AUDIT_KEEP)),
+            None => FollowedLog::new(audit_path.clone(), AUDIT_KEEP),
+        };
+        followed.index().attach(&mut snap);
+        snap.audit_log = Some(followed.report().clone());
         let mut lines = watcher.changes(&snap, extras.pod.is_some());
+        for ((target, prefix), c) in history.observe_changes(&snap, &followed.entries()) {
+            lines.push(holder_change_line(&target, &prefix, &c));
+        }
+        log = Some(followed);
         let now = tokio::time::Instant::now();
         // Half an interval of slack: gathers are not exactly on the tick.
         if last_beat.is_none_or(|b| now.duration_since(b) + opts.interval / 2 >= opts.heartbeat) {

@@ -7,8 +7,9 @@
 use crate::bucket::format_secs;
 use crate::snapshot::{ExclusionReport, Snapshot};
 
-/// The column names, in order.
-pub const HEADER: [&str; 9] = [
+/// The column names, in order (GENERATION last, so that the columns before
+/// it keep their places for scripts written before it).
+pub const HEADER: [&str; 10] = [
     "TARGET",
     "PREFIX",
     "STATE",
@@ -18,6 +19,7 @@ pub const HEADER: [&str; 9] = [
     "EXPIRES",
     "SKEW",
     "EXCLUSION",
+    "GENERATION",
 ];
 
 fn exclusion(e: ExclusionReport) -> &'static str {
@@ -33,7 +35,7 @@ fn exclusion(e: ExclusionReport) -> &'static str {
 /// The rows of `snap`: one per prefix, and one with state `error` per
 /// target or prefix that could not be gathered (the reason is in the
 /// sentences of [`problems`]).
-pub fn rows(snap: &Snapshot) -> Vec<[String; 9]> {
+pub fn rows(snap: &Snapshot) -> Vec<[String; 10]> {
     let dash = || "-".to_owned();
     let cell = |t: &str| crate::text::sanitize(t).replace(' ', "\\x20");
     let secs = |v: Option<f64>| v.map(format_secs).unwrap_or_else(dash);
@@ -51,6 +53,7 @@ pub fn rows(snap: &Snapshot) -> Vec<[String; 9]> {
                 dash(),
                 dash(),
                 dash(),
+                dash(),
             ]);
         }
         for e in &t.errors {
@@ -58,6 +61,7 @@ pub fn rows(snap: &Snapshot) -> Vec<[String; 9]> {
                 url.clone(),
                 cell(&e.prefix),
                 "error".into(),
+                dash(),
                 dash(),
                 dash(),
                 dash(),
@@ -101,6 +105,10 @@ pub fn rows(snap: &Snapshot) -> Vec<[String; 9]> {
                 },
                 secs(p.holder_skew_s),
                 exclusion(p.exclusion).into(),
+                p.record
+                    .as_ref()
+                    .and_then(|r| r.generation)
+                    .map_or_else(dash, |g| g.to_string()),
             ]);
         }
     }

@@ -963,6 +963,7 @@ fn finish(mut reports: Vec<TargetReport>, targets: &[OpenTarget], clock: &Shared
         targets: reports,
         pod: PodSnapshot::default(),
         pod_error: None,
+        audit_log: None,
     };
     snap.rejudge(clock.wall());
     snap

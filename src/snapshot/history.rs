@@ -5,9 +5,12 @@
 //! observation of every prefix. A different holder (or none) is a
 //! [`HolderChange`], classified as:
 //!
-//! - [`ChangeKind::Takeover`]: an `outcome` entry of leasectl's audit log
-//!   names this lease key (and bucket) and wrote the record now seen (its
-//!   ETag or its holder), after the previous holder was last seen;
+//! - [`ChangeKind::Takeover`]: an `outcome` (or `intent`) entry of
+//!   leasectl's audit log names this lease key (and bucket) and wrote the
+//!   record now seen (its ETag or its holder), after the previous holder was
+//!   last seen;
+//! - [`ChangeKind::Handover`]: such a takeover done with `--then
+//!   handover:ID`, whose record names the successor now seen;
 //! - [`ChangeKind::Expiry`]: a new holder after the previous record had
 //!   expired (its TTL had run out by this reader's clock), or was suspect or
 //!   malformed;
@@ -18,7 +21,10 @@
 //!   fresh with no takeover recorded here, or became unreadable: someone
 //!   wrote over a live lease.
 //!
-//! Renewals (same holder, new ETag) are not changes. A prefix that could not
+//! Renewals (same holder, new ETag, same generation) are not changes; the
+//! same holder under a new generation (it released and took the lease
+//! again between two reads) is one. Each change carries the generations
+//! before and after (`None` where a record had none). A prefix that could not
 //! be read keeps its last observation: an error is never a release. Times are
 //! this reader's clock (the snapshot's `generated_at`), UTC. Memory is
 //! bounded: [`Limits`] caps the changes kept per prefix, in all, and the
@@ -34,24 +40,45 @@ use crate::snapshot::Snapshot;
 use crate::text::sanitize;
 
 /// How a holder change came about (module docs).
+/// Serialised as its [`ChangeKind::label`] (`--watch`'s `how`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     /// The first time this session saw the prefix (not a change).
+    #[serde(rename = "first_seen")]
     FirstSeen,
     /// A takeover recorded in leasectl's audit log.
+    #[serde(rename = "takeover")]
     Takeover,
+    /// A takeover recorded in leasectl's audit log with `--then
+    /// handover:ID`, whose record names the successor now seen.
+    #[serde(rename = "handover")]
+    Handover,
     /// A new holder after the previous record had expired (or was suspect or
     /// malformed).
+    #[serde(rename = "after_expiry")]
     Expiry,
     /// A holder on a prefix that had no LEASE.
+    #[serde(rename = "acquired")]
     Acquired,
     /// The LEASE is gone.
+    #[serde(rename = "released")]
     Release,
     /// Changed while the previous record was still fresh, with no takeover
     /// recorded here, or overwritten by something unreadable.
+    #[serde(rename = "changed_while_fresh")]
     Unexpected,
 }
+
+/// The kinds that count as a holder change (a new holder was seen), in the
+/// order of [`PrefixHistory::count_by`]: the values of
+/// `leasectl_lease_holder_changes_total`'s `how` label.
+pub const COUNTED: [ChangeKind; 5] = [
+    ChangeKind::Takeover,
+    ChangeKind::Handover,
+    ChangeKind::Expiry,
+    ChangeKind::Acquired,
+    ChangeKind::Unexpected,
+];
 
 impl ChangeKind {
     /// The kind in words, for the console and logs.
@@ -59,10 +86,26 @@ impl ChangeKind {
         match self {
             ChangeKind::FirstSeen => "first seen",
             ChangeKind::Takeover => "takeover",
+            ChangeKind::Handover => "hand-over",
             ChangeKind::Expiry => "after expiry",
             ChangeKind::Acquired => "acquired",
             ChangeKind::Release => "released",
             ChangeKind::Unexpected => "CHANGED WHILE FRESH",
+        }
+    }
+
+    /// The kind as a fixed token, for machines: `first_seen`, `takeover`,
+    /// `handover`, `after_expiry`, `acquired`, `released`,
+    /// `changed_while_fresh` (`--watch`'s `how`, the Prometheus `how` label).
+    pub fn label(self) -> &'static str {
+        match self {
+            ChangeKind::FirstSeen => "first_seen",
+            ChangeKind::Takeover => "takeover",
+            ChangeKind::Handover => "handover",
+            ChangeKind::Expiry => "after_expiry",
+            ChangeKind::Acquired => "acquired",
+            ChangeKind::Release => "released",
+            ChangeKind::Unexpected => "changed_while_fresh",
         }
     }
 }
@@ -81,6 +124,17 @@ pub struct HolderChange {
     pub previous: Option<String>,
     /// For a takeover: `operator — reason` from the audit entry, escaped.
     pub audit: Option<String>,
+    /// The new record's generation (`None`: unknown, or no record).
+    pub generation: Option<u64>,
+    /// The previous record's generation (`None`: unknown, or no record).
+    pub previous_generation: Option<u64>,
+    /// The new holder's instance id as read (unescaped: for JSON, which
+    /// escapes it itself).
+    pub holder_id: Option<String>,
+    /// The previous holder's instance id as read (unescaped).
+    pub previous_id: Option<String>,
+    /// For a takeover or hand-over: the audit log's entry of it.
+    pub takeover: Option<crate::snapshot::LastTakeover>,
 }
 
 impl HolderChange {
@@ -89,6 +143,17 @@ impl HolderChange {
     pub fn counts(&self) -> bool {
         self.kind != ChangeKind::FirstSeen && self.holder.is_some()
     }
+
+    /// `generation 7 → 8` (`-` for an unknown one; `generation 8` for the
+    /// first sighting), or `None` when neither record has a generation.
+    pub fn generation_text(&self) -> Option<String> {
+        let g = |g: Option<u64>| g.map_or_else(|| "-".to_owned(), |g| g.to_string());
+        match (self.kind, self.previous_generation, self.generation) {
+            (_, None, None) => None,
+            (ChangeKind::FirstSeen, _, now) => Some(format!("generation {}", g(now))),
+            (_, before, now) => Some(format!("generation {} → {}", g(before), g(now))),
+        }
+    }
 }
 
 /// What was last seen of one prefix.
@@ -96,12 +161,23 @@ impl HolderChange {
 struct Seen {
     /// The raw holder (compared unescaped).
     holder: Option<String>,
+    /// The record's generation.
+    generation: Option<u64>,
+    /// The last generation this holder was seen with, kept across reads of
+    /// a record without one: a holder whose record lost its generation
+    /// between two reads and came back under another is a change.
+    known_generation: Option<u64>,
     /// A LEASE object exists.
     present: bool,
     state: LeaseState,
     /// When the record expires by this reader's clock, if it has one.
     expires_at: Option<DateTime<Utc>>,
+    /// When this was last observed.
     at: DateTime<Utc>,
+    /// When this holder was first observed: a takeover that replaced it was
+    /// recorded after that (a row read by need, at the listing's cadence,
+    /// may show the change long after it happened).
+    since: DateTime<Utc>,
 }
 
 /// One prefix's timeline.
@@ -112,6 +188,8 @@ pub struct PrefixHistory {
     /// Holder changes counted since the session started ([`HolderChange::counts`]);
     /// never decreases when old changes are dropped.
     pub count: u64,
+    /// [`PrefixHistory::count`] by kind, in the order of [`COUNTED`].
+    pub count_by: [u64; COUNTED.len()],
     last: Option<Seen>,
 }
 
@@ -194,13 +272,37 @@ impl History {
     /// Compares `snap` with what was seen before and records each change.
     /// `audit`: recent entries of leasectl's audit log (any order).
     pub fn observe(&mut self, snap: &Snapshot, audit: &[AuditEntry]) {
+        self.observe_into(snap, audit, None);
+    }
+
+    /// [`History::observe`], returning the changes it recorded (first
+    /// sightings left out), in the order of the snapshot's rows: what
+    /// `--watch` writes as `holder_change` lines.
+    pub fn observe_changes(
+        &mut self,
+        snap: &Snapshot,
+        audit: &[AuditEntry],
+    ) -> Vec<(PrefixKey, HolderChange)> {
+        let mut out = Vec::new();
+        self.observe_into(snap, audit, Some(&mut out));
+        out
+    }
+
+    fn observe_into(
+        &mut self,
+        snap: &Snapshot,
+        audit: &[AuditEntry],
+        mut out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
+    ) {
         let now = snap.generated_at;
         let mut seen_now: BTreeSet<PrefixKey> = BTreeSet::new();
         for t in &snap.targets {
             for p in &t.prefixes {
                 let key = (t.url.clone(), p.prefix.clone());
-                let cur = Seen {
+                let mut cur = Seen {
                     holder: p.record.as_ref().map(|r| r.instance_id.clone()),
+                    generation: p.record.as_ref().and_then(|r| r.generation),
+                    known_generation: p.record.as_ref().and_then(|r| r.generation),
                     present: p.state != LeaseState::Absent,
                     state: p.state,
                     expires_at: p
@@ -209,19 +311,26 @@ impl History {
                         .and_then(|x| chrono::Duration::try_milliseconds((x * 1000.0) as i64))
                         .map(|d| now + d),
                     at: now,
+                    since: now,
                 };
                 // The audit log is searched only when the holder changed.
-                let unchanged = self
-                    .prefixes
-                    .get(&key)
-                    .and_then(|h| h.last.as_ref())
-                    .is_some_and(|prev| prev.holder == cur.holder && prev.present == cur.present);
+                let unchanged = match self.prefixes.get(&key).and_then(|h| h.last.as_ref()) {
+                    Some(prev) if same_holder(prev, &cur) => {
+                        cur.since = prev.since;
+                        cur.known_generation = cur.generation.or(prev.known_generation);
+                        true
+                    }
+                    _ => false,
+                };
                 let found = if unchanged {
                     None
                 } else {
                     audit_match(audit, t, p, cur.holder.as_deref())
                 };
-                self.apply(key.clone(), cur, found);
+                let change = self.apply(key.clone(), cur, found, out.is_some());
+                if let (Some(out), Some(c)) = (out.as_deref_mut(), change) {
+                    out.push((key.clone(), c));
+                }
                 seen_now.insert(key);
             }
             // A prefix no longer listed under a target gathered in full is
@@ -245,12 +354,21 @@ impl History {
                 for k in gone {
                     let cur = Seen {
                         holder: None,
+                        generation: None,
+                        known_generation: None,
                         present: false,
                         state: LeaseState::Absent,
                         expires_at: None,
                         at: now,
+                        since: now,
                     };
-                    self.apply(k, cur, None);
+                    let want = out.is_some();
+                    let kept = want.then(|| k.clone());
+                    if let (Some(out), Some(c), Some(k)) =
+                        (out.as_deref_mut(), self.apply(k, cur, None, want), kept)
+                    {
+                        out.push((k, c));
+                    }
                 }
             }
         }
@@ -258,7 +376,15 @@ impl History {
         self.trim_total();
     }
 
-    fn apply(&mut self, key: PrefixKey, cur: Seen, audit: Option<(DateTime<Utc>, String)>) {
+    /// Records what `cur` changed on `key`; returns a copy of the change
+    /// when `want` (first sightings left out).
+    fn apply(
+        &mut self,
+        key: PrefixKey,
+        cur: Seen,
+        audit: Option<&AuditEntry>,
+        want: bool,
+    ) -> Option<HolderChange> {
         let h = self.prefixes.entry(key).or_default();
         let change = match &h.last {
             None => Some(HolderChange {
@@ -267,6 +393,11 @@ impl History {
                 holder: cur.holder.as_deref().map(sanitize),
                 previous: None,
                 audit: None,
+                generation: cur.generation,
+                previous_generation: None,
+                holder_id: cur.holder.clone(),
+                previous_id: None,
+                takeover: None,
             }),
             Some(prev) => classify(prev, &cur, audit),
         };
@@ -274,14 +405,20 @@ impl History {
         if let Some(c) = change {
             if c.counts() {
                 h.count += 1;
+                if let Some(i) = COUNTED.iter().position(|k| *k == c.kind) {
+                    h.count_by[i] += 1;
+                }
             }
+            let copy = (want && c.kind != ChangeKind::FirstSeen).then(|| c.clone());
             h.changes.push_back(c);
             self.total += 1;
             if h.changes.len() > self.limits.per_prefix {
                 h.changes.pop_front();
                 self.total -= 1;
             }
+            return copy;
         }
+        None
     }
 
     /// Drops the oldest changes of all beyond [`Limits::total`], in one pass
@@ -344,26 +481,43 @@ impl History {
     }
 }
 
+/// Whether `cur` has the holder `prev` had: the same instance id (or none),
+/// the LEASE still there (or still not), and no new generation (compared
+/// with the last one this holder was seen with, when the record carries one:
+/// an unknown generation is no evidence of a change).
+fn same_holder(prev: &Seen, cur: &Seen) -> bool {
+    let generation_kept = match (prev.known_generation, cur.generation) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    prev.holder == cur.holder && prev.present == cur.present && generation_kept
+}
+
 /// How `prev` became `cur`, if the holder changed.
-fn classify(
-    prev: &Seen,
-    cur: &Seen,
-    audit: Option<(DateTime<Utc>, String)>,
-) -> Option<HolderChange> {
-    if prev.holder == cur.holder && prev.present == cur.present {
+fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<HolderChange> {
+    if same_holder(prev, cur) {
         return None;
     }
-    let audit = audit.filter(|(at, _)| {
-        *at >= prev.at - chrono::Duration::seconds(AUDIT_SLACK_S)
-            && *at <= cur.at + chrono::Duration::seconds(AUDIT_SLACK_S)
+    let audit = audit.filter(|e| {
+        e.time >= prev.since - chrono::Duration::seconds(AUDIT_SLACK_S)
+            && e.time <= cur.at + chrono::Duration::seconds(AUDIT_SLACK_S)
     });
     let kind = if !cur.present {
         ChangeKind::Release
     } else if cur.holder.is_none() {
         // Present but unreadable: overwritten with something that is no record.
         ChangeKind::Unexpected
-    } else if audit.is_some() {
-        ChangeKind::Takeover
+    } else if let Some(e) = audit {
+        // A hand-over's record names the successor now holding the lease.
+        let handed = e.then.starts_with("handover:")
+            && e.written
+                .as_ref()
+                .is_some_and(|w| Some(&w.record.instance_id) == cur.holder.as_ref());
+        if handed {
+            ChangeKind::Handover
+        } else {
+            ChangeKind::Takeover
+        }
     } else if !prev.present {
         ChangeKind::Acquired
     } else if prev.state != LeaseState::Fresh || prev.expires_at.is_none_or(|x| cur.at >= x) {
@@ -371,33 +525,39 @@ fn classify(
     } else {
         ChangeKind::Unexpected
     };
+    let audit = audit.filter(|_| matches!(kind, ChangeKind::Takeover | ChangeKind::Handover));
     Some(HolderChange {
         at: cur.at,
         kind,
         holder: cur.holder.as_deref().map(sanitize),
         previous: prev.holder.as_deref().map(sanitize),
-        audit: audit
-            .filter(|_| kind == ChangeKind::Takeover)
-            .map(|(_, text)| text),
+        audit: audit.map(|e| format!("{} — {}", sanitize(&e.operator), sanitize(&e.reason))),
+        generation: cur.generation,
+        previous_generation: prev.generation,
+        holder_id: cur.holder.clone(),
+        previous_id: prev.holder.clone(),
+        takeover: audit.and_then(crate::snapshot::LastTakeover::of_entry),
     })
 }
 
-/// The newest takeover outcome in `audit` that wrote the record now seen on
+/// The newest takeover entry in `audit` that wrote the record now seen on
 /// `p` of target `t`: the same lease (store and key, however the takeover's
 /// TARGET was spelled: [`crate::audit::AuditTarget::is_lease`]), and its
-/// written ETag or holder is the current one. Returns its time and
-/// `operator — reason`, escaped.
-fn audit_match(
-    audit: &[AuditEntry],
+/// written ETag or holder is the current one. An `intent` counts too (it
+/// names the holder it is about to write, and is fsynced before the PUT):
+/// a reader that sees the new record before the `outcome` is appended still
+/// knows it for a takeover.
+fn audit_match<'a>(
+    audit: &'a [AuditEntry],
     t: &crate::snapshot::TargetReport,
     p: &crate::snapshot::PrefixReport,
     holder: Option<&str>,
-) -> Option<(DateTime<Utc>, String)> {
+) -> Option<&'a AuditEntry> {
     let holder = holder?;
     audit
         .iter()
         .filter(|e| {
-            e.phase == "outcome"
+            (e.phase == "outcome" || e.phase == "intent")
                 && e.action == "takeover"
                 && e.target.is_lease(&t.url, t.bucket.as_deref(), &p.key)
                 && e.written.as_ref().is_some_and(|w| {
@@ -405,12 +565,6 @@ fn audit_match(
                 })
         })
         .max_by_key(|e| e.time)
-        .map(|e| {
-            (
-                e.time,
-                format!("{} — {}", sanitize(&e.operator), sanitize(&e.reason)),
-            )
-        })
 }
 
 #[cfg(test)]
@@ -478,6 +632,7 @@ mod tests {
             }],
             pod: Default::default(),
             pod_error: None,
+            audit_log: None,
         }
     }
 
@@ -695,6 +850,159 @@ mod tests {
             };
             assert_eq!(got, want, "{url} {bucket:?} {key}");
         }
+    }
+
+    /// A row for `db/` held by `holder` under `generation`.
+    fn row_gen(holder: &str, generation: Option<u64>, etag: &str, t: i64) -> PrefixReport {
+        let mut rec = record(holder, at(t));
+        rec.generation = generation;
+        let observed = Observed::Present {
+            etag: Some(etag.into()),
+            last_modified: Some(at(t)),
+            record: Ok(rec),
+        };
+        PrefixReport::new("db/".into(), observed, at(t))
+    }
+
+    /// Issue 26: each change carries the generations before and after; the
+    /// same holder under a new generation is a change; a hand-over (audited
+    /// with `--then handover:ID`) is told from a takeover; the counts by
+    /// kind add up to the count.
+    #[test]
+    fn generations_are_recorded_and_a_hand_over_is_named() {
+        let mut h = History::new();
+        h.observe(
+            &snap(at(0), vec![row_gen("a", Some(7), "e1", 0)], None),
+            &[],
+        );
+        // A renewal keeps the generation: nothing.
+        let none = h.observe_changes(
+            &snap(at(5), vec![row_gen("a", Some(7), "e2", 5)], None),
+            &[],
+        );
+        assert!(none.is_empty());
+        // b after a's expiry, generation 8.
+        let c = h.observe_changes(
+            &snap(at(45), vec![row_gen("b", Some(8), "e3", 45)], None),
+            &[],
+        );
+        assert_eq!(c.len(), 1);
+        let (key, c) = &c[0];
+        assert_eq!(key, &(URL.to_owned(), "db/".to_owned()));
+        assert_eq!(c.kind, ChangeKind::Expiry);
+        assert_eq!((c.previous_generation, c.generation), (Some(7), Some(8)));
+        assert_eq!(c.generation_text().as_deref(), Some("generation 7 → 8"));
+        assert_eq!(
+            (c.previous_id.as_deref(), c.holder_id.as_deref()),
+            (Some("a"), Some("b"))
+        );
+        // b again, but a new generation (released and re-acquired between reads).
+        let c = h.observe_changes(
+            &snap(at(90), vec![row_gen("b", Some(9), "e4", 90)], None),
+            &[],
+        );
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].1.kind, ChangeKind::Expiry);
+        // A hand-over to s while b is fresh, audited.
+        let mut e = outcome(&format!("{URL}db/"), None, "db/LEASE", "s", 93);
+        e.then = "handover:s".into();
+        if let Some(w) = &mut e.written {
+            w.record.generation = Some(10);
+        }
+        let c = h.observe_changes(
+            &snap(at(95), vec![row_gen("s", Some(10), "e5", 95)], None),
+            std::slice::from_ref(&e),
+        );
+        assert_eq!(c[0].1.kind, ChangeKind::Handover);
+        assert_eq!(c[0].1.kind.as_str(), "hand-over");
+        assert_eq!(c[0].1.kind.label(), "handover");
+        let t = c[0].1.takeover.as_ref().unwrap();
+        assert_eq!((t.then.as_str(), t.generation), ("handover:s", Some(10)));
+        // Unknown generations: no text; an unknown one is no evidence of a change.
+        let c = h.observe_changes(&snap(at(97), vec![row_gen("s", None, "e6", 97)], None), &[]);
+        assert!(c.is_empty(), "{c:?}");
+        let p = h.get(URL, "db/").unwrap();
+        assert_eq!(p.count, 3);
+        assert_eq!(p.count_by, [0, 1, 2, 0, 0]);
+        let first = &p.changes[0];
+        assert_eq!(first.generation_text().as_deref(), Some("generation 7"));
+        let mut plain = first.clone();
+        plain.generation = None;
+        assert_eq!(plain.generation_text(), None);
+    }
+
+    /// A record that lost its generation between two reads (same holder)
+    /// and came back under another one is a change of generation, as if the
+    /// read without one had not happened: it hides no re-acquire (nor a
+    /// write over a live lease).
+    #[test]
+    fn a_generation_lost_between_two_reads_hides_no_change() {
+        let mut h = History::new();
+        h.observe(
+            &snap(at(0), vec![row_gen("a", Some(7), "e1", 0)], None),
+            &[],
+        );
+        let none = h.observe_changes(&snap(at(5), vec![row_gen("a", None, "e2", 5)], None), &[]);
+        assert!(none.is_empty(), "{none:?}");
+        let c = h.observe_changes(
+            &snap(at(10), vec![row_gen("a", Some(9), "e3", 10)], None),
+            &[],
+        );
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].1.kind, ChangeKind::Unexpected, "{c:?}");
+        // The generation it came back with is kept: nothing more.
+        let none = h.observe_changes(
+            &snap(at(15), vec![row_gen("a", Some(9), "e4", 15)], None),
+            &[],
+        );
+        assert!(none.is_empty(), "{none:?}");
+    }
+
+    /// A reader that sees the new record before the takeover's `outcome` is
+    /// appended knows it by the `intent` (fsynced before the PUT), which
+    /// names the holder about to be written.
+    #[test]
+    fn a_takeover_is_known_by_its_intent_before_its_outcome() {
+        let mut h = History::new();
+        h.observe(
+            &snap(at(0), vec![row_gen("a", Some(7), "e1", 0)], None),
+            &[],
+        );
+        let mut intent = outcome(&format!("{URL}db/"), None, "db/LEASE", "t", 4);
+        intent.phase = "intent".into();
+        intent.outcome = None;
+        let c = h.observe_changes(
+            &snap(at(5), vec![row_gen("t", Some(8), "e2", 5)], None),
+            std::slice::from_ref(&intent),
+        );
+        assert_eq!(c[0].1.kind, ChangeKind::Takeover, "{c:?}");
+        assert_eq!(c[0].1.takeover.as_ref().unwrap().outcome, None);
+        // The index of last takeovers counts outcomes only.
+        let i = crate::snapshot::TakeoverIndex::of(&[intent]);
+        assert!(i.newest(URL, None, "db/LEASE").is_none());
+    }
+
+    /// `serve` and the console read an off-screen stale row at the listing's
+    /// cadence, keeping its last reading in between: a takeover found only
+    /// at the next read, long after its audit entry, is still a takeover
+    /// (the entry is after the replaced holder was first seen).
+    #[test]
+    fn a_takeover_read_late_is_still_a_takeover() {
+        let mut h = History::new();
+        let stale = |t: i64| {
+            let mut r = row_gen("a", Some(7), "e1", -300);
+            r.rejudge(at(t));
+            r
+        };
+        for t in [0, 10, 20, 30] {
+            h.observe(&snap(at(t), vec![stale(t)], None), &[]);
+        }
+        let e = outcome(&format!("{URL}db/"), None, "db/LEASE", "t", 12);
+        let c = h.observe_changes(
+            &snap(at(40), vec![row_gen("t", Some(8), "e2", 12)], None),
+            std::slice::from_ref(&e),
+        );
+        assert_eq!(c[0].1.kind, ChangeKind::Takeover, "{c:?}");
     }
 
     #[test]

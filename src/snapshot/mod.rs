@@ -9,6 +9,7 @@
 //! - [`gather`](mod@gather): reading every LEASE into a snapshot
 //!   ([`gather()`], [`Gatherer`]).
 //! - [`history`]: what changed between two snapshots.
+//! - [`takeovers`]: the last takeover the audit log records per prefix.
 //!
 //! Everything public is re-exported here: `leasectl::snapshot::X` names it
 //! whichever file it lives in.
@@ -18,6 +19,7 @@ pub mod gather;
 pub mod history;
 pub mod model;
 pub mod schedule;
+pub mod takeovers;
 
 pub use discovery::{discover, observe};
 pub use gather::{
@@ -28,3 +30,4 @@ pub use model::{
     ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
 };
 pub use schedule::{Focus, Schedule};
+pub use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};

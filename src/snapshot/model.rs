@@ -9,7 +9,7 @@ use crate::exit::Exit;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
-pub const SCHEMA_VERSION: &str = "1.2";
+pub const SCHEMA_VERSION: &str = "1.3";
 
 /// How strongly the lease excludes a second writer on the prefix's service,
 /// as far as this reader knows.
@@ -37,7 +37,9 @@ pub struct PrefixReport {
     pub key: String,
     /// fresh | stale | suspect | malformed | absent.
     pub state: LeaseState,
-    /// The record, when the body is a valid one.
+    /// The record, when the body is a valid one. In JSON its `generation`
+    /// is always written: `null` when the record has none (unknown).
+    #[serde(serialize_with = "ser_record")]
     pub record: Option<LeaseRecord>,
     /// The body, escaped, only when malformed.
     pub raw: Option<String>,
@@ -57,6 +59,11 @@ pub struct PrefixReport {
     pub holder_skew_s: Option<f64>,
     /// Exclusion on this prefix's service.
     pub exclusion: ExclusionReport,
+    /// The newest takeover of this lease that leasectl's local audit log
+    /// records (`--json`, NDJSON, `--watch`); null when it records none, or
+    /// when the log was not read or could not be (see
+    /// [`Snapshot::audit_log`]).
+    pub last_takeover: Option<super::takeovers::LastTakeover>,
     /// What was read, kept to judge again as the clock moves.
     #[serde(skip)]
     pub observed: Observed,
@@ -85,6 +92,7 @@ impl PrefixReport {
             expires_in_s: None,
             holder_skew_s: None,
             exclusion: ExclusionReport::Unprobed,
+            last_takeover: None,
             observed,
             age_unknown: false,
         };
@@ -231,6 +239,11 @@ pub struct Snapshot {
     pub pod: PodSnapshot,
     /// Why the pod could not be scanned (null when it was, or when not asked).
     pub pod_error: Option<String>,
+    /// The audit log read for the rows' `last_takeover` (`--json`, NDJSON,
+    /// `--watch`); absent from the document when none was read (the console,
+    /// `serve`). One that could not be read makes the exit code 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_log: Option<super::takeovers::AuditLogReport>,
 }
 
 impl Snapshot {
@@ -255,6 +268,7 @@ impl Snapshot {
         if self.targets.iter().any(|t| {
             t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
         }) || self.pod_error.is_some()
+            || self.audit_log.as_ref().is_some_and(|a| a.error.is_some())
             || (self.pod.incomplete() && self.pod_in_question())
         {
             Exit::Failed
@@ -305,6 +319,32 @@ pub(super) fn round_ms(s: f64) -> f64 {
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::clock::rfc3339(*t, SecondsFormat::Millis))
+}
+
+/// A row's record as `--json` writes it: the record's fields, and
+/// `generation` always (`null` when unknown), unlike the LEASE body, which
+/// leaves an unknown generation out.
+fn ser_record<S: Serializer>(r: &Option<LeaseRecord>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct RecordOut<'a> {
+        instance_id: &'a str,
+        acquired_at: String,
+        renewed_at: String,
+        ttl_s: u64,
+        generation: Option<u64>,
+    }
+    let micros = |t: DateTime<Utc>| crate::clock::rfc3339(t, SecondsFormat::Micros);
+    match r {
+        Some(r) => RecordOut {
+            instance_id: &r.instance_id,
+            acquired_at: micros(r.acquired_at),
+            renewed_at: micros(r.renewed_at),
+            ttl_s: r.ttl_s,
+            generation: r.generation,
+        }
+        .serialize(s),
+        None => s.serialize_none(),
+    }
 }
 
 fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {

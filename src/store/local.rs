@@ -217,8 +217,8 @@ impl LocalStore {
                 .is_some_and(is_internal_name);
         if !ok {
             return Err(StoreError::Invalid(format!(
-                "key {:?} is not a plain relative path",
-                crate::text::sanitize(key)
+                "key {} is not a plain relative path",
+                crate::text::quote_shown(&crate::text::sanitize(key))
             )));
         }
         Ok(self.root.join(rel))
@@ -234,8 +234,8 @@ impl LocalStore {
         }
         if !plain_relative(rel) {
             return Err(StoreError::Invalid(format!(
-                "prefix {:?} is not a plain relative path",
-                crate::text::sanitize(dir_part)
+                "prefix {} is not a plain relative path",
+                crate::text::quote_shown(&crate::text::sanitize(dir_part))
             )));
         }
         Ok(self.root.join(rel))

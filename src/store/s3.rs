@@ -253,6 +253,12 @@ impl S3Store {
         if config.http_client().is_none() {
             s3conf = s3conf.http_client(https_client(None));
         }
+        // No throughput watch on every body (a wrapper, clocks and a timer
+        // per request): request bodies are small and in memory, and `get`
+        // reads an answer's body under the attempt's deadline.
+        s3conf = s3conf.stalled_stream_protection(
+            aws_sdk_s3::config::StalledStreamProtectionConfig::disabled(),
+        );
         let s3conf = s3conf
             .force_path_style(opts.path_style)
             .interceptor(clock.clone())
@@ -894,26 +900,44 @@ impl ObjectRead for S3Store {
             last_modified: out.last_modified().and_then(to_chrono),
             size: out.content_length().unwrap_or(0).max(0) as u64,
         };
-        let mut body = Vec::new();
         let mut stream = out.body;
-        loop {
-            match stream.try_next().await {
-                Ok(Some(chunk)) => {
-                    let room = (MAX_BODY_BYTES + 1).saturating_sub(body.len());
-                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                    if body.len() > MAX_BODY_BYTES {
-                        break; // enough to know it is too large; drop the rest
+        // The body is read under the same deadline as one attempt: a service
+        // that sends the headers and then stalls is a timeout, never a hang.
+        let read = tokio::time::timeout(self.timeout, async {
+            let mut body = Vec::new();
+            loop {
+                match stream.try_next().await {
+                    Ok(Some(chunk)) => {
+                        let room = (MAX_BODY_BYTES + 1).saturating_sub(body.len());
+                        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                        if body.len() > MAX_BODY_BYTES {
+                            break; // enough to know it is too large; drop the rest
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        return Err(StoreError::Transport {
+                            endpoint: self.endpoint.clone(),
+                            message: format!("reading the body of {key}: {e}"),
+                        })
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    return Err(StoreError::Transport {
-                        endpoint: self.endpoint.clone(),
-                        message: format!("reading the body of {key}: {e}"),
-                    })
-                }
             }
-        }
+            Ok(body)
+        })
+        .await;
+        let body = match read {
+            Ok(body) => body?,
+            Err(_) => {
+                return Err(StoreError::Timeout(
+                    self.timeout,
+                    format!(
+                        "{} ({}), reading the body of {key}",
+                        self.endpoint, self.bucket
+                    ),
+                ))
+            }
+        };
         Ok(GetOutput {
             meta,
             body,
@@ -1057,6 +1081,65 @@ mod tests {
             m.contains("bkt.minio.internal") && m.contains("--path-style"),
             "{m}"
         );
+    }
+
+    /// A service that sends an answer's headers and part of its body, then
+    /// nothing: `get` gives up at the request deadline with a timeout (the
+    /// SDK's stalled-stream watch, now off, waited 20 s).
+    #[tokio::test]
+    async fn a_body_that_stalls_is_a_timeout_at_the_deadline() {
+        use aws_sdk_s3::config::{Credentials, Region, SharedCredentialsProvider};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before its request ended");
+                seen.extend_from_slice(&buf[..n]);
+            }
+            conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"abc\"\r\n\
+                  Content-Type: application/json\r\n\r\n{\"instance_id\":",
+            )
+            .await
+            .unwrap();
+            conn.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            drop(conn);
+        });
+        let config = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .endpoint_url(format!("http://127.0.0.1:{port}"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+                "AKIDTEST",
+                "test-secret",
+                None,
+                None,
+                "test",
+            )))
+            .build();
+        let opts = S3Options {
+            path_style: true,
+            request_timeout: Some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        let store = S3Store::with_config(&config, "bkt", &opts);
+        let t0 = std::time::Instant::now();
+        let got = store.get("p/LEASE", None).await;
+        let took = t0.elapsed();
+        server.abort();
+        assert!(
+            matches!(&got, Err(StoreError::Timeout(d, _)) if *d == Duration::from_secs(1)),
+            "{got:?}"
+        );
+        assert!(took < Duration::from_secs(5), "gave up after {took:?}");
+        let msg = got.unwrap_err().to_string();
+        assert!(msg.contains("reading the body of p/LEASE"), "{msg}");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   process dies, so a crashed supervisor leaves no writer behind;
 //! - [`ChildHandle`]: the child addressed by a pidfd, so a signal never
 //!   reaches a process that reused its pid;
+//! - [`FencePipe`] / [`fence_state`]: the fence fd (`LEASECTL_FENCE_FD`),
+//!   a pipe whose write end only leasectl holds, closed when the fence closes;
 //! - [`FORWARDED`] and [`Signals`]: the signals passed on to the command;
 //! - [`kill_tree`] / [`kill_descendants`]: stopping the command and all it left;
 //! - [`status_exit`] / [`wait_status_exit`]: a status as an [`Exit`], 128 +
@@ -16,11 +18,16 @@
 //! - [`forward_signals`] and [`reap_all`]: the synchronous supervisor of
 //!   `writer exec` (a `sigwait` thread; every child reaped before release).
 
+mod fence_fd;
 mod handle;
 mod proc;
 mod reap;
 mod signals;
 
+pub use fence_fd::{
+    fence_state, fence_state_from_env, FenceFdError, FenceFdState, FencePipe, FenceWriter,
+    FENCE_FD_ENV,
+};
 pub use handle::{kill_descendants, kill_tree, send, ChildHandle};
 pub use proc::{descendants, descendants_in};
 pub use reap::{forward_signals, reap_all};

@@ -24,6 +24,7 @@ use crate::text::sanitize;
 /// Performs the takeover (see the module docs for the order of steps).
 ///
 /// Errors: guards ([`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`],
+/// [`TakeoverError::GenerationExhausted`],
 /// [`TakeoverError::PreconditionsIgnored`], [`TakeoverError::NoReason`]) refuse
 /// before anything is written; [`TakeoverError::Audit`] refuses before the
 /// PUT; [`TakeoverError::Changed`] is the conditional PUT refused (audited);
@@ -68,6 +69,10 @@ pub async fn takeover_with(
         req.force,
         now,
     )?;
+    let replaced = req.seen.record().and_then(|r| r.generation);
+    if let Some(why) = req.record_format.cannot_replace(replaced) {
+        return Err(TakeoverError::GenerationExhausted { key, why });
+    }
     check_service(store.as_ref(), &clock, &req, &j, &key).await?;
     let old_fence = old_fence(&req, &j);
     let own_ttl_s = own_ttl_s(&req, old_fence, &key);
@@ -77,18 +82,24 @@ pub async fn takeover_with(
         (Then::Handover(successor), None) => successor.clone(),
         _ => new_instance_id(),
     };
+    // The record is stamped now, after the service checks (a second or more
+    // on some services), with the boot-time reading its fence counts from:
+    // stamped at the look instead, the fence would see the wall clock run
+    // ahead of the boot-time one by the checks' duration (a "step") and close.
+    let stamp = clock.wall();
+    let mono = clock.mono();
+    // The PUT is conditional on the record seen: its generation is the one replaced.
     let record = LeaseRecord {
         instance_id: holder_id,
-        acquired_at: now,
-        renewed_at: now,
+        acquired_at: stamp,
+        renewed_at: stamp,
         ttl_s: own_ttl_s,
-        generation: None,
+        generation: req.record_format.generation(replaced, stamp),
     };
     let entry = intent_entry(&req, &j, &id, &record, now);
     audit.append(&entry).await?;
     tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
-    let mono = clock.mono();
     let etag = match put_record(store.as_ref(), &req, &key, &record).await {
         Ok(etag) => etag,
         Err(e) => {

@@ -39,8 +39,8 @@ use chrono::{DateTime, Utc};
 
 use crate::audit::{AuditEntry, AuditError, AuditTarget};
 use crate::bucket::{
-    format_secs, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed, Released,
-    CONDITIONAL_SWITCH,
+    fmt_generation, format_secs, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed,
+    RecordFormat, Released, CONDITIONAL_SWITCH,
 };
 use crate::text::sanitize;
 
@@ -109,19 +109,29 @@ pub struct TakeoverRequest {
     pub ttl_s: u64,
     /// Conditional, or best-effort (chosen by the operator).
     pub exclusion: Exclusion,
+    /// The fields written: with a generation greater than the replaced
+    /// record's (the default), or the seed's four (no generation).
+    pub record_format: RecordFormat,
     /// Where, for the audit entry.
     pub target: AuditTarget,
 }
 
 /// What a successful takeover did. Its `Display` is the report shown by
 /// `leasectl takeover` and the console: one line per fact, the first
-/// `taken: KEY now names ID (ETag E)`.
+/// `taken: KEY now names ID (ETag E)`, the second the generation observed
+/// and the one written (`generation 7 → 8`, `-` when unknown), or, in the
+/// seed's record format, that no generation was written.
 #[derive(Debug)]
 pub struct TakeoverOutcome {
     /// The lease key.
     pub key: String,
     /// The record written.
     pub written: LeaseRecord,
+    /// The generation of the record replaced (`None`: unknown — no record,
+    /// a malformed one, or one without the field).
+    pub replaced_generation: Option<u64>,
+    /// The record format written.
+    pub record_format: RecordFormat,
     /// Its ETag.
     pub etag: String,
     /// `Then::Release`: how the release went.
@@ -154,6 +164,19 @@ impl std::fmt::Display for TakeoverOutcome {
             sanitize(&self.written.instance_id),
             self.etag
         )?;
+        match self.record_format {
+            RecordFormat::Leasectl => write!(
+                f,
+                "\ngeneration {} → {}",
+                fmt_generation(self.replaced_generation),
+                fmt_generation(self.written.generation)
+            )?,
+            RecordFormat::Seed => write!(
+                f,
+                "\nrecord format seed: no generation written (observed {}); the record has the seed's four fields",
+                fmt_generation(self.replaced_generation)
+            )?,
+        }
         if let Some(t) = self.writes_safe_from {
             write!(
                 f,
@@ -208,6 +231,15 @@ pub enum TakeoverError {
         state: LeaseState,
         /// Time left.
         remaining: Duration,
+    },
+    /// The record seen carries a generation no greater one can follow
+    /// ([`crate::bucket::RecordFormat::cannot_replace`]): nothing was written.
+    #[error("{key} cannot be taken over: {why}; nothing was written")]
+    GenerationExhausted {
+        /// The key.
+        key: String,
+        /// Why, and what to do (safe to print).
+        why: String,
     },
     /// The lease changed between the look and the PUT.
     #[error("{key} changed since you looked: {now}. Nothing was written; look again")]

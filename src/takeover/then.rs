@@ -42,7 +42,7 @@ pub(super) struct Taken<'a> {
     pub own_ttl_s: u64,
     /// The replaced live holder's fence, from the PUT (`None`: it was not fresh).
     pub old_fence: Option<Duration>,
-    /// When the PUT began (boot-time clock).
+    /// When the record was stamped, just before the intent and the PUT (boot-time clock).
     pub mono: Duration,
     /// When the takeover began (reader's clock, UTC).
     pub now: DateTime<Utc>,
@@ -60,6 +60,7 @@ pub(super) async fn after_put(
     let config = LeaseConfig {
         ttl_s: t.own_ttl_s,
         exclusion: t.req.exclusion,
+        record_format: t.req.record_format,
     };
     // The lease just written, as a holder of it (used by release and hold).
     let mut written = BucketLease::from_written(
@@ -83,6 +84,8 @@ pub(super) async fn after_put(
     }
     let mut outcome = TakeoverOutcome {
         written: t.record.clone(),
+        replaced_generation: t.req.seen.record().and_then(|r| r.generation),
+        record_format: t.req.record_format,
         etag: t.etag.clone(),
         released: None,
         held: None,
@@ -240,7 +243,8 @@ async fn hand_over(
         acquired_at: at,
         renewed_at: at,
         ttl_s: t.req.ttl_s,
-        generation: None,
+        // The successor adopts the generation the takeover wrote.
+        generation: t.record.generation,
     };
     let cond = match t.req.exclusion {
         Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),

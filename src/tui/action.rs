@@ -115,6 +115,8 @@ pub enum Action {
 }
 
 /// A write the operator asked for (and confirmed).
+// One per confirmed operator action: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum WriteRequest {
     /// Probe the preconditions of target `target` (index into the targets).

@@ -44,6 +44,8 @@ pub struct Ops {
     pub exclusion: Exclusion,
     /// TTL of leases the console writes, in seconds.
     pub ttl_s: u64,
+    /// The fields of the records the console writes.
+    pub record_format: crate::bucket::RecordFormat,
     /// The clock.
     pub clock: SharedClock,
 }
@@ -91,6 +93,7 @@ impl Ops {
                         force,
                         ttl_s: self.ttl_s,
                         exclusion: self.exclusion,
+                        record_format: self.record_format,
                         target: audit_target,
                     };
                     let result = self.takeover(t, &key, req, &rx, &mut held).await;

@@ -200,7 +200,9 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
             .back()
             .unwrap()
             .clone();
-        assert_eq!(change.kind, ChangeKind::Takeover, "{parent}: {change:?}");
+        // A takeover with `--then handover:ID` whose record names the
+        // successor: a hand-over (issue 26 §3), named by its audit entry.
+        assert_eq!(change.kind, ChangeKind::Handover, "{parent}: {change:?}");
         assert!(
             change
                 .audit

@@ -428,6 +428,7 @@ fn table_command(header: &str, heading: &str) -> Vec<&'static str> {
         for (name, path) in [
             ("writer exec", vec!["writer", "exec"]),
             ("bucket hold", vec!["bucket", "hold"]),
+            ("bucket fence-check", vec!["bucket", "fence-check"]),
             ("takeover", vec!["takeover"]),
             ("leasectl check", vec!["check"]),
             ("leasectl probe", vec!["probe"]),

@@ -78,7 +78,7 @@ async fn sample_records_are_judged_as_documented() {
 fn sample_snapshot_has_every_state_and_the_racing_pod() {
     let text = std::fs::read_to_string(assets().join("sample-snapshot.json")).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(doc["schema_version"], "1.2");
+    assert_eq!(doc["schema_version"], "1.3");
     let states: std::collections::BTreeSet<&str> = doc["targets"][0]["prefixes"]
         .as_array()
         .unwrap()
@@ -96,4 +96,19 @@ fn sample_snapshot_has_every_state_and_the_racing_pod() {
         .map(|v| v["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["siblings_racing", "waiting"].into());
+    // Issue 26: records carry their generation (null where none: the
+    // malformed and absent rows), and the takeover of billing-db/ is its
+    // last_takeover, from the demo's audit log.
+    let rows = doc["targets"][0]["prefixes"].as_array().unwrap();
+    let row = |p: &str| rows.iter().find(|r| r["prefix"] == p).unwrap();
+    assert!(row("orders-db/")["record"]["generation"].is_u64());
+    let billing = row("billing-db/");
+    assert_eq!(billing["record"]["instance_id"], "billing-standby");
+    assert_eq!(
+        billing["last_takeover"]["generation"],
+        billing["record"]["generation"]
+    );
+    assert_eq!(billing["last_takeover"]["then"], "handover:billing-standby");
+    assert!(row("orders-db/")["last_takeover"].is_null());
+    assert!(doc["audit_log"]["error"].is_null());
 }

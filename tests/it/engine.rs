@@ -22,6 +22,7 @@ fn cfg(ttl_s: u64) -> LeaseConfig {
     LeaseConfig {
         ttl_s,
         exclusion: Exclusion::Conditional,
+        ..LeaseConfig::default()
     }
 }
 
@@ -29,6 +30,7 @@ fn best_effort(ttl_s: u64) -> LeaseConfig {
     LeaseConfig {
         ttl_s,
         exclusion: Exclusion::BestEffort,
+        ..LeaseConfig::default()
     }
 }
 

@@ -3,9 +3,11 @@
 //! the other slot's contender (waiting with `--wait`) takes over — while
 //! random faults hit the holder: renewals answered 503, renewals hanging,
 //! answers dropped, its process group stopped for 0–15 s, its wall clock
-//! stepped by ±2 TTL. Every run's command appends `RUN TIMESTAMP` lines (real
-//! clock) to one shared log; `scripts/soak_check.py` then checks that no two
-//! runs' writes overlap.
+//! stepped by ±2 TTL. Every run's command appends `RUN TIMESTAMP GENERATION`
+//! lines (real clock; the `LEASECTL_GENERATION` it was given) to one shared
+//! log; `scripts/soak_check.py` then checks that no two runs' writes overlap
+//! and that no write stamped with an older generation follows one stamped
+//! with a newer generation.
 //!
 //! Not part of the test suite (it takes many minutes): run it with
 //! `scripts/soak.sh [RUNS]` (default 200).
@@ -48,6 +50,28 @@ fn pick_fault(rng: &mut impl Rng) -> Fault {
     }
 }
 
+/// [`tagged_writer`] whose lines are `TAG TIMESTAMP GENERATION`: the
+/// generation its `bucket hold` gave it (`-` when none).
+fn stamped_writer(log: &Path, tag: &str, ignore_term: bool, lines: u32) -> Vec<String> {
+    let trap = if ignore_term {
+        "trap 'echo TERM ignored >&2' TERM; "
+    } else {
+        ""
+    };
+    let script = format!(
+        "{trap}i=0; while [ $i -lt {lines} ]; do echo {tag} $(env -u LD_PRELOAD date +%s.%N) ${{LEASECTL_GENERATION:--}} >> {}; sleep 0.1; i=$((i+1)); done",
+        log.display()
+    );
+    vec![
+        "env".into(),
+        "-u".into(),
+        "LD_PRELOAD".into(),
+        "sh".into(),
+        "-c".into(),
+        script,
+    ]
+}
+
 struct Slot {
     name: &'static str,
     proxy: Proxy,
@@ -88,7 +112,7 @@ async fn slot_loop(
                 "--grace",
                 "5s",
             ],
-            &tagged_writer(&log, &tag, n % 2 == 0, Some(hold_for_lines)),
+            &stamped_writer(&log, &tag, n % 2 == 0, hold_for_lines),
             &faketime_env(&slot.clock_file),
         );
         // Wait until this run holds the lease (its first line), or ends.
@@ -181,8 +205,24 @@ async fn soak() {
     eprintln!("{}", String::from_utf8_lossy(&check.stdout));
     assert!(
         check.status.success(),
-        "overlap found: see {}",
+        "overlap, generation order violated or generations missing: see {}",
         out.display()
     );
     assert!(Path::new(&log).exists());
+}
+
+/// The soak's checker catches what it is there to catch: on logs with an
+/// injected overlap, a stale generation written after a newer one, a run
+/// under two generations, two runs under one, and writes without a
+/// generation, it exits 1 naming each; an unusable log is 2; a clean one 0.
+#[test]
+fn the_soak_checker_catches_injected_violations() {
+    let out = std::process::Command::new("python3")
+        .arg(repo().join("scripts/soak_check.py"))
+        .arg("--self-test")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("9 of 9 cases passed"), "{text}");
 }

@@ -191,13 +191,14 @@ fn output_formats_and_the_table_for_a_pipe() {
             "TTL",
             "EXPIRES",
             "SKEW",
-            "EXCLUSION"
+            "EXCLUSION",
+            "GENERATION"
         ]
     );
     assert_eq!(lines.len(), 3, "{table}");
     assert_eq!(&lines[1][1..4], ["a/", "fresh", "holder\\x20a"], "{table}");
     assert_eq!(&lines[2][1..4], ["b/", "stale", "holder-b"], "{table}");
-    assert!(lines.iter().all(|l| l.len() == 9), "{table}");
+    assert!(lines.iter().all(|l| l.len() == 10), "{table}");
 
     // -o ndjson: one lease line per prefix with its target, then a summary.
     let out = leasectl(None, &["--no-pod", "-o", "ndjson", &url]);
@@ -217,7 +218,7 @@ fn output_formats_and_the_table_for_a_pipe() {
     // -o json is --json.
     let out = leasectl(None, &["--no-pod", "-o", "json", &url]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["schema_version"], "1.2");
+    assert_eq!(doc["schema_version"], "1.3");
     assert_eq!(out.status.code(), Some(3));
 
     // -o prometheus.
@@ -353,7 +354,7 @@ async fn watch_streams_renewals_and_the_holders_death() {
     );
     assert_ne!(second["etag"], etag0);
     wait_line(&rx, &mut seen, Duration::from_secs(20), "heartbeat", |v| {
-        v["type"] == "heartbeat" && v["prefixes"] == 1 && v["schema_version"] == "1.2"
+        v["type"] == "heartbeat" && v["prefixes"] == 1 && v["schema_version"] == "1.3"
     });
     // The holder dies without releasing: the same record turns stale.
     signal_group(hold.pgid(), libc::SIGKILL);
@@ -495,7 +496,19 @@ async fn serve_is_scraped_while_leases_change() {
     };
     let fresh = series("leasectl_lease_state", "db/", Some("fresh"));
     let stale = series("leasectl_lease_state", "db/", Some("stale"));
-    let changes = series("leasectl_lease_holder_changes_total", "db/", None);
+    // Counted by how the holder changed (issue 26 §3): each `how` from zero.
+    let changes = |how: &str| {
+        format!(
+            "leasectl_lease_holder_changes_total{{target=\"{target}\",prefix=\"db/\",how=\"{how}\"}}"
+        )
+    };
+    const HOWS: [&str; 5] = [
+        "takeover",
+        "handover",
+        "after_expiry",
+        "acquired",
+        "changed_while_fresh",
+    ];
     let body = scrape_until(port, "db/ fresh", |b| sample(b, &fresh) == Some(1.0)).await;
     assert_eq!(sample(&body, &stale), Some(0.0));
     assert_eq!(
@@ -549,7 +562,9 @@ async fn serve_is_scraped_while_leases_change() {
         "{body}"
     );
     assert!(!body.contains("leasectl_probe_ok{"), "{body}");
-    assert_eq!(sample(&body, &changes), Some(0.0));
+    for how in HOWS {
+        assert_eq!(sample(&body, &changes(how)), Some(0.0), "{how}: {body}");
+    }
     // The hostile prefix: leasectl's text rule doubles the `\`, then the
     // exposition format escapes `"` and each `\` of that.
     let weird = series(
@@ -606,10 +621,13 @@ async fn serve_is_scraped_while_leases_change() {
         &[],
     );
     let body = scrape_until(port, "a holder change", |b| {
-        sample(b, &changes) == Some(1.0)
+        sample(b, &changes("after_expiry")) == Some(1.0)
     })
     .await;
     assert_eq!(sample(&body, &fresh), Some(1.0), "{body}");
+    for how in HOWS.iter().filter(|h| **h != "after_expiry") {
+        assert_eq!(sample(&body, &changes(how)), Some(0.0), "{how}: {body}");
+    }
 
     // SIGTERM: a clean stop.
     // SAFETY: kill(2) on a child this test started.

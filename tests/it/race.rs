@@ -300,6 +300,7 @@ async fn console_probe_reports_the_race() {
         audit: leasectl::audit::AuditLog::open(dir.path().join("audit.jsonl")).unwrap(),
         exclusion: leasectl::bucket::Exclusion::Conditional,
         ttl_s: 30,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock,
     };
     let (atx, mut arx) = tokio::sync::mpsc::channel(16);

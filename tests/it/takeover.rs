@@ -17,6 +17,7 @@ fn cfg(ttl_s: u64) -> LeaseConfig {
     LeaseConfig {
         ttl_s,
         exclusion: Exclusion::Conditional,
+        ..LeaseConfig::default()
     }
 }
 
@@ -41,6 +42,7 @@ fn request(seen: Observed, then: Then) -> TakeoverRequest {
         force: false,
         ttl_s: 30,
         exclusion: Exclusion::Conditional,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
         target: AuditTarget {
             endpoint: Some("test".into()),
             region: None,

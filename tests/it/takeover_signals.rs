@@ -77,6 +77,7 @@ fn cfg(ttl_s: u64) -> LeaseConfig {
     LeaseConfig {
         ttl_s,
         exclusion: Exclusion::Conditional,
+        ..LeaseConfig::default()
     }
 }
 
@@ -330,6 +331,7 @@ async fn a_takeover_of_a_prefix_without_a_lease_is_refused() {
             force: true,
             ttl_s: 30,
             exclusion: Exclusion::Conditional,
+            record_format: leasectl::bucket::RecordFormat::Leasectl,
             target: leasectl::audit::AuditTarget {
                 endpoint: None,
                 region: None,
@@ -380,6 +382,7 @@ async fn a_wait_ended_by_its_caller_leaves_the_lease_to_expire_too() {
         force: true,
         ttl_s: 6,
         exclusion: Exclusion::Conditional,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
         target: leasectl::audit::AuditTarget {
             endpoint: None,
             region: None,

@@ -569,6 +569,7 @@ fn ops_on(
         audit: leasectl::audit::AuditLog::open(audit).unwrap(),
         exclusion: leasectl::bucket::Exclusion::Conditional,
         ttl_s: 30,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock,
     };
     let (tx, rx) = tokio::sync::mpsc::channel(16);

@@ -170,6 +170,7 @@ async fn the_whole_loop_takes_over_a_stale_lease_and_quits() {
         audit: leasectl::audit::AuditLog::open(&audit_path).unwrap(),
         exclusion: leasectl::bucket::Exclusion::Conditional,
         ttl_s: 30,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock: clock.clone(),
     };
     let console = Console {

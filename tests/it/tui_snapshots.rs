@@ -794,3 +794,62 @@ async fn holders_that_would_look_blank_are_escaped_or_malformed() {
         "no mark drawn on a quote:\n{text}"
     );
 }
+
+/// A LEASE with a generation whose Last-Modified is its `renewed_at`.
+fn lease_gen_at(dir: &std::path::Path, prefix: &str, holder: &str, renewed: &str, g: Option<u64>) {
+    let mut v: serde_json::Value = serde_json::from_str(&rec(holder, renewed, 30)).unwrap();
+    if let Some(g) = g {
+        v["generation"] = g.into();
+    }
+    write_lease(dir, prefix, &v.to_string());
+    let t: chrono::DateTime<Utc> = renewed.parse().unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join(prefix).join("LEASE"))
+        .unwrap()
+        .set_modified(t.into())
+        .unwrap();
+}
+
+/// Issue 26: the detail pane shows the record's generation (`-` for a
+/// record without one), and the holder history the generations before and
+/// after each change ("generation 7 → 8"); a takeover audited with
+/// `--then handover:ID` is a hand-over.
+#[tokio::test]
+async fn detail_shows_the_generation_and_the_history_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    lease_gen_at(d, "db/", "holder-a", "2026-11-30T12:00:00Z", Some(7));
+    lease_gen_at(d, "web/", "holder-w", "2026-11-30T12:00:00Z", None);
+    let mut app = app_on(d, at(0)).await;
+    // holder-a dies; holder-b after its expiry, generation 8.
+    lease_gen_at(d, "db/", "holder-b", "2026-11-30T12:00:45Z", Some(8));
+    lease_gen_at(d, "web/", "holder-w", "2026-11-30T12:00:45Z", None);
+    app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
+    // A takeover from the console handing the lease over to holder-c.
+    let mut entry = takeover_entry(d, at(49), "holder-c");
+    entry.then = "handover:holder-c".into();
+    app.update(Action::Audit(vec![entry]));
+    lease_gen_at(d, "db/", "holder-c", "2026-11-30T12:00:50Z", Some(9));
+    app.update(Action::Snapshot(Box::new(gather_at(d, at(50)).await)));
+
+    app.update(Action::Resize(200, 34));
+    app.update(Action::ToggleDetail);
+    let text = screen_text(&draw(&app, 200, 34));
+    for s in [
+        "generation    9",
+        "hand-over: holder-b → holder-c, generation 8 → 9 (audit: ops@host",
+        "after expiry: holder-a → holder-b, generation 7 → 8",
+        "first seen: holder-a, generation 7",
+    ] {
+        assert!(text.contains(s), "{s} missing:\n{text}");
+    }
+    insta::assert_snapshot!(text);
+    // web/: no generation known: `-`, and no generation in its history.
+    app.update(Action::Down);
+    let text = screen_text(&draw(&app, 200, 34));
+    assert!(text.contains("holder-w"), "{text}");
+    assert!(text.contains("generation    -"), "{text}");
+    assert!(text.contains("first seen: holder-w "), "{text}");
+    assert!(!text.contains("generation -"), "{text}");
+}

@@ -87,6 +87,12 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         lines.push(kv("acquired_at", rec.acquired_at.to_rfc3339()));
         lines.push(kv("renewed_at", rec.renewed_at.to_rfc3339()));
         lines.push(kv("ttl_s", rec.ttl_s.to_string()));
+        // The fencing token; `-` for a record without one (unknown).
+        lines.push(kv(
+            "generation",
+            rec.generation
+                .map_or_else(|| "-".to_owned(), |g| g.to_string()),
+        ));
     }
     lines.push(kv("ETag", p.etag.clone().unwrap_or_else(|| "-".into())));
     lines.push(kv(
@@ -156,7 +162,8 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
 }
 
 /// The selected prefix's holder changes seen this session, newest first:
-/// `HH:MM:SSZ how: previous → holder`, a takeover with its audit entry.
+/// `HH:MM:SSZ how: previous → holder, generation 7 → 8` (the generations
+/// when either record has one), a takeover with its audit entry.
 fn history_lines(
     app: &App,
     url: Option<&str>,
@@ -178,7 +185,7 @@ fn history_lines(
                 ChangeKind::Unexpected => {
                     Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
                 }
-                ChangeKind::Takeover => Style::default().fg(Color::Cyan),
+                ChangeKind::Takeover | ChangeKind::Handover => Style::default().fg(Color::Cyan),
                 ChangeKind::Expiry | ChangeKind::Release => Style::default().fg(Color::Yellow),
                 ChangeKind::FirstSeen | ChangeKind::Acquired => Style::default(),
             };
@@ -196,6 +203,9 @@ fn history_lines(
                 Span::styled(c.kind.as_str(), style),
                 Span::raw(format!(": {who}")),
             ];
+            if let Some(g) = c.generation_text() {
+                spans.push(Span::raw(format!(", {g}")));
+            }
             if let Some(a) = &c.audit {
                 spans.push(Span::raw(format!(" (audit: {a})")));
             }

@@ -95,7 +95,9 @@ pub struct Observed {
 /// As [`super::scan()`].
 pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     let root = &opts.proc_root;
-    let table = ProcTable::read(root)?;
+    // Auto-detection reads every user process's descriptors and environment:
+    // read them up front, side by side.
+    let table = ProcTable::read_with(root, opts.pod_root.is_none())?;
     let user_pids: Vec<u32> = table
         .procs
         .values()
@@ -103,6 +105,12 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         .map(|p| p.pid)
         .collect();
     let tree = pod_tree(&table, opts)?;
+    // A pod root: the tree's descriptors and environments are read in any
+    // case (see `unreadable`), side by side.
+    if let Some(t) = &tree {
+        let members: Vec<u32> = t.iter().copied().collect();
+        table.prefetch(&members, &members);
+    }
 
     // Lock files to inspect: auto-detected from open descriptors (the pod's
     // own with --pod-root, everybody's otherwise), or the given data dirs'.
@@ -112,6 +120,10 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     };
     let lock_keys = lock_targets(&table, opts, &owners)?;
     let proc_locks = read_proc_locks(root);
+    // With a lock file to look for, every user process's descriptors are read.
+    if tree.is_some() && !lock_keys.is_empty() {
+        table.prefetch(&user_pids, &[]);
+    }
     let evidence = LockEvidence::gather(&table, &lock_keys, &user_pids);
     let (locks, lock_index) = lock_states(&table, &lock_keys, &evidence, &proc_locks);
 

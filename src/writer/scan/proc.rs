@@ -47,6 +47,10 @@ pub(super) struct FdsRead {
     pub(super) unreadable: Option<String>,
 }
 
+/// From how many processes a prefetching [`ProcTable::read_with`] reads with
+/// several threads.
+const THREADS_FROM: usize = 128;
+
 /// Linux `PF_KTHREAD` in the `flags` field of `/proc/PID/stat`.
 const PF_KTHREAD: u32 = 0x0020_0000;
 
@@ -83,44 +87,105 @@ pub(super) struct ProcTable {
 }
 
 impl ProcTable {
+    /// Every process's `stat` under `root`; descriptors and environments are
+    /// read on demand.
     pub(super) fn read(root: &Path) -> Result<ProcTable, WriterError> {
-        let iter = std::fs::read_dir(root).map_err(|e| WriterError::Proc {
+        Self::read_with(root, false)
+    }
+
+    /// Every process's `stat` under `root`, and with `prefetch` also every
+    /// user process's descriptors and initial environment, read by a few
+    /// threads side by side (an auto-detected pod reads them all anyway; each
+    /// is still read once, and cached as [`ProcTable::fds`] and
+    /// [`ProcTable::env`] would cache it).
+    ///
+    /// # Errors
+    /// [`WriterError::Proc`] when `root` cannot be listed.
+    pub(super) fn read_with(root: &Path, prefetch: bool) -> Result<ProcTable, WriterError> {
+        let listing_error = |e: std::io::Error| WriterError::Proc {
             path: root.to_path_buf(),
             message: sanitize(&e.to_string()),
-        })?;
-        let mut procs = BTreeMap::new();
-        let mut buf = Vec::with_capacity(1024);
-        for entry in iter.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            let dir = root.join(name);
-            // Gone meanwhile, or not a process directory.
-            if read_proc(&dir.join("stat"), &mut buf).is_err() {
-                continue;
+        };
+        let dir = open_dir(root).map_err(listing_error)?;
+        let mut pids = Vec::with_capacity(1024);
+        let mut dents = DirentBuf::new();
+        each_entry(&dir, &mut dents, |name| {
+            if let Some(pid) = std::str::from_utf8(name.to_bytes())
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                pids.push(pid);
             }
-            let Some(stat) = parse_stat(&buf) else {
-                continue;
-            };
-            procs.insert(
-                pid,
-                RawProc {
-                    pid,
-                    ppid: stat.ppid,
-                    comm: stat.comm,
-                    starttime: stat.starttime,
-                    kthread: stat.flags & PF_KTHREAD != 0,
-                    dir,
-                },
-            );
+        })
+        .map_err(listing_error)?;
+        drop(dir);
+        // Threads only pay off with enough to read: ~30 µs to start one
+        // against ~25 µs of reads per process.
+        let threads = if prefetch && pids.len() >= THREADS_FROM {
+            reading_threads()
+        } else {
+            1
+        };
+        let shares = in_shares(&pids, threads, &|&pid, bufs| {
+            read_one(root, pid, prefetch, bufs)
+        });
+        let mut procs = BTreeMap::new();
+        let mut env_cache = BTreeMap::new();
+        let mut fd_cache = BTreeMap::new();
+        for r in shares {
+            if let Some(f) = r.fds {
+                fd_cache.insert(r.proc.pid, std::rc::Rc::new(f));
+            }
+            if let Some(e) = r.env {
+                env_cache.insert(r.proc.pid, e);
+            }
+            procs.insert(r.proc.pid, r.proc);
         }
         Ok(ProcTable {
             root: root.to_path_buf(),
             procs,
-            env_cache: Default::default(),
-            fd_cache: Default::default(),
+            env_cache: std::cell::RefCell::new(env_cache),
+            fd_cache: std::cell::RefCell::new(fd_cache),
         })
+    }
+
+    /// Reads, side by side, the descriptors of the processes `fds` and the
+    /// environments of `env` that are not cached yet, into the caches that
+    /// [`ProcTable::fds`] and [`ProcTable::env`] answer from. Kernel threads
+    /// and pids not in the table are left to those (they read nothing), and
+    /// so is everything when there is too little to read for threads.
+    pub(super) fn prefetch(&self, fds: &[u32], env: &[u32]) {
+        let mut want: BTreeMap<u32, (bool, bool)> = BTreeMap::new();
+        let user = |pid: &u32| self.procs.get(pid).is_some_and(|p| !p.kthread);
+        for pid in fds.iter().filter(|p| user(p)) {
+            if !self.fd_cache.borrow().contains_key(pid) {
+                want.entry(*pid).or_default().0 = true;
+            }
+        }
+        for pid in env.iter().filter(|p| user(p)) {
+            if !self.env_cache.borrow().contains_key(pid) {
+                want.entry(*pid).or_default().1 = true;
+            }
+        }
+        if want.len() < THREADS_FROM {
+            return;
+        }
+        let want: Vec<(u32, bool, bool)> = want.into_iter().map(|(p, (f, e))| (p, f, e)).collect();
+        let (root, procs) = (&self.root, &self.procs);
+        let got = in_shares(&want, reading_threads(), &|&(pid, f, e), bufs| {
+            let dir = &procs.get(&pid)?.dir;
+            let fds = f.then(|| lock_fds(root, pid, bufs));
+            let env = e.then(|| read_lease_env(dir, &mut bufs.env));
+            Some((pid, fds, env))
+        });
+        for (pid, fds, env) in got {
+            if let Some(f) = fds {
+                self.fd_cache.borrow_mut().insert(pid, std::rc::Rc::new(f));
+            }
+            if let Some(e) = env {
+                self.env_cache.borrow_mut().insert(pid, e);
+            }
+        }
     }
 
     /// The two lease variables of a process's initial environment (cached).
@@ -145,7 +210,12 @@ impl ProcTable {
                 },
                 false,
             ),
-            Some(p) => read_lease_env(&p.dir),
+            Some(p) => {
+                let mut bufs = ScanBufs::new();
+                let e = read_lease_env(&p.dir, &mut bufs.env);
+                bufs.wipe();
+                e
+            }
             None => (EnvRead::Unreadable("the process exited".into()), false),
         };
         self.env_cache.borrow_mut().insert(pid, e.clone());
@@ -158,7 +228,7 @@ impl ProcTable {
             return std::rc::Rc::clone(f);
         }
         let f = std::rc::Rc::new(match self.procs.get(&pid) {
-            Some(p) if !p.kthread => lock_fds(&self.root, pid),
+            Some(p) if !p.kthread => lock_fds(&self.root, pid, &mut ScanBufs::new()),
             _ => FdsRead::default(),
         });
         self.fd_cache
@@ -253,46 +323,249 @@ fn parse_stat(buf: &[u8]) -> Option<Stat> {
     })
 }
 
+/// How many threads read `/proc` side by side: one per core, at most 4.
+fn reading_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// `f` over `items` with `threads` threads (this one included), each taking
+/// every `threads`-th item with buffers of its own (wiped when it is done);
+/// the results of the items `f` kept, in no particular order. A thread that
+/// cannot be started leaves its share to this one.
+fn in_shares<I: Sync, T: Send>(
+    items: &[I],
+    threads: usize,
+    f: &(dyn Fn(&I, &mut ScanBufs) -> Option<T> + Sync),
+) -> Vec<T> {
+    let share = |k: usize| -> Vec<T> {
+        let mut bufs = ScanBufs::new();
+        let out = items
+            .iter()
+            .skip(k)
+            .step_by(threads)
+            .filter_map(|i| f(i, &mut bufs))
+            .collect();
+        bufs.wipe();
+        out
+    };
+    if threads <= 1 {
+        return share(0);
+    }
+    std::thread::scope(|s| {
+        let share = &share;
+        let others: Vec<_> = (1..threads)
+            .map(|k| {
+                let h = std::thread::Builder::new()
+                    .name("pod-scan".into())
+                    .spawn_scoped(s, move || share(k));
+                (k, h)
+            })
+            .collect();
+        let mut out = share(0);
+        for (k, h) in others {
+            // A thread that could not start, or whose share panicked: the
+            // share is read again here (a panic then surfaces here, as it
+            // would have without threads).
+            match h.map_err(drop).and_then(|h| h.join().map_err(drop)) {
+                Ok(v) => out.extend(v),
+                Err(()) => out.extend(share(k)),
+            }
+        }
+        out
+    })
+}
+
+/// One process as [`ProcTable::read_with`] read it: its `stat`, and when
+/// prefetched its descriptors on lock files and its environment.
+struct ReadProc {
+    proc: RawProc,
+    fds: Option<FdsRead>,
+    env: Option<(EnvRead, bool)>,
+}
+
+/// Reads `{root}/PID/stat`, and with `prefetch` (and not a kernel thread)
+/// the descriptors and the environment; `None` when the process is gone or
+/// `{root}/PID` is not a process directory.
+fn read_one(root: &Path, pid: u32, prefetch: bool, bufs: &mut ScanBufs) -> Option<ReadProc> {
+    let dir = root.join(pid.to_string());
+    // Gone meanwhile, or not a process directory.
+    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
+    let stat = parse_stat(&bufs.stat)?;
+    let kthread = stat.flags & PF_KTHREAD != 0;
+    let (fds, env) = if prefetch && !kthread {
+        (
+            Some(lock_fds(root, pid, bufs)),
+            Some(read_lease_env(&dir, &mut bufs.env)),
+        )
+    } else {
+        (None, None)
+    };
+    Some(ReadProc {
+        proc: RawProc {
+            pid,
+            ppid: stat.ppid,
+            comm: stat.comm,
+            starttime: stat.starttime,
+            kthread,
+            dir,
+        },
+        fds,
+        env,
+    })
+}
+
+/// The buffers of one scanning thread, reused from process to process.
+struct ScanBufs {
+    stat: Vec<u8>,
+    /// Environments: wiped after each read (see [`read_lease_env`]).
+    env: Vec<u8>,
+    dents: DirentBuf,
+    link: Vec<u8>,
+}
+
+impl ScanBufs {
+    fn new() -> Self {
+        ScanBufs {
+            stat: Vec::with_capacity(1024),
+            env: Vec::with_capacity(16 * 1024),
+            dents: DirentBuf::new(),
+            link: vec![0; 4096],
+        }
+    }
+
+    /// Overwrites everything the environment buffer ever held.
+    fn wipe(&mut self) {
+        let cap = self.env.capacity();
+        self.env.clear();
+        self.env.resize(cap, 0);
+        self.env.clear();
+    }
+}
+
+/// An 8-byte-aligned buffer for `getdents64` records.
+struct DirentBuf(Vec<u64>);
+
+impl DirentBuf {
+    fn new() -> Self {
+        DirentBuf(vec![0; 1024])
+    }
+}
+
+/// Opens a directory for reading its entries (`O_DIRECTORY`, close-on-exec).
+fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a NUL-terminated path; the descriptor returned is owned
+    // by nobody else.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is not owned elsewhere.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Calls `f` with the name of every entry of the open directory `dir`
+/// (`.` and `..` left out), read with raw `getdents64` into `buf`: no
+/// `fstat` and no allocation per entry, as `std::fs::read_dir` spends.
+///
+/// # Errors
+/// The first `getdents64` failure (a process that exited meanwhile gives
+/// `ENOENT`); the entries before it were given to `f`.
+fn each_entry(
+    dir: &std::os::fd::OwnedFd,
+    buf: &mut DirentBuf,
+    mut f: impl FnMut(&std::ffi::CStr),
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let bytes_len = buf.0.len() * 8;
+    loop {
+        // SAFETY: the kernel writes at most `bytes_len` bytes into the buffer.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.0.as_mut_ptr(),
+                bytes_len,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: the first `n` bytes were written by the kernel.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.0.as_ptr().cast::<u8>(), n as usize) };
+        // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type
+        // u8, then the NUL-terminated name.
+        let mut off = 0;
+        while off + 19 < bytes.len() {
+            let reclen = u16::from_ne_bytes([bytes[off + 16], bytes[off + 17]]) as usize;
+            if reclen < 20 || off + reclen > bytes.len() {
+                break;
+            }
+            if let Ok(name) = std::ffi::CStr::from_bytes_until_nul(&bytes[off + 19..off + reclen]) {
+                if name != c"." && name != c".." {
+                    f(name);
+                }
+            }
+            off += reclen;
+        }
+    }
+}
+
 /// Reads a small `/proc` file into `buf` (cleared first): `openat`, as few
 /// `read`s as the size needs, `close`. A short read is taken as the end: for
 /// `stat`, `cmdline` and `environ` the kernel fills the whole buffer unless
-/// the content ends, so the extra `read` returning 0 is saved.
+/// the content ends, so the extra `read` returning 0 is saved. The bytes are
+/// read into the buffer's spare capacity, which is never zero-filled first.
 fn read_proc(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     buf.clear();
     if buf.capacity() < 4096 {
         buf.reserve(4096);
     }
-    let mut f = std::fs::File::open(path)?;
+    let f = std::fs::File::open(path)?;
     loop {
-        let len = buf.len();
-        let cap = buf.capacity();
-        buf.resize(cap, 0);
-        let n = match f.read(&mut buf[len..]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                buf.truncate(len);
+        let spare = buf.spare_capacity_mut();
+        let cap = spare.len();
+        // SAFETY: the kernel writes at most `cap` bytes into the spare capacity.
+        let n = unsafe { libc::read(f.as_raw_fd(), spare.as_mut_ptr().cast(), cap) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            Err(e) => {
-                buf.truncate(len);
-                return Err(e);
-            }
-        };
-        buf.truncate(len + n);
-        if n == 0 || len + n < cap {
+            return Err(e);
+        }
+        let n = n as usize;
+        // SAFETY: `n` more bytes were written and are initialised.
+        unsafe { buf.set_len(buf.len() + n) };
+        if n == 0 || n < cap {
             return Ok(());
         }
-        buf.reserve(cap);
+        buf.reserve(buf.len());
     }
 }
 
-/// Reads `/proc/PID/environ` and keeps only the two lease variables. The raw
-/// buffer is overwritten before it is dropped. The flag is true when the read
-/// was refused (another user's process), false when it worked or the process
+/// Reads `/proc/PID/environ` into `buf` and keeps only the two lease
+/// variables. The bytes read are overwritten before this returns, so no
+/// other variable outlives the call. The flag is true when the read was
+/// refused (another user's process), false when it worked or the process
 /// exited meanwhile.
-fn read_lease_env(dir: &Path) -> (EnvRead, bool) {
-    let mut buf = Vec::with_capacity(16 * 1024);
-    let res = read_proc(&dir.join("environ"), &mut buf);
+fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> (EnvRead, bool) {
+    let res = read_proc(&dir.join("environ"), buf);
     let out = match res {
         Err(e)
             if e.kind() == std::io::ErrorKind::NotFound
@@ -302,33 +575,39 @@ fn read_lease_env(dir: &Path) -> (EnvRead, bool) {
         }
         Err(e) => (EnvRead::Unreadable(io_why(&e)), true),
         Ok(()) => {
+            let enable_eq = format!("{ENABLE}=");
+            let held_eq = format!("{HELD}=");
             let mut enable = None;
             let mut stamp = None;
             for entry in buf.split(|b| *b == 0) {
-                if let Some(v) = entry.strip_prefix(format!("{ENABLE}=").as_bytes()) {
+                if let Some(v) = entry.strip_prefix(enable_eq.as_bytes()) {
                     enable = Some(String::from_utf8_lossy(v).into_owned());
-                } else if let Some(v) = entry.strip_prefix(format!("{HELD}=").as_bytes()) {
+                } else if let Some(v) = entry.strip_prefix(held_eq.as_bytes()) {
                     stamp = Some(String::from_utf8_lossy(v).into_owned());
                 }
             }
             (EnvRead::Read { enable, stamp }, false)
         }
     };
-    // Overwrite everything the buffer ever held, not just its length.
-    let cap = buf.capacity();
+    // Overwrite what was read (earlier reads into this buffer were wiped
+    // the same way).
+    buf.fill(0);
     buf.clear();
-    buf.resize(cap, 0);
     out
 }
 
-/// The descriptors of `pid` on a file named `.writer.lock`. One `readlink`
-/// per descriptor (procfs's `Process::fd` spends four syscalls on each).
-/// A refused read (another user's process) is reported in `unreadable`; a
-/// process or descriptor that vanished meanwhile is simply absent.
-fn lock_fds(root: &Path, pid: u32) -> FdsRead {
+/// The descriptors of `pid` on a file named `.writer.lock`: the table listed
+/// with raw `getdents64`, one `readlinkat` per descriptor relative to the
+/// open table (no path walk through `/proc/PID/fd` each time), and a path
+/// allocated only for a descriptor on a lock file. A refused read (another
+/// user's process) is reported in `unreadable`; a process or descriptor that
+/// vanished meanwhile is simply absent.
+fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
     let dir = root.join(pid.to_string()).join("fd");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
+    let table = match open_dir(&dir) {
+        Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FdsRead::default(),
         Err(e) => {
             return FdsRead {
@@ -338,30 +617,64 @@ fn lock_fds(root: &Path, pid: u32) -> FdsRead {
         }
     };
     let mut out = FdsRead::default();
-    for e in entries.flatten() {
-        let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
+    let link = &mut bufs.link;
+    // Entries read before an error (the process exited) are kept, as
+    // `read_dir` did.
+    let _ = each_entry(&table, &mut bufs.dents, |name| {
+        let Some(fd) = std::str::from_utf8(name.to_bytes())
+            .ok()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            return;
         };
-        let target = match std::fs::read_link(e.path()) {
-            Ok(t) => t,
-            Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+        // SAFETY: `name` is NUL-terminated; the kernel writes at most
+        // `link.len()` bytes.
+        let n = unsafe {
+            libc::readlinkat(
+                table.as_raw_fd(),
+                name.as_ptr(),
+                link.as_mut_ptr().cast(),
+                link.len(),
+            )
+        };
+        let target: &[u8] = if n < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::PermissionDenied {
                 out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
-                continue;
             }
-            // Gone meanwhile.
-            Err(_) => continue,
+            // Else gone meanwhile.
+            return;
+        } else if n as usize == link.len() {
+            // Possibly cut short: ask again with a buffer as large as needed.
+            match std::fs::read_link(dir.join(fd.to_string())) {
+                Ok(t) => {
+                    check_lock_fd(root, pid, fd, t.as_os_str().as_bytes(), &mut out);
+                    return;
+                }
+                Err(_) => return,
+            }
+        } else {
+            &link[..n as usize]
         };
-        // Not a path (socket, pipe, anon inode).
-        if !target.is_absolute() {
-            continue;
-        }
-        match lock_fd(root, pid, fd, &target) {
-            Ok(Some(l)) => out.fds.push(l),
-            Ok(None) => {}
-            Err(why) => out.unreadable = Some(why),
-        }
-    }
+        check_lock_fd(root, pid, fd, target, &mut out);
+    });
     out
+}
+
+/// Adds descriptor `fd` of `pid` (its link's target `target`) to `out` when
+/// it is on a lock file; a path that is not absolute (socket, pipe, anon
+/// inode) is not.
+fn check_lock_fd(root: &Path, pid: u32, fd: i32, target: &[u8], out: &mut FdsRead) {
+    use std::os::unix::ffi::OsStrExt;
+    if target.first() != Some(&b'/') {
+        return;
+    }
+    let target = Path::new(std::ffi::OsStr::from_bytes(target));
+    match lock_fd(root, pid, fd, target) {
+        Ok(Some(l)) => out.fds.push(l),
+        Ok(None) => {}
+        Err(why) => out.unreadable = Some(why),
+    }
 }
 
 /// If descriptor `fd` (pointing at `target`) is on a file named
@@ -422,7 +735,11 @@ fn lock_fd(root: &Path, pid: u32, fd: i32, target: &Path) -> Result<Option<LockF
 /// Granted FLOCK entries of `{root}/locks`. Lines starting `->` are blocked
 /// requests, not holders, and are dropped before parsing.
 pub(super) fn read_proc_locks(root: &Path) -> Vec<procfs::Lock> {
-    let Ok(text) = std::fs::read_to_string(root.join("locks")) else {
+    // Read to the end (a seq_file read returns about a page at a time), into
+    // room reserved beforehand: no 32-byte probe reads.
+    let mut raw = Vec::with_capacity(16 * 1024);
+    let read = std::fs::File::open(root.join("locks")).and_then(|mut f| f.read_to_end(&mut raw));
+    let Some(text) = read.ok().and_then(|_| String::from_utf8(raw).ok()) else {
         return Vec::new();
     };
     let granted: String = text
@@ -453,6 +770,142 @@ mod tests {
         assert_eq!(s.starttime, 123456);
         assert!(parse_stat(b"4711 (x) S 42").is_none());
         assert!(parse_stat(b"garbage").is_none());
+    }
+
+    #[test]
+    fn raw_directory_listing_sees_every_entry_across_many_reads() {
+        // 3,000 names of up to 40 bytes: several getdents64 calls of 8 KiB.
+        let dir = tempfile::tempdir().unwrap();
+        let mut want = BTreeSet::new();
+        for i in 0..3000 {
+            let name = format!("{i}-{}", "x".repeat(i % 30));
+            std::fs::write(dir.path().join(&name), b"").unwrap();
+            want.insert(name);
+        }
+        let fd = open_dir(dir.path()).unwrap();
+        let mut got = BTreeSet::new();
+        each_entry(&fd, &mut DirentBuf::new(), |n| {
+            assert!(
+                got.insert(n.to_str().unwrap().to_owned()),
+                "listed twice: {n:?}"
+            );
+        })
+        .unwrap();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn prefetched_table_reads_what_the_lazy_one_reads() {
+        // A real process with the lease variable and a lock file open on fd 0.
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(LOCK_NAME);
+        std::fs::write(&lock, b"").unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env(ENABLE, "1")
+            .stdin(std::fs::File::open(&lock).unwrap())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Enough user processes for the prefetch to use its threads.
+        let mut fillers: Vec<_> = (0..THREADS_FROM)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        // Until it has exec'd (its environment is then the one given).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let lazy = loop {
+            let t = ProcTable::read(Path::new("/proc")).unwrap();
+            if t.procs.get(&pid).is_some_and(|p| p.comm == "sleep") {
+                break t;
+            }
+            assert!(std::time::Instant::now() < deadline, "sleep did not start");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let pre = ProcTable::read_with(Path::new("/proc"), true).unwrap();
+        let (lazy_env, a) = (lazy.env(pid), lazy.fds(pid));
+        // And a table prefetched after the fact, as with --pod-root.
+        let late = ProcTable::read(Path::new("/proc")).unwrap();
+        let late_users: Vec<u32> = late
+            .procs
+            .values()
+            .filter(|p| !p.kthread)
+            .map(|p| p.pid)
+            .collect();
+        late.prefetch(&late_users, &late_users);
+        for u in &late_users {
+            assert!(
+                late.fd_cache.borrow().contains_key(u),
+                "pid {u} not prefetched"
+            );
+            assert!(
+                late.env_cache.borrow().contains_key(u),
+                "pid {u} not prefetched"
+            );
+        }
+        let (late_env, late_fds) = (late.env(pid), late.fds(pid));
+        for c in fillers.iter_mut().chain([&mut child]) {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        assert!(pre.procs.len() >= THREADS_FROM);
+        // Every user process was prefetched, and reads as the lazy table read it.
+        let users: Vec<u32> = pre
+            .procs
+            .values()
+            .filter(|p| !p.kthread)
+            .map(|p| p.pid)
+            .collect();
+        assert!(users.contains(&pid));
+        for u in &users {
+            assert!(
+                pre.fd_cache.borrow().contains_key(u),
+                "pid {u} not prefetched"
+            );
+            assert!(
+                pre.env_cache.borrow().contains_key(u),
+                "pid {u} not prefetched"
+            );
+        }
+        assert_eq!(
+            pre.env(pid),
+            EnvRead::Read {
+                enable: Some("1".into()),
+                stamp: None
+            }
+        );
+        assert_eq!(lazy_env, pre.env(pid));
+        assert_eq!(lazy_env, late_env);
+        assert_eq!(
+            late_fds
+                .fds
+                .iter()
+                .map(|f| (f.dev, f.ino))
+                .collect::<Vec<_>>(),
+            a.fds.iter().map(|f| (f.dev, f.ino)).collect::<Vec<_>>()
+        );
+        let b = pre.fds(pid);
+        assert_eq!(b.fds.len(), 1, "{b:?}");
+        assert_eq!(b.fds[0].target, std::fs::canonicalize(&lock).unwrap());
+        assert!(b.fds[0].link.ends_with(format!("{pid}/fd/0")));
+        assert_eq!(
+            (
+                a.fds[0].dev,
+                a.fds[0].ino,
+                &a.fds[0].path,
+                a.unreadable.is_none()
+            ),
+            (
+                b.fds[0].dev,
+                b.fds[0].ino,
+                &b.fds[0].path,
+                b.unreadable.is_none()
+            )
+        );
     }
 
     #[test]
