@@ -18,9 +18,16 @@ Sections (--only picks some):
           at --sweep-rtt (when the binary has the option).
   reqrate the console (--read-only, 200×50 tmux pane) on S3 through the proxy
           (RTT 0) at --reqrate-n prefixes for --idle-seconds: requests per
-          minute by kind (proxy counters) and its CPU (/proc/PID/stat).
+          minute by kind (proxy counters) and its CPU (/proc/PID/stat). With
+          --populations (fresh30, fresh3600, halfstale, stale, absent; default
+          "mix", the s3 section's mix) each population in turn, on each of
+          --reqrate-servers (s3s-fs, seaweedfs, moto); fresh30 has live
+          holders renewing every --renew-every seconds (a thread pool PUTting
+          new stamps; the renewals achieved are reported). --reqrate-serve
+          measures `leasectl serve` the same way.
   first   time until the console shows its first 1,000 rows (and all of them)
-          against s3s-fs directly at --first-n prefixes (tmux polling).
+          against --first-server (s3s-fs or seaweedfs) directly at --first-n
+          prefixes (tmux polling).
 
 Every tool of a comparison runs in the same run, interleaved (the order rotates
 each round), against the same server. Prints a Markdown table and writes
@@ -76,11 +83,31 @@ def free_port():
 # ------------------------------------------------------------------ servers
 
 
+SEAWEEDFS_PORTS = ["s3.port", "s3.port.grpc", "master.port", "master.port.grpc", "volume.port",
+                   "volume.port.grpc", "filer.port", "filer.port.grpc", "webdav.port",
+                   "admin.port", "admin.port.grpc"]
+
+
 class Server:
     def __init__(self, kind, s3s_fs=None):
         self.kind = kind
         self.root = None
-        if kind == "moto":
+        if kind == "seaweedfs":
+            # As the tests start it (tests/it/common): `weed mini` on free ports.
+            venv = os.environ.get("LEASECTL_VENV_DIR", os.path.join(REPO, ".venv"))
+            weed = os.environ.get("WEED", os.path.join(venv, "seaweedfs-4.48", "bin", "weed"))
+            self.root = tempfile.mkdtemp(prefix="leasectl-weed-")
+            ports = [free_port() for _ in SEAWEEDFS_PORTS]
+            port = ports[0]
+            self.proc = subprocess.Popen(
+                [weed, "mini", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                 *[f"-{f}={p}" for f, p in zip(SEAWEEDFS_PORTS, ports)],
+                 "-s3.port.iceberg=0", "-s3.port.lance=0",
+                 f"-filer.localSocket={self.root}/filer.sock",
+                 f"-s3.localSocket={self.root}/s3.sock"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=dict(ENV))
+        elif kind == "moto":
             self.proc = subprocess.Popen(
                 [sys.executable, os.path.join(REPO, "scripts/moto_server.py"), "--threaded"],
                 stdin=subprocess.PIPE,
@@ -114,6 +141,18 @@ class Server:
             region_name=REGION,
             config=Config(max_pool_connections=32, s3={"addressing_style": "path"}),
         )
+        if kind == "seaweedfs":
+            # It answers before it can store anything: ready once a write works.
+            t0 = time.monotonic()
+            while True:
+                try:
+                    self.client.create_bucket(Bucket="leasectl-ready")
+                    self.client.put_object(Bucket="leasectl-ready", Key="ready", Body=b"ready")
+                    break
+                except Exception:  # noqa: BLE001
+                    if time.monotonic() - t0 > 90:
+                        sys.exit("SeaweedFS did not start within 90 s")
+                    time.sleep(0.5)
 
     def stop(self):
         self.proc.terminate()
@@ -140,16 +179,80 @@ def lease_body(i, now):
     }).encode()
 
 
-def seed(server, bucket, n):
+def population_body(pop, i, now):
+    """One prefix's LEASE for a population (None: no LEASE, a data object only)."""
+    if pop == "mix":
+        return lease_body(i, now)
+    if pop == "absent":
+        return None
+    stale = pop == "stale" or (pop == "halfstale" and i % 2 == 0)
+    ttl = 30 if pop == "fresh30" else 3600 if pop in ("fresh3600", "halfstale") else 30
+    age = 7200 if stale else (i % 10 if ttl == 30 else i % 600)
+    t = now - timedelta(seconds=age)
+    stamp = lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # noqa: E731
+    return json.dumps({
+        "instance_id": f"{(i * 0x9E3779B97F4A7C15) % (1 << 128):032x}",
+        "acquired_at": stamp(now - timedelta(hours=3)),
+        "renewed_at": stamp(t),
+        "ttl_s": ttl,
+    }).encode()
+
+
+class Renewer:
+    """Live holders: every LEASE of `bucket` rewritten with a new stamp every
+    `every` seconds (best effort, 32 threads); counts the renewals done."""
+
+    def __init__(self, server, bucket, n, every):
+        import threading
+        self.done, self.stop_ev = 0, threading.Event()
+        self.lock = threading.Lock()
+
+        def run():
+            pool = ThreadPoolExecutor(32)
+            while not self.stop_ev.is_set():
+                t0 = time.monotonic()
+
+                def put(i):
+                    if self.stop_ev.is_set():
+                        return
+                    body = population_body("fresh30", i, datetime.now(timezone.utc) +
+                                           timedelta(seconds=i % 10))
+                    server.client.put_object(Bucket=bucket, Key=f"backups/db{i:05d}/LEASE",
+                                             Body=body)
+                    with self.lock:
+                        self.done += 1
+
+                list(pool.map(put, range(n)))
+                self.stop_ev.wait(max(0.0, every - (time.monotonic() - t0)))
+            pool.shutdown()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def count(self):
+        with self.lock:
+            return self.done
+
+    def stop(self):
+        self.stop_ev.set()
+        self.thread.join(60)
+
+
+def seed(server, bucket, n, pop="mix"):
     s3 = server.client
-    s3.create_bucket(Bucket=bucket)
+    try:
+        s3.create_bucket(Bucket=bucket)
+    except Exception:  # noqa: BLE001 (already there: seeded again in place)
+        pass
     now = datetime.now(timezone.utc)
 
     def put(i):
         p = f"backups/db{i:05d}/"
-        body = lease_body(i, now)
+        body = population_body(pop, i, now)
         if body is None:
             s3.put_object(Bucket=bucket, Key=p + "chunk-000", Body=b"x")
+            if pop != "mix":
+                s3.delete_object(Bucket=bucket, Key=p + "LEASE")
         else:
             s3.put_object(Bucket=bucket, Key=p + "LEASE", Body=body)
 
@@ -667,57 +770,99 @@ def consoles(args):
 
 
 def reqrate_section(args, results, tmux):
-    """The console watching S3 through the proxy: requests per minute, CPU."""
+    """The console (and serve) watching S3 through the proxy: requests per minute, CPU."""
     n = args.reqrate_n
     hz = os.sysconf("SC_CLK_TCK")
-    server = Server("s3s-fs", args.s3s_fs)
-    proxy = Proxy(args.rtt_proxy, server.url, rtt_ms=args.reqrate_rtt)
     out = []
+    for kind in args.reqrate_servers:
+        server = Server(kind, args.s3s_fs)
+        proxy = Proxy(args.rtt_proxy, server.url, rtt_ms=args.reqrate_rtt)
+        try:
+            bucket = f"watch-{n}"
+            for pop in args.populations:
+                log(f"reqrate {kind}: seeding {n} prefixes, population {pop}")
+                seed(server, bucket, n, pop)
+                for label, binary in consoles(args):
+                    for front in (["console", "serve"] if args.reqrate_serve else ["console"]):
+                        row = reqrate_one(args, tmux, hz, server, proxy, bucket, n, pop,
+                                          label, binary, front)
+                        out.append(row)
+                        time.sleep(1)
+        finally:
+            proxy.stop()
+            server.stop()
+    results["reqrate"] = out
+
+
+def reqrate_one(args, tmux, hz, server, proxy, bucket, n, pop, label, binary, front):
+    common = (f"--endpoint-url {proxy.url} --path-style --region {REGION} "
+              f"s3://{bucket}/backups/")
+    renewer = Renewer(server, bucket, n, args.renew_every) if pop == "fresh30" else None
+    name = "reqrate"
+    serve_proc = None
     try:
-        bucket = f"watch-{n}"
-        log(f"reqrate: seeding {n} prefixes")
-        seed(server, bucket, n)
-        for label, binary in consoles(args):
-            name = "reqrate"
-            pid = tmux.window(name, f"exec {binary} --read-only --endpoint-url {proxy.url} "
-                                    f"--path-style --region {REGION} s3://{bucket}/backups/")
+        if front == "console":
+            pid = tmux.window(name, f"exec {binary} --read-only {common}")
             t0 = time.monotonic()
             while rows_shown(tmux.capture(name)) < n:
-                if time.monotonic() - t0 > 120:
+                if time.monotonic() - t0 > 180:
                     sys.exit(f"console did not show {n} rows:\n{tmux.capture(name)}")
                 time.sleep(0.2)
-            time.sleep(8)  # the first gathers are not the steady state
-            proxy.reset()
-            t0, c0 = time.monotonic(), cpu_ticks(pid)
-            time.sleep(args.idle_seconds)
-            t1, c1 = time.monotonic(), cpu_ticks(pid)
-            st = proxy.stats()
-            screen = tmux.capture(name)
-            tmux.kill_window(name)
-            minutes = (t1 - t0) / 60
-            lines = [line.strip() for line in screen.splitlines() if line.strip()]
-            row = {
-                "console": label, "prefixes": n, "rtt_ms": args.reqrate_rtt,
-                "seconds": round(t1 - t0, 1), "requests_per_min": st["requests"] / minutes,
-                "per_min_by_kind": {k: v / minutes for k, v in st["by_kind"].items()},
-                "by_status": st["by_status"], "max_in_flight": st["max_in_flight"],
-                "cpu_pct": 100.0 * (c1 - c0) / hz / (t1 - t0),
-                "status_bar": lines[-1] if lines else "",
-            }
-            out.append(row)
-            log(f"reqrate {label}: {row['requests_per_min']:.0f} requests/min, "
-                f"{row['cpu_pct']:.2f}% CPU")
-            time.sleep(1)
+        else:
+            port = free_port()
+            serve_proc = subprocess.Popen(
+                [binary, "serve", "--no-pod", "--listen", f"127.0.0.1:{port}",
+                 *common.split()], env=ENV, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            pid = serve_proc.pid
+            t0 = time.monotonic()
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5):
+                        break
+                except Exception:  # noqa: BLE001 (503 until the first snapshot)
+                    if time.monotonic() - t0 > 180:
+                        sys.exit("serve gave no metrics within 180 s")
+                    time.sleep(0.5)
+        time.sleep(8)  # the first gathers are not the steady state
+        proxy.reset()
+        r0 = renewer.count() if renewer else 0
+        t0, c0 = time.monotonic(), cpu_ticks(pid)
+        time.sleep(args.idle_seconds)
+        t1, c1 = time.monotonic(), cpu_ticks(pid)
+        st = proxy.stats()
+        renewed = (renewer.count() - r0) if renewer else 0
+        screen = tmux.capture(name) if front == "console" else ""
     finally:
-        proxy.stop()
-        server.stop()
-    results["reqrate"] = out
+        if front == "console":
+            tmux.kill_window(name)
+        if serve_proc:
+            serve_proc.terminate()
+            serve_proc.wait(10)
+        if renewer:
+            renewer.stop()
+    minutes = (t1 - t0) / 60
+    lines = [line.strip() for line in screen.splitlines() if line.strip()]
+    row = {
+        "console": label, "front": front, "server": server.kind, "population": pop,
+        "prefixes": n, "rtt_ms": args.reqrate_rtt,
+        "seconds": round(t1 - t0, 1), "requests_per_min": st["requests"] / minutes,
+        "per_min_by_kind": {k: v / minutes for k, v in st["by_kind"].items()},
+        "by_status": st["by_status"], "max_in_flight": st["max_in_flight"],
+        "cpu_pct": 100.0 * (c1 - c0) / hz / (t1 - t0),
+        "renewals_per_min": renewed / minutes,
+        "status_bar": lines[-1] if lines else "",
+    }
+    log(f"reqrate {server.kind} {pop} {label} {front}: {row['requests_per_min']:.0f} "
+        f"requests/min, {row['cpu_pct']:.2f}% CPU"
+        + (f", {row['renewals_per_min']:.0f} renewals/min" if renewer else ""))
+    return row
 
 
 def first_section(args, results, tmux):
     """Time until the console shows its first 1,000 rows, s3s-fs directly."""
     n = args.first_n
-    server = Server("s3s-fs", args.s3s_fs)
+    server = Server(args.first_server, args.s3s_fs)
     rows = []
     try:
         bucket = f"first-{n}"
@@ -770,7 +915,7 @@ def first_runs(args, tmux, label, binary, server, bucket, n):
 # ------------------------------------------------------------------ report
 
 
-def report(results):
+def report(results, args):
     ms = lambda s: f"{s * 1000:.0f} ms" if s >= 0.1 else f"{s * 1000:.1f} ms"  # noqa: E731
     print("\n### S3: leasectl (a) vs boto3 32 threads (b) vs raw HTTP (c)\n")
     print("| server | N | runs | (a) leasectl | (b) boto3 | (c) raw: list + GETs | (a)/(b) | (a)/(c) "
@@ -856,20 +1001,23 @@ def report(results):
         print(f"| {q['exit']} | {q['prefixes']:,} | {ms(q['seconds'])} | {stat} "
               f"| {q['stderr_lines']} |")
     if "reqrate" in results:
-        print("\n### Console watching S3 (read-only, 200×50, proxy in front of s3s-fs; "
-              "requests counted by the proxy)\n")
-        print("| console | prefixes | RTT | window | requests per minute | by kind | statuses "
-              "| CPU (% of one core) |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n### Console and serve watching S3 (read-only, 200×50, proxy in front of the "
+              "server; requests counted by the proxy)\n")
+        print("| server | population | build | front end | requests per minute | by kind "
+              "| statuses | CPU (% of one core) | renewals/min |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for q in results["reqrate"]:
             kinds = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(q["per_min_by_kind"].items()))
             stat = ", ".join(f"{k}: {v:,}" for k, v in sorted(q["by_status"].items()))
-            print(f"| {q['console']} | {q['prefixes']:,} | {q['rtt_ms']} ms | {q['seconds']} s "
-                  f"| {q['requests_per_min']:,.0f} | {kinds} | {stat} | {q['cpu_pct']:.2f} % |")
+            print(f"| {q.get('server', 's3s-fs')} | {q.get('population', 'mix')} | {q['console']} "
+                  f"| {q.get('front', 'console')} | {q['requests_per_min']:,.0f} | {kinds} | {stat} "
+                  f"| {q['cpu_pct']:.2f} % | {q.get('renewals_per_min', 0):,.0f} |")
         for q in results["reqrate"]:
-            print(f"\nStatus bar of {q['console']} at the end: `{q['status_bar']}`")
+            if q.get("status_bar"):
+                print(f"\nStatus bar of {q['console']} ({q.get('server')}, {q.get('population')}) "
+                      f"at the end: `{q['status_bar']}`")
     if "first" in results:
-        print("\n### Console first answer (s3s-fs directly, RTT 0, tmux polling)\n")
+        print(f"\n### Console first answer ({args.first_server} directly, RTT 0, tmux polling)\n")
         print("| console | prefixes | runs | first frame (median) | first 1,000 rows (median) "
               "| (min) | all rows (median) |")
         print("|---|---|---|---|---|---|---|")
@@ -916,6 +1064,15 @@ def main():
     ap.add_argument("--reqrate-n", type=int, default=10000)
     ap.add_argument("--reqrate-rtt", type=int, default=0)
     ap.add_argument("--first-n", type=int, default=10000)
+    ap.add_argument("--first-server", choices=["s3s-fs", "seaweedfs"], default="s3s-fs")
+    ap.add_argument("--reqrate-servers", default="s3s-fs",
+                    help="comma-separated: s3s-fs, seaweedfs, moto")
+    ap.add_argument("--populations", default="mix",
+                    help="comma-separated: mix, fresh30, fresh3600, halfstale, stale, absent")
+    ap.add_argument("--renew-every", type=float, default=10.0,
+                    help="fresh30: seconds between two renewals of each LEASE (TTL/3)")
+    ap.add_argument("--reqrate-serve", action="store_true",
+                    help="reqrate: measure `leasectl serve` too")
     ap.add_argument("--out", default=os.path.join(REPO, "target", "compare.json"))
     args = ap.parse_args()
     args.ns = [int(x) for x in args.ns.split(",")]
@@ -923,8 +1080,13 @@ def main():
     args.rtt_ns = [int(x) for x in args.rtt_ns.split(",")]
     args.rtts = [int(x) for x in args.rtts.split(",")]
     args.sweep = [int(x) for x in args.sweep.split(",")]
+    args.reqrate_servers = args.reqrate_servers.split(",")
+    args.populations = args.populations.split(",")
     only = set(args.only.split(","))
-    if (args.server != "moto" or only & {"rtt", "reqrate", "first"}) and not args.s3s_fs:
+    needs_s3s = (args.server != "moto" and only & {"s3"}) or "rtt" in only \
+        or ("reqrate" in only and "s3s-fs" in args.reqrate_servers) \
+        or ("first" in only and args.first_server == "s3s-fs")
+    if needs_s3s and not args.s3s_fs:
         sys.exit("--server s3s-fs needs --s3s-fs PATH (or S3S_FS); see PERFORMANCE.md")
 
     results = {"machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
@@ -951,7 +1113,7 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
-    report(results)
+    report(results, args)
     log(f"results written to {args.out}")
 
 

@@ -65,6 +65,12 @@ pub struct ConsoleArgs {
     #[arg(long, default_value = "5s", value_parser = parse_interval, value_name = "DURATION")]
     pub refresh: Duration,
 
+    /// At most this many requests per minute to the stores once every LEASE has been read
+    /// (N, N/min or N/s): rows on screen first, then fresh leases at their expiry, rows never
+    /// read, the others round robin; the status bar says how old the oldest reading is.
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    pub max_requests: u32,
+
     /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
     /// (AWS S3 Standard in us-east-1: 0.0004; a LIST is counted at 12.5 times that, as on AWS).
     #[arg(long, default_value_t = DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
@@ -168,6 +174,11 @@ pub struct ServeArgs {
     /// Discovery depth under each TARGET.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub depth: u32,
+    /// At most this many requests per minute to the stores once every LEASE has been read
+    /// (N, N/min or N/s), the most pressing first (fresh leases at their expiry, rows never
+    /// read, the others round robin).
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    pub max_requests: u32,
     /// The local audit log to read (never written) to name takeovers and hand-overs in the
     /// holder history, as the console does. Default: the platform data directory, e.g.
     /// ~/.local/share/leasectl/audit.jsonl.
@@ -260,6 +271,10 @@ pub enum ThenArg {
 /// The default of `--concurrency` (the snapshot's default, checked by a test
 /// in `commands`).
 pub const DEFAULT_CONCURRENCY: u16 = 128;
+
+/// The default of `--max-requests`, requests per minute (the snapshot's
+/// default, checked by a test in `commands`).
+pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
 
 /// The default of `--get-price`: US dollars per 1,000 GET requests (AWS S3
 /// Standard in us-east-1; the console's default, checked by a test in

@@ -34,6 +34,31 @@ pub fn parse_price(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The most `--max-requests` accepts: a million requests a minute.
+pub const MAX_REQUESTS_LIMIT: u32 = 1_000_000;
+
+/// Parses a request budget into requests per minute: `N`, `N/min` or `N/s`
+/// (a whole number; `N/s` is `N × 60` a minute), from 1 to
+/// [`MAX_REQUESTS_LIMIT`] a minute.
+pub fn parse_rate(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (n, per) = match t.split_once('/') {
+        None => (t, 1),
+        Some((n, "min" | "m")) => (n, 1),
+        Some((n, "s" | "sec")) => (n, 60),
+        Some(_) => {
+            return Err("expected requests per minute: N, N/min or N/s (e.g. 1200/min)".into())
+        }
+    };
+    match n.trim().replace(['_', ','], "").parse::<u64>() {
+        Ok(v) if v >= 1 && v * per <= u64::from(MAX_REQUESTS_LIMIT) => Ok((v * per) as u32),
+        Ok(_) => Err(format!(
+            "expected 1 to {MAX_REQUESTS_LIMIT} requests per minute"
+        )),
+        Err(_) => Err("expected requests per minute: N, N/min or N/s (e.g. 1200/min)".into()),
+    }
+}
+
 /// Parses an instance id: 1 to 256 characters, no whitespace or control characters.
 pub fn parse_instance_id(s: &str) -> Result<String, String> {
     if s.is_empty() || s.len() > 256 || s.chars().any(|c| c.is_control() || c.is_whitespace()) {
@@ -266,5 +291,18 @@ mod tests {
         assert!(parse_states("none").unwrap().is_empty());
         assert!(parse_states("fresh").is_err());
         assert!(parse_states("bogus").unwrap_err().contains("unknown state"));
+    }
+
+    /// `--max-requests`: per minute, `N/min` the same, `N/s` times 60; zero,
+    /// a fraction, another unit and more than the limit are refused.
+    #[test]
+    fn request_budgets_parse_per_minute() {
+        assert_eq!(parse_rate("1200"), Ok(1200));
+        assert_eq!(parse_rate("6000/min"), Ok(6000));
+        assert_eq!(parse_rate("6,000/min"), Ok(6000));
+        assert_eq!(parse_rate("20/s"), Ok(1200));
+        for bad in ["0", "0/s", "1.5", "10/h", "", "-5", "1000001", "20000/s"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?} was accepted");
+        }
     }
 }

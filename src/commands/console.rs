@@ -96,6 +96,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         open: opened.read,
         opts: ctx.gather_at(args.depth),
         relist: crate::app::relist_every(refresh),
+        max_requests: args.max_requests,
         pod,
         counters,
         audit_path,
@@ -148,6 +149,8 @@ pub struct Parts {
     pub opts: GatherOptions,
     /// Refreshes between two listings (the console: about 30 s).
     pub relist: u32,
+    /// At most this many requests per minute once every LEASE was read.
+    pub max_requests: u32,
     /// The pod scans (empty: `--no-pod`).
     pub pod: Vec<crate::writer::scan::ScanOptions>,
     /// The request counters of `open`.
@@ -170,7 +173,9 @@ pub async fn start(p: Parts) -> color_eyre::Result<()> {
         app: p.app,
         clock: p.clock,
         refresh: p.refresh,
-        gatherer: Gatherer::new(p.open, p.opts, p.relist).schedule(p.refresh),
+        gatherer: Gatherer::new(p.open, p.opts, p.relist)
+            .schedule(p.refresh)
+            .budget(p.max_requests),
         pod: p.pod,
         counters: p.counters,
         audit_path: p.audit_path,
@@ -188,6 +193,10 @@ mod tests {
         assert_eq!(
             crate::cli::DEFAULT_CONCURRENCY,
             crate::snapshot::DEFAULT_CONCURRENCY
+        );
+        assert_eq!(
+            crate::cli::DEFAULT_MAX_REQUESTS,
+            crate::snapshot::DEFAULT_MAX_REQUESTS
         );
         assert_eq!(
             crate::cli::DEFAULT_GET_PRICE,

@@ -109,6 +109,7 @@ async fn console(demo: &Demo) -> color_eyre::Result<()> {
         open: vec![open],
         opts: GatherOptions::default(),
         relist: 5,
+        max_requests: crate::snapshot::DEFAULT_MAX_REQUESTS,
         pod: demo.pod_scans(),
         counters,
         audit_path: Some(audit_path),

@@ -33,7 +33,8 @@ pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
             ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
             relist,
         )
-        .schedule(refresh),
+        .schedule(refresh)
+        .budget(args.max_requests),
         crate::clock::SystemClock::shared(),
         crate::app::pod_extras(&args.pod, ctx),
         counters,

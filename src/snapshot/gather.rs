@@ -14,7 +14,7 @@ use super::discovery::{discover_paged, throttle_backoff, timed, THROTTLE_RETRIES
 use super::model::{
     round_ms, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
 };
-use super::schedule::{Entry, Focus, Plan, Schedule};
+use super::schedule::{pick, rows_of, Entry, Focus, Plan, Schedule};
 use crate::bucket::{lease_key, read_lease, Observed};
 use crate::clock::{Clock, SharedClock};
 use crate::store::{ObjectRead, StoreError};
@@ -27,6 +27,16 @@ use crate::writer::scan::PodSnapshot;
 /// as fast as 256 with half the connections). A service that answers
 /// `503 SlowDown` gets fewer (the gather halves its limit).
 pub const DEFAULT_CONCURRENCY: u16 = 128;
+
+/// Requests per minute a console or `serve` sends at most once every LEASE
+/// has been read, unless `--max-requests` says otherwise (PERFORMANCE.md: at
+/// 10,000 prefixes this keeps a read-only console under 1 % of a core).
+pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
+
+/// How far (seconds) a service's clock offset must move since the last
+/// snapshot, beyond the two estimates' errors (half the round trip each),
+/// to make a new one: the `Date` header's resolution.
+const OFFSET_NEWS_S: f64 = 1.0;
 
 /// How to gather.
 #[derive(Debug, Clone)]
@@ -94,8 +104,17 @@ pub struct Progress {
 /// Where progress reports go (at most one every [`PROGRESS_EVERY`]).
 pub type ProgressSink<'a> = &'a (dyn Fn(Progress) + Sync);
 
-/// Time between two progress reports of one gather.
+/// Time between two progress reports of one gather (while fewer than
+/// [`PROGRESS_ROWS_PER_STEP`] rows are read; twice as long up to twice that,
+/// and so on).
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Rows read per step of the growing time between two progress reports.
+pub const PROGRESS_ROWS_PER_STEP: usize = 2500;
+
+/// Rows read when the first progress report goes, without waiting for
+/// [`PROGRESS_EVERY`]: a screenful.
+const FIRST_REPORT_ROWS: usize = 64;
 
 /// Reads the LEASE of `prefix`, conditionally on the cached ETag when there is
 /// one: a `304 Not Modified` reuses the cached observation.
@@ -128,6 +147,8 @@ pub async fn gather_target_cached(
     let clock = FnClock(&now);
     let plan = Plan {
         schedule: None,
+        picked: None,
+        picked_order: Vec::new(),
         focus: Default::default(),
         index: 0,
     };
@@ -169,7 +190,8 @@ type TargetProgress<'a> = &'a (dyn Fn(usize, TargetReport, usize, usize, bool) +
 /// One gather of one target under `plan` (see [`Gatherer`]): the listing (or
 /// the cached one) and the reads run together, prefixes flowing from the one
 /// to the other as pages arrive; then the cache takes what was read. Returns
-/// whether anything the report shows changed.
+/// whether anything the report shows changed, and how many requests were
+/// sent (LEASE reads, retries included, and listing pages).
 async fn gather_planned(
     t: &OpenTarget,
     opts: &GatherOptions,
@@ -178,30 +200,53 @@ async fn gather_planned(
     relist: bool,
     plan: &Plan,
     progress: Option<TargetProgress<'_>>,
-) -> bool {
+) -> (bool, usize) {
     let store = t.store.as_ref();
     let root = t.target.prefix().to_owned();
     // A store known to be gone (a local directory moved away) fails this
     // gather as a listing would, whatever is scheduled to be read.
     if let Some(e) = store.unavailable() {
-        return cache_failure(cache, format!("{}: {e}", store.describe()));
+        return (
+            cache_failure(cache, format!("{}: {e}", store.describe())),
+            0,
+        );
     }
 
     // Prefixes to read arrive from the listing (page by page) or the cache.
     let (found_tx, found_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
+    // Without a new listing the rows are the cached ones, unchanged: the
+    // reads the plan wants are queued at once, and nothing is rebuilt
+    // (`Ok(None)`: the listing stands).
+    let reuse = !relist && cache.prefixes.is_some();
+    let initial = reuse.then(|| {
+        let mono = clock.mono();
+        match &plan.picked {
+            Some(_) => plan.picked_order.clone(),
+            None => cache
+                .known
+                .iter()
+                .filter(|p| plan.wants(p, cache.entries.get(*p), mono))
+                .cloned()
+                .collect(),
+        }
+    });
+    let mut pages = 0usize;
     let listing = async {
+        if reuse {
+            drop(found_tx);
+            return Ok(None);
+        }
         let mut send = |v: Vec<String>| {
+            pages += 1;
             let _ = found_tx.send(v);
         };
-        let r = match (&cache.prefixes, relist) {
-            (Some(p), false) => {
-                send(p.clone());
-                Ok((p.clone(), cache.listing_errors.clone()))
-            }
-            _ => discover_paged(store, &root, opts, &mut send).await,
-        };
+        let r = discover_paged(store, &root, opts, &mut send).await;
+        // A listing deeper than one level sends once: count its pages.
+        if opts.depth != 1 {
+            pages = r.as_ref().map_or(1, |(p, _)| p.len() / 1000 + 1);
+        }
         drop(found_tx);
-        r
+        r.map(Some)
     };
     let max = opts.concurrency.max(1);
     let mut reads = Reads {
@@ -215,21 +260,23 @@ async fn gather_planned(
         max,
         results: Vec::new(),
         known: vec![root.clone()],
+        sent: 0,
     };
-    let (listed, ()) = tokio::join!(listing, reads.run(found_rx, progress));
+    let (listed, ()) = tokio::join!(listing, reads.run(found_rx, initial, progress));
     let Reads {
         limit,
         results,
         known,
+        sent,
         ..
     } = reads;
     cache.limit = Some(limit);
-    match listed {
-        Ok((listed, listing_errors)) => {
-            cache_reads(cache, plan, listed, listing_errors, results, known)
-        }
+    let changed = match listed {
+        Ok(Some(listing)) => cache_reads(cache, plan, Some((listing, known)), results),
+        Ok(None) => cache_reads(cache, plan, None, results),
         Err(e) => cache_failure(cache, format!("{}: {e}", store.describe())),
-    }
+    };
+    (changed, sent + pages)
 }
 
 /// Records in `cache` that the target could not be gathered (`error`, a
@@ -241,29 +288,34 @@ fn cache_failure(cache: &mut TargetCache, error: String) -> bool {
     changed
 }
 
-/// Keeps in `cache` what one gather found: the listing (`listed`, with what
-/// it could not discover), the rows `known`, and each LEASE read with when
-/// it is due again; forgets prefixes no longer listed. Returns whether
-/// anything the report shows changed.
+/// A listing's prefixes and what it could not discover.
+type Listed = (Vec<String>, Vec<PrefixError>);
+
+/// Keeps in `cache` what one gather found: the new listing if there was one
+/// (`listed`: the prefixes, what it could not discover, and the rows
+/// `known`; `None`: the cached one stands), and each LEASE read with when it
+/// is due again; forgets prefixes no longer listed. Returns whether anything
+/// the report shows changed.
 fn cache_reads(
     cache: &mut TargetCache,
     plan: &Plan,
-    listed: Vec<String>,
-    listing_errors: Vec<PrefixError>,
+    listed: Option<(Listed, Vec<String>)>,
     results: Vec<Read>,
-    known: Vec<String>,
 ) -> bool {
-    let mut changed = cache.error.take().is_some()
-        || cache.prefixes.as_ref() != Some(&listed)
-        || cache.listing_errors != listing_errors
-        || cache.known.is_empty();
-    cache.prefixes = Some(listed);
-    cache.listing_errors = listing_errors;
-    // Keep what was read, for the next gather; forget prefixes no longer listed.
-    let keep: HashSet<&String> = known.iter().collect();
-    let before = cache.entries.len();
-    cache.entries.retain(|p, _| keep.contains(p));
-    changed |= cache.entries.len() != before;
+    let mut changed = cache.error.take().is_some();
+    if let Some(((listed, listing_errors), known)) = listed {
+        changed |= cache.prefixes.as_ref() != Some(&listed)
+            || cache.listing_errors != listing_errors
+            || cache.known.is_empty();
+        cache.prefixes = Some(listed);
+        cache.listing_errors = listing_errors;
+        // Keep what was read, for the next gather; forget prefixes no longer listed.
+        let keep: HashSet<&String> = known.iter().collect();
+        let before = cache.entries.len();
+        cache.entries.retain(|p, _| keep.contains(p));
+        changed |= cache.entries.len() != before;
+        cache.known = known;
+    }
     for Read {
         prefix: p,
         result,
@@ -272,9 +324,9 @@ fn cache_reads(
     } in results
     {
         let result = result.map_err(|e| e.to_string());
-        let due = match plan.schedule {
+        let (due, near_expiry) = match plan.schedule {
             Some(s) => s.next_due(&result, wall, mono),
-            None => Duration::ZERO,
+            None => (Duration::ZERO, false),
         };
         changed |= cache
             .entries
@@ -285,11 +337,12 @@ fn cache_reads(
             Entry {
                 result,
                 read_at: wall,
+                read_mono: mono,
                 due,
+                near_expiry,
             },
         );
     }
-    cache.known = known;
     changed
 }
 
@@ -312,6 +365,8 @@ struct Reads<'a> {
     results: Vec<Read>,
     /// The root, then every prefix the listing gave so far.
     known: Vec<String>,
+    /// Requests sent (retries included).
+    sent: usize,
 }
 
 impl Reads<'_> {
@@ -322,20 +377,29 @@ impl Reads<'_> {
     async fn run(
         &mut self,
         mut found: tokio::sync::mpsc::UnboundedReceiver<Vec<String>>,
+        initial: Option<Vec<String>>,
         progress: Option<TargetProgress<'_>>,
     ) {
         let (store, opts, cached) = (self.t.store.as_ref(), self.opts, self.cached);
         let mut queue: VecDeque<(String, u32)> = VecDeque::new();
-        if self
-            .plan
-            .wants(self.root, cached.get(self.root), self.clock.mono())
-        {
-            queue.push_back((self.root.to_owned(), 0));
+        // `initial`: the reads of a gather on the cached listing, root
+        // included; nothing comes from `found`.
+        let mut listed = initial.is_some();
+        match initial {
+            Some(v) => queue.extend(v.into_iter().map(|p| (p, 0))),
+            None => {
+                if self
+                    .plan
+                    .wants(self.root, cached.get(self.root), self.clock.mono())
+                {
+                    queue.push_back((self.root.to_owned(), 0));
+                }
+            }
         }
-        let mut listed = false;
         let mut inflight = FuturesUnordered::new();
         let mut successes = 0usize;
         let mut last_progress = std::time::Instant::now();
+        let mut reported = false;
         let read = |p: String, tries: u32| {
             let cached = cached.get(&p).and_then(|e| e.result.as_ref().ok());
             async move {
@@ -357,6 +421,7 @@ impl Reads<'_> {
                 let Some((p, tries)) = queue.pop_front() else {
                     break;
                 };
+                self.sent += 1;
                 inflight.push(read(p, tries));
             }
             tokio::select! {
@@ -369,7 +434,16 @@ impl Reads<'_> {
                     let Some((p, tries, r)) = done else { continue };
                     self.done(p, tries, r, &mut queue, &mut successes);
                     if let Some(report) = progress {
-                        if last_progress.elapsed() >= PROGRESS_EVERY {
+                        // The first screenful at once; then every
+                            // PROGRESS_EVERY, spaced out as rows pile up (each
+                            // report holds every row read so far: evenly
+                            // spaced, their cost would grow with the square
+                            // of the rows).
+                            let n = self.results.len();
+                            let every = PROGRESS_EVERY * (1 + (n / PROGRESS_ROWS_PER_STEP) as u32);
+                            let first_screen = !reported && n >= FIRST_REPORT_ROWS;
+                            if first_screen || last_progress.elapsed() >= every {
+                            reported = true;
                             last_progress = std::time::Instant::now();
                             self.report(report, listed);
                         }
@@ -583,10 +657,15 @@ pub struct Gatherer {
     count: u32,
     schedule: Option<Schedule>,
     focus: Arc<Focus>,
-    /// Each service's clock offset at the last gather, in tenths of a second.
-    offsets: Vec<Option<i64>>,
+    /// Each service's clock offset and its error (seconds) in the last
+    /// snapshot returned.
+    offsets: Vec<Option<(f64, f64)>>,
     /// No snapshot returned yet.
     first: bool,
+    /// Requests the budget allows now (may be negative: a listing overdrew
+    /// it), and when it was last topped up (monotonic).
+    tokens: f64,
+    tokens_at: Option<Duration>,
 }
 
 impl Gatherer {
@@ -604,6 +683,8 @@ impl Gatherer {
             focus: Arc::default(),
             offsets: Vec::new(),
             first: true,
+            tokens: 0.0,
+            tokens_at: None,
         }
     }
 
@@ -613,8 +694,84 @@ impl Gatherer {
         self.schedule = Some(Schedule {
             refresh,
             relist: refresh * self.relist_every,
+            budget: self.schedule.and_then(|s| s.budget),
         });
         self
+    }
+
+    /// Sends at most `per_min` requests a minute once the first gather has
+    /// read every LEASE (see [`Schedule::budget`]); with [`Gatherer::schedule`].
+    /// What is due beyond it waits, the most pressing first: rows in view,
+    /// fresh leases at their expiry, rows never read, then the others round
+    /// robin (oldest reading first). `per_min` is at least 1.
+    pub fn budget(mut self, per_min: u32) -> Self {
+        if let Some(s) = &mut self.schedule {
+            s.budget = Some(per_min.max(1));
+        }
+        self
+    }
+
+    /// When the oldest reading of any row was taken (reader's wall clock):
+    /// how stale the budget lets the table become. `None` before any read.
+    pub fn oldest_reading(&self) -> Option<DateTime<Utc>> {
+        self.caches
+            .iter()
+            .flat_map(|c| c.entries.values())
+            .map(|e| e.read_at)
+            .min()
+    }
+
+    /// Under a budget, the reads of each target this gather makes (most
+    /// pressing first; see [`Gatherer::budget`]); `None` without one, and
+    /// for the first gather. Tops up the budget for the time since the last
+    /// gather, holding at most one refresh's worth, and sets aside the
+    /// pages of a listing when `relist`.
+    fn plan_budget(
+        &mut self,
+        clock: &SharedClock,
+        relist: bool,
+        focus: &[HashSet<String>],
+    ) -> Option<Vec<Vec<String>>> {
+        let s = self.schedule?;
+        let per_min = s.budget?;
+        if self.first {
+            return None;
+        }
+        let now = clock.mono();
+        let rate = f64::from(per_min) / 60.0;
+        let cap = (rate * s.refresh.as_secs_f64()).max(1.0);
+        let since = self
+            .tokens_at
+            .map_or(s.refresh, |t| now.saturating_sub(t))
+            .as_secs_f64();
+        self.tokens = (self.tokens + rate * since).min(cap);
+        self.tokens_at = Some(now);
+        let mut allowance = self.tokens.max(0.0).floor() as usize;
+        if relist {
+            let pages: usize = self.caches.iter().map(|c| c.known.len() / 1000 + 1).sum();
+            allowance = allowance.saturating_sub(pages);
+        }
+        // One pick over every target, so the budget goes where it is most
+        // needed whichever target that is.
+        let mut all: Vec<(super::schedule::Priority, usize, usize, &str)> = Vec::new();
+        for (i, c) in self.caches.iter().enumerate() {
+            let picked = pick(rows_of(&c.known, &c.entries), &focus[i], now, allowance);
+            all.extend(
+                picked
+                    .into_iter()
+                    .enumerate()
+                    .map(|(rank, (p, why))| (why, rank, i, p)),
+            );
+        }
+        if all.len() > allowance {
+            all.sort_unstable_by_key(|(why, rank, i, _)| (*why, *rank, *i));
+            all.truncate(allowance);
+        }
+        let mut out = vec![Vec::new(); self.caches.len()];
+        for (_, _, i, p) in all {
+            out[i].push(p.to_owned());
+        }
+        Some(out)
     }
 
     /// The rows in view, to be set by the console (read at every gather).
@@ -664,9 +821,20 @@ impl Gatherer {
         // snapshot of every row.
         let first = self.first;
         self.count = self.count.wrapping_add(1);
-        let opts = &self.opts;
         let focus = self.focus.snapshot();
         let n = self.targets.len();
+        let focus: Vec<HashSet<String>> = (0..n)
+            .map(|index| {
+                focus
+                    .iter()
+                    .filter(|(t, _)| *t == index)
+                    .map(|(_, p)| p.clone())
+                    .collect()
+            })
+            .collect();
+        let mut picks = self.plan_budget(clock, relist, &focus);
+        let budgeted = picks.is_some();
+        let opts = &self.opts;
         // Partial reports of each target, combined for `progress`.
         let partials: std::sync::Mutex<Vec<Option<Partial>>> = std::sync::Mutex::new(vec![None; n]);
         let targets = &self.targets;
@@ -708,13 +876,12 @@ impl Gatherer {
                 .zip(self.caches.iter_mut())
                 .enumerate()
                 .map(|(index, (t, cache))| {
+                    let picked_order = picks.as_mut().map(|p| std::mem::take(&mut p[index]));
                     let plan = Plan {
                         schedule: self.schedule,
-                        focus: focus
-                            .iter()
-                            .filter(|(t, _)| *t == index)
-                            .map(|(_, p)| p.clone())
-                            .collect(),
+                        picked: picked_order.as_ref().map(|v| v.iter().cloned().collect()),
+                        picked_order: picked_order.unwrap_or_default(),
+                        focus: focus[index].clone(),
                         index,
                     };
                     async move {
@@ -732,20 +899,39 @@ impl Gatherer {
                 }),
         )
         .await;
-        let offsets: Vec<Option<i64>> = self
+        let sent: usize = changed.iter().map(|(_, n)| n).sum();
+        if budgeted {
+            self.tokens -= sent as f64;
+        } else if self.first {
+            // The budget starts after the first gather (which reads everything).
+            self.tokens = 0.0;
+            self.tokens_at = Some(clock.mono());
+        }
+        // Each answer's `Date` (whole seconds) gives a new estimate, which
+        // wanders within a second (plus its error) of the true offset: only a move of more
+        // than that since the last snapshot is news (at 0.1 s, nearly every
+        // refresh on S3 rebuilt every row).
+        let offsets: Vec<Option<(f64, f64)>> = self
             .targets
             .iter()
             .map(|t| {
                 t.store
                     .server_offset()
-                    .map(|o| (o.against(clock.as_ref()) * 10.0).round() as i64)
+                    .map(|o| (o.against(clock.as_ref()), o.error_s))
             })
             .collect();
-        let offsets_moved = offsets != self.offsets;
-        self.offsets = offsets;
-        if !(force || self.first || offsets_moved || changed.iter().any(|c| *c)) {
+        let offsets_moved = offsets.len() != self.offsets.len()
+            || offsets
+                .iter()
+                .zip(&self.offsets)
+                .any(|(a, b)| match (a, b) {
+                    (Some((a, ea)), Some((b, eb))) => (a - b).abs() > OFFSET_NEWS_S + ea + eb,
+                    (a, b) => a.is_some() != b.is_some(),
+                });
+        if !(force || self.first || offsets_moved || changed.iter().any(|(c, _)| *c)) {
             return None;
         }
+        self.offsets = offsets;
         self.first = false;
         let reports = self
             .targets

@@ -335,7 +335,10 @@ impl History {
             }
             // A prefix no longer listed under a target gathered in full is
             // gone: its LEASE with it. Unread prefixes keep their last state.
-            if t.error.is_none() {
+            // (Only when this target has history entries beyond the rows seen:
+            // the search below copies every key.)
+            let entries = self.prefixes.keys().filter(|(u, _)| *u == t.url).count();
+            if t.error.is_none() && entries > t.prefixes.len() {
                 let unread: BTreeSet<&str> = t.errors.iter().map(|e| e.prefix.as_str()).collect();
                 let gone: Vec<PrefixKey> = self
                     .prefixes

@@ -24,7 +24,7 @@ pub mod takeovers;
 pub use discovery::{discover, observe};
 pub use gather::{
     gather, gather_target, gather_target_cached, GatherOptions, Gatherer, OpenTarget, Progress,
-    ProgressSink, TargetCache, DEFAULT_CONCURRENCY, PROGRESS_EVERY,
+    ProgressSink, TargetCache, DEFAULT_CONCURRENCY, DEFAULT_MAX_REQUESTS, PROGRESS_EVERY,
 };
 pub use model::{
     ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,

@@ -1,7 +1,9 @@
-//! The read scheduler: when each LEASE is read again, and which rows are in
-//! view ([`Focus`]) and so read at every refresh.
+//! The read scheduler: when each LEASE is read again, which rows are in
+//! view ([`Focus`]) and so read at every refresh, and — under a request
+//! budget ([`Schedule::budget`]) — which of the reads that are due come first
+//! ([`pick`]).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -15,8 +17,13 @@ pub(super) struct Entry {
     pub(super) result: Result<Observed, String>,
     /// When it was read (reader's wall clock).
     pub(super) read_at: DateTime<Utc>,
+    /// When it was read (reader's monotonic clock).
+    pub(super) read_mono: Duration,
     /// When it must be read again (reader's monotonic clock).
     pub(super) due: Duration,
+    /// `due` is the moment a fresh lease could turn stale (or just after):
+    /// such a read comes before the others under a budget.
+    pub(super) near_expiry: bool,
 }
 
 /// Which rows the reader is looking at: they are read at every refresh,
@@ -48,6 +55,10 @@ pub struct Schedule {
     /// Time between two reads of a LEASE that is stale, suspect, malformed,
     /// absent or unreadable and not in view (the listing's cadence).
     pub relist: Duration,
+    /// At most this many requests per minute (LEASE reads and listing
+    /// pages, averaged over a minute; the first gather, which reads every
+    /// LEASE once, is not counted). `None`: no budget.
+    pub budget: Option<u32>,
 }
 
 impl Schedule {
@@ -60,15 +71,16 @@ impl Schedule {
     /// it could turn stale (by then a live holder has renewed it: holders
     /// renew every TTL/3), and once more just after, if it had not been
     /// renewed; the others at the relist cadence, spread by ±25 % so that
-    /// thousands of them do not come due at once.
+    /// thousands of them do not come due at once. Also whether that moment is
+    /// the lease's expiry (`true`) rather than a routine check.
     pub(super) fn next_due(
         &self,
         result: &Result<Observed, String>,
         wall: DateTime<Utc>,
         mono: Duration,
-    ) -> Duration {
+    ) -> (Duration, bool) {
         let jitter = rand::random_range(0.75..1.25);
-        let relist = mono + self.relist.mul_f64(jitter);
+        let relist = (mono + self.relist.mul_f64(jitter), false);
         let Ok(obs) = result else { return relist };
         let j = judge(obs, wall);
         let (LeaseState::Fresh, Some(left)) = (j.state, j.expires_in_s) else {
@@ -84,7 +96,71 @@ impl Schedule {
             // late renewal, if its holder cut it close).
             left + Duration::from_millis(500)
         };
-        mono + wait.min(Self::MAX_FRESH_WAIT)
+        (
+            mono + wait.min(Self::MAX_FRESH_WAIT),
+            wait <= Self::MAX_FRESH_WAIT,
+        )
+    }
+}
+
+/// Why a LEASE is read in a gather under a budget, the most pressing first
+/// (the order of [`pick`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Priority {
+    /// On screen, or the selected row.
+    InView,
+    /// A fresh lease at the moment it could turn stale (or just after).
+    NearExpiry,
+    /// Listed but never read.
+    New,
+    /// Due at its routine cadence (stale, absent, unreadable, a long lease's
+    /// periodic check): round robin, the oldest reading first.
+    Due,
+}
+
+/// The reads one gather makes under a budget: of every row that needs a
+/// read at monotonic `mono` (rows in `focus`, rows never read, rows whose
+/// due time has come), at most `allowance`, the most pressing first —
+/// [`Priority`] order, then within rows in view and due rows the oldest
+/// reading first (round robin), within near-expiry rows the earliest due.
+/// `rows` are (prefix, last reading) of one target; returns the prefixes
+/// to read with their priority, in that order.
+pub(super) fn pick<'a>(
+    rows: impl IntoIterator<Item = (&'a str, Option<&'a Entry>)>,
+    focus: &HashSet<String>,
+    mono: Duration,
+    allowance: usize,
+) -> Vec<(&'a str, Priority)> {
+    let mut wanted: Vec<((Priority, Duration), &'a str)> = Vec::new();
+    for (p, e) in rows {
+        let key = match e {
+            None => (Priority::New, Duration::ZERO),
+            Some(e) if focus.contains(p) => (Priority::InView, e.read_mono),
+            Some(e) if e.due > mono => continue,
+            Some(e) if e.near_expiry => (Priority::NearExpiry, e.due),
+            Some(e) => (Priority::Due, e.read_mono),
+        };
+        wanted.push((key, p));
+    }
+    if wanted.len() > allowance {
+        wanted.select_nth_unstable(allowance);
+        wanted.truncate(allowance);
+    }
+    wanted.sort_unstable();
+    wanted.into_iter().map(|((why, _), p)| (p, why)).collect()
+}
+
+/// The rows of one target for [`pick`]: every prefix `known` with its last
+/// reading in `entries` (which holds only known prefixes).
+pub(super) fn rows_of<'a>(
+    known: &'a [String],
+    entries: &'a BTreeMap<String, Entry>,
+) -> Box<dyn Iterator<Item = (&'a str, Option<&'a Entry>)> + 'a> {
+    if entries.len() >= known.len() {
+        // Every known prefix was read: no lookups needed.
+        Box::new(entries.iter().map(|(p, e)| (p.as_str(), Some(e))))
+    } else {
+        Box::new(known.iter().map(|p| (p.as_str(), entries.get(p))))
     }
 }
 
@@ -92,6 +168,10 @@ impl Schedule {
 pub(super) struct Plan {
     /// `None`: read everything.
     pub(super) schedule: Option<Schedule>,
+    /// Under a budget: exactly these prefixes ([`pick`]), whatever the rest.
+    pub(super) picked: Option<HashSet<String>>,
+    /// The same, most pressing first (the order they are sent in).
+    pub(super) picked_order: Vec<String>,
     /// This target's rows in view.
     pub(super) focus: HashSet<String>,
     /// This target's index (for progress reports).
@@ -101,9 +181,149 @@ pub(super) struct Plan {
 impl Plan {
     /// Whether to read `prefix` (last read as `entry`) at monotonic `mono`.
     pub(super) fn wants(&self, prefix: &str, entry: Option<&Entry>, mono: Duration) -> bool {
+        if let Some(picked) = &self.picked {
+            return picked.contains(prefix);
+        }
         let (Some(_), Some(e)) = (self.schedule, entry) else {
             return true;
         };
         e.due <= mono || self.focus.contains(prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// A reading taken at monotonic `read`, due at `due`.
+    fn entry(read: u64, due: u64, near_expiry: bool) -> Entry {
+        Entry {
+            result: Ok(Observed::Absent),
+            read_at: DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(read as i64),
+            read_mono: at(read),
+            due: at(due),
+            near_expiry,
+        }
+    }
+
+    fn focus(p: &[&str]) -> HashSet<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Issue 27: under a budget the reads go, in this order, to rows in
+    /// view, fresh leases at their expiry (earliest first), rows never read,
+    /// then the rest due, oldest reading first; nothing not due is read.
+    #[test]
+    fn the_budget_goes_to_the_most_pressing_reads_first() {
+        let e = [
+            ("due-old/", entry(10, 90, false)),
+            ("due-older/", entry(5, 95, false)),
+            ("not-due/", entry(50, 200, false)),
+            ("expiring-late/", entry(60, 99, true)),
+            ("expiring-soon/", entry(70, 98, true)),
+            ("expiry-not-yet/", entry(70, 150, true)),
+            ("shown/", entry(95, 200, false)),
+        ];
+        let rows: Vec<(&str, Option<&Entry>)> = e
+            .iter()
+            .map(|(p, e)| (*p, Some(e)))
+            .chain([("new/", None)])
+            .collect();
+        let f = focus(&["shown/"]);
+        let all = pick(rows.clone(), &f, at(100), usize::MAX);
+        let names: Vec<&str> = all.iter().map(|(p, _)| *p).collect();
+        assert_eq!(
+            names,
+            [
+                "shown/",
+                "expiring-soon/",
+                "expiring-late/",
+                "new/",
+                "due-older/",
+                "due-old/"
+            ]
+        );
+        assert_eq!(
+            all.iter().map(|(_, w)| *w).collect::<Vec<_>>(),
+            [
+                Priority::InView,
+                Priority::NearExpiry,
+                Priority::NearExpiry,
+                Priority::New,
+                Priority::Due,
+                Priority::Due
+            ]
+        );
+        // A budget of 3 keeps the three most pressing, in order.
+        let three: Vec<&str> = pick(rows.clone(), &f, at(100), 3)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(three, ["shown/", "expiring-soon/", "expiring-late/"]);
+        // No budget left: nothing, not even the rows in view.
+        assert!(pick(rows, &f, at(100), 0).is_empty());
+    }
+
+    /// Round robin: a row read because it was the oldest is, once read, the
+    /// newest, so the next gathers move on to the others.
+    #[test]
+    fn due_rows_are_read_round_robin() {
+        let mut e: BTreeMap<String, Entry> = (0..6)
+            .map(|i| (format!("p{i}/"), entry(i, i, false)))
+            .collect();
+        let known: Vec<String> = e.keys().cloned().collect();
+        let mut order = Vec::new();
+        for now in 10..13u64 {
+            let picked: Vec<String> = pick(rows_of(&known, &e), &HashSet::new(), at(now), 2)
+                .into_iter()
+                .map(|(p, _)| p.to_owned())
+                .collect();
+            for p in &picked {
+                // Read now: due again in 100 s.
+                e.insert(p.clone(), entry(now, now + 100, false));
+            }
+            order.extend(picked);
+        }
+        assert_eq!(order, ["p0/", "p1/", "p2/", "p3/", "p4/", "p5/"]);
+    }
+
+    /// A fresh lease's next read is at its expiry (flagged as such); a
+    /// long lease's is the periodic check, not flagged; a stale one's at the
+    /// relist cadence.
+    #[test]
+    fn next_due_flags_reads_at_expiry() {
+        let s = Schedule {
+            refresh: at(5),
+            relist: at(30),
+            budget: Some(600),
+        };
+        let now: DateTime<Utc> = "2026-11-30T12:00:00Z".parse().unwrap();
+        let obs = |ttl: u64, age: i64| {
+            let body = format!(
+                r#"{{"instance_id":"h","acquired_at":"{}","renewed_at":"{}","ttl_s":{ttl}}}"#,
+                (now - chrono::Duration::seconds(age)).to_rfc3339(),
+                (now - chrono::Duration::seconds(age)).to_rfc3339(),
+            );
+            let record = crate::bucket::LeaseRecord::parse(body.as_bytes(), body.len() as u64)
+                .map_err(|e| (e.to_string(), body.clone()));
+            Ok(Observed::Present {
+                record,
+                etag: Some("e".into()),
+                last_modified: None,
+            })
+        };
+        let (due, near) = s.next_due(&obs(30, 0), now, at(1000));
+        assert!(near);
+        assert_eq!(due, at(1000 + 30 - 6));
+        let (due, near) = s.next_due(&obs(3600, 0), now, at(1000));
+        assert!(!near);
+        assert_eq!(due, at(1000) + Schedule::MAX_FRESH_WAIT);
+        let (due, near) = s.next_due(&obs(30, 100), now, at(1000));
+        assert!(!near);
+        assert!(due >= at(1000 + 22) && due <= at(1000 + 38), "{due:?}");
     }
 }

@@ -24,6 +24,11 @@ pub enum Action {
     Unchanged(DateTime<Utc>),
     /// Request totals of the stores so far.
     Counters(crate::store::RequestCounts),
+    /// When the oldest reading of any row was taken (reader's clock; `None`:
+    /// nothing read yet).
+    OldestReading(Option<DateTime<Utc>>),
+    /// A pod scan that found something new while no bucket lease changed.
+    Pod(Box<crate::writer::scan::PodSnapshot>),
     /// Rows read so far by a gather still running (progressive discovery).
     Progress {
         /// The rows read so far (the pod section is not part of it).

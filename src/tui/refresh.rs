@@ -33,6 +33,11 @@ pub struct Gathered {
     /// Set on a report of a gather still running: (LEASEs read, prefixes
     /// known, listing complete).
     pub progress: Option<(usize, usize, bool)>,
+    /// When the oldest reading of any row was taken (reader's clock).
+    pub oldest_reading: Option<chrono::DateTime<chrono::Utc>>,
+    /// A pod scan that differs from the last one, when `snapshot` is `None`
+    /// (with a snapshot, the scan is its `pod` section).
+    pub pod: Option<crate::writer::scan::PodSnapshot>,
 }
 
 impl Gathered {
@@ -52,10 +57,12 @@ impl Gathered {
         // classified against them (a takeover names its audit entry).
         let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
         v.push(Action::Counters(self.counters));
+        v.push(Action::OldestReading(self.oldest_reading));
         v.push(match self.snapshot {
             Some(s) => Action::Snapshot(Box::new(s)),
             None => Action::Unchanged(self.at),
         });
+        v.extend(self.pod.map(|p| Action::Pod(Box::new(p))));
         v.extend(self.pod_error.map(Action::PodScanFailed));
         v
     }
@@ -147,12 +154,16 @@ async fn gather_once(
             counters: counters.counts(),
             audit: None,
             progress: Some((p.read, p.known, p.listed)),
+            oldest_reading: None,
+            pod: None,
         });
     };
-    // A new snapshot only when something changed, or the pod was scanned.
-    let force = due && !pod.scans.is_empty();
+    // A new snapshot only when a lease changed; a pod scan that found
+    // something new while none did goes alone (rebuilding 10,000 rows for
+    // it was most of the idle cost of a large console).
+    let before = pod.last.as_ref().map(|(_, r)| r.clone());
     let (mut snapshot, scanned, audit) = tokio::join!(
-        gatherer.gather_changed(clock, Some(&sink), force),
+        gatherer.gather_changed(clock, Some(&sink), false),
         scan,
         audit
     );
@@ -166,10 +177,13 @@ async fn gather_once(
         }
     }
     let mut pod_error = None;
+    let mut pod_alone = None;
     match scanned {
         Some(Ok(p)) => {
             if let Some(s) = &mut snapshot {
                 s.pod = p;
+            } else if due && before.as_ref().is_none_or(|b| b.as_ref() != Ok(&p)) {
+                pod_alone = Some(p);
             }
         }
         Some(Err(e)) => pod_error = Some(e),
@@ -182,6 +196,8 @@ async fn gather_once(
         counters: counters.counts(),
         audit,
         progress: None,
+        oldest_reading: gatherer.oldest_reading(),
+        pod: pod_alone,
     }
 }
 

@@ -899,3 +899,92 @@ fn check_is_critical_on_a_real_pod_verdict() {
     );
     assert!(!out.contains("verdicts=0;"), "{out}");
 }
+
+/// Issue 27: `serve --max-requests` bounds the requests it sends once every
+/// LEASE was read, whatever the population: 2,000 stale leases on a real
+/// local store come due at the listing's cadence (~30 s, ±25 %), about 2,000
+/// reads by need in the window measured; under a budget of 600 a minute the
+/// store requests counted by serve itself (`leasectl_store_requests_total`)
+/// over 40 s stay within 600 × 40 / 60 plus one refresh's worth, while the
+/// same serve without a budget worth the name sends several times that.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_holds_its_request_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"{"instance_id":"gone","acquired_at":"2026-11-30T10:00:00Z","renewed_at":"2026-11-30T10:00:00Z","ttl_s":30}"#;
+    for i in 0..2000 {
+        let p = dir.path().join(format!("db{i:04}"));
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("LEASE"), body).unwrap();
+    }
+    let url = format!("file://{}/", dir.path().display());
+    let window = 40.0;
+    let mut counts = Vec::new();
+    for budget in ["600/min", "1000000"] {
+        let stderr_path = dir.path().join(format!("serve-{}.stderr", budget.len()));
+        let mut serve = bin()
+            .args([
+                "serve",
+                "--no-pod",
+                "--listen",
+                "127.0.0.1:0",
+                "--refresh",
+                "1s",
+                "--max-requests",
+                budget,
+                &url,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .unwrap();
+        let port: u16 = {
+            let end = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                if let Some(p) = s
+                    .split("http://127.0.0.1:")
+                    .nth(1)
+                    .and_then(|r| r.split('/').next())
+                    .and_then(|p| p.parse().ok())
+                {
+                    break p;
+                }
+                assert!(
+                    std::time::Instant::now() < end,
+                    "serve did not say where it listens: {s}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        let gathers = |b: &str| sample(b, "leasectl_gathers_total").unwrap_or(0.0);
+        // The first gather (every LEASE, not counted) is done once a second one is.
+        let b0 = scrape_until(port, "two gathers", |b| gathers(b) >= 2.0).await;
+        let t0 = std::time::Instant::now();
+        let r0 = sample(&b0, "leasectl_store_requests_total").expect("the request counter");
+        tokio::time::sleep(Duration::from_secs_f64(window)).await;
+        let (_, b1) = http_get(port, "/metrics").await;
+        let secs = t0.elapsed().as_secs_f64();
+        let r1 = sample(&b1, "leasectl_store_requests_total").expect("the request counter");
+        let _ = serve.kill();
+        let _ = serve.wait();
+        counts.push((r1 - r0, secs));
+    }
+    let (budgeted, secs) = counts[0];
+    let limit = 600.0 * secs / 60.0 + 10.0;
+    assert!(
+        budgeted <= limit,
+        "{budgeted} requests in {secs:.1} s under a budget of 600/min (at most {limit:.0})"
+    );
+    // It reads what is due within the budget, not nothing: the stale rows
+    // come due from ~22 s after their first read, some 20 s into the window.
+    assert!(
+        budgeted >= 600.0 * (window - 25.0) / 60.0 / 2.0,
+        "{budgeted} requests"
+    );
+    let (unbounded, _) = counts[1];
+    assert!(
+        unbounded > 2.0 * limit,
+        "without the budget serve should read every stale row by need ({unbounded} requests)"
+    );
+}

@@ -340,3 +340,108 @@ async fn a_refresh_that_changed_nothing_gives_no_new_snapshot() {
         .expect("the listing changed");
     assert_eq!(s.targets[0].prefixes.len(), 2);
 }
+
+/// Issue 27: under a budget (`Gatherer::budget`, the console's and serve's
+/// `--max-requests`) a scheduled gatherer sends at most that many requests
+/// a minute once every LEASE was read, whatever the population (here 300
+/// stale leases, all due every ~30 s: 600 reads a minute by need), and
+/// spends them by priority: the row in view at every gather, a fresh lease
+/// that lapses off screen read at its expiry, the stale ones round robin
+/// (each read in turn, none twice before all once). A budget that reads
+/// nothing is not possible: at least one a minute.
+#[tokio::test]
+async fn a_budget_bounds_the_requests_and_spends_them_by_priority() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for i in 0..300 {
+        write_lease(
+            dir,
+            &format!("s{i:03}"),
+            "h-gone",
+            t0() - chrono::Duration::hours(1),
+            30,
+        );
+    }
+    // Fresh, 30 s TTL, its holder gone: read at its expiry, off screen.
+    write_lease(dir, "lapsing", "h-lapsing", t0(), 30);
+    let (store, open) = setup(dir, Duration::ZERO);
+    let manual = Arc::new(ManualClock::new(t0()));
+    let clock: SharedClock = manual.clone();
+    let refresh = Duration::from_secs(5);
+    let per_min = 120; // 10 a refresh
+    let mut g = Gatherer::new(open, GatherOptions::default(), 6)
+        .schedule(refresh)
+        .budget(per_min);
+    g.focus()
+        .set([(0usize, "s150/".to_owned())].into_iter().collect());
+
+    // The first gather reads everything (not counted against the budget).
+    g.gather(&clock).await;
+    let total = |s: &PerKey| -> usize {
+        s.gets.lock().unwrap().values().sum::<usize>() + *s.lists.lock().unwrap()
+    };
+    let after_first = total(&store);
+    assert_eq!(
+        after_first,
+        301 + 1 + 1,
+        "every LEASE, the root's, one listing"
+    );
+    let first_reads = store.gets.lock().unwrap().clone();
+
+    // Four minutes of refreshes.
+    let mut lapsing_stale_at = None;
+    let mut per_minute = Vec::new();
+    let mut minute_start = total(&store);
+    for i in 1..=48 {
+        manual.advance(refresh);
+        let snap = g.gather(&clock).await;
+        if lapsing_stale_at.is_none() && state_of(&snap, "lapsing/") == Some(LeaseState::Stale) {
+            lapsing_stale_at = Some(5 * i);
+        }
+        if i % 12 == 0 {
+            per_minute.push(total(&store) - minute_start);
+            minute_start = total(&store);
+        }
+    }
+    // Within the budget each minute (the listings included), with at most
+    // one refresh's worth carried over.
+    for (m, n) in per_minute.iter().enumerate() {
+        assert!(
+            *n <= per_min as usize + 10,
+            "minute {m}: {n} requests for a budget of {per_min}/min ({per_minute:?})"
+        );
+    }
+    // And it was spent once the stale rows came due (22–38 s after their
+    // first read): reads by need, the budget only caps them.
+    assert!(
+        per_minute[1..]
+            .iter()
+            .all(|n| *n >= per_min as usize * 3 / 4),
+        "{per_minute:?}"
+    );
+    let gets = store.gets.lock().unwrap().clone();
+    let n = |p: &str| gets.get(&format!("{p}/LEASE")).copied().unwrap_or(0);
+    // In view: every gather.
+    assert_eq!(n("s150"), 1 + 48, "{gets:?}");
+    // The lapsing lease was read at its expiry though the stale ones were
+    // all due: before it (the last refresh before +30 s) and just after.
+    assert!(n("lapsing") >= 3, "lapsing read {} times", n("lapsing"));
+    assert_eq!(lapsing_stale_at, Some(30));
+    // Round robin: after the first ~20 s, ~10 reads a refresh, less the
+    // row in view, the lapsing one and the listings: ~370 reads over the 299
+    // stale rows off screen, so each was read once or twice since the first
+    // gather, none twice while another was not read at all.
+    let again: Vec<usize> = (0..300)
+        .filter(|i| *i != 150)
+        .map(|i| n(&format!("s{i:03}")) - first_reads[&format!("s{i:03}/LEASE")])
+        .collect();
+    let (lo, hi) = (again.iter().min().unwrap(), again.iter().max().unwrap());
+    assert!(
+        hi - lo <= 1,
+        "reads per stale row since the first gather: {lo}..={hi}"
+    );
+    assert!(
+        *lo >= 1,
+        "every stale row was read again within four minutes"
+    );
+}

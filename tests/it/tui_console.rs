@@ -899,6 +899,82 @@ async fn the_status_bar_gives_way_by_priority() {
     insta::assert_snapshot!("status_bar_by_width", lines);
 }
 
+/// Issue 27: the status bar says how old the oldest reading of any row is
+/// (what the request budget costs in freshness): as it ages with the clock,
+/// yellow once older than two listing cadences, shortened before the rate
+/// gives way and left out last but the first hints.
+#[tokio::test]
+async fn the_status_bar_shows_the_oldest_reading() {
+    use leasectl::store::RequestCounts;
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), true, 200, 24).await;
+    a.targets = vec!["s3://bkt/backups/".into()];
+    a.relist_every = 6;
+    a.update(Action::Counters(RequestCounts::default()));
+    a.update(Action::Tick(at(10)));
+    a.update(Action::Counters(RequestCounts {
+        requests: 20,
+        errors: 0,
+        lists: 1,
+    }));
+    // Nothing read yet: no such part.
+    let status = |a: &App, w: u16| {
+        screen(a, w, 24)
+            .lines()
+            .last()
+            .unwrap()
+            .trim_end()
+            .to_owned()
+    };
+    assert!(!status(&a, 200).contains("oldest"), "{}", status(&a, 200));
+    a.update(Action::OldestReading(Some(at(0))));
+    let text = screen(&a, 200, 24);
+    insta::assert_snapshot!("status_bar_oldest_reading", text);
+    assert!(
+        status(&a, 200).ends_with("│ oldest reading 10.0s"),
+        "{}",
+        status(&a, 200)
+    );
+    // It ages with the clock between refreshes.
+    a.update(Action::Tick(at(50)));
+    assert!(
+        status(&a, 200).ends_with("│ oldest reading 50.0s"),
+        "{}",
+        status(&a, 200)
+    );
+    // Older than two listing cadences (2 × 30 s): yellow.
+    let yellow = |a: &App| {
+        let mut t = Terminal::new(TestBackend::new(200, 24)).unwrap();
+        t.draw(|f| render(a, f)).unwrap();
+        let buf = t.backend().buffer().clone();
+        let line: String = (0..200u16)
+            .map(|x| buf[(x, 23)].symbol().to_owned())
+            .collect();
+        let x = line
+            .find("oldest")
+            .map(|b| line[..b].chars().count())
+            .expect("the part");
+        buf[(x as u16, 23)].fg == ratatui::style::Color::Yellow
+    };
+    assert!(!yellow(&a));
+    a.update(Action::Tick(
+        Utc.with_ymd_and_hms(2026, 11, 30, 12, 1, 1).unwrap(),
+    ));
+    assert!(
+        status(&a, 200).ends_with("│ oldest reading 1m01s"),
+        "{}",
+        status(&a, 200)
+    );
+    assert!(yellow(&a));
+    let mut lines = String::new();
+    for width in [200u16, 130, 100, 80, 60] {
+        a.update(Action::Resize(width, 24));
+        lines.push_str(&format!("{width:>3}: {}\n", status(&a, width)));
+    }
+    insta::assert_snapshot!("status_bar_oldest_by_width", lines);
+}
+
 /// Names are escaped exactly once in the status bar: a real takeover (the
 /// write task on a real local store) of `nl<newline>name/` reports
 /// `nl\nname/LEASE`, not `nl\\nname/LEASE`, while it runs, once it is done,

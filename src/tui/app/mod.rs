@@ -228,6 +228,9 @@ pub struct App {
     pub get_price: f64,
     /// A gather still running: (LEASEs read, prefixes known, listing complete).
     pub loading: Option<(usize, usize, bool)>,
+    /// When the oldest reading of any row was taken (reader's clock): the
+    /// status bar shows its age, what the request budget costs in freshness.
+    pub oldest_reading: Option<DateTime<Utc>>,
     /// The last message for the operator (and whether it is an error),
     /// already safe for the terminal: every name in it escaped exactly once
     /// (with [`sanitize`]) where the message is made, so it is drawn as is.
@@ -297,6 +300,7 @@ impl App {
             counters: VecDeque::new(),
             get_price: DEFAULT_GET_PRICE,
             loading: None,
+            oldest_reading: None,
             message: None,
             outbox: Vec::new(),
             size: (80, 24),
@@ -753,6 +757,14 @@ impl App {
                 }
             }
             Action::Audit(entries) => self.audit = entries,
+            Action::OldestReading(at) => self.oldest_reading = at,
+            Action::Pod(pod) => {
+                // A new pod scan while the leases stood: only the pod changes.
+                self.take_pod_rows(&pod);
+                if let Some(s) = &mut self.snapshot {
+                    s.pod = *pod;
+                }
+            }
             Action::PodScanFailed(e) if self.pod_status != PodStatus::Off => {
                 self.pod_status = PodStatus::Failed(e);
             }
@@ -797,18 +809,15 @@ impl App {
         }
     }
 
-    fn apply_snapshot(&mut self, mut s: Snapshot) {
-        s.rejudge(self.now.max(s.generated_at));
-        self.last_refresh = Some(s.generated_at);
-        self.now = self.now.max(s.generated_at);
-        // Keep the selected process selected across refreshes.
+    /// The pod's rows from a new scan, the selected process kept selected.
+    fn take_pod_rows(&mut self, pod: &crate::writer::scan::PodSnapshot) {
         let keep = self.selected_process().map(|p| p.pid);
-        self.pod_rows = tree_order(&s.pod.processes);
+        self.pod_rows = tree_order(&pod.processes);
         if let Some(pid) = keep {
             if let Some(i) = self
                 .pod_rows
                 .iter()
-                .position(|r| s.pod.processes[r.index].pid == pid)
+                .position(|r| pod.processes[r.index].pid == pid)
             {
                 self.pod_selected = i;
             }
@@ -816,19 +825,37 @@ impl App {
         if self.pod_status != PodStatus::Off {
             self.pod_status = PodStatus::Scanning;
         }
-        // Track how long each key's ETag has been seen unchanged.
-        let mut seen = HashMap::new();
+    }
+
+    fn apply_snapshot(&mut self, mut s: Snapshot) {
+        s.rejudge(self.now.max(s.generated_at));
+        self.last_refresh = Some(s.generated_at);
+        self.now = self.now.max(s.generated_at);
+        self.take_pod_rows(&s.pod);
+        // Track how long each key's ETag has been seen unchanged (in place:
+        // at 10,000 rows, rebuilding the map copied every key at each snapshot).
+        let mut rows = 0;
         for t in &s.targets {
             for p in &t.prefixes {
-                let etag = p.etag.clone();
-                let since = match self.first_seen.get(&p.key) {
-                    Some((e, since)) if *e == etag => *since,
-                    _ => s.generated_at,
-                };
-                seen.insert(p.key.clone(), (etag, since));
+                rows += 1;
+                match self.first_seen.get_mut(&p.key) {
+                    Some((e, _)) if *e == p.etag => {}
+                    Some(seen) => *seen = (p.etag.clone(), s.generated_at),
+                    None => {
+                        self.first_seen
+                            .insert(p.key.clone(), (p.etag.clone(), s.generated_at));
+                    }
+                }
             }
         }
-        self.first_seen = seen;
+        if self.first_seen.len() > rows {
+            let keys: std::collections::HashSet<&str> = s
+                .targets
+                .iter()
+                .flat_map(|t| t.prefixes.iter().map(|p| p.key.as_str()))
+                .collect();
+            self.first_seen.retain(|k, _| keys.contains(k.as_str()));
+        }
         self.history.observe(&s, &self.audit);
         // Keep the selected prefix selected.
         let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());

@@ -1,4 +1,5 @@
-//! The status bar: the last result, then the key hints (from the key table) and the request rate.
+//! The status bar: the last result, then the key hints (from the key table),
+//! the request rate and how old the oldest reading is.
 
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -10,7 +11,9 @@ use super::fit_line;
 use crate::tui::app::{terminal_safe, App, BINDINGS};
 
 /// Two lines: the last result (full width, it may name a path), then the key
-/// hints (ordered by importance, from the key table) and the request rate.
+/// hints (ordered by importance, from the key table), the request rate and
+/// the age of the oldest reading of any row (yellow once it is older than
+/// two listing cadences: the request budget is holding reads back).
 pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let message = match &app.message {
         Some((msg, err)) => {
@@ -51,6 +54,7 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
         })
         .collect();
     let mut steps: Vec<usize> = Vec::new();
+    let rates_shown = app.rates().is_some();
     if let Some(r) = app.rates() {
         let (rate, errors) = (r.requests_per_min, r.errors);
         let rate = Span::raw(format!("│ {rate:.0} req/min"));
@@ -96,12 +100,17 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
                 .filter(|&i| hints[i].hint > lo && hints[i].hint <= hi)
                 .collect()
         };
+        let oldest = oldest_part(app, &mut parts, rates_shown);
         steps.extend(between(3, u8::MAX));
         steps.extend([rates, rates]);
+        steps.extend(oldest);
         steps.extend(between(2, 3));
         steps.push(rates);
+        steps.extend(oldest);
         steps.extend(between(0, 2));
     } else {
+        let oldest = oldest_part(app, &mut parts, rates_shown);
+        steps.extend(oldest);
         steps.extend((0..hints.len()).rev());
     }
     let spans = fit_line(&parts, &steps, usize::from(area.width)).spans;
@@ -112,4 +121,29 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
         return;
     }
     f.render_widget(Paragraph::new(vec![message, Line::from(spans)]), area);
+}
+
+/// Adds the part "oldest reading AGE" (forms: long, short, none) when a
+/// reading is known; returns its index.
+fn oldest_part(
+    app: &App,
+    parts: &mut Vec<Vec<Vec<Span<'static>>>>,
+    after_rates: bool,
+) -> Option<usize> {
+    let at = app.oldest_reading?;
+    let age = (app.now - at).num_milliseconds().max(0) as f64 / 1000.0;
+    let late = age > 2.0 * (app.refresh * app.relist_every.max(1)).as_secs_f64();
+    let style = if late {
+        Style::default().fg(Color::Yellow)
+    } else {
+        Style::default()
+    };
+    let bar = if after_rates { " │ " } else { "│ " };
+    let age = crate::bucket::format_secs(age.floor());
+    parts.push(vec![
+        vec![Span::styled(format!("{bar}oldest reading {age}"), style)],
+        vec![Span::styled(format!("{bar}oldest {age}"), style)],
+        vec![],
+    ]);
+    Some(parts.len() - 1)
 }
