@@ -401,25 +401,7 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
-    let port: u16 = {
-        let end = Instant::now() + Duration::from_secs(20);
-        loop {
-            let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            if let Some(p) = s
-                .split("http://127.0.0.1:")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .and_then(|p| p.parse().ok())
-            {
-                break p;
-            }
-            assert!(
-                Instant::now() < end,
-                "serve did not say where it listens: {s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let port: u16 = common::lines::serve_port(&stderr_path);
     let series =
         |name: &str, prefix: &str| format!("{name}{{target=\"{url}\",prefix=\"{prefix}\"}}");
     let how = |prefix: &str, how: &str| {
@@ -517,25 +499,7 @@ fn serve_reports_an_unreadable_audit_log() {
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
-    let port: u16 = {
-        let end = Instant::now() + Duration::from_secs(20);
-        loop {
-            let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            if let Some(p) = s
-                .split("http://127.0.0.1:")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .and_then(|p| p.parse().ok())
-            {
-                break p;
-            }
-            assert!(
-                Instant::now() < end,
-                "serve did not say where it listens: {s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let port: u16 = common::lines::serve_port(&stderr_path);
     let ok = format!("leasectl_audit_log_ok{{path=\"{}\"}}", log.display());
     let body = scrape_until(port, "the audit log unreadable", |b| {
         sample(b, &ok) == Some(0.0)

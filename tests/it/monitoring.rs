@@ -470,25 +470,7 @@ async fn serve_is_scraped_while_leases_change() {
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
-    let port: u16 = {
-        let end = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            if let Some(p) = s
-                .split("http://127.0.0.1:")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .and_then(|p| p.parse().ok())
-            {
-                break p;
-            }
-            assert!(
-                std::time::Instant::now() < end,
-                "serve did not say where it listens: {s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let port: u16 = common::lines::serve_port(&stderr_path);
     let target = format!("s3://{bucket}/");
     let series = |name: &str, prefix: &str, state: Option<&str>| match state {
         Some(s) => format!("{name}{{target=\"{target}\",prefix=\"{prefix}\",state=\"{s}\"}}"),
@@ -938,25 +920,7 @@ async fn serve_holds_its_request_budget() {
             .stderr(std::fs::File::create(&stderr_path).unwrap())
             .spawn()
             .unwrap();
-        let port: u16 = {
-            let end = std::time::Instant::now() + Duration::from_secs(20);
-            loop {
-                let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                if let Some(p) = s
-                    .split("http://127.0.0.1:")
-                    .nth(1)
-                    .and_then(|r| r.split('/').next())
-                    .and_then(|p| p.parse().ok())
-                {
-                    break p;
-                }
-                assert!(
-                    std::time::Instant::now() < end,
-                    "serve did not say where it listens: {s}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        };
+        let port: u16 = common::lines::serve_port(&stderr_path);
         let gathers = |b: &str| sample(b, "leasectl_gathers_total").unwrap_or(0.0);
         // The first gather (every LEASE, not counted) is done once a second one is.
         let b0 = scrape_until(port, "two gathers", |b| gathers(b) >= 2.0).await;

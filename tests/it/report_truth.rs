@@ -498,25 +498,7 @@ async fn a_served_local_store_that_disappears_is_down() {
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
-    let port: u16 = {
-        let end = Instant::now() + Duration::from_secs(20);
-        loop {
-            let s = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            if let Some(p) = s
-                .split("http://127.0.0.1:")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .and_then(|p| p.parse().ok())
-            {
-                break p;
-            }
-            assert!(
-                Instant::now() < end,
-                "serve did not say where it listens: {s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    let port: u16 = common::lines::serve_port(&stderr_path);
     let up = format!("leasectl_target_up{{target=\"{url}\"}}");
     let errors = format!("leasectl_gather_errors_total{{target=\"{url}\"}}");
     let until = |pred: Box<dyn Fn(&str) -> bool + Send>| async move {

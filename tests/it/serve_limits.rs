@@ -71,23 +71,7 @@ impl Serve {
             });
         }
         let child = c.spawn().expect("spawn leasectl serve");
-        let end = Instant::now() + Duration::from_secs(20);
-        let port = loop {
-            let s = std::fs::read_to_string(&stderr).unwrap_or_default();
-            if let Some(p) = s
-                .split("http://127.0.0.1:")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .and_then(|p| p.parse().ok())
-            {
-                break p;
-            }
-            assert!(
-                Instant::now() < end,
-                "serve did not say where it listens: {s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let port = crate::common::lines::serve_port(&stderr);
         let s = Serve {
             child,
             stderr,

@@ -78,3 +78,26 @@ pub async fn list_keys(endpoint: &str, bucket: &str) -> Vec<String> {
         .filter_map(|o| o.key().map(str::to_owned))
         .collect()
 }
+
+/// The port a `leasectl serve --listen 127.0.0.1:0` says it listens on, read
+/// from its stderr as redirected to the file `stderr_path` (waits up to 20 s;
+/// panics, naming what it said, if it says nothing).
+pub fn serve_port(stderr_path: &std::path::Path) -> u16 {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let s = std::fs::read_to_string(stderr_path).unwrap_or_default();
+        if let Some(p) = s
+            .split("http://127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .and_then(|p| p.parse().ok())
+        {
+            return p;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "serve did not say where it listens: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
