@@ -12,10 +12,6 @@ if ! "$repo/scripts/ceph-rgw.sh" status; then
   "$repo/scripts/ceph-rgw.sh" start >/dev/null
 fi
 cd "$repo"
-# Most integration tests wait on TTLs, fences and servers rather than the CPU:
-# four at a time halve the run on two cores (524 s -> 280 s measured). Set
-# RUST_TEST_THREADS to choose otherwise.
-export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 cargo test --all-targets "$@"
 # Doc tests (e.g. the compile-time proof that a read-only store cannot be written)
 # are not part of --all-targets.
