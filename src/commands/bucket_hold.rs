@@ -124,26 +124,7 @@ pub async fn hold(
     // Descendants that CMD orphans (a daemonized writer) become our children,
     // so the fence can find and stop them too.
     let _ = supervise::become_subreaper();
-    let mut cmd = tokio::process::Command::new(&command[0]);
-    cmd.args(&command[1..])
-        .env("LEASECTL_LEASE_KEY", &key)
-        .env("LEASECTL_INSTANCE_ID", &id)
-        .env(supervise::FENCE_FD_ENV, pipe.read_fd().to_string())
-        .stdin(Stdio::inherit());
-    // Never a value inherited from our own environment: unknown is unset.
-    match generation {
-        Some(g) => cmd.env(GENERATION_ENV, g.to_string()),
-        None => {
-            tracing::info!("the lease record carries no generation: {GENERATION_ENV} is not set for the command");
-            cmd.env_remove(GENERATION_ENV)
-        }
-    };
-    // SAFETY: the hooks call only async-signal-safe functions; a crashed
-    // holder leaves no writer behind; the command alone inherits the fence fd.
-    unsafe {
-        cmd.pre_exec(supervise::die_with_parent(std::process::id(), None));
-        cmd.pre_exec(pipe.inherit_in_child());
-    }
+    let mut cmd = command_for(command, &key, &id, &pipe, generation);
     if !keep.status().is_open() {
         tracing::error!(key = %key, "the fence closed before the command could start; not starting it");
         finish(keep).await;
@@ -204,6 +185,40 @@ pub async fn hold(
             }
         }
     }
+}
+
+/// The command `bucket hold` runs: `command` with the lease's environment
+/// (`LEASECTL_LEASE_KEY`, `LEASECTL_INSTANCE_ID`, `LEASECTL_FENCE_FD`, and
+/// `LEASECTL_GENERATION` when the record has one, removed otherwise), the
+/// parent-death hook, and the fence pipe's read end inherited by it alone.
+fn command_for(
+    command: &[OsString],
+    key: &str,
+    id: &str,
+    pipe: &supervise::FencePipe,
+    generation: Option<u64>,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("LEASECTL_LEASE_KEY", key)
+        .env("LEASECTL_INSTANCE_ID", id)
+        .env(supervise::FENCE_FD_ENV, pipe.read_fd().to_string())
+        .stdin(Stdio::inherit());
+    // Never a value inherited from our own environment: unknown is unset.
+    match generation {
+        Some(g) => cmd.env(GENERATION_ENV, g.to_string()),
+        None => {
+            tracing::info!("the lease record carries no generation: {GENERATION_ENV} is not set for the command");
+            cmd.env_remove(GENERATION_ENV)
+        }
+    };
+    // SAFETY: the hooks call only async-signal-safe functions; a crashed
+    // holder leaves no writer behind; the command alone inherits the fence fd.
+    unsafe {
+        cmd.pre_exec(supervise::die_with_parent(std::process::id(), None));
+        cmd.pre_exec(pipe.inherit_in_child());
+    }
+    cmd
 }
 
 /// Acquires the lease on `prefix` as `id`, retrying for `wait` while another
