@@ -189,104 +189,116 @@ impl Metrics {
             holders_counted: BTreeMap::new(),
             counted: (0, 0),
         };
-        let r = &mut m.registry;
-        r.register(
+        m.register_lease_metrics();
+        m.register_reader_metrics();
+        m
+    }
+
+    /// Registers the per-lease families (state, age, TTL, expiry, skew,
+    /// generation, holder changes, probe results).
+    fn register_lease_metrics(&mut self) {
+        self.registry.register(
             "lease_state",
             "1 for the lease's current state (fresh, stale, suspect, malformed, absent; unknown when this reader's clock is too far from the service's to judge), else 0",
-            m.state.clone(),
+            self.state.clone(),
         );
-        r.register(
+        self.registry.register(
             "lease_age_seconds",
             "Seconds since the lease was last renewed, by this reader's clock",
-            m.age.clone(),
+            self.age.clone(),
         );
-        r.register(
+        self.registry.register(
             "lease_ttl_seconds",
             "The lease record's TTL in seconds",
-            m.ttl.clone(),
+            self.ttl.clone(),
         );
-        r.register(
+        self.registry.register(
             "lease_expires_in_seconds",
             "Seconds until the lease may be taken over (negative: expired)",
-            m.expires_in.clone(),
+            self.expires_in.clone(),
         );
-        r.register(
+        self.registry.register(
             "lease_holder_skew_seconds",
             "renewed_at minus Last-Modified: the holder's clock offset from the service's (about 1 s resolution)",
-            m.skew.clone(),
+            self.skew.clone(),
         );
-        r.register(
+        self.registry.register(
             "lease_generation",
             "The lease record's generation (fencing token); absent when the record has none",
-            m.generation.clone(),
+            self.generation.clone(),
         );
-        r.register(
+        self.registry.register(
             "lease_holder_changes",
             "Times a different holder was seen on the prefix during this process, by how: takeover, handover, after_expiry, acquired (no LEASE before, e.g. after a release), changed_while_fresh",
-            m.holder_changes.clone(),
+            self.holder_changes.clone(),
         );
-        r.register(
+        self.registry.register(
             "probe_ok",
             "1 when the precondition probe found the service honours conditional writes, 0 when it found it does not; absent while unknown (see leasectl_probe_known)",
-            m.probe_ok.clone(),
+            self.probe_ok.clone(),
         );
-        r.register(
+        self.registry.register(
             "probe_known",
             "1 when a precondition probe result is known for the target, 0 when not (serve never writes, so it never probes; best-effort mode is not a probe result)",
-            m.probe_known.clone(),
+            self.probe_known.clone(),
         );
-        r.register(
+    }
+
+    /// Registers the reader's own families (HTTP, clock offset, targets,
+    /// gather errors, pod, audit log, store requests, gathers).
+    fn register_reader_metrics(&mut self) {
+        self.registry.register(
             "http_requests",
             "HTTP requests answered by leasectl serve, by path and status code",
-            m.http_requests.clone(),
+            self.http_requests.clone(),
         );
-        r.register(
+        self.registry.register(
             "reader_server_offset_seconds",
             "The storage service's clock minus this reader's, from the HTTP Date of its answers",
-            m.server_offset.clone(),
+            self.server_offset.clone(),
         );
-        r.register(
+        self.registry.register(
             "target_up",
             "1 when the target was listed and read, else 0",
-            m.target_up.clone(),
+            self.target_up.clone(),
         );
-        r.register(
+        self.registry.register(
             "gather_errors",
             "Targets and prefixes that could not be gathered, summed over gathers",
-            m.gather_errors.clone(),
+            self.gather_errors.clone(),
         );
-        r.register(
+        self.registry.register(
             "pod_verdicts",
             "Pod writer-lease verdicts currently raised, by kind",
-            m.verdicts.clone(),
+            self.verdicts.clone(),
         );
-        r.register(
+        self.registry.register(
             "pod_scan_ok",
             "1 when the pod was scanned, 0 when the scan failed or was not asked for",
-            m.pod_scan_ok.clone(),
+            self.pod_scan_ok.clone(),
         );
-        r.register(
+        self.registry.register(
             "audit_log_ok",
             "1 when the audit log followed to name takeovers was read (or is missing: it names none), 0 when it could not be read: then the how of a holder change is unknown (a takeover is counted as after_expiry or changed_while_fresh)",
-            m.audit_log_ok.clone(),
+            self.audit_log_ok.clone(),
         );
-        r.register(
+        self.registry.register(
             "store_requests",
             "Requests sent to the stores (S3 or local)",
-            m.requests.clone(),
+            self.requests.clone(),
         );
-        r.register(
+        self.registry.register(
             "store_errors",
             "Store requests that failed (not counting the expected 304, 404 and 412 answers)",
-            m.request_errors.clone(),
+            self.request_errors.clone(),
         );
-        r.register("gathers", "Snapshots gathered", m.gathers.clone());
-        r.register(
+        self.registry
+            .register("gathers", "Snapshots gathered", self.gathers.clone());
+        self.registry.register(
             "last_gather_timestamp_seconds",
             "When the latest snapshot was judged, Unix time",
-            m.last_gather.clone(),
+            self.last_gather.clone(),
         );
-        m
     }
 
     /// The HTTP request counters (`leasectl_http_requests_total`), shared:
