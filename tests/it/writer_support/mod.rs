@@ -75,10 +75,26 @@ impl Guard {
     }
 
     /// Waits for exit and returns status plus captured stdout and stderr.
+    /// A process that does not exit in time is killed with its group, and
+    /// the panic shows its process tree and what it wrote.
     pub fn output(mut self, timeout: Duration) -> (ExitStatus, String, String) {
-        let status = self
-            .wait_timeout(timeout)
-            .expect("process did not exit in time");
+        let status = self.wait_timeout(timeout);
+        let tree = if status.is_none() {
+            let group = self.pid.to_string();
+            Command::new("ps")
+                .args(["-eo", "pgid,pid,ppid,stat,wchan:20,args"])
+                .output()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .filter(|l| l.split_whitespace().next() == Some(group.as_str()))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
         // Kill what is left of the group first: a lingering grandchild would
         // keep the pipes open.
         let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
@@ -93,6 +109,12 @@ impl Guard {
             e.read_to_string(&mut err).ok();
         }
         let _ = child.wait();
+        let Some(status) = status else {
+            panic!(
+                "process {} did not exit within {timeout:?}; its group then:\n{tree}\nstdout:\n{out}\nstderr:\n{err}",
+                self.pid
+            );
+        };
         (status, out, err)
     }
 
