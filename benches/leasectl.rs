@@ -11,12 +11,17 @@
 //!   with `sleep` children (`LEASECTL_BENCH_PROCS=N` to change; 0 for none).
 //! - `gather/*`: snapshot assembly (discovery + 10,000 GETs + judgement) from
 //!   an in-memory store and from a `LocalStore` directory.
+//! - `console_refresh/*`: a console's refresh at 10,000 rows when 100 rows in
+//!   view changed (a new ETag each): the gather and the console taking it,
+//!   as a whole snapshot (`whole_10k`) or as the changed rows (`rows_10k`,
+//!   what the console does).
 //!
 //! `cargo test --all-targets` builds this file and runs it without `--bench`:
 //! `main` then returns at once, so the test suite never runs a benchmark.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,6 +126,35 @@ impl ObjectRead for MemStore {
             .get(key)
             .cloned()
             .ok_or_else(|| StoreError::NotFound(key.to_owned()))
+    }
+}
+
+/// [`MemStore`] whose LEASEs of the first [`CHURN`] prefixes get a new ETag
+/// at each epoch (as renewing holders' do).
+struct Churn {
+    inner: MemStore,
+    epoch: AtomicU64,
+}
+
+/// Rows in view that change at every refresh in `console_refresh/*`.
+const CHURN: usize = 100;
+
+#[async_trait]
+impl ObjectRead for Churn {
+    fn describe(&self) -> String {
+        "memory".into()
+    }
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
+        self.inner.list(prefix).await
+    }
+    async fn get(&self, key: &str, _: Option<&str>) -> Result<GetOutput, StoreError> {
+        let mut out = self.inner.get(key, None).await?;
+        let churns = (0..CHURN).any(|i| key.starts_with(&prefix(i)));
+        if churns {
+            let e = self.epoch.load(Ordering::Relaxed);
+            out.meta.etag = out.meta.etag.map(|t| format!("{t}-{e}"));
+        }
+        Ok(out)
     }
 }
 
@@ -327,6 +361,54 @@ fn bench_gather(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_console_refresh(c: &mut Criterion) {
+    let rt = runtime();
+    let mut g = c.benchmark_group("console_refresh");
+    g.sample_size(30);
+    for rows_alone in [false, true] {
+        let store = Arc::new(Churn {
+            inner: MemStore::seeded(ROWS),
+            epoch: AtomicU64::new(0),
+        });
+        let open = target("s3://bench/backups/", store.clone());
+        let mut gatherer = snapshot::Gatherer::new(open, GatherOptions::default(), u32::MAX)
+            .schedule(Duration::from_secs(5));
+        // The changing rows are on screen: read at every refresh.
+        gatherer
+            .focus()
+            .set((0..CHURN).map(|i| (0, prefix(i))).collect::<HashSet<_>>());
+        let clk = clock();
+        let mut app = App::new(
+            vec!["s3://bench/backups/".into()],
+            true,
+            Duration::from_secs(5),
+            now(),
+        )
+        .without_pod();
+        app.update(Action::Resize(200, 50));
+        app.update(Action::Snapshot(Box::new(
+            rt.block_on(gatherer.gather(&clk)),
+        )));
+        let name = if rows_alone { "rows_10k" } else { "whole_10k" };
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                store.epoch.fetch_add(1, Ordering::Relaxed);
+                let action = if rows_alone {
+                    match rt.block_on(gatherer.gather_refresh(&clk, None)) {
+                        snapshot::Refresh::Rows(d) => Action::Rows(Box::new(d)),
+                        other => panic!("expected changed rows, got {other:?}"),
+                    }
+                } else {
+                    let s = rt.block_on(gatherer.gather_changed(&clk, None, false));
+                    Action::Snapshot(Box::new(s.expect("100 rows changed")))
+                };
+                app.update(action);
+            })
+        });
+    }
+    g.finish();
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` does not.
     if !std::env::args().any(|a| a == "--bench") {
@@ -338,5 +420,6 @@ fn main() {
     bench_render(&mut c);
     bench_pod_scan(&mut c);
     bench_gather(&mut c);
+    bench_console_refresh(&mut c);
     c.final_summary();
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::stream::{FuturesUnordered, StreamExt};
 
+use super::delta::{Delta, RowUpdate, TargetDelta};
 use super::discovery::{discover_paged, throttle_backoff, timed, THROTTLE_RETRIES};
 use super::model::{
     round_ms, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
@@ -190,8 +191,8 @@ type TargetProgress<'a> = &'a (dyn Fn(usize, TargetReport, usize, usize, bool) +
 /// One gather of one target under `plan` (see [`Gatherer`]): the listing (or
 /// the cached one) and the reads run together, prefixes flowing from the one
 /// to the other as pages arrive; then the cache takes what was read. Returns
-/// whether anything the report shows changed, and how many requests were
-/// sent (LEASE reads, retries included, and listing pages).
+/// what the report shows that changed, and how many requests were sent
+/// (LEASE reads, retries included, and listing pages).
 async fn gather_planned(
     t: &OpenTarget,
     opts: &GatherOptions,
@@ -200,14 +201,14 @@ async fn gather_planned(
     relist: bool,
     plan: &Plan,
     progress: Option<TargetProgress<'_>>,
-) -> (bool, usize) {
+) -> (Changes, usize) {
     let store = t.store.as_ref();
     let root = t.target.prefix().to_owned();
     // A store known to be gone (a local directory moved away) fails this
     // gather as a listing would, whatever is scheduled to be read.
     if let Some(e) = store.unavailable() {
         return (
-            cache_failure(cache, format!("{}: {e}", store.describe())),
+            Changes::whole(cache_failure(cache, format!("{}: {e}", store.describe()))),
             0,
         );
     }
@@ -274,9 +275,32 @@ async fn gather_planned(
     let changed = match listed {
         Ok(Some(listing)) => cache_reads(cache, plan, Some((listing, known)), results),
         Ok(None) => cache_reads(cache, plan, None, results),
-        Err(e) => cache_failure(cache, format!("{}: {e}", store.describe())),
+        Err(e) => Changes::whole(cache_failure(cache, format!("{}: {e}", store.describe()))),
     };
     (changed, sent + pages)
+}
+
+/// What one gather of one target changed in what its report shows.
+#[derive(Debug, Default)]
+struct Changes {
+    /// More than rows: the listing, what it could not discover, the
+    /// target's own error, prefixes forgotten. Only a whole report shows it.
+    whole: bool,
+    /// Prefixes whose reading changed (each once).
+    rows: Vec<String>,
+}
+
+impl Changes {
+    fn whole(changed: bool) -> Self {
+        Self {
+            whole: changed,
+            rows: Vec::new(),
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.whole || !self.rows.is_empty()
+    }
 }
 
 /// Records in `cache` that the target could not be gathered (`error`, a
@@ -294,14 +318,14 @@ type Listed = (Vec<String>, Vec<PrefixError>);
 /// Keeps in `cache` what one gather found: the new listing if there was one
 /// (`listed`: the prefixes, what it could not discover, and the rows
 /// `known`; `None`: the cached one stands), and each LEASE read with when it
-/// is due again; forgets prefixes no longer listed. Returns whether anything
-/// the report shows changed.
+/// is due again; forgets prefixes no longer listed. Returns what the report
+/// shows that changed.
 fn cache_reads(
     cache: &mut TargetCache,
     plan: &Plan,
     listed: Option<(Listed, Vec<String>)>,
     results: Vec<Read>,
-) -> bool {
+) -> Changes {
     let mut changed = cache.error.take().is_some();
     if let Some(((listed, listing_errors), known)) = listed {
         changed |= cache.prefixes.as_ref() != Some(&listed)
@@ -316,6 +340,7 @@ fn cache_reads(
         changed |= cache.entries.len() != before;
         cache.known = known;
     }
+    let mut rows = Vec::new();
     for Read {
         prefix: p,
         result,
@@ -328,10 +353,13 @@ fn cache_reads(
             Some(s) => s.next_due(&result, wall, mono),
             None => (Duration::ZERO, false),
         };
-        changed |= cache
+        if cache
             .entries
             .get(&p)
-            .is_none_or(|old| !same_reading(&old.result, &result));
+            .is_none_or(|old| !same_reading(&old.result, &result))
+        {
+            rows.push(p.clone());
+        }
         cache.entries.insert(
             p,
             Entry {
@@ -343,7 +371,14 @@ fn cache_reads(
             },
         );
     }
-    changed
+    // A prefix read twice in one gather (a throttled read given up, then
+    // read again) is named once.
+    rows.sort_unstable();
+    rows.dedup();
+    Changes {
+        whole: changed,
+        rows,
+    }
 }
 
 /// The LEASE reads of one gather of one target: what to read, how many at
@@ -815,6 +850,32 @@ impl Gatherer {
         progress: Option<ProgressSink<'_>>,
         force: bool,
     ) -> Option<Snapshot> {
+        match self.gather_inner(clock, progress, force, false).await {
+            Refresh::Snapshot(s) => Some(*s),
+            Refresh::Rows(_) | Refresh::Unchanged => None,
+        }
+    }
+
+    /// [`Gatherer::gather_changed`] for a console that keeps the last
+    /// snapshot: when only rows changed (no listing, target error or clock
+    /// offset news), their new readings alone ([`Refresh::Rows`], to apply
+    /// with [`Snapshot::apply_delta`]), so a refresh that read a hundred of
+    /// 10,000 rows costs a hundred rows.
+    pub async fn gather_refresh(
+        &mut self,
+        clock: &SharedClock,
+        progress: Option<ProgressSink<'_>>,
+    ) -> Refresh {
+        self.gather_inner(clock, progress, false, true).await
+    }
+
+    async fn gather_inner(
+        &mut self,
+        clock: &SharedClock,
+        progress: Option<ProgressSink<'_>>,
+        force: bool,
+        rows_alone: bool,
+    ) -> Refresh {
         let relist = self.count.is_multiple_of(self.relist_every);
         // Rows are reported as they arrive only until the first snapshot:
         // later gathers read few rows, and a report would cost a whole
@@ -928,8 +989,14 @@ impl Gatherer {
                     (Some((a, ea)), Some((b, eb))) => (a - b).abs() > OFFSET_NEWS_S + ea + eb,
                     (a, b) => a.is_some() != b.is_some(),
                 });
-        if !(force || self.first || offsets_moved || changed.iter().any(|(c, _)| *c)) {
-            return None;
+        let whole = force || self.first || offsets_moved || changed.iter().any(|(c, _)| c.whole);
+        if !whole && !changed.iter().any(|(c, _)| c.any()) {
+            return Refresh::Unchanged;
+        }
+        if rows_alone && !whole {
+            if let Some(d) = self.delta(&changed, clock) {
+                return Refresh::Rows(d);
+            }
         }
         self.offsets = offsets;
         self.first = false;
@@ -939,8 +1006,67 @@ impl Gatherer {
             .zip(&self.caches)
             .map(|(t, c)| report_from_cache(t, c))
             .collect();
-        Some(finish(reports, &self.targets, clock))
+        Refresh::Snapshot(Box::new(finish(reports, &self.targets, clock)))
     }
+
+    /// The changed rows as a [`Delta`], judged now; `None` when a whole
+    /// report must go instead: a target's own prefix changed (it decides
+    /// whether the target failed as a whole) or a row shares its prefix with
+    /// a listing error (both are rows of `errors`).
+    fn delta(&self, changed: &[(Changes, usize)], clock: &SharedClock) -> Option<Delta> {
+        let mut targets = Vec::new();
+        for (index, ((c, _), (t, cache))) in changed
+            .iter()
+            .zip(self.targets.iter().zip(&self.caches))
+            .enumerate()
+        {
+            if c.rows.is_empty() {
+                continue;
+            }
+            let root = t.target.prefix();
+            let mut rows = Vec::with_capacity(c.rows.len());
+            for p in &c.rows {
+                if p == root || cache.listing_errors.iter().any(|e| &e.prefix == p) {
+                    return None;
+                }
+                let e = cache.entries.get(p)?;
+                rows.push((
+                    p.clone(),
+                    match &e.result {
+                        Ok(obs) => RowUpdate::Report(Box::new(PrefixReport::new(
+                            p.clone(),
+                            obs.clone(),
+                            e.read_at,
+                        ))),
+                        Err(msg) => RowUpdate::Error(msg.clone()),
+                    },
+                ));
+            }
+            let offset = t.store.server_offset();
+            targets.push(TargetDelta {
+                index,
+                rows,
+                server_offset_s: offset.map(|o| round_ms(o.against(clock.as_ref()))),
+                server_offset_error_s: offset.map(|o| round_ms(o.error_s)),
+                server_clock_note: t.store.server_clock_problem(),
+            });
+        }
+        Some(Delta {
+            generated_at: clock.wall(),
+            targets,
+        })
+    }
+}
+
+/// What a console's refresh brings ([`Gatherer::gather_refresh`]).
+#[derive(Debug)]
+pub enum Refresh {
+    /// A whole new snapshot.
+    Snapshot(Box<Snapshot>),
+    /// Only these rows changed.
+    Rows(Delta),
+    /// Nothing changed: the last snapshot, judged again, stands.
+    Unchanged,
 }
 
 /// A snapshot of `reports`, with each service's clock offset, judged now.

@@ -36,7 +36,7 @@ use chrono::{DateTime, Utc};
 
 use crate::audit::AuditEntry;
 use crate::bucket::LeaseState;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Delta, PrefixReport, RowUpdate, Snapshot, TargetReport};
 use crate::text::sanitize;
 
 /// How a holder change came about (module docs).
@@ -298,39 +298,7 @@ impl History {
         let mut seen_now: BTreeSet<PrefixKey> = BTreeSet::new();
         for t in &snap.targets {
             for p in &t.prefixes {
-                let key = (t.url.clone(), p.prefix.clone());
-                let mut cur = Seen {
-                    holder: p.record.as_ref().map(|r| r.instance_id.clone()),
-                    generation: p.record.as_ref().and_then(|r| r.generation),
-                    known_generation: p.record.as_ref().and_then(|r| r.generation),
-                    present: p.state != LeaseState::Absent,
-                    state: p.state,
-                    expires_at: p
-                        .expires_in_s
-                        .filter(|_| p.record.is_some())
-                        .and_then(|x| chrono::Duration::try_milliseconds((x * 1000.0) as i64))
-                        .map(|d| now + d),
-                    at: now,
-                    since: now,
-                };
-                // The audit log is searched only when the holder changed.
-                let unchanged = match self.prefixes.get(&key).and_then(|h| h.last.as_ref()) {
-                    Some(prev) if same_holder(prev, &cur) => {
-                        cur.since = prev.since;
-                        cur.known_generation = cur.generation.or(prev.known_generation);
-                        true
-                    }
-                    _ => false,
-                };
-                let found = if unchanged {
-                    None
-                } else {
-                    audit_match(audit, t, p, cur.holder.as_deref())
-                };
-                let change = self.apply(key.clone(), cur, found, out.is_some());
-                if let (Some(out), Some(c)) = (out.as_deref_mut(), change) {
-                    out.push((key.clone(), c));
-                }
+                let key = self.observe_row(t, p, now, audit, out.as_deref_mut());
                 seen_now.insert(key);
             }
             // A prefix no longer listed under a target gathered in full is
@@ -373,6 +341,80 @@ impl History {
             }
         }
         self.evict_prefixes(&seen_now);
+        self.trim_total();
+    }
+
+    /// Observes one row `p` of target `t` at `now`; returns its key.
+    fn observe_row(
+        &mut self,
+        t: &TargetReport,
+        p: &PrefixReport,
+        now: DateTime<Utc>,
+        audit: &[AuditEntry],
+        out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
+    ) -> PrefixKey {
+        let key = (t.url.clone(), p.prefix.clone());
+        let mut cur = Seen {
+            holder: p.record.as_ref().map(|r| r.instance_id.clone()),
+            generation: p.record.as_ref().and_then(|r| r.generation),
+            known_generation: p.record.as_ref().and_then(|r| r.generation),
+            present: p.state != LeaseState::Absent,
+            state: p.state,
+            expires_at: p
+                .expires_in_s
+                .filter(|_| p.record.is_some())
+                .and_then(|x| chrono::Duration::try_milliseconds((x * 1000.0) as i64))
+                .map(|d| now + d),
+            at: now,
+            since: now,
+        };
+        // The audit log is searched only when the holder changed.
+        let unchanged = match self.prefixes.get(&key).and_then(|h| h.last.as_ref()) {
+            Some(prev) if same_holder(prev, &cur) => {
+                cur.since = prev.since;
+                cur.known_generation = cur.generation.or(prev.known_generation);
+                true
+            }
+            _ => false,
+        };
+        let found = if unchanged {
+            None
+        } else {
+            audit_match(audit, t, p, cur.holder.as_deref())
+        };
+        let change = self.apply(key.clone(), cur, found, out.is_some());
+        if let (Some(out), Some(c)) = (out, change) {
+            out.push((key.clone(), c));
+        }
+        key
+    }
+
+    /// [`History::observe`] of only the rows `delta` names, once it is
+    /// applied to `snap` (the console's refresh that read a few of many
+    /// rows): the other rows were not read again, so nothing changed on
+    /// them; a row whose LEASE could not be read keeps its last state, as
+    /// in a whole snapshot. No prefix vanishes in a delta (a listing that
+    /// changed comes as a whole snapshot).
+    pub fn observe_rows(&mut self, snap: &Snapshot, delta: &Delta, audit: &[AuditEntry]) {
+        let mut seen: BTreeSet<PrefixKey> = BTreeSet::new();
+        for d in &delta.targets {
+            let Some(t) = snap.targets.get(d.index) else {
+                continue;
+            };
+            for (prefix, update) in &d.rows {
+                if !matches!(update, RowUpdate::Report(_)) {
+                    continue;
+                }
+                let Ok(i) = t
+                    .prefixes
+                    .binary_search_by(|p| p.prefix.as_str().cmp(prefix))
+                else {
+                    continue;
+                };
+                seen.insert(self.observe_row(t, &t.prefixes[i], snap.generated_at, audit, None));
+            }
+        }
+        self.evict_prefixes(&seen);
         self.trim_total();
     }
 

@@ -8,12 +8,14 @@
 //!   rows are in view ([`Focus`]).
 //! - [`gather`](mod@gather): reading every LEASE into a snapshot
 //!   ([`gather()`], [`Gatherer`]).
+//! - [`delta`]: the rows that changed since the last snapshot ([`Delta`]).
 //! - [`history`]: what changed between two snapshots.
 //! - [`takeovers`]: the last takeover the audit log records per prefix.
 //!
 //! Everything public is re-exported here: `leasectl::snapshot::X` names it
 //! whichever file it lives in.
 
+pub mod delta;
 pub mod discovery;
 pub mod gather;
 pub mod history;
@@ -21,10 +23,11 @@ pub mod model;
 pub mod schedule;
 pub mod takeovers;
 
+pub use delta::{Delta, RowUpdate, TargetDelta};
 pub use discovery::{discover, observe};
 pub use gather::{
     gather, gather_target, gather_target_cached, GatherOptions, Gatherer, OpenTarget, Progress,
-    ProgressSink, TargetCache, DEFAULT_CONCURRENCY, DEFAULT_MAX_REQUESTS, PROGRESS_EVERY,
+    ProgressSink, Refresh, TargetCache, DEFAULT_CONCURRENCY, DEFAULT_MAX_REQUESTS, PROGRESS_EVERY,
 };
 pub use model::{
     ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,

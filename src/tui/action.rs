@@ -19,6 +19,9 @@ pub enum Action {
     Tick(DateTime<Utc>),
     /// A new snapshot from the background gatherer.
     Snapshot(Box<Snapshot>),
+    /// A refresh found that only these rows changed: the current snapshot
+    /// takes them ([`crate::snapshot::Snapshot::apply_delta`]).
+    Rows(Box<crate::snapshot::Delta>),
     /// A refresh ended at this time (reader's clock) and nothing had changed:
     /// the current snapshot stands.
     Unchanged(DateTime<Utc>),

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::app::Action;
 use crate::clock::SharedClock;
-use crate::snapshot::{Gatherer, Snapshot};
+use crate::snapshot::{Delta, Gatherer, Refresh, Snapshot};
 use crate::store::Counters;
 use crate::writer::scan::ScanOptions;
 
@@ -19,9 +19,12 @@ use crate::writer::scan::ScanOptions;
 #[derive(Debug, Clone)]
 pub struct Gathered {
     /// The snapshot; its `pod` section is empty when the scan failed or is off.
-    /// `None` when nothing changed since the last one (the console keeps it
-    /// and judges it again as the clock moves).
+    /// `None` when no more than rows changed since the last one (the
+    /// console keeps it and judges it again as the clock moves).
     pub snapshot: Option<Snapshot>,
+    /// The rows that changed, when that is all that did (`snapshot` is then
+    /// `None`).
+    pub rows: Option<Delta>,
     /// When the gather ended (reader's clock).
     pub at: chrono::DateTime<chrono::Utc>,
     /// Why the pod scan failed, if it did.
@@ -58,9 +61,10 @@ impl Gathered {
         let mut v: Vec<Action> = self.audit.map(Action::Audit).into_iter().collect();
         v.push(Action::Counters(self.counters));
         v.push(Action::OldestReading(self.oldest_reading));
-        v.push(match self.snapshot {
-            Some(s) => Action::Snapshot(Box::new(s)),
-            None => Action::Unchanged(self.at),
+        v.push(match (self.snapshot, self.rows) {
+            (Some(s), _) => Action::Snapshot(Box::new(s)),
+            (None, Some(d)) => Action::Rows(Box::new(d)),
+            (None, None) => Action::Unchanged(self.at),
         });
         v.extend(self.pod.map(|p| Action::Pod(Box::new(p))));
         v.extend(self.pod_error.map(Action::PodScanFailed));
@@ -150,6 +154,7 @@ async fn gather_once(
         let _ = progress.try_send(Gathered {
             at: p.snapshot.generated_at,
             snapshot: Some(p.snapshot),
+            rows: None,
             pod_error: None,
             counters: counters.counts(),
             audit: None,
@@ -158,15 +163,19 @@ async fn gather_once(
             pod: None,
         });
     };
-    // A new snapshot only when a lease changed; a pod scan that found
-    // something new while none did goes alone (rebuilding 10,000 rows for
-    // it was most of the idle cost of a large console).
+    // A new snapshot only when more than rows changed, the changed rows
+    // alone when only they did; a pod scan that found something new without
+    // a new snapshot goes alone (rebuilding 10,000 rows for it, or for the
+    // hundred rows a refresh reads, was most of the idle cost of a large
+    // console: PERFORMANCE.md, "Issue 27").
     let before = pod.last.as_ref().map(|(_, r)| r.clone());
-    let (mut snapshot, scanned, audit) = tokio::join!(
-        gatherer.gather_changed(clock, Some(&sink), false),
-        scan,
-        audit
-    );
+    let (refresh, scanned, audit) =
+        tokio::join!(gatherer.gather_refresh(clock, Some(&sink)), scan, audit);
+    let (mut snapshot, rows) = match refresh {
+        Refresh::Snapshot(s) => (Some(*s), None),
+        Refresh::Rows(d) => (None, Some(d)),
+        Refresh::Unchanged => (None, None),
+    };
     let audit = audit.and_then(|(tail, v)| {
         *audit_tail = Some(tail);
         v
@@ -192,6 +201,7 @@ async fn gather_once(
     Gathered {
         at: clock.wall(),
         snapshot,
+        rows,
         pod_error,
         counters: counters.counts(),
         audit,

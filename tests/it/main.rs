@@ -15,6 +15,7 @@ mod cli_surface;
 mod commands;
 mod console_e2e;
 mod contexts;
+mod delta;
 mod demo_assets;
 mod demo_e2e;
 mod engine;

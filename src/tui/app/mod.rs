@@ -17,7 +17,7 @@ use super::action::WriteRequest;
 use super::layout;
 use crate::audit::AuditEntry;
 use crate::bucket::{Exclusion, LeaseState};
-use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
+use crate::snapshot::{Delta, ExclusionReport, PrefixReport, RowUpdate, Snapshot};
 use crate::text::sanitize;
 use crate::writer::scan::{ProcessInfo, VerdictKind};
 
@@ -716,6 +716,10 @@ impl App {
                 self.loading = None;
                 self.apply_snapshot(*s);
             }
+            Action::Rows(d) => {
+                self.loading = None;
+                self.apply_rows(&d);
+            }
             Action::Unchanged(at) => {
                 self.loading = None;
                 self.last_refresh = Some(at);
@@ -860,6 +864,45 @@ impl App {
         // Keep the selected prefix selected.
         let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());
         self.snapshot = Some(s);
+        self.rebuild_rows(false);
+        if let Some(k) = keep_key {
+            if let Some(i) = (0..self.lease_rows.len())
+                .find(|&i| self.lease_row(i).is_some_and(|(_, p)| p.key == k))
+            {
+                self.selected = i;
+            }
+        }
+    }
+
+    /// The rows a refresh changed, patched into the snapshot: the ETag-seen
+    /// map and the holder history take only those rows (a refresh of 10,000
+    /// rows that read a hundred costs a hundred).
+    fn apply_rows(&mut self, d: &Delta) {
+        let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());
+        let Some(s) = &mut self.snapshot else {
+            return;
+        };
+        self.now = self.now.max(d.generated_at);
+        self.last_refresh = Some(d.generated_at);
+        s.apply_delta(d, self.now);
+        for t in &d.targets {
+            for (prefix, update) in &t.rows {
+                match update {
+                    RowUpdate::Report(p) => match self.first_seen.get_mut(&p.key) {
+                        Some((e, _)) if *e == p.etag => {}
+                        Some(seen) => *seen = (p.etag.clone(), d.generated_at),
+                        None => {
+                            self.first_seen
+                                .insert(p.key.clone(), (p.etag.clone(), d.generated_at));
+                        }
+                    },
+                    RowUpdate::Error(_) => {
+                        self.first_seen.remove(&crate::bucket::lease_key(prefix));
+                    }
+                }
+            }
+        }
+        self.history.observe_rows(s, d, &self.audit);
         self.rebuild_rows(false);
         if let Some(k) = keep_key {
             if let Some(i) = (0..self.lease_rows.len())
