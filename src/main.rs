@@ -4,6 +4,13 @@
 
 use leasectl::exit::Exit;
 
+/// mimalloc instead of glibc's allocator: the console frees and allocates
+/// thousands of small objects at every refresh and frame, and glibc spent
+/// a third of its CPU sorting and coalescing its free lists
+/// (PERFORMANCE.md, "Issue 27", target 1).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     std::process::exit(run().code());
 }
