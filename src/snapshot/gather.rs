@@ -363,7 +363,7 @@ fn cache_reads(
         cache.entries.insert(
             p,
             Entry {
-                result,
+                result: Box::new(result),
                 read_at: wall,
                 read_mono: mono,
                 due,
@@ -436,7 +436,7 @@ impl Reads<'_> {
         let mut last_progress = std::time::Instant::now();
         let mut reported = false;
         let read = |p: String, tries: u32| {
-            let cached = cached.get(&p).and_then(|e| e.result.as_ref().ok());
+            let cached = cached.get(&p).and_then(|e| (*e.result).as_ref().ok());
             async move {
                 if tries > 0 {
                     tokio::time::sleep(throttle_backoff(tries - 1)).await;
@@ -642,7 +642,7 @@ fn assemble(
                 continue;
             }
             if let Some(e) = cached.get(p) {
-                rows.insert(p, (e.result.as_ref().map_err(|s| s.clone()), e.read_at));
+                rows.insert(p, ((*e.result).as_ref().map_err(|s| s.clone()), e.read_at));
             }
         }
     }
@@ -790,7 +790,17 @@ impl Gatherer {
         // needed whichever target that is.
         let mut all: Vec<(super::schedule::Priority, usize, usize, &str)> = Vec::new();
         for (i, c) in self.caches.iter().enumerate() {
-            let picked = pick(rows_of(&c.known, &c.entries), &focus[i], now, allowance);
+            let in_view = focus[i]
+                .iter()
+                .filter_map(|p| c.entries.get_key_value(p))
+                .map(|(p, e)| (p.as_str(), e));
+            let picked = pick(
+                rows_of(&c.known, &c.entries),
+                in_view,
+                &focus[i],
+                now,
+                allowance,
+            );
             all.extend(
                 picked
                     .into_iter()
@@ -1032,7 +1042,7 @@ impl Gatherer {
                 let e = cache.entries.get(p)?;
                 rows.push((
                     p.clone(),
-                    match &e.result {
+                    match &*e.result {
                         Ok(obs) => RowUpdate::Report(Box::new(PrefixReport::new(
                             p.clone(),
                             obs.clone(),

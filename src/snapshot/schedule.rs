@@ -13,8 +13,10 @@ use crate::bucket::{judge, LeaseState, Observed};
 /// The last read of one LEASE, and when it must be read again.
 #[derive(Clone, Debug)]
 pub(super) struct Entry {
-    /// What the read gave (an error as its sentence).
-    pub(super) result: Result<Observed, String>,
+    /// What the read gave (an error as its sentence). Boxed: a scan of
+    /// every entry's schedule (each refresh's [`pick`]) then walks small
+    /// B-tree nodes, not every record.
+    pub(super) result: Box<Result<Observed, String>>,
     /// When it was read (reader's wall clock).
     pub(super) read_at: DateTime<Utc>,
     /// When it was read (reader's monotonic clock).
@@ -123,10 +125,16 @@ pub(super) enum Priority {
 /// due time has come), at most `allowance`, the most pressing first —
 /// [`Priority`] order, then within rows in view and due rows the oldest
 /// reading first (round robin), within near-expiry rows the earliest due.
-/// `rows` are (prefix, last reading) of one target; returns the prefixes
-/// to read with their priority, in that order.
+/// `rows` are (prefix, last reading) of one target, `in_view` those of its
+/// rows in `focus` that were read before; returns the prefixes to read with
+/// their priority, in that order.
+///
+/// Only the few rows kept are looked up in `focus`: hashing every prefix of
+/// 10,000 rows at every refresh was most of a console's refresh (their
+/// bytes are scattered over the heap).
 pub(super) fn pick<'a>(
     rows: impl IntoIterator<Item = (&'a str, Option<&'a Entry>)>,
+    in_view: impl IntoIterator<Item = (&'a str, &'a Entry)>,
     focus: &HashSet<String>,
     mono: Duration,
     allowance: usize,
@@ -135,13 +143,26 @@ pub(super) fn pick<'a>(
     for (p, e) in rows {
         let key = match e {
             None => (Priority::New, Duration::ZERO),
-            Some(e) if focus.contains(p) => (Priority::InView, e.read_mono),
             Some(e) if e.due > mono => continue,
             Some(e) if e.near_expiry => (Priority::NearExpiry, e.due),
             Some(e) => (Priority::Due, e.read_mono),
         };
         wanted.push((key, p));
     }
+    // A row in view goes first, once: drop it from the others (a row never
+    // read stays `New`, in view or not). Enough are kept for the budget
+    // whatever those rows are.
+    let keep = allowance.saturating_add(focus.len());
+    if wanted.len() > keep {
+        wanted.select_nth_unstable(keep);
+        wanted.truncate(keep);
+    }
+    wanted.retain(|((why, _), p)| *why == Priority::New || !focus.contains(*p));
+    wanted.extend(
+        in_view
+            .into_iter()
+            .map(|(p, e)| ((Priority::InView, e.read_mono), p)),
+    );
     if wanted.len() > allowance {
         wanted.select_nth_unstable(allowance);
         wanted.truncate(allowance);
@@ -202,7 +223,7 @@ mod tests {
     /// A reading taken at monotonic `read`, due at `due`.
     fn entry(read: u64, due: u64, near_expiry: bool) -> Entry {
         Entry {
-            result: Ok(Observed::Absent),
+            result: Box::new(Ok(Observed::Absent)),
             read_at: DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(read as i64),
             read_mono: at(read),
             due: at(due),
@@ -234,7 +255,12 @@ mod tests {
             .chain([("new/", None)])
             .collect();
         let f = focus(&["shown/"]);
-        let all = pick(rows.clone(), &f, at(100), usize::MAX);
+        let shown = || {
+            rows.iter()
+                .filter(|(p, _)| f.contains(*p))
+                .filter_map(|(p, e)| e.map(|e| (*p, e)))
+        };
+        let all = pick(rows.clone(), shown(), &f, at(100), usize::MAX);
         let names: Vec<&str> = all.iter().map(|(p, _)| *p).collect();
         assert_eq!(
             names,
@@ -259,13 +285,13 @@ mod tests {
             ]
         );
         // A budget of 3 keeps the three most pressing, in order.
-        let three: Vec<&str> = pick(rows.clone(), &f, at(100), 3)
+        let three: Vec<&str> = pick(rows.clone(), shown(), &f, at(100), 3)
             .into_iter()
             .map(|(p, _)| p)
             .collect();
         assert_eq!(three, ["shown/", "expiring-soon/", "expiring-late/"]);
         // No budget left: nothing, not even the rows in view.
-        assert!(pick(rows, &f, at(100), 0).is_empty());
+        assert!(pick(rows.clone(), shown(), &f, at(100), 0).is_empty());
     }
 
     /// Round robin: a row read because it was the oldest is, once read, the
@@ -278,7 +304,7 @@ mod tests {
         let known: Vec<String> = e.keys().cloned().collect();
         let mut order = Vec::new();
         for now in 10..13u64 {
-            let picked: Vec<String> = pick(rows_of(&known, &e), &HashSet::new(), at(now), 2)
+            let picked: Vec<String> = pick(rows_of(&known, &e), [], &HashSet::new(), at(now), 2)
                 .into_iter()
                 .map(|(p, _)| p.to_owned())
                 .collect();
