@@ -201,10 +201,8 @@ fn bench_parse_judge(c: &mut Criterion) {
     });
 }
 
-fn bench_render(c: &mut Criterion) {
-    let rt = runtime();
-    let snap = mem_snapshot(&rt, ROWS);
-    assert_eq!(snap.targets[0].prefixes.len(), ROWS);
+/// A read-only console over the bench's target, 200×50, no pod scan.
+fn console() -> App {
     let mut app = App::new(
         vec!["s3://bench/backups/".into()],
         true,
@@ -213,6 +211,14 @@ fn bench_render(c: &mut Criterion) {
     )
     .without_pod();
     app.update(Action::Resize(200, 50));
+    app
+}
+
+fn bench_render(c: &mut Criterion) {
+    let rt = runtime();
+    let snap = mem_snapshot(&rt, ROWS);
+    assert_eq!(snap.targets[0].prefixes.len(), ROWS);
+    let mut app = console();
     app.update(Action::Snapshot(Box::new(snap)));
     let mut term = Terminal::new(TestBackend::new(200, 50)).unwrap();
 
@@ -378,14 +384,7 @@ fn bench_console_refresh(c: &mut Criterion) {
             .focus()
             .set((0..CHURN).map(|i| (0, prefix(i))).collect::<HashSet<_>>());
         let clk = clock();
-        let mut app = App::new(
-            vec!["s3://bench/backups/".into()],
-            true,
-            Duration::from_secs(5),
-            now(),
-        )
-        .without_pod();
-        app.update(Action::Resize(200, 50));
+        let mut app = console();
         app.update(Action::Snapshot(Box::new(
             rt.block_on(gatherer.gather(&clk)),
         )));

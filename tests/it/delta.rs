@@ -15,11 +15,9 @@ use leasectl::clock::{ManualClock, SharedClock};
 use leasectl::snapshot::{GatherOptions, Gatherer, OpenTarget, Refresh};
 use leasectl::store::local::LocalStore;
 use leasectl::tui::app::{Action, App};
-use leasectl::tui::ui::render;
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
 
 use crate::common;
+use crate::tui_console::screen;
 
 fn t0() -> DateTime<Utc> {
     "2026-11-30T12:00:00Z".parse().unwrap()
@@ -64,20 +62,6 @@ fn app(now: DateTime<Utc>) -> App {
     .without_pod();
     a.update(Action::Resize(160, 80));
     a
-}
-
-fn screen(app: &App) -> String {
-    let mut t = Terminal::new(TestBackend::new(160, 80)).unwrap();
-    t.draw(|f| render(app, f)).unwrap();
-    let buf = t.backend().buffer().clone();
-    let mut s = String::new();
-    for y in 0..buf.area.height {
-        for x in 0..buf.area.width {
-            s.push_str(buf[(x, y)].symbol());
-        }
-        s.push('\n');
-    }
-    s
 }
 
 /// Every change the history holds, by prefix, as text.
@@ -192,7 +176,11 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
             serde_json::to_value(b.snapshot.as_ref().unwrap()).unwrap(),
         );
         assert_eq!(ja, jb, "step {step}: the documents differ");
-        assert_eq!(screen(&a), screen(&b), "step {step}: the screens differ");
+        assert_eq!(
+            screen(&a, 160, 80),
+            screen(&b, 160, 80),
+            "step {step}: the screens differ"
+        );
         assert_eq!(
             history(&a),
             history(&b),

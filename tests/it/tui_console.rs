@@ -81,7 +81,8 @@ fn typed(app: &mut App, s: &str) {
     }
 }
 
-fn screen(app: &App, w: u16, h: u16) -> String {
+/// The text of `app` drawn on a `w`×`h` screen, one line per row.
+pub(crate) fn screen(app: &App, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| render(app, f)).unwrap();
     let buf = t.backend().buffer().clone();
