@@ -911,34 +911,11 @@ impl Gatherer {
         let targets = &self.targets;
         let on_target = |i: usize, r: TargetReport, read: usize, known: usize, listed: bool| {
             let Some(sink) = progress else { return };
-            let combined = {
-                let Ok(mut g) = partials.lock() else { return };
-                g[i] = Some((r, read, known, listed));
-                let mut reports = Vec::with_capacity(n);
-                let (mut read, mut known, mut listed) = (0, 0, true);
-                for (j, p) in g.iter().enumerate() {
-                    match p {
-                        Some((r, rd, kn, ls)) => {
-                            reports.push(r.clone());
-                            read += rd;
-                            known += kn;
-                            listed &= ls;
-                        }
-                        None => {
-                            reports.push(empty_report(&targets[j]));
-                            listed = false;
-                        }
-                    }
-                }
-                (reports, read, known, listed)
+            let Some(p) = combine_partials(&partials, i, (r, read, known, listed), targets, clock)
+            else {
+                return;
             };
-            let (reports, read, known, listed) = combined;
-            sink(Progress {
-                snapshot: finish(reports, targets, clock),
-                read,
-                known,
-                listed,
-            });
+            sink(p);
         };
         let on_target: &(dyn Fn(usize, TargetReport, usize, usize, bool) + Sync) = &on_target;
         let changed = futures::future::join_all(
@@ -978,27 +955,7 @@ impl Gatherer {
             self.tokens = 0.0;
             self.tokens_at = Some(clock.mono());
         }
-        // Each answer's `Date` (whole seconds) gives a new estimate, which
-        // wanders within a second (plus its error) of the true offset: only a move of more
-        // than that since the last snapshot is news (at 0.1 s, nearly every
-        // refresh on S3 rebuilt every row).
-        let offsets: Vec<Option<(f64, f64)>> = self
-            .targets
-            .iter()
-            .map(|t| {
-                t.store
-                    .server_offset()
-                    .map(|o| (o.against(clock.as_ref()), o.error_s))
-            })
-            .collect();
-        let offsets_moved = offsets.len() != self.offsets.len()
-            || offsets
-                .iter()
-                .zip(&self.offsets)
-                .any(|(a, b)| match (a, b) {
-                    (Some((a, ea)), Some((b, eb))) => (a - b).abs() > OFFSET_NEWS_S + ea + eb,
-                    (a, b) => a.is_some() != b.is_some(),
-                });
+        let (offsets, offsets_moved) = self.offsets_now(clock);
         let whole = force || self.first || offsets_moved || changed.iter().any(|(c, _)| c.whole);
         if !whole && !changed.iter().any(|(c, _)| c.any()) {
             return Refresh::Unchanged;
@@ -1017,6 +974,32 @@ impl Gatherer {
             .map(|(t, c)| report_from_cache(t, c))
             .collect();
         Refresh::Snapshot(Box::new(finish(reports, &self.targets, clock)))
+    }
+
+    /// Each service's clock offset and its error now, and whether that is
+    /// news since the last snapshot. Each answer's `Date` (whole seconds)
+    /// gives a new estimate, which wanders within a second (plus its error)
+    /// of the true offset: only a move of more than that is news (at 0.1 s,
+    /// nearly every refresh on S3 rebuilt every row).
+    fn offsets_now(&self, clock: &SharedClock) -> (Vec<Option<(f64, f64)>>, bool) {
+        let offsets: Vec<Option<(f64, f64)>> = self
+            .targets
+            .iter()
+            .map(|t| {
+                t.store
+                    .server_offset()
+                    .map(|o| (o.against(clock.as_ref()), o.error_s))
+            })
+            .collect();
+        let moved = offsets.len() != self.offsets.len()
+            || offsets
+                .iter()
+                .zip(&self.offsets)
+                .any(|(a, b)| match (a, b) {
+                    (Some((a, ea)), Some((b, eb))) => (a - b).abs() > OFFSET_NEWS_S + ea + eb,
+                    (a, b) => a.is_some() != b.is_some(),
+                });
+        (offsets, moved)
     }
 
     /// The changed rows as a [`Delta`], judged now; `None` when a whole
@@ -1052,13 +1035,14 @@ impl Gatherer {
                     },
                 ));
             }
-            let offset = t.store.server_offset();
+            let (server_offset_s, server_offset_error_s, server_clock_note) =
+                service_clock(t, clock);
             targets.push(TargetDelta {
                 index,
                 rows,
-                server_offset_s: offset.map(|o| round_ms(o.against(clock.as_ref()))),
-                server_offset_error_s: offset.map(|o| round_ms(o.error_s)),
-                server_clock_note: t.store.server_clock_problem(),
+                server_offset_s,
+                server_offset_error_s,
+                server_clock_note,
             });
         }
         Some(Delta {
@@ -1079,14 +1063,70 @@ pub enum Refresh {
     Unchanged,
 }
 
+/// What a target's report says of its service's clock now: the offset and
+/// its error (seconds, to the millisecond; `None` when unmeasured) and why it
+/// is unknown, if it is.
+fn service_clock(
+    t: &OpenTarget,
+    clock: &SharedClock,
+) -> (Option<f64>, Option<f64>, Option<String>) {
+    let o = t.store.server_offset();
+    (
+        o.map(|o| round_ms(o.against(clock.as_ref()))),
+        o.map(|o| round_ms(o.error_s)),
+        t.store.server_clock_problem(),
+    )
+}
+
+/// The progress report of a gather of every target, once target `i` sent
+/// `partial`: the partial reports so far (an empty one for a target not
+/// heard from yet, whose listing is then not complete). `None` if the lock
+/// was poisoned.
+fn combine_partials(
+    partials: &std::sync::Mutex<Vec<Option<Partial>>>,
+    i: usize,
+    partial: Partial,
+    targets: &[OpenTarget],
+    clock: &SharedClock,
+) -> Option<Progress> {
+    let (reports, read, known, listed) = {
+        let mut g = partials.lock().ok()?;
+        g[i] = Some(partial);
+        let mut reports = Vec::with_capacity(targets.len());
+        let (mut read, mut known, mut listed) = (0, 0, true);
+        for (j, p) in g.iter().enumerate() {
+            match p {
+                Some((r, rd, kn, ls)) => {
+                    reports.push(r.clone());
+                    read += rd;
+                    known += kn;
+                    listed &= ls;
+                }
+                None => {
+                    reports.push(empty_report(&targets[j]));
+                    listed = false;
+                }
+            }
+        }
+        (reports, read, known, listed)
+    };
+    Some(Progress {
+        snapshot: finish(reports, targets, clock),
+        read,
+        known,
+        listed,
+    })
+}
+
 /// A snapshot of `reports`, with each service's clock offset, judged now.
 fn finish(mut reports: Vec<TargetReport>, targets: &[OpenTarget], clock: &SharedClock) -> Snapshot {
     for (r, t) in reports.iter_mut().zip(targets) {
-        if let Some(o) = t.store.server_offset() {
-            r.server_offset_s = Some(round_ms(o.against(clock.as_ref())));
-            r.server_offset_error_s = Some(round_ms(o.error_s));
+        let (offset, error, note) = service_clock(t, clock);
+        if offset.is_some() {
+            r.server_offset_s = offset;
+            r.server_offset_error_s = error;
         }
-        r.server_clock_note = t.store.server_clock_problem();
+        r.server_clock_note = note;
     }
     let mut snap = Snapshot {
         schema_version: SCHEMA_VERSION,

@@ -85,6 +85,50 @@ struct PodScans {
     )>,
 }
 
+/// The pod scan of one refresh, on a blocking thread: `None` when no scan is
+/// asked for, `cached` when it is not due.
+async fn scan_pod(
+    scans: Vec<ScanOptions>,
+    cached: Option<Result<crate::writer::scan::PodSnapshot, String>>,
+) -> Option<Result<crate::writer::scan::PodSnapshot, String>> {
+    if scans.is_empty() {
+        return None;
+    }
+    if let Some(r) = cached {
+        return Some(r);
+    }
+    Some(
+        match tokio::task::spawn_blocking(move || crate::writer::scan::scan_all(&scans)).await {
+            Ok(Ok(pod)) => Ok(pod),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("pod scan task: {e}")),
+        },
+    )
+}
+
+/// The audit log's entries after reading only what was appended since the
+/// last refresh (each bad line is warned about once), on a blocking thread;
+/// the tail comes back for the next refresh. `None` without an audit log.
+async fn poll_audit(
+    tail: Option<crate::audit::AuditTail>,
+) -> Option<(
+    crate::audit::AuditTail,
+    Option<Vec<crate::audit::AuditEntry>>,
+)> {
+    let mut tail = tail?;
+    let path = tail.path().to_owned();
+    match tokio::task::spawn_blocking(move || {
+        let ok = tail.poll().map_err(|e| tracing::warn!("{e}")).is_ok();
+        let v = tail.entries();
+        (tail, ok.then_some(v))
+    })
+    .await
+    {
+        Ok((tail, v)) => Some((tail, v)),
+        Err(_) => Some((crate::audit::AuditTail::new(path, 200), None)),
+    }
+}
+
 /// One refresh: bucket gather and pod scan side by side, counters, audit tail.
 async fn gather_once(
     gatherer: &mut Gatherer,
@@ -108,40 +152,8 @@ async fn gather_once(
     } else {
         pod.last.as_ref().map(|(_, r)| r.clone())
     };
-    let scans = pod.scans.clone();
-    let scan = async move {
-        if scans.is_empty() {
-            return None;
-        }
-        if let Some(r) = cached {
-            return Some(r);
-        }
-        let so = scans;
-        Some(
-            match tokio::task::spawn_blocking(move || crate::writer::scan::scan_all(&so)).await {
-                Ok(Ok(pod)) => Ok(pod),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(format!("pod scan task: {e}")),
-            },
-        )
-    };
-    // Only what was appended since the last refresh is read (each bad line
-    // is warned about once).
-    let tail = audit_tail.take();
-    let audit = async move {
-        let mut tail = tail?;
-        let path = tail.path().to_owned();
-        match tokio::task::spawn_blocking(move || {
-            let ok = tail.poll().map_err(|e| tracing::warn!("{e}")).is_ok();
-            let v = tail.entries();
-            (tail, ok.then_some(v))
-        })
-        .await
-        {
-            Ok((tail, v)) => Some((tail, v)),
-            Err(_) => Some((crate::audit::AuditTail::new(path, 200), None)),
-        }
-    };
+    let scan = scan_pod(pod.scans.clone(), cached);
+    let audit = poll_audit(audit_tail.take());
     // Rows already read go to the console while a long gather goes on (the
     // first one, at thousands of prefixes). Each report holds every row read
     // so far, so one is queued only when the console has taken the previous

@@ -842,14 +842,7 @@ impl App {
         for t in &s.targets {
             for p in &t.prefixes {
                 rows += 1;
-                match self.first_seen.get_mut(&p.key) {
-                    Some((e, _)) if *e == p.etag => {}
-                    Some(seen) => *seen = (p.etag.clone(), s.generated_at),
-                    None => {
-                        self.first_seen
-                            .insert(p.key.clone(), (p.etag.clone(), s.generated_at));
-                    }
-                }
+                see_etag(&mut self.first_seen, p, s.generated_at);
             }
         }
         if self.first_seen.len() > rows {
@@ -865,12 +858,16 @@ impl App {
         let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());
         self.snapshot = Some(s);
         self.rebuild_rows(false);
-        if let Some(k) = keep_key {
-            if let Some(i) = (0..self.lease_rows.len())
-                .find(|&i| self.lease_row(i).is_some_and(|(_, p)| p.key == k))
-            {
-                self.selected = i;
-            }
+        self.select_key(keep_key);
+    }
+
+    /// Selects the row of lease `key` again, if it is still shown.
+    fn select_key(&mut self, key: Option<String>) {
+        let Some(k) = key else { return };
+        if let Some(i) =
+            (0..self.lease_rows.len()).find(|&i| self.lease_row(i).is_some_and(|(_, p)| p.key == k))
+        {
+            self.selected = i;
         }
     }
 
@@ -888,14 +885,7 @@ impl App {
         for t in &d.targets {
             for (prefix, update) in &t.rows {
                 match update {
-                    RowUpdate::Report(p) => match self.first_seen.get_mut(&p.key) {
-                        Some((e, _)) if *e == p.etag => {}
-                        Some(seen) => *seen = (p.etag.clone(), d.generated_at),
-                        None => {
-                            self.first_seen
-                                .insert(p.key.clone(), (p.etag.clone(), d.generated_at));
-                        }
-                    },
+                    RowUpdate::Report(p) => see_etag(&mut self.first_seen, p, d.generated_at),
                     RowUpdate::Error(_) => {
                         self.first_seen.remove(&crate::bucket::lease_key(prefix));
                     }
@@ -904,13 +894,7 @@ impl App {
         }
         self.history.observe_rows(s, d, &self.audit);
         self.rebuild_rows(false);
-        if let Some(k) = keep_key {
-            if let Some(i) = (0..self.lease_rows.len())
-                .find(|&i| self.lease_row(i).is_some_and(|(_, p)| p.key == k))
-            {
-                self.selected = i;
-            }
-        }
+        self.select_key(keep_key);
     }
 
     /// Recomputes the shown rows from the snapshot, the filter and the sort.
@@ -1008,6 +992,23 @@ impl App {
         clamp(&mut self.selected, &mut self.offset, n, page);
         let (n, page) = (self.pod_rows.len(), self.pod_visible_rows().max(1));
         clamp(&mut self.pod_selected, &mut self.pod_offset, n, page);
+    }
+}
+
+/// Records in `first_seen` that row `p`'s ETag was seen at `at`, unless it
+/// was already seen (in place: at 10,000 rows, rebuilding the map copied
+/// every key at each snapshot).
+fn see_etag(
+    first_seen: &mut HashMap<String, (Option<String>, DateTime<Utc>)>,
+    p: &PrefixReport,
+    at: DateTime<Utc>,
+) {
+    match first_seen.get_mut(&p.key) {
+        Some((e, _)) if *e == p.etag => {}
+        Some(seen) => *seen = (p.etag.clone(), at),
+        None => {
+            first_seen.insert(p.key.clone(), (p.etag.clone(), at));
+        }
     }
 }
 
