@@ -10,6 +10,11 @@
 //! (`getrusage(RUSAGE_SELF)`, user + system; the server runs in another
 //! process, so its CPU is not counted) divided by the number of requests.
 //!
+//! It allocates with mimalloc, as the `leasectl` binary does, and runs on a
+//! current-thread runtime by default, as the console's refresher and
+//! `serve`'s gatherer do (`--runtime multi` for the shared multi-threaded
+//! runtime the other commands use).
+//!
 //! ```text
 //! AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… cargo run --release --example s3_get_cpu -- \
 //!     --endpoint-url http://127.0.0.1:8333 --bucket cpu-bench --requests 5000
@@ -22,6 +27,10 @@ use clap::Parser;
 use futures::StreamExt;
 use leasectl::store::s3::{S3Options, S3Store};
 use leasectl::store::{ObjectRead, ObjectStore, PutCondition, StoreError};
+
+/// The `leasectl` binary's allocator (`src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 struct Args {
@@ -40,9 +49,10 @@ struct Args {
     /// Requests in flight.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
-    /// The tokio runtime: `multi` (as leasectl runs, one worker per core) or
-    /// `current` (one thread), to tell what the thread hand-offs cost.
-    #[arg(long, default_value = "multi")]
+    /// The tokio runtime: `current` (one thread: the console's refresher and
+    /// `serve`'s gatherer) or `multi` (one worker per core: the other
+    /// commands), to tell what the thread hand-offs cost.
+    #[arg(long, default_value = "current")]
     runtime: String,
 }
 

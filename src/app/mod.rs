@@ -11,6 +11,7 @@
 mod context;
 mod logging;
 mod prepare;
+pub mod runtime_thread;
 
 use std::future::Future;
 use std::time::Duration;

@@ -189,7 +189,10 @@ pub async fn serve(
     let mut audit_tail = opts
         .audit_path
         .map(|p| crate::audit::AuditTail::new(p, AUDIT_KEEP));
-    let gathering = tokio::spawn(async move {
+    // The gatherer runs on a thread and current-thread runtime of its own
+    // (cheaper requests: PERFORMANCE.md, "Issue 27", target 2); scrapes are
+    // answered on the command's runtime.
+    let gathering = crate::app::runtime_thread::spawn("leasectl-gather", async move {
         // The audit log's last error: warned once, and again only when it
         // changes; its recovery is told too.
         let mut audit_error: Option<String> = None;
@@ -226,13 +229,20 @@ pub async fn serve(
             }
         }
     });
+    let gathering = match gathering {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("leasectl: could not start the gathering thread: {e}");
+            return crate::exit::Exit::Failed;
+        }
+    };
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .with_state(state);
     accept_loop(listener, app, connection_limit()).await;
-    gathering.abort();
+    gathering.stop();
     crate::exit::Exit::Ok
 }
 

@@ -1,6 +1,7 @@
 //! The console: a ratatui app driven by one event loop.
 //!
-//! Background tasks own all I/O: the refresher ([`refresh`]) gathers snapshots (bucket
+//! Background tasks own all I/O: the refresher ([`refresh`], on a thread and
+//! current-thread runtime of its own) gathers snapshots (bucket
 //! leases, the pod scan, request counters, recent audit entries) and the write
 //! task ([`ops`], OPS mode only) runs the probes and takeovers the operator
 //! confirmed. Both talk to the UI only through messages; the UI never awaits
@@ -115,8 +116,9 @@ pub async fn run(console: Console) -> std::io::Result<()> {
 /// the refresher and (OPS mode) the write task, draws a frame, applies what
 /// arrives through [`App::update`], hands queued writes to the write task,
 /// until the operator quits, the events end, or `io.stop` completes. Then it
-/// stops the refresher and waits (up to 15 s) for the write task to release
-/// what it holds. It neither sets up nor restores the terminal.
+/// waits (up to 15 s) for the write task to release what it holds and stops
+/// the refresher (on its own thread and runtime). It neither sets up nor
+/// restores the terminal.
 ///
 /// # Errors
 /// A frame that could not be drawn, an event stream error, or the refresher
@@ -154,7 +156,7 @@ where
         counters,
         audit_path,
         pod_visible.clone(),
-    );
+    )?;
     let (results_tx, mut results) = mpsc::channel::<Action>(16);
     let (commands, ops_task) = match ops {
         Some(o) => {
@@ -190,7 +192,10 @@ where
             // inside the AWS SDK). Leave rather than show a frozen screen.
             r = &mut refresher => break Err(std::io::Error::other(format!(
                 "the background refresh stopped: {}",
-                match r { Err(e) => e.to_string(), Ok(()) => "ended".into() }
+                match r {
+                    crate::app::runtime_thread::Ended::Failed(e) => e,
+                    _ => "it ended".into(),
+                }
             ))),
             // Signals end the console at once; held leases are released below.
             _ = &mut stop => break Ok(()),
@@ -224,12 +229,14 @@ where
             break Ok(());
         }
     };
-    refresher.abort();
-    // Closing the command channel makes the write task release what it holds.
+    // Closing the command channel makes the write task release what it
+    // holds. The refresher stops after that: the release may go over
+    // connections its runtime drives.
     drop(commands);
     if let Some(t) = ops_task {
         let _ = tokio::time::timeout(Duration::from_secs(15), t).await;
     }
+    refresher.stop();
     result
 }
 

@@ -223,9 +223,14 @@ async fn gather_once(
     }
 }
 
-/// Starts the refresher: one gather (and pod scan, audit tail) after another,
-/// `refresh` apart, each sent on the returned channel (progress reports of a
-/// long gather too). It ends only when the channel's receiver is gone.
+/// Starts the refresher on a thread of its own (current-thread runtime:
+/// [`crate::app::runtime_thread`]): one gather (and pod scan, audit tail)
+/// after another, `refresh` apart, each sent on the returned channel
+/// (progress reports of a long gather too). It ends when the channel's
+/// receiver is gone or it is stopped.
+///
+/// # Errors
+/// Its thread could not be created.
 pub(super) fn spawn_refresher(
     mut gatherer: Gatherer,
     clock: SharedClock,
@@ -234,14 +239,17 @@ pub(super) fn spawn_refresher(
     counters: Arc<Counters>,
     audit_path: Option<PathBuf>,
     visible: Arc<std::sync::atomic::AtomicBool>,
-) -> (tokio::task::JoinHandle<()>, mpsc::Receiver<Gathered>) {
+) -> std::io::Result<(
+    crate::app::runtime_thread::RuntimeThread<()>,
+    mpsc::Receiver<Gathered>,
+)> {
     let (tx, rx) = mpsc::channel::<Gathered>(4);
     let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
     let mut pod = PodScans {
         scans: pod,
         last: None,
     };
-    let task = tokio::spawn(async move {
+    let task = crate::app::runtime_thread::spawn("leasectl-refresh", async move {
         loop {
             let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
             let g = gather_once(
@@ -259,6 +267,6 @@ pub(super) fn spawn_refresher(
             }
             tokio::time::sleep(refresh).await;
         }
-    });
-    (task, rx)
+    })?;
+    Ok((task, rx))
 }
