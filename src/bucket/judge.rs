@@ -261,6 +261,43 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
     j
 }
 
+/// When [`judge`]'s verdict on `obs` (its state and problem) can next differ
+/// from the verdict at `now`, other than by the ages it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerdictChange {
+    /// Never: absent, malformed, stale, or suspect for its TTL.
+    Never,
+    /// At this instant (UTC): a fresh lease turns stale at
+    /// `renewed_at + ttl_s`.
+    At(DateTime<Utc>),
+    /// At any time: the problem quotes a time that moves with the clock (a
+    /// stamp in the future, a generation ahead of the clock).
+    Always,
+}
+
+/// When the verdict of [`judge`] on `obs` can next change after `now` (the
+/// rules of the module docs, read for their instants). The console judges a
+/// row off screen again only then; `tests` check it against [`judge`].
+pub fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
+    let Observed::Present { record: Ok(r), .. } = obs else {
+        return VerdictChange::Never;
+    };
+    if r.generation.is_some_and(|g| g != u64::MAX) && generation_note(r.generation, now).is_some() {
+        return VerdictChange::Always;
+    }
+    if r.ttl_s > MAX_SANE_TTL_S {
+        return VerdictChange::Never;
+    }
+    let ttl = chrono::Duration::seconds(r.ttl_s as i64);
+    if r.renewed_at > now + ttl {
+        VerdictChange::Always
+    } else if now - r.renewed_at < ttl {
+        VerdictChange::At(r.renewed_at + ttl)
+    } else {
+        VerdictChange::Never
+    }
+}
+
 /// What is wrong with `generation` judged at `now` (module docs), if anything.
 fn generation_note(generation: Option<u64>, now: DateTime<Utc>) -> Option<String> {
     let g = generation?;
@@ -413,5 +450,95 @@ mod tests {
         assert_eq!(j.state, LeaseState::Malformed);
         assert_eq!(j.problem.as_deref(), Some("body is not JSON"));
         assert!(j.sentence().contains("seen unchanged for one TTL"));
+    }
+
+    /// `next_change` against `judge` itself: for fresh, stale, suspect,
+    /// over-long, generation-noted, malformed and absent observations, the
+    /// verdict (state and problem) stays what it was at `now` until the
+    /// instant given, and differs there; `Never` holds for ten days; `Always`
+    /// is given only where the problem's text moves with the clock.
+    #[test]
+    fn next_change_is_when_the_verdict_changes() {
+        let verdict = |o: &Observed, t: DateTime<Utc>| {
+            let j = judge(o, t);
+            (j.state, j.problem)
+        };
+        let with = |o: Observed, generation: Option<u64>, acquired_back: bool| match o {
+            Observed::Present {
+                etag,
+                last_modified,
+                record: Ok(mut r),
+            } => {
+                r.generation = generation;
+                if acquired_back {
+                    r.acquired_at = r.renewed_at + Duration::seconds(5);
+                }
+                Observed::Present {
+                    etag,
+                    last_modified,
+                    record: Ok(r),
+                }
+            }
+            o => o,
+        };
+        let clock_us = now().timestamp_micros() as u64;
+        let mut cases = vec![
+            Observed::Absent,
+            Observed::Present {
+                etag: None,
+                last_modified: None,
+                record: Err(("body is not JSON".into(), "x".into())),
+            },
+        ];
+        for (stamp, ttl) in [
+            ("2026-11-30T11:59:50Z", 30),
+            ("2026-11-30T11:59:29Z", 30),
+            ("2026-11-30T11:59:30Z", 30),
+            ("2026-11-30T11:00:00Z", 3600),
+            ("2026-11-30T12:00:20Z", 30),
+            ("2026-11-30T12:01:00Z", 30),
+            ("2026-11-30T12:00:00Z", 7200),
+        ] {
+            for (generation, back) in [
+                (None, false),
+                (Some(7), true),
+                (Some(u64::MAX), false),
+                (Some(clock_us + 7_200_000_000), false),
+            ] {
+                cases.push(with(obs(stamp, ttl), generation, back));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for o in &cases {
+            let at_now = verdict(o, now());
+            match next_change(o, now()) {
+                VerdictChange::Never => {
+                    for s in [1, 29, 30, 31, 3600, 864_000] {
+                        assert_eq!(
+                            verdict(o, now() + Duration::seconds(s)),
+                            at_now,
+                            "{o:?} at +{s}s"
+                        );
+                    }
+                    seen.insert("never");
+                }
+                VerdictChange::At(t) => {
+                    assert!(t > now(), "{o:?}");
+                    let mut u = now();
+                    while u < t {
+                        assert_eq!(verdict(o, u), at_now, "{o:?} at {u}");
+                        u += Duration::milliseconds(250);
+                    }
+                    assert_eq!(verdict(o, t - Duration::microseconds(1)), at_now, "{o:?}");
+                    assert_ne!(verdict(o, t), at_now, "{o:?} at its change {t}");
+                    seen.insert("at");
+                }
+                VerdictChange::Always => {
+                    assert_ne!(verdict(o, now() + Duration::seconds(2)), at_now, "{o:?}");
+                    seen.insert("always");
+                }
+            }
+        }
+        assert_eq!(seen.len(), 3, "every kind of change is covered");
     }
 }

@@ -289,6 +289,27 @@ impl Snapshot {
         }
     }
 
+    /// Judges again at `now` only the rows `rows` names (target index, row
+    /// index; names out of range are skipped), with the reader-clock rule;
+    /// the others keep their verdicts and ages. The service-clock offsets
+    /// are kept: they change only with a new reading.
+    pub fn rejudge_rows(&mut self, now: DateTime<Utc>, rows: &[(usize, usize)]) {
+        self.generated_at = now;
+        self.reader_clock.now = now;
+        for &(ti, pi) in rows {
+            let Some(t) = self.targets.get_mut(ti) else {
+                continue;
+            };
+            let offset = t.server_offset_s.zip(t.server_offset_error_s);
+            if let Some(p) = t.prefixes.get_mut(pi) {
+                p.rejudge(now);
+                if let Some((o, e)) = offset {
+                    p.check_reader_clock(o, e);
+                }
+            }
+        }
+    }
+
     /// Judges every row again at `now`.
     pub fn rejudge(&mut self, now: DateTime<Utc>) {
         self.generated_at = now;

@@ -36,6 +36,7 @@ mod serve_limits;
 mod snapshot_json;
 mod takeover;
 mod takeover_signals;
+mod tick_judging;
 mod tls;
 mod tui_console;
 mod tui_loop;

@@ -22,6 +22,7 @@ use crate::text::sanitize;
 use crate::writer::scan::{ProcessInfo, VerdictKind};
 
 mod dialog;
+mod judging;
 mod keys;
 
 pub use dialog::{Field, TakeoverDialog, ThenChoice};
@@ -241,6 +242,8 @@ pub struct App {
     pub size: (u16, u16),
     /// Set when the console should exit.
     pub quit: bool,
+    /// What the next tick judges again (module `judging`).
+    judging: judging::Judging,
 }
 
 /// AWS S3 Standard's price of 1,000 GET requests in us-east-1, US dollars
@@ -305,6 +308,7 @@ impl App {
             outbox: Vec::new(),
             size: (80, 24),
             quit: false,
+            judging: judging::Judging::default(),
         }
     }
 
@@ -357,6 +361,12 @@ impl App {
             .filter_map(|i| self.lease_row(i))
             .map(|(r, p)| (r.target, p.prefix.clone()))
             .collect()
+    }
+
+    /// Whether the age of any row is unknown because this host's clock is
+    /// too far from a storage service's (the header's CLOCK OFF).
+    pub fn ages_unknown(&self) -> bool {
+        self.judging.age_unknown
     }
 
     /// The selected lease row.
@@ -708,8 +718,26 @@ impl App {
         match action {
             Action::Tick(now) => {
                 self.now = now;
+                // The rows on screen, the selected one and those whose
+                // verdict is due: the others cannot change before the next
+                // whole judgement (module `judging`).
+                let mut rows = self.judging.take_due(now);
+                let page = self.lease_visible_rows().max(1);
+                rows.extend(
+                    (self.offset..self.offset + page)
+                        .chain(std::iter::once(self.selected))
+                        .filter_map(|i| self.lease_rows.get(i))
+                        .map(|r| (r.target, r.index)),
+                );
                 if let Some(s) = &mut self.snapshot {
-                    s.rejudge(now);
+                    s.rejudge_rows(now, &rows);
+                    self.judging.partial = true;
+                    self.judging.age_unknown |= rows.iter().any(|&(t, i)| {
+                        s.targets
+                            .get(t)
+                            .and_then(|t| t.prefixes.get(i))
+                            .is_some_and(|p| p.age_unknown)
+                    });
                 }
             }
             Action::Snapshot(s) => {
@@ -730,6 +758,7 @@ impl App {
                     self.now = at;
                     if let Some(s) = &mut self.snapshot {
                         s.rejudge(at);
+                        self.judging = judging::Judging::of(s, at);
                     }
                 }
             }
@@ -857,6 +886,7 @@ impl App {
         // Keep the selected prefix selected.
         let keep_key = self.selected_lease().map(|(_, p)| p.key.clone());
         self.snapshot = Some(s);
+        self.judging.partial = false;
         self.rebuild_rows(false);
         self.select_key(keep_key);
     }
@@ -882,6 +912,7 @@ impl App {
         self.now = self.now.max(d.generated_at);
         self.last_refresh = Some(d.generated_at);
         s.apply_delta(d, self.now);
+        self.judging.partial = false;
         for t in &d.targets {
             for (prefix, update) in &t.rows {
                 match update {
@@ -899,6 +930,15 @@ impl App {
 
     /// Recomputes the shown rows from the snapshot, the filter and the sort.
     fn rebuild_rows(&mut self, reset_selection: bool) {
+        // Sorting by age or expiry compares every row: all are judged at
+        // one instant first (a tick judges only some). Then the next ticks
+        // are planned from this whole judgement.
+        if let Some(s) = &mut self.snapshot {
+            if self.judging.partial {
+                s.rejudge(self.now.max(s.generated_at));
+            }
+            self.judging = judging::Judging::of(s, s.generated_at);
+        }
         let Some(s) = &self.snapshot else {
             self.lease_rows.clear();
             return;

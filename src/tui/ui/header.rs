@@ -81,11 +81,7 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
 fn service_clock_part(app: &App) -> Option<Vec<Vec<Span<'static>>>> {
     if let Some(snap) = &app.snapshot {
         if let Some(o) = snap.reader_clock.server_offset_s {
-            let untrusted = snap
-                .targets
-                .iter()
-                .flat_map(|t| &t.prefixes)
-                .any(|p| p.age_unknown);
+            let untrusted = app.ages_unknown();
             let text = format!(
                 "  service clock {o:+.1}s ±{:.1}s",
                 snap.reader_clock.server_offset_error_s.unwrap_or(0.0)
