@@ -1,7 +1,9 @@
 //! An HTTP/1.1 proxy that adds a round-trip time to every request, for the
 //! latency-realistic comparison in `scripts/compare.py` (see PERFORMANCE.md).
 //!
-//! Clients talk to it over keep-alive connections as they would to S3; each
+//! Clients talk to it over keep-alive connections as they would to S3 (the
+//! upstream's hop-by-hop headers, such as moto's `Connection: close` on
+//! every answer, are not passed on); each
 //! request waits `--rtt-ms` before it is forwarded to `--upstream` (over a
 //! pool of keep-alive connections), so every request costs one round trip, as
 //! on a real network (connection set-up and TLS are not modelled). Bodies
@@ -178,8 +180,15 @@ impl State {
             Ok(u) => u,
             Err(e) => return full(StatusCode::BAD_REQUEST, "text/plain", e.to_string()),
         };
+        strip_hop_by_hop(req.headers_mut());
         match self.client.request(req).await {
-            Ok(resp) => resp.map(|b| b.boxed()),
+            Ok(mut resp) => {
+                // moto's server answers `Connection: close` to every request:
+                // passed on, it made the client open a connection per
+                // request, which S3 does not make it do.
+                strip_hop_by_hop(resp.headers_mut());
+                resp.map(|b| b.boxed())
+            }
             Err(e) => full(
                 StatusCode::BAD_GATEWAY,
                 "text/plain",
@@ -241,6 +250,26 @@ impl State {
             c.last = Some(Instant::now());
         }
         Ok(resp)
+    }
+}
+
+/// Removes the headers that concern one connection only (RFC 9110, 7.6.1:
+/// `Connection`, the headers it names, `Keep-Alive`, `Proxy-Connection`,
+/// `Upgrade`): the proxy's two sides are separate connections, each kept
+/// alive on its own.
+fn strip_hop_by_hop(h: &mut hyper::HeaderMap) {
+    let named: Vec<hyper::header::HeaderName> = h
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in ["connection", "keep-alive", "proxy-connection", "upgrade"] {
+        h.remove(n);
     }
 }
 
