@@ -119,6 +119,16 @@ impl PrefixReport {
         self.age_unknown = false;
     }
 
+    /// Judges the row again at `now`, then applies the reader-clock rule
+    /// when its service's clock offset is known (`offset`: service minus
+    /// reader and its error, seconds).
+    fn rejudge_by(&mut self, now: DateTime<Utc>, offset: Option<(f64, f64)>) {
+        self.rejudge(now);
+        if let Some((o, e)) = offset {
+            self.check_reader_clock(o, e);
+        }
+    }
+
     /// Applies the reader-clock rule: a row judged stale by a clock that is
     /// certainly further from the service's than a twelfth of the record's
     /// TTL is not known to be stale. `offset_s` is service minus reader.
@@ -292,22 +302,23 @@ impl Snapshot {
     /// Judges again at `now` only the rows `rows` names (target index, row
     /// index; names out of range are skipped), with the reader-clock rule;
     /// the others keep their verdicts and ages. The service-clock offsets
-    /// are kept: they change only with a new reading.
-    pub fn rejudge_rows(&mut self, now: DateTime<Utc>, rows: &[(usize, usize)]) {
+    /// are kept: they change only with a new reading. Returns whether the
+    /// age of any row judged is unknown (the reader-clock rule).
+    pub fn rejudge_rows(&mut self, now: DateTime<Utc>, rows: &[(usize, usize)]) -> bool {
         self.generated_at = now;
         self.reader_clock.now = now;
+        let mut age_unknown = false;
         for &(ti, pi) in rows {
             let Some(t) = self.targets.get_mut(ti) else {
                 continue;
             };
             let offset = t.server_offset_s.zip(t.server_offset_error_s);
             if let Some(p) = t.prefixes.get_mut(pi) {
-                p.rejudge(now);
-                if let Some((o, e)) = offset {
-                    p.check_reader_clock(o, e);
-                }
+                p.rejudge_by(now, offset);
+                age_unknown |= p.age_unknown;
             }
         }
+        age_unknown
     }
 
     /// Judges every row again at `now`.
@@ -317,11 +328,9 @@ impl Snapshot {
         self.reader_clock.server_offset_s = None;
         self.reader_clock.server_offset_error_s = None;
         for t in &mut self.targets {
+            let offset = t.server_offset_s.zip(t.server_offset_error_s);
             for p in &mut t.prefixes {
-                p.rejudge(now);
-                if let (Some(o), Some(e)) = (t.server_offset_s, t.server_offset_error_s) {
-                    p.check_reader_clock(o, e);
-                }
+                p.rejudge_by(now, offset);
             }
             if let Some(o) = t.server_offset_s {
                 if self

@@ -355,12 +355,35 @@ impl App {
         if self.view != View::Leases {
             return Default::default();
         }
-        let page = self.lease_visible_rows().max(1);
-        (self.offset..self.offset + page)
-            .chain(std::iter::once(self.selected))
+        self.rows_on_screen()
             .filter_map(|i| self.lease_row(i))
             .map(|(r, p)| (r.target, p.prefix.clone()))
             .collect()
+    }
+
+    /// Indices into the shown rows of the leases view's page and of the
+    /// selected row (which may be off the page).
+    fn rows_on_screen(&self) -> impl Iterator<Item = usize> {
+        let page = self.lease_visible_rows().max(1);
+        (self.offset..self.offset + page).chain(std::iter::once(self.selected))
+    }
+
+    /// The once-a-second tick: the clock moves to `now`, and the rows on
+    /// screen, the selected one and those whose verdict is due are judged
+    /// again; the others cannot change before the next whole judgement
+    /// (module `judging`).
+    fn tick(&mut self, now: DateTime<Utc>) {
+        self.now = now;
+        let mut rows = self.judging.take_due(now);
+        rows.extend(
+            self.rows_on_screen()
+                .filter_map(|i| self.lease_rows.get(i))
+                .map(|r| (r.target, r.index)),
+        );
+        if let Some(s) = &mut self.snapshot {
+            self.judging.age_unknown |= s.rejudge_rows(now, &rows);
+            self.judging.partial = true;
+        }
     }
 
     /// Whether the age of any row is unknown because this host's clock is
@@ -716,30 +739,7 @@ impl App {
     /// Actions that arrive whatever the mode: time, data, results, size.
     fn update_background(&mut self, action: Action) {
         match action {
-            Action::Tick(now) => {
-                self.now = now;
-                // The rows on screen, the selected one and those whose
-                // verdict is due: the others cannot change before the next
-                // whole judgement (module `judging`).
-                let mut rows = self.judging.take_due(now);
-                let page = self.lease_visible_rows().max(1);
-                rows.extend(
-                    (self.offset..self.offset + page)
-                        .chain(std::iter::once(self.selected))
-                        .filter_map(|i| self.lease_rows.get(i))
-                        .map(|r| (r.target, r.index)),
-                );
-                if let Some(s) = &mut self.snapshot {
-                    s.rejudge_rows(now, &rows);
-                    self.judging.partial = true;
-                    self.judging.age_unknown |= rows.iter().any(|&(t, i)| {
-                        s.targets
-                            .get(t)
-                            .and_then(|t| t.prefixes.get(i))
-                            .is_some_and(|p| p.age_unknown)
-                    });
-                }
-            }
+            Action::Tick(now) => self.tick(now),
             Action::Snapshot(s) => {
                 self.loading = None;
                 self.apply_snapshot(*s);
