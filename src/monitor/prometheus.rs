@@ -109,7 +109,7 @@ pub const STATES: [&str; 6] = [
     "unknown",
 ];
 
-const VERDICTS: [VerdictKind; 8] = [
+const VERDICTS: [VerdictKind; 10] = [
     VerdictKind::InvalidEnable,
     VerdictKind::ArmedHoldsNothing,
     VerdictKind::SiblingsRacing,
@@ -118,6 +118,8 @@ const VERDICTS: [VerdictKind; 8] = [
     VerdictKind::Waiting,
     VerdictKind::HolderOutsidePod,
     VerdictKind::OrphanedWriter,
+    VerdictKind::OrphanedLock,
+    VerdictKind::LockNotRegular,
 ];
 
 type FGauge = Gauge<f64, AtomicU64>;

@@ -36,6 +36,43 @@ pub enum WriterError {
         holders: Vec<HolderDesc>,
     },
 
+    /// A process holds a flock on a deleted `.writer.lock` of the same data
+    /// directory (the file was removed or replaced while held), so a lock on
+    /// the file the path names now would not exclude it: fail closed once
+    /// `waited` has passed. `holders` names them (pid and escaped command).
+    #[error("{} was deleted while held: {} still holds a flock on the deleted file and may still be writing, so a lock on the file the path names now would not exclude it; waited {} for it to exit; refusing to start (fail closed). Stop that process (or make sure it no longer writes to this directory), then start again; never delete a held lock file", sanitize(&.path.to_string_lossy()), describe_list(.holders), humantime::format_duration(*.waited))]
+    OrphanedLock {
+        /// The lock file path.
+        path: PathBuf,
+        /// How long we polled.
+        waited: Duration,
+        /// The processes holding a flock on a deleted lock file of the directory.
+        holders: Vec<HolderDesc>,
+    },
+
+    /// The lock file is not one `writer exec` may take: not a regular file
+    /// (a symbolic link, a FIFO, a device, a directory), owned by another
+    /// user, or with more than one hard link. `why` is the sentence saying
+    /// which and what to do. Nothing was opened through it and nothing was
+    /// created.
+    #[error("refusing the lock file {}: {why}", sanitize(&.path.to_string_lossy()))]
+    LockFileRefused {
+        /// The lock file path.
+        path: PathBuf,
+        /// What it is and what to do (already escaped).
+        why: String,
+    },
+
+    /// The lock file was removed or replaced every time it was locked, too
+    /// many times in a row: something keeps replacing it.
+    #[error("{} was removed or replaced {tries} times in a row just as it was locked: something keeps replacing the lock file; refusing to start (fail closed). Find what deletes or renames it", sanitize(&.path.to_string_lossy()))]
+    LockFileUnstable {
+        /// The lock file path.
+        path: PathBuf,
+        /// How many times in a row.
+        tries: u32,
+    },
+
     /// Creating or opening the lock file failed.
     #[error("cannot open lock file {}: {source}", .path.display())]
     Open {
@@ -104,9 +141,14 @@ fn describe_holders(holders: &[HolderDesc]) -> String {
     if holders.is_empty() {
         return "the holder could not be identified (it may be in another pid namespace or not visible to us)".to_string();
     }
+    format!("held by {}", describe_list(holders))
+}
+
+/// `pid N (command), …`; the commands are escaped already.
+fn describe_list(holders: &[HolderDesc]) -> String {
     let list: Vec<String> = holders
         .iter()
         .map(|h| format!("pid {} ({})", h.pid, h.command))
         .collect();
-    format!("held by {}", list.join(", "))
+    list.join(", ")
 }

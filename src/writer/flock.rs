@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
+use super::scan::orphaned_holders;
 use super::{assess, Duty, WriterError, HELD, LOCK_NAME};
 
 /// How often [`acquire`] retries a non-blocking flock: 100 ms.
@@ -44,48 +45,91 @@ impl WriterLock {
     }
 }
 
+/// How many times in a row [`acquire`] reopens a lock file that was removed
+/// or replaced just as it was locked before it gives up: 20.
+pub const MAX_REPLACED: u32 = 20;
+
 /// Takes the exclusive writer lock of `data_dir`.
 ///
-/// Creates `{data_dir}/.writer.lock` if needed (zero length, mode 0644, opened
-/// close-on-exec so spawned commands never inherit it), then retries a
-/// non-blocking `flock(LOCK_EX|LOCK_NB)` every [`POLL_INTERVAL`] until it
-/// succeeds or `timeout` has passed (`timeout` zero: one attempt).
+/// Opens `{data_dir}/.writer.lock` with `O_NOFOLLOW` (creating it, zero
+/// length, mode 0644, when absent; close-on-exec, so spawned commands never
+/// inherit it) and refuses it unless it is a regular file with one link,
+/// owned by root or by this process's effective uid ([`open_lock_file`]).
+/// Then retries a non-blocking `flock(LOCK_EX|LOCK_NB)` every
+/// [`POLL_INTERVAL`] until it succeeds or `timeout` has passed (`timeout`
+/// zero: one attempt).
+///
+/// A lock is only as good as the path naming the file locked, so:
+/// - after each granted flock the path is checked to still name the locked
+///   file (`fstat` of the descriptor against `lstat` of the path, device and
+///   inode); when the file was removed or replaced meanwhile, the lock is
+///   dropped and the file the path names now is opened and locked instead
+///   (the local store's `lock_key` does the same);
+/// - while polling, a path that no longer names the polled file is reopened;
+/// - a granted lock is kept only when no process visible in `/proc` holds a
+///   flock on a *deleted* `.writer.lock` of the same directory
+///   ([`orphaned_holders`]): such a holder was never excluded by the new
+///   file, so it counts as a holder, and the lock is dropped and polled
+///   again until it is gone or `timeout` passes.
 ///
 /// # Errors
 /// - [`WriterError::Timeout`] when the lock stayed held: the caller must fail
 ///   closed (seed: `Acquire`). The error names the holder pid(s) and command
 ///   lines when `/proc` shows them.
+/// - [`WriterError::OrphanedLock`] when a process held a flock on a deleted
+///   lock file of the directory for the whole wait (fail closed), naming it.
+/// - [`WriterError::LockFileRefused`] for a lock file that is a symbolic
+///   link, not a regular file, owned by another user or hard-linked.
+/// - [`WriterError::LockFileUnstable`] when the file was replaced just as it
+///   was locked [`MAX_REPLACED`] times in a row.
 /// - [`WriterError::Open`] / [`WriterError::Flock`] on I/O errors.
 pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterError> {
     let path = data_dir.join(LOCK_NAME);
     let start = Instant::now();
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(&path)
-        .map_err(|source| WriterError::Open {
-            path: path.clone(),
-            source,
-        })?;
+    let mut file = open_lock_file(&path)?;
+    let mut replaced = 0u32;
     loop {
+        // Who kept us out this round: a holder of the file (empty) or the
+        // holders of a deleted lock file of the directory.
+        let mut orphans = Vec::new();
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(WriterLock { path, lock }),
-            Err((f, Errno::EWOULDBLOCK)) | Err((f, Errno::EINTR)) => {
-                file = f;
-                let elapsed = start.elapsed();
-                if elapsed >= timeout {
-                    let holders = super::scan::lock_holders(Path::new("/proc"), &path);
-                    return Err(WriterError::Timeout {
-                        path,
-                        waited: timeout,
-                        holders,
-                    });
+            Ok(lock) => {
+                if !names_file(&path, &*lock)? {
+                    // Removed or replaced between the open and the flock: the
+                    // lock excludes nobody who opens the path now.
+                    drop(lock);
+                    replaced += 1;
+                    if replaced >= MAX_REPLACED {
+                        return Err(WriterError::LockFileUnstable {
+                            path,
+                            tries: replaced,
+                        });
+                    }
+                    file = open_lock_file(&path)?;
+                    continue;
                 }
-                std::thread::sleep(POLL_INTERVAL.min(timeout - elapsed));
+                let found = orphaned_holders(Path::new("/proc"), data_dir, &*lock);
+                if found.holders.is_empty() {
+                    if let Some(why) = &found.unknown {
+                        tracing::warn!(
+                            "{why}: whether a process there still holds a flock on a deleted {LOCK_NAME} of {} is unknown (see README, \"What the pod view cannot know\")",
+                            crate::text::sanitize(&data_dir.to_string_lossy())
+                        );
+                    }
+                    return Ok(WriterLock { path, lock });
+                }
+                orphans = found.holders;
+                file = match lock.unlock() {
+                    Ok(f) => f,
+                    Err((_lock, errno)) => {
+                        return Err(WriterError::Flock {
+                            path,
+                            source: errno,
+                        })
+                    }
+                };
             }
+            Err((f, Errno::EWOULDBLOCK)) | Err((f, Errno::EINTR)) => file = f,
             Err((_f, errno)) => {
                 return Err(WriterError::Flock {
                     path,
@@ -93,6 +137,148 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                 })
             }
         }
+        replaced = 0;
+        let elapsed = start.elapsed();
+        if elapsed >= timeout {
+            if !orphans.is_empty() {
+                return Err(WriterError::OrphanedLock {
+                    path,
+                    waited: timeout,
+                    holders: orphans,
+                });
+            }
+            let holders = super::scan::lock_holders(Path::new("/proc"), &file);
+            return Err(WriterError::Timeout {
+                path,
+                waited: timeout,
+                holders,
+            });
+        }
+        std::thread::sleep(POLL_INTERVAL.min(timeout - elapsed));
+        // The file may have been removed or replaced while we polled it: a
+        // lock on it would exclude nobody who opens the path now.
+        if !names_file(&path, &file)? {
+            file = open_lock_file(&path)?;
+        }
+    }
+}
+
+/// Opens (creating it when absent) the lock file at `path` for [`acquire`],
+/// refusing anything but a regular file with one link owned by root or by
+/// this process's effective uid, the owners `writer exec` itself gives it.
+///
+/// Anything else is refused before it is opened, where `lstat` can tell,
+/// and after, from the descriptor (`O_NOFOLLOW` keeps a symbolic link from
+/// being followed; `O_NONBLOCK` and `O_NOCTTY` keep a FIFO or terminal
+/// swapped in between from blocking or becoming ours). So a symbolic link
+/// planted as `.writer.lock` never makes this process create or lock the
+/// file it points to.
+///
+/// # Errors
+/// [`WriterError::LockFileRefused`] with the sentence saying what the file is
+/// and what to do; [`WriterError::Open`] on other I/O errors.
+pub fn open_lock_file(path: &Path) -> Result<File, WriterError> {
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        refuse_unless_lock_file(path, &md)?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        // std adds O_CLOEXEC to every open.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|source| match source.raw_os_error() {
+            // ELOOP: a symbolic link; ENXIO: a socket, or a FIFO nobody reads.
+            Some(libc::ELOOP | libc::ENXIO) => match std::fs::symlink_metadata(path) {
+                Ok(md) => match refuse_unless_lock_file(path, &md) {
+                    Err(e) => e,
+                    Ok(()) => WriterError::Open {
+                        path: path.to_path_buf(),
+                        source,
+                    },
+                },
+                Err(_) => WriterError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            },
+            _ => WriterError::Open {
+                path: path.to_path_buf(),
+                source,
+            },
+        })?;
+    let md = file.metadata().map_err(|source| WriterError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    refuse_unless_lock_file(path, &md)?;
+    Ok(file)
+}
+
+/// Refuses `md` (of `path`, from `lstat` or `fstat`) unless it is a regular
+/// file with at most one link owned by root or by the effective uid.
+fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), WriterError> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| {
+        Err(WriterError::LockFileRefused {
+            path: path.to_path_buf(),
+            why,
+        })
+    };
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        let to = std::fs::read_link(path)
+            .map(|t| format!(" to \"{}\"", crate::text::sanitize(&t.to_string_lossy())))
+            .unwrap_or_default();
+        return refuse(format!(
+            "it is a symbolic link{to}, and the writer lock file must be a regular file (following the link would create and lock whatever it names, as this user). Remove the link; writer exec then creates a regular lock file"
+        ));
+    }
+    if !ft.is_file() {
+        return refuse(format!(
+            "it is a {}, not a regular file. Move it away; writer exec then creates a regular lock file",
+            crate::store::local::kind_name(&ft)
+        ));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if md.uid() != 0 && md.uid() != euid {
+        return refuse(format!(
+            "it is owned by uid {}, and the writer lock file must be owned by root or by the user writer exec runs as (uid {euid}), who create it. Check who put it there; if no process holds it, remove it (writer exec creates it afresh) or chown it to uid {euid}",
+            md.uid()
+        ));
+    }
+    if md.nlink() > 1 {
+        return refuse(format!(
+            "it has {} hard links, so it is also another file, and the writer lock file has one name only. Check what else it is; if no process holds it, remove it and writer exec creates it afresh",
+            md.nlink()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `path` still names the file open as `file` (same device and
+/// inode, the link itself not followed). False when the path is gone.
+///
+/// # Errors
+/// [`WriterError::Open`] when either cannot be examined for another reason.
+pub fn names_file(path: &Path, file: &impl std::os::fd::AsFd) -> Result<bool, WriterError> {
+    let ours = nix::sys::stat::fstat(file.as_fd()).map_err(|e| WriterError::Open {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    match std::fs::symlink_metadata(path) {
+        Ok(now) => {
+            use std::os::unix::fs::MetadataExt;
+            Ok(now.dev() == ours.st_dev as u64 && now.ino() == ours.st_ino as u64)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(WriterError::Open {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -171,4 +357,58 @@ pub fn hold(data_dir: &Path, timeout: Duration) -> Result<Hold, WriterError> {
 /// so a garbage value is still seen and judged rather than treated as unset).
 pub(crate) fn real_getenv(name: &str) -> Option<String> {
     std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The re-check of [`acquire`]: a descriptor stops naming the lock file
+    /// once the path is removed, replaced by a new file, or renamed over.
+    #[test]
+    fn names_file_sees_a_removed_or_replaced_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_NAME);
+        let first = open_lock_file(&path).unwrap();
+        assert!(names_file(&path, &first).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        assert!(!names_file(&path, &first).unwrap(), "removed");
+        let second = open_lock_file(&path).unwrap();
+        assert!(names_file(&path, &second).unwrap());
+        assert!(
+            !names_file(&path, &first).unwrap(),
+            "replaced by a new file"
+        );
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert!(!names_file(&path, &second).unwrap(), "renamed over");
+    }
+
+    /// A lock file taken while this very process holds a flock on a deleted
+    /// one of the same directory is refused: the holder of the deleted file
+    /// (here, us) was never excluded by the new one.
+    #[test]
+    fn acquire_refuses_beside_a_flock_on_a_deleted_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = acquire(dir.path(), Duration::ZERO).unwrap();
+        std::fs::remove_file(dir.path().join(LOCK_NAME)).unwrap();
+        let err = acquire(dir.path(), Duration::ZERO).unwrap_err();
+        match &err {
+            WriterError::OrphanedLock { holders, .. } => {
+                assert_eq!(
+                    holders.iter().map(|h| h.pid).collect::<Vec<_>>(),
+                    vec![std::process::id()],
+                    "{err}"
+                );
+            }
+            other => panic!("not an orphaned lock: {other}"),
+        }
+        old.release().unwrap();
+        // Released: the new file is taken.
+        acquire(dir.path(), Duration::ZERO)
+            .unwrap()
+            .release()
+            .unwrap();
+    }
 }

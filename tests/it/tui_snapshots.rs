@@ -270,6 +270,8 @@ fn trap_pod() -> PodSnapshot {
             proc_locks_pids: vec![100],
             state: leasectl::writer::scan::LockFileState::Held,
             state_reason: String::new(),
+            deleted: false,
+            current: None,
         }],
         alive: [1, 100, 101, 102, 103, 104, 105].into_iter().collect(),
         ..Observed::default()

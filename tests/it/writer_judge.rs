@@ -41,6 +41,8 @@ fn lock(holders: &[u32], locked: bool, proc_locks: &[u32]) -> ObservedLock {
             LockFileState::Free
         },
         state_reason: String::new(),
+        deleted: false,
+        current: None,
     }
 }
 
@@ -468,4 +470,68 @@ fn on() -> EnvRead {
 
 fn stamped(s: &str) -> EnvRead {
     env(Some("1"), Some(s))
+}
+
+/// Issue 37, item 2: pid 20 holds a deleted lock file (removed while held),
+/// pid 30 holds the file the path names now. The deleted file is an
+/// orphaned lock naming 20 and saying two writers (30 named); it raises no
+/// racing, holder-outside-pod or waiting verdict of its own, and 20's lock
+/// is `holds_deleted`.
+#[test]
+fn orphaned_lock_is_its_own_verdict() {
+    let on = || env(Some("1"), None);
+    let mut a = p(20, 1, on(), true, true);
+    a.opens = vec![1];
+    a.holds = vec![1];
+    let b = p(30, 1, on(), true, true);
+    let mut deleted = lock(&[20], true, &[20]);
+    deleted.path = "/data/.writer.lock (deleted)".into();
+    deleted.state = LockFileState::Orphaned;
+    deleted.deleted = true;
+    deleted.current = Some(0);
+    let o = obs(vec![a, b], vec![lock(&[30], true, &[30]), deleted], &[]);
+    assert_eq!(kinds(&o), vec![(OrphanedLock, vec![20])]);
+    let snap = judge(&o);
+    let msg = &snap.verdicts[0].message;
+    assert!(
+        msg.contains("two writers") && msg.contains("pid 30"),
+        "{msg}"
+    );
+    let lock_of = |pid: u32| snap.processes.iter().find(|p| p.pid == pid).unwrap().lock;
+    assert_eq!(lock_of(20), LockState::HoldsDeleted);
+    assert_eq!(lock_of(30), LockState::Holds);
+    assert!(snap
+        .locks
+        .iter()
+        .any(|l| l.deleted && l.state == LockFileState::Orphaned));
+
+    // Only the orphan, the path naming no file: still the orphaned lock,
+    // never "armed, holds nothing".
+    let mut a = p(20, 1, on(), true, true);
+    a.opens = vec![1];
+    a.holds = vec![1];
+    let mut deleted = lock(&[20], true, &[20]);
+    deleted.state = LockFileState::Orphaned;
+    deleted.deleted = true;
+    deleted.current = Some(0);
+    let o = obs(vec![a], vec![lock(&[], false, &[]), deleted], &[]);
+    assert_eq!(kinds(&o), vec![(OrphanedLock, vec![20])]);
+    assert!(!judge(&o).verdicts[0].message.contains("two writers"));
+}
+
+/// Issue 37, item 6: a lock file that is not a regular file (a symbolic
+/// link) is its own verdict, not a free lock file and not "armed, holds
+/// nothing".
+#[test]
+fn lock_file_not_regular_is_its_own_verdict() {
+    let mut l = lock(&[], false, &[]);
+    l.state = LockFileState::NotRegular;
+    l.state_reason = "it is a symbolic link to \"/etc/nologin\", not a regular file".into();
+    let o = obs(
+        vec![p(10, 1, env(Some("1"), None), false, false)],
+        vec![l],
+        &[],
+    );
+    assert_eq!(kinds(&o), vec![(LockNotRegular, vec![])]);
+    assert!(judge(&o).verdicts[0].message.contains("symbolic link"));
 }

@@ -26,33 +26,6 @@ fn open_dir() -> (tempfile::TempDir, PathBuf) {
     (t, d)
 }
 
-/// Runs a viewer command, returns its exit code and the parsed JSON.
-fn run_json(mut cmd: Command) -> (i32, Value) {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let (status, out, err) = Guard::spawn(cmd).output(Duration::from_secs(30));
-    let doc: Value = serde_json::from_str(&out)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{out}\nstderr:\n{err}"));
-    (status.code().expect("exit code"), doc)
-}
-
-fn pod_process(doc: &Value, pid: u32) -> &Value {
-    doc["pod"]["processes"]
-        .as_array()
-        .expect("pod.processes")
-        .iter()
-        .find(|p| p["pid"] == pid)
-        .unwrap_or_else(|| panic!("pid {pid} not in {doc:#}"))
-}
-
-fn verdict_kinds(doc: &Value) -> Vec<String> {
-    doc["pod"]["verdicts"]
-        .as_array()
-        .expect("pod.verdicts")
-        .iter()
-        .map(|v| v["kind"].as_str().unwrap().to_string())
-        .collect()
-}
-
 // ---------------------------------------------------------------- unprivileged
 
 /// The viewer binary where uid 65534 can run it: hard-linked (or copied) into

@@ -29,6 +29,7 @@ pub fn lock_style(l: LockState) -> Style {
         LockState::Holds => Style::default()
             .fg(Color::Green)
             .add_modifier(Modifier::BOLD),
+        LockState::HoldsDeleted => Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
         LockState::Open => Style::default().fg(Color::Yellow),
         LockState::None => Style::default(),
         LockState::Unknown => Style::default().fg(Color::Magenta),
@@ -44,7 +45,9 @@ pub fn verdict_style(k: VerdictKind) -> Style {
         | VerdictKind::HolderOutsidePod
         | VerdictKind::InvalidEnable
         | VerdictKind::ArmedHoldsNothing
-        | VerdictKind::OrphanedWriter => Color::Red,
+        | VerdictKind::OrphanedWriter
+        | VerdictKind::OrphanedLock
+        | VerdictKind::LockNotRegular => Color::Red,
         VerdictKind::StrayStamp | VerdictKind::Waiting => Color::Yellow,
     };
     Style::default().fg(c)
@@ -58,6 +61,7 @@ const LOCK_WIDTH: u16 = 12;
 pub fn lock_text(p: &ProcessInfo) -> String {
     match p.lock {
         LockState::Holds => "holds".into(),
+        LockState::HoldsDeleted => "holds deleted".into(),
         LockState::None => "none".into(),
         LockState::Unknown => "unknown".into(),
         LockState::Open => match p.waiting_s {
@@ -130,12 +134,17 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
         format!(" processes {}/{} ", app.pod_selected + 1, n)
     };
     for l in pod.map(|p| p.locks.as_slice()).unwrap_or_default() {
-        let held = if l.holders.is_empty() {
+        let held = if l.deleted && !l.holders.is_empty() {
+            let pids: Vec<String> = l.holders.iter().map(u32::to_string).collect();
+            format!("deleted, still held by {}", pids.join(", "))
+        } else if l.holders.is_empty() {
             match l.state {
                 LockFileState::HeldOutsideNamespace => "held outside this PID namespace".to_owned(),
                 LockFileState::Unknown => "unknown".to_owned(),
                 LockFileState::Free => "free".to_owned(),
                 LockFileState::Held => "locked, holder not visible".to_owned(),
+                LockFileState::Orphaned => "deleted, held by a process not visible".to_owned(),
+                LockFileState::NotRegular => "not a regular file".to_owned(),
             }
         } else {
             let pids: Vec<String> = l.holders.iter().map(u32::to_string).collect();

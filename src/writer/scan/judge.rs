@@ -47,6 +47,8 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
     verdicts.extend(holder_outside_pod(obs, &procs));
     verdicts.extend(stray_stamp(obs, &judged));
     verdicts.extend(orphaned_writer(obs, &procs, &judged));
+    verdicts.extend(orphaned_lock(obs));
+    verdicts.extend(lock_not_regular(obs));
     verdicts.sort_by(|a, b| (a.kind, &a.pids, &a.message).cmp(&(b.kind, &b.pids, &b.message)));
 
     let mut locks: Vec<LockInfo> = obs
@@ -59,6 +61,7 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
             proc_locks_pids: l.proc_locks_pids.clone(),
             state: l.state,
             state_reason: l.state_reason.clone(),
+            deleted: l.deleted,
         })
         .collect();
     locks.sort_by(|a, b| a.path.cmp(&b.path));
@@ -98,6 +101,8 @@ fn process_info(obs: &Observed, p: &ObservedProcess) -> (ProcessInfo, bool) {
     });
     let lock = if lock_reason.is_some() {
         LockState::Unknown
+    } else if p.holds.iter().any(|&i| obs.locks[i].deleted) {
+        LockState::HoldsDeleted
     } else if !p.holds.is_empty() {
         LockState::Holds
     } else if !p.opens.is_empty() {
@@ -238,6 +243,12 @@ fn armed_holds_nothing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
     }]
 }
 
+/// The lock files a path names (every one but the deleted ones, which the
+/// orphaned-lock verdict covers), with their indices.
+fn live_locks(obs: &Observed) -> impl Iterator<Item = (usize, &ObservedLock)> {
+    obs.locks.iter().enumerate().filter(|(_, l)| !l.deleted)
+}
+
 /// The participants of lock file `i`: the pod's processes that have it open.
 fn participants<'a, 'b>(judged: &'b [Judged<'a>], i: usize) -> Vec<&'b Judged<'a>> {
     judged.iter().filter(|j| j.p.opens.contains(&i)).collect()
@@ -248,7 +259,7 @@ fn participants<'a, 'b>(judged: &'b [Judged<'a>], i: usize) -> Vec<&'b Judged<'a
 /// count as one contender; each Take waiter is one more.
 fn siblings_racing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
-    for (i, lock) in obs.locks.iter().enumerate() {
+    for (i, lock) in live_locks(obs) {
         let participants = participants(judged, i);
         let take_holders: Vec<u32> = participants
             .iter()
@@ -292,7 +303,7 @@ fn siblings_racing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
 /// unknown). The message carries its duty's reason from `processes`.
 fn holder_not_take(obs: &Observed, judged: &[Judged], processes: &[ProcessInfo]) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
-    for (i, lock) in obs.locks.iter().enumerate() {
+    for (i, lock) in live_locks(obs) {
         for j in participants(judged, i)
             .iter()
             .filter(|j| lock.holders.contains(&j.p.pid))
@@ -323,7 +334,7 @@ fn holder_not_take(obs: &Observed, judged: &[Judged], processes: &[ProcessInfo])
 /// Waiting: a participant has a lock file open without holding it.
 fn waiting(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
-    for (i, lock) in obs.locks.iter().enumerate() {
+    for (i, lock) in live_locks(obs) {
         for j in participants(judged, i)
             .iter()
             .filter(|j| !lock.holders.contains(&j.p.pid))
@@ -357,6 +368,10 @@ fn held_by(lock: &ObservedLock) -> String {
         LockFileState::Held => "a process this scan cannot see".to_string(),
         LockFileState::Free => "nobody right now".to_string(),
         LockFileState::Unknown => "an unknown process, if any".to_string(),
+        LockFileState::Orphaned => {
+            "a process this scan cannot see, on the deleted file".to_string()
+        }
+        LockFileState::NotRegular => "nobody: it is not a regular file".to_string(),
     }
 }
 
@@ -365,7 +380,7 @@ fn held_by(lock: &ObservedLock) -> String {
 fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict> {
     let pod: BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
     let mut verdicts = Vec::new();
-    for lock in &obs.locks {
+    for (_, lock) in live_locks(obs) {
         let outside: Vec<u32> = lock
             .holders
             .iter()
@@ -492,6 +507,66 @@ fn orphaned_writer(obs: &Observed, procs: &[&ObservedProcess], judged: &[Judged]
         });
     }
     verdicts
+}
+
+/// Orphaned locks: a deleted lock file (removed or replaced while held) that
+/// a process still holds flocked. Whoever opens the path now gets a lock on
+/// another file, which does not exclude that holder: two writers.
+fn orphaned_lock(obs: &Observed) -> Vec<Verdict> {
+    let mut verdicts = Vec::new();
+    for lock in obs
+        .locks
+        .iter()
+        .filter(|l| l.deleted && l.state == LockFileState::Orphaned)
+    {
+        let who = if lock.holders.is_empty() {
+            "a process this scan cannot see".to_string()
+        } else {
+            format!("pid {}", join_pids(&lock.holders))
+        };
+        let now = match lock.current.map(|i| &obs.locks[i]) {
+            Some(c) if !c.holders.is_empty() => format!(
+                "; {} now names another file, held by pid {}: two writers",
+                c.path,
+                join_pids(&c.holders)
+            ),
+            Some(c) if c.locked => format!(
+                "; {} now names another file, locked by a process not visible here: two writers",
+                c.path
+            ),
+            Some(c) => format!(
+                "; {} now names another file or none, which the next taker locks without excluding {who}",
+                c.path
+            ),
+            None => String::new(),
+        };
+        verdicts.push(Verdict {
+            kind: VerdictKind::OrphanedLock,
+            message: format!(
+                "orphaned lock: {who} holds a flock on {}, a {LOCK_NAME} deleted (removed or replaced) while held{now}. Stop {who} or make sure it no longer writes, then start the pod root again; never delete a held lock file",
+                lock.path
+            ),
+            pids: lock.holders.clone(),
+        });
+    }
+    verdicts
+}
+
+/// Lock files that are not regular files (a symbolic link, a FIFO, …):
+/// `writer exec` refuses to take them, and the view never follows them.
+fn lock_not_regular(obs: &Observed) -> Vec<Verdict> {
+    obs.locks
+        .iter()
+        .filter(|l| l.state == LockFileState::NotRegular)
+        .map(|l| Verdict {
+            kind: VerdictKind::LockNotRegular,
+            message: format!(
+                "{}: {}. Remove it; writer exec then creates a regular lock file",
+                l.path, l.state_reason
+            ),
+            pids: Vec::new(),
+        })
+        .collect()
 }
 
 /// Whether `pid` or one of its known ancestors holds a lock file. The walk

@@ -20,16 +20,37 @@ pub(super) type FileKey = (u64, u64);
 /// A lock's file as the kernel names it in `/proc/locks`: `(major, minor, inode)`.
 type KernelId = (u32, u32, u64);
 
-/// A lock file to inspect: its shown path, and the paths to open it by for a
-/// probe (the path itself, or the `/proc/PID/fd/N` link of a descriptor on it
-/// and the link's target, first that opens wins).
+/// A lock file to inspect: its shown path, what it is, and the paths to
+/// open it by for a probe (the path itself, or the `/proc/PID/fd/N` link of
+/// a descriptor on it and the link's target, first that opens wins; the flag
+/// says whether the last component may be followed, true only for the
+/// `/proc` link).
 pub(super) struct LockTarget {
     pub(super) path: String,
-    probe: Vec<PathBuf>,
+    probe: Vec<(PathBuf, bool)>,
+    kind: TargetKind,
+}
+
+/// What a lock file to inspect is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TargetKind {
+    /// A file the path names (or a descriptor on one).
+    Present,
+    /// The path names no file.
+    Missing,
+    /// The path names something that is not a regular file; the words say
+    /// what ("a symbolic link to \"/etc/nologin\"").
+    NotRegular(String),
+    /// A deleted `.writer.lock` that a process still holds flocked; `current`
+    /// is the target the path names now, when it is inspected too.
+    Deleted { current: Option<FileKey> },
 }
 
 /// The lock files to inspect, keyed by [`FileKey`]: those in `opts.data_dirs`,
-/// or (none given) every lock file that a process of `owners` has open.
+/// or (none given) every lock file that a process of `owners` has open; and,
+/// for each directory of them, every *deleted* `.writer.lock` of it that a
+/// process of `user_pids` still holds flocked (an orphaned lock: the file
+/// was removed or replaced while held).
 ///
 /// # Errors
 /// [`WriterError::Open`] when a given data directory is not a directory: a
@@ -38,20 +59,38 @@ pub(super) fn lock_targets(
     table: &ProcTable,
     opts: &ScanOptions,
     owners: &[u32],
+    user_pids: &[u32],
 ) -> Result<BTreeMap<FileKey, LockTarget>, WriterError> {
     let mut lock_keys: BTreeMap<FileKey, LockTarget> = BTreeMap::new();
+    // The path each inspected lock file has, as the kernel names it, with
+    // its device and key: where orphaned locks are looked for.
+    let mut homes: Vec<(PathBuf, u64, FileKey)> = Vec::new();
     if opts.data_dirs.is_empty() {
         for &pid in owners {
             for fd in &table.fds(pid).fds {
+                if fd.deleted {
+                    // Only a held deleted file matters (see below).
+                    if !fd.lock_ids.is_empty() {
+                        lock_keys
+                            .entry((fd.dev, fd.ino))
+                            .or_insert_with(|| LockTarget {
+                                path: fd.path.clone(),
+                                probe: Vec::new(),
+                                kind: TargetKind::Deleted { current: None },
+                            });
+                    }
+                    continue;
+                }
                 lock_keys
                     .entry((fd.dev, fd.ino))
                     .or_insert_with(|| LockTarget {
                         path: fd.path.clone(),
-                        probe: vec![fd.link.clone(), fd.target.clone()],
+                        probe: vec![(fd.link.clone(), true), (fd.target.clone(), false)],
+                        kind: TargetKind::Present,
                     });
+                homes.push((fd.target.clone(), fd.dev, (fd.dev, fd.ino)));
             }
         }
-        return Ok(lock_keys);
     }
     for dir in &opts.data_dirs {
         // A typo in --data-dir must not read as "free, healthy".
@@ -66,29 +105,106 @@ pub(super) fn lock_targets(
         }
         let path = dir.join(LOCK_NAME);
         let shown = sanitize(&path.to_string_lossy());
-        match std::fs::metadata(&path) {
-            Ok(md) => {
-                lock_keys
-                    .entry((md.dev(), md.ino()))
-                    .or_insert_with(|| LockTarget {
-                        path: shown,
-                        probe: vec![path],
-                    });
+        // The key (0, n) never matches a real file: n keeps it unique.
+        let synthetic = (0, lock_keys.len() as u64);
+        let (key, target) = match std::fs::symlink_metadata(&path) {
+            Ok(md) if md.file_type().is_file() => (
+                (md.dev(), md.ino()),
+                LockTarget {
+                    path: shown,
+                    probe: vec![(path.clone(), false)],
+                    kind: TargetKind::Present,
+                },
+            ),
+            // Never opened nor followed: a symbolic link may name anything.
+            Ok(md) => (
+                synthetic,
+                LockTarget {
+                    path: shown,
+                    probe: Vec::new(),
+                    kind: TargetKind::NotRegular(what_it_is(&path, &md)),
+                },
+            ),
+            Err(_) => (
+                synthetic,
+                LockTarget {
+                    path: shown,
+                    probe: Vec::new(),
+                    kind: TargetKind::Missing,
+                },
+            ),
+        };
+        let key = match lock_keys.get(&key) {
+            Some(_) => key,
+            None => {
+                lock_keys.insert(key, target);
+                key
             }
-            // The key (0, n) never matches a real file: n keeps it unique.
-            Err(_) => {
-                let n = lock_keys.len() as u64;
-                lock_keys.insert(
-                    (0, n),
-                    LockTarget {
-                        path: shown,
-                        probe: Vec::new(),
-                    },
-                );
+        };
+        // Orphans are looked for by the path the kernel shows, which
+        // resolves every symbolic link of the directory.
+        if let (Ok(real), Ok(md)) = (std::fs::canonicalize(dir), std::fs::metadata(dir)) {
+            homes.push((real.join(LOCK_NAME), md.dev(), key));
+        }
+    }
+    add_orphans(table, user_pids, &homes, &mut lock_keys);
+    Ok(lock_keys)
+}
+
+/// Adds to `lock_keys` every deleted `.writer.lock` that a process of
+/// `pids` holds flocked and that was at one of `homes` (its path, as the
+/// kernel shows it, and its device), with the key of the lock file that
+/// path names now.
+fn add_orphans(
+    table: &ProcTable,
+    pids: &[u32],
+    homes: &[(PathBuf, u64, FileKey)],
+    lock_keys: &mut BTreeMap<FileKey, LockTarget>,
+) {
+    if homes.is_empty() {
+        return;
+    }
+    // Every process's descriptors are read: side by side when there are many.
+    table.prefetch(pids, &[]);
+    for &pid in pids {
+        for fd in table
+            .fds(pid)
+            .fds
+            .iter()
+            .filter(|fd| fd.deleted && !fd.lock_ids.is_empty())
+        {
+            let Some((_, _, current)) = homes
+                .iter()
+                .find(|(at, dev, _)| *dev == fd.dev && *at == fd.target)
+            else {
+                continue;
+            };
+            let t = lock_keys
+                .entry((fd.dev, fd.ino))
+                .or_insert_with(|| LockTarget {
+                    path: fd.path.clone(),
+                    probe: Vec::new(),
+                    kind: TargetKind::Deleted { current: None },
+                });
+            if let TargetKind::Deleted { current: c @ None } = &mut t.kind {
+                *c = Some(*current);
             }
         }
     }
-    Ok(lock_keys)
+}
+
+/// What a path that is not a regular file is, in words: "a symbolic link
+/// to \"…\"", "a FIFO", "a directory" (escaped).
+pub(crate) fn what_it_is(path: &Path, md: &std::fs::Metadata) -> String {
+    let ft = md.file_type();
+    if ft.is_symlink() {
+        match std::fs::read_link(path) {
+            Ok(t) => format!("a symbolic link to \"{}\"", sanitize(&t.to_string_lossy())),
+            Err(_) => "a symbolic link".to_string(),
+        }
+    } else {
+        format!("a {}", crate::store::local::kind_name(&ft))
+    }
 }
 
 /// Who opens which lock file, and who holds it by `fdinfo`, over every
@@ -113,8 +229,8 @@ impl LockEvidence {
     ) -> LockEvidence {
         let mut ev = LockEvidence::default();
         for (key, target) in lock_keys {
-            if target.probe.is_empty() {
-                continue; // a missing file: nothing can lock it
+            if matches!(target.kind, TargetKind::Missing | TargetKind::NotRegular(_)) {
+                continue; // no file, or one never followed: nothing to match
             }
             ev.kernel_ids
                 .entry(*key)
@@ -166,9 +282,18 @@ pub(super) fn lock_states(
     let mut lock_index: BTreeMap<FileKey, usize> = BTreeMap::new();
     let mut ordered: Vec<(&FileKey, &LockTarget)> = lock_keys.iter().collect();
     ordered.sort_by(|a, b| a.1.path.cmp(&b.1.path));
-    for (key, target) in ordered {
-        lock_index.insert(*key, locks.len());
+    for (key, target) in &ordered {
+        lock_index.insert(**key, locks.len());
         locks.push(lock_state(table, key, target, ev, proc_locks));
+    }
+    // An orphaned lock names the lock file its path names now.
+    for (i, (_, target)) in ordered.iter().enumerate() {
+        if let TargetKind::Deleted {
+            current: Some(current),
+        } = &target.kind
+        {
+            locks[i].current = lock_index.get(current).copied();
+        }
     }
     (locks, lock_index)
 }
@@ -204,7 +329,33 @@ fn lock_state(
             }
         }
     }
-    let (state, state_reason) = if !held_by.is_empty() {
+    let (state, state_reason) = if let TargetKind::NotRegular(what) = &target.kind {
+        (
+            LockFileState::NotRegular,
+            format!(
+                "it is {what}, not a regular file: writer exec refuses to take a lock through it, so whether it is locked is not asked"
+            ),
+        )
+    } else if matches!(target.kind, TargetKind::Deleted { .. }) {
+        if held_by.is_empty() && !in_proc_locks {
+            (
+                LockFileState::Free,
+                "deleted, and no process holds a lock on it any more".to_string(),
+            )
+        } else {
+            let who = if held_by.is_empty() {
+                "a process this scan cannot see".to_string()
+            } else {
+                format!("pid {}", join_set(&held_by))
+            };
+            (
+                LockFileState::Orphaned,
+                format!(
+                    "deleted while held: {who} still holds a flock on it, but the path no longer names this file, so a new taker gets a lock on another file that does not exclude {who}"
+                ),
+            )
+        }
+    } else if !held_by.is_empty() {
         (
             LockFileState::Held,
             format!(
@@ -224,7 +375,7 @@ fn lock_state(
                 )
             },
         )
-    } else if target.probe.is_empty() {
+    } else if target.kind == TargetKind::Missing {
         (
             LockFileState::Free,
             "the file does not exist, so nobody holds it".to_string(),
@@ -236,18 +387,20 @@ fn lock_state(
         path: target.path.clone(),
         locked: matches!(
             state,
-            LockFileState::Held | LockFileState::HeldOutsideNamespace
+            LockFileState::Held | LockFileState::HeldOutsideNamespace | LockFileState::Orphaned
         ),
         holders: held_by.into_iter().collect(),
         proc_locks_pids: taken_by.into_iter().collect(),
         state,
         state_reason,
+        deleted: matches!(target.kind, TargetKind::Deleted { .. }),
+        current: None,
     }
 }
 
 /// The state of a lock file no visible process shows locked, from the
 /// kernel's answer to [`probe_locked`] on the first of `paths` that opens.
-fn probed_state(paths: &[PathBuf]) -> (LockFileState, String) {
+fn probed_state(paths: &[(PathBuf, bool)]) -> (LockFileState, String) {
     match probe_locked_any(paths) {
         Ok(true) => (
             LockFileState::HeldOutsideNamespace,
@@ -299,15 +452,31 @@ fn probed_state(paths: &[PathBuf]) -> (LockFileState, String) {
 /// Assumes writers take `LOCK_EX` only (as `writer exec` and the writerlease
 /// package do): a shared holder would read as free.
 ///
+/// A symbolic link is not followed (`O_NOFOLLOW`, so `ELOOP`) and anything
+/// but a regular file is not asked about: the probe never opens, through a
+/// link planted as the lock file, a file it was not asked about.
+///
 /// # Errors
-/// The error of `open` (e.g. permission denied, not found) or of `flock`.
+/// The error of `open` (e.g. permission denied, not found, `ELOOP` for a
+/// symbolic link), an error for a file that is not a regular file, or the
+/// error of `flock`.
 pub fn probe_locked(path: &Path) -> std::io::Result<bool> {
+    probe_locked_at(path, false)
+}
+
+/// [`probe_locked`], following a symbolic link as the last component only
+/// when `follow` (for the `/proc/PID/fd/N` links, which are such links).
+fn probe_locked_at(path: &Path, follow: bool) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK | nofollow)
         .open(path)?;
+    if !f.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
     // SAFETY: flock on a descriptor we own; no memory is passed.
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
     if r == 0 {
@@ -323,11 +492,12 @@ pub fn probe_locked(path: &Path) -> std::io::Result<bool> {
     }
 }
 
-/// [`probe_locked`] on the first of `paths` that opens.
-fn probe_locked_any(paths: &[PathBuf]) -> std::io::Result<bool> {
+/// [`probe_locked`] on the first of `paths` that opens, following the last
+/// component only where its flag says so (a `/proc/PID/fd/N` link).
+fn probe_locked_any(paths: &[(PathBuf, bool)]) -> std::io::Result<bool> {
     let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
-    for p in paths {
-        match probe_locked(p) {
+    for (p, follow) in paths {
+        match probe_locked_at(p, *follow) {
             Ok(v) => return Ok(v),
             Err(e) => last = e,
         }
@@ -341,18 +511,19 @@ fn join_set(pids: &BTreeSet<u32>) -> String {
     v.join(", ")
 }
 
-/// Finds the processes holding `lock_path` (by inode, through `fdinfo`), for
-/// the fail-closed message of [`crate::writer::flock::acquire`]. Falls back to the
-/// live pids `/proc/locks` names. Best effort: returns an empty list when
-/// nothing can be found.
-pub fn lock_holders(proc_root: &Path, lock_path: &Path) -> Vec<HolderDesc> {
-    let Ok(md) = std::fs::metadata(lock_path) else {
+/// Finds the processes holding the file open as `lock` (by inode, through
+/// `fdinfo`), for the fail-closed message of
+/// [`crate::writer::flock::acquire`]. Falls back to the live pids
+/// `/proc/locks` names. Best effort: returns an empty list when nothing can
+/// be found.
+pub fn lock_holders(proc_root: &Path, lock: &impl std::os::fd::AsFd) -> Vec<HolderDesc> {
+    let Ok(st) = nix::sys::stat::fstat(lock.as_fd()) else {
         return Vec::new();
     };
     let Ok(table) = ProcTable::read(proc_root) else {
         return Vec::new();
     };
-    let key = (md.dev(), md.ino());
+    let key = (st.st_dev as u64, st.st_ino as u64);
     let mut pids = BTreeSet::new();
     let mut kernel_ids = BTreeSet::new();
     kernel_ids.insert(kernel_id(key));
@@ -380,6 +551,91 @@ pub fn lock_holders(proc_root: &Path, lock_path: &Path) -> Vec<HolderDesc> {
             }
         }
     }
+    describe(&table, pids)
+}
+
+/// The processes holding a flock on a deleted `.writer.lock` of one
+/// directory, as [`orphaned_holders`] found them.
+#[derive(Debug, Default)]
+pub struct Orphans {
+    /// The holders (pid and escaped command line), sorted by pid.
+    pub holders: Vec<HolderDesc>,
+    /// What could not be looked at, as a sentence (processes whose
+    /// descriptors could not be read, or `/proc` itself); `None` when
+    /// every process was inspected.
+    pub unknown: Option<String>,
+}
+
+/// The processes visible in `proc_root` that hold a flock on a **deleted**
+/// `.writer.lock` of `data_dir`: the lock file was removed or replaced while
+/// they held it, so they were never excluded by the file the path names now
+/// (`ours`, the descriptor of that file). [`crate::writer::flock::acquire`]
+/// treats them as holders.
+///
+/// A descriptor counts when its `/proc/PID/fd/N` link reads
+/// `DIR/.writer.lock (deleted)` with `DIR` the directory's real path, its
+/// file has no link left and sits on the directory's device, and its
+/// `fdinfo` shows a FLOCK `lock:` line. Invisible here: holders in another
+/// PID namespace (no `/proc/PID`), in another mount namespace (the link
+/// shows another path), processes whose descriptors may not be read (counted
+/// in [`Orphans::unknown`]), and a lock file renamed away (not deleted).
+pub fn orphaned_holders(
+    proc_root: &Path,
+    data_dir: &Path,
+    ours: &impl std::os::fd::AsFd,
+) -> Orphans {
+    let mut out = Orphans::default();
+    let (Ok(real), Ok(st)) = (
+        std::fs::canonicalize(data_dir),
+        nix::sys::stat::fstat(ours.as_fd()),
+    ) else {
+        out.unknown = Some("the data directory could not be resolved".to_string());
+        return out;
+    };
+    let at = real.join(LOCK_NAME);
+    let (dev, ino) = (st.st_dev as u64, st.st_ino as u64);
+    let table = match ProcTable::read(proc_root) {
+        Ok(t) => t,
+        Err(e) => {
+            out.unknown = Some(e.to_string());
+            return out;
+        }
+    };
+    let users: Vec<u32> = table
+        .procs
+        .values()
+        .filter(|p| !p.kthread)
+        .map(|p| p.pid)
+        .collect();
+    table.prefetch(&users, &[]);
+    let mut pids = BTreeSet::new();
+    let mut unreadable = 0usize;
+    for &pid in &users {
+        let fds = table.fds(pid);
+        if fds.unreadable.is_some() {
+            unreadable += 1;
+        }
+        if fds.fds.iter().any(|fd| {
+            fd.deleted
+                && !fd.lock_ids.is_empty()
+                && fd.dev == dev
+                && fd.ino != ino
+                && fd.target == at
+        }) {
+            pids.insert(pid);
+        }
+    }
+    if unreadable > 0 {
+        out.unknown = Some(format!(
+            "{unreadable} process(es) could not be inspected (run as their owner or root)"
+        ));
+    }
+    out.holders = describe(&table, pids);
+    out
+}
+
+/// Each pid with its escaped command line.
+fn describe(table: &ProcTable, pids: BTreeSet<u32>) -> Vec<HolderDesc> {
     pids.into_iter()
         .map(|pid| HolderDesc {
             pid,

@@ -164,12 +164,16 @@ impl From<Duty> for DutyView {
 }
 
 /// A process's relation to the lock file(s). Serialized as
-/// `holds|open|none|unknown`.
+/// `holds|holds_deleted|open|none|unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LockState {
     /// Holds the flock (alone or sharing the open file description).
     Holds,
+    /// Holds a flock on a lock file that was deleted (removed or replaced)
+    /// while held: an orphaned lock, which excludes nobody who opens the
+    /// path now (verdict `orphaned_lock`).
+    HoldsDeleted,
     /// Has the lock file open without holding it: waiting.
     Open,
     /// Does not have the lock file open.
@@ -183,6 +187,7 @@ impl LockState {
     pub fn as_str(self) -> &'static str {
         match self {
             LockState::Holds => "holds",
+            LockState::HoldsDeleted => "holds_deleted",
             LockState::Open => "open",
             LockState::None => "none",
             LockState::Unknown => "unknown",
@@ -204,6 +209,14 @@ pub enum LockFileState {
     HeldOutsideNamespace,
     /// Nobody holds it (or the file does not exist yet).
     Free,
+    /// A deleted lock file (removed or replaced while held) that a process
+    /// still holds flocked: the path names another file, or none, so a new
+    /// taker is not excluded by this holder (verdict `orphaned_lock`).
+    Orphaned,
+    /// The path names something other than a regular file (a symbolic link,
+    /// a FIFO, a directory, a device): never opened nor followed, and
+    /// refused by `writer exec` (verdict `lock_not_regular`).
+    NotRegular,
     /// Could not be told (see `state_reason`).
     #[default]
     Unknown,
@@ -216,6 +229,8 @@ impl LockFileState {
             LockFileState::Held => "held",
             LockFileState::HeldOutsideNamespace => "held_outside_namespace",
             LockFileState::Free => "free",
+            LockFileState::Orphaned => "orphaned",
+            LockFileState::NotRegular => "not_regular",
             LockFileState::Unknown => "unknown",
         }
     }
@@ -234,12 +249,17 @@ pub struct LockInfo {
     /// The pids `/proc/locks` names for this file: the process that took the
     /// lock, which may have exited since, or 0 when it is in another pid namespace.
     pub proc_locks_pids: Vec<u32>,
-    /// Held, held outside this PID namespace, free, or unknown.
+    /// Held, held outside this PID namespace, free, orphaned, not a regular
+    /// file, or unknown.
     #[serde(default)]
     pub state: LockFileState,
     /// One sentence: how `state` was found out.
     #[serde(default)]
     pub state_reason: String,
+    /// Whether this is a deleted lock file (removed or replaced while
+    /// held): `path` ends in ` (deleted)` and names where it was.
+    #[serde(default)]
+    pub deleted: bool,
 }
 
 /// Something about the pod that needs attention.
@@ -275,6 +295,13 @@ pub enum VerdictKind {
     /// running outside every holder's tree (e.g. a daemonized child that
     /// outlived `writer exec`): it may write without the lease.
     OrphanedWriter,
+    /// A process holds a flock on a deleted lock file (removed or replaced
+    /// while held): a new taker of the path is not excluded by it, so two
+    /// writers are possible (or running).
+    OrphanedLock,
+    /// The lock file path names something other than a regular file (e.g. a
+    /// symbolic link): `writer exec` refuses to take it.
+    LockNotRegular,
 }
 
 impl VerdictKind {
@@ -289,6 +316,8 @@ impl VerdictKind {
             VerdictKind::Waiting => "waiting",
             VerdictKind::HolderOutsidePod => "holder_outside_pod",
             VerdictKind::OrphanedWriter => "orphaned_writer",
+            VerdictKind::OrphanedLock => "orphaned_lock",
+            VerdictKind::LockNotRegular => "lock_not_regular",
         }
     }
 }

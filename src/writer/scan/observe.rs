@@ -66,6 +66,11 @@ pub struct ObservedLock {
     pub state: LockFileState,
     /// How `state` was found out.
     pub state_reason: String,
+    /// A deleted lock file (removed or replaced while held).
+    pub deleted: bool,
+    /// For a deleted one: the index in [`Observed::locks`] of the lock file
+    /// its path names now, when that one is inspected too.
+    pub current: Option<usize>,
 }
 
 /// Everything [`super::judge()`] needs: the pod's processes, the lock files, and the
@@ -118,7 +123,7 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         Some(t) => t.iter().copied().collect(),
         None => user_pids.clone(),
     };
-    let lock_keys = lock_targets(&table, opts, &owners)?;
+    let lock_keys = lock_targets(&table, opts, &owners, &user_pids)?;
     let proc_locks = read_proc_locks(root);
     // With a lock file to look for, every user process's descriptors are read.
     if tree.is_some() && !lock_keys.is_empty() {

@@ -37,6 +37,9 @@ pub(super) struct LockFd {
     pub(super) target: PathBuf,
     /// `(maj, min, inode)` of each FLOCK `lock:` line in this fd's fdinfo.
     pub(super) lock_ids: Vec<(u32, u32, u64)>,
+    /// The file was deleted (the link ends in ` (deleted)` and the file has
+    /// no link left): `target` names where it was.
+    pub(super) deleted: bool,
 }
 
 /// A process's descriptors on lock files, or why they could not be read.
@@ -682,6 +685,7 @@ fn check_lock_fd(root: &Path, pid: u32, fd: i32, target: &[u8], out: &mut FdsRea
 /// says what could not be read.
 fn lock_fd(root: &Path, pid: u32, fd: i32, target: &Path) -> Result<Option<LockFd>, String> {
     let shown = target.to_string_lossy();
+    let marked_deleted = shown.ends_with(" (deleted)");
     let trimmed = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
     if Path::new(trimmed)
         .file_name()
@@ -729,6 +733,8 @@ fn lock_fd(root: &Path, pid: u32, fd: i32, target: &Path) -> Result<Option<LockF
         link,
         target: PathBuf::from(trimmed),
         lock_ids,
+        // A file really named `.writer.lock (deleted)` still has a link.
+        deleted: marked_deleted && md.nlink() == 0,
     }))
 }
 

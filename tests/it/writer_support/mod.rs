@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use leasectl::writer::scan::{scan, PodSnapshot, ProcessInfo, ScanOptions};
@@ -260,4 +260,33 @@ pub fn daemonizing_command(pidfile: &Path, stopfile: &Path, tail: &str) -> Strin
 
 pub fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Runs a viewer command, returns its exit code and the parsed JSON.
+pub fn run_json(mut cmd: Command) -> (i32, serde_json::Value) {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let (status, out, err) = Guard::spawn(cmd).output(Duration::from_secs(30));
+    let doc: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{out}\nstderr:\n{err}"));
+    (status.code().expect("exit code"), doc)
+}
+
+/// The process `pid` of a `--json` document's pod.
+pub fn pod_process(doc: &serde_json::Value, pid: u32) -> &serde_json::Value {
+    doc["pod"]["processes"]
+        .as_array()
+        .expect("pod.processes")
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("pid {pid} not in {doc:#}"))
+}
+
+/// The kinds of a `--json` document's pod verdicts, in order.
+pub fn verdict_kinds(doc: &serde_json::Value) -> Vec<String> {
+    doc["pod"]["verdicts"]
+        .as_array()
+        .expect("pod.verdicts")
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap().to_string())
+        .collect()
 }
