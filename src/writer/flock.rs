@@ -45,6 +45,10 @@ impl WriterLock {
     }
 }
 
+/// How often [`acquire`] looks again while a holder of a deleted lock file
+/// keeps it out: 1 s (each look reads every process's descriptors in `/proc`).
+pub const ORPHAN_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How many times in a row [`acquire`] reopens a lock file that was removed
 /// or replaced just as it was locked before it gives up: 20.
 pub const MAX_REPLACED: u32 = 20;
@@ -70,7 +74,8 @@ pub const MAX_REPLACED: u32 = 20;
 ///   flock on a *deleted* `.writer.lock` of the same directory
 ///   ([`orphaned_holders`]): such a holder was never excluded by the new
 ///   file, so it counts as a holder, and the lock is dropped and polled
-///   again until it is gone or `timeout` passes.
+///   again (every [`ORPHAN_POLL_INTERVAL`]) until it is gone or `timeout`
+///   passes.
 ///
 /// # Errors
 /// - [`WriterError::Timeout`] when the lock stayed held: the caller must fail
@@ -94,7 +99,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
         let mut orphans = Vec::new();
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => {
-                if !names_file(&path, &*lock)? {
+                if !names_file(&path, &lock)? {
                     // Removed or replaced between the open and the flock: the
                     // lock excludes nobody who opens the path now.
                     drop(lock);
@@ -108,7 +113,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                     file = open_lock_file(&path)?;
                     continue;
                 }
-                let found = orphaned_holders(Path::new("/proc"), data_dir, &*lock);
+                let found = orphaned_holders(Path::new("/proc"), data_dir, &lock);
                 if found.holders.is_empty() {
                     if let Some(why) = &found.unknown {
                         tracing::warn!(
@@ -154,7 +159,12 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                 holders,
             });
         }
-        std::thread::sleep(POLL_INTERVAL.min(timeout - elapsed));
+        let pause = if orphans.is_empty() {
+            POLL_INTERVAL
+        } else {
+            ORPHAN_POLL_INTERVAL
+        };
+        std::thread::sleep(pause.min(timeout - elapsed));
         // The file may have been removed or replaced while we polled it: a
         // lock on it would exclude nobody who opens the path now.
         if !names_file(&path, &file)? {
@@ -246,7 +256,7 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
     let euid = nix::unistd::geteuid().as_raw();
     if md.uid() != 0 && md.uid() != euid {
         return refuse(format!(
-            "it is owned by uid {}, and the writer lock file must be owned by root or by the user writer exec runs as (uid {euid}), who create it. Check who put it there; if no process holds it, remove it (writer exec creates it afresh) or chown it to uid {euid}",
+            "it is owned by uid {}, and writer exec takes only a lock file owned by root or by the user it runs as (uid {euid}), as it creates it itself. Check who put it there; if no process holds it, remove it (writer exec creates it afresh) or chown it to uid {euid}",
             md.uid()
         ));
     }
@@ -264,16 +274,14 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
 ///
 /// # Errors
 /// [`WriterError::Open`] when either cannot be examined for another reason.
-pub fn names_file(path: &Path, file: &impl std::os::fd::AsFd) -> Result<bool, WriterError> {
-    let ours = nix::sys::stat::fstat(file.as_fd()).map_err(|e| WriterError::Open {
+pub fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = file.metadata().map_err(|source| WriterError::Open {
         path: path.to_path_buf(),
-        source: e.into(),
+        source,
     })?;
     match std::fs::symlink_metadata(path) {
-        Ok(now) => {
-            use std::os::unix::fs::MetadataExt;
-            Ok(now.dev() == ours.st_dev as u64 && now.ino() == ours.st_ino as u64)
-        }
+        Ok(now) => Ok(now.dev() == ours.dev() && now.ino() == ours.ino()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(source) => Err(WriterError::Open {
             path: path.to_path_buf(),

@@ -161,6 +161,37 @@ fn lock_file_deleted_while_held_is_an_orphaned_lock() {
     }
 }
 
+/// Item 2 of issue 37, the other half: a holder of a deleted lock file is a
+/// holder like any other, so the next `writer exec` waits for it (its
+/// command does not run) and starts once it is gone, within its wait.
+#[test]
+fn writer_exec_waits_for_the_holder_of_a_deleted_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = taking(dir.path(), "2s", &["sleep", "30"]);
+    a.stderr(Stdio::null());
+    let a = Guard::spawn(a);
+    wait_for(Duration::from_secs(5), || {
+        (!lock_is_free(dir.path())).then_some(())
+    })
+    .expect("A holds");
+    std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
+
+    let marker = dir.path().join("ran");
+    let mut b = taking(dir.path(), "20s", &["touch", marker.to_str().unwrap()]);
+    b.stderr(Stdio::piped());
+    let b = Guard::spawn(b);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        !marker.exists(),
+        "B ran beside the holder of the deleted file"
+    );
+    assert!(running(b.pid), "B gave up before its wait");
+    a.signal(nix::sys::signal::Signal::SIGTERM);
+    let (status, _, err) = b.output(Duration::from_secs(15));
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(marker.exists(), "B never ran its command: {err}");
+}
+
 /// Whether strace may trace and inject here; why not otherwise.
 fn cannot_strace() -> Option<String> {
     match Command::new("strace")

@@ -195,7 +195,7 @@ fn add_orphans(
 
 /// What a path that is not a regular file is, in words: "a symbolic link
 /// to \"…\"", "a FIFO", "a directory" (escaped).
-pub(crate) fn what_it_is(path: &Path, md: &std::fs::Metadata) -> String {
+fn what_it_is(path: &Path, md: &std::fs::Metadata) -> String {
     let ft = md.file_type();
     if ft.is_symlink() {
         match std::fs::read_link(path) {
@@ -516,14 +516,14 @@ fn join_set(pids: &BTreeSet<u32>) -> String {
 /// [`crate::writer::flock::acquire`]. Falls back to the live pids
 /// `/proc/locks` names. Best effort: returns an empty list when nothing can
 /// be found.
-pub fn lock_holders(proc_root: &Path, lock: &impl std::os::fd::AsFd) -> Vec<HolderDesc> {
-    let Ok(st) = nix::sys::stat::fstat(lock.as_fd()) else {
+pub fn lock_holders(proc_root: &Path, lock: &std::fs::File) -> Vec<HolderDesc> {
+    let Ok(md) = lock.metadata() else {
         return Vec::new();
     };
     let Ok(table) = ProcTable::read(proc_root) else {
         return Vec::new();
     };
-    let key = (st.st_dev as u64, st.st_ino as u64);
+    let key = (md.dev(), md.ino());
     let mut pids = BTreeSet::new();
     let mut kernel_ids = BTreeSet::new();
     kernel_ids.insert(kernel_id(key));
@@ -579,21 +579,14 @@ pub struct Orphans {
 /// PID namespace (no `/proc/PID`), in another mount namespace (the link
 /// shows another path), processes whose descriptors may not be read (counted
 /// in [`Orphans::unknown`]), and a lock file renamed away (not deleted).
-pub fn orphaned_holders(
-    proc_root: &Path,
-    data_dir: &Path,
-    ours: &impl std::os::fd::AsFd,
-) -> Orphans {
+pub fn orphaned_holders(proc_root: &Path, data_dir: &Path, ours: &std::fs::File) -> Orphans {
     let mut out = Orphans::default();
-    let (Ok(real), Ok(st)) = (
-        std::fs::canonicalize(data_dir),
-        nix::sys::stat::fstat(ours.as_fd()),
-    ) else {
+    let (Ok(real), Ok(md)) = (std::fs::canonicalize(data_dir), ours.metadata()) else {
         out.unknown = Some("the data directory could not be resolved".to_string());
         return out;
     };
     let at = real.join(LOCK_NAME);
-    let (dev, ino) = (st.st_dev as u64, st.st_ino as u64);
+    let (dev, ino) = (md.dev(), md.ino());
     let table = match ProcTable::read(proc_root) {
         Ok(t) => t,
         Err(e) => {
