@@ -2,14 +2,21 @@
 
 use std::time::Duration;
 
-use super::race::{BEST_EFFORT, FAIL_CLOSED};
 use super::record::LeaseRecord;
-use super::{format_secs, LeaseState};
+use super::LeaseState;
 use crate::store::StoreError;
+use crate::text::format_secs;
 use crate::text::sanitize;
 
+/// The part of the acquire's refusal that says what it means (the same
+/// words as for an ignored precondition).
+pub const FAIL_CLOSED: &str = "it cannot give exclusion, so the lease was not taken";
+/// The acquire's sentence naming the best-effort switch.
+pub const BEST_EFFORT: &str = "To run anyway with best-effort exclusion, set \
+     MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off or pass --conditional off";
+
 /// The environment switch deployed fleets use to run best-effort
-/// ([`super::race::BEST_EFFORT`] spells it out too).
+/// ([`BEST_EFFORT`] spells it out too).
 pub const CONDITIONAL_SWITCH: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off";
 
 /// Why a lease operation failed. Every message is safe to print (untrusted

@@ -1,8 +1,8 @@
 //! `leasectl audit`: the audit log, newest first.
 
-use crate::app::Context;
 use crate::cli::AuditListArgs;
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::text::sanitize;
 
 /// `leasectl audit [--json]`: the log at `--audit-log` (or the default path).
@@ -11,7 +11,7 @@ pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
         Some(p) => p.clone(),
         None => match crate::audit::AuditLog::default_path() {
             Ok(p) => p,
-            Err(e) => return crate::app::fail(&e.into()),
+            Err(e) => return crate::setup::fail(&e.into()),
         },
     };
     audit_list(&path, a.json, &mut std::io::stdout())

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::app::Context;
 use crate::cli::ConsoleArgs;
 use crate::clock::{SharedClock, SystemClock};
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::snapshot::{GatherOptions, Gatherer, OpenTarget};
 use crate::store::Counters;
 use crate::tui;
@@ -16,7 +16,7 @@ use crate::tui;
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
 pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     let args = &with_context(args, ctx);
-    let targets = match crate::app::parse_targets(&args.targets) {
+    let targets = match crate::setup::parse_targets(&args.targets) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("leasectl: {e}");
@@ -24,7 +24,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         }
     };
     if args.json && targets.is_empty() && args.pod.no_pod {
-        return crate::app::nothing_to_report(
+        return crate::setup::nothing_to_report(
             "--json with no TARGET and --no-pod has nothing to report",
         );
     }
@@ -34,7 +34,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     // in watch mode (and for --json) nothing that could write exists.
     let counters = Arc::new(Counters::default());
     let writes = !args.read_only && !super::output::wanted(args, ctx);
-    let opened = crate::app::open_targets(&ctx.connector, &targets, &counters, writes).await;
+    let opened = crate::setup::open_targets(&ctx.connector, &targets, &counters, writes).await;
     if let Some(exit) = super::output::run(args, opened.read.clone(), counters.clone(), ctx).await {
         return exit;
     }
@@ -62,7 +62,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         app = app.without_pod();
         Vec::new()
     } else {
-        vec![crate::app::scan_options(
+        vec![crate::setup::scan_options(
             &args.pod,
             std::path::Path::new("/proc"),
         )]
@@ -74,9 +74,9 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     let ops = if args.read_only {
         None
     } else {
-        let log = match crate::app::open_audit(&ctx.connector, &args.audit).await {
+        let log = match crate::setup::open_audit(&ctx.connector, &args.audit).await {
             Ok(l) => l,
-            Err(e) => return crate::app::fail(&e),
+            Err(e) => return crate::setup::fail(&e),
         };
         app.audit_path = Some(log.path().display().to_string());
         Some(tui::ops::Ops {
@@ -95,7 +95,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         refresh,
         open: opened.read,
         opts: ctx.gather_at(args.depth),
-        relist: crate::app::relist_every(refresh),
+        relist: crate::setup::relist_every(refresh),
         max_requests: args.max_requests,
         pod,
         counters,
@@ -104,7 +104,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     };
     match start(parts).await {
         Ok(()) => Exit::Ok,
-        Err(e) => crate::app::fail(&e),
+        Err(e) => crate::setup::fail(&e),
     }
 }
 

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use color_eyre::eyre::WrapErr;
 
-use crate::app::Context;
 use crate::cli::DemoArgs;
 use crate::clock::{SharedClock, SystemClock};
 use crate::demo::{Demo, DemoDir, DemoOptions, DEMO_REFRESH, DEMO_TTL_S};
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::snapshot::GatherOptions;
 use crate::store::{ObjectStore, ReadOnly};
 
@@ -21,10 +21,10 @@ pub fn run(a: &DemoArgs, ctx: &Context) -> Exit {
     }
     // Runs on the main thread (block_on): the demo pods' parent-death
     // signal is tied to the thread that spawns them.
-    crate::app::block_on(async {
+    crate::setup::block_on(async {
         let leasectl = match std::env::current_exe().wrap_err("locating the leasectl binary") {
             Ok(p) => p,
-            Err(e) => return crate::app::fail(&e),
+            Err(e) => return crate::setup::fail(&e),
         };
         let opts = DemoOptions {
             dir: a.dir.clone(),
@@ -33,7 +33,7 @@ pub fn run(a: &DemoArgs, ctx: &Context) -> Exit {
         };
         match demo(opts, ctx).await {
             Ok(exit) => exit,
-            Err(e) => crate::app::fail(&e),
+            Err(e) => crate::setup::fail(&e),
         }
     })
 }

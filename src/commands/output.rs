@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use crate::app::Context;
 use crate::cli::{ConsoleArgs, OutputFormat};
 use crate::exit::Exit;
 use crate::monitor::{prometheus, stream, table, GatherExtras};
+use crate::setup::Context;
 use crate::snapshot::{Gatherer, OpenTarget};
 use crate::store::Counters;
 
@@ -68,7 +68,7 @@ pub async fn run(
         Err(exit) => return Some(exit),
     };
     let opts = ctx.gather_at(args.depth);
-    let extras = crate::app::pod_extras(&args.pod, ctx);
+    let extras = crate::setup::pod_extras(&args.pod, ctx);
     let clock = crate::clock::SystemClock::shared();
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
@@ -83,7 +83,7 @@ pub async fn run(
         return Some(json(open, &opts, &extras, &clock, audit).await);
     }
     if open.is_empty() && args.pod.no_pod {
-        return Some(crate::app::nothing_to_report(
+        return Some(crate::setup::nothing_to_report(
             "with no TARGET and --no-pod there is nothing to report",
         ));
     }
@@ -94,7 +94,7 @@ pub async fn run(
             .flatten()
             .unwrap_or(args.refresh)
             .max(Duration::from_secs(1));
-        let g = Gatherer::new(open, opts, crate::app::relist_every(interval));
+        let g = Gatherer::new(open, opts, crate::setup::relist_every(interval));
         let watch = stream::WatchOptions {
             interval,
             heartbeat: o.heartbeat.max(Duration::from_secs(1)),
@@ -216,7 +216,7 @@ async fn json(
     }
     let text = match crate::text::to_json_pretty(&snap) {
         Ok(t) => t,
-        Err(e) => return crate::app::fail(&e.into()),
+        Err(e) => return crate::setup::fail(&e.into()),
     };
     match crate::stdout::print_document(&text) {
         Ok(()) => snap.exit_code(),

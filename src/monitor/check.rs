@@ -17,8 +17,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::bucket::{format_secs, LeaseState};
+use crate::bucket::LeaseState;
 use crate::snapshot::{PrefixReport, Snapshot, TargetReport};
+use crate::text::format_secs;
 
 /// A plugin status, ordered by how much it matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

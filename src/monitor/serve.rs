@@ -128,7 +128,7 @@ fn healthz_answer(s: &AppState) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "The last snapshot was gathered {} ago; snapshots are not keeping up.\n",
-                crate::bucket::format_secs(at.elapsed().as_secs_f64())
+                crate::text::format_secs(at.elapsed().as_secs_f64())
             ),
         )
             .into_response(),
@@ -192,7 +192,7 @@ pub async fn serve(
     // The gatherer runs on a thread and current-thread runtime of its own
     // (cheaper requests: PERFORMANCE.md, "Issue 27", target 2); scrapes are
     // answered on the command's runtime.
-    let gathering = crate::app::runtime_thread::spawn("leasectl-gather", async move {
+    let gathering = crate::runtime::spawn("leasectl-gather", async move {
         // The audit log's last error: warned once, and again only when it
         // changes; its recovery is told too.
         let mut audit_error: Option<String> = None;

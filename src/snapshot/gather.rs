@@ -11,23 +11,17 @@ use chrono::{DateTime, Utc};
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::delta::{Delta, RowUpdate, TargetDelta};
-use super::discovery::{discover_paged, throttle_backoff, timed, THROTTLE_RETRIES};
+use super::discovery::discover_paged;
 use super::model::{
     round_ms, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
 };
+use super::options::{throttle_backoff, timed, GatherOptions, THROTTLE_RETRIES};
 use super::schedule::{pick, rows_of, Entry, Focus, Plan, Schedule};
 use crate::bucket::{lease_key, read_lease, Observed};
 use crate::clock::{Clock, SharedClock};
 use crate::store::{ObjectRead, StoreError};
 use crate::target::Target;
 use crate::writer::scan::PodSnapshot;
-
-/// Requests in flight at once per target unless `--concurrency` says otherwise:
-/// 128, chosen from the latency sweep in PERFORMANCE.md (at 30 ms RTT and
-/// 10,000 prefixes: 20.6 s at 32, 9.8 s at 64, 5.1 s at 128, 5.0 s at 256 —
-/// as fast as 256 with half the connections). A service that answers
-/// `503 SlowDown` gets fewer (the gather halves its limit).
-pub const DEFAULT_CONCURRENCY: u16 = 128;
 
 /// Requests per minute a console or `serve` sends at most once every LEASE
 /// has been read, unless `--max-requests` says otherwise (PERFORMANCE.md: at
@@ -38,27 +32,6 @@ pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
 /// snapshot, beyond the two estimates' errors (half the round trip each),
 /// to make a new one: the `Date` header's resolution.
 const OFFSET_NEWS_S: f64 = 1.0;
-
-/// How to gather.
-#[derive(Debug, Clone)]
-pub struct GatherOptions {
-    /// Listing depth under each target (default 1).
-    pub depth: u32,
-    /// Requests in flight at once per target (default [`DEFAULT_CONCURRENCY`]).
-    pub concurrency: usize,
-    /// Deadline for each request (default 10 s).
-    pub request_timeout: Duration,
-}
-
-impl Default for GatherOptions {
-    fn default() -> Self {
-        Self {
-            depth: 1,
-            concurrency: DEFAULT_CONCURRENCY as usize,
-            request_timeout: Duration::from_secs(10),
-        }
-    }
-}
 
 /// A target ready to be gathered: its URL, where it lives, and a read-only handle.
 #[derive(Clone)]

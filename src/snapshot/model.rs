@@ -140,9 +140,9 @@ impl PrefixReport {
             self.problem = Some(format!(
                 "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \
                  its age is unknown and it may be live; fix this host's time (NTP) before any takeover",
-                crate::bucket::format_secs(offset_s.abs()),
+                crate::text::format_secs(offset_s.abs()),
                 if offset_s > 0.0 { "behind" } else { "ahead of" },
-                crate::bucket::format_secs(limit),
+                crate::text::format_secs(limit),
                 r.ttl_s
             ));
         }

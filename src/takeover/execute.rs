@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 
 use super::then::{after_put, Taken};
 use super::{
-    holder_sentence, preflight, TakeoverError, TakeoverOutcome, TakeoverRequest, Then, WaitControl,
+    holder_sentence, outcome_entry, preflight, TakeoverError, TakeoverOutcome, TakeoverRequest,
+    Then, WaitControl,
 };
 use crate::audit::{AuditEntry, AuditLog, AuditObserved, AuditWritten};
 use crate::bucket::fence::{clock_offset_limit_s, offset_beyond_limit};
@@ -301,23 +302,6 @@ async fn put_record(
             }
         }
     }
-}
-
-/// The intent `entry` made an `outcome` entry: `outcome` (a sentence), the
-/// ETag left at the key, stamped now.
-pub(super) fn outcome_entry(
-    clock: &SharedClock,
-    mut entry: AuditEntry,
-    outcome: String,
-    etag: Option<String>,
-) -> AuditEntry {
-    entry.phase = "outcome".into();
-    entry.time = clock.wall();
-    entry.outcome = Some(outcome);
-    if let Some(w) = &mut entry.written {
-        w.etag = etag;
-    }
-    entry
 }
 
 /// A refused or failed PUT of `record`: re-reads the key to say who holds it

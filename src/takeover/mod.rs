@@ -39,9 +39,10 @@ use chrono::{DateTime, Utc};
 
 use crate::audit::{AuditEntry, AuditError, AuditTarget};
 use crate::bucket::{
-    fmt_generation, format_secs, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed,
-    RecordFormat, Released, CONDITIONAL_SWITCH,
+    fmt_generation, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed, RecordFormat,
+    Released, CONDITIONAL_SWITCH,
 };
+use crate::text::format_secs;
 use crate::text::sanitize;
 
 /// What to do once the takeover's record is written.
@@ -344,4 +345,21 @@ fn holder_sentence(obs: &Observed) -> String {
             etag.as_deref().unwrap_or("?")
         ),
     }
+}
+
+/// The intent `entry` made an `outcome` entry: `outcome` (a sentence), the
+/// ETag left at the key, stamped now.
+pub(super) fn outcome_entry(
+    clock: &crate::clock::SharedClock,
+    mut entry: AuditEntry,
+    outcome: String,
+    etag: Option<String>,
+) -> AuditEntry {
+    entry.phase = "outcome".into();
+    entry.time = clock.wall();
+    entry.outcome = Some(outcome);
+    if let Some(w) = &mut entry.written {
+        w.etag = etag;
+    }
+    entry
 }

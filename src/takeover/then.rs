@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::execute::outcome_entry;
+use super::outcome_entry;
 use super::{holder_sentence, TakeoverError, TakeoverOutcome, TakeoverRequest, Then, WaitControl};
 use crate::audit::{AuditEntry, AuditLog};
 use crate::bucket::{
-    format_secs, read_lease, BucketLease, Exclusion, FenceStatus, KeepAlive, LeaseConfig,
-    LeaseRecord,
+    read_lease, BucketLease, Exclusion, FenceStatus, KeepAlive, LeaseConfig, LeaseRecord,
 };
 use crate::clock::SharedClock;
 use crate::store::{ObjectStore, PutCondition};
+use crate::text::format_secs;
 use crate::text::sanitize;
 
 /// A takeover whose record has been written: what [`after_put`] acts on.

@@ -193,7 +193,7 @@ where
             r = &mut refresher => break Err(std::io::Error::other(format!(
                 "the background refresh stopped: {}",
                 match r {
-                    crate::app::runtime_thread::Ended::Failed(e) => e,
+                    crate::runtime::Ended::Failed(e) => e,
                     _ => "it ended".into(),
                 }
             ))),

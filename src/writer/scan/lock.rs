@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::observe::ObservedLock;
+use super::model::ObservedLock;
 use super::proc::{io_why, read_proc_locks, ProcTable, RawProc};
 use super::{LockFileState, ScanOptions};
 use crate::writer::error::HolderDesc;

@@ -1,4 +1,4 @@
-//! What every command shares, built once before it runs: the parsed command
+//! The set-up every command shares, built once before it runs: the parsed command
 //! line with its checks ([`parse`], [`prepare`]), the [`Context`]
 //! (connector, gathering options, exclusion, terminal facts), the logging
 //! set-up, the runtime ([`block_on`]) and the plumbing the commands share
@@ -11,7 +11,6 @@
 mod context;
 mod logging;
 mod prepare;
-pub mod runtime_thread;
 
 use std::future::Future;
 use std::time::Duration;
