@@ -1,7 +1,6 @@
 //! The console (no command): the operations console on the TARGETs, or one
 //! of the outputs of [`super::output`] when stdout asks for one.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +8,6 @@ use crate::cli::ConsoleArgs;
 use crate::clock::{SharedClock, SystemClock};
 use crate::exit::Exit;
 use crate::setup::Context;
-use crate::snapshot::{GatherOptions, Gatherer, OpenTarget};
 use crate::store::Counters;
 use crate::tui;
 
@@ -80,7 +78,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         };
         app.audit_path = Some(log.path().display().to_string());
         Some(tui::ops::Ops {
-            targets: ops_targets(&opened.read, opened.writable),
+            targets: tui::ops_targets(&opened.read, opened.writable),
             audit: log,
             exclusion: app.exclusion,
             ttl_s: app.ttl_s,
@@ -89,7 +87,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         })
     };
     app.get_price = args.get_price;
-    let parts = Parts {
+    let parts = tui::Parts {
         app,
         clock,
         refresh,
@@ -102,7 +100,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         audit_path,
         ops,
     };
-    match start(parts).await {
+    match tui::start(parts).await {
         Ok(()) => Exit::Ok,
         Err(e) => crate::setup::fail(&e),
     }
@@ -116,73 +114,6 @@ fn with_context(args: &ConsoleArgs, ctx: &Context) -> ConsoleArgs {
     a.refresh = ctx.applied.refresh.unwrap_or(args.refresh);
     a.depth = ctx.applied.depth.unwrap_or(args.depth);
     a
-}
-
-/// The OPS mode's targets: each open target with its writable store.
-pub fn ops_targets(
-    open: &[OpenTarget],
-    writable: Vec<Arc<dyn crate::store::ObjectStore>>,
-) -> Vec<tui::ops::OpsTarget> {
-    open.iter()
-        .zip(writable)
-        .map(|(o, store)| tui::ops::OpsTarget {
-            url: o.target.to_string(),
-            endpoint: o.endpoint.clone(),
-            bucket: o.target.bucket().map(str::to_owned),
-            store,
-            root: o.target.prefix().to_owned(),
-        })
-        .collect()
-}
-
-/// Everything the console runs on (the console and the demo build it).
-pub struct Parts {
-    /// The console's state.
-    pub app: tui::app::App,
-    /// The clock.
-    pub clock: SharedClock,
-    /// Time between two refreshes.
-    pub refresh: Duration,
-    /// The targets, read-only and counted.
-    pub open: Vec<OpenTarget>,
-    /// How to gather them.
-    pub opts: GatherOptions,
-    /// Refreshes between two listings (the console: about 30 s).
-    pub relist: u32,
-    /// At most this many requests per minute once every LEASE was read.
-    pub max_requests: u32,
-    /// The pod scans (empty: `--no-pod`).
-    pub pod: Vec<crate::writer::scan::ScanOptions>,
-    /// The request counters of `open`.
-    pub counters: Arc<Counters>,
-    /// The audit log shown in the status bar.
-    pub audit_path: Option<PathBuf>,
-    /// OPS mode: the writable targets and the audit log (None: watch mode).
-    pub ops: Option<tui::ops::Ops>,
-}
-
-/// Runs the console until the operator quits. Listing (discovery) runs
-/// every `relist` refreshes; each LEASE is read by need: rows on screen
-/// every refresh, the others around their expiry or at the listing's
-/// cadence (`snapshot::Schedule`).
-///
-/// # Errors
-/// Terminal errors.
-pub async fn start(p: Parts) -> color_eyre::Result<()> {
-    tui::run(tui::Console {
-        app: p.app,
-        clock: p.clock,
-        refresh: p.refresh,
-        gatherer: Gatherer::new(p.open, p.opts, p.relist)
-            .schedule(p.refresh)
-            .budget(p.max_requests),
-        pod: p.pod,
-        counters: p.counters,
-        audit_path: p.audit_path,
-        ops: p.ops,
-    })
-    .await?;
-    Ok(())
 }
 
 #[cfg(test)]

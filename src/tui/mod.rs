@@ -19,6 +19,7 @@ pub mod app;
 pub mod layout;
 pub mod ops;
 mod refresh;
+mod start;
 pub mod ui;
 
 use std::future::Future;
@@ -40,6 +41,7 @@ use crate::writer::scan::ScanOptions;
 use app::{Action, App};
 use refresh::spawn_refresher;
 pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
+pub use start::{ops_targets, start, Parts};
 
 /// Everything a console run needs.
 pub struct Console {
