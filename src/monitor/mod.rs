@@ -11,6 +11,7 @@ pub mod prometheus;
 pub mod serve;
 pub mod stream;
 pub mod table;
+pub mod text_format;
 
 use crate::clock::SharedClock;
 use crate::snapshot::{ExclusionReport, Gatherer, Snapshot};
