@@ -38,6 +38,34 @@ pub enum LeaseError {
         /// Seconds until it goes stale by our clock.
         may_take_in_s: f64,
     },
+    /// The service answered the lease's write with an ETag that cannot be sent
+    /// in `If-Match` (empty, or not a plain token): nothing conditional could
+    /// follow. What was written was removed.
+    #[error("{service} answered the lease's write with ETag \"{etag}\" ({why}): it cannot be sent in If-Match, so {FAIL_CLOSED} (our record was removed). {BEST_EFFORT}")]
+    UnusableEtag {
+        /// The service.
+        service: String,
+        /// The ETag as given (escaped).
+        etag: String,
+        /// Why it is unusable.
+        why: &'static str,
+    },
+    /// The LEASE names this instance id, but this process did not write it and
+    /// no takeover handed it over: another process holds it under the same id.
+    #[error("{key} is held by another process under the same instance id {} (renewed {} ago): \
+        two holders must never share an instance id. Stop the other process, or start this one \
+        without --instance-id (a new random id); the lease may be taken over in {}",
+        sanitize(.instance_id), format_secs(*.age_s), format_secs(*.may_take_in_s))]
+    SameInstanceId {
+        /// The lease key.
+        key: String,
+        /// The instance id both processes use.
+        instance_id: String,
+        /// Seconds since it was renewed, by our clock.
+        age_s: f64,
+        /// Seconds until it goes stale by our clock.
+        may_take_in_s: f64,
+    },
     /// A suspect or malformed record not yet watched unchanged for one TTL.
     #[error("{key} is {state}: {problem}; it may be taken over once seen unchanged for {} more", format_secs(.remaining.as_secs_f64()))]
     UnderWatch {

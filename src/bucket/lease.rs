@@ -36,6 +36,7 @@ use serde::Serialize;
 use super::error::LeaseError;
 use super::fence::{FenceDeadline, FenceStatus};
 use super::judge::{judge, LeaseState, Observed};
+use super::own::{holder_stamps, is_handover, read_back, ReadBack, Sent};
 use super::probe;
 use super::record::{lease_key, LeaseRecord, RecordFormat};
 use super::watch::LeaseWatch;
@@ -133,6 +134,10 @@ pub struct BucketLease {
     config: LeaseConfig,
     record: LeaseRecord,
     etag: String,
+    /// The exact body stored under `etag`: the proof a read-back compares with.
+    body: Vec<u8>,
+    /// Bodies sent whose answers were not seen ([`Sent`]).
+    unanswered: Sent,
     /// Boot-time and wall readings taken just before the last successful write
     /// (the wall reading is the record's `renewed_at`).
     renewed_mono: Duration,
@@ -392,7 +397,10 @@ impl BucketLease {
         }
         let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {
-            let observed = read(store.as_ref(), &key).await?;
+            let ReadBack {
+                observed,
+                body: stored,
+            } = read_back(store.as_ref(), &key).await?;
             rounds
                 .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
                 .await?;
@@ -406,12 +414,22 @@ impl BucketLease {
                 &observed,
                 now,
             )?;
-            let Step::Write(cond, acquired_at, generation) =
-                decide(&key, &observed, instance_id, now, mono, &config, watch)?;
+            let Step::Write(cond, acquired_at, generation) = decide(
+                &key,
+                &observed,
+                stored.as_deref(),
+                instance_id,
+                now,
+                mono,
+                &config,
+                watch,
+            )?;
+            // Never equal stamps: that is a hand-over's mark (own::is_handover).
+            let (acquired_at, renewed_at) = holder_stamps(acquired_at, now);
             let record = LeaseRecord {
                 instance_id: instance_id.to_owned(),
                 acquired_at,
-                renewed_at: now,
+                renewed_at,
                 ttl_s: config.ttl_s,
                 generation,
             };
@@ -425,6 +443,9 @@ impl BucketLease {
                 .filter(|r| r.instance_id != instance_id)
                 .map(|r| r.instance_id.clone());
             let form = store.capabilities().etag_form;
+            // Until an answer says otherwise, this body may land unseen: a
+            // later round adopts it only if it is exactly this body.
+            watch.sent.add(&body);
             let put = store.put(&key, body.clone(), cond.clone()).await;
             let Some(etag) = rounds
                 .after_put(put, cond, form, &config, store.as_ref())
@@ -434,11 +455,33 @@ impl BucketLease {
             };
             let etag = match etag {
                 Some(e) => e,
-                None => match read(store.as_ref(), &key).await? {
-                    Observed::Present { etag: Some(e), .. } => e,
+                // No ETag in the answer: read back, and only our own body will do.
+                None => match read_back(store.as_ref(), &key).await? {
+                    rb if rb.holds(&body) && rb.etag().is_some() => {
+                        rb.etag().unwrap_or_default().to_owned()
+                    }
                     _ => return Err(LeaseError::Contended { key }),
                 },
             };
+            watch.sent.clear();
+            if let (Some(why), Exclusion::Conditional) =
+                (crate::store::unusable_etag(&etag), config.exclusion)
+            {
+                // No renewal or release could be conditional: remove ours (the
+                // object holds our body) and fail closed.
+                if read_back(store.as_ref(), &key)
+                    .await
+                    .is_ok_and(|rb| rb.holds(&body))
+                {
+                    let _ = store.delete(&key, None).await;
+                }
+                tracing::error!(key = %key, "the service's ETag is {why}: lease not taken");
+                return Err(LeaseError::UnusableEtag {
+                    service: store.describe(),
+                    etag: sanitize(&etag),
+                    why,
+                });
+            }
             let lease = Self {
                 store: store.clone(),
                 clock: clock.clone(),
@@ -446,6 +489,8 @@ impl BucketLease {
                 config: config.clone(),
                 record,
                 etag,
+                body: body.clone(),
+                unanswered: Sent::default(),
                 renewed_mono: mono,
                 not_before_mono: None,
                 lost: false,
@@ -471,6 +516,8 @@ impl BucketLease {
             clock,
             key,
             config,
+            body: record.to_body(),
+            unanswered: Sent::default(),
             record,
             etag,
             renewed_mono,
@@ -533,9 +580,7 @@ impl BucketLease {
             let service = self.store.describe();
             let _ = self.store.delete(&self.key, Some(&self.etag)).await;
             if let Ok(out) = self.store.get(&self.key, None).await {
-                if LeaseRecord::parse(&out.body, out.meta.size)
-                    .is_ok_and(|r| r.instance_id == self.record.instance_id)
-                {
+                if out.body == self.body {
                     let _ = self.store.delete(&self.key, None).await;
                 }
             }
@@ -579,9 +624,7 @@ impl BucketLease {
         // An ignoring service may have rewritten the object; keep the ETag current.
         if let Ok(out) = self.store.get(&self.key, None).await {
             if let Some(e) = out.meta.etag {
-                if LeaseRecord::parse(&out.body, out.meta.size)
-                    .is_ok_and(|r| r.instance_id == self.record.instance_id)
-                {
+                if out.body == self.body {
                     self.etag = e;
                 }
             }
@@ -608,21 +651,31 @@ impl BucketLease {
             let now = self.clock.wall();
             let mono = self.clock.mono();
             let record = LeaseRecord {
-                renewed_at: now,
+                renewed_at: holder_stamps(self.record.acquired_at, now).1,
                 ..self.record.clone()
             };
             let cond = self.renew_condition().await?;
             let form = self.store.capabilities().etag_form;
-            match self.store.put(&self.key, record.to_body(), cond).await {
+            let body = record.to_body();
+            match self.store.put(&self.key, body.clone(), cond).await {
                 Ok(etag) => {
                     self.etag = match etag {
                         Some(e) => e,
-                        None => match read(self.store.as_ref(), &self.key).await? {
-                            Observed::Present { etag: Some(e), .. } => e,
-                            _ => return Err(self.mark_lost(None)),
+                        // No ETag in the answer: read back; only our own body is ours
+                        // (a stranger may have written right after it landed).
+                        None => match read_back(self.store.as_ref(), &self.key).await? {
+                            rb if rb.holds(&body) && rb.etag().is_some() => {
+                                rb.etag().unwrap_or_default().to_owned()
+                            }
+                            rb => {
+                                let by = rb.observed.record().cloned();
+                                return Err(self.mark_lost(by));
+                            }
                         },
                     };
                     self.record = record;
+                    self.body = body;
+                    self.unanswered.clear();
                     self.renewed_mono = mono;
                     return Ok(());
                 }
@@ -631,8 +684,21 @@ impl BucketLease {
                     | StoreError::Conflict
                     | StoreError::NotFound(_)
                     | StoreError::Other { status: 500.., .. }),
-                ) => self.renewal_refused(refused, form, &mut tally).await?,
-                Err(e) => return Err(e.into()),
+                ) => {
+                    if !matches!(
+                        refused,
+                        StoreError::PreconditionFailed | StoreError::NotFound(_)
+                    ) {
+                        // 409 and 5xx: the write may have landed.
+                        self.unanswered.add(&body);
+                    }
+                    self.renewal_refused(refused, form, &mut tally).await?
+                }
+                Err(e) => {
+                    // No answer (a timeout, a dropped connection): it may have landed.
+                    self.unanswered.add(&body);
+                    return Err(e.into());
+                }
             }
         }
         Err(tally.give_up(self.key.clone(), self.store.as_ref()))
@@ -646,14 +712,19 @@ impl BucketLease {
         Ok(match self.config.exclusion {
             Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
             Exclusion::BestEffort => {
-                // Read, check it is still ours, then write.
-                match read(self.store.as_ref(), &self.key).await? {
+                // Read, check it is still ours (a body we wrote), then write.
+                let rb = read_back(self.store.as_ref(), &self.key).await?;
+                let ours = self.is_ours(&rb);
+                match rb.observed {
                     Observed::Present {
                         etag: Some(e),
-                        record: Ok(r),
+                        record: Ok(_),
                         ..
-                    } if r.instance_id == self.record.instance_id => {
+                    } if ours => {
                         self.etag = e;
+                        if let Some(b) = rb.body {
+                            self.body = b;
+                        }
                     }
                     other => return Err(self.mark_lost(other.record().cloned())),
                 }
@@ -692,17 +763,24 @@ impl BucketLease {
             }
             _ => String::new(),
         };
-        match read(self.store.as_ref(), &self.key).await? {
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let stored = rb.body.as_deref().unwrap_or_default();
+        let ours = rb.holds(&self.body) || self.unanswered.proves(stored);
+        match rb.observed {
             Observed::Present {
                 etag: Some(e),
                 record: Ok(r),
                 ..
-            } if r.instance_id == self.record.instance_id => {
+            } if ours => {
                 if e != self.etag {
-                    // Our earlier write landed though its answer was lost: adopt
-                    // its ETag and renew again (the fence is not extended by it).
+                    // Our earlier write landed though its answer was lost (its
+                    // body is one we sent): adopt it and renew again (the fence
+                    // is not extended by it).
                     tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
                     self.etag = e;
+                    self.body = stored.to_vec();
+                    self.record = r;
+                    self.unanswered.clear();
                 } else if conflict {
                     // 409/5xx: not written; ours is still there.
                     tracing::info!(key = %self.key, "renewal answered {answer}; read back: ours is still there unchanged; retrying");
@@ -726,7 +804,15 @@ impl BucketLease {
                 }
                 Ok(())
             }
-            other => Err(self.mark_lost(other.record().cloned())),
+            other => {
+                if other
+                    .record()
+                    .is_some_and(|r| r.instance_id == self.record.instance_id)
+                {
+                    tracing::error!(key = %self.key, "the LEASE names our instance id but is not a record this process wrote: another process holds it under the same instance id");
+                }
+                Err(self.mark_lost(other.record().cloned()))
+            }
         }
     }
 
@@ -822,23 +908,35 @@ impl BucketLease {
     /// After a conditional DELETE was refused: re-reads the key and says
     /// whether it is gone or someone else's (`None`: still ours).
     async fn gone_or_foreign(&self) -> Result<Option<Released>, LeaseError> {
-        Ok(match read(self.store.as_ref(), &self.key).await? {
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
+        Ok(match rb.observed {
             Observed::Absent => Some(Released::AlreadyGone),
-            Observed::Present { record: Ok(r), .. } if r.instance_id != self.record.instance_id => {
-                Some(Released::NotOurs(r))
-            }
+            Observed::Present { record: Ok(r), .. } if !ours => Some(Released::NotOurs(r)),
             _ => None,
         })
     }
 
+    /// True when `rb` holds a body this process wrote (the last confirmed
+    /// one, or one whose answer was lost).
+    fn is_ours(&self, rb: &ReadBack) -> bool {
+        rb.holds(&self.body)
+            || rb
+                .body
+                .as_deref()
+                .is_some_and(|b| self.unanswered.proves(b))
+    }
+
     async fn read_check_delete(&self) -> Result<Released, LeaseError> {
-        match read(self.store.as_ref(), &self.key).await? {
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
+        match rb.observed {
             Observed::Absent => Ok(Released::AlreadyGone),
             Observed::Present {
-                record: Ok(r),
+                record: Ok(_),
                 etag,
                 ..
-            } if r.instance_id == self.record.instance_id => {
+            } if ours => {
                 // Still with If-Match where there is an ETag: a service that honours
                 // it closes the window between read and delete.
                 match self.store.delete(&self.key, etag.as_deref()).await {
@@ -927,14 +1025,12 @@ pub async fn read_lease(
     }
 }
 
-async fn read(store: &dyn ObjectStore, key: &str) -> Result<Observed, StoreError> {
-    read_lease(store, key, None).await
-}
-
 /// The acquire decision for one observation (pure apart from the watch).
+#[allow(clippy::too_many_arguments)]
 fn decide(
     key: &str,
     observed: &Observed,
+    stored: Option<&[u8]>,
     instance_id: &str,
     now: DateTime<Utc>,
     mono: Duration,
@@ -948,9 +1044,31 @@ fn decide(
         Observed::Absent => return Ok(create()),
         Observed::Present { etag, .. } => etag.clone().unwrap_or_default(),
     };
-    if let Some(r) = observed.record() {
-        if r.instance_id == instance_id {
-            tracing::info!(key, "the LEASE already names our instance id (a lost answer or a hand-over): adopting it");
+    if let Some(r) = observed.record().filter(|r| r.instance_id == instance_id) {
+        let lost_answer = watch.sent.proves(stored.unwrap_or_default());
+        if !lost_answer && !is_handover(r) {
+            // It names us, but this process did not write it and no takeover
+            // handed it to us: another process holds it under the same id.
+            let j = judge(observed, now);
+            if j.state == LeaseState::Fresh {
+                return Err(LeaseError::SameInstanceId {
+                    key: key.to_owned(),
+                    instance_id: instance_id.to_owned(),
+                    age_s: j.age_s.unwrap_or(0.0),
+                    may_take_in_s: j.expires_in_s.unwrap_or(0.0),
+                });
+            }
+            // Stale (or suspect): taken over like any other holder's, below.
+        } else {
+            tracing::info!(
+                key,
+                "the LEASE already names our instance id ({}): adopting it",
+                if lost_answer {
+                    "an answer of ours was lost"
+                } else {
+                    "a takeover handed it over to us"
+                }
+            );
             // Not a change of holder: the generation is kept (a hand-over's
             // successor adopts the one its takeover wrote).
             return Ok(Step::Write(

@@ -86,6 +86,7 @@ pub mod fence;
 pub mod judge;
 pub mod keepalive;
 pub mod lease;
+pub mod own;
 pub mod probe;
 pub mod race;
 pub mod record;

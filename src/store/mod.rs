@@ -217,6 +217,15 @@ pub enum StoreError {
         /// What went wrong, credentials never included.
         message: String,
     },
+    /// A conditional request was not sent: the ETag it would carry, as the
+    /// service gave it, is unusable ([`unusable_etag`]).
+    #[error("the service's ETag \"{etag}\" is {why}: it cannot be sent in If-Match, so no conditional request was sent with it")]
+    UnusableEtag {
+        /// The ETag (escaped).
+        etag: String,
+        /// Why it is unusable.
+        why: &'static str,
+    },
     /// A bad key or local I/O failure.
     #[error("{0}")]
     Invalid(String),
@@ -428,6 +437,35 @@ impl ObjectRead for ReadOnly {
     }
     fn unavailable(&self) -> Option<StoreError> {
         self.0.unavailable()
+    }
+}
+
+/// Why an ETag (as [`normalize_etag`] leaves it) cannot be sent in an
+/// `If-Match`: `"empty"`, or `"not a plain token"` when it holds a blank, a
+/// quote, a comma or a control character. `None` when it can. A service whose
+/// ETags are unusable cannot give exclusion: an empty `If-Match:` is ignored by
+/// some services, which makes every "conditional" write unconditional.
+pub fn unusable_etag(etag: &str) -> Option<&'static str> {
+    if etag.is_empty() {
+        Some("empty")
+    } else if etag
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == ',')
+    {
+        Some("not a plain token")
+    } else {
+        None
+    }
+}
+
+/// The [`StoreError::UnusableEtag`] for `etag`, if it is unusable.
+pub fn check_if_match(etag: &str) -> Result<(), StoreError> {
+    match unusable_etag(etag) {
+        Some(why) => Err(StoreError::UnusableEtag {
+            etag: crate::text::sanitize(etag),
+            why,
+        }),
+        None => Ok(()),
     }
 }
 

@@ -79,9 +79,9 @@ pub async fn takeover_with(
     let own_ttl_s = own_ttl_s(&req, old_fence, &key);
 
     let id = new_instance_id();
-    let holder_id = match (&req.then, old_fence) {
-        (Then::Handover(successor), None) => successor.clone(),
-        _ => new_instance_id(),
+    let holder_id = match id_of_successor(&req.then, old_fence) {
+        "" => new_instance_id(),
+        successor => successor.to_owned(),
     };
     // The record is stamped now, after the service checks (a second or more
     // on some services), with the boot-time reading its fence counts from:
@@ -101,19 +101,26 @@ pub async fn takeover_with(
     audit.append(&entry).await?;
     tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
-    let etag = match put_record(store.as_ref(), &req, &key, &record).await {
-        Ok(etag) => etag,
-        Err(e) => {
-            return Err(diagnose(store.as_ref(), &clock, audit, entry, &key, &record, e).await)
-        }
-    };
-    let etag = match etag {
-        Some(e) => e,
-        None => read_lease(store.as_ref(), &key, None)
-            .await
-            .ok()
-            .and_then(|o| o.etag().map(str::to_owned))
-            .unwrap_or_default(),
+    let body = record.to_body();
+    let etag = match put_record(store.as_ref(), &req, &key, body.clone()).await {
+        Ok(Some(etag)) => etag,
+        // No ETag in the answer: ours only if the object holds our exact body.
+        Ok(None) => match super::landed(store.as_ref(), &key, &body).await {
+            Some(etag) => etag,
+            None => {
+                let e = StoreError::PreconditionFailed;
+                return Err(diagnose(store.as_ref(), &clock, audit, entry, &key, e).await);
+            }
+        },
+        // A refusal or an error may follow a write that landed (a lost answer,
+        // then the client's retry refused): read back before saying so.
+        Err(e) => match super::landed(store.as_ref(), &key, &body).await {
+            Some(etag) => {
+                tracing::warn!(key = %key, "takeover: the answer was {e}, but the record stored is the one this takeover wrote (its answer was lost)");
+                etag
+            }
+            None => return Err(diagnose(store.as_ref(), &clock, audit, entry, &key, e).await),
+        },
     };
     let taken = Taken {
         store,
@@ -273,6 +280,16 @@ fn intent_entry(
     }
 }
 
+/// The successor the takeover's own record names: a hand-over's, when the
+/// replaced lease needs no wait for its fence (else the hand-over comes after
+/// the wait, [`super::then`]); `""` when the record names a new id.
+fn id_of_successor(then: &Then, old_fence: Option<Duration>) -> &str {
+    match (then, old_fence) {
+        (Then::Handover(successor), None) => successor,
+        _ => "",
+    }
+}
+
 /// The PUT, conditional on the ETag the operator saw (`If-None-Match: *`
 /// when it saw none); best-effort: a read checking it is what the operator
 /// saw, then an unconditional write. Returns the new ETag if the service gave one.
@@ -280,9 +297,8 @@ async fn put_record(
     store: &dyn ObjectStore,
     req: &TakeoverRequest,
     key: &str,
-    record: &LeaseRecord,
+    body: Vec<u8>,
 ) -> Result<Option<String>, StoreError> {
-    let body = record.to_body();
     match req.exclusion {
         Exclusion::Conditional => {
             let cond = match req.seen.etag() {
@@ -304,8 +320,8 @@ async fn put_record(
     }
 }
 
-/// A refused or failed PUT of `record`: re-reads the key to say who holds it
-/// now (or whether our record landed after all), audits the outcome, and
+/// A refused or failed PUT whose record is not stored (see [`super::landed`]):
+/// re-reads the key to say who holds it now, audits the outcome, and
 /// returns the error for the operator ([`TakeoverError::Changed`] or
 /// [`TakeoverError::Store`]; [`TakeoverError::Audit`] when the outcome could
 /// not be recorded).
@@ -315,7 +331,6 @@ async fn diagnose(
     audit: &AuditLog,
     mut entry: AuditEntry,
     key: &str,
-    record: &LeaseRecord,
     err: StoreError,
 ) -> TakeoverError {
     let key = key.to_owned();
@@ -344,9 +359,6 @@ async fn diagnose(
         }
         e => {
             let now_sentence = match read_lease(store, &key, None).await {
-                Ok(o) if o.record().map(|r| &r.instance_id) == Some(&record.instance_id) => {
-                    "but the record was written (the answer was lost)".to_owned()
-                }
                 Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
                 Err(e2) => format!("unknown whether it landed (re-read failed: {e2}); look again"),
             };

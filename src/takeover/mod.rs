@@ -363,3 +363,16 @@ pub(super) fn outcome_entry(
     }
     entry
 }
+/// After a PUT of `body` at `key` answered without an ETag, refused, or not
+/// answered: the object's ETag when it holds exactly `body` (our write
+/// landed), else `None` (someone else's record, none, or unreadable).
+pub(super) async fn landed(
+    store: &dyn crate::store::ObjectStore,
+    key: &str,
+    body: &[u8],
+) -> Option<String> {
+    match crate::bucket::own::read_back(store, key).await {
+        Ok(rb) if rb.holds(body) => rb.etag().map(str::to_owned),
+        _ => None,
+    }
+}

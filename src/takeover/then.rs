@@ -16,7 +16,7 @@ use crate::bucket::{
     read_lease, BucketLease, Exclusion, FenceStatus, KeepAlive, LeaseConfig, LeaseRecord,
 };
 use crate::clock::SharedClock;
-use crate::store::{ObjectStore, PutCondition};
+use crate::store::{ObjectStore, PutCondition, StoreError};
 use crate::text::format_secs;
 use crate::text::sanitize;
 
@@ -250,9 +250,20 @@ async fn hand_over(
         Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),
         Exclusion::BestEffort => PutCondition::None,
     };
-    match t.store.put(&t.key, handed.to_body(), cond).await {
-        Ok(e) => {
-            let final_etag = e.unwrap_or_default();
+    // acquired_at == renewed_at: a hand-over (crate::bucket::own::is_handover).
+    let body = handed.to_body();
+    let put = match t.store.put(&t.key, body.clone(), cond).await {
+        Ok(Some(e)) => Ok(e),
+        // No ETag, a refusal or no answer: ours only if the object holds our body.
+        Ok(None) => super::landed(t.store.as_ref(), &t.key, &body)
+            .await
+            .ok_or(StoreError::PreconditionFailed),
+        Err(e) => super::landed(t.store.as_ref(), &t.key, &body)
+            .await
+            .ok_or(e),
+    };
+    match put {
+        Ok(final_etag) => {
             let deadline = at + chrono::Duration::seconds(t.req.ttl_s as i64);
             outcome.handover_deadline = Some(deadline);
             outcome.written = handed.clone();

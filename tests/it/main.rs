@@ -29,6 +29,7 @@ mod hostile_corpus;
 mod hostile_store;
 mod hostile_urls;
 mod monitoring;
+mod own_writes;
 mod pod_in_question;
 mod race;
 mod report_truth;
