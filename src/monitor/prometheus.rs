@@ -112,7 +112,7 @@ pub const STATES: [&str; 6] = [
     "unknown",
 ];
 
-const VERDICTS: [VerdictKind; 8] = [
+const VERDICTS: [VerdictKind; 9] = [
     VerdictKind::InvalidEnable,
     VerdictKind::ArmedHoldsNothing,
     VerdictKind::SiblingsRacing,
@@ -121,6 +121,7 @@ const VERDICTS: [VerdictKind; 8] = [
     VerdictKind::Waiting,
     VerdictKind::HolderOutsidePod,
     VerdictKind::OrphanedWriter,
+    VerdictKind::OrphanedLock,
 ];
 
 type FGauge = Gauge<f64, AtomicU64>;

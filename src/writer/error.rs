@@ -36,6 +36,40 @@ pub enum WriterError {
         holders: Vec<HolderDesc>,
     },
 
+    /// A process holds a flock on this data directory's `.writer.lock` after
+    /// that file was removed (unlinked or replaced): it still believes it is
+    /// the writer, and a lock on the new file would make a second one.
+    #[error("{} was removed while {} held a flock on it (the lock is on the deleted file); still so after waiting {}: refusing to start (fail closed). Stop that process, then start again", .path.display(), describe_orphans(.holders), humantime::format_duration(*.waited))]
+    OrphanedHolder {
+        /// The lock file path.
+        path: PathBuf,
+        /// How long we polled.
+        waited: Duration,
+        /// The processes holding a flock on the deleted file.
+        holders: Vec<HolderDesc>,
+    },
+
+    /// The lock file is not a regular file (a symbolic link, a directory, a
+    /// FIFO, a device): it is not opened, let alone created through a link.
+    #[error("{} is {what}, not a regular file: the writer lock is not taken through it (a link could make this process create or lock a file elsewhere). Remove it (rm {}) and start again", .path.display(), .path.display())]
+    NotRegular {
+        /// The lock file path.
+        path: PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
+
+    /// The lock file belongs to another user (neither this process's user nor root).
+    #[error("{} is owned by uid {uid}, not by this process's user ({euid}) or root: refusing to lock a file another user controls. Fix its owner (chown) or remove it, then start again", .path.display())]
+    ForeignOwner {
+        /// The lock file path.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// This process's effective uid.
+        euid: u32,
+    },
+
     /// Creating or opening the lock file failed.
     #[error("cannot open lock file {}: {source}", .path.display())]
     Open {
@@ -98,6 +132,14 @@ impl WriterError {
             _ => Exit::CannotStart,
         }
     }
+}
+
+fn describe_orphans(holders: &[HolderDesc]) -> String {
+    let list: Vec<String> = holders
+        .iter()
+        .map(|h| format!("pid {} ({})", h.pid, h.command))
+        .collect();
+    list.join(", ")
 }
 
 fn describe_holders(holders: &[HolderDesc]) -> String {

@@ -1,7 +1,7 @@
 //! Taking and holding the pod writer lock: `flock(2)` on `{data_dir}/.writer.lock`.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -59,22 +59,39 @@ impl WriterLock {
 pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterError> {
     let path = data_dir.join(LOCK_NAME);
     let start = Instant::now();
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(&path)
-        .map_err(|source| WriterError::Open {
-            path: path.clone(),
-            source,
-        })?;
     loop {
+        let file = open_lock_file(&path)?;
+        let opened = file.metadata().map(|m| (m.dev(), m.ino())).ok();
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(WriterLock { path, lock }),
-            Err((f, Errno::EWOULDBLOCK)) | Err((f, Errno::EINTR)) => {
-                file = f;
+            Ok(lock) => {
+                // The path must still name the file locked: one unlinked or
+                // replaced between our open and our flock is a lock nobody
+                // else will ask for. Open again.
+                let now = std::fs::symlink_metadata(&path)
+                    .map(|m| (m.dev(), m.ino()))
+                    .ok();
+                if now.is_none() || now != opened {
+                    drop(lock);
+                    continue;
+                }
+                // A process still holding a flock on a removed `.writer.lock`
+                // of this directory believes it is the writer.
+                let orphans = super::scan::orphaned_lock_holders(Path::new("/proc"), &path);
+                if orphans.is_empty() {
+                    return Ok(WriterLock { path, lock });
+                }
+                drop(lock);
+                let elapsed = start.elapsed();
+                if elapsed >= timeout {
+                    return Err(WriterError::OrphanedHolder {
+                        path,
+                        waited: timeout,
+                        holders: orphans,
+                    });
+                }
+                std::thread::sleep(POLL_INTERVAL.min(timeout - elapsed));
+            }
+            Err((_, Errno::EWOULDBLOCK)) | Err((_, Errno::EINTR)) => {
                 let elapsed = start.elapsed();
                 if elapsed >= timeout {
                     let holders = super::scan::lock_holders(Path::new("/proc"), &path);
@@ -93,6 +110,81 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                 })
             }
         }
+    }
+}
+
+/// Opens (creating if absent: zero length, mode 0644, close-on-exec) the lock
+/// file at `path` without following a symbolic link, and only if it is a
+/// regular file owned by this process's user or by root.
+///
+/// # Errors
+/// [`WriterError::NotRegular`] (a symbolic link, directory, FIFO, socket or
+/// device: nothing is opened or created through it),
+/// [`WriterError::ForeignOwner`], [`WriterError::Open`].
+fn open_lock_file(path: &Path) -> Result<File, WriterError> {
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if let Some(what) = not_regular(&md.file_type()) {
+            return Err(WriterError::NotRegular {
+                path: path.to_owned(),
+                what,
+            });
+        }
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|source| match source.raw_os_error() {
+            // O_NOFOLLOW on a link (put there since the check above).
+            Some(libc::ELOOP) => WriterError::NotRegular {
+                path: path.to_owned(),
+                what: "a symbolic link",
+            },
+            _ => WriterError::Open {
+                path: path.to_owned(),
+                source,
+            },
+        })?;
+    let md = file.metadata().map_err(|source| WriterError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    if let Some(what) = not_regular(&md.file_type()) {
+        return Err(WriterError::NotRegular {
+            path: path.to_owned(),
+            what,
+        });
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if md.uid() != euid && md.uid() != 0 {
+        return Err(WriterError::ForeignOwner {
+            path: path.to_owned(),
+            uid: md.uid(),
+            euid,
+        });
+    }
+    Ok(file)
+}
+
+/// What a file type is when it is not a regular file.
+pub(crate) fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        None
+    } else if t.is_symlink() {
+        Some("a symbolic link")
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a device or other special file")
     }
 }
 

@@ -48,6 +48,7 @@ mod writer_assess;
 mod writer_exec;
 mod writer_exec_tree;
 mod writer_judge;
+mod writer_lock_file;
 mod writer_pod;
 mod writer_privacy;
 mod writer_snapshot_json;

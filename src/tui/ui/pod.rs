@@ -44,7 +44,8 @@ pub fn verdict_style(k: VerdictKind) -> Style {
         | VerdictKind::HolderOutsidePod
         | VerdictKind::InvalidEnable
         | VerdictKind::ArmedHoldsNothing
-        | VerdictKind::OrphanedWriter => Color::Red,
+        | VerdictKind::OrphanedWriter
+        | VerdictKind::OrphanedLock => Color::Red,
         VerdictKind::StrayStamp | VerdictKind::Waiting => Color::Yellow,
     };
     Style::default().fg(c)

@@ -47,6 +47,7 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
     verdicts.extend(holder_outside_pod(obs, &procs));
     verdicts.extend(stray_stamp(obs, &judged));
     verdicts.extend(orphaned_writer(obs, &procs, &judged));
+    verdicts.extend(orphaned_lock(obs));
     verdicts.sort_by(|a, b| (a.kind, &a.pids, &a.message).cmp(&(b.kind, &b.pids, &b.message)));
 
     let mut locks: Vec<LockInfo> = obs
@@ -362,6 +363,25 @@ fn held_by(lock: &ObservedLock) -> String {
 
 /// Holder outside the pod: a lock file is held by a process outside the pod,
 /// outside this PID namespace, or one this scan cannot see.
+/// A lock file removed while held: its path shows `(deleted)` and someone
+/// holds it.
+fn orphaned_lock(obs: &Observed) -> Vec<Verdict> {
+    obs.locks
+        .iter()
+        .filter(|l| l.path.ends_with(" (deleted)") && !l.holders.is_empty())
+        .map(|l| Verdict {
+            kind: VerdictKind::OrphanedLock,
+            message: format!(
+                "pid {} holds a flock on {}: the lock file was removed while held, so the file now at that path is a different lock and a second writer can take it. Stop pid {} (it still believes it is the writer)",
+                join_pids(&l.holders),
+                l.path,
+                join_pids(&l.holders)
+            ),
+            pids: l.holders.clone(),
+        })
+        .collect()
+}
+
 fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict> {
     let pod: BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
     let mut verdicts = Vec::new();

@@ -26,6 +26,9 @@ type KernelId = (u32, u32, u64);
 pub(super) struct LockTarget {
     pub(super) path: String,
     probe: Vec<PathBuf>,
+    /// Why it is not a lock file at all (a symbolic link, a directory…):
+    /// its state is then unknown, never free.
+    not_a_lock: Option<&'static str>,
 }
 
 /// The lock files to inspect, keyed by [`FileKey`]: those in `opts.data_dirs`,
@@ -48,6 +51,7 @@ pub(super) fn lock_targets(
                     .or_insert_with(|| LockTarget {
                         path: fd.path.clone(),
                         probe: vec![fd.link.clone(), fd.target.clone()],
+                        not_a_lock: None,
                     });
             }
         }
@@ -66,13 +70,46 @@ pub(super) fn lock_targets(
         }
         let path = dir.join(LOCK_NAME);
         let shown = sanitize(&path.to_string_lossy());
-        match std::fs::metadata(&path) {
+        // A lock file removed while held stays locked, under its old name
+        // with " (deleted)": its holders' descriptors show it.
+        let canonical = std::fs::canonicalize(dir).map(|d| d.join(LOCK_NAME)).ok();
+        let current = std::fs::symlink_metadata(&path)
+            .map(|m| (m.dev(), m.ino()))
+            .ok();
+        for &pid in owners {
+            for fd in &table.fds(pid).fds {
+                if Some(&fd.target) == canonical.as_ref() && Some((fd.dev, fd.ino)) != current {
+                    lock_keys
+                        .entry((fd.dev, fd.ino))
+                        .or_insert_with(|| LockTarget {
+                            path: fd.path.clone(),
+                            probe: vec![fd.link.clone()],
+                            not_a_lock: None,
+                        });
+                }
+            }
+        }
+        match std::fs::symlink_metadata(&path) {
+            // A link, a directory, a FIFO…: `writer exec` refuses it, and it
+            // is never opened here either (a link could point anywhere).
+            Ok(md) if !md.file_type().is_file() => {
+                let what =
+                    crate::writer::flock::not_regular(&md.file_type()).unwrap_or("not a file");
+                lock_keys
+                    .entry((md.dev(), md.ino()))
+                    .or_insert_with(|| LockTarget {
+                        path: format!("{shown} ({what}, not a lock file: writer exec refuses it)"),
+                        probe: Vec::new(),
+                        not_a_lock: Some(what),
+                    });
+            }
             Ok(md) => {
                 lock_keys
                     .entry((md.dev(), md.ino()))
                     .or_insert_with(|| LockTarget {
                         path: shown,
                         probe: vec![path],
+                        not_a_lock: None,
                     });
             }
             // The key (0, n) never matches a real file: n keeps it unique.
@@ -83,6 +120,7 @@ pub(super) fn lock_targets(
                     LockTarget {
                         path: shown,
                         probe: Vec::new(),
+                        not_a_lock: None,
                     },
                 );
             }
@@ -224,6 +262,11 @@ fn lock_state(
                 )
             },
         )
+    } else if let Some(what) = target.not_a_lock {
+        (
+            LockFileState::Unknown,
+            format!("it is {what}, not a regular file: no writer can lock it (writer exec refuses it), and it is not opened here"),
+        )
     } else if target.probe.is_empty() {
         (
             LockFileState::Free,
@@ -339,6 +382,44 @@ fn probe_locked_any(paths: &[PathBuf]) -> std::io::Result<bool> {
 fn join_set(pids: &BTreeSet<u32>) -> String {
     let v: Vec<String> = pids.iter().map(u32::to_string).collect();
     v.join(", ")
+}
+
+/// Finds the processes holding a flock on a file that was `lock_path` and has
+/// been removed since (its descriptor's link reads `… (deleted)`, or the path
+/// now names another file): orphaned holders, who still believe they are the
+/// writer. Best effort, by what this `/proc` shows (a holder in another PID
+/// or mount namespace is not seen).
+pub fn orphaned_lock_holders(proc_root: &Path, lock_path: &Path) -> Vec<HolderDesc> {
+    let current = std::fs::symlink_metadata(lock_path)
+        .map(|m| (m.dev(), m.ino()))
+        .ok();
+    // Descriptors name the file by its absolute, resolved path.
+    let lock_path = &lock_path
+        .parent()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .map_or_else(|| lock_path.to_owned(), |d| d.join(LOCK_NAME));
+    let Ok(table) = ProcTable::read(proc_root) else {
+        return Vec::new();
+    };
+    let mut pids = BTreeSet::new();
+    for p in table.procs.values().filter(|p| !p.kthread) {
+        let fds = table.fds(p.pid);
+        if fds.fds.iter().any(|fd| {
+            fd.target == *lock_path && Some((fd.dev, fd.ino)) != current && !fd.lock_ids.is_empty()
+        }) {
+            pids.insert(p.pid);
+        }
+    }
+    pids.into_iter()
+        .map(|pid| HolderDesc {
+            pid,
+            command: table
+                .procs
+                .get(&pid)
+                .map(RawProc::command)
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Finds the processes holding `lock_path` (by inode, through `fdinfo`), for

@@ -61,7 +61,7 @@ mod proc;
 use std::path::PathBuf;
 
 pub use judge::judge;
-pub use lock::{lock_holders, probe_locked};
+pub use lock::{lock_holders, orphaned_lock_holders, probe_locked};
 pub use model::{
     DutyView, LockFileState, LockInfo, LockState, PodScope, PodSnapshot, ProcessInfo, Verdict,
     VerdictKind,

@@ -275,6 +275,10 @@ pub enum VerdictKind {
     /// running outside every holder's tree (e.g. a daemonized child that
     /// outlived `writer exec`): it may write without the lease.
     OrphanedWriter,
+    /// A process holds a flock on a `.writer.lock` that was removed (unlinked
+    /// or replaced) while held: it still believes it is the writer, and the
+    /// file now at the path is a different lock a second writer can take.
+    OrphanedLock,
 }
 
 impl VerdictKind {
@@ -289,6 +293,7 @@ impl VerdictKind {
             VerdictKind::Waiting => "waiting",
             VerdictKind::HolderOutsidePod => "holder_outside_pod",
             VerdictKind::OrphanedWriter => "orphaned_writer",
+            VerdictKind::OrphanedLock => "orphaned_lock",
         }
     }
 }
