@@ -37,7 +37,7 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
         Ok(report) => {
             let mut entries = report.entries;
             entries.reverse();
-            for u in &report.unreadable {
+            for u in report.unreadable.sentences() {
                 eprintln!(
                     "leasectl: audit log {}: {u}",
                     sanitize(&path.display().to_string())

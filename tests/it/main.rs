@@ -10,6 +10,7 @@ mod common;
 mod writer_support;
 
 mod architecture;
+mod audit_junk;
 mod audit_log;
 mod bad_input;
 mod cli_surface;
