@@ -701,6 +701,9 @@ impl ObjectRead for LocalStore {
     fn describe(&self) -> String {
         format!("file://{}", self.root.display())
     }
+    fn has_clock(&self) -> bool {
+        false
+    }
 
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let me = self.clone();

@@ -295,6 +295,14 @@ pub trait ObjectRead: Send + Sync {
         None
     }
 
+    /// True when the store has a clock of its own that answers carry (S3's
+    /// `Date`); false for a local directory, whose writers' clocks nothing
+    /// checks against each other (on a file system shared between hosts,
+    /// they must agree within TTL/12 by other means, such as NTP).
+    fn has_clock(&self) -> bool {
+        true
+    }
+
     /// Where this store's requests go (URL, region, addressing style), for
     /// `--json` and the audit log. All `None` for a local directory.
     fn endpoint_info(&self) -> EndpointInfo {
@@ -431,6 +439,9 @@ impl ObjectRead for ReadOnly {
     }
     fn server_clock_problem(&self) -> Option<String> {
         self.0.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.0.has_clock()
     }
     fn endpoint_info(&self) -> EndpointInfo {
         self.0.endpoint_info()
@@ -580,6 +591,9 @@ impl ObjectRead for Counting {
     }
     fn server_clock_problem(&self) -> Option<String> {
         self.inner.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.inner.has_clock()
     }
     fn endpoint_info(&self) -> EndpointInfo {
         self.inner.endpoint_info()
