@@ -14,7 +14,9 @@ pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
             Err(e) => return crate::setup::fail(&e.into()),
         },
     };
-    audit_list(&path, a.json, &mut std::io::stdout())
+    let mut out = crate::stdout::Checked::new(std::io::stdout().lock());
+    let exit = audit_list(&path, a.json, &mut out);
+    out.finish(exit)
 }
 
 /// The generation an entry observed and the one it wrote: `7 → 8`; `-` for

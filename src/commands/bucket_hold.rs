@@ -211,6 +211,7 @@ fn command_for(
         .env("LEASECTL_LEASE_KEY", key)
         .env("LEASECTL_INSTANCE_ID", id)
         .env(supervise::FENCE_FD_ENV, pipe.read_fd().to_string())
+        .env(supervise::FENCE_PIPE_ENV, pipe.identity())
         .stdin(Stdio::inherit());
     // Never a value inherited from our own environment: unknown is unset.
     match generation {

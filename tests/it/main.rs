@@ -36,6 +36,7 @@ mod race;
 mod report_truth;
 mod schedule;
 mod serve_limits;
+mod small_faults;
 mod snapshot_json;
 mod takeover;
 mod takeover_signals;
