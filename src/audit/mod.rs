@@ -237,7 +237,14 @@ impl AuditLog {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        open_append(&path).map_err(err)?;
+        let f = open_append(&path).map_err(err)?;
+        if let Ok(md) = f.metadata() {
+            crate::logfile::warn_if_world_writable(
+                &path,
+                &md,
+                "anyone on this host could forge or erase its takeover records",
+            );
+        }
         Ok(Self { path, remote: None })
     }
 

@@ -76,6 +76,36 @@ pub struct Unlisted {
     pub problem: String,
 }
 
+impl Listing {
+    /// Keeps to `prefix` what a service listed under it: a common prefix is
+    /// kept only when it is `prefix` followed by one plain segment and `/`
+    /// (no `.` or `..` segment, nothing outside); any other is moved to
+    /// [`Listing::unlisted`], named, so that nothing outside the target is
+    /// read or shown as one of its prefixes. Objects outside `prefix` are
+    /// dropped (none can be its LEASE).
+    pub fn confine(&mut self, prefix: &str) {
+        let mut kept = Vec::with_capacity(self.prefixes.len());
+        for p in std::mem::take(&mut self.prefixes) {
+            let segment = p.strip_prefix(prefix).and_then(|r| r.strip_suffix('/'));
+            match segment {
+                Some(s) if !s.is_empty() && !s.contains('/') && s != "." && s != ".." => {
+                    kept.push(p)
+                }
+                _ => self.unlisted.push(Unlisted {
+                    prefix: crate::text::sanitize(&p),
+                    problem: format!(
+                        "the service listed \"{}\" under \"{}\": it is not a prefix directly under the one asked for, so it is not read",
+                        crate::text::sanitize(&p),
+                        crate::text::sanitize(prefix)
+                    ),
+                }),
+            }
+        }
+        self.prefixes = kept;
+        self.objects.retain(|o| o.key.starts_with(prefix));
+    }
+}
+
 impl Unlisted {
     /// The entry for a prefix whose name, as the bytes `raw` (the whole
     /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
@@ -668,5 +698,49 @@ impl ObjectStore for Unavailable {
     }
     async fn delete(&self, _: &str, _: Option<&str>) -> Result<(), StoreError> {
         Err(self.error.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 37 item 9: what a service lists outside the prefix asked for
+    /// (`otherprefix/`, `../`, deeper levels) is not read: it is named.
+    #[test]
+    fn a_listing_is_confined_to_the_prefix_asked_for() {
+        let mut l = Listing {
+            prefixes: [
+                "sub/db1/",
+                "otherprefix/",
+                "sub/../",
+                "sub/./",
+                "sub/a/b/",
+                "sub//",
+                "sub/db2/",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            objects: ["sub/LEASE", "elsewhere/LEASE"]
+                .map(|k| ObjectMeta {
+                    key: k.to_owned(),
+                    etag: None,
+                    last_modified: None,
+                    size: 0,
+                })
+                .to_vec(),
+            unlisted: Vec::new(),
+        };
+        l.confine("sub/");
+        assert_eq!(l.prefixes, ["sub/db1/", "sub/db2/"]);
+        assert_eq!(l.objects.len(), 1);
+        let named: Vec<&str> = l.unlisted.iter().map(|u| u.prefix.as_str()).collect();
+        assert_eq!(
+            named,
+            ["otherprefix/", "sub/../", "sub/./", "sub/a/b/", "sub//"]
+        );
+        assert!(l.unlisted[0]
+            .problem
+            .contains("not a prefix directly under the one asked for"));
     }
 }

@@ -41,3 +41,57 @@ fn output_that_cannot_be_written_is_an_error_for_audit_and_probe() {
         assert!(err.contains("could not write"), "{args:?}: {err}");
     }
 }
+
+/// (f) A config file or audit log that every user may write is warned about
+/// once, with the fix, as ssh and kubectl do; a private one is not.
+#[test]
+fn a_world_writable_config_or_audit_log_is_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let url = format!("file://{}/", store.display());
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[contexts.x]\n").unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::write(&log, b"").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+            .args(args)
+            .env("LEASECTL_CONFIG", &config)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let takeover = [
+        "takeover",
+        &format!("{url}db/"),
+        "--reason",
+        "test",
+        "--yes",
+        "--audit-log",
+        log.to_str().unwrap(),
+    ];
+    for p in [&config, &log] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    assert!(!run(&["-c", "x", "--json", "--no-pod", &url]).contains("writable by every user"));
+    assert!(!run(&takeover).contains("writable by every user"));
+    for p in [&config, &log] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let err = run(&["-c", "x", "--json", "--no-pod", &url]);
+    assert_eq!(err.matches("writable by every user").count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("chmod go-w {}", config.display())),
+        "{err}"
+    );
+    let err = run(&takeover);
+    assert!(
+        err.contains(&format!("{} is writable by every user", log.display()))
+            && err.contains("forge or erase"),
+        "{err}"
+    );
+}
