@@ -95,3 +95,52 @@ fn a_world_writable_config_or_audit_log_is_warned_about() {
         "{err}"
     );
 }
+
+/// (a) A full file system (ENOSPC) during renewals leaves no hidden
+/// `.LEASE.leasectl-tmp-*` files behind: a tmpfs of 64 KiB, filled, then five
+/// writes of the LEASE.
+#[tokio::test]
+async fn a_full_file_system_leaves_no_temporary_files() {
+    use leasectl::store::local::LocalStore;
+    use leasectl::store::{ObjectStore, PutCondition};
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .expect("mount(8)");
+    assert!(
+        mounted.success(),
+        "cannot mount a tmpfs (this test runs as root)"
+    );
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    std::fs::create_dir(mnt.join("db")).unwrap();
+    let store = LocalStore::open(&mnt).unwrap();
+    store
+        .put("db/LEASE", b"{}".to_vec(), PutCondition::None)
+        .await
+        .unwrap();
+    // Fill it up.
+    let _ = std::fs::write(mnt.join("filler"), vec![0u8; 128 * 1024]);
+    let body = vec![b'x'; 8 * 1024];
+    for _ in 0..5 {
+        let r = store
+            .put("db/LEASE", body.clone(), PutCondition::None)
+            .await;
+        assert!(r.is_err(), "a write to a full file system succeeded");
+    }
+    let left: Vec<String> = std::fs::read_dir(mnt.join("db"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("leasectl-tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left behind: {left:?}");
+}
