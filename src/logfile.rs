@@ -36,21 +36,6 @@ pub fn init(path: &Path) {
         .try_init();
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_log_file_is_private() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("console.log");
-        std::fs::write(&path, "old\n").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        super::init(&path);
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-    }
-}
-
 /// Warns once per path (stderr, one sentence) when `md` (the file at `path`)
 /// is writable by every user, as ssh and kubectl warn about their files:
 /// `risk` says what such a user could do; the fix is `chmod go-w PATH`.
@@ -72,4 +57,19 @@ pub fn warn_if_world_writable(path: &std::path::Path, md: &std::fs::Metadata, ri
         "leasectl: warning: {shown} is writable by every user (mode {:04o}): {risk}. Fix it with: chmod go-w {shown}",
         mode & 0o7777
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_log_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("console.log");
+        std::fs::write(&path, "old\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        super::init(&path);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 }

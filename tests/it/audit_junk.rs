@@ -15,7 +15,8 @@ fn junk_log(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// Runs leasectl with `args`; returns its exit code, stderr and peak
-/// resident memory in KiB (`ru_maxrss` from `wait4`).
+/// resident memory in KiB (`ru_maxrss` from `wait4`, which also reaps it).
+#[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&str]) -> (Option<i32>, String, i64) {
     let child = Command::new(env!("CARGO_BIN_EXE_leasectl"))
         .args(args)
