@@ -78,8 +78,8 @@ pub struct Unlisted {
 
 impl Listing {
     /// Keeps to `prefix` what a service listed under it: a common prefix is
-    /// kept only when it is `prefix` followed by one plain segment and `/`
-    /// (no `.` or `..` segment, nothing outside); any other is moved to
+    /// kept only when it is `prefix` followed by one segment (which may be
+    /// empty, as in `x//`, but not `.` or `..`) and `/`; any other is moved to
     /// [`Listing::unlisted`], named, so that nothing outside the target is
     /// read or shown as one of its prefixes. Objects outside `prefix` are
     /// dropped (none can be its LEASE).
@@ -88,7 +88,8 @@ impl Listing {
         for p in std::mem::take(&mut self.prefixes) {
             let segment = p.strip_prefix(prefix).and_then(|r| r.strip_suffix('/'));
             match segment {
-                Some(s) if !s.is_empty() && !s.contains('/') && s != "." && s != ".." => {
+                // An empty segment (`x//`) is a key S3 allows: its own prefix.
+                Some(s) if !s.contains('/') && s != "." && s != ".." => {
                     kept.push(p)
                 }
                 _ => self.unlisted.push(Unlisted {
@@ -718,6 +719,7 @@ mod tests {
                 "sub/a/b/",
                 "sub//",
                 "sub/db2/",
+                "../",
             ]
             .map(str::to_owned)
             .to_vec(),
@@ -732,12 +734,12 @@ mod tests {
             unlisted: Vec::new(),
         };
         l.confine("sub/");
-        assert_eq!(l.prefixes, ["sub/db1/", "sub/db2/"]);
+        assert_eq!(l.prefixes, ["sub/db1/", "sub//", "sub/db2/"]);
         assert_eq!(l.objects.len(), 1);
         let named: Vec<&str> = l.unlisted.iter().map(|u| u.prefix.as_str()).collect();
         assert_eq!(
             named,
-            ["otherprefix/", "sub/../", "sub/./", "sub/a/b/", "sub//"]
+            ["otherprefix/", "sub/../", "sub/./", "sub/a/b/", "../"]
         );
         assert!(l.unlisted[0]
             .problem
