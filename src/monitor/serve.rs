@@ -34,7 +34,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
-use super::GatherExtras;
+use crate::snapshot::Recipe;
 
 /// What `serve` needs besides the targets.
 pub struct ServeOptions {
@@ -167,7 +167,7 @@ async fn shutdown_signal() -> &'static str {
 pub async fn serve(
     mut gatherer: Gatherer,
     clock: SharedClock,
-    extras: GatherExtras,
+    extras: Recipe,
     counters: Arc<Counters>,
     opts: ServeOptions,
 ) -> crate::exit::Exit {
@@ -207,7 +207,7 @@ pub async fn serve(
             ticker.tick().await;
             let audit = read_audit(audit_tail.take());
             let (snap, (tail, audit, error)) =
-                tokio::join!(super::gather(&mut gatherer, &clock, &extras), audit);
+                tokio::join!(extras.take(&mut gatherer, &clock), audit);
             audit_tail = tail;
             if error != audit_error {
                 match (&error, audit_tail.as_ref()) {
