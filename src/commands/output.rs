@@ -182,6 +182,10 @@ async fn json(
             );
         }
     }
+    // Any exit that is not 0 says why, on stderr, in a line each.
+    for why in snap.unsaid_reasons() {
+        eprintln!("leasectl: {why}");
+    }
     let text = match crate::text::to_json_pretty(&snap) {
         Ok(t) => t,
         Err(e) => return crate::setup::fail(&e.into()),

@@ -144,3 +144,27 @@ async fn a_full_file_system_leaves_no_temporary_files() {
         .collect();
     assert!(left.is_empty(), "temporary files left behind: {left:?}");
 }
+
+/// Issue 35 trip 7: `--json` that exits 1 because only the pod could not be
+/// read whole says why on stderr, in one line (it said nothing).
+#[test]
+fn json_that_exits_1_for_the_pod_alone_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // A lock path that is a symbolic link: the pod's lock is unknown.
+    std::os::unix::fs::symlink("/nonexistent", dir.path().join(".writer.lock")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        .args(["--json", "--data-dir"])
+        .arg(dir.path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("could not be read whole"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("symbolic link"), "{err}");
+}
