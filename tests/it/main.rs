@@ -9,6 +9,7 @@
 mod common;
 mod writer_support;
 
+mod adoption;
 mod architecture;
 mod audit_log;
 mod bad_input;
