@@ -522,3 +522,49 @@ async fn a_refusal_whose_read_back_failed_is_unknown_not_nothing_written() {
     let r = LeaseRecord::parse(&b, b.len() as u64).unwrap();
     assert_ne!(r.instance_id, "dead", "the takeover's record is stored");
 }
+
+/// A record of another process under our own id is taken over only as
+/// anyone's would be: a contender whose clock runs 10 s ahead sees the live
+/// holder's 3 s lease as stale, measures its clock against the service's and
+/// refuses (the reader-clock check), instead of skipping the check because
+/// the record names its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_record_under_our_id_is_clock_checked_before_it_is_taken() {
+    use leasectl::bucket::{BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseWatch};
+    use leasectl::clock::{SharedClock, SkewedClock};
+    let (endpoint, bucket) = Server::Moto(Moto::Conditional)
+        .bucket("same-id-clock")
+        .await;
+    let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
+    let cfg = LeaseConfig {
+        ttl_s: 3,
+        ..LeaseConfig::default()
+    };
+    let first = BucketLease::acquire_as(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        "same",
+        cfg.clone(),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    let keep = KeepAlive::start(first);
+    let ahead: SharedClock = Arc::new(SkewedClock::new(chrono::Duration::seconds(10)));
+    let r = BucketLease::acquire_as(
+        store.clone(),
+        ahead,
+        "db/",
+        "same",
+        cfg,
+        &mut LeaseWatch::new(),
+    )
+    .await;
+    assert!(
+        matches!(r, Err(LeaseError::ReaderClock { .. })),
+        "a live holder's record under our id was taken by a reader whose clock is off: {r:?}"
+    );
+    assert!(keep.status().is_open(), "the live holder's fence closed");
+    let _ = keep.stop_and_release().await;
+}
