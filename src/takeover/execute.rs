@@ -360,11 +360,11 @@ async fn diagnose(
         Some(StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_))
     );
     let (outcome, err) = match (answer, found) {
-        (Some(e), NotStored::Other(o)) if refused => {
+        (Some(_), NotStored::Other(o)) if refused => {
             let now_sentence = now(&o);
             entry.written = None;
             (
-                format!("refused ({e}): lease changed since seen; {now_sentence}"),
+                format!("refused: lease changed since seen; {now_sentence}"),
                 TakeoverError::Changed {
                     key: key.clone(),
                     now: now_sentence,
