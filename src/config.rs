@@ -225,7 +225,14 @@ pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
                 "it is larger than 1 MiB, which no config is",
             )))
         }
-        Ok(_) => std::fs::read_to_string(path).map_err(read_err)?,
+        Ok(md) => {
+            crate::logfile::warn_if_world_writable(
+                path,
+                &md,
+                "anyone on this host could change which stores and endpoints leasectl uses",
+            );
+            std::fs::read_to_string(path).map_err(read_err)?
+        }
     };
     parse(path, &text).map(Some)
 }

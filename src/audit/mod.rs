@@ -237,7 +237,14 @@ impl AuditLog {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        open_append(&path).map_err(err)?;
+        let f = open_append(&path).map_err(err)?;
+        if let Ok(md) = f.metadata() {
+            crate::logfile::warn_if_world_writable(
+                &path,
+                &md,
+                "anyone on this host could forge or erase its takeover records",
+            );
+        }
         Ok(Self { path, remote: None })
     }
 
@@ -316,12 +323,7 @@ impl AuditLog {
     /// Errors: as [`AuditLog::read_report`].
     pub fn read(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
         let r = Self::read_report(path)?;
-        for u in &r.unreadable {
-            tracing::warn!(
-                "audit log {}: {u}",
-                crate::text::sanitize(&path.display().to_string())
-            );
-        }
+        r.unreadable.warn(path);
         Ok(r.entries)
     }
 
@@ -347,7 +349,6 @@ impl AuditLog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AuditRead::default()),
             Err(source) => return Err(err(source)),
         };
-        let mut bytes = Vec::new();
         let skip = md.len().saturating_sub(MAX_READ_BYTES);
         if skip > 0 {
             use std::io::{Seek, SeekFrom};
@@ -359,26 +360,23 @@ impl AuditLog {
             );
             f.seek(SeekFrom::Start(skip)).map_err(err)?;
         }
-        (&mut f)
-            .take(MAX_READ_BYTES)
-            .read_to_end(&mut bytes)
-            .map_err(err)?;
-        let mut start = 0;
+        // Streamed line by line: memory is the entries, not the log.
+        let mut r = std::io::BufReader::with_capacity(1 << 16, (&mut f).take(MAX_READ_BYTES));
+        let mut start = 0u64;
         if skip > 0 {
             // The first line read is most likely the tail of a cut one.
-            start = bytes
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(bytes.len(), |i| i + 1);
+            let mut cut = Vec::new();
+            start = std::io::BufRead::read_until(&mut r, b'\n', &mut cut).map_err(err)? as u64;
         }
         let mut out = AuditRead::default();
-        parse_lines(
-            &bytes[start..],
-            skip + start as u64,
+        parse_reader(
+            r,
+            skip + start,
             1,
             &mut |e| out.entries.push(e),
-            &mut |u| out.unreadable.push(u),
-        );
+            &mut out.unreadable,
+        )
+        .map_err(err)?;
         Ok(out)
     }
 }
@@ -388,8 +386,71 @@ impl AuditLog {
 pub struct AuditRead {
     /// The entries, oldest first.
     pub entries: Vec<AuditEntry>,
-    /// The lines that are not entries, in file order.
-    pub unreadable: Vec<UnreadableLine>,
+    /// The lines that are not entries: how many, and the first few.
+    pub unreadable: Unreadable,
+}
+
+/// The lines of a log read that are not entries: their number, and the first
+/// [`Unreadable::SHOWN`] of them (a log of junk costs a count, not a copy of
+/// every line, and is warned about in a few lines, not one per line).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Unreadable {
+    /// How many lines were not entries.
+    pub count: u64,
+    /// The first of them, in file order.
+    pub first: Vec<UnreadableLine>,
+}
+
+impl Unreadable {
+    /// How many lines are kept to be named.
+    pub const SHOWN: usize = 5;
+
+    /// Counts `u`, keeping it if it is one of the first few.
+    pub fn push(&mut self, u: UnreadableLine) {
+        self.count += 1;
+        if self.first.len() < Self::SHOWN {
+            self.first.push(u);
+        }
+    }
+
+    /// How many lines were not entries.
+    pub fn len(&self) -> usize {
+        usize::try_from(self.count).unwrap_or(usize::MAX)
+    }
+
+    /// True when every line was an entry.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The sentences that name them: one per kept line, and the total of the
+    /// others.
+    pub fn sentences(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.first.iter().map(ToString::to_string).collect();
+        let more = self.count.saturating_sub(self.first.len() as u64);
+        if more > 0 {
+            v.push(format!(
+                "and {more} more unreadable lines ({} in all), skipped",
+                self.count
+            ));
+        }
+        v
+    }
+
+    /// Warns (`tracing`) about them in at most [`Unreadable::SHOWN`] + 1 lines.
+    pub fn warn(&self, path: &Path) {
+        let shown = crate::text::sanitize(&path.display().to_string());
+        for s in self.sentences() {
+            tracing::warn!("audit log {shown}: {s}");
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Unreadable {
+    type Output = UnreadableLine;
+    fn index(&self, i: usize) -> &UnreadableLine {
+        &self.first[i]
+    }
 }
 
 /// A line of the audit log that is not an entry (torn by a crash, edited by hand).
@@ -424,13 +485,34 @@ impl std::fmt::Display for UnreadableLine {
 /// number `line`) as entries; every line that is not one goes to `bad`.
 fn parse_lines(
     bytes: &[u8],
+    offset: u64,
+    line: u64,
+    good: &mut dyn FnMut(AuditEntry),
+    bad: &mut Unreadable,
+) {
+    // Reading from a slice cannot fail.
+    let _ = parse_reader(bytes, offset, line, good, bad);
+}
+
+/// [`parse_lines`] over a reader, one line at a time in one reused buffer.
+///
+/// Errors: the reader's.
+fn parse_reader(
+    mut r: impl std::io::BufRead,
     mut offset: u64,
     mut line: u64,
     good: &mut dyn FnMut(AuditEntry),
-    bad: &mut dyn FnMut(UnreadableLine),
-) {
+    bad: &mut Unreadable,
+) -> std::io::Result<()> {
     // Line by line as bytes: one torn or non-UTF-8 line must not hide the rest.
-    for l in bytes.split(|b| *b == b'\n') {
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let l = buf.strip_suffix(b"\n").unwrap_or(&buf);
         let here = offset;
         offset += l.len() as u64 + 1;
         line += 1;
@@ -439,10 +521,12 @@ fn parse_lines(
         }
         match serde_json::from_slice::<AuditEntry>(l) {
             Ok(e) => good(e),
+            // Counted; described only while it is one of the first few.
+            Err(_) if bad.first.len() >= Unreadable::SHOWN => bad.count += 1,
             Err(e) => {
                 let text = String::from_utf8_lossy(&l[..l.len().min(240)]);
                 let excerpt: String = crate::text::sanitize(&text).chars().take(60).collect();
-                bad(UnreadableLine {
+                bad.push(UnreadableLine {
                     line: line - 1,
                     offset: here,
                     error: e.to_string(),
@@ -512,7 +596,7 @@ impl AuditTail {
     /// Errors: [`AuditError::Read`] (the path is not a regular file, or the
     /// read failed: the entries already read are kept, and the next poll
     /// tries again). A missing file is no error: nothing new.
-    pub fn poll(&mut self) -> Result<Vec<UnreadableLine>, AuditError> {
+    pub fn poll(&mut self) -> Result<Unreadable, AuditError> {
         self.poll_with(&mut |_| {})
     }
 
@@ -524,7 +608,7 @@ impl AuditTail {
     pub fn poll_with(
         &mut self,
         on_entry: &mut dyn FnMut(&AuditEntry),
-    ) -> Result<Vec<UnreadableLine>, AuditError> {
+    ) -> Result<Unreadable, AuditError> {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::{FileExt, MetadataExt};
         let err = |source| AuditError::Read {
@@ -534,7 +618,7 @@ impl AuditTail {
         let (mut f, md) = match crate::store::local::open_regular(&self.path) {
             Ok(Opened::Regular(f, md)) => (f, md),
             Ok(Opened::Other(kind, _)) => return Err(err(not_regular(kind))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Unreadable::default()),
             Err(source) => return Err(err(source)),
         };
         let id = (md.dev(), md.ino());
@@ -558,7 +642,7 @@ impl AuditTail {
             self.line = 1;
         }
         if len == self.offset {
-            return Ok(Vec::new());
+            return Ok(Unreadable::default());
         }
         let mut from = self.offset;
         let mut resync = false;
@@ -577,18 +661,18 @@ impl AuditTail {
             // Started inside the file: the first (most likely cut) line is skipped.
             match bytes.iter().position(|b| *b == b'\n') {
                 Some(i) => start = i + 1,
-                None => return Ok(Vec::new()),
+                None => return Ok(Unreadable::default()),
             }
         }
         // Whole lines only: a line without its newline yet is read next time.
         let Some(end) = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1) else {
-            return Ok(Vec::new());
+            return Ok(Unreadable::default());
         };
         if end <= start {
-            return Ok(Vec::new());
+            return Ok(Unreadable::default());
         }
         let whole = &bytes[start..end];
-        let mut bad = Vec::new();
+        let mut bad = Unreadable::default();
         let keep = self.keep;
         let entries = &mut self.entries;
         let path = crate::text::sanitize(&self.path.display().to_string());
@@ -603,11 +687,12 @@ impl AuditTail {
                     entries.pop_front();
                 }
             },
-            &mut |u| {
-                tracing::warn!("audit log {path}: {u}");
-                bad.push(u);
-            },
+            &mut bad,
         );
+        // A few lines and a total, never one per bad line.
+        for s in bad.sentences() {
+            tracing::warn!("audit log {path}: {s}");
+        }
         self.line += whole.iter().filter(|b| **b == b'\n').count() as u64;
         self.offset = from + end as u64;
         self.before = bytes[end.saturating_sub(64).max(start)..end].to_vec();

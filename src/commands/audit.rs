@@ -14,7 +14,9 @@ pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
             Err(e) => return crate::setup::fail(&e.into()),
         },
     };
-    audit_list(&path, a.json, &mut std::io::stdout())
+    let mut out = crate::stdout::Checked::new(std::io::stdout().lock());
+    let exit = audit_list(&path, a.json, &mut out);
+    out.finish(exit)
 }
 
 /// The generation an entry observed and the one it wrote: `7 → 8`; `-` for
@@ -37,7 +39,7 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
         Ok(report) => {
             let mut entries = report.entries;
             entries.reverse();
-            for u in &report.unreadable {
+            for u in report.unreadable.sentences() {
                 eprintln!(
                     "leasectl: audit log {}: {u}",
                     sanitize(&path.display().to_string())

@@ -102,6 +102,14 @@ pub async fn hold(
             return Exit::Failed;
         }
     };
+    if !store.has_clock() {
+        // Said once, at start: nothing can check this host's clock here.
+        tracing::warn!(
+            "{} is a local directory: it has no clock of its own, so this host's clock is not checked against the other holders'. If the directory is shared between hosts (NFS), keep their clocks within {} of each other (NTP): a holder whose clock runs slow writes past its lease's end",
+            sanitize(&store.describe()),
+            crate::text::format_secs(crate::bucket::fence::clock_offset_limit_s(config.ttl_s))
+        );
+    }
     let lease =
         match acquire_waiting(store.clone(), clock.clone(), prefix, &id, &config, wait).await {
             Ok(l) => l,
@@ -203,6 +211,7 @@ fn command_for(
         .env("LEASECTL_LEASE_KEY", key)
         .env("LEASECTL_INSTANCE_ID", id)
         .env(supervise::FENCE_FD_ENV, pipe.read_fd().to_string())
+        .env(supervise::FENCE_PIPE_ENV, pipe.identity())
         .stdin(Stdio::inherit());
     // Never a value inherited from our own environment: unknown is unset.
     match generation {

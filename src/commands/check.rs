@@ -35,8 +35,9 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
         1,
     );
     let clock = crate::clock::SystemClock::shared();
-    let extras = crate::setup::pod_extras(&args.pod, ctx);
-    let snap = crate::monitor::gather(&mut g, &clock, &extras).await;
+    let snap = crate::setup::recipe(&args.pod, ctx)
+        .take(&mut g, &clock)
+        .await;
     let r = check::evaluate(
         &snap,
         &check::Thresholds {

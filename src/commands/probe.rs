@@ -19,14 +19,16 @@ pub async fn run(a: &ProbeArgs, ctx: &Context) -> Exit {
         Ok(s) => s,
         Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
-    probe_race(
+    let mut out = crate::stdout::Checked::new(std::io::stdout());
+    let exit = probe_race(
         store.as_ref(),
         target.prefix(),
         a.json,
         a.race.map(usize::from),
-        &mut std::io::stdout(),
+        &mut out,
     )
-    .await
+    .await;
+    out.finish(exit)
 }
 
 /// `leasectl probe --json`: the document printed.

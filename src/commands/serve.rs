@@ -36,7 +36,7 @@ pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
         .schedule(refresh)
         .budget(args.max_requests),
         crate::clock::SystemClock::shared(),
-        crate::setup::pod_extras(&args.pod, ctx),
+        crate::setup::recipe(&args.pod, ctx),
         counters,
         serve::ServeOptions {
             listen: args.listen,

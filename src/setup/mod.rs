@@ -16,7 +16,7 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use context::{
-    announce, nothing_to_report, open_audit, open_targets, parse_targets, pod_extras, relist_every,
+    announce, nothing_to_report, open_audit, open_targets, parse_targets, recipe, relist_every,
     scan_options, target_or_usage, Context, Opened, Terminal,
 };
 pub use logging::{init_console_logging, init_logging, install_error_hook};

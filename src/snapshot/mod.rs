@@ -21,6 +21,7 @@ pub mod gather;
 pub mod history;
 pub mod model;
 pub mod options;
+pub mod recipe;
 pub mod schedule;
 pub mod takeovers;
 pub mod target_read;
@@ -32,6 +33,7 @@ pub use model::{
     ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
 };
 pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
+pub use recipe::{AuditSource, Recipe};
 pub use schedule::{Focus, Schedule};
 pub use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};
 pub use target_read::{

@@ -76,6 +76,37 @@ pub struct Unlisted {
     pub problem: String,
 }
 
+impl Listing {
+    /// Keeps to `prefix` what a service listed under it: a common prefix is
+    /// kept only when it is `prefix` followed by one segment (which may be
+    /// empty, as in `x//`, but not `.` or `..`) and `/`; any other is moved to
+    /// [`Listing::unlisted`], named, so that nothing outside the target is
+    /// read or shown as one of its prefixes. Objects outside `prefix` are
+    /// dropped (none can be its LEASE).
+    pub fn confine(&mut self, prefix: &str) {
+        let mut kept = Vec::with_capacity(self.prefixes.len());
+        for p in std::mem::take(&mut self.prefixes) {
+            let segment = p.strip_prefix(prefix).and_then(|r| r.strip_suffix('/'));
+            match segment {
+                // An empty segment (`x//`) is a key S3 allows: its own prefix.
+                Some(s) if !s.contains('/') && s != "." && s != ".." => {
+                    kept.push(p)
+                }
+                _ => self.unlisted.push(Unlisted {
+                    prefix: crate::text::sanitize(&p),
+                    problem: format!(
+                        "the service listed \"{}\" under \"{}\": it is not a prefix directly under the one asked for, so it is not read",
+                        crate::text::sanitize(&p),
+                        crate::text::sanitize(prefix)
+                    ),
+                }),
+            }
+        }
+        self.prefixes = kept;
+        self.objects.retain(|o| o.key.starts_with(prefix));
+    }
+}
+
 impl Unlisted {
     /// The entry for a prefix whose name, as the bytes `raw` (the whole
     /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
@@ -295,6 +326,14 @@ pub trait ObjectRead: Send + Sync {
         None
     }
 
+    /// True when the store has a clock of its own that answers carry (S3's
+    /// `Date`); false for a local directory, whose writers' clocks nothing
+    /// checks against each other (on a file system shared between hosts,
+    /// they must agree within TTL/12 by other means, such as NTP).
+    fn has_clock(&self) -> bool {
+        true
+    }
+
     /// Where this store's requests go (URL, region, addressing style), for
     /// `--json` and the audit log. All `None` for a local directory.
     fn endpoint_info(&self) -> EndpointInfo {
@@ -431,6 +470,9 @@ impl ObjectRead for ReadOnly {
     }
     fn server_clock_problem(&self) -> Option<String> {
         self.0.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.0.has_clock()
     }
     fn endpoint_info(&self) -> EndpointInfo {
         self.0.endpoint_info()
@@ -581,6 +623,9 @@ impl ObjectRead for Counting {
     fn server_clock_problem(&self) -> Option<String> {
         self.inner.server_clock_problem()
     }
+    fn has_clock(&self) -> bool {
+        self.inner.has_clock()
+    }
     fn endpoint_info(&self) -> EndpointInfo {
         self.inner.endpoint_info()
     }
@@ -654,5 +699,50 @@ impl ObjectStore for Unavailable {
     }
     async fn delete(&self, _: &str, _: Option<&str>) -> Result<(), StoreError> {
         Err(self.error.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 37 item 9: what a service lists outside the prefix asked for
+    /// (`otherprefix/`, `../`, deeper levels) is not read: it is named.
+    #[test]
+    fn a_listing_is_confined_to_the_prefix_asked_for() {
+        let mut l = Listing {
+            prefixes: [
+                "sub/db1/",
+                "otherprefix/",
+                "sub/../",
+                "sub/./",
+                "sub/a/b/",
+                "sub//",
+                "sub/db2/",
+                "../",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            objects: ["sub/LEASE", "elsewhere/LEASE"]
+                .map(|k| ObjectMeta {
+                    key: k.to_owned(),
+                    etag: None,
+                    last_modified: None,
+                    size: 0,
+                })
+                .to_vec(),
+            unlisted: Vec::new(),
+        };
+        l.confine("sub/");
+        assert_eq!(l.prefixes, ["sub/db1/", "sub//", "sub/db2/"]);
+        assert_eq!(l.objects.len(), 1);
+        let named: Vec<&str> = l.unlisted.iter().map(|u| u.prefix.as_str()).collect();
+        assert_eq!(
+            named,
+            ["otherprefix/", "sub/../", "sub/./", "sub/a/b/", "../"]
+        );
+        assert!(l.unlisted[0]
+            .problem
+            .contains("not a prefix directly under the one asked for"));
     }
 }

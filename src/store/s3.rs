@@ -863,6 +863,7 @@ impl ObjectRead for S3Store {
                 });
             }
         }
+        out.confine(prefix);
         // A service that says "truncated" but gives no token to go on with,
         // or gives back the token it was sent, cannot be listed to the end:
         // an error, never a listing cut short in silence.

@@ -59,19 +59,21 @@ impl WriterLock {
 pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterError> {
     let path = data_dir.join(LOCK_NAME);
     let start = Instant::now();
+    // Kept open while waiting: a waiter is seen (it has the file open).
+    let mut file = open_lock_file(&path)?;
     loop {
-        let file = open_lock_file(&path)?;
         let opened = file.metadata().map(|m| (m.dev(), m.ino())).ok();
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => {
                 // The path must still name the file locked: one unlinked or
-                // replaced between our open and our flock is a lock nobody
-                // else will ask for. Open again.
+                // replaced since our open is a lock nobody else will ask for.
+                // Open again.
                 let now = std::fs::symlink_metadata(&path)
                     .map(|m| (m.dev(), m.ino()))
                     .ok();
                 if now.is_none() || now != opened {
                     drop(lock);
+                    file = open_lock_file(&path)?;
                     continue;
                 }
                 // A process still holding a flock on a removed `.writer.lock`
@@ -80,7 +82,15 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                 if orphans.is_empty() {
                     return Ok(WriterLock { path, lock });
                 }
-                drop(lock);
+                file = match lock.unlock() {
+                    Ok(f) => f,
+                    Err((_, errno)) => {
+                        return Err(WriterError::Flock {
+                            path,
+                            source: errno,
+                        })
+                    }
+                };
                 let elapsed = start.elapsed();
                 if elapsed >= timeout {
                     return Err(WriterError::OrphanedHolder {
@@ -91,7 +101,8 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                 }
                 std::thread::sleep(POLL_INTERVAL.min(timeout - elapsed));
             }
-            Err((_, Errno::EWOULDBLOCK)) | Err((_, Errno::EINTR)) => {
+            Err((f, Errno::EWOULDBLOCK)) | Err((f, Errno::EINTR)) => {
+                file = f;
                 let elapsed = start.elapsed();
                 if elapsed >= timeout {
                     let holders = super::scan::lock_holders(Path::new("/proc"), &path);
@@ -123,7 +134,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
 /// [`WriterError::ForeignOwner`], [`WriterError::Open`].
 fn open_lock_file(path: &Path) -> Result<File, WriterError> {
     if let Ok(md) = std::fs::symlink_metadata(path) {
-        if let Some(what) = not_regular(&md.file_type()) {
+        if let Some(what) = super::not_regular(&md.file_type()) {
             return Err(WriterError::NotRegular {
                 path: path.to_owned(),
                 what,
@@ -153,7 +164,7 @@ fn open_lock_file(path: &Path) -> Result<File, WriterError> {
         path: path.to_owned(),
         source,
     })?;
-    if let Some(what) = not_regular(&md.file_type()) {
+    if let Some(what) = super::not_regular(&md.file_type()) {
         return Err(WriterError::NotRegular {
             path: path.to_owned(),
             what,
@@ -168,24 +179,6 @@ fn open_lock_file(path: &Path) -> Result<File, WriterError> {
         });
     }
     Ok(file)
-}
-
-/// What a file type is when it is not a regular file.
-pub(crate) fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_file() {
-        None
-    } else if t.is_symlink() {
-        Some("a symbolic link")
-    } else if t.is_dir() {
-        Some("a directory")
-    } else if t.is_fifo() {
-        Some("a FIFO")
-    } else if t.is_socket() {
-        Some("a socket")
-    } else {
-        Some("a device or other special file")
-    }
 }
 
 /// The release handle [`hold`] always returns.

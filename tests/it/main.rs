@@ -11,6 +11,7 @@ mod writer_support;
 
 mod adoption;
 mod architecture;
+mod audit_junk;
 mod audit_log;
 mod bad_input;
 mod cli_surface;
@@ -36,6 +37,7 @@ mod race;
 mod report_truth;
 mod schedule;
 mod serve_limits;
+mod small_faults;
 mod snapshot_json;
 mod takeover;
 mod takeover_signals;

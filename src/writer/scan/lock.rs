@@ -93,8 +93,7 @@ pub(super) fn lock_targets(
             // A link, a directory, a FIFO…: `writer exec` refuses it, and it
             // is never opened here either (a link could point anywhere).
             Ok(md) if !md.file_type().is_file() => {
-                let what =
-                    crate::writer::flock::not_regular(&md.file_type()).unwrap_or("not a file");
+                let what = crate::writer::not_regular(&md.file_type()).unwrap_or("not a file");
                 lock_keys
                     .entry((md.dev(), md.ino()))
                     .or_insert_with(|| LockTarget {
