@@ -53,7 +53,8 @@ pub enum LeaseError {
     /// The LEASE names this instance id, but this process did not write it and
     /// no takeover handed it over: another process holds it under the same id.
     #[error("{key} is held by another process under the same instance id {} (renewed {} ago): \
-        two holders must never share an instance id. Stop the other process, or start this one \
+        two holders must never share an instance id (a hand-over's successor is started once: the \
+        first process under its id takes it up). Stop the other process, or start this one \
         without --instance-id (a new random id); the lease may be taken over in {}",
         sanitize(.instance_id), format_secs(*.age_s), format_secs(*.may_take_in_s))]
     SameInstanceId {

@@ -2,20 +2,43 @@
 //!
 //! - **Acquire** is one conditional PUT: `If-None-Match: *` on an absent key,
 //!   `If-Match: <etag>` over a stale record (or over a suspect/malformed one
-//!   watched unchanged for one TTL). A record naming our own instance id is
-//!   ours — an earlier answer was lost — and is adopted at once. `If-Match`
-//!   answered 404 (deleted meanwhile) is retried as a create; 409 (a concurrent
-//!   conditional write) and 412 re-read and judge again.
+//!   watched unchanged for one TTL). `If-Match` answered 404 (deleted
+//!   meanwhile) is retried as a create; 409 (a concurrent conditional write)
+//!   and 412 re-read and judge again — by the rule below, so a 412 to a
+//!   client's retry of a write that landed finds our own body and adopts it.
+//! - **Whose record it is** ([`super::own::whose`], the one rule for every
+//!   read-back: an answer without an ETag, a refusal, a lost answer, a
+//!   release's check, a takeover's PUT, a hand-over). An instance id names a
+//!   holder, not a process, so the id is never proof. A record is *ours* only
+//!   when its stored body is, byte for byte, one this process sent (the last
+//!   write confirmed, or one whose answer it did not see; `renewed_at` has
+//!   microseconds, so two processes' bodies differ): its ETag is adopted. A
+//!   record naming our id with `acquired_at` equal to `renewed_at` is a
+//!   *hand-over* nobody has taken up (a takeover writes that; no holder ever
+//!   does, [`super::own::holder_stamps`]): an acquire adopts it with
+//!   `If-Match` on its ETag, so of two processes started under the successor's
+//!   id exactly one gets it, and its first write ends the mark. Any other
+//!   record naming our id belongs to *another process under the same id*: an
+//!   acquire refuses it while fresh ([`LeaseError::SameInstanceId`]) and takes
+//!   it over like anyone's once stale (reader-clock check, greater
+//!   generation); a running holder that finds it has lost the lease; a
+//!   release never deletes it. Both record formats carry the rule (no field is
+//!   added). Limits: a process restarted under the same id cannot prove the
+//!   record it left is its own (it is refused until that record is stale, at
+//!   most one TTL); a first record written by another tool with equal stamps
+//!   looks like a hand-over until its holder renews it.
 //! - Every acquire then **probes** the service: the lease is written once more
 //!   with `If-None-Match: *` and once with `If-Match` on a made-up ETag; both
 //!   must be refused, or the lease is removed and the acquire fails closed.
-//! - **Renew** is a PUT with `If-Match` on the ETag we hold. A refused renewal
-//!   re-reads: our own record (an earlier renewal landed) is adopted; anything
-//!   else means the lease is lost.
+//! - **Renew** is a PUT with `If-Match` on the ETag we hold. A refused renewal,
+//!   or one answered without an ETag, reads back: our own body (an earlier
+//!   renewal landed) is adopted; anything else — another holder's record, a
+//!   hand-over or another process's record naming our id, none — means the
+//!   lease is lost.
 //! - **Generation** (the fencing token, [`super::record::next_generation`]): a
 //!   renewal keeps the record's; taking a record over (stale, suspect,
 //!   malformed) writes `max(replaced + 1, now in µs)`, creating on an absent
-//!   key `now in µs`; adopting a record naming our id keeps its generation.
+//!   key `now in µs`; adopting our own record or a hand-over keeps its generation.
 //!   [`RecordFormat::Seed`] writes none.
 //! - **Fence**: [`BucketLease::may_write`] is true only until two thirds of a
 //!   TTL after the last successful renewal, on both the monotonic and the wall
@@ -25,7 +48,7 @@
 //!   by an unconditional write; two contenders may both pass; logged at WARN.
 //! - **Release** deletes with `If-Match`, or reads, checks and deletes where
 //!   conditional DELETE is not available; never deletes a lease that is no
-//!   longer ours.
+//!   longer ours (by the rule above: the same id is not enough).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +59,7 @@ use serde::Serialize;
 use super::error::LeaseError;
 use super::fence::{FenceDeadline, FenceStatus};
 use super::judge::{judge, LeaseState, Observed};
-use super::own::{holder_stamps, is_handover, read_back, ReadBack, Sent};
+use super::own::{holder_stamps, read_back, whose, ReadBack, Sent, Whose};
 use super::probe;
 use super::record::{lease_key, LeaseRecord, RecordFormat};
 use super::watch::LeaseWatch;
@@ -321,21 +344,23 @@ impl AcquireRounds {
     }
 }
 
-/// A foreign record that looks stale to a reader whose clock is certainly
-/// further from the service's than the record's TTL allows
-/// ([`super::fence::offset_beyond_limit`]) is not taken.
+/// A record we would take over (not one we adopt: `owner` is
+/// [`Whose::SameId`] or [`Whose::Other`]) that looks stale to a reader whose
+/// clock is certainly further from the service's than the record's TTL
+/// allows ([`super::fence::offset_beyond_limit`]) is not taken — another
+/// process's record under our own id included.
 ///
 /// Errors: [`LeaseError::ReaderClock`].
 fn check_reader_clock(
     store: &dyn ObjectStore,
     clock: &dyn Clock,
     key: &str,
-    instance_id: &str,
+    owner: Whose,
     observed: &Observed,
     now: DateTime<Utc>,
 ) -> Result<(), LeaseError> {
     if let (Some(r), Some(o)) = (observed.record(), store.server_offset()) {
-        if r.instance_id != instance_id {
+        if matches!(owner, Whose::SameId | Whose::Other) {
             let j = judge(observed, now);
             if j.state == LeaseState::Stale {
                 if let Some(off) = super::fence::offset_beyond_limit(&o, clock, r.ttl_s) {
@@ -406,18 +431,15 @@ impl BucketLease {
                 .await?;
             let now = clock.wall();
             let mono = clock.mono();
-            check_reader_clock(
-                store.as_ref(),
-                clock.as_ref(),
-                &key,
-                instance_id,
-                &observed,
-                now,
-            )?;
+            // The one rule: whose is it (own::whose)? The id alone proves nothing.
+            let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
+                watch.sent.proves(b)
+            });
+            check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
             let Step::Write(cond, acquired_at, generation) = decide(
                 &key,
                 &observed,
-                stored.as_deref(),
+                owner,
                 instance_id,
                 now,
                 mono,
@@ -438,9 +460,11 @@ impl BucketLease {
                 Exclusion::BestEffort => PutCondition::None,
             };
             let body = record.to_body();
+            // A record we do not adopt is replaced (another process's under
+            // our id included).
             let replaced = observed
                 .record()
-                .filter(|r| r.instance_id != instance_id)
+                .filter(|_| matches!(owner, Whose::SameId | Whose::Other))
                 .map(|r| r.instance_id.clone());
             let form = store.capabilities().etag_form;
             // Until an answer says otherwise, this body may land unseen: a
@@ -764,8 +788,8 @@ impl BucketLease {
             _ => String::new(),
         };
         let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
         let stored = rb.body.as_deref().unwrap_or_default();
-        let ours = rb.holds(&self.body) || self.unanswered.proves(stored);
         match rb.observed {
             Observed::Present {
                 etag: Some(e),
@@ -918,13 +942,16 @@ impl BucketLease {
     }
 
     /// True when `rb` holds a body this process wrote (the last confirmed
-    /// one, or one whose answer was lost).
+    /// one, or one whose answer was lost): [`whose`] is [`Whose::Ours`]. A
+    /// hand-over naming our id is not ours to a running holder: its record
+    /// was replaced.
     fn is_ours(&self, rb: &ReadBack) -> bool {
-        rb.holds(&self.body)
-            || rb
-                .body
-                .as_deref()
-                .is_some_and(|b| self.unanswered.proves(b))
+        whose(
+            &rb.observed,
+            rb.body.as_deref(),
+            &self.record.instance_id,
+            |b| b == self.body.as_slice() || self.unanswered.proves(b),
+        ) == Whose::Ours
     }
 
     async fn read_check_delete(&self) -> Result<Released, LeaseError> {
@@ -1030,7 +1057,7 @@ pub async fn read_lease(
 fn decide(
     key: &str,
     observed: &Observed,
-    stored: Option<&[u8]>,
+    owner: Whose,
     instance_id: &str,
     now: DateTime<Utc>,
     mono: Duration,
@@ -1044,9 +1071,8 @@ fn decide(
         Observed::Absent => return Ok(create()),
         Observed::Present { etag, .. } => etag.clone().unwrap_or_default(),
     };
-    if let Some(r) = observed.record().filter(|r| r.instance_id == instance_id) {
-        let lost_answer = watch.sent.proves(stored.unwrap_or_default());
-        if !lost_answer && !is_handover(r) {
+    if let Some(r) = observed.record() {
+        if owner == Whose::SameId {
             // It names us, but this process did not write it and no takeover
             // handed it to us: another process holds it under the same id.
             let j = judge(observed, now);
@@ -1059,12 +1085,12 @@ fn decide(
                 });
             }
             // Stale (or suspect): taken over like any other holder's, below.
-        } else {
+        } else if matches!(owner, Whose::Ours | Whose::HandedOver) {
             tracing::info!(
                 key,
                 "the LEASE already names our instance id ({}): adopting it",
-                if lost_answer {
-                    "an answer of ours was lost"
+                if owner == Whose::Ours {
+                    "a write of ours whose answer was lost"
                 } else {
                     "a takeover handed it over to us"
                 }
@@ -1134,5 +1160,105 @@ fn decide(
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(r: &LeaseRecord) -> Observed {
+        Observed::Present {
+            etag: Some("e1".into()),
+            last_modified: None,
+            record: Ok(r.clone()),
+        }
+    }
+
+    fn record(id: &str, renewed_ago_s: i64, now: DateTime<Utc>) -> LeaseRecord {
+        let t = now - chrono::Duration::seconds(renewed_ago_s);
+        LeaseRecord {
+            instance_id: id.into(),
+            acquired_at: t - chrono::Duration::seconds(60),
+            renewed_at: t,
+            ttl_s: 30,
+            generation: Some(7),
+        }
+    }
+
+    fn run(o: &Observed, owner: Whose, now: DateTime<Utc>) -> Result<Step, LeaseError> {
+        decide(
+            "db/LEASE",
+            o,
+            owner,
+            "me",
+            now,
+            Duration::ZERO,
+            &LeaseConfig::default(),
+            &mut LeaseWatch::new(),
+        )
+    }
+
+    /// The acquire's decision by whose the record is (own::whose): the id
+    /// alone never adopts.
+    #[test]
+    fn a_record_naming_our_id_is_adopted_only_on_proof() {
+        let now = Utc::now();
+        let fresh = record("me", 2, now);
+        // Another process under our id, fresh: refused, with the sentence.
+        let err = run(&observed(&fresh), Whose::SameId, now)
+            .err()
+            .expect("refused");
+        assert!(matches!(err, LeaseError::SameInstanceId { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("another process under the same instance id me"),
+            "{msg}"
+        );
+        assert!(msg.contains("without --instance-id"), "{msg}");
+        // The same record proved ours (a lost answer): adopted, generation and
+        // acquired_at kept.
+        let Ok(Step::Write(cond, acquired_at, g)) = run(&observed(&fresh), Whose::Ours, now) else {
+            panic!("our own record is adopted");
+        };
+        assert_eq!(
+            (cond, acquired_at, g),
+            (
+                PutCondition::IfMatch("e1".into()),
+                fresh.acquired_at,
+                Some(7)
+            )
+        );
+        // A hand-over naming us: adopted the same way, conditional on its ETag.
+        let mut handed = fresh.clone();
+        handed.acquired_at = handed.renewed_at;
+        let Ok(Step::Write(cond, acquired_at, g)) = run(&observed(&handed), Whose::HandedOver, now)
+        else {
+            panic!("a hand-over is adopted");
+        };
+        assert_eq!(
+            (cond, acquired_at, g),
+            (
+                PutCondition::IfMatch("e1".into()),
+                handed.acquired_at,
+                Some(7)
+            )
+        );
+        // Another process's record under our id, stale: taken over as anyone's
+        // (a new tenure, a greater generation).
+        let stale = record("me", 45, now);
+        let Ok(Step::Write(cond, acquired_at, g)) = run(&observed(&stale), Whose::SameId, now)
+        else {
+            panic!("a stale record is taken over");
+        };
+        assert_eq!(cond, PutCondition::IfMatch("e1".into()));
+        assert_eq!(acquired_at, now, "a new tenure");
+        assert!(g.unwrap() > 7, "a greater generation: {g:?}");
+        // Another holder's fresh record: held by other, as before.
+        let other = record("you", 2, now);
+        assert!(matches!(
+            run(&observed(&other), Whose::Other, now),
+            Err(LeaseError::HeldByOther { .. })
+        ));
     }
 }

@@ -84,6 +84,47 @@ pub fn holder_stamps(
     }
 }
 
+/// Whose a stored LEASE is, to a process running as `instance_id` ([`whose`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whose {
+    /// Its body is, byte for byte, one this process wrote (the last one
+    /// confirmed, or one whose answer it did not see): adopt its ETag.
+    Ours,
+    /// It names our instance id and is a hand-over nobody has taken up
+    /// ([`is_handover`]): an acquire adopts it, with `If-Match` on its ETag,
+    /// so that of two processes under that id only one gets it. A running
+    /// holder never adopts one (its own record was replaced: it has lost).
+    HandedOver,
+    /// It names our instance id but is neither: another process under the
+    /// same id wrote it. Never adopted, never deleted; judged like another
+    /// holder's record (fresh: refused as [`super::LeaseError::SameInstanceId`];
+    /// stale: taken over with a greater generation, after the reader-clock check).
+    SameId,
+    /// Anything else: absent, malformed, or naming another instance.
+    Other,
+}
+
+/// The one rule for every read-back (acquire, renewal, release, takeover,
+/// hand-over): whose is the LEASE `observed`, stored as the exact bytes
+/// `stored`, to a process running as `instance_id` for which `ours(body)` is
+/// true of exactly the bodies it wrote itself (see the module docs). The id
+/// alone is never proof.
+pub fn whose(
+    observed: &Observed,
+    stored: Option<&[u8]>,
+    instance_id: &str,
+    ours: impl Fn(&[u8]) -> bool,
+) -> Whose {
+    if stored.is_some_and(&ours) {
+        return Whose::Ours;
+    }
+    match observed.record() {
+        Some(r) if r.instance_id == instance_id && is_handover(r) => Whose::HandedOver,
+        Some(r) if r.instance_id == instance_id => Whose::SameId,
+        _ => Whose::Other,
+    }
+}
+
 /// A LEASE read back: what it holds, and its exact body (`None` when absent).
 pub struct ReadBack {
     /// The observation.
@@ -155,6 +196,74 @@ mod tests {
         assert!(!s.proves(&ours), "at most {KEEP} bodies are kept");
         s.clear();
         assert!(s.bodies.is_empty());
+    }
+
+    fn present(r: &LeaseRecord) -> (Observed, Vec<u8>) {
+        let body = r.to_body();
+        let observed = Observed::Present {
+            etag: Some("e".into()),
+            last_modified: None,
+            record: Ok(r.clone()),
+        };
+        (observed, body)
+    }
+
+    #[test]
+    fn whose_record_it_is_is_proved_by_the_body_never_by_the_id() {
+        let mut sent = Sent::default();
+        // Our own create, answer lost: the exact body is proof.
+        let mut ours = record("me");
+        ours.renewed_at += chrono::Duration::microseconds(1);
+        sent.add(&ours.to_body());
+        let (o, b) = present(&ours);
+        assert_eq!(whose(&o, Some(&b), "me", |x| sent.proves(x)), Whose::Ours);
+        // Same id, same fields but one microsecond apart: another process.
+        let mut twin = ours.clone();
+        twin.renewed_at += chrono::Duration::microseconds(1);
+        let (o, b) = present(&twin);
+        assert_eq!(whose(&o, Some(&b), "me", |x| sent.proves(x)), Whose::SameId);
+        // The same record written with other bytes (a field reordered) is not ours either.
+        let reordered = format!(
+            r#"{{"acquired_at":"{}","instance_id":"me","renewed_at":"{}","ttl_s":30,"generation":7}}"#,
+            crate::clock::rfc3339(ours.acquired_at, chrono::SecondsFormat::Micros),
+            crate::clock::rfc3339(ours.renewed_at, chrono::SecondsFormat::Micros),
+        );
+        let parsed = LeaseRecord::parse(reordered.as_bytes(), reordered.len() as u64).unwrap();
+        assert_eq!(parsed, ours, "the same record…");
+        let (o, _) = present(&parsed);
+        assert_eq!(
+            whose(&o, Some(reordered.as_bytes()), "me", |x| sent.proves(x)),
+            Whose::SameId,
+            "…but not the bytes we sent"
+        );
+        // A hand-over naming us (acquired_at = renewed_at), not written by us.
+        let (o, b) = present(&record("me"));
+        assert_eq!(
+            whose(&o, Some(&b), "me", |x| sent.proves(x)),
+            Whose::HandedOver
+        );
+        // Another id, hand-over or not; absent; malformed.
+        let (o, b) = present(&record("you"));
+        assert_eq!(whose(&o, Some(&b), "me", |x| sent.proves(x)), Whose::Other);
+        assert_eq!(
+            whose(&Observed::Absent, None, "me", |x| sent.proves(x)),
+            Whose::Other
+        );
+        let bad = Observed::Present {
+            etag: Some("e".into()),
+            last_modified: None,
+            record: Err(("not JSON".into(), "x".into())),
+        };
+        assert_eq!(
+            whose(&bad, Some(b"x"), "me", |x| sent.proves(x)),
+            Whose::Other
+        );
+        // The seed's four fields: the exact body is proof all the same.
+        let mut seed = ours.clone();
+        seed.generation = None;
+        sent.add(&seed.to_body());
+        let (o, b) = present(&seed);
+        assert_eq!(whose(&o, Some(&b), "me", |x| sent.proves(x)), Whose::Ours);
     }
 
     #[test]

@@ -9,14 +9,14 @@ use chrono::{DateTime, Utc};
 
 use super::then::{after_put, Taken};
 use super::{
-    holder_sentence, outcome_entry, preflight, TakeoverError, TakeoverOutcome, TakeoverRequest,
-    Then, WaitControl,
+    holder_sentence, landed, outcome_entry, preflight, NotStored, TakeoverError, TakeoverOutcome,
+    TakeoverRequest, Then, WaitControl,
 };
 use crate::audit::{AuditEntry, AuditLog, AuditObserved, AuditWritten};
 use crate::bucket::fence::{clock_offset_limit_s, offset_beyond_limit};
 use crate::bucket::probe::probe_scratch;
 use crate::bucket::{
-    lease_key, new_instance_id, read_lease, Exclusion, Judgement, LeaseRecord, LeaseState,
+    lease_key, new_instance_id, read_lease, Exclusion, Judgement, LeaseRecord, LeaseState, Observed,
 };
 use crate::clock::SharedClock;
 use crate::store::{ObjectStore, PutCondition, StoreError};
@@ -102,25 +102,31 @@ pub async fn takeover_with(
     tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
     let body = record.to_body();
-    let etag = match put_record(store.as_ref(), &req, &key, body.clone()).await {
-        Ok(Some(etag)) => etag,
-        // No ETag in the answer: ours only if the object holds our exact body.
-        Ok(None) => match super::landed(store.as_ref(), &key, &body).await {
-            Some(etag) => etag,
-            None => {
-                let e = StoreError::PreconditionFailed;
-                return Err(diagnose(store.as_ref(), &clock, audit, entry, &key, e).await);
+    let (etag, answer_lost) = match put_record(store.as_ref(), &req, &key, body.clone()).await {
+        Ok(Some(etag)) => (etag, None),
+        // No ETag in the answer, a refusal or no answer: a refusal may answer
+        // the client's retry of a write that landed, and a write that landed
+        // may have been replaced at once. Read back; only our exact body is ours.
+        put => {
+            let answer = put.err();
+            match landed(store.as_ref(), &key, &body).await {
+                Ok(etag) => {
+                    let note = answer.map(|e| {
+                        tracing::warn!(key = %key, "takeover: the PUT was answered {e}, but the LEASE holds the record this takeover wrote (its first answer was lost)");
+                        format!(
+                            "the PUT was answered \"{e}\", but read back the LEASE holds the record \
+                             this takeover wrote: an earlier answer was lost"
+                        )
+                    });
+                    (etag, note)
+                }
+                Err(found) => {
+                    return Err(
+                        diagnose(&clock, audit, entry, &key, &req.then, answer, found).await,
+                    )
+                }
             }
-        },
-        // A refusal or an error may follow a write that landed (a lost answer,
-        // then the client's retry refused): read back before saying so.
-        Err(e) => match super::landed(store.as_ref(), &key, &body).await {
-            Some(etag) => {
-                tracing::warn!(key = %key, "takeover: the answer was {e}, but the record stored is the one this takeover wrote (its answer was lost)");
-                etag
-            }
-            None => return Err(diagnose(store.as_ref(), &clock, audit, entry, &key, e).await),
-        },
+        }
     };
     let taken = Taken {
         store,
@@ -136,6 +142,7 @@ pub async fn takeover_with(
         mono,
         now,
         entry,
+        answer_lost,
     };
     after_put(taken, wait).await
 }
@@ -320,53 +327,89 @@ async fn put_record(
     }
 }
 
-/// A refused or failed PUT whose record is not stored (see [`super::landed`]):
-/// re-reads the key to say who holds it now, audits the outcome, and
-/// returns the error for the operator ([`TakeoverError::Changed`] or
-/// [`TakeoverError::Store`]; [`TakeoverError::Audit`] when the outcome could
-/// not be recorded).
+/// A PUT whose record is not known to be stored, judged by what a read-back
+/// `found`: `answer` is the error it was answered
+/// with (`None`: accepted, but without an ETag). Audits the outcome — what is
+/// stored, or that it is unknown — and returns the error for the operator:
+/// [`TakeoverError::Changed`] for a refusal with another record (or none)
+/// stored, [`TakeoverError::Store`] otherwise (a failure, a record replaced
+/// at once, or unknown), [`TakeoverError::Audit`] when the outcome could not
+/// be recorded.
 async fn diagnose(
-    store: &dyn ObjectStore,
     clock: &SharedClock,
     audit: &AuditLog,
     mut entry: AuditEntry,
     key: &str,
-    err: StoreError,
+    then: &Then,
+    answer: Option<StoreError>,
+    found: NotStored,
 ) -> TakeoverError {
     let key = key.to_owned();
-    match err {
-        StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_) => {
-            let now_there = read_lease(store, &key, None).await;
-            let now_sentence = match &now_there {
-                Ok(o) => holder_sentence(o),
-                Err(e) => format!("could not re-read: {e}"),
-            };
+    // Who holds it now; a hand-over's successor is named as such.
+    let now = |o: &Observed| {
+        let s = holder_sentence(o);
+        match (then, o.record()) {
+            (Then::Handover(id), Some(r)) if &r.instance_id == id => format!(
+                "{s} — the successor this hand-over names (it may have landed and been taken up)"
+            ),
+            _ => s,
+        }
+    };
+    let refused = matches!(
+        answer,
+        Some(StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_))
+    );
+    let (outcome, err) = match (answer, found) {
+        (Some(_), NotStored::Other(o)) if refused => {
+            let now_sentence = now(&o);
             entry.written = None;
-            let out = outcome_entry(
-                clock,
-                entry,
+            (
                 format!("refused: lease changed since seen; {now_sentence}"),
-                None,
+                TakeoverError::Changed {
+                    key: key.clone(),
+                    now: now_sentence,
+                    record: o.record().cloned(),
+                },
+            )
+        }
+        (None, NotStored::Other(o)) => {
+            let now_sentence = now(&o);
+            (
+                format!(
+                    "written (accepted without an ETag), but read back the LEASE no longer holds it: \
+                     {now_sentence}; the takeover is not in effect"
+                ),
+                TakeoverError::Store(format!(
+                    "the service accepted the takeover's record for {key} (without an ETag), but read \
+                     back it had already been replaced: {now_sentence}. The takeover is not in effect; look again"
+                )),
+            )
+        }
+        (Some(e), NotStored::Other(o)) => {
+            let now_sentence = format!("the prefix is {}", now(&o));
+            (
+                format!("failed: {e}; {now_sentence}"),
+                TakeoverError::Store(format!("takeover of {key} failed: {e}; {now_sentence}")),
+            )
+        }
+        (answer, NotStored::Unknown(why)) => {
+            let answer = answer.map_or_else(
+                || "accepted without an ETag".to_owned(),
+                |e| format!("answered \"{e}\""),
             );
-            if let Err(e) = audit.append(&out).await {
-                return e.into();
-            }
-            TakeoverError::Changed {
-                key,
-                now: now_sentence,
-                record: now_there.ok().and_then(|o| o.record().cloned()),
-            }
+            let sentence = format!(
+                "the PUT was {answer}, and it is unknown whether the LEASE holds this takeover's \
+                 record ({why}); look again before acting"
+            );
+            (
+                format!("unknown: {sentence}"),
+                TakeoverError::Store(format!("takeover of {key}: {sentence}")),
+            )
         }
-        e => {
-            let now_sentence = match read_lease(store, &key, None).await {
-                Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
-                Err(e2) => format!("unknown whether it landed (re-read failed: {e2}); look again"),
-            };
-            let out = outcome_entry(clock, entry, format!("failed: {e}; {now_sentence}"), None);
-            if let Err(e) = audit.append(&out).await {
-                return e.into();
-            }
-            TakeoverError::Store(format!("takeover of {key} failed: {e}; {now_sentence}"))
-        }
+    };
+    let out = outcome_entry(clock, entry, outcome, None);
+    if let Err(e) = audit.append(&out).await {
+        return e.into();
     }
+    err
 }

@@ -154,6 +154,11 @@ pub struct TakeoverOutcome {
     pub audit_path: std::path::PathBuf,
     /// The id pairing the audit entries.
     pub audit_id: String,
+    /// The PUT was answered with an error (a refusal to the client's retry
+    /// of a write whose answer was lost), yet read back the LEASE held
+    /// exactly the record written: how it was answered (`None`: answered as
+    /// written).
+    pub answer_lost: Option<String>,
 }
 
 impl std::fmt::Display for TakeoverOutcome {
@@ -177,6 +182,9 @@ impl std::fmt::Display for TakeoverOutcome {
                 "\nrecord format seed: no generation written (observed {}); the record has the seed's four fields",
                 fmt_generation(self.replaced_generation)
             )?,
+        }
+        if let Some(note) = &self.answer_lost {
+            write!(f, "\n{note}")?;
         }
         if let Some(t) = self.writes_safe_from {
             write!(
@@ -242,8 +250,12 @@ pub enum TakeoverError {
         /// Why, and what to do (safe to print).
         why: String,
     },
-    /// The lease changed between the look and the PUT.
-    #[error("{key} changed since you looked: {now}. Nothing was written; look again")]
+    /// The lease changed between the look and the PUT: the PUT was refused
+    /// and, read back, the LEASE holds another record or none (never ours:
+    /// a refusal that answers a retry of a write that landed is a success).
+    #[error(
+        "{key} changed since you looked: {now}. This takeover's record is not stored; look again"
+    )]
     Changed {
         /// The key.
         key: String,
@@ -363,16 +375,46 @@ pub(super) fn outcome_entry(
     }
     entry
 }
-/// After a PUT of `body` at `key` answered without an ETag, refused, or not
-/// answered: the object's ETag when it holds exactly `body` (our write
-/// landed), else `None` (someone else's record, none, or unreadable).
+/// Why a write of the takeover's (its PUT, a hand-over, a rewrite) answered
+/// without an ETag, refused, or not answered is not known to be in effect:
+/// what a read-back found ([`landed`]).
+pub(super) enum NotStored {
+    /// The LEASE holds another record, or none: what was read.
+    Other(Observed),
+    /// Unknown whether the body written is stored: why (the re-read failed,
+    /// or it holds our body but the service gave it no ETag).
+    Unknown(String),
+}
+
+/// Reads `key` back after a write of `body` whose answer did not prove it
+/// landed, judged by [`crate::bucket::own::whose`] — the rule every
+/// read-back follows: only the exact body written is proof. `Ok` is the ETag
+/// of our record, stored.
 pub(super) async fn landed(
     store: &dyn crate::store::ObjectStore,
     key: &str,
     body: &[u8],
-) -> Option<String> {
-    match crate::bucket::own::read_back(store, key).await {
-        Ok(rb) if rb.holds(body) => rb.etag().map(str::to_owned),
-        _ => None,
+) -> Result<String, NotStored> {
+    use crate::bucket::own::{read_back, whose, Whose};
+    let rb = read_back(store, key)
+        .await
+        .map_err(|e| NotStored::Unknown(format!("the re-read failed: {e}")))?;
+    // The takeover's record names an id of its own or the successor's: only
+    // the bytes decide.
+    let id = rb.observed.record().map(|r| r.instance_id.clone());
+    let owner = whose(
+        &rb.observed,
+        rb.body.as_deref(),
+        id.as_deref().unwrap_or_default(),
+        |b| b == body,
+    );
+    match (owner, rb.etag()) {
+        (Whose::Ours, Some(e)) => Ok(e.to_owned()),
+        (Whose::Ours, None) => Err(NotStored::Unknown(
+            "the LEASE holds our record, but the service gives it no ETag, so nothing \
+             conditional can follow"
+                .into(),
+        )),
+        _ => Err(NotStored::Other(rb.observed)),
     }
 }

@@ -9,6 +9,7 @@
 mod common;
 mod writer_support;
 
+mod adoption;
 mod architecture;
 mod audit_junk;
 mod audit_log;

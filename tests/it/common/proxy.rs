@@ -62,6 +62,8 @@ struct State {
     date: Option<String>,
     /// Rewrite the answers to PUTs: drop their ETag header.
     strip_put_etag: bool,
+    /// Only those whose path ends with this.
+    strip_suffix: Option<String>,
     /// Rewrite the ETag header of every answer to this value.
     etag: Option<String>,
     /// Write this body at the path of the next forwarded PUT, straight to the
@@ -130,6 +132,16 @@ impl Proxy {
     pub fn strip_put_etags(&self, intruder: Option<Intruder>) {
         let mut s = self.state.lock().unwrap();
         s.strip_put_etag = true;
+        s.strip_suffix = None;
+        s.intruder = intruder;
+    }
+
+    /// [`Proxy::strip_put_etags`] for PUTs whose path ends with `suffix`
+    /// only (a LEASE, not the probe's scratch keys).
+    pub fn strip_put_etags_of(&self, suffix: &str, intruder: Option<Intruder>) {
+        let mut s = self.state.lock().unwrap();
+        s.strip_put_etag = true;
+        s.strip_suffix = Some(suffix.to_owned());
         s.intruder = intruder;
     }
 
@@ -207,6 +219,7 @@ impl Proxy {
         s.drop_next = None;
         s.drop_suffix = None;
         s.strip_put_etag = false;
+        s.strip_suffix = None;
         s.intruder = None;
         s.slow_down_every = None;
         s.mode = Some(Mode::Pass);
@@ -381,7 +394,11 @@ async fn handle(
     let target = head.split(' ').nth(1).unwrap_or("").to_owned();
     let (list_loop, date, strip_etag, intruder, etag_value) = {
         let mut s = state.lock().unwrap();
-        let strip_etag = s.strip_put_etag && method == "PUT";
+        let strip_etag = s.strip_put_etag
+            && method == "PUT"
+            && s.strip_suffix
+                .as_ref()
+                .is_none_or(|x| path.ends_with(x.as_str()));
         let intruder = if strip_etag { s.intruder.take() } else { None };
         let looped = s
             .list_loop
