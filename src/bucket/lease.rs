@@ -488,23 +488,8 @@ impl BucketLease {
                 },
             };
             watch.sent.clear();
-            if let (Some(why), Exclusion::Conditional) =
-                (crate::store::unusable_etag(&etag), config.exclusion)
-            {
-                // No renewal or release could be conditional: remove ours (the
-                // object holds our body) and fail closed.
-                if read_back(store.as_ref(), &key)
-                    .await
-                    .is_ok_and(|rb| rb.holds(&body))
-                {
-                    let _ = store.delete(&key, None).await;
-                }
-                tracing::error!(key = %key, "the service's ETag is {why}: lease not taken");
-                return Err(LeaseError::UnusableEtag {
-                    service: store.describe(),
-                    etag: sanitize(&etag),
-                    why,
-                });
+            if config.exclusion == Exclusion::Conditional {
+                refuse_unusable_etag(store.as_ref(), &key, &etag, &body).await?;
             }
             let lease = Self {
                 store: store.clone(),
@@ -1050,6 +1035,32 @@ pub async fn read_lease(
         Err(StoreError::NotModified) => Ok(cached.cloned().unwrap_or(Observed::Absent)),
         Err(e) => Err(e),
     }
+}
+
+/// After an acquire's write answered with `etag`: an ETag that cannot be
+/// sent in `If-Match` ([`crate::store::unusable_etag`]) means no renewal or
+/// release could be conditional, so ours is removed (when the object holds
+/// our `body`) and the acquire fails closed.
+///
+/// Errors: [`LeaseError::UnusableEtag`].
+async fn refuse_unusable_etag(
+    store: &dyn ObjectStore,
+    key: &str,
+    etag: &str,
+    body: &[u8],
+) -> Result<(), LeaseError> {
+    let Some(why) = crate::store::unusable_etag(etag) else {
+        return Ok(());
+    };
+    if read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {
+        let _ = store.delete(key, None).await;
+    }
+    tracing::error!(key = %key, "the service's ETag is {why}: lease not taken");
+    Err(LeaseError::UnusableEtag {
+        service: store.describe(),
+        etag: sanitize(etag),
+        why,
+    })
 }
 
 /// The acquire decision for one observation (pure apart from the watch).

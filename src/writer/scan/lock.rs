@@ -383,6 +383,20 @@ fn join_set(pids: &BTreeSet<u32>) -> String {
     v.join(", ")
 }
 
+/// `pids` with their command lines, for messages.
+fn describe_pids(table: &ProcTable, pids: BTreeSet<u32>) -> Vec<HolderDesc> {
+    pids.into_iter()
+        .map(|pid| HolderDesc {
+            pid,
+            command: table
+                .procs
+                .get(&pid)
+                .map(RawProc::command)
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// Finds the processes holding a flock on a file that was `lock_path` and has
 /// been removed since (its descriptor's link reads `… (deleted)`, or the path
 /// now names another file): orphaned holders, who still believe they are the
@@ -409,16 +423,7 @@ pub fn orphaned_lock_holders(proc_root: &Path, lock_path: &Path) -> Vec<HolderDe
             pids.insert(p.pid);
         }
     }
-    pids.into_iter()
-        .map(|pid| HolderDesc {
-            pid,
-            command: table
-                .procs
-                .get(&pid)
-                .map(RawProc::command)
-                .unwrap_or_default(),
-        })
-        .collect()
+    describe_pids(&table, pids)
 }
 
 /// Finds the processes holding `lock_path` (by inode, through `fdinfo`), for
@@ -460,14 +465,5 @@ pub fn lock_holders(proc_root: &Path, lock_path: &Path) -> Vec<HolderDesc> {
             }
         }
     }
-    pids.into_iter()
-        .map(|pid| HolderDesc {
-            pid,
-            command: table
-                .procs
-                .get(&pid)
-                .map(RawProc::command)
-                .unwrap_or_default(),
-        })
-        .collect()
+    describe_pids(&table, pids)
 }

@@ -476,33 +476,15 @@ async fn handle(
         let _ = ur.read_to_end(&mut sink).await;
         drop(cw); // close without answering: the answer is lost
     } else if let Some(value) = etag_value {
-        // The whole answer, its ETag header replaced by `value`.
-        let mut answer = Vec::new();
-        let _ = ur.read_to_end(&mut answer).await;
-        let end = answer
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or(answer.len());
-        let head = String::from_utf8_lossy(&answer[..end]).into_owned();
-        let out: Vec<String> = head
-            .split("\r\n")
-            .map(|l| {
-                if l.to_ascii_lowercase().starts_with("etag:") {
-                    format!("ETag: {value}")
-                } else {
-                    l.to_owned()
-                }
-            })
-            .collect();
-        let mut bytes = out.join("\r\n").into_bytes();
-        bytes.extend_from_slice(&answer[end..]);
-        let _ = cw.write_all(&bytes).await;
+        // The whole answer (the upstream closes after it), its ETag replaced.
+        let answer = read_all(&mut ur).await;
+        let rewritten = with_header(&answer, "etag", Some(&format!("ETag: {value}")));
+        let _ = cw.write_all(&rewritten).await;
         let _ = cw.shutdown().await;
     } else if strip_etag {
-        // The whole answer (the upstream closes after it), its ETag removed;
-        // the intruder's write lands before it goes back.
-        let mut answer = Vec::new();
-        let _ = ur.read_to_end(&mut answer).await;
+        // The whole answer, its ETag removed; the intruder's write lands
+        // before it goes back.
+        let answer = read_all(&mut ur).await;
         if let Some((store, body)) = intruder {
             // The key: the path without its leading `/bucket/` (path-style).
             let key = path
@@ -515,37 +497,13 @@ async fn handle(
                 .await
                 .expect("the intruder's write");
         }
-        let end = answer
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or(answer.len());
-        let head = String::from_utf8_lossy(&answer[..end]).into_owned();
-        let out: Vec<&str> = head
-            .split("\r\n")
-            .filter(|l| !l.to_ascii_lowercase().starts_with("etag:"))
-            .collect();
-        let mut bytes = out.join("\r\n").into_bytes();
-        bytes.extend_from_slice(&answer[end..]);
-        let _ = cw.write_all(&bytes).await;
+        let _ = cw.write_all(&with_header(&answer, "etag", None)).await;
         let _ = cw.shutdown().await;
     } else if let Some(date) = date {
-        // The whole answer (the upstream closes after it), its Date replaced.
-        let mut answer = Vec::new();
-        let _ = ur.read_to_end(&mut answer).await;
-        let end = answer
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or(answer.len());
-        let head = String::from_utf8_lossy(&answer[..end]).into_owned();
-        let mut out: Vec<String> = head
-            .split("\r\n")
-            .filter(|l| !l.to_ascii_lowercase().starts_with("date:"))
-            .map(str::to_owned)
-            .collect();
-        out.push(format!("Date: {date}"));
-        let mut bytes = out.join("\r\n").into_bytes();
-        bytes.extend_from_slice(&answer[end..]);
-        let _ = cw.write_all(&bytes).await;
+        // The whole answer, its Date replaced.
+        let answer = read_all(&mut ur).await;
+        let rewritten = with_header(&answer, "date", Some(&format!("Date: {date}")));
+        let _ = cw.write_all(&rewritten).await;
         let _ = cw.shutdown().await;
     } else {
         let _ = tokio::io::copy(&mut ur, &mut cw).await;
@@ -585,4 +543,32 @@ async fn head_etag(upstream_port: u16, path: &str) -> std::io::Result<Option<Str
             })
         })
         .flatten())
+}
+
+/// Everything the upstream sends until it closes (it answers one request).
+async fn read_all(ur: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
+    let mut answer = Vec::new();
+    let _ = ur.read_to_end(&mut answer).await;
+    answer
+}
+
+/// `answer` with its header `name` (lower case) removed, and `line` (a whole
+/// header line) added in its place when given.
+fn with_header(answer: &[u8], name: &str, line: Option<&str>) -> Vec<u8> {
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(answer.len());
+    let head = String::from_utf8_lossy(&answer[..end]).into_owned();
+    let prefix = format!("{name}:");
+    let mut out: Vec<&str> = head
+        .split("\r\n")
+        .filter(|l| !l.to_ascii_lowercase().starts_with(&prefix))
+        .collect();
+    if let Some(l) = line {
+        out.push(l);
+    }
+    let mut bytes = out.join("\r\n").into_bytes();
+    bytes.extend_from_slice(&answer[end..]);
+    bytes
 }
