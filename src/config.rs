@@ -93,7 +93,7 @@ pub struct Context {
     pub name: String,
     /// The TARGETs, parsed.
     pub targets: Vec<Target>,
-    /// S3 endpoint, checked ([`crate::cli::check_endpoint`]).
+    /// S3 endpoint, checked ([`crate::values::check_endpoint`]).
     pub endpoint_url: Option<String>,
     /// AWS region.
     pub region: Option<String>,
@@ -225,7 +225,14 @@ pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
                 "it is larger than 1 MiB, which no config is",
             )))
         }
-        Ok(_) => std::fs::read_to_string(path).map_err(read_err)?,
+        Ok(md) => {
+            crate::logfile::warn_if_world_writable(
+                path,
+                &md,
+                "anyone on this host could change which stores and endpoints leasectl uses",
+            );
+            std::fs::read_to_string(path).map_err(read_err)?
+        }
     };
     parse(path, &text).map(Some)
 }
@@ -279,17 +286,17 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
         }
         if let Some(e) = &c.endpoint_url {
             // The message is built from the redacted URL only.
-            crate::cli::check_endpoint(e).map_err(|why| invalid("endpoint_url", why))?;
+            crate::values::check_endpoint(e).map_err(|why| invalid("endpoint_url", why))?;
         }
         if let Some(r) = &c.region {
-            crate::cli::parse_plain_name(r).map_err(|why| invalid("region", why))?;
+            crate::values::parse_plain_name(r).map_err(|why| invalid("region", why))?;
         }
         if let Some(p) = &c.profile {
-            crate::cli::parse_profile(p).map_err(|why| invalid("profile", why))?;
+            crate::values::parse_profile(p).map_err(|why| invalid("profile", why))?;
         }
         let refresh = match &c.refresh {
             Some(s) => {
-                let d = crate::cli::parse_duration(s).map_err(|why| invalid("refresh", why))?;
+                let d = crate::values::parse_duration(s).map_err(|why| invalid("refresh", why))?;
                 if d < Duration::from_secs(1) {
                     return Err(invalid("refresh", "a refresh must be at least 1s".into()));
                 }
@@ -298,12 +305,13 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
             None => None,
         };
         let ttl = match &c.ttl {
-            Some(s) => Some(crate::cli::parse_ttl(s).map_err(|why| invalid("ttl", why))?),
+            Some(s) => Some(crate::bucket::parse_ttl(s).map_err(|why| invalid("ttl", why))?),
             None => None,
         };
         let record_format = match &c.record_format {
             Some(s) => Some(
-                crate::cli::parse_record_format(s).map_err(|why| invalid("record_format", why))?,
+                s.parse::<crate::bucket::RecordFormat>()
+                    .map_err(|why| invalid("record_format", why))?,
             ),
             None => None,
         };
@@ -473,53 +481,6 @@ impl Applied {
             given.to_vec()
         }
     }
-}
-
-/// Applies the context selected by `cli.context` (or the default context
-/// for a bare `leasectl`) to `cli`'s S3 options, and returns what it sets for
-/// the command that runs ([`Applied`]). A value given on the command line
-/// (as `matches` records) wins over the context's.
-///
-/// # Errors
-/// A context that does not exist, a config file that cannot be read or is
-/// invalid.
-pub fn apply(
-    cli: &mut crate::cli::Cli,
-    matches: &clap::ArgMatches,
-) -> Result<Applied, ConfigError> {
-    use clap::parser::ValueSource;
-    let bare = cli.command.is_none() && cli.console.targets.is_empty();
-    let Some(ctx) = select(cli.context.as_deref(), bare)? else {
-        return Ok(Applied::default());
-    };
-    // The arguments of the command that runs (the top level for the console;
-    // the leaf of a nested one such as `bucket hold`).
-    let mut m = matches;
-    while let Some((_, sub)) = m.subcommand() {
-        m = sub;
-    }
-    let given = |id: &str| {
-        m.ids().any(|i| i.as_str() == id) && m.value_source(id) == Some(ValueSource::CommandLine)
-    };
-    let s3 = &mut cli.s3;
-    if s3.endpoint_url.is_none() {
-        s3.endpoint_url = ctx.endpoint_url.clone();
-    }
-    if s3.region.is_none() {
-        s3.region = ctx.region.clone();
-    }
-    if s3.profile.is_none() {
-        s3.profile = ctx.profile.clone();
-    }
-    s3.path_style |= ctx.path_style.unwrap_or(false);
-    Ok(Applied {
-        name: Some(ctx.name.clone()),
-        targets: ctx.targets.iter().map(|t| t.to_string()).collect(),
-        refresh: ctx.refresh.filter(|_| !given("refresh")),
-        depth: ctx.depth.filter(|_| !given("depth")),
-        ttl: ctx.ttl.filter(|_| !given("ttl")),
-        record_format: ctx.record_format.filter(|_| !given("record_format")),
-    })
 }
 
 #[cfg(test)]

@@ -1,18 +1,21 @@
 //! leasectl: an operations console for single-writer leases.
 //!
 //! Layers, bottom to top (each uses only those below it; ARCHITECTURE.md has
-//! the map, the invariants and where each protocol rule lives):
-//! - utilities: [`clock`], [`text`], [`exit`], [`logfile`], [`stdout`];
+//! the map, the invariants and where each protocol rule lives;
+//! `tests/it/architecture.rs` checks the rule):
+//! - utilities: [`clock`], [`text`], [`exit`], [`logfile`], [`stdout`], [`runtime`];
 //! - [`store`]: object stores (S3, a local directory, read-only);
+//! - [`values`] (plain value parsers) and [`target`] (TARGET URLs);
 //! - [`bucket`]: the bucket lease: record, judgement, engine, fence, probe;
-//! - [`takeover`] and [`audit`]: the guarded, audited takeover;
-//! - [`writer`]: the pod writer lease: duty, flock, `writer exec`, pod scan;
-//! - [`target`] and [`snapshot`]: TARGET URLs, discovery, the `--json` document;
-//! - front ends: [`cli`] (clap only), [`config`] (contexts), [`tui`] (the console), [`demo`],
-//!   [`monitor`] (`check`, `-o`, `--watch`, `serve`), [`app`] (the context every
-//!   command runs in) and [`commands`] (one file per command, the one dispatch).
+//! - [`supervise`] (running a command under a lease) and [`audit`];
+//! - [`takeover`] (the guarded, audited takeover) and [`writer`] (the pod
+//!   writer lease: duty, flock, `writer exec`, pod scan);
+//! - [`snapshot`]: discovery, gathering, the `--json` document;
+//! - [`monitor`] (`check`, `-o`, `--watch`, `serve`), then [`tui`] (the console);
+//! - front ends: [`cli`] (clap only), [`config`] (contexts), [`setup`] (what every
+//!   command shares, built once), [`commands`] (one file per command, the one
+//!   dispatch) and [`demo`].
 
-pub mod app;
 pub mod audit;
 pub mod bucket;
 pub mod cli;
@@ -23,6 +26,8 @@ pub mod demo;
 pub mod exit;
 pub mod logfile;
 pub mod monitor;
+pub mod runtime;
+pub mod setup;
 pub mod snapshot;
 pub mod stdout;
 pub mod store;
@@ -31,4 +36,5 @@ pub mod takeover;
 pub mod target;
 pub mod text;
 pub mod tui;
+pub mod values;
 pub mod writer;

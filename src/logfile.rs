@@ -36,6 +36,29 @@ pub fn init(path: &Path) {
         .try_init();
 }
 
+/// Warns once per path (stderr, one sentence) when `md` (the file at `path`)
+/// is writable by every user, as ssh and kubectl warn about their files:
+/// `risk` says what such a user could do; the fix is `chmod go-w PATH`.
+pub fn warn_if_world_writable(path: &std::path::Path, md: &std::fs::Metadata, risk: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    static WARNED: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mode = md.permissions().mode();
+    if mode & 0o002 == 0 {
+        return;
+    }
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.iter().any(|p| p == path) {
+        return;
+    }
+    warned.push(path.to_owned());
+    drop(warned);
+    let shown = crate::text::sanitize(&path.display().to_string());
+    eprintln!(
+        "leasectl: warning: {shown} is writable by every user (mode {:04o}): {risk}. Fix it with: chmod go-w {shown}",
+        mode & 0o7777
+    );
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

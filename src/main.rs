@@ -16,14 +16,14 @@ fn main() {
 }
 
 fn run() -> Exit {
-    if let Err(e) = leasectl::app::install_error_hook() {
-        return leasectl::app::fail(&e);
+    if let Err(e) = leasectl::setup::install_error_hook() {
+        return leasectl::setup::fail(&e);
     }
-    let (mut cli, matches) = match leasectl::app::parse() {
+    let (mut cli, matches) = match leasectl::setup::parse() {
         Ok(parsed) => parsed,
         Err(exit) => return exit,
     };
-    match leasectl::app::prepare(&mut cli, &matches) {
+    match leasectl::setup::prepare(&mut cli, &matches) {
         Ok(ctx) => leasectl::commands::run(&cli, &ctx),
         Err(exit) => exit,
     }

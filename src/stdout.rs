@@ -75,6 +75,64 @@ fn print_as(text: &str, what: &str) -> Result<(), Exit> {
     }
 }
 
+/// A writer that remembers its first error, for commands that write their
+/// output in many pieces: [`Checked::finish`] flushes and turns an error into
+/// the command's exit (141 for a closed pipe, 1 with a sentence otherwise),
+/// so no output that failed to be written ends with 0.
+pub struct Checked<W: Write> {
+    inner: W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> Checked<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        Self { inner, error: None }
+    }
+
+    /// Flushes; `exit` when everything was written, else the write error's exit.
+    pub fn finish(mut self, exit: Exit) -> Exit {
+        if self.error.is_none() {
+            if let Err(e) = self.inner.flush() {
+                self.error = Some(e);
+            }
+        }
+        match self.error.map(WriteError::from) {
+            None => exit,
+            Some(WriteError::Closed) => Exit::ClosedPipe,
+            Some(WriteError::Failed(e)) => {
+                eprintln!("leasectl: could not write to stdout: {e}");
+                Exit::Failed
+            }
+        }
+    }
+}
+
+impl<W: Write> Write for Checked<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.error.is_some() {
+            // Nothing more after the first error; the caller learns it at finish.
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                self.error = Some(e);
+                Ok(buf.len())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.error.is_none() {
+            if let Err(e) = self.inner.flush() {
+                self.error = Some(e);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl WriteError {
     /// The exit of a command whose output could not be written: 141 for a
     /// closed pipe, 1 otherwise.

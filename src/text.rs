@@ -293,6 +293,35 @@ pub fn to_json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Resu
     Ok(String::from_utf8(out).unwrap_or_default())
 }
 
+/// Formats a number of seconds for people: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.
+/// Negative values get a leading `-`.
+pub fn format_secs(s: f64) -> String {
+    if !s.is_finite() {
+        return "?".into();
+    }
+    let neg = s < 0.0;
+    let a = s.abs();
+    let body = if a < 1.0 {
+        format!("{}ms", (a * 1000.0).round() as u64)
+    } else if a < 60.0 {
+        format!("{a:.1}s")
+    } else if a < 3600.0 {
+        let t = a as u64;
+        format!("{}m{:02}s", t / 60, t % 60)
+    } else if a < 86400.0 {
+        let t = a as u64;
+        format!("{}h{:02}m", t / 3600, (t % 3600) / 60)
+    } else {
+        let t = a as u64;
+        format!("{}d{:02}h", t / 86400, (t % 86400) / 3600)
+    };
+    if neg {
+        format!("-{body}")
+    } else {
+        body
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

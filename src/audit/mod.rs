@@ -19,6 +19,11 @@ use crate::bucket::LeaseRecord;
 use crate::store::local::Opened;
 use crate::store::{ObjectStore, PutCondition};
 
+mod read;
+
+use read::parse_reader;
+pub use read::{AuditRead, AuditTail, Unreadable, UnreadableLine, TAIL_FIRST_READ};
+
 /// Why the audit log could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -237,7 +242,14 @@ impl AuditLog {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        open_append(&path).map_err(err)?;
+        let f = open_append(&path).map_err(err)?;
+        if let Ok(md) = f.metadata() {
+            crate::logfile::warn_if_world_writable(
+                &path,
+                &md,
+                "anyone on this host could forge or erase its takeover records",
+            );
+        }
         Ok(Self { path, remote: None })
     }
 
@@ -316,12 +328,7 @@ impl AuditLog {
     /// Errors: as [`AuditLog::read_report`].
     pub fn read(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
         let r = Self::read_report(path)?;
-        for u in &r.unreadable {
-            tracing::warn!(
-                "audit log {}: {u}",
-                crate::text::sanitize(&path.display().to_string())
-            );
-        }
+        r.unreadable.warn(path);
         Ok(r.entries)
     }
 
@@ -347,7 +354,6 @@ impl AuditLog {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AuditRead::default()),
             Err(source) => return Err(err(source)),
         };
-        let mut bytes = Vec::new();
         let skip = md.len().saturating_sub(MAX_READ_BYTES);
         if skip > 0 {
             use std::io::{Seek, SeekFrom};
@@ -359,259 +365,24 @@ impl AuditLog {
             );
             f.seek(SeekFrom::Start(skip)).map_err(err)?;
         }
-        (&mut f)
-            .take(MAX_READ_BYTES)
-            .read_to_end(&mut bytes)
-            .map_err(err)?;
-        let mut start = 0;
+        // Streamed line by line: memory is the entries, not the log.
+        let mut r = std::io::BufReader::with_capacity(1 << 16, (&mut f).take(MAX_READ_BYTES));
+        let mut start = 0u64;
         if skip > 0 {
             // The first line read is most likely the tail of a cut one.
-            start = bytes
-                .iter()
-                .position(|b| *b == b'\n')
-                .map_or(bytes.len(), |i| i + 1);
+            let mut cut = Vec::new();
+            start = std::io::BufRead::read_until(&mut r, b'\n', &mut cut).map_err(err)? as u64;
         }
         let mut out = AuditRead::default();
-        parse_lines(
-            &bytes[start..],
-            skip + start as u64,
+        parse_reader(
+            r,
+            skip + start,
             1,
             &mut |e| out.entries.push(e),
-            &mut |u| out.unreadable.push(u),
-        );
-        Ok(out)
-    }
-}
-
-/// What [`AuditLog::read_report`] found.
-#[derive(Debug, Default)]
-pub struct AuditRead {
-    /// The entries, oldest first.
-    pub entries: Vec<AuditEntry>,
-    /// The lines that are not entries, in file order.
-    pub unreadable: Vec<UnreadableLine>,
-}
-
-/// A line of the audit log that is not an entry (torn by a crash, edited by hand).
-#[derive(Debug, Clone, PartialEq)]
-pub struct UnreadableLine {
-    /// Its number, from 1 (counted from the first whole line read: of a log
-    /// read from its end, or followed by an [`AuditTail`] that started in its
-    /// middle, the number is within what was read; `offset` is exact).
-    pub line: u64,
-    /// Its first byte's offset in the file.
-    pub offset: u64,
-    /// Why it is not an entry.
-    pub error: String,
-    /// Its start, escaped, at most 60 characters.
-    pub excerpt: String,
-}
-
-impl std::fmt::Display for UnreadableLine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "line {} (byte {}) is unreadable, skipped: {} — it starts {}",
-            self.line,
-            self.offset,
-            self.error,
-            crate::text::quote_shown(&self.excerpt)
+            &mut out.unreadable,
         )
-    }
-}
-
-/// Parses `bytes` (whole lines of the log, the first at byte `offset`, line
-/// number `line`) as entries; every line that is not one goes to `bad`.
-fn parse_lines(
-    bytes: &[u8],
-    mut offset: u64,
-    mut line: u64,
-    good: &mut dyn FnMut(AuditEntry),
-    bad: &mut dyn FnMut(UnreadableLine),
-) {
-    // Line by line as bytes: one torn or non-UTF-8 line must not hide the rest.
-    for l in bytes.split(|b| *b == b'\n') {
-        let here = offset;
-        offset += l.len() as u64 + 1;
-        line += 1;
-        if l.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice::<AuditEntry>(l) {
-            Ok(e) => good(e),
-            Err(e) => {
-                let text = String::from_utf8_lossy(&l[..l.len().min(240)]);
-                let excerpt: String = crate::text::sanitize(&text).chars().take(60).collect();
-                bad(UnreadableLine {
-                    line: line - 1,
-                    offset: here,
-                    error: e.to_string(),
-                    excerpt,
-                })
-            }
-        }
-    }
-}
-
-/// The newest entries of an audit log, followed as it grows (`serve`, the
-/// console): each [`AuditTail::poll`] reads only what was appended since the
-/// last one, so a long log costs its size once, not at every refresh, and
-/// each unreadable line is warned about once. A log replaced (rotated: another
-/// file at the path) or rewritten (truncated, or its last bytes read differ)
-/// is read again from its start; the entries already read are kept. A line
-/// still being written (no newline yet) waits for the next poll. The first
-/// read of a log longer than [`TAIL_FIRST_READ`] starts that far from its end.
-pub struct AuditTail {
-    path: PathBuf,
-    keep: usize,
-    /// `(device, inode)` of the file followed.
-    file: Option<(u64, u64)>,
-    /// Bytes consumed: whole lines up to here have been read.
-    offset: u64,
-    /// Up to 64 bytes before `offset`, to notice a rewritten file.
-    before: Vec<u8>,
-    /// The number of the line at `offset`.
-    line: u64,
-    entries: std::collections::VecDeque<AuditEntry>,
-}
-
-/// The most an [`AuditTail`] reads of a log at once (4 MiB): its first read
-/// of a longer log, or what was appended between two polls, starts that far
-/// from the end (at the next whole line).
-pub const TAIL_FIRST_READ: u64 = 4 * 1024 * 1024;
-
-impl AuditTail {
-    /// Follows the log at `path`, keeping its newest `keep` entries (at least 1).
-    /// Nothing is read before the first [`AuditTail::poll`].
-    pub fn new(path: impl Into<PathBuf>, keep: usize) -> Self {
-        Self {
-            path: path.into(),
-            keep: keep.max(1),
-            file: None,
-            offset: 0,
-            before: Vec::new(),
-            line: 1,
-            entries: std::collections::VecDeque::new(),
-        }
-    }
-
-    /// The log followed.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The newest entries read, oldest first (at most `keep`).
-    pub fn entries(&self) -> Vec<AuditEntry> {
-        self.entries.iter().cloned().collect()
-    }
-
-    /// Reads what was appended since the last poll (blocking I/O: call it on
-    /// a blocking thread). Each line that is not an entry is warned about
-    /// (`tracing`) once, and returned.
-    ///
-    /// Errors: [`AuditError::Read`] (the path is not a regular file, or the
-    /// read failed: the entries already read are kept, and the next poll
-    /// tries again). A missing file is no error: nothing new.
-    pub fn poll(&mut self) -> Result<Vec<UnreadableLine>, AuditError> {
-        self.poll_with(&mut |_| {})
-    }
-
-    /// [`AuditTail::poll`], also passing each entry read (oldest first) to
-    /// `on_entry`, even those beyond the `keep` newest (`--watch` indexes
-    /// every takeover it reads).
-    ///
-    /// Errors: as [`AuditTail::poll`].
-    pub fn poll_with(
-        &mut self,
-        on_entry: &mut dyn FnMut(&AuditEntry),
-    ) -> Result<Vec<UnreadableLine>, AuditError> {
-        use std::io::{Seek, SeekFrom};
-        use std::os::unix::fs::{FileExt, MetadataExt};
-        let err = |source| AuditError::Read {
-            path: self.path.clone(),
-            source,
-        };
-        let (mut f, md) = match crate::store::local::open_regular(&self.path) {
-            Ok(Opened::Regular(f, md)) => (f, md),
-            Ok(Opened::Other(kind, _)) => return Err(err(not_regular(kind))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(err(source)),
-        };
-        let id = (md.dev(), md.ino());
-        let len = md.len();
-        let mut same = self.file == Some(id) && len >= self.offset;
-        if same && !self.before.is_empty() {
-            let mut b = vec![0u8; self.before.len()];
-            let at = self.offset - b.len() as u64;
-            same = f.read_exact_at(&mut b, at).is_ok() && b == self.before;
-        }
-        if !same {
-            if self.file.is_some() {
-                tracing::info!(
-                    "the audit log {} was replaced or rewritten: reading it again from its start",
-                    crate::text::sanitize(&self.path.display().to_string())
-                );
-            }
-            self.file = Some(id);
-            self.offset = 0;
-            self.before.clear();
-            self.line = 1;
-        }
-        if len == self.offset {
-            return Ok(Vec::new());
-        }
-        let mut from = self.offset;
-        let mut resync = false;
-        if len - from > TAIL_FIRST_READ {
-            from = len - TAIL_FIRST_READ;
-            resync = true;
-        }
-        f.seek(SeekFrom::Start(from)).map_err(err)?;
-        let mut bytes = Vec::new();
-        (&mut f)
-            .take(len - from)
-            .read_to_end(&mut bytes)
-            .map_err(err)?;
-        let mut start = 0usize;
-        if resync {
-            // Started inside the file: the first (most likely cut) line is skipped.
-            match bytes.iter().position(|b| *b == b'\n') {
-                Some(i) => start = i + 1,
-                None => return Ok(Vec::new()),
-            }
-        }
-        // Whole lines only: a line without its newline yet is read next time.
-        let Some(end) = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1) else {
-            return Ok(Vec::new());
-        };
-        if end <= start {
-            return Ok(Vec::new());
-        }
-        let whole = &bytes[start..end];
-        let mut bad = Vec::new();
-        let keep = self.keep;
-        let entries = &mut self.entries;
-        let path = crate::text::sanitize(&self.path.display().to_string());
-        parse_lines(
-            &whole[..whole.len() - 1],
-            from + start as u64,
-            self.line,
-            &mut |e| {
-                on_entry(&e);
-                entries.push_back(e);
-                if entries.len() > keep {
-                    entries.pop_front();
-                }
-            },
-            &mut |u| {
-                tracing::warn!("audit log {path}: {u}");
-                bad.push(u);
-            },
-        );
-        self.line += whole.iter().filter(|b| **b == b'\n').count() as u64;
-        self.offset = from + end as u64;
-        self.before = bytes[end.saturating_sub(64).max(start)..end].to_vec();
-        Ok(bad)
+        .map_err(err)?;
+        Ok(out)
     }
 }
 

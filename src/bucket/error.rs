@@ -2,14 +2,21 @@
 
 use std::time::Duration;
 
-use super::race::{BEST_EFFORT, FAIL_CLOSED};
 use super::record::LeaseRecord;
-use super::{format_secs, LeaseState};
+use super::LeaseState;
 use crate::store::StoreError;
+use crate::text::format_secs;
 use crate::text::sanitize;
 
+/// The part of the acquire's refusal that says what it means (the same
+/// words as for an ignored precondition).
+pub const FAIL_CLOSED: &str = "it cannot give exclusion, so the lease was not taken";
+/// The acquire's sentence naming the best-effort switch.
+pub const BEST_EFFORT: &str = "To run anyway with best-effort exclusion, set \
+     MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off or pass --conditional off";
+
 /// The environment switch deployed fleets use to run best-effort
-/// ([`super::race::BEST_EFFORT`] spells it out too).
+/// ([`BEST_EFFORT`] spells it out too).
 pub const CONDITIONAL_SWITCH: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off";
 
 /// Why a lease operation failed. Every message is safe to print (untrusted
@@ -26,6 +33,35 @@ pub enum LeaseError {
         record: Box<LeaseRecord>,
         /// Its ETag.
         etag: String,
+        /// Seconds since it was renewed, by our clock.
+        age_s: f64,
+        /// Seconds until it goes stale by our clock.
+        may_take_in_s: f64,
+    },
+    /// The service answered the lease's write with an ETag that cannot be sent
+    /// in `If-Match` (empty, or not a plain token): nothing conditional could
+    /// follow. What was written was removed.
+    #[error("{service} answered the lease's write with ETag \"{etag}\" ({why}): it cannot be sent in If-Match, so {FAIL_CLOSED} (our record was removed). {BEST_EFFORT}")]
+    UnusableEtag {
+        /// The service.
+        service: String,
+        /// The ETag as given (escaped).
+        etag: String,
+        /// Why it is unusable.
+        why: &'static str,
+    },
+    /// The LEASE names this instance id, but this process did not write it and
+    /// no takeover handed it over: another process holds it under the same id.
+    #[error("{key} is held by another process under the same instance id {} (renewed {} ago): \
+        two holders must never share an instance id (a hand-over's successor is started once: the \
+        first process under its id takes it up). Stop the other process, or start this one \
+        without --instance-id (a new random id); the lease may be taken over in {}",
+        sanitize(.instance_id), format_secs(*.age_s), format_secs(*.may_take_in_s))]
+    SameInstanceId {
+        /// The lease key.
+        key: String,
+        /// The instance id both processes use.
+        instance_id: String,
         /// Seconds since it was renewed, by our clock.
         age_s: f64,
         /// Seconds until it goes stale by our clock.

@@ -77,12 +77,12 @@ impl std::fmt::Display for FenceClosed {
             FenceClosed::ClockStep(s) => write!(
                 f,
                 "the wall clock was stepped by {} since the last renewal; stamps would be wrong",
-                super::format_secs(*s)
+                crate::text::format_secs(*s)
             ),
             FenceClosed::ClockOffset(s) => write!(
                 f,
                 "this host's clock is {} {} the storage service's, more than a third of the TTL; fix its time (NTP)",
-                super::format_secs(s.abs()),
+                crate::text::format_secs(s.abs()),
                 if *s > 0.0 { "behind" } else { "ahead of" }
             ),
             FenceClosed::Lost => f.write_str("the lease was lost"),

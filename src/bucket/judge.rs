@@ -147,7 +147,7 @@ impl Judgement {
     /// What the state means for an operator, without the state's own name
     /// (safe to print): e.g. `renewed 3.1s ago; may be taken over in 26.9s`.
     pub fn explanation(&self) -> String {
-        let fmt = |s: f64| crate::bucket::format_secs(s);
+        let fmt = |s: f64| crate::text::format_secs(s);
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
             LeaseState::Fresh => format!(
@@ -234,7 +234,7 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
         j.state = LeaseState::Suspect;
         j.problem = Some(format!(
             "renewed_at is {} in the future, more than its {} s TTL (holder clock wrong, or hand-written)",
-            crate::bucket::format_secs(-secs(age)),
+            crate::text::format_secs(-secs(age)),
             r.ttl_s
         ));
     } else if age < ttl {
@@ -251,7 +251,7 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
     if r.renewed_at < r.acquired_at {
         let note = format!(
             "renewed_at is {} before acquired_at (the holder's clock went back, or the record was written by hand)",
-            crate::bucket::format_secs(secs(r.acquired_at - r.renewed_at))
+            crate::text::format_secs(secs(r.acquired_at - r.renewed_at))
         );
         j.problem = Some(match j.problem.take() {
             Some(p) => format!("{p}; {note}"),
@@ -312,7 +312,7 @@ fn generation_note(generation: Option<u64>, now: DateTime<Utc>) -> Option<String
         format!(
             "generation {g} is {} ahead of this reader's clock read as microseconds since 1970 \
              (hand-written, another tool's numbering, or a holder clock far ahead): a lease created after its release gets a smaller one",
-            crate::bucket::format_secs(ahead_s as f64)
+            crate::text::format_secs(ahead_s as f64)
         )
     })
 }

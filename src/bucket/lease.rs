@@ -2,20 +2,43 @@
 //!
 //! - **Acquire** is one conditional PUT: `If-None-Match: *` on an absent key,
 //!   `If-Match: <etag>` over a stale record (or over a suspect/malformed one
-//!   watched unchanged for one TTL). A record naming our own instance id is
-//!   ours — an earlier answer was lost — and is adopted at once. `If-Match`
-//!   answered 404 (deleted meanwhile) is retried as a create; 409 (a concurrent
-//!   conditional write) and 412 re-read and judge again.
+//!   watched unchanged for one TTL). `If-Match` answered 404 (deleted
+//!   meanwhile) is retried as a create; 409 (a concurrent conditional write)
+//!   and 412 re-read and judge again — by the rule below, so a 412 to a
+//!   client's retry of a write that landed finds our own body and adopts it.
+//! - **Whose record it is** ([`super::own::whose`], the one rule for every
+//!   read-back: an answer without an ETag, a refusal, a lost answer, a
+//!   release's check, a takeover's PUT, a hand-over). An instance id names a
+//!   holder, not a process, so the id is never proof. A record is *ours* only
+//!   when its stored body is, byte for byte, one this process sent (the last
+//!   write confirmed, or one whose answer it did not see; `renewed_at` has
+//!   microseconds, so two processes' bodies differ): its ETag is adopted. A
+//!   record naming our id with `acquired_at` equal to `renewed_at` is a
+//!   *hand-over* nobody has taken up (a takeover writes that; no holder ever
+//!   does, [`super::own::holder_stamps`]): an acquire adopts it with
+//!   `If-Match` on its ETag, so of two processes started under the successor's
+//!   id exactly one gets it, and its first write ends the mark. Any other
+//!   record naming our id belongs to *another process under the same id*: an
+//!   acquire refuses it while fresh ([`LeaseError::SameInstanceId`]) and takes
+//!   it over like anyone's once stale (reader-clock check, greater
+//!   generation); a running holder that finds it has lost the lease; a
+//!   release never deletes it. Both record formats carry the rule (no field is
+//!   added). Limits: a process restarted under the same id cannot prove the
+//!   record it left is its own (it is refused until that record is stale, at
+//!   most one TTL); a first record written by another tool with equal stamps
+//!   looks like a hand-over until its holder renews it.
 //! - Every acquire then **probes** the service: the lease is written once more
 //!   with `If-None-Match: *` and once with `If-Match` on a made-up ETag; both
 //!   must be refused, or the lease is removed and the acquire fails closed.
-//! - **Renew** is a PUT with `If-Match` on the ETag we hold. A refused renewal
-//!   re-reads: our own record (an earlier renewal landed) is adopted; anything
-//!   else means the lease is lost.
+//! - **Renew** is a PUT with `If-Match` on the ETag we hold. A refused renewal,
+//!   or one answered without an ETag, reads back: our own body (an earlier
+//!   renewal landed) is adopted; anything else — another holder's record, a
+//!   hand-over or another process's record naming our id, none — means the
+//!   lease is lost.
 //! - **Generation** (the fencing token, [`super::record::next_generation`]): a
 //!   renewal keeps the record's; taking a record over (stale, suspect,
 //!   malformed) writes `max(replaced + 1, now in µs)`, creating on an absent
-//!   key `now in µs`; adopting a record naming our id keeps its generation.
+//!   key `now in µs`; adopting our own record or a hand-over keeps its generation.
 //!   [`RecordFormat::Seed`] writes none.
 //! - **Fence**: [`BucketLease::may_write`] is true only until two thirds of a
 //!   TTL after the last successful renewal, on both the monotonic and the wall
@@ -25,7 +48,7 @@
 //!   by an unconditional write; two contenders may both pass; logged at WARN.
 //! - **Release** deletes with `If-Match`, or reads, checks and deletes where
 //!   conditional DELETE is not available; never deletes a lease that is no
-//!   longer ours.
+//!   longer ours (by the rule above: the same id is not enough).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +59,7 @@ use serde::Serialize;
 use super::error::LeaseError;
 use super::fence::{FenceDeadline, FenceStatus};
 use super::judge::{judge, LeaseState, Observed};
+use super::own::{holder_stamps, read_back, whose, ReadBack, Sent, Whose};
 use super::probe;
 use super::record::{lease_key, LeaseRecord, RecordFormat};
 use super::watch::LeaseWatch;
@@ -133,6 +157,10 @@ pub struct BucketLease {
     config: LeaseConfig,
     record: LeaseRecord,
     etag: String,
+    /// The exact body stored under `etag`: the proof a read-back compares with.
+    body: Vec<u8>,
+    /// Bodies sent whose answers were not seen ([`Sent`]).
+    unanswered: Sent,
     /// Boot-time and wall readings taken just before the last successful write
     /// (the wall reading is the record's `renewed_at`).
     renewed_mono: Duration,
@@ -316,21 +344,23 @@ impl AcquireRounds {
     }
 }
 
-/// A foreign record that looks stale to a reader whose clock is certainly
-/// further from the service's than the record's TTL allows
-/// ([`super::fence::offset_beyond_limit`]) is not taken.
+/// A record we would take over (not one we adopt: `owner` is
+/// [`Whose::SameId`] or [`Whose::Other`]) that looks stale to a reader whose
+/// clock is certainly further from the service's than the record's TTL
+/// allows ([`super::fence::offset_beyond_limit`]) is not taken — another
+/// process's record under our own id included.
 ///
 /// Errors: [`LeaseError::ReaderClock`].
 fn check_reader_clock(
     store: &dyn ObjectStore,
     clock: &dyn Clock,
     key: &str,
-    instance_id: &str,
+    owner: Whose,
     observed: &Observed,
     now: DateTime<Utc>,
 ) -> Result<(), LeaseError> {
     if let (Some(r), Some(o)) = (observed.record(), store.server_offset()) {
-        if r.instance_id != instance_id {
+        if matches!(owner, Whose::SameId | Whose::Other) {
             let j = judge(observed, now);
             if j.state == LeaseState::Stale {
                 if let Some(off) = super::fence::offset_beyond_limit(&o, clock, r.ttl_s) {
@@ -392,26 +422,36 @@ impl BucketLease {
         }
         let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {
-            let observed = read(store.as_ref(), &key).await?;
+            let ReadBack {
+                observed,
+                body: stored,
+            } = read_back(store.as_ref(), &key).await?;
             rounds
                 .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
                 .await?;
             let now = clock.wall();
             let mono = clock.mono();
-            check_reader_clock(
-                store.as_ref(),
-                clock.as_ref(),
+            // The one rule: whose is it (own::whose)? The id alone proves nothing.
+            let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
+                watch.sent.proves(b)
+            });
+            check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
+            let Step::Write(cond, acquired_at, generation) = decide(
                 &key,
-                instance_id,
                 &observed,
+                owner,
+                instance_id,
                 now,
+                mono,
+                &config,
+                watch,
             )?;
-            let Step::Write(cond, acquired_at, generation) =
-                decide(&key, &observed, instance_id, now, mono, &config, watch)?;
+            // Never equal stamps: that is a hand-over's mark (own::is_handover).
+            let (acquired_at, renewed_at) = holder_stamps(acquired_at, now);
             let record = LeaseRecord {
                 instance_id: instance_id.to_owned(),
                 acquired_at,
-                renewed_at: now,
+                renewed_at,
                 ttl_s: config.ttl_s,
                 generation,
             };
@@ -420,11 +460,16 @@ impl BucketLease {
                 Exclusion::BestEffort => PutCondition::None,
             };
             let body = record.to_body();
+            // A record we do not adopt is replaced (another process's under
+            // our id included).
             let replaced = observed
                 .record()
-                .filter(|r| r.instance_id != instance_id)
+                .filter(|_| matches!(owner, Whose::SameId | Whose::Other))
                 .map(|r| r.instance_id.clone());
             let form = store.capabilities().etag_form;
+            // Until an answer says otherwise, this body may land unseen: a
+            // later round adopts it only if it is exactly this body.
+            watch.sent.add(&body);
             let put = store.put(&key, body.clone(), cond.clone()).await;
             let Some(etag) = rounds
                 .after_put(put, cond, form, &config, store.as_ref())
@@ -434,11 +479,18 @@ impl BucketLease {
             };
             let etag = match etag {
                 Some(e) => e,
-                None => match read(store.as_ref(), &key).await? {
-                    Observed::Present { etag: Some(e), .. } => e,
+                // No ETag in the answer: read back, and only our own body will do.
+                None => match read_back(store.as_ref(), &key).await? {
+                    rb if rb.holds(&body) && rb.etag().is_some() => {
+                        rb.etag().unwrap_or_default().to_owned()
+                    }
                     _ => return Err(LeaseError::Contended { key }),
                 },
             };
+            watch.sent.clear();
+            if config.exclusion == Exclusion::Conditional {
+                refuse_unusable_etag(store.as_ref(), &key, &etag, &body).await?;
+            }
             let lease = Self {
                 store: store.clone(),
                 clock: clock.clone(),
@@ -446,6 +498,8 @@ impl BucketLease {
                 config: config.clone(),
                 record,
                 etag,
+                body: body.clone(),
+                unanswered: Sent::default(),
                 renewed_mono: mono,
                 not_before_mono: None,
                 lost: false,
@@ -471,6 +525,8 @@ impl BucketLease {
             clock,
             key,
             config,
+            body: record.to_body(),
+            unanswered: Sent::default(),
             record,
             etag,
             renewed_mono,
@@ -533,9 +589,7 @@ impl BucketLease {
             let service = self.store.describe();
             let _ = self.store.delete(&self.key, Some(&self.etag)).await;
             if let Ok(out) = self.store.get(&self.key, None).await {
-                if LeaseRecord::parse(&out.body, out.meta.size)
-                    .is_ok_and(|r| r.instance_id == self.record.instance_id)
-                {
+                if out.body == self.body {
                     let _ = self.store.delete(&self.key, None).await;
                 }
             }
@@ -579,9 +633,7 @@ impl BucketLease {
         // An ignoring service may have rewritten the object; keep the ETag current.
         if let Ok(out) = self.store.get(&self.key, None).await {
             if let Some(e) = out.meta.etag {
-                if LeaseRecord::parse(&out.body, out.meta.size)
-                    .is_ok_and(|r| r.instance_id == self.record.instance_id)
-                {
+                if out.body == self.body {
                     self.etag = e;
                 }
             }
@@ -608,21 +660,31 @@ impl BucketLease {
             let now = self.clock.wall();
             let mono = self.clock.mono();
             let record = LeaseRecord {
-                renewed_at: now,
+                renewed_at: holder_stamps(self.record.acquired_at, now).1,
                 ..self.record.clone()
             };
             let cond = self.renew_condition().await?;
             let form = self.store.capabilities().etag_form;
-            match self.store.put(&self.key, record.to_body(), cond).await {
+            let body = record.to_body();
+            match self.store.put(&self.key, body.clone(), cond).await {
                 Ok(etag) => {
                     self.etag = match etag {
                         Some(e) => e,
-                        None => match read(self.store.as_ref(), &self.key).await? {
-                            Observed::Present { etag: Some(e), .. } => e,
-                            _ => return Err(self.mark_lost(None)),
+                        // No ETag in the answer: read back; only our own body is ours
+                        // (a stranger may have written right after it landed).
+                        None => match read_back(self.store.as_ref(), &self.key).await? {
+                            rb if rb.holds(&body) && rb.etag().is_some() => {
+                                rb.etag().unwrap_or_default().to_owned()
+                            }
+                            rb => {
+                                let by = rb.observed.record().cloned();
+                                return Err(self.mark_lost(by));
+                            }
                         },
                     };
                     self.record = record;
+                    self.body = body;
+                    self.unanswered.clear();
                     self.renewed_mono = mono;
                     return Ok(());
                 }
@@ -631,8 +693,21 @@ impl BucketLease {
                     | StoreError::Conflict
                     | StoreError::NotFound(_)
                     | StoreError::Other { status: 500.., .. }),
-                ) => self.renewal_refused(refused, form, &mut tally).await?,
-                Err(e) => return Err(e.into()),
+                ) => {
+                    if !matches!(
+                        refused,
+                        StoreError::PreconditionFailed | StoreError::NotFound(_)
+                    ) {
+                        // 409 and 5xx: the write may have landed.
+                        self.unanswered.add(&body);
+                    }
+                    self.renewal_refused(refused, form, &mut tally).await?
+                }
+                Err(e) => {
+                    // No answer (a timeout, a dropped connection): it may have landed.
+                    self.unanswered.add(&body);
+                    return Err(e.into());
+                }
             }
         }
         Err(tally.give_up(self.key.clone(), self.store.as_ref()))
@@ -646,14 +721,19 @@ impl BucketLease {
         Ok(match self.config.exclusion {
             Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
             Exclusion::BestEffort => {
-                // Read, check it is still ours, then write.
-                match read(self.store.as_ref(), &self.key).await? {
+                // Read, check it is still ours (a body we wrote), then write.
+                let rb = read_back(self.store.as_ref(), &self.key).await?;
+                let ours = self.is_ours(&rb);
+                match rb.observed {
                     Observed::Present {
                         etag: Some(e),
-                        record: Ok(r),
+                        record: Ok(_),
                         ..
-                    } if r.instance_id == self.record.instance_id => {
+                    } if ours => {
                         self.etag = e;
+                        if let Some(b) = rb.body {
+                            self.body = b;
+                        }
                     }
                     other => return Err(self.mark_lost(other.record().cloned())),
                 }
@@ -692,17 +772,24 @@ impl BucketLease {
             }
             _ => String::new(),
         };
-        match read(self.store.as_ref(), &self.key).await? {
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
+        let stored = rb.body.as_deref().unwrap_or_default();
+        match rb.observed {
             Observed::Present {
                 etag: Some(e),
                 record: Ok(r),
                 ..
-            } if r.instance_id == self.record.instance_id => {
+            } if ours => {
                 if e != self.etag {
-                    // Our earlier write landed though its answer was lost: adopt
-                    // its ETag and renew again (the fence is not extended by it).
+                    // Our earlier write landed though its answer was lost (its
+                    // body is one we sent): adopt it and renew again (the fence
+                    // is not extended by it).
                     tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
                     self.etag = e;
+                    self.body = stored.to_vec();
+                    self.record = r;
+                    self.unanswered.clear();
                 } else if conflict {
                     // 409/5xx: not written; ours is still there.
                     tracing::info!(key = %self.key, "renewal answered {answer}; read back: ours is still there unchanged; retrying");
@@ -726,7 +813,15 @@ impl BucketLease {
                 }
                 Ok(())
             }
-            other => Err(self.mark_lost(other.record().cloned())),
+            other => {
+                if other
+                    .record()
+                    .is_some_and(|r| r.instance_id == self.record.instance_id)
+                {
+                    tracing::error!(key = %self.key, "the LEASE names our instance id but is not a record this process wrote: another process holds it under the same instance id");
+                }
+                Err(self.mark_lost(other.record().cloned()))
+            }
         }
     }
 
@@ -822,23 +917,38 @@ impl BucketLease {
     /// After a conditional DELETE was refused: re-reads the key and says
     /// whether it is gone or someone else's (`None`: still ours).
     async fn gone_or_foreign(&self) -> Result<Option<Released>, LeaseError> {
-        Ok(match read(self.store.as_ref(), &self.key).await? {
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
+        Ok(match rb.observed {
             Observed::Absent => Some(Released::AlreadyGone),
-            Observed::Present { record: Ok(r), .. } if r.instance_id != self.record.instance_id => {
-                Some(Released::NotOurs(r))
-            }
+            Observed::Present { record: Ok(r), .. } if !ours => Some(Released::NotOurs(r)),
             _ => None,
         })
     }
 
+    /// True when `rb` holds a body this process wrote (the last confirmed
+    /// one, or one whose answer was lost): [`whose`] is [`Whose::Ours`]. A
+    /// hand-over naming our id is not ours to a running holder: its record
+    /// was replaced.
+    fn is_ours(&self, rb: &ReadBack) -> bool {
+        whose(
+            &rb.observed,
+            rb.body.as_deref(),
+            &self.record.instance_id,
+            |b| b == self.body.as_slice() || self.unanswered.proves(b),
+        ) == Whose::Ours
+    }
+
     async fn read_check_delete(&self) -> Result<Released, LeaseError> {
-        match read(self.store.as_ref(), &self.key).await? {
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
+        match rb.observed {
             Observed::Absent => Ok(Released::AlreadyGone),
             Observed::Present {
-                record: Ok(r),
+                record: Ok(_),
                 etag,
                 ..
-            } if r.instance_id == self.record.instance_id => {
+            } if ours => {
                 // Still with If-Match where there is an ETag: a service that honours
                 // it closes the window between read and delete.
                 match self.store.delete(&self.key, etag.as_deref()).await {
@@ -927,14 +1037,38 @@ pub async fn read_lease(
     }
 }
 
-async fn read(store: &dyn ObjectStore, key: &str) -> Result<Observed, StoreError> {
-    read_lease(store, key, None).await
+/// After an acquire's write answered with `etag`: an ETag that cannot be
+/// sent in `If-Match` ([`crate::store::unusable_etag`]) means no renewal or
+/// release could be conditional, so ours is removed (when the object holds
+/// our `body`) and the acquire fails closed.
+///
+/// Errors: [`LeaseError::UnusableEtag`].
+async fn refuse_unusable_etag(
+    store: &dyn ObjectStore,
+    key: &str,
+    etag: &str,
+    body: &[u8],
+) -> Result<(), LeaseError> {
+    let Some(why) = crate::store::unusable_etag(etag) else {
+        return Ok(());
+    };
+    if read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {
+        let _ = store.delete(key, None).await;
+    }
+    tracing::error!(key = %key, "the service's ETag is {why}: lease not taken");
+    Err(LeaseError::UnusableEtag {
+        service: store.describe(),
+        etag: sanitize(etag),
+        why,
+    })
 }
 
 /// The acquire decision for one observation (pure apart from the watch).
+#[allow(clippy::too_many_arguments)]
 fn decide(
     key: &str,
     observed: &Observed,
+    owner: Whose,
     instance_id: &str,
     now: DateTime<Utc>,
     mono: Duration,
@@ -949,8 +1083,29 @@ fn decide(
         Observed::Present { etag, .. } => etag.clone().unwrap_or_default(),
     };
     if let Some(r) = observed.record() {
-        if r.instance_id == instance_id {
-            tracing::info!(key, "the LEASE already names our instance id (a lost answer or a hand-over): adopting it");
+        if owner == Whose::SameId {
+            // It names us, but this process did not write it and no takeover
+            // handed it to us: another process holds it under the same id.
+            let j = judge(observed, now);
+            if j.state == LeaseState::Fresh {
+                return Err(LeaseError::SameInstanceId {
+                    key: key.to_owned(),
+                    instance_id: instance_id.to_owned(),
+                    age_s: j.age_s.unwrap_or(0.0),
+                    may_take_in_s: j.expires_in_s.unwrap_or(0.0),
+                });
+            }
+            // Stale (or suspect): taken over like any other holder's, below.
+        } else if matches!(owner, Whose::Ours | Whose::HandedOver) {
+            tracing::info!(
+                key,
+                "the LEASE already names our instance id ({}): adopting it",
+                if owner == Whose::Ours {
+                    "a write of ours whose answer was lost"
+                } else {
+                    "a takeover handed it over to us"
+                }
+            );
             // Not a change of holder: the generation is kept (a hand-over's
             // successor adopts the one its takeover wrote).
             return Ok(Step::Write(
@@ -1016,5 +1171,105 @@ fn decide(
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(r: &LeaseRecord) -> Observed {
+        Observed::Present {
+            etag: Some("e1".into()),
+            last_modified: None,
+            record: Ok(r.clone()),
+        }
+    }
+
+    fn record(id: &str, renewed_ago_s: i64, now: DateTime<Utc>) -> LeaseRecord {
+        let t = now - chrono::Duration::seconds(renewed_ago_s);
+        LeaseRecord {
+            instance_id: id.into(),
+            acquired_at: t - chrono::Duration::seconds(60),
+            renewed_at: t,
+            ttl_s: 30,
+            generation: Some(7),
+        }
+    }
+
+    fn run(o: &Observed, owner: Whose, now: DateTime<Utc>) -> Result<Step, LeaseError> {
+        decide(
+            "db/LEASE",
+            o,
+            owner,
+            "me",
+            now,
+            Duration::ZERO,
+            &LeaseConfig::default(),
+            &mut LeaseWatch::new(),
+        )
+    }
+
+    /// The acquire's decision by whose the record is (own::whose): the id
+    /// alone never adopts.
+    #[test]
+    fn a_record_naming_our_id_is_adopted_only_on_proof() {
+        let now = Utc::now();
+        let fresh = record("me", 2, now);
+        // Another process under our id, fresh: refused, with the sentence.
+        let err = run(&observed(&fresh), Whose::SameId, now)
+            .err()
+            .expect("refused");
+        assert!(matches!(err, LeaseError::SameInstanceId { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("another process under the same instance id me"),
+            "{msg}"
+        );
+        assert!(msg.contains("without --instance-id"), "{msg}");
+        // The same record proved ours (a lost answer): adopted, generation and
+        // acquired_at kept.
+        let Ok(Step::Write(cond, acquired_at, g)) = run(&observed(&fresh), Whose::Ours, now) else {
+            panic!("our own record is adopted");
+        };
+        assert_eq!(
+            (cond, acquired_at, g),
+            (
+                PutCondition::IfMatch("e1".into()),
+                fresh.acquired_at,
+                Some(7)
+            )
+        );
+        // A hand-over naming us: adopted the same way, conditional on its ETag.
+        let mut handed = fresh.clone();
+        handed.acquired_at = handed.renewed_at;
+        let Ok(Step::Write(cond, acquired_at, g)) = run(&observed(&handed), Whose::HandedOver, now)
+        else {
+            panic!("a hand-over is adopted");
+        };
+        assert_eq!(
+            (cond, acquired_at, g),
+            (
+                PutCondition::IfMatch("e1".into()),
+                handed.acquired_at,
+                Some(7)
+            )
+        );
+        // Another process's record under our id, stale: taken over as anyone's
+        // (a new tenure, a greater generation).
+        let stale = record("me", 45, now);
+        let Ok(Step::Write(cond, acquired_at, g)) = run(&observed(&stale), Whose::SameId, now)
+        else {
+            panic!("a stale record is taken over");
+        };
+        assert_eq!(cond, PutCondition::IfMatch("e1".into()));
+        assert_eq!(acquired_at, now, "a new tenure");
+        assert!(g.unwrap() > 7, "a greater generation: {g:?}");
+        // Another holder's fresh record: held by other, as before.
+        let other = record("you", 2, now);
+        assert!(matches!(
+            run(&observed(&other), Whose::Other, now),
+            Err(LeaseError::HeldByOther { .. })
+        ));
     }
 }

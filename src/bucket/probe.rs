@@ -168,6 +168,10 @@ pub struct PreconditionReport {
     pub if_match_absent: Option<Honoured>,
     /// `DELETE` with `If-Match` on a made-up ETag (only from the full probe).
     pub conditional_delete: Option<Honoured>,
+    /// Why the ETags this service returns cannot be sent in `If-Match`
+    /// (`empty`, `not a plain token`), when they cannot: then no lease there
+    /// can exclude anyone ([`crate::store::unusable_etag`]).
+    pub etag_unusable: Option<&'static str>,
     /// The ETag form `If-Match` is sent with from now on.
     pub etag_form: EtagForm,
     /// How a lease is released on this service: `conditional_delete` or `read_check_delete`.
@@ -188,7 +192,9 @@ impl PreconditionReport {
     /// The first precondition the service ignores or cannot evaluate such that
     /// no lease there can exclude anyone, if any.
     pub fn ignored_header(&self) -> Option<&'static str> {
-        if self.if_none_match == Honoured::Ignored {
+        if self.etag_unusable.is_some() {
+            Some("If-Match (the ETags it returns cannot be sent in it)")
+        } else if self.if_none_match == Honoured::Ignored {
             Some("If-None-Match")
         } else if self.create_absent == Some(Honoured::Ignored) {
             Some("If-None-Match: * on an absent key (it refuses the create)")
@@ -299,6 +305,7 @@ pub async fn check_writes(
         if_match_current: None,
         if_match_absent: None,
         conditional_delete: None,
+        etag_unusable: None,
         etag_form: caps.etag_form,
         release: release_word(caps.conditional_delete),
         steps: Vec::new(),
@@ -704,6 +711,36 @@ async fn run_steps(
     };
     let caps0 = store.capabilities();
     step_creates(&mut run).await?;
+    // An ETag that cannot be sent in If-Match: step 3 cannot run, and no
+    // lease can be conditional here. The report says so and stops.
+    let current = run.current_etag().await?;
+    if let Some(why) = crate::store::unusable_etag(&current) {
+        run.steps.push(step(
+            StepName::IfMatchCurrent,
+            Outcome::Refused,
+            format!("not sent: the ETag returned is {why}"),
+            Some(format!(
+                "the service returned ETag \"{}\": an If-Match with it is ignored or refused, \
+                 so no renewal or release could be conditional",
+                crate::text::sanitize(&current)
+            )),
+        ));
+        let caps = store.capabilities();
+        let by = |n: StepName| run.steps.iter().find(|s| s.step == n).map(honoured);
+        return Ok(PreconditionReport {
+            create_absent: by(StepName::CreateAbsent),
+            if_none_match: by(StepName::CreatePresent).unwrap_or(Honoured::Yes),
+            if_match: Honoured::Ignored,
+            if_match_current: by(StepName::IfMatchCurrent),
+            if_match_absent: None,
+            conditional_delete: None,
+            etag_unusable: Some(why),
+            etag_form: caps.etag_form,
+            release: release_word(caps.conditional_delete),
+            changed: std::mem::take(changed),
+            steps: run.steps,
+        });
+    }
     step_if_match_current(&mut run, caps0).await?;
     step_if_match_made_up(&mut run).await?;
     step_if_match_absent(&mut run, absent_key, changed).await?;
@@ -728,6 +765,7 @@ async fn run_steps(
         if_match_current: by(StepName::IfMatchCurrent),
         if_match_absent: by(StepName::IfMatchAbsent),
         conditional_delete: by(StepName::DeleteMadeUp),
+        etag_unusable: None,
         etag_form: caps.etag_form,
         release: release_word(caps.conditional_delete),
         changed: std::mem::take(changed),

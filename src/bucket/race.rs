@@ -53,13 +53,6 @@ pub const MIN_CONTENDERS: usize = 2;
 /// The most concurrent requests a race may have (`--race=N` is refused above).
 pub const MAX_CONTENDERS: usize = 64;
 
-/// The part of the acquire's refusal that says what it means (the same
-/// words as for an ignored precondition).
-pub const FAIL_CLOSED: &str = "it cannot give exclusion, so the lease was not taken";
-/// The acquire's sentence naming the best-effort switch.
-pub const BEST_EFFORT: &str = "To run anyway with best-effort exclusion, set \
-     MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off or pass --conditional off";
-
 /// A primitive a lease uses, raced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -198,7 +191,7 @@ impl RaceReport {
         format!(
             "{} requests in {}",
             self.requests,
-            super::format_secs(self.elapsed_ms as f64 / 1000.0)
+            crate::text::format_secs(self.elapsed_ms as f64 / 1000.0)
         )
     }
 }

@@ -349,6 +349,17 @@ pub fn new_instance_id() -> String {
     hex::encode(rand::random::<[u8; 16]>())
 }
 
+/// Parses a lease TTL: whole seconds from 3 s to one hour (a longer one is
+/// judged suspect by every reader; a shorter one cannot be renewed in time).
+pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::values::parse_duration(s)?;
+    let max = MAX_SANE_TTL_S;
+    if d.subsec_nanos() != 0 || d.as_secs() < 3 || d.as_secs() > max {
+        return Err(format!("a TTL must be whole seconds from 3s to {max}s"));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

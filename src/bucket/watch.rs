@@ -10,6 +10,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default)]
 pub struct LeaseWatch {
     seen: Option<(String, Duration)>,
+    /// The bodies this contender sent whose answers it did not see: a record
+    /// naming its id is adopted only when it is one of them
+    /// ([`super::own`]).
+    pub(crate) sent: super::own::Sent,
 }
 
 impl LeaseWatch {

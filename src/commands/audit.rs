@@ -1,8 +1,8 @@
 //! `leasectl audit`: the audit log, newest first.
 
-use crate::app::Context;
 use crate::cli::AuditListArgs;
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::text::sanitize;
 
 /// `leasectl audit [--json]`: the log at `--audit-log` (or the default path).
@@ -11,10 +11,12 @@ pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
         Some(p) => p.clone(),
         None => match crate::audit::AuditLog::default_path() {
             Ok(p) => p,
-            Err(e) => return crate::app::fail(&e.into()),
+            Err(e) => return crate::setup::fail(&e.into()),
         },
     };
-    audit_list(&path, a.json, &mut std::io::stdout())
+    let mut out = crate::stdout::Checked::new(std::io::stdout().lock());
+    let exit = audit_list(&path, a.json, &mut out);
+    out.finish(exit)
 }
 
 /// The generation an entry observed and the one it wrote: `7 → 8`; `-` for
@@ -37,7 +39,7 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
         Ok(report) => {
             let mut entries = report.entries;
             entries.reverse();
-            for u in &report.unreadable {
+            for u in report.unreadable.sentences() {
                 eprintln!(
                     "leasectl: audit log {}: {u}",
                     sanitize(&path.display().to_string())

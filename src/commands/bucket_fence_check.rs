@@ -2,9 +2,9 @@
 //! for the calling command, asked through the fence fd (`LEASECTL_FENCE_FD`)
 //! without blocking.
 
-use crate::app::Context;
 use crate::cli::FenceCheckArgs;
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::supervise::{fence_state_from_env, FenceFdState, FENCE_FD_ENV};
 
 /// 0 while the fence is open, 5 ([`Exit::Fenced`]) once it closed (said on

@@ -6,7 +6,6 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::app::Context;
 use crate::bucket::{
     new_instance_id, BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, ReleaseReport,
     Released,
@@ -14,6 +13,7 @@ use crate::bucket::{
 use crate::cli::HoldArgs;
 use crate::clock::{SharedClock, SystemClock};
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::store::ObjectStore;
 use crate::supervise;
 use crate::text::sanitize;
@@ -21,15 +21,15 @@ use crate::text::sanitize;
 /// `leasectl bucket hold PREFIX_URL -- CMD`: each request's deadline is at
 /// most a third of the TTL.
 pub async fn run(a: &HoldArgs, ctx: &Context) -> Exit {
-    let target = match crate::app::target_or_usage(&a.prefix_url) {
+    let target = match crate::setup::target_or_usage(&a.prefix_url) {
         Ok(t) => t,
         Err(exit) => return exit,
     };
     let connector = ctx.connector_with_timeout(ctx.s3.timeout.min(a.ttl / 3));
-    crate::app::announce("bucket hold", &connector, &target).await;
+    crate::setup::announce("bucket hold", &connector, &target).await;
     let store = match connector.open(&target).await {
         Ok(s) => s,
-        Err(e) => return crate::app::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
+        Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
     let config = LeaseConfig {
         ttl_s: a.ttl.as_secs(),
@@ -102,6 +102,14 @@ pub async fn hold(
             return Exit::Failed;
         }
     };
+    if !store.has_clock() {
+        // Said once, at start: nothing can check this host's clock here.
+        tracing::warn!(
+            "{} is a local directory: it has no clock of its own, so this host's clock is not checked against the other holders'. If the directory is shared between hosts (NFS), keep their clocks within {} of each other (NTP): a holder whose clock runs slow writes past its lease's end",
+            sanitize(&store.describe()),
+            crate::text::format_secs(crate::bucket::fence::clock_offset_limit_s(config.ttl_s))
+        );
+    }
     let lease =
         match acquire_waiting(store.clone(), clock.clone(), prefix, &id, &config, wait).await {
             Ok(l) => l,
@@ -173,7 +181,7 @@ pub async fn hold(
             _ = keep.closed(), if !fenced => {
                 fenced = true;
                 let why = keep.closed_reason().map(|r| r.to_string()).unwrap_or_default();
-                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", crate::bucket::format_secs(grace.as_secs_f64()));
+                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", crate::text::format_secs(grace.as_secs_f64()));
                 if target.is_none() {
                     let _ = child.start_kill();
                 }
@@ -203,6 +211,7 @@ fn command_for(
         .env("LEASECTL_LEASE_KEY", key)
         .env("LEASECTL_INSTANCE_ID", id)
         .env(supervise::FENCE_FD_ENV, pipe.read_fd().to_string())
+        .env(supervise::FENCE_PIPE_ENV, pipe.identity())
         .stdin(Stdio::inherit());
     // Never a value inherited from our own environment: unknown is unset.
     match generation {
@@ -276,8 +285,8 @@ pub fn effective_grace(grace: Duration, ttl: Duration) -> Duration {
     if grace > cap {
         tracing::warn!(
             "--grace {} is longer than a sixth of the TTL: CMD will be killed {} after SIGTERM, before the lease can be taken over",
-            crate::bucket::format_secs(grace.as_secs_f64()),
-            crate::bucket::format_secs(cap.as_secs_f64())
+            crate::text::format_secs(grace.as_secs_f64()),
+            crate::text::format_secs(cap.as_secs_f64())
         );
         cap
     } else {

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use crate::app::Context;
 use crate::cli::CheckArgs;
 use crate::exit::{CheckStatus, Exit};
 use crate::monitor::check;
+use crate::setup::Context;
 use crate::snapshot::Gatherer;
 use crate::store::Counters;
 
@@ -20,7 +20,7 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
             _ => Exit::Check(CheckStatus::Unknown),
         }
     };
-    let targets = match crate::app::parse_targets(&ctx.applied.targets_or(&args.targets)) {
+    let targets = match crate::setup::parse_targets(&ctx.applied.targets_or(&args.targets)) {
         Ok(t) => t,
         Err(e) => return unknown(e),
     };
@@ -28,15 +28,16 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
         return unknown("nothing to check: give a TARGET or leave out --no-pod".into());
     }
     let counters = Arc::new(Counters::default());
-    let open = crate::app::open_targets(&ctx.connector, &targets, &counters, false).await;
+    let open = crate::setup::open_targets(&ctx.connector, &targets, &counters, false).await;
     let mut g = Gatherer::new(
         open.read,
         ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
         1,
     );
     let clock = crate::clock::SystemClock::shared();
-    let extras = crate::app::pod_extras(&args.pod, ctx);
-    let snap = crate::monitor::gather(&mut g, &clock, &extras).await;
+    let snap = crate::setup::recipe(&args.pod, ctx)
+        .take(&mut g, &clock)
+        .await;
     let r = check::evaluate(
         &snap,
         &check::Thresholds {

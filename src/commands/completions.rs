@@ -1,8 +1,8 @@
 //! `leasectl completions SHELL`: the completion script on stdout.
 
-use crate::app::Context;
 use crate::cli::CompletionsArgs;
 use crate::exit::Exit;
+use crate::setup::Context;
 
 /// Prints the completion script for the shell asked.
 pub fn run(a: &CompletionsArgs, _ctx: &Context) -> Exit {

@@ -1,9 +1,9 @@
 //! `leasectl config path|view`: the config file of contexts (module
 //! `crate::config`).
 
-use crate::app::Context;
 use crate::cli::ConfigCommand;
 use crate::exit::Exit;
+use crate::setup::Context;
 
 /// `leasectl config path|view`: the exit status.
 pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {

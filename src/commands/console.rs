@@ -1,22 +1,20 @@
 //! The console (no command): the operations console on the TARGETs, or one
 //! of the outputs of [`super::output`] when stdout asks for one.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::app::Context;
 use crate::cli::ConsoleArgs;
 use crate::clock::{SharedClock, SystemClock};
 use crate::exit::Exit;
-use crate::snapshot::{GatherOptions, Gatherer, OpenTarget};
+use crate::setup::Context;
 use crate::store::Counters;
 use crate::tui;
 
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
 pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     let args = &with_context(args, ctx);
-    let targets = match crate::app::parse_targets(&args.targets) {
+    let targets = match crate::setup::parse_targets(&args.targets) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("leasectl: {e}");
@@ -24,7 +22,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         }
     };
     if args.json && targets.is_empty() && args.pod.no_pod {
-        return crate::app::nothing_to_report(
+        return crate::setup::nothing_to_report(
             "--json with no TARGET and --no-pod has nothing to report",
         );
     }
@@ -34,7 +32,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     // in watch mode (and for --json) nothing that could write exists.
     let counters = Arc::new(Counters::default());
     let writes = !args.read_only && !super::output::wanted(args, ctx);
-    let opened = crate::app::open_targets(&ctx.connector, &targets, &counters, writes).await;
+    let opened = crate::setup::open_targets(&ctx.connector, &targets, &counters, writes).await;
     if let Some(exit) = super::output::run(args, opened.read.clone(), counters.clone(), ctx).await {
         return exit;
     }
@@ -62,7 +60,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         app = app.without_pod();
         Vec::new()
     } else {
-        vec![crate::app::scan_options(
+        vec![crate::setup::scan_options(
             &args.pod,
             std::path::Path::new("/proc"),
         )]
@@ -74,13 +72,13 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     let ops = if args.read_only {
         None
     } else {
-        let log = match crate::app::open_audit(&ctx.connector, &args.audit).await {
+        let log = match crate::setup::open_audit(&ctx.connector, &args.audit).await {
             Ok(l) => l,
-            Err(e) => return crate::app::fail(&e),
+            Err(e) => return crate::setup::fail(&e),
         };
         app.audit_path = Some(log.path().display().to_string());
         Some(tui::ops::Ops {
-            targets: ops_targets(&opened.read, opened.writable),
+            targets: tui::ops_targets(&opened.read, opened.writable),
             audit: log,
             exclusion: app.exclusion,
             ttl_s: app.ttl_s,
@@ -89,22 +87,22 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         })
     };
     app.get_price = args.get_price;
-    let parts = Parts {
+    let parts = tui::Parts {
         app,
         clock,
         refresh,
         open: opened.read,
         opts: ctx.gather_at(args.depth),
-        relist: crate::app::relist_every(refresh),
+        relist: crate::setup::relist_every(refresh),
         max_requests: args.max_requests,
         pod,
         counters,
         audit_path,
         ops,
     };
-    match start(parts).await {
+    match tui::start(parts).await {
         Ok(()) => Exit::Ok,
-        Err(e) => crate::app::fail(&e),
+        Err(e) => crate::setup::fail(&e),
     }
 }
 
@@ -116,73 +114,6 @@ fn with_context(args: &ConsoleArgs, ctx: &Context) -> ConsoleArgs {
     a.refresh = ctx.applied.refresh.unwrap_or(args.refresh);
     a.depth = ctx.applied.depth.unwrap_or(args.depth);
     a
-}
-
-/// The OPS mode's targets: each open target with its writable store.
-pub fn ops_targets(
-    open: &[OpenTarget],
-    writable: Vec<Arc<dyn crate::store::ObjectStore>>,
-) -> Vec<tui::ops::OpsTarget> {
-    open.iter()
-        .zip(writable)
-        .map(|(o, store)| tui::ops::OpsTarget {
-            url: o.target.to_string(),
-            endpoint: o.endpoint.clone(),
-            bucket: o.target.bucket().map(str::to_owned),
-            store,
-            root: o.target.prefix().to_owned(),
-        })
-        .collect()
-}
-
-/// Everything the console runs on (the console and the demo build it).
-pub struct Parts {
-    /// The console's state.
-    pub app: tui::app::App,
-    /// The clock.
-    pub clock: SharedClock,
-    /// Time between two refreshes.
-    pub refresh: Duration,
-    /// The targets, read-only and counted.
-    pub open: Vec<OpenTarget>,
-    /// How to gather them.
-    pub opts: GatherOptions,
-    /// Refreshes between two listings (the console: about 30 s).
-    pub relist: u32,
-    /// At most this many requests per minute once every LEASE was read.
-    pub max_requests: u32,
-    /// The pod scans (empty: `--no-pod`).
-    pub pod: Vec<crate::writer::scan::ScanOptions>,
-    /// The request counters of `open`.
-    pub counters: Arc<Counters>,
-    /// The audit log shown in the status bar.
-    pub audit_path: Option<PathBuf>,
-    /// OPS mode: the writable targets and the audit log (None: watch mode).
-    pub ops: Option<tui::ops::Ops>,
-}
-
-/// Runs the console until the operator quits. Listing (discovery) runs
-/// every `relist` refreshes; each LEASE is read by need: rows on screen
-/// every refresh, the others around their expiry or at the listing's
-/// cadence (`snapshot::Schedule`).
-///
-/// # Errors
-/// Terminal errors.
-pub async fn start(p: Parts) -> color_eyre::Result<()> {
-    tui::run(tui::Console {
-        app: p.app,
-        clock: p.clock,
-        refresh: p.refresh,
-        gatherer: Gatherer::new(p.open, p.opts, p.relist)
-            .schedule(p.refresh)
-            .budget(p.max_requests),
-        pod: p.pod,
-        counters: p.counters,
-        audit_path: p.audit_path,
-        ops: p.ops,
-    })
-    .await?;
-    Ok(())
 }
 
 #[cfg(test)]

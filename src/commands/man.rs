@@ -1,7 +1,7 @@
 //! `leasectl man`: the man page (roff) on stdout.
 
-use crate::app::Context;
 use crate::exit::Exit;
+use crate::setup::Context;
 
 /// Prints the whole man page.
 pub fn run(_ctx: &Context) -> Exit {

@@ -18,9 +18,9 @@ pub mod serve;
 pub mod takeover;
 pub mod writer_exec;
 
-use crate::app::{block_on, Context};
 use crate::cli::{BucketCommand, Cli, Command, WriterCommand};
 use crate::exit::Exit;
+use crate::setup::{block_on, Context};
 
 /// Runs the command `cli` names (the console without one). The synchronous
 /// commands run before any runtime thread exists: `writer exec` masks

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 
-use crate::app::Context;
 use crate::cli::{ConsoleArgs, OutputFormat};
 use crate::exit::Exit;
-use crate::monitor::{prometheus, stream, table, GatherExtras};
+use crate::monitor::{prometheus, stream, table};
+use crate::setup::Context;
+use crate::snapshot::{AuditSource, Recipe};
 use crate::snapshot::{Gatherer, OpenTarget};
 use crate::store::Counters;
 
@@ -68,7 +69,7 @@ pub async fn run(
         Err(exit) => return Some(exit),
     };
     let opts = ctx.gather_at(args.depth);
-    let extras = crate::app::pod_extras(&args.pod, ctx);
+    let extras = crate::setup::recipe(&args.pod, ctx);
     let clock = crate::clock::SystemClock::shared();
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
@@ -79,11 +80,19 @@ pub async fn run(
         .clone()
         .or_else(|| crate::audit::AuditLog::default_path().ok());
     let audit = (audit_path, audit_requested);
+    let source = AuditSource {
+        path: audit.0.clone(),
+        requested: audit.1,
+    };
     if matches!(output, Output::Json) {
-        return Some(json(open, &opts, &extras, &clock, audit).await);
+        let recipe = Recipe {
+            audit: Some(source),
+            ..extras
+        };
+        return Some(json(open, &opts, &recipe, &clock).await);
     }
     if open.is_empty() && args.pod.no_pod {
-        return Some(crate::app::nothing_to_report(
+        return Some(crate::setup::nothing_to_report(
             "with no TARGET and --no-pod there is nothing to report",
         ));
     }
@@ -94,7 +103,7 @@ pub async fn run(
             .flatten()
             .unwrap_or(args.refresh)
             .max(Duration::from_secs(1));
-        let g = Gatherer::new(open, opts, crate::app::relist_every(interval));
+        let g = Gatherer::new(open, opts, crate::setup::relist_every(interval));
         let watch = stream::WatchOptions {
             interval,
             heartbeat: o.heartbeat.max(Duration::from_secs(1)),
@@ -102,10 +111,13 @@ pub async fn run(
         return Some(stream::watch(g, clock, extras, watch, audit).await);
     };
     let mut g = Gatherer::new(open, opts, 1);
-    let mut snap = crate::monitor::gather(&mut g, &clock, &extras).await;
-    if format == OutputFormat::Ndjson {
-        add_last_takeovers(&mut snap, audit).await;
-    }
+    // The NDJSON lines name each row's last takeover; the table and the
+    // exposition do not read the audit log.
+    let recipe = Recipe {
+        audit: (format == OutputFormat::Ndjson).then_some(source),
+        ..extras.clone()
+    };
+    let snap = recipe.take(&mut g, &clock).await;
     let text = match format {
         OutputFormat::Prometheus => {
             // Streamed: the exposition is written as it is encoded, never held
@@ -141,60 +153,16 @@ pub async fn run(
     })
 }
 
-/// Reads the audit log `(path, requested)` (on a blocking thread) and sets
-/// each row's `last_takeover` and the document's `audit_log`; a log that
-/// cannot be read is said on stderr (and makes the exit code 1 when
-/// `--audit-log` named it: `requested`).
-async fn add_last_takeovers(
-    snap: &mut crate::snapshot::Snapshot,
-    (path, requested): (Option<std::path::PathBuf>, bool),
-) {
-    let read =
-        tokio::task::spawn_blocking(move || crate::snapshot::takeovers::read_log(path.as_deref()))
-            .await;
-    let (index, report) = match read {
-        Ok(r) => r,
-        Err(e) => (
-            crate::snapshot::TakeoverIndex::default(),
-            crate::snapshot::AuditLogReport {
-                path: None,
-                error: Some(format!("reading the audit log failed: {e}")),
-                requested,
-                unreadable_lines: 0,
-            },
-        ),
-    };
-    let report = crate::snapshot::AuditLogReport {
-        requested,
-        ..report
-    };
-    if let Some(e) = &report.error {
-        eprintln!(
-            "leasectl: {}; the last takeover of each prefix is unknown{}",
-            crate::text::sanitize_message(e),
-            if requested {
-                ""
-            } else {
-                " (the default log; name one with --audit-log to make this an error)"
-            }
-        );
-    }
-    index.attach(snap);
-    snap.audit_log = Some(report);
-}
-
 /// `--json`: one snapshot document; what could not be read is also said on
 /// stderr.
 async fn json(
     open: Vec<OpenTarget>,
     opts: &crate::snapshot::GatherOptions,
-    extras: &GatherExtras,
+    recipe: &Recipe,
     clock: &crate::clock::SharedClock,
-    audit: (Option<std::path::PathBuf>, bool),
 ) -> Exit {
     let mut snap = crate::snapshot::gather(&open, opts, clock).await;
-    crate::monitor::add_extras(&mut snap, extras).await;
-    add_last_takeovers(&mut snap, audit).await;
+    recipe.complete(&mut snap).await;
     if let Some(e) = &snap.pod_error {
         eprintln!("leasectl: {}", crate::text::sanitize(e));
     }
@@ -214,9 +182,13 @@ async fn json(
             );
         }
     }
+    // Any exit that is not 0 says why, on stderr, in a line each.
+    for why in snap.unsaid_reasons() {
+        eprintln!("leasectl: {why}");
+    }
     let text = match crate::text::to_json_pretty(&snap) {
         Ok(t) => t,
-        Err(e) => return crate::app::fail(&e.into()),
+        Err(e) => return crate::setup::fail(&e.into()),
     };
     match crate::stdout::print_document(&text) {
         Ok(()) => snap.exit_code(),

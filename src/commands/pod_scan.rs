@@ -1,18 +1,18 @@
 //! `leasectl pod-scan` (hidden): only the pod section, as JSON.
 
-use crate::app::Context;
 use crate::cli::PodScanArgs;
 use crate::exit::Exit;
+use crate::setup::Context;
 
 /// Scans the pod and prints its section; exit 3 when a verdict fires.
 pub fn run(a: &PodScanArgs, _ctx: &Context) -> Exit {
-    let snap = match crate::writer::scan::scan(&crate::app::scan_options(&a.pod, &a.proc_root)) {
+    let snap = match crate::writer::scan::scan(&crate::setup::scan_options(&a.pod, &a.proc_root)) {
         Ok(s) => s,
-        Err(e) => return crate::app::fail(&e.into()),
+        Err(e) => return crate::setup::fail(&e.into()),
     };
     let text = match crate::text::to_json_pretty(&snap) {
         Ok(t) => t,
-        Err(e) => return crate::app::fail(&e.into()),
+        Err(e) => return crate::setup::fail(&e.into()),
     };
     if let Err(exit) = crate::stdout::print_document(&text) {
         return exit;

@@ -1,31 +1,34 @@
 //! `leasectl probe`: does the service really honour If-None-Match and If-Match?
 
-use crate::app::Context;
+use crate::bucket::error::{BEST_EFFORT, FAIL_CLOSED};
 use crate::bucket::probe::{probe_scratch, PreconditionReport};
-use crate::bucket::race::{RaceReport, BEST_EFFORT, FAIL_CLOSED, PROBE_ROUNDS};
+use crate::bucket::race::{RaceReport, PROBE_ROUNDS};
 use crate::cli::ProbeArgs;
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::store::{ObjectStore, StoreError};
 use crate::text::sanitize;
 
 /// `leasectl probe TARGET`: exit 0 conditional, 3 not, 1 failed, 2 usage.
 pub async fn run(a: &ProbeArgs, ctx: &Context) -> Exit {
-    let target = match crate::app::target_or_usage(&a.target) {
+    let target = match crate::setup::target_or_usage(&a.target) {
         Ok(t) => t,
         Err(exit) => return exit,
     };
     let store = match ctx.connector.open(&target).await {
         Ok(s) => s,
-        Err(e) => return crate::app::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
+        Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
-    probe_race(
+    let mut out = crate::stdout::Checked::new(std::io::stdout());
+    let exit = probe_race(
         store.as_ref(),
         target.prefix(),
         a.json,
         a.race.map(usize::from),
-        &mut std::io::stdout(),
+        &mut out,
     )
-    .await
+    .await;
+    out.finish(exit)
 }
 
 /// `leasectl probe --json`: the document printed.

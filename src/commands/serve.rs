@@ -3,16 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::app::Context;
 use crate::cli::ServeArgs;
 use crate::exit::Exit;
 use crate::monitor::serve;
+use crate::setup::Context;
 use crate::snapshot::Gatherer;
 use crate::store::Counters;
 
 /// Serves `/metrics` and `/healthz` until SIGTERM or SIGINT.
 pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
-    let targets = match crate::app::parse_targets(&ctx.applied.targets_or(&args.targets)) {
+    let targets = match crate::setup::parse_targets(&ctx.applied.targets_or(&args.targets)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("leasectl: {e}");
@@ -25,8 +25,8 @@ pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
     }
     let refresh = args.refresh.max(Duration::from_secs(1));
     let counters = Arc::new(Counters::default());
-    let open = crate::app::open_targets(&ctx.connector, &targets, &counters, false).await;
-    let relist = crate::app::relist_every(refresh);
+    let open = crate::setup::open_targets(&ctx.connector, &targets, &counters, false).await;
+    let relist = crate::setup::relist_every(refresh);
     serve::serve(
         Gatherer::new(
             open.read,
@@ -36,7 +36,7 @@ pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
         .schedule(refresh)
         .budget(args.max_requests),
         crate::clock::SystemClock::shared(),
-        crate::app::pod_extras(&args.pod, ctx),
+        crate::setup::recipe(&args.pod, ctx),
         counters,
         serve::ServeOptions {
             listen: args.listen,

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::bucket_hold::log_release;
-use crate::app::Context;
 use crate::bucket::Exclusion;
 use crate::cli::ThenArg;
 use crate::clock::{SharedClock, SystemClock};
 use crate::exit::Exit;
+use crate::setup::Context;
 use crate::store::ObjectStore;
 use crate::supervise;
 use crate::text::sanitize;
@@ -17,13 +17,13 @@ use crate::text::sanitize;
 /// `leasectl takeover PREFIX_URL --reason WHY`: the audit log is opened
 /// before anything else (no log, no write); then [`takeover_cmd`].
 pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
-    let target = match crate::app::target_or_usage(&a.prefix_url) {
+    let target = match crate::setup::target_or_usage(&a.prefix_url) {
         Ok(t) => t,
         Err(exit) => return exit,
     };
     let connector = &ctx.connector;
-    crate::app::announce("takeover", connector, &target).await;
-    let log = match crate::app::open_audit(connector, &a.audit).await {
+    crate::setup::announce("takeover", connector, &target).await;
+    let log = match crate::setup::open_audit(connector, &a.audit).await {
         Ok(l) => l,
         Err(e) => {
             eprintln!("leasectl: {e}; nothing was sent");
@@ -32,7 +32,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
     };
     let store = match connector.open(&target).await {
         Ok(s) => s,
-        Err(e) => return crate::app::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
+        Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
     let args = TakeoverArgs {
         prefix: target.prefix().to_owned(),
@@ -218,7 +218,7 @@ async fn look_and_guard(
             let _ = writeln!(
                 out,
                 "watching the {state} record for {} before taking it over…",
-                crate::bucket::format_secs(ttl.as_secs_f64())
+                crate::text::format_secs(ttl.as_secs_f64())
             );
             let _ = out.flush();
             match watch_one_ttl(store, &key, seen, ttl, clock).await {

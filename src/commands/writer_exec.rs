@@ -1,9 +1,9 @@
 //! `leasectl writer exec`: run CMD under the writer-lease rules (module
 //! `crate::writer::exec`). Runs before any runtime thread exists.
 
-use crate::app::Context;
 use crate::cli::ExecArgs;
 use crate::exit::Exit;
+use crate::setup::Context;
 
 /// CMD's own status; `writer exec`'s own failures as
 /// `crate::writer::WriterError::exit_code` says (125, 126, 127).

@@ -17,8 +17,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::bucket::{format_secs, LeaseState};
+use crate::bucket::LeaseState;
 use crate::snapshot::{PrefixReport, Snapshot, TargetReport};
+use crate::text::format_secs;
 
 /// A plugin status, ordered by how much it matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -384,7 +385,9 @@ fn min_leases_line(present: usize, min_leases: usize) -> Option<String> {
 /// what was not gathered, the pod verdicts, the TARGETs with nothing found.
 fn summary(snap: &Snapshot, tally: &Tally) -> String {
     let [fresh, stale, suspect, malformed, absent] = tally.counts;
-    let leases = tally.leases();
+    // Leases are the rows with a LEASE (what --min-leases counts); prefixes
+    // without one are said apart.
+    let leases = tally.present();
     // A TARGET under which nothing at all was found is said so: a typo in a
     // TARGET would otherwise look like a healthy, empty fleet.
     let empty: Vec<String> = snap
@@ -394,9 +397,16 @@ fn summary(snap: &Snapshot, tally: &Tally) -> String {
         .map(|t| plugin_text(&t.url))
         .collect();
     let mut summary = format!(
-        "{leases} lease{} ({fresh} fresh, {stale} stale, {suspect} suspect, {malformed} malformed, {absent} absent)",
+        "{leases} lease{} ({fresh} fresh, {stale} stale, {suspect} suspect, {malformed} malformed)",
         if leases == 1 { "" } else { "s" }
     );
+    if absent > 0 {
+        let _ = write!(
+            summary,
+            ", {absent} prefix{} without a LEASE",
+            if absent == 1 { "" } else { "es" }
+        );
+    }
     if tally.errors > 0 {
         let _ = write!(summary, ", {} not gathered", tally.errors);
     }
@@ -527,6 +537,23 @@ mod tests {
                 .contains("0 leases found where at least 2 are expected (--min-leases)"),
             "{}",
             r.output
+        );
+    }
+
+    /// Issue 35 trip 14: the lease count is what `--min-leases` counts (rows
+    /// with a LEASE); prefixes without one are said apart, not as leases.
+    #[test]
+    fn prefixes_without_a_lease_are_not_counted_as_leases() {
+        let tally = Tally {
+            counts: [2, 1, 0, 0, 2],
+            ..Tally::default()
+        };
+        let s = summary(&empty_snapshot(&[]), &tally);
+        assert!(
+            s.starts_with(
+                "3 leases (2 fresh, 1 stale, 0 suspect, 0 malformed), 2 prefixes without a LEASE"
+            ),
+            "{s}"
         );
     }
 }

@@ -34,7 +34,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
-use super::GatherExtras;
+use crate::snapshot::Recipe;
 
 /// What `serve` needs besides the targets.
 pub struct ServeOptions {
@@ -128,7 +128,7 @@ fn healthz_answer(s: &AppState) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "The last snapshot was gathered {} ago; snapshots are not keeping up.\n",
-                crate::bucket::format_secs(at.elapsed().as_secs_f64())
+                crate::text::format_secs(at.elapsed().as_secs_f64())
             ),
         )
             .into_response(),
@@ -140,7 +140,7 @@ fn healthz_answer(s: &AppState) -> Response {
     }
 }
 
-async fn shutdown_signal() {
+async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
     match (
         signal(SignalKind::terminate()),
@@ -148,11 +148,16 @@ async fn shutdown_signal() {
     ) {
         (Ok(mut t), Ok(mut i)) => {
             tokio::select! {
-                _ = t.recv() => {},
-                _ = i.recv() => {},
+                _ = t.recv() => "SIGTERM",
+                _ = i.recv() => "SIGINT",
             }
         }
-        _ => std::future::pending::<()>().await,
+        _ => {
+            tracing::warn!(
+                "cannot install the SIGTERM and SIGINT handlers: serve stops only when killed"
+            );
+            std::future::pending::<&'static str>().await
+        }
     }
 }
 
@@ -162,7 +167,7 @@ async fn shutdown_signal() {
 pub async fn serve(
     mut gatherer: Gatherer,
     clock: SharedClock,
-    extras: GatherExtras,
+    extras: Recipe,
     counters: Arc<Counters>,
     opts: ServeOptions,
 ) -> crate::exit::Exit {
@@ -192,7 +197,7 @@ pub async fn serve(
     // The gatherer runs on a thread and current-thread runtime of its own
     // (cheaper requests: PERFORMANCE.md, "Issue 27", target 2); scrapes are
     // answered on the command's runtime.
-    let gathering = crate::app::runtime_thread::spawn("leasectl-gather", async move {
+    let gathering = crate::runtime::spawn("leasectl-gather", async move {
         // The audit log's last error: warned once, and again only when it
         // changes; its recovery is told too.
         let mut audit_error: Option<String> = None;
@@ -202,7 +207,7 @@ pub async fn serve(
             ticker.tick().await;
             let audit = read_audit(audit_tail.take());
             let (snap, (tail, audit, error)) =
-                tokio::join!(super::gather(&mut gatherer, &clock, &extras), audit);
+                tokio::join!(extras.take(&mut gatherer, &clock), audit);
             audit_tail = tail;
             if error != audit_error {
                 match (&error, audit_tail.as_ref()) {
@@ -241,8 +246,10 @@ pub async fn serve(
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .with_state(state);
-    accept_loop(listener, app, connection_limit()).await;
+    let why = accept_loop(listener, app, connection_limit()).await;
     gathering.stop();
+    // A serve that stops says why, always.
+    eprintln!("leasectl: serve stopped: {why} received; connections were closed");
     crate::exit::Exit::Ok
 }
 
@@ -337,34 +344,42 @@ impl Drop for Busy {
 /// Accepts connections until SIGTERM or SIGINT, serving each with `app`
 /// under the timeouts and the connection limit (module docs); then lets the
 /// answers under way finish (at most 5 s).
-async fn accept_loop(listener: tokio::net::TcpListener, app: Router, limit: usize) {
+/// Accepts and serves connections until SIGTERM or SIGINT, whose name it
+/// returns. Nothing else ends it: a failed accept (EMFILE) pauses, and a
+/// connection task that panicked is reported and reaped.
+async fn accept_loop(listener: tokio::net::TcpListener, app: Router, limit: usize) -> &'static str {
     let conns = Arc::new(Mutex::new(Conns::default()));
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
-    loop {
+    let why = loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = &mut shutdown => break,
+            sig = &mut shutdown => break sig,
         };
-        // Reap finished connection tasks.
-        while tasks.try_join_next().is_some() {}
+        // Reap finished connection tasks; one that panicked is said.
+        while let Some(done) = tasks.try_join_next() {
+            if let Err(e) = done {
+                if e.is_panic() {
+                    tracing::error!("a connection's task panicked (the connection was closed; serving goes on): {e}");
+                }
+            }
+        }
         let stream = match accepted {
             Ok((s, _)) => s,
             Err(e) => {
                 // Out of descriptors (EMFILE) or a connection reset before it was
                 // accepted: make room, pause briefly, go on.
                 tracing::warn!("accepting a connection failed: {e}");
-                if let Ok(mut c) = conns.lock() {
-                    c.shed_idle();
-                }
+                conns.lock().unwrap_or_else(|e| e.into_inner()).shed_idle();
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
         let conn = {
-            let Ok(mut c) = conns.lock() else { break };
+            // A task that panicked while holding it leaves the table usable.
+            let mut c = conns.lock().unwrap_or_else(|e| e.into_inner());
             if c.open.len() >= limit && !c.shed_idle() {
                 c.shed += 1;
                 c.warn_shed(limit);
@@ -388,13 +403,14 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: Router, limit: usiz
             conns.clone(),
             stop.clone(),
         ));
-    }
+    };
     drop(listener);
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
+    why
 }
 
 /// Serves one connection (HTTP/1.1) until it ends, times out, is closed for
@@ -423,7 +439,12 @@ async fn serve_connection(
     builder
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
-        .keep_alive(true);
+        .keep_alive(true)
+        // A client that sends its requests and then closes its side
+        // (`printf … | nc`) still gets every answer: without this, hyper
+        // stopped at the end of the client's stream and answered only the
+        // requests it had already parsed.
+        .half_close(true);
     let served = builder.serve_connection(io, svc);
     tokio::pin!(served);
     tokio::select! {
@@ -438,9 +459,11 @@ async fn serve_connection(
             let _ = served.await;
         }
     }
-    if let Ok(mut c) = conns.lock() {
-        c.open.remove(&id);
-    }
+    conns
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .open
+        .remove(&id);
 }
 
 /// A stream that fails with `TimedOut` once it has moved no byte for `idle`

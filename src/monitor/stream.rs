@@ -40,8 +40,8 @@ use crate::snapshot::{
 };
 use crate::writer::scan::Verdict;
 
-use super::GatherExtras;
 use crate::exit::Exit;
+use crate::snapshot::Recipe;
 
 /// Where a target's requests go, as in `--json`: `endpoint` (the URL, null
 /// for AWS's own endpoint and a local store), `region`, `addressing_style`.
@@ -406,7 +406,7 @@ const AUDIT_KEEP: usize = 200;
 pub async fn watch(
     mut gatherer: Gatherer,
     clock: SharedClock,
-    extras: GatherExtras,
+    extras: Recipe,
     opts: WatchOptions,
     (audit_path, audit_requested): (Option<std::path::PathBuf>, bool),
 ) -> Exit {
@@ -435,7 +435,7 @@ pub async fn watch(
                     _ = term.recv() => return Exit::Ok,
                     _ = int.recv() => return Exit::Ok,
                     _ = hup.recv() => return Exit::Ok,
-                    s = super::gather(&mut gatherer, &clock, &extras) => s,
+                    s = extras.take(&mut gatherer, &clock) => s,
                 }
             }
         };

@@ -4,8 +4,8 @@
 //! a cell is written `\x20` so that every line splits into the same columns;
 //! empty cells are `-`.
 
-use crate::bucket::format_secs;
 use crate::snapshot::{ExclusionReport, Snapshot};
+use crate::text::format_secs;
 
 /// The column names, in order (GENERATION last, so that the columns before
 /// it keep their places for scripts written before it).

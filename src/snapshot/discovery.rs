@@ -9,25 +9,12 @@
 //! below the target that cannot be listed, is an error of its own (the
 //! target's other rows are kept).
 
-use std::time::Duration;
-
 use futures::stream::{self, StreamExt};
 
-use super::gather::GatherOptions;
 use super::model::PrefixError;
+use super::options::{throttle_backoff, timed, GatherOptions, THROTTLE_RETRIES};
 use crate::bucket::{lease_key, read_lease, Observed};
 use crate::store::{ObjectRead, StoreError};
-
-/// `f`, failed with [`StoreError::Timeout`] (naming `what`) after `d`.
-pub(super) async fn timed<T>(
-    d: Duration,
-    what: &str,
-    f: impl std::future::Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    tokio::time::timeout(d, f)
-        .await
-        .unwrap_or_else(|_| Err(StoreError::Timeout(d, what.to_owned())))
-}
 
 fn is_internal(prefix: &str) -> bool {
     prefix
@@ -125,19 +112,6 @@ pub async fn discover(
 /// Reads the LEASE of `prefix` ([`read_lease`]).
 pub async fn observe(store: &dyn ObjectRead, prefix: &str) -> Result<Observed, StoreError> {
     read_lease(store, &lease_key(prefix), None).await
-}
-
-/// Tries to slow down: how many times a throttled request is sent again
-/// within one gather before it is reported as an error.
-pub(super) const THROTTLE_RETRIES: u32 = 6;
-
-/// Back-off before the `n`-th retry of a throttled request: 100 ms doubling,
-/// at most 5 s, with full jitter (AWS's advice for `SlowDown`).
-pub(super) fn throttle_backoff(n: u32) -> Duration {
-    let cap = Duration::from_millis(100)
-        .saturating_mul(1 << n.min(6))
-        .min(Duration::from_secs(5));
-    cap.mul_f64(rand::random_range(0.5..1.0))
 }
 
 /// Lists `root` to `opts.depth` levels, page by page; each page's prefixes

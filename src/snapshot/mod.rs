@@ -20,17 +20,22 @@ pub mod discovery;
 pub mod gather;
 pub mod history;
 pub mod model;
+pub mod options;
+pub mod recipe;
 pub mod schedule;
 pub mod takeovers;
+pub mod target_read;
 
 pub use delta::{Delta, RowUpdate, TargetDelta};
 pub use discovery::{discover, observe};
-pub use gather::{
-    gather, gather_target, gather_target_cached, GatherOptions, Gatherer, OpenTarget, Progress,
-    ProgressSink, Refresh, TargetCache, DEFAULT_CONCURRENCY, DEFAULT_MAX_REQUESTS, PROGRESS_EVERY,
-};
+pub use gather::{gather, Gatherer, Progress, ProgressSink, Refresh, DEFAULT_MAX_REQUESTS};
 pub use model::{
     ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
 };
+pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
+pub use recipe::{AuditSource, Recipe};
 pub use schedule::{Focus, Schedule};
 pub use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};
+pub use target_read::{
+    gather_target, gather_target_cached, OpenTarget, TargetCache, PROGRESS_EVERY,
+};

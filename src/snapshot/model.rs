@@ -140,9 +140,9 @@ impl PrefixReport {
             self.problem = Some(format!(
                 "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \
                  its age is unknown and it may be live; fix this host's time (NTP) before any takeover",
-                crate::bucket::format_secs(offset_s.abs()),
+                crate::text::format_secs(offset_s.abs()),
                 if offset_s > 0.0 { "behind" } else { "ahead of" },
-                crate::bucket::format_secs(limit),
+                crate::text::format_secs(limit),
                 r.ttl_s
             ));
         }
@@ -297,6 +297,48 @@ impl Snapshot {
         } else {
             Exit::Ok
         }
+    }
+
+    /// Why [`Snapshot::exit_code`] is not 0 for what the document's own
+    /// error fields do not already say: rows whose age is unknown, and a pod
+    /// in question that could not be read whole. One sentence each, escaped.
+    pub fn unsaid_reasons(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let unknown: usize = self
+            .targets
+            .iter()
+            .map(|t| t.prefixes.iter().filter(|p| p.age_unknown).count())
+            .sum();
+        if unknown > 0 {
+            out.push(format!(
+                "{unknown} lease(s) could not be judged: this host's clock is too far from the service's to tell their age (see reader_clock; fix the clock with NTP)"
+            ));
+        }
+        if self.pod.incomplete() && self.pod_in_question() {
+            let mut why: Vec<String> = Vec::new();
+            if !self.pod.notes.is_empty() {
+                // The scan's own notes say it (processes and locks).
+            } else if !self.pod.uninspected.is_empty() {
+                why.push(format!(
+                    "{} process(es) could not be inspected",
+                    self.pod.uninspected.len()
+                ));
+            }
+            for l in self.pod.locks.iter().filter(|l| {
+                self.pod.notes.is_empty() && l.state == crate::writer::scan::LockFileState::Unknown
+            }) {
+                why.push(format!(
+                    "the lock {} is unknown: {}",
+                    l.path, l.state_reason
+                ));
+            }
+            why.extend(self.pod.notes.iter().cloned());
+            out.push(format!(
+                "the pod could not be read whole: {}",
+                crate::text::sanitize_message(&why.join("; "))
+            ));
+        }
+        out
     }
 
     /// Judges again at `now` only the rows `rows` names (target index, row

@@ -184,12 +184,7 @@ pub fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditLogRepor
     };
     match crate::audit::AuditLog::read_report(path) {
         Ok(r) => {
-            for u in &r.unreadable {
-                tracing::warn!(
-                    "audit log {}: {u}",
-                    crate::text::sanitize(&path.display().to_string())
-                );
-            }
+            r.unreadable.warn(path);
             report.unreadable_lines = r.unreadable.len();
             (TakeoverIndex::of(&r.entries), report)
         }

@@ -365,8 +365,12 @@ impl LocalStore {
             .create_new(true)
             .open(&tmp)
             .map_err(io_err)?;
-        f.write_all(body).map_err(io_err)?;
-        f.sync_all().map_err(io_err)?;
+        // A write that fails (ENOSPC, EIO) leaves nothing behind.
+        if let Err(e) = f.write_all(body).and_then(|()| f.sync_all()) {
+            drop(f);
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(e));
+        }
         Ok(tmp)
     }
 
@@ -700,6 +704,9 @@ async fn blocking<T: Send + 'static>(
 impl ObjectRead for LocalStore {
     fn describe(&self) -> String {
         format!("file://{}", self.root.display())
+    }
+    fn has_clock(&self) -> bool {
+        false
     }
 
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {

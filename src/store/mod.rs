@@ -13,6 +13,9 @@ pub mod s3;
 
 use std::sync::Arc;
 
+mod listing;
+pub use listing::{Listing, Unlisted};
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -46,79 +49,6 @@ pub struct GetOutput {
     /// object body (the local store: not a regular file, e.g. a symlink or a
     /// FIFO). The sentence is safe to print; the key is then judged malformed.
     pub problem: Option<String>,
-}
-
-/// A listing under a prefix with delimiter `/`.
-#[derive(Debug, Clone, Default)]
-pub struct Listing {
-    /// Common prefixes directly under the listed prefix, each ending in `/`.
-    pub prefixes: Vec<String>,
-    /// Objects directly under the listed prefix.
-    pub objects: Vec<ObjectMeta>,
-    /// Prefixes the service listed that cannot be named as keys (a directory
-    /// whose name is not UTF-8; an S3 key that decodes to bytes that are not
-    /// UTF-8): never dropped, the caller reports each as unread. (An object
-    /// with such a name is left out: it cannot be a `LEASE`, whose key is a
-    /// listed prefix followed by `LEASE`.)
-    pub unlisted: Vec<Unlisted>,
-}
-
-/// A prefix a listing returned that cannot be named as a key, so nothing
-/// under it can be read ([`Listing::unlisted`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unlisted {
-    /// The prefix as far as it can be shown: the bytes that are not UTF-8
-    /// replaced by U+FFFD, ending in `/`.
-    pub prefix: String,
-    /// Why it cannot be read, naming the bytes that are not UTF-8 and where
-    /// they are (`0xFF at byte 3`); safe to print, and free of backslashes,
-    /// so it reads the same however often it is escaped.
-    pub problem: String,
-}
-
-impl Unlisted {
-    /// The entry for a prefix whose name, as the bytes `raw` (the whole
-    /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
-    /// `directory`, `key prefix`.
-    pub fn not_utf8(raw: &[u8], what: &str) -> Self {
-        // Runs of bytes that are not UTF-8, with their offsets.
-        let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut at = 0;
-        for chunk in raw.utf8_chunks() {
-            at += chunk.valid().len();
-            let invalid = chunk.invalid();
-            if invalid.is_empty() {
-                continue;
-            }
-            match runs.last_mut() {
-                Some((start, bytes)) if *start + bytes.len() == at => {
-                    bytes.extend_from_slice(invalid)
-                }
-                _ => runs.push((at, invalid.to_vec())),
-            }
-            at += invalid.len();
-        }
-        let mut bad: Vec<String> = runs
-            .iter()
-            .map(|(start, bytes)| {
-                let hex: Vec<String> = bytes.iter().map(|b| format!("0x{b:02X}")).collect();
-                format!("{} at byte {start}", hex.join(" "))
-            })
-            .collect();
-        let more = bad.len().saturating_sub(4);
-        bad.truncate(4);
-        if more > 0 {
-            bad.push(format!("{more} more"));
-        }
-        Self {
-            prefix: String::from_utf8_lossy(raw).into_owned(),
-            problem: format!(
-                "the {what} name is not valid UTF-8 ({}; shown as U+FFFD), so it cannot be \
-                 named as a key and its LEASE was not read; rename it",
-                bad.join(", ")
-            ),
-        }
-    }
 }
 
 /// The precondition sent with a PUT.
@@ -217,6 +147,15 @@ pub enum StoreError {
         /// What went wrong, credentials never included.
         message: String,
     },
+    /// A conditional request was not sent: the ETag it would carry, as the
+    /// service gave it, is unusable ([`unusable_etag`]).
+    #[error("the service's ETag \"{etag}\" is {why}: it cannot be sent in If-Match, so no conditional request was sent with it")]
+    UnusableEtag {
+        /// The ETag (escaped).
+        etag: String,
+        /// Why it is unusable.
+        why: &'static str,
+    },
     /// A bad key or local I/O failure.
     #[error("{0}")]
     Invalid(String),
@@ -284,6 +223,14 @@ pub trait ObjectRead: Send + Sync {
     /// with no clock of its own.
     fn server_clock_problem(&self) -> Option<String> {
         None
+    }
+
+    /// True when the store has a clock of its own that answers carry (S3's
+    /// `Date`); false for a local directory, whose writers' clocks nothing
+    /// checks against each other (on a file system shared between hosts,
+    /// they must agree within TTL/12 by other means, such as NTP).
+    fn has_clock(&self) -> bool {
+        true
     }
 
     /// Where this store's requests go (URL, region, addressing style), for
@@ -423,11 +370,43 @@ impl ObjectRead for ReadOnly {
     fn server_clock_problem(&self) -> Option<String> {
         self.0.server_clock_problem()
     }
+    fn has_clock(&self) -> bool {
+        self.0.has_clock()
+    }
     fn endpoint_info(&self) -> EndpointInfo {
         self.0.endpoint_info()
     }
     fn unavailable(&self) -> Option<StoreError> {
         self.0.unavailable()
+    }
+}
+
+/// Why an ETag (as [`normalize_etag`] leaves it) cannot be sent in an
+/// `If-Match`: `"empty"`, or `"not a plain token"` when it holds a blank, a
+/// quote, a comma or a control character. `None` when it can. A service whose
+/// ETags are unusable cannot give exclusion: an empty `If-Match:` is ignored by
+/// some services, which makes every "conditional" write unconditional.
+pub fn unusable_etag(etag: &str) -> Option<&'static str> {
+    if etag.is_empty() {
+        Some("empty")
+    } else if etag
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == ',')
+    {
+        Some("not a plain token")
+    } else {
+        None
+    }
+}
+
+/// The [`StoreError::UnusableEtag`] for `etag`, if it is unusable.
+pub fn check_if_match(etag: &str) -> Result<(), StoreError> {
+    match unusable_etag(etag) {
+        Some(why) => Err(StoreError::UnusableEtag {
+            etag: crate::text::sanitize(etag),
+            why,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -542,6 +521,9 @@ impl ObjectRead for Counting {
     }
     fn server_clock_problem(&self) -> Option<String> {
         self.inner.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.inner.has_clock()
     }
     fn endpoint_info(&self) -> EndpointInfo {
         self.inner.endpoint_info()

@@ -863,6 +863,7 @@ impl ObjectRead for S3Store {
                 });
             }
         }
+        out.confine(prefix);
         // A service that says "truncated" but gives no token to go on with,
         // or gives back the token it was sent, cannot be listed to the end:
         // an error, never a listing cut short in silence.
@@ -964,7 +965,10 @@ impl ObjectStore for S3Store {
         match &condition {
             PutCondition::None => {}
             PutCondition::IfNoneMatch => req = req.if_none_match("*"),
-            PutCondition::IfMatch(e) => req = req.if_match(self.if_match_value(e)),
+            PutCondition::IfMatch(e) => {
+                super::check_if_match(e)?;
+                req = req.if_match(self.if_match_value(e))
+            }
         }
         let out = req.send().await.map_err(|e| self.classify(e))?;
         Ok(out.e_tag().map(normalize_etag))
@@ -973,6 +977,7 @@ impl ObjectStore for S3Store {
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
         let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
         if let Some(e) = if_match {
+            super::check_if_match(e)?;
             req = req.if_match(self.if_match_value(e));
         }
         req.send().await.map_err(|e| self.classify(e))?;

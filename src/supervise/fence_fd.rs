@@ -21,6 +21,22 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 /// The variable naming the fence fd in `bucket hold`'s command.
 pub const FENCE_FD_ENV: &str = "LEASECTL_FENCE_FD";
 
+/// The fence pipe's identity, `DEV:INODE` of its read end, set beside
+/// [`FENCE_FD_ENV`]: `bucket fence-check` answers only for that pipe, so an
+/// unrelated descriptor (stdin, any idle pipe) is never taken for an open fence.
+pub const FENCE_PIPE_ENV: &str = "LEASECTL_FENCE_PIPE";
+
+/// `DEV:INODE` of the file open as `fd`, or `None` when it cannot be asked.
+fn identity(fd: RawFd) -> Option<String> {
+    // SAFETY: an all-zero `stat` is a valid value to be overwritten; fstat
+    // on a number is at worst EBADF.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some(format!("{}:{}", st.st_dev, st.st_ino))
+}
+
 /// A fresh fence pipe, both ends close-on-exec in this process.
 pub struct FencePipe {
     read: OwnedFd,
@@ -47,6 +63,11 @@ impl FencePipe {
     /// The read end's number: the value of [`FENCE_FD_ENV`] for the command.
     pub fn read_fd(&self) -> RawFd {
         self.read.as_raw_fd()
+    }
+
+    /// The pipe's identity: the value of [`FENCE_PIPE_ENV`] for the command.
+    pub fn identity(&self) -> String {
+        identity(self.read_fd()).unwrap_or_default()
     }
 
     /// The `pre_exec` hook that lets the command inherit the read end: clears
@@ -103,6 +124,8 @@ pub enum FenceFdError {
     NotOpen(RawFd),
     /// The descriptor is open but is not the read end of a pipe: what kind it is.
     NotAFencePipe(RawFd, &'static str),
+    /// [`FENCE_PIPE_ENV`] is not set, or names another pipe than the descriptor.
+    OtherPipe(RawFd),
     /// `poll` itself failed (not a usage error).
     Poll(RawFd, String),
 }
@@ -135,6 +158,10 @@ impl std::fmt::Display for FenceFdError {
                 f,
                 "{FENCE_FD_ENV} names descriptor {fd}, which is {what}, not the read end of the fence pipe: {RUN}"
             ),
+            FenceFdError::OtherPipe(fd) => write!(
+                f,
+                "{FENCE_FD_ENV} names descriptor {fd}, which is not the fence pipe {FENCE_PIPE_ENV} names (or {FENCE_PIPE_ENV} is not set): {RUN}"
+            ),
             FenceFdError::Poll(fd, e) => {
                 write!(f, "cannot poll the fence descriptor {fd} ({FENCE_FD_ENV}): {e}")
             }
@@ -155,7 +182,14 @@ pub fn fence_state_from_env() -> Result<FenceFdState, FenceFdError> {
         .then(|| text.parse::<RawFd>().ok())
         .flatten()
         .ok_or_else(|| FenceFdError::NotANumber(crate::text::sanitize_cut(&text, 40)))?;
-    fence_state(fd)
+    let state = fence_state(fd)?;
+    // The pipe bucket hold made, not any descriptor that happens to be a
+    // pipe's read end (`LEASECTL_FENCE_FD=0` with a pipe on stdin).
+    let want = std::env::var_os(FENCE_PIPE_ENV);
+    if want.is_none() || want.map(|w| w.to_string_lossy().into_owned()) != identity(fd) {
+        return Err(FenceFdError::OtherPipe(fd));
+    }
+    Ok(state)
 }
 
 /// Asks the descriptor `fd`, without blocking (a zero-timeout `poll`),

@@ -26,7 +26,7 @@ mod signals;
 
 pub use fence_fd::{
     fence_state, fence_state_from_env, FenceFdError, FenceFdState, FencePipe, FenceWriter,
-    FENCE_FD_ENV,
+    FENCE_FD_ENV, FENCE_PIPE_ENV,
 };
 pub use handle::{kill_descendants, kill_tree, send, ChildHandle};
 pub use proc::{descendants, descendants_in};

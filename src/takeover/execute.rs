@@ -9,13 +9,14 @@ use chrono::{DateTime, Utc};
 
 use super::then::{after_put, Taken};
 use super::{
-    holder_sentence, preflight, TakeoverError, TakeoverOutcome, TakeoverRequest, Then, WaitControl,
+    holder_sentence, landed, outcome_entry, preflight, NotStored, TakeoverError, TakeoverOutcome,
+    TakeoverRequest, Then, WaitControl,
 };
 use crate::audit::{AuditEntry, AuditLog, AuditObserved, AuditWritten};
 use crate::bucket::fence::{clock_offset_limit_s, offset_beyond_limit};
 use crate::bucket::probe::probe_scratch;
 use crate::bucket::{
-    lease_key, new_instance_id, read_lease, Exclusion, Judgement, LeaseRecord, LeaseState,
+    lease_key, new_instance_id, read_lease, Exclusion, Judgement, LeaseRecord, LeaseState, Observed,
 };
 use crate::clock::SharedClock;
 use crate::store::{ObjectStore, PutCondition, StoreError};
@@ -78,9 +79,9 @@ pub async fn takeover_with(
     let own_ttl_s = own_ttl_s(&req, old_fence, &key);
 
     let id = new_instance_id();
-    let holder_id = match (&req.then, old_fence) {
-        (Then::Handover(successor), None) => successor.clone(),
-        _ => new_instance_id(),
+    let holder_id = match id_of_successor(&req.then, old_fence) {
+        "" => new_instance_id(),
+        successor => successor.to_owned(),
     };
     // The record is stamped now, after the service checks (a second or more
     // on some services), with the boot-time reading its fence counts from:
@@ -100,19 +101,32 @@ pub async fn takeover_with(
     audit.append(&entry).await?;
     tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
-    let etag = match put_record(store.as_ref(), &req, &key, &record).await {
-        Ok(etag) => etag,
-        Err(e) => {
-            return Err(diagnose(store.as_ref(), &clock, audit, entry, &key, &record, e).await)
+    let body = record.to_body();
+    let (etag, answer_lost) = match put_record(store.as_ref(), &req, &key, body.clone()).await {
+        Ok(Some(etag)) => (etag, None),
+        // No ETag in the answer, a refusal or no answer: a refusal may answer
+        // the client's retry of a write that landed, and a write that landed
+        // may have been replaced at once. Read back; only our exact body is ours.
+        put => {
+            let answer = put.err();
+            match landed(store.as_ref(), &key, &body).await {
+                Ok(etag) => {
+                    let note = answer.map(|e| {
+                        tracing::warn!(key = %key, "takeover: the PUT was answered {e}, but the LEASE holds the record this takeover wrote (its first answer was lost)");
+                        format!(
+                            "the PUT was answered \"{e}\", but read back the LEASE holds the record \
+                             this takeover wrote: an earlier answer was lost"
+                        )
+                    });
+                    (etag, note)
+                }
+                Err(found) => {
+                    return Err(
+                        diagnose(&clock, audit, entry, &key, &req.then, answer, found).await,
+                    )
+                }
+            }
         }
-    };
-    let etag = match etag {
-        Some(e) => e,
-        None => read_lease(store.as_ref(), &key, None)
-            .await
-            .ok()
-            .and_then(|o| o.etag().map(str::to_owned))
-            .unwrap_or_default(),
     };
     let taken = Taken {
         store,
@@ -128,6 +142,7 @@ pub async fn takeover_with(
         mono,
         now,
         entry,
+        answer_lost,
     };
     after_put(taken, wait).await
 }
@@ -272,6 +287,16 @@ fn intent_entry(
     }
 }
 
+/// The successor the takeover's own record names: a hand-over's, when the
+/// replaced lease needs no wait for its fence (else the hand-over comes after
+/// the wait, [`super::then`]); `""` when the record names a new id.
+fn id_of_successor(then: &Then, old_fence: Option<Duration>) -> &str {
+    match (then, old_fence) {
+        (Then::Handover(successor), None) => successor,
+        _ => "",
+    }
+}
+
 /// The PUT, conditional on the ETag the operator saw (`If-None-Match: *`
 /// when it saw none); best-effort: a read checking it is what the operator
 /// saw, then an unconditional write. Returns the new ETag if the service gave one.
@@ -279,9 +304,8 @@ async fn put_record(
     store: &dyn ObjectStore,
     req: &TakeoverRequest,
     key: &str,
-    record: &LeaseRecord,
+    body: Vec<u8>,
 ) -> Result<Option<String>, StoreError> {
-    let body = record.to_body();
     match req.exclusion {
         Exclusion::Conditional => {
             let cond = match req.seen.etag() {
@@ -303,74 +327,89 @@ async fn put_record(
     }
 }
 
-/// The intent `entry` made an `outcome` entry: `outcome` (a sentence), the
-/// ETag left at the key, stamped now.
-pub(super) fn outcome_entry(
-    clock: &SharedClock,
-    mut entry: AuditEntry,
-    outcome: String,
-    etag: Option<String>,
-) -> AuditEntry {
-    entry.phase = "outcome".into();
-    entry.time = clock.wall();
-    entry.outcome = Some(outcome);
-    if let Some(w) = &mut entry.written {
-        w.etag = etag;
-    }
-    entry
-}
-
-/// A refused or failed PUT of `record`: re-reads the key to say who holds it
-/// now (or whether our record landed after all), audits the outcome, and
-/// returns the error for the operator ([`TakeoverError::Changed`] or
-/// [`TakeoverError::Store`]; [`TakeoverError::Audit`] when the outcome could
-/// not be recorded).
+/// A PUT whose record is not known to be stored, judged by what a read-back
+/// `found`: `answer` is the error it was answered
+/// with (`None`: accepted, but without an ETag). Audits the outcome — what is
+/// stored, or that it is unknown — and returns the error for the operator:
+/// [`TakeoverError::Changed`] for a refusal with another record (or none)
+/// stored, [`TakeoverError::Store`] otherwise (a failure, a record replaced
+/// at once, or unknown), [`TakeoverError::Audit`] when the outcome could not
+/// be recorded.
 async fn diagnose(
-    store: &dyn ObjectStore,
     clock: &SharedClock,
     audit: &AuditLog,
     mut entry: AuditEntry,
     key: &str,
-    record: &LeaseRecord,
-    err: StoreError,
+    then: &Then,
+    answer: Option<StoreError>,
+    found: NotStored,
 ) -> TakeoverError {
     let key = key.to_owned();
-    match err {
-        StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_) => {
-            let now_there = read_lease(store, &key, None).await;
-            let now_sentence = match &now_there {
-                Ok(o) => holder_sentence(o),
-                Err(e) => format!("could not re-read: {e}"),
-            };
+    // Who holds it now; a hand-over's successor is named as such.
+    let now = |o: &Observed| {
+        let s = holder_sentence(o);
+        match (then, o.record()) {
+            (Then::Handover(id), Some(r)) if &r.instance_id == id => format!(
+                "{s} — the successor this hand-over names (it may have landed and been taken up)"
+            ),
+            _ => s,
+        }
+    };
+    let refused = matches!(
+        answer,
+        Some(StoreError::PreconditionFailed | StoreError::Conflict | StoreError::NotFound(_))
+    );
+    let (outcome, err) = match (answer, found) {
+        (Some(_), NotStored::Other(o)) if refused => {
+            let now_sentence = now(&o);
             entry.written = None;
-            let out = outcome_entry(
-                clock,
-                entry,
+            (
                 format!("refused: lease changed since seen; {now_sentence}"),
-                None,
+                TakeoverError::Changed {
+                    key: key.clone(),
+                    now: now_sentence,
+                    record: o.record().cloned(),
+                },
+            )
+        }
+        (None, NotStored::Other(o)) => {
+            let now_sentence = now(&o);
+            (
+                format!(
+                    "written (accepted without an ETag), but read back the LEASE no longer holds it: \
+                     {now_sentence}; the takeover is not in effect"
+                ),
+                TakeoverError::Store(format!(
+                    "the service accepted the takeover's record for {key} (without an ETag), but read \
+                     back it had already been replaced: {now_sentence}. The takeover is not in effect; look again"
+                )),
+            )
+        }
+        (Some(e), NotStored::Other(o)) => {
+            let now_sentence = format!("the prefix is {}", now(&o));
+            (
+                format!("failed: {e}; {now_sentence}"),
+                TakeoverError::Store(format!("takeover of {key} failed: {e}; {now_sentence}")),
+            )
+        }
+        (answer, NotStored::Unknown(why)) => {
+            let answer = answer.map_or_else(
+                || "accepted without an ETag".to_owned(),
+                |e| format!("answered \"{e}\""),
             );
-            if let Err(e) = audit.append(&out).await {
-                return e.into();
-            }
-            TakeoverError::Changed {
-                key,
-                now: now_sentence,
-                record: now_there.ok().and_then(|o| o.record().cloned()),
-            }
+            let sentence = format!(
+                "the PUT was {answer}, and it is unknown whether the LEASE holds this takeover's \
+                 record ({why}); look again before acting"
+            );
+            (
+                format!("unknown: {sentence}"),
+                TakeoverError::Store(format!("takeover of {key}: {sentence}")),
+            )
         }
-        e => {
-            let now_sentence = match read_lease(store, &key, None).await {
-                Ok(o) if o.record().map(|r| &r.instance_id) == Some(&record.instance_id) => {
-                    "but the record was written (the answer was lost)".to_owned()
-                }
-                Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
-                Err(e2) => format!("unknown whether it landed (re-read failed: {e2}); look again"),
-            };
-            let out = outcome_entry(clock, entry, format!("failed: {e}; {now_sentence}"), None);
-            if let Err(e) = audit.append(&out).await {
-                return e.into();
-            }
-            TakeoverError::Store(format!("takeover of {key} failed: {e}; {now_sentence}"))
-        }
+    };
+    let out = outcome_entry(clock, entry, outcome, None);
+    if let Err(e) = audit.append(&out).await {
+        return e.into();
     }
+    err
 }

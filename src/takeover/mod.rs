@@ -39,9 +39,10 @@ use chrono::{DateTime, Utc};
 
 use crate::audit::{AuditEntry, AuditError, AuditTarget};
 use crate::bucket::{
-    fmt_generation, format_secs, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed,
-    RecordFormat, Released, CONDITIONAL_SWITCH,
+    fmt_generation, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed, RecordFormat,
+    Released, CONDITIONAL_SWITCH,
 };
+use crate::text::format_secs;
 use crate::text::sanitize;
 
 /// What to do once the takeover's record is written.
@@ -153,6 +154,11 @@ pub struct TakeoverOutcome {
     pub audit_path: std::path::PathBuf,
     /// The id pairing the audit entries.
     pub audit_id: String,
+    /// The PUT was answered with an error (a refusal to the client's retry
+    /// of a write whose answer was lost), yet read back the LEASE held
+    /// exactly the record written: how it was answered (`None`: answered as
+    /// written).
+    pub answer_lost: Option<String>,
 }
 
 impl std::fmt::Display for TakeoverOutcome {
@@ -176,6 +182,9 @@ impl std::fmt::Display for TakeoverOutcome {
                 "\nrecord format seed: no generation written (observed {}); the record has the seed's four fields",
                 fmt_generation(self.replaced_generation)
             )?,
+        }
+        if let Some(note) = &self.answer_lost {
+            write!(f, "\n{note}")?;
         }
         if let Some(t) = self.writes_safe_from {
             write!(
@@ -241,8 +250,12 @@ pub enum TakeoverError {
         /// Why, and what to do (safe to print).
         why: String,
     },
-    /// The lease changed between the look and the PUT.
-    #[error("{key} changed since you looked: {now}. Nothing was written; look again")]
+    /// The lease changed between the look and the PUT: the PUT was refused
+    /// and, read back, the LEASE holds another record or none (never ours:
+    /// a refusal that answers a retry of a write that landed is a success).
+    #[error(
+        "{key} changed since you looked: {now}. This takeover's record is not stored; look again"
+    )]
     Changed {
         /// The key.
         key: String,
@@ -343,5 +356,65 @@ fn holder_sentence(obs: &Observed) -> String {
             "now a malformed record (ETag {})",
             etag.as_deref().unwrap_or("?")
         ),
+    }
+}
+
+/// The intent `entry` made an `outcome` entry: `outcome` (a sentence), the
+/// ETag left at the key, stamped now.
+pub(super) fn outcome_entry(
+    clock: &crate::clock::SharedClock,
+    mut entry: AuditEntry,
+    outcome: String,
+    etag: Option<String>,
+) -> AuditEntry {
+    entry.phase = "outcome".into();
+    entry.time = clock.wall();
+    entry.outcome = Some(outcome);
+    if let Some(w) = &mut entry.written {
+        w.etag = etag;
+    }
+    entry
+}
+/// Why a write of the takeover's (its PUT, a hand-over, a rewrite) answered
+/// without an ETag, refused, or not answered is not known to be in effect:
+/// what a read-back found ([`landed`]).
+pub(super) enum NotStored {
+    /// The LEASE holds another record, or none: what was read.
+    Other(Observed),
+    /// Unknown whether the body written is stored: why (the re-read failed,
+    /// or it holds our body but the service gave it no ETag).
+    Unknown(String),
+}
+
+/// Reads `key` back after a write of `body` whose answer did not prove it
+/// landed, judged by [`crate::bucket::own::whose`] — the rule every
+/// read-back follows: only the exact body written is proof. `Ok` is the ETag
+/// of our record, stored.
+pub(super) async fn landed(
+    store: &dyn crate::store::ObjectStore,
+    key: &str,
+    body: &[u8],
+) -> Result<String, NotStored> {
+    use crate::bucket::own::{read_back, whose, Whose};
+    let rb = read_back(store, key)
+        .await
+        .map_err(|e| NotStored::Unknown(format!("the re-read failed: {e}")))?;
+    // The takeover's record names an id of its own or the successor's: only
+    // the bytes decide.
+    let id = rb.observed.record().map(|r| r.instance_id.clone());
+    let owner = whose(
+        &rb.observed,
+        rb.body.as_deref(),
+        id.as_deref().unwrap_or_default(),
+        |b| b == body,
+    );
+    match (owner, rb.etag()) {
+        (Whose::Ours, Some(e)) => Ok(e.to_owned()),
+        (Whose::Ours, None) => Err(NotStored::Unknown(
+            "the LEASE holds our record, but the service gives it no ETag, so nothing \
+             conditional can follow"
+                .into(),
+        )),
+        _ => Err(NotStored::Other(rb.observed)),
     }
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::TakeoverError;
-use crate::bucket::{format_secs, judge, lease_key, Judgement, LeaseState, Observed};
+use crate::bucket::{judge, lease_key, Judgement, LeaseState, Observed};
+use crate::text::format_secs;
 use crate::text::sanitize;
 
 /// The guards that need no I/O, shared by `leasectl takeover` and the

@@ -9,15 +9,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::execute::outcome_entry;
+use super::outcome_entry;
 use super::{holder_sentence, TakeoverError, TakeoverOutcome, TakeoverRequest, Then, WaitControl};
 use crate::audit::{AuditEntry, AuditLog};
-use crate::bucket::{
-    format_secs, read_lease, BucketLease, Exclusion, FenceStatus, KeepAlive, LeaseConfig,
-    LeaseRecord,
-};
+use crate::bucket::{BucketLease, Exclusion, FenceStatus, KeepAlive, LeaseConfig, LeaseRecord};
 use crate::clock::SharedClock;
 use crate::store::{ObjectStore, PutCondition};
+use crate::text::format_secs;
 use crate::text::sanitize;
 
 /// A takeover whose record has been written: what [`after_put`] acts on.
@@ -48,6 +46,10 @@ pub(super) struct Taken<'a> {
     pub now: DateTime<Utc>,
     /// The intent entry (made the outcome entry at the end).
     pub entry: AuditEntry,
+    /// The PUT was answered with an error (a refusal to the client's retry,
+    /// a lost answer), yet read back the LEASE held exactly our record: what
+    /// was answered, for the outcome (`None`: answered as written).
+    pub answer_lost: Option<String>,
 }
 
 /// Acts on `t` as `t.req.then` asks — after the replaced holder's fence has
@@ -95,6 +97,7 @@ pub(super) async fn after_put(
         audit_path: t.audit.path().to_owned(),
         audit_id: t.id.clone(),
         key: t.key.clone(),
+        answer_lost: t.answer_lost.clone(),
     };
     // Release and hand-over act only once the old holder's fence has closed.
     let written = match (&t.req.then, safe_from, t.old_fence) {
@@ -104,6 +107,11 @@ pub(super) async fn after_put(
         _ => written,
     };
     let (result_text, final_etag) = act(&mut t, &mut outcome, written, safe_from).await?;
+    // What is stored is what counts; how the PUT was answered is said too.
+    let result_text = match &t.answer_lost {
+        Some(note) => format!("{result_text} ({note})"),
+        None => result_text,
+    };
     let out = outcome_entry(&t.clock, t.entry, result_text, Some(final_etag));
     t.audit.append(&out).await?;
     outcome.audit_entry = out;
@@ -250,9 +258,16 @@ async fn hand_over(
         Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),
         Exclusion::BestEffort => PutCondition::None,
     };
-    match t.store.put(&t.key, handed.to_body(), cond).await {
-        Ok(e) => {
-            let final_etag = e.unwrap_or_default();
+    // acquired_at == renewed_at: a hand-over (crate::bucket::own::is_handover).
+    let body = handed.to_body();
+    let put = t.store.put(&t.key, body.clone(), cond).await;
+    // No ETag, a refusal or no answer: ours only if the LEASE holds our body.
+    let found = match &put {
+        Ok(Some(e)) => Ok(e.clone()),
+        _ => super::landed(t.store.as_ref(), &t.key, &body).await,
+    };
+    match found {
+        Ok(final_etag) => {
             let deadline = at + chrono::Duration::seconds(t.req.ttl_s as i64);
             outcome.handover_deadline = Some(deadline);
             outcome.written = handed.clone();
@@ -269,13 +284,34 @@ async fn hand_over(
                 final_etag,
             ))
         }
-        Err(e) => {
+        Err(not) => {
             let own_ttl_s = t.own_ttl_s;
-            let out = outcome_entry(&t.clock, t.entry.clone(), format!("taken, but the hand-over write failed: {e}; the lease (ours) expires after {} s", own_ttl_s), Some(written.etag().to_owned()));
+            let answer = match put {
+                Ok(_) => {
+                    "it was accepted without an ETag, but read back it is not stored".to_owned()
+                }
+                Err(e) => e.to_string(),
+            };
+            // What is stored, as read back.
+            let stored = match not {
+                super::NotStored::Other(o) if o.etag() == Some(written.etag()) => format!(
+                    "our own record is still there and expires after {own_ttl_s} s, renewed by nobody"
+                ),
+                super::NotStored::Other(o) => format!("the prefix is {}", holder_sentence(&o)),
+                super::NotStored::Unknown(why) => format!(
+                    "it is unknown what the LEASE holds ({why}); look before starting the successor"
+                ),
+            };
+            let out = outcome_entry(
+                &t.clock,
+                t.entry.clone(),
+                format!("taken, but the hand-over was not stored ({answer}); {stored}"),
+                Some(written.etag().to_owned()),
+            );
             t.audit.append(&out).await?;
             Err(TakeoverError::Store(format!(
-                "{} was taken, but handing it over failed: {e}; our lease expires after {} s",
-                t.key, own_ttl_s
+                "{} was taken, but handing it over failed ({answer}); {stored}",
+                t.key
             )))
         }
     }
@@ -423,10 +459,16 @@ async fn leave_to_expire(
         Exclusion::Conditional => PutCondition::IfMatch(lease.etag().to_owned()),
         Exclusion::BestEffort => PutCondition::None,
     };
-    match store.put(key, record.to_body(), cond).await {
+    // No ETag, a refusal or no answer: rewritten only if the LEASE holds our body.
+    let body = record.to_body();
+    let put = store.put(key, body.clone(), cond).await;
+    let found = match &put {
+        Ok(Some(e)) => Ok(e.clone()),
+        _ => super::landed(store, key, &body).await,
+    };
+    match found {
         Ok(etag) => {
             let expires = now + chrono::Duration::seconds(ttl_s as i64);
-            let etag = etag.unwrap_or_default();
             (
                 format!(
                     "{head}. Our record ({}, ETag {etag}) was rewritten to expire at {} (TTL {ttl_s} s), \
@@ -438,7 +480,11 @@ async fn leave_to_expire(
                 Some(record),
             )
         }
-        Err(e) => {
+        Err(not) => {
+            let e = match put {
+                Ok(_) => "accepted without an ETag, but read back it is not stored".to_owned(),
+                Err(e) => e.to_string(),
+            };
             let last = lease.record();
             let expires = last.renewed_at + chrono::Duration::seconds(last.ttl_s as i64);
             let early = if expires < until {
@@ -449,10 +495,14 @@ async fn leave_to_expire(
             } else {
                 String::new()
             };
-            let now_there = match read_lease(store, key, None).await {
-                Ok(o) if o.etag() == Some(lease.etag()) => "it is still there".to_owned(),
-                Ok(o) => format!("the prefix is {}", holder_sentence(&o)),
-                Err(e2) => format!("could not re-read it: {e2}"),
+            let now_there = match not {
+                super::NotStored::Other(o) if o.etag() == Some(lease.etag()) => {
+                    "it is still there".to_owned()
+                }
+                super::NotStored::Other(o) => format!("the prefix is {}", holder_sentence(&o)),
+                super::NotStored::Unknown(why) => {
+                    format!("it is unknown what the LEASE holds ({why})")
+                }
             };
             (
                 format!(

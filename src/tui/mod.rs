@@ -19,6 +19,7 @@ pub mod app;
 pub mod layout;
 pub mod ops;
 mod refresh;
+mod start;
 pub mod ui;
 
 use std::future::Future;
@@ -40,6 +41,7 @@ use crate::writer::scan::ScanOptions;
 use app::{Action, App};
 use refresh::spawn_refresher;
 pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
+pub use start::{ops_targets, start, Parts};
 
 /// Everything a console run needs.
 pub struct Console {
@@ -193,7 +195,7 @@ where
             r = &mut refresher => break Err(std::io::Error::other(format!(
                 "the background refresh stopped: {}",
                 match r {
-                    crate::app::runtime_thread::Ended::Failed(e) => e,
+                    crate::runtime::Ended::Failed(e) => e,
                     _ => "it ended".into(),
                 }
             ))),

@@ -224,7 +224,7 @@ async fn gather_once(
 }
 
 /// Starts the refresher on a thread of its own (current-thread runtime:
-/// [`crate::app::runtime_thread`]): one gather (and pod scan, audit tail)
+/// [`crate::runtime`]): one gather (and pod scan, audit tail)
 /// after another, `refresh` apart, each sent on the returned channel
 /// (progress reports of a long gather too). It ends when the channel's
 /// receiver is gone or it is stopped.
@@ -239,17 +239,14 @@ pub(super) fn spawn_refresher(
     counters: Arc<Counters>,
     audit_path: Option<PathBuf>,
     visible: Arc<std::sync::atomic::AtomicBool>,
-) -> std::io::Result<(
-    crate::app::runtime_thread::RuntimeThread<()>,
-    mpsc::Receiver<Gathered>,
-)> {
+) -> std::io::Result<(crate::runtime::RuntimeThread<()>, mpsc::Receiver<Gathered>)> {
     let (tx, rx) = mpsc::channel::<Gathered>(4);
     let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
     let mut pod = PodScans {
         scans: pod,
         last: None,
     };
-    let task = crate::app::runtime_thread::spawn("leasectl-refresh", async move {
+    let task = crate::runtime::spawn("leasectl-refresh", async move {
         loop {
             let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
             let g = gather_once(

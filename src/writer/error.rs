@@ -40,7 +40,7 @@ pub enum WriterError {
     /// directory (the file was removed or replaced while held), so a lock on
     /// the file the path names now would not exclude it: fail closed once
     /// `waited` has passed. `holders` names them (pid and escaped command).
-    #[error("{} was deleted while held: {} still holds a flock on the deleted file and may still be writing, so a lock on the file the path names now would not exclude it; waited {} for it to exit; refusing to start (fail closed). Stop that process (or make sure it no longer writes to this directory), then start again; never delete a held lock file", sanitize(&.path.to_string_lossy()), describe_list(.holders), humantime::format_duration(*.waited))]
+    #[error("{} was removed (deleted or replaced) while held: {} still holds a flock on the deleted file and may still be writing, so a lock on the file the path names now would not exclude it; waited {} for it to exit; refusing to start (fail closed). Stop that process (or make sure it no longer writes to this directory), then start again; never delete a held lock file", sanitize(&.path.to_string_lossy()), describe_list(.holders), humantime::format_duration(*.waited))]
     OrphanedLock {
         /// The lock file path.
         path: PathBuf,

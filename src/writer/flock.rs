@@ -247,10 +247,9 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
             "it is a symbolic link{to}, and the writer lock file must be a regular file (following the link would create and lock whatever it names, as this user). Remove the link; writer exec then creates a regular lock file"
         ));
     }
-    if !ft.is_file() {
+    if let Some(what) = super::not_regular(&ft) {
         return refuse(format!(
-            "it is a {}, not a regular file. Move it away; writer exec then creates a regular lock file",
-            crate::store::local::kind_name(&ft)
+            "it is {what}, not a regular file. Move it away; writer exec then creates a regular lock file"
         ));
     }
     let euid = nix::unistd::geteuid().as_raw();

@@ -196,6 +196,24 @@ pub(crate) fn stamp_pid(raw: &str) -> Option<u32> {
 
 pub use crate::text::sanitize;
 
+/// What a file type is when it is not a regular file.
+pub fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        None
+    } else if t.is_symlink() {
+        Some("a symbolic link")
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a device or other special file")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -668,3 +668,37 @@ async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
         "as said: db/LEASE is gone"
     );
 }
+
+/// Issue 37 item 8: a local store has no clock of its own, so nothing checks
+/// the holders' clocks against each other. `bucket hold` says so once at
+/// start, with the allowance (TTL/12), and an S3 store does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn bucket_hold_on_a_local_store_says_its_clock_is_not_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = bin();
+    c.args([
+        "bucket",
+        "hold",
+        &format!("file://{}/", dir.path().display()),
+    ])
+    .args(["--ttl", "12s", "--", "true"]);
+    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches("has no clock of its own").count(), 1, "{err}");
+    assert!(err.contains("within 1.0s of each other (NTP)"), "{err}");
+    let (endpoint, b) = bucket(Moto::Conditional, "hold-has-clock").await;
+    let mut c = bin();
+    c.args([
+        "--endpoint-url",
+        &endpoint,
+        "--path-style",
+        "bucket",
+        "hold",
+    ])
+    .args([&format!("s3://{b}/db/"), "--ttl", "12s", "--", "true"]);
+    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("has no clock of its own"), "{err}");
+}

@@ -350,13 +350,26 @@ async fn the_fence_fd_reaches_eof_before_sigterm_and_fence_check_follows_it() {
 /// `leasectl bucket fence-check` with `fd` (if any) inherited and
 /// LEASECTL_FENCE_FD set to `value` (unset for `None`).
 fn fence_check(value: Option<&str>, fd: Option<i32>) -> (Option<i32>, String) {
+    fence_check_of(value, fd, None)
+}
+
+/// [`fence_check`] with LEASECTL_FENCE_PIPE set to `pipe` (`DEV:INODE`).
+fn fence_check_of(
+    value: Option<&str>,
+    fd: Option<i32>,
+    pipe: Option<&str>,
+) -> (Option<i32>, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     s3_env(&mut c);
     c.args(["bucket", "fence-check"])
         .env_remove("LEASECTL_FENCE_FD")
+        .env_remove("LEASECTL_FENCE_PIPE")
         .stdin(Stdio::null());
     if let Some(v) = value {
         c.env("LEASECTL_FENCE_FD", v);
+    }
+    if let Some(p) = pipe {
+        c.env("LEASECTL_FENCE_PIPE", p);
     }
     if let Some(fd) = fd {
         // SAFETY: fcntl in the forked child on a descriptor it holds.
@@ -416,12 +429,28 @@ fn fence_check_outside_bucket_hold_is_a_usage_error_and_follows_a_pipe() {
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let (rn, wn) = (r.as_raw_fd(), w.as_raw_fd());
     usage(Some(&wn.to_string()), Some(wn), "a pipe's write end");
+    // Issue 37 item 9: a pipe's read end is not the fence unless
+    // LEASECTL_FENCE_PIPE names that very pipe (any idle pipe on stdin said
+    // "open" before).
+    usage(
+        Some(&rn.to_string()),
+        Some(rn),
+        "a pipe that is not the fence",
+    );
+    let (code, err) = fence_check_of(Some(&rn.to_string()), Some(rn), Some("1:2"));
+    assert_eq!(code, Some(2), "another pipe's identity: {err}");
+    let st = std::fs::metadata(format!("/proc/self/fd/{rn}")).unwrap();
+    let id = format!(
+        "{}:{}",
+        std::os::unix::fs::MetadataExt::dev(&st),
+        std::os::unix::fs::MetadataExt::ino(&st)
+    );
     let t = Instant::now();
-    let (code, err) = fence_check(Some(&rn.to_string()), Some(rn));
+    let (code, err) = fence_check_of(Some(&rn.to_string()), Some(rn), Some(&id));
     assert_eq!(code, Some(0), "open pipe: {err}");
     assert!(t.elapsed() < Duration::from_secs(10), "fence-check blocked");
     drop(w);
-    let (code, err) = fence_check(Some(&rn.to_string()), Some(rn));
+    let (code, err) = fence_check_of(Some(&rn.to_string()), Some(rn), Some(&id));
     assert_eq!(code, Some(5), "closed pipe: {err}");
     assert!(err.contains("fence has closed"), "{err}");
 }

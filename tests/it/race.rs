@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use leasectl::bucket::race::{BEST_EFFORT, FAIL_CLOSED};
+use leasectl::bucket::error::{BEST_EFFORT, FAIL_CLOSED};
 
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;

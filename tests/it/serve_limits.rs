@@ -241,3 +241,50 @@ fn the_audit_log_is_read_as_it_grows_and_each_bad_line_warned_once() {
     assert_eq!(warnings(), 4, "{}", serve.log());
     assert!(serve.log().contains("line 1 (byte 0)"), "{}", serve.log());
 }
+
+/// Issue 37 item 9: four pipelined requests, the client's side closed right
+/// after them (`printf … | nc`), get four answers, for `/healthz` and
+/// `/metrics`; ten rounds each.
+#[test]
+fn pipelined_requests_are_all_answered_also_after_the_client_closes_its_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Serve::start(dir.path(), &data, 1024);
+    for path in ["/healthz", "/metrics"] {
+        for round in 0..10 {
+            let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+            let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+            c.write_all(req.repeat(4).as_bytes()).unwrap();
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut got = Vec::new();
+            let _ = c.read_to_end(&mut got);
+            let answers = String::from_utf8_lossy(&got)
+                .matches("HTTP/1.1 200")
+                .count();
+            assert_eq!(answers, 4, "{path}, round {round}: {}", s.log());
+        }
+    }
+}
+
+/// Issue 37 item 9: a `serve` that stops says why, always: SIGTERM and
+/// SIGINT each end it with status 0 and a sentence naming the signal.
+#[test]
+fn serve_says_why_it_stops() {
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let mut s = Serve::start(dir.path(), &data, 1024);
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(s.child.id() as i32, sig);
+        }
+        let status = s.child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{name}: {}", s.log());
+        assert!(
+            s.log().contains(&format!("serve stopped: {name} received")),
+            "{name}: {}",
+            s.log()
+        );
+    }
+}

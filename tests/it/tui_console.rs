@@ -1041,3 +1041,35 @@ async fn the_status_bar_escapes_a_name_exactly_once() {
         "{text}"
     );
 }
+
+/// Issue 37 item 9: at 41×9 the takeover dialog cannot show the holder, age
+/// and state lines nor the whole "then" choice, so it does not confirm (it
+/// says the size it needs); once the terminal is large enough, the same
+/// dialog confirms.
+#[tokio::test]
+async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 41, 9).await;
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    key(&mut a, KeyCode::Tab); // Cancel → Confirm
+    key(&mut a, KeyCode::Tab); // → Reason (wraps)
+    typed(&mut a, "INC-9 host gone");
+    key(&mut a, KeyCode::Tab); // → Then
+    key(&mut a, KeyCode::Tab); // → Cancel
+    key(&mut a, KeyCode::Tab); // → Confirm
+    key(&mut a, KeyCode::Enter);
+    assert!(a.outbox.is_empty(), "confirmed what could not be seen");
+    let Mode::Takeover(d) = &a.mode else {
+        panic!("the dialog stays open")
+    };
+    assert!(
+        d.problem.as_deref().unwrap_or("").contains("too small"),
+        "{:?}",
+        d.problem
+    );
+    a.update(Action::Resize(110, 30));
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.outbox.len(), 1, "a large enough terminal confirms");
+}

@@ -271,10 +271,24 @@ impl App {
     }
 
     pub(super) fn confirm_takeover(&mut self) {
-        let (ttl_s, now) = (self.ttl_s, self.now);
+        let (ttl_s, now, size) = (self.ttl_s, self.now, self.size);
+        let target = self
+            .targets
+            .get(match &self.mode {
+                Mode::Takeover(d) => d.row.target,
+                _ => 0,
+            })
+            .cloned()
+            .unwrap_or_default();
         let Mode::Takeover(d) = &mut self.mode else {
             return;
         };
+        // What the operator could not see is not confirmed.
+        if let Some(p) = too_small(size, d, &target) {
+            self.message = Some((p.clone(), true));
+            d.problem = Some(p);
+            return;
+        }
         if let Some(p) = takeover_problem(d, ttl_s, now) {
             d.problem = Some(p);
             return;
@@ -297,6 +311,46 @@ impl App {
         d.problem = None;
         self.message = Some((format!("taking over {}…", sanitize(&d.key)), false));
     }
+}
+
+/// The widest the takeover dialog is drawn (`ui::dialog::render_dialog`).
+const DIALOG_WIDTH: u16 = 76;
+
+/// Why the terminal (`size`, columns × rows) is too small to show the whole
+/// takeover dialog `d` (the facts about what it replaces: target, key, state,
+/// holder, age, ETag; the fields; the buttons), if it is: a takeover is
+/// confirmed only when the operator could see all of it. The dialog is as
+/// tall as its lines and as wide as its longest line (at most 76 columns).
+fn too_small(size: (u16, u16), d: &TakeoverDialog, target: &str) -> Option<String> {
+    let chars = |s: &str| sanitize(s).chars().count();
+    let facts = [
+        9 + chars(target),
+        9 + chars(&d.key),
+        9 + d.state.as_str().len() + if d.forced() { 35 } else { 0 },
+        9 + d.holder.chars().count(),
+        9 + d.etag.as_deref().map_or(40, str::len),
+        // "then     (•) release  ( ) hold  ( ) hand over"
+        46,
+    ];
+    let longest = facts.into_iter().max().unwrap_or(0) as u16 + 2;
+    let need_w = longest.min(DIALOG_WIDTH);
+    // Facts (7, and a look-alike warning), a blank, reason, then, the
+    // successor and typed-prefix fields when shown, a blank, the buttons, the
+    // key hint, and the two borders.
+    let need_h = 7
+        + u16::from(crate::text::lookalike_note(&d.prefix).is_some())
+        + 3
+        + u16::from(d.then == ThenChoice::Handover)
+        + u16::from(d.forced())
+        + 2
+        + 1
+        + 2;
+    (size.0 < need_w || size.1 < need_h).then(|| {
+        format!(
+            "the terminal ({}×{}) is too small to show the whole takeover dialog: it needs at least {need_w}×{need_h}; enlarge it to confirm",
+            size.0, size.1
+        )
+    })
 }
 
 /// Why the dialog's takeover would be refused now, if it would: the

@@ -7,8 +7,8 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::{exclusion_name, state_style};
-use crate::bucket::format_secs;
 use crate::snapshot::PrefixReport;
+use crate::text::format_secs;
 use crate::text::sanitize;
 use crate::tui::app::{terminal_safe, App, LeaseRow};
 

@@ -7,7 +7,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::state_style;
-use crate::bucket::format_secs;
+use crate::text::format_secs;
 use crate::text::sanitize;
 use crate::tui::app::{terminal_safe, App, Field, ThenChoice, BINDINGS};
 

@@ -7,7 +7,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::fit_line;
-use crate::bucket::format_secs;
+use crate::text::format_secs;
 use crate::text::sanitize;
 use crate::tui::app::App;
 

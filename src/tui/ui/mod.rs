@@ -7,7 +7,8 @@ use ratatui::Frame;
 
 use super::app::{App, Mode, View};
 use super::layout;
-use crate::bucket::{format_secs, LeaseState};
+use crate::bucket::LeaseState;
+use crate::text::format_secs;
 use crate::text::sanitize_message;
 
 mod detail;

@@ -139,7 +139,7 @@ fn oldest_part(
         Style::default()
     };
     let bar = if after_rates { " │ " } else { "│ " };
-    let age = crate::bucket::format_secs(age.floor());
+    let age = crate::text::format_secs(age.floor());
     parts.push(vec![
         vec![Span::styled(format!("{bar}oldest reading {age}"), style)],
         vec![Span::styled(format!("{bar}oldest {age}"), style)],

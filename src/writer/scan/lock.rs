@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::observe::ObservedLock;
+use super::model::ObservedLock;
 use super::proc::{io_why, read_proc_locks, ProcTable, RawProc};
 use super::{LockFileState, ScanOptions};
 use crate::writer::error::HolderDesc;
@@ -203,7 +203,9 @@ fn what_it_is(path: &Path, md: &std::fs::Metadata) -> String {
             Err(_) => "a symbolic link".to_string(),
         }
     } else {
-        format!("a {}", crate::store::local::kind_name(&ft))
+        crate::writer::not_regular(&ft)
+            .unwrap_or("not a regular file")
+            .to_string()
     }
 }
 

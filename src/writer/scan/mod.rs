@@ -66,7 +66,8 @@ pub use model::{
     DutyView, LockFileState, LockInfo, LockState, PodScope, PodSnapshot, ProcessInfo, Verdict,
     VerdictKind,
 };
-pub use observe::{observe, EnvRead, Observed, ObservedLock, ObservedProcess};
+pub use model::{EnvRead, ObservedLock};
+pub use observe::{observe, Observed, ObservedProcess};
 
 use super::WriterError;
 

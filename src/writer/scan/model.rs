@@ -321,3 +321,40 @@ impl VerdictKind {
         }
     }
 }
+
+/// The environment facts the scanner extracted from `/proc/PID/environ`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvRead {
+    /// Read: the raw values of the two lease variables (no other variable).
+    Read {
+        /// `CLOUD_WRITER_LEASE`, if set.
+        enable: Option<String>,
+        /// `CLOUD_WRITER_LEASE_HELD`, if set.
+        stamp: Option<String>,
+    },
+    /// Could not be read; the reason (e.g. permission denied).
+    Unreadable(String),
+}
+
+/// A lock file as gathered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedLock {
+    /// Escaped path.
+    pub path: String,
+    /// Every process (in the pod or not) holding it, sorted.
+    pub holders: Vec<u32>,
+    /// Whether the kernel reports it locked.
+    pub locked: bool,
+    /// Pids named by `/proc/locks`.
+    pub proc_locks_pids: Vec<u32>,
+    /// Held, held outside this PID namespace, free, orphaned, not a regular
+    /// file, or unknown.
+    pub state: LockFileState,
+    /// How `state` was found out.
+    pub state_reason: String,
+    /// A deleted lock file (removed or replaced while held).
+    pub deleted: bool,
+    /// For a deleted one: the index in [`super::Observed::locks`] of the lock file
+    /// its path names now, when that one is inspected too.
+    pub current: Option<usize>,
+}

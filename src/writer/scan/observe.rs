@@ -8,24 +8,11 @@ use std::path::Path;
 use procfs::FromRead;
 
 use super::lock::{lock_states, lock_targets, FileKey, LockEvidence, LockTarget};
+use super::model::{EnvRead, ObservedLock};
 use super::proc::{read_proc_locks, ProcTable};
-use super::{LockFileState, PodScope, ScanOptions};
+use super::{PodScope, ScanOptions};
 use crate::writer::{sanitize, WriterError};
 use crate::writer::{ENABLE, HELD, LOCK_NAME};
-
-/// The environment facts the scanner extracted from `/proc/PID/environ`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnvRead {
-    /// Read: the raw values of the two lease variables (no other variable).
-    Read {
-        /// `CLOUD_WRITER_LEASE`, if set.
-        enable: Option<String>,
-        /// `CLOUD_WRITER_LEASE_HELD`, if set.
-        stamp: Option<String>,
-    },
-    /// Could not be read; the reason (e.g. permission denied).
-    Unreadable(String),
-}
 
 /// A process as gathered, before judgement.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,28 +36,6 @@ pub struct ObservedProcess {
     pub fds_unreadable: Option<String>,
     /// Why it is part of the pod.
     pub included_because: String,
-}
-
-/// A lock file as gathered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObservedLock {
-    /// Escaped path.
-    pub path: String,
-    /// Every process (in the pod or not) holding it, sorted.
-    pub holders: Vec<u32>,
-    /// Whether the kernel reports it locked.
-    pub locked: bool,
-    /// Pids named by `/proc/locks`.
-    pub proc_locks_pids: Vec<u32>,
-    /// Held, held outside this PID namespace, free or unknown.
-    pub state: LockFileState,
-    /// How `state` was found out.
-    pub state_reason: String,
-    /// A deleted lock file (removed or replaced while held).
-    pub deleted: bool,
-    /// For a deleted one: the index in [`Observed::locks`] of the lock file
-    /// its path names now, when that one is inspected too.
-    pub current: Option<usize>,
 }
 
 /// Everything [`super::judge()`] needs: the pod's processes, the lock files, and the

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use procfs::FromBufRead;
 
-use super::observe::EnvRead;
+use super::model::EnvRead;
 use crate::writer::{sanitize, WriterError};
 use crate::writer::{ENABLE, HELD, LOCK_NAME};
 

@@ -518,6 +518,17 @@ pub fn file_url(dir: &Path) -> String {
 /// boto3 against SeaweedFS 4.48) and no retries (so a lost answer surfaces to
 /// the engine).
 pub fn s3_store(endpoint: &str, bucket: &str) -> std::sync::Arc<leasectl::store::s3::S3Store> {
+    s3_store_attempts(endpoint, bucket, 1)
+}
+
+/// [`s3_store`] whose SDK makes up to `attempts` attempts per request, as
+/// leasectl's own stores do (2): a lost answer is then sent again, and the
+/// retry of a conditional write that landed is refused (412).
+pub fn s3_store_attempts(
+    endpoint: &str,
+    bucket: &str,
+    attempts: u32,
+) -> std::sync::Arc<leasectl::store::s3::S3Store> {
     use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
     let timeout = if is_seaweedfs(endpoint) {
         Duration::from_secs(20)
@@ -539,10 +550,10 @@ pub fn s3_store(endpoint: &str, bucket: &str) -> std::sync::Arc<leasectl::store:
             aws_config::timeout::TimeoutConfig::builder()
                 .connect_timeout(timeout)
                 .operation_attempt_timeout(timeout)
-                .operation_timeout(timeout * 2)
+                .operation_timeout(timeout * (attempts + 1))
                 .build(),
         )
-        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(1))
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts))
         .build();
     let opts = leasectl::store::s3::S3Options {
         path_style: true,

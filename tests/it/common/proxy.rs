@@ -36,6 +36,8 @@ struct State {
     mode: Option<Mode>,
     /// Drop the answers of the next N requests with this method (forwarded first).
     drop_next: Option<(String, usize)>,
+    /// Only those whose path ends with this.
+    drop_suffix: Option<String>,
     counts: BTreeMap<String, usize>,
     /// Black-hole only requests with this method whose path ends with this suffix.
     hang: Option<(String, String)>,
@@ -58,7 +60,20 @@ struct State {
     lists: usize,
     /// Replace the `Date` header of every forwarded answer with this value.
     date: Option<String>,
+    /// Rewrite the answers to PUTs: drop their ETag header.
+    strip_put_etag: bool,
+    /// Only those whose path ends with this.
+    strip_suffix: Option<String>,
+    /// Rewrite the ETag header of every answer to this value.
+    etag: Option<String>,
+    /// Write this body at the path of the next forwarded PUT, straight to the
+    /// server and unconditionally, after that PUT landed and before its answer
+    /// goes back (an intruder right behind a holder's write).
+    intruder: Option<Intruder>,
 }
+
+/// A store straight to the server, and the body it writes.
+pub type Intruder = (Arc<dyn leasectl::store::ObjectStore>, Vec<u8>);
 
 /// How a fake listing's continuation tokens misbehave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +111,40 @@ impl Proxy {
         Self { port, state }
     }
 
+    /// Forwards the next `n` requests with `method` whose path ends with
+    /// `suffix`, and drops their answers (the writes land; the client never
+    /// hears back).
+    pub fn drop_next_answers_of(&self, method: &str, suffix: &str, n: usize) {
+        let mut s = self.state.lock().unwrap();
+        s.drop_next = Some((method.to_owned(), n));
+        s.drop_suffix = Some(suffix.to_owned());
+    }
+
+    /// Every answer's ETag header becomes `value` (e.g. `""`, a service whose
+    /// ETags are empty).
+    pub fn rewrite_etags(&self, value: &str) {
+        self.state.lock().unwrap().etag = Some(value.to_owned());
+    }
+
+    /// Answers to PUTs lose their ETag header (a service or a middlebox that
+    /// does not return one); with `intruder`, that body is written at the next
+    /// PUT's path right after it landed, before its answer is returned.
+    pub fn strip_put_etags(&self, intruder: Option<Intruder>) {
+        let mut s = self.state.lock().unwrap();
+        s.strip_put_etag = true;
+        s.strip_suffix = None;
+        s.intruder = intruder;
+    }
+
+    /// [`Proxy::strip_put_etags`] for PUTs whose path ends with `suffix`
+    /// only (a LEASE, not the probe's scratch keys).
+    pub fn strip_put_etags_of(&self, suffix: &str, intruder: Option<Intruder>) {
+        let mut s = self.state.lock().unwrap();
+        s.strip_put_etag = true;
+        s.strip_suffix = Some(suffix.to_owned());
+        s.intruder = intruder;
+    }
+
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -106,7 +155,9 @@ impl Proxy {
 
     /// Forward the next `n` requests with `method` but drop their answers.
     pub fn drop_next_answers(&self, method: &str, n: usize) {
-        self.state.lock().unwrap().drop_next = Some((method.to_owned(), n));
+        let mut s = self.state.lock().unwrap();
+        s.drop_next = Some((method.to_owned(), n));
+        s.drop_suffix = None;
     }
 
     /// Answer nothing to `method` requests whose path ends with `suffix` (others pass).
@@ -166,6 +217,10 @@ impl Proxy {
         s.fail = None;
         s.fail_conditional = None;
         s.drop_next = None;
+        s.drop_suffix = None;
+        s.strip_put_etag = false;
+        s.strip_suffix = None;
+        s.intruder = None;
         s.slow_down_every = None;
         s.mode = Some(Mode::Pass);
     }
@@ -218,8 +273,12 @@ async fn handle(
         let mut s = state.lock().unwrap();
         *s.counts.entry(method.clone()).or_default() += 1;
         let mut drop_answer = false;
+        let suffix_ok = s
+            .drop_suffix
+            .as_ref()
+            .is_none_or(|x| path.ends_with(x.as_str()));
         if let Some((m, n)) = &mut s.drop_next {
-            if *m == method && *n > 0 {
+            if *m == method && *n > 0 && suffix_ok {
                 *n -= 1;
                 drop_answer = true;
             }
@@ -333,15 +392,21 @@ async fn handle(
         return Ok(());
     }
     let target = head.split(' ').nth(1).unwrap_or("").to_owned();
-    let (list_loop, date) = {
+    let (list_loop, date, strip_etag, intruder, etag_value) = {
         let mut s = state.lock().unwrap();
+        let strip_etag = s.strip_put_etag
+            && method == "PUT"
+            && s.strip_suffix
+                .as_ref()
+                .is_none_or(|x| path.ends_with(x.as_str()));
+        let intruder = if strip_etag { s.intruder.take() } else { None };
         let looped = s
             .list_loop
             .filter(|_| method == "GET" && target.contains("list-type=2"));
         if looped.is_some() {
             s.lists += 1;
         }
-        (looped, s.date.clone())
+        (looped, s.date.clone(), strip_etag, intruder, s.etag.clone())
     };
     if let Some(how) = list_loop {
         let token = target
@@ -410,24 +475,35 @@ async fn handle(
         let mut sink = Vec::new();
         let _ = ur.read_to_end(&mut sink).await;
         drop(cw); // close without answering: the answer is lost
+    } else if let Some(value) = etag_value {
+        // The whole answer (the upstream closes after it), its ETag replaced.
+        let answer = read_all(&mut ur).await;
+        let rewritten = with_header(&answer, "etag", Some(&format!("ETag: {value}")));
+        let _ = cw.write_all(&rewritten).await;
+        let _ = cw.shutdown().await;
+    } else if strip_etag {
+        // The whole answer, its ETag removed; the intruder's write lands
+        // before it goes back.
+        let answer = read_all(&mut ur).await;
+        if let Some((store, body)) = intruder {
+            // The key: the path without its leading `/bucket/` (path-style).
+            let key = path
+                .trim_start_matches('/')
+                .split_once('/')
+                .map_or("", |k| k.1)
+                .to_owned();
+            store
+                .put(&key, body, leasectl::store::PutCondition::None)
+                .await
+                .expect("the intruder's write");
+        }
+        let _ = cw.write_all(&with_header(&answer, "etag", None)).await;
+        let _ = cw.shutdown().await;
     } else if let Some(date) = date {
-        // The whole answer (the upstream closes after it), its Date replaced.
-        let mut answer = Vec::new();
-        let _ = ur.read_to_end(&mut answer).await;
-        let end = answer
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or(answer.len());
-        let head = String::from_utf8_lossy(&answer[..end]).into_owned();
-        let mut out: Vec<String> = head
-            .split("\r\n")
-            .filter(|l| !l.to_ascii_lowercase().starts_with("date:"))
-            .map(str::to_owned)
-            .collect();
-        out.push(format!("Date: {date}"));
-        let mut bytes = out.join("\r\n").into_bytes();
-        bytes.extend_from_slice(&answer[end..]);
-        let _ = cw.write_all(&bytes).await;
+        // The whole answer, its Date replaced.
+        let answer = read_all(&mut ur).await;
+        let rewritten = with_header(&answer, "date", Some(&format!("Date: {date}")));
+        let _ = cw.write_all(&rewritten).await;
         let _ = cw.shutdown().await;
     } else {
         let _ = tokio::io::copy(&mut ur, &mut cw).await;
@@ -467,4 +543,32 @@ async fn head_etag(upstream_port: u16, path: &str) -> std::io::Result<Option<Str
             })
         })
         .flatten())
+}
+
+/// Everything the upstream sends until it closes (it answers one request).
+async fn read_all(ur: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
+    let mut answer = Vec::new();
+    let _ = ur.read_to_end(&mut answer).await;
+    answer
+}
+
+/// `answer` with its header `name` (lower case) removed, and `line` (a whole
+/// header line) added in its place when given.
+fn with_header(answer: &[u8], name: &str, line: Option<&str>) -> Vec<u8> {
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(answer.len());
+    let head = String::from_utf8_lossy(&answer[..end]).into_owned();
+    let prefix = format!("{name}:");
+    let mut out: Vec<&str> = head
+        .split("\r\n")
+        .filter(|l| !l.to_ascii_lowercase().starts_with(&prefix))
+        .collect();
+    if let Some(l) = line {
+        out.push(l);
+    }
+    let mut bytes = out.join("\r\n").into_bytes();
+    bytes.extend_from_slice(&answer[end..]);
+    bytes
 }

@@ -1,4 +1,4 @@
-//! What every command shares, built once before it runs: the parsed command
+//! The set-up every command shares, built once before it runs: the parsed command
 //! line with its checks ([`parse`], [`prepare`]), the [`Context`]
 //! (connector, gathering options, exclusion, terminal facts), the logging
 //! set-up, the runtime ([`block_on`]) and the plumbing the commands share
@@ -11,13 +11,12 @@
 mod context;
 mod logging;
 mod prepare;
-pub mod runtime_thread;
 
 use std::future::Future;
 use std::time::Duration;
 
 pub use context::{
-    announce, nothing_to_report, open_audit, open_targets, parse_targets, pod_extras, relist_every,
+    announce, nothing_to_report, open_audit, open_targets, parse_targets, recipe, relist_every,
     scan_options, target_or_usage, Context, Opened, Terminal,
 };
 pub use logging::{init_console_logging, init_logging, install_error_hook};

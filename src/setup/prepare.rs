@@ -5,6 +5,7 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
 use super::Context;
 use crate::cli::Cli;
+use crate::config::{Applied, ConfigError};
 use crate::exit::{CheckStatus, Exit};
 
 /// Parses argv. Help and version are printed (exit 0), as clap prints them;
@@ -14,7 +15,9 @@ use crate::exit::{CheckStatus, Exit};
 /// # Errors
 /// The [`Exit`] when the command does not run: help, version, usage.
 pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
-    let parsed = Cli::command()
+    let command = Cli::command();
+    hand_in_command_names(&command);
+    let parsed = command
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
     match parsed {
@@ -33,6 +36,17 @@ pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
             })
         }
     }
+}
+
+/// Tells `target` every subcommand's name (hidden ones included), for the
+/// hint a misspelt TARGET gets.
+fn hand_in_command_names(command: &clap::Command) {
+    crate::target::set_command_names(
+        command
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .collect(),
+    );
 }
 
 /// The command argv names, as clap finds it when it ignores the errors (a
@@ -80,7 +94,7 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
         == Some("fence-check");
     // The context (-c NAME, or the default one for a bare `leasectl`): flags win.
     // Its parts from the file are escaped already (ConfigError).
-    let applied = crate::config::apply(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
+    let applied = apply_context(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
     // MUSHROOMDB_BACKUP_LEASE_CONDITIONAL, for the commands that use it only
     // (`--conditional` wins): `writer exec` must start whatever it holds.
     let uses_conditional = !fence_check
@@ -157,5 +171,91 @@ fn set_up_logging(cli: &Cli, command: Option<&str>, ctx: &Context) {
         }
         None | Some("check") => super::init_logging(true),
         Some(other) => super::init_logging(c.json || other == "pod-scan"),
+    }
+}
+
+/// Applies the context selected by `cli.context` (or the default context
+/// for a bare `leasectl`) to `cli`'s S3 options, and returns what it sets for
+/// the command that runs ([`Applied`]). A value given on the command line
+/// (as `matches` records) wins over the context's.
+///
+/// # Errors
+/// A context that does not exist, a config file that cannot be read or is
+/// invalid.
+fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<Applied, ConfigError> {
+    use clap::parser::ValueSource;
+    let bare = cli.command.is_none() && cli.console.targets.is_empty();
+    let Some(ctx) = crate::config::select(cli.context.as_deref(), bare)? else {
+        return Ok(Applied::default());
+    };
+    // The arguments of the command that runs (the top level for the console;
+    // the leaf of a nested one such as `bucket hold`).
+    let mut m = matches;
+    while let Some((_, sub)) = m.subcommand() {
+        m = sub;
+    }
+    let given = |id: &str| {
+        m.ids().any(|i| i.as_str() == id) && m.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    let s3 = &mut cli.s3;
+    if s3.endpoint_url.is_none() {
+        s3.endpoint_url = ctx.endpoint_url.clone();
+    }
+    if s3.region.is_none() {
+        s3.region = ctx.region.clone();
+    }
+    if s3.profile.is_none() {
+        s3.profile = ctx.profile.clone();
+    }
+    s3.path_style |= ctx.path_style.unwrap_or(false);
+    Ok(Applied {
+        name: Some(ctx.name.clone()),
+        targets: ctx.targets.iter().map(|t| t.to_string()).collect(),
+        refresh: ctx.refresh.filter(|_| !given("refresh")),
+        depth: ctx.depth.filter(|_| !given("depth")),
+        ttl: ctx.ttl.filter(|_| !given("ttl")),
+        record_format: ctx.record_format.filter(|_| !given("record_format")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::Target;
+
+    #[test]
+    fn unknown_schemes_get_the_right_hint() {
+        hand_in_command_names(&Cli::command());
+        let why = |s: &str| s.parse::<Target>().unwrap_err().why;
+        assert!(
+            why("porbe").contains("did you mean `leasectl probe`?"),
+            "{}",
+            why("porbe")
+        );
+        assert!(why("takover").contains("`leasectl takeover`"));
+        assert!(
+            why("/srv/store").contains("file:///srv/store/"),
+            "{}",
+            why("/srv/store")
+        );
+        assert!(why("https://minio:9000/b").contains("--endpoint-url"));
+        assert!(why("zzzzzz").contains("unknown scheme"));
+        // Every subcommand, not a fixed list (issue 22 §6).
+        for (typo, cmd) in [
+            ("chek", "check"),
+            ("serv", "serve"),
+            ("confg", "config"),
+            ("mann", "man"),
+            ("completion", "completions"),
+        ] {
+            assert!(
+                why(typo).contains(&format!("did you mean `leasectl {cmd}`?")),
+                "{typo}: {}",
+                why(typo)
+            );
+        }
+        // `--watch 1s TARGET` (issue 22 §7).
+        assert!(why("1s").contains("--watch=1s"), "{}", why("1s"));
+        assert!(why("90s").contains("--watch=90s"), "{}", why("90s"));
     }
 }

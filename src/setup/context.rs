@@ -9,7 +9,7 @@ use color_eyre::eyre::{eyre, Result};
 use crate::bucket::Exclusion;
 use crate::cli::{AuditArgs, Cli, OnOff, PodArgs, S3Args};
 use crate::exit::Exit;
-use crate::monitor::GatherExtras;
+use crate::snapshot::Recipe;
 use crate::snapshot::{GatherOptions, OpenTarget};
 use crate::store::s3::S3Options;
 use crate::store::{Counters, Counting, ObjectStore, ReadOnly};
@@ -187,12 +187,14 @@ pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
     }
 }
 
-/// What the monitoring front ends gather besides the buckets: the pod
-/// (unless `--no-pod`, from `/proc`) and best-effort marking.
-pub fn pod_extras(pod: &PodArgs, ctx: &Context) -> GatherExtras {
-    GatherExtras {
+/// The recipe of a complete snapshot for the front ends: the pod (unless
+/// `--no-pod`, from `/proc`) and best-effort marking; no audit log (the
+/// caller names one where it reads it once).
+pub fn recipe(pod: &PodArgs, ctx: &Context) -> Recipe {
+    Recipe {
         pod: (!pod.no_pod).then(|| scan_options(pod, Path::new("/proc"))),
         best_effort: ctx.best_effort,
+        audit: None,
     }
 }
 

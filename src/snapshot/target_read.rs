@@ -1,0 +1,620 @@
+//! One target's gather: its listing (or the cached one) and its LEASE reads
+//! run together, prefixes flowing from the one to the other as pages arrive,
+//! conditional GETs on cached ETags, and the report assembled from the cache.
+//! The [`super::Gatherer`] runs one of these per target.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use super::discovery::discover_paged;
+use super::model::{PrefixError, PrefixReport, TargetReport};
+use super::options::{throttle_backoff, timed, GatherOptions, THROTTLE_RETRIES};
+use super::schedule::{Entry, Plan};
+use crate::bucket::{lease_key, read_lease, Observed};
+use crate::clock::Clock;
+use crate::store::{ObjectRead, StoreError};
+use crate::target::Target;
+
+/// A target ready to be gathered: its URL, where it lives, and a read-only handle.
+#[derive(Clone)]
+pub struct OpenTarget {
+    /// The TARGET.
+    pub target: Target,
+    /// Display endpoint.
+    pub endpoint: String,
+    /// The store, read side only.
+    pub store: Arc<dyn ObjectRead>,
+}
+
+/// What a [`Gatherer`] remembers between refreshes of one target.
+#[derive(Default, Clone)]
+pub struct TargetCache {
+    /// Prefixes found by the last listing.
+    pub prefixes: Option<Vec<String>>,
+    /// What the last listing could not discover ([`discover`]'s errors).
+    pub(super) listing_errors: Vec<PrefixError>,
+    /// The target's own prefix, then the listed ones: the rows of its report.
+    pub(super) known: Vec<String>,
+    /// Why the last listing failed.
+    pub(super) error: Option<String>,
+    pub(super) entries: BTreeMap<String, Entry>,
+    /// Requests in flight allowed now: lowered when the service asks to slow
+    /// down, raised again one at a time as answers come back.
+    pub(super) limit: Option<usize>,
+}
+
+/// Reads the LEASE of `prefix`, conditionally on the cached ETag when there is
+/// one: a `304 Not Modified` reuses the cached observation.
+pub(super) async fn observe_cached(
+    store: &dyn ObjectRead,
+    prefix: &str,
+    cached: Option<&Observed>,
+) -> Result<Observed, StoreError> {
+    read_lease(store, &lease_key(prefix), cached).await
+}
+
+/// Gathers one target: discovery, then every LEASE read concurrently.
+pub async fn gather_target(
+    t: &OpenTarget,
+    opts: &GatherOptions,
+    now: impl Fn() -> DateTime<Utc> + Sync,
+) -> TargetReport {
+    gather_target_cached(t, opts, now, &mut TargetCache::default(), true).await
+}
+
+/// [`gather_target`] with a cache: listing only when `relist` (or nothing is
+/// cached), and conditional GETs for prefixes seen before.
+pub async fn gather_target_cached(
+    t: &OpenTarget,
+    opts: &GatherOptions,
+    now: impl Fn() -> DateTime<Utc> + Sync,
+    cache: &mut TargetCache,
+    relist: bool,
+) -> TargetReport {
+    let clock = FnClock(&now);
+    let plan = Plan {
+        schedule: None,
+        picked: None,
+        picked_order: Vec::new(),
+        focus: Default::default(),
+        index: 0,
+    };
+    gather_planned(t, opts, &clock, cache, relist, &plan, None).await;
+    report_from_cache(t, cache)
+}
+
+/// A wall clock given as a function (for [`gather_target_cached`]), as a
+/// [`Clock`] whose monotonic reading stands still: without a [`Schedule`]
+/// nothing is read by its due time.
+pub(super) struct FnClock<'a, F: Fn() -> DateTime<Utc> + Sync>(&'a F);
+
+impl<F: Fn() -> DateTime<Utc> + Sync> Clock for FnClock<'_, F> {
+    fn wall(&self) -> DateTime<Utc> {
+        (self.0)()
+    }
+    fn mono(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// One LEASE read in a gather.
+pub(super) struct Read {
+    pub(super) prefix: String,
+    pub(super) result: Result<Observed, StoreError>,
+    /// When the answer came (reader's wall and monotonic clocks).
+    pub(super) wall: DateTime<Utc>,
+    pub(super) mono: Duration,
+}
+
+/// A target's latest progress: its partial report, LEASEs read, prefixes
+/// known, listing complete.
+pub(super) type Partial = (TargetReport, usize, usize, bool);
+
+/// Where one target's partial reports go: (target index, report, LEASEs
+/// read, prefixes known, listing complete).
+pub(super) type TargetProgress<'a> = &'a (dyn Fn(usize, TargetReport, usize, usize, bool) + Sync);
+
+/// One gather of one target under `plan` (see [`Gatherer`]): the listing (or
+/// the cached one) and the reads run together, prefixes flowing from the one
+/// to the other as pages arrive; then the cache takes what was read. Returns
+/// what the report shows that changed, and how many requests were sent
+/// (LEASE reads, retries included, and listing pages).
+pub(super) async fn gather_planned(
+    t: &OpenTarget,
+    opts: &GatherOptions,
+    clock: &dyn Clock,
+    cache: &mut TargetCache,
+    relist: bool,
+    plan: &Plan,
+    progress: Option<TargetProgress<'_>>,
+) -> (Changes, usize) {
+    let store = t.store.as_ref();
+    let root = t.target.prefix().to_owned();
+    // A store known to be gone (a local directory moved away) fails this
+    // gather as a listing would, whatever is scheduled to be read.
+    if let Some(e) = store.unavailable() {
+        return (
+            Changes::whole(cache_failure(cache, format!("{}: {e}", store.describe()))),
+            0,
+        );
+    }
+
+    // Prefixes to read arrive from the listing (page by page) or the cache.
+    let (found_tx, found_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
+    // Without a new listing the rows are the cached ones, unchanged: the
+    // reads the plan wants are queued at once, and nothing is rebuilt
+    // (`Ok(None)`: the listing stands).
+    let reuse = !relist && cache.prefixes.is_some();
+    let initial = reuse.then(|| {
+        let mono = clock.mono();
+        match &plan.picked {
+            Some(_) => plan.picked_order.clone(),
+            None => cache
+                .known
+                .iter()
+                .filter(|p| plan.wants(p, cache.entries.get(*p), mono))
+                .cloned()
+                .collect(),
+        }
+    });
+    let mut pages = 0usize;
+    let listing = async {
+        if reuse {
+            drop(found_tx);
+            return Ok(None);
+        }
+        let mut send = |v: Vec<String>| {
+            pages += 1;
+            let _ = found_tx.send(v);
+        };
+        let r = discover_paged(store, &root, opts, &mut send).await;
+        // A listing deeper than one level sends once: count its pages.
+        if opts.depth != 1 {
+            pages = r.as_ref().map_or(1, |(p, _)| p.len() / 1000 + 1);
+        }
+        drop(found_tx);
+        r.map(Some)
+    };
+    let max = opts.concurrency.max(1);
+    let mut reads = Reads {
+        t,
+        opts,
+        clock,
+        plan,
+        root: &root,
+        cached: &cache.entries,
+        limit: cache.limit.unwrap_or(max).clamp(1, max),
+        max,
+        results: Vec::new(),
+        known: vec![root.clone()],
+        sent: 0,
+    };
+    let (listed, ()) = tokio::join!(listing, reads.run(found_rx, initial, progress));
+    let Reads {
+        limit,
+        results,
+        known,
+        sent,
+        ..
+    } = reads;
+    cache.limit = Some(limit);
+    let changed = match listed {
+        Ok(Some(listing)) => cache_reads(cache, plan, Some((listing, known)), results),
+        Ok(None) => cache_reads(cache, plan, None, results),
+        Err(e) => Changes::whole(cache_failure(cache, format!("{}: {e}", store.describe()))),
+    };
+    (changed, sent + pages)
+}
+
+/// What one gather of one target changed in what its report shows.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    /// More than rows: the listing, what it could not discover, the
+    /// target's own error, prefixes forgotten. Only a whole report shows it.
+    pub(super) whole: bool,
+    /// Prefixes whose reading changed (each once).
+    pub(super) rows: Vec<String>,
+}
+
+impl Changes {
+    pub(super) fn whole(changed: bool) -> Self {
+        Self {
+            whole: changed,
+            rows: Vec::new(),
+        }
+    }
+
+    pub(super) fn any(&self) -> bool {
+        self.whole || !self.rows.is_empty()
+    }
+}
+
+/// Records in `cache` that the target could not be gathered (`error`, a
+/// sentence naming the store). Returns whether that is news.
+pub(super) fn cache_failure(cache: &mut TargetCache, error: String) -> bool {
+    let changed = cache.error.as_deref() != Some(error.as_str());
+    cache.prefixes = None;
+    cache.error = Some(error);
+    changed
+}
+
+/// Keeps in `cache` what one gather found: the new listing if there was one
+/// (`listed`: the prefixes, what it could not discover, and the rows
+/// `known`; `None`: the cached one stands), and each LEASE read with when it
+/// is due again; forgets prefixes no longer listed. Returns what the report
+/// shows that changed.
+pub(super) fn cache_reads(
+    cache: &mut TargetCache,
+    plan: &Plan,
+    listed: Option<(Listed, Vec<String>)>,
+    results: Vec<Read>,
+) -> Changes {
+    let mut changed = cache.error.take().is_some();
+    if let Some(((listed, listing_errors), known)) = listed {
+        changed |= cache.prefixes.as_ref() != Some(&listed)
+            || cache.listing_errors != listing_errors
+            || cache.known.is_empty();
+        cache.prefixes = Some(listed);
+        cache.listing_errors = listing_errors;
+        // Keep what was read, for the next gather; forget prefixes no longer listed.
+        let keep: HashSet<&String> = known.iter().collect();
+        let before = cache.entries.len();
+        cache.entries.retain(|p, _| keep.contains(p));
+        changed |= cache.entries.len() != before;
+        cache.known = known;
+    }
+    let mut rows = Vec::new();
+    for Read {
+        prefix: p,
+        result,
+        wall,
+        mono,
+    } in results
+    {
+        let result = result.map_err(|e| e.to_string());
+        let (due, near_expiry) = match plan.schedule {
+            Some(s) => s.next_due(&result, wall, mono),
+            None => (Duration::ZERO, false),
+        };
+        if cache
+            .entries
+            .get(&p)
+            .is_none_or(|old| !same_reading(&old.result, &result))
+        {
+            rows.push(p.clone());
+        }
+        cache.entries.insert(
+            p,
+            Entry {
+                result: Box::new(result),
+                read_at: wall,
+                read_mono: mono,
+                due,
+                near_expiry,
+            },
+        );
+    }
+    // A prefix read twice in one gather (a throttled read given up, then
+    // read again) is named once.
+    rows.sort_unstable();
+    rows.dedup();
+    Changes {
+        whole: changed,
+        rows,
+    }
+}
+
+/// The LEASE reads of one gather of one target: what to read, how many at
+/// once, and what was read so far.
+pub(super) struct Reads<'a> {
+    pub(super) t: &'a OpenTarget,
+    pub(super) opts: &'a GatherOptions,
+    pub(super) clock: &'a dyn Clock,
+    pub(super) plan: &'a Plan,
+    /// The target's own prefix.
+    pub(super) root: &'a str,
+    /// The previous gather's readings (for conditional GETs and the plan).
+    pub(super) cached: &'a BTreeMap<String, Entry>,
+    /// Requests in flight allowed now (halved on `SlowDown`, raised again one
+    /// at a time, at most `max`).
+    pub(super) limit: usize,
+    pub(super) max: usize,
+    /// Reads done, throttled ones given up included.
+    pub(super) results: Vec<Read>,
+    /// The root, then every prefix the listing gave so far.
+    pub(super) known: Vec<String>,
+    /// Requests sent (retries included).
+    pub(super) sent: usize,
+}
+
+impl Reads<'_> {
+    /// Reads every LEASE the plan wants, the root's first, then each listed
+    /// prefix's as `found` names it, at most `limit` at once; a throttled
+    /// read is sent again after a back-off, with half as many in flight.
+    /// Reports the rows read so far to `progress` every [`PROGRESS_EVERY`].
+    pub(super) async fn run(
+        &mut self,
+        mut found: tokio::sync::mpsc::UnboundedReceiver<Vec<String>>,
+        initial: Option<Vec<String>>,
+        progress: Option<TargetProgress<'_>>,
+    ) {
+        let (store, opts, cached) = (self.t.store.as_ref(), self.opts, self.cached);
+        let mut queue: VecDeque<(String, u32)> = VecDeque::new();
+        // `initial`: the reads of a gather on the cached listing, root
+        // included; nothing comes from `found`.
+        let mut listed = initial.is_some();
+        match initial {
+            Some(v) => queue.extend(v.into_iter().map(|p| (p, 0))),
+            None => {
+                if self
+                    .plan
+                    .wants(self.root, cached.get(self.root), self.clock.mono())
+                {
+                    queue.push_back((self.root.to_owned(), 0));
+                }
+            }
+        }
+        let mut inflight = FuturesUnordered::new();
+        let mut successes = 0usize;
+        let mut last_progress = std::time::Instant::now();
+        let mut reported = false;
+        let read = |p: String, tries: u32| {
+            let cached = cached.get(&p).and_then(|e| (*e.result).as_ref().ok());
+            async move {
+                if tries > 0 {
+                    tokio::time::sleep(throttle_backoff(tries - 1)).await;
+                }
+                let what = format!("reading {} {}", store.describe(), lease_key(&p));
+                let r = timed(
+                    opts.request_timeout,
+                    &what,
+                    observe_cached(store, &p, cached),
+                )
+                .await;
+                (p, tries, r)
+            }
+        };
+        loop {
+            while inflight.len() < self.limit {
+                let Some((p, tries)) = queue.pop_front() else {
+                    break;
+                };
+                self.sent += 1;
+                inflight.push(read(p, tries));
+            }
+            tokio::select! {
+                biased;
+                more = found.recv(), if !listed => match more {
+                    Some(v) => self.found(v, &mut queue),
+                    None => listed = true,
+                },
+                done = inflight.next(), if !inflight.is_empty() => {
+                    let Some((p, tries, r)) = done else { continue };
+                    self.done(p, tries, r, &mut queue, &mut successes);
+                    if let Some(report) = progress {
+                        // The first screenful at once; then every
+                            // PROGRESS_EVERY, spaced out as rows pile up (each
+                            // report holds every row read so far: evenly
+                            // spaced, their cost would grow with the square
+                            // of the rows).
+                            let n = self.results.len();
+                            let every = PROGRESS_EVERY * (1 + (n / PROGRESS_ROWS_PER_STEP) as u32);
+                            let first_screen = !reported && n >= FIRST_REPORT_ROWS;
+                            if first_screen || last_progress.elapsed() >= every {
+                            reported = true;
+                            last_progress = std::time::Instant::now();
+                            self.report(report, listed);
+                        }
+                    }
+                },
+                else => break,
+            }
+        }
+    }
+
+    /// Prefixes the listing found: known rows, queued when the plan wants them.
+    pub(super) fn found(&mut self, prefixes: Vec<String>, queue: &mut VecDeque<(String, u32)>) {
+        let mono = self.clock.mono();
+        for p in prefixes {
+            if p == self.root {
+                continue;
+            }
+            if self.plan.wants(&p, self.cached.get(&p), mono) {
+                queue.push_back((p.clone(), 0));
+            }
+            self.known.push(p);
+        }
+    }
+
+    /// One read answered (`tries` retries in): a throttled one is queued again
+    /// and halves the limit; others are kept, and `limit` successes in a row
+    /// raise the limit by one.
+    pub(super) fn done(
+        &mut self,
+        p: String,
+        tries: u32,
+        r: Result<Observed, StoreError>,
+        queue: &mut VecDeque<(String, u32)>,
+        successes: &mut usize,
+    ) {
+        match r {
+            Err(e) if e.is_throttle() && tries < THROTTLE_RETRIES => {
+                // The service asks to slow down: half as many at
+                // once, and this one again after a back-off.
+                self.limit = (self.limit / 2).max(1);
+                *successes = 0;
+                queue.push_back((p, tries + 1));
+            }
+            r => {
+                if r.is_ok() {
+                    *successes += 1;
+                    if *successes >= self.limit && self.limit < self.max {
+                        self.limit += 1;
+                        *successes = 0;
+                    }
+                }
+                self.results.push(Read {
+                    prefix: p,
+                    result: r,
+                    wall: self.clock.wall(),
+                    mono: self.clock.mono(),
+                });
+            }
+        }
+    }
+
+    /// Sends the rows read so far, with the cached others, to `report`.
+    pub(super) fn report(&self, report: TargetProgress<'_>, listed: bool) {
+        let partial = assemble(
+            self.t,
+            self.root,
+            self.cached,
+            &self.results,
+            &self.known,
+            &[],
+            true,
+            true,
+        );
+        report(
+            self.plan.index,
+            partial,
+            self.results.len(),
+            self.known.len(),
+            listed,
+        );
+    }
+}
+
+/// Whether two readings of one LEASE show the same thing: the same object
+/// (ETag), both absent, or the same error.
+pub(super) fn same_reading(a: &Result<Observed, String>, b: &Result<Observed, String>) -> bool {
+    match (a, b) {
+        (Ok(Observed::Absent), Ok(Observed::Absent)) => true,
+        (Ok(x @ Observed::Present { .. }), Ok(y @ Observed::Present { .. })) => {
+            x.etag().is_some() && x.etag() == y.etag()
+        }
+        (Err(x), Err(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// The report of one target from what its cache holds after a gather.
+pub(super) fn report_from_cache(t: &OpenTarget, cache: &TargetCache) -> TargetReport {
+    if let Some(e) = &cache.error {
+        let mut report = empty_report(t);
+        report.error = Some(e.clone());
+        return report;
+    }
+    assemble(
+        t,
+        t.target.prefix(),
+        &cache.entries,
+        &[],
+        &cache.known,
+        &cache.listing_errors,
+        true,
+        false,
+    )
+}
+
+pub(super) fn empty_report(t: &OpenTarget) -> TargetReport {
+    let info = t.store.endpoint_info();
+    TargetReport {
+        url: t.target.to_string(),
+        endpoint: t.endpoint.clone(),
+        endpoint_url: info.url,
+        region: info.region,
+        addressing_style: info.addressing_style,
+        bucket: t.target.bucket().map(str::to_owned),
+        error: None,
+        errors: Vec::new(),
+        prefixes: Vec::new(),
+        server_offset_s: None,
+        server_offset_error_s: None,
+        server_clock_note: None,
+    }
+}
+
+/// The report of one target from this gather's reads and, for rows not read
+/// this time, the cached ones (`partial`: rows not read yet and never read
+/// before are left out instead of shown from nothing), with what the
+/// listing could not discover (`listing_errors`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn assemble(
+    t: &OpenTarget,
+    root: &str,
+    cached: &BTreeMap<String, Entry>,
+    fresh: &[Read],
+    known: &[String],
+    listing_errors: &[PrefixError],
+    include_cached: bool,
+    partial: bool,
+) -> TargetReport {
+    let store = t.store.as_ref();
+    let mut report = empty_report(t);
+    let mut rows: BTreeMap<&str, (Result<&Observed, String>, DateTime<Utc>)> = BTreeMap::new();
+    for r in fresh {
+        rows.insert(
+            &r.prefix,
+            (r.result.as_ref().map_err(|e| e.to_string()), r.wall),
+        );
+    }
+    if include_cached || partial {
+        for p in known {
+            if rows.contains_key(p.as_str()) {
+                continue;
+            }
+            if let Some(e) = cached.get(p) {
+                rows.insert(p, ((*e.result).as_ref().map_err(|s| s.clone()), e.read_at));
+            }
+        }
+    }
+    let mut root_error = None;
+    for (p, (r, at)) in rows {
+        match r {
+            Ok(Observed::Absent) if p == root => {}
+            Ok(obs) => {
+                report
+                    .prefixes
+                    .push(PrefixReport::new(p.to_owned(), obs.clone(), at));
+            }
+            Err(e) => {
+                if p == root {
+                    root_error = Some(e.clone());
+                }
+                report.errors.push(PrefixError {
+                    prefix: p.to_owned(),
+                    error: e,
+                });
+            }
+        }
+    }
+    // If the root itself failed for a reason other than a missing key while
+    // nothing else was found, the target as a whole could not be gathered.
+    if !partial && report.prefixes.is_empty() && report.errors.len() == 1 && root_error.is_some() {
+        let e = report.errors.remove(0);
+        report.error = Some(format!("{}: {}", store.describe(), e.error));
+    }
+    report.errors.extend_from_slice(listing_errors);
+    report.errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    report
+}
+
+/// A listing's prefixes and what it could not discover.
+pub(super) type Listed = (Vec<String>, Vec<PrefixError>);
+
+/// Time between two progress reports of one gather (while fewer than
+/// [`PROGRESS_ROWS_PER_STEP`] rows are read; twice as long up to twice that,
+/// and so on).
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// Rows read per step of the growing time between two progress reports.
+pub const PROGRESS_ROWS_PER_STEP: usize = 2500;
+
+/// Rows read when the first progress report goes, without waiting for
+/// [`PROGRESS_EVERY`]: a screenful.
+pub(super) const FIRST_REPORT_ROWS: usize = 64;

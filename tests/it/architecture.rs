@@ -1,0 +1,650 @@
+//! The layer rules of ARCHITECTURE.md, checked over the source: every
+//! `crate::…`, `super::…`, `self::…` and relative path in `src/` is resolved to
+//! the file that defines it, and the test fails on
+//!
+//! - an arrow up between layers (a module using one on a higher floor),
+//! - an import loop between the files of one folder,
+//! - `crate::cli` used below the front ends,
+//! - a second module named `app`.
+//!
+//! `LEASECTL_PRINT_GRAPH=1` prints every edge between files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The floors of ARCHITECTURE.md, bottom first. A module may use its own floor
+/// (without a loop between top-level modules) and the ones below.
+const LAYERS: &[&[&str]] = &[
+    &["clock", "text", "exit", "logfile", "stdout", "runtime"],
+    &["store"],
+    &["values", "target"],
+    &["bucket"],
+    &["supervise"],
+    &["takeover", "audit"],
+    &["writer"],
+    &["snapshot"],
+    &["monitor"],
+    &["tui"],
+    &["cli", "config", "setup", "commands", "demo", "main"],
+];
+
+/// The modules that may use `crate::cli`: the front ends that parse or wire
+/// the command line.
+const CLI_USERS: &[&str] = &["cli", "commands", "setup", "main"];
+
+fn layer_of(top: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&top))
+}
+
+/// Source text with comments removed and string and char contents blanked, so
+/// that braces and paths are found only in code.
+fn code_only(src: &str) -> String {
+    let b: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            continue;
+        }
+        // Raw strings: r"…", r#"…"#, br#"…"#.
+        if c == 'r' && (next == Some('"') || next == Some('#')) {
+            let prev_ident = i > 0 && (b[i - 1].is_alphanumeric() || b[i - 1] == '_');
+            let prev_b = i > 0 && b[i - 1] == 'b' && !(i > 1 && b[i - 2].is_alphanumeric());
+            if !prev_ident || prev_b {
+                let mut j = i + 1;
+                let mut hashes = 0;
+                while b.get(j) == Some(&'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                if b.get(j) == Some(&'"') {
+                    j += 1;
+                    'raw: while j < b.len() {
+                        if b[j] == '"' {
+                            let mut k = 0;
+                            while k < hashes && b.get(j + 1 + k) == Some(&'#') {
+                                k += 1;
+                            }
+                            if k == hashes {
+                                j += 1 + hashes;
+                                break 'raw;
+                            }
+                        }
+                        j += 1;
+                    }
+                    out.push_str("\"\"");
+                    i = j;
+                    continue;
+                }
+            }
+        }
+        if c == '"' {
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+            continue;
+        }
+        if c == '\'' {
+            // A char literal ('x', '\n', '\u{1F}') or a lifetime ('a).
+            if next == Some('\\') {
+                let mut j = i + 2;
+                while j < b.len() && b[j] != '\'' {
+                    j += 1;
+                }
+                i = j + 1;
+                out.push_str("' '");
+                continue;
+            }
+            if b.get(i + 2) == Some(&'\'') {
+                i += 3;
+                out.push_str("' '");
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// A source file as a module: `src/a/b.rs` is `a::b`, `src/a/mod.rs` is `a`.
+struct File {
+    path: PathBuf,
+    module: Vec<String>,
+    code: String,
+}
+
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if parts.last().map(String::as_str) == Some("mod") || parts == ["lib"] {
+        parts.pop();
+    }
+    parts
+}
+
+fn collect(dir: &Path, root: &Path, out: &mut Vec<File>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            collect(&p, root, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            let rel = p.strip_prefix(root).unwrap();
+            let src = std::fs::read_to_string(&p).unwrap();
+            out.push(File {
+                module: module_of(rel),
+                path: rel.to_owned(),
+                code: code_only(&src),
+            });
+        }
+    }
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The paths of a `use` tree such as `crate::{a::b, c::{d, e as f}}`.
+fn expand_use(tree: &str) -> Vec<Vec<String>> {
+    fn split_top(s: &str) -> Vec<&str> {
+        let (mut depth, mut start, mut out) = (0, 0, Vec::new());
+        for (i, c) in s.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(&s[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(&s[start..]);
+        out
+    }
+    let tree = tree.trim();
+    let mut out = Vec::new();
+    if let Some(open) = tree.find('{') {
+        let prefix = tree[..open].trim().trim_end_matches("::");
+        let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+        for part in split_top(inner) {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            for mut sub in expand_use(part) {
+                let mut p: Vec<String> = prefix
+                    .split("::")
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if sub.first().map(String::as_str) == Some("self") {
+                    sub.remove(0);
+                }
+                p.extend(sub);
+                out.push(p);
+            }
+        }
+    } else {
+        // `a::b::c as d`: the path is the first word.
+        let leaf = tree.split_whitespace().next().unwrap_or("");
+        out.push(
+            leaf.split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        );
+    }
+    out
+}
+
+/// Every path a file names, with the inline module it is named from.
+fn paths_in(code: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut inline: Vec<(String, i32)> = Vec::new();
+    let mut depth = 0i32;
+    let mut pending_mod: Option<String> = None;
+    let mut i = 0;
+    let word_at = |i: usize, w: &str| -> bool {
+        let wc: Vec<char> = w.chars().collect();
+        chars.len() >= i + wc.len()
+            && chars[i..i + wc.len()] == wc[..]
+            && (i == 0 || !is_ident(chars[i - 1]))
+            && chars.get(i + wc.len()).is_none_or(|c| !is_ident(*c))
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '{' {
+            depth += 1;
+            if let Some(m) = pending_mod.take() {
+                inline.push((m, depth));
+            }
+            i += 1;
+            continue;
+        }
+        if c == '}' {
+            if inline.last().is_some_and(|(_, d)| *d == depth) {
+                inline.pop();
+            }
+            depth -= 1;
+            i += 1;
+            continue;
+        }
+        if c == ';' {
+            pending_mod = None;
+        }
+        let scope: Vec<String> = inline.iter().map(|(m, _)| m.clone()).collect();
+        if word_at(i, "mod") {
+            let rest: String = chars[i + 3..].iter().take(80).collect();
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| is_ident(*c))
+                .collect();
+            let after = rest.trim_start()[name.len()..].trim_start().chars().next();
+            if after == Some('{') {
+                pending_mod = Some(name);
+            }
+            i += 3;
+            continue;
+        }
+        if word_at(i, "use") {
+            let end = chars[i..]
+                .iter()
+                .position(|c| *c == ';')
+                .map_or(chars.len(), |p| i + p);
+            let tree: String = chars[i + 3..end].iter().collect();
+            for p in expand_use(&tree) {
+                out.push((p, scope.clone()));
+            }
+            i = end;
+            continue;
+        }
+        for root in ["crate::", "super::", "self::"] {
+            if word_at(i, root.trim_end_matches(':'))
+                && chars[i..].starts_with(&root.chars().collect::<Vec<_>>()[..])
+            {
+                let mut j = i;
+                let mut segs = Vec::new();
+                loop {
+                    let s: String = chars[j..].iter().take_while(|c| is_ident(**c)).collect();
+                    if s.is_empty() {
+                        break;
+                    }
+                    j += s.chars().count();
+                    segs.push(s);
+                    if chars.get(j) == Some(&':') && chars.get(j + 1) == Some(&':') {
+                        j += 2;
+                    } else {
+                        break;
+                    }
+                }
+                out.push((segs, scope.clone()));
+                i = j;
+                break;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+struct Graph {
+    files: Vec<File>,
+    /// (from file index, to file index, item named in the target, if any).
+    edges: BTreeSet<(usize, usize, Option<String>)>,
+}
+
+fn build() -> Graph {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&root, &root, &mut files);
+    let by_module: BTreeMap<Vec<String>, usize> = files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.path != Path::new("main.rs"))
+        .map(|(i, f)| (f.module.clone(), i))
+        .collect();
+    let mut edges = BTreeSet::new();
+    for (fi, f) in files.iter().enumerate() {
+        // main.rs is its own crate: `leasectl::…` is the library's `crate::…`.
+        let is_main = f.path == Path::new("main.rs");
+        for (path, scope) in paths_in(&f.code) {
+            let Some(first) = path.first() else { continue };
+            let mut here: Vec<String> = if is_main {
+                Vec::new()
+            } else {
+                f.module.clone()
+            };
+            here.extend(scope.iter().cloned());
+            let abs: Vec<String> = match first.as_str() {
+                "crate" if !is_main => path[1..].to_vec(),
+                "leasectl" if is_main => path[1..].to_vec(),
+                "super" => {
+                    let mut base = here.clone();
+                    let mut k = 0;
+                    while path.get(k).map(String::as_str) == Some("super") {
+                        base.pop();
+                        k += 1;
+                    }
+                    base.extend(path[k..].iter().cloned());
+                    base
+                }
+                "self" => {
+                    let mut base = here.clone();
+                    base.extend(path[1..].iter().cloned());
+                    base
+                }
+                _ => {
+                    let mut rel = here.clone();
+                    rel.push(first.clone());
+                    if by_module.contains_key(&rel) {
+                        rel.extend(path[1..].iter().cloned());
+                        rel
+                    } else {
+                        continue;
+                    }
+                }
+            };
+            // The longest prefix that is a file.
+            let mut k = abs.len();
+            let target = loop {
+                if let Some(t) = by_module.get(&abs[..k]) {
+                    break Some(*t);
+                }
+                if k == 0 {
+                    break None;
+                }
+                k -= 1;
+            };
+            let Some(t) = target else { continue };
+            if t == fi || files[t].module.is_empty() {
+                continue;
+            }
+            let item = abs.get(k).filter(|s| s.as_str() != "*").cloned();
+            edges.insert((fi, t, item));
+        }
+    }
+    Graph { files, edges }
+}
+
+fn name(f: &File) -> String {
+    f.path.display().to_string()
+}
+
+/// Loops between the files of one folder (strongly connected components of
+/// more than one file), by Tarjan's algorithm.
+fn loops(n: usize, adj: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
+    struct T<'a> {
+        adj: &'a [BTreeSet<usize>],
+        index: Vec<Option<usize>>,
+        low: Vec<usize>,
+        on: Vec<bool>,
+        stack: Vec<usize>,
+        next: usize,
+        out: Vec<Vec<usize>>,
+    }
+    fn visit(t: &mut T, v: usize) {
+        t.index[v] = Some(t.next);
+        t.low[v] = t.next;
+        t.next += 1;
+        t.stack.push(v);
+        t.on[v] = true;
+        for &w in t.adj[v].clone().iter() {
+            if t.index[w].is_none() {
+                visit(t, w);
+                t.low[v] = t.low[v].min(t.low[w]);
+            } else if t.on[w] {
+                t.low[v] = t.low[v].min(t.index[w].unwrap());
+            }
+        }
+        if Some(t.low[v]) == t.index[v] {
+            let mut c = Vec::new();
+            loop {
+                let w = t.stack.pop().unwrap();
+                t.on[w] = false;
+                c.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            if c.len() > 1 {
+                t.out.push(c);
+            }
+        }
+    }
+    let mut t = T {
+        adj,
+        index: vec![None; n],
+        low: vec![0; n],
+        on: vec![false; n],
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in 0..n {
+        if t.index[v].is_none() {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// Every breach of the layer rules, one sentence each.
+fn breaches(g: &Graph) -> Vec<String> {
+    let mut out = Vec::new();
+    let top = |f: &File| -> String {
+        if f.path == Path::new("main.rs") {
+            "main".to_owned()
+        } else {
+            f.module.first().cloned().unwrap_or_default()
+        }
+    };
+    let print = std::env::var_os("LEASECTL_PRINT_GRAPH").is_some();
+    let mut folder_adj = vec![BTreeSet::new(); g.files.len()];
+    let mut top_adj: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, b, item) in &g.edges {
+        let (fa, fb) = (&g.files[*a], &g.files[*b]);
+        if print {
+            eprintln!(
+                "{} -> {} {}",
+                name(fa),
+                name(fb),
+                item.as_deref().unwrap_or("")
+            );
+        }
+        let (ta, tb) = (top(fa), top(fb));
+        if ta != tb {
+            match (layer_of(&ta), layer_of(&tb)) {
+                (Some(la), Some(lb)) if lb > la => out.push(format!(
+                    "arrow up: {} (floor {la}) uses {}{} (floor {lb})",
+                    name(fa),
+                    name(fb),
+                    item.as_deref()
+                        .map(|i| format!("::{i}"))
+                        .unwrap_or_default()
+                )),
+                (None, _) => out.push(format!("{ta} is on no floor of LAYERS")),
+                (_, None) => out.push(format!("{tb} is on no floor of LAYERS")),
+                _ => {}
+            }
+            top_adj.entry(ta.clone()).or_default().insert(tb.clone());
+            if tb == "cli" && !CLI_USERS.contains(&ta.as_str()) {
+                let s = format!("{} uses crate::cli below the front ends", name(fa));
+                if !out.contains(&s) {
+                    out.push(s);
+                }
+            }
+            continue;
+        }
+        // Inside one folder, a folder's `mod.rs` is its base (the vocabulary
+        // and entry points its files share): a file may use its ancestors'
+        // items; loops are looked for between the other files.
+        if fb.module.len() < fa.module.len() && fa.module.starts_with(&fb.module) {
+            continue;
+        }
+        folder_adj[*a].insert(*b);
+    }
+    for c in loops(g.files.len(), &folder_adj) {
+        let mut names: Vec<String> = c.iter().map(|i| name(&g.files[*i])).collect();
+        names.sort();
+        out.push(format!("import loop: {}", names.join(" <-> ")));
+    }
+    let tops: Vec<String> = top_adj.keys().cloned().collect();
+    let idx = |t: &str| tops.iter().position(|x| x == t);
+    let mut adj = vec![BTreeSet::new(); tops.len()];
+    for (a, bs) in &top_adj {
+        for b in bs {
+            if let (Some(i), Some(j)) = (idx(a), idx(b)) {
+                adj[i].insert(j);
+            }
+        }
+    }
+    for c in loops(tops.len(), &adj) {
+        let mut names: Vec<&str> = c.iter().map(|i| tops[*i].as_str()).collect();
+        names.sort();
+        out.push(format!(
+            "loop between top-level modules: {}",
+            names.join(" <-> ")
+        ));
+    }
+    let apps: Vec<String> = g
+        .files
+        .iter()
+        .filter(|f| f.module.last().map(String::as_str) == Some("app"))
+        .map(name)
+        .collect();
+    if apps.len() > 1 {
+        out.push(format!(
+            "more than one module named app: {}",
+            apps.join(", ")
+        ));
+    }
+    out
+}
+
+#[test]
+fn layers_hold() {
+    let g = build();
+    assert!(
+        g.edges.len() > 200,
+        "the scan found only {} edges: is it reading src/?",
+        g.edges.len()
+    );
+    let b = breaches(&g);
+    assert!(
+        b.is_empty(),
+        "{} breaches of ARCHITECTURE.md's layer rules:\n{}",
+        b.len(),
+        b.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_an_arrow_up_and_a_loop_and_no_string() {
+    // The checker itself: a planted graph with one breach of each kind.
+    let file = |p: &str, code: &str| File {
+        path: PathBuf::from(p),
+        module: module_of(Path::new(p)),
+        code: code_only(code),
+    };
+    let files = vec![
+        file(
+            "store/mod.rs",
+            "pub fn helper() {}\npub use a::Thing;\nmod a;",
+        ),
+        file(
+            "store/a.rs",
+            "use super::helper;\nuse crate::store::b::B;\npub struct Thing;",
+        ),
+        file(
+            "store/b.rs",
+            "use super::a::Thing; // \"crate::tui\" in a comment\npub struct B;",
+        ),
+        file("tui/mod.rs", "pub struct T;"),
+        file(
+            "bucket/mod.rs",
+            "fn f() { let _ = crate::tui::T; let s = \"crate::cli\"; }",
+        ),
+    ];
+    let by: BTreeMap<Vec<String>, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.module.clone(), i))
+        .collect();
+    let mut edges = BTreeSet::new();
+    for (fi, f) in files.iter().enumerate() {
+        for (p, _) in paths_in(&f.code) {
+            let abs: Vec<String> = match p[0].as_str() {
+                "crate" => p[1..].to_vec(),
+                "super" => {
+                    let mut b = f.module.clone();
+                    b.pop();
+                    b.extend(p[1..].iter().cloned());
+                    b
+                }
+                _ => continue,
+            };
+            let mut k = abs.len();
+            while k > 0 && !by.contains_key(&abs[..k]) {
+                k -= 1;
+            }
+            if let Some(t) = by.get(&abs[..k]).filter(|t| **t != fi) {
+                edges.insert((fi, *t, abs.get(k).cloned()));
+            }
+        }
+    }
+    let b = breaches(&Graph { files, edges });
+    let joined = b.join("\n");
+    assert!(
+        joined.contains("arrow up: bucket/mod.rs (floor 3) uses tui/mod.rs::T"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("import loop: store/a.rs <-> store/b.rs"),
+        "{joined}"
+    );
+    assert!(
+        !joined.contains("cli"),
+        "a string is not an import: {joined}"
+    );
+    assert_eq!(b.len(), 2, "{joined}");
+}

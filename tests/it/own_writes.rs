@@ -1,0 +1,373 @@
+//! A record is adopted as our own only on proof (issue 37, items 1, 4 and 5):
+//! two processes under one instance id, answers without an ETag with a
+//! stranger writing right behind, and a takeover whose answer was lost before
+//! the client's retry was refused. Real servers (moto, the local store), a
+//! fault proxy, real `leasectl bucket hold` processes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::hold::{stamps, tagged_writer, wait_for_lines, Hold};
+use crate::common::proxy::{Mode, Proxy};
+use crate::common::*;
+use chrono::Utc;
+use leasectl::audit::{AuditLog, AuditTarget};
+use leasectl::bucket::{
+    BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Observed, Released,
+};
+use leasectl::clock::{SharedClock, SystemClock};
+use leasectl::store::local::LocalStore;
+use leasectl::store::{ObjectStore, PutCondition};
+use leasectl::takeover::{takeover, TakeoverRequest, Then};
+
+fn sys() -> SharedClock {
+    SystemClock::shared()
+}
+
+fn cfg(ttl_s: u64) -> LeaseConfig {
+    LeaseConfig {
+        ttl_s,
+        exclusion: Exclusion::Conditional,
+        ..LeaseConfig::default()
+    }
+}
+
+async fn moto_proxied(test: &str) -> (Arc<dyn ObjectStore>, Proxy, String, String) {
+    let (endpoint, bucket) = Server::Moto(Moto::Conditional).bucket(test).await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    (
+        s3_store(&proxy.endpoint(), &bucket),
+        proxy,
+        endpoint,
+        bucket,
+    )
+}
+
+async fn stored(store: &dyn ObjectStore) -> Option<(LeaseRecord, String)> {
+    let out = store.get("db/LEASE", None).await.ok()?;
+    Some((
+        LeaseRecord::parse(&out.body, out.meta.size).ok()?,
+        out.meta.etag.unwrap_or_default(),
+    ))
+}
+
+fn record(id: &str) -> LeaseRecord {
+    let now = Utc::now();
+    LeaseRecord {
+        instance_id: id.to_owned(),
+        acquired_at: now - chrono::Duration::seconds(1),
+        renewed_at: now,
+        ttl_s: 30,
+        generation: Some(1),
+    }
+}
+
+/// A second process under the same instance id is refused while the first
+/// one's lease is fresh; a record naming our id that we did not write (the
+/// second process got in) is a lost lease at our next renewal, never adopted.
+async fn same_instance_id_is_refused_and_never_adopted(store: Arc<dyn ObjectStore>) {
+    let mut first = BucketLease::acquire_as(
+        store.clone(),
+        sys(),
+        "db/",
+        "same-id",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap();
+    let err = BucketLease::acquire_as(
+        store.clone(),
+        sys(),
+        "db/",
+        "same-id",
+        cfg(30),
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, LeaseError::SameInstanceId { .. }),
+        "the second process under the id was let in: {err}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("same instance id"), "{msg}");
+    assert!(msg.contains("--instance-id"), "{msg}");
+    first
+        .renew()
+        .await
+        .expect("the first holder renews as before");
+    // The other process's record, named as ours (it got in some other way).
+    let (_, etag) = stored(store.as_ref()).await.unwrap();
+    store
+        .put(
+            "db/LEASE",
+            record("same-id").to_body(),
+            PutCondition::IfMatch(etag),
+        )
+        .await
+        .unwrap();
+    match first.renew().await {
+        Err(LeaseError::Lost { by: Some(r), .. }) => assert_eq!(r.instance_id, "same-id"),
+        other => panic!("a record naming our id but not written by us was adopted: {other:?}"),
+    }
+    assert!(!first.may_write());
+    // And its release does not delete the other process's lease.
+    let before = store.get("db/LEASE", None).await.unwrap().body;
+    let released = first.release().await.unwrap();
+    assert!(matches!(released, Released::NotOurs(_)), "{released:?}");
+    let after = store.get("db/LEASE", None).await.unwrap().body;
+    assert_eq!(after, before, "the other process's record was touched");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn same_instance_id_is_refused_and_never_adopted_local() {
+    let dir = tempfile::tempdir().unwrap();
+    same_instance_id_is_refused_and_never_adopted(Arc::new(LocalStore::open(dir.path()).unwrap()))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn same_instance_id_is_refused_and_never_adopted_moto() {
+    let (endpoint, bucket) = Server::Moto(Moto::Conditional).bucket("same-id").await;
+    same_instance_id_is_refused_and_never_adopted(s3_store(&endpoint, &bucket)).await
+}
+
+/// `bucket hold --instance-id same` twice, a second apart: the second is
+/// refused (exit 4, its command never runs, the sentence says why) while the
+/// first runs its command to the end; on the local store and on moto, five
+/// rounds each.
+async fn two_holds_under_one_id(endpoint: &str, url_of: impl Fn(usize) -> String) {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url_of(round);
+        let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+        let hold = |name: &str, log: &Path, lines: u32| {
+            Hold::spawn(
+                dir.path(),
+                name,
+                endpoint,
+                &url,
+                &["--ttl", "6s", "--instance-id", "sameid", "--wait", "0s"],
+                &tagged_writer(log, name, false, Some(lines)),
+                &[],
+            )
+        };
+        let mut a = hold("a", &log_a, 25);
+        wait_for_lines(&log_a, 1, Duration::from_secs(20)).await;
+        let mut b = hold("b", &log_b, 5);
+        let code_b = b.exit_code(Duration::from_secs(30)).await;
+        let code_a = a.exit_code(Duration::from_secs(30)).await;
+        assert_eq!(
+            code_b,
+            Some(4),
+            "round {round}: the second hold: {}",
+            b.stderr()
+        );
+        assert!(
+            b.stderr().contains("same instance id"),
+            "round {round}: {}",
+            b.stderr()
+        );
+        assert!(
+            stamps(&log_b).is_empty(),
+            "round {round}: the second command ran under the first's lease"
+        );
+        assert_eq!(code_a, Some(0), "round {round}: {}", a.stderr());
+        assert_eq!(stamps(&log_a).len(), 25, "round {round}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_holds_under_one_instance_id_local() {
+    let root = tempfile::tempdir().unwrap();
+    let base = format!("file://{}", root.path().display());
+    two_holds_under_one_id("http://127.0.0.1:9", |r| {
+        std::fs::create_dir_all(root.path().join(format!("db{r}"))).unwrap();
+        format!("{base}/db{r}/")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_holds_under_one_instance_id_moto() {
+    let (endpoint, bucket) = Server::Moto(Moto::Conditional).bucket("two-holds").await;
+    two_holds_under_one_id(&endpoint, |r| format!("s3://{bucket}/db{r}/")).await;
+}
+
+/// A renewal answered without an ETag reads back; a stranger's record written
+/// right after ours landed is a lost lease, not an ETag to adopt. Without the
+/// stranger the read-back finds our own body and the lease goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_without_etag_never_adopts_a_strangers_record() {
+    let (store, proxy, endpoint, bucket) = moto_proxied("no-etag-renew").await;
+    // The intruder writes straight to the server, not through the proxy.
+    let direct = s3_store(&endpoint, &bucket);
+    let mut lease =
+        BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+            .await
+            .unwrap();
+    proxy.strip_put_etags(None);
+    lease.renew().await.expect("our own body read back");
+    let (rec, etag) = stored(store.as_ref()).await.unwrap();
+    assert_eq!(
+        (rec.instance_id.as_str(), etag.as_str()),
+        (lease.record().instance_id.as_str(), lease.etag())
+    );
+    for round in 0..5 {
+        // Stale, so that a new holder may take it over after the round.
+        let mut intruder = record(&format!("intruder-{round}"));
+        intruder.renewed_at -= chrono::Duration::seconds(60);
+        intruder.acquired_at -= chrono::Duration::seconds(60);
+        proxy.strip_put_etags(Some((direct.clone(), intruder.to_body())));
+        match lease.renew().await {
+            Err(LeaseError::Lost { by: Some(r), .. }) => {
+                assert_eq!(r.instance_id, intruder.instance_id)
+            }
+            other => panic!("round {round}: the intruder's ETag was adopted: {other:?}"),
+        }
+        assert!(!lease.may_write());
+        let (rec, _) = stored(store.as_ref()).await.unwrap();
+        assert_eq!(
+            rec.instance_id, intruder.instance_id,
+            "the intruder's record stays"
+        );
+        proxy.clear_faults();
+        lease = BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+            .await
+            .unwrap();
+        proxy.strip_put_etags(None);
+    }
+    // The acquire's read-back too: a stranger right behind our create.
+    store.delete("db/LEASE", None).await.unwrap();
+    proxy.strip_put_etags(Some((direct.clone(), record("intruder-acquire").to_body())));
+    let r =
+        BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new()).await;
+    assert!(
+        matches!(r, Err(LeaseError::Contended { .. })),
+        "an acquire adopted a stranger's ETag: {r:?}"
+    );
+}
+
+fn takeover_request(seen: Observed, then: Then) -> TakeoverRequest {
+    TakeoverRequest {
+        prefix: "db/".into(),
+        seen,
+        watched_for: Duration::ZERO,
+        reason: "holder host died (INC-37)".into(),
+        then,
+        force: false,
+        ttl_s: 30,
+        exclusion: Exclusion::Conditional,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
+        target: AuditTarget {
+            endpoint: Some("test".into()),
+            region: None,
+            addressing_style: None,
+            bucket: None,
+            key: "db/LEASE".into(),
+            url: "test://db/".into(),
+        },
+    }
+}
+
+/// The takeover's PUT lands, its answer is lost, the client sends it again
+/// and that is refused (412: the ETag changed — by our own write). The
+/// takeover reads back, finds its own record and goes on: `hold` holds it,
+/// `release` releases it (no phantom holder), and the audit outcome says
+/// what is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_takeover_whose_answer_was_lost_is_judged_by_what_is_stored() {
+    for then in [Then::Hold, Then::Release] {
+        let (store, proxy, _, _) = moto_proxied("takeover-lost-answer").await;
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+        // A dead holder: renewed a minute ago, TTL 30 s.
+        let mut dead = record("dead-holder");
+        dead.renewed_at = Utc::now() - chrono::Duration::seconds(60);
+        dead.acquired_at = dead.renewed_at - chrono::Duration::seconds(60);
+        store
+            .put("db/LEASE", dead.to_body(), PutCondition::IfNoneMatch)
+            .await
+            .unwrap();
+        let seen = Observed::from_get(&store.get("db/LEASE", None).await.unwrap());
+        // The takeover's probe writes scratch keys first; drop the answer of
+        // the PUT of the lease itself only.
+        proxy.drop_next_answers_of("PUT", "/db/LEASE", 1);
+        let done = takeover(
+            store.clone(),
+            sys(),
+            &log,
+            takeover_request(seen, then.clone()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{then:?}: the takeover's own record was stored: {e}"));
+        let lines = AuditLog::read(log.path()).unwrap();
+        let outcome = lines.last().unwrap().outcome.clone().unwrap();
+        assert!(outcome.starts_with("taken"), "{then:?}: {outcome}");
+        match then {
+            Then::Hold => {
+                let held = done.held.expect("held");
+                let (rec, etag) = stored(store.as_ref()).await.unwrap();
+                assert_eq!(
+                    (rec.instance_id.as_str(), etag.as_str()),
+                    (held.record().instance_id.as_str(), held.etag())
+                );
+                assert!(held.may_write());
+            }
+            _ => {
+                assert!(
+                    stored(store.as_ref()).await.is_none(),
+                    "{then:?}: a phantom holder is left at the key"
+                );
+            }
+        }
+    }
+}
+
+/// A service whose ETags are empty (`ETag: ""`): an `If-Match` with one is
+/// refused quoted and ignored bare, so every "conditional" write would be
+/// unconditional. `probe` says so and exits 3 (it never says "excludes a
+/// second writer"); `bucket hold` refuses (exit 4), its command never runs,
+/// and nothing is left at the key.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_with_empty_etags_fails_closed() {
+    let (_, proxy, endpoint, bucket) = moto_proxied("empty-etag").await;
+    proxy.rewrite_etags("\"\"");
+    let url = format!("s3://{bucket}/db/");
+    let probe = tokio::task::block_in_place(|| leasectl(Some(&proxy.endpoint()), &["probe", &url]));
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&probe.stdout),
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    assert_eq!(probe.status.code(), Some(3), "{out}");
+    assert!(out.contains("cannot be sent in"), "{out}");
+    assert!(!out.contains("excludes a second writer"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("cmd.log");
+    let mut hold = Hold::spawn(
+        dir.path(),
+        "hold",
+        &proxy.endpoint(),
+        &format!("s3://{bucket}/db/"),
+        &["--ttl", "6s"],
+        &tagged_writer(&log, "hold", false, Some(3)),
+        &[],
+    );
+    let code = hold.exit_code(Duration::from_secs(30)).await;
+    assert_eq!(code, Some(4), "{}", hold.stderr());
+    assert!(
+        hold.stderr().contains("cannot be sent in If-Match"),
+        "{}",
+        hold.stderr()
+    );
+    assert!(stamps(&log).is_empty(), "the command ran without exclusion");
+    let direct = s3_store(&endpoint, &bucket);
+    assert!(
+        stored(direct.as_ref()).await.is_none(),
+        "a record was left behind"
+    );
+}
