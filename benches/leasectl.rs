@@ -53,6 +53,7 @@ fn body(i: usize, age_s: i64) -> Vec<u8> {
         renewed_at: now() - chrono::Duration::seconds(age_s),
         ttl_s: 30,
         generation: None,
+        released_at: None,
     };
     r.to_body()
 }

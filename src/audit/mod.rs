@@ -137,7 +137,7 @@ pub struct AuditObserved {
     pub record: Option<LeaseRecord>,
     /// Its ETag (null when absent).
     pub etag: Option<String>,
-    /// The judgement: fresh, stale, suspect, malformed, absent.
+    /// The judgement: fresh, stale, suspect, malformed, absent, released.
     pub judgement: String,
     /// Age in seconds by the reader's clock.
     pub age_s: Option<f64>,

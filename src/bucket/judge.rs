@@ -48,6 +48,10 @@ pub enum LeaseState {
     Malformed,
     /// No LEASE object: nobody holds the prefix.
     Absent,
+    /// A released record (a tombstone, with `released_at`): nobody holds the
+    /// prefix, and the record keeps the last generation so the next holder's
+    /// is greater. Free, like `absent`: a taker replaces it at once.
+    Released,
 }
 
 impl LeaseState {
@@ -59,6 +63,7 @@ impl LeaseState {
             Self::Suspect => "suspect",
             Self::Malformed => "malformed",
             Self::Absent => "absent",
+            Self::Released => "released",
         }
     }
 
@@ -150,6 +155,9 @@ impl Judgement {
         let fmt = |s: f64| crate::text::format_secs(s);
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
+            LeaseState::Released => {
+                "released: nobody holds this prefix (the record keeps the last generation, so the next holder's is greater)".into()
+            }
             LeaseState::Fresh => format!(
                 "held, renewed {} ago; may be taken over in {}{}",
                 fmt(self.age_s.unwrap_or(0.0)),
@@ -219,6 +227,11 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
             return j;
         }
     };
+    if r.is_released() {
+        // Nobody holds it: no age, no expiry, no skew to judge.
+        j.state = LeaseState::Released;
+        return j;
+    }
     let age = now - r.renewed_at;
     let ttl = chrono::Duration::seconds(r.ttl_s.min(i64::MAX as u64 / 2_000_000) as i64);
     j.age_s = Some(secs(age));
@@ -320,6 +333,42 @@ fn generation_note(generation: Option<u64>, now: DateTime<Utc>) -> Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A released record is judged `released` (free), with no age, expiry
+    /// or skew, whatever its stamps say.
+    #[test]
+    fn a_released_record_is_free_whatever_its_stamps() {
+        let now = Utc::now();
+        for renewed in [
+            now - chrono::Duration::hours(2),
+            now,
+            now + chrono::Duration::hours(2),
+        ] {
+            let r = LeaseRecord {
+                instance_id: "h".into(),
+                acquired_at: renewed - chrono::Duration::seconds(1),
+                renewed_at: renewed,
+                ttl_s: 30,
+                generation: Some(3),
+                released_at: Some(renewed),
+            };
+            let j = judge(
+                &Observed::Present {
+                    etag: Some("e".into()),
+                    last_modified: Some(now),
+                    record: Ok(r),
+                },
+                now,
+            );
+            assert_eq!(j.state, LeaseState::Released);
+            assert!(!j.state.needs_attention());
+            assert_eq!(
+                (j.age_s, j.expires_in_s, j.holder_skew_s),
+                (None, None, None)
+            );
+            assert!(j.problem.is_none());
+        }
+    }
     use chrono::{Duration, TimeZone};
 
     fn now() -> DateTime<Utc> {
@@ -339,6 +388,7 @@ mod tests {
                 renewed_at,
                 ttl_s,
                 generation: None,
+                released_at: None,
             }),
         }
     }

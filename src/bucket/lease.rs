@@ -37,17 +37,20 @@
 //!   lease is lost.
 //! - **Generation** (the fencing token, [`super::record::next_generation`]): a
 //!   renewal keeps the record's; taking a record over (stale, suspect,
-//!   malformed) writes `max(replaced + 1, now in µs)`, creating on an absent
-//!   key `now in µs`; adopting our own record or a hand-over keeps its generation.
-//!   [`RecordFormat::Seed`] writes none.
+//!   malformed) or taking a released record writes `max(replaced + 1, now in
+//!   µs)`, creating on an absent key `now in µs`; adopting our own record or a
+//!   hand-over keeps its generation. [`RecordFormat::Seed`] writes none.
 //! - **Fence**: [`BucketLease::may_write`] is true only until two thirds of a
 //!   TTL after the last successful renewal, on both the monotonic and the wall
 //!   clock. A contender may take over only after a full TTL, so a holder that
 //!   cannot renew stops a third of a TTL before anyone else can start.
 //! - **Best-effort** ([`Exclusion::BestEffort`]): each step is a read followed
 //!   by an unconditional write; two contenders may both pass; logged at WARN.
-//! - **Release** deletes with `If-Match`, or reads, checks and deletes where
-//!   conditional DELETE is not available; never deletes a lease that is no
+//! - **Release** of a record with a generation replaces it, with `If-Match`,
+//!   by a released record that keeps the generation
+//!   ([`LeaseRecord::released`]; judged free); one without (the seed's format)
+//!   is deleted with `If-Match`, or read, checked and deleted where conditional
+//!   DELETE is not available. Never replaces or deletes a lease that is no
 //!   longer ours (by the rule above: the same id is not enough).
 
 use std::sync::Arc;
@@ -118,7 +121,16 @@ impl LeaseConfig {
 /// How a release went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Released {
-    /// Deleted with `DELETE If-Match: <our etag>`.
+    /// Replaced by a released record ([`LeaseRecord::released`]) that keeps
+    /// our generation, so that the next holder's is greater: a PUT with
+    /// `If-Match` on our ETag (best-effort mode: read, found still ours,
+    /// written). The form of every release of a record with a generation.
+    Recorded {
+        /// The generation the released record keeps.
+        generation: u64,
+    },
+    /// Deleted with `DELETE If-Match: <our etag>` (a record without a
+    /// generation: the seed's record format).
     ConditionalDelete,
     /// Read, found still ours, then deleted (no conditional DELETE available,
     /// or best-effort mode). A writer slipping in between read and delete
@@ -133,6 +145,10 @@ pub enum Released {
 impl std::fmt::Display for Released {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Released::Recorded { generation } => write!(
+                f,
+                "marked released with If-Match on our ETag; the record keeps generation {generation}, so the next holder's is greater"
+            ),
             Released::ConditionalDelete => f.write_str("deleted with If-Match on our ETag"),
             Released::ReadCheckDelete => f.write_str("read, found still ours, deleted"),
             Released::AlreadyGone => f.write_str("the LEASE object was already gone"),
@@ -454,6 +470,7 @@ impl BucketLease {
                 renewed_at,
                 ttl_s: config.ttl_s,
                 generation,
+                released_at: None,
             };
             let cond = match config.exclusion {
                 Exclusion::Conditional => cond,
@@ -884,13 +901,28 @@ impl BucketLease {
         &self.clock
     }
 
-    /// Releases the lease (see [`Released`]). Never deletes a lease that is no
-    /// longer ours.
+    /// Releases the lease (see [`Released`]). Never deletes or replaces a
+    /// lease that is no longer ours.
+    ///
+    /// A record with a generation is not deleted: it is replaced by a released
+    /// record that keeps the generation ([`LeaseRecord::released`]; readers
+    /// judge it free), so the next holder writes a greater one whatever its
+    /// clock says. A record without one (the seed's format) is deleted.
     ///
     /// Errors: [`LeaseError::Store`] when the store cannot be reached (the lease
-    /// then expires by itself after one TTL).
+    /// then expires by itself after one TTL); [`LeaseError::Contended`] when
+    /// the record kept changing under us.
     pub async fn release(mut self) -> Result<Released, LeaseError> {
         self.lost = true; // no more writes under this lease, whatever happens
+        if let Some(generation) = self.record.generation {
+            return self.mark_released(generation).await;
+        }
+        self.delete_release().await
+    }
+
+    /// Deletes our record: `DELETE If-Match` where the service honours it,
+    /// else read, check it is still ours, delete.
+    async fn delete_release(&self) -> Result<Released, LeaseError> {
         if self.config.exclusion == Exclusion::Conditional
             && self.store.capabilities().conditional_delete == DeleteSupport::Honoured
         {
@@ -912,6 +944,93 @@ impl BucketLease {
             }
         }
         self.read_check_delete().await
+    }
+
+    /// Replaces our record by a released one that keeps `generation`: with
+    /// `If-Match` on our ETag (or, best-effort, after a read that finds it
+    /// still ours). A refusal is diagnosed by reading back: gone, our released
+    /// record already (an answer lost and retried), another holder's, or ours
+    /// under another ETag (a lost renewal answer: once more on that ETag).
+    async fn mark_released(&self, generation: u64) -> Result<Released, LeaseError> {
+        let released = self.record.released(self.clock.wall());
+        let body = released.to_body();
+        let done = Released::Recorded { generation };
+        let mut etag = self.etag.clone();
+        for _ in 0..MAX_ROUNDS {
+            let cond = if self.config.exclusion == Exclusion::Conditional {
+                PutCondition::IfMatch(etag.clone())
+            } else {
+                let rb = read_back(self.store.as_ref(), &self.key).await?;
+                if !self.is_ours(&rb) {
+                    return Ok(self.not_ours_any_more(rb, &body, done));
+                }
+                PutCondition::None
+            };
+            match self.store.put(&self.key, body.clone(), cond).await {
+                Ok(_) => {
+                    tracing::info!(key = %self.key, generation, "lease released (a released record keeps its generation)");
+                    return Ok(done);
+                }
+                Err(
+                    StoreError::PreconditionFailed
+                    | StoreError::NotFound(_)
+                    | StoreError::Conflict
+                    | StoreError::Other { status: 500.., .. },
+                ) => {
+                    let rb = read_back(self.store.as_ref(), &self.key).await?;
+                    if self.is_ours(&rb) && !rb.holds(&body) {
+                        match rb.etag() {
+                            // Our record, unchanged, refused anyway: the service
+                            // does not take If-Match on this ETag. Delete it as a
+                            // release without a generation does.
+                            Some(e) if e == etag => {
+                                tracing::warn!(key = %self.key, "the service refused the released record over our unchanged record; deleting it instead (the next holder's generation then counts from its clock)");
+                                return self.delete_release().await;
+                            }
+                            Some(e) => etag = e.to_owned(),
+                            None => {
+                                return Err(LeaseError::Contended {
+                                    key: self.key.clone(),
+                                })
+                            }
+                        }
+                        continue;
+                    }
+                    return Ok(self.not_ours_any_more(rb, &body, done));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(LeaseError::Contended {
+            key: self.key.clone(),
+        })
+    }
+
+    /// What a read-back that is not ours (as a holder) says of a release
+    /// whose released record is `body`: already done (our released record is
+    /// there: an answer lost), gone, or someone else's.
+    fn not_ours_any_more(&self, rb: ReadBack, body: &[u8], done: Released) -> Released {
+        if rb.holds(body) {
+            tracing::info!(key = %self.key, "lease released (our released record was found in place)");
+            return done;
+        }
+        match rb.observed {
+            Observed::Absent => Released::AlreadyGone,
+            Observed::Present { record: Ok(r), .. } => Released::NotOurs(r),
+            Observed::Present { .. } => Released::NotOurs(self.malformed_holder()),
+        }
+    }
+
+    /// Stands for a malformed record found where ours was.
+    fn malformed_holder(&self) -> LeaseRecord {
+        LeaseRecord {
+            instance_id: "(malformed record)".into(),
+            acquired_at: self.clock.wall(),
+            renewed_at: self.clock.wall(),
+            ttl_s: 0,
+            generation: None,
+            released_at: None,
+        }
     }
 
     /// After a conditional DELETE was refused: re-reads the key and says
@@ -968,13 +1087,7 @@ impl BucketLease {
                 Ok(Released::ReadCheckDelete)
             }
             Observed::Present { record: Ok(r), .. } => Ok(Released::NotOurs(r)),
-            Observed::Present { .. } => Ok(Released::NotOurs(LeaseRecord {
-                instance_id: "(malformed record)".into(),
-                acquired_at: self.clock.wall(),
-                renewed_at: self.clock.wall(),
-                ttl_s: 0,
-                generation: None,
-            })),
+            Observed::Present { .. } => Ok(Released::NotOurs(self.malformed_holder())),
         }
     }
 
@@ -1132,6 +1245,12 @@ fn decide(
     let j = judge(observed, now);
     match j.state {
         LeaseState::Absent => Ok(create()),
+        LeaseState::Released => {
+            if let Some(r) = observed.record() {
+                tracing::info!(key, generation = r.generation, "taking a released lease");
+            }
+            take(etag)
+        }
         LeaseState::Stale => {
             if let Some(r) = observed.record() {
                 tracing::info!(key, holder = %sanitize(&r.instance_id), age_s = j.age_s.unwrap_or(0.0), "taking over a stale lease");
@@ -1194,6 +1313,7 @@ mod tests {
             renewed_at: t,
             ttl_s: 30,
             generation: Some(7),
+            released_at: None,
         }
     }
 
@@ -1271,5 +1391,33 @@ mod tests {
             run(&observed(&other), Whose::Other, now),
             Err(LeaseError::HeldByOther { .. })
         ));
+    }
+
+    /// Issue 32 §3: a released record is taken at once, with `If-Match` on
+    /// its ETag and a generation greater than the one it keeps — even by a
+    /// taker whose clock is far behind (no clock term can go back), and even
+    /// when it names our own id (a released record is nobody's).
+    #[test]
+    fn a_released_record_is_taken_at_once_with_a_greater_generation() {
+        let now = Utc::now();
+        let far_ahead = now + chrono::Duration::hours(1);
+        let mut held = record("me", 0, far_ahead);
+        held.generation = Some(u64::try_from(far_ahead.timestamp_micros()).unwrap());
+        let released = held.released(far_ahead);
+        assert!(released.is_released());
+        assert_eq!(released.generation, held.generation);
+        for owner in [Whose::Other, Whose::SameId] {
+            let Ok(Step::Write(cond, acquired_at, g)) = run(&observed(&released), owner, now)
+            else {
+                panic!("a released record is taken");
+            };
+            assert_eq!(cond, PutCondition::IfMatch("e1".into()));
+            assert_eq!(acquired_at, now, "a new tenure");
+            assert_eq!(
+                g,
+                held.generation.map(|g| g + 1),
+                "released + 1, not the clock"
+            );
+        }
     }
 }

@@ -50,13 +50,14 @@
 //! a renewal keeps it; taking a record over (stale, suspect, malformed,
 //! forced, a hand-over) writes `max(replaced + 1, now in µs)`; creating on an
 //! absent key writes `now in µs`; a hand-over's successor, and a holder
-//! adopting its own record, keep the one there. Across a release only the
-//! clock term makes it grow: it holds while the new holder's clock is past
-//! the last holder's stamps (clocks within the offset check, releases and
-//! creates further apart than their offset), and fails after a record was
-//! stamped far in the future, behind a writer that drops the field (the
-//! seed's format, [`RecordFormat::Seed`]), and at `u64::MAX` (saturates: a
-//! record carrying it is not taken over, [`RecordFormat::cannot_replace`]).
+//! adopting its own record, keep the one there. A release leaves a released
+//! record that keeps the generation ([`LeaseRecord::released`], judged free),
+//! and its taker writes `max(released + 1, now in µs)`: it grows across
+//! releases whatever the clocks say. Only a create on a key whose object was
+//! deleted (by hand, or by a seed-format holder) counts from the clock alone;
+//! it fails behind a writer that drops the field (the seed's format,
+//! [`RecordFormat::Seed`]), and at `u64::MAX` (saturates: a record carrying
+//! it is not taken over, [`RecordFormat::cannot_replace`]).
 //!
 //! # What it does not guarantee
 //!

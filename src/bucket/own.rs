@@ -119,6 +119,8 @@ pub fn whose(
         return Whose::Ours;
     }
     match observed.record() {
+        // A released record holds nothing, whoever it names.
+        Some(r) if r.is_released() => Whose::Other,
         Some(r) if r.instance_id == instance_id && is_handover(r) => Whose::HandedOver,
         Some(r) if r.instance_id == instance_id => Whose::SameId,
         _ => Whose::Other,
@@ -175,7 +177,28 @@ mod tests {
             renewed_at: t,
             ttl_s: 30,
             generation: Some(7),
+            released_at: None,
         }
+    }
+
+    /// A released record holds nothing: whoever it names, it is neither
+    /// ours to adopt, nor a hand-over, nor a second holder under our id —
+    /// unless its exact body is one we sent (our own release, answer lost).
+    #[test]
+    fn a_released_record_is_nobodys() {
+        let t = Utc.with_ymd_and_hms(2026, 12, 3, 10, 0, 0).unwrap();
+        let released = record("a").released(t);
+        let body = released.to_body();
+        let obs = Observed::Present {
+            etag: Some("e".into()),
+            last_modified: None,
+            record: Ok(released),
+        };
+        assert_eq!(whose(&obs, Some(&body), "a", |_| false), Whose::Other);
+        assert_eq!(
+            whose(&obs, Some(&body), "a", |b| b == body.as_slice()),
+            Whose::Ours
+        );
     }
 
     #[test]

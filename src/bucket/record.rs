@@ -40,6 +40,25 @@ pub struct LeaseRecord {
     /// not written either.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<u64>,
+    /// Set only in a **released** record (a tombstone): when its holder
+    /// released the lease (UTC, the releaser's clock). A released record holds
+    /// nothing — readers judge it free ([`super::judge::LeaseState::Released`])
+    /// and a taker replaces it at once with `If-Match` — but it keeps the
+    /// `generation`, so the next holder's is greater ([`LeaseRecord::released`]).
+    /// `None` (not written) in every other record.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_ts",
+        default
+    )]
+    pub released_at: Option<DateTime<Utc>>,
+}
+
+fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser_ts(t, s),
+        None => s.serialize_none(),
+    }
 }
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
@@ -47,8 +66,40 @@ fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl LeaseRecord {
+    /// The record a holder of this lease leaves when it releases at `now` (its
+    /// clock), instead of deleting the object: the same `instance_id`,
+    /// `ttl_s` and `generation`, `released_at` = `now`, and `renewed_at` one
+    /// TTL before `now` so that a reader that knows nothing of `released_at`
+    /// (the seed's format) finds it stale at once and may take it, as it could
+    /// take an absent key. `acquired_at` is kept unless that would put it after
+    /// `renewed_at`.
+    ///
+    /// Why (the generation made monotonic, issue 32 §3): deleting the object
+    /// lost the last generation, and the next creator counted from its own
+    /// clock, which can be behind the releaser's. A released record keeps it,
+    /// so the next holder writes `generation + 1` whatever the clocks say.
+    pub fn released(&self, now: DateTime<Utc>) -> LeaseRecord {
+        let ttl = chrono::Duration::seconds(self.ttl_s.min(MAX_SANE_TTL_S) as i64);
+        let renewed_at = now - ttl;
+        LeaseRecord {
+            instance_id: self.instance_id.clone(),
+            acquired_at: self
+                .acquired_at
+                .min(renewed_at - chrono::Duration::microseconds(1)),
+            renewed_at,
+            ttl_s: self.ttl_s,
+            generation: self.generation,
+            released_at: Some(now),
+        }
+    }
+
+    /// True for a released record (a tombstone, [`LeaseRecord::released`]).
+    pub fn is_released(&self) -> bool {
+        self.released_at.is_some()
+    }
+
     /// The exact bytes a writer puts: the four seed fields and, when known,
-    /// `generation`; nothing else.
+    /// `generation` (and `released_at` in a released record); nothing else.
     pub fn to_body(&self) -> Vec<u8> {
         // Serialising a struct of strings and integers cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
@@ -161,12 +212,17 @@ impl LeaseRecord {
                 }
             },
         };
+        let released_at = match obj.get("released_at") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(_) => Some(stamp("released_at")?),
+        };
         Ok(Self {
             instance_id,
             acquired_at,
             renewed_at,
             ttl_s,
             generation,
+            released_at,
         })
     }
 }
@@ -239,13 +295,15 @@ pub fn lease_key(prefix: &str) -> String {
 /// greater than `replaced` (the generation of the record it replaces, if it
 /// read one) and at least `now` in microseconds since the Unix epoch (UTC).
 ///
-/// The clock term is what keeps generations growing across a release: a
-/// lease created on an absent key has no record to count from, and the
+/// A release leaves a released record that keeps its generation
+/// ([`LeaseRecord::released`]), so its taker passes it as `replaced` and
+/// generations grow across releases whatever the clocks say. The clock term
+/// matters only for a lease created on an absent key (the first one, or after
+/// the object was deleted by hand or by a seed-format holder): the
 /// microsecond clock of the new holder is past every generation an earlier
 /// holder could have written as long as the clocks involved are within
 /// leasectl's offset check of each other and no generation was pushed ahead of
-/// the clock by more than that (by a record written far in the future). Where
-/// that fails, a replaced record still gives `replaced + 1`. Saturates at
+/// the clock by more than that. Saturates at
 /// `u64::MAX` (after which a takeover can no longer make it grow; a record
 /// that claims `u64::MAX` is therefore worth a look).
 pub fn next_generation(replaced: Option<u64>, now: DateTime<Utc>) -> u64 {
@@ -364,6 +422,48 @@ pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
 mod tests {
     use super::*;
 
+    /// A released record: written with `released_at`, read back the same;
+    /// it keeps the generation, its `renewed_at` is one TTL before the
+    /// release (stale to a reader of the seed's format) and never equal to
+    /// `acquired_at` (never taken for a hand-over).
+    #[test]
+    fn released_record_round_trips_and_keeps_the_generation() {
+        let t = DateTime::parse_from_rfc3339("2026-11-30T07:00:00.000001Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let held = LeaseRecord {
+            instance_id: "h".into(),
+            acquired_at: t - chrono::Duration::seconds(5),
+            renewed_at: t,
+            ttl_s: 30,
+            generation: Some(42),
+            released_at: None,
+        };
+        assert!(!held.is_released());
+        assert!(!String::from_utf8(held.to_body())
+            .unwrap()
+            .contains("released_at"));
+        let r = held.released(t);
+        assert_eq!(r.generation, Some(42));
+        assert_eq!(r.released_at, Some(t));
+        assert_eq!(r.renewed_at, t - chrono::Duration::seconds(30));
+        assert!(r.acquired_at < r.renewed_at);
+        let body = r.to_body();
+        assert!(String::from_utf8(body.clone())
+            .unwrap()
+            .ends_with(r#""generation":42,"released_at":"2026-11-30T07:00:00.000001Z"}"#));
+        assert_eq!(LeaseRecord::parse(&body, body.len() as u64), Ok(r));
+        // A `released_at` that is not a time makes the record malformed;
+        // `null` counts as absent.
+        let bad = br#"{"instance_id":"h","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30,"released_at":"soon"}"#;
+        let err = LeaseRecord::parse(bad, bad.len() as u64).unwrap_err();
+        assert!(err.0.contains("released_at"), "{err}");
+        let null = br#"{"instance_id":"h","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30,"released_at":null}"#;
+        assert!(!LeaseRecord::parse(null, null.len() as u64)
+            .unwrap()
+            .is_released());
+    }
+
     fn parse(s: &str) -> Result<LeaseRecord, Malformed> {
         LeaseRecord::parse(s.as_bytes(), s.len() as u64)
     }
@@ -404,6 +504,7 @@ mod tests {
             renewed_at: t,
             ttl_s: 30,
             generation: None,
+            released_at: None,
         };
         let body = String::from_utf8(r.to_body()).unwrap();
         assert_eq!(

@@ -119,7 +119,11 @@ pub async fn takeover_cmd(
             return Exit::Usage;
         }
         Err(e) => {
-            let _ = writeln!(out, "refused: {e}");
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
             return Exit::Refused;
         }
         Ok(()) => {}
@@ -184,11 +188,11 @@ async fn look_and_guard(
         a.force,
         now,
     );
-    if let Err(TakeoverError::Absent { .. }) = guard {
+    if let Err(e @ (TakeoverError::Absent { .. } | TakeoverError::Released { .. })) = &guard {
         let _ = writeln!(
             out,
-            "refused: {} does not exist: there is nothing to take over (the prefix is free); nothing was written",
-            sanitize(&key)
+            "refused: {}",
+            crate::text::sanitize_message(&e.to_string())
         );
         return Err(Exit::Refused);
     }
@@ -237,7 +241,11 @@ async fn look_and_guard(
             }
         }
         Err(e) => {
-            let _ = writeln!(out, "refused: {e}");
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
             Err(Exit::Refused)
         }
     }
@@ -410,11 +418,19 @@ async fn takeover_report(
             Exit::Interrupted
         }
         Err(e @ TakeoverError::Changed { .. }) => {
-            let _ = writeln!(out, "refused: {e}");
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
             Exit::Refused
         }
         Err(e) if e.is_refusal() => {
-            let _ = writeln!(out, "refused: {e}");
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
             Exit::Refused
         }
         Err(e) => {

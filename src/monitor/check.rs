@@ -177,8 +177,8 @@ struct Tally {
     /// Long-output lines that change nothing (pod notes when the pod is not
     /// in question), printed last.
     info: Vec<String>,
-    /// Rows by state: fresh, stale, suspect, malformed, absent.
-    counts: [usize; 5],
+    /// Rows by state: fresh, stale, suspect, malformed, absent, released.
+    counts: [usize; 6],
     /// What could not be gathered or judged.
     errors: usize,
     /// The oldest lease's age (seconds), among the rows whose age is known.
@@ -193,9 +193,9 @@ impl Tally {
         self.counts.iter().sum()
     }
 
-    /// The rows that are not absent.
+    /// The rows that hold a lease record: neither absent nor released.
     fn present(&self) -> usize {
-        self.leases() - self.counts[4]
+        self.leases() - self.counts[4] - self.counts[5]
     }
 
     /// One target: what could not be gathered, its clock note, its rows.
@@ -237,6 +237,7 @@ impl Tally {
             LeaseState::Suspect => 2,
             LeaseState::Malformed => 3,
             LeaseState::Absent => 4,
+            LeaseState::Released => 5,
         };
         self.counts[idx] += 1;
         let where_ = plugin_text(&target.prefix_url(&p.prefix));
@@ -384,7 +385,7 @@ fn min_leases_line(present: usize, min_leases: usize) -> Option<String> {
 /// The status line's summary (before the worst detail): the rows by state,
 /// what was not gathered, the pod verdicts, the TARGETs with nothing found.
 fn summary(snap: &Snapshot, tally: &Tally) -> String {
-    let [fresh, stale, suspect, malformed, absent] = tally.counts;
+    let [fresh, stale, suspect, malformed, absent, released] = tally.counts;
     // Leases are the rows with a LEASE (what --min-leases counts); prefixes
     // without one are said apart.
     let leases = tally.present();
@@ -407,6 +408,13 @@ fn summary(snap: &Snapshot, tally: &Tally) -> String {
             if absent == 1 { "" } else { "es" }
         );
     }
+    if released > 0 {
+        let _ = write!(
+            summary,
+            ", {released} prefix{} released (free)",
+            if released == 1 { "" } else { "es" }
+        );
+    }
     if tally.errors > 0 {
         let _ = write!(summary, ", {} not gathered", tally.errors);
     }
@@ -422,12 +430,12 @@ fn summary(snap: &Snapshot, tally: &Tally) -> String {
 /// The perfdata: the rows by state, errors, verdicts, the oldest age (with
 /// the thresholds) and the soonest expiry.
 fn perfdata(snap: &Snapshot, tally: &Tally, t: &Thresholds) -> String {
-    let [fresh, stale, suspect, malformed, absent] = tally.counts;
+    let [fresh, stale, suspect, malformed, absent, released] = tally.counts;
     let errors = tally.errors;
     let secs = |d: Option<Duration>| d.map(|d| num(d.as_secs_f64())).unwrap_or_default();
     let mut perf = format!(
         "fresh={fresh};;;0 stale={stale};;;0 suspect={suspect};;;0 malformed={malformed};;;0 \
-         absent={absent};;;0 errors={errors};;;0 verdicts={};;;0",
+         absent={absent};;;0 released={released};;;0 errors={errors};;;0 verdicts={};;;0",
         snap.pod.verdicts.len()
     );
     if let Some(a) = tally.max_age {
@@ -540,12 +548,28 @@ mod tests {
         );
     }
 
+    /// Issue 32 §3: released prefixes are free, said apart, not leases.
+    #[test]
+    fn released_prefixes_are_free_not_leases() {
+        let tally = Tally {
+            counts: [1, 0, 0, 0, 0, 2],
+            ..Tally::default()
+        };
+        let s = summary(&empty_snapshot(&[]), &tally);
+        assert!(
+            s.starts_with(
+                "1 lease (1 fresh, 0 stale, 0 suspect, 0 malformed), 2 prefixes released (free)"
+            ),
+            "{s}"
+        );
+    }
+
     /// Issue 35 trip 14: the lease count is what `--min-leases` counts (rows
     /// with a LEASE); prefixes without one are said apart, not as leases.
     #[test]
     fn prefixes_without_a_lease_are_not_counted_as_leases() {
         let tally = Tally {
-            counts: [2, 1, 0, 0, 2],
+            counts: [2, 1, 0, 0, 2, 0],
             ..Tally::default()
         };
         let s = summary(&empty_snapshot(&[]), &tally);

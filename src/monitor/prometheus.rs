@@ -44,7 +44,7 @@ pub struct StateLabels {
     pub target: Arc<str>,
     /// The prefix (escaped).
     pub prefix: Arc<str>,
-    /// fresh, stale, suspect, malformed, absent or unknown ([`STATES`]).
+    /// fresh, stale, suspect, malformed, absent, released or unknown ([`STATES`]).
     pub state: &'static str,
 }
 
@@ -103,12 +103,13 @@ pub struct VerdictLabels {
 /// The states of `leasectl_lease_state`: the judged states, and `unknown`
 /// for a row whose age cannot be judged (this reader's clock is too far
 /// from the service's).
-pub const STATES: [&str; 6] = [
+pub const STATES: [&str; 7] = [
     "fresh",
     "stale",
     "suspect",
     "malformed",
     "absent",
+    "released",
     "unknown",
 ];
 
@@ -204,7 +205,7 @@ impl Metrics {
     fn register_lease_metrics(&mut self) {
         self.registry.register(
             "lease_state",
-            "1 for the lease's current state (fresh, stale, suspect, malformed, absent; unknown when this reader's clock is too far from the service's to judge), else 0",
+            "1 for the lease's current state (fresh, stale, suspect, malformed, absent, released; unknown when this reader's clock is too far from the service's to judge), else 0",
             self.state.clone(),
         );
         self.registry.register(

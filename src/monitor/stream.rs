@@ -256,7 +256,7 @@ fn seen(p: &PrefixReport) -> Seen {
         } else {
             p.state.as_str()
         },
-        holder: p.record.as_ref().map(|r| r.instance_id.clone()),
+        holder: p.holder().map(|r| r.instance_id.clone()),
         etag: p.etag.clone(),
     }
 }

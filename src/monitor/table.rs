@@ -71,11 +71,7 @@ pub fn rows(snap: &Snapshot) -> Vec<[String; 10]> {
             ]);
         }
         for p in &t.prefixes {
-            let holder = p
-                .record
-                .as_ref()
-                .map(|r| cell(&r.instance_id))
-                .unwrap_or_default();
+            let holder = p.holder().map(|r| cell(&r.instance_id)).unwrap_or_default();
             out.push([
                 url.clone(),
                 if p.prefix.is_empty() {

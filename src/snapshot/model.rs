@@ -9,7 +9,7 @@ use crate::exit::Exit;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
-pub const SCHEMA_VERSION: &str = "1.3";
+pub const SCHEMA_VERSION: &str = "1.4";
 
 /// How strongly the lease excludes a second writer on the prefix's service,
 /// as far as this reader knows.
@@ -35,7 +35,7 @@ pub struct PrefixReport {
     pub prefix: String,
     /// The lease key, `{prefix}LEASE`.
     pub key: String,
-    /// fresh | stale | suspect | malformed | absent.
+    /// fresh | stale | suspect | malformed | absent | released.
     pub state: LeaseState,
     /// The record, when the body is a valid one. In JSON its `generation`
     /// is always written: `null` when the record has none (unknown).
@@ -74,6 +74,12 @@ pub struct PrefixReport {
 }
 
 impl PrefixReport {
+    /// The record of the prefix's holder: the record, unless it is a
+    /// released one (which holds nothing) or there is none.
+    pub fn holder(&self) -> Option<&LeaseRecord> {
+        self.record.as_ref().filter(|r| !r.is_released())
+    }
+
     /// Builds a row from what was read, judged at `now`.
     pub fn new(prefix: String, observed: Observed, now: DateTime<Utc>) -> Self {
         let mut r = Self {
@@ -408,6 +414,8 @@ fn ser_record<S: Serializer>(r: &Option<LeaseRecord>, s: S) -> Result<S::Ok, S::
         renewed_at: String,
         ttl_s: u64,
         generation: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        released_at: Option<String>,
     }
     let micros = |t: DateTime<Utc>| crate::clock::rfc3339(t, SecondsFormat::Micros);
     match r {
@@ -417,6 +425,7 @@ fn ser_record<S: Serializer>(r: &Option<LeaseRecord>, s: S) -> Result<S::Ok, S::
             renewed_at: micros(r.renewed_at),
             ttl_s: r.ttl_s,
             generation: r.generation,
+            released_at: r.released_at.map(micros),
         }
         .serialize(s),
         None => s.serialize_none(),

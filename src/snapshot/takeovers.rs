@@ -294,6 +294,7 @@ mod tests {
                     renewed_at: at,
                     ttl_s: 30,
                     generation: Some(t as u64),
+                    released_at: None,
                 },
                 etag: None,
             }),

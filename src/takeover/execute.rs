@@ -96,6 +96,7 @@ pub async fn takeover_with(
         renewed_at: stamp,
         ttl_s: own_ttl_s,
         generation: req.record_format.generation(replaced, stamp),
+        released_at: None,
     };
     let entry = intent_entry(&req, &j, &id, &record, now);
     audit.append(&entry).await?;
@@ -368,7 +369,7 @@ async fn diagnose(
                 TakeoverError::Changed {
                     key: key.clone(),
                     now: now_sentence,
-                    record: o.record().cloned(),
+                    record: o.record().cloned().map(Box::new),
                 },
             )
         }

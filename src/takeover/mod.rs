@@ -262,7 +262,7 @@ pub enum TakeoverError {
         /// Who holds it now (escaped sentence).
         now: String,
         /// The record now there, if readable.
-        record: Option<LeaseRecord>,
+        record: Option<Box<LeaseRecord>>,
     },
     /// The service ignores preconditions and best-effort was not chosen.
     #[error("{service} ignores {header}: a takeover there cannot be made safe; refused. \
@@ -298,6 +298,13 @@ pub enum TakeoverError {
     /// There is no LEASE at the key: nothing to take over (nothing written).
     #[error("{key} does not exist: there is nothing to take over (the prefix is free); nothing was written")]
     Absent {
+        /// The key.
+        key: String,
+    },
+    /// The LEASE is a released record: nobody holds the prefix, nothing to
+    /// take over (nothing written).
+    #[error("{key} was released: nobody holds it, there is nothing to take over (the prefix is free; a holder takes it at once); nothing was written")]
+    Released {
         /// The key.
         key: String,
     },

@@ -19,6 +19,7 @@ use crate::text::sanitize;
 ///
 /// Errors: [`TakeoverError::NoReason`], [`TakeoverError::BadTtl`],
 /// [`TakeoverError::Absent`] (no LEASE: nothing to take over),
+/// [`TakeoverError::Released`] (a released record: nothing to take over),
 /// [`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`].
 pub fn preflight(
     prefix: &str,
@@ -34,6 +35,7 @@ pub fn preflight(
     let j = judge(seen, now);
     match j.state {
         LeaseState::Absent => Err(TakeoverError::Absent { key }),
+        LeaseState::Released => Err(TakeoverError::Released { key }),
         LeaseState::Fresh if !force => Err(TakeoverError::Fresh {
             key,
             holder: seen

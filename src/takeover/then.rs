@@ -253,6 +253,7 @@ async fn hand_over(
         ttl_s: t.req.ttl_s,
         // The successor adopts the generation the takeover wrote.
         generation: t.record.generation,
+        released_at: None,
     };
     let cond = match t.req.exclusion {
         Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),

@@ -108,7 +108,10 @@ fn hold_runs_the_command_under_the_lease_and_releases_it() {
         seen.contains(id.trim()),
         "the command ran while the LEASE named us: {seen}"
     );
-    assert!(!dir.path().join("db/LEASE").exists(), "released at exit");
+    assert!(
+        released_file(&dir.path().join("db/LEASE")),
+        "released at exit"
+    );
 }
 
 #[test]
@@ -475,8 +478,9 @@ server_matrix! {
         );
         assert!(!err.contains("lost"), "{err}");
         assert!(
-            list_keys(&endpoint, &b).await.is_empty(),
-            "released, nothing left: {:?}",
+            list_keys(&endpoint, &b).await == ["db/LEASE"]
+                && released_record(s3_store(&endpoint, &b).as_ref(), "db/LEASE").await.is_some(),
+            "released, nothing left but the released record: {:?}",
             list_keys(&endpoint, &b).await
         );
     }
@@ -509,7 +513,8 @@ server_matrix! {
             32,
             "the command ran under the lease"
         );
-        assert!(list_keys(&endpoint, &b).await.is_empty(), "{:?}", list_keys(&endpoint, &b).await);
+        assert_eq!(list_keys(&endpoint, &b).await, ["db/LEASE"]);
+        assert!(released_record(s3_store(&endpoint, &b).as_ref(), "db/LEASE").await.is_some());
     }
 }
 

@@ -31,7 +31,7 @@ async fn sample_records_are_judged_as_documented() {
         expected.push((format!("{stem}/"), state));
     }
     expected.sort();
-    assert_eq!(expected.len(), 12, "{expected:?}");
+    assert_eq!(expected.len(), 13, "{expected:?}");
     let target = OpenTarget {
         target: Target::Local {
             dir: dir.path().to_path_buf(),

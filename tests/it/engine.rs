@@ -132,6 +132,7 @@ server_matrix! {
                 renewed_at: old,
                 ttl_s: 30,
                 generation: None,
+                released_at: None,
             };
             put_raw(&client, &bucket, &format!("{prefix}LEASE"), &dead.to_body()).await;
             let winners = race(store.clone(), &prefix, 8, cfg(30)).await;
@@ -287,6 +288,7 @@ async fn takeover_of_stale_lease_and_old_holder_learns_it_is_lost(server: Server
         renewed_at: chrono::Utc::now(),
         ttl_s: 3,
         generation: None,
+        released_at: None,
     };
     store
         .put(
@@ -412,6 +414,7 @@ async fn suspect_record_taken_only_after_one_ttl_unchanged_and_a_change_resets_t
         renewed_at: t0 + chrono::Duration::hours(2),
         ttl_s: 30,
         generation: None,
+        released_at: None,
     };
     store
         .put(
@@ -574,14 +577,70 @@ async fn release_never_deletes_a_lease_taken_by_someone_else() {
             (rec.instance_id.as_str(), etag.as_str()),
             (new.record().instance_id.as_str(), new.etag())
         );
-        let how = new.release().await.unwrap();
         let want = if config.exclusion == Exclusion::Conditional {
             Released::ConditionalDelete
         } else {
             Released::ReadCheckDelete
         };
-        assert_eq!(how, want);
-        assert!(current(store.as_ref(), "db/LEASE").await.is_none());
+        release_keeps_then_seed_deletes(store.clone(), new, "db/", config.clone(), want).await;
+    }
+}
+
+/// The release of `lease` (a record with a generation) leaves a released
+/// record that keeps its generation (issue 32 §3); a holder of the seed's
+/// record format then takes the prefix over it and its release deletes the
+/// object, as `delete` says.
+async fn release_keeps_then_seed_delete_inner(
+    store: Arc<dyn ObjectStore>,
+    lease: BucketLease,
+    prefix: &str,
+    config: LeaseConfig,
+    delete: Released,
+) -> Result<(), String> {
+    let key = leasectl::bucket::lease_key(prefix);
+    let (id, generation) = (
+        lease.record().instance_id.clone(),
+        lease.record().generation.expect("a generation"),
+    );
+    let how = lease.release().await.unwrap();
+    if how != (Released::Recorded { generation }) {
+        return Err(format!("released as {how:?}"));
+    }
+    let (rec, _) = current(store.as_ref(), &key)
+        .await
+        .ok_or("the key is gone")?;
+    if !(rec.is_released() && rec.instance_id == id && rec.generation == Some(generation)) {
+        return Err(format!(
+            "not a released record keeping {generation}: {rec:?}"
+        ));
+    }
+    let seed = LeaseConfig {
+        record_format: leasectl::bucket::RecordFormat::Seed,
+        ..config
+    };
+    let taker = BucketLease::acquire(store.clone(), sys(), prefix, seed, &mut LeaseWatch::new())
+        .await
+        .map_err(|e| format!("a seed-format holder could not take the released prefix: {e}"))?;
+    let how = taker.release().await.unwrap();
+    if how != delete {
+        return Err(format!("seed-format release: {how:?}, expected {delete:?}"));
+    }
+    if current(store.as_ref(), &key).await.is_some() {
+        return Err("the seed-format release left the key".into());
+    }
+    Ok(())
+}
+
+async fn release_keeps_then_seed_deletes(
+    store: Arc<dyn ObjectStore>,
+    lease: BucketLease,
+    prefix: &str,
+    config: LeaseConfig,
+    delete: Released,
+) {
+    if let Err(e) = release_keeps_then_seed_delete_inner(store, lease, prefix, config, delete).await
+    {
+        panic!("{e}");
     }
 }
 
@@ -654,6 +713,7 @@ async fn local_stores_rooted_at_different_levels_exclude_each_other() {
             renewed_at: t,
             ttl_s: 30,
             generation: None,
+            released_at: None,
         };
         outer
             .put("db1/LEASE", stale.to_body(), PutCondition::None)
@@ -700,6 +760,7 @@ server_matrix! {
             renewed_at: now,
             ttl_s: 30,
             generation: None,
+            released_at: None,
         };
         put_raw(&sdk_client(&endpoint), &bucket, "db/LEASE", &intruder.to_body()).await;
         match old.release().await.unwrap() {
@@ -724,15 +785,19 @@ server_matrix! {
         }
         let (rec, _) = current(store.as_ref(), "tk/LEASE").await.expect("still there");
         assert_eq!(rec.instance_id, new.record().instance_id);
-        // The new holder releases its own: conditional DELETE where honoured,
-        // read-check-delete where If-Match on DELETE is ignored.
-        let how = new.release().await.unwrap();
+        // The new holder releases its own: a released record that keeps its
+        // generation; a seed-format holder's release then deletes: conditional
+        // DELETE where honoured, read-check-delete where If-Match on DELETE is
+        // ignored.
         let want = match server {
             Server::Rgw => Released::ReadCheckDelete,
             _ => Released::ConditionalDelete,
         };
-        assert_eq!(how, want, "{}", server.name());
-        assert!(current(store.as_ref(), "tk/LEASE").await.is_none());
+        if let Err(e) =
+            release_keeps_then_seed_delete_inner(other.clone(), new, "tk/", cfg(30), want).await
+        {
+            panic!("{}: {e}", server.name());
+        }
     }
 }
 

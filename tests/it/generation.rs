@@ -251,6 +251,10 @@ fn now_us() -> u64 {
 #[derive(Clone, Debug, PartialEq)]
 enum Seen {
     Absent,
+    /// A released record: nobody holds the prefix; it keeps `generation`.
+    Released {
+        generation: Option<u64>,
+    },
     Record {
         id: String,
         generation: Option<u64>,
@@ -260,6 +264,11 @@ enum Seen {
 }
 
 impl Seen {
+    /// Nobody holds the prefix: no LEASE, or a released one.
+    fn is_free(&self) -> bool {
+        matches!(self, Seen::Absent | Seen::Released { .. })
+    }
+
     fn id(&self) -> Option<&str> {
         match self {
             Seen::Record { id, .. } => Some(id),
@@ -285,6 +294,9 @@ impl Poller {
                 let seen = match read_lease(store.as_ref(), &key, None).await {
                     Ok(Observed::Absent) => Some(Seen::Absent),
                     Ok(o) => Some(match o.record() {
+                        Some(r) if r.is_released() => Seen::Released {
+                            generation: r.generation,
+                        },
                         Some(r) => Seen::Record {
                             id: r.instance_id.clone(),
                             generation: r.generation,
@@ -487,8 +499,7 @@ async fn cycle(p: &Place, poll: &Poller, i: usize) -> (usize, Option<String>) {
             .expect(0, Duration::from_secs(15))
             .await;
         ops += 2; // adopted, released
-        poll.wait_for("the prefix free", &[], |s| *s == Seen::Absent)
-            .await;
+        poll.wait_for("the prefix free", &[], Seen::is_free).await;
         // Two holders race for the free prefix.
         let mut hb = p.hold(&b, &["--wait", "20s"], "sleep 0.3");
         let mut hc = p.hold(&c, &["--wait", "20s"], "sleep 0.3");
@@ -536,8 +547,7 @@ async fn cycle(p: &Place, poll: &Poller, i: usize) -> (usize, Option<String>) {
         .expect(0, Duration::from_secs(15))
         .await;
     ops += 2;
-    poll.wait_for("the prefix free", &[], |s| *s == Seen::Absent)
-        .await;
+    poll.wait_for("the prefix free", &[], Seen::is_free).await;
     (ops, successor)
 }
 
@@ -559,10 +569,19 @@ async fn generations_grow(kind: Kind) {
     let errors = *poll.errors.lock().unwrap();
     drop(poll);
 
-    // Every record read is one, with a generation.
+    // Every record read is one, with a generation. A released record
+    // (named "(released)" here) keeps the generation of the holder that
+    // released it, and the next holder's is greater.
+    const RELEASED: &str = "(released)";
     let records: Vec<(&str, u64, &str)> = seen
         .iter()
         .filter_map(|s| match s {
+            Seen::Released { generation } => Some((
+                RELEASED,
+                generation
+                    .unwrap_or_else(|| panic!("a released record without a generation: {seen:#?}")),
+                "",
+            )),
             Seen::Record {
                 id,
                 generation,
@@ -580,7 +599,12 @@ async fn generations_grow(kind: Kind) {
     let mut renewals = 0;
     for w in records.windows(2) {
         let ((id1, g1, e1), (id2, g2, e2)) = (w[0], w[1]);
-        if id1 == id2 {
+        if id2 == RELEASED {
+            assert_eq!(
+                g2, g1,
+                "the release by {id1} did not keep its generation: {seen:#?}"
+            );
+        } else if id1 == id2 {
             // A renewal, an adoption or the same record rewritten: kept.
             assert_eq!(g1, g2, "{id1} changed its generation: {seen:#?}");
             if e1 != e2 {
@@ -601,8 +625,12 @@ async fn generations_grow(kind: Kind) {
             changes += 1;
         }
     }
-    let holders: HashSet<&str> = records.iter().map(|r| r.0).collect();
-    let absent = seen.iter().filter(|s| **s == Seen::Absent).count();
+    let holders: HashSet<&str> = records
+        .iter()
+        .map(|r| r.0)
+        .filter(|id| *id != RELEASED)
+        .collect();
+    let absent = seen.iter().filter(|s| s.is_free()).count();
     eprintln!(
         "{kind:?}: {ops} operations in {i} cycles, {} holders, {changes} changes of holder \
          ({absent} times absent), {renewals} renewals, {} read errors, {:?}",
@@ -817,6 +845,7 @@ async fn seed_format_writes_exactly_the_four_fields(kind: Kind) {
         renewed_at: Utc::now() - chrono::Duration::seconds(60),
         ttl_s: 30,
         generation: Some(42),
+        released_at: None,
     };
     p.put(old.to_body()).await;
     let mut t = p.spawn_env(
@@ -962,6 +991,7 @@ async fn engine_writes_generations_by_the_rule() {
         renewed_at: clock.wall() - chrono::Duration::seconds(60),
         ttl_s: 30,
         generation,
+        released_at: None,
     };
     let put = |r: LeaseRecord| {
         let s = store.clone();
@@ -1178,4 +1208,200 @@ async fn saturated_generation_is_not_taken_over_local() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn saturated_generation_is_not_taken_over_moto() {
     saturated_generation_is_not_taken_over(Kind::Moto).await
+}
+
+/// Issue 32 §3, for real: two `bucket hold`s, one with its clock 2 s behind
+/// (libfaketime; inside the TTL/12 allowance of a 30 s TTL, 2.5 s, so nothing
+/// refuses it), each releasing and taking the prefix again, 20 times each:
+/// every `LEASECTL_GENERATION` handed to a command is greater than the one
+/// before. With the rule that counted from the creator's clock after a
+/// release, the host behind was handed smaller ones (19 of 40 were, on moto).
+async fn generation_never_goes_back(kind: Kind) {
+    let p = place(kind, "generation-monotonic").await;
+    let offset = p.dir.path().join("offset");
+    std::fs::write(&offset, "-2\n").unwrap();
+    let log = p.dir.path().join("generations.log");
+    let script = format!("echo $LEASECTL_GENERATION >> {}", log.display());
+    let behind = crate::common::hold::faketime_env(&offset);
+    let behind: Vec<(&str, String)> = behind.iter().map(|(k, v)| (*k, v.clone())).collect();
+    for i in 0..20 {
+        for (who, env) in [("on-time", &[][..]), ("behind", &behind[..])] {
+            let id = format!("{who}-{i}");
+            let args = [
+                "bucket",
+                "hold",
+                &p.url,
+                "--ttl",
+                "30s",
+                "--instance-id",
+                &id,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ];
+            p.spawn_env(&id, &args, env)
+                .expect(0, Duration::from_secs(20))
+                .await;
+        }
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let gens: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            l.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("not a generation: {l:?}"))
+        })
+        .collect();
+    assert_eq!(gens.len(), 40, "{text}");
+    let back: Vec<(usize, u64, u64)> = gens
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[1] <= w[0])
+        .map(|(i, w)| (i + 1, w[0], w[1]))
+        .collect();
+    assert!(
+        back.is_empty(),
+        "{kind:?}: {} of 40 generations were not greater than the one before (index, before, after): {back:?}",
+        back.len()
+    );
+    // The prefix is free at the end: a released record that keeps the last one.
+    let last = crate::common::released_record(p.store.as_ref(), &p.key)
+        .await
+        .expect("a released record");
+    assert_eq!(last.generation, gens.last().copied());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn generation_never_goes_back_with_a_clock_behind_moto() {
+    generation_never_goes_back(Kind::Moto).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn generation_never_goes_back_with_a_clock_behind_local() {
+    generation_never_goes_back(Kind::Local).await
+}
+
+/// `leasectl --json` of the place's URL: (exit code, the root row's state,
+/// its record's holder and generation).
+fn json_row(p: &Place) -> (Option<i32>, String, Option<String>, Option<u64>) {
+    let out = p
+        .cmd()
+        .args(["--json", "--no-pod", &p.url])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let row = v["targets"][0]["prefixes"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["key"] == p.key.as_str()).cloned())
+        .unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code(),
+        row["state"].as_str().unwrap_or("(no row)").to_owned(),
+        row["record"]["instance_id"].as_str().map(str::to_owned),
+        row["record"]["generation"].as_u64(),
+    )
+}
+
+/// Issue 32 §3: a holder written from the seed alone (Python, boto3: the four
+/// fields, deletes on release) still interoperates with released records. It
+/// takes a prefix leasectl released (the released record looks stale to it),
+/// its lease is judged while it holds, its release deletes; leasectl takes the
+/// prefix again afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_seed_holder_takes_a_released_prefix_and_is_judged_moto() {
+    let p = place(Kind::Moto, "seed-holder").await;
+    let log = p.dir.path().join("generations.log");
+    let script = format!("echo $LEASECTL_GENERATION >> {}", log.display());
+    let hold = |id: &str| {
+        p.spawn(
+            id,
+            &[
+                "bucket",
+                "hold",
+                &p.url,
+                "--ttl",
+                "6s",
+                "--instance-id",
+                id,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        )
+    };
+    hold("first").expect(0, Duration::from_secs(20)).await;
+    let released = crate::common::released_record(p.store.as_ref(), &p.key)
+        .await
+        .expect("a released record");
+    // Judged free: state released, exit 0.
+    let (code, state, _, generation) = json_row(&p);
+    assert_eq!((code, state.as_str()), (Some(0), "released"));
+    assert_eq!(generation, released.generation);
+
+    // The seed holder takes it, holds 2.5 s (renewing every 2 s), deletes.
+    let (endpoint, bucket) = (
+        p.endpoint.clone().unwrap(),
+        p.url[5..].split('/').next().unwrap().to_owned(),
+    );
+    let mut py = Command::new(crate::common::moto_python());
+    s3_env(&mut py)
+        .arg(crate::common::support_script("seed_holder.py"))
+        .args([
+            "--endpoint-url",
+            &endpoint,
+            "--bucket",
+            &bucket,
+            "--prefix",
+            "db/",
+        ])
+        .args([
+            "--instance-id",
+            "seed-holder",
+            "--ttl",
+            "6",
+            "--hold",
+            "2.5",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = py.spawn().expect("python");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let first = tokio::task::block_in_place(|| lines.next()).and_then(Result::ok);
+    assert!(
+        first.as_deref().is_some_and(|l| l.starts_with("acquired")),
+        "the seed holder did not take the released prefix: {first:?}"
+    );
+    let (code, state, holder, generation) = json_row(&p);
+    assert_eq!(
+        (code, state.as_str(), holder.as_deref(), generation),
+        (Some(0), "fresh", Some("seed-holder"), None)
+    );
+    let out = tokio::task::block_in_place(|| child.wait_with_output()).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        out.status.success() && rest.last().map(String::as_str) == Some("released"),
+        "{rest:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        p.store.get(&p.key, None).await.is_err(),
+        "the seed holder deletes on release"
+    );
+
+    // leasectl takes the prefix again (from its clock: the seed holder kept
+    // no generation, the one remaining limit of the rule).
+    hold("second").expect(0, Duration::from_secs(20)).await;
+    let gens: Vec<u64> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(gens.len(), 2);
+    assert!(gens[1] > gens[0], "{gens:?}");
 }

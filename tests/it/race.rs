@@ -271,7 +271,8 @@ server_matrix! {
         let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         assert!(marker.exists());
-        assert!(list_keys(&endpoint, &b).await.is_empty(), "{:?}", list_keys(&endpoint, &b).await);
+        assert_eq!(list_keys(&endpoint, &b).await, ["db/LEASE"]);
+        assert!(released_record(s3_store(&endpoint, &b).as_ref(), "db/LEASE").await.is_some());
     }
 }
 
@@ -508,5 +509,12 @@ async fn the_acquire_races_once_per_store() {
         spent[0] >= spent[1] + 9,
         "the first acquire raced (8 PUTs and a renewal), the second did not: {spent:?}"
     );
-    assert!(list_keys(&endpoint, &b).await.is_empty());
+    // Nothing left but the released records (no scratch key).
+    assert_eq!(list_keys(&endpoint, &b).await, ["a/LEASE", "b/LEASE"]);
+    for key in ["a/LEASE", "b/LEASE"] {
+        assert!(
+            released_record(store.as_ref(), key).await.is_some(),
+            "{key}"
+        );
+    }
 }

@@ -146,7 +146,7 @@ fn check(doc: &Value) {
         .as_str()
         .unwrap()
         .contains("\\xff\\xfe"));
-    assert_eq!(doc["schema_version"], "1.3");
+    assert_eq!(doc["schema_version"], "1.4");
     assert!(doc["pod"]["verdicts"].is_array());
 }
 

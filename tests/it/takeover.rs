@@ -10,7 +10,7 @@ use leasectl::audit::{AuditEntry, AuditLog, AuditTarget};
 use leasectl::bucket::{BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseWatch, Observed};
 use leasectl::clock::{SharedClock, SkewedClock, SystemClock};
 use leasectl::store::local::LocalStore;
-use leasectl::store::{ObjectRead, ObjectStore, PutCondition};
+use leasectl::store::{ObjectStore, PutCondition};
 use leasectl::takeover::{takeover, TakeoverError, TakeoverRequest, Then};
 
 fn cfg(ttl_s: u64) -> LeaseConfig {
@@ -242,8 +242,11 @@ async fn fresh_lease_needs_force_and_force_is_audited() {
         .expect("outcome");
     assert_eq!(outcome.writes_safe_from, Some(safe), "{lines:#?}");
     assert!(
-        etag_of(store.as_ref()).await.is_none(),
-        "taken then released"
+        crate::common::released_record(store.as_ref(), "db/LEASE")
+            .await
+            .is_some(),
+        "taken then released: {:?}",
+        etag_of(store.as_ref()).await
     );
 }
 
@@ -258,6 +261,7 @@ async fn suspect_record_is_refused_until_watched_for_a_ttl() {
         renewed_at: future,
         ttl_s: 30,
         generation: None,
+        released_at: None,
     };
     store
         .put("db/LEASE", rec.to_body(), PutCondition::IfNoneMatch)
@@ -278,7 +282,9 @@ async fn suspect_record_is_refused_until_watched_for_a_ttl() {
     takeover(store.clone(), SystemClock::shared(), &log, req)
         .await
         .expect("watched for a TTL");
-    assert!(look(store.as_ref(), "db/").await.etag().is_none());
+    assert!(crate::common::released_record(store.as_ref(), "db/LEASE")
+        .await
+        .is_some());
     assert_eq!(entries(&log)[0].observed.judgement, "suspect");
 }
 
@@ -406,6 +412,7 @@ fn dead_holder() -> leasectl::bucket::LeaseRecord {
         renewed_at: t,
         ttl_s: 30,
         generation: None,
+        released_at: None,
     }
 }
 
@@ -591,7 +598,12 @@ async fn takeover_command_and_audit_listing() {
     assert_eq!(v.as_array().unwrap().len(), 2);
     assert_eq!(v[0]["phase"], "outcome");
     let store = s3_store(&server.endpoint(), &b);
-    assert!(store.get("db/LEASE", None).await.is_err(), "released");
+    assert!(
+        crate::common::released_record(store.as_ref(), "db/LEASE")
+            .await
+            .is_some(),
+        "released"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -494,7 +494,10 @@ async fn a_signal_at_the_fences_end_either_finishes_or_leaves_the_lease_to_expir
         match code {
             Some(0) => {
                 assert!(outcome.starts_with("taken, then released"), "{outcome}");
-                assert!(matches!(place.look().await, Observed::Absent), "{stdout}");
+                assert!(
+                    matches!(place.look().await, Observed::Present { record: Ok(ref r), .. } if r.is_released()),
+                    "{stdout}"
+                );
             }
             Some(6) => {
                 assert!(outcome.starts_with("stopped by SIGTERM"), "{outcome}");

@@ -198,7 +198,7 @@ fn takeover_confirmation_accepts_the_escaped_prefix() {
     });
     assert!(s.contains("taken:") && s.contains("EXIT=0"), "{s}");
     assert!(
-        !store.path().join(prefix).join("LEASE").exists(),
+        crate::common::released_file(&store.path().join(prefix).join("LEASE")),
         "taken, then released"
     );
 }

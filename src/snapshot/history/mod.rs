@@ -15,8 +15,8 @@
 //!   expired (its TTL had run out by this reader's clock), or was suspect or
 //!   malformed;
 //! - [`ChangeKind::Acquired`]: a holder on a prefix seen without a LEASE;
-//! - [`ChangeKind::Release`]: the LEASE is gone (or the prefix no longer
-//!   listed while its target was gathered);
+//! - [`ChangeKind::Release`]: the LEASE is gone or released (or the prefix
+//!   no longer listed while its target was gathered);
 //! - [`ChangeKind::Unexpected`]: the record changed hands while it was still
 //!   fresh with no takeover recorded here, or became unreadable: someone
 //!   wrote over a live lease.
@@ -354,11 +354,16 @@ impl History {
         out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
     ) -> PrefixKey {
         let key = (t.url.clone(), p.prefix.clone());
+        // A released record holds nothing: seen as no holder, like no LEASE.
+        let held = p
+            .record
+            .as_ref()
+            .filter(|_| p.state != LeaseState::Released);
         let mut cur = Seen {
-            holder: p.record.as_ref().map(|r| r.instance_id.clone()),
-            generation: p.record.as_ref().and_then(|r| r.generation),
-            known_generation: p.record.as_ref().and_then(|r| r.generation),
-            present: p.state != LeaseState::Absent,
+            holder: held.map(|r| r.instance_id.clone()),
+            generation: held.and_then(|r| r.generation),
+            known_generation: held.and_then(|r| r.generation),
+            present: !matches!(p.state, LeaseState::Absent | LeaseState::Released),
             state: p.state,
             expires_at: p
                 .expires_in_s

@@ -22,6 +22,7 @@ fn record(holder: &str, renewed: DateTime<Utc>) -> LeaseRecord {
         renewed_at: renewed,
         ttl_s: 30,
         generation: None,
+        released_at: None,
     }
 }
 

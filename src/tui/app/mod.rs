@@ -1058,7 +1058,7 @@ fn state_rank(s: LeaseState) -> u8 {
         LeaseState::Suspect => 1,
         LeaseState::Stale => 2,
         LeaseState::Fresh => 3,
-        LeaseState::Absent => 4,
+        LeaseState::Absent | LeaseState::Released => 4,
     }
 }
 

@@ -87,6 +87,9 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         lines.push(kv("acquired_at", rec.acquired_at.to_rfc3339()));
         lines.push(kv("renewed_at", rec.renewed_at.to_rfc3339()));
         lines.push(kv("ttl_s", rec.ttl_s.to_string()));
+        if let Some(at) = rec.released_at {
+            lines.push(kv("released_at", at.to_rfc3339()));
+        }
         // The fencing token; `-` for a record without one (unknown).
         lines.push(kv(
             "generation",

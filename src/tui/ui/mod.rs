@@ -37,7 +37,7 @@ pub fn state_style(s: LeaseState) -> Style {
         LeaseState::Stale => Color::Yellow,
         LeaseState::Suspect => Color::Magenta,
         LeaseState::Malformed => Color::Red,
-        LeaseState::Absent => Color::DarkGray,
+        LeaseState::Absent | LeaseState::Released => Color::DarkGray,
     };
     Style::default().fg(c)
 }

@@ -172,8 +172,7 @@ fn lease_cell<'a>(
             ))
         }
         SortKey::Holder => Cell::from(ellipsize(
-            &p.record
-                .as_ref()
+            &p.holder()
                 .map(|r| sanitize(&r.instance_id))
                 .unwrap_or_else(dash),
             width,

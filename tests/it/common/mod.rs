@@ -126,6 +126,17 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The Python of the main test server's virtualenv (it has boto3), for the
+/// scripts under `tests/support/`.
+pub fn moto_python() -> PathBuf {
+    venv_python("5.2.5")
+}
+
+/// A script under `tests/support/`.
+pub fn support_script(name: &str) -> PathBuf {
+    repo().join("tests/support").join(name)
+}
+
 fn venv_python(version: &str) -> PathBuf {
     let dir = std::env::var_os("LEASECTL_VENV_DIR")
         .map(PathBuf::from)
@@ -564,4 +575,25 @@ pub fn s3_store_attempts(
     std::sync::Arc::new(leasectl::store::s3::S3Store::with_config(
         &cfg, bucket, &opts,
     ))
+}
+
+/// The released record at `key` — what a release leaves (issue 32 §3): it
+/// holds nothing and keeps the generation — or `None` when the key holds
+/// anything else (a holder's record, a malformed body) or nothing.
+pub async fn released_record(
+    store: &dyn leasectl::store::ObjectRead,
+    key: &str,
+) -> Option<leasectl::bucket::LeaseRecord> {
+    let out = store.get(key, None).await.ok()?;
+    leasectl::bucket::LeaseRecord::parse(&out.body, out.meta.size)
+        .ok()
+        .filter(|r| r.is_released())
+}
+
+/// True when the local LEASE file at `path` holds a released record (what a
+/// release leaves, issue 32 §3: it holds nothing and keeps the generation).
+pub fn released_file(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| {
+        leasectl::bucket::LeaseRecord::parse(&b, b.len() as u64).is_ok_and(|r| r.is_released())
+    })
 }
