@@ -35,6 +35,7 @@ pub mod supervise;
 pub mod takeover;
 pub mod target;
 pub mod text;
+pub mod timeline;
 pub mod tui;
 pub mod values;
 pub mod writer;

@@ -256,6 +256,58 @@ pub enum OutputFormat {
     Prometheus,
 }
 
+/// `-o FORMAT` of `timeline`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimelineFormat {
+    /// A chronological list, one event per line, the findings counted first.
+    Text,
+    /// One JSON document (`schema_version` 1.0; every time RFC 3339 UTC).
+    Json,
+    /// One JSON object per event, then a summary line per prefix.
+    Ndjson,
+}
+
+/// `leasectl timeline`.
+#[derive(Debug, Args)]
+pub struct TimelineArgs {
+    /// The prefixes whose lease history to rebuild (s3://bucket/prefix/ or file:///dir/).
+    #[arg(required = true, value_name = "PREFIX_URL")]
+    pub prefix_urls: Vec<String>,
+    /// Only the last DURATION before --to (e.g. 24h, 90m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
+    pub since: Option<std::time::Duration>,
+    /// The window's start (RFC 3339, e.g. 2026-12-03T09:00:00Z).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    /// The window's end (RFC 3339; default: now).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
+    /// An audit log to read (repeatable; default: this host's audit log, if it exists).
+    #[arg(long = "audit-log", value_name = "FILE")]
+    pub audit_logs: Vec<PathBuf>,
+    /// A `--watch` NDJSON recording to read (repeatable): the history of a store without versions.
+    #[arg(long = "recording", value_name = "FILE")]
+    pub recordings: Vec<PathBuf>,
+    /// Read every version's body instead of bisecting between tenures.
+    #[arg(long)]
+    pub all_versions: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: TimelineFormat,
+}
+
+/// An RFC 3339 time, as UTC.
+fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            format!(
+                "{} is not an RFC 3339 time ({e}); write e.g. 2026-12-03T09:00:00Z",
+                crate::text::sanitize_cut(s, 60)
+            )
+        })
+}
+
 /// `--then WHAT` of `takeover`, as parsed (the command turns it into the
 /// takeover's own `Then`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -314,6 +366,14 @@ pub enum Command {
     Takeover(TakeoverArgs),
     /// List the audit log, newest first.
     Audit(AuditListArgs),
+    /// Who held each prefix when: tenures, gaps and overlaps from versions and audit logs.
+    ///
+    /// Reads the versions of {PREFIX_URL}LEASE on a versioned bucket (bodies only where
+    /// the holder may change, by bisection; every one with --all-versions), the audit
+    /// logs and the recordings given. Exit 0 nothing wrong found; 3 an overlap (two
+    /// holders could both write) or a generation that went back; 1 a source could not
+    /// be read completely (or no source holds this lease's history); 2 usage.
+    Timeline(TimelineArgs),
     /// Bucket lease commands.
     Bucket {
         /// What to do.

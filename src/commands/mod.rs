@@ -16,6 +16,7 @@ pub mod pod_scan;
 pub mod probe;
 pub mod serve;
 pub mod takeover;
+pub mod timeline;
 pub mod writer_exec;
 
 use crate::cli::{BucketCommand, Cli, Command, WriterCommand};
@@ -36,6 +37,7 @@ pub fn run(cli: &Cli, ctx: &Context) -> Exit {
         Command::Probe(a) => block_on(probe::run(a, ctx)),
         Command::Takeover(a) => block_on(takeover::run(a, ctx)),
         Command::Audit(a) => audit::run(a, ctx),
+        Command::Timeline(a) => block_on(timeline::run(a, ctx)),
         Command::Bucket {
             command: BucketCommand::Hold(a),
         } => block_on(bucket_hold::run(a, ctx)),

@@ -51,6 +51,44 @@ pub struct GetOutput {
     pub problem: Option<String>,
 }
 
+/// One version of an object in a versioned bucket (`ListObjectVersions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// The version id the service gave it.
+    pub version_id: String,
+    /// When it was written (or deleted, for a delete marker), by the service's clock (UTC).
+    pub last_modified: Option<DateTime<Utc>>,
+    /// Its ETag, quotes removed (`None` for a delete marker).
+    pub etag: Option<String>,
+    /// Its size in bytes (0 for a delete marker).
+    pub size: u64,
+    /// A delete marker: the object was deleted at `last_modified`.
+    pub delete_marker: bool,
+}
+
+/// Whether a bucket keeps the versions of its objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Versioning {
+    /// Every write keeps the version it replaces.
+    Enabled,
+    /// Versioning was on and is now off: the versions of then are kept.
+    Suspended,
+    /// Never turned on: no version is kept.
+    Off,
+}
+
+/// The versions of one key, oldest first, and whether the bucket keeps them.
+#[derive(Debug, Clone)]
+pub struct KeyVersions {
+    /// The bucket's versioning.
+    pub versioning: Versioning,
+    /// The key's versions and delete markers, oldest first.
+    pub versions: Vec<ObjectVersion>,
+    /// The listing requests sent (pages, and the versioning status).
+    pub requests: u64,
+}
+
 /// The precondition sent with a PUT.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutCondition {
@@ -245,6 +283,32 @@ pub trait ObjectRead: Send + Sync {
     fn unavailable(&self) -> Option<StoreError> {
         None
     }
+
+    /// Every version and delete marker of exactly `key` (`ListObjectVersions`,
+    /// every page), oldest first, with the bucket's versioning status.
+    ///
+    /// Errors: [`StoreError::NotImplemented`] for a store that keeps no
+    /// versions (a local directory); the service's errors otherwise.
+    async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
+        Err(StoreError::NotImplemented(format!(
+            "{} keeps no versions of {}",
+            self.describe(),
+            crate::text::sanitize(key)
+        )))
+    }
+
+    /// Reads one version of `key` (bounded as [`ObjectRead::get`]).
+    ///
+    /// Errors: as [`ObjectRead::list_versions`]; `NotFound` for a version
+    /// that is gone.
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
+        let _ = version_id;
+        Err(StoreError::NotImplemented(format!(
+            "{} keeps no versions of {}",
+            self.describe(),
+            crate::text::sanitize(key)
+        )))
+    }
 }
 
 /// The continuation tokens of one listing so far (their hashes: a hostile
@@ -363,6 +427,12 @@ impl ObjectRead for ReadOnly {
     }
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
         self.0.get(key, if_none_match).await
+    }
+    async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
+        self.0.list_versions(key).await
+    }
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
+        self.0.get_version(key, version_id).await
     }
     fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
         self.0.server_offset()

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["supervise"],
     &["takeover", "audit"],
     &["writer"],
-    &["snapshot"],
+    &["snapshot", "timeline"],
     &["monitor"],
     &["tui"],
     &["cli", "config", "setup", "commands", "demo", "main"],

@@ -42,6 +42,7 @@ mod snapshot_json;
 mod takeover;
 mod takeover_signals;
 mod tick_judging;
+mod timeline;
 mod tls;
 mod tui_console;
 mod tui_loop;

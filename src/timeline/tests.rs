@@ -1,0 +1,184 @@
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::*;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 3, 9, 0, 0).unwrap()
+}
+
+fn rec(id: &str, g: u64, at: DateTime<Utc>) -> LeaseRecord {
+    LeaseRecord {
+        instance_id: id.into(),
+        acquired_at: at,
+        renewed_at: at,
+        ttl_s: 30,
+        generation: Some(g),
+        released_at: None,
+    }
+}
+
+fn obs(at_s: i64, seen: Seen) -> Observation {
+    Observation {
+        at: t0() + chrono::Duration::seconds(at_s),
+        seen,
+        source: Source::Version {
+            version_id: format!("v{at_s}"),
+            etag: None,
+            read: true,
+        },
+    }
+}
+
+/// A day of renewals every 10 s (8,640 versions) by five tenures: the
+/// bisection finds every change of tenure, and reads at most 200 bodies.
+#[test]
+fn bisection_finds_every_tenure_of_a_day_in_under_200_reads() {
+    let n = 8640;
+    let bounds = [0, 1000, 1003, 4000, 7777, n];
+    let truth: Vec<Mark> = (0..n)
+        .map(|i| {
+            let k = bounds
+                .windows(2)
+                .position(|w| i >= w[0] && i < w[1])
+                .unwrap();
+            Mark::Record(format!("h{k}"), Some(k as u64), false)
+        })
+        .collect();
+    let mut reads = 0;
+    let marks = bisect(
+        n,
+        false,
+        |_| None,
+        |i| {
+            reads += 1;
+            truth[i].clone()
+        },
+    );
+    assert!(reads <= 200, "{reads} reads");
+    // Every version is either read, or between two read ones of its tenure.
+    let mut last: Option<&Mark> = None;
+    for (i, m) in marks.iter().enumerate() {
+        match m {
+            Some(m) => {
+                assert_eq!(m, &truth[i]);
+                last = Some(m);
+            }
+            None => assert_eq!(last, Some(&truth[i]), "version {i} inferred wrongly"),
+        }
+    }
+    // Every boundary's both sides were read.
+    for &b in &bounds[1..5] {
+        assert!(marks[b - 1].is_some() && marks[b].is_some(), "boundary {b}");
+    }
+    let mut all = 0;
+    let every = bisect(
+        n,
+        true,
+        |_| None,
+        |i| {
+            all += 1;
+            truth[i].clone()
+        },
+    );
+    assert_eq!(all, n);
+    assert!(every.iter().all(Option::is_some));
+    eprintln!("bisection: {reads} reads of {n} versions (5 tenures)");
+}
+
+/// Delete markers are known without a read and split the bisection.
+#[test]
+fn delete_markers_are_boundaries_known_without_reading() {
+    let truth = [
+        Mark::Record("a".into(), Some(1), false),
+        Mark::Record("a".into(), Some(1), false),
+        Mark::Other(2),
+        Mark::Record("a".into(), Some(2), false),
+    ];
+    let mut read = Vec::new();
+    let marks = bisect(
+        4,
+        false,
+        |i| (i == 2).then_some(Mark::Other(2)),
+        |i| {
+            read.push(i);
+            truth[i].clone()
+        },
+    );
+    assert!(!read.contains(&2));
+    assert_eq!(marks[2], Some(Mark::Other(2)));
+}
+
+/// Tenures, a release, a gap, a takeover while fresh with its overlap, a
+/// generation that went back, renewals inferred by bisection.
+#[test]
+fn derive_tells_tenures_gaps_overlaps_and_generations_back() {
+    let a = rec("a", 10, t0());
+    let b = rec("b", 11, t0() + chrono::Duration::seconds(100));
+    let c = rec("c", 5, t0() + chrono::Duration::seconds(125));
+    let o = vec![
+        obs(0, Seen::Held(a.clone())),
+        obs(10, Seen::Renewal),
+        obs(20, Seen::Held(a.clone())),
+        obs(
+            30,
+            Seen::Released(a.released(t0() + chrono::Duration::seconds(30))),
+        ),
+        obs(100, Seen::Held(b.clone())),
+        obs(110, Seen::Held(b.clone())),
+        // c writes 15 s after b's last write: b's fence (20 s) is still open.
+        obs(125, Seen::Held(c.clone())),
+    ];
+    let d = derive(&o, &[], t0() + chrono::Duration::seconds(140));
+    assert_eq!(d.tenures.len(), 3, "{d:#?}");
+    assert_eq!(d.tenures[0].writes, 3);
+    assert_eq!(d.tenures[0].largest_gap_s, Some(10.0));
+    assert!(d.tenures[0].punctual);
+    assert!(matches!(d.tenures[0].ending, Ending::Released { .. }));
+    assert!(matches!(
+        d.tenures[1].ending,
+        Ending::Replaced {
+            while_fresh: true,
+            takeover: None,
+            ..
+        }
+    ));
+    assert!(matches!(d.tenures[2].ending, Ending::Holding));
+    assert_eq!(d.gaps.len(), 1);
+    assert_eq!(d.gaps[0].from, t0() + chrono::Duration::seconds(30));
+    assert_eq!(d.gaps[0].to, t0() + chrono::Duration::seconds(100));
+    assert_eq!(d.overlaps.len(), 1, "{d:#?}");
+    assert_eq!(d.overlaps[0].from, t0() + chrono::Duration::seconds(125));
+    assert_eq!(d.overlaps[0].to, t0() + chrono::Duration::seconds(130));
+    assert_eq!(
+        (d.overlaps[0].earlier.as_str(), d.overlaps[0].later.as_str()),
+        ("b", "c")
+    );
+    assert_eq!(d.generations_back.len(), 1);
+    assert_eq!(
+        (d.generations_back[0].before, d.generations_back[0].after),
+        (11, 5)
+    );
+}
+
+/// A holder that stops renewing expires; one that writes after its
+/// successor started is an overlap (interleaved renewals).
+#[test]
+fn expiry_and_interleaved_renewals() {
+    let a = rec("a", 1, t0());
+    let b = rec("b", 2, t0() + chrono::Duration::seconds(60));
+    let o = vec![
+        obs(0, Seen::Held(a.clone())),
+        obs(60, Seen::Held(b.clone())),
+        obs(65, Seen::Held(a.clone())),
+    ];
+    let d = derive(&o, &[], t0() + chrono::Duration::seconds(70));
+    assert!(
+        matches!(d.tenures[0].ending, Ending::Expired { .. }),
+        "{d:#?}"
+    );
+    assert_eq!(d.gaps.len(), 1, "{d:#?}");
+    assert!(
+        d.overlaps.iter().any(|o| o.why.contains("wrote again")),
+        "{d:#?}"
+    );
+}

@@ -1,0 +1,215 @@
+//! `leasectl timeline` on real stores (issue 34): a versioned moto bucket
+//! with real holders, a release, and a record written over a live lease; an
+//! unversioned bucket; a local store without recordings.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+
+fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c)
+        .env("NO_COLOR", "1")
+        .args(["--endpoint-url", endpoint, "--path-style", "--no-pod"])
+        .args(args);
+    let out = tokio::task::block_in_place(|| c.output()).unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn versioned_bucket(test: &str) -> (String, String) {
+    let (endpoint, b) = Server::Moto(Moto::Conditional).bucket(test).await;
+    sdk_client(&endpoint)
+        .put_bucket_versioning()
+        .bucket(&b)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("versioning on");
+    (endpoint, b)
+}
+
+/// Two holders take turns (a release between), a third is overwritten while
+/// its lease is fresh: the timeline names the three tenures, the gap, the
+/// overlap (exit 3), reads fewer bodies than versions, and the same
+/// tenures with --all-versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
+    let (endpoint, b) = versioned_bucket("timeline").await;
+    let url = format!("s3://{b}/db/");
+    let hold = |id: &str, script: &str| {
+        leasectl(
+            &endpoint,
+            &[
+                "bucket",
+                "hold",
+                &url,
+                "--ttl",
+                "3s",
+                "--instance-id",
+                id,
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+        )
+    };
+    let (code, _, err) = hold("holder-a", "sleep 3.5");
+    assert_eq!(code, Some(0), "{err}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (code, _, err) = hold("holder-b", "sleep 0.2");
+    assert_eq!(code, Some(0), "{err}");
+    // holder-c holds; an intruder writes over its live record.
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c)
+        .args(["--endpoint-url", &endpoint, "--path-style"])
+        .args([
+            "bucket",
+            "hold",
+            &url,
+            "--ttl",
+            "3s",
+            "--instance-id",
+            "holder-c",
+        ])
+        .args(["--", "sleep", "30"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let now = chrono::Utc::now();
+    let intruder = leasectl::bucket::LeaseRecord {
+        instance_id: "intruder".into(),
+        acquired_at: now,
+        renewed_at: now + chrono::Duration::microseconds(1),
+        ttl_s: 3,
+        generation: Some(u64::try_from(now.timestamp_micros()).unwrap() + 10_000_000),
+        released_at: None,
+    };
+    put_raw(&sdk_client(&endpoint), &b, "db/LEASE", &intruder.to_body()).await;
+    let status = tokio::task::block_in_place(|| child.wait()).unwrap();
+    assert_eq!(status.code(), Some(5), "holder-c learns it lost");
+
+    let (code, out, err) = leasectl(&endpoint, &["timeline", &url, "-o", "json"]);
+    assert_eq!(code, Some(3), "{err}\n{out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = &doc["prefixes"][0];
+    assert_eq!(doc["schema_version"], "1.0");
+    assert_eq!(p["versioning"], "enabled");
+    let holders: Vec<&str> = p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["holder"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        holders,
+        ["holder-a", "holder-b", "holder-c", "intruder"],
+        "{out}"
+    );
+    let endings: Vec<&str> = p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["ending"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(&endings[..3], ["released", "released", "replaced"], "{out}");
+    assert_eq!(p["tenures"][2]["ending"]["while_fresh"], true, "{out}");
+    assert!(
+        p["tenures"][0]["writes"].as_u64().unwrap() >= 3,
+        "acquired and renewed: {out}"
+    );
+    assert_eq!(p["overlaps"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(p["overlaps"][0]["earlier"], "holder-c");
+    assert_eq!(p["overlaps"][0]["later"], "intruder");
+    assert!(!p["gaps"].as_array().unwrap().is_empty(), "{out}");
+    let listed = p["sources"]["versions_listed"].as_u64().unwrap();
+    let read = p["sources"]["versions_read"].as_u64().unwrap();
+    assert!(read <= listed, "{out}");
+    // Every generation written by the holders grew.
+    assert!(
+        p["generations_back"].as_array().unwrap().is_empty(),
+        "{out}"
+    );
+
+    // The same tenures when every version is read.
+    let (code, all, _) = leasectl(
+        &endpoint,
+        &["timeline", &url, "-o", "json", "--all-versions"],
+    );
+    assert_eq!(code, Some(3));
+    let all: serde_json::Value = serde_json::from_str(&all).unwrap();
+    assert_eq!(all["prefixes"][0]["tenures"], p["tenures"]);
+    assert_eq!(
+        all["prefixes"][0]["sources"]["versions_read"].as_u64(),
+        Some(listed)
+    );
+    eprintln!("timeline: {listed} versions, {read} read by bisection");
+
+    // Text: the overlap counted first, then the events in order; NDJSON: one event per line.
+    let (_, text, _) = leasectl(&endpoint, &["timeline", &url]);
+    let first = text.lines().next().unwrap();
+    assert!(first.contains("1 overlap(s)"), "{text}");
+    assert!(
+        text.contains("OVERLAP") && text.contains("REPLACED WHILE FRESH by intruder"),
+        "{text}"
+    );
+    let (_, nd, _) = leasectl(&endpoint, &["timeline", &url, "-o", "ndjson"]);
+    let lines: Vec<serde_json::Value> = nd
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.last().unwrap()["type"], "summary");
+    assert!(lines.iter().any(|l| l["event"] == "overlap"));
+}
+
+/// A bucket without versioning: said so, with the command that turns it on;
+/// the current record alone is the timeline (exit 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unversioned_bucket_is_said_so() {
+    let (endpoint, b) = Server::Moto(Moto::Conditional)
+        .bucket("timeline-unversioned")
+        .await;
+    let url = format!("s3://{b}/db/");
+    let (code, _, err) = leasectl(
+        &endpoint,
+        &["bucket", "hold", &url, "--ttl", "3s", "--", "true"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let (code, out, err) = leasectl(&endpoint, &["timeline", &url]);
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    assert!(out.contains("bucket versioning is off"), "{out}");
+    assert!(
+        out.contains("aws s3api put-bucket-versioning --bucket"),
+        "{out}"
+    );
+}
+
+/// A local store keeps no versions: without a recording or an audit log,
+/// nothing holds the history — unknown, exit 1, never "nothing wrong".
+#[test]
+fn a_local_store_without_recordings_is_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = file_url(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        .args(["timeline", &url, "--audit-log"])
+        .arg(dir.path().join("none.jsonl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("keeps no versions")
+            || String::from_utf8_lossy(&out.stdout).contains("keeps no versions")
+    );
+    assert!(err.contains("no source holds the history"), "{err}");
+}
