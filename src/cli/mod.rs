@@ -265,6 +265,9 @@ pub enum TimelineFormat {
     Json,
     /// One JSON object per event, then a summary line per prefix.
     Ndjson,
+    /// A picture for the incident review (SVG): one lane per holder, tenures, gaps,
+    /// overlaps and takeovers.
+    Svg,
 }
 
 /// `leasectl timeline`.

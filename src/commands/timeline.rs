@@ -150,6 +150,15 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
             );
         }
         TimelineFormat::Ndjson => crate::timeline::render::ndjson(&report, &mut out),
+        TimelineFormat::Svg => match crate::timeline::picture::svg(&report) {
+            Ok(svg) => {
+                let _ = std::io::Write::write_all(&mut out, svg.as_bytes());
+            }
+            Err(e) => {
+                eprintln!("leasectl: the picture could not be drawn: {e}");
+                return Exit::Failed;
+            }
+        },
     }
     for p in &report.prefixes {
         for s in &p.problems {
@@ -175,6 +184,13 @@ fn audit_entries(paths: &[std::path::PathBuf]) -> (Vec<AuditEntry>, Vec<String>)
             .collect()
     };
     for path in paths {
+        if given && !path.exists() {
+            problems.push(format!(
+                "the audit log {} does not exist",
+                sanitize(&path.display().to_string())
+            ));
+            continue;
+        }
         match AuditLog::read_report(&path) {
             Ok(r) => {
                 for u in r.unreadable.sentences() {

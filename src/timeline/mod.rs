@@ -24,6 +24,7 @@
 //! Everything here is pure: the store is read by [`read`], through a closure
 //! for the bodies, so the bisection's cost is measured by counting calls.
 
+pub mod picture;
 pub mod read;
 pub mod render;
 
@@ -513,7 +514,9 @@ pub enum Mark {
 
 /// Which of `n` versions to read so that every change of tenure is found:
 /// `known(i)` gives a version's mark without reading (a delete marker), `read(i)`
-/// reads one. Between two read versions with the same record mark every
+/// reads one — or says it is not read yet (`None`: the caller reads the
+/// versions asked for and calls again; a range whose ends are not both known
+/// waits for the next call). Between two read versions with the same record mark every
 /// version is that tenure's renewal (a tenure's versions are contiguous and
 /// its generation unique while generations only grow), so it is not read;
 /// otherwise the middle one is, and both halves again. Returns each version's
@@ -525,13 +528,14 @@ pub fn bisect(
     n: usize,
     all: bool,
     mut known: impl FnMut(usize) -> Option<Mark>,
-    mut read: impl FnMut(usize) -> Mark,
+    mut read: impl FnMut(usize) -> Option<Mark>,
 ) -> Vec<Option<Mark>> {
     let mut marks: Vec<Option<Mark>> = (0..n).map(&mut known).collect();
     let mut get = |i: usize, marks: &mut Vec<Option<Mark>>| {
         if marks[i].is_none() {
-            marks[i] = Some(read(i));
+            marks[i] = read(i);
         }
+        marks[i].is_some()
     };
     if n == 0 {
         return marks;
@@ -556,7 +560,7 @@ pub fn bisect(
     }
     let mut inferred = vec![false; n];
     while let Some((lo, hi)) = stack.pop() {
-        if hi <= lo + 1 {
+        if hi <= lo + 1 || marks[lo].is_none() || marks[hi].is_none() {
             continue;
         }
         let same =
@@ -568,9 +572,10 @@ pub fn bisect(
             continue;
         }
         let mid = lo + (hi - lo) / 2;
-        get(mid, &mut marks);
-        stack.push((lo, mid));
-        stack.push((mid, hi));
+        if get(mid, &mut marks) {
+            stack.push((lo, mid));
+            stack.push((mid, hi));
+        }
     }
     for (i, f) in inferred.into_iter().enumerate() {
         if f {

@@ -93,13 +93,12 @@ pub async fn versions(
                 versions.len(),
                 all,
                 |i| versions[i].delete_marker.then_some(Mark::Other(i)),
-                |i| match cache.get(&i) {
-                    Some(m) => m.clone(),
-                    None => {
+                |i| {
+                    let m = cache.get(&i).cloned();
+                    if m.is_none() {
                         wanted.push(i);
-                        // Unknown yet: unlike anything, so the bisection goes on.
-                        Mark::Other(i)
                     }
+                    m
                 },
             );
             wanted.sort_unstable();

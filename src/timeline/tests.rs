@@ -51,7 +51,7 @@ fn bisection_finds_every_tenure_of_a_day_in_under_200_reads() {
         |_| None,
         |i| {
             reads += 1;
-            truth[i].clone()
+            Some(truth[i].clone())
         },
     );
     assert!(reads <= 200, "{reads} reads");
@@ -77,7 +77,7 @@ fn bisection_finds_every_tenure_of_a_day_in_under_200_reads() {
         |_| None,
         |i| {
             all += 1;
-            truth[i].clone()
+            Some(truth[i].clone())
         },
     );
     assert_eq!(all, n);
@@ -101,7 +101,7 @@ fn delete_markers_are_boundaries_known_without_reading() {
         |i| (i == 2).then_some(Mark::Other(2)),
         |i| {
             read.push(i);
-            truth[i].clone()
+            Some(truth[i].clone())
         },
     );
     assert!(!read.contains(&2));
@@ -181,4 +181,59 @@ fn expiry_and_interleaved_renewals() {
         d.overlaps.iter().any(|o| o.why.contains("wrote again")),
         "{d:#?}"
     );
+}
+
+/// The bisection in rounds, as the reader runs it (each round's reads done
+/// between calls): the same versions read as in one pass, every change found.
+#[test]
+fn bisection_in_rounds_reads_what_one_pass_reads() {
+    let n = 8640;
+    let bounds = [0, 1000, 1003, 4000, 7777, n];
+    let truth = |i: usize| {
+        let k = bounds
+            .windows(2)
+            .position(|w| i >= w[0] && i < w[1])
+            .unwrap();
+        Mark::Record(format!("h{k}"), Some(k as u64), false)
+    };
+    let mut one_pass = 0;
+    bisect(
+        n,
+        false,
+        |_| None,
+        |i| {
+            one_pass += 1;
+            Some(truth(i))
+        },
+    );
+    let mut cache: std::collections::HashMap<usize, Mark> = Default::default();
+    let mut rounds = 0;
+    let marks = loop {
+        rounds += 1;
+        let mut wanted = Vec::new();
+        let marks = bisect(
+            n,
+            false,
+            |_| None,
+            |i| {
+                let m = cache.get(&i).cloned();
+                if m.is_none() {
+                    wanted.push(i);
+                }
+                m
+            },
+        );
+        if wanted.is_empty() {
+            break marks;
+        }
+        for i in wanted {
+            cache.insert(i, truth(i));
+        }
+    };
+    assert_eq!(cache.len(), one_pass, "{rounds} rounds");
+    assert!(rounds < 20, "{rounds} rounds");
+    for &b in &bounds[1..5] {
+        assert_eq!(marks[b - 1], Some(truth(b - 1)));
+        assert_eq!(marks[b], Some(truth(b)));
+    }
 }

@@ -22,7 +22,11 @@ fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
 }
 
 async fn versioned_bucket(test: &str) -> (String, String) {
-    let (endpoint, b) = Server::Moto(Moto::Conditional).bucket(test).await;
+    versioned_bucket_on(Server::Moto(Moto::Conditional), test).await
+}
+
+async fn versioned_bucket_on(server: Server, test: &str) -> (String, String) {
+    let (endpoint, b) = server.bucket(test).await;
     sdk_client(&endpoint)
         .put_bucket_versioning()
         .bucket(&b)
@@ -170,6 +174,22 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
         .collect();
     assert_eq!(lines.last().unwrap()["type"], "summary");
     assert!(lines.iter().any(|l| l["event"] == "overlap"));
+
+    // The picture: an SVG document naming every holder, with the overlap's
+    // red band (kept for a look when LEASECTL_TEST_SVG names a file).
+    let (code, svg, err) = leasectl(&endpoint, &["timeline", &url, "-o", "svg"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    for h in ["holder-a", "holder-b", "holder-c", "intruder"] {
+        assert!(svg.contains(h), "{h} missing from the picture");
+    }
+    assert!(svg.contains("#FF0000"), "no overlap band");
+    if let Some(path) = std::env::var_os("LEASECTL_TEST_SVG") {
+        std::fs::write(path, &svg).unwrap();
+    }
 }
 
 /// A bucket without versioning: said so, with the command that turns it on;
@@ -212,4 +232,87 @@ fn a_local_store_without_recordings_is_unknown() {
             || String::from_utf8_lossy(&out.stdout).contains("keeps no versions")
     );
     assert!(err.contains("no source holds the history"), "{err}");
+}
+
+/// Issue 34: a synthetic day — 8,640 versions of one LEASE (a renewal every
+/// 10 s), five tenures — and the GETs counted by a proxy in front of the
+/// server: at most 200 bodies, every tenure found in order. On Ceph RGW:
+/// moto keeps versions in a list it walks on every write (its server spent
+/// over ten minutes of a core on this history).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_day_of_versions_costs_at_most_200_gets() {
+    use crate::common::proxy::{Mode, Proxy};
+    let (endpoint, b) = versioned_bucket_on(Server::Rgw, "timeline-day").await;
+    let client = sdk_client(&endpoint);
+    let start = chrono::Utc::now() - chrono::Duration::days(1);
+    let bounds = [0usize, 1000, 1003, 4000, 7777, 8640];
+    for i in 0..8640usize {
+        let k = bounds
+            .windows(2)
+            .position(|w| i >= w[0] && i < w[1])
+            .unwrap();
+        let acquired = start + chrono::Duration::seconds(10 * bounds[k] as i64);
+        let r = leasectl::bucket::LeaseRecord {
+            instance_id: format!("holder-{k}"),
+            acquired_at: acquired,
+            renewed_at: start
+                + chrono::Duration::seconds(10 * i as i64)
+                + chrono::Duration::microseconds(1),
+            ttl_s: 30,
+            generation: Some(100 + k as u64),
+            released_at: None,
+        };
+        put_raw(&client, &b, "db/LEASE", &r.to_body()).await;
+    }
+    let port: u16 = endpoint
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let (code, out, err) = leasectl(
+        &proxy.endpoint(),
+        &[
+            "timeline",
+            &format!("s3://{b}/db/"),
+            "-o",
+            "json",
+            "--audit-log",
+            empty.path().to_str().unwrap(),
+        ],
+    );
+    // The history was written within a minute of service time: each new
+    // holder wrote before the previous one's fence closed, four overlaps (exit 3).
+    assert_eq!(code, Some(3), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = &doc["prefixes"][0];
+    let holders: Vec<&str> = p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["holder"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        holders,
+        ["holder-0", "holder-1", "holder-2", "holder-3", "holder-4"]
+    );
+    let writes: Vec<u64> = p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["writes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(writes, [1000, 3, 2997, 3777, 863]);
+    assert_eq!(p["overlaps"].as_array().unwrap().len(), 4);
+    assert_eq!(p["sources"]["versions_listed"], 8640);
+    let read = p["sources"]["versions_read"].as_u64().unwrap();
+    let lists = p["sources"]["list_requests"].as_u64().unwrap();
+    let gets = proxy.counts().get("GET").copied().unwrap_or(0) as u64;
+    // Every GET the proxy saw is a listing page, the versioning status or a body.
+    assert_eq!(gets, read + lists, "{:?}", proxy.counts());
+    assert!(read <= 200, "{read} bodies read");
+    eprintln!("timeline: a day of 8640 versions, 5 tenures: {read} bodies read, {lists} listing requests, {gets} GETs in all");
 }
