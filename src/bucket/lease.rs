@@ -957,7 +957,6 @@ impl BucketLease {
         let done = Released::Recorded { generation };
         let mut etag = self.etag.clone();
         let mut transient: Option<StoreError> = None;
-        let mut transient: Option<StoreError> = None;
         for _ in 0..MAX_ROUNDS {
             let cond = if self.config.exclusion == Exclusion::Conditional {
                 PutCondition::IfMatch(etag.clone())
