@@ -595,9 +595,10 @@ pub struct HoldArgs {
     /// over with `takeover --then handover:ID` is adopted at once by `--instance-id ID`.
     #[arg(long, value_name = "ID", value_parser = parse_instance_id)]
     pub instance_id: Option<String>,
-    /// Time CMD gets between SIGTERM and SIGKILL when the fence closes.
-    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
-    pub grace: Duration,
+    /// Time CMD gets between SIGTERM and SIGKILL when the fence closes (default 5s; at most
+    /// a sixth of the TTL).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub grace: Option<Duration>,
     /// The fields of the LEASE records written: leasectl (the seed's four and `generation`,
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.

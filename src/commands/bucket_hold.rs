@@ -69,7 +69,7 @@ pub struct HoldOptions {
     /// Keep retrying the acquire for this long.
     pub wait: Duration,
     /// Time between SIGTERM and SIGKILL when the fence closes.
-    pub grace: Duration,
+    pub grace: Option<Duration>,
 }
 
 /// `bucket hold`: acquire the lease on `prefix`, run `command` while it is
@@ -277,20 +277,28 @@ async fn acquire_waiting(
     }
 }
 
-/// The longest `--grace` honoured: a sixth of the TTL. With it CMD is killed
-/// at most five sixths of a TTL after the last renewal began, a sixth of a TTL
-/// before any contender may take the lease (that sixth absorbs clock offsets).
-pub fn effective_grace(grace: Duration, ttl: Duration) -> Duration {
+/// `--grace` when not given, seconds.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// The grace CMD gets: `grace` as given (`None`: [`DEFAULT_GRACE`]), at most
+/// a sixth of the TTL. With it CMD is killed at most five sixths of a TTL
+/// after the last renewal began, a sixth of a TTL before any contender may
+/// take the lease (that sixth absorbs clock offsets). Only a `--grace` the
+/// operator gave is warned about when cut (issue 35 trip 11).
+pub fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duration {
     let cap = ttl / 6;
-    if grace > cap {
-        tracing::warn!(
+    let asked = grace.unwrap_or(DEFAULT_GRACE);
+    if asked > cap {
+        if let Some(grace) = grace {
+            tracing::warn!(
             "--grace {} is longer than a sixth of the TTL: CMD will be killed {} after SIGTERM, before the lease can be taken over",
-            crate::text::format_secs(grace.as_secs_f64()),
-            crate::text::format_secs(cap.as_secs_f64())
-        );
+                crate::text::format_secs(grace.as_secs_f64()),
+                crate::text::format_secs(cap.as_secs_f64())
+            );
+        }
         cap
     } else {
-        grace
+        asked
     }
 }
 

@@ -192,3 +192,31 @@ fn json_that_exits_1_for_the_pod_alone_says_why() {
     assert_eq!(said.len(), 1, "{err}");
     assert!(said[0].contains("could not be inspected"), "{err}");
 }
+
+/// Issue 35 trip 11: `bucket hold` with a short TTL does not warn about a
+/// `--grace` nobody gave (the default is cut to a sixth of the TTL silently);
+/// one the operator gave is still warned about when cut.
+#[test]
+fn bucket_hold_warns_only_about_a_grace_that_was_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::common::file_url(dir.path());
+    let hold = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+            .args(["bucket", "hold", &url, "--ttl", "9s"])
+            .args(extra)
+            .args(["--", "true"])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = hold(&[]);
+    assert!(!err.contains("--grace"), "{err}");
+    let err = hold(&["--grace", "5s"]);
+    assert!(
+        err.contains("--grace 5.0s is longer than a sixth of the TTL"),
+        "{err}"
+    );
+}

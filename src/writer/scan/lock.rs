@@ -622,7 +622,8 @@ pub fn orphaned_holders(proc_root: &Path, data_dir: &Path, ours: &std::fs::File)
     }
     if unreadable > 0 {
         out.unknown = Some(format!(
-            "{unreadable} process(es) could not be inspected (run as their owner or root)"
+            "{unreadable} process(es) could not be inspected ({})",
+            super::notes::how_to_see()
         ));
     }
     out.holders = describe(&table, pids);

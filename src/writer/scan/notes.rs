@@ -37,15 +37,28 @@ fn uninspected_note(obs: &Observed, pod_empty: bool) -> String {
         .map_or(0, |s| s.processes_seen.saturating_sub(n));
     if none_found {
         format!(
-            "{n} process{} could not be inspected (run as their owner or root), and no pod was found among the {rest} that could: none of them carries {ENABLE} or {HELD} or has a {LOCK_NAME} open. Whether the hidden ones form a pod is unknown; give --pod-root or --data-dir to have it judged.",
+            "{n} process{} could not be inspected ({}), and no pod was found among the {rest} that could: none of them carries {ENABLE} or {HELD} or has a {LOCK_NAME} open. Whether the hidden ones form a pod is unknown; give --pod-root or --data-dir to have it judged.",
             if n == 1 { "" } else { "es" },
+            how_to_see(),
         )
     } else {
         format!(
-            "{n} process{} could not be inspected (run as their owner or root): {} duty or lock is unknown and no verdict is built on {}.",
+            "{n} process{} could not be inspected ({}): {} duty or lock is unknown and no verdict is built on {}.",
             if n == 1 { "" } else { "es" },
+            how_to_see(),
             if n == 1 { "its" } else { "their" },
             if n == 1 { "it" } else { "them" },
         )
+    }
+}
+
+/// What to do about processes that could not be inspected: run as their
+/// owner or root — said only to a process that is not root. Root is told why
+/// even it cannot read them (issue 35 trip 7).
+pub(crate) fn how_to_see() -> &'static str {
+    if nix::unistd::geteuid().is_root() {
+        "not even by root here"
+    } else {
+        "run as their owner or root"
     }
 }
