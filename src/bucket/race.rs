@@ -34,7 +34,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+// tokio's Instant reads the same monotonic clock as std's in production,
+// and follows paused time in the simulator (`sim` feature).
+use tokio::time::Instant;
 
 use serde::Serialize;
 
