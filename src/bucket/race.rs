@@ -695,6 +695,16 @@ fn checked() -> &'static Mutex<BTreeMap<String, Cell>> {
     C.get_or_init(|| Mutex::new(BTreeMap::new()))
 }
 
+/// Forgets the findings of every store whose name starts with `prefix`: the
+/// simulator's worlds (`sim` feature) are new stores each run.
+#[cfg(feature = "sim")]
+pub fn forget(prefix: &str) {
+    checked()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|k, _| !k.starts_with(prefix));
+}
+
 /// The acquire path's race check: once per store per process
 /// ([`ACQUIRE_ROUNDS`] rounds of [`ACQUIRE_CONTENDERS`]) on `race_key(probe_key)`;
 /// later calls (and concurrent ones, which wait) get the first finding.

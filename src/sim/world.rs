@@ -91,6 +91,8 @@ pub struct Outcome {
     pub violations: Vec<Violation>,
     /// The history, one event a line.
     pub history: String,
+    /// The store variant drawn for the seed.
+    pub variant: Option<Variant>,
 }
 
 /// A tenure: one holder's time with the lease, named by the record's
@@ -164,8 +166,15 @@ impl Shared {
     }
 
     /// Writes one line of history, stamped with true time.
+    /// (Without the run number in the store's name: the same seed, the
+    /// same history.)
     fn log(&mut self, line: std::fmt::Arguments<'_>) {
         let t = self.now_ms();
+        let line = line.to_string();
+        let line = match (line.find("/run-"), line.find('#')) {
+            (Some(a), Some(b)) if a < b => format!("{}{}", &line[..a], &line[b..]),
+            _ => line,
+        };
         let _ = writeln!(
             self.outcome.history,
             "{:>7}.{:03} {line}",
@@ -406,6 +415,8 @@ struct Holder {
     config: LeaseConfig,
     rng: StdRng,
     end_ms: u64,
+    /// Tries again the moment a record may be taken (else every third of a TTL).
+    eager: bool,
 }
 
 /// How a lifetime ends.
@@ -448,7 +459,13 @@ impl Holder {
                 .await
                 {
                     Ok(l) => break l,
-                    // As `bucket hold --wait` does: again a third of a TTL later.
+                    // An eager contender tries again the moment the record may
+                    // be taken; the others as `bucket hold --wait` does, a
+                    // third of a TTL later.
+                    Err(LeaseError::HeldByOther { may_take_in_s, .. }) if self.eager => {
+                        let ms = (may_take_in_s.max(0.0) * 1000.0) as u64;
+                        self.sleep_ms(ms + 1, ms + 50, &mut rng).await
+                    }
                     Err(LeaseError::HeldByOther { .. } | LeaseError::UnderWatch { .. }) => {
                         tokio::time::sleep(Duration::from_millis(ttl_ms / 3)).await
                     }
@@ -574,6 +591,10 @@ impl Holder {
     fn check_answer_lost(&self, ttl_ms: u64) {
         let mut w = self.world.lock();
         let now = w.now_ms();
+        // On a broken store no acquire may succeed: nothing to take up.
+        if w.variant != Variant::Healthy {
+            return;
+        }
         let Some(cur) = w.current.clone() else {
             return;
         };
@@ -630,8 +651,14 @@ async fn world(opts: Options) -> Outcome {
     };
     let fault_rate = [0.0, 0.01, 0.05][rng.random_range(0..3)];
     let end_ms = opts.duration_s * 1000;
+    // Each run its own store name, so that no once-per-store finding of an
+    // earlier run (or of a run on another test thread) is reused; the run
+    // number is left out of the history.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("sim://seed-{}/{}/run-{run}", opts.seed, variant.as_str());
     let world = World(Arc::new(Mutex::new(Shared {
-        name: format!("sim://seed-{}/{}", opts.seed, variant.as_str()),
+        name: name.clone(),
         objects: BTreeMap::new(),
         variant,
         truth,
@@ -696,6 +723,7 @@ async fn world(opts: Options) -> Outcome {
             },
             rng: StdRng::seed_from_u64(rng.random()),
             end_ms,
+            eager: rng.random_bool(0.5),
         };
         tasks.push(tokio::spawn(h.run()));
     }
@@ -744,5 +772,9 @@ async fn world(opts: Options) -> Outcome {
     w.log(format_args!(
         "end: {l} lifetimes, {wr} writes, {v} violations"
     ));
-    std::mem::take(&mut w.outcome)
+    w.outcome.variant = Some(w.variant);
+    let out = std::mem::take(&mut w.outcome);
+    drop(w);
+    crate::bucket::race::forget(&format!("{name}#"));
+    out
 }
