@@ -169,6 +169,7 @@ impl ObjectStore for SimStore {
         condition: PutCondition,
     ) -> Result<Option<String>, StoreError> {
         let (delay, fault) = self.draw(true);
+        let sent = self.lock().now_ms();
         tokio::time::sleep(delay).await;
         if fault == Fault::LateApply {
             // The client gives up; the service carries the write out later.
@@ -180,7 +181,7 @@ impl ObjectStore for SimStore {
                 tokio::time::sleep(late).await;
                 let _ = world
                     .lock()
-                    .apply_put(holder, &key, &body, &condition, true);
+                    .apply_put(holder, &key, &body, &condition, Some(sent));
             });
         }
         Self::fail_before(fault).await?;
@@ -195,11 +196,16 @@ impl ObjectStore for SimStore {
                 key,
                 &body,
                 &PutCondition::None,
-                fault == Fault::Lost,
+                (fault == Fault::Lost).then_some(sent),
             )?
         } else {
-            self.lock()
-                .apply_put(self.holder, key, &body, &condition, fault == Fault::Lost)?
+            self.lock().apply_put(
+                self.holder,
+                key,
+                &body,
+                &condition,
+                (fault == Fault::Lost).then_some(sent),
+            )?
         };
         match fault {
             Fault::Lost => Err(timeout()),

@@ -112,7 +112,7 @@ struct TenureInfo {
     created_ms: u64,
     /// When another tenure replaced it while it was current (true ms).
     replaced_ms: Option<u64>,
-    /// When its creating write's answer was lost (true ms).
+    /// When the creating write was sent, if its answer was lost (true ms).
     answer_lost_ms: Option<u64>,
     /// Handed to a holder's command (its acquire returned it).
     handed_out: bool,
@@ -135,8 +135,9 @@ pub struct Shared {
     partitioned_until: Vec<u64>,
     /// Per holder: the last true time (ms) a partition of it ended.
     partition_ended: Vec<u64>,
-    /// Per holder: the last true time (ms) its process crashed.
-    crashed_at: Vec<u64>,
+    /// Per holder: the last true time (ms) its process forgot what it had
+    /// sent (a crash, a restart, a new acquire with a new watch).
+    forgot_at: Vec<u64>,
     ttl_ms: u64,
     /// The tenure stored now, if any.
     current: Option<Tenure>,
@@ -161,7 +162,8 @@ impl World {
 }
 
 impl Shared {
-    fn now_ms(&self) -> u64 {
+    /// True time since the start, milliseconds.
+    pub fn now_ms(&self) -> u64 {
         self.truth.now().as_millis() as u64
     }
 
@@ -264,7 +266,7 @@ impl Shared {
         key: &str,
         body: &[u8],
         cond: &PutCondition,
-        answer_lost: bool,
+        answer_lost: Option<u64>,
     ) -> Result<String, StoreError> {
         self.precondition_holds(key, cond)?;
         self.next_etag += 1;
@@ -311,7 +313,7 @@ impl Shared {
 
     /// The checker's view of a write to the LEASE: a new tenure (S2, and the
     /// replaced one's time for S1/S3), or a renewal of the current one.
-    fn lease_written(&mut self, holder: usize, body: &[u8], answer_lost: bool) {
+    fn lease_written(&mut self, holder: usize, body: &[u8], answer_lost: Option<u64>) {
         let Ok(r) = LeaseRecord::parse(body, body.len() as u64) else {
             return;
         };
@@ -336,7 +338,11 @@ impl Shared {
             } else {
                 ""
             },
-            if answer_lost { ", answer lost" } else { "" }
+            if answer_lost.is_some() {
+                ", answer lost"
+            } else {
+                ""
+            }
         ));
         self.current = Some(t.clone());
         if known {
@@ -352,7 +358,7 @@ impl Shared {
                 holder,
                 created_ms: now,
                 replaced_ms: None,
-                answer_lost_ms: answer_lost.then_some(now),
+                answer_lost_ms: answer_lost,
                 handed_out: false,
             },
         );
@@ -442,7 +448,7 @@ impl Holder {
         let ttl_ms = self.config.ttl_s * 1000;
         let mut restarts = 0u32;
         while self.now_ms() < self.end_ms {
-            let mut watch = LeaseWatch::new();
+            let mut watch = self.new_watch();
             let lease = loop {
                 if self.now_ms() >= self.end_ms {
                     return;
@@ -481,7 +487,7 @@ impl Holder {
                     }
                     // Any other refusal ends the process; it is started again.
                     Err(e) => {
-                        watch = LeaseWatch::new();
+                        watch = self.new_watch();
                         let broken = self.world.lock().variant != Variant::Healthy;
                         if broken {
                             let mut w = self.world.lock();
@@ -544,7 +550,7 @@ impl Holder {
                             drop(ka);
                             let mut w = self.world.lock();
                             w.log(format_args!("h{} crashed", self.index));
-                            w.crashed_at[self.index] = w.now_ms();
+                            w.forgot_at[self.index] = w.now_ms();
                             w.outcome.lifetimes += 1;
                             drop(w);
                             restarts += 1;
@@ -566,6 +572,13 @@ impl Holder {
             }
             self.sleep_ms(0, ttl_ms, &mut rng).await;
         }
+    }
+
+    /// A new process's memory of what it sent: none.
+    fn new_watch(&self) -> LeaseWatch {
+        let mut w = self.world.lock();
+        w.forgot_at[self.index] = w.now_ms();
+        LeaseWatch::new()
     }
 
     /// S3: once our tenure was replaced, the fence is closed within the next
@@ -606,12 +619,14 @@ impl Holder {
         }
         if let Some(lost) = info
             .answer_lost_ms
-            .filter(|&l| l > w.crashed_at[self.index])
+            .filter(|&sent| sent > w.forgot_at[self.index])
         {
             let reachable_since = lost.max(w.partition_ended[self.index]);
-            if now >= w.partitioned_until[self.index] && now > reachable_since + ttl_ms / 2 {
+            // A client timeout, a pause before the next try, request delays.
+            let bound = 5_000 + ttl_ms / 6;
+            if now >= w.partitioned_until[self.index] && now > reachable_since + bound {
                 let what = format!(
-                    "h{} ({}) has not taken up its own record {} ms after the answer to its write was lost",
+                    "h{} ({}) has not taken up its own record {} ms after sending the write whose answer was lost",
                     self.index,
                     cur.0,
                     now - lost
@@ -667,7 +682,7 @@ async fn world(opts: Options) -> Outcome {
         fault_rate,
         partitioned_until: vec![0; n],
         partition_ended: vec![0; n],
-        crashed_at: vec![0; n],
+        forgot_at: vec![0; n],
         ttl_ms,
         current: None,
         latest: None,
