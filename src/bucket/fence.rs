@@ -112,7 +112,7 @@ impl FenceStatus {
 /// Two thirds of `ttl`: how long after a renewal began writes may start.
 fn fence_window(ttl: Duration) -> Duration {
     #[cfg(feature = "sim")]
-    if crate::sim::defect::on(crate::sim::defect::Defect::FenceAtFullTtl) {
+    if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceAtFullTtl) {
         return ttl;
     }
     ttl * 2 / 3
@@ -255,7 +255,7 @@ impl FenceCell {
     /// when its deadline has passed. Returns the status.
     pub fn check(&self) -> FenceStatus {
         #[cfg(feature = "sim")]
-        if crate::sim::defect::on(crate::sim::defect::Defect::FenceNeverCloses) {
+        if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
             return FenceStatus::Open(Duration::from_secs(1));
         }
         let g = self.lock();
@@ -304,7 +304,7 @@ impl FenceCell {
     pub fn close(&self, why: FenceClosed) {
         #[cfg(feature = "sim")]
         if why != FenceClosed::Stopped
-            && crate::sim::defect::on(crate::sim::defect::Defect::FenceNeverCloses)
+            && crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses)
         {
             return;
         }

@@ -434,7 +434,7 @@ impl BucketLease {
             // The one rule: whose is it (own::whose)? The id alone proves nothing.
             let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
                 #[cfg(feature = "sim")]
-                if crate::sim::defect::on(crate::sim::defect::Defect::LostAnswerIgnored) {
+                if crate::bucket::defect::on(crate::bucket::defect::Defect::LostAnswerIgnored) {
                     return false;
                 }
                 watch.sent.proves(b)
@@ -579,7 +579,7 @@ impl BucketLease {
         let mut not_atomic = None;
         let mut raced = false;
         #[cfg(feature = "sim")]
-        let skip_race = crate::sim::defect::on(crate::sim::defect::Defect::RaceCheckSkipped);
+        let skip_race = crate::bucket::defect::on(crate::bucket::defect::Defect::RaceCheckSkipped);
         #[cfg(not(feature = "sim"))]
         let skip_race = false;
         if ignored.is_none() && report.is_ok() && !skip_race {
@@ -729,7 +729,7 @@ impl BucketLease {
         Ok(match self.config.exclusion {
             #[cfg(feature = "sim")]
             Exclusion::Conditional
-                if crate::sim::defect::on(crate::sim::defect::Defect::RenewUnconditional) =>
+                if crate::bucket::defect::on(crate::bucket::defect::Defect::RenewUnconditional) =>
             {
                 PutCondition::None
             }
@@ -862,7 +862,7 @@ impl BucketLease {
     /// lost or released.
     pub fn fence_status(&self) -> FenceStatus {
         #[cfg(feature = "sim")]
-        if crate::sim::defect::on(crate::sim::defect::Defect::FenceNeverCloses) {
+        if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
             return FenceStatus::Open(Duration::from_secs(1));
         }
         if self.lost {
@@ -910,7 +910,7 @@ impl BucketLease {
     pub async fn release(mut self) -> Result<Released, LeaseError> {
         self.lost = true; // no more writes under this lease, whatever happens
         #[cfg(feature = "sim")]
-        if crate::sim::defect::on(crate::sim::defect::Defect::ReleaseDeletesAny) {
+        if crate::bucket::defect::on(crate::bucket::defect::Defect::ReleaseDeletesAny) {
             return self.read_check_delete().await;
         }
         if self.config.exclusion == Exclusion::Conditional
@@ -965,7 +965,8 @@ impl BucketLease {
         let rb = read_back(self.store.as_ref(), &self.key).await?;
         let ours = self.is_ours(&rb);
         #[cfg(feature = "sim")]
-        let ours = ours || crate::sim::defect::on(crate::sim::defect::Defect::ReleaseDeletesAny);
+        let ours =
+            ours || crate::bucket::defect::on(crate::bucket::defect::Defect::ReleaseDeletesAny);
         match rb.observed {
             Observed::Absent => Ok(Released::AlreadyGone),
             Observed::Present {

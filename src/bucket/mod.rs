@@ -81,6 +81,8 @@
 //!   PUT before anything it starts may write, and says from when writes are
 //!   safe.
 
+#[cfg(feature = "sim")]
+pub mod defect;
 pub mod error;
 pub mod fence;
 pub mod judge;

@@ -10,7 +10,7 @@
 //! holds the switches that break the engine on purpose.
 
 pub mod clock;
-pub mod defect;
+pub use crate::bucket::defect;
 pub mod store;
 pub mod world;
 

@@ -16,8 +16,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::clock::{ClockError, SimClock, TrueTime};
-use super::defect::{self, Defect};
 use super::store::{Fault, Obj, SimStore, Variant};
+use crate::bucket::defect::{self, Defect};
 use crate::bucket::{
     BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Watchdog,
 };
