@@ -984,6 +984,7 @@ impl BucketLease {
         let body = released.to_body();
         let done = Released::Recorded { generation };
         let mut etag = self.etag.clone();
+        let mut transient: Option<StoreError> = None;
         for _ in 0..MAX_ROUNDS {
             let cond = if self.config.exclusion == Exclusion::Conditional {
                 PutCondition::IfMatch(etag.clone())
@@ -1000,18 +1001,22 @@ impl BucketLease {
                     return Ok(done);
                 }
                 Err(
-                    StoreError::PreconditionFailed
+                    refused @ (StoreError::PreconditionFailed
                     | StoreError::NotFound(_)
                     | StoreError::Conflict
-                    | StoreError::Other { status: 500.., .. },
+                    | StoreError::Other { status: 500.., .. }),
                 ) => {
                     let rb = read_back(self.store.as_ref(), &self.key).await?;
                     if self.is_ours(&rb) && !rb.holds(&body) {
                         match rb.etag() {
-                            // Our record, unchanged, refused anyway: the service
-                            // does not take If-Match on this ETag. Delete it as a
-                            // release without a generation does.
-                            Some(e) if e == etag => {
+                            // Our record, unchanged, and the precondition refused
+                            // anyway: the service does not take If-Match on this
+                            // ETag. Delete it as a release without a generation
+                            // does. (A 409 or 5xx over it is transient: once more.)
+                            Some(e)
+                                if e == etag
+                                    && matches!(refused, StoreError::PreconditionFailed) =>
+                            {
                                 tracing::warn!(key = %self.key, "the service refused the released record over our unchanged record; deleting it instead (the next holder's generation then counts from its clock)");
                                 return self.delete_release().await;
                             }
@@ -1022,6 +1027,12 @@ impl BucketLease {
                                 })
                             }
                         }
+                        if !matches!(
+                            refused,
+                            StoreError::PreconditionFailed | StoreError::NotFound(_)
+                        ) {
+                            transient = Some(refused);
+                        }
                         continue;
                     }
                     return Ok(self.not_ours_any_more(rb, &body, done));
@@ -1029,8 +1040,12 @@ impl BucketLease {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(LeaseError::Contended {
-            key: self.key.clone(),
+        // Our record is still there: it expires by itself after one TTL.
+        Err(match transient {
+            Some(e) => e.into(),
+            None => LeaseError::Contended {
+                key: self.key.clone(),
+            },
         })
     }
 

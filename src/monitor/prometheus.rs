@@ -138,6 +138,8 @@ pub struct Metrics {
     skew: Family<PrefixLabels, FGauge>,
     generation: Family<PrefixLabels, FGauge>,
     holder_changes: Family<HowLabels, Counter>,
+    holder_seconds: Family<PrefixLabels, FGauge>,
+    free_seconds: Family<PrefixLabels, FGauge>,
     probe_ok: Family<ProbeLabels, Gauge>,
     probe_known: Family<TargetLabels, Gauge>,
     http_requests: Family<HttpLabels, Counter>,
@@ -178,6 +180,8 @@ impl Metrics {
             skew: Family::default(),
             generation: Family::default(),
             holder_changes: Family::default(),
+            holder_seconds: Family::default(),
+            free_seconds: Family::default(),
             probe_ok: Family::default(),
             probe_known: Family::default(),
             http_requests: Family::default(),
@@ -237,6 +241,16 @@ impl Metrics {
             "lease_holder_changes",
             "Times a different holder was seen on the prefix during this process, by how: takeover, handover, after_expiry, acquired (no LEASE before, e.g. after a release), changed_while_fresh",
             self.holder_changes.clone(),
+        );
+        self.registry.register(
+            "lease_holder_seconds",
+            "Seconds since the current holder was first seen by this process (its tenure so far, as far as this process knows); absent while nobody holds the prefix",
+            self.holder_seconds.clone(),
+        );
+        self.registry.register(
+            "lease_free_seconds",
+            "Seconds the prefix has been seen without a holder (no LEASE, or a released one) by this process; absent while someone holds it",
+            self.free_seconds.clone(),
         );
         self.registry.register(
             "probe_ok",
@@ -357,6 +371,7 @@ impl Metrics {
             self.update_target(t, &mut seen);
         }
         self.update_holder_changes(&seen);
+        self.update_tenures(&seen, snap.generated_at);
         self.update_pod(snap, pod_scanned);
     }
 
@@ -451,6 +466,36 @@ impl Metrics {
             self.skew.get_or_create(&pl).set(k);
         }
         pl
+    }
+
+    /// How long each prefix in `seen` has had its current holder, or none,
+    /// at `now`, from the session's history.
+    fn update_tenures(
+        &mut self,
+        seen: &BTreeSet<PrefixLabels>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        self.holder_seconds.clear();
+        self.free_seconds.clear();
+        let s = crate::text::sanitize;
+        for ((u, p), h) in self.history.iter() {
+            let pl = PrefixLabels {
+                target: s(u).into(),
+                prefix: s(p).into(),
+            };
+            if !seen.contains(&pl) {
+                continue;
+            }
+            if let Some((held, since)) = h.current_since() {
+                let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
+                let family = if held {
+                    &self.holder_seconds
+                } else {
+                    &self.free_seconds
+                };
+                family.get_or_create(&pl).set(secs);
+            }
+        }
     }
 
     /// The holder-change counters of the prefixes in `seen`, brought up to

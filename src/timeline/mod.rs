@@ -343,9 +343,11 @@ pub fn derive(obs: &[Observation], audit: &[AuditEntry], end: DateTime<Utc>) -> 
             let fence_end = t.last_seen + ttl_of(&last) * 2 / 3;
             let expiry = t.last_seen + ttl_of(&last);
             t.ending = match &o.seen {
-                Seen::Released(r) if r.instance_id == last.instance_id => Ending::Released {
-                    at: r.released_at.unwrap_or(o.at),
-                },
+                // The version's time (one clock for every event), not the
+                // holder's `released_at`.
+                Seen::Released(r) if r.instance_id == last.instance_id => {
+                    Ending::Released { at: o.at }
+                }
                 Seen::Deleted if o.at <= expiry => Ending::Released { at: o.at },
                 Seen::Deleted => Ending::Expired { at: expiry },
                 Seen::Malformed(_) => Ending::Overwritten { at: o.at },

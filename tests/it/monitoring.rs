@@ -733,6 +733,18 @@ print(json.dumps(out))
     let bucket = common::bucket_name("rules-metrics");
     common::create_bucket(&client, &bucket).await;
     common::put_raw(&client, &bucket, "db/LEASE", record("h", 1, 60).as_bytes()).await;
+    // A released prefix too, for the series of a prefix without a holder.
+    let now = chrono::Utc::now();
+    let released = leasectl::bucket::LeaseRecord {
+        instance_id: "g".into(),
+        acquired_at: now - chrono::Duration::seconds(60),
+        renewed_at: now - chrono::Duration::seconds(30),
+        ttl_s: 30,
+        generation: Some(7),
+        released_at: None,
+    }
+    .released(now);
+    common::put_raw(&client, &bucket, "free/LEASE", &released.to_body()).await;
     let out = leasectl(
         Some(&m.endpoint()),
         &["-o", "prometheus", &format!("s3://{bucket}/")],
@@ -951,4 +963,64 @@ async fn serve_holds_its_request_budget() {
         unbounded > 2.0 * limit,
         "without the budget serve should read every stale row by need ({unbounded} requests)"
     );
+}
+
+/// Issue 34 §3: `serve` says how long the current holder has held each
+/// prefix, and how long a prefix has been without one (released here), from
+/// what it saw: the holder's seconds grow while it holds; after the release
+/// the holder's series is gone and the free seconds grow.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_exports_holder_and_free_seconds() {
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("serve-tenure");
+    common::create_bucket(&client, &bucket).await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("s3://{bucket}/db/");
+    let mut hold = Hold::spawn(
+        dir.path(),
+        "holder",
+        &m.endpoint(),
+        &url,
+        &["--ttl", "3s", "--instance-id", "tenure-holder"],
+        &hold_cmd(),
+        &[],
+    );
+    wait_for_key(&client, &bucket, "db/LEASE").await;
+    let stderr_path = dir.path().join("serve.stderr");
+    let mut serve = bin()
+        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+        .args([
+            "serve",
+            "--no-pod",
+            "--listen",
+            "127.0.0.1:0",
+            "--refresh",
+            "1s",
+        ])
+        .arg(format!("s3://{bucket}/"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let port: u16 = common::lines::serve_port(&stderr_path);
+    let target = format!("s3://{bucket}/");
+    let held = format!("leasectl_lease_holder_seconds{{target=\"{target}\",prefix=\"db/\"}}");
+    let free = format!("leasectl_lease_free_seconds{{target=\"{target}\",prefix=\"db/\"}}");
+    let body = scrape_until(port, "held for 2 s", |b| {
+        sample(b, &held).is_some_and(|s| s >= 2.0)
+    })
+    .await;
+    assert_eq!(sample(&body, &free), None, "{body}");
+    // SAFETY: kill(2) on the child this test spawned.
+    unsafe { libc::kill(hold.child.id() as i32, libc::SIGTERM) };
+    let _ = hold.exit_code(Duration::from_secs(15)).await;
+    let body = scrape_until(port, "free for 2 s", |b| {
+        sample(b, &free).is_some_and(|s| s >= 2.0)
+    })
+    .await;
+    assert_eq!(sample(&body, &held), None, "{body}");
+    let _ = serve.kill();
+    let _ = serve.wait();
 }

@@ -375,3 +375,36 @@ async fn a_service_with_empty_etags_fails_closed() {
         "a record was left behind"
     );
 }
+
+/// Found by the simulator (issue 32, seed 375 before this fix): a release
+/// whose PUT of the released record was answered 500 (the record unchanged,
+/// nothing landed) deleted the record instead, so the next holder counted from
+/// its clock and its generation went back. A 409 or 5xx is transient: the
+/// release tries again and, when every try fails, leaves our record to expire
+/// — never deletes it. Reproduced on moto through a proxy that answers every
+/// PUT of the LEASE with 500.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_answered_500_never_deletes_the_generation() {
+    let (store, proxy, _, _) = moto_proxied("release-500").await;
+    let lease = BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+        .await
+        .unwrap();
+    let generation = lease.record().generation;
+    let id = lease.record().instance_id.clone();
+    let deletes = || proxy.counts().get("DELETE").copied().unwrap_or(0);
+    let before = deletes();
+    proxy.fail_requests("PUT", "db/LEASE", 500);
+    let err = lease.release().await.expect_err("every PUT failed");
+    assert!(err.to_string().contains("500"), "{err}");
+    assert_eq!(deletes(), before, "nothing was deleted");
+    proxy.clear_faults();
+    let out = store
+        .get("db/LEASE", None)
+        .await
+        .expect("our record is still there");
+    let r = LeaseRecord::parse(&out.body, out.meta.size).unwrap();
+    assert_eq!(
+        (r.instance_id, r.generation, r.released_at),
+        (id, generation, None)
+    );
+}

@@ -161,6 +161,7 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
 
     // Text: the overlap counted first, then the events in order; NDJSON: one event per line.
     let (_, text, _) = leasectl(&endpoint, &["timeline", &url]);
+    eprintln!("{text}");
     let first = text.lines().next().unwrap();
     assert!(first.contains("1 overlap(s)"), "{text}");
     assert!(

@@ -193,6 +193,15 @@ pub struct PrefixHistory {
     last: Option<Seen>,
 }
 
+impl PrefixHistory {
+    /// Whether the prefix had a holder at its last observation, and since
+    /// when (UTC, this reader's clock) that holder — or the lack of one — was
+    /// first seen in this session; `None` before any observation.
+    pub fn current_since(&self) -> Option<(bool, DateTime<Utc>)> {
+        self.last.as_ref().map(|s| (s.holder.is_some(), s.since))
+    }
+}
+
 /// Memory bounds of a [`History`].
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
