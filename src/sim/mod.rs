@@ -11,7 +11,6 @@
 
 pub mod clock;
 pub use crate::bucket::defect;
-pub mod store;
 pub mod world;
 
 pub use world::{run_seed, Options, Outcome, Property, Violation};
