@@ -19,4 +19,8 @@ export RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(( $(nproc) > 4 ? $(nproc) : 4 )
 cargo test --all-targets "$@"
 # Doc tests (e.g. the compile-time proof that a read-only store cannot be written)
 # are not part of --all-targets.
-if [ $# -eq 0 ]; then cargo test --doc; fi
+if [ $# -eq 0 ]; then
+  cargo test --doc
+  # The simulator (issue 32): its CI budget of seeds, each defect caught.
+  cargo test --features sim --test sim
+fi

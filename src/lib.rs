@@ -28,6 +28,8 @@ pub mod logfile;
 pub mod monitor;
 pub mod runtime;
 pub mod setup;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod snapshot;
 pub mod stdout;
 pub mod store;

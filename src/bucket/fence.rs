@@ -109,13 +109,22 @@ impl FenceStatus {
     }
 }
 
+/// Two thirds of `ttl`: how long after a renewal began writes may start.
+fn fence_window(ttl: Duration) -> Duration {
+    #[cfg(feature = "sim")]
+    if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceAtFullTtl) {
+        return ttl;
+    }
+    ttl * 2 / 3
+}
+
 impl FenceDeadline {
     /// The fence of a lease renewed at (`renewed_mono`, `renewed_wall`) with `ttl`.
     pub fn new(renewed_mono: Duration, renewed_wall: DateTime<Utc>, ttl: Duration) -> Self {
         Self {
             renewed_mono,
             renewed_wall,
-            window: ttl * 2 / 3,
+            window: fence_window(ttl),
             not_before_mono: None,
         }
     }
@@ -245,6 +254,10 @@ impl FenceCell {
     /// Reads the clocks and publishes the result; closes the fence (for good)
     /// when its deadline has passed. Returns the status.
     pub fn check(&self) -> FenceStatus {
+        #[cfg(feature = "sim")]
+        if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
+            return FenceStatus::Open(Duration::from_secs(1));
+        }
         let g = self.lock();
         if let Some(why) = g.closed {
             return FenceStatus::Closed(why);
@@ -289,6 +302,12 @@ impl FenceCell {
     /// on the caller's thread, except after [`FenceClosed::Stopped`], which
     /// drops them unrun.
     pub fn close(&self, why: FenceClosed) {
+        #[cfg(feature = "sim")]
+        if why != FenceClosed::Stopped
+            && crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses)
+        {
+            return;
+        }
         let (hooks, deadline) = {
             let mut g = self.lock();
             if g.closed.is_some() {
@@ -333,6 +352,23 @@ impl FenceCell {
                 hook(FenceClose { reason, deadline });
             }
         }
+    }
+
+    /// The simulator's watchdog (`sim` feature): the same loop as
+    /// [`FenceCell::start_watchdog`], as a task on the (paused-time,
+    /// single-threaded) runtime, so simulated time drives it.
+    #[cfg(feature = "sim")]
+    pub fn start_watchdog_task(self: &Arc<Self>) {
+        let cell = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                let pause = match cell.check() {
+                    FenceStatus::Closed(_) => return,
+                    FenceStatus::Open(d) | FenceStatus::Waiting(d) => d,
+                };
+                tokio::time::sleep(pause.clamp(Duration::from_millis(1), WATCHDOG_TICK)).await;
+            }
+        });
     }
 
     /// Starts the watchdog: a thread that re-reads the clocks at least every

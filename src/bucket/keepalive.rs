@@ -23,6 +23,17 @@ use super::error::LeaseError;
 use super::fence::{offset_beyond_limit, FenceCell, FenceClose, FenceClosed, FenceStatus};
 use super::lease::{BucketLease, Released};
 
+/// What closes a keep-alive's fence at its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watchdog {
+    /// A thread of its own (production: no async runtime can delay it).
+    Thread,
+    /// A task on the current runtime: the simulator's (`sim` feature), whose
+    /// paused time a thread sleeping on the real clock would not follow.
+    #[cfg(feature = "sim")]
+    Task,
+}
+
 /// A running keep-alive. Dropping it stops renewing and closes the fence (the
 /// lease then expires after one TTL); call [`KeepAlive::stop`] to get the
 /// lease back for release.
@@ -44,14 +55,27 @@ impl KeepAlive {
     /// Starts renewing `lease` on the current tokio runtime, and its fence
     /// watchdog on a thread of its own.
     pub fn start(lease: BucketLease) -> Self {
+        Self::start_with(lease, Watchdog::Thread)
+    }
+
+    /// [`KeepAlive::start`] with the fence watchdog of `watchdog`'s kind.
+    pub fn start_with(lease: BucketLease, watchdog: Watchdog) -> Self {
         let cell = FenceCell::new(lease.clock().clone(), lease.deadline());
         if lease.is_lost() {
             cell.close(FenceClosed::Lost);
         }
-        if let Err(e) = cell.start_watchdog() {
-            // Without a watchdog no deadline could be kept: never open.
-            tracing::error!("cannot start the fence watchdog thread: {e}; the fence stays closed");
-            cell.close(FenceClosed::Expired);
+        match watchdog {
+            Watchdog::Thread => {
+                if let Err(e) = cell.start_watchdog() {
+                    // Without a watchdog no deadline could be kept: never open.
+                    tracing::error!(
+                        "cannot start the fence watchdog thread: {e}; the fence stays closed"
+                    );
+                    cell.close(FenceClosed::Expired);
+                }
+            }
+            #[cfg(feature = "sim")]
+            Watchdog::Task => cell.start_watchdog_task(),
         }
         let cancel = CancellationToken::new();
         let task = tokio::spawn(run(lease, cell.clone(), cancel.clone()));

@@ -449,6 +449,10 @@ impl BucketLease {
             let mono = clock.mono();
             // The one rule: whose is it (own::whose)? The id alone proves nothing.
             let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
+                #[cfg(feature = "sim")]
+                if crate::bucket::defect::on(crate::bucket::defect::Defect::LostAnswerIgnored) {
+                    return false;
+                }
                 watch.sent.proves(b)
             });
             check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
@@ -591,7 +595,11 @@ impl BucketLease {
         // lets several contenders win.
         let mut not_atomic = None;
         let mut raced = false;
-        if ignored.is_none() && report.is_ok() {
+        #[cfg(feature = "sim")]
+        let skip_race = crate::bucket::defect::on(crate::bucket::defect::Defect::RaceCheckSkipped);
+        #[cfg(not(feature = "sim"))]
+        let skip_race = false;
+        if ignored.is_none() && report.is_ok() && !skip_race {
             let scratch = scratch_key(&self.key, &self.record.instance_id);
             match super::race::check_once_ran(self.store.as_ref(), &scratch).await {
                 Ok((r, ran)) => {
@@ -736,6 +744,12 @@ impl BucketLease {
     /// Errors: [`LeaseError::Lost`] (best-effort: not ours any more), [`LeaseError::Store`].
     async fn renew_condition(&mut self) -> Result<PutCondition, LeaseError> {
         Ok(match self.config.exclusion {
+            #[cfg(feature = "sim")]
+            Exclusion::Conditional
+                if crate::bucket::defect::on(crate::bucket::defect::Defect::RenewUnconditional) =>
+            {
+                PutCondition::None
+            }
             Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
             Exclusion::BestEffort => {
                 // Read, check it is still ours (a body we wrote), then write.
@@ -864,6 +878,10 @@ impl BucketLease {
     /// wall clock was stepped since (see [`super::fence`]). Closed for good once
     /// lost or released.
     pub fn fence_status(&self) -> FenceStatus {
+        #[cfg(feature = "sim")]
+        if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
+            return FenceStatus::Open(Duration::from_secs(1));
+        }
         if self.lost {
             return FenceStatus::Closed(super::fence::FenceClosed::Lost);
         }
@@ -914,6 +932,16 @@ impl BucketLease {
     /// the record kept changing under us.
     pub async fn release(mut self) -> Result<Released, LeaseError> {
         self.lost = true; // no more writes under this lease, whatever happens
+        #[cfg(feature = "sim")]
+        if crate::bucket::defect::on(crate::bucket::defect::Defect::ReleaseDeletesAny) {
+            return self.read_check_delete().await;
+        }
+        // The defect `generation-from-clock`: the rule before issue 32 §3 —
+        // delete on release, so the next creator counts from its own clock.
+        #[cfg(feature = "sim")]
+        if crate::bucket::defect::on(crate::bucket::defect::Defect::GenerationFromClock) {
+            return self.delete_release().await;
+        }
         if let Some(generation) = self.record.generation {
             return self.mark_released(generation).await;
         }
@@ -1076,6 +1104,9 @@ impl BucketLease {
     async fn read_check_delete(&self) -> Result<Released, LeaseError> {
         let rb = read_back(self.store.as_ref(), &self.key).await?;
         let ours = self.is_ours(&rb);
+        #[cfg(feature = "sim")]
+        let ours =
+            ours || crate::bucket::defect::on(crate::bucket::defect::Defect::ReleaseDeletesAny);
         match rb.observed {
             Observed::Absent => Ok(Released::AlreadyGone),
             Observed::Present {

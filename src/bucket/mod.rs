@@ -82,6 +82,8 @@
 //!   PUT before anything it starts may write, and says from when writes are
 //!   safe.
 
+#[cfg(feature = "sim")]
+pub mod defect;
 pub mod error;
 pub mod fence;
 pub mod judge;
@@ -96,7 +98,7 @@ pub mod watch;
 pub use error::{LeaseError, CONDITIONAL_SWITCH};
 pub use fence::{FenceClose, FenceClosed, FenceDeadline, FenceStatus};
 pub use judge::{judge, Judgement, LeaseState, Observed};
-pub use keepalive::{KeepAlive, ReleaseReport};
+pub use keepalive::{KeepAlive, ReleaseReport, Watchdog};
 pub use lease::{read_lease, BucketLease, Exclusion, LeaseConfig, Released};
 pub use record::{
     fmt_generation, lease_key, new_instance_id, next_generation, parse_ttl, LeaseRecord, Malformed,

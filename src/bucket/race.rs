@@ -34,7 +34,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+// tokio's Instant reads the same monotonic clock as std's in production,
+// and follows paused time in the simulator (`sim` feature).
+use tokio::time::Instant;
 
 use serde::Serialize;
 
@@ -691,6 +693,16 @@ type Cell = Arc<tokio::sync::OnceCell<Arc<RaceReport>>>;
 fn checked() -> &'static Mutex<BTreeMap<String, Cell>> {
     static C: OnceLock<Mutex<BTreeMap<String, Cell>>> = OnceLock::new();
     C.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Forgets the findings of every store whose name starts with `prefix`: the
+/// simulator's worlds (`sim` feature) are new stores each run.
+#[cfg(feature = "sim")]
+pub fn forget(prefix: &str) {
+    checked()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|k, _| !k.starts_with(prefix));
 }
 
 /// The acquire path's race check: once per store per process

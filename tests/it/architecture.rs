@@ -21,6 +21,7 @@ const LAYERS: &[&[&str]] = &[
     &["bucket"],
     &["supervise"],
     &["takeover", "audit"],
+    &["sim"],
     &["writer"],
     &["snapshot", "timeline"],
     &["monitor"],

@@ -1,0 +1,176 @@
+//! The deterministic simulator's runner (issue 32): `scripts/simulate.sh`
+//! runs it. Build with `--features sim`.
+//!
+//! ```text
+//! simulate [--seeds N] [--first S] [--seed S] [--defect NAME] [--history]
+//!          [--duration SECONDS] [--offset-ttl-fraction F] [--quiet]
+//! ```
+//!
+//! Runs seeds `first .. first + N` (or the one `--seed`), checks every
+//! property after every step, prints each failing seed with the command that
+//! replays it, and ends with `N seeds, L lifetimes, W writes, V violations`.
+//! Exit status 0 when V is 0, 1 otherwise, 2 on a usage error.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use leasectl::sim::{defect, run_seed, Options};
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("simulate: {msg}");
+    eprintln!(
+        "usage: simulate [--seeds N] [--first S] [--seed S] [--defect NAME] [--history] \
+         [--duration SECONDS] [--offset-ttl-fraction F] [--quiet]"
+    );
+    eprintln!(
+        "defects: {}",
+        defect::ALL
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let mut seeds = 100u64;
+    let mut first = 0u64;
+    let mut one: Option<u64> = None;
+    let mut defect_name: Option<String> = None;
+    let mut history = false;
+    let mut quiet = false;
+    let mut duration: Option<u64> = None;
+    let mut fraction: Option<f64> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        let parsed = match a.as_str() {
+            "--seeds" => value("--seeds").and_then(|v| {
+                v.parse()
+                    .map_err(|e| format!("--seeds {v}: {e}"))
+                    .map(|v| seeds = v)
+            }),
+            "--first" => value("--first").and_then(|v| {
+                v.parse()
+                    .map_err(|e| format!("--first {v}: {e}"))
+                    .map(|v| first = v)
+            }),
+            "--seed" => value("--seed").and_then(|v| {
+                v.parse()
+                    .map_err(|e| format!("--seed {v}: {e}"))
+                    .map(|v| one = Some(v))
+            }),
+            "--duration" => value("--duration").and_then(|v| {
+                v.parse()
+                    .map_err(|e| format!("--duration {v}: {e}"))
+                    .map(|v| duration = Some(v))
+            }),
+            "--offset-ttl-fraction" => value("--offset-ttl-fraction").and_then(|v| {
+                v.parse()
+                    .map_err(|e| format!("--offset-ttl-fraction {v}: {e}"))
+                    .map(|v| fraction = Some(v))
+            }),
+            "--defect" => value("--defect").map(|v| defect_name = Some(v)),
+            "--history" => {
+                history = true;
+                Ok(())
+            }
+            "--quiet" => {
+                quiet = true;
+                Ok(())
+            }
+            other => Err(format!("unknown argument {other}")),
+        };
+        if let Err(e) = parsed {
+            return usage(&e);
+        }
+    }
+    let defect = match defect_name.as_deref() {
+        None | Some("none") => None,
+        Some(n) => match defect::by_name(n) {
+            Some(d) => Some(d),
+            None => return usage(&format!("no defect named {n}")),
+        },
+    };
+    let list: Vec<u64> = match one {
+        Some(s) => vec![s],
+        None => (first..first.saturating_add(seeds)).collect(),
+    };
+    let started = Instant::now();
+    let (mut lifetimes, mut writes, mut violations) = (0u64, 0u64, 0u64);
+    let mut failing = 0u64;
+    let mut by_property: std::collections::BTreeMap<String, u64> = Default::default();
+    for &seed in &list {
+        let mut opts = Options::new(seed);
+        opts.defect = defect;
+        if let Some(d) = duration {
+            opts.duration_s = d;
+        }
+        if let Some(f) = fraction {
+            opts.max_offset_ttl_fraction = f;
+        }
+        let out = run_seed(opts);
+        lifetimes += out.lifetimes;
+        writes += out.writes;
+        violations += out.violations.len() as u64;
+        for v in &out.violations {
+            *by_property.entry(format!("{:?}", v.property)).or_default() += 1;
+        }
+        let mut stdout = std::io::stdout().lock();
+        if history {
+            let _ = stdout.write_all(out.history.as_bytes());
+        }
+        if !out.violations.is_empty() {
+            failing += 1;
+            if !quiet || failing <= 3 {
+                let v = &out.violations[0];
+                let _ = writeln!(
+                    stdout,
+                    "seed {seed}: {} violation(s), first {:?} at {}.{:03} s: {}",
+                    out.violations.len(),
+                    v.property,
+                    v.at_ms / 1000,
+                    v.at_ms % 1000,
+                    v.what
+                );
+                let mut replay = format!("scripts/simulate.sh --seed {seed}");
+                if let Some(n) = defect_name.as_deref() {
+                    replay.push_str(&format!(" --defect {n}"));
+                }
+                if let Some(d) = duration {
+                    replay.push_str(&format!(" --duration {d}"));
+                }
+                if let Some(f) = fraction {
+                    replay.push_str(&format!(" --offset-ttl-fraction {f}"));
+                }
+                let _ = writeln!(stdout, "  replay: {replay} --history");
+            }
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "{:.1} s of one core, {:.0} lifetimes per minute, {failing} failing seed(s), violations by property: {}",
+        secs,
+        lifetimes as f64 / secs.max(1e-9) * 60.0,
+        if by_property.is_empty() {
+            "none".to_owned()
+        } else {
+            by_property
+                .iter()
+                .map(|(p, n)| format!("{p} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    println!(
+        "{} seeds, {lifetimes} lifetimes, {writes} writes, {violations} violations",
+        list.len()
+    );
+    if violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,16 @@
+//! The deterministic simulator (issue 32), compiled only with the `sim`
+//! feature and never part of the release binary.
+//!
+//! The real engine ([`crate::bucket::BucketLease`], its keep-alive, fence,
+//! probe and race check) runs against a simulated store ([`store`]) and
+//! simulated host clocks ([`clock`]) on a single-threaded tokio runtime with
+//! paused time; one seed fixes every choice ([`world`]). The checker runs at
+//! every write and every change of the LEASE: S1 one writer, S2 generation,
+//! S3 loss learned, S4 refusal on broken stores, L1 liveness. [`defect`]
+//! holds the switches that break the engine on purpose.
+
+pub mod clock;
+pub use crate::bucket::defect;
+pub mod world;
+
+pub use world::{run_seed, Options, Outcome, Property, Violation};

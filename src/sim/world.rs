@@ -1,0 +1,1049 @@
+//! One simulated world per seed: the store, the holders and their clocks,
+//! the operators' actions, and the checker that runs after every step.
+//!
+//! Everything runs on one thread (tokio's current-thread runtime with paused
+//! time: timers fire in a fixed order, time jumps to the next timer when all
+//! tasks wait), and every random choice is drawn from one `StdRng` seeded
+//! with the seed, so a seed gives the same history byte for byte.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::clock::{ClockError, SimClock, TrueTime};
+use crate::bucket::defect::{self, Defect};
+use crate::bucket::{
+    BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Watchdog,
+};
+use crate::store::{
+    normalize_etag, Capabilities, GetOutput, Listing, ObjectMeta, ObjectRead, ObjectStore,
+    PutCondition, StoreError,
+};
+use async_trait::async_trait;
+
+/// The prefix every holder contends for.
+pub const PREFIX: &str = "sim";
+/// Its LEASE key.
+pub const KEY: &str = "sim/LEASE";
+
+/// What one seed's run is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The seed.
+    pub seed: u64,
+    /// The defect applied to the engine, if any.
+    pub defect: Option<Defect>,
+    /// Simulated seconds per seed.
+    pub duration_s: u64,
+    /// Every holder's clock offset is drawn within ± this fraction of the
+    /// TTL (default 1/12 × 0.9: inside leasectl's allowance).
+    pub max_offset_ttl_fraction: f64,
+}
+
+impl Options {
+    /// The default run of `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            defect: None,
+            duration_s: 240,
+            max_offset_ttl_fraction: 0.9 / 12.0,
+        }
+    }
+}
+
+/// The properties of issue 32 §1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Property {
+    /// One writer.
+    S1,
+    /// Generation strictly increasing.
+    S2,
+    /// Loss learned, fence closed.
+    S3,
+    /// Refusal on broken stores.
+    S4,
+    /// Liveness.
+    L1,
+}
+
+/// One violation found.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Which property.
+    pub property: Property,
+    /// When, in true (simulated) milliseconds since the start.
+    pub at_ms: u64,
+    /// What happened.
+    pub what: String,
+}
+
+/// What one seed's run found.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Lease lifetimes ended (acquire to release, loss or crash).
+    pub lifetimes: u64,
+    /// Writes started by holders.
+    pub writes: u64,
+    /// Violations found (each property once per tenure at most).
+    pub violations: Vec<Violation>,
+    /// The history, one event a line.
+    pub history: String,
+    /// The store variant drawn for the seed.
+    pub variant: Option<Variant>,
+}
+
+/// A tenure: one holder's time with the lease, named by the record's
+/// instance id and `acquired_at` (a renewal keeps both; an adoption too).
+type Tenure = (String, DateTime<Utc>);
+
+fn tenure_of(r: &LeaseRecord) -> Tenure {
+    (r.instance_id.clone(), r.acquired_at)
+}
+
+/// What the checker knows of one tenure.
+#[derive(Debug, Clone)]
+struct TenureInfo {
+    /// The holder (process) whose write created it.
+    holder: usize,
+    /// When it was created (true ms).
+    created_ms: u64,
+    /// When another tenure replaced it while it was current (true ms).
+    replaced_ms: Option<u64>,
+    /// When the creating write was sent, if its answer was lost (true ms).
+    answer_lost_ms: Option<u64>,
+    /// Handed to a holder's command (its acquire returned it).
+    handed_out: bool,
+}
+
+/// The shared state of one world: store, faults, checker, history.
+pub struct Shared {
+    /// The store's name (one per seed: the race check runs once per store).
+    pub name: String,
+    /// The store's objects.
+    pub objects: BTreeMap<String, Obj>,
+    /// The store variant.
+    pub variant: Variant,
+    truth: TrueTime,
+    rng: StdRng,
+    next_etag: u64,
+    /// Probability that a request meets a fault.
+    fault_rate: f64,
+    /// Per holder: requests fail (no answer) until this true time (ms).
+    partitioned_until: Vec<u64>,
+    /// Per holder: the last true time (ms) a partition of it ended.
+    partition_ended: Vec<u64>,
+    /// Per holder: the last true time (ms) its process forgot what it had
+    /// sent (a crash, a restart, a new acquire with a new watch).
+    forgot_at: Vec<u64>,
+    ttl_ms: u64,
+    /// The tenure stored now, if any.
+    current: Option<Tenure>,
+    /// The tenure created last.
+    latest: Option<Tenure>,
+    tenures: BTreeMap<Tenure, TenureInfo>,
+    max_generation: Option<(u64, Tenure)>,
+    outcome: Outcome,
+    /// (property, tenure) pairs already reported.
+    reported: std::collections::BTreeSet<(Property, Tenure)>,
+}
+
+/// A world handle.
+#[derive(Clone)]
+pub struct World(Arc<Mutex<Shared>>);
+
+impl World {
+    /// Locks the shared state (never held across an `.await`).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Shared {
+    /// True time since the start, milliseconds.
+    pub fn now_ms(&self) -> u64 {
+        self.truth.now().as_millis() as u64
+    }
+
+    /// Writes one line of history, stamped with true time.
+    /// (Without the run number in the store's name: the same seed, the
+    /// same history.)
+    fn log(&mut self, line: std::fmt::Arguments<'_>) {
+        let t = self.now_ms();
+        let line = line.to_string();
+        let line = match (line.find("/run-"), line.find('#')) {
+            (Some(a), Some(b)) if a < b => format!("{}{}", &line[..a], &line[b..]),
+            _ => line,
+        };
+        let _ = writeln!(
+            self.outcome.history,
+            "{:>7}.{:03} {line}",
+            t / 1000,
+            t % 1000
+        );
+    }
+
+    fn violation(&mut self, property: Property, tenure: &Tenure, what: String) {
+        if !self.reported.insert((property, tenure.clone())) {
+            return;
+        }
+        let at_ms = self.now_ms();
+        self.log(format_args!("VIOLATION {property:?}: {what}"));
+        self.outcome.violations.push(Violation {
+            property,
+            at_ms,
+            what,
+        });
+    }
+
+    /// The delay and fault of one request of `holder`.
+    pub fn draw(&mut self, holder: usize, write: bool) -> (Duration, Fault) {
+        let delay = if self.rng.random_bool(0.05) {
+            Duration::from_millis(self.rng.random_range(100..1500))
+        } else {
+            Duration::from_millis(self.rng.random_range(1..30))
+        };
+        if self.now_ms() < self.partitioned_until[holder] {
+            // Cut off: writes may still land, their answers never come.
+            let f = match (write, self.rng.random_range(0..3)) {
+                (true, 0) => Fault::Lost,
+                (true, 1) => Fault::LateApply,
+                _ => Fault::Timeout,
+            };
+            return (delay, f);
+        }
+        if !self.rng.random_bool(self.fault_rate) {
+            return (delay, Fault::None);
+        }
+        let faults: &[Fault] = if write {
+            &[
+                Fault::Timeout,
+                Fault::LateApply,
+                Fault::Lost,
+                Fault::NoEtag,
+                Fault::EmptyEtag,
+                Fault::Conflict,
+                Fault::Internal,
+                Fault::SlowDown,
+            ]
+        } else {
+            &[Fault::Timeout, Fault::Internal, Fault::SlowDown]
+        };
+        (delay, faults[self.rng.random_range(0..faults.len())])
+    }
+
+    /// How long a not-atomic store takes between its check and its write.
+    pub fn not_atomic_window(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(5..40))
+    }
+
+    /// How long a queued write waits before the store carries it out.
+    pub fn late_delay(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(self.ttl_ms / 4..self.ttl_ms * 3 / 2))
+    }
+
+    /// Whether `cond` holds on `key` now (404 for `If-Match` on an absent key).
+    pub fn precondition_holds(&self, key: &str, cond: &PutCondition) -> Result<(), StoreError> {
+        if self.variant == Variant::IgnoresPreconditions {
+            return Ok(());
+        }
+        match (cond, self.objects.get(key)) {
+            (PutCondition::None, _) => Ok(()),
+            (PutCondition::IfNoneMatch, None) => Ok(()),
+            (PutCondition::IfNoneMatch, Some(_)) => Err(StoreError::PreconditionFailed),
+            (PutCondition::IfMatch(_), None) => Err(StoreError::NotFound(key.to_owned())),
+            (PutCondition::IfMatch(e), Some(o)) if normalize_etag(e) == o.etag => Ok(()),
+            (PutCondition::IfMatch(_), Some(_)) => Err(StoreError::PreconditionFailed),
+        }
+    }
+
+    /// Carries out a PUT of `holder` (atomically), and checks it.
+    pub fn apply_put(
+        &mut self,
+        holder: usize,
+        key: &str,
+        body: &[u8],
+        cond: &PutCondition,
+        answer_lost: Option<u64>,
+    ) -> Result<String, StoreError> {
+        self.precondition_holds(key, cond)?;
+        self.next_etag += 1;
+        let etag = format!("e{:x}", self.next_etag);
+        let last_modified = chrono::DateTime::from_timestamp(self.truth.wall().timestamp(), 0)
+            .unwrap_or(self.truth.epoch);
+        self.objects.insert(
+            key.to_owned(),
+            Obj {
+                body: body.to_vec(),
+                etag: etag.clone(),
+                last_modified,
+            },
+        );
+        if key == KEY {
+            self.lease_written(holder, body, answer_lost);
+        }
+        Ok(etag)
+    }
+
+    /// Carries out a DELETE of `holder` (atomically).
+    pub fn apply_delete(
+        &mut self,
+        holder: usize,
+        key: &str,
+        if_match: Option<&str>,
+    ) -> Result<(), StoreError> {
+        if self.variant != Variant::IgnoresPreconditions {
+            if let (Some(e), Some(o)) = (if_match, self.objects.get(key)) {
+                if normalize_etag(e) != o.etag {
+                    return Err(StoreError::PreconditionFailed);
+                }
+            }
+        }
+        if self.objects.remove(key).is_some() && key == KEY {
+            let gone = self.current.take();
+            self.log(format_args!(
+                "store: LEASE deleted by h{holder} (was {})",
+                gone.map(|t| t.0).unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checker's view of a write to the LEASE: a new tenure (S2, and the
+    /// replaced one's time for S1/S3), or a renewal of the current one.
+    fn lease_written(&mut self, holder: usize, body: &[u8], answer_lost: Option<u64>) {
+        let Ok(r) = LeaseRecord::parse(body, body.len() as u64) else {
+            return;
+        };
+        let t = tenure_of(&r);
+        if self.current.as_ref() == Some(&t) {
+            return;
+        }
+        let now = self.now_ms();
+        if let Some(prev) = self.current.take() {
+            if let Some(info) = self.tenures.get_mut(&prev) {
+                info.replaced_ms.get_or_insert(now);
+            }
+        }
+        let known = self.tenures.contains_key(&t);
+        self.log(format_args!(
+            "store: LEASE now {} acquired_at {} generation {} (written by h{holder}{}{})",
+            t.0,
+            t.1.format("%H:%M:%S%.6f"),
+            crate::bucket::fmt_generation(r.generation),
+            if known {
+                ", an earlier tenure again"
+            } else {
+                ""
+            },
+            if answer_lost.is_some() {
+                ", answer lost"
+            } else {
+                ""
+            }
+        ));
+        self.current = Some(t.clone());
+        if known {
+            // A tenure coming back (a late write of its holder over a newer
+            // one): the newer one's holder is no longer the latest.
+            self.latest = Some(t);
+            return;
+        }
+        self.latest = Some(t.clone());
+        self.tenures.insert(
+            t.clone(),
+            TenureInfo {
+                holder,
+                created_ms: now,
+                replaced_ms: None,
+                answer_lost_ms: answer_lost,
+                handed_out: false,
+            },
+        );
+    }
+
+    /// S2: a tenure handed to a holder's command carries a generation greater
+    /// than every generation handed out before it on this key.
+    fn handed_out(&mut self, t: &Tenure, generation: Option<u64>) {
+        if let Some(i) = self.tenures.get_mut(t) {
+            i.handed_out = true;
+        }
+        let Some(g) = generation else {
+            return;
+        };
+        match self.max_generation.clone() {
+            Some((max, by)) if g <= max && by != *t => {
+                self.violation(
+                    Property::S2,
+                    t,
+                    format!(
+                        "generation {g} of {} is not greater than {max} of {} handed out before it ({} µs back)",
+                        t.0, by.0, max - g
+                    ),
+                );
+            }
+            _ => self.max_generation = Some((g, t.clone())),
+        }
+    }
+
+    /// A holder starts a write under `tenure` (S1).
+    fn write(&mut self, holder: usize, tenure: &Tenure) {
+        self.outcome.writes += 1;
+        if self.latest.as_ref() != Some(tenure) {
+            let other = self.latest.clone().map(|t| t.0).unwrap_or_default();
+            let since = self
+                .latest
+                .as_ref()
+                .and_then(|t| self.tenures.get(t))
+                .map(|i| self.now_ms().saturating_sub(i.created_ms))
+                .unwrap_or(0);
+            self.violation(
+                Property::S1,
+                tenure,
+                format!(
+                    "h{holder} ({}) writes {since} ms after {other} took the lease",
+                    tenure.0
+                ),
+            );
+        }
+    }
+}
+
+/// One holder process: its slot, instance id and clock.
+struct Holder {
+    index: usize,
+    id: String,
+    clock: SimClock,
+    world: World,
+    store: Arc<SimStore>,
+    config: LeaseConfig,
+    rng: StdRng,
+    end_ms: u64,
+    /// Tries again the moment a record may be taken (else every third of a TTL).
+    eager: bool,
+}
+
+/// How a lifetime ends.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Release,
+    Crash,
+    Hold,
+}
+
+impl Holder {
+    fn now_ms(&self) -> u64 {
+        self.world.lock().now_ms()
+    }
+
+    async fn sleep_ms(&self, lo: u64, hi: u64, rng: &mut StdRng) {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(lo..hi))).await;
+    }
+
+    /// Contends, holds, writes, and lets go, until the end of the run.
+    async fn run(mut self) {
+        let mut rng = StdRng::seed_from_u64(self.rng.random());
+        let ttl_ms = self.config.ttl_s * 1000;
+        let mut restarts = 0u32;
+        while self.now_ms() < self.end_ms {
+            let mut watch = self.new_watch();
+            let lease = loop {
+                if self.now_ms() >= self.end_ms {
+                    return;
+                }
+                self.check_answer_lost(ttl_ms);
+                match BucketLease::acquire_as(
+                    self.store.clone(),
+                    Arc::new(self.clock.clone()),
+                    PREFIX,
+                    &self.id,
+                    self.config.clone(),
+                    &mut watch,
+                )
+                .await
+                {
+                    Ok(l) => break l,
+                    // An eager contender tries again the moment the record may
+                    // be taken; the others as `bucket hold --wait` does, a
+                    // third of a TTL later.
+                    Err(LeaseError::HeldByOther { may_take_in_s, .. }) if self.eager => {
+                        let ms = (may_take_in_s.max(0.0) * 1000.0) as u64;
+                        self.sleep_ms(ms + 1, ms + 50, &mut rng).await
+                    }
+                    Err(LeaseError::HeldByOther { .. } | LeaseError::UnderWatch { .. }) => {
+                        tokio::time::sleep(Duration::from_millis(ttl_ms / 3)).await
+                    }
+                    // No answer: tried again by the same process (as the SDK's
+                    // retries do), which remembers what it sent.
+                    Err(e @ LeaseError::Store(_)) => {
+                        let broken = self.world.lock().variant != Variant::Healthy;
+                        if broken {
+                            let mut w = self.world.lock();
+                            w.log(format_args!("h{} store error: {e}", self.index));
+                        }
+                        self.sleep_ms(200, 1000, &mut rng).await
+                    }
+                    // Any other refusal ends the process; it is started again.
+                    Err(e) => {
+                        watch = self.new_watch();
+                        let broken = self.world.lock().variant != Variant::Healthy;
+                        if broken {
+                            let mut w = self.world.lock();
+                            w.log(format_args!("h{} refused: {e}", self.index));
+                        }
+                        self.sleep_ms(200, 1000, &mut rng).await
+                    }
+                }
+            };
+            let tenure = tenure_of(lease.record());
+            {
+                let mut w = self.world.lock();
+                w.log(format_args!(
+                    "h{} ({}) acquired, generation {}",
+                    self.index,
+                    self.id,
+                    crate::bucket::fmt_generation(lease.record().generation)
+                ));
+                w.handed_out(&tenure, lease.record().generation);
+                if w.variant != Variant::Healthy {
+                    let what = format!(
+                        "h{} acquired on a store that is {}",
+                        self.index,
+                        w.variant.as_str()
+                    );
+                    w.violation(Property::S4, &tenure, what);
+                }
+            }
+            let ka = KeepAlive::start_with(lease, Watchdog::Task);
+            // Short holds (a release soon after the acquire) are what a
+            // generation taken from the clock gets wrong.
+            let life_ms = if rng.random_bool(0.3) {
+                rng.random_range(50..ttl_ms / 4)
+            } else {
+                rng.random_range(ttl_ms / 4..ttl_ms * 2)
+            };
+            let end = match rng.random_range(0..10) {
+                0..7 => End::Release,
+                7..9 => End::Crash,
+                _ => End::Hold,
+            };
+            let until = self.now_ms() + life_ms;
+            loop {
+                self.sleep_ms(50, 500, &mut rng).await;
+                let now = self.now_ms();
+                let open = ka.status().is_open();
+                self.check_loss_learned(&tenure, open, now, ttl_ms);
+                if !open {
+                    let how = ka.stop_and_release().await;
+                    let mut w = self.world.lock();
+                    w.log(format_args!("h{} fence closed; {how}", self.index));
+                    w.outcome.lifetimes += 1;
+                    break;
+                }
+                self.world.lock().write(self.index, &tenure);
+                if now >= until.min(self.end_ms) && !matches!(end, End::Hold) || now >= self.end_ms
+                {
+                    match end {
+                        End::Crash => {
+                            drop(ka);
+                            let mut w = self.world.lock();
+                            w.log(format_args!("h{} crashed", self.index));
+                            w.forgot_at[self.index] = w.now_ms();
+                            w.outcome.lifetimes += 1;
+                            drop(w);
+                            restarts += 1;
+                            // Restarted as a new process: a new id, or (one in
+                            // three) the same one.
+                            if rng.random_range(0..3) != 0 {
+                                self.id = format!("h{}r{restarts}", self.index);
+                            }
+                        }
+                        _ => {
+                            let how = ka.stop_and_release().await;
+                            let mut w = self.world.lock();
+                            w.log(format_args!("h{} released: {how}", self.index));
+                            w.outcome.lifetimes += 1;
+                        }
+                    }
+                    break;
+                }
+            }
+            self.sleep_ms(0, ttl_ms, &mut rng).await;
+        }
+    }
+
+    /// A new process's memory of what it sent: none.
+    fn new_watch(&self) -> LeaseWatch {
+        let mut w = self.world.lock();
+        w.forgot_at[self.index] = w.now_ms();
+        LeaseWatch::new()
+    }
+
+    /// S3: once our tenure was replaced, the fence is closed within the next
+    /// renewal's reach (two thirds of a TTL, the fence's own bound, + 0.5 s).
+    fn check_loss_learned(&self, tenure: &Tenure, open: bool, now: u64, ttl_ms: u64) {
+        let mut w = self.world.lock();
+        let replaced = w.tenures.get(tenure).and_then(|i| i.replaced_ms);
+        if let (true, Some(r)) = (open, replaced) {
+            if now > r + ttl_ms * 2 / 3 + 500 {
+                let what = format!(
+                    "h{} ({}) still has an open fence {} ms after its lease was taken",
+                    self.index,
+                    tenure.0,
+                    now - r
+                );
+                w.violation(Property::S3, tenure, what);
+            }
+        }
+    }
+
+    /// L1: a create of ours whose answer was lost is adopted by our next
+    /// acquire, not waited out: within half a TTL while we are reachable.
+    fn check_answer_lost(&self, ttl_ms: u64) {
+        let mut w = self.world.lock();
+        let now = w.now_ms();
+        // On a broken store no acquire may succeed: nothing to take up.
+        if w.variant != Variant::Healthy {
+            return;
+        }
+        let Some(cur) = w.current.clone() else {
+            return;
+        };
+        let Some(info) = w.tenures.get(&cur).cloned() else {
+            return;
+        };
+        if info.holder != self.index || cur.0 != self.id || info.handed_out {
+            return;
+        }
+        if let Some(lost) = info
+            .answer_lost_ms
+            .filter(|&sent| sent > w.forgot_at[self.index])
+        {
+            let reachable_since = lost.max(w.partition_ended[self.index]);
+            // A client timeout, a pause before the next try, request delays.
+            let bound = 5_000 + ttl_ms / 6;
+            if now >= w.partitioned_until[self.index] && now > reachable_since + bound {
+                let what = format!(
+                    "h{} ({}) has not taken up its own record {} ms after sending the write whose answer was lost",
+                    self.index,
+                    cur.0,
+                    now - lost
+                );
+                w.violation(Property::L1, &cur, what);
+            }
+        }
+    }
+}
+
+/// Runs one seed to its end and returns what the checker found.
+pub fn run_seed(opts: Options) -> Outcome {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    defect::set(opts.defect);
+    let outcome = rt.block_on(world(opts));
+    defect::set(None);
+    outcome
+}
+
+async fn world(opts: Options) -> Outcome {
+    let mut rng = StdRng::seed_from_u64(opts.seed);
+    let epoch = DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default();
+    let truth = TrueTime::new(epoch);
+    let ttl_s: u64 = [6, 12, 30][rng.random_range(0..3)];
+    let ttl_ms = ttl_s * 1000;
+    let n = rng.random_range(2..=8usize);
+    let variant = match rng.random_range(0..20) {
+        0 => Variant::IgnoresPreconditions,
+        1 => Variant::NotAtomic,
+        _ => Variant::Healthy,
+    };
+    let fault_rate = [0.0, 0.01, 0.05][rng.random_range(0..3)];
+    let end_ms = opts.duration_s * 1000;
+    // Each run its own store name, so that no once-per-store finding of an
+    // earlier run (or of a run on another test thread) is reused; the run
+    // number is left out of the history.
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("sim://seed-{}/{}/run-{run}", opts.seed, variant.as_str());
+    let world = World(Arc::new(Mutex::new(Shared {
+        name: name.clone(),
+        objects: BTreeMap::new(),
+        variant,
+        truth,
+        rng: StdRng::seed_from_u64(rng.random()),
+        next_etag: 0,
+        fault_rate,
+        partitioned_until: vec![0; n],
+        partition_ended: vec![0; n],
+        forgot_at: vec![0; n],
+        ttl_ms,
+        current: None,
+        latest: None,
+        tenures: BTreeMap::new(),
+        max_generation: None,
+        outcome: Outcome::default(),
+        reported: Default::default(),
+    })));
+    let max_off_us = (ttl_ms as f64 * 1000.0 * opts.max_offset_ttl_fraction) as i64;
+    let same_id = rng.random_bool(0.15);
+    {
+        let mut w = world.lock();
+        w.log(format_args!(
+            "seed {} defect {} ttl {ttl_s}s holders {n} store {} faults {fault_rate} same-id {same_id}",
+            opts.seed,
+            opts.defect.map(defect::name).unwrap_or("none"),
+            variant.as_str()
+        ));
+    }
+    let mut clocks = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let err = ClockError {
+            offset_us: if max_off_us > 0 {
+                rng.random_range(-max_off_us..=max_off_us)
+            } else {
+                0
+            },
+            drift_ppm: rng.random_range(-200..=200),
+            steps_us: 0,
+        };
+        world.lock().log(format_args!(
+            "h{i} clock offset {:+.3}s drift {:+}ppm",
+            err.offset_us as f64 / 1e6,
+            err.drift_ppm
+        ));
+        let clock = SimClock::new(truth, err);
+        clocks.push(clock.clone());
+        let id = if same_id && i == 1 {
+            "h0".to_owned()
+        } else {
+            format!("h{i}")
+        };
+        let h = Holder {
+            index: i,
+            id,
+            clock,
+            world: world.clone(),
+            store: SimStore::new(world.clone(), i),
+            config: LeaseConfig {
+                ttl_s,
+                ..LeaseConfig::default()
+            },
+            rng: StdRng::seed_from_u64(rng.random()),
+            end_ms,
+            eager: rng.random_bool(0.5),
+        };
+        tasks.push(tokio::spawn(h.run()));
+    }
+    // The operators' schedule: partitions of one holder, clock steps.
+    let mut t = 0u64;
+    loop {
+        let gap = rng.random_range(ttl_ms / 2..ttl_ms * 4);
+        t += gap;
+        if t >= end_ms {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(gap)).await;
+        let h = rng.random_range(0..n);
+        match rng.random_range(0..4) {
+            0 | 1 => {
+                let len = rng.random_range(ttl_ms / 3..ttl_ms * 2);
+                let mut w = world.lock();
+                let now = w.now_ms();
+                w.partitioned_until[h] = now + len;
+                w.partition_ended[h] = now + len;
+                w.log(format_args!("h{h} cut off from the store for {len} ms"));
+            }
+            2 => {
+                let step = rng.random_range(-max_off_us / 4..=max_off_us / 4 + 1);
+                clocks[h].step(step);
+                world
+                    .lock()
+                    .log(format_args!("h{h} wall clock stepped {step:+} µs"));
+            }
+            _ => {}
+        }
+    }
+    let left = end_ms.saturating_sub(world.lock().now_ms());
+    tokio::time::sleep(Duration::from_millis(left)).await;
+    // Holders past the end finish what they are doing (release) within a TTL.
+    tokio::time::sleep(Duration::from_millis(ttl_ms)).await;
+    for task in tasks {
+        task.abort();
+    }
+    let mut w = world.lock();
+    let (l, wr, v) = (
+        w.outcome.lifetimes,
+        w.outcome.writes,
+        w.outcome.violations.len(),
+    );
+    w.log(format_args!(
+        "end: {l} lifetimes, {wr} writes, {v} violations"
+    ));
+    w.outcome.variant = Some(w.variant);
+    let out = std::mem::take(&mut w.outcome);
+    drop(w);
+    crate::bucket::race::forget(&format!("{name}#"));
+    out
+}
+
+// ---- The simulated store ----
+//
+// The simulated S3 store: linearizable conditional PUT and DELETE, ETags,
+// `Last-Modified` from the store's clock (true time), per-request faults
+// drawn from the seed, and the store variants the engine must refuse.
+//
+// Every holder talks to the store through a [`SimStore`] handle of its own
+// (its own learned capabilities, as a process has); the objects, the fault
+// draws and the checker are shared in the [`super::world::World`].
+
+/// How the store treats preconditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Linearizable conditional writes (AWS S3 since 2024).
+    Healthy,
+    /// `If-None-Match` and `If-Match` ignored: every write lands.
+    IgnoresPreconditions,
+    /// The precondition is checked, then the write made later: concurrent
+    /// writers may all pass.
+    NotAtomic,
+}
+
+impl Variant {
+    /// A short name for the history.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Variant::Healthy => "healthy",
+            Variant::IgnoresPreconditions => "ignores-preconditions",
+            Variant::NotAtomic => "not-atomic",
+        }
+    }
+}
+
+/// What happens to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Answered normally.
+    None,
+    /// No answer; not carried out.
+    Timeout,
+    /// No answer; carried out much later (the service queued it).
+    LateApply,
+    /// Carried out, the answer lost.
+    Lost,
+    /// Carried out, answered without an ETag.
+    NoEtag,
+    /// Carried out, answered with an empty ETag.
+    EmptyEtag,
+    /// 409 ConditionalRequestConflict, not carried out.
+    Conflict,
+    /// 500, not carried out.
+    Internal,
+    /// 503 SlowDown, not carried out.
+    SlowDown,
+}
+
+/// How long a client waits before it gives a request up.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One holder's view of the simulated store.
+pub struct SimStore {
+    world: World,
+    holder: usize,
+    caps: Mutex<Capabilities>,
+}
+
+impl SimStore {
+    /// Holder `holder`'s handle on `world`'s store.
+    pub fn new(world: World, holder: usize) -> Arc<Self> {
+        Arc::new(Self {
+            world,
+            holder,
+            caps: Mutex::new(Capabilities::default()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.world.lock()
+    }
+
+    /// Draws the delay and fault of one request (`write`: a PUT or DELETE).
+    fn draw(&self, write: bool) -> (Duration, Fault) {
+        self.lock().draw(self.holder, write)
+    }
+
+    async fn fail_before(fault: Fault) -> Result<(), StoreError> {
+        match fault {
+            Fault::Timeout | Fault::LateApply => {
+                tokio::time::sleep(CLIENT_TIMEOUT).await;
+                Err(timeout())
+            }
+            Fault::Conflict => Err(StoreError::Conflict),
+            Fault::Internal => Err(StoreError::Other {
+                status: 500,
+                message: "InternalError".into(),
+            }),
+            Fault::SlowDown => Err(StoreError::Other {
+                status: 503,
+                message: "SlowDown".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn timeout() -> StoreError {
+    StoreError::Timeout(CLIENT_TIMEOUT, "simulated: no answer".into())
+}
+
+#[async_trait]
+impl ObjectRead for SimStore {
+    /// The store's name and the holder's: each holder is a process of its
+    /// own, which runs its own once-per-store checks (probe, race).
+    fn describe(&self) -> String {
+        format!("{}#h{}", self.lock().name, self.holder)
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
+        let objects = self
+            .lock()
+            .objects
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, o)| o.meta(k))
+            .collect();
+        Ok(Listing {
+            prefixes: Vec::new(),
+            objects,
+            unlisted: Vec::new(),
+        })
+    }
+
+    async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
+        let (delay, fault) = self.draw(false);
+        tokio::time::sleep(delay).await;
+        if matches!(fault, Fault::Timeout | Fault::Internal | Fault::SlowDown) {
+            Self::fail_before(fault).await?;
+        }
+        let g = self.lock();
+        let Some(o) = g.objects.get(key) else {
+            return Err(StoreError::NotFound(key.to_owned()));
+        };
+        if if_none_match.is_some_and(|e| normalize_etag(e) == o.etag) {
+            return Err(StoreError::NotModified);
+        }
+        Ok(GetOutput {
+            meta: o.meta(key),
+            body: o.body.clone(),
+            problem: None,
+        })
+    }
+}
+
+#[async_trait]
+impl ObjectStore for SimStore {
+    async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        let (delay, fault) = self.draw(true);
+        let sent = self.lock().now_ms();
+        tokio::time::sleep(delay).await;
+        if fault == Fault::LateApply {
+            // The client gives up; the service carries the write out later.
+            let world = self.world.clone();
+            let (key, holder) = (key.to_owned(), self.holder);
+            let (body, condition) = (body.clone(), condition.clone());
+            let late = self.lock().late_delay();
+            tokio::spawn(async move {
+                tokio::time::sleep(late).await;
+                let _ = world
+                    .lock()
+                    .apply_put(holder, &key, &body, &condition, Some(sent));
+            });
+        }
+        Self::fail_before(fault).await?;
+        let variant = self.lock().variant;
+        let etag = if variant == Variant::NotAtomic && condition != PutCondition::None {
+            // Check now, write a moment later.
+            self.lock().precondition_holds(key, &condition)?;
+            let window = self.lock().not_atomic_window();
+            tokio::time::sleep(window).await;
+            self.lock().apply_put(
+                self.holder,
+                key,
+                &body,
+                &PutCondition::None,
+                (fault == Fault::Lost).then_some(sent),
+            )?
+        } else {
+            self.lock().apply_put(
+                self.holder,
+                key,
+                &body,
+                &condition,
+                (fault == Fault::Lost).then_some(sent),
+            )?
+        };
+        match fault {
+            Fault::Lost => Err(timeout()),
+            Fault::NoEtag => Ok(None),
+            Fault::EmptyEtag => Ok(Some(String::new())),
+            _ => Ok(Some(etag)),
+        }
+    }
+
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        let (delay, fault) = self.draw(true);
+        tokio::time::sleep(delay).await;
+        Self::fail_before(fault).await?;
+        self.lock().apply_delete(self.holder, key, if_match)?;
+        if fault == Fault::Lost {
+            return Err(timeout());
+        }
+        Ok(())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        *self.caps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_capabilities(&self, caps: Capabilities) -> bool {
+        *self.caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
+        true
+    }
+}
+
+/// One stored object.
+#[derive(Debug, Clone)]
+pub struct Obj {
+    /// The body.
+    pub body: Vec<u8>,
+    /// The ETag (unquoted).
+    pub etag: String,
+    /// When it was written, by the store's clock (whole seconds).
+    pub last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+impl Obj {
+    fn meta(&self, key: &str) -> ObjectMeta {
+        ObjectMeta {
+            key: key.to_owned(),
+            etag: Some(self.etag.clone()),
+            last_modified: Some(self.last_modified),
+            size: self.body.len() as u64,
+        }
+    }
+}
