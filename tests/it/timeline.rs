@@ -317,3 +317,81 @@ async fn a_day_of_versions_costs_at_most_200_gets() {
     assert!(read <= 200, "{read} bodies read");
     eprintln!("timeline: a day of 8640 versions, 5 tenures: {read} bodies read, {lists} listing requests, {gets} GETs in all");
 }
+
+/// A local store keeps no versions: a `--watch` recording is its history.
+/// Two holders take turns while a watcher records; the timeline built from
+/// the recording names both tenures in order and their releases (exit 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_recording_is_the_history_of_a_local_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    std::fs::create_dir_all(root.join("p")).unwrap();
+    let recording = dir.path().join("watch.ndjson");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        .args(["--no-pod", "--watch=1s"])
+        .arg(file_url(&root))
+        .stdout(std::fs::File::create(&recording).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let prefix = file_url(&root.join("p"));
+    for id in ["first-holder", "second-holder"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+            .args([
+                "bucket",
+                "hold",
+                &prefix,
+                "--ttl",
+                "6s",
+                "--instance-id",
+                id,
+            ])
+            .args(["--", "sleep", "3"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    // SAFETY: kill(2) on the child this test spawned.
+    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
+    let _ = watch.wait();
+    std::fs::write(dir.path().join("audit.jsonl"), "").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        .args(["timeline", &prefix, "-o", "json", "--recording"])
+        .arg(&recording)
+        .args(["--audit-log"])
+        .arg(dir.path().join("audit.jsonl"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(out.status.code(), Some(0), "{err}\n{stdout}");
+    let p = &doc["prefixes"][0];
+    let holders: Vec<&str> = p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["holder"].as_str().unwrap())
+        .collect();
+    assert_eq!(holders, ["first-holder", "second-holder"], "{stdout}");
+    let endings: Vec<&str> = p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["ending"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(endings, ["released", "released"], "{stdout}");
+    assert!(
+        p["sources"]["recording_lines"].as_u64().unwrap() >= 4,
+        "{stdout}"
+    );
+    assert!(p["overlaps"].as_array().unwrap().is_empty(), "{stdout}");
+}
