@@ -24,6 +24,7 @@ pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod exit;
+pub mod hold;
 pub mod logfile;
 pub mod monitor;
 pub mod runtime;

@@ -12,6 +12,12 @@ use leasectl::exit::Exit;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // `bucket hold`'s containment re-runs this binary as its shim: that
+    // process is never the command-line tool.
+    if let Some((parent, command)) = leasectl::supervise::contain::init_args() {
+        leasectl::setup::init_logging(false);
+        leasectl::supervise::contain::init_main(parent, command);
+    }
     std::process::exit(run().code());
 }
 

@@ -604,6 +604,11 @@ pub struct HoldArgs {
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
     pub record_format: crate::bucket::RecordFormat,
+    /// Run CMD in a PID namespace of its own, so that the kernel ends all of it (daemons
+    /// included) when leasectl dies: auto (when the kernel allows it, else say why and go
+    /// on without), require (refuse to start without it, exit 125) or off.
+    #[arg(long, default_value = "auto", value_name = "MODE", value_parser = parse_containment)]
+    pub containment: crate::supervise::ContainmentMode,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,

@@ -91,6 +91,11 @@ pub fn parse_record_format(s: &str) -> Result<crate::bucket::RecordFormat, Strin
     s.parse()
 }
 
+/// Parses `bucket hold --containment`: `auto`, `require` or `off`.
+pub fn parse_containment(s: &str) -> Result<crate::supervise::ContainmentMode, String> {
+    s.parse()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bucket_hold::log_release;
 use crate::bucket::Exclusion;
 use crate::cli::ThenArg;
 use crate::clock::{SharedClock, SystemClock};
 use crate::exit::Exit;
+use crate::hold::log_release;
 use crate::setup::Context;
 use crate::store::ObjectStore;
 use crate::supervise;

@@ -16,14 +16,19 @@
 //! - [`descendants`] / [`descendants_in`]: the one `/proc` walk, its proc
 //!   root injectable;
 //! - [`forward_signals`] and [`reap_all`]: the synchronous supervisor of
-//!   `writer exec` (a `sigwait` thread; every child reaped before release).
+//!   `writer exec` (a `sigwait` thread; every child reaped before release);
+//! - [`contain`]: `bucket hold`'s command in a PID namespace of its own, so
+//!   the kernel ends all of it when leasectl dies ([`ContainmentMode`],
+//!   [`Containment`]).
 
+pub mod contain;
 mod fence_fd;
 mod handle;
 mod proc;
 mod reap;
 mod signals;
 
+pub use contain::{Containment, ContainmentMode};
 pub use fence_fd::{
     fence_state, fence_state_from_env, FenceFdError, FenceFdState, FencePipe, FenceWriter,
     FENCE_FD_ENV, FENCE_PIPE_ENV,

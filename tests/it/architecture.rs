@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["values", "target"],
     &["bucket"],
     &["supervise"],
+    &["hold"],
     &["takeover", "audit"],
     &["sim"],
     &["writer"],

@@ -169,7 +169,12 @@ async fn hold_stops_the_command_when_a_partition_closes_the_fence() {
     .args([
         "sh",
         "-c",
-        &format!("echo $$ > {}; exec sleep 60", pidfile.display()),
+        // The command's pid as the host sees it: under containment `$$` is its
+        // pid in its own PID namespace (2); /proc is still the host's.
+        &format!(
+            "read pid rest < /proc/self/stat; echo $pid > {}; exec sleep 60",
+            pidfile.display()
+        ),
     ])
     .stdout(Stdio::null())
     .stderr(Stdio::piped());

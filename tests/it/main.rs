@@ -17,6 +17,7 @@ mod bad_input;
 mod cli_surface;
 mod commands;
 mod console_e2e;
+mod containment;
 mod contexts;
 mod delta;
 mod demo_assets;
