@@ -22,11 +22,13 @@
 //! hand-over; [`hold_until`] for a command-line holder).
 
 mod execute;
+pub mod operator;
 mod preflight;
 mod then;
 mod watch;
 
 pub use execute::{takeover, takeover_with};
+pub use operator::{takeover_cmd, TakeoverArgs};
 pub use preflight::{check_request, preflight, typed_confirms};
 pub use then::{hold_until, record_loss};
 pub use watch::{watch_one_ttl, Watched};

@@ -1,0 +1,387 @@
+//! The command line's takeover, as an operator runs it: look, show,
+//! confirm (the typed prefix), then the audited takeover, and its report
+//! with the exit code. The console takes the same steps through its dialog.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bucket::Exclusion;
+use crate::clock::SharedClock;
+use crate::exit::Exit;
+use crate::hold::log_release;
+use crate::store::ObjectStore;
+use crate::supervise;
+use crate::text::sanitize;
+
+/// Everything `leasectl takeover` needs besides the store.
+pub struct TakeoverArgs {
+    /// The prefix inside the store.
+    pub prefix: String,
+    /// The URL as given (shown and audited).
+    pub url: String,
+    /// Endpoint, for the audit entry.
+    pub endpoint: String,
+    /// Bucket, for S3.
+    pub bucket: Option<String>,
+    /// `--reason`.
+    pub reason: String,
+    /// `--expect-etag`.
+    pub expect_etag: Option<String>,
+    /// `--then`.
+    pub then: crate::takeover::Then,
+    /// `--force`.
+    pub force: bool,
+    /// `--yes`.
+    pub yes: bool,
+    /// `--ttl` in seconds.
+    pub ttl_s: u64,
+    /// Conditional or best-effort.
+    pub exclusion: Exclusion,
+    /// `--record-format` (or the context's `record_format`).
+    pub record_format: crate::bucket::RecordFormat,
+}
+
+/// `leasectl takeover`: look, show, confirm, then the audited takeover.
+/// Returns the exit code (0 taken, 4 refused — an absent LEASE too, 5 a held
+/// lease lost, 6 a forced takeover's wait ended by a signal, 1 failed, 2 usage).
+///
+/// The console's steps: [`crate::takeover::check_request`] and
+/// [`crate::takeover::preflight`] (the guards),
+/// [`crate::takeover::watch_one_ttl`] (a suspect or malformed record),
+/// [`crate::takeover::typed_confirms`] (the typed prefix) and
+/// [`crate::takeover::takeover_with`] (the executor).
+pub async fn takeover_cmd(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    audit: &crate::audit::AuditLog,
+    a: TakeoverArgs,
+    out: &mut (impl std::io::Write + Send),
+) -> Exit {
+    use crate::takeover::{check_request, TakeoverError};
+
+    match check_request(&a.reason, a.ttl_s) {
+        Err(TakeoverError::NoReason) => {
+            let _ = writeln!(out, "leasectl: a reason is required (--reason)");
+            return Exit::Usage;
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
+            return Exit::Refused;
+        }
+        Ok(()) => {}
+    }
+    let (seen, watched_for) = match look_and_guard(store.as_ref(), &clock, &a, out).await {
+        Ok(looked) => looked,
+        Err(code) => return code,
+    };
+    if !a.yes {
+        if let Err(code) = confirm_typed(&a, out) {
+            return code;
+        }
+    }
+    let mut signals = supervise::Signals::new();
+    let result = execute_takeover(
+        store,
+        &clock,
+        audit,
+        &a,
+        seen,
+        watched_for,
+        &mut signals,
+        out,
+    )
+    .await;
+    takeover_report(result, &clock, audit, &mut signals, out).await
+}
+
+/// Reads the LEASE, shows it, and applies the guards (the console's
+/// preflight, `--expect-etag`); watches a suspect or malformed record for one
+/// TTL. Returns what was seen and how long it was watched, or the exit code.
+async fn look_and_guard(
+    store: &dyn ObjectStore,
+    clock: &SharedClock,
+    a: &TakeoverArgs,
+    out: &mut (impl std::io::Write + Send),
+) -> Result<(crate::bucket::Observed, Duration), Exit> {
+    use crate::takeover::{preflight, watch_one_ttl, TakeoverError, Watched};
+
+    let key = crate::bucket::lease_key(&a.prefix);
+    let seen = match crate::bucket::read_lease(store, &key, None).await {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+            return Err(Exit::Failed);
+        }
+    };
+    let now = clock.wall();
+    describe_lease(&seen, now, &key, &a.url, out);
+    if a.record_format == crate::bucket::RecordFormat::Seed {
+        let _ = writeln!(
+            out,
+            "format   record format seed: no generation will be written (the seed's four fields)"
+        );
+    }
+    let guard = preflight(
+        &a.prefix,
+        &seen,
+        Duration::ZERO,
+        &a.reason,
+        a.ttl_s,
+        a.force,
+        now,
+    );
+    if let Err(e @ (TakeoverError::Absent { .. } | TakeoverError::Released { .. })) = &guard {
+        let _ = writeln!(
+            out,
+            "refused: {}",
+            crate::text::sanitize_message(&e.to_string())
+        );
+        return Err(Exit::Refused);
+    }
+    if let Some(want) = &a.expect_etag {
+        if seen.etag() != Some(crate::store::normalize_etag(want).as_str()) {
+            let _ = writeln!(
+                out,
+                "refused: the LEASE's ETag is {} but --expect-etag is {}; look again",
+                seen.etag().unwrap_or("(none)"),
+                sanitize(want)
+            );
+            return Err(Exit::Refused);
+        }
+    }
+    match guard {
+        Ok(_) => Ok((seen, Duration::ZERO)),
+        Err(TakeoverError::Fresh { .. }) => {
+            let _ = writeln!(
+                out,
+                "refused: the lease is fresh (a live holder). Use --force only if you know it is gone."
+            );
+            Err(Exit::Refused)
+        }
+        // Suspect and malformed records must be seen unchanged for one TTL.
+        Err(TakeoverError::UnderWatch { state, .. }) => {
+            let ttl = Duration::from_secs(a.ttl_s);
+            let _ = writeln!(
+                out,
+                "watching the {state} record for {} before taking it over…",
+                crate::text::format_secs(ttl.as_secs_f64())
+            );
+            let _ = out.flush();
+            match watch_one_ttl(store, &key, seen, ttl, clock).await {
+                Watched::Unchanged { seen, for_ } => Ok((seen, for_)),
+                Watched::Changed(st) => {
+                    let _ = writeln!(
+                        out,
+                        "the record changed while watched; it is now {st}. Look again."
+                    );
+                    Err(Exit::Refused)
+                }
+                Watched::Unreadable(e) => {
+                    let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+                    Err(Exit::Failed)
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
+            Err(Exit::Refused)
+        }
+    }
+}
+
+/// The lease as `leasectl takeover` shows it before asking: key and URL,
+/// state (judged at `now`), holder, renewal, generation, ETag.
+fn describe_lease(
+    obs: &crate::bucket::Observed,
+    now: chrono::DateTime<chrono::Utc>,
+    key: &str,
+    url: &str,
+    out: &mut (impl std::io::Write + Send),
+) {
+    let j = crate::bucket::judge(obs, now);
+    let _ = writeln!(out, "lease    {} ({})", sanitize(key), sanitize(url));
+    if let Some(n) = crate::text::lookalike_note(url) {
+        let _ = writeln!(out, "warning  {n}");
+    }
+    let sentence = j.sentence();
+    let rest = sentence
+        .strip_prefix(&format!("{}: ", j.state))
+        .unwrap_or(&sentence);
+    let _ = writeln!(out, "state    {}: {rest}", j.state);
+    if let Some(r) = obs.record() {
+        let _ = writeln!(out, "holder   {}", sanitize(&r.instance_id));
+        let _ = writeln!(
+            out,
+            "renewed  {} (TTL {} s)",
+            r.renewed_at.to_rfc3339(),
+            r.ttl_s
+        );
+        let _ = writeln!(
+            out,
+            "generation {}{}",
+            crate::bucket::fmt_generation(r.generation),
+            if r.generation.is_none() {
+                " (unknown: the record has no generation field)"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "ETag     {}",
+        obs.etag().unwrap_or("(none: no LEASE object)")
+    );
+}
+
+/// Asks on the terminal for the prefix URL, judged by the console's rule
+/// ([`crate::takeover::typed_confirms`]: the URL or prefix as given,
+/// percent-decoded, or as shown escaped). `Err` is the exit code: 2 without a
+/// terminal, 4 not confirmed.
+fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Result<(), Exit> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        let _ = writeln!(
+            out,
+            "leasectl: not a terminal: confirm interactively or pass --yes"
+        );
+        return Err(Exit::Usage);
+    }
+    let _ = write!(
+        out,
+        "This replaces the lease above ({}, then {}). Type the prefix URL to confirm: ",
+        if a.force { "FORCED" } else { "guarded" },
+        a.then
+    );
+    let _ = out.flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    // The URL may be shown percent-encoded (`%E2%80%8B`) where the console
+    // shows the name escaped (`\u{200b}`): both are accepted.
+    let decoded = percent_encoding::percent_decode_str(&a.url)
+        .decode_utf8_lossy()
+        .into_owned();
+    if !crate::takeover::typed_confirms(&line, &[&a.url, &a.prefix, &decoded]) {
+        let _ = writeln!(out, "not confirmed; nothing written");
+        return Err(Exit::Refused);
+    }
+    Ok(())
+}
+
+/// The confirmed takeover, through the console's executor. From the intent
+/// on, a signal never kills the takeover half-way: a forced one's wait for
+/// the replaced holder's fence ends early and says what it left (`--then
+/// release`, `handover`); `--then hold` releases.
+#[allow(clippy::too_many_arguments)]
+async fn execute_takeover(
+    store: Arc<dyn ObjectStore>,
+    clock: &SharedClock,
+    audit: &crate::audit::AuditLog,
+    a: &TakeoverArgs,
+    seen: crate::bucket::Observed,
+    watched_for: Duration,
+    signals: &mut supervise::Signals,
+    out: &mut (impl std::io::Write + Send),
+) -> Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError> {
+    use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
+    let info = store.endpoint_info();
+    let req = TakeoverRequest {
+        prefix: a.prefix.clone(),
+        seen,
+        watched_for,
+        reason: a.reason.clone(),
+        then: a.then.clone(),
+        force: a.force,
+        ttl_s: a.ttl_s,
+        exclusion: a.exclusion,
+        record_format: a.record_format,
+        target: crate::audit::AuditTarget {
+            endpoint: info.url,
+            region: info.region,
+            addressing_style: info.addressing_style,
+            bucket: a.bucket.clone(),
+            key: crate::bucket::lease_key(&a.prefix),
+            url: a.url.clone(),
+        },
+    };
+    let wait = WaitControl {
+        notify: Box::new(|s: &str| {
+            let _ = writeln!(out, "{s}");
+            let _ = out.flush();
+        }),
+        stop: Box::pin(async {
+            match signals.recv().await {
+                Some(sig) => supervise::signal_name(sig),
+                None => std::future::pending().await,
+            }
+        }),
+    };
+    takeover_with(store, clock.clone(), audit, req, wait).await
+}
+
+/// Prints the takeover's result and returns the exit code; with `--then
+/// hold`, holds the lease until a signal (exit 0) or its loss (audited, 5).
+async fn takeover_report(
+    result: Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError>,
+    clock: &SharedClock,
+    audit: &crate::audit::AuditLog,
+    signals: &mut supervise::Signals,
+    out: &mut (impl std::io::Write + Send),
+) -> Exit {
+    use crate::takeover::{hold_until, record_loss, TakeoverError};
+    match result {
+        Ok(done) => {
+            let _ = writeln!(out, "{done}");
+            if let Some(lease) = done.held {
+                let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
+                let _ = out.flush();
+                let (lost, released) = hold_until(lease, async {
+                    signals.recv().await;
+                })
+                .await;
+                log_release(released);
+                if let Some(why) = lost {
+                    let _ = writeln!(out, "the held lease ended: {why}");
+                    let why = why.to_string();
+                    if let Err(e) = record_loss(audit, &done.audit_entry, clock, &why).await {
+                        let _ = writeln!(out, "audit: could not record the loss: {e}");
+                    }
+                    return Exit::Fenced;
+                }
+            }
+            Exit::Ok
+        }
+        Err(e @ TakeoverError::Interrupted(_)) => {
+            let _ = writeln!(out, "interrupted: {e}");
+            Exit::Interrupted
+        }
+        Err(e @ TakeoverError::Changed { .. }) => {
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
+            Exit::Refused
+        }
+        Err(e) if e.is_refusal() => {
+            let _ = writeln!(
+                out,
+                "refused: {}",
+                crate::text::sanitize_message(&e.to_string())
+            );
+            Exit::Refused
+        }
+        Err(e) => {
+            let _ = writeln!(out, "failed: {e}");
+            Exit::Failed
+        }
+    }
+}
