@@ -1,0 +1,559 @@
+//! Acquiring the lease: the rounds of reads and conditional writes, the
+//! decision for one observation, and the probe after a first acquire.
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+
+/// The write an acquire makes: its precondition, the record's `acquired_at`
+/// and its generation.
+pub(super) enum Step {
+    Write(PutCondition, DateTime<Utc>, Option<u64>),
+}
+
+/// What an acquire remembers from one round to the next.
+#[derive(Default)]
+struct AcquireRounds {
+    /// The precondition refused in the previous round, to tell a service
+    /// that refuses a precondition that holds from a lost race.
+    refused: Option<PutCondition>,
+    /// The ETag form the refused request was sent with.
+    refused_form: EtagForm,
+    /// Creates refused over a key then found absent.
+    create_refused: usize,
+    tally: Conflicts,
+}
+
+impl AcquireRounds {
+    /// Judges the previous round's refusal against what is there now
+    /// (`observed`): a create refused twice over an absent key, or an
+    /// `If-Match` refused with the ETag the object still has (after one
+    /// adaptation to the bare form, checked on a scratch key), is the
+    /// service's fault, not a lost race.
+    ///
+    /// Errors: [`LeaseError::CreateRefused`], [`LeaseError::IfMatchRefused`],
+    /// [`LeaseError::Store`] (from the check).
+    async fn check_refusal(
+        &mut self,
+        store: &dyn ObjectStore,
+        clock: &dyn Clock,
+        key: &str,
+        instance_id: &str,
+        observed: &Observed,
+    ) -> Result<(), LeaseError> {
+        match (&self.refused, observed) {
+            // Twice in a row: once could be a create and a delete racing us.
+            (Some(PutCondition::IfNoneMatch), Observed::Absent) => {
+                self.create_refused += 1;
+                if self.create_refused >= 2 {
+                    return Err(LeaseError::CreateRefused {
+                        key: key.to_owned(),
+                        service: store.describe(),
+                    });
+                }
+            }
+            // Refused with the ETag the object still has: a service that wants it
+            // unquoted (Ceph RGW) is adapted to once, after a check on a scratch key.
+            (Some(PutCondition::IfMatch(sent)), Observed::Present { etag: Some(e), .. })
+                if e == sent
+                    && (self.refused_form == EtagForm::Unquoted
+                        || !probe::adapt_etag_form(
+                            store,
+                            &scratch_key(key, instance_id),
+                            clock,
+                        )
+                        .await?) =>
+            {
+                return Err(LeaseError::IfMatchRefused {
+                    key: key.to_owned(),
+                    service: store.describe(),
+                    etag: e.clone(),
+                });
+            }
+            _ => {}
+        }
+        self.refused = None;
+        Ok(())
+    }
+
+    /// Judges the answer to this round's PUT (sent as `cond`, with the ETag
+    /// form `form`): `Some` with the ETag returned (if any) when written;
+    /// `None` to go another round (412 remembered, 409/5xx counted after a
+    /// back-off, 404 to an `If-Match`: the key was deleted meanwhile).
+    ///
+    /// Errors: [`LeaseError::PreconditionsUnsupported`] (501, or 400 to a
+    /// conditional PUT), [`LeaseError::Store`].
+    async fn after_put(
+        &mut self,
+        put: Result<Option<String>, StoreError>,
+        cond: PutCondition,
+        form: EtagForm,
+        config: &LeaseConfig,
+        store: &dyn ObjectStore,
+    ) -> Result<Option<Option<String>>, LeaseError> {
+        match put {
+            Ok(etag) => Ok(Some(etag)),
+            Err(StoreError::PreconditionFailed) => {
+                if config.exclusion == Exclusion::Conditional {
+                    self.refused = Some(cond);
+                    self.refused_form = form;
+                }
+                Ok(None)
+            }
+            // 409, or 5xx (Ceph RGW answers 500 to some losers of an If-Match race):
+            // the write may have landed. The next round reads back and judges
+            // (our own record is adopted).
+            Err(e @ (StoreError::Conflict | StoreError::Other { status: 500.., .. })) => {
+                self.tally.conflicts += 1;
+                if matches!(e, StoreError::Other { .. }) {
+                    self.tally.last_5xx = Some(e);
+                } else {
+                    self.tally.saw_409 = true;
+                }
+                tokio::time::sleep(Duration::from_millis(50 * self.tally.conflicts as u64)).await;
+                Ok(None)
+            }
+            // If-Match over a key deleted meanwhile: the next round creates.
+            Err(StoreError::NotFound(_)) if matches!(cond, PutCondition::IfMatch(_)) => Ok(None),
+            Err(StoreError::NotImplemented(detail)) => Err(LeaseError::PreconditionsUnsupported {
+                service: store.describe(),
+                detail: format!(
+                    "it answered 501 to a conditional PUT: {}",
+                    sanitize(&detail)
+                ),
+            }),
+            // 400 to a conditional PUT of a key it has just let us read: the
+            // header itself is what it does not accept.
+            Err(StoreError::Other {
+                status: 400,
+                message,
+            }) if cond != PutCondition::None => Err(LeaseError::PreconditionsUnsupported {
+                service: store.describe(),
+                detail: format!(
+                    "it answered 400 to a conditional PUT: {}",
+                    sanitize(&message)
+                ),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// A record we would take over (not one we adopt: `owner` is
+/// [`Whose::SameId`] or [`Whose::Other`]) that looks stale to a reader whose
+/// clock is certainly further from the service's than the record's TTL
+/// allows ([`crate::bucket::fence::offset_beyond_limit`]) is not taken — another
+/// process's record under our own id included.
+///
+/// Errors: [`LeaseError::ReaderClock`].
+fn check_reader_clock(
+    store: &dyn ObjectStore,
+    clock: &dyn Clock,
+    key: &str,
+    owner: Whose,
+    observed: &Observed,
+    now: DateTime<Utc>,
+) -> Result<(), LeaseError> {
+    if let (Some(r), Some(o)) = (observed.record(), store.server_offset()) {
+        if matches!(owner, Whose::SameId | Whose::Other) {
+            let j = judge(observed, now);
+            if j.state == LeaseState::Stale {
+                if let Some(off) = crate::bucket::fence::offset_beyond_limit(&o, clock, r.ttl_s) {
+                    return Err(LeaseError::ReaderClock {
+                        key: key.to_owned(),
+                        offset_s: off,
+                        error_s: o.error_s,
+                        limit_s: crate::bucket::fence::clock_offset_limit_s(r.ttl_s),
+                        ttl_s: r.ttl_s,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl BucketLease {
+    /// Takes the lease on `prefix` with a new random instance id.
+    /// See [`BucketLease::acquire_as`].
+    pub async fn acquire(
+        store: Arc<dyn ObjectStore>,
+        clock: SharedClock,
+        prefix: &str,
+        config: LeaseConfig,
+        watch: &mut LeaseWatch,
+    ) -> Result<Self, LeaseError> {
+        let id = crate::bucket::record::new_instance_id();
+        Self::acquire_as(store, clock, prefix, &id, config, watch).await
+    }
+
+    /// Takes the lease on `prefix` as `instance_id`. Keep one id across
+    /// attempts: a record already naming it (an earlier answer was lost, or a
+    /// hand-over named us) is adopted without waiting.
+    ///
+    /// Errors: [`LeaseError::HeldByOther`] (a fresh foreign lease),
+    /// [`LeaseError::UnderWatch`] (a suspect/malformed record not yet watched
+    /// for one TTL — keep `watch` across attempts), [`LeaseError::PreconditionsIgnored`]
+    /// / [`LeaseError::PreconditionsUnsupported`] / [`LeaseError::NotAtomic`] (the
+    /// once-per-store race check, [`crate::bucket::race::check_once`]; nothing left behind),
+    /// [`LeaseError::Contended`], [`LeaseError::Store`].
+    pub async fn acquire_as(
+        store: Arc<dyn ObjectStore>,
+        clock: SharedClock,
+        prefix: &str,
+        instance_id: &str,
+        config: LeaseConfig,
+        watch: &mut LeaseWatch,
+    ) -> Result<Self, LeaseError> {
+        let key = lease_key(prefix);
+        if config.ttl_s == 0 || config.ttl_s > crate::bucket::record::MAX_SANE_TTL_S {
+            return Err(LeaseError::InvalidTtl(config.ttl_s));
+        }
+        if config.exclusion == Exclusion::BestEffort {
+            tracing::warn!(
+                key = %key,
+                "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
+            );
+        }
+        let mut rounds = AcquireRounds::default();
+        for _ in 0..MAX_ROUNDS {
+            let ReadBack {
+                observed,
+                body: stored,
+            } = read_back(store.as_ref(), &key).await?;
+            rounds
+                .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
+                .await?;
+            let now = clock.wall();
+            let mono = clock.mono();
+            // The one rule: whose is it (own::whose)? The id alone proves nothing.
+            let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
+                #[cfg(feature = "sim")]
+                if crate::bucket::defect::on(crate::bucket::defect::Defect::LostAnswerIgnored) {
+                    return false;
+                }
+                watch.sent.proves(b)
+            });
+            check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
+            let Step::Write(cond, acquired_at, generation) = decide(
+                &key,
+                &observed,
+                owner,
+                instance_id,
+                now,
+                mono,
+                &config,
+                watch,
+            )?;
+            // Never equal stamps: that is a hand-over's mark (own::is_handover).
+            let (acquired_at, renewed_at) = holder_stamps(acquired_at, now);
+            let record = LeaseRecord {
+                instance_id: instance_id.to_owned(),
+                acquired_at,
+                renewed_at,
+                ttl_s: config.ttl_s,
+                generation,
+                released_at: None,
+            };
+            let cond = match config.exclusion {
+                Exclusion::Conditional => cond,
+                Exclusion::BestEffort => PutCondition::None,
+            };
+            let body = record.to_body();
+            // A record we do not adopt is replaced (another process's under
+            // our id included).
+            let replaced = observed
+                .record()
+                .filter(|_| matches!(owner, Whose::SameId | Whose::Other))
+                .map(|r| r.instance_id.clone());
+            let form = store.capabilities().etag_form;
+            // Until an answer says otherwise, this body may land unseen: a
+            // later round adopts it only if it is exactly this body.
+            watch.sent.add(&body);
+            let put = store.put(&key, body.clone(), cond.clone()).await;
+            let Some(etag) = rounds
+                .after_put(put, cond, form, &config, store.as_ref())
+                .await?
+            else {
+                continue;
+            };
+            let etag = match etag {
+                Some(e) => e,
+                // No ETag in the answer: read back, and only our own body will do.
+                None => match read_back(store.as_ref(), &key).await? {
+                    rb if rb.holds(&body) && rb.etag().is_some() => {
+                        rb.etag().unwrap_or_default().to_owned()
+                    }
+                    _ => return Err(LeaseError::Contended { key }),
+                },
+            };
+            watch.sent.clear();
+            if config.exclusion == Exclusion::Conditional {
+                refuse_unusable_etag(store.as_ref(), &key, &etag, &body).await?;
+            }
+            let lease = Self {
+                store: store.clone(),
+                clock: clock.clone(),
+                key: key.clone(),
+                config: config.clone(),
+                record,
+                etag,
+                body: body.clone(),
+                unanswered: Sent::default(),
+                renewed_mono: mono,
+                not_before_mono: None,
+                lost: false,
+            };
+            return lease.probe_after_acquire(&body, replaced).await;
+        }
+        Err(rounds.tally.give_up(key, store.as_ref()))
+    }
+
+    async fn probe_after_acquire(
+        mut self,
+        body: &[u8],
+        replaced: Option<String>,
+    ) -> Result<Self, LeaseError> {
+        if self.config.exclusion == Exclusion::BestEffort {
+            return Ok(self);
+        }
+        let mut report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
+        // Once per store: is If-Match on DELETE honoured (a release depends on it),
+        // and does If-Match on an absent key create it (then no lease is safe)?
+        if report.as_ref().is_ok_and(|r| r.ignored_header().is_none()) {
+            let scratch = scratch_key(&self.key, &self.record.instance_id);
+            if let Err(e) =
+                probe::learn_delete(self.store.as_ref(), &scratch, self.clock.as_ref()).await
+            {
+                tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
+            }
+            if let Ok(r) = &mut report {
+                if self.store.capabilities().if_match_absent_creates {
+                    r.if_match_absent = Some(probe::Honoured::Ignored);
+                }
+            }
+        }
+        let ignored = match &report {
+            Ok(r) => r.ignored_header(),
+            Err(_) => None,
+        };
+        // Once per store: are the preconditions atomic under concurrent requests?
+        // A check followed by a separate write passes every step above and still
+        // lets several contenders win.
+        let mut not_atomic = None;
+        let mut raced = false;
+        #[cfg(feature = "sim")]
+        let skip_race = crate::bucket::defect::on(crate::bucket::defect::Defect::RaceCheckSkipped);
+        #[cfg(not(feature = "sim"))]
+        let skip_race = false;
+        if ignored.is_none() && report.is_ok() && !skip_race {
+            let scratch = scratch_key(&self.key, &self.record.instance_id);
+            match crate::bucket::race::check_once_ran(self.store.as_ref(), &scratch).await {
+                Ok((r, ran)) => {
+                    not_atomic = r.finding();
+                    raced = ran;
+                }
+                Err(e) => report = Err(e),
+            }
+        }
+        if ignored.is_some() || not_atomic.is_some() {
+            // Fail closed, and leave nothing behind.
+            let service = self.store.describe();
+            let _ = self.store.delete(&self.key, Some(&self.etag)).await;
+            if let Ok(out) = self.store.get(&self.key, None).await {
+                if out.body == self.body {
+                    let _ = self.store.delete(&self.key, None).await;
+                }
+            }
+            let changed = match replaced {
+                Some(holder) => format!(
+                    "the record of {} that was there was overwritten by ours, then ours was removed: \
+                     {} is now absent",
+                    sanitize(&holder),
+                    self.key
+                ),
+                None => "nothing left behind".to_owned(),
+            };
+            let Some(header) = ignored else {
+                let finding = not_atomic.unwrap_or_default();
+                tracing::error!(key = %self.key, "{finding}: lease not taken");
+                return Err(LeaseError::NotAtomic {
+                    finding,
+                    service,
+                    changed,
+                });
+            };
+            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
+            return Err(LeaseError::PreconditionsIgnored {
+                header,
+                service,
+                changed,
+            });
+        }
+        if let Err(e) = report {
+            let _ = self.release().await;
+            return Err(e.into());
+        }
+        if raced {
+            // The race check took time off the fence (seconds where losers of a
+            // contended write wait): renew, so the holder starts with a whole one.
+            if let Err(e) = self.renew().await {
+                let _ = self.release().await;
+                return Err(e);
+            }
+        }
+        // An ignoring service may have rewritten the object; keep the ETag current.
+        if let Ok(out) = self.store.get(&self.key, None).await {
+            if let Some(e) = out.meta.etag {
+                if out.body == self.body {
+                    self.etag = e;
+                }
+            }
+        }
+        tracing::info!(key = %self.key, instance_id = %sanitize(&self.record.instance_id), "lease acquired; preconditions honoured");
+        Ok(self)
+    }
+}
+
+/// After an acquire's write answered with `etag`: an ETag that cannot be
+/// sent in `If-Match` ([`crate::store::unusable_etag`]) means no renewal or
+/// release could be conditional, so ours is removed (when the object holds
+/// our `body`) and the acquire fails closed.
+///
+/// Errors: [`LeaseError::UnusableEtag`].
+async fn refuse_unusable_etag(
+    store: &dyn ObjectStore,
+    key: &str,
+    etag: &str,
+    body: &[u8],
+) -> Result<(), LeaseError> {
+    let Some(why) = crate::store::unusable_etag(etag) else {
+        return Ok(());
+    };
+    if read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {
+        let _ = store.delete(key, None).await;
+    }
+    tracing::error!(key = %key, "the service's ETag is {why}: lease not taken");
+    Err(LeaseError::UnusableEtag {
+        service: store.describe(),
+        etag: sanitize(etag),
+        why,
+    })
+}
+
+/// The acquire decision for one observation (pure apart from the watch).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn decide(
+    key: &str,
+    observed: &Observed,
+    owner: Whose,
+    instance_id: &str,
+    now: DateTime<Utc>,
+    mono: Duration,
+    config: &LeaseConfig,
+    watch: &mut LeaseWatch,
+) -> Result<Step, LeaseError> {
+    let format = config.record_format;
+    // Creating on an absent key: no generation to count from, the clock's.
+    let create = || Step::Write(PutCondition::IfNoneMatch, now, format.generation(None, now));
+    let etag = match observed {
+        Observed::Absent => return Ok(create()),
+        Observed::Present { etag, .. } => etag.clone().unwrap_or_default(),
+    };
+    if let Some(r) = observed.record() {
+        if owner == Whose::SameId {
+            // It names us, but this process did not write it and no takeover
+            // handed it to us: another process holds it under the same id.
+            let j = judge(observed, now);
+            if j.state == LeaseState::Fresh {
+                return Err(LeaseError::SameInstanceId {
+                    key: key.to_owned(),
+                    instance_id: instance_id.to_owned(),
+                    age_s: j.age_s.unwrap_or(0.0),
+                    may_take_in_s: j.expires_in_s.unwrap_or(0.0),
+                });
+            }
+            // Stale (or suspect): taken over like any other holder's, below.
+        } else if matches!(owner, Whose::Ours | Whose::HandedOver) {
+            tracing::info!(
+                key,
+                "the LEASE already names our instance id ({}): adopting it",
+                if owner == Whose::Ours {
+                    "a write of ours whose answer was lost"
+                } else {
+                    "a takeover handed it over to us"
+                }
+            );
+            // Not a change of holder: the generation is kept (a hand-over's
+            // successor adopts the one its takeover wrote).
+            return Ok(Step::Write(
+                PutCondition::IfMatch(etag),
+                r.acquired_at,
+                format.adopted(r.generation, now),
+            ));
+        }
+    }
+    // Taking a record over (stale, or suspect / malformed after the watch):
+    // greater than its generation (a malformed one has none known).
+    let replaced = observed.record().and_then(|r| r.generation);
+    let take = |etag| match format.cannot_replace(replaced) {
+        Some(why) => Err(LeaseError::GenerationExhausted {
+            key: key.to_owned(),
+            why,
+        }),
+        None => Ok(Step::Write(
+            PutCondition::IfMatch(etag),
+            now,
+            format.generation(replaced, now),
+        )),
+    };
+    let j = judge(observed, now);
+    match j.state {
+        LeaseState::Absent => Ok(create()),
+        LeaseState::Released => {
+            if let Some(r) = observed.record() {
+                tracing::info!(key, generation = r.generation, "taking a released lease");
+            }
+            take(etag)
+        }
+        LeaseState::Stale => {
+            if let Some(r) = observed.record() {
+                tracing::info!(key, holder = %sanitize(&r.instance_id), age_s = j.age_s.unwrap_or(0.0), "taking over a stale lease");
+            }
+            take(etag)
+        }
+        LeaseState::Fresh => {
+            let r = observed.record().cloned().expect("fresh implies a record");
+            Err(LeaseError::HeldByOther {
+                key: key.to_owned(),
+                record: Box::new(r),
+                etag,
+                age_s: j.age_s.unwrap_or(0.0),
+                may_take_in_s: j.expires_in_s.unwrap_or(0.0),
+            })
+        }
+        LeaseState::Suspect | LeaseState::Malformed => {
+            let seen_for = watch.observe(&etag, mono);
+            let ttl = config.ttl();
+            if seen_for >= ttl {
+                tracing::warn!(
+                    key,
+                    state = %j.state,
+                    problem = %j.problem.as_deref().unwrap_or(""),
+                    watched_s = seen_for.as_secs_f64(),
+                    "taking over a {} record seen unchanged for one TTL",
+                    j.state
+                );
+                watch.reset();
+                take(etag)
+            } else {
+                Err(LeaseError::UnderWatch {
+                    key: key.to_owned(),
+                    state: j.state,
+                    problem: j.problem.unwrap_or_default(),
+                    remaining: ttl - seen_for,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Renewing the lease: the conditional rewrite, its precondition, and what
+//! a refused renewal means.
+
+use super::*;
+
+impl BucketLease {
+    /// Renews the lease: a PUT with `If-Match` on the held ETag, stamped with
+    /// our wall clock. On success the fence is extended.
+    ///
+    /// Errors: [`LeaseError::Lost`] (someone else's record, or none: `may_write`
+    /// is false from now on); [`LeaseError::Store`] (transport: the lease may
+    /// still be ours; the fence keeps running down); [`LeaseError::Contended`].
+    pub async fn renew(&mut self) -> Result<(), LeaseError> {
+        if self.lost {
+            return Err(LeaseError::Lost {
+                key: self.key.clone(),
+                by: None,
+            });
+        }
+        let mut tally = Conflicts::default();
+        for _ in 0..MAX_ROUNDS {
+            let now = self.clock.wall();
+            let mono = self.clock.mono();
+            let record = LeaseRecord {
+                renewed_at: holder_stamps(self.record.acquired_at, now).1,
+                ..self.record.clone()
+            };
+            let cond = self.renew_condition().await?;
+            let form = self.store.capabilities().etag_form;
+            let body = record.to_body();
+            match self.store.put(&self.key, body.clone(), cond).await {
+                Ok(etag) => {
+                    self.etag = match etag {
+                        Some(e) => e,
+                        // No ETag in the answer: read back; only our own body is ours
+                        // (a stranger may have written right after it landed).
+                        None => match read_back(self.store.as_ref(), &self.key).await? {
+                            rb if rb.holds(&body) && rb.etag().is_some() => {
+                                rb.etag().unwrap_or_default().to_owned()
+                            }
+                            rb => {
+                                let by = rb.observed.record().cloned();
+                                return Err(self.mark_lost(by));
+                            }
+                        },
+                    };
+                    self.record = record;
+                    self.body = body;
+                    self.unanswered.clear();
+                    self.renewed_mono = mono;
+                    return Ok(());
+                }
+                Err(
+                    refused @ (StoreError::PreconditionFailed
+                    | StoreError::Conflict
+                    | StoreError::NotFound(_)
+                    | StoreError::Other { status: 500.., .. }),
+                ) => {
+                    if !matches!(
+                        refused,
+                        StoreError::PreconditionFailed | StoreError::NotFound(_)
+                    ) {
+                        // 409 and 5xx: the write may have landed.
+                        self.unanswered.add(&body);
+                    }
+                    self.renewal_refused(refused, form, &mut tally).await?
+                }
+                Err(e) => {
+                    // No answer (a timeout, a dropped connection): it may have landed.
+                    self.unanswered.add(&body);
+                    return Err(e.into());
+                }
+            }
+        }
+        Err(tally.give_up(self.key.clone(), self.store.as_ref()))
+    }
+
+    /// The precondition of the next renewal: `If-Match` on the held ETag, or
+    /// (best-effort) none, after a read that finds the record still ours.
+    ///
+    /// Errors: [`LeaseError::Lost`] (best-effort: not ours any more), [`LeaseError::Store`].
+    async fn renew_condition(&mut self) -> Result<PutCondition, LeaseError> {
+        Ok(match self.config.exclusion {
+            #[cfg(feature = "sim")]
+            Exclusion::Conditional
+                if crate::bucket::defect::on(crate::bucket::defect::Defect::RenewUnconditional) =>
+            {
+                PutCondition::None
+            }
+            Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
+            Exclusion::BestEffort => {
+                // Read, check it is still ours (a body we wrote), then write.
+                let rb = read_back(self.store.as_ref(), &self.key).await?;
+                let ours = self.is_ours(&rb);
+                match rb.observed {
+                    Observed::Present {
+                        etag: Some(e),
+                        record: Ok(_),
+                        ..
+                    } if ours => {
+                        self.etag = e;
+                        if let Some(b) = rb.body {
+                            self.body = b;
+                        }
+                    }
+                    other => return Err(self.mark_lost(other.record().cloned())),
+                }
+                PutCondition::None
+            }
+        })
+    }
+
+    /// A renewal sent with the ETag form `form` was `refused` (412, 404, or the
+    /// ambiguous 409 and 5xx, counted in `tally`): reads back and judges. `Ok`
+    /// means renew again: our earlier write had landed (its ETag adopted), ours
+    /// is there unchanged after a 409/5xx (after a back-off), or the service
+    /// wants the ETag unquoted (checked and switched).
+    ///
+    /// Errors: [`LeaseError::Lost`] (someone else's record, or none),
+    /// [`LeaseError::IfMatchRefused`], [`LeaseError::Store`].
+    async fn renewal_refused(
+        &mut self,
+        refused: StoreError,
+        form: EtagForm,
+        tally: &mut Conflicts,
+    ) -> Result<(), LeaseError> {
+        // 409 and 5xx are ambiguous: the write may have landed. Read back.
+        let conflict = matches!(refused, StoreError::Conflict | StoreError::Other { .. });
+        if conflict {
+            tally.conflicts += 1;
+        }
+        let answer = match &refused {
+            StoreError::Conflict => {
+                tally.saw_409 = true;
+                "409 ConditionalRequestConflict".to_owned()
+            }
+            StoreError::Other { status, .. } => {
+                tally.last_5xx = Some(refused.clone());
+                format!("{status}")
+            }
+            _ => String::new(),
+        };
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
+        let stored = rb.body.as_deref().unwrap_or_default();
+        match rb.observed {
+            Observed::Present {
+                etag: Some(e),
+                record: Ok(r),
+                ..
+            } if ours => {
+                if e != self.etag {
+                    // Our earlier write landed though its answer was lost (its
+                    // body is one we sent): adopt it and renew again (the fence
+                    // is not extended by it).
+                    tracing::info!(key = %self.key, "renewal refused: an earlier renewal landed though its answer was lost; adopting its ETag");
+                    self.etag = e;
+                    self.body = stored.to_vec();
+                    self.record = r;
+                    self.unanswered.clear();
+                } else if conflict {
+                    // 409/5xx: not written; ours is still there.
+                    tracing::info!(key = %self.key, "renewal answered {answer}; read back: ours is still there unchanged; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * tally.conflicts as u64)).await;
+                } else if form == EtagForm::Quoted
+                    && probe::adapt_etag_form(
+                        self.store.as_ref(),
+                        &scratch_key(&self.key, &self.record.instance_id),
+                        self.clock.as_ref(),
+                    )
+                    .await?
+                {
+                    // The service wants the ETag unquoted (checked): renew again.
+                } else {
+                    // The object still has the ETag we sent, yet If-Match was refused.
+                    return Err(LeaseError::IfMatchRefused {
+                        key: self.key.clone(),
+                        service: self.store.describe(),
+                        etag: e,
+                    });
+                }
+                Ok(())
+            }
+            other => {
+                if other
+                    .record()
+                    .is_some_and(|r| r.instance_id == self.record.instance_id)
+                {
+                    tracing::error!(key = %self.key, "the LEASE names our instance id but is not a record this process wrote: another process holds it under the same instance id");
+                }
+                Err(self.mark_lost(other.record().cloned()))
+            }
+        }
+    }
+
+    fn mark_lost(&mut self, by: Option<LeaseRecord>) -> LeaseError {
+        self.lost = true;
+        tracing::error!(key = %self.key, by = by.as_ref().map(|r| sanitize(&r.instance_id)).unwrap_or_default(), "lease lost");
+        LeaseError::Lost {
+            key: self.key.clone(),
+            by: by.map(Box::new),
+        }
+    }
+}
