@@ -1,0 +1,122 @@
+//! Reading `/proc` without the standard library's per-entry allocations:
+//! a directory's entries by `getdents64` into a reused buffer, and a file
+//! read whole into a reused buffer.
+
+use std::path::Path;
+
+/// An 8-byte-aligned buffer for `getdents64` records.
+pub(super) struct DirentBuf(Vec<u64>);
+
+impl DirentBuf {
+    pub(super) fn new() -> Self {
+        DirentBuf(vec![0; 1024])
+    }
+}
+
+/// Opens a directory for reading its entries (`O_DIRECTORY`, close-on-exec).
+pub(super) fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a NUL-terminated path; the descriptor returned is owned
+    // by nobody else.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is not owned elsewhere.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Calls `f` with the name of every entry of the open directory `dir`
+/// (`.` and `..` left out), read with raw `getdents64` into `buf`: no
+/// `fstat` and no allocation per entry, as `std::fs::read_dir` spends.
+///
+/// # Errors
+/// The first `getdents64` failure (a process that exited meanwhile gives
+/// `ENOENT`); the entries before it were given to `f`.
+pub(super) fn each_entry(
+    dir: &std::os::fd::OwnedFd,
+    buf: &mut DirentBuf,
+    mut f: impl FnMut(&std::ffi::CStr),
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let bytes_len = buf.0.len() * 8;
+    loop {
+        // SAFETY: the kernel writes at most `bytes_len` bytes into the buffer.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.0.as_mut_ptr(),
+                bytes_len,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: the first `n` bytes were written by the kernel.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.0.as_ptr().cast::<u8>(), n as usize) };
+        // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type
+        // u8, then the NUL-terminated name.
+        let mut off = 0;
+        while off + 19 < bytes.len() {
+            let reclen = u16::from_ne_bytes([bytes[off + 16], bytes[off + 17]]) as usize;
+            if reclen < 20 || off + reclen > bytes.len() {
+                break;
+            }
+            if let Ok(name) = std::ffi::CStr::from_bytes_until_nul(&bytes[off + 19..off + reclen]) {
+                if name != c"." && name != c".." {
+                    f(name);
+                }
+            }
+            off += reclen;
+        }
+    }
+}
+
+/// Reads a small `/proc` file into `buf` (cleared first): `openat`, as few
+/// `read`s as the size needs, `close`. A short read is taken as the end: for
+/// `stat`, `cmdline` and `environ` the kernel fills the whole buffer unless
+/// the content ends, so the extra `read` returning 0 is saved. The bytes are
+/// read into the buffer's spare capacity, which is never zero-filled first.
+pub(super) fn read_proc(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    buf.clear();
+    if buf.capacity() < 4096 {
+        buf.reserve(4096);
+    }
+    let f = std::fs::File::open(path)?;
+    loop {
+        let spare = buf.spare_capacity_mut();
+        let cap = spare.len();
+        // SAFETY: the kernel writes at most `cap` bytes into the spare capacity.
+        let n = unsafe { libc::read(f.as_raw_fd(), spare.as_mut_ptr().cast(), cap) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = n as usize;
+        // SAFETY: `n` more bytes were written and are initialised.
+        unsafe { buf.set_len(buf.len() + n) };
+        if n == 0 || n < cap {
+            return Ok(());
+        }
+        buf.reserve(buf.len());
+    }
+}

@@ -1,0 +1,164 @@
+use super::*;
+
+#[test]
+fn parse_stat_takes_comm_up_to_the_last_paren() {
+    let line = b"4711 (a) b (c) S 42 4711 4711 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0\n";
+    let s = parse_stat(line).unwrap();
+    assert_eq!(s.comm, "a) b (c");
+    assert_eq!(s.ppid, 42);
+    assert_eq!(s.flags, 4194560);
+    assert_eq!(s.starttime, 123456);
+    assert!(parse_stat(b"4711 (x) S 42").is_none());
+    assert!(parse_stat(b"garbage").is_none());
+}
+
+#[test]
+fn raw_directory_listing_sees_every_entry_across_many_reads() {
+    // 3,000 names of up to 40 bytes: several getdents64 calls of 8 KiB.
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = BTreeSet::new();
+    for i in 0..3000 {
+        let name = format!("{i}-{}", "x".repeat(i % 30));
+        std::fs::write(dir.path().join(&name), b"").unwrap();
+        want.insert(name);
+    }
+    let fd = open_dir(dir.path()).unwrap();
+    let mut got = BTreeSet::new();
+    each_entry(&fd, &mut DirentBuf::new(), |n| {
+        assert!(
+            got.insert(n.to_str().unwrap().to_owned()),
+            "listed twice: {n:?}"
+        );
+    })
+    .unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn prefetched_table_reads_what_the_lazy_one_reads() {
+    // A real process with the lease variable and a lock file open on fd 0.
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join(LOCK_NAME);
+    std::fs::write(&lock, b"").unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .env(ENABLE, "1")
+        .stdin(std::fs::File::open(&lock).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Enough user processes for the prefetch to use its threads.
+    let mut fillers: Vec<_> = (0..THREADS_FROM)
+        .map(|_| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Until it has exec'd (its environment is then the one given).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let lazy = loop {
+        let t = ProcTable::read(Path::new("/proc")).unwrap();
+        if t.procs.get(&pid).is_some_and(|p| p.comm == "sleep") {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "sleep did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let pre = ProcTable::read_with(Path::new("/proc"), true).unwrap();
+    let (lazy_env, a) = (lazy.env(pid), lazy.fds(pid));
+    // And a table prefetched after the fact, as with --pod-root.
+    let late = ProcTable::read(Path::new("/proc")).unwrap();
+    let late_users: Vec<u32> = late
+        .procs
+        .values()
+        .filter(|p| !p.kthread)
+        .map(|p| p.pid)
+        .collect();
+    late.prefetch(&late_users, &late_users);
+    for u in &late_users {
+        assert!(
+            late.fd_cache.borrow().contains_key(u),
+            "pid {u} not prefetched"
+        );
+        assert!(
+            late.env_cache.borrow().contains_key(u),
+            "pid {u} not prefetched"
+        );
+    }
+    let (late_env, late_fds) = (late.env(pid), late.fds(pid));
+    for c in fillers.iter_mut().chain([&mut child]) {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    assert!(pre.procs.len() >= THREADS_FROM);
+    // Every user process was prefetched, and reads as the lazy table read it.
+    let users: Vec<u32> = pre
+        .procs
+        .values()
+        .filter(|p| !p.kthread)
+        .map(|p| p.pid)
+        .collect();
+    assert!(users.contains(&pid));
+    for u in &users {
+        assert!(
+            pre.fd_cache.borrow().contains_key(u),
+            "pid {u} not prefetched"
+        );
+        assert!(
+            pre.env_cache.borrow().contains_key(u),
+            "pid {u} not prefetched"
+        );
+    }
+    assert_eq!(
+        pre.env(pid),
+        EnvRead::Read {
+            enable: Some("1".into()),
+            stamp: None
+        }
+    );
+    assert_eq!(lazy_env, pre.env(pid));
+    assert_eq!(lazy_env, late_env);
+    assert_eq!(
+        late_fds
+            .fds
+            .iter()
+            .map(|f| (f.dev, f.ino))
+            .collect::<Vec<_>>(),
+        a.fds.iter().map(|f| (f.dev, f.ino)).collect::<Vec<_>>()
+    );
+    let b = pre.fds(pid);
+    assert_eq!(b.fds.len(), 1, "{b:?}");
+    assert_eq!(b.fds[0].target, std::fs::canonicalize(&lock).unwrap());
+    assert!(b.fds[0].link.ends_with(format!("{pid}/fd/0")));
+    assert_eq!(
+        (
+            a.fds[0].dev,
+            a.fds[0].ino,
+            &a.fds[0].path,
+            a.unreadable.is_none()
+        ),
+        (
+            b.fds[0].dev,
+            b.fds[0].ino,
+            &b.fds[0].path,
+            b.unreadable.is_none()
+        )
+    );
+}
+
+#[test]
+fn read_proc_reads_files_larger_than_the_first_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big");
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&p, &data).unwrap();
+    let mut buf = Vec::new();
+    read_proc(&p, &mut buf).unwrap();
+    assert_eq!(buf, data);
+    // And /proc itself: our own stat parses, with our own pid's parent.
+    read_proc(Path::new("/proc/self/stat"), &mut buf).unwrap();
+    let s = parse_stat(&buf).unwrap();
+    assert_eq!(s.ppid, nix::unistd::getppid().as_raw() as u32);
+}
