@@ -24,6 +24,7 @@
 //! Everything here is pure: the store is read by [`read`], through a closure
 //! for the bodies, so the bisection's cost is measured by counting calls.
 
+pub mod build;
 pub mod picture;
 pub mod read;
 pub mod render;

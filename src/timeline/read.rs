@@ -238,3 +238,46 @@ fn record_of(v: &serde_json::Value) -> Option<LeaseRecord> {
     let body = serde_json::to_vec(v).ok()?;
     LeaseRecord::parse(&body, body.len() as u64).ok()
 }
+
+/// The entries of the audit logs `paths` (this host's, if it exists, when
+/// none is given), and what could not be read of them.
+pub fn audit_entries(paths: &[std::path::PathBuf]) -> (Vec<crate::audit::AuditEntry>, Vec<String>) {
+    let mut entries = Vec::new();
+    let mut problems = Vec::new();
+    let given = !paths.is_empty();
+    let paths: Vec<std::path::PathBuf> = if given {
+        paths.to_vec()
+    } else {
+        crate::audit::AuditLog::default_path()
+            .ok()
+            .filter(|p| p.exists())
+            .into_iter()
+            .collect()
+    };
+    for path in paths {
+        if given && !path.exists() {
+            problems.push(format!(
+                "the audit log {} does not exist",
+                crate::text::sanitize(&path.display().to_string())
+            ));
+            continue;
+        }
+        match crate::audit::AuditLog::read_report(&path) {
+            Ok(r) => {
+                for u in r.unreadable.sentences() {
+                    problems.push(format!(
+                        "audit log {}: {u}",
+                        crate::text::sanitize(&path.display().to_string())
+                    ));
+                }
+                entries.extend(r.entries);
+            }
+            Err(e) => problems.push(format!(
+                "the audit log {} could not be read: {}",
+                crate::text::sanitize(&path.display().to_string()),
+                crate::text::sanitize_message(&e.to_string())
+            )),
+        }
+    }
+    (entries, problems)
+}
