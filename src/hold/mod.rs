@@ -70,27 +70,11 @@ pub async fn hold(
             return Exit::Failed;
         }
     };
-    // Containment is decided before anything is acquired: `require` refuses
-    // with nothing to release, and the reason is said once, at start.
-    let containment = match supervise::contain::choose(containment) {
-        Ok((c, None)) => c,
-        Ok((c, Some(refused))) => {
-            tracing::warn!("{}", supervise::contain::what_is_lost(&refused));
-            c
-        }
-        Err(refused) => {
-            tracing::error!("{refused}; --containment require: not starting (nothing was acquired, the command was not started)");
-            return Exit::CannotStart;
-        }
+    let containment = match choose_containment(containment) {
+        Ok(c) => c,
+        Err(exit) => return exit,
     };
-    if !store.has_clock() {
-        // Said once, at start: nothing can check this host's clock here.
-        tracing::warn!(
-            "{} is a local directory: it has no clock of its own, so this host's clock is not checked against the other holders'. If the directory is shared between hosts (NFS), keep their clocks within {} of each other (NTP): a holder whose clock runs slow writes past its lease's end",
-            sanitize(&store.describe()),
-            crate::text::format_secs(crate::bucket::fence::clock_offset_limit_s(config.ttl_s))
-        );
-    }
+    warn_without_service_clock(store.as_ref(), &config);
     let lease =
         match acquire_waiting(store.clone(), clock.clone(), prefix, &id, &config, wait).await {
             Ok(l) => l,
@@ -108,52 +92,119 @@ pub async fn hold(
     // A renewal keeps the generation: the acquire's is the holding's.
     let generation = lease.record().generation;
     let grace = effective_grace(grace, config.ttl());
-    let fence_clock = clock.clone();
     let keep = KeepAlive::start(lease);
 
     // Descendants that CMD orphans (a daemonized writer) become our children,
     // so the fence can find and stop them too.
     let _ = supervise::become_subreaper();
-    let mut cmd = command_for(command, &key, &id, &pipe, generation, containment);
+    let cmd = command_for(command, &key, &id, &pipe, generation, containment);
+    let (child, target) = match start_command(cmd, &keep, &key, containment, command) {
+        Ok(started) => started,
+        Err(exit) => {
+            finish(keep).await;
+            return exit;
+        }
+    };
+    arm_fence(&keep, pipe.into_writer(), target.clone(), grace, clock);
+    supervise_until_exit(child, target, keep, &key, grace).await
+}
+
+/// The containment for `mode`, decided before anything is acquired:
+/// `require` refuses with nothing to release, and a refusal under `auto` is
+/// said once, at start, with what is lost. `Err` is the exit code (125).
+fn choose_containment(mode: supervise::ContainmentMode) -> Result<supervise::Containment, Exit> {
+    match supervise::contain::choose(mode) {
+        Ok((c, None)) => Ok(c),
+        Ok((c, Some(refused))) => {
+            tracing::warn!("{}", supervise::contain::what_is_lost(&refused));
+            Ok(c)
+        }
+        Err(refused) => {
+            tracing::error!("{refused}; --containment require: not starting (nothing was acquired, the command was not started)");
+            Err(Exit::CannotStart)
+        }
+    }
+}
+
+/// Said once, at start, for a store without a clock of its own (a local
+/// directory): nothing can check this host's clock against the others'.
+fn warn_without_service_clock(store: &dyn ObjectStore, config: &LeaseConfig) {
+    if !store.has_clock() {
+        tracing::warn!(
+            "{} is a local directory: it has no clock of its own, so this host's clock is not checked against the other holders'. If the directory is shared between hosts (NFS), keep their clocks within {} of each other (NTP): a holder whose clock runs slow writes past its lease's end",
+            sanitize(&store.describe()),
+            crate::text::format_secs(crate::bucket::fence::clock_offset_limit_s(config.ttl_s))
+        );
+    }
+}
+
+/// Starts `cmd` unless the fence closed first. `Err` is the exit code (the
+/// lease still to be released by the caller): 5 fenced, 125 containment
+/// that did not start, 126/127 a command that cannot be run.
+fn start_command(
+    mut cmd: tokio::process::Command,
+    keep: &KeepAlive,
+    key: &str,
+    containment: supervise::Containment,
+    command: &[OsString],
+) -> Result<(tokio::process::Child, Option<supervise::ChildHandle>), Exit> {
     if !keep.status().is_open() {
         tracing::error!(key = %key, "the fence closed before the command could start; not starting it");
-        finish(keep).await;
-        return Exit::Fenced;
+        return Err(Exit::Fenced);
     }
-    let mut child = match cmd.spawn() {
+    let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) if containment.is_contained() => {
             // The shim (this binary) did not start: the namespace or /proc/self/exe.
             tracing::error!("cannot start the command's containment ({containment}): {e}; --containment off runs it without");
-            finish(keep).await;
-            return Exit::CannotStart;
+            return Err(Exit::CannotStart);
         }
         Err(e) => {
             tracing::error!(
                 "cannot run {}: {e}",
                 sanitize(&command[0].to_string_lossy())
             );
-            finish(keep).await;
-            return Exit::spawn_failed(&e);
+            return Err(Exit::spawn_failed(&e));
         }
     };
-    let fence_writer = pipe.into_writer();
     let target = child
         .id()
         .and_then(|pid| supervise::ChildHandle::open(pid as i32).ok());
-    // The fence is enforced off the async runtime: the watchdog thread that
-    // closes it also closes the fence fd and then starts the stop sequence,
-    // so a stuck renewal or a busy runtime cannot delay either. A hook that
-    // never runs (renewals stopped) is dropped, which closes the fd too.
-    let stop_target = target.clone();
+    Ok((child, target))
+}
+
+/// Hooks the stop sequence onto the fence's close. The fence is enforced off
+/// the async runtime: the watchdog thread that closes it also closes the
+/// fence fd and then starts the stop sequence, so a stuck renewal or a busy
+/// runtime cannot delay either. A hook that never runs (renewals stopped) is
+/// dropped, which closes the fd too.
+fn arm_fence(
+    keep: &KeepAlive,
+    fence_writer: supervise::FenceWriter,
+    target: Option<supervise::ChildHandle>,
+    grace: Duration,
+    clock: SharedClock,
+) {
     keep.on_close(move |close| {
         // The fence fd first: a command that polls it hears the close before
         // any signal reaches it.
         fence_writer.close();
-        if let Some(t) = stop_target {
-            stop_command(t, close, grace, fence_clock);
+        if let Some(t) = target {
+            stop_command(t, close, grace, clock);
         }
     });
+}
+
+/// Waits for the command, forwarding signals to it, and says when the fence
+/// closes; then kills its leftovers and releases the lease. Returns the
+/// command's exit code, or 5 when the fence closed before it exited.
+async fn supervise_until_exit(
+    mut child: tokio::process::Child,
+    target: Option<supervise::ChildHandle>,
+    keep: KeepAlive,
+    key: &str,
+    grace: Duration,
+) -> Exit {
     let mut signals = supervise::Signals::new();
     let mut fenced = false;
     loop {
