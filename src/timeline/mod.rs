@@ -296,17 +296,42 @@ fn takeovers(entries: &[AuditEntry]) -> Vec<(String, Option<u64>, Takeover)> {
 /// from `obs` (one key, oldest first) and the audit entries about that key;
 /// `end` is the end of what was read (now, or `--to`).
 pub fn derive(obs: &[Observation], audit: &[AuditEntry], end: DateTime<Utc>) -> Derived {
-    let takeovers = takeovers(audit);
-    let mut d = Derived::default();
-    let mut cur: Option<(Tenure, LeaseRecord)> = None;
-    let mut ended: Vec<(String, Option<u64>)> = Vec::new();
-    let mut gap_from: Option<DateTime<Utc>> = None;
-    let mut last_generation: Option<(u64, String)> = None;
-    let mut clocks: std::collections::BTreeMap<String, ClockSkew> = Default::default();
+    let mut walk = Walk {
+        takeovers: takeovers(audit),
+        ..Walk::default()
+    };
     for o in obs {
+        walk.note_clock(o);
+        walk.step(o);
+    }
+    walk.finish(end)
+}
+
+/// The state of [`derive`]'s walk over the observations, oldest first.
+#[derive(Default)]
+struct Walk {
+    /// The takeovers of the audit entries, by the record they wrote.
+    takeovers: Vec<(String, Option<u64>, Takeover)>,
+    d: Derived,
+    /// The tenure in progress and its holder's latest record.
+    cur: Option<(Tenure, LeaseRecord)>,
+    /// (holder, generation) of every tenure that ended.
+    ended: Vec<(String, Option<u64>)>,
+    /// Since when nobody holds the prefix.
+    gap_from: Option<DateTime<Utc>>,
+    /// The latest generation written, and by whom.
+    last_generation: Option<(u64, String)>,
+    clocks: std::collections::BTreeMap<String, ClockSkew>,
+}
+
+impl Walk {
+    /// A version read whole gives its holder's clock against the service's:
+    /// `renewed_at` (the holder's) minus `Last-Modified` (the service's).
+    fn note_clock(&mut self, o: &Observation) {
         if let (Source::Version { read: true, .. }, Seen::Held(r)) = (&o.source, &o.seen) {
             let skew = secs(r.renewed_at - o.at);
-            let e = clocks
+            let e = self
+                .clocks
                 .entry(r.instance_id.clone())
                 .or_insert_with(|| ClockSkew {
                     holder: crate::text::sanitize(&r.instance_id),
@@ -318,173 +343,201 @@ pub fn derive(obs: &[Observation], audit: &[AuditEntry], end: DateTime<Utc>) -> 
             e.max_s = e.max_s.max(skew);
             e.samples += 1;
         }
+    }
+
+    /// One observation: a write of the current tenure, or the end of it and
+    /// what follows (a new tenure, a release, a deletion).
+    fn step(&mut self, o: &Observation) {
         // A renewal inferred by bisection belongs to the current tenure.
         if o.seen == Seen::Renewal {
-            if let Some((t, _)) = cur.as_mut() {
+            if let Some((t, _)) = self.cur.as_mut() {
                 note_write(t, o.at);
             }
-            continue;
+            return;
         }
         let key = o.seen.tenure_key();
-        let same = match (&cur, key) {
+        let same = match (&self.cur, key) {
             (Some((t, _)), Some((id, g, false))) => t.holder_raw_eq(id) && t.generation == g,
             _ => false,
         };
         if same {
-            if let Some((t, r)) = cur.as_mut() {
+            if let Some((t, r)) = self.cur.as_mut() {
                 note_write(t, o.at);
                 if let Seen::Held(nr) = &o.seen {
                     *r = nr.clone();
                 }
             }
-            continue;
+            return;
         }
         // Something else is there now: the current tenure ends.
-        if let Some((mut t, last)) = cur.take() {
-            let fence_end = t.last_seen + ttl_of(&last) * 2 / 3;
-            let expiry = t.last_seen + ttl_of(&last);
-            t.ending = match &o.seen {
-                // The version's time (one clock for every event), not the
-                // holder's `released_at`.
-                Seen::Released(r) if r.instance_id == last.instance_id => {
-                    Ending::Released { at: o.at }
-                }
-                Seen::Deleted if o.at <= expiry => Ending::Released { at: o.at },
-                Seen::Deleted => Ending::Expired { at: expiry },
-                Seen::Malformed(_) => Ending::Overwritten { at: o.at },
-                Seen::Held(r) | Seen::Released(r) => {
-                    let takeover = takeovers
-                        .iter()
-                        .find(|(id, g, _)| *id == r.instance_id && *g == r.generation)
-                        .map(|(_, _, t)| t.clone());
-                    let while_fresh = o.at < expiry;
-                    if !while_fresh && takeover.is_none() {
-                        Ending::Expired { at: expiry }
-                    } else {
-                        Ending::Replaced {
-                            at: o.at,
-                            by: crate::text::sanitize(&r.instance_id),
-                            while_fresh,
-                            takeover,
-                        }
-                    }
-                }
-                Seen::Renewal => Ending::Holding,
-            };
-            // The new holder may write from its write (or, after a forced
-            // takeover, from when leasectl let it); the old one until its fence.
-            if let Seen::Held(r) = &o.seen {
-                let starts = match &t.ending {
-                    Ending::Replaced {
-                        takeover: Some(tk), ..
-                    } => tk.writes_safe_from.map_or(o.at, |s| s.max(o.at)),
-                    _ => o.at,
-                };
-                if starts < fence_end {
-                    d.overlaps.push(Overlap {
-                        from: starts,
-                        to: fence_end,
-                        earlier: t.holder.clone(),
-                        later: crate::text::sanitize(&r.instance_id),
-                        why: format!(
-                            "{} wrote its record {} before {}'s fence closed (two thirds of its {} s TTL after its last write at {})",
-                            crate::text::sanitize(&r.instance_id),
-                            crate::text::format_secs(secs(fence_end - starts)),
-                            t.holder,
-                            last.ttl_s,
-                            crate::clock::rfc3339(t.last_seen, chrono::SecondsFormat::Millis),
-                        ),
-                    });
-                }
-            }
-            if let Ending::Released { at } | Ending::Expired { at } = &t.ending {
-                gap_from = Some(*at);
-            }
-            ended.push((last.instance_id.clone(), last.generation));
-            d.tenures.push(t);
+        if let Some((t, last)) = self.cur.take() {
+            self.end_tenure(t, &last, o);
         }
         match &o.seen {
-            Seen::Held(r) => {
-                if let Some(from) = gap_from.take() {
-                    if from < o.at {
-                        d.gaps.push(Gap { from, to: o.at });
-                    }
-                }
-                // A tenure that had ended writes again: two holders interleaved.
-                if ended
-                    .iter()
-                    .any(|(id, g)| *id == r.instance_id && *g == r.generation)
-                {
-                    let other = d
-                        .tenures
-                        .last()
-                        .map(|t| t.holder.clone())
-                        .unwrap_or_default();
-                    d.overlaps.push(Overlap {
-                        from: d.tenures.last().map_or(o.at, |t| t.first_seen),
-                        to: o.at,
-                        earlier: crate::text::sanitize(&r.instance_id),
-                        later: other.clone(),
-                        why: format!(
-                            "{} wrote again under generation {} after {} had written: two holders renewing in turn (a lost update, as best-effort exclusion allows)",
-                            crate::text::sanitize(&r.instance_id),
-                            crate::bucket::fmt_generation(r.generation),
-                            other
-                        ),
-                    });
-                }
-                if let (Some(g), Some((before, _))) = (r.generation, &last_generation) {
-                    if g <= *before {
-                        d.generations_back.push(GenerationBack {
-                            at: o.at,
-                            before: *before,
-                            after: g,
-                            holder: crate::text::sanitize(&r.instance_id),
-                        });
-                    }
-                }
-                if let Some(g) = r.generation {
-                    last_generation = Some((g, r.instance_id.clone()));
-                }
-                cur = Some((
-                    Tenure {
-                        holder: crate::text::sanitize(&r.instance_id),
-                        generation: r.generation,
-                        acquired_at: r.acquired_at,
-                        first_seen: o.at,
-                        last_seen: o.at,
-                        writes: 1,
-                        ttl_s: r.ttl_s,
-                        largest_gap_s: None,
-                        punctual: true,
-                        ending: Ending::Holding,
-                    },
-                    r.clone(),
-                ));
-            }
+            Seen::Held(r) => self.begin_tenure(r, o),
             Seen::Released(_) | Seen::Deleted => {
-                if gap_from.is_none() {
-                    gap_from = Some(o.at);
+                if self.gap_from.is_none() {
+                    self.gap_from = Some(o.at);
                 }
             }
             Seen::Malformed(_) | Seen::Renewal => {}
         }
     }
-    if let Some((mut t, last)) = cur.take() {
-        let expiry = t.last_seen + ttl_of(&last);
-        if expiry < end {
-            t.ending = Ending::Expired { at: expiry };
-            gap_from = Some(expiry);
+
+    /// The current tenure `t` (its holder's latest record `last`) ends with
+    /// `o`: how it ended, and an overlap when `o`'s holder wrote before `t`'s
+    /// fence closed.
+    fn end_tenure(&mut self, mut t: Tenure, last: &LeaseRecord, o: &Observation) {
+        let fence_end = t.last_seen + ttl_of(last) * 2 / 3;
+        t.ending = self.ending(&t, last, o);
+        // The new holder may write from its write (or, after a forced
+        // takeover, from when leasectl let it); the old one until its fence.
+        if let Seen::Held(r) = &o.seen {
+            let starts = match &t.ending {
+                Ending::Replaced {
+                    takeover: Some(tk), ..
+                } => tk.writes_safe_from.map_or(o.at, |s| s.max(o.at)),
+                _ => o.at,
+            };
+            if starts < fence_end {
+                self.d.overlaps.push(Overlap {
+                    from: starts,
+                    to: fence_end,
+                    earlier: t.holder.clone(),
+                    later: crate::text::sanitize(&r.instance_id),
+                    why: format!(
+                        "{} wrote its record {} before {}'s fence closed (two thirds of its {} s TTL after its last write at {})",
+                        crate::text::sanitize(&r.instance_id),
+                        crate::text::format_secs(secs(fence_end - starts)),
+                        t.holder,
+                        last.ttl_s,
+                        crate::clock::rfc3339(t.last_seen, chrono::SecondsFormat::Millis),
+                    ),
+                });
+            }
         }
-        d.tenures.push(t);
+        if let Ending::Released { at } | Ending::Expired { at } = &t.ending {
+            self.gap_from = Some(*at);
+        }
+        self.ended.push((last.instance_id.clone(), last.generation));
+        self.d.tenures.push(t);
     }
-    if let Some(from) = gap_from {
-        if from < end {
-            d.gaps.push(Gap { from, to: end });
+
+    /// How tenure `t` (latest record `last`) ended, seen through `o`.
+    fn ending(&self, t: &Tenure, last: &LeaseRecord, o: &Observation) -> Ending {
+        let expiry = t.last_seen + ttl_of(last);
+        match &o.seen {
+            // The version's time (one clock for every event), not the
+            // holder's `released_at`.
+            Seen::Released(r) if r.instance_id == last.instance_id => Ending::Released { at: o.at },
+            Seen::Deleted if o.at <= expiry => Ending::Released { at: o.at },
+            Seen::Deleted => Ending::Expired { at: expiry },
+            Seen::Malformed(_) => Ending::Overwritten { at: o.at },
+            Seen::Held(r) | Seen::Released(r) => {
+                let takeover = self
+                    .takeovers
+                    .iter()
+                    .find(|(id, g, _)| *id == r.instance_id && *g == r.generation)
+                    .map(|(_, _, t)| t.clone());
+                let while_fresh = o.at < expiry;
+                if !while_fresh && takeover.is_none() {
+                    Ending::Expired { at: expiry }
+                } else {
+                    Ending::Replaced {
+                        at: o.at,
+                        by: crate::text::sanitize(&r.instance_id),
+                        while_fresh,
+                        takeover,
+                    }
+                }
+            }
+            Seen::Renewal => Ending::Holding,
         }
     }
-    d.clocks = clocks.into_values().collect();
-    d
+
+    /// `r` (seen in `o`) begins a tenure: the gap before it closes; a holder
+    /// whose tenure had ended writing again is an interleaving; a generation
+    /// not above the last one went back.
+    fn begin_tenure(&mut self, r: &LeaseRecord, o: &Observation) {
+        if let Some(from) = self.gap_from.take() {
+            if from < o.at {
+                self.d.gaps.push(Gap { from, to: o.at });
+            }
+        }
+        // A tenure that had ended writes again: two holders interleaved.
+        if self
+            .ended
+            .iter()
+            .any(|(id, g)| *id == r.instance_id && *g == r.generation)
+        {
+            let other = self
+                .d
+                .tenures
+                .last()
+                .map(|t| t.holder.clone())
+                .unwrap_or_default();
+            self.d.overlaps.push(Overlap {
+                from: self.d.tenures.last().map_or(o.at, |t| t.first_seen),
+                to: o.at,
+                earlier: crate::text::sanitize(&r.instance_id),
+                later: other.clone(),
+                why: format!(
+                    "{} wrote again under generation {} after {} had written: two holders renewing in turn (a lost update, as best-effort exclusion allows)",
+                    crate::text::sanitize(&r.instance_id),
+                    crate::bucket::fmt_generation(r.generation),
+                    other
+                ),
+            });
+        }
+        if let (Some(g), Some((before, _))) = (r.generation, &self.last_generation) {
+            if g <= *before {
+                self.d.generations_back.push(GenerationBack {
+                    at: o.at,
+                    before: *before,
+                    after: g,
+                    holder: crate::text::sanitize(&r.instance_id),
+                });
+            }
+        }
+        if let Some(g) = r.generation {
+            self.last_generation = Some((g, r.instance_id.clone()));
+        }
+        self.cur = Some((
+            Tenure {
+                holder: crate::text::sanitize(&r.instance_id),
+                generation: r.generation,
+                acquired_at: r.acquired_at,
+                first_seen: o.at,
+                last_seen: o.at,
+                writes: 1,
+                ttl_s: r.ttl_s,
+                largest_gap_s: None,
+                punctual: true,
+                ending: Ending::Holding,
+            },
+            r.clone(),
+        ));
+    }
+
+    /// The walk's end at `end`: a tenure still in progress has expired if
+    /// its TTL ran out before `end`; a gap lasts until `end`.
+    fn finish(mut self, end: DateTime<Utc>) -> Derived {
+        if let Some((mut t, last)) = self.cur.take() {
+            let expiry = t.last_seen + ttl_of(&last);
+            if expiry < end {
+                t.ending = Ending::Expired { at: expiry };
+                self.gap_from = Some(expiry);
+            }
+            self.d.tenures.push(t);
+        }
+        if let Some(from) = self.gap_from {
+            if from < end {
+                self.d.gaps.push(Gap { from, to: end });
+            }
+        }
+        self.d.clocks = self.clocks.into_values().collect();
+        self.d
+    }
 }
 
 impl Tenure {
