@@ -129,14 +129,9 @@ fn race_check_skipped_is_caught() {
     assert_caught("race-check-skipped", Property::S4, 200);
 }
 
-/// NOT CAUGHT YET: in 3,000 seeds with this defect L1 never fires (nor in the
-/// default run). In the histories looked at, the holder whose create's answer
-/// was lost wrote again within a second under a new generation instead of
-/// waiting its own record out, so the switch as wired does not produce the
-/// wait L1 looks for. Kept, ignored with this reason, until the switch or the
-/// check is fixed: `cargo test --features sim --test sim -- --ignored` runs it.
+/// The holder refused its own record (its create's answer lost) is L1: the
+/// next process must wait the lease out (`World::check_refused_own`).
 #[test]
-#[ignore = "issue 32 §2 defect 6 is not caught yet: see the comment"]
 fn lost_answer_ignored_is_caught() {
     assert_caught("lost-answer-ignored", Property::L1, 400);
 }

@@ -490,6 +490,9 @@ impl Holder {
                     }
                     // Any other refusal ends the process; it is started again.
                     Err(e) => {
+                        if matches!(e, LeaseError::SameInstanceId { .. }) {
+                            self.check_refused_own(&e);
+                        }
                         watch = self.new_watch();
                         let broken = self.world.lock().variant != Variant::Healthy;
                         if broken {
@@ -599,6 +602,36 @@ impl Holder {
                 );
                 w.violation(Property::S3, tenure, what);
             }
+        }
+    }
+
+    /// L1, at the moment it is decided: this process refused as "another
+    /// process under the same instance id" by the record it wrote itself
+    /// (its answer lost, its memory of the body intact). `bucket hold` exits
+    /// 4 then, and the next process must wait the lease out: a TTL lost.
+    fn check_refused_own(&self, e: &LeaseError) {
+        let mut w = self.world.lock();
+        if w.variant != Variant::Healthy {
+            return;
+        }
+        let Some(cur) = w.current.clone() else {
+            return;
+        };
+        let Some(info) = w.tenures.get(&cur).cloned() else {
+            return;
+        };
+        if info.holder != self.index || cur.0 != self.id || info.handed_out {
+            return;
+        }
+        if info
+            .answer_lost_ms
+            .is_some_and(|sent| sent > w.forgot_at[self.index])
+        {
+            let what = format!(
+                "h{} ({}) was refused its own record, whose answer it lost ({e}): the next process must wait the lease out",
+                self.index, cur.0
+            );
+            w.violation(Property::L1, &cur, what);
         }
     }
 
