@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! simulate [--seeds N] [--first S] [--seed S] [--defect NAME] [--history]
-//!          [--duration SECONDS] [--offset-ttl-fraction F] [--quiet]
+//!          [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS] [--quiet]
 //! ```
 //!
 //! Runs seeds `first .. first + N` (or the one `--seed`), checks every
@@ -21,7 +21,7 @@ fn usage(msg: &str) -> ExitCode {
     eprintln!("simulate: {msg}");
     eprintln!(
         "usage: simulate [--seeds N] [--first S] [--seed S] [--defect NAME] [--history] \
-         [--duration SECONDS] [--offset-ttl-fraction F] [--quiet]"
+         [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS] [--quiet]"
     );
     eprintln!(
         "defects: {}",
@@ -43,6 +43,7 @@ fn main() -> ExitCode {
     let mut quiet = false;
     let mut duration: Option<u64> = None;
     let mut fraction: Option<f64> = None;
+    let mut ttl: Option<u64> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -71,6 +72,11 @@ fn main() -> ExitCode {
                 v.parse()
                     .map_err(|e| format!("--offset-ttl-fraction {v}: {e}"))
                     .map(|v| fraction = Some(v))
+            }),
+            "--ttl" => value("--ttl").and_then(|v| {
+                v.parse()
+                    .map_err(|e| format!("--ttl {v}: {e}"))
+                    .map(|v| ttl = Some(v))
             }),
             "--defect" => value("--defect").map(|v| defect_name = Some(v)),
             "--history" => {
@@ -111,6 +117,7 @@ fn main() -> ExitCode {
         if let Some(f) = fraction {
             opts.max_offset_ttl_fraction = f;
         }
+        opts.ttl_s = ttl;
         let out = run_seed(opts);
         lifetimes += out.lifetimes;
         writes += out.writes;
@@ -144,6 +151,9 @@ fn main() -> ExitCode {
                 }
                 if let Some(f) = fraction {
                     replay.push_str(&format!(" --offset-ttl-fraction {f}"));
+                }
+                if let Some(t) = ttl {
+                    replay.push_str(&format!(" --ttl {t}"));
                 }
                 let _ = writeln!(stdout, "  replay: {replay} --history");
             }

@@ -4,7 +4,7 @@
 # and L1 after every step.
 #
 #   scripts/simulate.sh [--seeds N] [--first S] [--seed S] [--defect NAME]
-#                       [--history] [--duration SECONDS] [--offset-ttl-fraction F]
+#                       [--history] [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS]
 #
 # Ends with `N seeds, L lifetimes, W writes, V violations`; exit 0 when V is 0.
 # A failing seed prints the command that replays it (with --history: every

@@ -21,6 +21,16 @@ pub trait Clock: Send + Sync {
     fn wall(&self) -> DateTime<Utc>;
     /// Monotonic time since this clock's origin.
     fn mono(&self) -> Duration;
+    /// How far the host's system wall clock (the one a store's answers are
+    /// timed by, [`ServerOffset`]) is ahead of this clock's wall time, in
+    /// seconds: about 0 for [`SystemClock`]. A simulated host, whose system
+    /// clock this clock is, says exactly 0.
+    fn system_ahead_s(&self) -> f64 {
+        (Utc::now() - self.wall())
+            .num_microseconds()
+            .unwrap_or(i64::MAX) as f64
+            / 1e6
+    }
 }
 
 /// A shared clock handle.
@@ -172,11 +182,7 @@ impl ServerOffset {
     /// minus `clock.wall()`, in seconds. Equal to `offset_s` for
     /// [`SystemClock`]; a [`SkewedClock`] running ahead by `s` gets `offset_s - s`.
     pub fn against(&self, clock: &dyn Clock) -> f64 {
-        let system_minus_clock = (Utc::now() - clock.wall())
-            .num_microseconds()
-            .unwrap_or(i64::MAX) as f64
-            / 1e6;
-        self.offset_s + system_minus_clock
+        self.offset_s + clock.system_ahead_s()
     }
 }
 

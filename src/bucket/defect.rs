@@ -24,10 +24,14 @@ pub enum Defect {
     LostAnswerIgnored,
     /// A release deletes the LEASE without checking it is still ours.
     ReleaseDeletesAny,
+    /// The clock-offset check against the service is skipped: a holder or
+    /// contender whose clock is beyond TTL/12 of the service's goes on. Used
+    /// to measure the safety envelope (with offsets drawn beyond TTL/12).
+    OffsetCheckOff,
 }
 
 /// Every defect with its name, as `--defect NAME` takes it.
-pub const ALL: [(&str, Defect); 7] = [
+pub const ALL: [(&str, Defect); 8] = [
     ("fence-never-closes", Defect::FenceNeverCloses),
     ("fence-at-full-ttl", Defect::FenceAtFullTtl),
     ("renew-unconditional", Defect::RenewUnconditional),
@@ -35,6 +39,7 @@ pub const ALL: [(&str, Defect); 7] = [
     ("race-check-skipped", Defect::RaceCheckSkipped),
     ("lost-answer-ignored", Defect::LostAnswerIgnored),
     ("release-deletes-any", Defect::ReleaseDeletesAny),
+    ("offset-check-off", Defect::OffsetCheckOff),
 ];
 
 /// The defect of `name`, if any.

@@ -178,6 +178,10 @@ pub fn offset_beyond_limit(
     clock: &dyn Clock,
     ttl_s: u64,
 ) -> Option<f64> {
+    #[cfg(feature = "sim")]
+    if super::defect::on(super::defect::Defect::OffsetCheckOff) {
+        return None;
+    }
     let o = offset.against(clock);
     (o.abs() - offset.error_s > clock_offset_limit_s(ttl_s)).then_some(o)
 }

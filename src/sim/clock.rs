@@ -87,4 +87,8 @@ impl Clock for SimClock {
     fn mono(&self) -> Duration {
         Duration::from_micros(self.drifted_us().max(0) as u64)
     }
+    /// The simulated host's system clock is this clock.
+    fn system_ahead_s(&self) -> f64 {
+        0.0
+    }
 }

@@ -20,6 +20,7 @@ use crate::bucket::defect::{self, Defect};
 use crate::bucket::{
     BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Watchdog,
 };
+use crate::clock::{Clock as _, ServerOffset};
 use crate::store::{
     normalize_etag, Capabilities, GetOutput, Listing, ObjectMeta, ObjectRead, ObjectStore,
     PutCondition, StoreError,
@@ -43,6 +44,8 @@ pub struct Options {
     /// Every holder's clock offset is drawn within ± this fraction of the
     /// TTL (default 1/12 × 0.9: inside leasectl's allowance).
     pub max_offset_ttl_fraction: f64,
+    /// The TTL, seconds (`None`: drawn per seed from 6, 12 and 30).
+    pub ttl_s: Option<u64>,
 }
 
 impl Options {
@@ -53,6 +56,7 @@ impl Options {
             defect: None,
             duration_s: 240,
             max_offset_ttl_fraction: 0.9 / 12.0,
+            ttl_s: None,
         }
     }
 }
@@ -692,7 +696,8 @@ async fn world(opts: Options) -> Outcome {
         .map(|t| t.with_timezone(&Utc))
         .unwrap_or_default();
     let truth = TrueTime::new(epoch);
-    let ttl_s: u64 = [6, 12, 30][rng.random_range(0..3)];
+    let drawn: u64 = [6, 12, 30][rng.random_range(0..3)];
+    let ttl_s = opts.ttl_s.unwrap_or(drawn);
     let ttl_ms = ttl_s * 1000;
     let n = rng.random_range(2..=8usize);
     let variant = match rng.random_range(0..20) {
@@ -765,9 +770,9 @@ async fn world(opts: Options) -> Outcome {
         let h = Holder {
             index: i,
             id,
-            clock,
+            clock: clock.clone(),
             world: world.clone(),
-            store: SimStore::new(world.clone(), i),
+            store: SimStore::new(world.clone(), i, clock.clone(), truth),
             config: LeaseConfig {
                 ttl_s,
                 ..LeaseConfig::default()
@@ -889,21 +894,45 @@ pub enum Fault {
 /// How long a client waits before it gives a request up.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// An answer's `Date`, and when its request was sent and it was received.
+type Answered = (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
+
 /// One holder's view of the simulated store.
 pub struct SimStore {
     world: World,
     holder: usize,
     caps: Mutex<Capabilities>,
+    /// The holder's clock, by which it times its requests.
+    clock: SimClock,
+    /// The service's clock: true time (its `Date` headers).
+    truth: TrueTime,
+    /// The latest answer: its `Date` (whole seconds of true time) and when
+    /// the request was sent and the answer received, by the holder's clock.
+    last_answer: Mutex<Option<Answered>>,
 }
 
 impl SimStore {
-    /// Holder `holder`'s handle on `world`'s store.
-    pub fn new(world: World, holder: usize) -> Arc<Self> {
+    /// Holder `holder`'s handle on `world`'s store, timed by its `clock`;
+    /// the service stamps `Date` from `truth`.
+    pub fn new(world: World, holder: usize, clock: SimClock, truth: TrueTime) -> Arc<Self> {
         Arc::new(Self {
             world,
             holder,
             caps: Mutex::new(Capabilities::default()),
+            clock,
+            truth,
+            last_answer: Mutex::new(None),
         })
+    }
+
+    /// An answer arrived now for a request sent at `sent` (holder's clock):
+    /// its `Date` is the service's time, truncated to whole seconds as HTTP
+    /// dates are.
+    fn answered(&self, sent: DateTime<Utc>) {
+        let now = self.truth.wall();
+        let date = DateTime::<Utc>::from_timestamp(now.timestamp(), 0).unwrap_or(now);
+        *self.last_answer.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((date, sent, self.clock.wall()));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -947,6 +976,14 @@ impl ObjectRead for SimStore {
         format!("{}#h{}", self.lock().name, self.holder)
     }
 
+    /// The service's clock against the holder's, from the latest answer's
+    /// `Date` as the S3 store estimates it ([`ServerOffset::from_answer`]),
+    /// timed by the holder's clock: the simulated host's system clock.
+    fn server_offset(&self) -> Option<ServerOffset> {
+        let (date, sent, received) = (*self.last_answer.lock().unwrap_or_else(|e| e.into_inner()))?;
+        Some(ServerOffset::from_answer(date, sent, received))
+    }
+
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let objects = self
             .lock()
@@ -964,10 +1001,15 @@ impl ObjectRead for SimStore {
 
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
         let (delay, fault) = self.draw(false);
+        let sent = self.clock.wall();
         tokio::time::sleep(delay).await;
+        if matches!(fault, Fault::Internal | Fault::SlowDown) {
+            self.answered(sent);
+        }
         if matches!(fault, Fault::Timeout | Fault::Internal | Fault::SlowDown) {
             Self::fail_before(fault).await?;
         }
+        self.answered(sent);
         let g = self.lock();
         let Some(o) = g.objects.get(key) else {
             return Err(StoreError::NotFound(key.to_owned()));
@@ -993,7 +1035,11 @@ impl ObjectStore for SimStore {
     ) -> Result<Option<String>, StoreError> {
         let (delay, fault) = self.draw(true);
         let sent = self.lock().now_ms();
+        let sent_at = self.clock.wall();
         tokio::time::sleep(delay).await;
+        if matches!(fault, Fault::Conflict | Fault::Internal | Fault::SlowDown) {
+            self.answered(sent_at);
+        }
         if fault == Fault::LateApply {
             // The client gives up; the service carries the write out later.
             let world = self.world.clone();
@@ -1008,6 +1054,9 @@ impl ObjectStore for SimStore {
             });
         }
         Self::fail_before(fault).await?;
+        if fault != Fault::Lost {
+            self.answered(sent_at);
+        }
         let variant = self.lock().variant;
         let etag = if variant == Variant::NotAtomic && condition != PutCondition::None {
             // Check now, write a moment later.
@@ -1040,9 +1089,17 @@ impl ObjectStore for SimStore {
 
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
         let (delay, fault) = self.draw(true);
+        let sent = self.clock.wall();
         tokio::time::sleep(delay).await;
+        if matches!(fault, Fault::Conflict | Fault::Internal | Fault::SlowDown) {
+            self.answered(sent);
+        }
         Self::fail_before(fault).await?;
-        self.lock().apply_delete(self.holder, key, if_match)?;
+        let applied = self.lock().apply_delete(self.holder, key, if_match);
+        if applied.is_err() || fault != Fault::Lost {
+            self.answered(sent);
+        }
+        applied?;
         if fault == Fault::Lost {
             return Err(timeout());
         }
