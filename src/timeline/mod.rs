@@ -390,9 +390,17 @@ impl Walk {
     fn end_tenure(&mut self, mut t: Tenure, last: &LeaseRecord, o: &Observation) {
         let fence_end = t.last_seen + ttl_of(last) * 2 / 3;
         t.ending = self.ending(&t, last, o);
+        // A takeover's own record, written while it waits for the replaced
+        // holder's fence and then handed over under the same generation: no
+        // command ran under it, so nothing of it can overlap its successor.
+        let interim = last.generation.is_some()
+            && self
+                .takeovers
+                .iter()
+                .any(|(id, g, _)| *g == last.generation && *id != last.instance_id);
         // The new holder may write from its write (or, after a forced
         // takeover, from when leasectl let it); the old one until its fence.
-        if let Seen::Held(r) = &o.seen {
+        if let (Seen::Held(r), false) = (&o.seen, interim) {
             let starts = match &t.ending {
                 Ending::Replaced {
                     takeover: Some(tk), ..
@@ -434,10 +442,13 @@ impl Walk {
             Seen::Deleted => Ending::Expired { at: expiry },
             Seen::Malformed(_) => Ending::Overwritten { at: o.at },
             Seen::Held(r) | Seen::Released(r) => {
+                // The takeover that wrote `r`: by its generation (a forced
+                // takeover's own record while it waits for the old fence and
+                // its hand-over's record share it), else by id.
                 let takeover = self
                     .takeovers
                     .iter()
-                    .find(|(id, g, _)| *id == r.instance_id && *g == r.generation)
+                    .find(|(id, g, _)| *g == r.generation && (g.is_some() || *id == r.instance_id))
                     .map(|(_, _, t)| t.clone());
                 let while_fresh = o.at < expiry;
                 if !while_fresh && takeover.is_none() {

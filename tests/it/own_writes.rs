@@ -408,3 +408,41 @@ async fn a_release_answered_500_never_deletes_the_generation() {
         (id, generation, None)
     );
 }
+
+/// A renewal in flight when the holder lets go: `stop` cancels it, yet its
+/// write landed. The release must know that body as its own and release it,
+/// not leave the record behind as "held by" another (itself). Found by the
+/// timeline's scripted history (about 1 run in 4 on moto: `bucket hold`'s
+/// command exited while a renewal's answer was on its way); reproduced here
+/// with a proxy that holds the renewal's answer back for 1.5 s, 5 rounds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_cancelled_in_flight_is_still_ours_at_release() {
+    use leasectl::bucket::{KeepAlive, ReleaseReport};
+    for round in 0..5 {
+        let (store, proxy, _, _) = moto_proxied(&format!("cancelled-renewal-{round}")).await;
+        let lease =
+            BucketLease::acquire(store.clone(), sys(), "db/", cfg(3), &mut LeaseWatch::new())
+                .await
+                .unwrap();
+        let generation = lease.record().generation;
+        proxy.delay_next_answers_of("PUT", "db/LEASE", 1, Duration::from_millis(1500));
+        let puts = || proxy.counts().get("PUT").copied().unwrap_or(0);
+        let before = puts();
+        let ka = KeepAlive::start(lease);
+        let t = std::time::Instant::now();
+        while puts() == before {
+            assert!(t.elapsed() < Duration::from_secs(5), "no renewal was sent");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The renewal has reached the server; its answer is held back.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let report = ka.stop_and_release().await;
+        assert!(
+            matches!(report, ReleaseReport::Released(Released::Recorded { .. })),
+            "round {round}: {report}"
+        );
+        let (r, _) = stored(store.as_ref()).await.expect("a record");
+        assert!(r.is_released(), "round {round}: {r:?}");
+        assert_eq!(r.generation, generation);
+    }
+}

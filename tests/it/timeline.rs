@@ -395,3 +395,320 @@ async fn a_recording_is_the_history_of_a_local_store() {
     );
     assert!(p["overlaps"].as_array().unwrap().is_empty(), "{stdout}");
 }
+
+/// `bucket hold` through `endpoint` in a process group of its own (a crash
+/// is a SIGKILL of the group), stderr kept in `dir/NAME.stderr`.
+fn spawn_hold(
+    dir: &std::path::Path,
+    endpoint: &str,
+    url: &str,
+    id: &str,
+    args: &[&str],
+    cmd: &[&str],
+    env: &[(&str, String)],
+) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    s3_env(&mut c)
+        .args([
+            "--endpoint-url",
+            endpoint,
+            "--path-style",
+            "--timeout",
+            "2s",
+        ])
+        .args(["bucket", "hold", url, "--instance-id", id])
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{id}.stderr"))).unwrap())
+        .process_group(0);
+    c.spawn().unwrap()
+}
+
+/// Waits until `b`'s `db/LEASE` names `id` (a live record); returns when.
+async fn lease_names(endpoint: &str, b: &str, id: &str) -> chrono::DateTime<chrono::Utc> {
+    let client = sdk_client(endpoint);
+    let t = std::time::Instant::now();
+    loop {
+        if let Ok(o) = client.get_object().bucket(b).key("db/LEASE").send().await {
+            let body = o.body.collect().await.unwrap().into_bytes();
+            if let Ok(r) = leasectl::bucket::LeaseRecord::parse(&body, body.len() as u64) {
+                if r.instance_id == id && !r.is_released() {
+                    return chrono::Utc::now();
+                }
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(40),
+            "the LEASE never named {id}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn secs_between(a: &serde_json::Value, b: chrono::DateTime<chrono::Utc>) -> f64 {
+    let a: chrono::DateTime<chrono::Utc> = a.as_str().unwrap().parse().unwrap();
+    ((a - b).num_milliseconds() as f64 / 1000.0).abs()
+}
+
+/// Issue 34's scripted history on a versioned bucket: holder-a acquires,
+/// renews and crashes; holder-b takes the lease over once it is stale; an
+/// operator's forced takeover hands it over to holder-c, which takes it up
+/// and releases; two writers without conditions (best-effort holders, as raw
+/// PUTs) renew in turn; holder-f, whose clock runs 5 s fast, holds and
+/// releases. The timeline is matched against the script's own log: every
+/// tenure in order, how each ended (the takeover with its operator and
+/// reason), the gaps, the interleaving (exit 3), holder-f's clock, each
+/// time within the store's resolution (1 s `Last-Modified`, plus the
+/// script's own polling).
+async fn scripted_history(server: Server, test: &str) {
+    let (endpoint, b) = versioned_bucket_on(server, test).await;
+    let url = format!("s3://{b}/db/");
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl").display().to_string();
+    let ttl = ["--ttl", "3s"];
+
+    // 1. holder-a acquires, renews every second, crashes.
+    let mut a = spawn_hold(
+        dir.path(),
+        &endpoint,
+        &url,
+        "holder-a",
+        &ttl,
+        &["sleep", "600"],
+        &[],
+    );
+    let a_took = lease_names(&endpoint, &b, "holder-a").await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    crate::common::hold::signal_group(a.id() as i32, libc::SIGKILL);
+    let _ = a.wait();
+
+    // 2. holder-b waits for the record to go stale and takes it over.
+    let mut hb = spawn_hold(
+        dir.path(),
+        &endpoint,
+        &url,
+        "holder-b",
+        &["--ttl", "3s", "--wait", "30s"],
+        &["sleep", "600"],
+        &[],
+    );
+    let b_took = lease_names(&endpoint, &b, "holder-b").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // 3. The operator's forced takeover over holder-b's live lease, handed
+    //    over to holder-c.
+    let (code, out, err) = leasectl(
+        &endpoint,
+        &[
+            "takeover",
+            &url,
+            "--force",
+            "--yes",
+            "--reason",
+            "drill: move the writer to c",
+            "--ttl",
+            "3s",
+            "--then",
+            "handover:holder-c",
+            "--audit-log",
+            &audit,
+        ],
+    );
+    assert_eq!(code, Some(0), "takeover: {out}{err}");
+    let b_code = tokio::task::block_in_place(|| hb.wait()).unwrap().code();
+    assert_eq!(b_code, Some(5), "holder-b learns it lost its lease");
+
+    // 4. holder-c takes the hand-over up, holds a while, releases.
+    let (code, _, err) = leasectl(
+        &endpoint,
+        &[
+            "bucket",
+            "hold",
+            &url,
+            "--ttl",
+            "3s",
+            "--instance-id",
+            "holder-c",
+            "--",
+            "sleep",
+            "2",
+        ],
+    );
+    assert_eq!(code, Some(0), "holder-c: {err}");
+    eprintln!("holder-c: {err}");
+    let c_released = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // 5. Two writers without conditions renew in turn: each writes its
+    //    record over the other's, as best-effort exclusion lets happen.
+    //    The last one releases (a released record, as leasectl leaves).
+    let client = sdk_client(&endpoint);
+    let d_first = chrono::Utc::now();
+    let mut last = None;
+    for _round in 0..2 {
+        for (id, g) in [("holder-d", 1u64), ("holder-e", 2u64)] {
+            let now = chrono::Utc::now();
+            let r = leasectl::bucket::LeaseRecord {
+                instance_id: id.into(),
+                acquired_at: d_first,
+                renewed_at: now,
+                ttl_s: 3,
+                generation: Some(u64::try_from(d_first.timestamp_micros()).unwrap() + g),
+                released_at: None,
+            };
+            put_raw(&client, &b, "db/LEASE", &r.to_body()).await;
+            last = Some(r);
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+    }
+    let released = last.unwrap().released(chrono::Utc::now());
+    put_raw(&client, &b, "db/LEASE", &released.to_body()).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // 6. holder-f, its clock 5 s fast (libfaketime), holds and releases.
+    let fast = vec![
+        ("LD_PRELOAD", crate::common::hold::libfaketime()),
+        ("FAKETIME", "+5s".to_owned()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
+    ];
+    let mut f = spawn_hold(
+        dir.path(),
+        &endpoint,
+        &url,
+        "holder-f",
+        &["--ttl", "120s"],
+        &["sleep", "2.5"],
+        &fast,
+    );
+    let f_took = lease_names(&endpoint, &b, "holder-f").await;
+    let f_code = tokio::task::block_in_place(|| f.wait()).unwrap().code();
+    let f_err = std::fs::read_to_string(dir.path().join("holder-f.stderr")).unwrap_or_default();
+    assert_eq!(f_code, Some(0), "holder-f: {f_err}");
+
+    // The timeline, from the versions and the audit log.
+    let (code, out, err) = leasectl(
+        &endpoint,
+        &["timeline", &url, "--audit-log", &audit, "-o", "json"],
+    );
+    assert_eq!(
+        code,
+        Some(3),
+        "the interleaving is an overlap: {err}\n{out}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let p = &doc["prefixes"][0];
+    // Bisection reads fewer bodies and finds the same tenures as reading all.
+    let (_, all, _) = leasectl(
+        &endpoint,
+        &[
+            "timeline",
+            &url,
+            "--audit-log",
+            &audit,
+            "-o",
+            "json",
+            "--all-versions",
+        ],
+    );
+    let all: serde_json::Value = serde_json::from_str(&all).unwrap();
+    assert_eq!(
+        all["prefixes"][0]["tenures"], p["tenures"],
+        "bisected:\n{out}\nall:\n{all:#}"
+    );
+    let tenures = p["tenures"].as_array().unwrap();
+    let holders: Vec<&str> = tenures
+        .iter()
+        .map(|t| t["holder"].as_str().unwrap())
+        .collect();
+    // The forced takeover's own record (its instance id, 32 hex digits)
+    // while it waited for holder-b's fence, then the hand-over to holder-c
+    // under the same generation.
+    let interim = holders[2];
+    assert!(
+        interim.len() == 32 && interim.chars().all(|c| c.is_ascii_hexdigit()),
+        "{out}"
+    );
+    assert_eq!(
+        holders,
+        [
+            "holder-a", "holder-b", interim, "holder-c", "holder-d", "holder-e", "holder-d",
+            "holder-e", "holder-f"
+        ],
+        "{out}"
+    );
+    assert_eq!(tenures[2]["generation"], tenures[3]["generation"], "{out}");
+    let kind = |i: usize| tenures[i]["ending"]["kind"].as_str().unwrap();
+    // a crashed: its record expired before b took it.
+    assert_eq!(kind(0), "expired", "{out}");
+    // b: replaced while fresh by the forced takeover, with its operator and
+    // reason; the takeover's record handed over to c by the same takeover.
+    for i in [1, 2] {
+        assert_eq!(kind(i), "replaced", "{out}");
+        let tk = &tenures[i]["ending"]["takeover"];
+        assert_eq!(tk["reason"], "drill: move the writer to c", "{out}");
+        assert_eq!(tk["forced"], true, "{out}");
+        assert_eq!(tk["then"], "handover:holder-c", "{out}");
+    }
+    assert_eq!(tenures[1]["ending"]["while_fresh"], true, "{out}");
+    // c took the hand-over up and released; the last writer released; f too.
+    assert_eq!(kind(3), "released", "{out}");
+    assert_eq!(kind(7), "released", "{out}");
+    assert_eq!(kind(8), "released", "{out}");
+    // Times within the store's resolution of the script's log.
+    assert!(
+        secs_between(&tenures[0]["first_seen"], a_took) < 2.0,
+        "{out}"
+    );
+    assert!(
+        secs_between(&tenures[1]["first_seen"], b_took) < 2.0,
+        "{out}"
+    );
+    assert!(
+        secs_between(&tenures[3]["ending"]["at"], c_released) < 2.0,
+        "{out}"
+    );
+    assert!(
+        secs_between(&tenures[8]["first_seen"], f_took) < 2.0,
+        "{out}"
+    );
+    // The forced takeover waited for b's fence: no overlap there; the
+    // interleaving is one.
+    let overlaps = p["overlaps"].as_array().unwrap();
+    assert!(!overlaps.is_empty(), "{out}");
+    for o in overlaps {
+        let pair = [o["earlier"].as_str().unwrap(), o["later"].as_str().unwrap()];
+        assert!(
+            pair.iter().all(|h| *h == "holder-d" || *h == "holder-e"),
+            "an overlap other than the interleaving: {o}"
+        );
+    }
+    // The gaps: a's record running out, c's release, the writers' end.
+    assert!(p["gaps"].as_array().unwrap().len() >= 3, "{out}");
+    // holder-f's clock: its renewed_at against the service's Last-Modified.
+    let clock = p["clocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["holder"] == "holder-f")
+        .unwrap_or_else(|| panic!("no clock for holder-f: {out}"));
+    let skew = clock["max_s"].as_f64().unwrap();
+    assert!((3.5..=6.5).contains(&skew), "holder-f's clock: {clock}");
+    // Text for the note.
+    let (_, text, _) = leasectl(&endpoint, &["timeline", &url, "--audit-log", &audit]);
+    eprintln!("{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scripted_history_is_rebuilt_moto() {
+    scripted_history(Server::Moto(Moto::Conditional), "timeline-script").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scripted_history_is_rebuilt_rgw() {
+    scripted_history(Server::Rgw, "timeline-script").await;
+}

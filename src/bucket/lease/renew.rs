@@ -28,6 +28,10 @@ impl BucketLease {
             let cond = self.renew_condition().await?;
             let form = self.store.capabilities().etag_form;
             let body = record.to_body();
+            // Remembered before it is sent: a renewal cancelled while in
+            // flight (the holder letting go) may still land, and the release
+            // must know that body as ours. An answer clears it.
+            self.unanswered.add(&body);
             match self.store.put(&self.key, body.clone(), cond).await {
                 Ok(etag) => {
                     self.etag = match etag {
@@ -56,18 +60,14 @@ impl BucketLease {
                     | StoreError::NotFound(_)
                     | StoreError::Other { status: 500.., .. }),
                 ) => {
-                    if !matches!(
-                        refused,
-                        StoreError::PreconditionFailed | StoreError::NotFound(_)
-                    ) {
-                        // 409 and 5xx: the write may have landed.
-                        self.unanswered.add(&body);
-                    }
+                    // 409 and 5xx: the write may have landed, and so may a
+                    // 412's (an earlier attempt of it landed, its answer lost):
+                    // the body stays remembered.
                     self.renewal_refused(refused, form, &mut tally).await?
                 }
                 Err(e) => {
-                    // No answer (a timeout, a dropped connection): it may have landed.
-                    self.unanswered.add(&body);
+                    // No answer (a timeout, a dropped connection): it may have
+                    // landed; the body stays remembered.
                     return Err(e.into());
                 }
             }

@@ -36,6 +36,9 @@ struct State {
     mode: Option<Mode>,
     /// Drop the answers of the next N requests with this method (forwarded first).
     drop_next: Option<(String, usize)>,
+    /// Hold back the answers of the next N requests with this method and path
+    /// suffix for this long (forwarded first: the write lands, its answer is late).
+    delay_next: Option<(String, String, usize, std::time::Duration)>,
     /// Only those whose path ends with this.
     drop_suffix: Option<String>,
     counts: BTreeMap<String, usize>,
@@ -118,6 +121,20 @@ impl Proxy {
         let mut s = self.state.lock().unwrap();
         s.drop_next = Some((method.to_owned(), n));
         s.drop_suffix = Some(suffix.to_owned());
+    }
+
+    /// Forwards the next `n` requests with `method` whose path ends with
+    /// `suffix` at once, and holds their answers back for `delay` (the writes
+    /// land; the client hears of them late).
+    pub fn delay_next_answers_of(
+        &self,
+        method: &str,
+        suffix: &str,
+        n: usize,
+        delay: std::time::Duration,
+    ) {
+        let mut s = self.state.lock().unwrap();
+        s.delay_next = Some((method.to_owned(), suffix.to_owned(), n, delay));
     }
 
     /// Every answer's ETag header becomes `value` (e.g. `""`, a service whose
@@ -269,10 +286,17 @@ async fn handle(
         .next()
         .unwrap_or("")
         .to_owned();
-    let (mut mode, drop_answer, mut fail) = {
+    let (mut mode, drop_answer, mut fail, delay) = {
         let mut s = state.lock().unwrap();
         *s.counts.entry(method.clone()).or_default() += 1;
         let mut drop_answer = false;
+        let mut delay = None;
+        if let Some((m, suffix, n, d)) = &mut s.delay_next {
+            if *m == method && *n > 0 && path.ends_with(suffix.as_str()) {
+                *n -= 1;
+                delay = Some(*d);
+            }
+        }
         let suffix_ok = s
             .drop_suffix
             .as_ref()
@@ -321,7 +345,7 @@ async fn handle(
                 });
                 s.fail_conditional.filter(|_| conditional)
             });
-        (mode, drop_answer, fail.map(|f| (f, slow)))
+        (mode, drop_answer, fail.map(|f| (f, slow)), delay)
     };
     // The error code of an answer the non-atomic emulation gives itself.
     let mut judged: Option<&str> = None;
@@ -471,7 +495,13 @@ async fn handle(
     let up = tokio::spawn(async move {
         let _ = tokio::io::copy(&mut cr, &mut uw).await;
     });
-    if drop_answer {
+    if let Some(d) = delay {
+        // The whole answer first (the write has landed), then the wait.
+        let answer = read_all(&mut ur).await;
+        tokio::time::sleep(d).await;
+        let _ = cw.write_all(&answer).await;
+        let _ = cw.shutdown().await;
+    } else if drop_answer {
         let mut sink = Vec::new();
         let _ = ur.read_to_end(&mut sink).await;
         drop(cw); // close without answering: the answer is lost
