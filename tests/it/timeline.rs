@@ -398,9 +398,11 @@ async fn a_recording_is_the_history_of_a_local_store() {
 
 /// `bucket hold` through `endpoint` in a process group of its own (a crash
 /// is a SIGKILL of the group), stderr kept in `dir/NAME.stderr`.
+#[allow(clippy::too_many_arguments)]
 fn spawn_hold(
     dir: &std::path::Path,
     endpoint: &str,
+    global: &[&str],
     url: &str,
     id: &str,
     args: &[&str],
@@ -417,6 +419,7 @@ fn spawn_hold(
             "--timeout",
             "2s",
         ])
+        .args(global)
         .args(["bucket", "hold", url, "--instance-id", id])
         .args(args)
         .arg("--")
@@ -465,7 +468,7 @@ fn secs_between(a: &serde_json::Value, b: chrono::DateTime<chrono::Utc>) -> f64 
 /// reason), the gaps, the interleaving (exit 3), holder-f's clock, each
 /// time within the store's resolution (1 s `Last-Modified`, plus the
 /// script's own polling).
-async fn scripted_history(server: Server, test: &str) {
+async fn scripted_history(server: Server, test: &str, global: &[&str]) {
     let (endpoint, b) = versioned_bucket_on(server, test).await;
     let url = format!("s3://{b}/db/");
     let dir = tempfile::tempdir().unwrap();
@@ -476,6 +479,7 @@ async fn scripted_history(server: Server, test: &str) {
     let mut a = spawn_hold(
         dir.path(),
         &endpoint,
+        global,
         &url,
         "holder-a",
         &ttl,
@@ -491,6 +495,7 @@ async fn scripted_history(server: Server, test: &str) {
     let mut hb = spawn_hold(
         dir.path(),
         &endpoint,
+        global,
         &url,
         "holder-b",
         &["--ttl", "3s", "--wait", "30s"],
@@ -502,43 +507,41 @@ async fn scripted_history(server: Server, test: &str) {
 
     // 3. The operator's forced takeover over holder-b's live lease, handed
     //    over to holder-c.
-    let (code, out, err) = leasectl(
-        &endpoint,
-        &[
-            "takeover",
-            &url,
-            "--force",
-            "--yes",
-            "--reason",
-            "drill: move the writer to c",
-            "--ttl",
-            "3s",
-            "--then",
-            "handover:holder-c",
-            "--audit-log",
-            &audit,
-        ],
-    );
+    let mut args: Vec<&str> = global.to_vec();
+    args.extend([
+        "takeover",
+        &url,
+        "--force",
+        "--yes",
+        "--reason",
+        "drill: move the writer to c",
+        "--ttl",
+        "3s",
+        "--then",
+        "handover:holder-c",
+        "--audit-log",
+        &audit,
+    ]);
+    let (code, out, err) = leasectl(&endpoint, &args);
     assert_eq!(code, Some(0), "takeover: {out}{err}");
     let b_code = tokio::task::block_in_place(|| hb.wait()).unwrap().code();
     assert_eq!(b_code, Some(5), "holder-b learns it lost its lease");
 
     // 4. holder-c takes the hand-over up, holds a while, releases.
-    let (code, _, err) = leasectl(
-        &endpoint,
-        &[
-            "bucket",
-            "hold",
-            &url,
-            "--ttl",
-            "3s",
-            "--instance-id",
-            "holder-c",
-            "--",
-            "sleep",
-            "2",
-        ],
-    );
+    let mut args: Vec<&str> = global.to_vec();
+    args.extend([
+        "bucket",
+        "hold",
+        &url,
+        "--ttl",
+        "3s",
+        "--instance-id",
+        "holder-c",
+        "--",
+        "sleep",
+        "2",
+    ]);
+    let (code, _, err) = leasectl(&endpoint, &args);
     assert_eq!(code, Some(0), "holder-c: {err}");
     eprintln!("holder-c: {err}");
     let c_released = chrono::Utc::now();
@@ -579,6 +582,7 @@ async fn scripted_history(server: Server, test: &str) {
     let mut f = spawn_hold(
         dir.path(),
         &endpoint,
+        global,
         &url,
         "holder-f",
         &["--ttl", "120s"],
@@ -705,10 +709,13 @@ async fn scripted_history(server: Server, test: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_scripted_history_is_rebuilt_moto() {
-    scripted_history(Server::Moto(Moto::Conditional), "timeline-script").await;
+    scripted_history(Server::Moto(Moto::Conditional), "timeline-script", &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_scripted_history_is_rebuilt_rgw() {
-    scripted_history(Server::Rgw, "timeline-script").await;
+    // Ceph RGW 16.2.15 ignores If-None-Match and refuses If-Match on the
+    // current ETag in a versioned bucket (the probe says so and leasectl
+    // refuses conditional leases there): its holders run best-effort.
+    scripted_history(Server::Rgw, "timeline-script", &["--conditional", "off"]).await;
 }
