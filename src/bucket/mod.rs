@@ -2,7 +2,9 @@
 //!
 //! It catches the common operator error — two machines configured with one
 //! backup bucket — on services that honour conditional writes; it does not make
-//! two writers safe. See [`lease`] for the protocol and what it promises.
+//! two writers safe. See [`lease`] for the protocol and what it promises; the
+//! operator's statement of it, with its guarantees and limits, is
+//! `docs/bucket-leases.md` (one copy: keep the two in step).
 //!
 //! - [`record`]: the LEASE record, its parsing and writing, `lease_key`, `new_instance_id`.
 //! - [`mod@judge`]: fresh / stale / suspect / malformed / absent by the reader's clock.

@@ -356,8 +356,9 @@ pub enum Command {
     },
     /// Check whether a service really honours If-None-Match and If-Match.
     ///
-    /// Writes a scratch key `{TARGET}.leasectl-probe/{id}` and removes it. Exit 0 only
-    /// when it does.
+    /// Writes a scratch key `{TARGET}.leasectl-probe/{id}` and removes it. Exit 0 when it
+    /// honours both; 3 it deviates (a precondition ignored, an unusable ETag; with --race,
+    /// not atomic); 1 the probe failed (store error); 2 usage.
     Probe(ProbeArgs),
     /// Take over the lease on PREFIX_URL: guarded, conditional on the ETag seen, audited.
     ///
@@ -440,8 +441,9 @@ pub enum BucketCommand {
     /// Acquire (with the precondition probe), renew every TTL/3, and stop CMD (SIGTERM,
     /// then SIGKILL after --grace) when the fence closes or the lease is lost; release at
     /// exit. Exit: CMD's status; 4 lease not
-    /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures; 2 usage; 126 CMD
-    /// cannot be run (not executable); 127 CMD not found.
+    /// acquired; 5 lease lost or fenced (CMD stopped); 1 other failures; 2 usage; 125
+    /// --containment require refused (nothing acquired); 126 CMD cannot be run (not
+    /// executable); 127 CMD not found.
     Hold(HoldArgs),
     /// Inside `bucket hold`'s CMD: exit 0 while the lease's fence is open, 5 once it closed.
     ///

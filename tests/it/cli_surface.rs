@@ -448,7 +448,13 @@ fn table_command(header: &str, heading: &str) -> Vec<&'static str> {
 /// table is in that `--help` too; `check --min-leases` is documented.
 #[test]
 fn readme_tables_name_only_what_the_help_has() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    // The README and the reference in docs/ (issue 35): one text, read in order.
+    let readme = the_documents()
+        .iter()
+        .filter(|p| !p.ends_with("docs/exit-codes.md"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
     let mut heading = String::new();
     let mut header: Option<String> = None;
     let mut checked = 0;
@@ -583,11 +589,8 @@ fn the_man_page_refers_to_no_missing_page() {
 #[test]
 fn paths_named_in_the_markdown_files_exist() {
     let root = repo();
-    let mut docs = vec![
-        root.join("README.md"),
-        root.join("ARCHITECTURE.md"),
-        root.join("PERFORMANCE.md"),
-    ];
+    let mut docs = vec![root.join("ARCHITECTURE.md"), root.join("PERFORMANCE.md")];
+    docs.extend(the_documents());
     for d in [
         "assets/lease-records",
         "assets/sample-store",
@@ -684,4 +687,153 @@ fn only_the_check_commands_usage_errors_are_unknown() {
     let out = run(&["probe", "check", "--bogus"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "", "no plugin line for another command");
+}
+
+/// The user's documents: README.md, CONTRIBUTING.md and every file of docs/.
+fn the_documents() -> Vec<std::path::PathBuf> {
+    let root = repo();
+    let mut docs = vec![root.join("README.md"), root.join("CONTRIBUTING.md")];
+    let mut reference: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    reference.sort();
+    docs.extend(reference);
+    docs
+}
+
+/// A heading's anchor as GitHub makes it: lower case, punctuation other than
+/// `-` and `_` removed, spaces as `-`.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim_start_matches('#')
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Issue 35: every link between the documents resolves — the file exists
+/// and, when the link names an anchor, a heading of that file makes it.
+#[test]
+fn every_link_between_the_documents_resolves() {
+    let root = repo();
+    let mut docs = the_documents();
+    docs.extend([
+        root.join("ARCHITECTURE.md"),
+        root.join("PERFORMANCE.md"),
+        root.join("CHANGELOG.md"),
+    ]);
+    let anchors = |path: &std::path::Path| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut in_code = false;
+        let mut out = Vec::new();
+        for l in text.lines() {
+            if l.starts_with("```") {
+                in_code = !in_code;
+            }
+            if !in_code && l.starts_with('#') {
+                out.push(anchor_of(l));
+            }
+        }
+        out
+    };
+    let mut links = 0;
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let dir = doc.parent().unwrap();
+        let mut in_code = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                in_code = !in_code;
+            }
+            if in_code {
+                continue;
+            }
+            for part in line.split("](").skip(1) {
+                let Some(target) = part.split(')').next() else {
+                    continue;
+                };
+                if target.starts_with("http") || target.contains(' ') {
+                    continue;
+                }
+                let (file, anchor) = match target.split_once('#') {
+                    Some((f, a)) => (f, Some(a)),
+                    None => (target, None),
+                };
+                let path = if file.is_empty() {
+                    doc.clone()
+                } else {
+                    dir.join(file)
+                };
+                links += 1;
+                let name = doc.strip_prefix(&root).unwrap().display().to_string();
+                assert!(
+                    path.exists(),
+                    "{name} links to {target}, which does not exist"
+                );
+                if let Some(a) = anchor {
+                    assert!(
+                        anchors(&path).iter().any(|h| h == a),
+                        "{name} links to {target}: no heading makes #{a}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        links > 30,
+        "only {links} links found: is the parser broken?"
+    );
+}
+
+/// Issue 35: docs/exit-codes.md is the one table of every command's exit
+/// codes; each code it gives a command is in that command's `--help`.
+#[test]
+fn the_exit_code_table_matches_every_help() {
+    let text = std::fs::read_to_string(repo().join("docs/exit-codes.md")).unwrap();
+    let mut rows = text.lines().filter(|l| l.starts_with('|'));
+    let header: Vec<&str> = rows.next().unwrap().split('|').map(str::trim).collect();
+    let commands: Vec<Vec<&str>> = header
+        .iter()
+        .map(|h| match *h {
+            "`check`" => vec!["check"],
+            "`probe`" => vec!["probe"],
+            "`timeline`" => vec!["timeline"],
+            "`bucket hold`" => vec!["bucket", "hold"],
+            "`bucket fence-check`" => vec!["bucket", "fence-check"],
+            "`takeover`" => vec!["takeover"],
+            "`writer exec`" => vec!["writer", "exec"],
+            _ => vec![],
+        })
+        .collect();
+    let mut checked = 0;
+    for row in rows.skip(1) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let code = cells[1];
+        if code.parse::<u32>().map_or(true, |c| c >= 128) {
+            continue;
+        }
+        for (i, cell) in cells.iter().enumerate().skip(2) {
+            let Some(path) = commands.get(i).filter(|p| !p.is_empty()) else {
+                continue;
+            };
+            if *cell == "—" || cell.contains("command's own") {
+                continue;
+            }
+            let h = help(path);
+            let numbers: Vec<&str> = h.split(|c: char| !c.is_ascii_digit()).collect();
+            assert!(
+                numbers.contains(&code),
+                "docs/exit-codes.md gives `leasectl {}` exit {code}, its --help does not:\n{h}",
+                path.join(" ")
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 25, "only {checked} codes checked");
 }
