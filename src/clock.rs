@@ -207,10 +207,35 @@ pub fn rfc3339(t: DateTime<Utc>, precision: chrono::SecondsFormat) -> String {
     without_leap_second(t).to_rfc3339_opts(precision, true)
 }
 
-/// Serde: a time as [`rfc3339`], with as many fraction digits as it has
-/// (none, 3, 6 or 9: lossless, as chrono's own serde form).
+/// Serde: a time as [`rfc3339`] in UTC (`Z`), truncated to microseconds,
+/// with as many fraction digits as that leaves (none, 3 or 6): the one
+/// format of every time leasectl writes, which every RFC 3339 parser
+/// (Python's `fromisoformat` too) reads.
 pub fn ser_rfc3339<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(*t, chrono::SecondsFormat::AutoSi))
+    s.serialize_str(&rfc3339(to_micros(*t), chrono::SecondsFormat::AutoSi))
+}
+
+/// `t` truncated to whole microseconds.
+pub fn to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::Timelike;
+    t.with_nanosecond(t.nanosecond() / 1000 * 1000).unwrap_or(t)
+}
+
+/// `t` rounded up to whole microseconds (a "not before" moment written at
+/// the precision of every output stays not before).
+pub fn ceil_micros(t: DateTime<Utc>) -> DateTime<Utc> {
+    let down = to_micros(t);
+    if down < t {
+        down + chrono::Duration::microseconds(1)
+    } else {
+        down
+    }
+}
+
+/// A time as a person reads it in leasectl's output: the same format as
+/// [`ser_rfc3339`] writes (RFC 3339, `Z`, at most microseconds).
+pub fn shown(t: DateTime<Utc>) -> String {
+    rfc3339(to_micros(t), chrono::SecondsFormat::AutoSi)
 }
 
 /// Serde: an optional time as [`ser_rfc3339`] writes it, or null.

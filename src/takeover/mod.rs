@@ -192,7 +192,7 @@ impl std::fmt::Display for TakeoverOutcome {
             write!(
                 f,
                 "\nthe replaced holder was live: writes under the new lease are safe from {} (its fence has closed by then)",
-                t.to_rfc3339()
+                crate::clock::shown(t)
             )?;
         }
         if let Some(r) = &self.released {
@@ -202,7 +202,7 @@ impl std::fmt::Display for TakeoverOutcome {
             write!(
                 f,
                 "\nhanded over: the successor must start (acquire_as its id) before {}",
-                d.to_rfc3339()
+                crate::clock::shown(d)
             )?;
         }
         write!(
@@ -358,7 +358,7 @@ fn holder_sentence(obs: &Observed) -> String {
         } => format!(
             "now held by {} (renewed_at {}, ETag {})",
             sanitize(&r.instance_id),
-            r.renewed_at.to_rfc3339(),
+            crate::clock::shown(r.renewed_at),
             etag.as_deref().unwrap_or("?")
         ),
         Observed::Present { etag, .. } => format!(

@@ -221,7 +221,7 @@ fn describe_lease(
         let _ = writeln!(
             out,
             "renewed  {} (TTL {} s)",
-            r.renewed_at.to_rfc3339(),
+            crate::clock::shown(r.renewed_at),
             r.ttl_s
         );
         let _ = writeln!(

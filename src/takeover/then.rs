@@ -74,14 +74,20 @@ pub(super) async fn after_put(
         config,
         t.mono,
     );
+    // Rounded up to the microsecond, the precision every output writes: the
+    // printed, audited and in-memory moment are one, never before the fence.
     let safe_from = t.old_fence.map(|w| {
         written.set_not_before(t.mono + w);
-        t.clock.wall()
-            + chrono::Duration::from_std(w.saturating_sub(t.clock.mono().saturating_sub(t.mono)))
-                .unwrap_or_default()
+        crate::clock::ceil_micros(
+            t.clock.wall()
+                + chrono::Duration::from_std(
+                    w.saturating_sub(t.clock.mono().saturating_sub(t.mono)),
+                )
+                .unwrap_or_default(),
+        )
     });
     if let Some(at) = safe_from {
-        tracing::warn!(key = %t.key, "a live lease was replaced: its holder may write until its fence closes; writes are safe from {}", at.to_rfc3339());
+        tracing::warn!(key = %t.key, "a live lease was replaced: its holder may write until its fence closes; writes are safe from {}", crate::clock::shown(at));
         t.entry.writes_safe_from = Some(at);
     }
     let mut outcome = TakeoverOutcome {
@@ -215,7 +221,7 @@ async fn act(
             match safe_from {
                 Some(at) => format!(
                     "taken and held by leasectl; writes safe from {}",
-                    at.to_rfc3339()
+                    crate::clock::shown(at)
                 ),
                 None => "taken and held by leasectl".to_owned(),
             }
@@ -229,7 +235,7 @@ async fn act(
             format!(
                 "taken and handed over to {}; it must start before {}",
                 sanitize(successor),
-                deadline.to_rfc3339()
+                crate::clock::shown(deadline)
             )
         }
     };
@@ -280,7 +286,7 @@ async fn hand_over(
                 format!(
                     "taken, then handed over to {} once the old holder's fence closed; it must start before {}",
                     sanitize(successor),
-                    deadline.to_rfc3339()
+                    crate::clock::shown(deadline)
                 ),
                 final_etag,
             ))

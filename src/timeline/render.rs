@@ -21,8 +21,10 @@ pub struct Report {
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub generated_at: DateTime<Utc>,
     /// The window's start (UTC; `None`: everything kept).
+    #[serde(serialize_with = "crate::clock::ser_opt_rfc3339")]
     pub from: Option<DateTime<Utc>>,
     /// The window's end (UTC).
+    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub to: DateTime<Utc>,
     /// One per PREFIX_URL, in the order given.
     pub prefixes: Vec<PrefixTimeline>,

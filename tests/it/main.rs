@@ -44,6 +44,7 @@ mod takeover;
 mod takeover_signals;
 mod tick_judging;
 mod timeline;
+mod times;
 mod tls;
 mod tui_console;
 mod tui_loop;

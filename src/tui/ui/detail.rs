@@ -84,11 +84,11 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     ]));
     if let Some(rec) = &p.record {
         lines.push(kv("instance_id", sanitize(&rec.instance_id)));
-        lines.push(kv("acquired_at", rec.acquired_at.to_rfc3339()));
-        lines.push(kv("renewed_at", rec.renewed_at.to_rfc3339()));
+        lines.push(kv("acquired_at", crate::clock::shown(rec.acquired_at)));
+        lines.push(kv("renewed_at", crate::clock::shown(rec.renewed_at)));
         lines.push(kv("ttl_s", rec.ttl_s.to_string()));
         if let Some(at) = rec.released_at {
-            lines.push(kv("released_at", at.to_rfc3339()));
+            lines.push(kv("released_at", crate::clock::shown(at)));
         }
         // The fencing token; `-` for a record without one (unknown).
         lines.push(kv(
@@ -101,7 +101,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     lines.push(kv(
         "Last-Modified",
         p.last_modified
-            .map(|t| format!("{} (server clock)", t.to_rfc3339()))
+            .map(|t| format!("{} (server clock)", crate::clock::shown(t)))
             .unwrap_or_else(|| "-".into()),
     ));
     if p.age_unknown {
