@@ -609,28 +609,31 @@ impl Holder {
         }
     }
 
+    /// The current tenure and when its write was sent, when the LEASE on a
+    /// healthy store holds this process's own record whose answer was lost
+    /// after this process's memory began (what an acquire must take up).
+    fn own_lost_answer(&self, w: &Shared) -> Option<(Tenure, u64)> {
+        if w.variant != Variant::Healthy {
+            return None;
+        }
+        let cur = w.current.clone()?;
+        let info = w.tenures.get(&cur)?;
+        if info.holder != self.index || cur.0 != self.id || info.handed_out {
+            return None;
+        }
+        let sent = info
+            .answer_lost_ms
+            .filter(|&sent| sent > w.forgot_at[self.index])?;
+        Some((cur, sent))
+    }
+
     /// L1, at the moment it is decided: this process refused as "another
     /// process under the same instance id" by the record it wrote itself
     /// (its answer lost, its memory of the body intact). `bucket hold` exits
     /// 4 then, and the next process must wait the lease out: a TTL lost.
     fn check_refused_own(&self, e: &LeaseError) {
         let mut w = self.world.lock();
-        if w.variant != Variant::Healthy {
-            return;
-        }
-        let Some(cur) = w.current.clone() else {
-            return;
-        };
-        let Some(info) = w.tenures.get(&cur).cloned() else {
-            return;
-        };
-        if info.holder != self.index || cur.0 != self.id || info.handed_out {
-            return;
-        }
-        if info
-            .answer_lost_ms
-            .is_some_and(|sent| sent > w.forgot_at[self.index])
-        {
+        if let Some((cur, _)) = self.own_lost_answer(&w) {
             let what = format!(
                 "h{} ({}) was refused its own record, whose answer it lost ({e}): the next process must wait the lease out",
                 self.index, cur.0
@@ -641,26 +644,11 @@ impl Holder {
 
     /// L1: a create of ours whose answer was lost is adopted by our next
     /// acquire, not waited out: within half a TTL while we are reachable.
+    /// (On a broken store no acquire may succeed: nothing to take up.)
     fn check_answer_lost(&self, ttl_ms: u64) {
         let mut w = self.world.lock();
         let now = w.now_ms();
-        // On a broken store no acquire may succeed: nothing to take up.
-        if w.variant != Variant::Healthy {
-            return;
-        }
-        let Some(cur) = w.current.clone() else {
-            return;
-        };
-        let Some(info) = w.tenures.get(&cur).cloned() else {
-            return;
-        };
-        if info.holder != self.index || cur.0 != self.id || info.handed_out {
-            return;
-        }
-        if let Some(lost) = info
-            .answer_lost_ms
-            .filter(|&sent| sent > w.forgot_at[self.index])
-        {
+        if let Some((cur, lost)) = self.own_lost_answer(&w) {
             let reachable_since = lost.max(w.partition_ended[self.index]);
             // A client timeout, a pause before the next try, request delays.
             let bound = 5_000 + ttl_ms / 6;
