@@ -22,7 +22,7 @@ use leasectl::store::{ObjectRead, ObjectStore, PutCondition};
 use leasectl::takeover::{takeover, TakeoverError, TakeoverRequest, Then};
 
 /// A record renewed `ago_s` seconds ago (TTL 30 s), never a hand-over.
-fn record(id: &str, ago_s: i64) -> LeaseRecord {
+fn lease_record(id: &str, ago_s: i64) -> LeaseRecord {
     let renewed = Utc::now() - chrono::Duration::seconds(ago_s);
     LeaseRecord {
         instance_id: id.to_owned(),
@@ -40,7 +40,7 @@ async fn body_at(store: &dyn ObjectStore, key: &str) -> Option<Vec<u8>> {
 
 /// `leasectl ARGS` through `endpoint` (a dummy one for the local store), off
 /// the async runtime: (exit code, stdout, stderr).
-fn run(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
+fn run_at(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let out = tokio::task::block_in_place(|| leasectl(Some(endpoint), args));
     (
         out.status.code(),
@@ -119,11 +119,15 @@ async fn handover_taken_up_once(p: &Place, rounds: usize) {
         let (url, key) = (p.url)(round);
         let format = if round % 2 == 1 { "seed" } else { "leasectl" };
         p.store
-            .put(&key, record("dead", 120).to_body(), PutCondition::None)
+            .put(
+                &key,
+                lease_record("dead", 120).to_body(),
+                PutCondition::None,
+            )
             .await
             .unwrap();
         let audit = dir.path().join("audit.jsonl").display().to_string();
-        let (code, out, err) = run(
+        let (code, out, err) = run_at(
             &p.endpoint,
             &[
                 "takeover",
@@ -288,7 +292,7 @@ async fn bucket_hold_answered_without_etag_never_adopts_a_strangers_record() {
         &[],
     );
     wait_for_lines(&log, 1, Duration::from_secs(30)).await;
-    let stranger = record("stranger", 0).to_body();
+    let stranger = lease_record("stranger", 0).to_body();
     proxy.strip_put_etags_of("/db/LEASE", Some((direct.clone(), stranger.clone())));
     let code = h.exit_code(Duration::from_secs(20)).await;
     assert_eq!(
@@ -324,13 +328,13 @@ async fn takeover_command_whose_answer_was_lost_goes_on_as_taken() {
         direct
             .put(
                 "db/LEASE",
-                record("dead", 120).to_body(),
+                lease_record("dead", 120).to_body(),
                 PutCondition::None,
             )
             .await
             .unwrap();
         proxy.drop_next_answers_of("PUT", "/db/LEASE", 1);
-        let (code, out, err) = run(
+        let (code, out, err) = run_at(
             &proxy.endpoint(),
             &[
                 "takeover",
@@ -413,14 +417,14 @@ async fn takeover_answered_without_etag_never_claims_a_strangers_record() {
     direct
         .put(
             "db/LEASE",
-            record("dead", 120).to_body(),
+            lease_record("dead", 120).to_body(),
             PutCondition::None,
         )
         .await
         .unwrap();
-    let stranger = record("stranger", 0).to_body();
+    let stranger = lease_record("stranger", 0).to_body();
     proxy.strip_put_etags_of("/db/LEASE", Some((direct.clone(), stranger.clone())));
-    let (code, out, err) = run(
+    let (code, out, err) = run_at(
         &proxy.endpoint(),
         &[
             "takeover",
@@ -472,7 +476,7 @@ async fn a_refusal_whose_read_back_failed_is_unknown_not_nothing_written() {
     let direct = s3_store(&endpoint, &bucket);
     // Two attempts per request, as leasectl's own stores make.
     let store: Arc<dyn ObjectStore> = s3_store_attempts(&proxy.endpoint(), &bucket, 2);
-    let dead = record("dead", 120);
+    let dead = lease_record("dead", 120);
     direct
         .put("db/LEASE", dead.to_body(), PutCondition::None)
         .await

@@ -14,10 +14,6 @@ fn dead_record() -> String {
         .to_string()
 }
 
-fn run(args: &[&str]) -> std::process::Output {
-    leasectl(None, args)
-}
-
 #[test]
 fn a_torn_last_line_does_not_swallow_the_next_entry() {
     let dir = tempfile::tempdir().unwrap();

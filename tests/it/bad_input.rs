@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::common::*;
 use serde_json::Value;
 
-fn run(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     s3_env(&mut c);
     for (k, v) in env {
@@ -15,14 +15,6 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     }
     c.args(args);
     run_with_timeout(c, Duration::from_secs(60))
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
@@ -41,18 +33,18 @@ fn bad_region_profile_endpoint_and_aws_env_are_usage_errors_not_panics() {
         vec!["--endpoint-url", "ftp://host/", "--json", "s3://b/"],
         vec!["--timeout", "0s", "--json", "s3://b/"],
     ] {
-        let o = run(&args, &[]);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        assert!(!text(&o).contains("panicked"), "{args:?}");
+        let o = run_with_env(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", output_text(&o));
+        assert!(!output_text(&o).contains("panicked"), "{args:?}");
     }
     for (var, value) in [
         ("AWS_REGION", "us\u{1}east"),
         ("AWS_ACCESS_KEY_ID", "x\ny"),
         ("AWS_SECRET_ACCESS_KEY", "supersecret\u{7}value"),
     ] {
-        let o = run(&["--json", "--no-pod", "s3://b/"], &[(var, value)]);
-        assert_eq!(o.status.code(), Some(2), "{var}: {}", text(&o));
-        let t = text(&o);
+        let o = run_with_env(&["--json", "--no-pod", "s3://b/"], &[(var, value)]);
+        assert_eq!(o.status.code(), Some(2), "{var}: {}", output_text(&o));
+        let t = output_text(&o);
         assert!(t.contains(var), "names the variable: {t}");
         assert!(!t.contains("supersecret"), "never prints the value: {t}");
     }
@@ -62,7 +54,7 @@ fn bad_region_profile_endpoint_and_aws_env_are_usage_errors_not_panics() {
 fn credentials_in_the_endpoint_url_are_never_printed() {
     // User information in the endpoint is refused (a usage error) without
     // repeating it, at every log level.
-    let o = run(
+    let o = run_with_env(
         &[
             "--endpoint-url",
             "http://user:supersecretvalue123@127.0.0.1:1/?token=tok-secret-456",
@@ -75,7 +67,7 @@ fn credentials_in_the_endpoint_url_are_never_printed() {
         &[("LEASECTL_LOG", "trace")],
     );
     assert_eq!(o.status.code(), Some(2));
-    let t = text(&o);
+    let t = output_text(&o);
     assert!(
         !t.contains("supersecretvalue123") && !t.contains("tok-secret-456") && !t.contains("user:"),
         "{t}"
@@ -85,7 +77,7 @@ fn credentials_in_the_endpoint_url_are_never_printed() {
         "{t}"
     );
     // So is a query string (the SDK would log it at debug level).
-    let o = run(
+    let o = run_with_env(
         &[
             "--endpoint-url",
             "http://127.0.0.1:1/?token=tok-secret-456",
@@ -96,7 +88,7 @@ fn credentials_in_the_endpoint_url_are_never_printed() {
         &[("LEASECTL_LOG", "trace")],
     );
     assert_eq!(o.status.code(), Some(2));
-    let t = text(&o);
+    let t = output_text(&o);
     assert!(!t.contains("tok-secret-456"), "{t}");
     assert!(
         t.contains("has a query") && t.contains("127.0.0.1:1"),
@@ -120,9 +112,13 @@ fn read_only_cannot_be_combined_with_a_writing_command() {
         vec!["--read-only", "probe", url.as_str()],
         vec!["--read-only", "bucket", "hold", url.as_str(), "--", "true"],
     ] {
-        let o = run(&args, &[]);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
-        assert!(text(&o).contains("--read-only"), "{}", text(&o));
+        let o = run_with_env(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", output_text(&o));
+        assert!(
+            output_text(&o).contains("--read-only"),
+            "{}",
+            output_text(&o)
+        );
     }
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
@@ -135,7 +131,7 @@ fn read_only_cannot_be_combined_with_a_writing_command() {
 fn json_still_reports_the_good_target_when_another_cannot_be_opened() {
     let good = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(good.path().join("db")).unwrap();
-    let o = run(
+    let o = run_with_env(
         &[
             "--json",
             "--no-pod",
@@ -174,8 +170,8 @@ fn bad_pod_selection_is_reported_in_the_document() {
         ],
     ] {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = run(&a, &[]);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let o = run_with_env(&a, &[]);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", output_text(&o));
         let doc: Value = serde_json::from_slice(&o.stdout).expect("a JSON document");
         assert!(doc["pod_error"].is_string(), "{args:?}: {doc:#}");
     }
@@ -191,7 +187,7 @@ fn takeover_ttl_out_of_range_is_refused_before_anything_is_written() {
     std::fs::write(dir.path().join("db/LEASE"), &body).unwrap();
     let log = dir.path().join("audit.jsonl");
     for ttl in ["999999999y", "3601s", "0s", "2s", "1500ms"] {
-        let o = run(
+        let o = run_with_env(
             &[
                 "takeover",
                 &file_url(&dir.path().join("db")),
@@ -205,7 +201,7 @@ fn takeover_ttl_out_of_range_is_refused_before_anything_is_written() {
             ],
             &[],
         );
-        assert_eq!(o.status.code(), Some(2), "--ttl {ttl}: {}", text(&o));
+        assert_eq!(o.status.code(), Some(2), "--ttl {ttl}: {}", output_text(&o));
     }
     assert_eq!(
         std::fs::read_to_string(dir.path().join("db/LEASE")).unwrap(),
@@ -218,7 +214,7 @@ fn takeover_ttl_out_of_range_is_refused_before_anything_is_written() {
         "handover:a b",
         "handover:x\u{1b}[2J",
     ] {
-        let o = run(
+        let o = run_with_env(
             &[
                 "takeover",
                 &file_url(dir.path()),
@@ -230,7 +226,10 @@ fn takeover_ttl_out_of_range_is_refused_before_anything_is_written() {
             &[],
         );
         assert_eq!(o.status.code(), Some(2), "{then:?}");
-        assert!(!text(&o).contains('\u{1b}'), "escapes never echoed raw");
+        assert!(
+            !output_text(&o).contains('\u{1b}'),
+            "escapes never echoed raw"
+        );
     }
 }
 
@@ -239,14 +238,18 @@ fn file_urls_with_control_characters_are_refused_escaped() {
     // Percent-encoded, a control character is part of the name (issue 23
     // item 14: such prefixes must be nameable); this directory does not
     // exist, which is said (exit 1) with the name escaped.
-    let o = run(
+    let o = run_with_env(
         &["--json", "--no-pod", "file:///tmp/a%1b%5d0;pwned%07/"],
         &[],
     );
     assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("x1b]0;pwned"), "{}", text(&o));
+    assert!(
+        output_text(&o).contains("x1b]0;pwned"),
+        "{}",
+        output_text(&o)
+    );
     // Written raw, it is refused (a usage error), escaped.
-    let o = run(
+    let o = run_with_env(
         &["--json", "--no-pod", "file:///tmp/a\u{1b}]0;pwned\u{7}/"],
         &[],
     );
@@ -254,16 +257,16 @@ fn file_urls_with_control_characters_are_refused_escaped() {
     assert!(
         !o.stderr.contains(&0x1b) && !o.stderr.contains(&0x07),
         "{}",
-        text(&o)
+        output_text(&o)
     );
-    let o = run(
+    let o = run_with_env(
         &["--json", "--no-pod", "file:///tmp/a%1b%5d0;pwned%07/"],
         &[],
     );
     assert!(
         !o.stderr.contains(&0x1b) && !o.stderr.contains(&0x07),
         "{}",
-        text(&o)
+        output_text(&o)
     );
 }
 
@@ -276,11 +279,11 @@ fn one_bad_audit_line_does_not_hide_the_others() {
     bytes.extend_from_slice(entry.as_bytes());
     bytes.push(b'\n');
     std::fs::write(&log, bytes).unwrap();
-    let o = run(
+    let o = run_with_env(
         &["audit", "--json", "--audit-log", &log.display().to_string()],
         &[],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 1);
     assert_eq!(v[0]["reason"], "kept");
@@ -319,7 +322,8 @@ async fn keys_with_control_characters_and_empty_segments_are_listed_exactly() {
     })
     .await
     .unwrap();
-    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let doc: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", output_text(&o)));
     assert!(doc["targets"][0]["error"].is_null(), "{doc:#}");
     let rows = doc["targets"][0]["prefixes"].as_array().unwrap();
     let holder = |p: &str| {
@@ -337,10 +341,14 @@ async fn keys_with_control_characters_and_empty_segments_are_listed_exactly() {
 
 #[test]
 fn json_with_nothing_to_report_is_a_usage_error() {
-    let o = run(&["--json", "--no-pod"], &[]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = run_with_env(&["--json", "--no-pod"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
     assert!(o.stdout.is_empty());
-    assert!(text(&o).contains("give a TARGET"), "{}", text(&o));
+    assert!(
+        output_text(&o).contains("give a TARGET"),
+        "{}",
+        output_text(&o)
+    );
 }
 
 /// `leasectl --json … | head -1`: a reader that went away ends leasectl
@@ -444,7 +452,7 @@ fn an_error_naming_a_hostile_path_escapes_it_exactly_once() {
         vec!["takeover", url.as_str(), "--reason", "r", "--yes"],
         vec!["bucket", "hold", url.as_str(), "--", "true"],
     ] {
-        let o = run(&args, &[]);
+        let o = run_with_env(&args, &[]);
         let mut all = String::from_utf8_lossy(&o.stderr).into_owned();
         if args[0] == "--json" {
             // JSON escapes the backslash itself: read the decoded message.

@@ -15,23 +15,20 @@ use std::time::Duration;
 
 use clap::CommandFactory;
 
+use crate::common::cli::text;
 use crate::common::{self, file_url, repo, run_with_timeout};
 
-fn bin() -> Command {
+fn quiet_bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     common::s3_env(&mut c);
     c.env("LEASECTL_LOG", "warn").env("NO_COLOR", "1");
     c
 }
 
-fn run(args: &[&str]) -> Output {
-    let mut c = bin();
+fn run_quiet(args: &[&str]) -> Output {
+    let mut c = quiet_bin();
     c.args(args);
     run_with_timeout(c, Duration::from_secs(20))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Every leaf command of the command line (the top level included), with
@@ -110,7 +107,7 @@ fn every_duration_flag_refuses_values_near_the_limit() {
                 args.push(format!("--{long}={value}"));
                 args.extend(base_args(&path, &store, scratch.path()));
                 let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-                let out = run(&argv);
+                let out = run_quiet(&argv);
                 let err = text(&out.stderr);
                 let ctx = format!(
                     "leasectl {}: {:?}\nstdout:\n{}\nstderr:\n{err}",
@@ -165,14 +162,14 @@ fn intervals_under_a_second_are_refused() {
         vec!["--no-pod", "--watch", "--heartbeat", "999ms", &store],
         vec!["serve", "--no-pod", "--refresh", "500ms", &store],
     ] {
-        let out = run(&args);
+        let out = run_quiet(&args);
         let err = text(&out.stderr);
         let ctx = format!("{args:?}: {:?}\n{err}", out.status);
         assert_eq!(out.status.code(), Some(2), "{ctx}");
         assert!(err.contains("at least 1s"), "{ctx}");
         assert!(out.stdout.is_empty(), "{ctx}");
     }
-    let out = run(&["--json", "--no-pod", "--refresh", "1s", &store]);
+    let out = run_quiet(&["--json", "--no-pod", "--refresh", "1s", &store]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
     let cfg = dir.path().join("config.toml");
@@ -181,7 +178,7 @@ fn intervals_under_a_second_are_refused() {
         ("ttl", "18446744073709551615s"),
     ] {
         std::fs::write(&cfg, format!("[contexts.x]\n{field} = \"{value}\"\n")).unwrap();
-        let mut c = bin();
+        let mut c = quiet_bin();
         c.env("LEASECTL_CONFIG", &cfg)
             .args(["-c", "x", "--json", "--no-pod", &store]);
         let out = run_with_timeout(c, Duration::from_secs(20));
@@ -220,7 +217,7 @@ fn typos_of_every_subcommand_and_watch_values_get_a_hint() {
         }
     }
     for (typo, cmd) in cases {
-        let out = run(&[&typo]);
+        let out = run_quiet(&[&typo]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{typo}: {err}");
         assert!(
@@ -230,7 +227,7 @@ fn typos_of_every_subcommand_and_watch_values_get_a_hint() {
     }
     let dir = tempfile::tempdir().unwrap();
     let store = file_url(dir.path());
-    let out = run(&["--no-pod", "--watch", "1s", &store]);
+    let out = run_quiet(&["--no-pod", "--watch", "1s", &store]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -256,7 +253,7 @@ fn bucket_hold_of_a_command_that_cannot_run_is_126() {
         (not_exec.to_str().unwrap(), 126),
         (missing.to_str().unwrap(), 127),
     ] {
-        let out = run(&[
+        let out = run_quiet(&[
             "bucket", "hold", "--ttl", "3s", "--grace", "0s", &prefix, "--", cmd,
         ]);
         let err = text(&out.stderr);
@@ -265,7 +262,7 @@ fn bucket_hold_of_a_command_that_cannot_run_is_126() {
         // The lease was released: the prefix is free again (a released
         // record keeps the generation).
         assert!(common::released_file(&dir.path().join("p/LEASE")), "{err}");
-        let out = run(&["writer", "exec", "--data-dir", data, "--", cmd]);
+        let out = run_quiet(&["writer", "exec", "--data-dir", data, "--", cmd]);
         assert_eq!(
             out.status.code(),
             Some(code),
@@ -288,7 +285,7 @@ fn conditional_env_is_read_only_where_it_is_used() {
     std::fs::create_dir(&data).unwrap();
     let audit = dir.path().join("audit.jsonl");
     let with = |value: &str, args: &[&str]| {
-        let mut c = bin();
+        let mut c = quiet_bin();
         c.env("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL", value)
             .args(args);
         run_with_timeout(c, Duration::from_secs(20))
@@ -417,7 +414,7 @@ fn long_options(line: &str) -> Vec<String> {
 fn help(path: &[&str]) -> String {
     let mut args: Vec<&str> = path.to_vec();
     args.push("--help");
-    let out = run(&args);
+    let out = run_quiet(&args);
     assert_eq!(out.status.code(), Some(0), "{args:?}");
     text(&out.stdout)
 }
@@ -534,7 +531,7 @@ fn readme_tables_name_only_what_the_help_has() {
 /// itself and names no `leasectl-COMMAND(1)` page (none is installed).
 #[test]
 fn the_man_page_refers_to_no_missing_page() {
-    let out = run(&["man"]);
+    let out = run_quiet(&["man"]);
     assert_eq!(out.status.code(), Some(0));
     let man = text(&out.stdout);
     // `leasectl-check(1)`, roff-escaped or not.
@@ -679,12 +676,12 @@ fn help_gives_each_command_a_one_line_summary() {
 /// a usage error of `probe` whose TARGET is the word `check` is clap's 2.
 #[test]
 fn only_the_check_commands_usage_errors_are_unknown() {
-    let out = run(&["check", "--bogus"]);
+    let out = run_quiet(&["check", "--bogus"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("LEASES UNKNOWN - usage error"));
-    let out = run(&["--region", "eu-west-1", "check", "--warn-age", "soon"]);
+    let out = run_quiet(&["--region", "eu-west-1", "check", "--warn-age", "soon"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
-    let out = run(&["probe", "check", "--bogus"]);
+    let out = run_quiet(&["probe", "check", "--bogus"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "", "no plugin line for another command");
 }

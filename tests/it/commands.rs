@@ -6,17 +6,11 @@ use std::time::{Duration, Instant};
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
-    c
-}
-
 async fn bucket(kind: Moto, test: &str) -> (String, String) {
     Server::Moto(kind).bucket(test).await
 }
 
-fn run(mut c: Command) -> std::process::Output {
+fn run_cmd(mut c: Command) -> std::process::Output {
     run_with_timeout(
         std::mem::replace(&mut c, Command::new("true")),
         Duration::from_secs(60),
@@ -27,7 +21,9 @@ fn run(mut c: Command) -> std::process::Output {
 async fn probe_s3(endpoint: &str, url: String) -> std::process::Output {
     let mut c = bin();
     c.args(["--endpoint-url", endpoint, "--path-style", "probe", &url]);
-    tokio::task::spawn_blocking(move || run(c)).await.unwrap()
+    tokio::task::spawn_blocking(move || run_cmd(c))
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -63,7 +59,7 @@ fn probe_on_the_local_store_is_conditional() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = bin();
     c.args(["probe", &file_url(dir.path())]);
-    let out = run(c);
+    let out = run_cmd(c);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -95,7 +91,7 @@ fn hold_runs_the_command_under_the_lease_and_releases_it() {
         &format!("cat {d}/db/LEASE > {d}/seen; echo $LEASECTL_INSTANCE_ID > {d}/id; exit 7"),
     ]);
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
-    let out = run(c);
+    let out = run_cmd(c);
     assert_eq!(
         out.status.code(),
         Some(7),
@@ -134,7 +130,7 @@ fn hold_refuses_a_prefix_someone_else_holds() {
         "touch",
     ])
     .arg(&marker);
-    let out = run(c);
+    let out = run_cmd(c);
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("held by other-writer"), "{err}");
@@ -241,7 +237,7 @@ fn best_effort_mode_is_logged_at_warn() {
         "--",
         "true",
     ]);
-    let out = run(c);
+    let out = run_cmd(c);
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("WARN") && err.contains("best-effort"), "{err}");
@@ -263,7 +259,7 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
     let mut c = bin();
     c.args(["takeover", &url, "--reason", "move to successor", "--yes"])
         .args(["--then", "handover:successor-7", "--audit-log", &log]);
-    let out = run(c);
+    let out = run_cmd(c);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -273,7 +269,7 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
     // Someone else is refused: the handed-over lease is fresh.
     let mut c = bin();
     c.args(["bucket", "hold", &url, "--", "true"]);
-    assert_eq!(run(c).status.code(), Some(4));
+    assert_eq!(run_cmd(c).status.code(), Some(4));
     // The named successor adopts it at once.
     let marker = dir.path().join("ran");
     let mut c = bin();
@@ -287,7 +283,7 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
         "touch",
     ])
     .arg(&marker);
-    let out = run(c);
+    let out = run_cmd(c);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -326,7 +322,7 @@ server_matrix! {
         let mut c = bin();
         c.args(["--endpoint-url", &endpoint, "--path-style", "probe", "--json"])
             .arg(format!("s3://{b}/db/"));
-        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
         assert_eq!(out.status.code(), Some(0), "{doc:#}");
@@ -375,7 +371,7 @@ server_matrix! {
         let mut c = bin();
         c.args(["--endpoint-url", &endpoint, "--path-style", "probe"])
             .arg(format!("s3://{b}/db/"));
-        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(out.status.code(), Some(0), "{text}");
         for step in [
@@ -463,7 +459,7 @@ server_matrix! {
         let f = finished.clone();
         let t = Instant::now();
         let proc = tokio::task::spawn_blocking(move || {
-            let out = run(c);
+            let out = run_cmd(c);
             f.store(true, std::sync::atomic::Ordering::SeqCst);
             out
         });
@@ -510,7 +506,7 @@ server_matrix! {
             .arg(format!("s3://{b}/db/"))
             .args(["--ttl", "3s", "--", "sh", "-c"])
             .arg(format!("echo $LEASECTL_INSTANCE_ID > {}", seen.display()));
-        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{}: {err}", server.name());
         assert_eq!(
@@ -535,7 +531,7 @@ server_matrix! {
                 let mut c = bin();
                 c.args(["--endpoint-url", &endpoint, "--path-style", "bucket", "hold", &url])
                     .args(["--ttl", "30s", "--", "sleep", "1"]);
-                tokio::task::spawn_blocking(move || run(c))
+                tokio::task::spawn_blocking(move || run_cmd(c))
             };
             let (one, two) = (spawn(url.clone()), spawn(url));
             let (one, two) = (one.await.unwrap(), two.await.unwrap());
@@ -580,7 +576,9 @@ async fn conditional_headers_answered_400_or_501_are_reported_as_unsupported() {
         ])
         .arg(format!("s3://{b}/db/"))
         .args(["--", "true"]);
-        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let out = tokio::task::spawn_blocking(move || run_cmd(c))
+            .await
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(4), "{status}: {err}");
         assert!(
@@ -621,7 +619,9 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     .arg(format!("s3://{b}/db/"))
     .args(["--", "touch"])
     .arg(&marker);
-    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run_cmd(c))
+        .await
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("If-Match on an absent key"), "{err}");
@@ -665,7 +665,9 @@ async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
     ])
     .arg(format!("s3://{b}/db/"))
     .args(["--", "true"]);
-    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run_cmd(c))
+        .await
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(!err.contains("nothing left behind"), "{err}");
@@ -692,7 +694,9 @@ async fn bucket_hold_on_a_local_store_says_its_clock_is_not_checked() {
         &format!("file://{}/", dir.path().display()),
     ])
     .args(["--ttl", "12s", "--", "true"]);
-    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run_cmd(c))
+        .await
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(err.matches("has no clock of its own").count(), 1, "{err}");
@@ -707,7 +711,9 @@ async fn bucket_hold_on_a_local_store_says_its_clock_is_not_checked() {
         "hold",
     ])
     .args([&format!("s3://{b}/db/"), "--ttl", "12s", "--", "true"]);
-    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run_cmd(c))
+        .await
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("has no clock of its own"), "{err}");

@@ -275,7 +275,7 @@ async fn without_containment_a_daemon_outlives_sigkill() {
     assert!(stamps(&log).last().copied().unwrap() > killed + 1.0);
 }
 
-fn run(args: &[&str], wrap: &[&str]) -> std::process::Output {
+fn run_wrapped(args: &[&str], wrap: &[&str]) -> std::process::Output {
     let mut c = if wrap.is_empty() {
         Command::new(BIN)
     } else {
@@ -300,7 +300,7 @@ fn a_kernel_that_refuses_namespaces_is_said_once_and_require_refuses() {
     let pid_file = dir.path().join("pid");
     let cmd = format!("echo $$ > {}", pid_file.display());
     let hold = |mode: &str| {
-        run(
+        run_wrapped(
             &[
                 "bucket",
                 "hold",
@@ -418,7 +418,7 @@ fn an_unprivileged_user_gets_a_user_namespace() {
     let url = format!("{}p/", file_url(&store));
     let made = work.join("made");
     let script = format!("id -u > {}; echo $$ >> {}", made.display(), made.display());
-    let out = run(
+    let out = run_wrapped(
         &[
             "bucket", "hold", &url, "--ttl", "3s", "--", "sh", "-c", &script,
         ],
@@ -474,7 +474,7 @@ fn signals_and_statuses_pass_through_containment() {
         assert_eq!(out.status.code(), Some(code), "{name}: {err}");
         assert_eq!(std::fs::read_to_string(&got).unwrap().trim(), name, "{err}");
     }
-    let out = run(
+    let out = run_wrapped(
         &[
             "bucket",
             "hold",
@@ -489,7 +489,7 @@ fn signals_and_statuses_pass_through_containment() {
         &[],
     );
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
-    let out = run(
+    let out = run_wrapped(
         &[
             "bucket",
             "hold",

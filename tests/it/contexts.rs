@@ -8,18 +8,15 @@ use std::process::{Command, Output};
 
 use chrono::{SecondsFormat, Utc};
 
+use crate::common::cli::text;
 use crate::common::{file_url, run_with_timeout, s3_env};
 
 /// `leasectl ARGS` with the config file `config`.
-fn run(config: &Path, args: &[&str]) -> Output {
+fn run_with_config(config: &Path, args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     s3_env(&mut c);
     c.env("LEASECTL_CONFIG", config).args(args);
     run_with_timeout(c, std::time::Duration::from_secs(60))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn fresh_record(holder: &str, ttl_s: u64) -> String {
@@ -55,7 +52,7 @@ fn contexts_select_targets_and_flags_win() {
     let config = dir.path().join("config.toml");
 
     // No file: `config path` says where it would be; a bare run is as before.
-    let out = run(&config, &["config", "path"]);
+    let out = run_with_config(&config, &["config", "path"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(text(&out.stdout).trim(), config.display().to_string());
     assert!(
@@ -63,10 +60,10 @@ fn contexts_select_targets_and_flags_win() {
         "{}",
         text(&out.stderr)
     );
-    let out = run(&config, &["config", "view"]);
+    let out = run_with_config(&config, &["config", "view"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("there is no config file at"));
-    let out = run(&config, &["-c", "prod", "--no-pod", "-o", "ndjson"]);
+    let out = run_with_config(&config, &["-c", "prod", "--no-pod", "-o", "ndjson"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("context `prod` was asked for, but there is no config file"),
@@ -87,16 +84,16 @@ fn contexts_select_targets_and_flags_win() {
     .unwrap();
 
     // Bare: the default context, with its depth.
-    let out = run(&config, &["--no-pod", "-o", "ndjson"]);
+    let out = run_with_config(&config, &["--no-pod", "-o", "ndjson"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(prefixes(&out), ["db/", "deep/er/"]);
     // A flag wins over the context's value.
-    let out = run(&config, &["--no-pod", "-o", "ndjson", "--depth", "1"]);
+    let out = run_with_config(&config, &["--no-pod", "-o", "ndjson", "--depth", "1"]);
     assert_eq!(prefixes(&out), ["db/", "deep/"]);
     // -c picks another context; TARGETs given win over the context's.
-    let out = run(&config, &["-c", "stage", "--no-pod", "-o", "ndjson"]);
+    let out = run_with_config(&config, &["-c", "stage", "--no-pod", "-o", "ndjson"]);
     assert_eq!(prefixes(&out), ["web/"]);
-    let out = run(
+    let out = run_with_config(
         &config,
         &[
             "--context",
@@ -109,7 +106,7 @@ fn contexts_select_targets_and_flags_win() {
     );
     assert_eq!(prefixes(&out), ["db/", "deep/"]);
     // check takes the context's targets too.
-    let out = run(&config, &["-c", "prod", "check", "--no-pod"]);
+    let out = run_with_config(&config, &["-c", "prod", "check", "--no-pod"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert!(
         text(&out.stdout).starts_with("LEASES OK - 2 leases (2 fresh"),
@@ -143,7 +140,7 @@ fn contexts_select_targets_and_flags_win() {
             audit.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let out = run(&config, &args);
+        let out = run_with_config(&config, &args);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -161,7 +158,7 @@ fn contexts_select_targets_and_flags_win() {
     assert_eq!(take(&["--ttl", "20s"]), 20);
 
     // config view: validated and normalised.
-    let out = run(&config, &["config", "view"]);
+    let out = run_with_config(&config, &["config", "view"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let view = text(&out.stdout);
     assert!(
@@ -183,19 +180,19 @@ fn context_errors_are_sentences_with_the_file_and_the_fix() {
     std::fs::write(&config, "[contexts.prod]\ntargets = [\"file:///tmp/\"]\n").unwrap();
 
     // An unknown context lists the known ones; check says UNKNOWN (3).
-    let out = run(&config, &["-c", "prdo", "--no-pod", "-o", "table"]);
+    let out = run_with_config(&config, &["-c", "prdo", "--no-pod", "-o", "table"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr).trim(),
         format!("leasectl: there is no context `prdo` in {shown}; the contexts defined are: prod")
     );
-    let out = run(&config, &["-c", "prdo", "check"]);
+    let out = run_with_config(&config, &["-c", "prdo", "check"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(text(&out.stdout).starts_with("LEASES UNKNOWN - there is no context `prdo`"));
 
     // A typo in a field: line and column, and the fix.
     std::fs::write(&config, "[contexts.prod]\ntargets = []\nregoin = \"eu\"\n").unwrap();
-    let out = run(&config, &["config", "view"]);
+    let out = run_with_config(&config, &["config", "view"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
@@ -209,10 +206,10 @@ fn context_errors_are_sentences_with_the_file_and_the_fix() {
         "no Debug output: {err}"
     );
     // A bare leasectl with an invalid config says so instead of ignoring it.
-    let out = run(&config, &["--no-pod", "-o", "table"]);
+    let out = run_with_config(&config, &["--no-pod", "-o", "table"]);
     assert_eq!(out.status.code(), Some(2));
     // …but with a TARGET (and no -c) the file is not read at all.
-    let out = run(
+    let out = run_with_config(
         &config,
         &["--no-pod", "-o", "table", "file:///nonexistent-leasectl/"],
     );
@@ -225,7 +222,7 @@ fn context_errors_are_sentences_with_the_file_and_the_fix() {
     )
     .unwrap();
     for args in [&["config", "view"][..], &["--no-pod", "-o", "table"][..]] {
-        let out = run(&config, args);
+        let out = run_with_config(&config, args);
         assert_eq!(out.status.code(), Some(2));
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert!(all.contains("carries credentials"), "{all}");

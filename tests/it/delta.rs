@@ -40,7 +40,13 @@ fn write_body(dir: &Path, prefix: &str, body: &str) {
     std::fs::rename(tmp, lease).unwrap();
 }
 
-fn write_lease(dir: &Path, prefix: &str, holder: &str, generation: u64, renewed: DateTime<Utc>) {
+fn write_generation_lease(
+    dir: &Path,
+    prefix: &str,
+    holder: &str,
+    generation: u64,
+    renewed: DateTime<Utc>,
+) {
     write_body(
         dir,
         prefix,
@@ -93,7 +99,7 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
     for (i, p) in names.iter().enumerate() {
         match i % 6 {
             5 => std::fs::create_dir_all(dir.join(p)).unwrap(),
-            _ => write_lease(dir, p, &format!("h-{p}"), 1, t0()),
+            _ => write_generation_lease(dir, p, &format!("h-{p}"), 1, t0()),
         }
     }
     let clock = Arc::new(ManualClock::new(t0()));
@@ -118,8 +124,8 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
             let p = names[rng.below(names.len())].clone();
             generation += 1;
             match rng.below(8) {
-                0..=2 => write_lease(dir, &p, &format!("h-{p}"), 1, now),
-                3 => write_lease(dir, &p, &format!("other-{step}"), generation, now),
+                0..=2 => write_generation_lease(dir, &p, &format!("h-{p}"), 1, now),
+                3 => write_generation_lease(dir, &p, &format!("other-{step}"), generation, now),
                 4 => {
                     let _ = std::fs::remove_file(dir.join(&p).join("LEASE"));
                 }
@@ -132,7 +138,7 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
                     }
                     std::fs::create_dir_all(&lease).unwrap();
                 }
-                _ => write_lease(
+                _ => write_generation_lease(
                     dir,
                     &p,
                     &format!("h-{p}"),
@@ -143,7 +149,7 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
         }
         if step % 9 == 4 {
             let p = format!("new{step:03}");
-            write_lease(dir, &p, &format!("h-{p}"), 1, now);
+            write_generation_lease(dir, &p, &format!("h-{p}"), 1, now);
             names.push(p);
         }
         if step % 13 == 6 {

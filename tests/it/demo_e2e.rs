@@ -8,11 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::common::cli::bin_path;
 use crate::common::tmux::Tmux;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_leasectl")
-}
 
 /// Generous: the machine may be busy with other builds.
 const LONG: Duration = Duration::from_secs(90);
@@ -148,7 +145,7 @@ fn demo_console_shows_every_state_and_both_pods_and_leaves_nothing_behind() {
     tmux.type_line(&format!(
         "TMPDIR={} {} demo --die-after 3s ; echo EXIT=$?",
         tmp.path().display(),
-        bin()
+        bin_path()
     ));
     let screen = tmux.wait_for(LONG, "the demo's rows", |s| {
         s.contains("healthy-holder")
@@ -243,7 +240,7 @@ fn demo_console_shows_every_state_and_both_pods_and_leaves_nothing_behind() {
 }
 
 fn json(args: &[&str]) -> (i32, serde_json::Value) {
-    let out = Command::new(bin())
+    let out = Command::new(bin_path())
         .args(["--json"])
         .args(args)
         .env("NO_COLOR", "1")
@@ -279,7 +276,7 @@ fn json_snapshot_from_another_process_agrees_with_the_demo() {
     let tmux = Tmux::start(140, 30);
     tmux.type_line(&format!(
         "{} demo --dir {} --die-after 2s ; echo EXIT=$?",
-        bin(),
+        bin_path(),
         d.display()
     ));
     tmux.wait_for(LONG, "the demo's rows", |s| s.contains("healthy-holder"));
@@ -353,7 +350,7 @@ fn json_snapshot_from_another_process_agrees_with_the_demo() {
     );
     let healthy = pid_of(&d, "pod healthy").to_string();
     let healthy_dir = d.join(".leasectl-demo/pods/healthy");
-    let out = Command::new(bin())
+    let out = Command::new(bin_path())
         .args(["--json", "--pod-root", &healthy, "--data-dir"])
         .arg(&healthy_dir)
         .arg(&target)
@@ -396,7 +393,7 @@ fn nothing_survives_a_killed_demo() {
     tmux.type_line(&format!(
         "TMPDIR={} {} demo ; echo EXIT=$?",
         tmp.path().display(),
-        bin()
+        bin_path()
     ));
     tmux.wait_for(LONG, "the demo's rows", |s| s.contains("healthy-holder"));
     let dir = demo_dir_in(tmp.path());
@@ -432,7 +429,7 @@ fn nothing_survives_a_killed_demo() {
 #[test]
 fn demo_refuses_without_a_terminal_or_with_a_foreign_dir() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(bin())
+    let out = Command::new(bin_path())
         .arg("demo")
         .env("TMPDIR", tmp.path())
         .stdin(std::process::Stdio::null())
@@ -449,7 +446,7 @@ fn demo_refuses_without_a_terminal_or_with_a_foreign_dir() {
     let other = tmp.path().join("not-a-demo");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("precious.txt"), "keep me").unwrap();
-    let out = Command::new(bin())
+    let out = Command::new(bin_path())
         .args(["demo", "--dir"])
         .arg(&other)
         .stdin(std::process::Stdio::null())

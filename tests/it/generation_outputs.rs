@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::common::{self, file_url, leasectl, line_reader, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
-fn record(holder: &str, age_s: i64, ttl_s: u64, generation: Option<u64>) -> String {
+fn record_with_generation(holder: &str, age_s: i64, ttl_s: u64, generation: Option<u64>) -> String {
     let t = (Utc::now() - chrono::Duration::seconds(age_s))
         .to_rfc3339_opts(SecondsFormat::Micros, true);
     let mut v = serde_json::json!({"instance_id": holder, "acquired_at": t, "renewed_at": t, "ttl_s": ttl_s});
@@ -30,7 +30,7 @@ fn record(holder: &str, age_s: i64, ttl_s: u64, generation: Option<u64>) -> Stri
 }
 
 /// Writes `{root}/{prefix}LEASE` whole (a rename, so no reader sees half).
-fn write_lease(root: &Path, prefix: &str, body: &str) {
+fn write_lease_atomically(root: &Path, prefix: &str, body: &str) {
     let d = root.join(prefix);
     std::fs::create_dir_all(&d).unwrap();
     let tmp = d.join(".LEASE.test-tmp");
@@ -65,7 +65,7 @@ fn takeover(url: &str, reason: &str, then: &str, log: &Path) {
 }
 
 /// `--json` (or other args) of the store: (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
+fn run_parts(args: &[&str]) -> (i32, String, String) {
     let out = leasectl(None, args);
     (
         out.status.code().unwrap_or(-1),
@@ -94,14 +94,26 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    write_lease(&store, "gen/", &record("holder-g", 1, 60, Some(7)));
-    write_lease(&store, "nogen/", &record("holder-n", 1, 60, None));
-    write_lease(&store, "dead/", &record("dead-holder", 300, 30, Some(41)));
+    write_lease_atomically(
+        &store,
+        "gen/",
+        &record_with_generation("holder-g", 1, 60, Some(7)),
+    );
+    write_lease_atomically(
+        &store,
+        "nogen/",
+        &record_with_generation("holder-n", 1, 60, None),
+    );
+    write_lease_atomically(
+        &store,
+        "dead/",
+        &record_with_generation("dead-holder", 300, 30, Some(41)),
+    );
     let log = dir.path().join("audit.jsonl");
     let log_s = log.display().to_string();
     let url = file_url(&store);
 
-    let (code, out, err) = run(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
+    let (code, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
     assert_eq!(code, 3, "dead/ is stale: {out}{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["schema_version"], "1.4");
@@ -122,7 +134,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     assert!(doc["audit_log"]["error"].is_null(), "{doc:#}");
 
     // The table: GENERATION last, `-` when unknown.
-    let (_, table, _) = run(&["-o", "table", "--no-pod", &url]);
+    let (_, table, _) = run_parts(&["-o", "table", "--no-pod", &url]);
     let lines: Vec<Vec<&str>> = table
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -147,7 +159,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
         "handover:successor-1",
         &log,
     );
-    let (_, out, err) = run(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
+    let (_, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
     let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     let dead = row(&doc, "dead/");
     assert_eq!(dead["record"]["instance_id"], "successor-1", "{dead:#}");
@@ -166,7 +178,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     assert!((Utc::now() - when).num_seconds().abs() < 120, "{t:#}");
     assert!(row(&doc, "gen/")["last_takeover"].is_null());
     // The same takeover is found through the prefix's own URL.
-    let (_, out, _) = run(&[
+    let (_, out, _) = run_parts(&[
         "--json",
         "--no-pod",
         "--audit-log",
@@ -177,7 +189,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     assert_eq!(row(&doc, "")["last_takeover"]["reason"], "INC-7 dead host");
 
     // NDJSON: the lease line carries it, the summary names the log.
-    let (_, out, _) = run(&["-o", "ndjson", "--no-pod", "--audit-log", &log_s, &url]);
+    let (_, out, _) = run_parts(&["-o", "ndjson", "--no-pod", "--audit-log", &log_s, &url]);
     let lines: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -199,7 +211,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     // An audit log that cannot be read (a FIFO is never opened): unknown, exit 1.
     let fifo = dir.path().join("fifo.jsonl");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let (code, out, err) = run(&[
+    let (code, out, err) = run_parts(&[
         "--json",
         "--no-pod",
         "--audit-log",
@@ -231,7 +243,11 @@ fn watch_writes_holder_change_lines() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    write_lease(&store, "db/", &record("holder-a", 0, 60, Some(7)));
+    write_lease_atomically(
+        &store,
+        "db/",
+        &record_with_generation("holder-a", 0, 60, Some(7)),
+    );
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
     let mut watch = Command::new(env!("CARGO_BIN_EXE_leasectl"));
@@ -258,12 +274,20 @@ fn watch_writes_holder_change_lines() {
 
     // A renewal (same holder, same generation): a lease line (a new ETag),
     // no change.
-    write_lease(&store, "db/", &record("holder-a", 0, 60, Some(7)));
+    write_lease_atomically(
+        &store,
+        "db/",
+        &record_with_generation("holder-a", 0, 60, Some(7)),
+    );
     wait_json_line(&rx, &mut seen, limit, "for the renewal", |v| {
         v["type"] == "lease" && v["prefix"] == "db/" && v["etag"] != first["etag"]
     });
     // Someone writes over the live lease, stale already, generation 8.
-    write_lease(&store, "db/", &record("holder-b", 300, 30, Some(8)));
+    write_lease_atomically(
+        &store,
+        "db/",
+        &record_with_generation("holder-b", 300, 30, Some(8)),
+    );
     let c = change(&mut seen, "over the live lease");
     assert_eq!(c["how"], "changed_while_fresh", "{c:#}");
     assert_eq!(c["target"], url.as_str());
@@ -313,7 +337,11 @@ fn watch_writes_holder_change_lines() {
     assert_eq!(c["how"], "released", "{c:#}");
     assert_eq!(c["previous_holder"], "successor-2");
     assert!(c["holder"].is_null() && c["generation"].is_null(), "{c:#}");
-    write_lease(&store, "db/", &record("holder-c", 0, 60, Some(20)));
+    write_lease_atomically(
+        &store,
+        "db/",
+        &record_with_generation("holder-c", 0, 60, Some(20)),
+    );
     let c = change(&mut seen, "after the new acquire");
     assert_eq!(c["how"], "acquired", "{c:#}");
     assert!(c["previous_holder"].is_null(), "{c:#}");
@@ -377,8 +405,16 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    write_lease(&store, "db/", &record("holder-a", 300, 30, Some(7)));
-    write_lease(&store, "nogen/", &record("holder-n", 0, 3600, None));
+    write_lease_atomically(
+        &store,
+        "db/",
+        &record_with_generation("holder-a", 300, 30, Some(7)),
+    );
+    write_lease_atomically(
+        &store,
+        "nogen/",
+        &record_with_generation("holder-n", 0, 3600, None),
+    );
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
     let stderr_path = dir.path().join("serve.stderr");
@@ -475,7 +511,11 @@ fn serve_reports_an_unreadable_audit_log() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
-    write_lease(&store, "db/", &record("holder-a", 0, 30, Some(7)));
+    write_lease_atomically(
+        &store,
+        "db/",
+        &record_with_generation("holder-a", 0, 30, Some(7)),
+    );
     let log = dir.path().join("audit.jsonl");
     std::fs::create_dir(&log).unwrap();
     let url = file_url(&store);
@@ -541,9 +581,13 @@ fn generations_far_ahead_or_saturated_are_noted() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let now_us = Utc::now().timestamp_micros() as u64;
-    write_lease(&store, "ok/", &record("holder-o", 0, 30, Some(now_us)));
+    write_lease_atomically(
+        &store,
+        "ok/",
+        &record_with_generation("holder-o", 0, 30, Some(now_us)),
+    );
     let url = file_url(&store);
-    let (code, _, err) = run(&["--json", "--no-pod", &url]);
+    let (code, _, err) = run_parts(&["--json", "--no-pod", &url]);
     assert_eq!(code, 0, "{err}");
 
     for (g, want) in [
@@ -553,8 +597,12 @@ fn generations_far_ahead_or_saturated_are_noted() {
         ),
         (u64::MAX, "the largest a generation can be"),
     ] {
-        write_lease(&store, "ok/", &record("holder-o", 0, 30, Some(g)));
-        let (code, out, err) = run(&["--json", "--no-pod", &url]);
+        write_lease_atomically(
+            &store,
+            "ok/",
+            &record_with_generation("holder-o", 0, 30, Some(g)),
+        );
+        let (code, out, err) = run_parts(&["--json", "--no-pod", &url]);
         assert_eq!(code, 3, "{out}\n{err}");
         let doc: Value = serde_json::from_str(&out).unwrap();
         let r = row(&doc, "ok/");
@@ -564,7 +612,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
             r["problem"].as_str().is_some_and(|p| p.contains(want)),
             "{r}"
         );
-        let (code, out, err) = run(&["check", "--no-pod", &url]);
+        let (code, out, err) = run_parts(&["check", "--no-pod", &url]);
         assert_eq!(code, 1, "WARNING:\n{out}\n{err}");
         assert!(out.starts_with("LEASES WARNING"), "{out}");
         assert!(out.contains(want), "{out}");

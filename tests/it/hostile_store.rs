@@ -19,23 +19,13 @@ use serde_json::Value;
 /// Every run here is bounded: a hang is a failure, not a stuck test.
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn record(id: &str, ttl_s: u64) -> String {
+fn body_now(id: &str, ttl_s: u64) -> String {
     let t = chrono::Utc::now().to_rfc3339();
     format!(r#"{{"instance_id":"{id}","acquired_at":"{t}","renewed_at":"{t}","ttl_s":{ttl_s}}}"#)
 }
 
-fn run(args: &[&str]) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    c.args(args);
-    run_with_timeout(c, LIMIT)
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+fn run_limited(args: &[&str]) -> std::process::Output {
+    run_bare(args, LIMIT)
 }
 
 /// `--json` of a store whose `bad/` prefix holds whatever `make` puts at
@@ -44,17 +34,17 @@ fn snapshot_with(make: impl FnOnce(&Path)) -> (Value, Value, std::process::Outpu
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("bad")).unwrap();
     std::fs::create_dir_all(dir.path().join("good")).unwrap();
-    std::fs::write(dir.path().join("good/LEASE"), record("healthy", 30)).unwrap();
+    std::fs::write(dir.path().join("good/LEASE"), body_now("healthy", 30)).unwrap();
     make(&dir.path().join("bad/LEASE"));
     let started = Instant::now();
-    let o = run(&["--json", "--no-pod", &file_url(dir.path())]);
+    let o = run_limited(&["--json", "--no-pod", &file_url(dir.path())]);
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "took {:?}",
         started.elapsed()
     );
     let v: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&o)));
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", output_text(&o)));
     let rows = v["targets"][0]["prefixes"].as_array().unwrap().clone();
     let row = |p: &str| {
         rows.iter()
@@ -110,7 +100,7 @@ fn directory_named_lease_is_a_prefix_not_an_object() {
     let (bad, good, o) = snapshot_with(|p| std::fs::create_dir(p).unwrap());
     assert_eq!(bad["state"], "absent", "{bad:#}");
     assert_eq!(good["state"], "fresh");
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
 }
 
 #[test]
@@ -148,10 +138,14 @@ fn symlink_out_of_the_store_is_not_followed() {
     let outside = tempfile::tempdir().unwrap();
     let secret = outside.path().join("secret");
     // A valid record, so following the link would show it as a lease.
-    std::fs::write(&secret, record("TOP-SECRET-CONTENT", 30)).unwrap();
+    std::fs::write(&secret, body_now("TOP-SECRET-CONTENT", 30)).unwrap();
     let (bad, good, o) = snapshot_with(|p| symlink(&secret, p).unwrap());
     assert_malformed_not_regular(&bad, &good, "symlink");
-    assert!(!text(&o).contains("TOP-SECRET-CONTENT"), "{}", text(&o));
+    assert!(
+        !output_text(&o).contains("TOP-SECRET-CONTENT"),
+        "{}",
+        output_text(&o)
+    );
 }
 
 #[test]
@@ -166,11 +160,11 @@ fn unreadable_file_is_an_error_for_that_prefix_only() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("bad")).unwrap();
     std::fs::create_dir_all(dir.path().join("good")).unwrap();
-    std::fs::write(dir.path().join("good/LEASE"), record("healthy", 30)).unwrap();
+    std::fs::write(dir.path().join("good/LEASE"), body_now("healthy", 30)).unwrap();
     let bad = dir.path().join("bad/LEASE");
-    std::fs::write(&bad, record("hidden", 30)).unwrap();
+    std::fs::write(&bad, body_now("hidden", 30)).unwrap();
     std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o000)).unwrap();
-    let o = run(&["--json", "--no-pod", &file_url(dir.path())]);
+    let o = run_limited(&["--json", "--no-pod", &file_url(dir.path())]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let t = &v["targets"][0];
     assert!(
@@ -181,12 +175,16 @@ fn unreadable_file_is_an_error_for_that_prefix_only() {
             .any(|e| e["prefix"] == "bad/"),
         "{v:#}"
     );
-    assert!(text(&o).contains("ermission denied"), "{}", text(&o));
+    assert!(
+        output_text(&o).contains("ermission denied"),
+        "{}",
+        output_text(&o)
+    );
 }
 
 /// A record padded with spaces to exactly `len` bytes.
 fn padded(len: usize) -> Vec<u8> {
-    let mut b = record("pad", 30).into_bytes();
+    let mut b = body_now("pad", 30).into_bytes();
     assert!(b.len() < len);
     b.resize(len, b' ');
     b
@@ -239,7 +237,7 @@ async fn over_cap_rewrite_in_place_with_mtime_restored_changes_the_etag() {
     let r = store
         .put(
             "LEASE",
-            record("late", 30).into_bytes(),
+            body_now("late", 30).into_bytes(),
             PutCondition::IfMatch(before),
         )
         .await;
@@ -254,7 +252,7 @@ async fn a_lock_file_that_is_a_fifo_or_symlink_refuses_the_write_without_hanging
     let target = dir.path().join("victim");
     std::fs::write(&target, b"keep").unwrap();
     for make in ["fifo", "symlink"] {
-        let body = record("old", 30);
+        let body = body_now("old", 30);
         std::fs::write(dir.path().join("LEASE"), &body).unwrap();
         let etag = store.get("LEASE", None).await.unwrap().meta.etag.unwrap();
         let lock = dir.path().join(".LEASE.leasectl-lock");
@@ -270,7 +268,7 @@ async fn a_lock_file_that_is_a_fifo_or_symlink_refuses_the_write_without_hanging
             LIMIT,
             store.put(
                 "LEASE",
-                record("new", 30).into_bytes(),
+                body_now("new", 30).into_bytes(),
                 PutCondition::IfMatch(etag),
             ),
         )
@@ -295,7 +293,7 @@ async fn a_lock_held_too_long_by_another_open_file_times_out() {
     use nix::fcntl::{Flock, FlockArg};
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
-    std::fs::write(dir.path().join("LEASE"), record("old", 30)).unwrap();
+    std::fs::write(dir.path().join("LEASE"), body_now("old", 30)).unwrap();
     // flock belongs to the open file: this open conflicts with the store's own.
     let f = std::fs::File::create(dir.path().join(".LEASE.leasectl-lock")).unwrap();
     let _held = Flock::lock(f, FlockArg::LockExclusive).unwrap();
@@ -317,17 +315,17 @@ fn audit_log_that_is_a_fifo_or_device_link_is_refused_in_bounded_time() {
     let link = dir.path().join("audit.link");
     symlink("/dev/zero", &link).unwrap();
     for (path, kind) in [(&fifo, "FIFO"), (&link, "symlink")] {
-        let o = run(&[
+        let o = run_limited(&[
             "audit",
             "--json",
             "--audit-log",
             &path.display().to_string(),
         ]);
-        assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+        assert_ne!(o.status.code(), Some(0), "{}", output_text(&o));
         assert!(
-            text(&o).contains(&format!("not a regular file: {kind}")),
+            output_text(&o).contains(&format!("not a regular file: {kind}")),
             "{}",
-            text(&o)
+            output_text(&o)
         );
     }
     // A takeover whose audit log cannot be a file sends nothing.
@@ -337,7 +335,7 @@ fn audit_log_that_is_a_fifo_or_device_link_is_refused_in_bounded_time() {
         format!(r#"{{"instance_id":"dead","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#);
     std::fs::write(dir.path().join("db/LEASE"), &body).unwrap();
     for path in [&fifo, &link] {
-        let o = run(&[
+        let o = run_limited(&[
             "takeover",
             &file_url(&dir.path().join("db")),
             "--reason",
@@ -346,8 +344,12 @@ fn audit_log_that_is_a_fifo_or_device_link_is_refused_in_bounded_time() {
             "--audit-log",
             &path.display().to_string(),
         ]);
-        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-        assert!(text(&o).contains("nothing was sent"), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+        assert!(
+            output_text(&o).contains("nothing was sent"),
+            "{}",
+            output_text(&o)
+        );
         assert_eq!(
             std::fs::read_to_string(dir.path().join("db/LEASE")).unwrap(),
             body
@@ -384,7 +386,7 @@ fn console_on_fifo_leases_keeps_refreshing_and_quits() {
 
 fn fresh_lease(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("LEASE"), record("healthy", 30)).unwrap();
+    std::fs::write(dir.join("LEASE"), body_now("healthy", 30)).unwrap();
 }
 
 fn stale_lease(dir: &Path) {
@@ -402,7 +404,8 @@ fn raw_name(parent: &Path, name: &[u8]) -> std::path::PathBuf {
 }
 
 fn json_of(o: &std::process::Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(o)))
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", output_text(o)))
 }
 
 fn rows_of(v: &Value) -> Vec<(String, String)> {
@@ -430,8 +433,8 @@ fn a_directory_whose_name_is_not_utf8_is_reported_never_dropped() {
     stale_lease(&raw_name(&n2, b"bad\xffutf8"));
     let url = file_url(&n2);
 
-    let o = run(&["--json", "--no-pod", &url]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = run_limited(&["--json", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     let v = json_of(&o);
     assert_eq!(rows_of(&v), [("ok/".to_owned(), "fresh".to_owned())]);
     let errors = v["targets"][0]["errors"].as_array().unwrap();
@@ -441,8 +444,8 @@ fn a_directory_whose_name_is_not_utf8_is_reported_never_dropped() {
     assert!(e.contains("not valid UTF-8 (0xFF at byte 3;"), "{e}");
     assert!(e.contains("LEASE was not read"), "{e}");
 
-    let o = run(&["check", "--no-pod", &url]);
-    let out = text(&o);
+    let o = run_limited(&["check", "--no-pod", &url]);
+    let out = output_text(&o);
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.starts_with("LEASES UNKNOWN"), "{out}");
     assert!(out.contains("bad\u{fffd}utf8/ could not be read"), "{out}");
@@ -453,8 +456,8 @@ fn a_directory_whose_name_is_not_utf8_is_reported_never_dropped() {
     let n3 = dir.path().join("n3");
     fresh_lease(&n3.join("ok/db"));
     stale_lease(&raw_name(&n3, b"\xc0\x80mid").join("db"));
-    let o = run(&["--json", "--no-pod", "--depth", "2", &file_url(&n3)]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = run_limited(&["--json", "--no-pod", "--depth", "2", &file_url(&n3)]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     let v = json_of(&o);
     assert_eq!(rows_of(&v), [("ok/db/".to_owned(), "fresh".to_owned())]);
     let errors = v["targets"][0]["errors"].as_array().unwrap();
@@ -479,8 +482,8 @@ async fn a_prefix_named_lease_coexists_with_the_root_as_on_s3() {
     fresh_lease(&dir.path().join("LEASE"));
     fresh_lease(&dir.path().join("db"));
     let url = file_url(dir.path());
-    let o = run(&["--json", "--no-pod", &url]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run_limited(&["--json", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     let v = json_of(&o);
     assert_eq!(
         rows_of(&v),
@@ -489,8 +492,8 @@ async fn a_prefix_named_lease_coexists_with_the_root_as_on_s3() {
             ("db/".to_owned(), "fresh".to_owned())
         ]
     );
-    let o = run(&["check", "--no-pod", &url]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run_limited(&["check", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     // Nothing can be written at the key `LEASE`: said so, nothing touched.
     let store = LocalStore::open(dir.path()).unwrap();
     assert!(matches!(
@@ -500,7 +503,7 @@ async fn a_prefix_named_lease_coexists_with_the_root_as_on_s3() {
     let e = store
         .put(
             "LEASE",
-            record("new", 30).into_bytes(),
+            body_now("new", 30).into_bytes(),
             PutCondition::IfNoneMatch,
         )
         .await
@@ -522,7 +525,7 @@ async fn a_prefix_named_lease_coexists_with_the_root_as_on_s3() {
 async fn a_symlinked_prefix_directory_is_a_malformed_row_and_never_followed() {
     let outside = tempfile::tempdir().unwrap();
     fresh_lease(outside.path());
-    let secret = record("TOP-SECRET-CONTENT", 30);
+    let secret = body_now("TOP-SECRET-CONTENT", 30);
     std::fs::write(outside.path().join("LEASE"), &secret).unwrap();
     let dir = tempfile::tempdir().unwrap();
     fresh_lease(&dir.path().join("good"));
@@ -530,15 +533,24 @@ async fn a_symlinked_prefix_directory_is_a_malformed_row_and_never_followed() {
     std::fs::create_dir(dir.path().join("deep")).unwrap();
     symlink(outside.path(), dir.path().join("deep/link")).unwrap();
     for depth in ["1", "2", "3"] {
-        let o = run(&[
+        let o = run_limited(&[
             "--json",
             "--no-pod",
             "--depth",
             depth,
             &file_url(dir.path()),
         ]);
-        assert_eq!(o.status.code(), Some(3), "depth {depth}: {}", text(&o));
-        assert!(!text(&o).contains("TOP-SECRET"), "{}", text(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(3),
+            "depth {depth}: {}",
+            output_text(&o)
+        );
+        assert!(
+            !output_text(&o).contains("TOP-SECRET"),
+            "{}",
+            output_text(&o)
+        );
         let v = json_of(&o);
         let rows = v["targets"][0]["prefixes"].as_array().unwrap();
         let want: &[&str] = if depth == "1" {
@@ -575,7 +587,7 @@ async fn a_symlinked_prefix_directory_is_a_malformed_row_and_never_followed() {
         store
             .put(
                 "link/LEASE",
-                record("new", 30).into_bytes(),
+                body_now("new", 30).into_bytes(),
                 PutCondition::IfMatch(etag),
             )
             .await
@@ -583,7 +595,7 @@ async fn a_symlinked_prefix_directory_is_a_malformed_row_and_never_followed() {
         store
             .put(
                 "link/x/LEASE",
-                record("new", 30).into_bytes(),
+                body_now("new", 30).into_bytes(),
                 PutCondition::IfNoneMatch,
             )
             .await
@@ -638,7 +650,12 @@ fn one_unlistable_directory_at_depth_two_loses_only_itself() {
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", &home);
         let o = run_with_timeout(c, LIMIT);
-        assert_eq!(o.status.code(), Some(1), "depth {depth}: {}", text(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "depth {depth}: {}",
+            output_text(&o)
+        );
         let v = json_of(&o);
         let t = &v["targets"][0];
         assert!(t["error"].is_null(), "depth {depth}: {v:#}");
@@ -686,8 +703,8 @@ fn probe_sweeps_old_scratch_keys_and_their_directory_on_a_local_store() {
         let f = std::fs::File::create(scratch.join(k)).unwrap();
         f.set_modified(old).unwrap();
     }
-    let o = run(&["probe", &file_url(dir.path())]);
-    let out = text(&o);
+    let o = run_limited(&["probe", &file_url(dir.path())]);
+    let out = output_text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(!out.contains("could not list"), "{out}");
     assert!(!out.contains("WARN"), "{out}");
@@ -709,8 +726,8 @@ fn probe_sweeps_old_scratch_keys_and_their_directory_on_a_local_store() {
     // A young key (a probe running now) keeps itself and its directory.
     std::fs::create_dir(&scratch).unwrap();
     std::fs::write(scratch.join("young"), b"x").unwrap();
-    let o = run(&["probe", &file_url(dir.path())]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run_limited(&["probe", &file_url(dir.path())]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(scratch.join("young").exists());
     let left: Vec<_> = std::fs::read_dir(&scratch)
         .unwrap()
@@ -729,7 +746,7 @@ fn probe_sweeps_old_scratch_keys_and_their_directory_on_a_local_store() {
     let f = std::fs::File::create(db.join(".leasectl-probe/0ld2")).unwrap();
     f.set_modified(old).unwrap();
     let audit = dir.path().join("audit.log");
-    let o = run(&[
+    let o = run_limited(&[
         "takeover",
         &file_url(&db),
         "--reason",
@@ -738,7 +755,7 @@ fn probe_sweeps_old_scratch_keys_and_their_directory_on_a_local_store() {
         "--audit-log",
         &audit.display().to_string(),
     ]);
-    let out = text(&o);
+    let out = output_text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(!out.contains("could not list"), "{out}");
     assert!(!out.contains("scratch key"), "{out}");
@@ -757,8 +774,8 @@ fn a_missing_store_directory_is_said_not_to_exist() {
         vec!["takeover", url.as_str(), "--reason", "x", "--yes"],
         vec!["--json", "--no-pod", url.as_str()],
     ] {
-        let o = run(&args);
-        let out = text(&o);
+        let o = run_limited(&args);
+        let out = output_text(&o);
         assert_ne!(o.status.code(), Some(0), "{args:?}: {out}");
         assert!(
             out.contains("nowhere/db/ does not exist"),
@@ -768,11 +785,11 @@ fn a_missing_store_directory_is_said_not_to_exist() {
     }
     // A file where the directory should be is still "not a directory".
     std::fs::write(dir.path().join("file"), b"").unwrap();
-    let o = run(&["--json", "--no-pod", &file_url(&dir.path().join("file"))]);
+    let o = run_limited(&["--json", "--no-pod", &file_url(&dir.path().join("file"))]);
     assert!(
-        text(&o).contains("is not a directory (it is a regular file)"),
+        output_text(&o).contains("is not a directory (it is a regular file)"),
         "{}",
-        text(&o)
+        output_text(&o)
     );
 }
 
@@ -817,7 +834,7 @@ fn fake_s3_with_a_key_that_is_not_utf8() -> String {
                         let lm = chrono::Utc::now().format("%a, %d %b %Y %H:%M:%S GMT");
                         (
                             "200 OK",
-                            record("healthy", 30),
+                            body_now("healthy", 30),
                             format!("ETag: \"e1\"\r\nLast-Modified: {lm}\r\n"),
                         )
                     } else {
@@ -848,7 +865,7 @@ fn fake_s3_with_a_key_that_is_not_utf8() -> String {
 fn an_s3_key_prefix_that_is_not_utf8_is_reported_never_replaced() {
     let endpoint = fake_s3_with_a_key_that_is_not_utf8();
     let o = leasectl(Some(&endpoint), &["--json", "--no-pod", "s3://bkt/"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     let v = json_of(&o);
     assert!(v["targets"][0]["error"].is_null(), "{v:#}");
     assert_eq!(rows_of(&v), [("ok/".to_owned(), "fresh".to_owned())]);
@@ -878,15 +895,15 @@ fn a_record_renewed_before_it_was_acquired_is_noted_not_hidden() {
     )
     .unwrap();
     let url = file_url(dir.path());
-    let o = run(&["--json", "--no-pod", &url]);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let o = run_limited(&["--json", "--no-pod", &url]);
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
     let v = json_of(&o);
     let row = &v["targets"][0]["prefixes"][0];
     assert_eq!(row["state"], "fresh", "{row:#}");
     let p = row["problem"].as_str().unwrap();
     assert!(p.contains("before acquired_at"), "{p}");
-    let o = run(&["check", "--no-pod", &url]);
-    let out = text(&o);
+    let o = run_limited(&["check", "--no-pod", &url]);
+    let out = output_text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("WARNING") && out.contains("is fresh"), "{out}");
     assert!(out.contains("before acquired_at"), "{out}");

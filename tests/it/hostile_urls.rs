@@ -1,23 +1,12 @@
 //! Hostile TARGET URLs: a `#` or `?` is never silently cut off a path, and a
 //! writing command names exactly what it is about to write.
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
 
-fn run(args: &[&str]) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    c.args(args);
-    run_with_timeout(c, Duration::from_secs(30))
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+fn run_url(args: &[&str]) -> std::process::Output {
+    run_bare(args, Duration::from_secs(30))
 }
 
 fn stale_body() -> String {
@@ -41,7 +30,7 @@ fn takeover_of_a_url_with_a_fragment_is_refused_and_touches_nothing() {
         format!("file://{}/store#2/", dir.path().display()),
         format!("file://{}/store?x=2", dir.path().display()),
     ] {
-        let o = run(&[
+        let o = run_url(&[
             "takeover",
             &url,
             "--reason",
@@ -50,8 +39,8 @@ fn takeover_of_a_url_with_a_fragment_is_refused_and_touches_nothing() {
             "--audit-log",
             &log_arg,
         ]);
-        assert_eq!(o.status.code(), Some(2), "{url}: {}", text(&o));
-        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{url}: {}", output_text(&o));
+        let t = output_text(&o);
         assert!(t.contains("%23") || t.contains("%3F"), "shows the fix: {t}");
         assert!(!t.contains("panicked"));
         for d in [&store, &other] {
@@ -61,7 +50,7 @@ fn takeover_of_a_url_with_a_fragment_is_refused_and_touches_nothing() {
     }
     // The shown fix works, on the right store, and names it before acting.
     let fixed = format!("file://{}/store%232/", dir.path().display());
-    let o = run(&[
+    let o = run_url(&[
         "takeover",
         &fixed,
         "--reason",
@@ -70,7 +59,7 @@ fn takeover_of_a_url_with_a_fragment_is_refused_and_touches_nothing() {
         "--audit-log",
         &log_arg,
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     let exact = format!("local file {}/store#2/LEASE", dir.path().display());
     assert!(err.contains(&exact), "names {exact}: {err}");
@@ -100,10 +89,10 @@ fn bad_escapes_and_dot_segments_are_usage_errors() {
         "s3://bucket/db?versionId=1",
         "s3://bucket/50%/",
     ] {
-        let o = run(&["--json", "--no-pod", url]);
-        assert_eq!(o.status.code(), Some(2), "{url}: {}", text(&o));
+        let o = run_url(&["--json", "--no-pod", url]);
+        assert_eq!(o.status.code(), Some(2), "{url}: {}", output_text(&o));
         assert!(o.stdout.is_empty(), "{url}");
-        assert!(!text(&o).contains("panicked"));
+        assert!(!output_text(&o).contains("panicked"));
     }
 }
 
@@ -114,7 +103,7 @@ fn a_percent_encoded_path_is_read_exactly() {
     std::fs::create_dir_all(odd.join("db")).unwrap();
     std::fs::write(odd.join("db/LEASE"), stale_body()).unwrap();
     let url = format!("file://{}/a%20b%23c%3Fd%25e/", dir.path().display());
-    let o = run(&["--json", "--no-pod", &url]);
+    let o = run_url(&["--json", "--no-pod", &url]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let t = &v["targets"][0];
     assert_eq!(t["prefixes"][0]["prefix"], "db/", "{v:#}");

@@ -9,32 +9,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use chrono::{SecondsFormat, Utc};
-
+use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
 use crate::common::{
     self, file_url, leasectl, line_reader, moto, wait_json_line as wait_line, Moto,
 };
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut c);
-    c
-}
-
-/// A LEASE record renewed `age_s` seconds ago (negative: in the future).
-fn record(holder: &str, age_s: i64, ttl_s: u64) -> String {
-    let t = (Utc::now() - chrono::Duration::seconds(age_s))
-        .to_rfc3339_opts(SecondsFormat::Micros, true);
-    serde_json::json!({"instance_id": holder, "acquired_at": t, "renewed_at": t, "ttl_s": ttl_s})
-        .to_string()
-}
-
-fn write_lease(root: &Path, prefix: &str, body: &str) {
-    let d = root.join(prefix);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("LEASE"), body).unwrap();
-}
 
 /// `leasectl check --no-pod ARGS`: (exit code, stdout).
 fn check(args: &[&str]) -> (i32, String) {

@@ -53,7 +53,7 @@ async fn stored(store: &dyn ObjectStore) -> Option<(LeaseRecord, String)> {
     ))
 }
 
-fn record(id: &str) -> LeaseRecord {
+fn fresh_record(id: &str) -> LeaseRecord {
     let now = Utc::now();
     LeaseRecord {
         instance_id: id.to_owned(),
@@ -105,7 +105,7 @@ async fn same_instance_id_is_refused_and_never_adopted(store: Arc<dyn ObjectStor
     store
         .put(
             "db/LEASE",
-            record("same-id").to_body(),
+            fresh_record("same-id").to_body(),
             PutCondition::IfMatch(etag),
         )
         .await
@@ -219,7 +219,7 @@ async fn an_answer_without_etag_never_adopts_a_strangers_record() {
     );
     for round in 0..5 {
         // Stale, so that a new holder may take it over after the round.
-        let mut intruder = record(&format!("intruder-{round}"));
+        let mut intruder = fresh_record(&format!("intruder-{round}"));
         intruder.renewed_at -= chrono::Duration::seconds(60);
         intruder.acquired_at -= chrono::Duration::seconds(60);
         proxy.strip_put_etags(Some((direct.clone(), intruder.to_body())));
@@ -243,7 +243,10 @@ async fn an_answer_without_etag_never_adopts_a_strangers_record() {
     }
     // The acquire's read-back too: a stranger right behind our create.
     store.delete("db/LEASE", None).await.unwrap();
-    proxy.strip_put_etags(Some((direct.clone(), record("intruder-acquire").to_body())));
+    proxy.strip_put_etags(Some((
+        direct.clone(),
+        fresh_record("intruder-acquire").to_body(),
+    )));
     let r =
         BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new()).await;
     assert!(
@@ -286,7 +289,7 @@ async fn a_takeover_whose_answer_was_lost_is_judged_by_what_is_stored() {
         let dir = tempfile::tempdir().unwrap();
         let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
         // A dead holder: renewed a minute ago, TTL 30 s.
-        let mut dead = record("dead-holder");
+        let mut dead = fresh_record("dead-holder");
         dead.renewed_at = Utc::now() - chrono::Duration::seconds(60);
         dead.acquired_at = dead.renewed_at - chrono::Duration::seconds(60);
         store

@@ -18,6 +18,7 @@ use std::time::Duration;
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
+use crate::common::cli::text;
 use crate::common::{cannot_drop_privileges, run_with_timeout};
 use crate::writer_support::{command, leasectl_bin, scan_until, Guard};
 
@@ -115,10 +116,6 @@ fn run_in_namespace(viewer: Viewer, bin: &Path, home: &Path, args: &[&str]) -> O
         .env_remove("LEASECTL_CONFIG")
         .env("LEASECTL_LOG", "warn");
     run_with_timeout(c, Duration::from_secs(60))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// §1: on a healthy local store, processes nobody asked about that could not

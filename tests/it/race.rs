@@ -11,13 +11,7 @@ use leasectl::bucket::error::{BEST_EFFORT, FAIL_CLOSED};
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
-    c
-}
-
-fn run(c: Command) -> std::process::Output {
+fn run_cmd(c: Command) -> std::process::Output {
     run_with_timeout(c, Duration::from_secs(120))
 }
 
@@ -26,7 +20,9 @@ async fn probe(endpoint: &str, url: &str, extra: &[&str]) -> std::process::Outpu
     c.args(["--endpoint-url", endpoint, "--path-style", "probe"])
         .args(extra)
         .arg(url);
-    tokio::task::spawn_blocking(move || run(c)).await.unwrap()
+    tokio::task::spawn_blocking(move || run_cmd(c))
+        .await
+        .unwrap()
 }
 
 /// moto behind the non-atomic proxy: `(moto endpoint, bucket, proxy)`.
@@ -124,7 +120,7 @@ async fn eight_concurrent_holds_on_a_non_atomic_service_run_nothing() {
         .arg(format!("s3://{b}/db/"))
         .args(["--", "touch"])
         .arg(&marker);
-        handles.push(tokio::task::spawn_blocking(move || run(c)));
+        handles.push(tokio::task::spawn_blocking(move || run_cmd(c)));
     }
     let mut not_atomic = 0;
     for h in handles {
@@ -163,7 +159,9 @@ async fn takeover_on_a_non_atomic_service_is_refused() {
     .arg(format!("s3://{b}/db/"))
     .args(["--reason", "race test", "--yes", "--audit-log"])
     .arg(dir.path().join("audit.jsonl"));
-    let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || run_cmd(c))
+        .await
+        .unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -268,7 +266,7 @@ server_matrix! {
             .arg(format!("s3://{b}/db/"))
             .args(["--", "touch"])
             .arg(&marker);
-        let out = tokio::task::spawn_blocking(move || run(c)).await.unwrap();
+        let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         assert!(marker.exists());
         assert_eq!(list_keys(&endpoint, &b).await, ["db/LEASE"]);

@@ -8,28 +8,16 @@
 //! that does not parse, credentials in TARGETs and endpoints, and prefixes
 //! with control characters named by their percent-encoded form.
 
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use chrono::{SecondsFormat, Utc};
+use chrono::Utc;
 use serde_json::Value;
 
+use crate::common::cli::{bin, record, run, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
 use crate::common::{self, file_url, line_reader, moto, wait_json_line, Moto};
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut c).env_remove("AWS_ENDPOINT_URL_S3");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    let mut c = bin();
-    c.args(args);
-    common::run_with_timeout(c, Duration::from_secs(60))
-}
 
 /// [`run`] off the async runtime.
 async fn run_async(args: Vec<String>) -> Output {
@@ -39,24 +27,6 @@ async fn run_async(args: Vec<String>) -> Output {
     })
     .await
     .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A LEASE record renewed `age_s` seconds ago.
-fn record(holder: &str, age_s: i64, ttl_s: u64) -> String {
-    let t = (Utc::now() - chrono::Duration::seconds(age_s))
-        .to_rfc3339_opts(SecondsFormat::Micros, true);
-    serde_json::json!({"instance_id": holder, "acquired_at": t, "renewed_at": t, "ttl_s": ttl_s})
-        .to_string()
-}
-
-fn write_lease(root: &Path, prefix: &str, body: &str) {
-    let d = root.join(prefix);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("LEASE"), body).unwrap();
 }
 
 /// Waits for an NDJSON line matching `pred`; panics with every line seen.

@@ -55,7 +55,7 @@ fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-fn write_lease(dir: &Path, prefix: &str, holder: &str, renewed: DateTime<Utc>, ttl: u64) {
+fn write_record_lease(dir: &Path, prefix: &str, holder: &str, renewed: DateTime<Utc>, ttl: u64) {
     std::fs::create_dir_all(dir.join(prefix)).unwrap();
     let body = format!(
         r#"{{"instance_id":"{holder}","acquired_at":"{}","renewed_at":"{}","ttl_s":{ttl}}}"#,
@@ -98,8 +98,8 @@ async fn a_scheduled_gatherer_reads_by_need_and_still_shows_expiry_in_time() {
     // long/: fresh for 10 minutes; stale/: expired long ago; empty/: no LEASE;
     // lapsing/: fresh, 30 s TTL, its holder gone; renewing/: 30 s TTL, renewed
     // every 10 s by a holder; shown/: stale, but on screen.
-    write_lease(dir, "long", "h-long", t0(), 600);
-    write_lease(
+    write_record_lease(dir, "long", "h-long", t0(), 600);
+    write_record_lease(
         dir,
         "stale",
         "h-stale",
@@ -107,9 +107,9 @@ async fn a_scheduled_gatherer_reads_by_need_and_still_shows_expiry_in_time() {
         30,
     );
     std::fs::create_dir_all(dir.join("empty")).unwrap();
-    write_lease(dir, "lapsing", "h-lapsing", t0(), 30);
-    write_lease(dir, "renewing", "h-renewing", t0(), 30);
-    write_lease(
+    write_record_lease(dir, "lapsing", "h-lapsing", t0(), 30);
+    write_record_lease(dir, "renewing", "h-renewing", t0(), 30);
+    write_record_lease(
         dir,
         "shown",
         "h-shown",
@@ -135,7 +135,7 @@ async fn a_scheduled_gatherer_reads_by_need_and_still_shows_expiry_in_time() {
         let now = t0() + chrono::Duration::seconds(5 * i);
         if i > 0 && i % 2 == 0 {
             // The holder renews every 10 s.
-            write_lease(dir, "renewing", "h-renewing", now, 30);
+            write_record_lease(dir, "renewing", "h-renewing", now, 30);
         }
         let snap = g.gather(&clock).await;
         let plain_snap = plain.gather(&clock).await;
@@ -191,7 +191,7 @@ async fn a_long_gather_reports_rows_as_they_arrive() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     for i in 0..300 {
-        write_lease(dir, &format!("db{i:03}"), "h", t0(), 30);
+        write_record_lease(dir, &format!("db{i:03}"), "h", t0(), 30);
     }
     // 300 reads of 10 ms, 4 at a time: about 0.75 s.
     let (_store, open) = setup(dir, Duration::from_millis(10));
@@ -289,8 +289,8 @@ async fn slow_down_answers_slow_the_gather_down_instead_of_failing_it() {
 async fn a_refresh_that_changed_nothing_gives_no_new_snapshot() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write_lease(dir, "a", "h-a", t0(), 600);
-    write_lease(dir, "b", "h-b", t0() - chrono::Duration::hours(1), 30);
+    write_record_lease(dir, "a", "h-a", t0(), 600);
+    write_record_lease(dir, "b", "h-b", t0() - chrono::Duration::hours(1), 30);
     std::fs::create_dir_all(dir.join("c")).unwrap();
     let (store, open) = setup(dir, Duration::ZERO);
     let manual = Arc::new(ManualClock::new(t0()));
@@ -313,7 +313,7 @@ async fn a_refresh_that_changed_nothing_gives_no_new_snapshot() {
     // Its holder renews: a new snapshot, with the new stamp.
     manual.advance(step);
     let renewed = t0() + chrono::Duration::seconds(10);
-    write_lease(dir, "a", "h-a", renewed, 600);
+    write_record_lease(dir, "a", "h-a", renewed, 600);
     let s = g
         .gather_changed(&clock, None, false)
         .await
@@ -354,7 +354,7 @@ async fn a_budget_bounds_the_requests_and_spends_them_by_priority() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     for i in 0..300 {
-        write_lease(
+        write_record_lease(
             dir,
             &format!("s{i:03}"),
             "h-gone",
@@ -363,7 +363,7 @@ async fn a_budget_bounds_the_requests_and_spends_them_by_priority() {
         );
     }
     // Fresh, 30 s TTL, its holder gone: read at its expiry, off screen.
-    write_lease(dir, "lapsing", "h-lapsing", t0(), 30);
+    write_record_lease(dir, "lapsing", "h-lapsing", t0(), 30);
     let (store, open) = setup(dir, Duration::ZERO);
     let manual = Arc::new(ManualClock::new(t0()));
     let clock: SharedClock = manual.clone();

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 const HOSTILE_ID: &str = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J";
 
-fn record(id: &str, renewed_offset_s: i64, ttl: i64) -> Vec<u8> {
+fn record_bytes(id: &str, renewed_offset_s: i64, ttl: i64) -> Vec<u8> {
     let now = Utc::now();
     let ts = |d: i64| (now + Duration::seconds(d)).to_rfc3339_opts(SecondsFormat::Millis, true);
     format!(
@@ -34,25 +34,25 @@ fn cases() -> Vec<Case> {
     vec![
         (
             "fresh/",
-            Some(record("holder-fresh", -5, 30)),
+            Some(record_bytes("holder-fresh", -5, 30)),
             "fresh",
             None,
         ),
         (
             "stale/",
-            Some(record("holder-stale", -120, 30)),
+            Some(record_bytes("holder-stale", -120, 30)),
             "stale",
             None,
         ),
         (
             "future/",
-            Some(record("holder-future", 600, 30)),
+            Some(record_bytes("holder-future", 600, 30)),
             "suspect",
             Some("in the future"),
         ),
         (
             "longttl/",
-            Some(record("holder-long", -5, 7200)),
+            Some(record_bytes("holder-long", -5, 7200)),
             "suspect",
             Some("7200"),
         ),
@@ -72,7 +72,7 @@ fn cases() -> Vec<Case> {
         ),
         (
             "ttlzero/",
-            Some(record("holder-zero", -5, 0)),
+            Some(record_bytes("holder-zero", -5, 0)),
             "malformed",
             Some("ttl_s must be a positive"),
         ),
@@ -88,7 +88,12 @@ fn cases() -> Vec<Case> {
             "malformed",
             Some("not UTF-8"),
         ),
-        ("hostile/", Some(record(HOSTILE_ID, -3, 30)), "fresh", None),
+        (
+            "hostile/",
+            Some(record_bytes(HOSTILE_ID, -3, 30)),
+            "fresh",
+            None,
+        ),
         ("absent/", None, "absent", None),
     ]
 }
@@ -224,7 +229,7 @@ fn every_state_on_local_store() {
 fn healthy_prefixes_exit_zero() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("a")).unwrap();
-    std::fs::write(dir.path().join("a/LEASE"), record("h", -1, 30)).unwrap();
+    std::fs::write(dir.path().join("a/LEASE"), record_bytes("h", -1, 30)).unwrap();
     std::fs::create_dir_all(dir.path().join("b")).unwrap();
     let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
     assert_eq!(
@@ -246,7 +251,11 @@ fn healthy_prefixes_exit_zero() {
 #[test]
 fn target_itself_is_a_prefix_and_depth_zero_lists_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("LEASE"), record("root-holder", -100, 30)).unwrap();
+    std::fs::write(
+        dir.path().join("LEASE"),
+        record_bytes("root-holder", -100, 30),
+    )
+    .unwrap();
     std::fs::create_dir_all(dir.path().join("child")).unwrap();
     let out = leasectl(
         None,

@@ -1,6 +1,6 @@
 //! The guarded, audited takeover against real servers, and `leasectl takeover` / `audit`.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -414,12 +414,6 @@ fn dead_holder() -> leasectl::bucket::LeaseRecord {
         generation: None,
         released_at: None,
     }
-}
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
-    c
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -69,7 +69,7 @@ impl Backend for Recording {
     }
 }
 
-fn text(buf: &Buffer) -> String {
+fn buffer_text(buf: &Buffer) -> String {
     let mut s = String::new();
     for y in 0..buf.area.height {
         for x in 0..buf.area.width {
@@ -95,7 +95,7 @@ impl Screen {
                     return self.last.clone();
                 }
                 match self.frames.recv().await {
-                    Some(b) => self.last = text(&b),
+                    Some(b) => self.last = buffer_text(&b),
                     None => panic!("the loop ended while waiting for {what}"),
                 }
             }

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::common::cli::write_lease;
 use chrono::{TimeZone, Utc};
 use leasectl::clock::{ManualClock, SharedClock};
 use leasectl::snapshot::{self, GatherOptions, OpenTarget};
@@ -20,12 +21,6 @@ use ratatui::Terminal;
 
 fn at(s: u32) -> chrono::DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, s).unwrap()
-}
-
-fn write_lease(dir: &std::path::Path, prefix: &str, body: &str) {
-    let d = dir.join(prefix);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("LEASE"), body).unwrap();
 }
 
 fn rec(id: &str, renewed: &str, ttl: u64) -> String {

@@ -18,7 +18,7 @@ fn kinds(s: &leasectl::writer::scan::PodSnapshot) -> Vec<VerdictKind> {
 fn real_pod_root_takes_child_inherits_no_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let b = bin();
+    let b = bin_path();
     // root wrapper -> sh (forks `sleep`, then execs the wrapper again, which
     // inherits and execs an inner sh) -> inner sh forks two more sleeps.
     let script = format!(
@@ -77,7 +77,7 @@ fn real_pod_root_takes_child_inherits_no_verdict() {
 fn incident_siblings_race_and_losers_wait() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let b = bin();
+    let b = bin_path();
     let one = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
     let script = format!("{one} & {one} & {one} & wait");
     let mut cmd = command("sh");
@@ -183,7 +183,7 @@ fn incident_armed_holds_nothing() {
 fn wrapper_behind_a_shell_is_a_stray_stamp_and_waits() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let b = bin();
+    let b = bin_path();
     let script = format!("{b} writer exec --data-dir {d} --wait 30s -- sleep 30; true");
     let mut cmd = wrapper(dir.path(), "2s", &["sh", "-c", &script]);
     cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());

@@ -34,7 +34,7 @@ fn secret_env_never_appears_in_scan_json_or_logs() {
         &["pod-scan", "--json"],
     ];
     for args in runs {
-        let mut c = command(bin());
+        let mut c = command(bin_path());
         c.args(args)
             .env("LEASECTL_LOG", "trace")
             .stdout(Stdio::piped())

@@ -12,7 +12,7 @@ use serde_json::Value;
 /// Runs `leasectl --json --pod-root ROOT --data-dir DIR [extra…]` (no TARGET);
 /// returns the exit code and the parsed document.
 fn json_snapshot(root: u32, dir: &Path, extra: &[&str]) -> (i32, Value) {
-    let mut cmd = command(bin());
+    let mut cmd = command(bin_path());
     cmd.args(["--json", "--pod-root", &root.to_string(), "--data-dir"])
         .arg(dir)
         .args(extra)
@@ -78,7 +78,7 @@ fn healthy_pod_root_takes_and_holds_exit_0() {
 fn racing_siblings_give_a_verdict_and_exit_3() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let b = bin();
+    let b = bin_path();
     let one = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
     let mut cmd = command("sh");
     cmd.args(["-c", &format!("{one} & {one} & wait")])
@@ -122,7 +122,7 @@ fn racing_siblings_give_a_verdict_and_exit_3() {
     }
     assert_eq!(process(&doc, root.pid)["duty"], "off");
 
-    let mut cmd = command(bin());
+    let mut cmd = command(bin_path());
     cmd.args(["--json", "--no-pod"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

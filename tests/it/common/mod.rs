@@ -2,11 +2,14 @@
 //! and the real `leasectl` binary.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod hold;
 pub mod lines;
 pub mod proxy;
 pub mod tmux;
 
+#[allow(unused_imports)]
+pub use cli::{bin, bin_path, output_text, record, run, run_bare, text, write_lease};
 pub use lines::{cannot_drop_privileges, line_reader, list_keys, wait_json_line};
 
 use std::io::{BufRead, BufReader};

@@ -13,10 +13,7 @@ use leasectl::writer::scan::{scan, PodSnapshot, ProcessInfo, ScanOptions};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-/// The binary under test.
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_leasectl")
-}
+pub use crate::common::cli::bin_path;
 
 /// A command with a clean lease environment: both lease variables removed,
 /// logs plain.
@@ -31,7 +28,7 @@ pub fn command(program: &str) -> Command {
 
 /// `leasectl writer exec --data-dir DIR --wait WAIT -- CMD...` as a Command.
 pub fn wrapper(dir: &Path, wait: &str, cmd: &[&str]) -> Command {
-    let mut c = command(bin());
+    let mut c = command(bin_path());
     c.args(["writer", "exec", "--data-dir"])
         .arg(dir)
         .args(["--wait", wait, "--"])
@@ -233,7 +230,7 @@ impl Drop for KillOnDrop {
 
 /// The leasectl binary: `LEASECTL_TEST_BIN` or the one under test.
 pub fn leasectl_bin() -> String {
-    std::env::var("LEASECTL_TEST_BIN").unwrap_or_else(|_| bin().to_string())
+    std::env::var("LEASECTL_TEST_BIN").unwrap_or_else(|_| bin_path().to_string())
 }
 
 /// [`wrapper`] of [`leasectl_bin`].
