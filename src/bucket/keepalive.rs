@@ -151,15 +151,18 @@ impl KeepAlive {
         self.join().await
     }
 
-    /// Waits for the task and returns what it ended with.
+    /// Waits for the task and returns what it ended with. Cancel-safe: the
+    /// task's handle is given up only once the task has ended, so a caller
+    /// that waits on [`KeepAlive::lost`] beside something else (a shutdown)
+    /// and then calls [`KeepAlive::stop_and_release`] still releases.
     async fn join(&mut self) -> Result<BucketLease, LeaseError> {
         let failed = |m: String| LeaseError::Store(crate::store::StoreError::Invalid(m));
-        match self.task.take() {
-            None => Err(failed("keep-alive task already ended".into())),
-            Some(task) => task
-                .await
-                .unwrap_or_else(|e| Err(failed(format!("keep-alive task failed: {e}")))),
-        }
+        let Some(task) = self.task.as_mut() else {
+            return Err(failed("keep-alive task already ended".into()));
+        };
+        let ended = task.await;
+        self.task = None;
+        ended.unwrap_or_else(|e| Err(failed(format!("keep-alive task failed: {e}"))))
     }
 }
 

@@ -449,3 +449,36 @@ async fn a_renewal_cancelled_in_flight_is_still_ours_at_release() {
         assert_eq!(r.generation, generation);
     }
 }
+
+/// Waiting for a keep-alive's loss beside something else (the demo's holders
+/// wait for it beside their shutdown) and then letting go releases the lease:
+/// `KeepAlive::lost` gave its task's handle away when its wait was dropped,
+/// and `stop_and_release` then found "no task" and released nothing (issue 35
+/// trip 1: after `q`, `demo --dir`'s live leases stayed fresh). Local store
+/// and moto.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_wait_for_loss_still_releases() {
+    use leasectl::bucket::{KeepAlive, ReleaseReport};
+    let dir = tempfile::tempdir().unwrap();
+    let local: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let (moto, _, _, _) = moto_proxied("dropped-wait").await;
+    for store in [local, moto] {
+        let lease =
+            BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+                .await
+                .unwrap();
+        let mut ka = KeepAlive::start(lease);
+        tokio::select! {
+            r = ka.lost() => panic!("the lease was not lost: {:?}", r.err()),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+        let report = ka.stop_and_release().await;
+        assert!(
+            matches!(report, ReleaseReport::Released(Released::Recorded { .. })),
+            "{}: {report}",
+            store.describe()
+        );
+        let (r, _) = stored(store.as_ref()).await.expect("a record");
+        assert!(r.is_released(), "{r:?}");
+    }
+}
