@@ -129,8 +129,7 @@ async fn takeover_through_the_dialog_changes_the_holder_and_is_audited() {
         tmux.wait_for(LONG, "the dialog", |s| {
             s.contains("Replace this lease?") && s.contains("dead-holder")
         });
-        tmux.send(&["Tab"]); // Cancel → Take over
-        tmux.send(&["Tab"]); // → reason
+        // The focus starts in the reason field.
         tmux.type_text("INC-99 db host lost");
         tmux.send(&["Tab"]); // → then
         tmux.send(&["Right"]); // release → hold

@@ -241,19 +241,29 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
     let Mode::Takeover(d) = &a.mode else {
         panic!("dialog")
     };
-    assert_eq!(d.focus, Field::Cancel, "focus starts on Cancel");
+    // Issue 35 trip 6: the focus starts in the reason field, where the
+    // caret is, so what is typed first is not dropped.
+    assert_eq!(d.focus, Field::Reason, "focus starts in the reason field");
     let text = screen(&a, 110, 30);
     assert!(
         text.contains("holder-billing") && text.contains("stale"),
         "{text}"
     );
     insta::assert_snapshot!("takeover_dialog", text);
-    // Enter on Cancel closes without queuing anything.
-    key(&mut a, KeyCode::Enter);
+    typed(&mut a, "typed at once");
+    let Mode::Takeover(d) = &a.mode else {
+        panic!("dialog")
+    };
+    assert_eq!(
+        d.reason, "typed at once",
+        "what is typed first lands in the reason"
+    );
+    // Esc closes without queuing anything.
+    key(&mut a, KeyCode::Esc);
     assert!(matches!(a.mode, Mode::Normal) && a.outbox.is_empty());
     // Again: confirm with an empty reason is refused.
     key(&mut a, KeyCode::Char('t'));
-    key(&mut a, KeyCode::Right); // Cancel → Take over
+    key(&mut a, KeyCode::BackTab); // reason → Take over (wraps)
     key(&mut a, KeyCode::Enter);
     let Mode::Takeover(d) = &a.mode else {
         panic!("dialog stays")
@@ -310,8 +320,6 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
     let mut a = app(dir.path(), false, 110, 30).await;
     select(&mut a, "orders/");
     key(&mut a, KeyCode::Char('t'));
-    key(&mut a, KeyCode::Tab); // Cancel → Confirm
-    key(&mut a, KeyCode::Tab); // → Reason
     typed(&mut a, "drill");
     let Mode::Takeover(d) = &a.mode else { panic!() };
     assert!(d.fields().contains(&Field::TypedPrefix));
@@ -329,8 +337,6 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
 
     select(&mut a, "events/");
     key(&mut a, KeyCode::Char('t'));
-    key(&mut a, KeyCode::Tab);
-    key(&mut a, KeyCode::Tab);
     typed(&mut a, "clock fixed");
     key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
     key(&mut a, KeyCode::Enter);
@@ -347,8 +353,6 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
     // Thirty seconds later, same ETag: allowed.
     a.update(Action::Tick(at(31)));
     key(&mut a, KeyCode::Char('t'));
-    key(&mut a, KeyCode::Tab);
-    key(&mut a, KeyCode::Tab);
     typed(&mut a, "clock fixed");
     key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
     key(&mut a, KeyCode::Enter);
@@ -393,8 +397,6 @@ async fn a_prefix_with_an_invisible_character_can_be_typed_as_shown() {
     let shown = screen(&a, 110, 30);
     assert!(!shown.contains('\u{202e}'), "{shown}");
     assert!(shown.contains("db\\u{202e}txt/"), "{shown}");
-    key(&mut a, KeyCode::Tab); // Cancel → Confirm
-    key(&mut a, KeyCode::Tab); // → Reason
     typed(&mut a, "drill");
     key(&mut a, KeyCode::Tab); // → Then
     key(&mut a, KeyCode::Tab); // → the typed prefix
@@ -702,7 +704,7 @@ async fn the_takeover_dialog_forgets_a_refusal_once_it_is_answered() {
     let mut a = app(dir.path(), false, 110, 30).await;
     select(&mut a, "billing/");
     key(&mut a, KeyCode::Char('t'));
-    key(&mut a, KeyCode::Right); // Cancel → Take over
+    key(&mut a, KeyCode::BackTab); // reason → Take over (wraps)
     key(&mut a, KeyCode::Enter);
     assert!(screen(&a, 110, 30).contains("a reason is required"));
     key(&mut a, KeyCode::Tab); // → Reason
@@ -998,8 +1000,6 @@ async fn the_status_bar_escapes_a_name_exactly_once() {
     let take = |a: &mut App| {
         select(a, "nl\nname/");
         key(a, KeyCode::Char('t'));
-        key(a, KeyCode::Tab); // Cancel → Confirm
-        key(a, KeyCode::Tab); // → Reason
         typed(a, "INC-13");
         key(a, KeyCode::BackTab); // → Confirm
         key(a, KeyCode::Enter);
@@ -1053,8 +1053,6 @@ async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
     let mut a = app(dir.path(), false, 41, 9).await;
     select(&mut a, "billing/");
     key(&mut a, KeyCode::Char('t'));
-    key(&mut a, KeyCode::Tab); // Cancel → Confirm
-    key(&mut a, KeyCode::Tab); // → Reason (wraps)
     typed(&mut a, "INC-9 host gone");
     key(&mut a, KeyCode::Tab); // → Then
     key(&mut a, KeyCode::Tab); // → Cancel

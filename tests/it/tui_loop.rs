@@ -212,8 +212,7 @@ async fn the_whole_loop_takes_over_a_stale_lease_and_quits() {
                 s.contains("holder-billing") && s.contains("Take over")
             })
             .await;
-        press(&keys, KeyCode::Tab); // Cancel → Confirm
-        press(&keys, KeyCode::Tab); // → Reason
+        // The focus starts in the reason field.
         typed(&keys, "INC-9 host gone");
         press(&keys, KeyCode::Tab); // → Then
         press(&keys, KeyCode::Right); // release → hold

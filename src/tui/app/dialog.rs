@@ -17,7 +17,8 @@ use crate::tui::action::WriteRequest;
 /// Which field of the takeover dialog has the focus.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
-    /// The reason text.
+    /// The reason text (where the focus starts: what is typed first lands
+    /// there).
     Reason,
     /// release / hold / hand-over.
     Then,
@@ -25,7 +26,7 @@ pub enum Field {
     Successor,
     /// The prefix typed to confirm a forced takeover (fresh lease only).
     TypedPrefix,
-    /// The Cancel button (where the focus starts).
+    /// The Cancel button.
     Cancel,
     /// The Take over button.
     Confirm,
@@ -165,7 +166,7 @@ impl App {
             then: ThenChoice::Release,
             successor: String::new(),
             typed_prefix: String::new(),
-            focus: Field::Cancel,
+            focus: Field::Reason,
             problem: None,
             pending: false,
         };

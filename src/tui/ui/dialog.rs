@@ -137,7 +137,7 @@ fn field_text(s: &str, width: usize) -> String {
     }
 }
 
-/// The takeover dialog: exactly what will be replaced; focus starts on Cancel.
+/// The takeover dialog: exactly what will be replaced; focus starts in the reason field.
 pub(super) fn render_dialog(
     app: &App,
     d: &crate::tui::app::TakeoverDialog,
