@@ -465,7 +465,9 @@ async fn the_fence_fd_reads_eof_when_leasectl_is_killed() {
     let seen = dir.path().join("seen");
     let started = dir.path().join("started");
     // A grandchild in a session of its own survives leasectl and its
-    // command (which dies with leasectl) and waits for end of file.
+    // command (which dies with leasectl) and waits for end of file. Only
+    // without containment can anything survive leasectl (with it, the
+    // kernel kills the grandchild too: tests/it/containment.rs).
     let waiter = format!(
         "import os, select; p = select.poll(); p.register(int(os.environ['LEASECTL_FENCE_FD']), select.POLLIN); \
          open('{}', 'w').close(); p.poll(30000); open('{}', 'w').write('eof')",
@@ -478,7 +480,7 @@ async fn the_fence_fd_reads_eof_when_leasectl_is_killed() {
         "hold",
         "http://127.0.0.1:9",
         &format!("{}p/", file_url(dir.path())),
-        &["--ttl", "6s"],
+        &["--ttl", "6s", "--containment", "off"],
         &["sh".into(), "-c".into(), script],
         &[],
     );
