@@ -470,3 +470,52 @@ fn an_error_naming_a_hostile_path_escapes_it_exactly_once() {
         assert!(!all.contains('\x1b'), "raw ESC: {args:?}: {all}");
     }
 }
+
+/// Issue 35 trip 4: with instance metadata answering 403 (IMDS disabled or
+/// forbidden), a missing profile or no credentials read as a credentials
+/// failure naming the profile, never as "cannot reach" the service.
+#[test]
+fn a_refusing_instance_metadata_service_is_a_credentials_failure() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut imds = Command::new("python3")
+        .arg(support_script("imds_403.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut port = String::new();
+    BufReader::new(imds.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    for profile in [Some("nope"), None] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env(
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                format!("http://127.0.0.1:{}", port.trim()),
+            )
+            .env("LEASECTL_CONFIG", "/nonexistent/leasectl-tests/config.toml")
+            .args(["--json", "--no-pod", "--timeout", "5s"]);
+        if let Some(p) = profile {
+            c.args(["--profile", p]);
+        }
+        c.arg("s3://bucket/x/");
+        let o = run_with_timeout(c, Duration::from_secs(60));
+        let all = output_text(&o);
+        assert_eq!(o.status.code(), Some(1), "{profile:?}: {all}");
+        assert!(
+            all.contains("unable to locate credentials"),
+            "{profile:?}: a credentials failure: {all}"
+        );
+        assert!(!all.contains("cannot reach"), "{profile:?}: {all}");
+        if let Some(p) = profile {
+            assert!(all.contains(&format!("`{p}`")), "names the profile: {all}");
+        }
+    }
+    drop(imds.stdin.take());
+    let _ = imds.wait();
+}

@@ -41,6 +41,15 @@ pub(super) fn classify_transport(
              AWS_SECRET_ACCESS_KEY, or name a profile with --profile / AWS_PROFILE"
         );
     }
+    // A provider that failed rather than found nothing (instance metadata
+    // answering 403, a container endpoint refusing): still no credentials.
+    if all.contains("loading credentials") || all.contains("IMDS") {
+        return format!(
+            "{CREDENTIALS} (the last source tried failed: {}); set AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY, or name a profile with --profile / AWS_PROFILE",
+            crate::text::sanitize(&first_sentence(all))
+        );
+    }
     if let Some(i) = all.find("profile") {
         if all[i..].contains("not defined")
             || all[i..].contains("could not be found")
