@@ -50,6 +50,14 @@ impl ThenChoice {
             ThenChoice::Handover => "hand over",
         }
     }
+
+    /// The next choice in the order shown (release, hold, hand over), round;
+    /// the previous one when not `forward`.
+    fn next(self, forward: bool) -> Self {
+        let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
+        let i = order.iter().position(|c| *c == self).unwrap_or(0);
+        order[if forward { (i + 1) % 3 } else { (i + 2) % 3 }]
+    }
 }
 
 /// The takeover dialog: exactly what will be replaced, and the operator's answers.
@@ -107,6 +115,69 @@ impl TakeoverDialog {
         v.extend([Field::Cancel, Field::Confirm]);
         v
     }
+
+    /// A key that changes only the dialog's answers or its focus: Tab and
+    /// the arrows move between fields and buttons or change the choice,
+    /// typing goes to the focused field, Enter in a field moves on. False
+    /// for any other key (Enter on a button, Esc, `q`, background actions).
+    fn edit(&mut self, action: &Action) -> bool {
+        match action {
+            Action::NextField => self.move_focus(true),
+            Action::PrevField => self.move_focus(false),
+            Action::Left | Action::Right if self.focus == Field::Then => {
+                self.then = self.then.next(matches!(action, Action::Right));
+            }
+            Action::Left | Action::Right => {
+                // Between the buttons.
+                if matches!(self.focus, Field::Cancel | Field::Confirm) {
+                    self.focus = if self.focus == Field::Cancel {
+                        Field::Confirm
+                    } else {
+                        Field::Cancel
+                    };
+                }
+            }
+            Action::Input(c) => match self.focus {
+                Field::Reason if self.reason.chars().count() < 500 => self.reason.push(*c),
+                Field::Successor if self.successor.chars().count() < 256 => self.successor.push(*c),
+                Field::TypedPrefix if self.typed_prefix.chars().count() < 1024 => {
+                    self.typed_prefix.push(*c)
+                }
+                Field::Then if *c == ' ' => self.then = self.then.next(true),
+                _ => {}
+            },
+            Action::Backspace => match self.focus {
+                Field::Reason => {
+                    self.reason.pop();
+                }
+                Field::Successor => {
+                    self.successor.pop();
+                }
+                Field::TypedPrefix => {
+                    self.typed_prefix.pop();
+                }
+                _ => {}
+            },
+            // Enter in a field moves on.
+            Action::Submit if !matches!(self.focus, Field::Cancel | Field::Confirm) => {
+                self.move_focus(true)
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The focus to the next (or previous) field, round.
+    fn move_focus(&mut self, forward: bool) {
+        let f = self.fields();
+        let n = f.len();
+        let p = f.iter().position(|x| *x == self.focus).unwrap_or(0);
+        self.focus = f[if forward {
+            (p + 1) % n
+        } else {
+            (p + n - 1) % n
+        }];
+    }
 }
 
 impl App {
@@ -144,7 +215,9 @@ impl App {
         self.mode = Mode::Takeover(Box::new(dialog));
     }
 
-    /// Keys while the dialog is open.
+    /// Keys while the dialog is open: its own fields take what they can
+    /// ([`TakeoverDialog::edit`]); Esc, Cancel and `q` close it, Take over
+    /// confirms; while the takeover runs only background actions apply.
     pub(super) fn update_dialog(&mut self, action: Action) {
         let (ttl_s, now) = (self.settings.ttl_s, self.session.now());
         let Mode::Takeover(d) = &mut self.mode else {
@@ -154,90 +227,23 @@ impl App {
             // Waiting for the result: only background actions apply.
             return self.update_background(action);
         }
-        let fields = d.fields();
-        let pos = fields.iter().position(|f| *f == d.focus).unwrap_or(0);
-        let cycle = |d: &mut TakeoverDialog, forward: bool| {
-            let f = d.fields();
-            let n = f.len();
-            let p = f.iter().position(|x| *x == d.focus).unwrap_or(0);
-            d.focus = f[if forward {
-                (p + 1) % n
-            } else {
-                (p + n - 1) % n
-            }];
-        };
-        // Whether the answers changed: a refusal shown is then judged again.
-        let edited = matches!(
-            action,
-            Action::Input(_) | Action::Backspace | Action::Left | Action::Right
-        );
-        match action {
-            Action::NextField => cycle(d, true),
-            Action::PrevField => cycle(d, false),
-            Action::Left | Action::Right if d.focus == Field::Then => {
-                let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
-                let i = order.iter().position(|c| *c == d.then).unwrap_or(0);
-                let j = if matches!(action, Action::Right) {
-                    (i + 1) % 3
-                } else {
-                    (i + 2) % 3
-                };
-                d.then = order[j];
+        if d.edit(&action) {
+            // A refusal stays on screen only while it is still true: once the
+            // operator has typed the missing reason (or chosen otherwise) it
+            // is replaced by what is still wrong, if anything.
+            let answered = matches!(
+                action,
+                Action::Input(_) | Action::Backspace | Action::Left | Action::Right
+            );
+            if answered && d.problem.is_some() {
+                d.problem = takeover_problem(d, ttl_s, now);
             }
-            Action::Left | Action::Right => {
-                // Between the buttons.
-                if matches!(d.focus, Field::Cancel | Field::Confirm) {
-                    d.focus = if d.focus == Field::Cancel {
-                        Field::Confirm
-                    } else {
-                        Field::Cancel
-                    };
-                }
-            }
-            Action::Input(c) => match d.focus {
-                Field::Reason if d.reason.chars().count() < 500 => d.reason.push(c),
-                Field::Successor if d.successor.chars().count() < 256 => d.successor.push(c),
-                Field::TypedPrefix if d.typed_prefix.chars().count() < 1024 => {
-                    d.typed_prefix.push(c)
-                }
-                Field::Then if c == ' ' => {
-                    let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
-                    let i = order.iter().position(|x| *x == d.then).unwrap_or(0);
-                    d.then = order[(i + 1) % 3];
-                }
-                _ => {}
-            },
-            Action::Backspace => match d.focus {
-                Field::Reason => {
-                    d.reason.pop();
-                }
-                Field::Successor => {
-                    d.successor.pop();
-                }
-                Field::TypedPrefix => {
-                    d.typed_prefix.pop();
-                }
-                _ => {}
-            },
-            Action::Cancel => self.mode = Mode::Normal,
-            Action::Submit => match d.focus {
-                Field::Cancel => self.mode = Mode::Normal,
-                Field::Confirm => self.confirm_takeover(),
-                // Enter in a field moves on.
-                _ => d.focus = fields[(pos + 1) % fields.len()],
-            },
-            Action::Quit => self.mode = Mode::Normal,
-            other => self.update_background(other),
+            return;
         }
-        // A refusal stays on screen only while it is still true: once the
-        // operator has typed the missing reason (or chosen otherwise) it is
-        // replaced by what is still wrong, if anything.
-        if edited {
-            if let Mode::Takeover(d) = &mut self.mode {
-                if d.problem.is_some() {
-                    d.problem = takeover_problem(d, ttl_s, now);
-                }
-            }
+        match action {
+            Action::Submit if d.focus == Field::Confirm => self.confirm_takeover(),
+            Action::Submit | Action::Cancel | Action::Quit => self.mode = Mode::Normal,
+            other => self.update_background(other),
         }
     }
 
