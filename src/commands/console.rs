@@ -50,9 +50,9 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         refresh,
         clock.wall(),
     );
-    app.exclusion = ctx.exclusion();
+    app.settings.exclusion = ctx.exclusion();
     if let Some(ttl) = ctx.applied.ttl {
-        app.ttl_s = ttl.as_secs();
+        app.settings.ttl_s = ttl.as_secs();
     }
     // The pod is scanned with every refresh, next to the bucket gather, on a
     // blocking thread (it reads /proc); the UI only receives the result.
@@ -76,17 +76,17 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
             Ok(l) => l,
             Err(e) => return crate::setup::fail(&e),
         };
-        app.audit_path = Some(log.path().display().to_string());
+        app.settings.audit_path = Some(log.path().display().to_string());
         Some(tui::ops::Ops {
             targets: tui::ops_targets(&opened.read, opened.writable),
             audit: log,
-            exclusion: app.exclusion,
-            ttl_s: app.ttl_s,
+            exclusion: app.settings.exclusion,
+            ttl_s: app.settings.ttl_s,
             record_format: ctx.applied.record_format_or(args.record_format),
             clock: clock.clone(),
         })
     };
-    app.get_price = args.get_price;
+    app.settings.get_price = args.get_price;
     let parts = tui::Parts {
         app,
         clock,

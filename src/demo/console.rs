@@ -51,9 +51,9 @@ async fn console(demo: &Demo) -> color_eyre::Result<()> {
         DEMO_REFRESH,
         clock.wall(),
     );
-    app.ttl_s = DEMO_TTL_S;
+    app.settings.ttl_s = DEMO_TTL_S;
     let audit_path = demo.dir().audit_log();
-    app.audit_path = Some(audit_path.display().to_string());
+    app.settings.audit_path = Some(audit_path.display().to_string());
     let counters = Arc::new(crate::store::Counters::default());
     let counted: Arc<dyn ObjectStore> = Arc::new(crate::store::Counting::new(
         demo.writable_store(),

@@ -146,7 +146,7 @@ where
         audit_path,
         ops,
     } = console;
-    app.relist_every = gatherer.relist_every();
+    app.settings.relist_every = gatherer.relist_every();
     let focus = gatherer.focus();
     let mut in_view = std::collections::HashSet::new();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -208,7 +208,7 @@ where
             app.update(a);
         }
         pod_visible.store(
-            app.view == app::View::Pod,
+            app.view() == app::View::Pod,
             std::sync::atomic::Ordering::Relaxed,
         );
         // The rows on screen are read at every refresh; the others by need.
@@ -217,7 +217,7 @@ where
             focus.set(shown.clone());
             in_view = shown;
         }
-        for cmd in app.outbox.drain(..) {
+        for cmd in app.take_writes() {
             match &commands {
                 Some(c) => {
                     if c.send(cmd).await.is_err() {
@@ -227,7 +227,7 @@ where
                 None => tracing::error!("write requested in watch mode: ignored"),
             }
         }
-        if app.quit {
+        if app.should_quit() {
             break Ok(());
         }
     };

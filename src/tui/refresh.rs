@@ -11,9 +11,9 @@ use tokio::sync::mpsc;
 
 use super::app::Action;
 use crate::clock::SharedClock;
-use crate::snapshot::{Delta, Gatherer, Refresh, Snapshot};
+use crate::snapshot::{Delta, Gatherer, Progress, Refresh, Snapshot};
 use crate::store::Counters;
-use crate::writer::scan::ScanOptions;
+use crate::writer::scan::{PodSnapshot, ScanOptions};
 
 /// What one background refresh produced.
 #[derive(Debug, Clone)]
@@ -129,7 +129,93 @@ async fn poll_audit(
     }
 }
 
-/// One refresh: bucket gather and pod scan side by side, counters, audit tail.
+impl PodScans {
+    /// Whether this refresh scans the pod. Scanning /proc is the console's
+    /// largest idle cost: every refresh while the pod view is shown
+    /// (`visible`), else every [`POD_SCAN_HIDDEN_EVERY`] (reusing the last
+    /// result in between).
+    fn due(&self, visible: bool) -> bool {
+        visible
+            || self
+                .last
+                .as_ref()
+                .is_none_or(|(at, _)| at.elapsed() >= POD_SCAN_HIDDEN_EVERY)
+    }
+
+    /// The pod scan of this refresh: a new one when `due`, else the last
+    /// result; `None` when no scan is asked for.
+    fn scan(
+        &self,
+        due: bool,
+    ) -> impl std::future::Future<Output = Option<Result<PodSnapshot, String>>> {
+        let cached = if due {
+            None
+        } else {
+            self.last.as_ref().map(|(_, r)| r.clone())
+        };
+        scan_pod(self.scans.clone(), cached)
+    }
+
+    /// Takes this refresh's scan (`scanned`, new when `due`): into the new
+    /// `snapshot` if there is one; else, a new scan that found something
+    /// different from the last one comes back to go alone (rebuilding
+    /// 10,000 rows for it was most of the idle cost of a large console:
+    /// PERFORMANCE.md, "Issue 27"). A failed scan comes back as its error.
+    fn take(
+        &mut self,
+        due: bool,
+        scanned: Option<Result<PodSnapshot, String>>,
+        snapshot: &mut Option<Snapshot>,
+    ) -> (Option<String>, Option<PodSnapshot>) {
+        let before = self.last.as_ref().map(|(_, r)| r.clone());
+        if due {
+            if let Some(r) = &scanned {
+                self.last = Some((tokio::time::Instant::now(), r.clone()));
+            }
+        }
+        match scanned {
+            Some(Ok(p)) => {
+                if let Some(s) = snapshot {
+                    s.pod = p;
+                } else if due && before.as_ref().is_none_or(|b| b.as_ref() != Ok(&p)) {
+                    return (None, Some(p));
+                }
+                (None, None)
+            }
+            Some(Err(e)) => (Some(e), None),
+            None => (None, None),
+        }
+    }
+}
+
+/// Rows already read go to the console while a long gather goes on (the
+/// first one, at thousands of prefixes). Each report holds every row read
+/// so far, so one is queued only when the console has taken the previous
+/// one: queued reports were whole copies of the table (PERFORMANCE.md,
+/// "Memory").
+fn send_progress(progress: &mpsc::Sender<Gathered>, counters: &Counters, p: Progress) {
+    if progress.capacity() < progress.max_capacity() {
+        return;
+    }
+    let _ = progress.try_send(Gathered {
+        at: p.snapshot.generated_at,
+        snapshot: Some(p.snapshot),
+        rows: None,
+        pod_error: None,
+        counters: counters.counts(),
+        audit: None,
+        progress: Some((p.read, p.known, p.listed)),
+        oldest_reading: None,
+        pod: None,
+    });
+}
+
+/// One refresh: bucket gather and pod scan side by side, counters, audit
+/// tail. A new snapshot only when more than rows changed, the changed rows
+/// alone when only they did, and a pod scan that found something new
+/// without a new snapshot alone (rebuilding 10,000 rows for the hundred rows
+/// a refresh reads was most of the idle cost of a large console:
+/// PERFORMANCE.md, "Issue 27").
 async fn gather_once(
     gatherer: &mut Gatherer,
     clock: &SharedClock,
@@ -139,48 +225,10 @@ async fn gather_once(
     audit_tail: &mut Option<crate::audit::AuditTail>,
     progress: &mpsc::Sender<Gathered>,
 ) -> Gathered {
-    // Scanning /proc is the console's largest idle cost: every refresh while
-    // the pod view is shown, else every POD_SCAN_HIDDEN_EVERY (reusing the
-    // last result in between).
-    let due = pod_visible
-        || pod
-            .last
-            .as_ref()
-            .is_none_or(|(at, _)| at.elapsed() >= POD_SCAN_HIDDEN_EVERY);
-    let cached = if due {
-        None
-    } else {
-        pod.last.as_ref().map(|(_, r)| r.clone())
-    };
-    let scan = scan_pod(pod.scans.clone(), cached);
+    let due = pod.due(pod_visible);
+    let scan = pod.scan(due);
     let audit = poll_audit(audit_tail.take());
-    // Rows already read go to the console while a long gather goes on (the
-    // first one, at thousands of prefixes). Each report holds every row read
-    // so far, so one is queued only when the console has taken the previous
-    // one: queued reports were whole copies of the table (PERFORMANCE.md,
-    // "Memory").
-    let sink = |p: crate::snapshot::Progress| {
-        if progress.capacity() < progress.max_capacity() {
-            return;
-        }
-        let _ = progress.try_send(Gathered {
-            at: p.snapshot.generated_at,
-            snapshot: Some(p.snapshot),
-            rows: None,
-            pod_error: None,
-            counters: counters.counts(),
-            audit: None,
-            progress: Some((p.read, p.known, p.listed)),
-            oldest_reading: None,
-            pod: None,
-        });
-    };
-    // A new snapshot only when more than rows changed, the changed rows
-    // alone when only they did; a pod scan that found something new without
-    // a new snapshot goes alone (rebuilding 10,000 rows for it, or for the
-    // hundred rows a refresh reads, was most of the idle cost of a large
-    // console: PERFORMANCE.md, "Issue 27").
-    let before = pod.last.as_ref().map(|(_, r)| r.clone());
+    let sink = |p: Progress| send_progress(progress, counters, p);
     let (refresh, scanned, audit) =
         tokio::join!(gatherer.gather_refresh(clock, Some(&sink)), scan, audit);
     let (mut snapshot, rows) = match refresh {
@@ -192,24 +240,7 @@ async fn gather_once(
         *audit_tail = Some(tail);
         v
     });
-    if due {
-        if let Some(r) = &scanned {
-            pod.last = Some((tokio::time::Instant::now(), r.clone()));
-        }
-    }
-    let mut pod_error = None;
-    let mut pod_alone = None;
-    match scanned {
-        Some(Ok(p)) => {
-            if let Some(s) = &mut snapshot {
-                s.pod = p;
-            } else if due && before.as_ref().is_none_or(|b| b.as_ref() != Ok(&p)) {
-                pod_alone = Some(p);
-            }
-        }
-        Some(Err(e)) => pod_error = Some(e),
-        None => {}
-    }
+    let (pod_error, pod_alone) = pod.take(due, scanned, &mut snapshot);
     Gathered {
         at: clock.wall(),
         snapshot,

@@ -72,7 +72,8 @@ fn app(now: DateTime<Utc>) -> App {
 
 /// Every change the history holds, by prefix, as text.
 fn history(app: &App) -> Vec<String> {
-    app.history
+    app.session()
+        .history()
         .iter()
         .map(|(k, h)| format!("{k:?} {} {:?}", h.count, h.changes))
         .collect()
@@ -178,8 +179,8 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
         }
 
         let (ja, jb) = (
-            serde_json::to_value(a.snapshot.as_ref().unwrap()).unwrap(),
-            serde_json::to_value(b.snapshot.as_ref().unwrap()).unwrap(),
+            serde_json::to_value(a.snapshot().unwrap()).unwrap(),
+            serde_json::to_value(b.snapshot().unwrap()).unwrap(),
         );
         assert_eq!(ja, jb, "step {step}: the documents differ");
         assert_eq!(
@@ -192,7 +193,11 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
             history(&b),
             "step {step}: the histories differ"
         );
-        assert_eq!(a.first_seen, b.first_seen, "step {step}: ETags seen since");
+        assert_eq!(
+            a.session().first_seen(),
+            b.session().first_seen(),
+            "step {step}: ETags seen since"
+        );
         clock.advance(Duration::from_secs(5));
     }
     eprintln!("80 refreshes: {rows} deltas, {snapshots} snapshots, {unchanged} unchanged");
@@ -200,6 +205,6 @@ async fn a_console_fed_changed_rows_shows_what_one_fed_whole_snapshots_shows() {
     // vanished prefixes, and the first gather, came whole.
     assert!(rows >= 50, "{rows} deltas");
     assert!(snapshots >= 7, "{snapshots} whole snapshots");
-    let changes: u64 = a.history.iter().map(|(_, h)| h.count).sum();
+    let changes: u64 = a.session().history().iter().map(|(_, h)| h.count).sum();
     assert!(changes >= 40, "{changes} holder changes seen");
 }

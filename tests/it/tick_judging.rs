@@ -57,7 +57,7 @@ fn key(app: &mut App, code: KeyCode) {
 
 /// Every row's verdict, and the rows on screen's ages, against `whole`.
 fn assert_judged_as_whole(app: &App, whole: &Snapshot, tick: i64) {
-    let s = app.snapshot.as_ref().unwrap();
+    let s = app.snapshot().unwrap();
     let shown = app.rows_in_view();
     for (t, w) in s.targets.iter().zip(&whole.targets) {
         for (p, q) in t.prefixes.iter().zip(&w.prefixes) {
@@ -109,7 +109,7 @@ async fn a_tick_gives_every_row_the_verdict_of_a_whole_judgement() {
     let mut before: Vec<LeaseState> = Vec::new();
     for tick in 1..=90 {
         app.update(Action::Tick(at(tick)));
-        let mut whole = app.snapshot.clone().unwrap();
+        let mut whole = app.snapshot().cloned().unwrap();
         whole.rejudge(at(tick));
         assert_judged_as_whole(&app, &whole, tick);
         let states: Vec<LeaseState> = whole.targets[0].prefixes.iter().map(|p| p.state).collect();
@@ -123,7 +123,7 @@ async fn a_tick_gives_every_row_the_verdict_of_a_whole_judgement() {
             // Sorted by age (anew: `s` cycles the columns): every row
             // judged at this instant, in order.
             key(&mut app, KeyCode::Char('s'));
-            while app.sort != SortKey::Age {
+            while app.leases().sort() != SortKey::Age {
                 key(&mut app, KeyCode::Char('s'));
             }
             let ages: Vec<f64> = (0..app.row_count())
@@ -134,7 +134,7 @@ async fn a_tick_gives_every_row_the_verdict_of_a_whole_judgement() {
                 ages.windows(2).all(|w| w[0] >= w[1]),
                 "sorted by age at tick {tick}"
             );
-            let s = app.snapshot.as_ref().unwrap();
+            let s = app.snapshot().unwrap();
             for (p, q) in s.targets[0].prefixes.iter().zip(&whole.targets[0].prefixes) {
                 assert_eq!(
                     p.age_s, q.age_s,

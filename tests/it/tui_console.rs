@@ -130,15 +130,15 @@ async fn sort_filter_and_next_problem() {
     assert_eq!(selected_prefix(&a), "billing/");
     // s cycles the sort column: Holder, then Age (oldest first).
     key(&mut a, KeyCode::Char('s'));
-    assert_eq!(a.sort, SortKey::Holder);
+    assert_eq!(a.leases().sort(), SortKey::Holder);
     key(&mut a, KeyCode::Char('s'));
-    assert_eq!(a.sort, SortKey::Age);
+    assert_eq!(a.leases().sort(), SortKey::Age);
     let order: Vec<String> = a.rows().map(|p| p.prefix.clone()).collect();
     assert_eq!(order[0], "billing/", "{order:?}");
     for _ in 0..3 {
         key(&mut a, KeyCode::Char('s'));
     }
-    assert_eq!(a.sort, SortKey::State);
+    assert_eq!(a.leases().sort(), SortKey::State);
     let order: Vec<String> = a.rows().map(|p| p.prefix.clone()).collect();
     assert_eq!(
         order,
@@ -146,11 +146,11 @@ async fn sort_filter_and_next_problem() {
     );
     // / filters on prefix or holder; ! negates; Esc clears.
     key(&mut a, KeyCode::Char('/'));
-    assert!(matches!(a.mode, Mode::Filter));
+    assert!(matches!(a.mode(), Mode::Filter));
     typed(&mut a, "holder-");
     assert_eq!(a.row_count(), 2);
     key(&mut a, KeyCode::Enter);
-    assert!(matches!(a.mode, Mode::Normal));
+    assert!(matches!(a.mode(), Mode::Normal));
     let text = screen(&a, 120, 20);
     assert!(
         text.contains("filter /holder-") && text.contains("(2 of 5)"),
@@ -162,7 +162,7 @@ async fn sort_filter_and_next_problem() {
     for _ in 0.."holder".len() {
         key(&mut a, KeyCode::Backspace);
     }
-    assert!(a.filter.is_empty());
+    assert!(a.leases().filter().is_empty());
     typed(&mut a, "!holder");
     key(&mut a, KeyCode::Enter);
     let shown: Vec<String> = a.rows().map(|p| p.prefix.clone()).collect();
@@ -179,7 +179,7 @@ async fn detail_pane_shows_the_record_raw_body_and_sentence() {
     let mut a = app(dir.path(), false, 120, 30).await;
     select(&mut a, "ledger/");
     key(&mut a, KeyCode::Enter);
-    assert!(a.detail);
+    assert!(a.leases().detail());
     let text = screen(&a, 120, 30);
     assert!(
         text.contains("raw body") && text.contains("instance_id\\\": 42")
@@ -197,7 +197,10 @@ async fn detail_pane_shows_the_record_raw_body_and_sentence() {
     );
     assert!(text.contains("holder skew"), "{text}");
     key(&mut a, KeyCode::Esc);
-    assert!(!a.detail && !a.quit, "Esc closes the pane before it quits");
+    assert!(
+        !a.leases().detail() && !a.should_quit(),
+        "Esc closes the pane before it quits"
+    );
 }
 
 #[tokio::test]
@@ -226,8 +229,8 @@ async fn help_is_generated_from_bindings_and_watch_mode_has_no_write_keys() {
     // In watch mode t and p do nothing and nothing is queued.
     key(&mut watch, KeyCode::Char('t'));
     key(&mut watch, KeyCode::Char('p'));
-    assert!(matches!(watch.mode, Mode::Normal));
-    assert!(watch.outbox.is_empty());
+    assert!(matches!(watch.mode(), Mode::Normal));
+    assert!(watch.outbox().is_empty());
 }
 
 #[tokio::test]
@@ -238,7 +241,7 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
     select(&mut a, "billing/");
     let seen_etag = a.selected_lease().unwrap().1.etag.clone();
     key(&mut a, KeyCode::Char('t'));
-    let Mode::Takeover(d) = &a.mode else {
+    let Mode::Takeover(d) = a.mode() else {
         panic!("dialog")
     };
     // Issue 35 trip 6: the focus starts in the reason field, where the
@@ -251,7 +254,7 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
     );
     insta::assert_snapshot!("takeover_dialog", text);
     typed(&mut a, "typed at once");
-    let Mode::Takeover(d) = &a.mode else {
+    let Mode::Takeover(d) = a.mode() else {
         panic!("dialog")
     };
     assert_eq!(
@@ -260,16 +263,16 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
     );
     // Esc closes without queuing anything.
     key(&mut a, KeyCode::Esc);
-    assert!(matches!(a.mode, Mode::Normal) && a.outbox.is_empty());
+    assert!(matches!(a.mode(), Mode::Normal) && a.outbox().is_empty());
     // Again: confirm with an empty reason is refused.
     key(&mut a, KeyCode::Char('t'));
     key(&mut a, KeyCode::BackTab); // reason → Take over (wraps)
     key(&mut a, KeyCode::Enter);
-    let Mode::Takeover(d) = &a.mode else {
+    let Mode::Takeover(d) = a.mode() else {
         panic!("dialog stays")
     };
     assert!(d.problem.as_deref().unwrap().contains("reason"));
-    assert!(a.outbox.is_empty());
+    assert!(a.outbox().is_empty());
     // Fill the reason, choose hold, confirm.
     key(&mut a, KeyCode::Tab); // Confirm → Reason (wraps)
     typed(&mut a, "INC-7 host gone");
@@ -278,8 +281,8 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
     key(&mut a, KeyCode::Tab); // → Cancel
     key(&mut a, KeyCode::Tab); // → Confirm
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.outbox.len(), 1);
-    match &a.outbox[0] {
+    assert_eq!(a.outbox().len(), 1);
+    match &a.outbox()[0] {
         WriteRequest::Takeover {
             prefix,
             seen,
@@ -297,20 +300,20 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
         c => panic!("{c:?}"),
     }
     // The result closes the dialog; the held lease is marked and quitting asks first.
-    a.outbox.clear();
+    a.take_writes();
     a.update(Action::TakeoverDone {
         key: "billing/LEASE".into(),
         result: Ok(("taken".into(), Some("billing/LEASE".into()))),
     });
-    assert!(matches!(a.mode, Mode::Normal));
+    assert!(matches!(a.mode(), Mode::Normal));
     assert!(screen(&a, 110, 30).contains("◆ billing/"));
     key(&mut a, KeyCode::Char('q'));
-    assert!(matches!(a.mode, Mode::ConfirmQuit) && !a.quit);
+    assert!(matches!(a.mode(), Mode::ConfirmQuit) && !a.should_quit());
     key(&mut a, KeyCode::Char('y'));
-    assert!(matches!(a.outbox[0], WriteRequest::ReleaseHeld));
-    assert!(!a.quit, "waits for the release");
+    assert!(matches!(a.outbox()[0], WriteRequest::ReleaseHeld));
+    assert!(!a.should_quit(), "waits for the release");
     a.update(Action::HeldReleased(vec!["billing/LEASE: released".into()]));
-    assert!(a.quit);
+    assert!(a.should_quit());
 }
 
 #[tokio::test]
@@ -321,18 +324,22 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
     select(&mut a, "orders/");
     key(&mut a, KeyCode::Char('t'));
     typed(&mut a, "drill");
-    let Mode::Takeover(d) = &a.mode else { panic!() };
+    let Mode::Takeover(d) = a.mode() else {
+        panic!()
+    };
     assert!(d.fields().contains(&Field::TypedPrefix));
     // Jump to Confirm without typing the prefix.
     key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
     key(&mut a, KeyCode::Enter);
-    let Mode::Takeover(d) = &a.mode else { panic!() };
+    let Mode::Takeover(d) = a.mode() else {
+        panic!()
+    };
     assert!(
         d.problem.as_deref().unwrap().contains("type the prefix"),
         "{:?}",
         d.problem
     );
-    assert!(a.outbox.is_empty());
+    assert!(a.outbox().is_empty());
     key(&mut a, KeyCode::Esc);
 
     select(&mut a, "events/");
@@ -340,7 +347,9 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
     typed(&mut a, "clock fixed");
     key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
     key(&mut a, KeyCode::Enter);
-    let Mode::Takeover(d) = &a.mode else { panic!() };
+    let Mode::Takeover(d) = a.mode() else {
+        panic!()
+    };
     assert!(
         d.problem
             .as_deref()
@@ -356,7 +365,7 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
     typed(&mut a, "clock fixed");
     key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.outbox.len(), 1, "{:?}", a.mode);
+    assert_eq!(a.outbox().len(), 1, "{:?}", a.mode());
 }
 
 #[tokio::test]
@@ -404,7 +413,7 @@ async fn a_prefix_with_an_invisible_character_can_be_typed_as_shown() {
     key(&mut a, KeyCode::Tab); // → Cancel
     key(&mut a, KeyCode::Tab); // → Confirm
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.outbox.len(), 1, "{:?}", a.mode);
+    assert_eq!(a.outbox().len(), 1, "{:?}", a.mode());
 }
 
 /// In every size from the advertised minimum up, each visible row shows its
@@ -483,7 +492,7 @@ async fn the_takeover_dialog_scrolls_to_its_buttons_on_a_short_terminal() {
         first.contains("take over") && first.contains("reason"),
         "{first}"
     );
-    let focus = |a: &App| match &a.mode {
+    let focus = |a: &App| match a.mode() {
         leasectl::tui::app::Mode::Takeover(d) => Some(d.focus),
         _ => None,
     };
@@ -498,7 +507,7 @@ async fn the_takeover_dialog_scrolls_to_its_buttons_on_a_short_terminal() {
     assert!(
         text.contains("Take over"),
         "the focused button is visible ({:?}):\n{text}",
-        a.mode
+        a.mode()
     );
 }
 
@@ -582,7 +591,7 @@ fn ops_on(
 
 /// Hands the console's queued writes to the write task, as the event loop does.
 async fn pump(app: &mut App, commands: &tokio::sync::mpsc::Sender<WriteRequest>) {
-    for c in app.outbox.drain(..) {
+    for c in app.take_writes() {
         commands.send(c).await.unwrap();
     }
 }
@@ -618,11 +627,11 @@ async fn probe_asks_first_and_sends_nothing_until_confirmed() {
     select(&mut a, "billing/");
     key(&mut a, KeyCode::Char('p'));
     assert!(
-        matches!(a.mode, Mode::ConfirmProbe { target: 0 }),
+        matches!(a.mode(), Mode::ConfirmProbe { target: 0 }),
         "{:?}",
-        a.mode
+        a.mode()
     );
-    assert!(a.outbox.is_empty(), "p queued a probe before asking");
+    assert!(a.outbox().is_empty(), "p queued a probe before asking");
     let text = screen(&a, 100, 24);
     assert!(
         text.contains("file:///srv/backups/.leasectl-probe/{random id}")
@@ -635,10 +644,10 @@ async fn probe_asks_first_and_sends_nothing_until_confirmed() {
     pump(&mut a, &commands).await;
     // Esc, or any other key, cancels.
     key(&mut a, KeyCode::Esc);
-    assert!(matches!(a.mode, Mode::Normal) && a.outbox.is_empty());
+    assert!(matches!(a.mode(), Mode::Normal) && a.outbox().is_empty());
     key(&mut a, KeyCode::Char('p'));
     key(&mut a, KeyCode::Char('n'));
-    assert!(matches!(a.mode, Mode::Normal) && a.outbox.is_empty());
+    assert!(matches!(a.mode(), Mode::Normal) && a.outbox().is_empty());
     pump(&mut a, &commands).await;
     assert!(
         tokio::time::timeout(Duration::from_millis(300), results.recv())
@@ -650,11 +659,11 @@ async fn probe_asks_first_and_sends_nothing_until_confirmed() {
     // y confirms: exactly one probe, of the selected row's target, and it runs.
     key(&mut a, KeyCode::Char('p'));
     key(&mut a, KeyCode::Char('y'));
-    assert!(matches!(a.mode, Mode::Normal));
+    assert!(matches!(a.mode(), Mode::Normal));
     assert!(
-        matches!(a.outbox.as_slice(), [WriteRequest::Probe { target: 0 }]),
+        matches!(a.outbox(), [WriteRequest::Probe { target: 0 }]),
         "{:?}",
-        a.outbox
+        a.outbox()
     );
     pump(&mut a, &commands).await;
     let done = tokio::time::timeout(Duration::from_secs(20), results.recv())
@@ -668,7 +677,7 @@ async fn probe_asks_first_and_sends_nothing_until_confirmed() {
     // Enter confirms too.
     key(&mut a, KeyCode::Char('p'));
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.outbox.len(), 1);
+    assert_eq!(a.outbox().len(), 1);
 }
 
 /// The header's "ago" is never negative: the refresh time (read by the
@@ -711,7 +720,9 @@ async fn the_takeover_dialog_forgets_a_refusal_once_it_is_answered() {
     typed(&mut a, "INC-7 host gone");
     let text = screen(&a, 110, 30);
     assert!(!text.contains("reason is required"), "{text}");
-    let Mode::Takeover(d) = &a.mode else { panic!() };
+    let Mode::Takeover(d) = a.mode() else {
+        panic!()
+    };
     assert_eq!(d.problem, None);
     insta::assert_snapshot!("takeover_dialog_reason_typed", text);
     // Refused again for another reason: hand over without a successor.
@@ -739,7 +750,7 @@ async fn the_takeover_dialog_forgets_a_refusal_once_it_is_answered() {
     key(&mut a, KeyCode::Tab); // → Confirm
     key(&mut a, KeyCode::Enter);
     assert!(screen(&a, 110, 30).contains("a reason is required"));
-    assert!(a.outbox.is_empty());
+    assert!(a.outbox().is_empty());
 }
 
 /// Whether `s` is a whole duration as the console writes one (`850ms`,
@@ -845,8 +856,8 @@ async fn the_status_bar_gives_way_by_priority() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let mut a = app(dir.path(), false, 160, 24).await;
-    a.targets = vec!["s3://bkt/backups/".into()];
-    a.relist_every = 6;
+    a.settings.targets = vec!["s3://bkt/backups/".into()];
+    a.settings.relist_every = 6;
     a.update(Action::Counters(RequestCounts::default()));
     a.update(Action::Tick(at(10)));
     a.update(Action::Counters(RequestCounts {
@@ -912,8 +923,8 @@ async fn the_status_bar_shows_the_oldest_reading() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let mut a = app(dir.path(), true, 200, 24).await;
-    a.targets = vec!["s3://bkt/backups/".into()];
-    a.relist_every = 6;
+    a.settings.targets = vec!["s3://bkt/backups/".into()];
+    a.settings.relist_every = 6;
     a.update(Action::Counters(RequestCounts::default()));
     a.update(Action::Tick(at(10)));
     a.update(Action::Counters(RequestCounts {
@@ -1003,7 +1014,7 @@ async fn the_status_bar_escapes_a_name_exactly_once() {
         typed(a, "INC-13");
         key(a, KeyCode::BackTab); // → Confirm
         key(a, KeyCode::Enter);
-        assert_eq!(a.outbox.len(), 1, "{:?}", a.mode);
+        assert_eq!(a.outbox().len(), 1, "{:?}", a.mode());
     };
     take(&mut a);
     let text = screen(&a, 200, 24);
@@ -1058,8 +1069,8 @@ async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
     key(&mut a, KeyCode::Tab); // → Cancel
     key(&mut a, KeyCode::Tab); // → Confirm
     key(&mut a, KeyCode::Enter);
-    assert!(a.outbox.is_empty(), "confirmed what could not be seen");
-    let Mode::Takeover(d) = &a.mode else {
+    assert!(a.outbox().is_empty(), "confirmed what could not be seen");
+    let Mode::Takeover(d) = a.mode() else {
         panic!("the dialog stays open")
     };
     assert!(
@@ -1069,5 +1080,5 @@ async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
     );
     a.update(Action::Resize(110, 30));
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.outbox.len(), 1, "a large enough terminal confirms");
+    assert_eq!(a.outbox().len(), 1, "a large enough terminal confirms");
 }

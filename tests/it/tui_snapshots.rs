@@ -142,16 +142,16 @@ async fn scrolling_keeps_the_selection_visible() {
     app.update(Action::Resize(80, 20));
     assert_eq!(app.row_count(), 200);
     app.update(Action::End);
-    assert_eq!(app.selected, 199);
+    assert_eq!(app.leases().cursor().selected(), 199);
     let text = screen_text(&draw(&app, 80, 20));
     assert!(text.contains("p199") && !text.contains("p000"), "{text}");
     app.update(Action::PageUp);
-    assert_eq!(app.selected, 199 - app.visible_rows());
+    assert_eq!(app.leases().cursor().selected(), 199 - app.visible_rows());
     app.update(Action::Home);
     let text = screen_text(&draw(&app, 80, 20));
     assert!(text.contains("p000") && text.contains("leases 1/200"));
     app.update(Action::Up);
-    assert_eq!(app.selected, 0);
+    assert_eq!(app.leases().cursor().selected(), 0);
 }
 
 #[tokio::test]
@@ -382,8 +382,8 @@ async fn tab_switches_view_and_each_view_keeps_its_selection() {
     let snap = snapshot_with_pod(dir.path(), at(0), trap_pod()).await;
     app.update(Action::Snapshot(Box::new(snap)));
     app.update(Action::Resize(100, 30));
-    assert_eq!(app.view, View::Leases);
-    assert_eq!((app.row_count(), app.pod_rows.len()), (5, 6));
+    assert_eq!(app.view(), View::Leases);
+    assert_eq!((app.row_count(), app.pod().rows().len()), (5, 6));
 
     // The Tab key is bound, and shown in the status bar from BINDINGS.
     let tab = crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Tab);
@@ -395,7 +395,13 @@ async fn tab_switches_view_and_each_view_keeps_its_selection() {
 
     app.update(Action::Down);
     app.update(Action::Down);
-    assert_eq!((app.selected, app.pod_selected), (2, 0));
+    assert_eq!(
+        (
+            app.leases().cursor().selected(),
+            app.pod().cursor().selected()
+        ),
+        (2, 0)
+    );
     let text = screen_text(&draw(&app, 100, 30));
     assert!(
         text.contains("view  leases ") && text.contains("leases 3/5"),
@@ -403,11 +409,23 @@ async fn tab_switches_view_and_each_view_keeps_its_selection() {
     );
 
     app.update(a);
-    assert_eq!(app.view, View::Pod);
+    assert_eq!(app.view(), View::Pod);
     app.update(Action::End);
-    assert_eq!((app.selected, app.pod_selected), (2, 5));
+    assert_eq!(
+        (
+            app.leases().cursor().selected(),
+            app.pod().cursor().selected()
+        ),
+        (2, 5)
+    );
     app.update(Action::Up);
-    assert_eq!((app.selected, app.pod_selected), (2, 4));
+    assert_eq!(
+        (
+            app.leases().cursor().selected(),
+            app.pod().cursor().selected()
+        ),
+        (2, 4)
+    );
     let text = screen_text(&draw(&app, 100, 30));
     assert!(
         text.contains("view  pod ") && text.contains("processes 5/6"),
@@ -416,9 +434,15 @@ async fn tab_switches_view_and_each_view_keeps_its_selection() {
     assert!(!text.contains("PREFIX"), "{text}");
 
     app.update(Action::SwitchView);
-    assert_eq!(app.view, View::Leases);
+    assert_eq!(app.view(), View::Leases);
     app.update(Action::Home);
-    assert_eq!((app.selected, app.pod_selected), (0, 4));
+    assert_eq!(
+        (
+            app.leases().cursor().selected(),
+            app.pod().cursor().selected()
+        ),
+        (0, 4)
+    );
 }
 
 #[tokio::test]
@@ -426,9 +450,13 @@ async fn pod_selection_clamps_and_follows_the_process() {
     let mut app = pod_app(trap_pod(), 100, 30).await;
     app.update(Action::SwitchView);
     app.update(Action::PageDown);
-    assert_eq!(app.pod_selected, 5, "PgDn stops at the last row");
+    assert_eq!(
+        app.pod().cursor().selected(),
+        5,
+        "PgDn stops at the last row"
+    );
     app.update(Action::Down);
-    assert_eq!(app.pod_selected, 5);
+    assert_eq!(app.pod().cursor().selected(), 5);
     app.update(Action::Up);
     let pid = app.selected_process().unwrap().pid;
 
@@ -444,16 +472,19 @@ async fn pod_selection_clamps_and_follows_the_process() {
     fewer.processes.truncate(2);
     let snap = snapshot_with_pod(dir.path(), at(2), fewer).await;
     app.update(Action::Snapshot(Box::new(snap)));
-    assert_eq!(app.pod_rows.len(), 2);
-    assert_eq!(app.pod_selected, 1);
+    assert_eq!(app.pod().rows().len(), 2);
+    assert_eq!(app.pod().cursor().selected(), 1);
     app.update(Action::PageUp);
-    assert_eq!(app.pod_selected, 0);
+    assert_eq!(app.pod().cursor().selected(), 0);
 
     // An empty pod: nothing selected, nothing breaks.
     let snap = snapshot_with_pod(dir.path(), at(3), PodSnapshot::default()).await;
     app.update(Action::Snapshot(Box::new(snap)));
     app.update(Action::End);
-    assert_eq!((app.pod_selected, app.pod_offset), (0, 0));
+    assert_eq!(
+        (app.pod().cursor().selected(), app.pod().cursor().offset()),
+        (0, 0)
+    );
     let text = screen_text(&draw(&app, 100, 30));
     assert!(
         text.contains("processes (none)") && text.contains("no pod found"),
@@ -519,7 +550,7 @@ async fn ten_thousand_processes_deep_chain() {
     };
     let mut app = pod_app(pod, 120, 40).await;
     app.update(Action::SwitchView);
-    assert_eq!(app.pod_rows.len(), 10_000);
+    assert_eq!(app.pod().rows().len(), 10_000);
     // Tree order: the chain first (depth grows), then the other roots (their
     // parent 999 is not in the pod).
     assert_eq!(
@@ -668,7 +699,7 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let full = app_on(dir.path(), at(0)).await;
-    let snap = full.snapshot.clone().unwrap();
+    let snap = full.snapshot().cloned().unwrap();
     let mut partial = snap.clone();
     partial.targets[0].prefixes.truncate(2);
 
@@ -702,7 +733,7 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
     app.update(Action::Counters(c(1600, 16)));
     let cost = app.cost_per_hour().unwrap();
     assert!((cost - 0.016056).abs() < 1e-9, "{cost}");
-    app.get_price = 0.0008;
+    app.settings.get_price = 0.0008;
     assert!((app.cost_per_hour().unwrap() - 2.0 * 0.016056).abs() < 1e-9);
     app.update(Action::Snapshot(Box::new(snap)));
     app.update(Action::Resize(200, 14));

@@ -1,385 +1,90 @@
-//! The console's dialogs and their state changes (called from
-//! [`App::update`] only): the probe's question, and the takeover dialog — what
-//! it shows, its fields, and the confirmation rule (`takeover_problem`: the
-//! successor's id, the typed prefix of a forced takeover, then the takeover's
-//! preflight shared with `leasectl takeover`).
+//! The console's prompts and their state changes (called from
+//! [`App::update`] only): help (`?`), the probe's question (`p`: the probe
+//! writes a scratch key, so it asks first), and quitting while leases are
+//! held (release them first). The takeover dialog has a file of its own
+//! (`takeover_dialog`).
 
-use std::time::Duration;
-
-use chrono::{DateTime, Utc};
-
-use super::{Action, App, LeaseRow, Mode, View};
-use crate::bucket::LeaseState;
-use crate::takeover::Then;
+use super::{terminal_safe, Action, App, Mode, View};
+use crate::snapshot::ExclusionReport;
 use crate::text::sanitize;
 use crate::tui::action::WriteRequest;
 
-/// Which field of the takeover dialog has the focus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    /// The reason text (where the focus starts: what is typed first lands
-    /// there).
-    Reason,
-    /// release / hold / hand-over.
-    Then,
-    /// The successor's instance id (hand-over only).
-    Successor,
-    /// The prefix typed to confirm a forced takeover (fresh lease only).
-    TypedPrefix,
-    /// The Cancel button.
-    Cancel,
-    /// The Take over button.
-    Confirm,
-}
-
-/// What happens after the takeover, as chosen in the dialog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThenChoice {
-    /// Delete the new lease at once.
-    Release,
-    /// The console keeps renewing it until quit.
-    Hold,
-    /// Name a successor's instance id.
-    Handover,
-}
-
-impl ThenChoice {
-    /// Shown in the dialog.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ThenChoice::Release => "release",
-            ThenChoice::Hold => "hold",
-            ThenChoice::Handover => "hand over",
-        }
-    }
-}
-
-/// The takeover dialog: exactly what will be replaced, and the operator's answers.
-#[derive(Debug, Clone)]
-pub struct TakeoverDialog {
-    /// The row being taken over.
-    pub row: LeaseRow,
-    /// Its prefix.
-    pub prefix: String,
-    /// Its key.
-    pub key: String,
-    /// What the operator saw when opening the dialog (the takeover's precondition).
-    pub seen: crate::bucket::Observed,
-    /// The judgement then.
-    pub state: LeaseState,
-    /// Holder (escaped), or `-`.
-    pub holder: String,
-    /// Age when opened, seconds.
-    pub age_s: Option<f64>,
-    /// ETag seen.
-    pub etag: Option<String>,
-    /// How long the console had seen that ETag unchanged.
-    pub watched_for: Duration,
-    /// Reason typed.
-    pub reason: String,
-    /// After-takeover choice.
-    pub then: ThenChoice,
-    /// Successor id typed (hand-over).
-    pub successor: String,
-    /// Prefix typed (forced takeover of a fresh lease).
-    pub typed_prefix: String,
-    /// Focus.
-    pub focus: Field,
-    /// Why Confirm was refused, shown in the dialog.
-    pub problem: Option<String>,
-    /// Sent; waiting for the result.
-    pub pending: bool,
-}
-
-impl TakeoverDialog {
-    /// Whether this takeover overrides a fresh lease (and so needs the typed prefix).
-    pub fn forced(&self) -> bool {
-        self.state == LeaseState::Fresh
-    }
-
-    /// The fields the focus visits, in order.
-    pub fn fields(&self) -> Vec<Field> {
-        let mut v = vec![Field::Reason, Field::Then];
-        if self.then == ThenChoice::Handover {
-            v.push(Field::Successor);
-        }
-        if self.forced() {
-            v.push(Field::TypedPrefix);
-        }
-        v.extend([Field::Cancel, Field::Confirm]);
-        v
-    }
-}
-
 impl App {
+    /// Keys while help, a question or the release before quitting is on screen.
+    pub(super) fn update_prompt(&mut self, action: Action) {
+        match (&self.mode, action) {
+            (Mode::Help, Action::Quit) => self.request_quit(),
+            (Mode::Help, Action::Cancel | Action::ToggleHelp) => self.mode = Mode::Normal,
+            (Mode::ConfirmQuit, Action::Yes) => {
+                self.outbox.push(WriteRequest::ReleaseHeld);
+                self.mode = Mode::Quitting;
+                self.message = Some(("releasing held leases…".into(), false));
+            }
+            (Mode::ConfirmQuit, Action::Cancel | Action::Quit) => self.mode = Mode::Normal,
+            (&Mode::ConfirmProbe { target }, Action::Yes) => {
+                self.mode = Mode::Normal;
+                self.send_probe(target);
+            }
+            (Mode::ConfirmProbe { .. }, Action::Cancel | Action::Quit) => {
+                self.mode = Mode::Normal;
+                self.message = Some(("probe cancelled: nothing was written".into(), false));
+            }
+            (_, other) => self.update_background(other),
+        }
+    }
+
+    /// `q`: quits at once, or asks first when leases are held.
+    pub(super) fn request_quit(&mut self) {
+        if self.session.held().is_empty() {
+            self.quit = true;
+        } else {
+            self.mode = Mode::ConfirmQuit;
+        }
+    }
+
     /// `p`: asks before probing (the probe writes a scratch key); the
     /// request is queued only once the operator says yes.
     pub(super) fn start_probe(&mut self) {
-        if self.read_only {
+        if self.settings.read_only {
             return;
         }
         let target = match (self.view, self.selected_lease()) {
             (View::Leases, Some((r, _))) => r.target,
-            _ if !self.targets.is_empty() => 0,
+            _ if !self.settings.targets.is_empty() => 0,
             _ => return,
         };
         self.mode = Mode::ConfirmProbe { target };
     }
 
-    pub(super) fn send_probe(&mut self, target: usize) {
-        if self.read_only {
+    fn send_probe(&mut self, target: usize) {
+        if self.settings.read_only {
             return;
         }
         self.outbox.push(WriteRequest::Probe { target });
+        let url = self.settings.targets.get(target).map(String::as_str);
         self.message = Some((
             format!(
                 "probing {} (writes and removes a scratch key)…",
-                sanitize(self.targets.get(target).map(String::as_str).unwrap_or("?"))
+                sanitize(url.unwrap_or("?"))
             ),
             false,
         ));
     }
 
-    pub(super) fn start_takeover(&mut self) {
-        if self.read_only || self.view != View::Leases {
-            return;
-        }
-        let Some((row, p)) = self.selected_lease() else {
-            return;
-        };
-        let watched = self.watched_for(&p.key);
-        let dialog = TakeoverDialog {
-            row,
-            prefix: p.prefix.clone(),
-            key: p.key.clone(),
-            seen: p.observed.clone(),
-            state: p.state,
-            holder: p
-                .record
-                .as_ref()
-                .map(|r| sanitize(&r.instance_id))
-                .unwrap_or_else(|| "-".into()),
-            age_s: p.age_s,
-            etag: p.etag.clone(),
-            watched_for: watched,
-            reason: String::new(),
-            then: ThenChoice::Release,
-            successor: String::new(),
-            typed_prefix: String::new(),
-            focus: Field::Reason,
-            problem: None,
-            pending: false,
-        };
-        self.mode = Mode::Takeover(Box::new(dialog));
+    /// A probe of target `target` finished.
+    pub(super) fn probe_done(&mut self, target: usize, result: ExclusionReport, message: &str) {
+        self.session.probed(target, result);
+        let bad = result != ExclusionReport::Conditional;
+        self.message = Some((terminal_safe(message).into_owned(), bad));
     }
 
-    pub(super) fn update_dialog(&mut self, action: Action) {
-        let (ttl_s, now) = (self.ttl_s, self.now);
-        let Mode::Takeover(d) = &mut self.mode else {
-            return;
-        };
-        if d.pending {
-            // Waiting for the result: only background actions apply.
-            self.update_background(action);
-            return self.clamp_all();
+    /// The held leases were released (one line each); a console waiting
+    /// for that to quit now quits.
+    pub(super) fn held_released(&mut self, lines: &[String]) {
+        self.session.released();
+        self.message = Some((terminal_safe(&lines.join("; ")).into_owned(), false));
+        if matches!(self.mode, Mode::Quitting) {
+            self.quit = true;
         }
-        let fields = d.fields();
-        let pos = fields.iter().position(|f| *f == d.focus).unwrap_or(0);
-        let cycle = |d: &mut TakeoverDialog, forward: bool| {
-            let f = d.fields();
-            let n = f.len();
-            let p = f.iter().position(|x| *x == d.focus).unwrap_or(0);
-            d.focus = f[if forward {
-                (p + 1) % n
-            } else {
-                (p + n - 1) % n
-            }];
-        };
-        // Whether the answers changed: a refusal shown is then judged again.
-        let edited = matches!(
-            action,
-            Action::Input(_) | Action::Backspace | Action::Left | Action::Right
-        );
-        match action {
-            Action::NextField => cycle(d, true),
-            Action::PrevField => cycle(d, false),
-            Action::Left | Action::Right if d.focus == Field::Then => {
-                let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
-                let i = order.iter().position(|c| *c == d.then).unwrap_or(0);
-                let j = if matches!(action, Action::Right) {
-                    (i + 1) % 3
-                } else {
-                    (i + 2) % 3
-                };
-                d.then = order[j];
-            }
-            Action::Left | Action::Right => {
-                // Between the buttons.
-                if matches!(d.focus, Field::Cancel | Field::Confirm) {
-                    d.focus = if d.focus == Field::Cancel {
-                        Field::Confirm
-                    } else {
-                        Field::Cancel
-                    };
-                }
-            }
-            Action::Input(c) => match d.focus {
-                Field::Reason if d.reason.chars().count() < 500 => d.reason.push(c),
-                Field::Successor if d.successor.chars().count() < 256 => d.successor.push(c),
-                Field::TypedPrefix if d.typed_prefix.chars().count() < 1024 => {
-                    d.typed_prefix.push(c)
-                }
-                Field::Then if c == ' ' => {
-                    let order = [ThenChoice::Release, ThenChoice::Hold, ThenChoice::Handover];
-                    let i = order.iter().position(|x| *x == d.then).unwrap_or(0);
-                    d.then = order[(i + 1) % 3];
-                }
-                _ => {}
-            },
-            Action::Backspace => match d.focus {
-                Field::Reason => {
-                    d.reason.pop();
-                }
-                Field::Successor => {
-                    d.successor.pop();
-                }
-                Field::TypedPrefix => {
-                    d.typed_prefix.pop();
-                }
-                _ => {}
-            },
-            Action::Cancel => self.mode = Mode::Normal,
-            Action::Submit => match d.focus {
-                Field::Cancel => self.mode = Mode::Normal,
-                Field::Confirm => self.confirm_takeover(),
-                // Enter in a field moves on.
-                _ => d.focus = fields[(pos + 1) % fields.len()],
-            },
-            Action::Quit => self.mode = Mode::Normal,
-            other => self.update_background(other),
-        }
-        // A refusal stays on screen only while it is still true: once the
-        // operator has typed the missing reason (or chosen otherwise) it is
-        // replaced by what is still wrong, if anything.
-        if edited {
-            if let Mode::Takeover(d) = &mut self.mode {
-                if d.problem.is_some() {
-                    d.problem = takeover_problem(d, ttl_s, now);
-                }
-            }
-        }
-        self.clamp_all();
-    }
-
-    pub(super) fn confirm_takeover(&mut self) {
-        let (ttl_s, now, size) = (self.ttl_s, self.now, self.size);
-        let target = self
-            .targets
-            .get(match &self.mode {
-                Mode::Takeover(d) => d.row.target,
-                _ => 0,
-            })
-            .cloned()
-            .unwrap_or_default();
-        let Mode::Takeover(d) = &mut self.mode else {
-            return;
-        };
-        // What the operator could not see is not confirmed.
-        if let Some(p) = too_small(size, d, &target) {
-            self.message = Some((p.clone(), true));
-            d.problem = Some(p);
-            return;
-        }
-        if let Some(p) = takeover_problem(d, ttl_s, now) {
-            d.problem = Some(p);
-            return;
-        }
-        let then = match d.then {
-            ThenChoice::Release => Then::Release,
-            ThenChoice::Hold => Then::Hold,
-            ThenChoice::Handover => Then::Handover(d.successor.trim().to_owned()),
-        };
-        self.outbox.push(WriteRequest::Takeover {
-            target: d.row.target,
-            prefix: d.prefix.clone(),
-            seen: d.seen.clone(),
-            watched_for: d.watched_for,
-            reason: d.reason.trim().to_owned(),
-            then,
-            force: d.forced(),
-        });
-        d.pending = true;
-        d.problem = None;
-        self.message = Some((format!("taking over {}…", sanitize(&d.key)), false));
-    }
-}
-
-/// The widest the takeover dialog is drawn (`ui::dialog::render_dialog`).
-const DIALOG_WIDTH: u16 = 76;
-
-/// Why the terminal (`size`, columns × rows) is too small to show the whole
-/// takeover dialog `d` (the facts about what it replaces: target, key, state,
-/// holder, age, ETag; the fields; the buttons), if it is: a takeover is
-/// confirmed only when the operator could see all of it. The dialog is as
-/// tall as its lines and as wide as its longest line (at most 76 columns).
-fn too_small(size: (u16, u16), d: &TakeoverDialog, target: &str) -> Option<String> {
-    let chars = |s: &str| sanitize(s).chars().count();
-    let facts = [
-        9 + chars(target),
-        9 + chars(&d.key),
-        9 + d.state.as_str().len() + if d.forced() { 35 } else { 0 },
-        9 + d.holder.chars().count(),
-        9 + d.etag.as_deref().map_or(40, str::len),
-        // "then     (•) release  ( ) hold  ( ) hand over"
-        46,
-    ];
-    let longest = facts.into_iter().max().unwrap_or(0) as u16 + 2;
-    let need_w = longest.min(DIALOG_WIDTH);
-    // Facts (7, and a look-alike warning), a blank, reason, then, the
-    // successor and typed-prefix fields when shown, a blank, the buttons, the
-    // key hint, and the two borders.
-    let need_h = 7
-        + u16::from(crate::text::lookalike_note(&d.prefix).is_some())
-        + 3
-        + u16::from(d.then == ThenChoice::Handover)
-        + u16::from(d.forced())
-        + 2
-        + 1
-        + 2;
-    (size.0 < need_w || size.1 < need_h).then(|| {
-        format!(
-            "the terminal ({}×{}) is too small to show the whole takeover dialog: it needs at least {need_w}×{need_h}; enlarge it to confirm",
-            size.0, size.1
-        )
-    })
-}
-
-/// Why the dialog's takeover would be refused now, if it would: the
-/// console's own checks (the successor's id, the typed confirmation), then the
-/// takeover's guards, shared with `leasectl takeover` (a reason, one TTL of
-/// watching…), judged at `now` with leases of `ttl_s` seconds.
-fn takeover_problem(d: &TakeoverDialog, ttl_s: u64, now: DateTime<Utc>) -> Option<String> {
-    if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
-        Some("hand-over needs the successor's instance id".to_owned())
-    } else if d.forced() && !crate::takeover::typed_confirms(&d.typed_prefix, &[&d.prefix]) {
-        // The rule shared with `leasectl takeover`: the prefix as shown
-        // (escaped) is accepted too, so a name holding a control or invisible
-        // character can always be typed.
-        Some(format!(
-            "the lease is fresh (a live holder): type the prefix {} to force",
-            sanitize(&d.prefix)
-        ))
-    } else {
-        crate::takeover::preflight(
-            &d.prefix,
-            &d.seen,
-            d.watched_for,
-            &d.reason,
-            ttl_s,
-            d.forced(),
-            now,
-        )
-        .err()
-        .map(|e| e.to_string())
     }
 }

@@ -175,11 +175,11 @@ pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
         Mode::Normal => {}
     }
     // Esc first closes what is open (the detail pane, a filter).
-    if k.code == KeyCode::Esc && (app.detail || !app.filter.is_empty()) {
+    if k.code == KeyCode::Esc && (app.leases.detail() || !app.leases.filter().is_empty()) {
         return Some(Action::Cancel);
     }
     BINDINGS
         .iter()
-        .find(|b| b.codes.contains(&k.code) && !(b.writes && app.read_only))
+        .find(|b| b.codes.contains(&k.code) && !(b.writes && app.settings.read_only))
         .map(|b| b.action.clone())
 }

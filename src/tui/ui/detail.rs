@@ -23,7 +23,7 @@ pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
     };
     let mut lines = detail_lines(app, r, p);
     // The holder history beside the details when there is room, else under them.
-    let url = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target));
+    let url = app.snapshot().and_then(|s| s.targets.get(r.target));
     let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
     let (details, side) = if area.width >= 100 {
         let [d, h] = ratatui::layout::Layout::horizontal([
@@ -67,7 +67,13 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     let mut lines = vec![
         kv(
             "target",
-            sanitize(app.targets.get(r.target).map(String::as_str).unwrap_or("?")),
+            sanitize(
+                app.settings
+                    .targets
+                    .get(r.target)
+                    .map(String::as_str)
+                    .unwrap_or("?"),
+            ),
         ),
         kv("key", sanitize(&p.key)),
     ];
@@ -80,7 +86,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     lines.push(Line::from(vec![
         Span::styled(format!("{:<14}", "judgement"), bold),
         Span::styled(p.state.as_str(), state_style(p.state)),
-        Span::raw(format!(": {}", p.explanation(app.now))),
+        Span::raw(format!(": {}", p.explanation(app.now()))),
     ]));
     if let Some(rec) = &p.record {
         lines.push(kv("instance_id", sanitize(&rec.instance_id)));
@@ -110,7 +116,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
             Span::raw(sanitize(p.problem.as_deref().unwrap_or_default())),
         ]));
     }
-    if let Some(t) = app.snapshot.as_ref().and_then(|s| s.targets.get(r.target)) {
+    if let Some(t) = app.snapshot().and_then(|s| s.targets.get(r.target)) {
         if let Some(o) = t.server_offset_s {
             lines.push(kv(
                 "reader clock",
@@ -174,7 +180,7 @@ fn history_lines(
 ) -> Vec<Line<'static>> {
     use crate::snapshot::history::ChangeKind;
     let changes = url
-        .and_then(|u| app.history.get(u, &p.prefix))
+        .and_then(|u| app.session().history().get(u, &p.prefix))
         .map(|h| h.changes.iter().rev().collect::<Vec<_>>())
         .unwrap_or_default();
     if changes.is_empty() {

@@ -28,7 +28,7 @@ pub(super) fn render_help(app: &App, f: &mut Frame, area: Rect) {
     let shown: Vec<_> = BINDINGS
         .iter()
         .filter(|b| !b.keys.is_empty())
-        .filter(|b| !(app.read_only && b.writes))
+        .filter(|b| !(app.settings.read_only && b.writes))
         .collect();
     let mut lines: Vec<Line> = shown
         .iter()
@@ -43,7 +43,7 @@ pub(super) fn render_help(app: &App, f: &mut Frame, area: Rect) {
         })
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::from(if app.read_only {
+    lines.push(Line::from(if app.settings.read_only {
         "WATCH mode: the stores are read-only; no key writes.".to_owned()
     } else {
         "OPS mode: p and t write (a scratch key; the LEASE), always after a confirmation."
@@ -73,9 +73,9 @@ fn fitted(area: Rect, lines: &[Line]) -> Rect {
 pub(super) fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
     let mut lines = vec![Line::from(format!(
         "This console holds {} lease(s):",
-        app.held.len()
+        app.session().held().len()
     ))];
-    for k in &app.held {
+    for k in app.session().held() {
         lines.push(Line::from(format!("  {}", sanitize(k))));
     }
     lines.push(Line::from(""));
@@ -93,7 +93,13 @@ pub(super) fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
 /// `p`'s confirmation: which target, and exactly what the probe writes and
 /// removes there, before anything is sent.
 pub(super) fn render_confirm_probe(app: &App, target: usize, f: &mut Frame, area: Rect) {
-    let url = sanitize(app.targets.get(target).map(String::as_str).unwrap_or("?"));
+    let url = sanitize(
+        app.settings
+            .targets
+            .get(target)
+            .map(String::as_str)
+            .unwrap_or("?"),
+    );
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let lines = vec![
         Line::styled("Probe this target's service?", bold),
@@ -249,7 +255,8 @@ fn dialog_facts(app: &App, d: &crate::tui::app::TakeoverDialog) -> Vec<Line<'sta
         Line::from(format!(
             "target   {}",
             sanitize(
-                app.targets
+                app.settings
+                    .targets
                     .get(d.row.target)
                     .map(String::as_str)
                     .unwrap_or("?")

@@ -12,13 +12,13 @@ use crate::text::sanitize;
 use crate::tui::app::App;
 
 pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
-    let mode = if app.read_only {
+    let mode = if app.settings.read_only {
         Span::styled(
             " WATCH (read-only) ",
             Style::default().bg(Color::Blue).fg(Color::White),
         )
     } else {
-        let ex = match app.exclusion {
+        let ex = match app.settings.exclusion {
             crate::bucket::Exclusion::Conditional => "conditional",
             crate::bucket::Exclusion::BestEffort => "BEST-EFFORT",
         };
@@ -30,8 +30,8 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
     // The refresh and "now" are two readings of the clock (by the refresher
     // and at the last tick), and the wall clock can step back: "ago" is never
     // negative.
-    let last = app.last_refresh.map(|t| {
-        let ago = format_secs((app.now - t).num_milliseconds().max(0) as f64 / 1000.0);
+    let last = app.session().last_refresh().map(|t| {
+        let ago = format_secs((app.now() - t).num_milliseconds().max(0) as f64 / 1000.0);
         (t.format("%H:%M:%SZ").to_string(), ago)
     });
     let last_forms = match &last {
@@ -50,7 +50,7 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
         vec![
             vec![Span::raw(format!(
                 "  refresh {}",
-                humantime::format_duration(app.refresh)
+                humantime::format_duration(app.settings.refresh)
             ))],
             vec![],
         ],
@@ -58,11 +58,11 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
         vec![
             vec![Span::raw(format!(
                 "  clock {}",
-                app.now.format("%Y-%m-%d %H:%M:%SZ")
+                app.now().format("%Y-%m-%d %H:%M:%SZ")
             ))],
             vec![Span::raw(format!(
                 "  clock {}",
-                app.now.format("%H:%M:%SZ")
+                app.now().format("%H:%M:%SZ")
             ))],
             vec![],
         ],
@@ -79,7 +79,7 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
 /// The header's service-clock part (its forms, widest first), when the
 /// snapshot says anything about the service's clock.
 fn service_clock_part(app: &App) -> Option<Vec<Vec<Span<'static>>>> {
-    if let Some(snap) = &app.snapshot {
+    if let Some(snap) = app.snapshot() {
         if let Some(o) = snap.reader_clock.server_offset_s {
             let untrusted = app.ages_unknown();
             let text = format!(
@@ -126,22 +126,23 @@ fn view_line(app: &App) -> Line<'static> {
     Line::from(vec![
         Span::raw("view "),
         Span::styled(
-            format!(" {} ", app.view.as_str()),
+            format!(" {} ", app.view().as_str()),
             Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD),
         ),
         Span::raw(format!(
             "  targets: {}",
-            if app.targets.is_empty() {
+            if app.settings.targets.is_empty() {
                 "(none)".to_owned()
             } else {
                 // Each target with where its requests go (endpoint, region,
                 // addressing), as k9s shows its context, once gathered.
                 let shown: Vec<String> = app
+                    .settings
                     .targets
                     .iter()
                     .enumerate()
                     .map(
-                        |(i, t)| match app.snapshot.as_ref().and_then(|s| s.targets.get(i)) {
+                        |(i, t)| match app.snapshot().and_then(|s| s.targets.get(i)) {
                             Some(r) if r.endpoint != "local" => format!("{t} @ {}", r.endpoint),
                             _ => t.clone(),
                         },

@@ -141,11 +141,11 @@ pub fn render(app: &App, f: &mut Frame) {
         status,
     } = layout::screen(area, errors.len() as u16);
     render_header(app, f, header);
-    match app.view {
+    match app.view() {
         View::Leases => {
             let (table, detail) = layout::leases(body, app.detail_height());
             render_table(app, f, table);
-            if app.detail {
+            if app.leases().detail() {
                 render_detail(app, f, detail);
             }
         }
@@ -163,7 +163,7 @@ pub fn render(app: &App, f: &mut Frame) {
         .collect();
     f.render_widget(Paragraph::new(err_lines), errs);
     render_status(app, f, status);
-    match &app.mode {
+    match app.mode() {
         Mode::Help => render_help(app, f, area),
         Mode::Takeover(d) => render_dialog(app, d, f, area),
         Mode::ConfirmQuit => render_confirm_quit(app, f, area),

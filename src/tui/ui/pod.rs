@@ -77,7 +77,7 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     let notices = app.notice_lines(area.width.saturating_sub(2));
     let (verdicts, table, detail) = layout::pod(area, notices.len() as u16);
 
-    let pod = app.snapshot.as_ref().map(|s| &s.pod);
+    let pod = app.snapshot().map(|s| &s.pod);
     let n_verdicts = pod.map(|p| p.verdicts.len()).unwrap_or(0);
     let lines: Vec<Line> = notices
         .iter()
@@ -97,8 +97,8 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     );
 
     let page = usize::from(table.height.saturating_sub(3)).max(1);
-    let n = app.pod_rows.len();
-    let offset = app.pod_offset.min(n.saturating_sub(1));
+    let n = app.pod().rows().len();
+    let offset = app.pod().cursor().offset().min(n.saturating_sub(1));
     let rows: Vec<Row> = (offset..n.min(offset + page))
         .filter_map(|i| app.pod_row(i).map(|(p, depth)| (i, p, depth)))
         .map(|(i, p, depth)| {
@@ -121,7 +121,7 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
                 Cell::from(Span::styled(p.duty.as_str(), duty_style(p.duty))),
                 Cell::from(Span::styled(lock_text(p), lock_style(p.lock))),
             ]);
-            if i == app.pod_selected {
+            if i == app.pod().cursor().selected() {
                 row.style(Style::default().add_modifier(Modifier::REVERSED))
             } else {
                 row
@@ -131,7 +131,7 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     let mut title = if n == 0 {
         " processes (none) ".to_owned()
     } else {
-        format!(" processes {}/{} ", app.pod_selected + 1, n)
+        format!(" processes {}/{} ", app.pod().cursor().selected() + 1, n)
     };
     for l in pod.map(|p| p.locks.as_slice()).unwrap_or_default() {
         let held = if l.deleted && !l.holders.is_empty() {

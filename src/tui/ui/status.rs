@@ -15,7 +15,7 @@ use crate::tui::app::{terminal_safe, App, BINDINGS};
 /// the age of the oldest reading of any row (yellow once it is older than
 /// two listing cadences: the request budget is holding reads back).
 pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
-    let message = match &app.message {
+    let message = match app.message() {
         Some((msg, err)) => {
             let style = if *err {
                 Style::default().fg(Color::Red)
@@ -30,7 +30,7 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     };
     let mut hints: Vec<_> = BINDINGS
         .iter()
-        .filter(|b| b.hint > 0 && !(app.read_only && b.writes))
+        .filter(|b| b.hint > 0 && !(app.settings.read_only && b.writes))
         .collect();
     hints.sort_by_key(|b| b.hint);
     // Each hint is a part that is shown whole or not at all.
@@ -65,7 +65,7 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
         let errors = (errors > 0).then_some(errors);
         let cadence = Span::raw(format!(
             " │ lists every {}",
-            humantime::format_duration(app.refresh * app.relist_every)
+            humantime::format_duration(app.settings.refresh * app.settings.relist_every)
         ));
         // The rates, widest first: everything; without the listing cadence;
         // without the cost; the errors alone (or the rate when there are none).
@@ -130,9 +130,9 @@ fn oldest_part(
     parts: &mut Vec<Vec<Vec<Span<'static>>>>,
     after_rates: bool,
 ) -> Option<usize> {
-    let at = app.oldest_reading?;
-    let age = (app.now - at).num_milliseconds().max(0) as f64 / 1000.0;
-    let late = age > 2.0 * (app.refresh * app.relist_every.max(1)).as_secs_f64();
+    let at = app.session().oldest_reading()?;
+    let age = (app.now() - at).num_milliseconds().max(0) as f64 / 1000.0;
+    let late = age > 2.0 * (app.settings.refresh * app.settings.relist_every.max(1)).as_secs_f64();
     let style = if late {
         Style::default().fg(Color::Yellow)
     } else {

@@ -63,7 +63,7 @@ fn ellipsize(text: &str, width: u16) -> String {
 pub(super) fn render_table(app: &App, f: &mut Frame, area: Rect) {
     let page = usize::from(area.height.saturating_sub(3)).max(1);
     let n = app.row_count();
-    let offset = app.offset.min(n.saturating_sub(1));
+    let offset = app.leases().cursor().offset().min(n.saturating_sub(1));
     let columns = lease_columns(area.width.saturating_sub(2));
     let width_of = |k: SortKey| columns.iter().find(|c| c.0 == k).map(|c| c.1).unwrap_or(0);
     let rows: Vec<Row> = (offset..n.min(offset + page))
@@ -74,7 +74,7 @@ pub(super) fn render_table(app: &App, f: &mut Frame, area: Rect) {
                 .map(|(k, _)| lease_cell(app, r, p, *k, width_of(*k)))
                 .collect();
             let row = Row::new(cells);
-            if i == app.selected {
+            if i == app.leases().cursor().selected() {
                 row.style(Style::default().add_modifier(Modifier::REVERSED))
             } else {
                 row
@@ -87,30 +87,30 @@ pub(super) fn render_table(app: &App, f: &mut Frame, area: Rect) {
     } else if n == 0 {
         format!(" leases 0/{total} ")
     } else {
-        format!(" leases {}/{} ", app.selected + 1, n)
+        format!(" leases {}/{} ", app.leases().cursor().selected() + 1, n)
     };
     // Rows arrive while the first listing and reads are still going on.
-    if let Some((read, known, listed)) = app.loading {
+    if let Some((read, known, listed)) = app.session().loading() {
         title.push_str(&format!(
             "· loading: {read} of {known}{} read ",
             if listed { "" } else { "+ (listing)" }
         ));
     }
-    if !app.filter.is_empty() || matches!(app.mode, Mode::Filter) {
-        let cursor = if matches!(app.mode, Mode::Filter) {
+    if !app.leases().filter().is_empty() || matches!(app.mode(), Mode::Filter) {
+        let cursor = if matches!(app.mode(), Mode::Filter) {
             "▏"
         } else {
             ""
         };
         title.push_str(&format!(
             "· filter /{}{cursor} ({n} of {total}) ",
-            sanitize(&app.filter)
+            sanitize(app.leases().filter())
         ));
     }
     let header: Vec<Cell> = columns
         .iter()
         .map(|(k, _)| {
-            if *k == app.sort {
+            if *k == app.leases().sort() {
                 Cell::from(format!("{}▼", k.column()))
             } else {
                 Cell::from(k.column())
@@ -128,10 +128,16 @@ pub(super) fn render_table(app: &App, f: &mut Frame, area: Rect) {
 /// target itself, and the target's short name first when several are open.
 pub fn prefix_label(app: &App, target: usize, prefix: &str) -> String {
     let p = if prefix.is_empty() { "(root)" } else { prefix };
-    if app.targets.len() > 1 {
+    if app.settings.targets.len() > 1 {
         format!(
             "{} {p}",
-            target_short_name(app.targets.get(target).map(String::as_str).unwrap_or("?"))
+            target_short_name(
+                app.settings
+                    .targets
+                    .get(target)
+                    .map(String::as_str)
+                    .unwrap_or("?")
+            )
         )
     } else {
         p.to_owned()
@@ -158,7 +164,7 @@ fn lease_cell<'a>(
     let dash = || "-".to_owned();
     match k {
         SortKey::Prefix => {
-            let held = if app.held.contains(&p.key) {
+            let held = if app.session().held().contains(&p.key) {
                 "◆ "
             } else {
                 ""

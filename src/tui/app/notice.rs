@@ -1,0 +1,134 @@
+//! The pod view's verdict box: its lines (each verdict, or one notice),
+//! word-wrapped to the box and cut to a third of the terminal.
+
+use super::pod::PodStatus;
+use super::{terminal_safe, App};
+use crate::writer::scan::VerdictKind;
+
+/// One line of the pod view's verdict box, already wrapped to the box width.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoticeLine {
+    /// The verdict this line belongs to (for its colour); `None` for a notice
+    /// such as "no verdicts" or a scan error.
+    pub kind: Option<VerdictKind>,
+    /// Whether this is an error notice (scan failed).
+    pub error: bool,
+    /// The text, already passed through [`terminal_safe`].
+    pub text: String,
+}
+
+impl App {
+    /// The pod view's verdict box content, word-wrapped to `width` columns:
+    /// each verdict as `kind [pids] message`, or one notice (scan off, scan
+    /// failed, gathering, healthy). At most [`App::max_notice_lines`] lines;
+    /// the last line then says how many were left out.
+    pub fn notice_lines(&self, width: u16) -> Vec<NoticeLine> {
+        let width = usize::from(width.max(10));
+        let notice = |text: &str, error: bool| -> Vec<NoticeLine> {
+            wrap(text, width)
+                .into_iter()
+                .map(|text| NoticeLine {
+                    kind: None,
+                    error,
+                    text,
+                })
+                .collect()
+        };
+        let mut lines = match (self.pod.status(), self.session.snapshot()) {
+            (PodStatus::Off, _) => notice("pod scan off (--no-pod)", false),
+            (PodStatus::Failed(e), _) => {
+                notice(&format!("pod scan failed: {}", terminal_safe(e)), true)
+            }
+            (PodStatus::Scanning, None) => notice("gathering…", false),
+            // An incomplete pod is never "healthy": its notes come first.
+            (PodStatus::Scanning, Some(s)) if s.pod.verdicts.is_empty() && !s.pod.incomplete() => {
+                if s.pod.processes.is_empty() {
+                    notice(
+                        "no pod found: no process carries CLOUD_WRITER_LEASE or has a .writer.lock open",
+                        false,
+                    )
+                } else {
+                    notice("no verdicts: the pod looks healthy", false)
+                }
+            }
+            (PodStatus::Scanning, Some(s)) => {
+                let mut out = Vec::new();
+                // Red only when the pod is in question (Snapshot::pod_in_question).
+                for n in &s.pod.notes {
+                    out.extend(notice(&terminal_safe(n), s.pod_in_question()));
+                }
+                for v in &s.pod.verdicts {
+                    let pids: Vec<String> = v.pids.iter().map(u32::to_string).collect();
+                    let pids = if pids.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [pid {}]", pids.join(", "))
+                    };
+                    let text = format!("{}{pids}: {}", v.kind.as_str(), terminal_safe(&v.message));
+                    out.extend(wrap(&text, width).into_iter().map(|text| NoticeLine {
+                        kind: Some(v.kind),
+                        error: false,
+                        text,
+                    }));
+                }
+                out
+            }
+        };
+        let max = self.max_notice_lines();
+        if lines.len() > max {
+            let left = lines.len() - (max - 1);
+            lines.truncate(max - 1);
+            lines.push(NoticeLine {
+                kind: None,
+                error: false,
+                text: format!("… {left} more line(s): leasectl --json shows every verdict"),
+            });
+        }
+        lines
+    }
+
+    /// The most lines the verdict box may use: a third of the terminal, at least 2.
+    pub fn max_notice_lines(&self) -> usize {
+        usize::from(self.size.1 / 3).max(2)
+    }
+}
+
+/// Word-wraps `text` to `width` columns (counted in chars); continuation lines
+/// are indented by two spaces; a word longer than a line is cut.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(4);
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    let mut cur_len = 0usize;
+    // Whether `cur` holds no word yet (only the continuation indent).
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let mut word: Vec<char> = word.chars().collect();
+        while !word.is_empty() {
+            let sep = usize::from(!empty);
+            if cur_len + sep + word.len() <= width {
+                if !empty {
+                    cur.push(' ');
+                }
+                cur_len += sep + word.len();
+                cur.extend(word.drain(..));
+                empty = false;
+                continue;
+            }
+            if empty {
+                let room = width - cur_len;
+                cur.extend(word.drain(..room));
+            }
+            lines.push(std::mem::replace(&mut cur, "  ".to_owned()));
+            cur_len = 2;
+            empty = true;
+        }
+    }
+    if !empty {
+        lines.push(cur);
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
