@@ -123,7 +123,7 @@ pub async fn run(
             // Streamed: the exposition is written as it is encoded, never held
             // whole (three copies of it were, at 50,000 prefixes: PERFORMANCE.md).
             let mut m = prometheus::Metrics::new();
-            m.update(&snap, &counters, extras.pod.is_some(), &[]);
+            m.update(&snap, &counters, extras.scans_pod(), &[]);
             let exit = snap.exit_code();
             drop((snap, g));
             let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -144,7 +144,7 @@ pub async fn run(
             }
             table::render(&snap)
         }
-        OutputFormat::Ndjson => stream::snapshot_lines(&snap, extras.pod.is_some()).join("\n"),
+        OutputFormat::Ndjson => stream::snapshot_lines(&snap, extras.scans_pod()).join("\n"),
         OutputFormat::Json => unreachable!("-o json is the --json document"),
     };
     Some(match crate::stdout::print(&text) {

@@ -226,7 +226,7 @@ pub async fn serve(
             // whole snapshot or the previous one.
             if let Ok(mut l) = latest.lock() {
                 l.metrics
-                    .update(&snap, &counters, extras.pod.is_some(), &audit);
+                    .update(&snap, &counters, extras.scans_pod(), &audit);
                 if let Some(t) = audit_tail.as_ref() {
                     l.metrics.set_audit_log(t.path(), audit_error.is_none());
                 }

@@ -455,7 +455,7 @@ pub async fn watch(
             requested: audit_requested,
             ..followed.report().clone()
         });
-        let mut lines = watcher.changes(&snap, extras.pod.is_some());
+        let mut lines = watcher.changes(&snap, extras.scans_pod());
         for ((target, prefix), c) in history.observe_changes(&snap, &followed.entries()) {
             lines.push(holder_change_line(&target, &prefix, &c));
         }

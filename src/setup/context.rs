@@ -192,7 +192,10 @@ pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
 /// caller names one where it reads it once).
 pub fn recipe(pod: &PodArgs, ctx: &Context) -> Recipe {
     Recipe {
-        pod: (!pod.no_pod).then(|| scan_options(pod, Path::new("/proc"))),
+        pods: (!pod.no_pod)
+            .then(|| scan_options(pod, Path::new("/proc")))
+            .into_iter()
+            .collect(),
         best_effort: ctx.best_effort,
         audit: None,
     }

@@ -33,7 +33,7 @@ pub use model::{
     ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
 };
 pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
-pub use recipe::{AuditSource, Recipe};
+pub use recipe::{AuditSource, PodScanFailure, Recipe};
 pub use schedule::{Focus, Schedule};
 pub use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};
 pub use target_read::{

@@ -1,14 +1,20 @@
 //! The one recipe for a complete snapshot: the gathered leases, then what
 //! every front end adds — best-effort marks, the pod scan, each row's last
 //! takeover from the audit log — in one place, so that `--json`, `-o`,
-//! `--watch`, `check` and `serve` show the same document and a new field is
-//! added once.
+//! `--watch`, `check`, `serve` and the console's refresher show the same
+//! document and a new field is added once. The console takes the steps one
+//! by one ([`Recipe::mark`], [`Recipe::scan_pod`]): it refreshes changed rows
+//! alone and scans the pod on a cadence of its own.
 
 use std::path::PathBuf;
 
-use super::{AuditLogReport, ExclusionReport, Gatherer, Snapshot, TakeoverIndex};
+use super::{
+    AuditLogReport, Delta, ExclusionReport, Gatherer, PrefixReport, RowUpdate, Snapshot,
+    TakeoverIndex,
+};
 use crate::clock::SharedClock;
-use crate::writer::scan::{self, ScanOptions};
+use crate::writer::scan::{self, PodSnapshot, ScanOptions};
+use crate::writer::WriterError;
 
 /// The audit log a recipe reads each row's last takeover from.
 #[derive(Debug, Clone, Default)]
@@ -22,8 +28,9 @@ pub struct AuditSource {
 /// What a complete snapshot holds besides the gathered leases.
 #[derive(Debug, Clone, Default)]
 pub struct Recipe {
-    /// Scan the pod with these options (`None`: `--no-pod`).
-    pub pod: Option<ScanOptions>,
+    /// Scan the pods with these options, merged into one `pod` section
+    /// (empty: `--no-pod`).
+    pub pods: Vec<ScanOptions>,
     /// Best-effort mode was chosen (`--conditional off`): that is every
     /// prefix's exclusion, whatever the service.
     pub best_effort: bool,
@@ -40,26 +47,91 @@ impl Recipe {
         snap
     }
 
+    /// Whether the recipe scans a pod.
+    pub fn scans_pod(&self) -> bool {
+        !self.pods.is_empty()
+    }
+
+    /// Marks `prefixes` best-effort when best-effort mode was chosen: that is
+    /// then every prefix's exclusion, whatever the service.
+    pub fn mark<'a>(&self, prefixes: impl IntoIterator<Item = &'a mut PrefixReport>) {
+        if self.best_effort {
+            for p in prefixes {
+                p.exclusion = ExclusionReport::BestEffort;
+            }
+        }
+    }
+
+    /// Marks every row of `snap` ([`Recipe::mark`]).
+    pub fn mark_snapshot(&self, snap: &mut Snapshot) {
+        self.mark(snap.targets.iter_mut().flat_map(|t| t.prefixes.iter_mut()));
+    }
+
+    /// Marks the changed rows of `delta` ([`Recipe::mark`]).
+    pub fn mark_delta(&self, delta: &mut Delta) {
+        self.mark(
+            delta
+                .targets
+                .iter_mut()
+                .flat_map(|t| t.rows.iter_mut())
+                .filter_map(|(_, u)| match u {
+                    RowUpdate::Report(p) => Some(&mut **p),
+                    RowUpdate::Error(_) => None,
+                }),
+        );
+    }
+
+    /// Scans the pods on a blocking thread and merges them; `None` when the
+    /// recipe scans none.
+    pub async fn scan_pod(&self) -> Option<Result<PodSnapshot, PodScanFailure>> {
+        if self.pods.is_empty() {
+            return None;
+        }
+        let pods = self.pods.clone();
+        Some(
+            match tokio::task::spawn_blocking(move || scan::scan_all(&pods)).await {
+                Ok(Ok(pod)) => Ok(pod),
+                Ok(Err(e)) => Err(PodScanFailure::Scan(e)),
+                Err(e) => Err(PodScanFailure::Task(e.to_string())),
+            },
+        )
+    }
+
     /// Adds to a gathered `snap` what the recipe asks for: best-effort marks
     /// on every prefix, the pod scanned on a blocking thread (a pod that
     /// cannot be scanned is `pod_error`, never "healthy"), and each row's last
     /// takeover with the document's `audit_log` (a log that cannot be read is
     /// said on stderr).
     pub async fn complete(&self, snap: &mut Snapshot) {
-        if self.best_effort {
-            for p in snap.targets.iter_mut().flat_map(|t| t.prefixes.iter_mut()) {
-                p.exclusion = ExclusionReport::BestEffort;
+        self.mark_snapshot(snap);
+        match self.scan_pod().await {
+            Some(Ok(pod)) => snap.pod = pod,
+            Some(Err(PodScanFailure::Scan(e))) => {
+                snap.pod_error = Some(format!("scanning the pod: {e}"))
             }
-        }
-        if let Some(so) = self.pod.clone() {
-            match tokio::task::spawn_blocking(move || scan::scan(&so)).await {
-                Ok(Ok(pod)) => snap.pod = pod,
-                Ok(Err(e)) => snap.pod_error = Some(format!("scanning the pod: {e}")),
-                Err(e) => snap.pod_error = Some(format!("pod scan task: {e}")),
-            }
+            Some(Err(e @ PodScanFailure::Task(_))) => snap.pod_error = Some(e.to_string()),
+            None => {}
         }
         if let Some(audit) = &self.audit {
             last_takeovers(snap, audit).await;
+        }
+    }
+}
+
+/// Why a pod scan gave no `pod` section.
+#[derive(Debug)]
+pub enum PodScanFailure {
+    /// The scan failed (the proc root could not be listed, the pod's root is gone).
+    Scan(WriterError),
+    /// The scan's blocking task ended without an answer (it panicked or was cancelled).
+    Task(String),
+}
+
+impl std::fmt::Display for PodScanFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PodScanFailure::Scan(e) => write!(f, "{e}"),
+            PodScanFailure::Task(e) => write!(f, "pod scan task: {e}"),
         }
     }
 }

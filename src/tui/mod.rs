@@ -150,11 +150,18 @@ where
     let focus = gatherer.focus();
     let mut in_view = std::collections::HashSet::new();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The snapshot recipe's steps the refresher takes: the best-effort marks
+    // and the pod scan (the console follows the audit log as it grows).
+    let recipe = crate::snapshot::Recipe {
+        pods: pod,
+        best_effort: app.settings.exclusion == crate::bucket::Exclusion::BestEffort,
+        audit: None,
+    };
     let (mut refresher, mut rx) = spawn_refresher(
         gatherer,
         clock.clone(),
         refresh,
-        pod,
+        recipe,
         counters,
         audit_path,
         pod_visible.clone(),

@@ -11,9 +11,9 @@ use tokio::sync::mpsc;
 
 use super::app::Action;
 use crate::clock::SharedClock;
-use crate::snapshot::{Delta, Gatherer, Progress, Refresh, Snapshot};
+use crate::snapshot::{Delta, Gatherer, Progress, Recipe, Refresh, Snapshot};
 use crate::store::Counters;
-use crate::writer::scan::{PodSnapshot, ScanOptions};
+use crate::writer::scan::PodSnapshot;
 
 /// What one background refresh produced.
 #[derive(Debug, Clone)]
@@ -76,34 +76,14 @@ impl Gathered {
 /// verdicts still reach the leases view's operator within this).
 pub const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
 
-/// The pod scan's cadence and last result, kept by the refresher.
+/// The pod scan's cadence and last result, kept by the refresher; the scan
+/// itself is the snapshot recipe's.
 struct PodScans {
-    scans: Vec<ScanOptions>,
+    recipe: Recipe,
     last: Option<(
         tokio::time::Instant,
         Result<crate::writer::scan::PodSnapshot, String>,
     )>,
-}
-
-/// The pod scan of one refresh, on a blocking thread: `None` when no scan is
-/// asked for, `cached` when it is not due.
-async fn scan_pod(
-    scans: Vec<ScanOptions>,
-    cached: Option<Result<crate::writer::scan::PodSnapshot, String>>,
-) -> Option<Result<crate::writer::scan::PodSnapshot, String>> {
-    if scans.is_empty() {
-        return None;
-    }
-    if let Some(r) = cached {
-        return Some(r);
-    }
-    Some(
-        match tokio::task::spawn_blocking(move || crate::writer::scan::scan_all(&scans)).await {
-            Ok(Ok(pod)) => Ok(pod),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(e) => Err(format!("pod scan task: {e}")),
-        },
-    )
 }
 
 /// The audit log's entries after reading only what was appended since the
@@ -147,13 +127,22 @@ impl PodScans {
     fn scan(
         &self,
         due: bool,
-    ) -> impl std::future::Future<Output = Option<Result<PodSnapshot, String>>> {
+    ) -> impl std::future::Future<Output = Option<Result<PodSnapshot, String>>> + '_ {
         let cached = if due {
             None
         } else {
             self.last.as_ref().map(|(_, r)| r.clone())
         };
-        scan_pod(self.scans.clone(), cached)
+        async move {
+            match cached {
+                Some(r) if self.recipe.scans_pod() => Some(r),
+                _ => self
+                    .recipe
+                    .scan_pod()
+                    .await
+                    .map(|r| r.map_err(|e| e.to_string())),
+            }
+        }
     }
 
     /// Takes this refresh's scan (`scanned`, new when `due`): into the new
@@ -232,8 +221,14 @@ async fn gather_once(
     let (refresh, scanned, audit) =
         tokio::join!(gatherer.gather_refresh(clock, Some(&sink)), scan, audit);
     let (mut snapshot, rows) = match refresh {
-        Refresh::Snapshot(s) => (Some(*s), None),
-        Refresh::Rows(d) => (None, Some(d)),
+        Refresh::Snapshot(mut s) => {
+            pod.recipe.mark_snapshot(&mut s);
+            (Some(*s), None)
+        }
+        Refresh::Rows(mut d) => {
+            pod.recipe.mark_delta(&mut d);
+            (None, Some(d))
+        }
         Refresh::Unchanged => (None, None),
     };
     let audit = audit.and_then(|(tail, v)| {
@@ -266,17 +261,14 @@ pub(super) fn spawn_refresher(
     mut gatherer: Gatherer,
     clock: SharedClock,
     refresh: Duration,
-    pod: Vec<ScanOptions>,
+    recipe: Recipe,
     counters: Arc<Counters>,
     audit_path: Option<PathBuf>,
     visible: Arc<std::sync::atomic::AtomicBool>,
 ) -> std::io::Result<(crate::runtime::RuntimeThread<()>, mpsc::Receiver<Gathered>)> {
     let (tx, rx) = mpsc::channel::<Gathered>(4);
     let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
-    let mut pod = PodScans {
-        scans: pod,
-        last: None,
-    };
+    let mut pod = PodScans { recipe, last: None };
     let task = crate::runtime::spawn("leasectl-refresh", async move {
         loop {
             let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
