@@ -16,4 +16,4 @@ if ! "$repo/scripts/ceph-rgw.sh" status >/dev/null; then
   "$repo/scripts/ceph-rgw.sh" start >/dev/null
 fi
 cd "$repo"
-cargo test --locked --test it race::compat_table -- --ignored --nocapture --exact 2>/dev/null | grep '^|'
+cargo test --locked --test it bucket::race::compat_table -- --ignored --nocapture --exact 2>/dev/null | grep '^|'

@@ -12,7 +12,7 @@
 //! terminal's event stream, its side effects gathered in [`Io`]; [`run`] is
 //! the production entry that fills it with the real terminal, crossterm's
 //! events and SIGTERM/SIGHUP (tests drive the same loop on `TestBackend`,
-//! `tests/it/tui_loop.rs`).
+//! `tests/it/tui/event_loop.rs`).
 
 pub mod action;
 pub mod app;

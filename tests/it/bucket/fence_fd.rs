@@ -467,7 +467,7 @@ async fn the_fence_fd_reads_eof_when_leasectl_is_killed() {
     // A grandchild in a session of its own survives leasectl and its
     // command (which dies with leasectl) and waits for end of file. Only
     // without containment can anything survive leasectl (with it, the
-    // kernel kills the grandchild too: tests/it/containment.rs).
+    // kernel kills the grandchild too: tests/it/bucket/containment.rs).
     let waiter = format!(
         "import os, select; p = select.poll(); p.register(int(os.environ['LEASECTL_FENCE_FD']), select.POLLIN); \
          open('{}', 'w').close(); p.poll(30000); open('{}', 'w').write('eof')",

@@ -1,0 +1,14 @@
+//! Bucket leases against real servers: the engine, the fence, generations, own writes, the race probe, `probe` and `bucket hold` as run, containment, TLS.
+
+mod adoption;
+mod commands;
+mod containment;
+mod engine;
+mod fence_faults;
+mod fence_fd;
+mod fence_soak;
+mod generation;
+mod generation_outputs;
+mod own_writes;
+mod race;
+mod tls;

@@ -1,0 +1,8 @@
+//! Snapshots and monitoring: `--json`, `-o`, `check`, `serve`, reading by need, what is reported, time formats.
+
+mod monitoring;
+mod report_truth;
+mod schedule;
+mod serve_limits;
+mod snapshot_json;
+mod times;

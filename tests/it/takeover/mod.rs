@@ -1,0 +1,5 @@
+//! The guarded, audited takeover: the flow against real servers, its signals, the audit log.
+
+mod audit_log;
+mod flow;
+mod signals;

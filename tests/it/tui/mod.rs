@@ -1,0 +1,10 @@
+//! The console: its state on `TestBackend`, snapshots, the whole loop, incremental refreshes, tick judging, end to end in tmux.
+
+mod console;
+mod console_e2e;
+mod delta;
+mod demo_e2e;
+mod event_loop;
+mod snapshots;
+mod tick_judging;
+mod tmux;
