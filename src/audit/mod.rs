@@ -197,6 +197,47 @@ pub struct AuditEntry {
     pub writes_safe_from: Option<DateTime<Utc>>,
 }
 
+#[cfg(test)]
+impl AuditEntry {
+    /// A takeover's intent for tests, on lease `key` reached through `url`
+    /// (no bucket, endpoint or region) at `time`: id `x`, operator
+    /// `ops@host`, tool version `0`, seen as `stale` with no record, ETag or
+    /// age at `time`, nothing written, reason `r`, conditional, not forced,
+    /// then release, no outcome. Tests change what they need with `..`.
+    pub(crate) fn sample(time: DateTime<Utc>, url: &str, key: &str) -> AuditEntry {
+        AuditEntry {
+            time,
+            phase: "intent".into(),
+            id: "x".into(),
+            operator: "ops@host".into(),
+            tool_version: "0".into(),
+            action: "takeover".into(),
+            target: AuditTarget {
+                endpoint: None,
+                region: None,
+                addressing_style: None,
+                bucket: None,
+                key: key.into(),
+                url: url.into(),
+            },
+            observed: AuditObserved {
+                record: None,
+                etag: None,
+                judgement: "stale".into(),
+                age_s: None,
+                reader_clock: time,
+            },
+            written: None,
+            reason: "r".into(),
+            exclusion: "conditional".into(),
+            forced: false,
+            then: "release".into(),
+            outcome: None,
+            writes_safe_from: None,
+        }
+    }
+}
+
 /// `user@host` of this process.
 pub fn operator() -> String {
     let user = nix::unistd::User::from_uid(nix::unistd::getuid())
@@ -454,34 +495,8 @@ mod tests {
     fn entry(id: &str) -> AuditEntry {
         let t: DateTime<Utc> = "2026-01-01T12:00:00Z".parse().unwrap();
         AuditEntry {
-            time: t,
-            phase: "intent".into(),
             id: id.into(),
-            operator: "ops@host".into(),
-            tool_version: "0".into(),
-            action: "takeover".into(),
-            target: AuditTarget {
-                endpoint: None,
-                region: None,
-                addressing_style: None,
-                bucket: None,
-                key: "LEASE".into(),
-                url: "file:///srv/db/".into(),
-            },
-            observed: AuditObserved {
-                record: None,
-                etag: None,
-                judgement: "stale".into(),
-                age_s: None,
-                reader_clock: t,
-            },
-            written: None,
-            reason: "r".into(),
-            exclusion: "conditional".into(),
-            forced: false,
-            then: "release".into(),
-            outcome: None,
-            writes_safe_from: None,
+            ..AuditEntry::sample(t, "file:///srv/db/", "LEASE")
         }
     }
 

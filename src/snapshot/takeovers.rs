@@ -260,32 +260,18 @@ impl FollowedLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{AuditObserved, AuditTarget, AuditWritten};
+    use crate::audit::{AuditTarget, AuditWritten};
     use crate::bucket::LeaseRecord;
 
     fn entry(url: &str, bucket: Option<&str>, key: &str, t: i64, written: bool) -> AuditEntry {
         let at = DateTime::<Utc>::from_timestamp(1_800_000_000 + t, 0).unwrap();
+        let sample = AuditEntry::sample(at, url, key);
         AuditEntry {
-            time: at,
             phase: "outcome".into(),
             id: format!("id{t}"),
-            operator: "ops@host".into(),
-            tool_version: "0".into(),
-            action: "takeover".into(),
             target: AuditTarget {
-                endpoint: None,
-                region: None,
-                addressing_style: None,
                 bucket: bucket.map(str::to_owned),
-                key: key.into(),
-                url: url.into(),
-            },
-            observed: AuditObserved {
-                record: None,
-                etag: None,
-                judgement: "stale".into(),
-                age_s: None,
-                reader_clock: at,
+                ..sample.target.clone()
             },
             written: written.then(|| AuditWritten {
                 record: LeaseRecord {
@@ -299,11 +285,8 @@ mod tests {
                 etag: None,
             }),
             reason: format!("reason {t}"),
-            exclusion: "conditional".into(),
-            forced: false,
-            then: "release".into(),
             outcome: Some(if written { "taken" } else { "refused: x" }.into()),
-            writes_safe_from: None,
+            ..sample
         }
     }
 

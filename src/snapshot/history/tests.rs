@@ -129,38 +129,24 @@ fn a_change_while_fresh_is_unexpected_unless_audited() {
     );
     assert_eq!(kinds(&h)[1], ChangeKind::Unexpected);
 
+    let sample = AuditEntry::sample(at(8), &format!("{URL}db/"), "db/LEASE");
     let entry = AuditEntry {
-        time: at(8),
         phase: "outcome".into(),
-        id: "x".into(),
         operator: "ops@host\x1b[2J".into(),
-        tool_version: "0".into(),
-        action: "takeover".into(),
-        target: AuditTarget {
-            endpoint: None,
-            region: None,
-            addressing_style: None,
-            bucket: None,
-            key: "db/LEASE".into(),
-            url: format!("{URL}db/"),
-        },
         observed: AuditObserved {
-            record: None,
             etag: Some("e2".into()),
             judgement: "fresh".into(),
-            age_s: None,
-            reader_clock: at(8),
+            ..sample.observed.clone()
         },
         written: Some(AuditWritten {
             record: record("c", at(8)),
             etag: Some("e3".into()),
         }),
         reason: "stuck".into(),
-        exclusion: "conditional".into(),
         forced: true,
         then: "hold".into(),
         outcome: Some("taken".into()),
-        writes_safe_from: None,
+        ..sample
     };
     h.observe(
         &snap(at(10), vec![row(Some(("c", at(8))), "e3", at(10))], None),
@@ -187,38 +173,26 @@ fn a_change_while_fresh_is_unexpected_unless_audited() {
 /// A takeover outcome of the lease `key` reached through `url` (bucket
 /// `bucket`) that wrote holder `holder` at `t`.
 fn outcome(url: &str, bucket: Option<&str>, key: &str, holder: &str, t: i64) -> AuditEntry {
+    let sample = AuditEntry::sample(at(t), url, key);
     AuditEntry {
-        time: at(t),
         phase: "outcome".into(),
-        id: "x".into(),
-        operator: "ops@host".into(),
-        tool_version: "0".into(),
-        action: "takeover".into(),
         target: AuditTarget {
-            endpoint: None,
-            region: None,
-            addressing_style: None,
             bucket: bucket.map(str::to_owned),
-            key: key.into(),
-            url: url.into(),
+            ..sample.target.clone()
         },
         observed: AuditObserved {
-            record: None,
-            etag: None,
             judgement: "fresh".into(),
-            age_s: None,
-            reader_clock: at(t),
+            ..sample.observed.clone()
         },
         written: Some(AuditWritten {
             record: record(holder, at(t)),
             etag: None,
         }),
         reason: "stuck".into(),
-        exclusion: "conditional".into(),
         forced: true,
         then: "hold".into(),
         outcome: Some("taken".into()),
-        writes_safe_from: None,
+        ..sample
     }
 }
 
