@@ -6,7 +6,7 @@
 //! within its seed budget.
 
 use leasectl::sim::defect::{self, Defect};
-use leasectl::sim::world::Variant;
+use leasectl::sim::Variant;
 use leasectl::sim::{run_seed, Options, Property};
 
 /// Seeds of the default run in CI.

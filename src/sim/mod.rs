@@ -11,6 +11,8 @@
 
 pub mod clock;
 pub use crate::bucket::defect;
+pub mod store;
 pub mod world;
 
+pub use store::Variant;
 pub use world::{run_seed, Options, Outcome, Property, Violation};
