@@ -140,3 +140,11 @@ fn lost_answer_ignored_is_caught() {
 fn release_deletes_any_is_caught() {
     assert_caught("release-deletes-any", Property::S1, 400);
 }
+
+/// A forced takeover whose new holder writes at once, while the replaced
+/// holder's fence is still open: two writers (the simulated operator's
+/// forced takeovers, then hold).
+#[test]
+fn takeover_fence_ignored_is_caught() {
+    assert_caught("takeover-fence-ignored", Property::S1, 400);
+}

@@ -1,6 +1,9 @@
-//! The defects of issue 32 §2 as switches, compiled only with the `sim`
-//! feature: each makes the engine break one rule, so the simulator's checker
-//! can show that it notices.
+//! The defects of issue 32 §2 as switches, used only by the simulator (the
+//! `sim` feature): each makes the engine break one rule, so the simulator's
+//! checker can show that it notices. Also the simulator's seams: seeded
+//! instance ids ([`seed_ids`]), so that a takeover's made-up ids replay, and
+//! fence watchdogs on the runtime's tasks ([`watchdog_on_task`]), so that
+//! they read simulated time.
 
 use std::cell::Cell;
 
@@ -28,10 +31,13 @@ pub enum Defect {
     /// contender whose clock is beyond TTL/12 of the service's goes on. Used
     /// to measure the safety envelope (with offsets drawn beyond TTL/12).
     OffsetCheckOff,
+    /// A forced takeover of a live lease does not wait for the replaced
+    /// holder's fence: the new holder may write at once.
+    TakeoverFenceIgnored,
 }
 
 /// Every defect with its name, as `--defect NAME` takes it.
-pub const ALL: [(&str, Defect); 8] = [
+pub const ALL: [(&str, Defect); 9] = [
     ("fence-never-closes", Defect::FenceNeverCloses),
     ("fence-at-full-ttl", Defect::FenceAtFullTtl),
     ("renew-unconditional", Defect::RenewUnconditional),
@@ -40,6 +46,7 @@ pub const ALL: [(&str, Defect); 8] = [
     ("lost-answer-ignored", Defect::LostAnswerIgnored),
     ("release-deletes-any", Defect::ReleaseDeletesAny),
     ("offset-check-off", Defect::OffsetCheckOff),
+    ("takeover-fence-ignored", Defect::TakeoverFenceIgnored),
 ];
 
 /// The defect of `name`, if any.
@@ -68,4 +75,44 @@ pub fn set(d: Option<Defect>) {
 /// True while `d` is applied on this thread.
 pub fn on(d: Defect) -> bool {
     ACTIVE.with(|a| a.get()) == Some(d)
+}
+
+thread_local! {
+    static IDS: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// Makes [`crate::bucket::new_instance_id`] draw from `seed` on this thread
+/// (`None`: from the system's generator again), so that the ids a takeover
+/// makes up replay with the simulator's seed.
+pub fn seed_ids(seed: Option<u64>) {
+    IDS.with(|i| i.set(seed.map(|s| (s, 0))));
+}
+
+/// The next id of the seeded sequence, if [`seed_ids`] set one: 32 hex
+/// digits, as the system's ids.
+pub fn next_id() -> Option<String> {
+    IDS.with(|i| {
+        let (seed, n) = i.get()?;
+        i.set(Some((seed, n + 1)));
+        use rand::{Rng, SeedableRng};
+        let mut rng =
+            rand::rngs::StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        Some(hex::encode(rng.random::<[u8; 16]>()))
+    })
+}
+
+thread_local! {
+    static TASK_WATCHDOG: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Makes [`crate::bucket::KeepAlive::start`] on this thread watch its fence
+/// from a task of the runtime instead of an OS thread, whose time is not the
+/// simulation's: the keep-alives the takeover executor starts for itself.
+pub fn watchdog_on_task(on: bool) {
+    TASK_WATCHDOG.with(|t| t.set(on));
+}
+
+/// True while [`watchdog_on_task`] is set on this thread.
+pub fn task_watchdog() -> bool {
+    TASK_WATCHDOG.with(|t| t.get())
 }

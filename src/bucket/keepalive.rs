@@ -55,6 +55,10 @@ impl KeepAlive {
     /// Starts renewing `lease` on the current tokio runtime, and its fence
     /// watchdog on a thread of its own.
     pub fn start(lease: BucketLease) -> Self {
+        #[cfg(feature = "sim")]
+        if crate::bucket::defect::task_watchdog() {
+            return Self::start_with(lease, Watchdog::Task);
+        }
         Self::start_with(lease, Watchdog::Thread)
     }
 

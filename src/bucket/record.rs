@@ -404,6 +404,10 @@ pub fn fmt_generation(g: Option<u64>) -> String {
 
 /// A new random instance id: 16 random bytes as 32 lowercase hex digits.
 pub fn new_instance_id() -> String {
+    #[cfg(feature = "sim")]
+    if let Some(id) = super::defect::next_id() {
+        return id;
+    }
     hex::encode(rand::random::<[u8; 16]>())
 }
 

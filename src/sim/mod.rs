@@ -2,7 +2,8 @@
 //! feature and never part of the release binary.
 //!
 //! The real engine ([`crate::bucket::BucketLease`], its keep-alive, fence,
-//! probe and race check) runs against a simulated store ([`store`]) and
+//! probe and race check, and the takeover executor driven by a simulated
+//! operator) runs against a simulated store ([`store`]) and
 //! simulated host clocks ([`clock`]) on a single-threaded tokio runtime with
 //! paused time; one seed fixes every choice ([`world`]). The checker runs at
 //! every write and every change of the LEASE: S1 one writer, S2 generation,
@@ -11,8 +12,10 @@
 
 pub mod clock;
 pub use crate::bucket::defect;
+mod operator;
+pub mod state;
 pub mod store;
 pub mod world;
 
-pub use store::Variant;
-pub use world::{run_seed, Options, Outcome, Property, Violation};
+pub use state::{Outcome, Property, Variant, Violation};
+pub use world::{run_seed, Options};

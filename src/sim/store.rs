@@ -4,7 +4,7 @@
 //!
 //! Every holder talks to the store through a [`SimStore`] handle of its own
 //! (its own learned capabilities, as a process has); the objects, the fault
-//! draws and the checker are shared in the [`super::world::World`].
+//! draws and the checker are shared in the [`super::state::World`].
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,58 +13,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::clock::{SimClock, TrueTime};
-use super::world::{Shared, World};
+use super::state::{Fault, Shared, Variant, World};
 use crate::clock::{Clock as _, ServerOffset};
 use crate::store::{
-    normalize_etag, Capabilities, GetOutput, Listing, ObjectMeta, ObjectRead, ObjectStore,
-    PutCondition, StoreError,
+    normalize_etag, Capabilities, GetOutput, Listing, ObjectRead, ObjectStore, PutCondition,
+    StoreError,
 };
-
-/// How the store treats preconditions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
-    /// Linearizable conditional writes (AWS S3 since 2024).
-    Healthy,
-    /// `If-None-Match` and `If-Match` ignored: every write lands.
-    IgnoresPreconditions,
-    /// The precondition is checked, then the write made later: concurrent
-    /// writers may all pass.
-    NotAtomic,
-}
-
-impl Variant {
-    /// A short name for the history.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Variant::Healthy => "healthy",
-            Variant::IgnoresPreconditions => "ignores-preconditions",
-            Variant::NotAtomic => "not-atomic",
-        }
-    }
-}
-
-/// What happens to one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// Answered normally.
-    None,
-    /// No answer; not carried out.
-    Timeout,
-    /// No answer; carried out much later (the service queued it).
-    LateApply,
-    /// Carried out, the answer lost.
-    Lost,
-    /// Carried out, answered without an ETag.
-    NoEtag,
-    /// Carried out, answered with an empty ETag.
-    EmptyEtag,
-    /// 409 ConditionalRequestConflict, not carried out.
-    Conflict,
-    /// 500, not carried out.
-    Internal,
-    /// 503 SlowDown, not carried out.
-    SlowDown,
-}
 
 /// How long a client waits before it gives a request up.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -288,27 +242,5 @@ impl ObjectStore for SimStore {
     fn set_capabilities(&self, caps: Capabilities) -> bool {
         *self.caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
         true
-    }
-}
-
-/// One stored object.
-#[derive(Debug, Clone)]
-pub struct Obj {
-    /// The body.
-    pub body: Vec<u8>,
-    /// The ETag (unquoted).
-    pub etag: String,
-    /// When it was written, by the store's clock (whole seconds).
-    pub last_modified: chrono::DateTime<chrono::Utc>,
-}
-
-impl Obj {
-    fn meta(&self, key: &str) -> ObjectMeta {
-        ObjectMeta {
-            key: key.to_owned(),
-            etag: Some(self.etag.clone()),
-            last_modified: Some(self.last_modified),
-            size: self.body.len() as u64,
-        }
     }
 }

@@ -1,5 +1,6 @@
-//! One simulated world per seed: the store, the holders and their clocks,
-//! the operators' actions, and the checker that runs after every step.
+//! One simulated world per seed: the holders and their clocks, the
+//! partitions and clock steps, the operator, drawn from the seed and run
+//! over the shared state and its checker ([`super::state`]).
 //!
 //! Everything runs on one thread (tokio's current-thread runtime with paused
 //! time: timers fire in a fixed order, time jumps to the next timer when all
@@ -7,7 +8,6 @@
 //! with the seed, so a seed gives the same history byte for byte.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,17 +16,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::clock::{ClockError, SimClock, TrueTime};
-use super::store::{Fault, Obj, SimStore, Variant};
+use super::state::{tenure_of, Outcome, Property, Shared, Tenure, Variant, World, PREFIX};
+use super::store::SimStore;
 use crate::bucket::defect::{self, Defect};
-use crate::bucket::{
-    BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Watchdog,
-};
-use crate::store::{normalize_etag, PutCondition, StoreError};
-
-/// The prefix every holder contends for.
-pub const PREFIX: &str = "sim";
-/// Its LEASE key.
-pub const KEY: &str = "sim/LEASE";
+use crate::bucket::{BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, Watchdog};
 
 /// What one seed's run is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -53,363 +46,6 @@ impl Options {
             duration_s: 240,
             max_offset_ttl_fraction: 0.9 / 12.0,
             ttl_s: None,
-        }
-    }
-}
-
-/// The properties of issue 32 §1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Property {
-    /// One writer.
-    S1,
-    /// Generation strictly increasing.
-    S2,
-    /// Loss learned, fence closed.
-    S3,
-    /// Refusal on broken stores.
-    S4,
-    /// Liveness.
-    L1,
-}
-
-/// One violation found.
-#[derive(Debug, Clone)]
-pub struct Violation {
-    /// Which property.
-    pub property: Property,
-    /// When, in true (simulated) milliseconds since the start.
-    pub at_ms: u64,
-    /// What happened.
-    pub what: String,
-}
-
-/// What one seed's run found.
-#[derive(Debug, Clone, Default)]
-pub struct Outcome {
-    /// Lease lifetimes ended (acquire to release, loss or crash).
-    pub lifetimes: u64,
-    /// Writes started by holders.
-    pub writes: u64,
-    /// Violations found (each property once per tenure at most).
-    pub violations: Vec<Violation>,
-    /// The history, one event a line.
-    pub history: String,
-    /// The store variant drawn for the seed.
-    pub variant: Option<Variant>,
-}
-
-/// A tenure: one holder's time with the lease, named by the record's
-/// instance id and `acquired_at` (a renewal keeps both; an adoption too).
-type Tenure = (String, DateTime<Utc>);
-
-fn tenure_of(r: &LeaseRecord) -> Tenure {
-    (r.instance_id.clone(), r.acquired_at)
-}
-
-/// What the checker knows of one tenure.
-#[derive(Debug, Clone)]
-struct TenureInfo {
-    /// The holder (process) whose write created it.
-    holder: usize,
-    /// When it was created (true ms).
-    created_ms: u64,
-    /// When another tenure replaced it while it was current (true ms).
-    replaced_ms: Option<u64>,
-    /// When the creating write was sent, if its answer was lost (true ms).
-    answer_lost_ms: Option<u64>,
-    /// Handed to a holder's command (its acquire returned it).
-    handed_out: bool,
-}
-
-/// The shared state of one world: store, faults, checker, history.
-pub struct Shared {
-    /// The store's name (one per seed: the race check runs once per store).
-    pub name: String,
-    /// The store's objects.
-    pub objects: BTreeMap<String, Obj>,
-    /// The store variant.
-    pub variant: Variant,
-    truth: TrueTime,
-    rng: StdRng,
-    next_etag: u64,
-    /// Probability that a request meets a fault.
-    fault_rate: f64,
-    /// Per holder: requests fail (no answer) until this true time (ms).
-    partitioned_until: Vec<u64>,
-    /// Per holder: the last true time (ms) a partition of it ended.
-    partition_ended: Vec<u64>,
-    /// Per holder: the last true time (ms) its process forgot what it had
-    /// sent (a crash, a restart, a new acquire with a new watch).
-    forgot_at: Vec<u64>,
-    ttl_ms: u64,
-    /// The tenure stored now, if any.
-    current: Option<Tenure>,
-    /// The tenure created last.
-    latest: Option<Tenure>,
-    tenures: BTreeMap<Tenure, TenureInfo>,
-    max_generation: Option<(u64, Tenure)>,
-    outcome: Outcome,
-    /// (property, tenure) pairs already reported.
-    reported: std::collections::BTreeSet<(Property, Tenure)>,
-}
-
-/// A world handle.
-#[derive(Clone)]
-pub struct World(Arc<Mutex<Shared>>);
-
-impl World {
-    /// Locks the shared state (never held across an `.await`).
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Shared {
-    /// True time since the start, milliseconds.
-    pub fn now_ms(&self) -> u64 {
-        self.truth.now().as_millis() as u64
-    }
-
-    /// Writes one line of history, stamped with true time.
-    /// (Without the run number in the store's name: the same seed, the
-    /// same history.)
-    fn log(&mut self, line: std::fmt::Arguments<'_>) {
-        let t = self.now_ms();
-        let line = line.to_string();
-        let line = match (line.find("/run-"), line.find('#')) {
-            (Some(a), Some(b)) if a < b => format!("{}{}", &line[..a], &line[b..]),
-            _ => line,
-        };
-        let _ = writeln!(
-            self.outcome.history,
-            "{:>7}.{:03} {line}",
-            t / 1000,
-            t % 1000
-        );
-    }
-
-    fn violation(&mut self, property: Property, tenure: &Tenure, what: String) {
-        if !self.reported.insert((property, tenure.clone())) {
-            return;
-        }
-        let at_ms = self.now_ms();
-        self.log(format_args!("VIOLATION {property:?}: {what}"));
-        self.outcome.violations.push(Violation {
-            property,
-            at_ms,
-            what,
-        });
-    }
-
-    /// The delay and fault of one request of `holder`.
-    pub fn draw(&mut self, holder: usize, write: bool) -> (Duration, Fault) {
-        let delay = if self.rng.random_bool(0.05) {
-            Duration::from_millis(self.rng.random_range(100..1500))
-        } else {
-            Duration::from_millis(self.rng.random_range(1..30))
-        };
-        if self.now_ms() < self.partitioned_until[holder] {
-            // Cut off: writes may still land, their answers never come.
-            let f = match (write, self.rng.random_range(0..3)) {
-                (true, 0) => Fault::Lost,
-                (true, 1) => Fault::LateApply,
-                _ => Fault::Timeout,
-            };
-            return (delay, f);
-        }
-        if !self.rng.random_bool(self.fault_rate) {
-            return (delay, Fault::None);
-        }
-        let faults: &[Fault] = if write {
-            &[
-                Fault::Timeout,
-                Fault::LateApply,
-                Fault::Lost,
-                Fault::NoEtag,
-                Fault::EmptyEtag,
-                Fault::Conflict,
-                Fault::Internal,
-                Fault::SlowDown,
-            ]
-        } else {
-            &[Fault::Timeout, Fault::Internal, Fault::SlowDown]
-        };
-        (delay, faults[self.rng.random_range(0..faults.len())])
-    }
-
-    /// How long a not-atomic store takes between its check and its write.
-    pub fn not_atomic_window(&mut self) -> Duration {
-        Duration::from_millis(self.rng.random_range(5..40))
-    }
-
-    /// How long a queued write waits before the store carries it out.
-    pub fn late_delay(&mut self) -> Duration {
-        Duration::from_millis(self.rng.random_range(self.ttl_ms / 4..self.ttl_ms * 3 / 2))
-    }
-
-    /// Whether `cond` holds on `key` now (404 for `If-Match` on an absent key).
-    pub fn precondition_holds(&self, key: &str, cond: &PutCondition) -> Result<(), StoreError> {
-        if self.variant == Variant::IgnoresPreconditions {
-            return Ok(());
-        }
-        match (cond, self.objects.get(key)) {
-            (PutCondition::None, _) => Ok(()),
-            (PutCondition::IfNoneMatch, None) => Ok(()),
-            (PutCondition::IfNoneMatch, Some(_)) => Err(StoreError::PreconditionFailed),
-            (PutCondition::IfMatch(_), None) => Err(StoreError::NotFound(key.to_owned())),
-            (PutCondition::IfMatch(e), Some(o)) if normalize_etag(e) == o.etag => Ok(()),
-            (PutCondition::IfMatch(_), Some(_)) => Err(StoreError::PreconditionFailed),
-        }
-    }
-
-    /// Carries out a PUT of `holder` (atomically), and checks it.
-    pub fn apply_put(
-        &mut self,
-        holder: usize,
-        key: &str,
-        body: &[u8],
-        cond: &PutCondition,
-        answer_lost: Option<u64>,
-    ) -> Result<String, StoreError> {
-        self.precondition_holds(key, cond)?;
-        self.next_etag += 1;
-        let etag = format!("e{:x}", self.next_etag);
-        let last_modified = chrono::DateTime::from_timestamp(self.truth.wall().timestamp(), 0)
-            .unwrap_or(self.truth.epoch);
-        self.objects.insert(
-            key.to_owned(),
-            Obj {
-                body: body.to_vec(),
-                etag: etag.clone(),
-                last_modified,
-            },
-        );
-        if key == KEY {
-            self.lease_written(holder, body, answer_lost);
-        }
-        Ok(etag)
-    }
-
-    /// Carries out a DELETE of `holder` (atomically).
-    pub fn apply_delete(
-        &mut self,
-        holder: usize,
-        key: &str,
-        if_match: Option<&str>,
-    ) -> Result<(), StoreError> {
-        if self.variant != Variant::IgnoresPreconditions {
-            if let (Some(e), Some(o)) = (if_match, self.objects.get(key)) {
-                if normalize_etag(e) != o.etag {
-                    return Err(StoreError::PreconditionFailed);
-                }
-            }
-        }
-        if self.objects.remove(key).is_some() && key == KEY {
-            let gone = self.current.take();
-            self.log(format_args!(
-                "store: LEASE deleted by h{holder} (was {})",
-                gone.map(|t| t.0).unwrap_or_default()
-            ));
-        }
-        Ok(())
-    }
-
-    /// The checker's view of a write to the LEASE: a new tenure (S2, and the
-    /// replaced one's time for S1/S3), or a renewal of the current one.
-    fn lease_written(&mut self, holder: usize, body: &[u8], answer_lost: Option<u64>) {
-        let Ok(r) = LeaseRecord::parse(body, body.len() as u64) else {
-            return;
-        };
-        let t = tenure_of(&r);
-        if self.current.as_ref() == Some(&t) {
-            return;
-        }
-        let now = self.now_ms();
-        if let Some(prev) = self.current.take() {
-            if let Some(info) = self.tenures.get_mut(&prev) {
-                info.replaced_ms.get_or_insert(now);
-            }
-        }
-        let known = self.tenures.contains_key(&t);
-        self.log(format_args!(
-            "store: LEASE now {} acquired_at {} generation {} (written by h{holder}{}{})",
-            t.0,
-            t.1.format("%H:%M:%S%.6f"),
-            crate::bucket::fmt_generation(r.generation),
-            if known {
-                ", an earlier tenure again"
-            } else {
-                ""
-            },
-            if answer_lost.is_some() {
-                ", answer lost"
-            } else {
-                ""
-            }
-        ));
-        self.current = Some(t.clone());
-        if known {
-            // A tenure coming back (a late write of its holder over a newer
-            // one): the newer one's holder is no longer the latest.
-            self.latest = Some(t);
-            return;
-        }
-        self.latest = Some(t.clone());
-        self.tenures.insert(
-            t.clone(),
-            TenureInfo {
-                holder,
-                created_ms: now,
-                replaced_ms: None,
-                answer_lost_ms: answer_lost,
-                handed_out: false,
-            },
-        );
-    }
-
-    /// S2: a tenure handed to a holder's command carries a generation greater
-    /// than every generation handed out before it on this key.
-    fn handed_out(&mut self, t: &Tenure, generation: Option<u64>) {
-        if let Some(i) = self.tenures.get_mut(t) {
-            i.handed_out = true;
-        }
-        let Some(g) = generation else {
-            return;
-        };
-        match self.max_generation.clone() {
-            Some((max, by)) if g <= max && by != *t => {
-                self.violation(
-                    Property::S2,
-                    t,
-                    format!(
-                        "generation {g} of {} is not greater than {max} of {} handed out before it ({} µs back)",
-                        t.0, by.0, max - g
-                    ),
-                );
-            }
-            _ => self.max_generation = Some((g, t.clone())),
-        }
-    }
-
-    /// A holder starts a write under `tenure` (S1).
-    fn write(&mut self, holder: usize, tenure: &Tenure) {
-        self.outcome.writes += 1;
-        if self.latest.as_ref() != Some(tenure) {
-            let other = self.latest.clone().map(|t| t.0).unwrap_or_default();
-            let since = self
-                .latest
-                .as_ref()
-                .and_then(|t| self.tenures.get(t))
-                .map(|i| self.now_ms().saturating_sub(i.created_ms))
-                .unwrap_or(0);
-            self.violation(
-                Property::S1,
-                tenure,
-                format!(
-                    "h{holder} ({}) writes {since} ms after {other} took the lease",
-                    tenure.0
-                ),
-            );
         }
     }
 }
@@ -669,7 +305,11 @@ pub fn run_seed(opts: Options) -> Outcome {
         .build()
         .expect("a current-thread runtime");
     defect::set(opts.defect);
+    defect::seed_ids(Some(opts.seed));
+    defect::watchdog_on_task(true);
     let outcome = rt.block_on(world(opts));
+    defect::watchdog_on_task(false);
+    defect::seed_ids(None);
     defect::set(None);
     outcome
 }
@@ -705,23 +345,29 @@ async fn world(opts: Options) -> Outcome {
         rng: StdRng::seed_from_u64(rng.random()),
         next_etag: 0,
         fault_rate,
-        partitioned_until: vec![0; n],
-        partition_ended: vec![0; n],
-        forgot_at: vec![0; n],
+        partitioned_until: vec![0; n + 1],
+        partition_ended: vec![0; n + 1],
+        forgot_at: vec![0; n + 1],
         ttl_ms,
         current: None,
         latest: None,
         tenures: BTreeMap::new(),
-        max_generation: None,
+        created: 0,
         outcome: Outcome::default(),
         reported: Default::default(),
+        operator: None,
+        forcing: None,
     })));
     let max_off_us = (ttl_ms as f64 * 1000.0 * opts.max_offset_ttl_fraction) as i64;
     let same_id = rng.random_bool(0.15);
+    // The operator's draws come from a generator of their own, so that the
+    // holders' world of a seed is the one it was before operators came.
+    let mut op_rng = StdRng::seed_from_u64(opts.seed ^ 0x6f70_6572_6174_6f72);
+    let operator = op_rng.random_bool(0.5);
     {
         let mut w = world.lock();
         w.log(format_args!(
-            "seed {} defect {} ttl {ttl_s}s holders {n} store {} faults {fault_rate} same-id {same_id}",
+            "seed {} defect {} ttl {ttl_s}s holders {n} store {} faults {fault_rate} same-id {same_id} operator {operator}",
             opts.seed,
             opts.defect.map(defect::name).unwrap_or("none"),
             variant.as_str()
@@ -766,6 +412,40 @@ async fn world(opts: Options) -> Outcome {
             eager: rng.random_bool(0.5),
         };
         tasks.push(tokio::spawn(h.run()));
+    }
+    let audit_dir = std::env::temp_dir().join(format!("leasectl-sim-{}-{run}", std::process::id()));
+    if operator {
+        let err = ClockError {
+            offset_us: if max_off_us > 0 {
+                op_rng.random_range(-max_off_us..=max_off_us)
+            } else {
+                0
+            },
+            drift_ppm: op_rng.random_range(-200..=200),
+            steps_us: 0,
+        };
+        let clock = SimClock::new(truth, err);
+        {
+            let mut w = world.lock();
+            w.operator = Some(n);
+            w.log(format_args!(
+                "operator clock offset {:+.3}s drift {:+}ppm",
+                err.offset_us as f64 / 1e6,
+                err.drift_ppm
+            ));
+        }
+        let op = super::operator::Operator {
+            index: n,
+            clock: clock.clone(),
+            world: world.clone(),
+            store: SimStore::new(world.clone(), n, clock, truth),
+            ttl_s,
+            ids: (0..n).map(|i| format!("h{i}")).collect(),
+            audit: audit_dir.join("audit.jsonl"),
+            rng: StdRng::seed_from_u64(op_rng.random()),
+            end_ms,
+        };
+        tasks.push(tokio::spawn(op.run()));
     }
     // The operators' schedule: partitions of one holder, clock steps.
     let mut t = 0u64;
@@ -816,5 +496,6 @@ async fn world(opts: Options) -> Outcome {
     let out = std::mem::take(&mut w.outcome);
     drop(w);
     crate::bucket::race::forget(&format!("{name}#"));
+    let _ = std::fs::remove_dir_all(&audit_dir);
     out
 }

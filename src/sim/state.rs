@@ -1,0 +1,504 @@
+//! The shared state of one simulated world: the store's objects and
+//! variant, the fault draws, the history, and the checker that runs at every
+//! write and every change of the LEASE (S1–S4, L1). The store handles
+//! ([`super::store`]), the holders ([`super::world`]) and the operator
+//! ([`super::operator`]) all act on it through a [`World`], locked for one
+//! step at a time and never across an `.await`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use super::clock::TrueTime;
+use crate::bucket::LeaseRecord;
+use crate::store::{normalize_etag, ObjectMeta, PutCondition, StoreError};
+
+/// The prefix every holder contends for.
+pub const PREFIX: &str = "sim";
+/// Its LEASE key.
+pub const KEY: &str = "sim/LEASE";
+
+/// How the store treats preconditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// Linearizable conditional writes (AWS S3 since 2024).
+    Healthy,
+    /// `If-None-Match` and `If-Match` ignored: every write lands.
+    IgnoresPreconditions,
+    /// The precondition is checked, then the write made later: concurrent
+    /// writers may all pass.
+    NotAtomic,
+}
+
+impl Variant {
+    /// A short name for the history.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Variant::Healthy => "healthy",
+            Variant::IgnoresPreconditions => "ignores-preconditions",
+            Variant::NotAtomic => "not-atomic",
+        }
+    }
+}
+
+/// What happens to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Answered normally.
+    None,
+    /// No answer; not carried out.
+    Timeout,
+    /// No answer; carried out much later (the service queued it).
+    LateApply,
+    /// Carried out, the answer lost.
+    Lost,
+    /// Carried out, answered without an ETag.
+    NoEtag,
+    /// Carried out, answered with an empty ETag.
+    EmptyEtag,
+    /// 409 ConditionalRequestConflict, not carried out.
+    Conflict,
+    /// 500, not carried out.
+    Internal,
+    /// 503 SlowDown, not carried out.
+    SlowDown,
+}
+
+/// The properties of issue 32 §1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Property {
+    /// One writer.
+    S1,
+    /// Generation strictly increasing.
+    S2,
+    /// Loss learned, fence closed.
+    S3,
+    /// Refusal on broken stores.
+    S4,
+    /// Liveness.
+    L1,
+}
+
+/// One violation found.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Which property.
+    pub property: Property,
+    /// When, in true (simulated) milliseconds since the start.
+    pub at_ms: u64,
+    /// What happened.
+    pub what: String,
+}
+
+/// What one seed's run found.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Lease lifetimes ended (acquire to release, loss or crash).
+    pub lifetimes: u64,
+    /// Writes started by holders.
+    pub writes: u64,
+    /// Violations found (each property once per tenure at most).
+    pub violations: Vec<Violation>,
+    /// The history, one event a line.
+    pub history: String,
+    /// The store variant drawn for the seed.
+    pub variant: Option<Variant>,
+}
+
+/// A tenure: one holder's time with the lease, named by the record's
+/// instance id and `acquired_at` (a renewal keeps both; an adoption too).
+pub(super) type Tenure = (String, DateTime<Utc>);
+
+pub(super) fn tenure_of(r: &LeaseRecord) -> Tenure {
+    (r.instance_id.clone(), r.acquired_at)
+}
+
+/// What the checker knows of one tenure.
+#[derive(Debug, Clone)]
+pub(super) struct TenureInfo {
+    /// The holder (process) whose write created it.
+    pub(super) holder: usize,
+    /// When it was created (true ms).
+    pub(super) created_ms: u64,
+    /// When another tenure replaced it while it was current (true ms).
+    pub(super) replaced_ms: Option<u64>,
+    /// When the creating write was sent, if its answer was lost (true ms).
+    pub(super) answer_lost_ms: Option<u64>,
+    /// Handed to a holder's command (its acquire returned it).
+    pub(super) handed_out: bool,
+    /// Created by a forced takeover of this live tenure: its holder may go
+    /// on writing until its fence has closed, while this one writes nothing.
+    pub(super) grace_for: Option<Tenure>,
+    /// When its holder first wrote under it (true ms).
+    pub(super) first_write_ms: Option<u64>,
+    /// Its place in the order tenures were created on the key.
+    pub(super) seq: u64,
+    /// The generation handed out with it.
+    pub(super) generation: Option<u64>,
+}
+
+/// The shared state of one world: store, faults, checker, history.
+pub struct Shared {
+    /// The store's name (one per seed: the race check runs once per store).
+    pub name: String,
+    /// The store's objects.
+    pub objects: BTreeMap<String, Obj>,
+    /// The store variant.
+    pub variant: Variant,
+    pub(super) truth: TrueTime,
+    pub(super) rng: StdRng,
+    pub(super) next_etag: u64,
+    /// Probability that a request meets a fault.
+    pub(super) fault_rate: f64,
+    /// Per holder: requests fail (no answer) until this true time (ms).
+    pub(super) partitioned_until: Vec<u64>,
+    /// Per holder: the last true time (ms) a partition of it ended.
+    pub(super) partition_ended: Vec<u64>,
+    /// Per holder: the last true time (ms) its process forgot what it had
+    /// sent (a crash, a restart, a new acquire with a new watch).
+    pub(super) forgot_at: Vec<u64>,
+    pub(super) ttl_ms: u64,
+    /// The tenure stored now, if any.
+    pub(super) current: Option<Tenure>,
+    /// The tenure created last.
+    pub(super) latest: Option<Tenure>,
+    pub(super) tenures: BTreeMap<Tenure, TenureInfo>,
+    /// Tenures created so far (the next one's creation order).
+    pub(super) created: u64,
+    pub(super) outcome: Outcome,
+    /// The operator's slot, if the world has an operator.
+    pub(super) operator: Option<usize>,
+    /// The live tenure a forced takeover is replacing, while the executor runs.
+    pub(super) forcing: Option<Tenure>,
+    /// (property, tenure) pairs already reported.
+    pub(super) reported: std::collections::BTreeSet<(Property, Tenure)>,
+}
+
+/// A world handle.
+#[derive(Clone)]
+pub struct World(pub(super) Arc<Mutex<Shared>>);
+
+impl World {
+    /// Locks the shared state (never held across an `.await`).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Shared {
+    /// True time since the start, milliseconds.
+    pub fn now_ms(&self) -> u64 {
+        self.truth.now().as_millis() as u64
+    }
+
+    /// Writes one line of history, stamped with true time.
+    /// (Without the run number in the store's name: the same seed, the
+    /// same history.)
+    pub(super) fn log(&mut self, line: std::fmt::Arguments<'_>) {
+        let t = self.now_ms();
+        let line = line.to_string();
+        let line = match (line.find("/run-"), line.find('#')) {
+            (Some(a), Some(b)) if a < b => format!("{}{}", &line[..a], &line[b..]),
+            _ => line,
+        };
+        let _ = writeln!(
+            self.outcome.history,
+            "{:>7}.{:03} {line}",
+            t / 1000,
+            t % 1000
+        );
+    }
+
+    pub(super) fn violation(&mut self, property: Property, tenure: &Tenure, what: String) {
+        if !self.reported.insert((property, tenure.clone())) {
+            return;
+        }
+        let at_ms = self.now_ms();
+        self.log(format_args!("VIOLATION {property:?}: {what}"));
+        self.outcome.violations.push(Violation {
+            property,
+            at_ms,
+            what,
+        });
+    }
+
+    /// The delay and fault of one request of `holder`.
+    pub fn draw(&mut self, holder: usize, write: bool) -> (Duration, Fault) {
+        let delay = if self.rng.random_bool(0.05) {
+            Duration::from_millis(self.rng.random_range(100..1500))
+        } else {
+            Duration::from_millis(self.rng.random_range(1..30))
+        };
+        if self.now_ms() < self.partitioned_until[holder] {
+            // Cut off: writes may still land, their answers never come.
+            let f = match (write, self.rng.random_range(0..3)) {
+                (true, 0) => Fault::Lost,
+                (true, 1) => Fault::LateApply,
+                _ => Fault::Timeout,
+            };
+            return (delay, f);
+        }
+        if !self.rng.random_bool(self.fault_rate) {
+            return (delay, Fault::None);
+        }
+        let faults: &[Fault] = if write {
+            &[
+                Fault::Timeout,
+                Fault::LateApply,
+                Fault::Lost,
+                Fault::NoEtag,
+                Fault::EmptyEtag,
+                Fault::Conflict,
+                Fault::Internal,
+                Fault::SlowDown,
+            ]
+        } else {
+            &[Fault::Timeout, Fault::Internal, Fault::SlowDown]
+        };
+        (delay, faults[self.rng.random_range(0..faults.len())])
+    }
+
+    /// How long a not-atomic store takes between its check and its write.
+    pub fn not_atomic_window(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(5..40))
+    }
+
+    /// How long a queued write waits before the store carries it out.
+    pub fn late_delay(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(self.ttl_ms / 4..self.ttl_ms * 3 / 2))
+    }
+
+    /// Whether `cond` holds on `key` now (404 for `If-Match` on an absent key).
+    pub fn precondition_holds(&self, key: &str, cond: &PutCondition) -> Result<(), StoreError> {
+        if self.variant == Variant::IgnoresPreconditions {
+            return Ok(());
+        }
+        match (cond, self.objects.get(key)) {
+            (PutCondition::None, _) => Ok(()),
+            (PutCondition::IfNoneMatch, None) => Ok(()),
+            (PutCondition::IfNoneMatch, Some(_)) => Err(StoreError::PreconditionFailed),
+            (PutCondition::IfMatch(_), None) => Err(StoreError::NotFound(key.to_owned())),
+            (PutCondition::IfMatch(e), Some(o)) if normalize_etag(e) == o.etag => Ok(()),
+            (PutCondition::IfMatch(_), Some(_)) => Err(StoreError::PreconditionFailed),
+        }
+    }
+
+    /// Carries out a PUT of `holder` (atomically), and checks it.
+    pub fn apply_put(
+        &mut self,
+        holder: usize,
+        key: &str,
+        body: &[u8],
+        cond: &PutCondition,
+        answer_lost: Option<u64>,
+    ) -> Result<String, StoreError> {
+        self.precondition_holds(key, cond)?;
+        self.next_etag += 1;
+        let etag = format!("e{:x}", self.next_etag);
+        let last_modified = chrono::DateTime::from_timestamp(self.truth.wall().timestamp(), 0)
+            .unwrap_or(self.truth.epoch);
+        self.objects.insert(
+            key.to_owned(),
+            Obj {
+                body: body.to_vec(),
+                etag: etag.clone(),
+                last_modified,
+            },
+        );
+        if key == KEY {
+            self.lease_written(holder, body, answer_lost);
+        }
+        Ok(etag)
+    }
+
+    /// Carries out a DELETE of `holder` (atomically).
+    pub fn apply_delete(
+        &mut self,
+        holder: usize,
+        key: &str,
+        if_match: Option<&str>,
+    ) -> Result<(), StoreError> {
+        if self.variant != Variant::IgnoresPreconditions {
+            if let (Some(e), Some(o)) = (if_match, self.objects.get(key)) {
+                if normalize_etag(e) != o.etag {
+                    return Err(StoreError::PreconditionFailed);
+                }
+            }
+        }
+        if self.objects.remove(key).is_some() && key == KEY {
+            let gone = self.current.take();
+            self.log(format_args!(
+                "store: LEASE deleted by h{holder} (was {})",
+                gone.map(|t| t.0).unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checker's view of a write to the LEASE: a new tenure (S2, and the
+    /// replaced one's time for S1/S3), or a renewal of the current one.
+    pub(super) fn lease_written(&mut self, holder: usize, body: &[u8], answer_lost: Option<u64>) {
+        let Ok(r) = LeaseRecord::parse(body, body.len() as u64) else {
+            return;
+        };
+        let t = tenure_of(&r);
+        if self.current.as_ref() == Some(&t) {
+            return;
+        }
+        let now = self.now_ms();
+        let prev = self.current.take();
+        if let Some(prev) = &prev {
+            if let Some(info) = self.tenures.get_mut(prev) {
+                info.replaced_ms.get_or_insert(now);
+            }
+        }
+        let known = self.tenures.contains_key(&t);
+        let forced =
+            self.operator == Some(holder) && self.forcing.is_some() && self.forcing == prev;
+        self.log(format_args!(
+            "store: LEASE now {} acquired_at {} generation {} (written by h{holder}{}{})",
+            t.0,
+            t.1.format("%H:%M:%S%.6f"),
+            crate::bucket::fmt_generation(r.generation),
+            if known {
+                ", an earlier tenure again"
+            } else {
+                ""
+            },
+            if answer_lost.is_some() {
+                ", answer lost"
+            } else {
+                ""
+            }
+        ));
+        self.current = Some(t.clone());
+        if known {
+            // A tenure coming back (a late write of its holder over a newer
+            // one): the newer one's holder is no longer the latest.
+            self.latest = Some(t);
+            return;
+        }
+        self.latest = Some(t.clone());
+        self.created += 1;
+        self.tenures.insert(
+            t.clone(),
+            TenureInfo {
+                holder,
+                created_ms: now,
+                replaced_ms: None,
+                answer_lost_ms: answer_lost,
+                handed_out: false,
+                grace_for: forced.then_some(prev).flatten(),
+                first_write_ms: None,
+                seq: self.created,
+                generation: None,
+            },
+        );
+    }
+
+    /// S2: the generations handed to commands grow in the order their
+    /// tenures were created on the key (the write that created each is the
+    /// acquisition's moment): a tenure handed out carries a generation greater
+    /// than every one handed out of a tenure created before it, and smaller
+    /// than every one of a tenure created after it. (An acquire returns after
+    /// its write; a forced takeover may land between the two, and its
+    /// greater generation is then handed out first.)
+    pub(super) fn handed_out(&mut self, t: &Tenure, generation: Option<u64>) {
+        let seq = match self.tenures.get_mut(t) {
+            Some(i) => {
+                i.handed_out = true;
+                i.generation = generation;
+                i.seq
+            }
+            None => u64::MAX,
+        };
+        let Some(g) = generation else {
+            return;
+        };
+        let wrong = self.tenures.iter().find_map(|(u, i)| {
+            let gu = i.generation.filter(|_| i.handed_out && u != t)?;
+            let bad = (i.seq < seq && gu >= g) || (i.seq > seq && gu <= g);
+            bad.then(|| (u.clone(), gu, i.seq < seq))
+        });
+        if let Some((u, gu, before)) = wrong {
+            let what = if before {
+                format!(
+                    "generation {g} of {} is not greater than {gu} of {}, created before it and handed out ({} µs back)",
+                    t.0,
+                    u.0,
+                    gu.saturating_sub(g)
+                )
+            } else {
+                format!(
+                    "generation {g} of {} is not smaller than {gu} of {}, created after it and handed out",
+                    t.0, u.0
+                )
+            };
+            self.violation(Property::S2, t, what);
+        }
+    }
+
+    /// A holder starts a write under `tenure` (S1): only the latest tenure
+    /// writes — but for the holder of a live lease taken by a forced
+    /// takeover, until its fence has certainly closed (two thirds of a TTL
+    /// after the takeover, which came after its last renewal) and while the
+    /// new holder has written nothing.
+    pub(super) fn write(&mut self, holder: usize, tenure: &Tenure) {
+        self.outcome.writes += 1;
+        let now = self.now_ms();
+        if self.latest.as_ref() == Some(tenure) {
+            if let Some(i) = self.tenures.get_mut(tenure) {
+                i.first_write_ms.get_or_insert(now);
+            }
+            return;
+        }
+        let latest = self.latest.as_ref().and_then(|t| self.tenures.get(t));
+        let in_grace = latest.is_some_and(|i| {
+            i.grace_for.as_ref() == Some(tenure)
+                && i.first_write_ms.is_none()
+                && now < i.created_ms + self.ttl_ms * 2 / 3
+        });
+        if in_grace {
+            return;
+        }
+        let other = self.latest.clone().map(|t| t.0).unwrap_or_default();
+        let since = latest
+            .map(|i| now.saturating_sub(i.created_ms))
+            .unwrap_or(0);
+        self.violation(
+            Property::S1,
+            tenure,
+            format!(
+                "h{holder} ({}) writes {since} ms after {other} took the lease",
+                tenure.0
+            ),
+        );
+    }
+}
+
+/// One stored object.
+#[derive(Debug, Clone)]
+pub struct Obj {
+    /// The body.
+    pub body: Vec<u8>,
+    /// The ETag (unquoted).
+    pub etag: String,
+    /// When it was written, by the store's clock (whole seconds).
+    pub last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+impl Obj {
+    pub(super) fn meta(&self, key: &str) -> ObjectMeta {
+        ObjectMeta {
+            key: key.to_owned(),
+            etag: Some(self.etag.clone()),
+            last_modified: Some(self.last_modified),
+            size: self.body.len() as u64,
+        }
+    }
+}
