@@ -275,6 +275,7 @@ async fn read_timeline(
             entries: &entries,
             audit_problems: &audit_problems,
             all_versions: false,
+            progress: None,
         },
     )
     .await;
