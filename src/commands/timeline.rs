@@ -7,7 +7,7 @@ use crate::cli::{TimelineArgs, TimelineFormat};
 use crate::exit::Exit;
 use crate::setup::Context;
 use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
-use crate::timeline::read::audit_entries;
+use crate::timeline::read::{audit_entries, Progress};
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
@@ -42,11 +42,14 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
         prefixes: Vec::new(),
     };
     let window = Window { from, to };
+    let bar = progress_bar();
+    let tell = |p: Progress<'_>| show(&bar, p);
     let inputs = Inputs {
         recordings: &a.recordings,
         entries: &entries,
         audit_problems: &audit_problems,
         all_versions: a.all_versions,
+        progress: Some(&tell),
     };
     for target in &targets {
         let store = ctx.connector.open(target).await.map_err(|e| e.to_string());
@@ -62,6 +65,7 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
             .prefixes
             .push(prefix_timeline(store.map_err(String::clone), &source, &window, &inputs).await);
     }
+    bar.finish_and_clear();
     let mut out = crate::stdout::Checked::new(std::io::stdout().lock());
     match a.output {
         TimelineFormat::Text => crate::timeline::render::text(&report, &mut out),
@@ -92,4 +96,33 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
         }
     }
     out.finish(report.exit())
+}
+
+/// The progress of a run on stderr when it is a terminal (a spinner, the
+/// time so far, the versions listed and read); hidden on a pipe or a file,
+/// so nothing but the report is written there.
+fn progress_bar() -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// Shows step `p` on `bar`.
+fn show(bar: &indicatif::ProgressBar, p: Progress<'_>) {
+    match p {
+        Progress::Listing { key } => {
+            bar.set_message(format!("{}: listing versions…", crate::text::sanitize(key)))
+        }
+        Progress::Reading { key, listed, gets } => bar.set_message(format!(
+            "{}: {gets} of {listed} version(s) read",
+            crate::text::sanitize(key)
+        )),
+    }
 }

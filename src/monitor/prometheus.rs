@@ -140,6 +140,7 @@ pub struct Metrics {
     holder_changes: Family<HowLabels, Counter>,
     holder_seconds: Family<PrefixLabels, FGauge>,
     free_seconds: Family<PrefixLabels, FGauge>,
+    renewal_gap: Family<PrefixLabels, FGauge>,
     probe_ok: Family<ProbeLabels, Gauge>,
     probe_known: Family<TargetLabels, Gauge>,
     http_requests: Family<HttpLabels, Counter>,
@@ -159,6 +160,9 @@ pub struct Metrics {
     /// [`crate::snapshot::history::PrefixHistory::count_by`]) already added
     /// to its counters.
     holders_counted: BTreeMap<PrefixLabels, [u64; COUNTED.len()]>,
+    /// Per prefix, the current tenure (holder, generation) and the largest
+    /// age of its record seen at a reading, as a fraction of its TTL.
+    renewal_gaps: BTreeMap<PrefixLabels, (String, Option<u64>, f64)>,
     counted: (u64, u64),
 }
 
@@ -182,6 +186,7 @@ impl Metrics {
             holder_changes: Family::default(),
             holder_seconds: Family::default(),
             free_seconds: Family::default(),
+            renewal_gap: Family::default(),
             probe_ok: Family::default(),
             probe_known: Family::default(),
             http_requests: Family::default(),
@@ -197,6 +202,7 @@ impl Metrics {
             last_gather: FGauge::default(),
             history: History::new(),
             holders_counted: BTreeMap::new(),
+            renewal_gaps: BTreeMap::new(),
             counted: (0, 0),
         };
         m.register_lease_metrics();
@@ -251,6 +257,11 @@ impl Metrics {
             "lease_free_seconds",
             "Seconds the prefix has been seen without a holder (no LEASE, or a released one) by this process; absent while someone holds it",
             self.free_seconds.clone(),
+        );
+        self.registry.register(
+            "lease_renewal_gap_ttl_ratio",
+            "The largest age of the current holder's record seen at any reading since this process first saw its tenure, as a fraction of its TTL: its renewals were at least that late once (renewing every TTL/3 keeps it near 0.33; above 0.5 a renewal came more than TTL/6 late). A lower bound, as fine as the refresh; absent while nobody holds the prefix or its age is unknown",
+            self.renewal_gap.clone(),
         );
         self.registry.register(
             "probe_ok",
@@ -358,6 +369,7 @@ impl Metrics {
             &self.expires_in,
             &self.skew,
             &self.generation,
+            &self.renewal_gap,
         ] {
             f.clear();
         }
@@ -372,6 +384,11 @@ impl Metrics {
         }
         self.update_holder_changes(&seen);
         self.update_tenures(&seen, snap.generated_at);
+        // Prefixes no longer seen are forgotten; one not read this time keeps its value.
+        self.renewal_gaps.retain(|k, _| seen.contains(k));
+        for (pl, (_, _, ratio)) in &self.renewal_gaps {
+            self.renewal_gap.get_or_create(pl).set(*ratio);
+        }
         self.update_pod(snap, pod_scanned);
     }
 
@@ -465,7 +482,43 @@ impl Metrics {
         if let Some(k) = p.holder_skew_s {
             self.skew.get_or_create(&pl).set(k);
         }
+        self.note_renewal_gap(&pl, p);
         pl
+    }
+
+    /// The largest age of the current tenure's record seen so far, as a
+    /// fraction of its TTL: a new tenure (holder or generation) starts
+    /// again; no holder, or an age that cannot be judged, has none (a
+    /// tenure whose age is unknown this time keeps what was seen).
+    fn note_renewal_gap(&mut self, pl: &PrefixLabels, p: &PrefixReport) {
+        let held = p
+            .record
+            .as_ref()
+            .filter(|r| r.ttl_s > 0 && p.state != crate::bucket::LeaseState::Released);
+        let Some(r) = held else {
+            self.renewal_gaps.remove(pl);
+            return;
+        };
+        let tenure = (r.instance_id.as_str(), r.generation);
+        let entry = self.renewal_gaps.get_mut(pl);
+        let same = entry
+            .as_ref()
+            .is_some_and(|(id, g, _)| (id.as_str(), *g) == tenure);
+        let ratio = (!p.age_unknown)
+            .then_some(p.age_s)
+            .flatten()
+            .map(|a| a.max(0.0) / r.ttl_s as f64);
+        match (entry, same, ratio) {
+            (Some(e), true, Some(x)) => e.2 = e.2.max(x),
+            (Some(_), true, None) => {}
+            (_, _, Some(x)) => {
+                self.renewal_gaps
+                    .insert(pl.clone(), (r.instance_id.clone(), r.generation, x));
+            }
+            (_, _, None) => {
+                self.renewal_gaps.remove(pl);
+            }
+        }
     }
 
     /// How long each prefix in `seen` has had its current holder, or none,

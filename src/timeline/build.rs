@@ -30,6 +30,9 @@ pub struct Inputs<'a> {
     pub audit_problems: &'a [String],
     /// `--all-versions`: read every version's body, not only where a tenure may change.
     pub all_versions: bool,
+    /// Told of each step of reading the versions (`leasectl timeline`'s
+    /// progress bar on a terminal).
+    pub progress: read::OnProgress<'a>,
 }
 
 /// The prefix a timeline is about.
@@ -67,7 +70,15 @@ pub async fn prefix_timeline(
     let mut obs = Vec::new();
     match store {
         Ok(store) => {
-            let v = read::versions(store, &key, source.bucket, from, to, inputs.all_versions).await;
+            let v = read::versions(
+                store,
+                &key,
+                source.bucket,
+                (from, to),
+                inputs.all_versions,
+                inputs.progress,
+            )
+            .await;
             p.versioning = v.versioning;
             p.sources.versions_listed = v.listed;
             p.sources.versions_read = v.gets;

@@ -21,6 +21,9 @@
 //! again after the new one started), **generations that went back**, and
 //! each holder's clock against the service's (`renewed_at − Last-Modified`).
 //!
+//! [`session`] gives a session's own holder history (the console's) the
+//! same types, for the console's timeline pane.
+//!
 //! Everything here is pure: the store is read by [`read`], through a closure
 //! for the bodies, so the bisection's cost is measured by counting calls.
 
@@ -28,6 +31,7 @@ pub mod build;
 pub mod picture;
 pub mod read;
 pub mod render;
+pub mod session;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -29,18 +29,51 @@ pub struct VersionsRead {
     pub notes: Vec<String>,
 }
 
+/// How far reading a key's versions got, for a progress display (the key
+/// as stored: escape it before showing it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress<'a> {
+    /// Listing the versions of `key` (page by page).
+    Listing {
+        /// The LEASE key.
+        key: &'a str,
+    },
+    /// Bodies read so far (`gets`) of the `listed` versions in the window;
+    /// with bisection, far fewer than `listed` are read.
+    Reading {
+        /// The LEASE key.
+        key: &'a str,
+        /// Versions (and delete markers) in the window.
+        listed: usize,
+        /// Bodies read so far.
+        gets: usize,
+    },
+}
+
+/// Something told of each step of [`versions`] (`leasectl timeline`'s
+/// progress bar); `None`: nothing is told.
+pub type OnProgress<'a> = Option<&'a (dyn Fn(Progress<'_>) + Sync)>;
+
 /// Reads the versions of `key` written in `[from, to]` (plus the last one
 /// before `from`, which says who held the lease when the window opened),
-/// their bodies by [`bisect`] (every one with `all`).
+/// their bodies by [`bisect`] (every one with `all`); each step is told to
+/// `progress`.
 pub async fn versions(
     store: &dyn ObjectRead,
     key: &str,
     bucket: Option<&str>,
-    from: Option<DateTime<Utc>>,
-    to: DateTime<Utc>,
+    window: (Option<DateTime<Utc>>, DateTime<Utc>),
     all: bool,
+    progress: OnProgress<'_>,
 ) -> VersionsRead {
+    let (from, to) = window;
+    let tell = |p: Progress<'_>| {
+        if let Some(f) = progress {
+            f(p)
+        }
+    };
     let mut out = VersionsRead::default();
+    tell(Progress::Listing { key });
     let listed = match store.list_versions(key).await {
         Ok(v) => v,
         Err(StoreError::NotImplemented(_)) => {
@@ -79,6 +112,11 @@ pub async fn versions(
     }
     versions.retain(|v| v.last_modified.is_none_or(|t| t <= to));
     out.listed = versions.len();
+    tell(Progress::Reading {
+        key,
+        listed: out.listed,
+        gets: 0,
+    });
     // Bodies: the parsed record (or why not) per version read.
     let mut bodies: Vec<Option<Seen>> = vec![None; versions.len()];
     let mut failures: Vec<String> = Vec::new();
@@ -129,6 +167,11 @@ pub async fn versions(
                 };
                 cache.insert(i, mark);
                 bodies[i] = Some(seen);
+                tell(Progress::Reading {
+                    key,
+                    listed: versions.len(),
+                    gets: reads.len(),
+                });
             }
         }
         out.gets = reads.len();

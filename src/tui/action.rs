@@ -111,6 +111,22 @@ pub enum Action {
     },
     /// The held leases were released (one line each).
     HeldReleased(Vec<String>),
+    /// Open the timeline pane of the selected row.
+    OpenTimeline,
+    /// Timeline pane: half the window.
+    ZoomIn,
+    /// Timeline pane: twice the window.
+    ZoomOut,
+    /// The write task read the timeline of `prefix` in target `target`
+    /// from the LEASE object's versions and the audit log.
+    TimelineRead {
+        /// Target index.
+        target: usize,
+        /// The prefix.
+        prefix: String,
+        /// What it read (what it could not read is in its `problems`).
+        timeline: Box<crate::timeline::render::PrefixTimeline>,
+    },
     /// The terminal is now this size (columns, rows).
     Resize(u16, u16),
     /// Leave the console (asks first if leases are held).
@@ -146,4 +162,14 @@ pub enum WriteRequest {
     },
     /// Release every held lease (before quitting).
     ReleaseHeld,
+    /// Read the timeline of `prefix` in target `target` from its LEASE
+    /// object's versions and the audit log (a read, by the write task, which
+    /// owns the stores: never the UI loop), answered with
+    /// [`Action::TimelineRead`].
+    ReadTimeline {
+        /// Target index.
+        target: usize,
+        /// The prefix.
+        prefix: String,
+    },
 }

@@ -1,6 +1,7 @@
 //! The console's write side (OPS mode only): one background task that owns the
 //! writable stores, runs probes and takeovers the operator confirmed, keeps
-//! held leases alive, and releases them on quit. The UI sends it
+//! held leases alive, and releases them on quit; it also reads a prefix's
+//! timeline from its versions for the timeline pane, in a task of its own. The UI sends it
 //! [`WriteRequest`]s and receives the results as actions.
 //!
 //! Watch mode never builds this task: it has no writable store to give it.
@@ -98,6 +99,20 @@ impl Ops {
                     };
                     let result = self.takeover(t, &key, req, &rx, &mut held).await;
                     let _ = actions.send(Action::TakeoverDone { key, result }).await;
+                }
+                WriteRequest::ReadTimeline { target, prefix } => {
+                    // A task of its own: a takeover waiting out a fence
+                    // does not hold it back, nor it the takeover.
+                    if let Some(t) = self.targets.get(target) {
+                        tokio::spawn(read_timeline(
+                            t.clone(),
+                            target,
+                            prefix,
+                            self.audit.path().to_owned(),
+                            self.clock.clone(),
+                            actions.clone(),
+                        ));
+                    }
                 }
                 WriteRequest::ReleaseHeld => {
                     let mut lines = Vec::new();
@@ -214,6 +229,63 @@ impl Ops {
             Err(e) => Err(e.to_string()),
         }
     }
+}
+
+/// How far back the console's timeline pane reads the versions.
+pub const TIMELINE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+
+/// Reads the timeline of `prefix` on `t` over the last [`TIMELINE_WINDOW`]
+/// (its LEASE object's versions, by bisection, and the audit log at
+/// `audit`), as `leasectl timeline` does, and sends it as
+/// [`Action::TimelineRead`].
+async fn read_timeline(
+    t: OpsTarget,
+    target: usize,
+    prefix: String,
+    audit: std::path::PathBuf,
+    clock: SharedClock,
+    actions: mpsc::Sender<Action>,
+) {
+    use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
+    let (entries, audit_problems) =
+        match tokio::task::spawn_blocking(move || crate::timeline::read::audit_entries(&[audit]))
+            .await
+        {
+            Ok(read) => read,
+            Err(e) => (
+                Vec::new(),
+                vec![format!("the audit log could not be read: {e}")],
+            ),
+        };
+    let to = clock.wall();
+    let store: &dyn crate::store::ObjectRead = t.store.as_ref();
+    let timeline = prefix_timeline(
+        Ok(store),
+        &Source {
+            url: t.url.clone(),
+            bucket: t.bucket.as_deref(),
+            prefix: &prefix,
+        },
+        &Window {
+            from: Some(to - TIMELINE_WINDOW),
+            to,
+        },
+        &Inputs {
+            recordings: &[],
+            entries: &entries,
+            audit_problems: &audit_problems,
+            all_versions: false,
+            progress: None,
+        },
+    )
+    .await;
+    let _ = actions
+        .send(Action::TimelineRead {
+            target,
+            prefix,
+            timeline: Box::new(timeline),
+        })
+        .await;
 }
 
 /// Where a takeover of `key` (under `prefix`) on `t` is recorded as having

@@ -215,6 +215,59 @@ async fn an_unversioned_bucket_is_said_so() {
     );
 }
 
+/// A run shows its progress on a terminal (stderr a pty: the versions
+/// listed and read) and nothing on a pipe: the piped stderr has no progress
+/// line, no carriage return, no escape sequence, and stdout is the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn progress_shows_on_a_terminal_and_not_on_a_pipe() {
+    let (endpoint, b) = versioned_bucket("timeline-progress").await;
+    let client = sdk_client(&endpoint);
+    let now = chrono::Utc::now();
+    for (i, id) in ["holder-a", "holder-a", "holder-b"].iter().enumerate() {
+        let r = leasectl::bucket::LeaseRecord {
+            instance_id: (*id).into(),
+            acquired_at: now,
+            renewed_at: now + chrono::Duration::milliseconds(i as i64),
+            ttl_s: 30,
+            generation: None,
+            released_at: None,
+        };
+        put_raw(&client, &b, "db/LEASE", &r.to_body()).await;
+    }
+    let url = format!("s3://{b}/db/");
+    // A pipe: the report alone (holder-b wrote over a fresh lease: exit 3).
+    let (code, out, err) = leasectl(&endpoint, &["timeline", &url]);
+    assert_eq!(code, Some(3), "{err}\n{out}");
+    assert!(out.contains("2 tenure(s)"), "{out}");
+    assert!(
+        !err.contains("version(s) read")
+            && !err.contains("listing versions")
+            && !err.contains('\r')
+            && !err.contains('\u{1b}'),
+        "progress on a pipe: {err:?}"
+    );
+    // A terminal: `script` gives the run a pty.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("script(1) not found: the terminal half is skipped");
+        return;
+    }
+    let line = format!(
+        "{} --endpoint-url {endpoint} --path-style --no-pod timeline {url}",
+        env!("CARGO_BIN_EXE_leasectl")
+    );
+    let mut c = Command::new("script");
+    s3_env(&mut c)
+        .env("TERM", "xterm")
+        .args(["-qec", &line, "/dev/null"]);
+    let shown = tokio::task::block_in_place(|| c.output()).unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("db/LEASE: listing versions") || shown.contains("version(s) read"),
+        "no progress on a terminal: {shown:?}"
+    );
+    assert!(shown.contains("2 tenure(s)"), "{shown}");
+}
+
 /// A local store keeps no versions: without a recording or an audit log,
 /// nothing holds the history — unknown, exit 1, never "nothing wrong".
 #[test]

@@ -122,6 +122,14 @@ pub const BINDINGS: &[Binding] = &[
         &[Char('t')],
         Action::StartTakeover,
     ),
+    b(
+        "h",
+        "timeline of the prefix",
+        false,
+        0,
+        &[Char('h')],
+        Action::OpenTimeline,
+    ),
     b("?", "help", false, 2, &[Char('?')], Action::ToggleHelp),
     b(
         "q/Esc Ctrl-C",
@@ -170,6 +178,17 @@ pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
                 KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Action::Yes,
                 _ => Action::Cancel,
             })
+        }
+        Mode::Timeline(_) => {
+            return match k.code {
+                KeyCode::Char('+') | KeyCode::Char('=') => Some(Action::ZoomIn),
+                KeyCode::Char('-') | KeyCode::Char('_') => Some(Action::ZoomOut),
+                KeyCode::Left => Some(Action::Left),
+                KeyCode::Right => Some(Action::Right),
+                KeyCode::Esc | KeyCode::Char('h') => Some(Action::Cancel),
+                KeyCode::Char('q') => Some(Action::Quit),
+                _ => None,
+            }
         }
         Mode::Quitting => return None,
         Mode::Normal => {}

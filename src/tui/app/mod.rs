@@ -6,7 +6,7 @@
 //! cursor, scan status), the session's data ([`Session`]: snapshot, clock,
 //! history, audit tail, probes, held leases), the request rates
 //! ([`Requests`]), and the modal state ([`Mode`]: the filter line, help, the
-//! prompts, the takeover dialog). `update` dispatches each action by mode
+//! prompts, the takeover dialog, the timeline pane). `update` dispatches each action by mode
 //! to the part it concerns; drawing (`ui`) only reads, through accessors.
 //!
 //! Keys become [`Action`]s through [`key_action`] (which depends on the mode:
@@ -39,6 +39,7 @@ mod session;
 mod settings;
 mod sort;
 mod takeover_dialog;
+mod timeline;
 
 pub use cursor::Cursor;
 pub use keys::{key_action, Binding, BINDINGS};
@@ -50,6 +51,7 @@ pub use session::{FirstSeen, Session};
 pub use settings::Settings;
 pub use sort::SortKey;
 pub use takeover_dialog::{Field, TakeoverDialog, ThenChoice};
+pub use timeline::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
 
 /// Which screen the console shows; Tab switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +98,8 @@ pub enum Mode {
         /// The target to probe.
         target: usize,
     },
+    /// The timeline pane of a prefix (`h`).
+    Timeline(Box<TimelinePane>),
     /// Leases are held: release them and quit?
     ConfirmQuit,
     /// Releasing held leases before quitting.
@@ -263,6 +267,7 @@ impl App {
         match &self.mode {
             Mode::Filter => self.update_filter(action),
             Mode::Takeover(_) => self.update_dialog(action),
+            Mode::Timeline(_) => self.update_timeline(action),
             Mode::Help | Mode::ConfirmQuit | Mode::ConfirmProbe { .. } | Mode::Quitting => {
                 self.update_prompt(action)
             }
@@ -298,6 +303,7 @@ impl App {
             Action::ToggleHelp => self.mode = Mode::Help,
             Action::Probe => self.start_probe(),
             Action::StartTakeover => self.start_takeover(),
+            Action::OpenTimeline => self.open_timeline(),
             Action::Quit => self.request_quit(),
             other => self.update_background(other),
         }
@@ -362,6 +368,11 @@ impl App {
             } => self.probe_done(target, result, &message),
             Action::TakeoverDone { key, result } => self.takeover_done(key, result),
             Action::HeldReleased(lines) => self.held_released(&lines),
+            Action::TimelineRead {
+                target,
+                prefix,
+                timeline,
+            } => self.timeline_read(target, &prefix, timeline),
             Action::Resize(w, h) => self.size = (w, h),
             _ => {}
         }

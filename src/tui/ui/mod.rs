@@ -17,6 +17,7 @@ mod header;
 mod pod;
 mod status;
 mod table;
+mod timeline;
 
 use detail::render_detail;
 use dialog::{render_confirm_probe, render_confirm_quit, render_dialog, render_help};
@@ -26,6 +27,7 @@ pub use pod::{duty_style, lock_style, lock_text, verdict_style};
 use status::render_status;
 use table::render_table;
 pub use table::{exclusion_name, lease_columns, prefix_label, target_short_name, ttl_gauge};
+use timeline::render_timeline;
 
 /// Smallest terminal the console draws into; below it says so.
 pub const MIN_SIZE: (u16, u16) = (40, 8);
@@ -142,6 +144,11 @@ pub fn render(app: &App, f: &mut Frame) {
     } = layout::screen(area, errors.len() as u16);
     render_header(app, f, header);
     match app.view() {
+        _ if app.timeline_pane().is_some() => {
+            if let Some(pane) = app.timeline_pane() {
+                render_timeline(app, pane, f, body);
+            }
+        }
         View::Leases => {
             let (table, detail) = layout::leases(body, app.detail_height());
             render_table(app, f, table);

@@ -1003,3 +1003,68 @@ async fn serve_exports_holder_and_free_seconds() {
     let _ = serve.kill();
     let _ = serve.wait();
 }
+
+/// Issue 34 §3: `serve` exports the largest age of the current tenure's
+/// record seen at a reading, against its TTL — how late its renewals came at
+/// least once: it grows while the holder does not renew, keeps its largest
+/// value across a renewal, and starts again for a new holder. On a local store, the records written by the test
+/// (atomically: a half-written record would be malformed).
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_exports_the_largest_renewal_gap_against_the_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let put = |holder: &str, ttl: u64| {
+        let d = dir.path().join("db");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("LEASE.tmp"), record(holder, 0, ttl)).unwrap();
+        std::fs::rename(d.join("LEASE.tmp"), d.join("LEASE")).unwrap();
+    };
+    put("gap-a", 8);
+    let stderr_path = dir.path().join("serve.stderr");
+    let target = file_url(dir.path());
+    let mut serve = bin()
+        .args([
+            "serve",
+            "--no-pod",
+            "--listen",
+            "127.0.0.1:0",
+            "--refresh",
+            "1s",
+            "--audit-log",
+        ])
+        .arg(dir.path().join("audit.jsonl"))
+        .arg(&target)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let port: u16 = common::lines::serve_port(&stderr_path);
+    let labels = format!("{{target=\"{target}\",prefix=\"db/\"}}");
+    let gap = format!("leasectl_lease_renewal_gap_ttl_ratio{labels}");
+    let age = format!("leasectl_lease_age_seconds{labels}");
+    // Not renewed for over half its 8 s TTL: the ratio passes 0.5.
+    let body = scrape_until(port, "a gap over TTL/2", |b| {
+        sample(b, &gap).is_some_and(|g| g > 0.5)
+    })
+    .await;
+    assert!(body.contains("# TYPE leasectl_lease_renewal_gap_ttl_ratio gauge"));
+    let before = sample(&body, &age).unwrap();
+    // A renewal: once read (a fresh lease off screen is read by need, before
+    // it could turn stale), the age falls; the largest gap seen stays.
+    put("gap-a", 8);
+    let body = scrape_until(port, "the renewal", |b| {
+        sample(b, &age).is_some_and(|a| a < before)
+    })
+    .await;
+    assert!(sample(&body, &gap).unwrap() > 0.5, "{body}");
+    // A new holder (a 60 s TTL: read within 8 s, its age is under 0.15 of
+    // it): its own tenure, counted from its first reading.
+    put("gap-b", 60);
+    let body = scrape_until(port, "the new holder's gap", |b| {
+        sample(b, &gap).is_some_and(|g| g < 0.5)
+    })
+    .await;
+    assert!(sample(&body, &gap).unwrap() < 0.2, "{body}");
+    let _ = serve.kill();
+    let _ = serve.wait();
+}

@@ -1,4 +1,4 @@
-//! The console: its state on `TestBackend`, snapshots, the whole loop, incremental refreshes, tick judging, end to end in tmux.
+//! The console: its state on `TestBackend`, snapshots, the whole loop, incremental refreshes, tick judging, the timeline pane, end to end in tmux.
 
 mod console;
 mod console_e2e;
@@ -7,4 +7,5 @@ mod demo_e2e;
 mod event_loop;
 mod snapshots;
 mod tick_judging;
+mod timeline_pane;
 mod tmux;
