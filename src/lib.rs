@@ -42,3 +42,11 @@ pub mod timeline;
 pub mod tui;
 pub mod values;
 pub mod writer;
+
+/// Unit tests that start processes hold this for reading, and one that
+/// names the processes holding a descriptor of the test process holds it
+/// for writing: a child between its fork and its exec holds every
+/// descriptor of the test process, close-on-exec or not, and would be
+/// named too.
+#[cfg(test)]
+pub(crate) static FORKS: std::sync::RwLock<()> = std::sync::RwLock::new(());

@@ -106,6 +106,7 @@ mod tests {
 
     #[test]
     fn a_signal_is_128_plus_its_number_and_a_code_is_itself() {
+        let _forks = crate::FORKS.read().unwrap_or_else(|e| e.into_inner());
         let killed = std::process::Command::new("sh")
             .args(["-c", "kill -TERM $$"])
             .status();

@@ -76,6 +76,7 @@ mod tests {
 
     #[test]
     fn finds_a_real_child() {
+        let _forks = crate::FORKS.read().unwrap_or_else(|e| e.into_inner());
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()

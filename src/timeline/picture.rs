@@ -106,8 +106,10 @@ fn draw_prefix(
                 .format(fmt)
                 .to_string()
         })
-        .y_labels(lanes.len().max(1))
+        .y_labels(lanes.len().max(1) + 1)
         .y_label_formatter(&|v| match v {
+            // The row above the lanes holds the takeovers' marks.
+            SegmentValue::CenterOf(i) if *i == n => "takeovers".to_owned(),
             // The first holder at the top.
             SegmentValue::CenterOf(i) => lanes
                 .get((n - 1 - *i) as usize)
@@ -167,7 +169,7 @@ fn draw_prefix(
         } = &t.ending
         {
             chart.plotting_area().draw(&TriangleMarker::new(
-                (x(*at), SegmentValue::Exact(n)),
+                (x(*at), SegmentValue::CenterOf(n)),
                 7,
                 BLACK.filled(),
             ))?;
@@ -176,7 +178,7 @@ fn draw_prefix(
                     "takeover by {}",
                     tk.operator.chars().take(30).collect::<String>()
                 ),
-                (x(*at), SegmentValue::Exact(n)),
+                (x(*at) + span / 120.0, SegmentValue::CenterOf(n)),
                 ("sans-serif", 11).into_font().color(&BLACK),
             ))?;
         }

@@ -397,6 +397,8 @@ mod tests {
     /// (here, us) was never excluded by the new one.
     #[test]
     fn acquire_refuses_beside_a_flock_on_a_deleted_lock_file() {
+        // No other test's child, between its fork and exec, holds our flock too.
+        let _forks = crate::FORKS.write().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let old = acquire(dir.path(), Duration::ZERO).unwrap();
         std::fs::remove_file(dir.path().join(LOCK_NAME)).unwrap();

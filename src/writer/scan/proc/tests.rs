@@ -36,6 +36,7 @@ fn raw_directory_listing_sees_every_entry_across_many_reads() {
 
 #[test]
 fn prefetched_table_reads_what_the_lazy_one_reads() {
+    let _forks = crate::FORKS.read().unwrap_or_else(|e| e.into_inner());
     // A real process with the lease variable and a lock file open on fd 0.
     let dir = tempfile::tempdir().unwrap();
     let lock = dir.path().join(LOCK_NAME);
