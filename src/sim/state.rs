@@ -157,6 +157,9 @@ pub struct Shared {
     pub(super) fault_rate: f64,
     /// Per holder: requests fail (no answer) until this true time (ms).
     pub(super) partitioned_until: Vec<u64>,
+    /// Per holder: its process is stopped (SIGSTOP, a VM paused, a long GC)
+    /// until this true time (ms): it sends, receives and writes nothing.
+    pub(super) suspended_until: Vec<u64>,
     /// Per holder: the last true time (ms) a partition of it ended.
     pub(super) partition_ended: Vec<u64>,
     /// Per holder: the last true time (ms) its process forgot what it had
@@ -191,6 +194,17 @@ impl World {
 }
 
 impl Shared {
+    /// The process whose write created the tenure stored now, if any.
+    pub(super) fn current_holder(&self) -> Option<usize> {
+        let t = self.current.as_ref()?;
+        self.tenures.get(t).map(|i| i.holder)
+    }
+
+    /// How long `holder`'s process stays stopped from now (zero: running).
+    pub(super) fn stopped_for(&self, holder: usize) -> Duration {
+        Duration::from_millis(self.suspended_until[holder].saturating_sub(self.now_ms()))
+    }
+
     /// True time since the start, milliseconds.
     pub fn now_ms(&self) -> u64 {
         self.truth.now().as_millis() as u64

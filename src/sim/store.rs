@@ -129,6 +129,19 @@ impl ObjectRead for SimStore {
     }
 
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
+        self.stopped().await;
+        let answer = self.get_running(key, if_none_match).await;
+        self.stopped().await;
+        answer
+    }
+}
+
+impl SimStore {
+    async fn get_running(
+        &self,
+        key: &str,
+        if_none_match: Option<&str>,
+    ) -> Result<GetOutput, StoreError> {
         let (delay, fault) = self.draw(false);
         let sent = self.clock.wall();
         tokio::time::sleep(delay).await;
@@ -157,6 +170,47 @@ impl ObjectRead for SimStore {
 #[async_trait]
 impl ObjectStore for SimStore {
     async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        self.stopped().await;
+        let answer = self.put_running(key, body, condition).await;
+        self.stopped().await;
+        answer
+    }
+
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        self.stopped().await;
+        let answer = self.delete_running(key, if_match).await;
+        self.stopped().await;
+        answer
+    }
+    fn capabilities(&self) -> Capabilities {
+        *self.caps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_capabilities(&self, caps: Capabilities) -> bool {
+        *self.caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
+        true
+    }
+}
+
+/// A stopped process (its holder suspended) sends and receives nothing.
+impl SimStore {
+    /// Waits while this holder's process is stopped.
+    async fn stopped(&self) {
+        loop {
+            let d = self.lock().stopped_for(self.holder);
+            if d.is_zero() {
+                return;
+            }
+            tokio::time::sleep(d).await;
+        }
+    }
+
+    async fn put_running(
         &self,
         key: &str,
         body: Vec<u8>,
@@ -216,7 +270,7 @@ impl ObjectStore for SimStore {
         }
     }
 
-    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+    async fn delete_running(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
         let (delay, fault) = self.draw(true);
         let sent = self.clock.wall();
         tokio::time::sleep(delay).await;
@@ -233,14 +287,5 @@ impl ObjectStore for SimStore {
             return Err(timeout());
         }
         Ok(())
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        *self.caps.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn set_capabilities(&self, caps: Capabilities) -> bool {
-        *self.caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
-        true
     }
 }

@@ -92,6 +92,7 @@ impl Holder {
                 if self.now_ms() >= self.end_ms {
                     return;
                 }
+                self.stopped().await;
                 self.check_answer_lost(ttl_ms);
                 match BucketLease::acquire_as(
                     self.store.clone(),
@@ -174,6 +175,7 @@ impl Holder {
             let until = self.now_ms() + life_ms;
             loop {
                 self.sleep_ms(50, 500, &mut rng).await;
+                self.stopped().await;
                 let now = self.now_ms();
                 let open = ka.status().is_open();
                 self.check_loss_learned(&tenure, open, now, ttl_ms);
@@ -213,6 +215,17 @@ impl Holder {
                 }
             }
             self.sleep_ms(0, ttl_ms, &mut rng).await;
+        }
+    }
+
+    /// Waits while this holder's process is stopped.
+    async fn stopped(&self) {
+        loop {
+            let d = self.world.lock().stopped_for(self.index);
+            if d.is_zero() {
+                return;
+            }
+            tokio::time::sleep(d).await;
         }
     }
 
@@ -346,6 +359,7 @@ async fn world(opts: Options) -> Outcome {
         next_etag: 0,
         fault_rate,
         partitioned_until: vec![0; n + 1],
+        suspended_until: vec![0; n + 1],
         partition_ended: vec![0; n + 1],
         forgot_at: vec![0; n + 1],
         ttl_ms,
@@ -447,7 +461,8 @@ async fn world(opts: Options) -> Outcome {
         };
         tasks.push(tokio::spawn(op.run()));
     }
-    // The operators' schedule: partitions of one holder, clock steps.
+    // The operators' schedule: partitions of one holder, clock steps,
+    // suspends.
     let mut t = 0u64;
     loop {
         let gap = rng.random_range(ttl_ms / 2..ttl_ms * 4);
@@ -472,6 +487,22 @@ async fn world(opts: Options) -> Outcome {
                 world
                     .lock()
                     .log(format_args!("h{h} wall clock stepped {step:+} µs"));
+            }
+            _ if rng.random_bool(0.5) => {
+                // The process stops (SIGSTOP, a paused VM, a long pause)
+                // while true time goes on; it resumes where it was.
+                // Mostly the holder of the lease, where a stop matters.
+                let len = rng.random_range(ttl_ms / 4..ttl_ms * 2);
+                let mut w = world.lock();
+                let holding = w.current_holder().filter(|&c| c < n);
+                let h = match holding {
+                    Some(c) if rng.random_bool(0.7) => c,
+                    _ => h,
+                };
+                let now = w.now_ms();
+                w.suspended_until[h] = now + len;
+                w.partition_ended[h] = w.partition_ended[h].max(now + len);
+                w.log(format_args!("h{h} stopped for {len} ms"));
             }
             _ => {}
         }
