@@ -61,6 +61,7 @@ fn snap(now: DateTime<Utc>, rows: Vec<PrefixReport>, error: Option<&str>) -> Sna
             server_offset_s: None,
             server_offset_error_s: None,
             server_clock_note: None,
+            deeper_leases: None,
         }],
         pod: Default::default(),
         pod_error: None,

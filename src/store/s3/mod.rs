@@ -424,6 +424,34 @@ impl ObjectRead for S3Store {
         self.get_object(key, if_none_match, None).await
     }
 
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .max_keys(super::SAMPLE_KEYS as i32)
+            .encoding_type(aws_sdk_s3::types::EncodingType::Url)
+            .send()
+            .await
+            .map_err(|e| self.classify(e))?;
+        let encoded = page.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
+        Ok(page
+            .contents()
+            .iter()
+            .filter_map(|o| o.key())
+            .filter_map(|k| {
+                if encoded {
+                    decode_key(k).ok()
+                } else {
+                    Some(k.to_owned())
+                }
+            })
+            .filter(|k| k.starts_with(prefix))
+            .take(super::SAMPLE_KEYS)
+            .collect())
+    }
+
     async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
         self.get_object(key, None, Some(version_id)).await
     }

@@ -1,5 +1,6 @@
 //! Snapshots and monitoring: `--json`, `-o`, `check`, `serve`, reading by need, what is reported, time formats.
 
+mod deeper;
 mod monitoring;
 mod report_truth;
 mod schedule;
