@@ -6,4 +6,5 @@ mod report_truth;
 mod schedule;
 mod serve_limits;
 mod snapshot_json;
+mod suspect_expiry;
 mod times;

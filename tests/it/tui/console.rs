@@ -1082,3 +1082,45 @@ async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
     key(&mut a, KeyCode::Enter);
     assert_eq!(a.outbox().len(), 1, "a large enough terminal confirms");
 }
+
+/// Issue 35 trip 8: a suspect lease has no expiry in the console, as in the
+/// table, `--json` and `check` (tests/it/monitor/suspect_expiry.rs): by its
+/// TTL (two hours) or by its stamp (two hours ahead), EXPIRES is `-`.
+#[tokio::test]
+async fn a_suspect_lease_has_no_expiry_in_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let d = dir.path().join("longttl");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("LEASE"),
+        rec("long-ttl", "2026-11-30T11:59:52Z", 7200),
+    )
+    .unwrap();
+    let a = app(dir.path(), false, 160, 20).await;
+    let s = screen(&a, 160, 20);
+    let lines: Vec<Vec<char>> = s.lines().map(|l| l.chars().collect()).collect();
+    let header = lines
+        .iter()
+        .find(|l| String::from_iter(l.iter()).contains("EXPIRES"))
+        .unwrap();
+    let col = String::from_iter(header.iter())
+        .split("EXPIRES")
+        .next()
+        .unwrap()
+        .chars()
+        .count();
+    for prefix in ["longttl/", "events/"] {
+        let row = lines
+            .iter()
+            .find(|l| String::from_iter(l.iter()).contains(prefix))
+            .unwrap();
+        let cell: String = row[col..]
+            .iter()
+            .take_while(|c| !c.is_whitespace())
+            .collect();
+        let text = String::from_iter(row.iter());
+        assert!(text.contains("suspect"), "{s}");
+        assert_eq!(cell, "-", "{prefix}: {s}");
+    }
+}
