@@ -239,7 +239,7 @@ impl App {
                 }) {
                     self.leases.cursor.select(i);
                 } else {
-                    self.message = Some(("no stale, suspect or malformed lease".into(), false));
+                    self.say("no stale, suspect or malformed lease".into(), false);
                 }
             }
             Action::ToggleDetail => {

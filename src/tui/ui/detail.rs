@@ -59,7 +59,7 @@ pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
 }
 
 /// The detail pane's own lines: the key, the judgement and its sentence, the
-/// record, the clocks, the exclusion, the raw body and the audit entries.
+/// audit entries, the record, the clocks, the exclusion and the raw body.
 fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let kv =
@@ -88,6 +88,28 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         Span::styled(p.state.as_str(), state_style(p.state)),
         Span::raw(format!(": {}", p.explanation(app.now()))),
     ]));
+    // The audit entries right under the judgement: a takeover's outcome
+    // stays readable here after its message left the status bar.
+    let entries = app.audit_for(r.target, p, 3);
+    if entries.is_empty() {
+        lines.push(kv("audit", "no takeover recorded here".into()));
+    }
+    for e in entries {
+        lines.push(kv(
+            "audit",
+            format!(
+                "{} {} {} — {}{}",
+                e.time.format("%Y-%m-%d %H:%M:%SZ"),
+                e.phase,
+                sanitize(&e.operator),
+                sanitize(&e.reason),
+                e.outcome
+                    .as_deref()
+                    .map(|o| format!(" → {}", sanitize(o)))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
     if let Some(rec) = &p.record {
         lines.push(kv("instance_id", sanitize(&rec.instance_id)));
         lines.push(kv("acquired_at", crate::clock::shown(rec.acquired_at)));
@@ -146,26 +168,6 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         let cut: String = raw.chars().take(400).collect();
         let more = if raw.chars().count() > 400 { "…" } else { "" };
         lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
-    }
-    let entries = app.audit_for(r.target, p, 3);
-    if entries.is_empty() {
-        lines.push(kv("audit", "no takeover recorded here".into()));
-    }
-    for e in entries {
-        lines.push(kv(
-            "audit",
-            format!(
-                "{} {} {} — {}{}",
-                e.time.format("%Y-%m-%d %H:%M:%SZ"),
-                e.phase,
-                sanitize(&e.operator),
-                sanitize(&e.reason),
-                e.outcome
-                    .as_deref()
-                    .map(|o| format!(" → {}", sanitize(o)))
-                    .unwrap_or_default()
-            ),
-        ));
     }
     lines
 }

@@ -17,7 +17,7 @@ use crate::tui::app::{terminal_safe, App, BINDINGS};
 pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let message = match app.message() {
         Some((msg, err)) => {
-            let style = if *err {
+            let style = if err {
                 Style::default().fg(Color::Red)
             } else {
                 Style::default().fg(Color::Cyan)
@@ -37,7 +37,7 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let mut parts: Vec<Vec<Vec<Span>>> = hints
         .iter()
         .map(|b| {
-            // The first key of the binding: "q/Esc Ctrl-C" → "q"; "/" stays "/".
+            // The first key of the binding: "q Ctrl-C" → "q"; "/" stays "/".
             let first = b.keys.split(' ').next().unwrap_or(b.keys);
             let key = if first.len() > 1 {
                 first.split('/').next().unwrap_or(first)

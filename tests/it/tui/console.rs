@@ -1124,3 +1124,78 @@ async fn a_suspect_lease_has_no_expiry_in_the_console() {
         assert_eq!(cell, "-", "{prefix}: {s}");
     }
 }
+
+/// The status bar's last line: the key hints, unless a message takes both lines.
+fn hints_shown(s: &str) -> bool {
+    s.lines().last().is_some_and(|l| l.starts_with("q quit"))
+}
+
+/// Issue 35 trip 2: a takeover's result is a message that clears on the
+/// next key or after a few seconds, and the key hints come back; `Esc`
+/// closes it and never quits (nor does it with nothing open: `q` quits).
+#[tokio::test]
+async fn a_result_clears_on_the_next_key_or_after_a_few_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 120, 24).await;
+    let result = |a: &mut App| {
+        a.update(Action::TakeoverDone {
+            key: "billing/LEASE".into(),
+            result: Ok((
+                "taken: billing/LEASE now held by 9f0e (generation 7); released; audit entry \
+                 5d2a in /home/ops/.local/share/leasectl/audit.jsonl, read it with leasectl audit"
+                    .into(),
+                None,
+            )),
+        });
+    };
+    assert!(hints_shown(&screen(&a, 120, 24)));
+
+    // The next key clears it.
+    result(&mut a);
+    let s = screen(&a, 120, 24);
+    assert!(
+        s.contains("taken: billing/LEASE") && !hints_shown(&s),
+        "{s}"
+    );
+    key(&mut a, KeyCode::Char('j'));
+    let s = screen(&a, 120, 24);
+    assert!(!s.contains("taken:") && hints_shown(&s), "{s}");
+
+    // So does time: still there after 3 s, gone after 6 s.
+    result(&mut a);
+    a.update(Action::Tick(at(3)));
+    assert!(screen(&a, 120, 24).contains("taken:"));
+    a.update(Action::Tick(at(6)));
+    let s = screen(&a, 120, 24);
+    assert!(!s.contains("taken:") && hints_shown(&s), "{s}");
+
+    // Esc closes it, and does not quit.
+    result(&mut a);
+    key(&mut a, KeyCode::Esc);
+    let s = screen(&a, 120, 24);
+    assert!(!s.contains("taken:") && hints_shown(&s), "{s}");
+    assert!(!a.should_quit());
+    // Esc with nothing open does nothing; a key without a use clears a result.
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.should_quit());
+    result(&mut a);
+    key(&mut a, KeyCode::Char('x'));
+    assert!(!screen(&a, 120, 24).contains("taken:"));
+
+    // Work under way stays until its result: a key does not clear it.
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    typed(&mut a, "INC-1 host gone");
+    key(&mut a, KeyCode::BackTab); // → Take over
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 120, 24);
+    assert!(s.contains("taking over billing/LEASE…"), "{s}");
+    a.update(Action::Tick(at(30)));
+    assert!(screen(&a, 120, 24).contains("taking over billing/LEASE…"));
+    result(&mut a);
+    assert!(matches!(a.mode(), Mode::Normal));
+
+    key(&mut a, KeyCode::Char('q'));
+    assert!(a.should_quit());
+}
