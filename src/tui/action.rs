@@ -61,6 +61,8 @@ pub enum Action {
     SwitchView,
     /// Sort by the next column.
     SortNext,
+    /// Reverse the sort's order.
+    SortReverse,
     /// Start typing a filter.
     StartFilter,
     /// Jump to the next stale / suspect / malformed row.
@@ -133,6 +135,7 @@ impl Action {
                 | Action::End
                 | Action::SwitchView
                 | Action::SortNext
+                | Action::SortReverse
                 | Action::StartFilter
                 | Action::NextProblem
                 | Action::ToggleDetail

@@ -99,6 +99,14 @@ pub const BINDINGS: &[Binding] = &[
         Action::SortNext,
     ),
     b(
+        "S",
+        "reverse the sort",
+        false,
+        0,
+        &[Char('S')],
+        Action::SortReverse,
+    ),
+    b(
         "n",
         "next problem",
         false,

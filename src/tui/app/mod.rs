@@ -348,9 +348,11 @@ impl App {
                 self.view = View::Leases;
                 self.mode = Mode::Filter;
             }
-            Action::SortNext | Action::NextProblem | Action::ToggleDetail | Action::Cancel => {
-                self.update_table(action)
-            }
+            Action::SortNext
+            | Action::SortReverse
+            | Action::NextProblem
+            | Action::ToggleDetail
+            | Action::Cancel => self.update_table(action),
             Action::ToggleHelp => self.mode = Mode::Help,
             Action::Probe => self.start_probe(),
             Action::StartTakeover => self.start_takeover(),

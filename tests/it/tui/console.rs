@@ -1199,3 +1199,45 @@ async fn a_result_clears_on_the_next_key_or_after_a_few_seconds() {
     key(&mut a, KeyCode::Char('q'));
     assert!(a.should_quit());
 }
+
+/// Issue 35: `S` reverses the sort (▲ marks it), `s` moves on to the next
+/// column in its own order again; Esc does not quit.
+#[tokio::test]
+async fn capital_s_reverses_the_sort() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 120, 20).await;
+    let order = |a: &App| a.rows().map(|p| p.prefix.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        order(&a),
+        ["archive/", "billing/", "events/", "ledger/", "orders/"]
+    );
+    key(&mut a, KeyCode::Char('S'));
+    assert!(a.leases().reversed());
+    assert_eq!(
+        order(&a),
+        ["orders/", "ledger/", "events/", "billing/", "archive/"]
+    );
+    assert!(screen(&a, 120, 20).contains("PREFIX▲"));
+    // The next column, in its own order (State: most urgent first).
+    for _ in 0..5 {
+        key(&mut a, KeyCode::Char('s'));
+    }
+    assert_eq!(a.leases().sort(), SortKey::State);
+    assert!(!a.leases().reversed());
+    assert_eq!(
+        order(&a),
+        ["ledger/", "events/", "billing/", "orders/", "archive/"]
+    );
+    assert!(screen(&a, 120, 20).contains("STATE▼"));
+    key(&mut a, KeyCode::Char('S'));
+    assert_eq!(
+        order(&a),
+        ["archive/", "orders/", "billing/", "events/", "ledger/"]
+    );
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.should_quit());
+    // The help lists it, from the one key table.
+    key(&mut a, KeyCode::Char('?'));
+    assert!(screen(&a, 120, 40).contains("reverse the sort"));
+}
