@@ -126,7 +126,7 @@ pub async fn run(
         OutputFormat::Prometheus => {
             // Streamed: the exposition is written as it is encoded, never held
             // whole (three copies of it were, at 50,000 prefixes: PERFORMANCE.md).
-            let mut m = prometheus::Metrics::new();
+            let mut m = prometheus::Metrics::one_shot();
             m.update(&snap, &counters, extras.scans_pod(), &[]);
             let exit = snap.exit_code();
             drop((snap, g));

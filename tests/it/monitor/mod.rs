@@ -1,6 +1,7 @@
 //! Snapshots and monitoring: `--json`, `-o`, `check`, `serve`, reading by need, what is reported, time formats.
 
 mod deeper;
+mod exposition;
 mod monitoring;
 mod report_truth;
 mod schedule;
