@@ -45,7 +45,7 @@ pub use keys::{key_action, Binding, BINDINGS};
 pub use leases::LeaseTable;
 pub use notice::{wrap, NoticeLine};
 pub use pod::{tree_order, PodPane, PodStatus, TreeRow};
-pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO};
+pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
 pub use session::{FirstSeen, Session};
 pub use settings::Settings;
 pub use sort::SortKey;

@@ -57,7 +57,13 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let rates_shown = app.rates().is_some();
     if let Some(r) = app.rates() {
         let (rate, errors) = (r.requests_per_min, r.errors);
-        let rate = Span::raw(format!("│ {rate:.0} req/min"));
+        // Not extrapolated from a few seconds: "measuring" until the window
+        // is long enough (the cost is then unknown too).
+        let rate = Span::raw(if r.measured() {
+            format!("│ {rate:.0} req/min")
+        } else {
+            "│ req/min: measuring".to_owned()
+        });
         let cost = app
             .cost_per_hour()
             .map(|c| Span::raw(format!(" ≈ ${c:.4}/h")));

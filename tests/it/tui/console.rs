@@ -858,12 +858,15 @@ async fn the_status_bar_gives_way_by_priority() {
     let mut a = app(dir.path(), false, 160, 24).await;
     a.settings.targets = vec!["s3://bkt/backups/".into()];
     a.settings.relist_every = 6;
+    // The first reading 30 s before the second: the shortest window a rate
+    // is shown from (issue 35 trip 14).
+    a.update(Action::Tick(at(0) - chrono::Duration::seconds(20)));
     a.update(Action::Counters(RequestCounts::default()));
     a.update(Action::Tick(at(10)));
     a.update(Action::Counters(RequestCounts {
-        requests: 220,
+        requests: 660,
         errors: 3,
-        lists: 10,
+        lists: 30,
     }));
     let text = screen(&a, 160, 24);
     let status = text.lines().last().unwrap().to_owned();
@@ -925,12 +928,15 @@ async fn the_status_bar_shows_the_oldest_reading() {
     let mut a = app(dir.path(), true, 200, 24).await;
     a.settings.targets = vec!["s3://bkt/backups/".into()];
     a.settings.relist_every = 6;
+    // The first reading 30 s before the second: the shortest window a rate
+    // is shown from (issue 35 trip 14).
+    a.update(Action::Tick(at(0) - chrono::Duration::seconds(20)));
     a.update(Action::Counters(RequestCounts::default()));
     a.update(Action::Tick(at(10)));
     a.update(Action::Counters(RequestCounts {
-        requests: 20,
+        requests: 60,
         errors: 0,
-        lists: 1,
+        lists: 3,
     }));
     // Nothing read yet: no such part.
     let status = |a: &App, w: u16| {
@@ -1240,4 +1246,38 @@ async fn capital_s_reverses_the_sort() {
     // The help lists it, from the one key table.
     key(&mut a, KeyCode::Char('?'));
     assert!(screen(&a, 120, 40).contains("reverse the sort"));
+}
+
+/// Issue 35 trip 14: the status bar does not extrapolate a rate and a cost
+/// from a few seconds of readings (right after a probe's burst it said
+/// "3301 req/min ≈ $0.0825/h"): it says "measuring" until 30 s of readings.
+#[tokio::test]
+async fn the_request_rate_is_not_extrapolated_from_a_few_seconds() {
+    use leasectl::store::RequestCounts;
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 160, 24).await;
+    a.settings.targets = vec!["s3://bkt/backups/".into()];
+    let status = |a: &App| screen(a, 160, 24).lines().last().unwrap().to_owned();
+    a.update(Action::Counters(RequestCounts::default()));
+    a.update(Action::Tick(at(4)));
+    a.update(Action::Counters(RequestCounts {
+        requests: 220,
+        errors: 0,
+        lists: 10,
+    }));
+    let s = status(&a);
+    assert!(s.contains("req/min: measuring"), "{s}");
+    assert!(!s.contains("≈ $") && !s.contains("3300"), "{s}");
+    assert_eq!(a.cost_per_hour(), None);
+    // 30 s of readings: the rate over them, and its cost.
+    a.update(Action::Tick(at(30)));
+    a.update(Action::Counters(RequestCounts {
+        requests: 250,
+        errors: 0,
+        lists: 12,
+    }));
+    let s = status(&a);
+    assert!(s.contains("│ 500 req/min ≈ $"), "{s}");
+    assert!(a.cost_per_hour().is_some());
 }
