@@ -160,7 +160,7 @@ impl Judgement {
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
             LeaseState::Released => {
-                "released: nobody holds this prefix (the record keeps the last generation, so the next holder's is greater)".into()
+                "nobody holds this prefix (the record keeps the last generation, so the next holder's is greater)".into()
             }
             LeaseState::Fresh => format!(
                 "held, renewed {} ago; may be taken over in {}{}",

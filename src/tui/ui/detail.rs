@@ -161,8 +161,11 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         "exclusion",
         exclusion_name(app.exclusion_of(r.target, p)).into(),
     ));
-    let watched = app.watched_for(&p.key);
-    lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
+    // How long this ETag has been seen; nothing when there is none.
+    if p.etag.is_some() {
+        let watched = app.watched_for(&p.key);
+        lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
+    }
     if let Some(raw) = &p.raw {
         // `raw` is already escaped (as in --json): shown as is, not escaped twice.
         let cut: String = raw.chars().take(400).collect();

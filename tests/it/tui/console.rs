@@ -1281,3 +1281,78 @@ async fn the_request_rate_is_not_extrapolated_from_a_few_seconds() {
     assert!(s.contains("│ 500 req/min ≈ $"), "{s}");
     assert!(a.cost_per_hour().is_some());
 }
+
+/// Issue 35 trip 13: after the operator's own takeover with `then release`
+/// (the write task on a real local store), read only once released, the
+/// holder history says it was a takeover (it said "released: holder-billing
+/// → (none)"); the detail pane shows no "ETag seen for" where there is no
+/// ETag.
+#[tokio::test]
+async fn the_history_names_a_takeover_released_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let url = format!("file://{}/", dir.path().display());
+    let audit = tempfile::tempdir().unwrap();
+    let audit_path = audit.path().join("audit.jsonl");
+    let clock: SharedClock = std::sync::Arc::new(ManualClock::new(at(1)));
+    let store = std::sync::Arc::new(LocalStore::open(dir.path()).unwrap());
+    let ops = leasectl::tui::ops::Ops {
+        targets: vec![leasectl::tui::ops::OpsTarget {
+            url: url.clone(),
+            endpoint: "local".into(),
+            bucket: None,
+            store: store.clone(),
+            root: String::new(),
+        }],
+        audit: leasectl::audit::AuditLog::open(&audit_path).unwrap(),
+        exclusion: leasectl::bucket::Exclusion::Conditional,
+        ttl_s: 30,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
+        clock: clock.clone(),
+    };
+    let (tx, mut results) = tokio::sync::mpsc::channel(16);
+    let (commands, _task) = ops.start(tx);
+    let mut a = app(dir.path(), false, 220, 40).await;
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    typed(&mut a, "INC-13 host gone");
+    key(&mut a, KeyCode::BackTab); // → Take over (then: release, the default)
+    key(&mut a, KeyCode::Enter);
+    pump(&mut a, &commands).await;
+    let done = tokio::time::timeout(Duration::from_secs(20), results.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    a.update(done);
+    // The next refresh: the audit log as the refresher follows it, and the
+    // released record.
+    a.update(Action::Audit(
+        leasectl::audit::AuditLog::read(&audit_path).unwrap(),
+    ));
+    let open = vec![OpenTarget {
+        target: url.parse().unwrap(),
+        endpoint: "local".into(),
+        store,
+    }];
+    let later: SharedClock = std::sync::Arc::new(ManualClock::new(at(3)));
+    let snap = snapshot::gather(&open, &GatherOptions::default(), &later).await;
+    a.update(Action::Snapshot(Box::new(snap)));
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 220, 40);
+    assert!(s.contains("released"), "the record is released: {s}");
+    assert!(
+        s.contains("takeover: holder-billing → (none)") && s.contains("host gone; released"),
+        "{s}"
+    );
+    assert!(!s.contains("released: holder-billing"), "{s}");
+    // The judgement names its state once.
+    assert!(!s.contains("released: released"), "{s}");
+    // No LEASE, no ETag: nothing was seen for how long.
+    key(&mut a, KeyCode::Enter);
+    select(&mut a, "archive/");
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 220, 40);
+    assert!(s.contains("ETag          -"), "{s}");
+    assert!(!s.contains("ETag seen for"), "{s}");
+}
