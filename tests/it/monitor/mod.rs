@@ -1,5 +1,6 @@
 //! Snapshots and monitoring: `--json`, `-o`, `check`, `serve`, reading by need, what is reported, time formats.
 
+mod addressing;
 mod deeper;
 mod exposition;
 mod monitoring;
