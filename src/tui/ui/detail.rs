@@ -88,6 +88,14 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         Span::styled(p.state.as_str(), state_style(p.state)),
         Span::raw(format!(": {}", p.explanation(app.now()))),
     ]));
+    // A malformed body right under its judgement, wrapped whole up to 400
+    // characters (a torn write is at its end), so the pane's edge never cuts it.
+    if let Some(raw) = &p.raw {
+        // `raw` is already escaped (as in --json): shown as is, not escaped twice.
+        let cut: String = raw.chars().take(400).collect();
+        let more = if raw.chars().count() > 400 { "…" } else { "" };
+        lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
+    }
     // The audit entries right under the judgement: a takeover's outcome
     // stays readable here after its message left the status bar.
     let entries = app.audit_for(r.target, p, 3);
@@ -165,12 +173,6 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     if p.etag.is_some() {
         let watched = app.watched_for(&p.key);
         lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
-    }
-    if let Some(raw) = &p.raw {
-        // `raw` is already escaped (as in --json): shown as is, not escaped twice.
-        let cut: String = raw.chars().take(400).collect();
-        let more = if raw.chars().count() > 400 { "…" } else { "" };
-        lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
     }
     lines
 }
