@@ -445,9 +445,9 @@ impl Connector {
     pub async fn endpoint(&self, target: &Target) -> String {
         match target {
             Target::Local { .. } => "local".to_owned(),
-            Target::S3 { .. } => {
+            Target::S3 { bucket, .. } => {
                 let (cfg, opts) = self.loaded().await;
-                crate::store::s3::describe_context(cfg, opts.path_style)
+                crate::store::s3::describe_context(cfg, bucket, opts.path_style)
             }
         }
     }

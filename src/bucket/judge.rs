@@ -3,7 +3,10 @@
 //! With `age = now − renewed_at` (seconds, reader's wall clock):
 //! - `fresh`: `age < ttl_s` — including a stamp up to `ttl_s` in the future;
 //! - `stale`: `age ≥ ttl_s` — the holder stopped renewing; may be taken over;
-//! - `suspect`: `renewed_at > now + ttl_s`, or `ttl_s > MAX_SANE_TTL_S`;
+//! - `suspect`: `renewed_at > now + ttl_s`, or `ttl_s > MAX_SANE_TTL_S`; its
+//!   stamp or TTL cannot be trusted, so it has no expiry (`expires_in_s` is
+//!   `None` — one rule for the console, the table, `--json` and `check`): it
+//!   is taken over only after it is seen unchanged for one TTL;
 //! - `malformed`: the body is not a valid record (see [`LeaseRecord::parse`]);
 //! - `absent`: no LEASE object.
 //!
@@ -141,7 +144,8 @@ pub struct Judgement {
     /// `now − renewed_at` in seconds (negative when stamped in the future).
     pub age_s: Option<f64>,
     /// `ttl_s − age` in seconds: time left before the lease may be taken
-    /// (negative: expired that long ago).
+    /// (negative: expired that long ago). `None` for a suspect record, whose
+    /// stamp or TTL cannot be trusted (it is taken after one TTL's watch).
     pub expires_in_s: Option<f64>,
     /// Estimate of the holder's clock offset from the server's: `renewed_at −
     /// Last-Modified`, in seconds, good to about ±1 s (Last-Modified has whole seconds).
@@ -156,7 +160,7 @@ impl Judgement {
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
             LeaseState::Released => {
-                "released: nobody holds this prefix (the record keeps the last generation, so the next holder's is greater)".into()
+                "nobody holds this prefix (the record keeps the last generation, so the next holder's is greater)".into()
             }
             LeaseState::Fresh => format!(
                 "held, renewed {} ago; may be taken over in {}{}",
@@ -239,12 +243,14 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
     j.holder_skew_s = last_modified.map(|lm| secs(r.renewed_at - lm));
     if r.ttl_s > MAX_SANE_TTL_S {
         j.state = LeaseState::Suspect;
+        j.expires_in_s = None;
         j.problem = Some(format!(
             "ttl_s {} is over the {MAX_SANE_TTL_S} s limit",
             r.ttl_s
         ));
     } else if r.renewed_at > now + ttl {
         j.state = LeaseState::Suspect;
+        j.expires_in_s = None;
         j.problem = Some(format!(
             "renewed_at is {} in the future, more than its {} s TTL (holder clock wrong, or hand-written)",
             crate::text::format_secs(-secs(age)),
@@ -421,10 +427,14 @@ mod tests {
                 "{stamp}: age {:?}",
                 j.age_s
             );
-            assert!(
-                (j.expires_in_s.unwrap() - (*ttl as f64 - age)).abs() < 1e-6,
-                "{stamp}"
-            );
+            // A suspect record has no expiry: its stamp or TTL is not trusted.
+            match state {
+                LeaseState::Suspect => assert_eq!(j.expires_in_s, None, "{stamp}"),
+                _ => assert!(
+                    (j.expires_in_s.unwrap() - (*ttl as f64 - age)).abs() < 1e-6,
+                    "{stamp}"
+                ),
+            }
             assert_eq!(
                 j.problem.is_some(),
                 *state == LeaseState::Suspect,

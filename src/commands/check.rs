@@ -29,15 +29,14 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
     }
     let counters = Arc::new(Counters::default());
     let open = crate::setup::open_targets(&ctx.connector, &targets, &counters, false).await;
-    let mut g = Gatherer::new(
-        open.read,
-        ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
-        1,
-    );
+    let depth = ctx.applied.depth.unwrap_or(args.depth);
+    let mut g = Gatherer::new(open.read.clone(), ctx.gather_at(depth), 1);
     let clock = crate::clock::SystemClock::shared();
-    let snap = crate::setup::recipe(&args.pod, ctx)
+    let mut snap = crate::setup::recipe(&args.pod, ctx)
         .take(&mut g, &clock)
         .await;
+    // Every prefix absent with leases deeper: a WARNING naming the --depth.
+    crate::snapshot::look_deeper(&open.read, &mut snap, depth).await;
     let r = check::evaluate(
         &snap,
         &check::Thresholds {

@@ -110,19 +110,23 @@ pub async fn run(
         };
         return Some(stream::watch(g, clock, extras, watch, audit).await);
     };
-    let mut g = Gatherer::new(open, opts, 1);
+    let depth = opts.depth;
+    let mut g = Gatherer::new(open.clone(), opts, 1);
     // The NDJSON lines name each row's last takeover; the table and the
     // exposition do not read the audit log.
     let recipe = Recipe {
         audit: (format == OutputFormat::Ndjson).then_some(source),
         ..extras.clone()
     };
-    let snap = recipe.take(&mut g, &clock).await;
+    let mut snap = recipe.take(&mut g, &clock).await;
+    if format == OutputFormat::Table {
+        crate::snapshot::look_deeper(&open, &mut snap, depth).await;
+    }
     let text = match format {
         OutputFormat::Prometheus => {
             // Streamed: the exposition is written as it is encoded, never held
             // whole (three copies of it were, at 50,000 prefixes: PERFORMANCE.md).
-            let mut m = prometheus::Metrics::new();
+            let mut m = prometheus::Metrics::one_shot();
             m.update(&snap, &counters, extras.scans_pod(), &[]);
             let exit = snap.exit_code();
             drop((snap, g));
@@ -162,6 +166,7 @@ async fn json(
     clock: &crate::clock::SharedClock,
 ) -> Exit {
     let mut snap = crate::snapshot::gather(&open, opts, clock).await;
+    crate::snapshot::look_deeper(&open, &mut snap, opts.depth).await;
     recipe.complete(&mut snap).await;
     if let Some(e) = &snap.pod_error {
         eprintln!("leasectl: {}", crate::text::sanitize(e));
@@ -180,6 +185,9 @@ async fn json(
                 crate::text::sanitize(&t.prefix_url(&e.prefix)),
                 crate::text::sanitize_message(&e.error)
             );
+        }
+        if let Some(note) = t.deeper_note() {
+            eprintln!("leasectl: {note}");
         }
     }
     // Any exit that is not 0 says why, on stderr, in a line each.

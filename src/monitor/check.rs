@@ -7,7 +7,7 @@
 //! | code | status | when |
 //! |---|---|---|
 //! | 0 | OK | everything gathered, no threshold crossed |
-//! | 1 | WARNING | a stale / suspect / malformed lease whose state is not in `--crit-state`, or an age over `--warn-age` |
+//! | 1 | WARNING | a stale / suspect / malformed lease whose state is not in `--crit-state`, an age over `--warn-age`, or every prefix of a TARGET absent while LEASE keys lie deeper (the `--depth` that finds them is named) |
 //! | 2 | CRITICAL | a lease whose state is in `--crit-state`, an age over `--crit-age`, fewer leases than `--min-leases`, or a pod verdict |
 //! | 3 | UNKNOWN | something could not be gathered or judged (and nothing is CRITICAL), or bad usage |
 //!
@@ -225,6 +225,12 @@ impl Tally {
         }
         for p in &target.prefixes {
             self.row(target, p, t);
+        }
+        if let Some(note) = target.deeper_note() {
+            self.details.push((
+                Status::Warning,
+                format!("WARNING {}", plugin_message(&note)),
+            ));
         }
     }
 
@@ -514,6 +520,7 @@ mod tests {
                     server_offset_s: None,
                     server_offset_error_s: None,
                     server_clock_note: None,
+                    deeper_leases: None,
                 })
                 .collect(),
             pod: Default::default(),

@@ -8,6 +8,7 @@
 //! the command line; nothing here reads the command line.
 
 pub mod check;
+pub mod family;
 pub mod prometheus;
 pub mod serve;
 pub mod stream;

@@ -5,8 +5,10 @@
 //!
 //! Gauges describe the latest snapshot (a prefix that is gone is removed);
 //! counters accumulate over the life of a [`Metrics`] (one for `-o
-//! prometheus`, the process for `serve`). Memory is bounded by the prefixes
-//! currently seen.
+//! prometheus`, the process for `serve`; a one-shot run has no holder-change
+//! counters, which could only be 0). Memory is bounded by the prefixes
+//! currently seen. Each family lists its series in the order of their labels
+//! ([`SortedFamily`]), the same on every run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
@@ -14,7 +16,6 @@ use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
@@ -24,6 +25,7 @@ use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot, TargetReport};
 use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
+use super::family::SortedFamily;
 pub use super::text_format::to_text_format;
 use super::text_format::TextFormatWriter;
 
@@ -38,7 +40,7 @@ pub struct PrefixLabels {
 }
 
 /// `{target, prefix, state}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct StateLabels {
     /// The TARGET URL (escaped).
     pub target: Arc<str>,
@@ -49,7 +51,7 @@ pub struct StateLabels {
 }
 
 /// `{target, prefix, how}` of a holder change.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct HowLabels {
     /// The TARGET URL (escaped).
     pub target: Arc<str>,
@@ -61,21 +63,21 @@ pub struct HowLabels {
 }
 
 /// `{target}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct TargetLabels {
     /// The TARGET URL (escaped).
     pub target: String,
 }
 
 /// `{path}` of the audit log `serve` follows.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct AuditLogLabels {
     /// The audit log's path (escaped).
     pub path: String,
 }
 
 /// `{target, check}` of a precondition probe result.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct ProbeLabels {
     /// The TARGET URL (escaped).
     pub target: String,
@@ -85,7 +87,7 @@ pub struct ProbeLabels {
 }
 
 /// `{path, code}` of an HTTP request to the exporter.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct HttpLabels {
     /// `/metrics`, `/healthz`, or `other` for any other path (bounded).
     pub path: String,
@@ -94,7 +96,7 @@ pub struct HttpLabels {
 }
 
 /// `{kind}` of a pod verdict.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct VerdictLabels {
     /// The verdict's snake_case name.
     pub kind: String,
@@ -131,25 +133,25 @@ type FGauge = Gauge<f64, AtomicU64>;
 /// The metric families and what they remember between snapshots.
 pub struct Metrics {
     registry: Registry,
-    state: Family<StateLabels, Gauge>,
-    age: Family<PrefixLabels, FGauge>,
-    ttl: Family<PrefixLabels, FGauge>,
-    expires_in: Family<PrefixLabels, FGauge>,
-    skew: Family<PrefixLabels, FGauge>,
-    generation: Family<PrefixLabels, FGauge>,
-    holder_changes: Family<HowLabels, Counter>,
-    holder_seconds: Family<PrefixLabels, FGauge>,
-    free_seconds: Family<PrefixLabels, FGauge>,
-    renewal_gap: Family<PrefixLabels, FGauge>,
-    probe_ok: Family<ProbeLabels, Gauge>,
-    probe_known: Family<TargetLabels, Gauge>,
-    http_requests: Family<HttpLabels, Counter>,
-    server_offset: Family<TargetLabels, FGauge>,
-    target_up: Family<TargetLabels, Gauge>,
-    gather_errors: Family<TargetLabels, Counter>,
-    verdicts: Family<VerdictLabels, Gauge>,
+    state: SortedFamily<StateLabels, Gauge>,
+    age: SortedFamily<PrefixLabels, FGauge>,
+    ttl: SortedFamily<PrefixLabels, FGauge>,
+    expires_in: SortedFamily<PrefixLabels, FGauge>,
+    skew: SortedFamily<PrefixLabels, FGauge>,
+    generation: SortedFamily<PrefixLabels, FGauge>,
+    holder_changes: SortedFamily<HowLabels, Counter>,
+    holder_seconds: SortedFamily<PrefixLabels, FGauge>,
+    free_seconds: SortedFamily<PrefixLabels, FGauge>,
+    renewal_gap: SortedFamily<PrefixLabels, FGauge>,
+    probe_ok: SortedFamily<ProbeLabels, Gauge>,
+    probe_known: SortedFamily<TargetLabels, Gauge>,
+    http_requests: SortedFamily<HttpLabels, Counter>,
+    server_offset: SortedFamily<TargetLabels, FGauge>,
+    target_up: SortedFamily<TargetLabels, Gauge>,
+    gather_errors: SortedFamily<TargetLabels, Counter>,
+    verdicts: SortedFamily<VerdictLabels, Gauge>,
     pod_scan_ok: Gauge,
-    audit_log_ok: Family<AuditLogLabels, Gauge>,
+    audit_log_ok: SortedFamily<AuditLogLabels, Gauge>,
     requests: Counter,
     request_errors: Counter,
     gathers: Counter,
@@ -164,6 +166,9 @@ pub struct Metrics {
     /// age of its record seen at a reading, as a fraction of its TTL.
     renewal_gaps: BTreeMap<PrefixLabels, (String, Option<u64>, f64)>,
     counted: (u64, u64),
+    /// One snapshot only (`-o prometheus`): no holder-change counters, which
+    /// could only be 0.
+    one_shot: bool,
 }
 
 impl Default for Metrics {
@@ -173,29 +178,47 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Metrics of one snapshot (`-o prometheus`): as [`Metrics::new`]
+    /// without `leasectl_lease_holder_changes_total`, a counter that could
+    /// only be 0 (a holder change is seen between two snapshots).
+    pub fn one_shot() -> Self {
+        let mut m = Self::unregistered();
+        m.one_shot = true;
+        m.register_lease_metrics();
+        m.register_reader_metrics();
+        m
+    }
+
     /// Empty metrics, registered under `leasectl_`.
     pub fn new() -> Self {
-        let mut m = Self {
+        let mut m = Self::unregistered();
+        m.register_lease_metrics();
+        m.register_reader_metrics();
+        m
+    }
+
+    fn unregistered() -> Self {
+        Self {
             registry: Registry::with_prefix("leasectl"),
-            state: Family::default(),
-            age: Family::default(),
-            ttl: Family::default(),
-            expires_in: Family::default(),
-            skew: Family::default(),
-            generation: Family::default(),
-            holder_changes: Family::default(),
-            holder_seconds: Family::default(),
-            free_seconds: Family::default(),
-            renewal_gap: Family::default(),
-            probe_ok: Family::default(),
-            probe_known: Family::default(),
-            http_requests: Family::default(),
-            server_offset: Family::default(),
-            target_up: Family::default(),
-            gather_errors: Family::default(),
-            verdicts: Family::default(),
+            state: SortedFamily::default(),
+            age: SortedFamily::default(),
+            ttl: SortedFamily::default(),
+            expires_in: SortedFamily::default(),
+            skew: SortedFamily::default(),
+            generation: SortedFamily::default(),
+            holder_changes: SortedFamily::default(),
+            holder_seconds: SortedFamily::default(),
+            free_seconds: SortedFamily::default(),
+            renewal_gap: SortedFamily::default(),
+            probe_ok: SortedFamily::default(),
+            probe_known: SortedFamily::default(),
+            http_requests: SortedFamily::default(),
+            server_offset: SortedFamily::default(),
+            target_up: SortedFamily::default(),
+            gather_errors: SortedFamily::default(),
+            verdicts: SortedFamily::default(),
             pod_scan_ok: Gauge::default(),
-            audit_log_ok: Family::default(),
+            audit_log_ok: SortedFamily::default(),
             requests: Counter::default(),
             request_errors: Counter::default(),
             gathers: Counter::default(),
@@ -204,10 +227,8 @@ impl Metrics {
             holders_counted: BTreeMap::new(),
             renewal_gaps: BTreeMap::new(),
             counted: (0, 0),
-        };
-        m.register_lease_metrics();
-        m.register_reader_metrics();
-        m
+            one_shot: false,
+        }
     }
 
     /// Registers the per-lease families (state, age, TTL, expiry, skew,
@@ -243,11 +264,13 @@ impl Metrics {
             "The lease record's generation (fencing token); absent when the record has none",
             self.generation.clone(),
         );
-        self.registry.register(
+        if !self.one_shot {
+            self.registry.register(
             "lease_holder_changes",
             "Times a different holder was seen on the prefix during this process, by how: takeover, handover, after_expiry, acquired (no LEASE before, e.g. after a release), changed_while_fresh",
             self.holder_changes.clone(),
         );
+        }
         self.registry.register(
             "lease_holder_seconds",
             "Seconds since the current holder was first seen by this process (its tenure so far, as far as this process knows); absent while nobody holds the prefix",
@@ -334,7 +357,7 @@ impl Metrics {
 
     /// The HTTP request counters (`leasectl_http_requests_total`), shared:
     /// the exporter's handlers count into this handle.
-    pub fn http_requests(&self) -> Family<HttpLabels, Counter> {
+    pub fn http_requests(&self) -> SortedFamily<HttpLabels, Counter> {
         self.http_requests.clone()
     }
 
@@ -382,7 +405,9 @@ impl Metrics {
         for t in &snap.targets {
             self.update_target(t, &mut seen);
         }
-        self.update_holder_changes(&seen);
+        if !self.one_shot {
+            self.update_holder_changes(&seen);
+        }
         self.update_tenures(&seen, snap.generated_at);
         // Prefixes no longer seen are forgotten; one not read this time keeps its value.
         self.renewal_gaps.retain(|k, _| seen.contains(k));

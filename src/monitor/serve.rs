@@ -30,8 +30,8 @@ use crate::clock::SharedClock;
 use crate::snapshot::Gatherer;
 use crate::store::Counters;
 
+use crate::monitor::family::SortedFamily;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 
 use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
 use crate::snapshot::Recipe;
@@ -58,7 +58,7 @@ struct Latest {
 #[derive(Clone)]
 struct AppState {
     latest: Arc<Mutex<Latest>>,
-    http: Family<HttpLabels, Counter>,
+    http: SortedFamily<HttpLabels, Counter>,
     stale_after: Duration,
 }
 

@@ -141,7 +141,8 @@ pub fn render(snap: &Snapshot) -> String {
 }
 
 /// What the table cannot show, as sentences for stderr: targets and
-/// prefixes not gathered, ages unknown, the pod scan's failure, its notes
+/// prefixes not gathered, ages unknown, leases deeper than the listing
+/// went, the pod scan's failure, its notes
 /// when the pod is in question, and its verdicts.
 pub fn problems(snap: &Snapshot) -> Vec<String> {
     let s = crate::text::sanitize;
@@ -164,6 +165,7 @@ pub fn problems(snap: &Snapshot) -> Vec<String> {
                 out.push(format!("{}: {}", s(&t.prefix_url(&p.prefix)), s(pr)));
             }
         }
+        out.extend(t.deeper_note());
     }
     if let Some(e) = &snap.pod_error {
         out.push(s(e));

@@ -8,6 +8,7 @@
 //!   rows are in view ([`Focus`]).
 //! - [`gather`](mod@gather): reading every LEASE into a snapshot
 //!   ([`gather()`], [`Gatherer`]).
+//! - [`deeper`]: leases deeper than a TARGET was listed ([`look_deeper`]).
 //! - [`delta`]: the rows that changed since the last snapshot ([`Delta`]).
 //! - [`history`]: what changed between two snapshots.
 //! - [`takeovers`]: the last takeover the audit log records per prefix.
@@ -15,6 +16,7 @@
 //! Everything public is re-exported here: `leasectl::snapshot::X` names it
 //! whichever file it lives in.
 
+pub mod deeper;
 pub mod delta;
 pub mod discovery;
 pub mod gather;
@@ -26,11 +28,13 @@ pub mod schedule;
 pub mod takeovers;
 pub mod target_read;
 
+pub use deeper::look_deeper;
 pub use delta::{Delta, RowUpdate, TargetDelta};
 pub use discovery::{discover, observe};
 pub use gather::{gather, Gatherer, Progress, ProgressSink, Refresh, DEFAULT_MAX_REQUESTS};
 pub use model::{
-    ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
+    DeeperLeases, ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport,
+    SCHEMA_VERSION,
 };
 pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
 pub use recipe::{AuditSource, PodScanFailure, Recipe};

@@ -9,7 +9,7 @@ use crate::exit::Exit;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
-pub const SCHEMA_VERSION: &str = "1.4";
+pub const SCHEMA_VERSION: &str = "1.5";
 
 /// How strongly the lease excludes a second writer on the prefix's service,
 /// as far as this reader knows.
@@ -26,6 +26,18 @@ pub enum ExclusionReport {
     Unprobed,
     /// The probe could not finish.
     Error,
+}
+
+/// `LEASE` keys found below the depth a TARGET was listed to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeeperLeases {
+    /// The smallest `--depth` that lists a prefix holding one of them.
+    pub depth: u32,
+    /// One such prefix (under the TARGET's bucket or store root), ending in `/`.
+    pub example: String,
+    /// How many `LEASE` keys below the listed depth the look saw (a
+    /// bounded look: there may be more).
+    pub seen: usize,
 }
 
 /// One prefix's row: the LEASE object and its judgement at `generated_at`.
@@ -208,9 +220,27 @@ pub struct TargetReport {
     /// judged by this reader's clock alone. Null when known, and for a local
     /// store.
     pub server_clock_note: Option<String>,
+    /// Every prefix is absent, but `LEASE` keys lie deeper than the listing
+    /// went (one bounded look, by `--json`, `-o table` and `check`): the
+    /// `--depth` that finds them. Null when not looked or none was seen.
+    pub deeper_leases: Option<DeeperLeases>,
 }
 
 impl TargetReport {
+    /// The sentence for [`TargetReport::deeper_leases`], escaped: every
+    /// prefix is absent, leases lie deeper, and the `--depth` that finds
+    /// them. `None` when there is nothing to say.
+    pub fn deeper_note(&self) -> Option<String> {
+        let d = self.deeper_leases.as_ref()?;
+        Some(format!(
+            "every prefix under {} is absent, but LEASE keys lie deeper (e.g. {}LEASE): \
+             give --depth {} to see them",
+            crate::text::sanitize(&self.url),
+            crate::text::sanitize(&self.prefix_url(&d.example)),
+            d.depth
+        ))
+    }
+
     /// The URL of `prefix` (a key prefix in this target's store, as in
     /// [`PrefixReport::prefix`]), written as a TARGET that names it:
     /// `s3://bucket/` or the local store's `file://` URL, then the prefix,
@@ -280,7 +310,9 @@ impl Snapshot {
     /// The exit code for monitoring: 1 if anything could not be gathered
     /// (including pod processes that could not be inspected, when the pod is
     /// in question: [`Snapshot::pod_in_question`]), else 3 if anything needs
-    /// attention, else 0 ([`Exit::Failed`], [`Exit::Attention`], [`Exit::Ok`]).
+    /// attention (a lease, a pod verdict, or a target whose leases lie
+    /// deeper than it was listed: [`TargetReport::deeper_leases`]), else 0
+    /// ([`Exit::Failed`], [`Exit::Attention`], [`Exit::Ok`]).
     pub fn exit_code(&self) -> Exit {
         if self.targets.iter().any(|t| {
             t.error.is_some() || !t.errors.is_empty() || t.prefixes.iter().any(|p| p.age_unknown)
@@ -297,6 +329,7 @@ impl Snapshot {
             .iter()
             .flat_map(|t| &t.prefixes)
             .any(|p| p.state.needs_attention() || p.problem.is_some())
+            || self.targets.iter().any(|t| t.deeper_leases.is_some())
             || !self.pod.verdicts.is_empty()
         {
             Exit::Attention

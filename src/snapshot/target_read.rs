@@ -536,6 +536,7 @@ pub(super) fn empty_report(t: &OpenTarget) -> TargetReport {
         server_offset_s: None,
         server_offset_error_s: None,
         server_clock_note: None,
+        deeper_leases: None,
     }
 }
 

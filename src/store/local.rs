@@ -451,6 +451,29 @@ impl LocalStore {
         }
     }
 
+    /// [`ObjectRead::sample_keys`]: the directories under `prefix` listed
+    /// breadth first ([`LocalStore::list_sync`]), until
+    /// [`super::SAMPLE_KEYS`] entries (keys and directories) were seen.
+    fn sample_keys_sync(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let mut keys = Vec::new();
+        let mut seen = 0usize;
+        let mut queue = std::collections::VecDeque::from([prefix.to_owned()]);
+        while let Some(p) = queue.pop_front() {
+            let listing = self.list_sync(&p)?;
+            for o in listing.objects {
+                seen += 1;
+                keys.push(o.key);
+            }
+            seen += listing.prefixes.len();
+            queue.extend(listing.prefixes);
+            if seen >= super::SAMPLE_KEYS {
+                break;
+            }
+        }
+        keys.truncate(super::SAMPLE_KEYS);
+        Ok(keys)
+    }
+
     fn list_sync(&self, prefix: &str) -> Result<Listing, StoreError> {
         use std::os::unix::ffi::OsStrExt;
         // Split the prefix into a directory part and a name filter.
@@ -713,6 +736,12 @@ impl ObjectRead for LocalStore {
         let me = self.clone();
         let prefix = prefix.to_owned();
         blocking(move || me.list_sync(&prefix)).await
+    }
+
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let me = self.clone();
+        let prefix = prefix.to_owned();
+        blocking(move || me.sample_keys_sync(&prefix)).await
     }
 
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {

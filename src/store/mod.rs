@@ -19,6 +19,9 @@ pub use listing::{Listing, Unlisted};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+/// The most keys [`ObjectRead::sample_keys`] returns (one S3 listing page).
+pub const SAMPLE_KEYS: usize = 1000;
+
 /// The largest LEASE body read, in bytes (64 KiB). A larger object is reported
 /// as malformed without being read whole.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -248,6 +251,22 @@ pub trait ObjectRead: Send + Sync {
     /// object's ETag is unchanged. A missing key is `NotFound`.
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError>;
 
+    /// A bounded look at the keys under `prefix` at any depth: at most
+    /// [`SAMPLE_KEYS`] of them, from one listing without delimiter (a local
+    /// store walks its directories breadth first, to as many entries). Not a
+    /// complete listing: what it does not return may still exist. Used to
+    /// tell an operator that leases lie deeper than the listing went.
+    ///
+    /// Errors: [`StoreError::NotImplemented`] for a store that cannot look
+    /// (the default); the service's errors otherwise.
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Err(StoreError::NotImplemented(format!(
+            "{} cannot list keys at any depth under {}",
+            self.describe(),
+            crate::text::sanitize(prefix)
+        )))
+    }
+
     /// The service's clock against this host's, from its latest answer that
     /// carried a `Date` header. `None` for a store with no clock of its own
     /// (a local directory is judged by this host's clock) or before any answer.
@@ -428,6 +447,9 @@ impl ObjectRead for ReadOnly {
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
         self.0.get(key, if_none_match).await
     }
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.0.sample_keys(prefix).await
+    }
     async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
         self.0.list_versions(key).await
     }
@@ -584,6 +606,11 @@ impl ObjectRead for Counting {
     async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
         let r = self.inner.get(key, if_none_match).await;
         self.counters.count(&r);
+        r
+    }
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let r = self.inner.sample_keys(prefix).await;
+        self.counters.count_list(&r);
         r
     }
     fn server_offset(&self) -> Option<crate::clock::ServerOffset> {

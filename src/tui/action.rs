@@ -61,6 +61,8 @@ pub enum Action {
     SwitchView,
     /// Sort by the next column.
     SortNext,
+    /// Reverse the sort's order.
+    SortReverse,
     /// Start typing a filter.
     StartFilter,
     /// Jump to the next stale / suspect / malformed row.
@@ -131,6 +133,44 @@ pub enum Action {
     Resize(u16, u16),
     /// Leave the console (asks first if leases are held).
     Quit,
+    /// A key with no other use: it only clears the last result.
+    Dismiss,
+}
+
+impl Action {
+    /// Whether the action is a key the operator pressed (which clears the
+    /// last result from the status bar), not time, data or a result.
+    pub fn is_key(&self) -> bool {
+        matches!(
+            self,
+            Action::Up
+                | Action::Down
+                | Action::PageUp
+                | Action::PageDown
+                | Action::Home
+                | Action::End
+                | Action::SwitchView
+                | Action::SortNext
+                | Action::SortReverse
+                | Action::StartFilter
+                | Action::NextProblem
+                | Action::ToggleDetail
+                | Action::ToggleHelp
+                | Action::Probe
+                | Action::StartTakeover
+                | Action::Input(_)
+                | Action::Backspace
+                | Action::NextField
+                | Action::PrevField
+                | Action::Left
+                | Action::Right
+                | Action::Submit
+                | Action::Cancel
+                | Action::Yes
+                | Action::Quit
+                | Action::Dismiss
+        )
+    }
 }
 
 /// A write the operator asked for (and confirmed).

@@ -393,6 +393,11 @@ impl History {
         };
         let found = if unchanged {
             None
+        } else if cur.holder.is_none() {
+            // No holder now: a takeover that released at once (the
+            // operator's own `--then release`) is still a takeover.
+            let prev = self.prefixes.get(&key).and_then(|h| h.last.as_ref());
+            released_takeover(audit, t, p, prev.and_then(|s| s.holder.as_deref()))
         } else {
             audit_match(audit, t, p, cur.holder.as_deref())
         };
@@ -559,7 +564,12 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
             && e.time <= cur.at + chrono::Duration::seconds(AUDIT_SLACK_S)
     });
     let kind = if !cur.present {
-        ChangeKind::Release
+        // A takeover that released at once, read after its release.
+        if audit.is_some() {
+            ChangeKind::Takeover
+        } else {
+            ChangeKind::Release
+        }
     } else if cur.holder.is_none() {
         // Present but unreadable: overwritten with something that is no record.
         ChangeKind::Unexpected
@@ -587,13 +597,52 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
         kind,
         holder: cur.holder.as_deref().map(sanitize),
         previous: prev.holder.as_deref().map(sanitize),
-        audit: audit.map(|e| format!("{} — {}", sanitize(&e.operator), sanitize(&e.reason))),
+        audit: audit.map(|e| {
+            format!(
+                "{} — {}{}",
+                sanitize(&e.operator),
+                sanitize(&e.reason),
+                if cur.present {
+                    ""
+                } else {
+                    "; released at once"
+                }
+            )
+        }),
         generation: cur.generation,
         previous_generation: prev.generation,
         holder_id: cur.holder.clone(),
         previous_id: prev.holder.clone(),
         takeover: audit.and_then(crate::snapshot::LastTakeover::of_entry),
     })
+}
+
+/// The newest takeover of the lease of row `p` of target `t` in `audit`
+/// that replaced the record of `previous` (the holder seen before) and was
+/// released at once (`--then release`: its `outcome` wrote a record): how a
+/// prefix seen held by `previous` and now without a holder lost it, when
+/// the record the takeover wrote was never read.
+fn released_takeover<'a>(
+    audit: &'a [AuditEntry],
+    t: &crate::snapshot::TargetReport,
+    p: &crate::snapshot::PrefixReport,
+    previous: Option<&str>,
+) -> Option<&'a AuditEntry> {
+    let previous = previous?;
+    audit
+        .iter()
+        .filter(|e| {
+            e.phase == "outcome"
+                && e.action == "takeover"
+                && e.then == "release"
+                && e.written.is_some()
+                && e.target.is_lease(&t.url, t.bucket.as_deref(), &p.key)
+                && e.observed
+                    .record
+                    .as_ref()
+                    .is_some_and(|r| r.instance_id == previous)
+        })
+        .max_by_key(|e| e.time)
 }
 
 /// The newest takeover entry in `audit` that wrote the record now seen on

@@ -61,6 +61,7 @@ fn snap(now: DateTime<Utc>, rows: Vec<PrefixReport>, error: Option<&str>) -> Sna
             server_offset_s: None,
             server_offset_error_s: None,
             server_clock_note: None,
+            deeper_leases: None,
         }],
         pod: Default::default(),
         pod_error: None,
@@ -500,4 +501,51 @@ fn memory_is_bounded() {
     assert!(h.get(URL, "db/").is_none());
     assert!(h.len() <= 6);
     assert_eq!(h.iter().count(), 2);
+}
+
+/// Issue 35 trip 13: the operator's own takeover with `--then release`, read
+/// only after its release (no LEASE, or a released record), is a takeover,
+/// not a release; a release of the same holder with no such takeover (or a
+/// takeover of someone else) is a release.
+#[test]
+fn a_takeover_released_at_once_is_a_takeover() {
+    let taken_and_released = |observed: &str, then: &str| {
+        let sample = outcome(&format!("{URL}db/"), None, "db/LEASE", "ours", 12);
+        AuditEntry {
+            observed: AuditObserved {
+                record: Some(record(observed, at(-300))),
+                judgement: "stale".into(),
+                ..sample.observed.clone()
+            },
+            then: then.into(),
+            forced: false,
+            ..sample
+        }
+    };
+    for (observed, then, want) in [
+        ("dying", "release", ChangeKind::Takeover),
+        ("someone-else", "release", ChangeKind::Release),
+        ("dying", "hold", ChangeKind::Release),
+    ] {
+        let mut h = History::new();
+        h.observe(
+            &snap(
+                at(0),
+                vec![row(Some(("dying", at(-300))), "e1", at(0))],
+                None,
+            ),
+            &[],
+        );
+        let e = taken_and_released(observed, then);
+        let c = h.observe_changes(
+            &snap(at(15), vec![row(None, "", at(15))], None),
+            std::slice::from_ref(&e),
+        );
+        assert_eq!(c[0].1.kind, want, "{observed} {then}: {c:?}");
+        if want == ChangeKind::Takeover {
+            let a = c[0].1.audit.as_deref().unwrap();
+            assert!(a.ends_with("; released at once"), "{a}");
+            assert_eq!(c[0].1.previous.as_deref(), Some("dying"));
+        }
+    }
 }

@@ -90,16 +90,61 @@ pub fn resolved_endpoint(config: &aws_config::SdkConfig) -> Option<String> {
         .or_else(|| config.endpoint_url().map(str::to_owned))
 }
 
-/// Where requests go, for people: the endpoint (credentials redacted) or
-/// `AWS S3`, with the region and the addressing style.
-pub fn describe_context(config: &aws_config::SdkConfig, path_style: bool) -> String {
-    let region = config.region().map(|r| r.as_ref()).unwrap_or("no region");
-    let style = if path_style {
-        "path-style"
-    } else {
-        "virtual-host"
+/// The addressing the SDK uses for `bucket` at `endpoint` (`None`: AWS's
+/// own) when `path_style` is asked for or not, by the rules of the S3
+/// endpoint resolver: path-style when asked, when the endpoint's host is an
+/// IP address (no bucket can go in front of it), or when the bucket cannot
+/// be a host name label (upper case, `_`, fewer than 3 or more than 63
+/// characters, dots over https); virtual-host otherwise.
+pub fn addressing_used(
+    endpoint: Option<&str>,
+    bucket: &str,
+    path_style: bool,
+) -> crate::store::AddressingStyle {
+    use crate::store::AddressingStyle::{Path, VirtualHost};
+    if path_style {
+        return Path;
+    }
+    let url = endpoint.and_then(|e| url::Url::parse(e).ok());
+    let ip = url.as_ref().is_some_and(|u| {
+        matches!(
+            u.host(),
+            Some(url::Host::Ipv4(_)) | Some(url::Host::Ipv6(_))
+        )
+    });
+    let http = url.as_ref().is_some_and(|u| u.scheme() == "http");
+    let label = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
     };
-    match resolved_endpoint(config) {
+    let hostable = (3..=63).contains(&bucket.len())
+        && bucket.parse::<std::net::Ipv4Addr>().is_err()
+        && if bucket.contains('.') {
+            http && bucket.split('.').all(label)
+        } else {
+            label(bucket)
+        };
+    if ip || !hostable {
+        Path
+    } else {
+        VirtualHost
+    }
+}
+
+/// Where requests for `bucket` go, for people: the endpoint (credentials
+/// redacted) or `AWS S3`, with the region and the addressing the SDK uses
+/// ([`addressing_used`]).
+pub fn describe_context(config: &aws_config::SdkConfig, bucket: &str, path_style: bool) -> String {
+    let region = config.region().map(|r| r.as_ref()).unwrap_or("no region");
+    let endpoint = resolved_endpoint(config);
+    let style = match addressing_used(endpoint.as_deref(), bucket, path_style) {
+        crate::store::AddressingStyle::Path => "path-style",
+        crate::store::AddressingStyle::VirtualHost => "virtual-host",
+    };
+    match endpoint {
         Some(e) => format!("{} (region {region}, {style})", redact_url(&e).0),
         None => format!("AWS S3 (region {region}, {style})"),
     }

@@ -50,7 +50,8 @@ pub struct S3Store {
     secrets: Vec<String>,
     /// The service's clock, from the `Date` of its latest answer.
     clock: ServerClock,
-    /// Path-style addressing (for messages: with virtual hosts the bucket is in the host name).
+    /// Path-style addressing as the SDK uses it ([`config::addressing_used`]):
+    /// asked for, or forced by the endpoint or the bucket's name.
     path_style: bool,
     /// The endpoint URL in use, credentials shown as `***`; `None`: AWS's own.
     endpoint_url: Option<String>,
@@ -134,7 +135,13 @@ impl S3Store {
             timeout: opts.request_timeout.unwrap_or(Duration::from_secs(10)),
             secrets,
             clock,
-            path_style: opts.path_style,
+            // What the SDK really does: path-style for an IP address or a
+            // bucket that cannot be a host name, even when not asked for.
+            path_style: config::addressing_used(
+                resolved_endpoint(config).as_deref(),
+                bucket,
+                opts.path_style,
+            ) == super::AddressingStyle::Path,
             endpoint_url,
             region: config.region().map(|r| r.as_ref().to_owned()),
             profile: opts.profile.clone(),
@@ -161,12 +168,7 @@ impl S3Store {
                 format!("s3.{region}.{domain}")
             }
         };
-        let ip = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok();
-        if self.path_style || ip {
+        if self.path_style {
             host
         } else {
             format!("{}.{host}", self.bucket)
@@ -424,6 +426,34 @@ impl ObjectRead for S3Store {
         self.get_object(key, if_none_match, None).await
     }
 
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .max_keys(super::SAMPLE_KEYS as i32)
+            .encoding_type(aws_sdk_s3::types::EncodingType::Url)
+            .send()
+            .await
+            .map_err(|e| self.classify(e))?;
+        let encoded = page.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
+        Ok(page
+            .contents()
+            .iter()
+            .filter_map(|o| o.key())
+            .filter_map(|k| {
+                if encoded {
+                    decode_key(k).ok()
+                } else {
+                    Some(k.to_owned())
+                }
+            })
+            .filter(|k| k.starts_with(prefix))
+            .take(super::SAMPLE_KEYS)
+            .collect())
+    }
+
     async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
         self.get_object(key, None, Some(version_id)).await
     }
@@ -649,8 +679,8 @@ mod transport;
 
 use clock::ServerClock;
 pub use config::{
-    describe_context, profile_wants_path_style, redact_url, redact_userinfo, resolved_endpoint,
-    shared_config,
+    addressing_used, describe_context, profile_wants_path_style, redact_url, redact_userinfo,
+    resolved_endpoint, shared_config,
 };
 use config::{https_client, scrub};
 use transport::{classify_transport, CREDENTIALS};

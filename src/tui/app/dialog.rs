@@ -18,7 +18,7 @@ impl App {
             (Mode::ConfirmQuit, Action::Yes) => {
                 self.outbox.push(WriteRequest::ReleaseHeld);
                 self.mode = Mode::Quitting;
-                self.message = Some(("releasing held leases…".into(), false));
+                self.say_pending("releasing held leases…".into());
             }
             (Mode::ConfirmQuit, Action::Cancel | Action::Quit) => self.mode = Mode::Normal,
             (&Mode::ConfirmProbe { target }, Action::Yes) => {
@@ -27,7 +27,7 @@ impl App {
             }
             (Mode::ConfirmProbe { .. }, Action::Cancel | Action::Quit) => {
                 self.mode = Mode::Normal;
-                self.message = Some(("probe cancelled: nothing was written".into(), false));
+                self.say("probe cancelled: nothing was written".into(), false);
             }
             (_, other) => self.update_background(other),
         }
@@ -62,12 +62,9 @@ impl App {
         }
         self.outbox.push(WriteRequest::Probe { target });
         let url = self.settings.targets.get(target).map(String::as_str);
-        self.message = Some((
-            format!(
-                "probing {} (writes and removes a scratch key)…",
-                sanitize(url.unwrap_or("?"))
-            ),
-            false,
+        self.say_pending(format!(
+            "probing {} (writes and removes a scratch key)…",
+            sanitize(url.unwrap_or("?"))
         ));
     }
 
@@ -75,14 +72,14 @@ impl App {
     pub(super) fn probe_done(&mut self, target: usize, result: ExclusionReport, message: &str) {
         self.session.probed(target, result);
         let bad = result != ExclusionReport::Conditional;
-        self.message = Some((terminal_safe(message).into_owned(), bad));
+        self.say(terminal_safe(message).into_owned(), bad);
     }
 
     /// The held leases were released (one line each); a console waiting
     /// for that to quit now quits.
     pub(super) fn held_released(&mut self, lines: &[String]) {
         self.session.released();
-        self.message = Some((terminal_safe(&lines.join("; ")).into_owned(), false));
+        self.say(terminal_safe(&lines.join("; ")).into_owned(), false);
         if matches!(self.mode, Mode::Quitting) {
             self.quit = true;
         }

@@ -99,6 +99,14 @@ pub const BINDINGS: &[Binding] = &[
         Action::SortNext,
     ),
     b(
+        "S",
+        "reverse the sort",
+        false,
+        0,
+        &[Char('S')],
+        Action::SortReverse,
+    ),
+    b(
         "n",
         "next problem",
         false,
@@ -132,13 +140,14 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b("?", "help", false, 2, &[Char('?')], Action::ToggleHelp),
     b(
-        "q/Esc Ctrl-C",
-        "quit",
+        "Esc",
+        "close (a result, details, the filter)",
         false,
-        1,
-        &[Char('q'), KeyCode::Esc],
-        Action::Quit,
+        0,
+        &[KeyCode::Esc],
+        Action::Cancel,
     ),
+    b("q Ctrl-C", "quit", false, 1, &[Char('q')], Action::Quit),
 ];
 
 /// Maps a key press to an action, given the current mode.
@@ -193,12 +202,12 @@ pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
         Mode::Quitting => return None,
         Mode::Normal => {}
     }
-    // Esc first closes what is open (the detail pane, a filter).
-    if k.code == KeyCode::Esc && (app.leases.detail() || !app.leases.filter().is_empty()) {
-        return Some(Action::Cancel);
-    }
+    // Esc only closes what is open (a result, the detail pane, a filter):
+    // it never quits (`q` does).
     BINDINGS
         .iter()
         .find(|b| b.codes.contains(&k.code) && !(b.writes && app.settings.read_only))
         .map(|b| b.action.clone())
+        // Any other key clears a result shown in the status bar.
+        .or_else(|| app.message().is_some().then_some(Action::Dismiss))
 }

@@ -1,6 +1,6 @@
 //! The leases table: its rows after the filter and the sort, its cursor, the
-//! sort column, the filter, the detail pane; its keys (the filter line, `s`,
-//! `n`, Enter, Esc) and what the rest of the console asks of it.
+//! sort column and its order, the filter, the detail pane; its keys (the
+//! filter line, `s`, `S`, `n`, Enter, Esc) and what the rest of the console asks of it.
 
 use std::collections::HashSet;
 
@@ -18,6 +18,8 @@ pub struct LeaseTable {
     cursor: Cursor,
     /// Sort column.
     sort: SortKey,
+    /// The sort's order reversed (`S`).
+    reversed: bool,
     /// The filter (substring of prefix or holder; a leading `!` negates).
     filter: String,
     /// The detail pane is open.
@@ -30,6 +32,7 @@ impl Default for LeaseTable {
             rows: Vec::new(),
             cursor: Cursor::default(),
             sort: SortKey::Prefix,
+            reversed: false,
             filter: String::new(),
             detail: false,
         }
@@ -50,6 +53,11 @@ impl LeaseTable {
     /// The sort column.
     pub fn sort(&self) -> SortKey {
         self.sort
+    }
+
+    /// Whether the sort's order is reversed (`S`).
+    pub fn reversed(&self) -> bool {
+        self.reversed
     }
 
     /// The filter as typed (a leading `!` negates).
@@ -105,6 +113,9 @@ impl LeaseTable {
             }
         }
         self.sort.sort(&mut rows, s, exclusion);
+        if self.reversed {
+            rows.reverse();
+        }
         self.rows = rows;
         if reset {
             self.cursor.reset();
@@ -221,12 +232,17 @@ impl App {
         }
     }
 
-    /// The leases table's keys in normal mode: `s`, `n`, Enter, Esc (which
+    /// The leases table's keys in normal mode: `s`, `S`, `n`, Enter, Esc (which
     /// closes the detail pane, then clears the filter).
     pub(super) fn update_table(&mut self, action: Action) {
         match action {
             Action::SortNext => {
                 self.leases.sort = self.leases.sort.next();
+                self.leases.reversed = false;
+                self.rebuild_rows(true);
+            }
+            Action::SortReverse => {
+                self.leases.reversed = !self.leases.reversed;
                 self.rebuild_rows(true);
             }
             Action::NextProblem => {
@@ -239,7 +255,7 @@ impl App {
                 }) {
                     self.leases.cursor.select(i);
                 } else {
-                    self.message = Some(("no stale, suspect or malformed lease".into(), false));
+                    self.say("no stale, suspect or malformed lease".into(), false);
                 }
             }
             Action::ToggleDetail => {

@@ -46,7 +46,7 @@ pub use keys::{key_action, Binding, BINDINGS};
 pub use leases::LeaseTable;
 pub use notice::{wrap, NoticeLine};
 pub use pod::{tree_order, PodPane, PodStatus, TreeRow};
-pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO};
+pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
 pub use session::{FirstSeen, Session};
 pub use settings::Settings;
 pub use sort::SortKey;
@@ -106,6 +106,27 @@ pub enum Mode {
     Quitting,
 }
 
+/// How long a result stays in the status bar when no key is pressed: then
+/// the key hints come back (the takeover's outcome stays in the detail
+/// pane's audit entries).
+pub const MESSAGE_SHOWN: Duration = Duration::from_secs(6);
+
+/// A message for the operator in the status bar.
+#[derive(Debug, Clone)]
+struct Message {
+    /// The text, already safe for the terminal: every name in it escaped
+    /// exactly once (with [`sanitize`]) where the message is made, so it is
+    /// drawn as is.
+    text: String,
+    /// An error (drawn red).
+    error: bool,
+    /// When it was shown (the reader's clock at the last tick).
+    at: DateTime<Utc>,
+    /// Work under way ("taking over …"): shown until its result replaces it,
+    /// not cleared by a key or by time.
+    pending: bool,
+}
+
 /// The console's state.
 pub struct App {
     /// What the front end chose (targets, watch mode, refresh…); set before
@@ -123,10 +144,8 @@ pub struct App {
     view: View,
     /// Modal state.
     mode: Mode,
-    /// The last message for the operator (and whether it is an error),
-    /// already safe for the terminal: every name in it escaped exactly once
-    /// (with [`sanitize`]) where the message is made, so it is drawn as is.
-    message: Option<(String, bool)>,
+    /// The message for the operator in the status bar, if one is shown.
+    message: Option<Message>,
     /// Writes confirmed by the operator, for the event loop to send.
     outbox: Vec<WriteRequest>,
     /// Terminal size (columns, rows).
@@ -199,10 +218,43 @@ impl App {
         &self.mode
     }
 
-    /// The last message for the operator (and whether it is an error),
-    /// already safe for the terminal.
-    pub fn message(&self) -> Option<&(String, bool)> {
-        self.message.as_ref()
+    /// The message for the operator (and whether it is an error), already
+    /// safe for the terminal. A result is shown until the next key or for
+    /// [`MESSAGE_SHOWN`]; work under way until its result.
+    pub fn message(&self) -> Option<(&str, bool)> {
+        self.message.as_ref().map(|m| (m.text.as_str(), m.error))
+    }
+
+    /// Shows a result (`error`: in red) until the next key or for [`MESSAGE_SHOWN`].
+    fn say(&mut self, text: String, error: bool) {
+        self.message = Some(Message {
+            text,
+            error,
+            at: self.session.now(),
+            pending: false,
+        });
+    }
+
+    /// Shows work under way until its result replaces it.
+    fn say_pending(&mut self, text: String) {
+        self.message = Some(Message {
+            text,
+            error: false,
+            at: self.session.now(),
+            pending: true,
+        });
+    }
+
+    /// Clears a result (not work under way): a key was pressed, or it has
+    /// been shown for [`MESSAGE_SHOWN`] at `now` (`None`: at once).
+    fn clear_result(&mut self, now: Option<DateTime<Utc>>) {
+        let done = self.message.as_ref().is_some_and(|m| {
+            !m.pending
+                && now.is_none_or(|now| (now - m.at).to_std().unwrap_or_default() >= MESSAGE_SHOWN)
+        });
+        if done {
+            self.message = None;
+        }
     }
 
     /// Writes confirmed by the operator and not taken yet.
@@ -264,6 +316,10 @@ impl App {
 
     /// Applies one action. The only place state changes.
     pub fn update(&mut self, action: Action) {
+        // A key clears the last result (the key hints come back).
+        if action.is_key() {
+            self.clear_result(None);
+        }
         match &self.mode {
             Mode::Filter => self.update_filter(action),
             Mode::Takeover(_) => self.update_dialog(action),
@@ -297,9 +353,11 @@ impl App {
                 self.view = View::Leases;
                 self.mode = Mode::Filter;
             }
-            Action::SortNext | Action::NextProblem | Action::ToggleDetail | Action::Cancel => {
-                self.update_table(action)
-            }
+            Action::SortNext
+            | Action::SortReverse
+            | Action::NextProblem
+            | Action::ToggleDetail
+            | Action::Cancel => self.update_table(action),
             Action::ToggleHelp => self.mode = Mode::Help,
             Action::Probe => self.start_probe(),
             Action::StartTakeover => self.start_takeover(),
@@ -320,6 +378,7 @@ impl App {
                     .map(|r| (r.target, r.index))
                     .collect();
                 self.session.tick(now, shown);
+                self.clear_result(Some(now));
             }
             Action::Snapshot(s) => {
                 self.session.set_loading(None);

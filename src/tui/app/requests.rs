@@ -14,6 +14,11 @@ pub const DEFAULT_GET_PRICE: f64 = 0.0004;
 /// A LIST request costs this many GETs on AWS S3 Standard ($0.005 vs $0.0004 per 1,000).
 pub const LIST_PRICE_RATIO: f64 = 12.5;
 
+/// The shortest window a rate is shown from, seconds: from fewer, a burst
+/// (a probe's hundreds of requests in a few seconds) would be extrapolated
+/// to a minute and an hour; the status bar says "measuring" until then.
+pub const RATE_WINDOW_MIN_S: f64 = 30.0;
+
 /// Request rates over the last minute ([`Requests::rates`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rates {
@@ -23,6 +28,16 @@ pub struct Rates {
     pub lists_per_min: f64,
     /// Failed requests in the last minute.
     pub errors: u64,
+    /// The seconds the rates are measured over (at most a minute).
+    pub window_s: f64,
+}
+
+impl Rates {
+    /// Whether the window is long enough to show the rates and the cost
+    /// ([`RATE_WINDOW_MIN_S`]).
+    pub fn measured(&self) -> bool {
+        self.window_s >= RATE_WINDOW_MIN_S
+    }
 }
 
 /// Request totals over the last minute, with when they were read.
@@ -57,18 +72,19 @@ impl Requests {
             requests_per_min: per_min(c0.requests, c1.requests),
             lists_per_min: per_min(c0.lists, c1.lists),
             errors: c1.errors.saturating_sub(c0.errors),
+            window_s: secs,
         })
     }
 
     /// What reads at the current rate would cost per hour on AWS S3, in US
     /// dollars: GETs (and HEADs) at `get_price` per 1,000, LISTs at
     /// [`LIST_PRICE_RATIO`] times that. `None` when no TARGET in `targets`
-    /// is on S3.
+    /// is on S3, or before [`RATE_WINDOW_MIN_S`] of readings.
     pub fn cost_per_hour(&self, targets: &[String], get_price: f64) -> Option<f64> {
         if !targets.iter().any(|t| t.starts_with("s3://")) {
             return None;
         }
-        let r = self.rates()?;
+        let r = self.rates().filter(Rates::measured)?;
         let gets = (r.requests_per_min - r.lists_per_min).max(0.0);
         let per_min = (gets + r.lists_per_min * LIST_PRICE_RATIO) * get_price / 1000.0;
         Some(per_min * 60.0)

@@ -266,8 +266,8 @@ impl App {
         };
         // What the operator could not see is not confirmed.
         if let Some(p) = too_small(size, d, &target) {
-            self.message = Some((p.clone(), true));
-            d.problem = Some(p);
+            d.problem = Some(p.clone());
+            self.say(p, true);
             return;
         }
         if let Some(p) = takeover_problem(d, ttl_s, now) {
@@ -290,7 +290,8 @@ impl App {
         });
         d.pending = true;
         d.problem = None;
-        self.message = Some((format!("taking over {}…", sanitize(&d.key)), false));
+        let pending = format!("taking over {}…", sanitize(&d.key));
+        self.say_pending(pending);
     }
 
     /// The takeover of `key` finished: its report (the console may now hold
@@ -306,14 +307,12 @@ impl App {
                     self.session.hold(k);
                 }
                 // The report escapes the names it holds already.
-                self.message = Some((terminal_safe(&msg).into_owned(), false));
+                self.say(terminal_safe(&msg).into_owned(), false);
             }
-            Err(e) => {
-                self.message = Some((
-                    format!("takeover of {}: {}", sanitize(&key), terminal_safe(&e)),
-                    true,
-                ))
-            }
+            Err(e) => self.say(
+                format!("takeover of {}: {}", sanitize(&key), terminal_safe(&e)),
+                true,
+            ),
         }
         if matches!(&self.mode, Mode::Takeover(d) if d.pending) {
             self.mode = Mode::Normal;

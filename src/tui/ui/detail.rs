@@ -59,7 +59,7 @@ pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
 }
 
 /// The detail pane's own lines: the key, the judgement and its sentence, the
-/// record, the clocks, the exclusion, the raw body and the audit entries.
+/// audit entries, the record, the clocks, the exclusion and the raw body.
 fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let kv =
@@ -88,6 +88,36 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         Span::styled(p.state.as_str(), state_style(p.state)),
         Span::raw(format!(": {}", p.explanation(app.now()))),
     ]));
+    // A malformed body right under its judgement, wrapped whole up to 400
+    // characters (a torn write is at its end), so the pane's edge never cuts it.
+    if let Some(raw) = &p.raw {
+        // `raw` is already escaped (as in --json): shown as is, not escaped twice.
+        let cut: String = raw.chars().take(400).collect();
+        let more = if raw.chars().count() > 400 { "…" } else { "" };
+        lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
+    }
+    // The audit entries right under the judgement: a takeover's outcome
+    // stays readable here after its message left the status bar.
+    let entries = app.audit_for(r.target, p, 3);
+    if entries.is_empty() {
+        lines.push(kv("audit", "no takeover recorded here".into()));
+    }
+    for e in entries {
+        lines.push(kv(
+            "audit",
+            format!(
+                "{} {} {} — {}{}",
+                e.time.format("%Y-%m-%d %H:%M:%SZ"),
+                e.phase,
+                sanitize(&e.operator),
+                sanitize(&e.reason),
+                e.outcome
+                    .as_deref()
+                    .map(|o| format!(" → {}", sanitize(o)))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
     if let Some(rec) = &p.record {
         lines.push(kv("instance_id", sanitize(&rec.instance_id)));
         lines.push(kv("acquired_at", crate::clock::shown(rec.acquired_at)));
@@ -139,33 +169,10 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         "exclusion",
         exclusion_name(app.exclusion_of(r.target, p)).into(),
     ));
-    let watched = app.watched_for(&p.key);
-    lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
-    if let Some(raw) = &p.raw {
-        // `raw` is already escaped (as in --json): shown as is, not escaped twice.
-        let cut: String = raw.chars().take(400).collect();
-        let more = if raw.chars().count() > 400 { "…" } else { "" };
-        lines.push(kv("raw body", format!("{}{more}", terminal_safe(&cut))));
-    }
-    let entries = app.audit_for(r.target, p, 3);
-    if entries.is_empty() {
-        lines.push(kv("audit", "no takeover recorded here".into()));
-    }
-    for e in entries {
-        lines.push(kv(
-            "audit",
-            format!(
-                "{} {} {} — {}{}",
-                e.time.format("%Y-%m-%d %H:%M:%SZ"),
-                e.phase,
-                sanitize(&e.operator),
-                sanitize(&e.reason),
-                e.outcome
-                    .as_deref()
-                    .map(|o| format!(" → {}", sanitize(o)))
-                    .unwrap_or_default()
-            ),
-        ));
+    // How long this ETag has been seen; nothing when there is none.
+    if p.etag.is_some() {
+        let watched = app.watched_for(&p.key);
+        lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
     }
     lines
 }

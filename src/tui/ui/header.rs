@@ -72,7 +72,7 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
     // Least important first: the date, the refresh interval, the clock, the
     // service clock's error, the last refresh's time, then the rest.
     let line1 = fit_line(&parts, &[3, 1, 3, 4, 2, 2, 4], usize::from(area.width));
-    let line2 = view_line(app);
+    let line2 = view_line(app, usize::from(area.width));
     f.render_widget(Paragraph::new(vec![line1, line2]), area);
 }
 
@@ -121,35 +121,40 @@ fn service_clock_part(app: &App) -> Option<Vec<Vec<Span<'static>>>> {
 }
 
 /// The header's second line: the view, then the targets with where their
-/// requests go.
-fn view_line(app: &App) -> Line<'static> {
+/// requests go, cut to `width` columns with `…`.
+fn view_line(app: &App, width: usize) -> Line<'static> {
+    // "view " and the view's name in its box take the rest.
+    let targets_width = width.saturating_sub(5 + app.view().as_str().len() + 2);
     Line::from(vec![
         Span::raw("view "),
         Span::styled(
             format!(" {} ", app.view().as_str()),
             Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD),
         ),
-        Span::raw(format!(
-            "  targets: {}",
-            if app.settings.targets.is_empty() {
-                "(none)".to_owned()
-            } else {
-                // Each target with where its requests go (endpoint, region,
-                // addressing), as k9s shows its context, once gathered.
-                let shown: Vec<String> = app
-                    .settings
-                    .targets
-                    .iter()
-                    .enumerate()
-                    .map(
-                        |(i, t)| match app.snapshot().and_then(|s| s.targets.get(i)) {
-                            Some(r) if r.endpoint != "local" => format!("{t} @ {}", r.endpoint),
-                            _ => t.clone(),
-                        },
-                    )
-                    .collect();
-                sanitize(&shown.join("  "))
-            }
+        Span::raw(super::ellipsize(
+            &format!(
+                "  targets: {}",
+                if app.settings.targets.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    // Each target with where its requests go (endpoint, region,
+                    // addressing), as k9s shows its context, once gathered.
+                    let shown: Vec<String> = app
+                        .settings
+                        .targets
+                        .iter()
+                        .enumerate()
+                        .map(
+                            |(i, t)| match app.snapshot().and_then(|s| s.targets.get(i)) {
+                                Some(r) if r.endpoint != "local" => format!("{t} @ {}", r.endpoint),
+                                _ => t.clone(),
+                            },
+                        )
+                        .collect();
+                    sanitize(&shown.join("  "))
+                }
+            ),
+            targets_width,
         )),
     ])
 }

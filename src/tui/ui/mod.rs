@@ -90,6 +90,28 @@ pub fn fit_secs(s: f64, width: u16, plus: bool) -> String {
     "…".to_owned()
 }
 
+/// `s` cut to `width` columns (as ratatui measures them), the cut marked
+/// with `…`: never cut without a mark.
+pub(super) fn ellipsize(s: &str, width: usize) -> String {
+    if Span::raw(s).width() <= width {
+        return s.to_owned();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    for c in s.chars() {
+        let mut next = out.clone();
+        next.push(c);
+        if Span::raw(next.as_str()).width() + 1 > width {
+            break;
+        }
+        out = next;
+    }
+    out.push('…');
+    out
+}
+
 /// One line made of parts that give way by priority, so that nothing is cut
 /// in the middle: `parts[i]` lists part `i`'s forms, widest first (an empty
 /// form leaves the part out); `steps` names parts, least important first, and

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-use super::fit_secs;
+use super::{ellipsize, fit_secs};
 use crate::tui::app::{terminal_safe, App};
 use crate::tui::layout;
 use crate::writer::scan::{DutyView, LockFileState, LockState, ProcessInfo, VerdictKind};
@@ -98,6 +98,9 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
 
     let page = usize::from(table.height.saturating_sub(3)).max(1);
     let n = app.pod().rows().len();
+    // The COMMAND column: the box less its borders, the fixed columns (1,
+    // 8, 8, 8, 12) and the five spaces between the six columns.
+    let command_width = usize::from(table.width).saturating_sub(2 + 37 + 5);
     let offset = app.pod().cursor().offset().min(n.saturating_sub(1));
     let rows: Vec<Row> = (offset..n.min(offset + page))
         .filter_map(|i| app.pod_row(i).map(|(p, depth)| (i, p, depth)))
@@ -117,7 +120,11 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
                 )),
                 Cell::from(p.pid.to_string()),
                 Cell::from(p.ppid.to_string()),
-                Cell::from(format!("{indent}{}", terminal_safe(&p.command))),
+                // A command longer than its column ends in `…`.
+                Cell::from(ellipsize(
+                    &format!("{indent}{}", terminal_safe(&p.command)),
+                    command_width,
+                )),
                 Cell::from(Span::styled(p.duty.as_str(), duty_style(p.duty))),
                 Cell::from(Span::styled(lock_text(p), lock_style(p.lock))),
             ]);
@@ -152,6 +159,8 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
         };
         title.push_str(&format!("· {}: {held} ", terminal_safe(&l.path)));
     }
+    // The title is cut to the box, marked `…` (a lock path can be long).
+    let title = ellipsize(&title, usize::from(table.width.saturating_sub(2)));
     let t = Table::new(
         rows,
         [

@@ -17,7 +17,7 @@ use crate::tui::app::{terminal_safe, App, BINDINGS};
 pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let message = match app.message() {
         Some((msg, err)) => {
-            let style = if *err {
+            let style = if err {
                 Style::default().fg(Color::Red)
             } else {
                 Style::default().fg(Color::Cyan)
@@ -37,7 +37,7 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let mut parts: Vec<Vec<Vec<Span>>> = hints
         .iter()
         .map(|b| {
-            // The first key of the binding: "q/Esc Ctrl-C" → "q"; "/" stays "/".
+            // The first key of the binding: "q Ctrl-C" → "q"; "/" stays "/".
             let first = b.keys.split(' ').next().unwrap_or(b.keys);
             let key = if first.len() > 1 {
                 first.split('/').next().unwrap_or(first)
@@ -57,7 +57,13 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let rates_shown = app.rates().is_some();
     if let Some(r) = app.rates() {
         let (rate, errors) = (r.requests_per_min, r.errors);
-        let rate = Span::raw(format!("│ {rate:.0} req/min"));
+        // Not extrapolated from a few seconds: "measuring" until the window
+        // is long enough (the cost is then unknown too).
+        let rate = Span::raw(if r.measured() {
+            format!("│ {rate:.0} req/min")
+        } else {
+            "│ req/min: measuring".to_owned()
+        });
         let cost = app
             .cost_per_hour()
             .map(|c| Span::raw(format!(" ≈ ${c:.4}/h")));

@@ -111,7 +111,13 @@ pub(super) fn render_table(app: &App, f: &mut Frame, area: Rect) {
         .iter()
         .map(|(k, _)| {
             if *k == app.leases().sort() {
-                Cell::from(format!("{}▼", k.column()))
+                // ▼ the column's own order, ▲ reversed (`S`).
+                let mark = if app.leases().reversed() {
+                    '▲'
+                } else {
+                    '▼'
+                };
+                Cell::from(format!("{}{mark}", k.column()))
             } else {
                 Cell::from(k.column())
             }

@@ -1,8 +1,12 @@
 //! Snapshots and monitoring: `--json`, `-o`, `check`, `serve`, reading by need, what is reported, time formats.
 
+mod addressing;
+mod deeper;
+mod exposition;
 mod monitoring;
 mod report_truth;
 mod schedule;
 mod serve_limits;
 mod snapshot_json;
+mod suspect_expiry;
 mod times;

@@ -858,12 +858,15 @@ async fn the_status_bar_gives_way_by_priority() {
     let mut a = app(dir.path(), false, 160, 24).await;
     a.settings.targets = vec!["s3://bkt/backups/".into()];
     a.settings.relist_every = 6;
+    // The first reading 30 s before the second: the shortest window a rate
+    // is shown from (issue 35 trip 14).
+    a.update(Action::Tick(at(0) - chrono::Duration::seconds(20)));
     a.update(Action::Counters(RequestCounts::default()));
     a.update(Action::Tick(at(10)));
     a.update(Action::Counters(RequestCounts {
-        requests: 220,
+        requests: 660,
         errors: 3,
-        lists: 10,
+        lists: 30,
     }));
     let text = screen(&a, 160, 24);
     let status = text.lines().last().unwrap().to_owned();
@@ -925,12 +928,15 @@ async fn the_status_bar_shows_the_oldest_reading() {
     let mut a = app(dir.path(), true, 200, 24).await;
     a.settings.targets = vec!["s3://bkt/backups/".into()];
     a.settings.relist_every = 6;
+    // The first reading 30 s before the second: the shortest window a rate
+    // is shown from (issue 35 trip 14).
+    a.update(Action::Tick(at(0) - chrono::Duration::seconds(20)));
     a.update(Action::Counters(RequestCounts::default()));
     a.update(Action::Tick(at(10)));
     a.update(Action::Counters(RequestCounts {
-        requests: 20,
+        requests: 60,
         errors: 0,
-        lists: 1,
+        lists: 3,
     }));
     // Nothing read yet: no such part.
     let status = |a: &App, w: u16| {
@@ -1081,4 +1087,272 @@ async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
     a.update(Action::Resize(110, 30));
     key(&mut a, KeyCode::Enter);
     assert_eq!(a.outbox().len(), 1, "a large enough terminal confirms");
+}
+
+/// Issue 35 trip 8: a suspect lease has no expiry in the console, as in the
+/// table, `--json` and `check` (tests/it/monitor/suspect_expiry.rs): by its
+/// TTL (two hours) or by its stamp (two hours ahead), EXPIRES is `-`.
+#[tokio::test]
+async fn a_suspect_lease_has_no_expiry_in_the_console() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let d = dir.path().join("longttl");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("LEASE"),
+        rec("long-ttl", "2026-11-30T11:59:52Z", 7200),
+    )
+    .unwrap();
+    let a = app(dir.path(), false, 160, 20).await;
+    let s = screen(&a, 160, 20);
+    let lines: Vec<Vec<char>> = s.lines().map(|l| l.chars().collect()).collect();
+    let header = lines
+        .iter()
+        .find(|l| String::from_iter(l.iter()).contains("EXPIRES"))
+        .unwrap();
+    let col = String::from_iter(header.iter())
+        .split("EXPIRES")
+        .next()
+        .unwrap()
+        .chars()
+        .count();
+    for prefix in ["longttl/", "events/"] {
+        let row = lines
+            .iter()
+            .find(|l| String::from_iter(l.iter()).contains(prefix))
+            .unwrap();
+        let cell: String = row[col..]
+            .iter()
+            .take_while(|c| !c.is_whitespace())
+            .collect();
+        let text = String::from_iter(row.iter());
+        assert!(text.contains("suspect"), "{s}");
+        assert_eq!(cell, "-", "{prefix}: {s}");
+    }
+}
+
+/// The status bar's last line: the key hints, unless a message takes both lines.
+fn hints_shown(s: &str) -> bool {
+    s.lines().last().is_some_and(|l| l.starts_with("q quit"))
+}
+
+/// Issue 35 trip 2: a takeover's result is a message that clears on the
+/// next key or after a few seconds, and the key hints come back; `Esc`
+/// closes it and never quits (nor does it with nothing open: `q` quits).
+#[tokio::test]
+async fn a_result_clears_on_the_next_key_or_after_a_few_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 120, 24).await;
+    let result = |a: &mut App| {
+        a.update(Action::TakeoverDone {
+            key: "billing/LEASE".into(),
+            result: Ok((
+                "taken: billing/LEASE now held by 9f0e (generation 7); released; audit entry \
+                 5d2a in /home/ops/.local/share/leasectl/audit.jsonl, read it with leasectl audit"
+                    .into(),
+                None,
+            )),
+        });
+    };
+    assert!(hints_shown(&screen(&a, 120, 24)));
+
+    // The next key clears it.
+    result(&mut a);
+    let s = screen(&a, 120, 24);
+    assert!(
+        s.contains("taken: billing/LEASE") && !hints_shown(&s),
+        "{s}"
+    );
+    key(&mut a, KeyCode::Char('j'));
+    let s = screen(&a, 120, 24);
+    assert!(!s.contains("taken:") && hints_shown(&s), "{s}");
+
+    // So does time: still there after 3 s, gone after 6 s.
+    result(&mut a);
+    a.update(Action::Tick(at(3)));
+    assert!(screen(&a, 120, 24).contains("taken:"));
+    a.update(Action::Tick(at(6)));
+    let s = screen(&a, 120, 24);
+    assert!(!s.contains("taken:") && hints_shown(&s), "{s}");
+
+    // Esc closes it, and does not quit.
+    result(&mut a);
+    key(&mut a, KeyCode::Esc);
+    let s = screen(&a, 120, 24);
+    assert!(!s.contains("taken:") && hints_shown(&s), "{s}");
+    assert!(!a.should_quit());
+    // Esc with nothing open does nothing; a key without a use clears a result.
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.should_quit());
+    result(&mut a);
+    key(&mut a, KeyCode::Char('x'));
+    assert!(!screen(&a, 120, 24).contains("taken:"));
+
+    // Work under way stays until its result: a key does not clear it.
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    typed(&mut a, "INC-1 host gone");
+    key(&mut a, KeyCode::BackTab); // → Take over
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 120, 24);
+    assert!(s.contains("taking over billing/LEASE…"), "{s}");
+    a.update(Action::Tick(at(30)));
+    assert!(screen(&a, 120, 24).contains("taking over billing/LEASE…"));
+    result(&mut a);
+    assert!(matches!(a.mode(), Mode::Normal));
+
+    key(&mut a, KeyCode::Char('q'));
+    assert!(a.should_quit());
+}
+
+/// Issue 35: `S` reverses the sort (▲ marks it), `s` moves on to the next
+/// column in its own order again; Esc does not quit.
+#[tokio::test]
+async fn capital_s_reverses_the_sort() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 120, 20).await;
+    let order = |a: &App| a.rows().map(|p| p.prefix.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        order(&a),
+        ["archive/", "billing/", "events/", "ledger/", "orders/"]
+    );
+    key(&mut a, KeyCode::Char('S'));
+    assert!(a.leases().reversed());
+    assert_eq!(
+        order(&a),
+        ["orders/", "ledger/", "events/", "billing/", "archive/"]
+    );
+    assert!(screen(&a, 120, 20).contains("PREFIX▲"));
+    // The next column, in its own order (State: most urgent first).
+    for _ in 0..5 {
+        key(&mut a, KeyCode::Char('s'));
+    }
+    assert_eq!(a.leases().sort(), SortKey::State);
+    assert!(!a.leases().reversed());
+    assert_eq!(
+        order(&a),
+        ["ledger/", "events/", "billing/", "orders/", "archive/"]
+    );
+    assert!(screen(&a, 120, 20).contains("STATE▼"));
+    key(&mut a, KeyCode::Char('S'));
+    assert_eq!(
+        order(&a),
+        ["archive/", "orders/", "billing/", "events/", "ledger/"]
+    );
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.should_quit());
+    // The help lists it, from the one key table.
+    key(&mut a, KeyCode::Char('?'));
+    assert!(screen(&a, 120, 40).contains("reverse the sort"));
+}
+
+/// Issue 35 trip 14: the status bar does not extrapolate a rate and a cost
+/// from a few seconds of readings (right after a probe's burst it said
+/// "3301 req/min ≈ $0.0825/h"): it says "measuring" until 30 s of readings.
+#[tokio::test]
+async fn the_request_rate_is_not_extrapolated_from_a_few_seconds() {
+    use leasectl::store::RequestCounts;
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 160, 24).await;
+    a.settings.targets = vec!["s3://bkt/backups/".into()];
+    let status = |a: &App| screen(a, 160, 24).lines().last().unwrap().to_owned();
+    a.update(Action::Counters(RequestCounts::default()));
+    a.update(Action::Tick(at(4)));
+    a.update(Action::Counters(RequestCounts {
+        requests: 220,
+        errors: 0,
+        lists: 10,
+    }));
+    let s = status(&a);
+    assert!(s.contains("req/min: measuring"), "{s}");
+    assert!(!s.contains("≈ $") && !s.contains("3300"), "{s}");
+    assert_eq!(a.cost_per_hour(), None);
+    // 30 s of readings: the rate over them, and its cost.
+    a.update(Action::Tick(at(30)));
+    a.update(Action::Counters(RequestCounts {
+        requests: 250,
+        errors: 0,
+        lists: 12,
+    }));
+    let s = status(&a);
+    assert!(s.contains("│ 500 req/min ≈ $"), "{s}");
+    assert!(a.cost_per_hour().is_some());
+}
+
+/// Issue 35 trip 13: after the operator's own takeover with `then release`
+/// (the write task on a real local store), read only once released, the
+/// holder history says it was a takeover (it said "released: holder-billing
+/// → (none)"); the detail pane shows no "ETag seen for" where there is no
+/// ETag.
+#[tokio::test]
+async fn the_history_names_a_takeover_released_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let url = format!("file://{}/", dir.path().display());
+    let audit = tempfile::tempdir().unwrap();
+    let audit_path = audit.path().join("audit.jsonl");
+    let clock: SharedClock = std::sync::Arc::new(ManualClock::new(at(1)));
+    let store = std::sync::Arc::new(LocalStore::open(dir.path()).unwrap());
+    let ops = leasectl::tui::ops::Ops {
+        targets: vec![leasectl::tui::ops::OpsTarget {
+            url: url.clone(),
+            endpoint: "local".into(),
+            bucket: None,
+            store: store.clone(),
+            root: String::new(),
+        }],
+        audit: leasectl::audit::AuditLog::open(&audit_path).unwrap(),
+        exclusion: leasectl::bucket::Exclusion::Conditional,
+        ttl_s: 30,
+        record_format: leasectl::bucket::RecordFormat::Leasectl,
+        clock: clock.clone(),
+    };
+    let (tx, mut results) = tokio::sync::mpsc::channel(16);
+    let (commands, _task) = ops.start(tx);
+    let mut a = app(dir.path(), false, 220, 40).await;
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    typed(&mut a, "INC-13 host gone");
+    key(&mut a, KeyCode::BackTab); // → Take over (then: release, the default)
+    key(&mut a, KeyCode::Enter);
+    pump(&mut a, &commands).await;
+    let done = tokio::time::timeout(Duration::from_secs(20), results.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    a.update(done);
+    // The next refresh: the audit log as the refresher follows it, and the
+    // released record.
+    a.update(Action::Audit(
+        leasectl::audit::AuditLog::read(&audit_path).unwrap(),
+    ));
+    let open = vec![OpenTarget {
+        target: url.parse().unwrap(),
+        endpoint: "local".into(),
+        store,
+    }];
+    let later: SharedClock = std::sync::Arc::new(ManualClock::new(at(3)));
+    let snap = snapshot::gather(&open, &GatherOptions::default(), &later).await;
+    a.update(Action::Snapshot(Box::new(snap)));
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 220, 40);
+    assert!(s.contains("released"), "the record is released: {s}");
+    assert!(
+        s.contains("takeover: holder-billing → (none)") && s.contains("host gone; released"),
+        "{s}"
+    );
+    assert!(!s.contains("released: holder-billing"), "{s}");
+    // The judgement names its state once.
+    assert!(!s.contains("released: released"), "{s}");
+    // No LEASE, no ETag: nothing was seen for how long.
+    key(&mut a, KeyCode::Enter);
+    select(&mut a, "archive/");
+    key(&mut a, KeyCode::Enter);
+    let s = screen(&a, 220, 40);
+    assert!(s.contains("ETag          -"), "{s}");
+    assert!(!s.contains("ETag seen for"), "{s}");
 }

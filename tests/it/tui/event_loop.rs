@@ -241,6 +241,23 @@ async fn the_whole_loop_takes_over_a_stale_lease_and_quits() {
         assert_eq!(written.record.instance_id, ours);
         assert!(done.contains(&ours), "{done}");
 
+        // Issue 35 trip 2: Esc closes the result (the key hints come back)
+        // and does not quit; the outcome stays readable in the detail
+        // pane's audit entries.
+        press(&keys, KeyCode::Esc);
+        screen
+            .until("the key hints back", |s| {
+                !s.contains("taken: billing/LEASE")
+                    && s.lines().last().is_some_and(|l| l.starts_with("q quit"))
+            })
+            .await;
+        press(&keys, KeyCode::Enter);
+        screen
+            .until("the outcome in the detail pane's audit entries", |s| {
+                s.contains("audit ") && s.contains(" outcome ") && s.contains("→ taken and held")
+            })
+            .await;
+
         // Quitting asks first (a lease is held), then releases it.
         press(&keys, KeyCode::Char('q'));
         screen

@@ -881,3 +881,83 @@ async fn detail_shows_the_generation_and_the_history_generations() {
     assert!(text.contains("first seen: holder-w "), "{text}");
     assert!(!text.contains("generation -"), "{text}");
 }
+
+/// Issue 35 trip 5: text cut to fit is marked with `…`, never cut in the
+/// middle without a mark: the pod view's box title (a long lock path) and
+/// the COMMAND column, the header's targets at 80 columns; the detail pane
+/// shows a malformed body whole, wrapped, up to its torn end.
+#[tokio::test]
+async fn cut_text_is_marked_and_a_torn_body_is_shown_to_its_end() {
+    // The pod view at 100 columns: a lock path and a command longer than
+    // their room.
+    let long_dir = format!("/data/{}", "very-long-directory-name/".repeat(5));
+    let command = format!("leasectl writer exec --data-dir {long_dir} -- server --flag");
+    let mut root = proc(100, 1, &command, env(Some("1"), None));
+    root.opens = vec![0];
+    root.holds = vec![0];
+    let obs = Observed {
+        processes: vec![root],
+        locks: vec![ObservedLock {
+            path: format!("{long_dir}.writer.lock"),
+            holders: vec![100],
+            locked: true,
+            proc_locks_pids: vec![100],
+            state: leasectl::writer::scan::LockFileState::Held,
+            state_reason: String::new(),
+            deleted: false,
+            current: None,
+        }],
+        alive: [1, 100].into_iter().collect(),
+        ..Observed::default()
+    };
+    let mut app = pod_app(judge(&obs), 100, 30).await;
+    app.update(Action::SwitchView);
+    let text = screen_text(&draw(&app, 100, 30));
+    let title = text
+        .lines()
+        .find(|l| l.contains(" processes 1/1 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        title.ends_with("…┐"),
+        "the title is cut with a mark: {title}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("leasectl writer exec"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("…"), "the command is cut with a mark: {row}");
+    assert!(row.contains("take") && row.contains("holds"), "{row}");
+
+    // The header at 80 columns: the targets with where they go, cut with a mark.
+    let dir = tempfile::tempdir().unwrap();
+    write_lease(
+        dir.path(),
+        "torn",
+        &format!("{{\"instance_id\":\"{}", "~".repeat(300)),
+    );
+    let mut snap = gather_at(dir.path(), at(0)).await;
+    snap.targets[0].endpoint = "http://127.0.0.1:9000 (region us-east-1, path-style)".into();
+    let mut app = App::new(
+        vec!["s3://backups-prod/mushroomdb/".into()],
+        false,
+        Duration::from_secs(5),
+        at(0),
+    );
+    app.update(Action::Resize(80, 30));
+    app.update(Action::Snapshot(Box::new(snap)));
+    let text = screen_text(&draw(&app, 80, 30));
+    let second = text.lines().nth(1).unwrap().trim_end();
+    assert!(second.ends_with('…'), "{second}");
+    assert!(second.chars().count() <= 80, "{second}");
+
+    // The detail pane at 100 columns: the torn body whole, to its last characters.
+    app.update(Action::Resize(100, 30));
+    app.update(Action::ToggleDetail);
+    let text = screen_text(&draw(&app, 100, 30));
+    assert!(text.contains("raw body"), "{text}");
+    let marks: usize = text.lines().map(|l| l.matches('~').count()).sum();
+    assert_eq!(
+        marks, 300,
+        "the whole body is shown, to its torn end:\n{text}"
+    );
+}

@@ -1,0 +1,84 @@
+//! [`SortedFamily`]: a metric family whose series are encoded in the order
+//! of their labels, so that an exposition lists its series in the same order
+//! on every run (`prometheus_client`'s `Family` keeps them in a `HashMap`,
+//! whose order changes from process to process).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::{MetricType, TypedMetric};
+
+/// A family of metrics of type `M` (a gauge or a counter, whose clones share
+/// one value) by label set `S`, encoded in `S`'s order. Clones share the
+/// family.
+#[derive(Debug)]
+pub struct SortedFamily<S, M> {
+    metrics: Arc<RwLock<BTreeMap<S, M>>>,
+}
+
+impl<S, M> Clone for SortedFamily<S, M> {
+    fn clone(&self) -> Self {
+        Self {
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+impl<S, M> Default for SortedFamily<S, M> {
+    fn default() -> Self {
+        Self {
+            metrics: Arc::default(),
+        }
+    }
+}
+
+impl<S: Ord + Clone, M: Default + Clone> SortedFamily<S, M> {
+    /// The metric of `labels`, created (at zero) if new: a handle sharing
+    /// its value.
+    pub fn get_or_create(&self, labels: &S) -> M {
+        let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(labels.clone()).or_default().clone()
+    }
+
+    /// Removes the metric of `labels`; whether it was there.
+    pub fn remove(&self, labels: &S) -> bool {
+        let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
+        map.remove(labels).is_some()
+    }
+
+    /// Removes every metric.
+    pub fn clear(&self) {
+        let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
+        map.clear();
+    }
+}
+
+impl<S, M: TypedMetric> TypedMetric for SortedFamily<S, M> {
+    const TYPE: MetricType = <M as TypedMetric>::TYPE;
+}
+
+impl<S, M> EncodeMetric for SortedFamily<S, M>
+where
+    S: Ord + EncodeLabelSet + std::fmt::Debug + Send + Sync,
+    M: EncodeMetric + TypedMetric + std::fmt::Debug + Send + Sync,
+{
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let map = self.metrics.read().unwrap_or_else(|e| e.into_inner());
+        for (labels, m) in map.iter() {
+            m.encode(encoder.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        M::TYPE
+    }
+
+    fn is_empty(&self) -> bool {
+        self.metrics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+}
