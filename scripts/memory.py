@@ -4,18 +4,23 @@
 Builds a local store of N prefix directories (default 50,000; one in twenty
 without a LEASE, the others fresh, stale or malformed in turn), then measures:
 
-- `-o prometheus`, `--json` and `-o ndjson` once each, under `/usr/bin/time -v`
-  (its "Maximum resident set size");
+- `-o prometheus`, `--json` and `-o ndjson`, `--runs` times each (the median
+  and the range), under `/usr/bin/time -v` (its "Maximum resident set size");
 - the console in tmux: the peak (VmHWM) and current (VmRSS) resident set of
-  the process once every row is loaded, and again after more refreshes.
+  the process once every row is loaded, and again after more refreshes, and
+  its CPU (user + system, % of a core) over that settle time.
 
 Usage: scripts/memory.py [--binary PATH] [--prefixes N] [--settle SECONDS]
+                         [--runs N] [--skip-console] [--only FORMAT,...]
+
+Environment variables such as MIMALLOC_PURGE_DELAY pass through to leasectl.
 """
 
 import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,6 +77,13 @@ def status_kib(pid):
     return out
 
 
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    # utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the name.
+    return int(fields[11]) + int(fields[12])
+
+
 def console(binary, store, n, settle):
     sock = f"leasectl-mem-{os.getpid()}"
     tmux = ["tmux", "-L", sock]
@@ -99,9 +111,11 @@ def console(binary, store, n, settle):
         with open(pidfile) as f:
             pid = int(f.read().strip())
         at_load = status_kib(pid)
+        t1, c1 = time.time(), cpu_ticks(pid)
         time.sleep(settle)
         later = status_kib(pid)
-        return loaded, at_load, later
+        cpu = (cpu_ticks(pid) - c1) / os.sysconf("SC_CLK_TCK") / (time.time() - t1)
+        return loaded, at_load, later, cpu * 100
     finally:
         subprocess.run([*tmux, "kill-server"], stderr=subprocess.DEVNULL)
 
@@ -112,6 +126,12 @@ def main():
     ap.add_argument("--prefixes", type=int, default=50_000)
     ap.add_argument("--settle", type=float, default=60.0)
     ap.add_argument("--skip-console", action="store_true")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each one-shot format")
+    ap.add_argument(
+        "--only",
+        default="prometheus,json,ndjson",
+        help="one-shot formats to measure (comma-separated; empty: none)",
+    )
     a = ap.parse_args()
     binary = os.path.abspath(a.binary)
     t = time.time()
@@ -119,16 +139,26 @@ def main():
     print(f"store: {a.prefixes} prefixes in {store} ({time.time() - t:.1f} s)")
     try:
         url = f"file://{store}/"
-        for fmt in (["-o", "prometheus"], ["--json"], ["-o", "ndjson"]):
-            kib, rc = max_rss_kib(binary, ["--no-pod", *fmt, url])
-            print(f"{' '.join(fmt):14} peak RSS {kib / 1024:7.1f} MiB (exit {rc})")
+        formats = {
+            "prometheus": ["-o", "prometheus"],
+            "json": ["--json"],
+            "ndjson": ["-o", "ndjson"],
+        }
+        for name in filter(None, a.only.split(",")):
+            fmt = formats[name]
+            runs = [max_rss_kib(binary, ["--no-pod", *fmt, url]) for _ in range(a.runs)]
+            mib = [kib / 1024 for kib, _ in runs]
+            print(
+                f"{' '.join(fmt):14} peak RSS {statistics.median(mib):7.1f} MiB "
+                f"(median of {a.runs}, {min(mib):.1f}–{max(mib):.1f}; exit {runs[0][1]})"
+            )
         if not a.skip_console:
-            loaded, at_load, later = console(binary, store, a.prefixes, a.settle)
+            loaded, at_load, later, cpu = console(binary, store, a.prefixes, a.settle)
             print(
                 f"console        loaded in {loaded:.1f} s; at load VmHWM "
                 f"{at_load['VmHWM'] / 1024:.1f} MiB VmRSS {at_load['VmRSS'] / 1024:.1f} MiB; "
                 f"{a.settle:.0f} s later VmHWM {later['VmHWM'] / 1024:.1f} MiB "
-                f"VmRSS {later['VmRSS'] / 1024:.1f} MiB"
+                f"VmRSS {later['VmRSS'] / 1024:.1f} MiB; CPU {cpu:.2f} % of a core"
             )
     finally:
         shutil.rmtree(store, ignore_errors=True)

@@ -64,8 +64,28 @@ pub fn print_document(text: &str) -> Result<(), Exit> {
     print_as(text, "the document to stdout")
 }
 
+/// [`print_document`] of a document that `write` writes as it is made
+/// (never held whole), then a newline, through a buffer on stdout.
+///
+/// # Errors
+/// As [`print`]; a document that cannot be serialised is said the same way.
+pub fn print_document_with(
+    write: impl FnOnce(&mut dyn Write) -> serde_json::Result<()>,
+) -> Result<(), Exit> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let r = write(&mut out)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    report_as(r.map_err(WriteError::from), "the document to stdout")
+}
+
 fn print_as(text: &str, what: &str) -> Result<(), Exit> {
-    match write_line(text) {
+    report_as(write_line(text), what)
+}
+
+fn report_as(written: Result<(), WriteError>, what: &str) -> Result<(), Exit> {
+    match written {
         Ok(()) => Ok(()),
         Err(WriteError::Closed) => Err(Exit::ClosedPipe),
         Err(WriteError::Failed(e)) => {

@@ -270,13 +270,25 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter
 /// Errors: `serde_json`'s, for a value that cannot be serialised.
 pub fn to_json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
     let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(
-        &mut out,
-        SafeFormatter(serde_json::ser::PrettyFormatter::new()),
-    );
-    value.serialize(&mut ser)?;
+    write_json_pretty(&mut out, value)?;
     // The serializer writes only UTF-8 (the escapes are ASCII).
     Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// [`to_json_pretty`] written to `w` as it is serialised, never held whole
+/// (`--json`: a 10,000-row document is 7 MB).
+///
+/// Errors: `serde_json`'s, for a value that cannot be serialised or a
+/// write that failed (its I/O error is kept: [`serde_json::Error::io_error_kind`]).
+pub fn write_json_pretty<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    w: W,
+    value: &T,
+) -> serde_json::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(
+        w,
+        SafeFormatter(serde_json::ser::PrettyFormatter::new()),
+    );
+    value.serialize(&mut ser)
 }
 
 /// `value` as one line of JSON (no newline inside), with the escapes of
