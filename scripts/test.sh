@@ -14,7 +14,7 @@ fi
 cd "$repo"
 # Four tests at a time on any machine unless RUST_TEST_THREADS says otherwise:
 # most of them wait on S3 servers, processes and clocks, not on a core
-# (PERFORMANCE.md, target 6: 8 m 44 s at one per core on 2 cores).
+# (docs/performance-history.md, target 6: 8 m 44 s at one per core on 2 cores).
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(( $(nproc) > 4 ? $(nproc) : 4 ))}"
 cargo test --all-targets "$@"
 # Doc tests (e.g. the compile-time proof that a read-only store cannot be written)

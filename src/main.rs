@@ -7,15 +7,14 @@ use leasectl::exit::Exit;
 /// mimalloc instead of glibc's allocator: the console frees and allocates
 /// thousands of small objects at every refresh and frame, and glibc spent
 /// a third of its CPU sorting and coalescing its free lists
-/// (PERFORMANCE.md, "Issue 27", target 1). Built without the `mimalloc`
+/// (a profile of the console at 10,000 prefixes). Built without the `mimalloc`
 /// feature, the system allocator is used (for heap profilers).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// mimalloc's options, set before anything else runs (PERFORMANCE.md,
-/// "Memory"): with its defaults (arenas committed eagerly, freed pages
-/// purged after 1 s) a `--json` of 10,000 prefixes on a local store peaked
+/// mimalloc's options, set before anything else runs: with its defaults
+/// (arenas committed eagerly, freed pages purged after 1 s) a `--json` of 10,000 prefixes on a local store peaked
 /// at 92–142 MiB, against 36 MiB with glibc's allocator: the pages freed by
 /// the 128 reader threads stayed resident. Not committing arenas eagerly and
 /// purging freed pages at once brings it to ~33 MiB. An option given in the

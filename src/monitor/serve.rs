@@ -195,7 +195,7 @@ pub async fn serve(
         .audit_path
         .map(|p| crate::audit::AuditTail::new(p, AUDIT_KEEP));
     // The gatherer runs on a thread and current-thread runtime of its own
-    // (cheaper requests: PERFORMANCE.md, "Issue 27", target 2); scrapes are
+    // (a request costs half the CPU there: no hand-off between workers); scrapes are
     // answered on the command's runtime.
     let gathering = crate::runtime::spawn("leasectl-gather", async move {
         // The audit log's last error: warned once, and again only when it

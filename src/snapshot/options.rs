@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::store::StoreError;
 
 /// Requests in flight at once per target unless `--concurrency` says otherwise:
-/// 128, chosen from the latency sweep in PERFORMANCE.md (at 30 ms RTT and
+/// 128, chosen from a latency sweep (`scripts/compare.sh --only rtt`: at 30 ms RTT and
 /// 10,000 prefixes: 20.6 s at 32, 9.8 s at 64, 5.1 s at 128, 5.0 s at 256 —
 /// as fast as 256 with half the connections). A service that answers
 /// `503 SlowDown` gets fewer (the gather halves its limit).

@@ -148,8 +148,8 @@ impl PodScans {
     /// Takes this refresh's scan (`scanned`, new when `due`): into the new
     /// `snapshot` if there is one; else, a new scan that found something
     /// different from the last one comes back to go alone (rebuilding
-    /// 10,000 rows for it was most of the idle cost of a large console:
-    /// PERFORMANCE.md, "Issue 27"). A failed scan comes back as its error.
+    /// 10,000 rows for it was most of the idle cost of a large console). A
+    /// failed scan comes back as its error.
     fn take(
         &mut self,
         due: bool,
@@ -180,8 +180,8 @@ impl PodScans {
 /// Rows already read go to the console while a long gather goes on (the
 /// first one, at thousands of prefixes). Each report holds every row read
 /// so far, so one is queued only when the console has taken the previous
-/// one: queued reports were whole copies of the table (PERFORMANCE.md,
-/// "Memory").
+/// one: queued reports were whole copies of the table (four of them at
+/// 50,000 prefixes were most of the console's peak memory).
 fn send_progress(progress: &mpsc::Sender<Gathered>, counters: &Counters, p: Progress) {
     if progress.capacity() < progress.max_capacity() {
         return;
@@ -203,8 +203,7 @@ fn send_progress(progress: &mpsc::Sender<Gathered>, counters: &Counters, p: Prog
 /// tail. A new snapshot only when more than rows changed, the changed rows
 /// alone when only they did, and a pod scan that found something new
 /// without a new snapshot alone (rebuilding 10,000 rows for the hundred rows
-/// a refresh reads was most of the idle cost of a large console:
-/// PERFORMANCE.md, "Issue 27").
+/// a refresh reads was most of the idle cost of a large console).
 async fn gather_once(
     gatherer: &mut Gatherer,
     clock: &SharedClock,

@@ -1,7 +1,7 @@
 //! What the console's once-a-second tick judges again.
 //!
 //! At 10,000 rows, judging every row every second was a third of the
-//! console's own CPU (PERFORMANCE.md, "Issue 27", target 1). Between two
+//! console's own CPU. Between two
 //! whole judgements (each snapshot and refresh), a row's verdict changes
 //! only at an instant the rules give ([`crate::bucket::judge::next_change`]):
 //! a fresh lease turns stale at its expiry; a problem that quotes a moving
