@@ -202,3 +202,71 @@ fn takeover_confirmation_accepts_the_escaped_prefix() {
         "taken, then released"
     );
 }
+
+/// Issue 34 §2 end to end: a real console in tmux watches one prefix change
+/// hands (holder-a, then holder-b over a fresh record, then none, then
+/// holder-c); `h` opens the timeline pane with a lane per holder, the time
+/// without a holder, and the fresh record replaced as an overlap; `Esc`
+/// closes it and `q` quits.
+#[test]
+fn the_timeline_pane_draws_the_session_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    std::fs::create_dir_all(&db).unwrap();
+    let write = |holder: &str| {
+        let t = chrono::Utc::now().to_rfc3339();
+        std::fs::write(
+            db.join("LEASE"),
+            format!(
+                r#"{{"instance_id":"{holder}","acquired_at":"{t}","renewed_at":"{t}","ttl_s":60}}"#
+            ),
+        )
+        .unwrap();
+    };
+    write("holder-a");
+    let tmux = Tmux::start(140, 36);
+    tmux.type_line(&format!(
+        "{} --read-only --no-pod --refresh 1s file://{}/ ; echo EXIT=$?",
+        env!("CARGO_BIN_EXE_leasectl"),
+        dir.path().display()
+    ));
+    tmux.wait_for(Duration::from_secs(15), "holder-a", |s| {
+        s.contains("holder-a")
+    });
+    write("holder-b");
+    tmux.wait_for(Duration::from_secs(15), "holder-b", |s| {
+        s.contains("holder-b")
+    });
+    std::fs::remove_file(db.join("LEASE")).unwrap();
+    tmux.wait_for(Duration::from_secs(15), "the lease gone", |s| {
+        s.contains("absent")
+    });
+    write("holder-c");
+    tmux.wait_for(Duration::from_secs(15), "holder-c", |s| {
+        s.contains("holder-c")
+    });
+    tmux.send(&["h"]);
+    let screen = tmux.wait_for(Duration::from_secs(10), "the timeline pane", |s| {
+        s.contains("timeline of db/")
+    });
+    for lane in ["holder-a", "holder-b", "holder-c", "(no holder)"] {
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.contains(lane) && (l.contains('█') || l.contains('░'))),
+            "no lane for {lane}:\n{screen}"
+        );
+    }
+    assert!(
+        screen.contains("OVERLAP (this session)") && screen.contains('▓'),
+        "holder-b replaced a fresh record: an overlap\n{screen}"
+    );
+    tmux.send(&["Escape"]);
+    tmux.wait_for(Duration::from_secs(10), "the table again", |s| {
+        s.contains("PREFIX") && !s.contains("timeline of db/")
+    });
+    tmux.send(&["q"]);
+    tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
+        s.contains("EXIT=0")
+    });
+}
