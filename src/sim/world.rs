@@ -310,6 +310,20 @@ impl Holder {
     }
 }
 
+/// A host clock's error drawn from `rng`: an offset within ±`max_off_us`,
+/// a drift within ±200 ppm, no step yet.
+fn clock_error(rng: &mut StdRng, max_off_us: i64) -> ClockError {
+    ClockError {
+        offset_us: if max_off_us > 0 {
+            rng.random_range(-max_off_us..=max_off_us)
+        } else {
+            0
+        },
+        drift_ppm: rng.random_range(-200..=200),
+        steps_us: 0,
+    }
+}
+
 /// Runs one seed to its end and returns what the checker found.
 pub fn run_seed(opts: Options) -> Outcome {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -390,15 +404,7 @@ async fn world(opts: Options) -> Outcome {
     let mut clocks = Vec::new();
     let mut tasks = Vec::new();
     for i in 0..n {
-        let err = ClockError {
-            offset_us: if max_off_us > 0 {
-                rng.random_range(-max_off_us..=max_off_us)
-            } else {
-                0
-            },
-            drift_ppm: rng.random_range(-200..=200),
-            steps_us: 0,
-        };
+        let err = clock_error(&mut rng, max_off_us);
         world.lock().log(format_args!(
             "h{i} clock offset {:+.3}s drift {:+}ppm",
             err.offset_us as f64 / 1e6,
@@ -429,15 +435,7 @@ async fn world(opts: Options) -> Outcome {
     }
     let audit_dir = std::env::temp_dir().join(format!("leasectl-sim-{}-{run}", std::process::id()));
     if operator {
-        let err = ClockError {
-            offset_us: if max_off_us > 0 {
-                op_rng.random_range(-max_off_us..=max_off_us)
-            } else {
-                0
-            },
-            drift_ppm: op_rng.random_range(-200..=200),
-            steps_us: 0,
-        };
+        let err = clock_error(&mut op_rng, max_off_us);
         let clock = SimClock::new(truth, err);
         {
             let mut w = world.lock();
