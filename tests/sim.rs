@@ -148,3 +148,10 @@ fn release_deletes_any_is_caught() {
 fn takeover_fence_ignored_is_caught() {
     assert_caught("takeover-fence-ignored", Property::S1, 400);
 }
+
+/// A fence that closes before the renewal that would keep it open: the
+/// holder evicts itself on a store that failed nothing (L1).
+#[test]
+fn fence_closes_early_is_caught() {
+    assert_caught("fence-closes-early", Property::L1, 400);
+}

@@ -34,10 +34,14 @@ pub enum Defect {
     /// A forced takeover of a live lease does not wait for the replaced
     /// holder's fence: the new holder may write at once.
     TakeoverFenceIgnored,
+    /// The fence closes at a sixth of the TTL, before the renewal due at a
+    /// third: a live holder evicts itself (a surviving mutant of
+    /// `fence_window`, `*` → `/`, until L1 looked for it).
+    FenceClosesEarly,
 }
 
 /// Every defect with its name, as `--defect NAME` takes it.
-pub const ALL: [(&str, Defect); 9] = [
+pub const ALL: [(&str, Defect); 10] = [
     ("fence-never-closes", Defect::FenceNeverCloses),
     ("fence-at-full-ttl", Defect::FenceAtFullTtl),
     ("renew-unconditional", Defect::RenewUnconditional),
@@ -47,6 +51,7 @@ pub const ALL: [(&str, Defect); 9] = [
     ("release-deletes-any", Defect::ReleaseDeletesAny),
     ("offset-check-off", Defect::OffsetCheckOff),
     ("takeover-fence-ignored", Defect::TakeoverFenceIgnored),
+    ("fence-closes-early", Defect::FenceClosesEarly),
 ];
 
 /// The defect of `name`, if any.

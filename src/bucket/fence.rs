@@ -115,6 +115,10 @@ fn fence_window(ttl: Duration) -> Duration {
     if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceAtFullTtl) {
         return ttl;
     }
+    #[cfg(feature = "sim")]
+    if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceClosesEarly) {
+        return ttl / 6;
+    }
     ttl * 2 / 3
 }
 

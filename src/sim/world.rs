@@ -19,7 +19,9 @@ use super::clock::{ClockError, SimClock, TrueTime};
 use super::state::{tenure_of, Outcome, Property, Shared, Tenure, Variant, World, PREFIX};
 use super::store::SimStore;
 use crate::bucket::defect::{self, Defect};
-use crate::bucket::{BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, Watchdog};
+use crate::bucket::{
+    BucketLease, FenceClosed, FenceStatus, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, Watchdog,
+};
 
 /// What one seed's run is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -180,6 +182,7 @@ impl Holder {
                 let open = ka.status().is_open();
                 self.check_loss_learned(&tenure, open, now, ttl_ms);
                 if !open {
+                    self.check_not_evicted(&tenure, ka.status(), ttl_ms);
                     let how = ka.stop_and_release().await;
                     let mut w = self.world.lock();
                     w.log(format_args!("h{} fence closed; {how}", self.index));
@@ -226,6 +229,35 @@ impl Holder {
                 return;
             }
             tokio::time::sleep(d).await;
+        }
+    }
+
+    /// L1: a live holder on a healthy store is never evicted — not by
+    /// another, and not by its own fence. Where no request fails (fault rate
+    /// 0), the TTL leaves room for the slowest answer, the holder has been
+    /// reachable and running for two TTLs and its record is still the one
+    /// stored, a fence closed for want of a renewal is the engine evicting a
+    /// holder that did nothing wrong.
+    fn check_not_evicted(&self, tenure: &Tenure, status: FenceStatus, ttl_ms: u64) {
+        let FenceStatus::Closed(FenceClosed::Expired) = status else {
+            return;
+        };
+        let mut w = self.world.lock();
+        let now = w.now_ms();
+        // A TTL of 12 s or more: a renewal's slack (a third of a TTL) then
+        // outlasts the slowest answer drawn (1.5 s) with room to spare; at
+        // 6 s, slow answers around an acquire's checks close a fence rightly.
+        let quiet = w.variant == Variant::Healthy
+            && w.fault_rate == 0.0
+            && ttl_ms >= 12_000
+            && now > w.partition_ended[self.index] + 2 * ttl_ms
+            && w.current.as_ref() == Some(tenure);
+        if quiet {
+            let what = format!(
+                "h{} ({}) closed its own fence for want of a renewal on a store that failed no request: a live holder evicted",
+                self.index, tenure.0
+            );
+            w.violation(Property::L1, tenure, what);
         }
     }
 
