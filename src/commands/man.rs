@@ -5,9 +5,8 @@ use crate::setup::Context;
 
 /// Prints the whole man page.
 pub fn run(_ctx: &Context) -> Exit {
-    use clap::CommandFactory;
     let mut out = Vec::new();
-    if let Err(e) = render_man(crate::cli::Cli::command(), &mut out) {
+    if let Err(e) = render_man(crate::cli::command(), &mut out) {
         eprintln!("leasectl: could not render the man page: {e}");
         return Exit::Failed;
     }

@@ -13,8 +13,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use clap::CommandFactory;
-
 use crate::common::cli::text;
 use crate::common::{self, file_url, repo, run_with_timeout};
 
@@ -45,7 +43,7 @@ fn leaf_commands() -> Vec<(Vec<String>, clap::Command)> {
             }
         }
     }
-    let mut root = leasectl::cli::Cli::command();
+    let mut root = leasectl::cli::command();
     root.build();
     let mut out = vec![(Vec::new(), root.clone())];
     walk(&root, Vec::new(), &mut out);
@@ -206,7 +204,7 @@ fn typos_of_every_subcommand_and_watch_values_get_a_hint() {
     .iter()
     .map(|(t, c)| (t.to_string(), c.to_string()))
     .collect();
-    for sub in leasectl::cli::Cli::command().get_subcommands() {
+    for sub in leasectl::cli::command().get_subcommands() {
         let name = sub.get_name();
         if name != "help" {
             // One letter doubled at the end: a typo at distance 1.
@@ -1032,8 +1030,133 @@ fn the_man_pages_examples_are_the_docs_and_parse() {
             }
         }
         argv.push(word);
-        if let Err(e) = <leasectl::cli::Cli as clap::Parser>::try_parse_from(&argv) {
+        if let Err(e) = leasectl::cli::command().try_get_matches_from(&argv) {
             panic!("the example `{line}` does not parse: {e}");
         }
     }
+}
+
+/// Issue 35: `audit --help` and `config --help` (and `config path|view`)
+/// list no option that does nothing there (`--audit-to`, `-c` and the S3
+/// options, `--concurrency`, `--conditional`), and refuse them after the
+/// command's name; given before it (a shell alias) they are accepted. Every
+/// other command still lists them, and a value given after its name is the
+/// command line's.
+#[test]
+fn audit_and_config_neither_list_nor_take_options_that_do_nothing_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let audit = audit.to_str().unwrap();
+    let none = [
+        "--context",
+        "--endpoint-url",
+        "--region",
+        "--profile",
+        "--path-style",
+        "--timeout",
+        "--concurrency",
+        "--conditional",
+        "--audit-to",
+    ];
+    for path in [
+        &["audit"][..],
+        &["config"],
+        &["config", "path"],
+        &["config", "view"],
+    ] {
+        let h = help(path);
+        for o in none {
+            assert!(
+                !h.contains(o),
+                "`leasectl {} --help` lists {o}:\n{h}",
+                path.join(" ")
+            );
+        }
+        for o in [
+            "--concurrency=5",
+            "--conditional=off",
+            "--region=eu-west-1",
+            "--path-style",
+            "--timeout=5s",
+            "--context=prod",
+            "--audit-to=file:///tmp/x/",
+        ] {
+            let mut args = path.to_vec();
+            if path == ["config"] {
+                args.push("path");
+            }
+            args.push(o);
+            if path == ["audit"] {
+                args.extend(["--audit-log", audit]);
+            }
+            let out = run_quiet(&args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            let name = o.split('=').next().unwrap();
+            assert!(
+                err.contains(&format!("unexpected argument '{name}'")),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // Before the command, as `alias lc='leasectl --endpoint-url … --path-style'`.
+    let out = run_quiet(&[
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+        "--path-style",
+        "--concurrency",
+        "4",
+        "audit",
+        "--audit-log",
+        audit,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("no audit entries in"));
+    // Every other command lists them, and takes them after its name.
+    for path in [
+        &["check"][..],
+        &["bucket", "hold"],
+        &["takeover"],
+        &["probe"],
+    ] {
+        let h = help(path);
+        for o in &none[..8] {
+            assert!(
+                h.contains(o),
+                "`leasectl {} --help` lacks {o}",
+                path.join(" ")
+            );
+        }
+    }
+    use clap::FromArgMatches;
+    let matches = leasectl::cli::command()
+        .try_get_matches_from([
+            "leasectl",
+            "bucket",
+            "hold",
+            "--region",
+            "eu-west-1",
+            "--concurrency",
+            "7",
+            "file:///tmp/x/",
+            "--",
+            "true",
+        ])
+        .unwrap();
+    let cli = leasectl::cli::Cli::from_arg_matches(&matches).unwrap();
+    assert_eq!(cli.s3.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(cli.s3.concurrency, 7);
+    let matches = leasectl::cli::command()
+        .try_get_matches_from([
+            "leasectl",
+            "--timeout",
+            "3s",
+            "check",
+            "--conditional",
+            "off",
+        ])
+        .unwrap();
+    let cli = leasectl::cli::Cli::from_arg_matches(&matches).unwrap();
+    assert_eq!(cli.s3.timeout, Duration::from_secs(3));
+    assert_eq!(cli.s3.conditional, Some(leasectl::cli::OnOff::Off));
 }
