@@ -1356,3 +1356,49 @@ async fn the_history_names_a_takeover_released_at_once() {
     assert!(s.contains("ETag          -"), "{s}");
     assert!(!s.contains("ETag seen for"), "{s}");
 }
+
+/// Issue 35, trip 16: the help says how often the request budget lets a row
+/// off screen be read — at least every 5 minutes only while the budget covers
+/// the rows off screen in that time, else about every N / what the budget
+/// leaves once the rows on screen and the listings are paid; none when the
+/// screen uses it whole.
+#[tokio::test]
+async fn help_says_how_often_the_budget_reads_rows_off_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..300 {
+        std::fs::create_dir_all(dir.path().join(format!("db{i:03}"))).unwrap();
+    }
+    let mut a = app(dir.path(), true, 100, 24).await;
+    assert_eq!(a.total_rows(), 300);
+    let on_screen = a.rows_in_view().len();
+    assert_eq!(on_screen, 17);
+    // Listings every 30 s (6 refreshes of 5 s): one page a listing, 2 a
+    // minute; the rows on screen: 17 × 12 = 204 a minute.
+    a.settings.relist_every = 6;
+    key(&mut a, KeyCode::Char('?'));
+    for (budget, line) in [
+        (
+            1200,
+            "off-screen rows: read at least every 5m00s (283 rows / 994 of the 1200 req/min budget left)",
+        ),
+        (
+            250,
+            "off-screen rows: read only about every 6m25s (283 rows / 44 of the 250 req/min budget left)",
+        ),
+        (
+            150,
+            "off-screen rows: not read while the rows on screen use the 150 req/min budget",
+        ),
+    ] {
+        a.settings.max_requests = budget;
+        let text = screen(&a, 100, 24);
+        assert!(text.contains(line), "{budget}: {text}");
+        assert!(text.contains("any key closes"), "{budget}: {text}");
+    }
+    // Every row on screen: nothing to say.
+    let few = tempfile::tempdir().unwrap();
+    seed(few.path());
+    let mut a = app(few.path(), true, 100, 24).await;
+    key(&mut a, KeyCode::Char('?'));
+    assert!(!screen(&a, 100, 24).contains("off-screen rows"));
+}
