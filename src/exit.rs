@@ -1,5 +1,6 @@
-//! Every exit code leasectl uses, in one place (README: the exit-code tables
-//! of `--json`, `probe`, `bucket hold`, `takeover` and `writer exec`).
+//! Every exit code leasectl uses, in one place, and what each means for
+//! every command ([`EXIT_TABLE`]: docs/exit-codes.md and the man page's EXIT
+//! STATUS are made from it).
 //! `leasectl check` alone follows another convention, the monitoring
 //! plugins' (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN): see [`Exit::Check`].
 //! A closed stdout ends the printing commands with 141 (128 + SIGPIPE), as a
@@ -109,3 +110,179 @@ impl Exit {
         }
     }
 }
+
+/// What the exit codes' table does not say in a cell (Markdown): read before
+/// the table.
+pub const EXIT_INTRO: &str = "A dash: the command never exits with that code. `check` follows the \
+Nagios plugin convention; `bucket hold` and `writer exec` exit with their command's own status \
+when it ran (128 + N when signal N killed it).";
+
+/// The commands the table has no column for (Markdown): read after the table.
+pub const EXIT_OTHERS: &str = "The console (`leasectl [TARGET]…` without `--json`) exits 0 when \
+quit, 1 when it cannot start (no terminal, a target that cannot be opened), 2 on usage. `serve` \
+runs until stopped (0), 1 when it cannot listen. `audit` exits 0 (unreadable lines are named on \
+stderr), 1 when the log cannot be read. `config path` exits 0; `config view` exits 2 when the \
+file is missing or invalid.";
+
+/// The columns of [`EXIT_TABLE`]: the commands (or groups of them) whose codes it gives.
+pub const EXIT_COLUMNS: [&str; 8] = [
+    "`--json`, `-o`, `--watch`, `pod-scan`",
+    "`check`",
+    "`probe`",
+    "`timeline`",
+    "`bucket hold`",
+    "`bucket fence-check`",
+    "`takeover`",
+    "`writer exec`",
+];
+
+/// Every command's exit codes, one row per code: what the code means for
+/// each column of [`EXIT_COLUMNS`] (Markdown; `—`: the command never exits
+/// with it). The one source of docs/exit-codes.md's table (a test compares
+/// them cell by cell) and of the man page's EXIT STATUS section; a test checks
+/// that each code is in its command's `--help`.
+pub const EXIT_TABLE: &[(i32, [&str; 8])] = &[
+    (
+        0,
+        [
+            "every target gathered, nothing needs attention",
+            "OK",
+            "the service honours the preconditions",
+            "nothing wrong found",
+            "the command's own 0",
+            "the fence is open: a write may start",
+            "taken (and released, held until Ctrl-C, or handed over)",
+            "the command's own 0",
+        ],
+    ),
+    (
+        1,
+        [
+            "a target, prefix, the pod scan or a requested audit log could not be read completely",
+            "WARNING: an age over `--warn-age`, a state needing attention that `--crit-state` does not name, a record with a problem noted, every prefix absent while LEASE keys lie deeper than `--depth`",
+            "the probe failed (store error)",
+            "a source could not be read completely, or no source holds the history",
+            "other failures (store unreachable at start)",
+            "the descriptor could not be polled",
+            "failed: audit log not writable (nothing sent), store error",
+            "—",
+        ],
+    ),
+    (
+        2,
+        [
+            "usage",
+            "CRITICAL: a state in `--crit-state`, an age over `--crit-age`, fewer than `--min-leases`, a pod verdict",
+            "usage",
+            "usage",
+            "usage (bad flag, `--ttl` outside 3 s – 1 h, bad URL)",
+            "usage: not run under `bucket hold`",
+            "usage (empty `--reason`, no terminal and no `--yes`)",
+            "usage (no command, bad flag)",
+        ],
+    ),
+    (
+        3,
+        [
+            "gathered, and something needs attention: stale, suspect, malformed, a problem noted, a pod verdict, every prefix absent while LEASE keys lie deeper than `--depth` (`--json`, `-o table`)",
+            "UNKNOWN: something not gathered or judged, or bad usage",
+            "the service deviates (a precondition ignored, an unusable ETag), or `--race` found it not atomic",
+            "an overlap (two holders could both write) or a generation that went back",
+            "—",
+            "—",
+            "—",
+            "—",
+        ],
+    ),
+    (
+        4,
+        [
+            "—",
+            "—",
+            "—",
+            "—",
+            "the lease was not acquired (held, held under the same `--instance-id`, under watch, preconditions ignored, this host's clock too far off)",
+            "—",
+            "refused, nothing written (no LEASE, fresh without `--force`, changed since seen, under watch, preconditions ignored, not confirmed)",
+            "—",
+        ],
+    ),
+    (
+        5,
+        [
+            "—",
+            "—",
+            "—",
+            "—",
+            "the lease was lost or its fence closed: the command was stopped",
+            "the fence has closed: start no more writes",
+            "`--then hold`: the held lease was lost or its fence closed",
+            "—",
+        ],
+    ),
+    (
+        6,
+        [
+            "—",
+            "—",
+            "—",
+            "—",
+            "—",
+            "—",
+            "`--force` with `--then release` or `handover:ID`: a signal ended the wait for the old holder's fence (the lease is left to expire after it)",
+            "—",
+        ],
+    ),
+    (
+        125,
+        [
+            "—",
+            "—",
+            "—",
+            "—",
+            "`--containment require` and the kernel refused a PID namespace, or the containment could not start (nothing acquired)",
+            "—",
+            "—",
+            "refused to start: invalid `CLOUD_WRITER_LEASE`, lock still held after `--wait`, lock file refused or cannot be opened",
+        ],
+    ),
+    (
+        126,
+        [
+            "—",
+            "—",
+            "—",
+            "—",
+            "the command cannot be run (not executable)",
+            "—",
+            "—",
+            "the command cannot be run",
+        ],
+    ),
+    (
+        127,
+        [
+            "—",
+            "—",
+            "—",
+            "—",
+            "the command was not found",
+            "—",
+            "—",
+            "the command was not found",
+        ],
+    ),
+    (
+        141,
+        [
+            "stdout closed (a pipe whose reader went away)",
+            "—",
+            "—",
+            "—",
+            "—",
+            "—",
+            "—",
+            "—",
+        ],
+    ),
+];

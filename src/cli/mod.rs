@@ -41,6 +41,53 @@ pub struct Cli {
     pub context: Option<String>,
 }
 
+/// The commands on which the global options (`-c` and the S3 ones: every
+/// option declared `global = true`) do nothing: `audit` reads only the
+/// local audit log, `config` only the config file. Their `--help` does not
+/// list those options and they refuse them after the command's name; given
+/// before it (`leasectl --region R audit`, as a shell alias does) they are
+/// accepted for the top level and do nothing.
+pub const LOCAL_COMMANDS: [&str; 2] = ["audit", "config"];
+
+/// The command line as leasectl parses it: [`Cli`]'s, except that each
+/// global option is copied to every subcommand but [`LOCAL_COMMANDS`] (and,
+/// from there, to the nested ones) instead of being propagated everywhere.
+/// Its values end up in [`Cli`] as before: the copies are global, so clap
+/// hands a value given after a command up to the top level.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let shared: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    for a in &shared {
+        cmd = cmd.mut_arg(a.get_id(), |a| a.global(false));
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    // Every subcommand in turn (`mut_subcommand` moves it last: the order
+    // stays), the local ones unchanged.
+    for name in names {
+        let local = LOCAL_COMMANDS.contains(&name.as_str());
+        cmd = cmd.mut_subcommand(name, |sub| {
+            if local {
+                return sub;
+            }
+            // After the command's own options and before `--help` (999)
+            // in its help, as propagated ones were.
+            shared
+                .iter()
+                .enumerate()
+                .fold(sub, |sub, (i, a)| sub.arg(a.clone().display_order(900 + i)))
+        });
+    }
+    cmd
+}
+
 /// Options of the console and of `--json`.
 #[derive(Debug, Args, Clone)]
 pub struct ConsoleArgs {
@@ -531,9 +578,10 @@ pub struct AuditListArgs {
     /// One JSON array on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Audit log options.
-    #[command(flatten)]
-    pub audit: AuditArgs,
+    /// The local audit log to list. Default: the platform data directory, e.g.
+    /// ~/.local/share/leasectl/audit.jsonl.
+    #[arg(long, value_name = "PATH")]
+    pub audit_log: Option<PathBuf>,
 }
 
 /// `leasectl demo`.

@@ -7,7 +7,7 @@ use crate::text::sanitize;
 
 /// `leasectl audit [--json]`: the log at `--audit-log` (or the default path).
 pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
-    let path = match &a.audit.audit_log {
+    let path = match &a.audit_log {
         Some(p) => p.clone(),
         None => match crate::audit::AuditLog::default_path() {
             Ok(p) => p,

@@ -6,8 +6,7 @@ use crate::setup::Context;
 
 /// Prints the completion script for the shell asked.
 pub fn run(a: &CompletionsArgs, _ctx: &Context) -> Exit {
-    use clap::CommandFactory;
-    let mut cmd = crate::cli::Cli::command();
+    let mut cmd = crate::cli::command();
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "leasectl", &mut out);
     match crate::stdout::print(String::from_utf8_lossy(&out).trim_end()) {

@@ -1,7 +1,7 @@
 //! From argv to a checked command line: parsing, the config file's context,
 //! the environment, and the rules that hold across commands.
 
-use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use clap::{ArgMatches, FromArgMatches};
 
 use super::Context;
 use crate::cli::Cli;
@@ -15,7 +15,7 @@ use crate::exit::{CheckStatus, Exit};
 /// # Errors
 /// The [`Exit`] when the command does not run: help, version, usage.
 pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
-    let command = Cli::command();
+    let command = crate::cli::command();
     hand_in_command_names(&command);
     let parsed = command
         .try_get_matches()
@@ -52,7 +52,7 @@ fn hand_in_command_names(command: &clap::Command) {
 /// The command argv names, as clap finds it when it ignores the errors (a
 /// bad flag or value does not hide which command was meant).
 fn parsed_command() -> Option<String> {
-    Cli::command()
+    crate::cli::command()
         .ignore_errors(true)
         .try_get_matches()
         .ok()
@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn unknown_schemes_get_the_right_hint() {
-        hand_in_command_names(&Cli::command());
+        hand_in_command_names(&crate::cli::command());
         let why = |s: &str| s.parse::<Target>().unwrap_err().why;
         assert!(
             why("porbe").contains("did you mean `leasectl probe`?"),

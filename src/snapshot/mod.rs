@@ -38,7 +38,7 @@ pub use model::{
 };
 pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
 pub use recipe::{AuditSource, PodScanFailure, Recipe};
-pub use schedule::{Focus, Schedule};
+pub use schedule::{Focus, OffScreen, Schedule};
 pub use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};
 pub use target_read::{
     gather_target, gather_target_cached, OpenTarget, TargetCache, PROGRESS_EVERY,

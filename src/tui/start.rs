@@ -60,8 +60,10 @@ pub struct Parts {
 /// # Errors
 /// Terminal errors.
 pub async fn start(p: Parts) -> color_eyre::Result<()> {
+    let mut app = p.app;
+    app.settings.max_requests = p.max_requests;
     super::run(super::Console {
-        app: p.app,
+        app,
         clock: p.clock,
         refresh: p.refresh,
         gatherer: Gatherer::new(p.open, p.opts, p.relist)

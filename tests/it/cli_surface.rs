@@ -13,8 +13,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use clap::CommandFactory;
-
 use crate::common::cli::text;
 use crate::common::{self, file_url, repo, run_with_timeout};
 
@@ -45,7 +43,7 @@ fn leaf_commands() -> Vec<(Vec<String>, clap::Command)> {
             }
         }
     }
-    let mut root = leasectl::cli::Cli::command();
+    let mut root = leasectl::cli::command();
     root.build();
     let mut out = vec![(Vec::new(), root.clone())];
     walk(&root, Vec::new(), &mut out);
@@ -206,7 +204,7 @@ fn typos_of_every_subcommand_and_watch_values_get_a_hint() {
     .iter()
     .map(|(t, c)| (t.to_string(), c.to_string()))
     .collect();
-    for sub in leasectl::cli::Cli::command().get_subcommands() {
+    for sub in leasectl::cli::command().get_subcommands() {
         let name = sub.get_name();
         if name != "help" {
             // One letter doubled at the end: a typo at distance 1.
@@ -791,14 +789,44 @@ fn every_link_between_the_documents_resolves() {
     );
 }
 
-/// Issue 35: docs/exit-codes.md is the one table of every command's exit
-/// codes; each code it gives a command is in that command's `--help`.
+/// Issue 35: `leasectl::exit::EXIT_TABLE` is the one table of every
+/// command's exit codes: docs/exit-codes.md shows it cell by cell, the man
+/// page's EXIT STATUS renders it, and each code it gives a command is in
+/// that command's `--help`.
 #[test]
 fn the_exit_code_table_matches_every_help() {
+    use leasectl::exit::{EXIT_COLUMNS, EXIT_INTRO, EXIT_OTHERS, EXIT_TABLE};
     let text = std::fs::read_to_string(repo().join("docs/exit-codes.md")).unwrap();
+    let cells = |row: &str| -> Vec<String> {
+        let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+        row.split('|').map(|c| c.trim().to_owned()).collect()
+    };
     let mut rows = text.lines().filter(|l| l.starts_with('|'));
-    let header: Vec<&str> = rows.next().unwrap().split('|').map(str::trim).collect();
-    let commands: Vec<Vec<&str>> = header
+    let header = cells(rows.next().unwrap());
+    assert_eq!(header[0], "code");
+    assert_eq!(header[1..], EXIT_COLUMNS, "docs/exit-codes.md's columns");
+    let docs: Vec<Vec<String>> = rows.skip(1).map(cells).collect();
+    let code: Vec<Vec<String>> = EXIT_TABLE
+        .iter()
+        .map(|(c, row)| {
+            std::iter::once(c.to_string())
+                .chain(row.iter().map(|s| s.to_string()))
+                .collect()
+        })
+        .collect();
+    for (d, c) in docs.iter().zip(&code) {
+        assert_eq!(d, c, "docs/exit-codes.md's row for exit {} differs", c[0]);
+    }
+    assert_eq!(docs.len(), code.len(), "docs/exit-codes.md has other rows");
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    for paragraph in [EXIT_INTRO, EXIT_OTHERS] {
+        assert!(
+            flat(&text).contains(&flat(paragraph)),
+            "docs/exit-codes.md does not say: {paragraph}"
+        );
+    }
+
+    let commands: Vec<Vec<&str>> = EXIT_COLUMNS
         .iter()
         .map(|h| match *h {
             "`check`" => vec!["check"],
@@ -811,29 +839,327 @@ fn the_exit_code_table_matches_every_help() {
             _ => vec![],
         })
         .collect();
+    let man = text_of_man();
+    let status = man_section(&man, "\"EXIT STATUS\"");
     let mut checked = 0;
-    for row in rows.skip(1) {
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        let code = cells[1];
-        if code.parse::<u32>().map_or(true, |c| c >= 128) {
-            continue;
-        }
-        for (i, cell) in cells.iter().enumerate().skip(2) {
-            let Some(path) = commands.get(i).filter(|p| !p.is_empty()) else {
-                continue;
-            };
-            if *cell == "—" || cell.contains("command's own") {
+    for (code, row) in EXIT_TABLE {
+        for (i, cell) in row.iter().enumerate() {
+            if *cell == "—" {
                 continue;
             }
-            let h = help(path);
+            // The man page: the code under its column's subsection.
+            let column = format!(
+                ".SS \"{}\"",
+                EXIT_COLUMNS[i].replace('`', "").replace('-', "\\-")
+            );
+            let under = status
+                .split(".SS ")
+                .find(|s| column.ends_with(s.lines().next().unwrap_or("-")))
+                .unwrap_or_else(|| panic!("no {column} in the man page's EXIT STATUS:\n{status}"));
+            assert!(
+                under.contains(&format!(".B {code}\n")),
+                "the man page's {column} lacks exit {code}:\n{under}"
+            );
+            if *code >= 128 || commands[i].is_empty() || cell.contains("command's own") {
+                continue;
+            }
+            let h = help(&commands[i]);
             let numbers: Vec<&str> = h.split(|c: char| !c.is_ascii_digit()).collect();
             assert!(
-                numbers.contains(&code),
-                "docs/exit-codes.md gives `leasectl {}` exit {code}, its --help does not:\n{h}",
-                path.join(" ")
+                numbers.contains(&code.to_string().as_str()),
+                "the exit-code table gives `leasectl {}` exit {code}, its --help does not:\n{h}",
+                commands[i].join(" ")
             );
             checked += 1;
         }
     }
     assert!(checked > 25, "only {checked} codes checked");
+}
+
+/// `leasectl man`'s text.
+fn text_of_man() -> String {
+    let out = run_quiet(&["man"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The man page's section `.SH {name}`, up to the next one.
+fn man_section<'a>(man: &'a str, name: &str) -> &'a str {
+    let head = format!(".SH {name}\n");
+    let at = man
+        .find(&head)
+        .unwrap_or_else(|| panic!("the man page has no {head}"));
+    let rest = &man[at + head.len()..];
+    &rest[..rest.find("\n.SH ").map_or(rest.len(), |e| e + 1)]
+}
+
+/// The Markdown section under `## {heading}` of `doc`, up to the next `## `.
+fn doc_section(doc: &str, heading: &str) -> String {
+    let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+    let head = format!("## {heading}\n");
+    let at = text
+        .find(&head)
+        .unwrap_or_else(|| panic!("{doc} has no {head}"));
+    let rest = &text[at + head.len()..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_owned()
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Issue 35: the man page's ENVIRONMENT names every variable leasectl reads
+/// or sets (every `AWS_…`, `LEASECTL_…`, `CLOUD_WRITER_…`, `MIMALLOC_…`,
+/// `NO_COLOR`… string in `src/`), and docs/targets.md says the same, row for
+/// row; FILES likewise.
+#[test]
+fn the_man_page_and_the_docs_name_every_variable_and_file() {
+    use leasectl::commands::man::{ENVIRONMENT, FILES};
+    let names: Vec<&str> = ENVIRONMENT
+        .iter()
+        .flat_map(|(n, _)| n.iter().copied())
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&repo().join("src"), &mut files);
+    let prefixes = [
+        "AWS_",
+        "LEASECTL_",
+        "MUSHROOMDB_",
+        "CLOUD_WRITER_",
+        "MIMALLOC_",
+        "NO_COLOR",
+        "XDG_",
+    ];
+    let mut found = 0;
+    for f in files.iter().filter(|f| {
+        !f.ends_with("src/commands/man.rs") && !f.components().any(|c| c.as_os_str() == "sim")
+    }) {
+        let src = std::fs::read_to_string(f).unwrap();
+        for literal in src.split('"').skip(1).step_by(2) {
+            let is_name = prefixes.iter().any(|p| literal.starts_with(p))
+                && literal
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if is_name {
+                found += 1;
+                assert!(
+                    names.contains(&literal),
+                    "{} names the variable {literal}, which the man page's ENVIRONMENT \
+                     (leasectl::commands::man::ENVIRONMENT) does not list",
+                    f.strip_prefix(repo()).unwrap().display()
+                );
+            }
+        }
+    }
+    assert!(found > 20, "only {found} variables found in src/");
+    let man = text_of_man();
+    let env = man_section(&man, "ENVIRONMENT");
+    let docs = doc_section("docs/targets.md", "Environment");
+    for (names, what) in ENVIRONMENT {
+        for n in *names {
+            assert!(env.contains(n), "the man page's ENVIRONMENT lacks {n}");
+        }
+        let row = format!(
+            "| {} | {} |",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            what
+        );
+        assert!(
+            docs.contains(&row),
+            "docs/targets.md's Environment lacks the row\n{row}"
+        );
+    }
+    let in_man = man_section(&man, "FILES");
+    let docs = doc_section("docs/targets.md", "Files");
+    for (path, what) in FILES {
+        assert!(
+            in_man.contains(&format!(".I {path}\n")),
+            "the man page's FILES lacks {path}"
+        );
+        let row = format!("| `{path}` | {what} |");
+        assert!(
+            docs.contains(&row),
+            "docs/targets.md's Files lacks the row\n{row}"
+        );
+    }
+    assert!(FILES.iter().any(|(p, _)| p.ends_with(".writer.lock")));
+    assert!(FILES.iter().any(|(p, _)| p.ends_with("audit.jsonl")));
+    assert!(FILES.iter().any(|(p, _)| p.ends_with("config.toml")));
+}
+
+/// Issue 35: the man page's EXAMPLES are command lines the README or docs/
+/// give as written, and each parses.
+#[test]
+fn the_man_pages_examples_are_the_docs_and_parse() {
+    use leasectl::commands::man::EXAMPLES;
+    let docs = the_documents()
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let man = text_of_man();
+    let examples = man_section(&man, "EXAMPLES");
+    assert!(EXAMPLES.len() >= 8);
+    for (_, line) in EXAMPLES {
+        assert!(
+            docs.contains(line),
+            "the example `{line}` is in no document"
+        );
+        assert!(
+            examples.contains(&line.replace('-', "\\-")),
+            "the man page's EXAMPLES lacks `{line}`"
+        );
+        // Words as a shell splits them (double quotes only).
+        let mut argv = Vec::new();
+        let mut word = String::new();
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ' ' if !quoted => argv.push(std::mem::take(&mut word)),
+                c => word.push(c),
+            }
+        }
+        argv.push(word);
+        if let Err(e) = leasectl::cli::command().try_get_matches_from(&argv) {
+            panic!("the example `{line}` does not parse: {e}");
+        }
+    }
+}
+
+/// Issue 35: `audit --help` and `config --help` (and `config path|view`)
+/// list no option that does nothing there (`--audit-to`, `-c` and the S3
+/// options, `--concurrency`, `--conditional`), and refuse them after the
+/// command's name; given before it (a shell alias) they are accepted. Every
+/// other command still lists them, and a value given after its name is the
+/// command line's.
+#[test]
+fn audit_and_config_neither_list_nor_take_options_that_do_nothing_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let audit = audit.to_str().unwrap();
+    let none = [
+        "--context",
+        "--endpoint-url",
+        "--region",
+        "--profile",
+        "--path-style",
+        "--timeout",
+        "--concurrency",
+        "--conditional",
+        "--audit-to",
+    ];
+    for path in [
+        &["audit"][..],
+        &["config"],
+        &["config", "path"],
+        &["config", "view"],
+    ] {
+        let h = help(path);
+        for o in none {
+            assert!(
+                !h.contains(o),
+                "`leasectl {} --help` lists {o}:\n{h}",
+                path.join(" ")
+            );
+        }
+        for o in [
+            "--concurrency=5",
+            "--conditional=off",
+            "--region=eu-west-1",
+            "--path-style",
+            "--timeout=5s",
+            "--context=prod",
+            "--audit-to=file:///tmp/x/",
+        ] {
+            let mut args = path.to_vec();
+            if path == ["config"] {
+                args.push("path");
+            }
+            args.push(o);
+            if path == ["audit"] {
+                args.extend(["--audit-log", audit]);
+            }
+            let out = run_quiet(&args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            let name = o.split('=').next().unwrap();
+            assert!(
+                err.contains(&format!("unexpected argument '{name}'")),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // Before the command, as `alias lc='leasectl --endpoint-url … --path-style'`.
+    let out = run_quiet(&[
+        "--endpoint-url",
+        "http://127.0.0.1:9",
+        "--path-style",
+        "--concurrency",
+        "4",
+        "audit",
+        "--audit-log",
+        audit,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("no audit entries in"));
+    // Every other command lists them, and takes them after its name.
+    for path in [
+        &["check"][..],
+        &["bucket", "hold"],
+        &["takeover"],
+        &["probe"],
+    ] {
+        let h = help(path);
+        for o in &none[..8] {
+            assert!(
+                h.contains(o),
+                "`leasectl {} --help` lacks {o}",
+                path.join(" ")
+            );
+        }
+    }
+    use clap::FromArgMatches;
+    let matches = leasectl::cli::command()
+        .try_get_matches_from([
+            "leasectl",
+            "bucket",
+            "hold",
+            "--region",
+            "eu-west-1",
+            "--concurrency",
+            "7",
+            "file:///tmp/x/",
+            "--",
+            "true",
+        ])
+        .unwrap();
+    let cli = leasectl::cli::Cli::from_arg_matches(&matches).unwrap();
+    assert_eq!(cli.s3.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(cli.s3.concurrency, 7);
+    let matches = leasectl::cli::command()
+        .try_get_matches_from([
+            "leasectl",
+            "--timeout",
+            "3s",
+            "check",
+            "--conditional",
+            "off",
+        ])
+        .unwrap();
+    let cli = leasectl::cli::Cli::from_arg_matches(&matches).unwrap();
+    assert_eq!(cli.s3.timeout, Duration::from_secs(3));
+    assert_eq!(cli.s3.conditional, Some(leasectl::cli::OnOff::Off));
 }

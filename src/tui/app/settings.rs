@@ -26,6 +26,9 @@ pub struct Settings {
     pub audit_path: Option<String>,
     /// US dollars per 1,000 GET requests, for the cost estimate (`--get-price`).
     pub get_price: f64,
+    /// The request budget, requests per minute (`--max-requests`): the help
+    /// says how often it lets a row off screen be read.
+    pub max_requests: u32,
 }
 
 impl Settings {
@@ -40,6 +43,7 @@ impl Settings {
             ttl_s: crate::bucket::record::DEFAULT_TTL_S,
             audit_path: None,
             get_price: DEFAULT_GET_PRICE,
+            max_requests: crate::snapshot::DEFAULT_MAX_REQUESTS,
         }
     }
 }

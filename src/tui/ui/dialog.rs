@@ -49,6 +49,9 @@ pub(super) fn render_help(app: &App, f: &mut Frame, area: Rect) {
         "OPS mode: p and t write (a scratch key; the LEASE), always after a confirmation."
             .to_owned()
     }));
+    if let Some(line) = off_screen_line(app) {
+        lines.push(Line::from(line));
+    }
     lines.push(Line::from("any key closes"));
     let r = fitted(area, &lines);
     f.render_widget(ratatui::widgets::Clear, r);
@@ -58,6 +61,44 @@ pub(super) fn render_help(app: &App, f: &mut Frame, area: Rect) {
             .block(Block::default().borders(Borders::ALL).title(" help ")),
         r,
     );
+}
+
+/// How often the request budget lets a row off screen be read (issue 35,
+/// trip 16): at least every 5 minutes only while the budget covers the rows
+/// off screen in that time; else about every N / budget left (the rows on
+/// screen and the listings paid first). `None` when every row is on screen.
+fn off_screen_line(app: &App) -> Option<String> {
+    let total = app.total_rows();
+    let on_screen = app.rows_in_view().len();
+    let rows = total.checked_sub(on_screen).filter(|n| *n > 0)?;
+    let targets = app.settings.targets.len().max(1);
+    let s = &app.settings;
+    let o = crate::snapshot::OffScreen::new(
+        rows,
+        on_screen,
+        total.div_ceil(1000).max(targets),
+        s.max_requests,
+        s.refresh,
+        s.refresh * s.relist_every.max(1),
+    );
+    let budget = format!(
+        "{rows} rows / {:.0} of the {} req/min budget left",
+        o.left_per_min, o.budget_per_min
+    );
+    Some(match (o.cycle(), o.bound()) {
+        (Some(c), Some(b)) if c < b => format!(
+            "off-screen rows: read at least every {} ({budget})",
+            format_secs(b.as_secs_f64())
+        ),
+        (_, Some(b)) => format!(
+            "off-screen rows: read only about every {} ({budget})",
+            format_secs(b.as_secs_f64())
+        ),
+        _ => format!(
+            "off-screen rows: not read while the rows on screen use the {} req/min budget",
+            o.budget_per_min
+        ),
+    })
 }
 
 /// A centred box just large enough for `lines` (with borders), wrapped to

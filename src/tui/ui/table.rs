@@ -49,6 +49,31 @@ pub fn lease_columns(inner: u16) -> Vec<(SortKey, u16)> {
     cols
 }
 
+/// The names of the lease columns that `columns` ([`lease_columns`]) left
+/// out, in the table's order; the sort column's carries its mark (▼, or ▲
+/// reversed).
+pub fn hidden_columns(columns: &[(SortKey, u16)], sort: SortKey, reversed: bool) -> Vec<String> {
+    [
+        SortKey::Age,
+        SortKey::Ttl,
+        SortKey::Expires,
+        SortKey::State,
+        SortKey::Exclusion,
+        SortKey::Skew,
+    ]
+    .into_iter()
+    .filter(|k| !columns.iter().any(|c| c.0 == *k))
+    .map(|k| {
+        let mark = match (k == sort, reversed) {
+            (false, _) => "",
+            (true, false) => "▼",
+            (true, true) => "▲",
+        };
+        format!("{}{mark}", k.column())
+    })
+    .collect()
+}
+
 /// `text` cut to `width` columns, with `…` when cut.
 fn ellipsize(text: &str, width: u16) -> String {
     let width = usize::from(width);
@@ -107,6 +132,19 @@ pub(super) fn render_table(app: &App, f: &mut Frame, area: Rect) {
             sanitize(app.leases().filter())
         ));
     }
+    // Issue 35, trip 5: a narrow screen says which columns it dropped (and
+    // the sort's mark, when the sort column is one of them).
+    let hidden = hidden_columns(&columns, app.leases().sort(), app.leases().reversed());
+    if !hidden.is_empty() {
+        let named = format!("· hidden: {} ", hidden.join(", "));
+        let room = usize::from(area.width.saturating_sub(2));
+        if title.chars().count() + named.chars().count() <= room {
+            title.push_str(&named);
+        } else {
+            title.push_str(&format!("· {} columns hidden ", hidden.len()));
+        }
+    }
+    let title = ellipsize(&title, area.width.saturating_sub(2));
     let header: Vec<Cell> = columns
         .iter()
         .map(|(k, _)| {

@@ -445,7 +445,18 @@ async fn prefix_and_holder_are_shown_at_every_size() {
                 "{w}x{h}:\n{text}"
             );
         } else {
-            assert!(!text.contains("SKEW"), "{w}x{h}: skew goes first:\n{text}");
+            // The column headers lack it; the title says it is hidden
+            // (issue 35, trip 5), by name where the names fit.
+            let header = text.lines().find(|l| l.contains("PREFIX")).unwrap();
+            assert!(
+                !header.contains("SKEW"),
+                "{w}x{h}: skew goes first:\n{text}"
+            );
+            assert!(
+                text.contains("· hidden: ") && text.contains("SKEW ")
+                    || text.contains("columns hidden"),
+                "{w}x{h}: the dropped columns are not named:\n{text}"
+            );
         }
     }
 }
@@ -1355,4 +1366,76 @@ async fn the_history_names_a_takeover_released_at_once() {
     let s = screen(&a, 220, 40);
     assert!(s.contains("ETag          -"), "{s}");
     assert!(!s.contains("ETag seen for"), "{s}");
+}
+
+/// Issue 35, trip 16: the help says how often the request budget lets a row
+/// off screen be read — at least every 5 minutes only while the budget covers
+/// the rows off screen in that time, else about every N / what the budget
+/// leaves once the rows on screen and the listings are paid; none when the
+/// screen uses it whole.
+#[tokio::test]
+async fn help_says_how_often_the_budget_reads_rows_off_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..300 {
+        std::fs::create_dir_all(dir.path().join(format!("db{i:03}"))).unwrap();
+    }
+    let mut a = app(dir.path(), true, 100, 24).await;
+    assert_eq!(a.total_rows(), 300);
+    let on_screen = a.rows_in_view().len();
+    assert_eq!(on_screen, 17);
+    // Listings every 30 s (6 refreshes of 5 s): one page a listing, 2 a
+    // minute; the rows on screen: 17 × 12 = 204 a minute.
+    a.settings.relist_every = 6;
+    key(&mut a, KeyCode::Char('?'));
+    for (budget, line) in [
+        (
+            1200,
+            "off-screen rows: read at least every 5m00s (283 rows / 994 of the 1200 req/min budget left)",
+        ),
+        (
+            250,
+            "off-screen rows: read only about every 6m25s (283 rows / 44 of the 250 req/min budget left)",
+        ),
+        (
+            150,
+            "off-screen rows: not read while the rows on screen use the 150 req/min budget",
+        ),
+    ] {
+        a.settings.max_requests = budget;
+        let text = screen(&a, 100, 24);
+        assert!(text.contains(line), "{budget}: {text}");
+        assert!(text.contains("any key closes"), "{budget}: {text}");
+    }
+    // Every row on screen: nothing to say.
+    let few = tempfile::tempdir().unwrap();
+    seed(few.path());
+    let mut a = app(few.path(), true, 100, 24).await;
+    key(&mut a, KeyCode::Char('?'));
+    assert!(!screen(&a, 100, 24).contains("off-screen rows"));
+}
+
+/// Issue 35, trip 5: at 80 columns the table's title names the columns it
+/// dropped (EXCLUSION and SKEW), with the sort's mark when the sort column is
+/// one of them; at 120 nothing is hidden.
+#[tokio::test]
+async fn the_title_names_the_columns_dropped_at_80_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 80, 24).await;
+    let text = screen(&a, 80, 24);
+    let title = text.lines().find(|l| l.contains("┌ leases ")).unwrap();
+    assert!(title.contains("· hidden: EXCLUSION, SKEW "), "{text}");
+    for _ in 0..10 {
+        if a.leases().sort() == SortKey::Skew {
+            break;
+        }
+        key(&mut a, KeyCode::Char('s'));
+    }
+    assert_eq!(a.leases().sort(), SortKey::Skew);
+    let text = screen(&a, 80, 24);
+    assert!(text.contains("· hidden: EXCLUSION, SKEW▼ "), "{text}");
+    key(&mut a, KeyCode::Char('S'));
+    assert!(screen(&a, 80, 24).contains("SKEW▲ "));
+    let wide = app(dir.path(), false, 120, 24).await;
+    assert!(!screen(&wide, 120, 24).contains("hidden"));
 }
