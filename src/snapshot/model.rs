@@ -175,7 +175,7 @@ impl PrefixReport {
     /// Judges the row again at `now`, then applies the reader-clock rule
     /// when its service's clock offset is known (`offset`: service minus
     /// reader and its error, seconds).
-    fn rejudge_by(&mut self, now: DateTime<Utc>, offset: Option<(f64, f64)>) {
+    pub(super) fn rejudge_by(&mut self, now: DateTime<Utc>, offset: Option<(f64, f64)>) {
         self.rejudge(now);
         if let Some((o, e)) = offset {
             self.check_reader_clock(o, e);
