@@ -131,6 +131,38 @@ impl Observed {
             _ => None,
         }
     }
+
+    /// What [`judge`] and [`next_change`] read of it, borrowed.
+    pub fn view(&self) -> ObservedView<'_> {
+        match self {
+            Observed::Absent => ObservedView::Absent,
+            Observed::Present {
+                last_modified,
+                record,
+                ..
+            } => ObservedView::Present {
+                last_modified: *last_modified,
+                record: record.as_ref().map_err(|(reason, _)| reason.as_str()),
+            },
+        }
+    }
+}
+
+/// What judging an [`Observed`] reads of it, borrowed from wherever it is
+/// kept (a snapshot's row keeps its record once, not a second copy inside
+/// an `Observed`: [`crate::snapshot::PrefixReport`]).
+#[derive(Debug, Clone, Copy)]
+pub enum ObservedView<'a> {
+    /// The key does not exist.
+    Absent,
+    /// The object: its Last-Modified (server clock), and its record or why
+    /// it is malformed.
+    Present {
+        /// Last-Modified by the server's clock.
+        last_modified: Option<DateTime<Utc>>,
+        /// The parsed record, or why the body is not one.
+        record: Result<&'a LeaseRecord, &'a str>,
+    },
 }
 
 /// The judgement of an observation at one instant, with the numbers behind it.
@@ -208,6 +240,11 @@ fn secs(d: chrono::Duration) -> f64 {
 /// Judges `obs` at the reader's wall-clock time `now` (UTC). Pure: no I/O.
 /// The rules are in the module docs (bucket-lease spec; ARCHITECTURE.md, "Where each rule lives").
 pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
+    judge_view(obs.view(), now)
+}
+
+/// [`judge`] on a borrowed view of what was read.
+pub fn judge_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> Judgement {
     let mut j = Judgement {
         state: LeaseState::Absent,
         problem: None,
@@ -215,19 +252,18 @@ pub fn judge(obs: &Observed, now: DateTime<Utc>) -> Judgement {
         expires_in_s: None,
         holder_skew_s: None,
     };
-    let Observed::Present {
+    let ObservedView::Present {
         last_modified,
         record,
-        ..
     } = obs
     else {
         return j;
     };
     let r = match record {
         Ok(r) => r,
-        Err((reason, _)) => {
+        Err(reason) => {
             j.state = LeaseState::Malformed;
-            j.problem = Some(reason.clone());
+            j.problem = Some(reason.to_owned());
             return j;
         }
     };
@@ -298,7 +334,12 @@ pub enum VerdictChange {
 /// rules of the module docs, read for their instants). The console judges a
 /// row off screen again only then; `tests` check it against [`judge`].
 pub fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
-    let Observed::Present { record: Ok(r), .. } = obs else {
+    next_change_view(obs.view(), now)
+}
+
+/// [`next_change`] on a borrowed view of what was read.
+pub fn next_change_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> VerdictChange {
+    let ObservedView::Present { record: Ok(r), .. } = obs else {
         return VerdictChange::Never;
     };
     if r.generation.is_some_and(|g| g != u64::MAX) && generation_note(r.generation, now).is_some() {

@@ -110,12 +110,14 @@ pub async fn run(
         };
         return Some(stream::watch(g, clock, extras, watch, audit).await);
     };
+    if format == OutputFormat::Ndjson {
+        return Some(ndjson(&open, &opts, &extras, source, &clock).await);
+    }
     let depth = opts.depth;
     let mut g = Gatherer::new(open.clone(), opts, 1);
-    // The NDJSON lines name each row's last takeover; the table and the
-    // exposition do not read the audit log.
+    // The table and the exposition do not read the audit log.
     let recipe = Recipe {
-        audit: (format == OutputFormat::Ndjson).then_some(source),
+        audit: None,
         ..extras.clone()
     };
     let mut snap = recipe.take(&mut g, &clock).await;
@@ -150,25 +152,46 @@ pub async fn run(
             }
             table::render(&snap)
         }
-        OutputFormat::Ndjson => {
-            // Each line written as it is made, never the whole text.
-            use std::io::Write;
-            let mut out = crate::stdout::Checked::new(std::io::BufWriter::with_capacity(
-                1 << 16,
-                std::io::stdout().lock(),
-            ));
-            stream::snapshot_lines(&snap, extras.scans_pod(), |l| {
-                let _ = out.write_all(l.as_bytes());
-                let _ = out.write_all(b"\n");
-            });
-            return Some(out.finish(snap.exit_code()));
-        }
+        OutputFormat::Ndjson => unreachable!("-o ndjson is streamed"),
         OutputFormat::Json => unreachable!("-o json is the --json document"),
     };
     Some(match crate::stdout::print(&text) {
         Ok(()) => snap.exit_code(),
         Err(exit) => exit,
     })
+}
+
+/// `-o ndjson`: each row's line written as soon as it is judged, no row
+/// held ([`crate::snapshot::gather_streamed`]); a target's `error` lines
+/// after its `lease` lines, then the pod's line and the summary.
+async fn ndjson(
+    open: &[OpenTarget],
+    opts: &crate::snapshot::GatherOptions,
+    extras: &Recipe,
+    audit: AuditSource,
+    clock: &crate::clock::SharedClock,
+) -> Exit {
+    use std::io::Write;
+    // The NDJSON lines name each row's last takeover.
+    let recipe = Recipe {
+        audit: Some(audit),
+        ..extras.clone()
+    };
+    // Not locked: the gather's futures may move between threads.
+    let mut out = crate::stdout::Checked::new(std::io::BufWriter::with_capacity(
+        1 << 16,
+        std::io::stdout(),
+    ));
+    let mut write = |l: String| {
+        let _ = out.write_all(l.as_bytes());
+        let _ = out.write_all(b"\n");
+    };
+    let (rest, tally) = crate::snapshot::gather_streamed(open, opts, clock, &recipe, &mut |item| {
+        stream::streamed_lines(item, &mut write)
+    })
+    .await;
+    let exit = stream::streamed_summary(&rest, &tally, recipe.scans_pod(), &mut write);
+    out.finish(exit)
 }
 
 /// `--json`: one snapshot document; what could not be read is also said on

@@ -36,7 +36,8 @@ use crate::clock::SharedClock;
 use crate::snapshot::history::{ChangeKind, History, HolderChange};
 use crate::snapshot::takeovers::FollowedLog;
 use crate::snapshot::{
-    AuditLogReport, Gatherer, LastTakeover, PrefixReport, Snapshot, TargetReport, SCHEMA_VERSION,
+    AuditLogReport, Gatherer, LastTakeover, PrefixReport, Snapshot, Streamed, Tally, TargetReport,
+    SCHEMA_VERSION,
 };
 use crate::writer::scan::Verdict;
 
@@ -175,13 +176,31 @@ fn line<T: Serialize>(v: &T) -> String {
 
 fn counts(snap: &Snapshot, kind: &'static str) -> String {
     let rows = || snap.targets.iter().flat_map(|t| &t.prefixes);
+    count_line(
+        snap,
+        kind,
+        rows().count(),
+        rows().filter(|p| p.state.needs_attention()).count(),
+        snap.exit_code(),
+    )
+}
+
+/// The `kind` line (`summary`, `heartbeat`) of `snap`, with its rows'
+/// count, how many need attention, and the exit code.
+fn count_line(
+    snap: &Snapshot,
+    kind: &'static str,
+    prefixes: usize,
+    attention: usize,
+    exit: Exit,
+) -> String {
     line(&CountLine {
         kind,
         time: ts(snap.generated_at),
         schema_version: SCHEMA_VERSION,
         targets: snap.targets.len(),
-        prefixes: rows().count(),
-        attention: rows().filter(|p| p.state.needs_attention()).count(),
+        prefixes,
+        attention,
         errors: snap
             .targets
             .iter()
@@ -189,7 +208,7 @@ fn counts(snap: &Snapshot, kind: &'static str) -> String {
             .sum(),
         verdicts: snap.pod.verdicts.len(),
         audit_log: snap.audit_log.as_ref(),
-        exit_code: snap.exit_code().code(),
+        exit_code: exit.code(),
     })
 }
 
@@ -238,6 +257,73 @@ pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(S
         }));
     }
     emit(counts(snap, "summary"));
+}
+
+/// `-o ndjson` of a streamed gather ([`crate::snapshot::gather_streamed`]):
+/// the lines of one thing it handed on — a `lease` line for a row (its
+/// `time`: when the row was judged), a target's `error` lines once it is
+/// done — each given to `emit`.
+pub fn streamed_lines(item: Streamed<'_>, mut emit: impl FnMut(String)) {
+    match item {
+        Streamed::Row { target, row, at } => emit(line(&LeaseLine {
+            kind: "lease",
+            time: ts(at),
+            target: &target.url,
+            at: Where::of(target),
+            row,
+        })),
+        Streamed::Target { report: t, at } => {
+            let time = ts(at);
+            if let Some(e) = &t.error {
+                emit(line(&ErrorLine {
+                    kind: "error",
+                    time: time.clone(),
+                    target: &t.url,
+                    at: Where::of(t),
+                    prefix: None,
+                    error: e,
+                }));
+            }
+            for e in &t.errors {
+                emit(line(&ErrorLine {
+                    kind: "error",
+                    time: time.clone(),
+                    target: &t.url,
+                    at: Where::of(t),
+                    prefix: Some(&e.prefix),
+                    error: &e.error,
+                }));
+            }
+        }
+    }
+}
+
+/// The last lines of a streamed `-o ndjson`: the pod's (when scanned), then
+/// the `summary`, of `rest` (the snapshot without its rows) and the rows'
+/// `tally`. Returns the exit code the summary names.
+pub fn streamed_summary(
+    rest: &Snapshot,
+    tally: &Tally,
+    pod_scanned: bool,
+    mut emit: impl FnMut(String),
+) -> Exit {
+    if pod_scanned {
+        emit(line(&PodLine {
+            kind: "pod",
+            time: ts(rest.generated_at),
+            verdicts: &rest.pod.verdicts,
+            pod_error: rest.pod_error.as_deref(),
+        }));
+    }
+    let exit = tally.exit_code(rest);
+    emit(count_line(
+        rest,
+        "summary",
+        tally.rows,
+        tally.attention,
+        exit,
+    ));
+    exit
 }
 
 /// What a prefix looked like when its last line was written.

@@ -117,15 +117,22 @@ pub async fn observe(store: &dyn ObjectRead, prefix: &str) -> Result<Observed, S
 /// Lists `root` to `opts.depth` levels, page by page; each page's prefixes
 /// go to `found` as soon as they are known (progressive discovery). A
 /// throttled page is asked again after a back-off. Returns the prefixes and
-/// what could not be discovered, as [`discover`].
+/// what could not be discovered, as [`discover`]; without `keep`, the
+/// prefixes are only handed to `found`, and none are returned (a streamed
+/// gather holds no list of them).
 pub(super) async fn discover_paged(
     store: &dyn ObjectRead,
     root: &str,
     opts: &GatherOptions,
     found: &mut (dyn FnMut(Vec<String>) + Send),
+    keep: bool,
 ) -> Result<(Vec<String>, Vec<PrefixError>), StoreError> {
     if opts.depth != 1 {
         let (all, errors) = discover(store, root, opts).await?;
+        if !keep {
+            found(all);
+            return Ok((Vec::new(), errors));
+        }
         found(all.clone());
         return Ok((all, errors));
     }
@@ -158,8 +165,12 @@ pub(super) async fn discover_paged(
             .into_iter()
             .filter(|c| !is_internal(c))
             .collect();
-        found(children.clone());
-        all.extend(children);
+        if keep {
+            found(children.clone());
+            all.extend(children);
+        } else {
+            found(children);
+        }
         pages += 1;
         match next {
             // A listing that never ends (a hostile service) stops at a

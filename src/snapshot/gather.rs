@@ -437,7 +437,7 @@ pub enum Refresh {
 /// What a target's report says of its service's clock now: the offset and
 /// its error (seconds, to the millisecond; `None` when unmeasured) and why it
 /// is unknown, if it is.
-fn service_clock(
+pub(super) fn service_clock(
     t: &OpenTarget,
     clock: &SharedClock,
 ) -> (Option<f64>, Option<f64>, Option<String>) {

@@ -8,6 +8,8 @@
 //!   rows are in view ([`Focus`]).
 //! - [`gather`](mod@gather): reading every LEASE into a snapshot
 //!   ([`gather()`], [`Gatherer`]).
+//! - [`streamed`]: a gather that hands each row on as it is judged and
+//!   holds none (`-o ndjson`: [`gather_streamed`]).
 //! - [`deeper`]: leases deeper than a TARGET was listed ([`look_deeper`]).
 //! - [`delta`]: the rows that changed since the last snapshot ([`Delta`]).
 //! - [`history`]: what changed between two snapshots.
@@ -25,6 +27,7 @@ pub mod model;
 pub mod options;
 pub mod recipe;
 pub mod schedule;
+pub mod streamed;
 pub mod takeovers;
 pub mod target_read;
 
@@ -39,6 +42,7 @@ pub use model::{
 pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
 pub use recipe::{AuditSource, PodScanFailure, Recipe};
 pub use schedule::{Focus, OffScreen, Schedule};
+pub use streamed::{gather_streamed, Streamed, Tally};
 pub use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};
 pub use target_read::{
     gather_target, gather_target_cached, OpenTarget, TargetCache, PROGRESS_EVERY,

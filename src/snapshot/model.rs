@@ -4,7 +4,8 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
-use crate::bucket::{judge, lease_key, LeaseRecord, LeaseState, Observed};
+use crate::bucket::judge::{judge_view, ObservedView};
+use crate::bucket::{lease_key, LeaseRecord, LeaseState, Observed};
 use crate::exit::Exit;
 use crate::writer::scan::PodSnapshot;
 
@@ -76,9 +77,13 @@ pub struct PrefixReport {
     /// when the log was not read or could not be (see
     /// [`Snapshot::audit_log`]).
     pub last_takeover: Option<super::takeovers::LastTakeover>,
-    /// What was read, kept to judge again as the clock moves.
+    /// Why the object's body is not a record, when it is not (`problem`
+    /// says so too, but is judged again). With `record` and
+    /// `last_modified`, what is judged again as the clock moves: the row
+    /// keeps what was read once ([`PrefixReport::view`]); neither it nor
+    /// `record`: no object.
     #[serde(skip)]
-    pub observed: Observed,
+    malformed: Option<String>,
     /// Set when the row looks stale but this reader's clock is too far from
     /// the service's to say so: its age is unknown (see `problem`).
     #[serde(skip)]
@@ -94,41 +99,71 @@ impl PrefixReport {
 
     /// Builds a row from what was read, judged at `now`.
     pub fn new(prefix: String, observed: Observed, now: DateTime<Utc>) -> Self {
+        let (etag, last_modified, record, raw, malformed) = match observed {
+            Observed::Absent => (None, None, None, None, None),
+            Observed::Present {
+                etag,
+                last_modified,
+                record: Ok(r),
+            } => (etag, last_modified, Some(r), None, None),
+            Observed::Present {
+                etag,
+                last_modified,
+                record: Err((reason, raw)),
+            } => (etag, last_modified, None, Some(raw), Some(reason)),
+        };
         let mut r = Self {
             key: lease_key(&prefix),
             prefix,
             state: LeaseState::Absent,
-            record: None,
-            raw: None,
+            record,
+            raw,
             problem: None,
-            etag: observed.etag().map(str::to_owned),
-            last_modified: match &observed {
-                Observed::Present { last_modified, .. } => *last_modified,
-                Observed::Absent => None,
-            },
+            etag,
+            last_modified,
             age_s: None,
             expires_in_s: None,
             holder_skew_s: None,
             exclusion: ExclusionReport::Unprobed,
             last_takeover: None,
-            observed,
+            malformed,
             age_unknown: false,
         };
-        r.record = r.observed.record().cloned();
-        if let Observed::Present {
-            record: Err((_, raw)),
-            ..
-        } = &r.observed
-        {
-            r.raw = Some(raw.clone());
-        }
         r.rejudge(now);
         r
     }
 
+    /// What was read, borrowed, as judging reads it.
+    pub fn view(&self) -> ObservedView<'_> {
+        let record = match (&self.record, &self.malformed) {
+            (Some(r), _) => Ok(r),
+            (None, Some(reason)) => Err(reason.as_str()),
+            (None, None) => return ObservedView::Absent,
+        };
+        ObservedView::Present {
+            last_modified: self.last_modified,
+            record,
+        }
+    }
+
+    /// What was read, as an [`Observed`] of its own (a copy: the
+    /// takeover dialog keeps the object it was opened on).
+    pub fn observed(&self) -> Observed {
+        let record = match (&self.record, &self.malformed) {
+            (Some(r), _) => Ok(r.clone()),
+            (None, Some(reason)) => Err((reason.clone(), self.raw.clone().unwrap_or_default())),
+            (None, None) => return Observed::Absent,
+        };
+        Observed::Present {
+            etag: self.etag.clone(),
+            last_modified: self.last_modified,
+            record,
+        }
+    }
+
     /// Judges the row again at `now` (ages tick between refreshes).
     pub fn rejudge(&mut self, now: DateTime<Utc>) {
-        let j = judge(&self.observed, now);
+        let j = judge_view(self.view(), now);
         self.state = j.state;
         self.problem = j.problem;
         self.age_s = j.age_s.map(round_ms);
@@ -140,7 +175,7 @@ impl PrefixReport {
     /// Judges the row again at `now`, then applies the reader-clock rule
     /// when its service's clock offset is known (`offset`: service minus
     /// reader and its error, seconds).
-    fn rejudge_by(&mut self, now: DateTime<Utc>, offset: Option<(f64, f64)>) {
+    pub(super) fn rejudge_by(&mut self, now: DateTime<Utc>, offset: Option<(f64, f64)>) {
         self.rejudge(now);
         if let Some((o, e)) = offset {
             self.check_reader_clock(o, e);
@@ -168,7 +203,7 @@ impl PrefixReport {
 
     /// The judgement's explanation at `now`, without the state's name.
     pub fn explanation(&self, now: DateTime<Utc>) -> String {
-        judge(&self.observed, now).explanation()
+        judge_view(self.view(), now).explanation()
     }
 }
 

@@ -104,6 +104,15 @@ impl Recipe {
     /// said on stderr).
     pub async fn complete(&self, snap: &mut Snapshot) {
         self.mark_snapshot(snap);
+        self.add_pod(snap).await;
+        if let Some(audit) = &self.audit {
+            last_takeovers(snap, audit).await;
+        }
+    }
+
+    /// Scans the pod when the recipe asks for it ([`Recipe::scan_pod`]) and
+    /// puts it in `snap`: its `pod`, or `pod_error` (never "healthy").
+    pub(super) async fn add_pod(&self, snap: &mut Snapshot) {
         match self.scan_pod().await {
             Some(Ok(pod)) => snap.pod = pod,
             Some(Err(PodScanFailure::Scan(e))) => {
@@ -111,9 +120,6 @@ impl Recipe {
             }
             Some(Err(e @ PodScanFailure::Task(_))) => snap.pod_error = Some(e.to_string()),
             None => {}
-        }
-        if let Some(audit) = &self.audit {
-            last_takeovers(snap, audit).await;
         }
     }
 }
@@ -140,6 +146,15 @@ impl std::fmt::Display for PodScanFailure {
 /// `last_takeover` and the document's `audit_log`; a log that cannot be read
 /// is said on stderr (and makes the exit code 1 when `--audit-log` named it).
 async fn last_takeovers(snap: &mut Snapshot, audit: &AuditSource) {
+    let (index, report) = read_takeovers(audit).await;
+    index.attach(snap);
+    snap.audit_log = Some(report);
+}
+
+/// Reads the audit log `audit` (on a blocking thread): the index of its
+/// takeovers and the document's `audit_log`; a log that cannot be read is
+/// said on stderr.
+pub(super) async fn read_takeovers(audit: &AuditSource) -> (TakeoverIndex, AuditLogReport) {
     let (path, requested) = (audit.path.clone(), audit.requested);
     let read =
         tokio::task::spawn_blocking(move || super::takeovers::read_log(path.as_deref())).await;
@@ -170,6 +185,5 @@ async fn last_takeovers(snap: &mut Snapshot, audit: &AuditSource) {
             }
         );
     }
-    index.attach(snap);
-    snap.audit_log = Some(report);
+    (index, report)
 }

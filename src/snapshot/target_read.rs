@@ -171,7 +171,7 @@ pub(super) async fn gather_planned(
             pages += 1;
             let _ = found_tx.send(v);
         };
-        let r = discover_paged(store, &root, opts, &mut send).await;
+        let r = discover_paged(store, &root, opts, &mut send, true).await;
         // A listing deeper than one level sends once: count its pages.
         if opts.depth != 1 {
             pages = r.as_ref().map_or(1, |(p, _)| p.len() / 1000 + 1);
@@ -192,6 +192,8 @@ pub(super) async fn gather_planned(
         results: Vec::new(),
         known: vec![root.clone()],
         sent: 0,
+        queued: 0,
+        stream: None,
     };
     let (listed, ()) = tokio::join!(listing, reads.run(found_rx, initial, progress));
     let Reads {
@@ -329,6 +331,108 @@ pub(super) struct Reads<'a> {
     pub(super) known: Vec<String>,
     /// Requests sent (retries included).
     pub(super) sent: usize,
+    /// Reads queued so far (each read's place in the order).
+    pub(super) queued: u64,
+    /// A streamed gather's reads, handed on in the order they were queued
+    /// instead of kept in `results` (and no `known`).
+    pub(super) stream: Option<Ordered<'a>>,
+}
+
+/// A streamed gather's reads ([`Reads::stream`]): each handed to `sink` in
+/// the order it was queued (the root's first, then the listing's), holding
+/// only those that came back before an earlier one.
+pub(super) struct Ordered<'a> {
+    sink: &'a mut (dyn FnMut(Read) + Send),
+    next: u64,
+    pending: BTreeMap<u64, Read>,
+    /// A listing page arrived: until then the root's read waits (a listing
+    /// that fails at once makes the target's error alone, as in a gather
+    /// that keeps its rows).
+    listed: bool,
+    /// Every prefix queued, once (a listing may repeat one).
+    names: Names,
+    /// The listing's pages not queued yet: taken a few at a time, so that
+    /// a page's prefixes are held once, not again as queued reads.
+    pages: VecDeque<std::vec::IntoIter<String>>,
+}
+
+impl<'a> Ordered<'a> {
+    pub(super) fn new(sink: &'a mut (dyn FnMut(Read) + Send)) -> Self {
+        Self {
+            sink,
+            next: 0,
+            pending: BTreeMap::new(),
+            listed: false,
+            names: Names::default(),
+            pages: VecDeque::new(),
+        }
+    }
+
+    fn put(&mut self, seq: u64, read: Read) {
+        self.pending.insert(seq, read);
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        while self.listed || self.next > 0 {
+            let Some(r) = self.pending.remove(&self.next) else {
+                break;
+            };
+            self.next += 1;
+            (self.sink)(r);
+        }
+    }
+
+    /// The reads held back once every read is done: handed on when the
+    /// listing succeeded, dropped when it failed (the target's error says it).
+    pub(super) fn finish(mut self, listing_ok: bool) {
+        if listing_ok {
+            self.listed = true;
+            self.flush();
+        }
+    }
+}
+
+/// Prefixes seen, in little room: a listing's are ascending (S3 lists in
+/// UTF-8 order, a local store sorts), so each is kept as bytes in one
+/// string and found by binary search; one out of order is kept aside.
+#[derive(Default)]
+struct Names {
+    text: String,
+    ends: Vec<u32>,
+    aside: std::collections::BTreeSet<String>,
+}
+
+impl Names {
+    fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    /// Adds `p`; false when it was there already.
+    fn insert(&mut self, p: &str) -> bool {
+        let n = self.ends.len();
+        let room = u32::try_from(self.text.len() + p.len()).is_ok();
+        if room && (n == 0 || p > self.get(n - 1)) {
+            self.text.push_str(p);
+            self.ends.push(self.text.len() as u32);
+            return true;
+        }
+        let mut found = false;
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.get(mid).cmp(p) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => {
+                    found = true;
+                    break;
+                }
+            }
+        }
+        !found && self.aside.insert(p.to_owned())
+    }
 }
 
 impl Reads<'_> {
@@ -343,18 +447,25 @@ impl Reads<'_> {
         progress: Option<TargetProgress<'_>>,
     ) {
         let (store, opts, cached) = (self.t.store.as_ref(), self.opts, self.cached);
-        let mut queue: VecDeque<(String, u32)> = VecDeque::new();
+        let mut queue: VecDeque<(String, u32, u64)> = VecDeque::new();
         // `initial`: the reads of a gather on the cached listing, root
         // included; nothing comes from `found`.
         let mut listed = initial.is_some();
         match initial {
-            Some(v) => queue.extend(v.into_iter().map(|p| (p, 0))),
+            Some(v) => {
+                for p in v {
+                    self.enqueue(p, &mut queue);
+                }
+            }
             None => {
                 if self
                     .plan
                     .wants(self.root, cached.get(self.root), self.clock.mono())
                 {
-                    queue.push_back((self.root.to_owned(), 0));
+                    if let Some(o) = &mut self.stream {
+                        o.names.insert(self.root);
+                    }
+                    self.enqueue(self.root.to_owned(), &mut queue);
                 }
             }
         }
@@ -362,7 +473,7 @@ impl Reads<'_> {
         let mut successes = 0usize;
         let mut last_progress = std::time::Instant::now();
         let mut reported = false;
-        let read = |p: String, tries: u32| {
+        let read = |p: String, tries: u32, seq: u64| {
             let cached = cached.get(&p).and_then(|e| (*e.result).as_ref().ok());
             async move {
                 if tries > 0 {
@@ -375,16 +486,17 @@ impl Reads<'_> {
                     observe_cached(store, &p, cached),
                 )
                 .await;
-                (p, tries, r)
+                (p, tries, seq, r)
             }
         };
         loop {
+            self.refill(&mut queue);
             while inflight.len() < self.limit {
-                let Some((p, tries)) = queue.pop_front() else {
+                let Some((p, tries, seq)) = queue.pop_front() else {
                     break;
                 };
                 self.sent += 1;
-                inflight.push(read(p, tries));
+                inflight.push(read(p, tries, seq));
             }
             tokio::select! {
                 biased;
@@ -393,8 +505,8 @@ impl Reads<'_> {
                     None => listed = true,
                 },
                 done = inflight.next(), if !inflight.is_empty() => {
-                    let Some((p, tries, r)) = done else { continue };
-                    self.done(p, tries, r, &mut queue, &mut successes);
+                    let Some((p, tries, seq, r)) = done else { continue };
+                    self.done(p, tries, seq, r, &mut queue, &mut successes);
                     if let Some(report) = progress {
                         // The first screenful at once; then every
                             // PROGRESS_EVERY, spaced out as rows pile up (each
@@ -416,15 +528,59 @@ impl Reads<'_> {
         }
     }
 
-    /// Prefixes the listing found: known rows, queued when the plan wants them.
-    pub(super) fn found(&mut self, prefixes: Vec<String>, queue: &mut VecDeque<(String, u32)>) {
+    /// A streamed gather: queues reads from the listing's pages while the
+    /// queue is short (each prefix once).
+    fn refill(&mut self, queue: &mut VecDeque<(String, u32, u64)>) {
+        let Some(o) = &mut self.stream else { return };
+        let mut next = Vec::new();
+        while queue.len() + next.len() < 4 * self.max {
+            let Some(page) = o.pages.front_mut() else {
+                break;
+            };
+            match page.next() {
+                Some(p) => {
+                    if o.names.insert(&p) {
+                        next.push(p);
+                    }
+                }
+                None => {
+                    o.pages.pop_front();
+                }
+            }
+        }
+        for p in next {
+            self.enqueue(p, queue);
+        }
+    }
+
+    /// Queues a read of `p`'s LEASE, next in the order.
+    fn enqueue(&mut self, p: String, queue: &mut VecDeque<(String, u32, u64)>) {
+        queue.push_back((p, 0, self.queued));
+        self.queued += 1;
+    }
+
+    /// Prefixes the listing found: known rows, queued when the plan wants
+    /// them (a streamed gather: each once, and not kept).
+    pub(super) fn found(
+        &mut self,
+        prefixes: Vec<String>,
+        queue: &mut VecDeque<(String, u32, u64)>,
+    ) {
         let mono = self.clock.mono();
+        if let Some(o) = &mut self.stream {
+            o.listed = true;
+            o.flush();
+            let mut page = prefixes;
+            page.retain(|p| p != self.root);
+            o.pages.push_back(page.into_iter());
+            return self.refill(queue);
+        }
         for p in prefixes {
             if p == self.root {
                 continue;
             }
             if self.plan.wants(&p, self.cached.get(&p), mono) {
-                queue.push_back((p.clone(), 0));
+                self.enqueue(p.clone(), queue);
             }
             self.known.push(p);
         }
@@ -437,8 +593,9 @@ impl Reads<'_> {
         &mut self,
         p: String,
         tries: u32,
+        seq: u64,
         r: Result<Observed, StoreError>,
-        queue: &mut VecDeque<(String, u32)>,
+        queue: &mut VecDeque<(String, u32, u64)>,
         successes: &mut usize,
     ) {
         match r {
@@ -447,7 +604,7 @@ impl Reads<'_> {
                 // once, and this one again after a back-off.
                 self.limit = (self.limit / 2).max(1);
                 *successes = 0;
-                queue.push_back((p, tries + 1));
+                queue.push_back((p, tries + 1, seq));
             }
             r => {
                 if r.is_ok() {
@@ -457,12 +614,16 @@ impl Reads<'_> {
                         *successes = 0;
                     }
                 }
-                self.results.push(Read {
+                let read = Read {
                     prefix: p,
                     result: r,
                     wall: self.clock.wall(),
                     mono: self.clock.mono(),
-                });
+                };
+                match &mut self.stream {
+                    Some(o) => o.put(seq, read),
+                    None => self.results.push(read),
+                }
             }
         }
     }
@@ -621,3 +782,27 @@ pub const PROGRESS_ROWS_PER_STEP: usize = 2500;
 /// Rows read when the first progress report goes, without waiting for
 /// [`PROGRESS_EVERY`]: a screenful.
 pub(super) const FIRST_REPORT_ROWS: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::Names;
+
+    /// A streamed gather reads each listed prefix once: a repeat is found
+    /// whether the listing was in order so far or not, and one out of order
+    /// is still read.
+    #[test]
+    fn names_take_each_prefix_once_in_any_order() {
+        let mut n = Names::default();
+        for p in ["a/", "b/", "d/"] {
+            assert!(n.insert(p), "{p}");
+        }
+        assert!(!n.insert("d/"));
+        assert!(!n.insert("a/"));
+        assert!(n.insert("c/"), "out of order, new");
+        assert!(!n.insert("c/"));
+        assert!(n.insert("e/"));
+        assert!(!n.insert("b/"));
+        assert!(n.insert(""));
+        assert!(!n.insert(""));
+    }
+}

@@ -12,7 +12,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::bucket::judge::{next_change, VerdictChange};
+use crate::bucket::judge::{next_change_view, VerdictChange};
 use crate::snapshot::Snapshot;
 
 /// The rows a tick must judge again, planned at the last whole judgement.
@@ -38,7 +38,7 @@ impl Judging {
         for (ti, t) in s.targets.iter().enumerate() {
             for (pi, p) in t.prefixes.iter().enumerate() {
                 j.age_unknown |= p.age_unknown;
-                match next_change(&p.observed, now) {
+                match next_change_view(p.view(), now) {
                     VerdictChange::Never => {}
                     VerdictChange::At(at) => j.due.push((at, ti, pi)),
                     VerdictChange::Always => j.always.push((ti, pi)),

@@ -195,7 +195,7 @@ impl App {
             row,
             prefix: p.prefix.clone(),
             key: p.key.clone(),
-            seen: p.observed.clone(),
+            seen: p.observed(),
             state: p.state,
             holder: p
                 .record
