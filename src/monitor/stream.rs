@@ -136,7 +136,7 @@ fn holder_change_line(target: &str, prefix: &str, c: &HolderChange) -> String {
         previous_generation: c.previous_generation,
         holder: c.holder_id.as_deref(),
         generation: c.generation,
-        takeover: c.takeover.as_ref(),
+        takeover: c.takeover.as_deref(),
     })
 }
 

@@ -76,7 +76,8 @@ pub struct PrefixReport {
     /// records (`--json`, NDJSON, `--watch`); null when it records none, or
     /// when the log was not read or could not be (see
     /// [`Snapshot::audit_log`]).
-    pub last_takeover: Option<super::takeovers::LastTakeover>,
+    /// (Boxed: most rows have none, and a row is kept per prefix.)
+    pub last_takeover: Option<Box<super::takeovers::LastTakeover>>,
     /// Why the object's body is not a record, when it is not (`problem`
     /// says so too, but is judged again). With `record` and
     /// `last_modified`, what is judged again as the clock moves: the row

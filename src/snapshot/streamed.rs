@@ -166,7 +166,7 @@ async fn stream_target(
             if recipe.audit.is_some() {
                 p.last_takeover = index
                     .newest(&header.url, header.bucket.as_deref(), &p.key)
-                    .cloned();
+                    .map(|l| Box::new(l.clone()));
             }
             rows += 1;
             tally.add(&p);

@@ -162,7 +162,9 @@ impl TakeoverIndex {
     pub fn attach(&self, snap: &mut Snapshot) {
         for t in &mut snap.targets {
             for p in &mut t.prefixes {
-                p.last_takeover = self.newest(&t.url, t.bucket.as_deref(), &p.key).cloned();
+                p.last_takeover = self
+                    .newest(&t.url, t.bucket.as_deref(), &p.key)
+                    .map(|l| Box::new(l.clone()));
             }
         }
     }

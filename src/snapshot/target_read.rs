@@ -270,6 +270,7 @@ pub(super) fn cache_reads(
         cache.known = known;
     }
     let mut rows = Vec::new();
+    let before = cache.entries.len();
     for Read {
         prefix: p,
         result,
@@ -300,6 +301,7 @@ pub(super) fn cache_reads(
             },
         );
     }
+    super::history::compact_grown(&mut cache.entries, before);
     // A prefix read twice in one gather (a throttled read given up, then
     // read again) is named once.
     rows.sort_unstable();

@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn a_session_history_becomes_tenures_gaps_and_overlaps() {
         let mut tk = change(20, ChangeKind::Takeover, Some("c"), Some("b"));
-        tk.takeover = Some(crate::snapshot::LastTakeover {
+        tk.takeover = Some(Box::new(crate::snapshot::LastTakeover {
             time: at(19),
             operator: "ops@host".into(),
             reason: "stuck".into(),
@@ -185,7 +185,7 @@ mod tests {
             outcome: Some("taken".into()),
             generation: None,
             id: "t1".into(),
-        });
+        }));
         let changes = [
             change(0, ChangeKind::FirstSeen, Some("a"), None),
             change(10, ChangeKind::Expiry, Some("b"), Some("a")),
