@@ -212,32 +212,38 @@ fn count_line(
     })
 }
 
+/// The `error` lines of target `t` at `time`: its own error, then one per
+/// prefix whose LEASE could not be read.
+fn error_lines(t: &TargetReport, time: &str, emit: &mut impl FnMut(String)) {
+    if let Some(e) = &t.error {
+        emit(line(&ErrorLine {
+            kind: "error",
+            time: time.to_owned(),
+            target: &t.url,
+            at: Where::of(t),
+            prefix: None,
+            error: e,
+        }));
+    }
+    for e in &t.errors {
+        emit(line(&ErrorLine {
+            kind: "error",
+            time: time.to_owned(),
+            target: &t.url,
+            at: Where::of(t),
+            prefix: Some(&e.prefix),
+            error: &e.error,
+        }));
+    }
+}
+
 /// `-o ndjson`: every row of `snap` (errors, leases, the pod when scanned),
 /// then a `summary` line, each given to `emit` as it is made (the lines are
 /// never held together: at 10,000 rows they are 6 MB).
 pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(String)) {
     let time = ts(snap.generated_at);
     for t in &snap.targets {
-        if let Some(e) = &t.error {
-            emit(line(&ErrorLine {
-                kind: "error",
-                time: time.clone(),
-                target: &t.url,
-                at: Where::of(t),
-                prefix: None,
-                error: e,
-            }));
-        }
-        for e in &t.errors {
-            emit(line(&ErrorLine {
-                kind: "error",
-                time: time.clone(),
-                target: &t.url,
-                at: Where::of(t),
-                prefix: Some(&e.prefix),
-                error: &e.error,
-            }));
-        }
+        error_lines(t, &time, &mut emit);
         for p in &t.prefixes {
             emit(line(&LeaseLine {
                 kind: "lease",
@@ -274,26 +280,7 @@ pub fn streamed_lines(item: Streamed<'_>, mut emit: impl FnMut(String)) {
         })),
         Streamed::Target { report: t, at } => {
             let time = ts(at);
-            if let Some(e) = &t.error {
-                emit(line(&ErrorLine {
-                    kind: "error",
-                    time: time.clone(),
-                    target: &t.url,
-                    at: Where::of(t),
-                    prefix: None,
-                    error: e,
-                }));
-            }
-            for e in &t.errors {
-                emit(line(&ErrorLine {
-                    kind: "error",
-                    time: time.clone(),
-                    target: &t.url,
-                    at: Where::of(t),
-                    prefix: Some(&e.prefix),
-                    error: &e.error,
-                }));
-            }
+            error_lines(t, &time, &mut emit);
         }
     }
 }
