@@ -342,6 +342,114 @@ impl Holder {
     }
 }
 
+/// What the operator needs of its world.
+struct Setting<'a> {
+    world: &'a World,
+    truth: TrueTime,
+    n: usize,
+    ttl_s: u64,
+    end_ms: u64,
+}
+
+/// Starts the operator (slot `n`, after the holders) with a clock and a
+/// generator drawn from `op_rng`, its audit log in `audit_dir`.
+fn spawn_operator(
+    set: Setting<'_>,
+    op_rng: &mut StdRng,
+    max_off_us: i64,
+    audit_dir: &std::path::Path,
+) -> tokio::task::JoinHandle<()> {
+    let Setting {
+        world,
+        truth,
+        n,
+        ttl_s,
+        end_ms,
+    } = set;
+    let err = clock_error(op_rng, max_off_us);
+    let clock = SimClock::new(truth, err);
+    {
+        let mut w = world.lock();
+        w.operator = Some(n);
+        w.log(format_args!(
+            "operator clock offset {:+.3}s drift {:+}ppm",
+            err.offset_us as f64 / 1e6,
+            err.drift_ppm
+        ));
+    }
+    let op = super::operator::Operator {
+        index: n,
+        clock: clock.clone(),
+        world: world.clone(),
+        store: SimStore::new(world.clone(), n, clock, truth),
+        ttl_s,
+        ids: (0..n).map(|i| format!("h{i}")).collect(),
+        audit: audit_dir.join("audit.jsonl"),
+        rng: StdRng::seed_from_u64(op_rng.random()),
+        end_ms,
+    };
+    tokio::spawn(op.run())
+}
+
+/// The disturbances of one run until `end_ms`, drawn from `rng`:
+/// partitions of one holder, clock steps, suspends.
+async fn disturb(
+    world: &World,
+    rng: &mut StdRng,
+    clocks: &[SimClock],
+    n: usize,
+    ttl_ms: u64,
+    end_ms: u64,
+    max_off_us: i64,
+) {
+    // The operators' schedule: partitions of one holder, clock steps,
+    // suspends.
+    let mut t = 0u64;
+    loop {
+        let gap = rng.random_range(ttl_ms / 2..ttl_ms * 4);
+        t += gap;
+        if t >= end_ms {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(gap)).await;
+        let h = rng.random_range(0..n);
+        match rng.random_range(0..4) {
+            0 | 1 => {
+                let len = rng.random_range(ttl_ms / 3..ttl_ms * 2);
+                let mut w = world.lock();
+                let now = w.now_ms();
+                w.partitioned_until[h] = now + len;
+                w.partition_ended[h] = now + len;
+                w.log(format_args!("h{h} cut off from the store for {len} ms"));
+            }
+            2 => {
+                let step = rng.random_range(-max_off_us / 4..=max_off_us / 4 + 1);
+                clocks[h].step(step);
+                world
+                    .lock()
+                    .log(format_args!("h{h} wall clock stepped {step:+} µs"));
+            }
+            _ if rng.random_bool(0.5) => {
+                // The process stops (SIGSTOP, a paused VM, a long pause)
+                // while true time goes on; it resumes where it was.
+                // Mostly the holder of the lease, where a stop matters.
+                let len = rng.random_range(ttl_ms / 4..ttl_ms * 2);
+                let mut w = world.lock();
+                let holding = w.current_holder().filter(|&c| c < n);
+                let h = match holding {
+                    Some(c) if rng.random_bool(0.7) => c,
+                    _ => h,
+                };
+                let now = w.now_ms();
+                w.suspended_until[h] = now + len;
+                w.partition_ended[h] = w.partition_ended[h].max(now + len);
+                w.log(format_args!("h{h} stopped for {len} ms"));
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A host clock's error drawn from `rng`: an offset within ±`max_off_us`,
 /// a drift within ±200 ppm, no step yet.
 fn clock_error(rng: &mut StdRng, max_off_us: i64) -> ClockError {
@@ -467,76 +575,16 @@ async fn world(opts: Options) -> Outcome {
     }
     let audit_dir = std::env::temp_dir().join(format!("leasectl-sim-{}-{run}", std::process::id()));
     if operator {
-        let err = clock_error(&mut op_rng, max_off_us);
-        let clock = SimClock::new(truth, err);
-        {
-            let mut w = world.lock();
-            w.operator = Some(n);
-            w.log(format_args!(
-                "operator clock offset {:+.3}s drift {:+}ppm",
-                err.offset_us as f64 / 1e6,
-                err.drift_ppm
-            ));
-        }
-        let op = super::operator::Operator {
-            index: n,
-            clock: clock.clone(),
-            world: world.clone(),
-            store: SimStore::new(world.clone(), n, clock, truth),
+        let op = Setting {
+            world: &world,
+            truth,
+            n,
             ttl_s,
-            ids: (0..n).map(|i| format!("h{i}")).collect(),
-            audit: audit_dir.join("audit.jsonl"),
-            rng: StdRng::seed_from_u64(op_rng.random()),
             end_ms,
         };
-        tasks.push(tokio::spawn(op.run()));
+        tasks.push(spawn_operator(op, &mut op_rng, max_off_us, &audit_dir));
     }
-    // The operators' schedule: partitions of one holder, clock steps,
-    // suspends.
-    let mut t = 0u64;
-    loop {
-        let gap = rng.random_range(ttl_ms / 2..ttl_ms * 4);
-        t += gap;
-        if t >= end_ms {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(gap)).await;
-        let h = rng.random_range(0..n);
-        match rng.random_range(0..4) {
-            0 | 1 => {
-                let len = rng.random_range(ttl_ms / 3..ttl_ms * 2);
-                let mut w = world.lock();
-                let now = w.now_ms();
-                w.partitioned_until[h] = now + len;
-                w.partition_ended[h] = now + len;
-                w.log(format_args!("h{h} cut off from the store for {len} ms"));
-            }
-            2 => {
-                let step = rng.random_range(-max_off_us / 4..=max_off_us / 4 + 1);
-                clocks[h].step(step);
-                world
-                    .lock()
-                    .log(format_args!("h{h} wall clock stepped {step:+} µs"));
-            }
-            _ if rng.random_bool(0.5) => {
-                // The process stops (SIGSTOP, a paused VM, a long pause)
-                // while true time goes on; it resumes where it was.
-                // Mostly the holder of the lease, where a stop matters.
-                let len = rng.random_range(ttl_ms / 4..ttl_ms * 2);
-                let mut w = world.lock();
-                let holding = w.current_holder().filter(|&c| c < n);
-                let h = match holding {
-                    Some(c) if rng.random_bool(0.7) => c,
-                    _ => h,
-                };
-                let now = w.now_ms();
-                w.suspended_until[h] = now + len;
-                w.partition_ended[h] = w.partition_ended[h].max(now + len);
-                w.log(format_args!("h{h} stopped for {len} ms"));
-            }
-            _ => {}
-        }
-    }
+    disturb(&world, &mut rng, &clocks, n, ttl_ms, end_ms, max_off_us).await;
     let left = end_ms.saturating_sub(world.lock().now_ms());
     tokio::time::sleep(Duration::from_millis(left)).await;
     // Holders past the end finish what they are doing (release) within a TTL.
