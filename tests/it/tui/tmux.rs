@@ -171,7 +171,7 @@ fn takeover_confirmation_accepts_the_escaped_prefix() {
     });
     tmux.type_line(&format!("file://{}/badname/", store.path().display()));
     let s = tmux.wait_for(Duration::from_secs(15), "the refusal", |s| {
-        s.lines().any(|l| l.starts_with("EXIT="))
+        s.lines().any(exit_line)
     });
     assert!(s.contains("not confirmed") && s.contains("EXIT=4"), "{s}");
     assert!(
@@ -194,7 +194,7 @@ fn takeover_confirmation_accepts_the_escaped_prefix() {
     let shown = format!("file://{}/{prefix}", store.path().display());
     tmux.type_line(&leasectl::text::sanitize(&shown));
     let s = tmux.wait_for(Duration::from_secs(15), "the result", |s| {
-        s.lines().any(|l| l.starts_with("EXIT="))
+        s.lines().any(exit_line)
     });
     assert!(s.contains("taken:") && s.contains("EXIT=0"), "{s}");
     assert!(
@@ -269,4 +269,11 @@ fn the_timeline_pane_draws_the_session_history() {
     tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
         s.contains("EXIT=0")
     });
+}
+
+/// A shell's `EXIT=N` line — not the typed command's own `echo EXIT=$?`,
+/// which a long command wraps onto a line of its own.
+fn exit_line(l: &str) -> bool {
+    l.strip_prefix("EXIT=")
+        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
 }
