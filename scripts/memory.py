@@ -8,10 +8,14 @@ without a LEASE, the others fresh, stale or malformed in turn), then measures:
   and the range), under `/usr/bin/time -v` (its "Maximum resident set size");
 - the console in tmux: the peak (VmHWM) and current (VmRSS) resident set of
   the process once every row is loaded, and again after more refreshes, and
-  its CPU (user + system, % of a core) over that settle time.
+  its CPU (user + system, % of a core) over that settle time;
+- `serve --refresh 5s`: its resident set (VmRSS, and the peak VmHWM) after
+  `--scrapes` scrapes of /metrics, one every refresh once the first snapshot
+  is in, `--runs` times (the median and the range).
 
 Usage: scripts/memory.py [--binary PATH] [--prefixes N] [--settle SECONDS]
                          [--runs N] [--skip-console] [--only FORMAT,...]
+                         [--scrapes N]
 
 Environment variables such as MIMALLOC_PURGE_DELAY pass through to leasectl.
 """
@@ -25,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from datetime import datetime, timedelta, timezone
 
 
@@ -120,12 +126,51 @@ def console(binary, store, n, settle):
         subprocess.run([*tmux, "kill-server"], stderr=subprocess.DEVNULL)
 
 
+def serve(binary, store, scrapes):
+    err = os.path.join(store, ".serve.stderr")
+    with open(err, "w") as e:
+        p = subprocess.Popen(
+            [binary, "serve", "--no-pod", "--listen", "127.0.0.1:0",
+             "--refresh", "5s", f"file://{store}/"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=e,
+        )
+    try:
+        t0 = time.time()
+        port = None
+        while port is None:
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/", open(err).read())
+            port = m and int(m.group(1))
+            if time.time() - t0 > 30:
+                sys.exit(f"serve did not say where it listens: {open(err).read()}")
+            time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}/metrics"
+        done, size = 0, 0
+        while done < scrapes:
+            try:
+                with urllib.request.urlopen(url, timeout=120) as r:
+                    size = len(r.read())
+                done += 1
+                time.sleep(5)
+            except urllib.error.HTTPError as e:
+                if e.code != 503 or time.time() - t0 > 600:
+                    raise
+                time.sleep(0.5)
+        return status_kib(p.pid), size
+    finally:
+        p.terminate()
+        p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", default="target/release/leasectl")
     ap.add_argument("--prefixes", type=int, default=50_000)
     ap.add_argument("--settle", type=float, default=60.0)
     ap.add_argument("--skip-console", action="store_true")
+    ap.add_argument(
+        "--scrapes", type=int, default=10,
+        help="scrapes of serve before its memory is read (0: serve is not measured)",
+    )
     ap.add_argument("--runs", type=int, default=3, help="runs of each one-shot format")
     ap.add_argument(
         "--only",
@@ -151,6 +196,16 @@ def main():
             print(
                 f"{' '.join(fmt):14} peak RSS {statistics.median(mib):7.1f} MiB "
                 f"(median of {a.runs}, {min(mib):.1f}–{max(mib):.1f}; exit {runs[0][1]})"
+            )
+        if a.scrapes:
+            runs = [serve(binary, store, a.scrapes) for _ in range(a.runs)]
+            rss = [r["VmRSS"] / 1024 for r, _ in runs]
+            hwm = [r["VmHWM"] / 1024 for r, _ in runs]
+            print(
+                f"serve          after {a.scrapes} scrapes VmRSS {statistics.median(rss):.1f} MiB "
+                f"({min(rss):.1f}–{max(rss):.1f}), VmHWM {statistics.median(hwm):.1f} MiB "
+                f"({min(hwm):.1f}–{max(hwm):.1f}); median of {a.runs}; "
+                f"exposition {runs[0][1] / 1e6:.1f} MB"
             )
         if not a.skip_console:
             loaded, at_load, later, cpu = console(binary, store, a.prefixes, a.settle)

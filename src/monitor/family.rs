@@ -41,12 +41,6 @@ impl<S: Ord + Clone, M: Default + Clone> SortedFamily<S, M> {
         map.entry(labels.clone()).or_default().clone()
     }
 
-    /// Removes the metric of `labels`; whether it was there.
-    pub fn remove(&self, labels: &S) -> bool {
-        let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
-        map.remove(labels).is_some()
-    }
-
     /// Removes every metric.
     pub fn clear(&self) {
         let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());

@@ -9,6 +9,7 @@
 
 pub mod check;
 pub mod family;
+mod lease_rows;
 pub mod prometheus;
 pub mod serve;
 pub mod stream;

@@ -1,16 +1,18 @@
 //! Prometheus metrics of the snapshots (`-o prometheus` and `leasectl
-//! serve`), built with the `prometheus-client` crate: the registry, the
-//! families and the text exposition (label values escaped by the crate per
-//! the format, after [`crate::text::sanitize`] has escaped untrusted text).
+//! serve`), encoded with the `prometheus-client` crate (label values escaped
+//! by the crate per the format, after [`crate::text::sanitize`] has escaped
+//! untrusted text).
 //!
-//! Gauges describe the latest snapshot (a prefix that is gone is removed);
-//! counters accumulate over the life of a [`Metrics`] (one for `-o
-//! prometheus`, the process for `serve`; a one-shot run has no holder-change
-//! counters, which could only be 0). Memory is bounded by the prefixes
-//! currently seen. Each family lists its series in the order of their labels
-//! ([`SortedFamily`]), the same on every run.
+//! The per-prefix families (`leasectl_lease_*`) are kept as one compact row
+//! per prefix ([`super::lease_rows`]) and encoded from the rows; the
+//! others, a few series each, are a registry of gauges and counters. Gauges
+//! describe the latest snapshot (a prefix that is gone is removed); counters
+//! accumulate over the life of a [`Metrics`] (one for `-o prometheus`, the
+//! process for `serve`; a one-shot run has no holder-change counters, which
+//! could only be 0). Memory is bounded by the prefixes currently seen. Each
+//! family lists its series in the order of their labels, the same on every
+//! run.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -20,12 +22,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::audit::AuditEntry;
-use crate::snapshot::history::{History, COUNTED};
+use crate::snapshot::history::{History, PrefixHistory, COUNTED};
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot, TargetReport};
 use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
 use super::family::SortedFamily;
+use super::lease_rows::{self, Gap, Row, Rows};
 pub use super::text_format::to_text_format;
 use super::text_format::TextFormatWriter;
 
@@ -132,17 +135,11 @@ type FGauge = Gauge<f64, AtomicU64>;
 
 /// The metric families and what they remember between snapshots.
 pub struct Metrics {
+    /// The reader's own families and the per-target ones (a few series).
     registry: Registry,
-    state: SortedFamily<StateLabels, Gauge>,
-    age: SortedFamily<PrefixLabels, FGauge>,
-    ttl: SortedFamily<PrefixLabels, FGauge>,
-    expires_in: SortedFamily<PrefixLabels, FGauge>,
-    skew: SortedFamily<PrefixLabels, FGauge>,
-    generation: SortedFamily<PrefixLabels, FGauge>,
-    holder_changes: SortedFamily<HowLabels, Counter>,
-    holder_seconds: SortedFamily<PrefixLabels, FGauge>,
-    free_seconds: SortedFamily<PrefixLabels, FGauge>,
-    renewal_gap: SortedFamily<PrefixLabels, FGauge>,
+    /// The per-prefix families' values, a row per prefix
+    /// ([`super::lease_rows`]): shared with scrapes still writing them.
+    rows: Arc<Rows>,
     probe_ok: SortedFamily<ProbeLabels, Gauge>,
     probe_known: SortedFamily<TargetLabels, Gauge>,
     http_requests: SortedFamily<HttpLabels, Counter>,
@@ -158,13 +155,6 @@ pub struct Metrics {
     last_gather: FGauge,
     /// The holder changes of the session, per prefix.
     history: History,
-    /// The part of each prefix's history counts (by kind, as
-    /// [`crate::snapshot::history::PrefixHistory::count_by`]) already added
-    /// to its counters.
-    holders_counted: BTreeMap<PrefixLabels, [u64; COUNTED.len()]>,
-    /// Per prefix, the current tenure (holder, generation) and the largest
-    /// age of its record seen at a reading, as a fraction of its TTL.
-    renewal_gaps: BTreeMap<PrefixLabels, (String, Option<u64>, f64)>,
     counted: (u64, u64),
     /// One snapshot only (`-o prometheus`): no holder-change counters, which
     /// could only be 0.
@@ -177,6 +167,28 @@ impl Default for Metrics {
     }
 }
 
+/// The exposition of a [`Metrics`] at one moment, which can be written
+/// after the [`Metrics`] has moved on (a scrape writes it without holding
+/// the lock the next snapshot is applied under): the per-prefix families
+/// share the rows of that moment, the others are already encoded (a few
+/// kilobytes).
+pub struct Exposition {
+    leases: Registry,
+    rest: String,
+}
+
+impl Exposition {
+    /// Writes the OpenMetrics text (ending with `# EOF`) to `out`, in
+    /// pieces of at most 4 KiB (the encoder's buffer) plus the small
+    /// families at the end.
+    ///
+    /// Errors: the first error of `out` (encoding itself cannot fail).
+    pub fn write_to<W: std::fmt::Write>(&self, out: &mut W) -> std::fmt::Result {
+        prometheus_client::encoding::text::encode_registry(out, &self.leases)?;
+        out.write_str(&self.rest)
+    }
+}
+
 impl Metrics {
     /// Metrics of one snapshot (`-o prometheus`): as [`Metrics::new`]
     /// without `leasectl_lease_holder_changes_total`, a counter that could
@@ -184,7 +196,7 @@ impl Metrics {
     pub fn one_shot() -> Self {
         let mut m = Self::unregistered();
         m.one_shot = true;
-        m.register_lease_metrics();
+        m.register_target_metrics();
         m.register_reader_metrics();
         m
     }
@@ -192,7 +204,7 @@ impl Metrics {
     /// Empty metrics, registered under `leasectl_`.
     pub fn new() -> Self {
         let mut m = Self::unregistered();
-        m.register_lease_metrics();
+        m.register_target_metrics();
         m.register_reader_metrics();
         m
     }
@@ -200,16 +212,7 @@ impl Metrics {
     fn unregistered() -> Self {
         Self {
             registry: Registry::with_prefix("leasectl"),
-            state: SortedFamily::default(),
-            age: SortedFamily::default(),
-            ttl: SortedFamily::default(),
-            expires_in: SortedFamily::default(),
-            skew: SortedFamily::default(),
-            generation: SortedFamily::default(),
-            holder_changes: SortedFamily::default(),
-            holder_seconds: SortedFamily::default(),
-            free_seconds: SortedFamily::default(),
-            renewal_gap: SortedFamily::default(),
+            rows: Arc::default(),
             probe_ok: SortedFamily::default(),
             probe_known: SortedFamily::default(),
             http_requests: SortedFamily::default(),
@@ -224,68 +227,15 @@ impl Metrics {
             gathers: Counter::default(),
             last_gather: FGauge::default(),
             history: History::new(),
-            holders_counted: BTreeMap::new(),
-            renewal_gaps: BTreeMap::new(),
             counted: (0, 0),
             one_shot: false,
         }
     }
 
-    /// Registers the per-lease families (state, age, TTL, expiry, skew,
-    /// generation, holder changes, probe results).
-    fn register_lease_metrics(&mut self) {
-        self.registry.register(
-            "lease_state",
-            "1 for the lease's current state (fresh, stale, suspect, malformed, absent, released; unknown when this reader's clock is too far from the service's to judge), else 0",
-            self.state.clone(),
-        );
-        self.registry.register(
-            "lease_age_seconds",
-            "Seconds since the lease was last renewed, by this reader's clock",
-            self.age.clone(),
-        );
-        self.registry.register(
-            "lease_ttl_seconds",
-            "The lease record's TTL in seconds",
-            self.ttl.clone(),
-        );
-        self.registry.register(
-            "lease_expires_in_seconds",
-            "Seconds until the lease may be taken over (negative: expired)",
-            self.expires_in.clone(),
-        );
-        self.registry.register(
-            "lease_holder_skew_seconds",
-            "renewed_at minus Last-Modified: the holder's clock offset from the service's (about 1 s resolution)",
-            self.skew.clone(),
-        );
-        self.registry.register(
-            "lease_generation",
-            "The lease record's generation (fencing token); absent when the record has none",
-            self.generation.clone(),
-        );
-        if !self.one_shot {
-            self.registry.register(
-            "lease_holder_changes",
-            "Times a different holder was seen on the prefix during this process, by how: takeover, handover, after_expiry, acquired (no LEASE before, e.g. after a release), changed_while_fresh",
-            self.holder_changes.clone(),
-        );
-        }
-        self.registry.register(
-            "lease_holder_seconds",
-            "Seconds since the current holder was first seen by this process (its tenure so far, as far as this process knows); absent while nobody holds the prefix",
-            self.holder_seconds.clone(),
-        );
-        self.registry.register(
-            "lease_free_seconds",
-            "Seconds the prefix has been seen without a holder (no LEASE, or a released one) by this process; absent while someone holds it",
-            self.free_seconds.clone(),
-        );
-        self.registry.register(
-            "lease_renewal_gap_ttl_ratio",
-            "The largest age of the current holder's record seen at any reading since this process first saw its tenure, as a fraction of its TTL: its renewals were at least that late once (renewing every TTL/3 keeps it near 0.33; above 0.5 a renewal came more than TTL/6 late). A lower bound, as fine as the refresh; absent while nobody holds the prefix or its age is unknown",
-            self.renewal_gap.clone(),
-        );
+    /// Registers the per-target lease families (the probe results); the
+    /// per-prefix ones come before them, from the rows
+    /// ([`super::lease_rows::registry`]).
+    fn register_target_metrics(&mut self) {
         self.registry.register(
             "probe_ok",
             "1 when the precondition probe found the service honours conditional writes, 0 when it found it does not; absent while unknown (see leasectl_probe_known)",
@@ -386,41 +336,32 @@ impl Metrics {
             .inc_by(err.saturating_sub(self.counted.1));
         self.counted = (req, err);
 
-        for f in [
-            &self.age,
-            &self.ttl,
-            &self.expires_in,
-            &self.skew,
-            &self.generation,
-            &self.renewal_gap,
-        ] {
-            f.clear();
-        }
-        self.state.clear();
         self.probe_ok.clear();
         self.probe_known.clear();
         self.server_offset.clear();
         self.target_up.clear();
-        let mut seen = BTreeSet::new();
+        // A copy only while a scrape still writes the previous rows.
+        let mut rows = std::mem::take(&mut self.rows);
+        let table = Arc::make_mut(&mut rows);
+        table.values_mut().for_each(Row::clear_gauges);
         for t in &snap.targets {
-            self.update_target(t, &mut seen);
+            self.update_target(table, t);
         }
         if !self.one_shot {
-            self.update_holder_changes(&seen);
+            self.update_holder_changes(table);
         }
-        self.update_tenures(&seen, snap.generated_at);
-        // Prefixes no longer seen are forgotten; one not read this time keeps its value.
-        self.renewal_gaps.retain(|k, _| seen.contains(k));
-        for (pl, (_, _, ratio)) in &self.renewal_gaps {
-            self.renewal_gap.get_or_create(pl).set(*ratio);
-        }
+        self.update_tenures(table, snap.generated_at);
+        // Prefixes no longer seen are forgotten; one not read this time
+        // keeps its counters and its tenure's gap.
+        table.retain(|_, r| r.seen);
+        self.rows = rows;
         self.update_pod(snap, pod_scanned);
     }
 
-    /// One target's gauges and gather errors, and its rows' (each row's
-    /// labels go into `seen`, with those of its prefixes that could not be
-    /// read this time).
-    fn update_target(&mut self, t: &TargetReport, seen: &mut BTreeSet<PrefixLabels>) {
+    /// One target's gauges and gather errors, and its rows (each row read
+    /// is `seen`, with those of its prefixes that could not be read this
+    /// time).
+    fn update_target(&mut self, rows: &mut Rows, t: &TargetReport) {
         let s = crate::text::sanitize;
         let target = s(&t.url);
         let shared: Arc<str> = target.as_str().into();
@@ -437,7 +378,7 @@ impl Metrics {
             self.server_offset.get_or_create(&tl).set(o);
         }
         for p in &t.prefixes {
-            seen.insert(self.update_prefix(&shared, p));
+            update_prefix(rows, &shared, p);
         }
         // The precondition probe: only what is known is exported.
         let probed = t.prefixes.iter().find_map(|p| match p.exclusion {
@@ -460,168 +401,66 @@ impl Metrics {
         // an error is not a prefix going away.
         for (u, p) in self.history.iter().map(|(k, _)| k) {
             if *u == t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
-                seen.insert(PrefixLabels {
+                let pl = PrefixLabels {
                     target: shared.clone(),
                     prefix: s(p).into(),
-                });
+                };
+                rows.entry(pl).or_default().seen = true;
             }
         }
     }
 
-    /// One row's gauges (state, age, expiry, TTL, skew); returns its labels.
-    fn update_prefix(&mut self, target: &Arc<str>, p: &PrefixReport) -> PrefixLabels {
-        let pl = PrefixLabels {
-            target: target.clone(),
-            prefix: crate::text::sanitize(&p.prefix).into(),
-        };
-        let current = if p.age_unknown {
-            "unknown"
-        } else {
-            p.state.as_str()
-        };
-        for st in STATES {
-            self.state
-                .get_or_create(&StateLabels {
-                    target: pl.target.clone(),
-                    prefix: pl.prefix.clone(),
-                    state: st,
-                })
-                .set(i64::from(st == current));
-        }
-        if !p.age_unknown {
-            if let Some(a) = p.age_s {
-                self.age.get_or_create(&pl).set(a);
-            }
-            if let Some(x) = p.expires_in_s {
-                self.expires_in.get_or_create(&pl).set(x);
-            }
-        }
-        if let Some(r) = &p.record {
-            self.ttl.get_or_create(&pl).set(r.ttl_s as f64);
-            // A float, as every sample is: exact up to 2^53 (microseconds
-            // since 1970 are below 2^51).
-            if let Some(g) = r.generation {
-                self.generation.get_or_create(&pl).set(g as f64);
-            }
-        }
-        if let Some(k) = p.holder_skew_s {
-            self.skew.get_or_create(&pl).set(k);
-        }
-        self.note_renewal_gap(&pl, p);
-        pl
-    }
-
-    /// The largest age of the current tenure's record seen so far, as a
-    /// fraction of its TTL: a new tenure (holder or generation) starts
-    /// again; no holder, or an age that cannot be judged, has none (a
-    /// tenure whose age is unknown this time keeps what was seen).
-    fn note_renewal_gap(&mut self, pl: &PrefixLabels, p: &PrefixReport) {
-        let held = p
-            .record
-            .as_ref()
-            .filter(|r| r.ttl_s > 0 && p.state != crate::bucket::LeaseState::Released);
-        let Some(r) = held else {
-            self.renewal_gaps.remove(pl);
-            return;
-        };
-        let tenure = (r.instance_id.as_str(), r.generation);
-        let entry = self.renewal_gaps.get_mut(pl);
-        let same = entry
-            .as_ref()
-            .is_some_and(|(id, g, _)| (id.as_str(), *g) == tenure);
-        let ratio = (!p.age_unknown)
-            .then_some(p.age_s)
-            .flatten()
-            .map(|a| a.max(0.0) / r.ttl_s as f64);
-        match (entry, same, ratio) {
-            (Some(e), true, Some(x)) => e.2 = e.2.max(x),
-            (Some(_), true, None) => {}
-            (_, _, Some(x)) => {
-                self.renewal_gaps
-                    .insert(pl.clone(), (r.instance_id.clone(), r.generation, x));
-            }
-            (_, _, None) => {
-                self.renewal_gaps.remove(pl);
-            }
-        }
-    }
-
-    /// How long each prefix in `seen` has had its current holder, or none,
-    /// at `now`, from the session's history.
-    fn update_tenures(
-        &mut self,
-        seen: &BTreeSet<PrefixLabels>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) {
-        self.holder_seconds.clear();
-        self.free_seconds.clear();
-        let s = crate::text::sanitize;
-        for ((u, p), h) in self.history.iter() {
-            let pl = PrefixLabels {
-                target: s(u).into(),
-                prefix: s(p).into(),
-            };
-            if !seen.contains(&pl) {
+    /// How long each prefix seen has had its current holder, or none, at
+    /// `now`, from the session's history.
+    fn update_tenures(&self, rows: &mut Rows, now: chrono::DateTime<chrono::Utc>) {
+        for (pl, h) in self.seen_histories(rows) {
+            let Some(row) = rows.get_mut(&pl) else {
                 continue;
-            }
+            };
             if let Some((held, since)) = h.current_since() {
                 let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
-                let family = if held {
-                    &self.holder_seconds
+                if held {
+                    row.held_s = Some(secs);
                 } else {
-                    &self.free_seconds
-                };
-                family.get_or_create(&pl).set(secs);
+                    row.free_s = Some(secs);
+                }
             }
         }
     }
 
-    /// The holder-change counters of the prefixes in `seen`, brought up to
-    /// the history; prefixes no longer seen are forgotten.
-    fn update_holder_changes(&mut self, seen: &BTreeSet<PrefixLabels>) {
-        let s = crate::text::sanitize;
-        for ((u, p), h) in self.history.iter() {
-            let pl = PrefixLabels {
-                target: s(u).into(),
-                prefix: s(p).into(),
-            };
-            if !seen.contains(&pl) {
+    /// The holder-change counters of the prefixes seen, brought up to the
+    /// history (the rows of prefixes no longer seen are forgotten, with
+    /// their counters, by [`Metrics::update`]).
+    fn update_holder_changes(&self, rows: &mut Rows) {
+        for (pl, h) in self.seen_histories(rows) {
+            let Some(row) = rows.get_mut(&pl) else {
                 continue;
-            }
-            let done = self
-                .holders_counted
-                .entry(pl.clone())
-                .or_insert([0; COUNTED.len()]);
+            };
             // Every `how` created at zero so that an increase() has a
-            // starting point, whichever way the holder changes first.
-            for (i, kind) in COUNTED.iter().enumerate() {
-                self.holder_changes
-                    .get_or_create(&HowLabels {
-                        target: pl.target.clone(),
-                        prefix: pl.prefix.clone(),
-                        how: kind.label(),
-                    })
-                    .inc_by(h.count_by[i].saturating_sub(done[i]));
-                done[i] = h.count_by[i].max(done[i]);
+            // starting point, whichever way the holder changes first; a
+            // counter never goes down.
+            let done = row.changes.get_or_insert([0; COUNTED.len()]);
+            for (d, n) in done.iter_mut().zip(h.count_by) {
+                *d = (*d).max(n);
             }
         }
-        // Bounded: prefixes no longer seen are forgotten.
-        let gone: Vec<PrefixLabels> = self
-            .holders_counted
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
-        for k in gone {
-            self.holders_counted.remove(&k);
-            for kind in COUNTED {
-                self.holder_changes.remove(&HowLabels {
-                    target: k.target.clone(),
-                    prefix: k.prefix.clone(),
-                    how: kind.label(),
-                });
-            }
-        }
+    }
+
+    /// The history of each prefix seen in the latest snapshot, by its
+    /// labels.
+    fn seen_histories(&self, rows: &Rows) -> Vec<(PrefixLabels, &PrefixHistory)> {
+        let s = crate::text::sanitize;
+        self.history
+            .iter()
+            .map(|((u, p), h)| {
+                let pl = PrefixLabels {
+                    target: s(u).into(),
+                    prefix: s(p).into(),
+                };
+                (pl, h)
+            })
+            .filter(|(pl, _)| rows.get(pl).is_some_and(|r| r.seen))
+            .collect()
     }
 
     /// Sets `leasectl_audit_log_ok{path}` for the audit log `path` followed
@@ -655,12 +494,24 @@ impl Metrics {
         }
     }
 
+    /// The exposition as it is now, to be written later
+    /// ([`Exposition::write_to`]) without this.
+    pub fn exposition(&self) -> Exposition {
+        let mut rest = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut rest, &self.registry);
+        Exposition {
+            leases: lease_rows::registry(&self.rows, self.one_shot),
+            rest,
+        }
+    }
+
     /// The text exposition of every metric (OpenMetrics text, which
     /// Prometheus and node_exporter's textfile collector read).
     pub fn render(&self) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = self.exposition().write_to(&mut out);
         out
     }
 
@@ -678,8 +529,82 @@ impl Metrics {
             help: None,
             error: None,
         };
-        let encoded = prometheus_client::encoding::text::encode(&mut w, &self.registry);
+        let encoded = self.exposition().write_to(&mut w);
         w.finish(encoded)
+    }
+}
+
+/// One row's gauges (state, age, expiry, TTL, skew, generation) and its
+/// tenure's gap, from its report; the row is `seen`. A value the report
+/// does not have is left as it is (a second report of the same labels only
+/// adds).
+fn update_prefix(rows: &mut Rows, target: &Arc<str>, p: &PrefixReport) {
+    let pl = PrefixLabels {
+        target: target.clone(),
+        prefix: crate::text::sanitize(&p.prefix).into(),
+    };
+    let row = rows.entry(pl).or_default();
+    row.seen = true;
+    let current = if p.age_unknown {
+        "unknown"
+    } else {
+        p.state.as_str()
+    };
+    row.state = STATES.iter().position(|s| *s == current).map(|i| i as u8);
+    if !p.age_unknown {
+        if let Some(a) = p.age_s {
+            row.age_s = Some(a);
+        }
+        if let Some(x) = p.expires_in_s {
+            row.expires_in_s = Some(x);
+        }
+    }
+    if let Some(r) = &p.record {
+        row.ttl_s = Some(r.ttl_s as f64);
+        // A float, as every sample is: exact up to 2^53 (microseconds
+        // since 1970 are below 2^51).
+        if let Some(g) = r.generation {
+            row.generation = Some(g as f64);
+        }
+    }
+    if let Some(k) = p.holder_skew_s {
+        row.skew_s = Some(k);
+    }
+    note_renewal_gap(row, p);
+}
+
+/// The largest age of the current tenure's record seen so far, as a
+/// fraction of its TTL: a new tenure (holder or generation) starts again; no
+/// holder, or an age that cannot be judged, has none (a tenure whose age is
+/// unknown this time keeps what was seen).
+fn note_renewal_gap(row: &mut Row, p: &PrefixReport) {
+    let held = p
+        .record
+        .as_ref()
+        .filter(|r| r.ttl_s > 0 && p.state != crate::bucket::LeaseState::Released);
+    let Some(r) = held else {
+        row.gap = None;
+        return;
+    };
+    let same = row
+        .gap
+        .as_ref()
+        .is_some_and(|g| (&*g.holder, g.generation) == (r.instance_id.as_str(), r.generation));
+    let ratio = (!p.age_unknown)
+        .then_some(p.age_s)
+        .flatten()
+        .map(|a| a.max(0.0) / r.ttl_s as f64);
+    match (row.gap.as_mut(), same, ratio) {
+        (Some(g), true, Some(x)) => g.ratio = g.ratio.max(x),
+        (Some(_), true, None) => {}
+        (_, _, Some(x)) => {
+            row.gap = Some(Box::new(Gap {
+                holder: r.instance_id.as_str().into(),
+                generation: r.generation,
+                ratio: x,
+            }));
+        }
+        (_, _, None) => row.gap = None,
     }
 }
 

@@ -93,7 +93,9 @@ async fn metrics(State(s): State<AppState>) -> Response {
                     code: "200".to_owned(),
                 })
                 .inc();
-            ([(header::CONTENT_TYPE, CONTENT_TYPE)], l.metrics.render()).into_response()
+            let exposition = l.metrics.exposition();
+            drop(l);
+            ([(header::CONTENT_TYPE, CONTENT_TYPE)], streamed(exposition)).into_response()
         }
         Err(_) => {
             let r = (
@@ -103,6 +105,63 @@ async fn metrics(State(s): State<AppState>) -> Response {
                 .into_response();
             s.count("/metrics", r)
         }
+    }
+}
+
+/// The body of a `/metrics` answer: `exposition` written on a blocking
+/// thread in pieces of about [`CHUNK`] bytes as the client reads them, so
+/// that no scrape holds the whole text (tens of megabytes at 50,000
+/// prefixes) and the lock the next snapshot is applied under is not held
+/// while it is written. A client that goes away ends the writing (its
+/// pieces have nowhere to go); a slow one is closed by [`IDLE_TIMEOUT`].
+fn streamed(exposition: super::prometheus::Exposition) -> axum::body::Body {
+    let (tx, rx) = tokio::sync::mpsc::channel::<axum::body::Bytes>(2);
+    tokio::task::spawn_blocking(move || {
+        let mut w = ChunkSender {
+            tx,
+            piece: String::with_capacity(CHUNK),
+        };
+        if exposition.write_to(&mut w).is_ok() {
+            w.send();
+        }
+    });
+    let pieces = futures::stream::unfold(rx, |mut rx| async move {
+        let piece = rx.recv().await?;
+        Some((Ok::<_, std::convert::Infallible>(piece), rx))
+    });
+    axum::body::Body::from_stream(pieces)
+}
+
+/// About how many bytes of the exposition a piece of a `/metrics` body
+/// holds: 64 KiB.
+const CHUNK: usize = 64 * 1024;
+
+/// Sends what is written to it in pieces of about [`CHUNK`] bytes; fails
+/// once the receiver is gone.
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<axum::body::Bytes>,
+    piece: String,
+}
+
+impl ChunkSender {
+    /// Sends the piece so far (waiting while the client has two unread);
+    /// false when the receiver is gone.
+    fn send(&mut self) -> bool {
+        if self.piece.is_empty() {
+            return true;
+        }
+        let piece = std::mem::replace(&mut self.piece, String::with_capacity(CHUNK));
+        self.tx.blocking_send(piece.into()).is_ok()
+    }
+}
+
+impl std::fmt::Write for ChunkSender {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.piece.push_str(s);
+        if self.piece.len() >= CHUNK && !self.send() {
+            return Err(std::fmt::Error);
+        }
+        Ok(())
     }
 }
 

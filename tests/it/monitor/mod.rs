@@ -7,6 +7,7 @@ mod monitoring;
 mod report_truth;
 mod schedule;
 mod serve_limits;
+mod serve_stream;
 mod snapshot_json;
 mod suspect_expiry;
 mod times;
