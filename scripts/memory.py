@@ -6,6 +6,9 @@ without a LEASE, the others fresh, stale or malformed in turn), then measures:
 
 - `-o prometheus`, `--json` and `-o ndjson`, `--runs` times each (the median
   and the range), under `/usr/bin/time -v` (its "Maximum resident set size");
+- `--watch`'s first pass (`--only watch`), `--runs` times: `--watch=5s` with
+  stdout to a file (not a terminal), its peak (VmHWM) read once the first
+  pass's `heartbeat` line is written, then SIGTERM;
 - the console in tmux: the peak (VmHWM) and current (VmRSS) resident set of
   the process once every row is loaded, and again after more refreshes, and
   its CPU (user + system, % of a core) over that settle time;
@@ -14,7 +17,7 @@ without a LEASE, the others fresh, stale or malformed in turn), then measures:
   is in, `--runs` times (the median and the range).
 
 Usage: scripts/memory.py [--binary PATH] [--prefixes N] [--settle SECONDS]
-                         [--runs N] [--skip-console] [--only FORMAT,...]
+                         [--runs N] [--skip-console] [--only FORMAT|watch,...]
                          [--scrapes N]
 
 Environment variables such as MIMALLOC_PURGE_DELAY pass through to leasectl.
@@ -24,6 +27,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -81,6 +85,39 @@ def status_kib(pid):
             if k in ("VmHWM", "VmRSS"):
                 out[k] = int(v.split()[0])
     return out
+
+
+def watch_first_pass(binary, store):
+    """(VmHWM in KiB once the first pass is written, seconds it took, exit)."""
+    fd, out = tempfile.mkstemp(prefix="leasectl-watch-", suffix=".ndjson")
+    with os.fdopen(fd, "wb") as f:
+        p = subprocess.Popen(
+            [binary, "--no-pod", "--watch=5s", f"file://{store}/"],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        t0 = time.time()
+        while True:
+            # The heartbeat is the pass's last line: look at the file's tail.
+            with open(out, "rb") as f:
+                f.seek(max(0, os.path.getsize(out) - 4096))
+                if b'"type":"heartbeat"' in f.read():
+                    break
+            if p.poll() is not None:
+                sys.exit(f"--watch ended with {p.returncode} before its first heartbeat")
+            if time.time() - t0 > 600:
+                sys.exit("--watch wrote no heartbeat in 600 s")
+            time.sleep(0.05)
+        took = time.time() - t0
+        hwm = status_kib(p.pid)["VmHWM"]
+        p.send_signal(signal.SIGTERM)
+        return hwm, took, p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.remove(out)
 
 
 def cpu_ticks(pid):
@@ -174,8 +211,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="runs of each one-shot format")
     ap.add_argument(
         "--only",
-        default="prometheus,json,ndjson",
-        help="one-shot formats to measure (comma-separated; empty: none)",
+        default="prometheus,json,ndjson,watch",
+        help="one-shot formats and watch to measure (comma-separated; empty: none)",
     )
     a = ap.parse_args()
     binary = os.path.abspath(a.binary)
@@ -190,6 +227,16 @@ def main():
             "ndjson": ["-o", "ndjson"],
         }
         for name in filter(None, a.only.split(",")):
+            if name == "watch":
+                runs = [watch_first_pass(binary, store) for _ in range(a.runs)]
+                mib = [kib / 1024 for kib, _, _ in runs]
+                print(
+                    f"{'--watch=5s':14} peak RSS {statistics.median(mib):7.1f} MiB "
+                    f"(median of {a.runs}, {min(mib):.1f}–{max(mib):.1f}) at the first "
+                    f"heartbeat, after {statistics.median(t for _, t, _ in runs):.1f} s; "
+                    f"exit on SIGTERM {runs[0][2]}"
+                )
+                continue
             fmt = formats[name]
             runs = [max_rss_kib(binary, ["--no-pod", *fmt, url]) for _ in range(a.runs)]
             mib = [kib / 1024 for kib, _ in runs]

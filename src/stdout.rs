@@ -112,17 +112,30 @@ impl<W: Write> Checked<W> {
 
     /// Flushes; `exit` when everything was written, else the write error's exit.
     pub fn finish(mut self, exit: Exit) -> Exit {
+        match self.flush_checked() {
+            Ok(()) => exit,
+            Err(e) => e,
+        }
+    }
+
+    /// Flushes, for a writer that goes on (`--watch`'s passes): the write
+    /// error's exit if one happened since the last call (said on stderr as
+    /// by [`Checked::finish`]).
+    ///
+    /// # Errors
+    /// [`Exit::ClosedPipe`] for a closed pipe, [`Exit::Failed`] otherwise.
+    pub fn flush_checked(&mut self) -> Result<(), Exit> {
         if self.error.is_none() {
             if let Err(e) = self.inner.flush() {
                 self.error = Some(e);
             }
         }
-        match self.error.map(WriteError::from) {
-            None => exit,
-            Some(WriteError::Closed) => Exit::ClosedPipe,
+        match self.error.take().map(WriteError::from) {
+            None => Ok(()),
+            Some(WriteError::Closed) => Err(Exit::ClosedPipe),
             Some(WriteError::Failed(e)) => {
                 eprintln!("leasectl: could not write to stdout: {e}");
-                Exit::Failed
+                Err(Exit::Failed)
             }
         }
     }

@@ -27,6 +27,7 @@
 //! SIGTERM, SIGINT or SIGHUP, 141 when stdout's reader goes away.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -346,10 +347,11 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// The lines `snap` adds to the stream: what changed since the last one.
-    pub fn changes(&mut self, snap: &Snapshot, pod_scanned: bool) -> Vec<String> {
+    /// The lines `snap` adds to the stream, what changed since the last one,
+    /// each given to `emit` as it is made (never held together: a first pass
+    /// at 50,000 prefixes is 30 MB of lines).
+    pub fn changes(&mut self, snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(String)) {
         let time = ts(snap.generated_at);
-        let mut out = Vec::new();
         let mut leases = BTreeMap::new();
         let mut errors = BTreeMap::new();
         for t in &snap.targets {
@@ -365,7 +367,7 @@ impl Watcher {
             for (prefix, error) in errs {
                 let key = (t.url.clone(), prefix.map(str::to_owned));
                 if self.errors.get(&key).map(String::as_str) != Some(error) {
-                    out.push(line(&ErrorLine {
+                    emit(line(&ErrorLine {
                         kind: "error",
                         time: time.clone(),
                         target: &t.url,
@@ -380,7 +382,7 @@ impl Watcher {
                 let key = (t.url.clone(), p.prefix.clone());
                 let now = seen(p);
                 if self.leases.get(&key) != Some(&now) {
-                    out.push(line(&LeaseLine {
+                    emit(line(&LeaseLine {
                         kind: "lease",
                         time: time.clone(),
                         target: &t.url,
@@ -405,7 +407,7 @@ impl Watcher {
         for (target, prefix) in self.leases.keys() {
             let errored = errors.contains_key(&(target.clone(), Some(prefix.clone())));
             if !leases.contains_key(&(target.clone(), prefix.clone())) && !errored {
-                out.push(line(&GoneLine {
+                emit(line(&GoneLine {
                     kind: "gone",
                     time: time.clone(),
                     target,
@@ -424,7 +426,7 @@ impl Watcher {
             // A prefix's error is not cleared by its whole target failing.
             let target_failed = errors.contains_key(&(target.clone(), None));
             if !errors.contains_key(&(target.clone(), prefix.clone())) && !target_failed {
-                out.push(line(&ClearedLine {
+                emit(line(&ClearedLine {
                     kind: "cleared",
                     time: time.clone(),
                     target,
@@ -444,7 +446,7 @@ impl Watcher {
                 snap.pod_error.clone(),
             );
             if self.pod.as_ref() != Some(&pod) {
-                out.push(line(&PodLine {
+                emit(line(&PodLine {
                     kind: "pod",
                     time,
                     verdicts: &snap.pod.verdicts,
@@ -453,7 +455,6 @@ impl Watcher {
             }
             self.pod = Some(pod);
         }
-        out
     }
 }
 
@@ -497,6 +498,11 @@ pub async fn watch(
     let mut ticker = tokio::time::interval(opts.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_beat: Option<tokio::time::Instant> = None;
+    // Not locked: the watch's futures may move between threads.
+    let mut out = crate::stdout::Checked::new(std::io::BufWriter::with_capacity(
+        1 << 16,
+        std::io::stdout(),
+    ));
     loop {
         let mut snap = tokio::select! {
             _ = term.recv() => return Exit::Ok,
@@ -527,21 +533,25 @@ pub async fn watch(
             requested: audit_requested,
             ..followed.report().clone()
         });
-        let mut lines = watcher.changes(&snap, extras.scans_pod());
+        // A pass's lines are written as they are made, in one block that
+        // ends with the heartbeat (when one is due), flushed at its end.
+        let mut emit = |l: String| {
+            let _ = out.write_all(l.as_bytes());
+            let _ = out.write_all(b"\n");
+        };
+        watcher.changes(&snap, extras.scans_pod(), &mut emit);
         for ((target, prefix), c) in history.observe_changes(&snap, &followed.entries()) {
-            lines.push(holder_change_line(&target, &prefix, &c));
+            emit(holder_change_line(&target, &prefix, &c));
         }
         log = Some(followed);
         let now = tokio::time::Instant::now();
         // Half an interval of slack: gathers are not exactly on the tick.
         if last_beat.is_none_or(|b| now.duration_since(b) + opts.interval / 2 >= opts.heartbeat) {
-            lines.push(counts(&snap, "heartbeat"));
+            emit(counts(&snap, "heartbeat"));
             last_beat = Some(now);
         }
-        if !lines.is_empty() {
-            if let Err(exit) = crate::stdout::print(&lines.join("\n")) {
-                return exit;
-            }
+        if let Err(exit) = out.flush_checked() {
+            return exit;
         }
     }
 }

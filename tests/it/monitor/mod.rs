@@ -4,6 +4,7 @@ mod addressing;
 mod deeper;
 mod exposition;
 mod monitoring;
+mod ndjson_order;
 mod report_truth;
 mod schedule;
 mod serve_limits;
