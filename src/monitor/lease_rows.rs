@@ -6,7 +6,7 @@
 //! eleven families, seven series of `leasectl_lease_state` and five of
 //! `leasectl_lease_holder_changes_total` per prefix, 850,000 objects at
 //! 50,000 prefixes (issue 38: `serve` held 201 MiB there). A row holds the
-//! same values in about 250 bytes, and the rows are shared (`Arc`) with a
+//! same values in about 150 bytes, and the rows are shared (`Arc`) with a
 //! scrape that is still writing them while the next snapshot is applied (it
 //! then gets a copy of its own: [`Arc::make_mut`]).
 //!
@@ -25,26 +25,36 @@ use crate::snapshot::history::COUNTED;
 
 use super::prometheus::{HowLabels, PrefixLabels, StateLabels, STATES};
 
-/// One prefix's values, as the families show them. `None`: the prefix has
-/// no series in that family (not read this time, or not known).
+/// A per-prefix gauge of one value, set from each snapshot.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum G {
+    /// `leasectl_lease_age_seconds`.
+    Age,
+    /// `leasectl_lease_ttl_seconds`.
+    Ttl,
+    /// `leasectl_lease_expires_in_seconds`.
+    ExpiresIn,
+    /// `leasectl_lease_holder_skew_seconds`.
+    Skew,
+    /// `leasectl_lease_generation` (a float, as every sample is).
+    Generation,
+    /// `leasectl_lease_holder_seconds`.
+    Held,
+    /// `leasectl_lease_free_seconds`.
+    Free,
+}
+
+/// One prefix's values, as the families show them (about 150 bytes with
+/// its labels). A value that is not set: the prefix has no series in that
+/// family (not read this time, or not known).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Row {
     /// `leasectl_lease_state`: the index in [`STATES`] of the current state.
     pub(super) state: Option<u8>,
-    /// `leasectl_lease_age_seconds`.
-    pub(super) age_s: Option<f64>,
-    /// `leasectl_lease_ttl_seconds`.
-    pub(super) ttl_s: Option<f64>,
-    /// `leasectl_lease_expires_in_seconds`.
-    pub(super) expires_in_s: Option<f64>,
-    /// `leasectl_lease_holder_skew_seconds`.
-    pub(super) skew_s: Option<f64>,
-    /// `leasectl_lease_generation` (a float, as every sample is).
-    pub(super) generation: Option<f64>,
-    /// `leasectl_lease_holder_seconds`.
-    pub(super) held_s: Option<f64>,
-    /// `leasectl_lease_free_seconds`.
-    pub(super) free_s: Option<f64>,
+    /// Which of `gauges` are set (bit `G as u8`).
+    set: u8,
+    /// The values of the [`G`] gauges, by `G as usize`.
+    gauges: [f64; 7],
     /// `leasectl_lease_holder_changes_total`, by [`COUNTED`] kind: the
     /// counts of the history already counted (a counter's value).
     pub(super) changes: Option<[u64; COUNTED.len()]>,
@@ -73,14 +83,19 @@ impl Row {
     /// again from each snapshot); counters and the tenure's gap stay.
     pub(super) fn clear_gauges(&mut self) {
         self.state = None;
-        self.age_s = None;
-        self.ttl_s = None;
-        self.expires_in_s = None;
-        self.skew_s = None;
-        self.generation = None;
-        self.held_s = None;
-        self.free_s = None;
+        self.set = 0;
         self.seen = false;
+    }
+
+    /// The value of gauge `g`, if set.
+    pub(super) fn get(&self, g: G) -> Option<f64> {
+        (self.set & (1 << g as u8) != 0).then_some(self.gauges[g as usize])
+    }
+
+    /// Sets gauge `g` to `v`.
+    pub(super) fn set(&mut self, g: G, v: f64) {
+        self.set |= 1 << g as u8;
+        self.gauges[g as usize] = v;
     }
 }
 
@@ -93,7 +108,9 @@ enum Column {
     /// `leasectl_lease_state`: a series per state, 1 for the current one.
     State,
     /// A gauge of one value.
-    Gauge(fn(&Row) -> Option<f64>),
+    Gauge(G),
+    /// `leasectl_lease_renewal_gap_ttl_ratio`.
+    Gap,
     /// `leasectl_lease_holder_changes_total`: a counter per kind.
     Changes,
 }
@@ -103,6 +120,17 @@ enum Column {
 struct Family {
     rows: Arc<Rows>,
     column: Column,
+}
+
+impl Family {
+    /// The value of a gauge column in `row`.
+    fn value(&self, row: &Row) -> Option<f64> {
+        match self.column {
+            Column::Gauge(g) => row.get(g),
+            Column::Gap => row.gap.as_ref().map(|g| g.ratio),
+            Column::State | Column::Changes => None,
+        }
+    }
 }
 
 impl EncodeMetric for Family {
@@ -125,9 +153,9 @@ impl EncodeMetric for Family {
                     }
                 }
             }
-            Column::Gauge(value) => {
+            Column::Gauge(_) | Column::Gap => {
                 for (pl, row) in self.rows.iter() {
-                    if let Some(v) = value(row) {
+                    if let Some(v) = self.value(row) {
                         encoder.encode_family(pl)?.encode_gauge(&v)?;
                     }
                 }
@@ -163,7 +191,7 @@ impl EncodeMetric for Family {
     fn is_empty(&self) -> bool {
         !self.rows.values().any(|r| match self.column {
             Column::State => r.state.is_some(),
-            Column::Gauge(value) => value(r).is_some(),
+            Column::Gauge(_) | Column::Gap => self.value(r).is_some(),
             Column::Changes => r.changes.is_some(),
         })
     }
@@ -187,27 +215,27 @@ pub(super) fn registry(rows: &Arc<Rows>, one_shot: bool) -> Registry {
     r.register(
         "lease_age_seconds",
         "Seconds since the lease was last renewed, by this reader's clock",
-        family(Column::Gauge(|r| r.age_s)),
+        family(Column::Gauge(G::Age)),
     );
     r.register(
         "lease_ttl_seconds",
         "The lease record's TTL in seconds",
-        family(Column::Gauge(|r| r.ttl_s)),
+        family(Column::Gauge(G::Ttl)),
     );
     r.register(
         "lease_expires_in_seconds",
         "Seconds until the lease may be taken over (negative: expired)",
-        family(Column::Gauge(|r| r.expires_in_s)),
+        family(Column::Gauge(G::ExpiresIn)),
     );
     r.register(
         "lease_holder_skew_seconds",
         "renewed_at minus Last-Modified: the holder's clock offset from the service's (about 1 s resolution)",
-        family(Column::Gauge(|r| r.skew_s)),
+        family(Column::Gauge(G::Skew)),
     );
     r.register(
         "lease_generation",
         "The lease record's generation (fencing token); absent when the record has none",
-        family(Column::Gauge(|r| r.generation)),
+        family(Column::Gauge(G::Generation)),
     );
     if !one_shot {
         r.register(
@@ -219,17 +247,17 @@ pub(super) fn registry(rows: &Arc<Rows>, one_shot: bool) -> Registry {
     r.register(
         "lease_holder_seconds",
         "Seconds since the current holder was first seen by this process (its tenure so far, as far as this process knows); absent while nobody holds the prefix",
-        family(Column::Gauge(|r| r.held_s)),
+        family(Column::Gauge(G::Held)),
     );
     r.register(
         "lease_free_seconds",
         "Seconds the prefix has been seen without a holder (no LEASE, or a released one) by this process; absent while someone holds it",
-        family(Column::Gauge(|r| r.free_s)),
+        family(Column::Gauge(G::Free)),
     );
     r.register(
         "lease_renewal_gap_ttl_ratio",
         "The largest age of the current holder's record seen at any reading since this process first saw its tenure, as a fraction of its TTL: its renewals were at least that late once (renewing every TTL/3 keeps it near 0.33; above 0.5 a renewal came more than TTL/6 late). A lower bound, as fine as the refresh; absent while nobody holds the prefix or its age is unknown",
-        family(Column::Gauge(|r| r.gap.as_ref().map(|g| g.ratio))),
+        family(Column::Gap),
     );
     r
 }

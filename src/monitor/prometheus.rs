@@ -28,7 +28,7 @@ use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
 use super::family::SortedFamily;
-use super::lease_rows::{self, Gap, Row, Rows};
+use super::lease_rows::{self, Gap, Row, Rows, G};
 pub use super::text_format::to_text_format;
 use super::text_format::TextFormatWriter;
 
@@ -343,6 +343,7 @@ impl Metrics {
         // A copy only while a scrape still writes the previous rows.
         let mut rows = std::mem::take(&mut self.rows);
         let table = Arc::make_mut(&mut rows);
+        let before = table.len();
         table.values_mut().for_each(Row::clear_gauges);
         for t in &snap.targets {
             self.update_target(table, t);
@@ -354,6 +355,7 @@ impl Metrics {
         // Prefixes no longer seen are forgotten; one not read this time
         // keeps its counters and its tenure's gap.
         table.retain(|_, r| r.seen);
+        crate::snapshot::history::compact_grown(table, before);
         self.rows = rows;
         self.update_pod(snap, pod_scanned);
     }
@@ -420,9 +422,9 @@ impl Metrics {
             if let Some((held, since)) = h.current_since() {
                 let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
                 if held {
-                    row.held_s = Some(secs);
+                    row.set(G::Held, secs);
                 } else {
-                    row.free_s = Some(secs);
+                    row.set(G::Free, secs);
                 }
             }
         }
@@ -553,22 +555,22 @@ fn update_prefix(rows: &mut Rows, target: &Arc<str>, p: &PrefixReport) {
     row.state = STATES.iter().position(|s| *s == current).map(|i| i as u8);
     if !p.age_unknown {
         if let Some(a) = p.age_s {
-            row.age_s = Some(a);
+            row.set(G::Age, a);
         }
         if let Some(x) = p.expires_in_s {
-            row.expires_in_s = Some(x);
+            row.set(G::ExpiresIn, x);
         }
     }
     if let Some(r) = &p.record {
-        row.ttl_s = Some(r.ttl_s as f64);
+        row.set(G::Ttl, r.ttl_s as f64);
         // A float, as every sample is: exact up to 2^53 (microseconds
         // since 1970 are below 2^51).
         if let Some(g) = r.generation {
-            row.generation = Some(g as f64);
+            row.set(G::Generation, g as f64);
         }
     }
     if let Some(k) = p.holder_skew_s {
-        row.skew_s = Some(k);
+        row.set(G::Skew, k);
     }
     note_renewal_gap(row, p);
 }
