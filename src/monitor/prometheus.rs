@@ -402,7 +402,7 @@ impl Metrics {
         // Prefixes that could not be read this time keep their counters:
         // an error is not a prefix going away.
         for (u, p) in self.history.iter().map(|(k, _)| k) {
-            if *u == t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
+            if **u == *t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
                 let pl = PrefixLabels {
                     target: shared.clone(),
                     prefix: s(p).into(),

@@ -31,6 +31,7 @@
 //! prefixes tracked.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -237,8 +238,9 @@ pub(crate) fn compact_grown<K: Ord, V>(map: &mut BTreeMap<K, V>, before: usize) 
     }
 }
 
-/// `(target URL, prefix)`, both as in the snapshot (unescaped).
-pub type PrefixKey = (String, String);
+/// `(target URL, prefix)`, both as in the snapshot (unescaped). The URL is
+/// shared by every prefix of its target.
+pub type PrefixKey = (Arc<str>, String);
 
 /// The session's holder changes, per prefix.
 #[derive(Debug, Clone, Default)]
@@ -246,6 +248,9 @@ pub struct History {
     prefixes: BTreeMap<PrefixKey, PrefixHistory>,
     limits: Limits,
     total: usize,
+    /// The target URLs seen, each allocated once for every key of its
+    /// prefixes (at 50,000 prefixes a URL per key was ~3 MB).
+    urls: Vec<Arc<str>>,
 }
 
 /// Grace, in seconds, between an audit entry's time and this reader's
@@ -272,7 +277,17 @@ impl History {
 
     /// The timeline of one prefix, if it was seen.
     pub fn get(&self, target: &str, prefix: &str) -> Option<&PrefixHistory> {
-        self.prefixes.get(&(target.to_owned(), prefix.to_owned()))
+        self.prefixes.get(&(Arc::from(target), prefix.to_owned()))
+    }
+
+    /// The shared copy of the target URL `url`.
+    fn url(&mut self, url: &str) -> Arc<str> {
+        if let Some(u) = self.urls.iter().find(|u| ***u == *url) {
+            return u.clone();
+        }
+        let u: Arc<str> = url.into();
+        self.urls.push(u.clone());
+        u
     }
 
     /// Every tracked prefix with its timeline.
@@ -327,14 +342,14 @@ impl History {
             // gone: its LEASE with it. Unread prefixes keep their last state.
             // (Only when this target has history entries beyond the rows seen:
             // the search below copies every key.)
-            let entries = self.prefixes.keys().filter(|(u, _)| *u == t.url).count();
+            let entries = self.prefixes.keys().filter(|(u, _)| **u == *t.url).count();
             if t.error.is_none() && entries > t.prefixes.len() {
                 let unread: BTreeSet<&str> = t.errors.iter().map(|e| e.prefix.as_str()).collect();
                 let gone: Vec<PrefixKey> = self
                     .prefixes
                     .iter()
                     .filter(|((u, p), h)| {
-                        *u == t.url
+                        **u == *t.url
                             && !seen_now.contains(&(u.clone(), p.clone()))
                             && !unread.contains(p.as_str())
                             && h.last.as_ref().is_some_and(|s| s.present)
@@ -377,7 +392,7 @@ impl History {
         audit: &[AuditEntry],
         out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
     ) -> PrefixKey {
-        let key = (t.url.clone(), p.prefix.clone());
+        let key = (self.url(&t.url), p.prefix.clone());
         // A released record holds nothing: seen as no holder, like no LEASE.
         let held = p
             .record

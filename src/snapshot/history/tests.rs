@@ -295,7 +295,7 @@ fn generations_are_recorded_and_a_hand_over_is_named() {
     );
     assert_eq!(c.len(), 1);
     let (key, c) = &c[0];
-    assert_eq!(key, &(URL.to_owned(), "db/".to_owned()));
+    assert_eq!(key, &(URL.into(), "db/".to_owned()));
     assert_eq!(c.kind, ChangeKind::Expiry);
     assert_eq!((c.previous_generation, c.generation), (Some(7), Some(8)));
     assert_eq!(c.generation_text().as_deref(), Some("generation 7 → 8"));
