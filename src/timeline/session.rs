@@ -165,8 +165,8 @@ mod tests {
             audit: None,
             generation: None,
             previous_generation: None,
-            holder_id: holder.map(str::to_owned),
-            previous_id: prev.map(str::to_owned),
+            holder_id: holder.map(Into::into),
+            previous_id: prev.map(Into::into),
             takeover: None,
         }
     }

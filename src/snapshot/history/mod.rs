@@ -131,9 +131,9 @@ pub struct HolderChange {
     pub previous_generation: Option<u64>,
     /// The new holder's instance id as read (unescaped: for JSON, which
     /// escapes it itself).
-    pub holder_id: Option<String>,
+    pub holder_id: Option<Arc<str>>,
     /// The previous holder's instance id as read (unescaped).
-    pub previous_id: Option<String>,
+    pub previous_id: Option<Arc<str>>,
     /// For a takeover or hand-over: the audit log's entry of it (boxed:
     /// most changes have none).
     pub takeover: Option<Box<crate::snapshot::LastTakeover>>,
@@ -162,7 +162,7 @@ impl HolderChange {
 #[derive(Debug, Clone)]
 struct Seen {
     /// The raw holder (compared unescaped).
-    holder: Option<String>,
+    holder: Option<Arc<str>>,
     /// The record's generation.
     generation: Option<u64>,
     /// The last generation this holder was seen with, kept across reads of
@@ -399,7 +399,7 @@ impl History {
             .as_ref()
             .filter(|_| p.state != LeaseState::Released);
         let mut cur = Seen {
-            holder: held.map(|r| r.instance_id.clone()),
+            holder: held.map(|r| r.instance_id.as_str().into()),
             generation: held.and_then(|r| r.generation),
             known_generation: held.and_then(|r| r.generation),
             present: !matches!(p.state, LeaseState::Absent | LeaseState::Released),
@@ -621,7 +621,7 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
         let handed = e.then.starts_with("handover:")
             && e.written
                 .as_ref()
-                .is_some_and(|w| Some(&w.record.instance_id) == cur.holder.as_ref());
+                .is_some_and(|w| Some(w.record.instance_id.as_str()) == cur.holder.as_deref());
         if handed {
             ChangeKind::Handover
         } else {
