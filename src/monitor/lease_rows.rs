@@ -17,13 +17,57 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::snapshot::history::COUNTED;
 
-use super::prometheus::{HowLabels, PrefixLabels, StateLabels, STATES};
+/// `{target, prefix}`. The strings are shared (`Arc`) by every series of
+/// the prefix: at 50,000 prefixes there are 550,000 series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct PrefixLabels {
+    /// The TARGET URL (escaped).
+    pub target: Arc<str>,
+    /// The prefix (escaped).
+    pub prefix: Arc<str>,
+}
+
+/// `{target, prefix, state}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct StateLabels {
+    /// The TARGET URL (escaped).
+    pub target: Arc<str>,
+    /// The prefix (escaped).
+    pub prefix: Arc<str>,
+    /// fresh, stale, suspect, malformed, absent, released or unknown ([`STATES`]).
+    pub state: &'static str,
+}
+
+/// `{target, prefix, how}` of a holder change.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct HowLabels {
+    /// The TARGET URL (escaped).
+    pub target: Arc<str>,
+    /// The prefix (escaped).
+    pub prefix: Arc<str>,
+    /// How the holder changed: `takeover`, `handover`, `after_expiry`,
+    /// `acquired` or `changed_while_fresh` ([`COUNTED`]'s labels).
+    pub how: &'static str,
+}
+
+/// The states of `leasectl_lease_state`: the judged states, and `unknown`
+/// for a row whose age cannot be judged (this reader's clock is too far
+/// from the service's).
+pub const STATES: [&str; 7] = [
+    "fresh",
+    "stale",
+    "suspect",
+    "malformed",
+    "absent",
+    "released",
+    "unknown",
+];
 
 /// A per-prefix gauge of one value, set from each snapshot.
 #[derive(Clone, Copy, Debug)]

@@ -29,41 +29,9 @@ use crate::writer::scan::VerdictKind;
 
 use super::family::SortedFamily;
 use super::lease_rows::{self, Gap, Row, Rows, G};
+pub use super::lease_rows::{HowLabels, PrefixLabels, StateLabels, STATES};
 pub use super::text_format::to_text_format;
 use super::text_format::TextFormatWriter;
-
-/// `{target, prefix}`. The strings are shared (`Arc`) by every series of
-/// the prefix: at 50,000 prefixes there are 550,000 series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct PrefixLabels {
-    /// The TARGET URL (escaped).
-    pub target: Arc<str>,
-    /// The prefix (escaped).
-    pub prefix: Arc<str>,
-}
-
-/// `{target, prefix, state}`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct StateLabels {
-    /// The TARGET URL (escaped).
-    pub target: Arc<str>,
-    /// The prefix (escaped).
-    pub prefix: Arc<str>,
-    /// fresh, stale, suspect, malformed, absent, released or unknown ([`STATES`]).
-    pub state: &'static str,
-}
-
-/// `{target, prefix, how}` of a holder change.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct HowLabels {
-    /// The TARGET URL (escaped).
-    pub target: Arc<str>,
-    /// The prefix (escaped).
-    pub prefix: Arc<str>,
-    /// How the holder changed: `takeover`, `handover`, `after_expiry`,
-    /// `acquired` or `changed_while_fresh` ([`COUNTED`]'s labels).
-    pub how: &'static str,
-}
 
 /// `{target}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
@@ -104,19 +72,6 @@ pub struct VerdictLabels {
     /// The verdict's snake_case name.
     pub kind: String,
 }
-
-/// The states of `leasectl_lease_state`: the judged states, and `unknown`
-/// for a row whose age cannot be judged (this reader's clock is too far
-/// from the service's).
-pub const STATES: [&str; 7] = [
-    "fresh",
-    "stale",
-    "suspect",
-    "malformed",
-    "absent",
-    "released",
-    "unknown",
-];
 
 const VERDICTS: [VerdictKind; 10] = [
     VerdictKind::InvalidEnable,
