@@ -41,6 +41,7 @@ command -v radosgw >/dev/null 2>&1 || missing+=(ceph radosgw)
 command -v uuidgen >/dev/null 2>&1 || missing+=(uuid-runtime)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v strace >/dev/null 2>&1 || missing+=(strace)
+[ -x /usr/bin/time ] || missing+=(time)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2

@@ -2,7 +2,6 @@
 //! the log's size and the warnings are bounded (the first few and a total),
 //! for `leasectl audit`, `--json --audit-log` and a followed log.
 
-use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 
 use leasectl::audit::{AuditTail, Unreadable};
@@ -14,32 +13,38 @@ fn junk_log(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
-/// Runs leasectl with `args`; returns its exit code, stderr and peak
-/// resident memory in KiB (`ru_maxrss` from `wait4`, which also reaps it).
-#[allow(clippy::zombie_processes)]
+/// Runs leasectl with `args`; returns its exit code (None: killed by a
+/// signal), stderr and peak resident memory in KiB, as GNU time measures
+/// it. Not this process's own `wait4`: a child spawned from this test
+/// process (posix_spawn shares its memory until exec) inherits the test
+/// process's high-water mark in `ru_maxrss` — 127 MiB once other tests had
+/// grown it. `time` is small when it forks leasectl, so leasectl's figure
+/// is its own.
 fn run_measured(args: &[&str]) -> (Option<i32>, String, i64) {
-    let child = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let dir = tempfile::tempdir().unwrap();
+    let measured = dir.path().join("maxrss");
+    let out = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&measured)
+        .arg(env!("CARGO_BIN_EXE_leasectl"))
         .args(args)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut stderr = child.stderr.unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stderr, &mut s).unwrap();
-        s
-    });
-    let mut status = 0;
-    // SAFETY: wait4 on our own child, with valid pointers.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    let code = std::process::ExitStatus::from_raw(status).code();
-    (code, reader.join().unwrap(), usage.ru_maxrss)
+        .output()
+        .expect("GNU time at /usr/bin/time (scripts/setup-test-env.sh installs it)");
+    let report = std::fs::read_to_string(&measured).unwrap();
+    let killed = report.contains("terminated by signal");
+    let kib = report
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no maximum RSS from time: {report}"));
+    let code = if killed { None } else { out.status.code() };
+    (code, String::from_utf8_lossy(&out.stderr).into_owned(), kib)
 }
 
 #[test]
