@@ -22,7 +22,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::audit::AuditEntry;
-use crate::snapshot::history::{History, PrefixHistory, COUNTED};
+use crate::snapshot::history::{History, COUNTED};
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot, TargetReport};
 use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
@@ -303,10 +303,7 @@ impl Metrics {
         for t in &snap.targets {
             self.update_target(table, t);
         }
-        if !self.one_shot {
-            self.update_holder_changes(table);
-        }
-        self.update_tenures(table, snap.generated_at);
+        self.update_from_history(table, snap.generated_at);
         // Prefixes no longer seen are forgotten; one not read this time
         // keeps its counters and its tenure's gap.
         table.retain(|_, r| r.seen);
@@ -367,57 +364,35 @@ impl Metrics {
         }
     }
 
-    /// How long each prefix seen has had its current holder, or none, at
-    /// `now`, from the session's history.
-    fn update_tenures(&self, rows: &mut Rows, now: chrono::DateTime<chrono::Utc>) {
-        for (pl, h) in self.seen_histories(rows) {
-            let Some(row) = rows.get_mut(&pl) else {
+    /// From the session's history, for each prefix seen in the latest
+    /// snapshot: how long it has had its current holder, or none, at `now`;
+    /// and (unless one-shot) its holder-change counters, brought up to the
+    /// history (the rows of prefixes no longer seen are forgotten, with their
+    /// counters, by [`Metrics::update`]). One pass over the history.
+    fn update_from_history(&self, rows: &mut Rows, now: chrono::DateTime<chrono::Utc>) {
+        let s = crate::text::sanitize;
+        for ((u, p), h) in self.history.iter() {
+            let pl = PrefixLabels {
+                target: s(u).into(),
+                prefix: s(p).into(),
+            };
+            let Some(row) = rows.get_mut(&pl).filter(|r| r.seen) else {
                 continue;
             };
-            if let Some((held, since)) = h.current_since() {
-                let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
-                if held {
-                    row.set(G::Held, secs);
-                } else {
-                    row.set(G::Free, secs);
+            if !self.one_shot {
+                // Every `how` created at zero so that an increase() has a
+                // starting point, whichever way the holder changes first; a
+                // counter never goes down.
+                let done = row.changes.get_or_insert([0; COUNTED.len()]);
+                for (d, n) in done.iter_mut().zip(h.count_by) {
+                    *d = (*d).max(n);
                 }
             }
-        }
-    }
-
-    /// The holder-change counters of the prefixes seen, brought up to the
-    /// history (the rows of prefixes no longer seen are forgotten, with
-    /// their counters, by [`Metrics::update`]).
-    fn update_holder_changes(&self, rows: &mut Rows) {
-        for (pl, h) in self.seen_histories(rows) {
-            let Some(row) = rows.get_mut(&pl) else {
-                continue;
-            };
-            // Every `how` created at zero so that an increase() has a
-            // starting point, whichever way the holder changes first; a
-            // counter never goes down.
-            let done = row.changes.get_or_insert([0; COUNTED.len()]);
-            for (d, n) in done.iter_mut().zip(h.count_by) {
-                *d = (*d).max(n);
+            if let Some((held, since)) = h.current_since() {
+                let secs = (now - since).num_milliseconds().max(0) as f64 / 1000.0;
+                row.set(if held { G::Held } else { G::Free }, secs);
             }
         }
-    }
-
-    /// The history of each prefix seen in the latest snapshot, by its
-    /// labels.
-    fn seen_histories(&self, rows: &Rows) -> Vec<(PrefixLabels, &PrefixHistory)> {
-        let s = crate::text::sanitize;
-        self.history
-            .iter()
-            .map(|((u, p), h)| {
-                let pl = PrefixLabels {
-                    target: s(u).into(),
-                    prefix: s(p).into(),
-                };
-                (pl, h)
-            })
-            .filter(|(pl, _)| rows.get(pl).is_some_and(|r| r.seen))
-            .collect()
     }
 
     /// Sets `leasectl_audit_log_ok{path}` for the audit log `path` followed
