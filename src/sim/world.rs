@@ -89,135 +89,161 @@ impl Holder {
         let ttl_ms = self.config.ttl_s * 1000;
         let mut restarts = 0u32;
         while self.now_ms() < self.end_ms {
-            let mut watch = self.new_watch();
-            let lease = loop {
-                if self.now_ms() >= self.end_ms {
-                    return;
-                }
-                self.stopped().await;
-                self.check_answer_lost(ttl_ms);
-                match BucketLease::acquire_as(
-                    self.store.clone(),
-                    Arc::new(self.clock.clone()),
-                    PREFIX,
-                    &self.id,
-                    self.config.clone(),
-                    &mut watch,
-                )
-                .await
-                {
-                    Ok(l) => break l,
-                    // An eager contender tries again the moment the record may
-                    // be taken; the others as `bucket hold --wait` does, a
-                    // third of a TTL later.
-                    Err(LeaseError::HeldByOther { may_take_in_s, .. }) if self.eager => {
-                        let ms = (may_take_in_s.max(0.0) * 1000.0) as u64;
-                        self.sleep_ms(ms + 1, ms + 50, &mut rng).await
-                    }
-                    Err(LeaseError::HeldByOther { .. } | LeaseError::UnderWatch { .. }) => {
-                        tokio::time::sleep(Duration::from_millis(ttl_ms / 3)).await
-                    }
-                    // No answer: tried again by the same process (as the SDK's
-                    // retries do), which remembers what it sent.
-                    Err(e @ LeaseError::Store(_)) => {
-                        let broken = self.world.lock().variant != Variant::Healthy;
-                        if broken {
-                            let mut w = self.world.lock();
-                            w.log(format_args!("h{} store error: {e}", self.index));
-                        }
-                        self.sleep_ms(200, 1000, &mut rng).await
-                    }
-                    // Any other refusal ends the process; it is started again.
-                    Err(e) => {
-                        if matches!(e, LeaseError::SameInstanceId { .. }) {
-                            self.check_refused_own(&e);
-                        }
-                        watch = self.new_watch();
-                        let broken = self.world.lock().variant != Variant::Healthy;
-                        if broken {
-                            let mut w = self.world.lock();
-                            w.log(format_args!("h{} refused: {e}", self.index));
-                        }
-                        self.sleep_ms(200, 1000, &mut rng).await
-                    }
-                }
+            let Some(lease) = self.contend(&mut rng, ttl_ms).await else {
+                return;
             };
             let tenure = tenure_of(lease.record());
+            self.acquired(&lease, &tenure);
+            self.hold(lease, &tenure, &mut rng, ttl_ms, &mut restarts)
+                .await;
+            self.sleep_ms(0, ttl_ms, &mut rng).await;
+        }
+    }
+
+    /// Tries to acquire the lease until it does (Some) or the run ends
+    /// (None), as a contender of its kind does.
+    async fn contend(&mut self, rng: &mut StdRng, ttl_ms: u64) -> Option<BucketLease> {
+        let mut watch = self.new_watch();
+        loop {
+            if self.now_ms() >= self.end_ms {
+                return None;
+            }
+            self.stopped().await;
+            self.check_answer_lost(ttl_ms);
+            match BucketLease::acquire_as(
+                self.store.clone(),
+                Arc::new(self.clock.clone()),
+                PREFIX,
+                &self.id,
+                self.config.clone(),
+                &mut watch,
+            )
+            .await
             {
-                let mut w = self.world.lock();
-                w.log(format_args!(
-                    "h{} ({}) acquired, generation {}",
-                    self.index,
-                    self.id,
-                    crate::bucket::fmt_generation(lease.record().generation)
-                ));
-                w.handed_out(&tenure, lease.record().generation);
-                if w.variant != Variant::Healthy {
-                    let what = format!(
-                        "h{} acquired on a store that is {}",
-                        self.index,
-                        w.variant.as_str()
-                    );
-                    w.violation(Property::S4, &tenure, what);
+                Ok(l) => return Some(l),
+                // An eager contender tries again the moment the record may
+                // be taken; the others as `bucket hold --wait` does, a
+                // third of a TTL later.
+                Err(LeaseError::HeldByOther { may_take_in_s, .. }) if self.eager => {
+                    let ms = (may_take_in_s.max(0.0) * 1000.0) as u64;
+                    self.sleep_ms(ms + 1, ms + 50, rng).await
+                }
+                Err(LeaseError::HeldByOther { .. } | LeaseError::UnderWatch { .. }) => {
+                    tokio::time::sleep(Duration::from_millis(ttl_ms / 3)).await
+                }
+                // No answer: tried again by the same process (as the SDK's
+                // retries do), which remembers what it sent.
+                Err(e @ LeaseError::Store(_)) => {
+                    let broken = self.world.lock().variant != Variant::Healthy;
+                    if broken {
+                        let mut w = self.world.lock();
+                        w.log(format_args!("h{} store error: {e}", self.index));
+                    }
+                    self.sleep_ms(200, 1000, rng).await
+                }
+                // Any other refusal ends the process; it is started again.
+                Err(e) => {
+                    if matches!(e, LeaseError::SameInstanceId { .. }) {
+                        self.check_refused_own(&e);
+                    }
+                    watch = self.new_watch();
+                    let broken = self.world.lock().variant != Variant::Healthy;
+                    if broken {
+                        let mut w = self.world.lock();
+                        w.log(format_args!("h{} refused: {e}", self.index));
+                    }
+                    self.sleep_ms(200, 1000, rng).await
                 }
             }
-            let ka = KeepAlive::start_with(lease, Watchdog::Task);
-            // Short holds (a release soon after the acquire) are what a
-            // generation taken from the clock gets wrong.
-            let life_ms = if rng.random_bool(0.3) {
-                rng.random_range(50..ttl_ms / 4)
-            } else {
-                rng.random_range(ttl_ms / 4..ttl_ms * 2)
-            };
-            let end = match rng.random_range(0..10) {
-                0..7 => End::Release,
-                7..9 => End::Crash,
-                _ => End::Hold,
-            };
-            let until = self.now_ms() + life_ms;
-            loop {
-                self.sleep_ms(50, 500, &mut rng).await;
-                self.stopped().await;
-                let now = self.now_ms();
-                let open = ka.status().is_open();
-                self.check_loss_learned(&tenure, open, now, ttl_ms);
-                if !open {
-                    self.check_not_evicted(&tenure, ka.status(), ttl_ms);
-                    let how = ka.stop_and_release().await;
-                    let mut w = self.world.lock();
-                    w.log(format_args!("h{} fence closed; {how}", self.index));
-                    w.outcome.lifetimes += 1;
-                    break;
-                }
-                self.world.lock().write(self.index, &tenure);
-                if now >= until.min(self.end_ms) && !matches!(end, End::Hold) || now >= self.end_ms
-                {
-                    match end {
-                        End::Crash => {
-                            drop(ka);
-                            let mut w = self.world.lock();
-                            w.log(format_args!("h{} crashed", self.index));
-                            w.forgot_at[self.index] = w.now_ms();
-                            w.outcome.lifetimes += 1;
-                            drop(w);
-                            restarts += 1;
-                            // Restarted as a new process: a new id, or (one in
-                            // three) the same one.
-                            if rng.random_range(0..3) != 0 {
-                                self.id = format!("h{}r{restarts}", self.index);
-                            }
-                        }
-                        _ => {
-                            let how = ka.stop_and_release().await;
-                            let mut w = self.world.lock();
-                            w.log(format_args!("h{} released: {how}", self.index));
-                            w.outcome.lifetimes += 1;
+        }
+    }
+
+    /// Logs an acquired lease and tells the world that `tenure` was handed
+    /// out (an acquire on a broken store is an S4 violation).
+    fn acquired(&self, lease: &BucketLease, tenure: &Tenure) {
+        let mut w = self.world.lock();
+        w.log(format_args!(
+            "h{} ({}) acquired, generation {}",
+            self.index,
+            self.id,
+            crate::bucket::fmt_generation(lease.record().generation)
+        ));
+        w.handed_out(tenure, lease.record().generation);
+        if w.variant != Variant::Healthy {
+            let what = format!(
+                "h{} acquired on a store that is {}",
+                self.index,
+                w.variant.as_str()
+            );
+            w.violation(Property::S4, tenure, what);
+        }
+    }
+
+    /// Holds `lease` for a drawn life, writing while its fence is open, and
+    /// ends it as drawn: a release, a crash (the process restarted, one
+    /// time in three under the same id) or a hold until the run ends.
+    async fn hold(
+        &mut self,
+        lease: BucketLease,
+        tenure: &Tenure,
+        rng: &mut StdRng,
+        ttl_ms: u64,
+        restarts: &mut u32,
+    ) {
+        let ka = KeepAlive::start_with(lease, Watchdog::Task);
+        // Short holds (a release soon after the acquire) are what a
+        // generation taken from the clock gets wrong.
+        let life_ms = if rng.random_bool(0.3) {
+            rng.random_range(50..ttl_ms / 4)
+        } else {
+            rng.random_range(ttl_ms / 4..ttl_ms * 2)
+        };
+        let end = match rng.random_range(0..10) {
+            0..7 => End::Release,
+            7..9 => End::Crash,
+            _ => End::Hold,
+        };
+        let until = self.now_ms() + life_ms;
+        loop {
+            self.sleep_ms(50, 500, rng).await;
+            self.stopped().await;
+            let now = self.now_ms();
+            let open = ka.status().is_open();
+            self.check_loss_learned(tenure, open, now, ttl_ms);
+            if !open {
+                self.check_not_evicted(tenure, ka.status(), ttl_ms);
+                let how = ka.stop_and_release().await;
+                let mut w = self.world.lock();
+                w.log(format_args!("h{} fence closed; {how}", self.index));
+                w.outcome.lifetimes += 1;
+                break;
+            }
+            self.world.lock().write(self.index, tenure);
+            if now >= until.min(self.end_ms) && !matches!(end, End::Hold) || now >= self.end_ms {
+                match end {
+                    End::Crash => {
+                        drop(ka);
+                        let mut w = self.world.lock();
+                        w.log(format_args!("h{} crashed", self.index));
+                        w.forgot_at[self.index] = w.now_ms();
+                        w.outcome.lifetimes += 1;
+                        drop(w);
+                        *restarts += 1;
+                        // Restarted as a new process: a new id, or (one in
+                        // three) the same one.
+                        if rng.random_range(0..3) != 0 {
+                            self.id = format!("h{}r{restarts}", self.index);
                         }
                     }
-                    break;
+                    _ => {
+                        let how = ka.stop_and_release().await;
+                        let mut w = self.world.lock();
+                        w.log(format_args!("h{} released: {how}", self.index));
+                        w.outcome.lifetimes += 1;
+                    }
                 }
+                break;
             }
-            self.sleep_ms(0, ttl_ms, &mut rng).await;
         }
     }
 

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::{bisect, Mark, Observation, Seen, Source};
 use crate::audit::LeaseLocation;
 use crate::bucket::LeaseRecord;
-use crate::store::{ObjectRead, StoreError, Versioning};
+use crate::store::{ObjectRead, ObjectVersion, StoreError, Versioning};
 
 /// What reading a key's versions gave.
 #[derive(Debug, Default)]
@@ -66,14 +66,73 @@ pub async fn versions(
     all: bool,
     progress: OnProgress<'_>,
 ) -> VersionsRead {
-    let (from, to) = window;
-    let tell = |p: Progress<'_>| {
-        if let Some(f) = progress {
-            f(p)
-        }
-    };
     let mut out = VersionsRead::default();
-    tell(Progress::Listing { key });
+    tell(progress, Progress::Listing { key });
+    let Some(versions) = list_window(store, key, bucket, window, &mut out).await else {
+        return out;
+    };
+    out.listed = versions.len();
+    tell(
+        progress,
+        Progress::Reading {
+            key,
+            listed: out.listed,
+            gets: 0,
+        },
+    );
+    let (bodies, failures) = read_bisected(store, key, &versions, all, progress).await;
+    out.gets = bodies.iter().filter(|b| b.is_some()).count();
+    if !failures.is_empty() {
+        out.problems.push(format!(
+            "{} version(s) of {} could not be read ({}): the tenures around them are uncertain",
+            failures.len(),
+            crate::text::sanitize(key),
+            failures.join("; ")
+        ));
+    }
+    for (v, body) in versions.iter().zip(bodies) {
+        let Some(at) = v.last_modified else { continue };
+        let (seen, source) = if v.delete_marker {
+            (
+                Seen::Deleted,
+                Source::DeleteMarker {
+                    version_id: crate::text::sanitize(&v.version_id),
+                },
+            )
+        } else {
+            let read = body.is_some();
+            (
+                body.unwrap_or(Seen::Renewal),
+                Source::Version {
+                    version_id: crate::text::sanitize(&v.version_id),
+                    etag: v.etag.clone(),
+                    read,
+                },
+            )
+        };
+        out.observations.push(Observation { at, seen, source });
+    }
+    out
+}
+
+/// Tells `progress` of `p`, if there is one to tell.
+fn tell(progress: OnProgress<'_>, p: Progress<'_>) {
+    if let Some(f) = progress {
+        f(p)
+    }
+}
+
+/// Lists the versions of `key` and keeps those of `window` (with the last
+/// one before it); records the listing's requests, the versioning status
+/// and what it means in `out`. None, with a note or a problem in `out`, when
+/// the store keeps no versions or the listing failed.
+async fn list_window(
+    store: &dyn ObjectRead,
+    key: &str,
+    bucket: Option<&str>,
+    (from, to): (Option<DateTime<Utc>>, DateTime<Utc>),
+    out: &mut VersionsRead,
+) -> Option<Vec<ObjectVersion>> {
     let listed = match store.list_versions(key).await {
         Ok(v) => v,
         Err(StoreError::NotImplemented(_)) => {
@@ -81,7 +140,7 @@ pub async fn versions(
                 "{} keeps no versions: the timeline is built from the recordings and audit logs given",
                 crate::text::sanitize(&store.describe())
             ));
-            return out;
+            return None;
         }
         Err(e) => {
             out.problems.push(format!(
@@ -89,7 +148,7 @@ pub async fn versions(
                 crate::text::sanitize(key),
                 crate::text::sanitize_message(&e.to_string())
             ));
-            return out;
+            return None;
         }
     };
     out.list_requests = listed.requests;
@@ -111,102 +170,77 @@ pub async fn versions(
         versions.drain(..first_in.saturating_sub(1));
     }
     versions.retain(|v| v.last_modified.is_none_or(|t| t <= to));
-    out.listed = versions.len();
-    tell(Progress::Reading {
-        key,
-        listed: out.listed,
-        gets: 0,
-    });
-    // Bodies: the parsed record (or why not) per version read.
+    Some(versions)
+}
+
+/// Reads the bodies [`bisect`] asks for (every one with `all`): the parsed
+/// record (or why not) per version read, None for one not read, and a
+/// sentence per version that could not be read. The bisection decides which
+/// to read; reading is async, so it runs in rounds: each round's reads are
+/// done, then the bisection asks again.
+async fn read_bisected(
+    store: &dyn ObjectRead,
+    key: &str,
+    versions: &[ObjectVersion],
+    all: bool,
+    progress: OnProgress<'_>,
+) -> (Vec<Option<Seen>>, Vec<String>) {
     let mut bodies: Vec<Option<Seen>> = vec![None; versions.len()];
     let mut failures: Vec<String> = Vec::new();
-    {
-        let mut reads: Vec<usize> = Vec::new();
-        // The bisection decides which to read; reading is async, so it runs
-        // in rounds: each round's reads are done, then the bisection asks again.
-        let mut cache: std::collections::HashMap<usize, Mark> = Default::default();
-        loop {
-            let mut wanted: Vec<usize> = Vec::new();
-            let _ = bisect(
-                versions.len(),
-                all,
-                |i| versions[i].delete_marker.then_some(Mark::Other(i)),
-                |i| {
-                    let m = cache.get(&i).cloned();
-                    if m.is_none() {
-                        wanted.push(i);
-                    }
-                    m
+    let mut gets = 0;
+    let mut cache: std::collections::HashMap<usize, Mark> = Default::default();
+    loop {
+        let mut wanted: Vec<usize> = Vec::new();
+        let _ = bisect(
+            versions.len(),
+            all,
+            |i| versions[i].delete_marker.then_some(Mark::Other(i)),
+            |i| {
+                let m = cache.get(&i).cloned();
+                if m.is_none() {
+                    wanted.push(i);
+                }
+                m
+            },
+        );
+        wanted.sort_unstable();
+        wanted.dedup();
+        if wanted.is_empty() {
+            return (bodies, failures);
+        }
+        for i in wanted {
+            let v = &versions[i];
+            gets += 1;
+            let seen = match store.get_version(key, &v.version_id).await {
+                Ok(g) => match LeaseRecord::parse(&g.body, g.meta.size) {
+                    Ok(r) => Seen::of_record(r),
+                    Err(m) => Seen::Malformed(m.0),
                 },
-            );
-            wanted.sort_unstable();
-            wanted.dedup();
-            if wanted.is_empty() {
-                break;
-            }
-            for i in wanted {
-                let v = &versions[i];
-                reads.push(i);
-                let seen = match store.get_version(key, &v.version_id).await {
-                    Ok(g) => match LeaseRecord::parse(&g.body, g.meta.size) {
-                        Ok(r) => Seen::of_record(r),
-                        Err(m) => Seen::Malformed(m.0),
-                    },
-                    Err(e) => {
-                        failures.push(format!(
-                            "version {}: {}",
-                            crate::text::sanitize(&v.version_id),
-                            crate::text::sanitize_message(&e.to_string())
-                        ));
-                        Seen::Malformed(format!("could not be read: {e}"))
-                    }
-                };
-                let mark = match seen.tenure_key() {
-                    Some((id, g, rel)) => Mark::Record(id.to_owned(), g, rel),
-                    None => Mark::Other(i),
-                };
-                cache.insert(i, mark);
-                bodies[i] = Some(seen);
-                tell(Progress::Reading {
+                Err(e) => {
+                    failures.push(format!(
+                        "version {}: {}",
+                        crate::text::sanitize(&v.version_id),
+                        crate::text::sanitize_message(&e.to_string())
+                    ));
+                    Seen::Malformed(format!("could not be read: {e}"))
+                }
+            };
+            let mark = match seen.tenure_key() {
+                Some((id, g, rel)) => Mark::Record(id.to_owned(), g, rel),
+                None => Mark::Other(i),
+            };
+            cache.insert(i, mark);
+            bodies[i] = Some(seen);
+            tell(
+                progress,
+                Progress::Reading {
                     key,
                     listed: versions.len(),
-                    gets: reads.len(),
-                });
-            }
+                    gets,
+                },
+            );
         }
-        out.gets = reads.len();
     }
-    if !failures.is_empty() {
-        out.problems.push(format!(
-            "{} version(s) of {} could not be read ({}): the tenures around them are uncertain",
-            failures.len(),
-            crate::text::sanitize(key),
-            failures.join("; ")
-        ));
-    }
-    for (i, v) in versions.iter().enumerate() {
-        let Some(at) = v.last_modified else { continue };
-        let (seen, source) = if v.delete_marker {
-            (
-                Seen::Deleted,
-                Source::DeleteMarker {
-                    version_id: crate::text::sanitize(&v.version_id),
-                },
-            )
-        } else {
-            let read = bodies[i].is_some();
-            (
-                bodies[i].clone().unwrap_or(Seen::Renewal),
-                Source::Version {
-                    version_id: crate::text::sanitize(&v.version_id),
-                    etag: v.etag.clone(),
-                    read,
-                },
-            )
-        };
-        out.observations.push(Observation { at, seen, source });
-    }
-    out
 }
 
 /// The `lease` lines of the `--watch` recording `path` about the lease at

@@ -4,7 +4,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use super::{Derived, Ending, Takeover};
+use super::{Derived, Ending, Takeover, Tenure};
 use crate::clock::rfc3339;
 use crate::exit::Exit;
 use crate::store::Versioning;
@@ -151,57 +151,7 @@ pub fn events(p: &PrefixTimeline) -> Vec<Event> {
                 gap
             ),
         ));
-        let (time, event, text) = match &tn.ending {
-            Ending::Released { at } => (*at, "released", format!("{} released it", tn.holder)),
-            Ending::Expired { at } => (
-                *at,
-                "expired",
-                format!(
-                    "{}'s lease expired (no write for its TTL after {})",
-                    tn.holder,
-                    t(tn.last_seen)
-                ),
-            ),
-            Ending::Replaced {
-                at,
-                by,
-                while_fresh,
-                takeover,
-            } => {
-                let how = match takeover {
-                    Some(tk) => format!(
-                        "taken over by {by} ({}takeover by {}, reason \"{}\", then {}; audit {})",
-                        if tk.forced { "forced " } else { "" },
-                        tk.operator,
-                        tk.reason,
-                        tk.then,
-                        tk.id
-                    ),
-                    None if *while_fresh => format!(
-                        "REPLACED WHILE FRESH by {by}, with no takeover in the audit logs given"
-                    ),
-                    None => format!("replaced by {by}"),
-                };
-                (*at, "replaced", format!("{}'s record {how}", tn.holder))
-            }
-            Ending::Overwritten { at } => (
-                *at,
-                "overwritten",
-                format!(
-                    "{}'s record was overwritten by a body that is not a record",
-                    tn.holder
-                ),
-            ),
-            Ending::Holding => (
-                tn.last_seen,
-                "holding",
-                format!(
-                    "{} still holds it (last write {})",
-                    tn.holder,
-                    t(tn.last_seen)
-                ),
-            ),
-        };
+        let (time, event, text) = ending(tn);
         out.push(ev(time, event, Some(&tn.holder), tn.generation, text));
     }
     for g in &p.derived.gaps {
@@ -241,6 +191,62 @@ pub fn events(p: &PrefixTimeline) -> Vec<Event> {
     }
     out.sort_by_key(|e| e.time);
     out
+}
+
+/// When and how tenure `tn` ended (or that it goes on), in one sentence
+/// (escaped): the event that closes its lane.
+fn ending(tn: &Tenure) -> (DateTime<Utc>, &'static str, String) {
+    match &tn.ending {
+        Ending::Released { at } => (*at, "released", format!("{} released it", tn.holder)),
+        Ending::Expired { at } => (
+            *at,
+            "expired",
+            format!(
+                "{}'s lease expired (no write for its TTL after {})",
+                tn.holder,
+                t(tn.last_seen)
+            ),
+        ),
+        Ending::Replaced {
+            at,
+            by,
+            while_fresh,
+            takeover,
+        } => {
+            let how = match takeover {
+                Some(tk) => format!(
+                    "taken over by {by} ({}takeover by {}, reason \"{}\", then {}; audit {})",
+                    if tk.forced { "forced " } else { "" },
+                    tk.operator,
+                    tk.reason,
+                    tk.then,
+                    tk.id
+                ),
+                None if *while_fresh => format!(
+                    "REPLACED WHILE FRESH by {by}, with no takeover in the audit logs given"
+                ),
+                None => format!("replaced by {by}"),
+            };
+            (*at, "replaced", format!("{}'s record {how}", tn.holder))
+        }
+        Ending::Overwritten { at } => (
+            *at,
+            "overwritten",
+            format!(
+                "{}'s record was overwritten by a body that is not a record",
+                tn.holder
+            ),
+        ),
+        Ending::Holding => (
+            tn.last_seen,
+            "holding",
+            format!(
+                "{} still holds it (last write {})",
+                tn.holder,
+                t(tn.last_seen)
+            ),
+        ),
+    }
 }
 
 /// The text form: per prefix a summary line (overlaps first), then its events.
