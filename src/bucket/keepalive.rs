@@ -203,7 +203,13 @@ async fn run(
         (lease.renew_interval() / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
     let mut wait = lease.renew_interval();
     loop {
+        // `biased`: the branches in this order when several are ready at
+        // once (a stop or a closed fence before the next renewal), the same
+        // on every run: tokio's default is a random pick, which made a
+        // simulated seed (92, a holder suspended past its renewal) replay
+        // differently.
         tokio::select! {
+            biased;
             _ = cancel.cancelled() => return Ok(lease),
             _ = cell.closed() => return Ok(lease),
             _ = tokio::time::sleep(wait) => {}
@@ -214,11 +220,12 @@ async fn run(
             return Ok(lease);
         }
         let result = tokio::select! {
-            r = lease.renew() => r,
+            biased;
             _ = cancel.cancelled() => return Ok(lease),
             // The watchdog closed the fence while the renewal was in flight:
             // stop waiting for it (if it lands, release finds our record).
             _ = cell.closed() => return Ok(lease),
+            r = lease.renew() => r,
         };
         match result {
             Ok(()) => {
