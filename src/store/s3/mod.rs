@@ -313,6 +313,16 @@ impl ObjectRead for S3Store {
         self.clock.problem()
     }
 
+    /// Every answer carries the service's `Date`.
+    fn has_clock(&self) -> bool {
+        true
+    }
+
+    /// Nothing tells at no cost that a bucket cannot be used: a request does.
+    fn unavailable(&self) -> Option<StoreError> {
+        None
+    }
+
     fn endpoint_info(&self) -> super::EndpointInfo {
         super::EndpointInfo {
             url: self.endpoint_url.clone(),
