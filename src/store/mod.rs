@@ -86,10 +86,22 @@ pub enum Versioning {
 pub struct KeyVersions {
     /// The bucket's versioning.
     pub versioning: Versioning,
-    /// The key's versions and delete markers, oldest first.
+    /// The key's versions and delete markers in the service's order of them
+    /// (it lists them newest first), reversed: oldest first. Not sorted by
+    /// `last_modified`, which has whole seconds on several services and ties
+    /// within a second; where the service's order and the times disagree,
+    /// the order is the service's.
     pub versions: Vec<ObjectVersion>,
-    /// The listing requests sent (pages, and the versioning status).
+    /// The listing requests sent (pages, the versioning status, and the
+    /// one-entry listings that asked the service which of a version and a
+    /// delete marker of the same second came first).
     pub requests: u64,
+    /// Entries whose place the service could not be made to tell: a delete
+    /// marker and a version on one listing page that neither their
+    /// `Last-Modified` nor a one-entry listing orders. Each is placed as
+    /// its time says (a version before a marker of the same second); the
+    /// order around them is uncertain.
+    pub unordered: usize,
 }
 
 /// The precondition sent with a PUT.
@@ -293,7 +305,9 @@ pub trait ObjectRead: Send + Sync {
     fn unavailable(&self) -> Option<StoreError>;
 
     /// Every version and delete marker of exactly `key` (`ListObjectVersions`,
-    /// every page), oldest first, with the bucket's versioning status.
+    /// every page) in the service's own order of them, oldest first (the
+    /// service lists newest first: [`KeyVersions::versions`]), with the
+    /// bucket's versioning status.
     ///
     /// Errors: [`StoreError::NotImplemented`] for a store that keeps no
     /// versions (a local directory, [`no_versions`]); the service's errors

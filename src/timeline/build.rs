@@ -125,7 +125,13 @@ pub async fn prefix_timeline(
             "the bucket keeps versions: the recordings' lines were counted, not merged (one clock, the service's)".into(),
         );
     }
-    obs.sort_by_key(|x| x.at);
+    // The versions are in the service's order, which ties of `Last-Modified`
+    // (whole seconds on several services) must not reorder; the recordings
+    // merged without versions are put on their one axis by time (a stable
+    // sort: a file's lines keep their order within a time).
+    if !has_versions {
+        obs.sort_by_key(|x| x.at);
+    }
     let about: Vec<AuditEntry> = inputs
         .entries
         .iter()

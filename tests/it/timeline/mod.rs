@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use crate::common::*;
 
+mod order;
+
 fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     s3_env(&mut c)

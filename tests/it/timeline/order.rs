@@ -1,0 +1,149 @@
+//! Issue 44 item 2: the order of a key's versions is the service's, not a
+//! sort by `Last-Modified` (whole seconds on moto and Ceph RGW). A release
+//! by delete and the next holder's write in one second, the same at a
+//! listing's page boundary.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Timelike, Utc};
+use serde_json::Value;
+
+use super::{leasectl, versioned_bucket_on};
+use crate::common::*;
+
+fn body(id: &str, generation: u64) -> Vec<u8> {
+    let now = Utc::now();
+    leasectl::bucket::LeaseRecord {
+        instance_id: id.into(),
+        acquired_at: now,
+        renewed_at: now,
+        ttl_s: 30,
+        generation: Some(generation),
+        released_at: None,
+    }
+    .to_body()
+}
+
+/// `Last-Modified` of every version and delete marker of `key`, as listed.
+async fn listed_times(client: &aws_sdk_s3::Client, b: &str, key: &str) -> Vec<DateTime<Utc>> {
+    let page = client
+        .list_object_versions()
+        .bucket(b)
+        .prefix(key)
+        .send()
+        .await
+        .unwrap();
+    let v = page.versions().iter().map(|v| v.last_modified().copied());
+    let m = page
+        .delete_markers()
+        .iter()
+        .map(|m| m.last_modified().copied());
+    v.chain(m)
+        .map(|t| DateTime::from_timestamp(t.unwrap().secs(), 0).unwrap())
+        .collect()
+}
+
+/// Until the service's clock starts a new second (ours, within a few
+/// milliseconds on loopback): then `ops` run well inside one second.
+async fn at_a_fresh_second() {
+    let ms = Utc::now().nanosecond() / 1_000_000;
+    tokio::time::sleep(Duration::from_millis(u64::from(1010 - ms.min(1000)))).await;
+}
+
+/// On `server`: `renewals` versions of holder-b after holder-a's record,
+/// holder-a's release by delete and holder-b's first write, those three in
+/// one second (tried again on a new key until the listing shows them tied).
+/// The timeline of each key: holder-a released, holder-b took it — no
+/// overlap, no "replaced while fresh", exit 0.
+async fn release_and_next_in_one_second(
+    server: Server,
+    test: &str,
+    renewals: usize,
+    rounds: usize,
+) {
+    let (endpoint, b) = versioned_bucket_on(server, test).await;
+    let client = sdk_client(&endpoint);
+    let mut tied = 0;
+    for round in 0..rounds * 3 {
+        if tied == rounds {
+            break;
+        }
+        let key = format!("db{round}/LEASE");
+        at_a_fresh_second().await;
+        put_raw(&client, &b, &key, &body("holder-a", 1)).await;
+        client
+            .delete_object()
+            .bucket(&b)
+            .key(&key)
+            .send()
+            .await
+            .unwrap();
+        put_raw(&client, &b, &key, &body("holder-b", 2)).await;
+        let times = listed_times(&client, &b, &key).await;
+        if times.iter().any(|t| *t != times[0]) {
+            eprintln!("round {round}: not within one second ({times:?}), again");
+            continue;
+        }
+        tied += 1;
+        for _ in 0..renewals {
+            put_raw(&client, &b, &key, &body("holder-b", 2)).await;
+        }
+        let url = format!("s3://{b}/db{round}/");
+        let empty = tempfile::NamedTempFile::new().unwrap();
+        let audit = empty.path().to_str().unwrap();
+        let (code, out, err) = leasectl(
+            &endpoint,
+            &["timeline", &url, "-o", "json", "--audit-log", audit],
+        );
+        assert_eq!(code, Some(0), "{err}\n{out}");
+        let doc: Value = serde_json::from_str(&out).unwrap();
+        let p = &doc["prefixes"][0];
+        assert_eq!(p["sources"]["versions_listed"], 3 + renewals, "{p:#}");
+        let tenures = p["tenures"].as_array().unwrap();
+        let holders: Vec<&str> = tenures
+            .iter()
+            .map(|t| t["holder"].as_str().unwrap())
+            .collect();
+        assert_eq!(holders, ["holder-a", "holder-b"], "{p:#}");
+        assert_eq!(tenures[0]["ending"]["kind"], "released", "{p:#}");
+        assert_eq!(tenures[1]["writes"], 1 + renewals, "{p:#}");
+        assert!(p["overlaps"].as_array().unwrap().is_empty(), "{p:#}");
+        assert!(p["generations_back"].as_array().unwrap().is_empty());
+        assert!(p["problems"].as_array().unwrap().is_empty(), "{p:#}");
+        let (_, text, _) = leasectl(&endpoint, &["timeline", &url, "--audit-log", audit]);
+        assert!(
+            text.contains("holder-a released it")
+                && !text.contains("REPLACED")
+                && !text.contains("OVERLAP"),
+            "{text}"
+        );
+    }
+    assert_eq!(tied, rounds, "the writes never fell within one second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_by_delete_and_the_next_holder_in_one_second_moto() {
+    release_and_next_in_one_second(Server::Moto(Moto::Conditional), "tl-one-second", 0, 5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_by_delete_and_the_next_holder_in_one_second_rgw() {
+    release_and_next_in_one_second(Server::Rgw, "tl-one-second", 0, 5).await;
+}
+
+/// The same three writes of one second, then 999 renewals: on moto's
+/// pages of 1,000 entries (newest first) holder-b's first write ends the
+/// first page and the delete marker starts the second; with 998 the delete
+/// marker ends the first page and holder-a's record starts the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tie_at_a_page_boundary_keeps_the_service_order() {
+    for renewals in [999, 998] {
+        release_and_next_in_one_second(
+            Server::Moto(Moto::Conditional),
+            &format!("tl-page-{renewals}"),
+            renewals,
+            1,
+        )
+        .await;
+    }
+}
