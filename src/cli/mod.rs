@@ -338,8 +338,14 @@ pub struct TimelineArgs {
     /// A `--watch` NDJSON recording to read (repeatable): the history of a store without versions.
     #[arg(long = "recording", value_name = "FILE")]
     pub recordings: Vec<PathBuf>,
-    /// Read every version's body instead of bisecting between tenures.
+    /// Read bodies only where the tenure may change, by bisection: far fewer
+    /// GETs, but the versions between two reads of one tenure are inferred, not
+    /// read (a holder writing in between is not seen), so the run exits 1 (by
+    /// default every version is read).
     #[arg(long)]
+    pub bisect: bool,
+    /// Read every version's body: the default now (kept for scripts).
+    #[arg(long, hide = true, conflicts_with = "bisect")]
     pub all_versions: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]

@@ -59,6 +59,9 @@ pub struct Sources {
     pub versions_listed: usize,
     /// Version bodies read (GET).
     pub versions_read: usize,
+    /// Versions not read but inferred by bisection (`--bisect`): when not 0,
+    /// the history is not known (a problem says so; the exit code is 1).
+    pub versions_inferred: usize,
     /// Listing requests (including the versioning status).
     pub list_requests: u64,
     /// Recording lines about this lease.
@@ -68,10 +71,15 @@ pub struct Sources {
 }
 
 impl Report {
-    /// 1 when a source could not be read completely, else 3 when an overlap or
-    /// a generation that went back was found, else 0.
+    /// 1 when a source could not be read completely (a version inferred by
+    /// bisection rather than read among them: the history is not known),
+    /// else 3 when an overlap or a generation that went back was found, else 0.
     pub fn exit(&self) -> Exit {
-        if self.prefixes.iter().any(|p| !p.problems.is_empty()) {
+        if self
+            .prefixes
+            .iter()
+            .any(|p| !p.problems.is_empty() || p.sources.versions_inferred > 0)
+        {
             Exit::Failed
         } else if self
             .prefixes
@@ -255,7 +263,7 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) {
         let d = &p.derived;
         let _ = writeln!(
             out,
-            "{} ({}): {} overlap(s), {} generation(s) back, {} tenure(s), {} gap(s) — from {} version(s) ({} read, {} listing request(s)), {} recording line(s), {} audit entr(ies)",
+            "{} ({}): {} overlap(s), {} generation(s) back, {} tenure(s), {} gap(s) — from {} version(s) ({} read{}, {} listing request(s)), {} recording line(s), {} audit entr(ies)",
             p.url,
             p.key,
             d.overlaps.len(),
@@ -264,6 +272,10 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) {
             d.gaps.len(),
             p.sources.versions_listed,
             p.sources.versions_read,
+            match p.sources.versions_inferred {
+                0 => String::new(),
+                n => format!(", {n} INFERRED by bisection, not read"),
+            },
             p.sources.list_requests,
             p.sources.recording_lines,
             p.sources.audit_entries

@@ -1,7 +1,8 @@
 //! Issue 44 item 2: the order of a key's versions is the service's, not a
 //! sort by `Last-Modified` (whole seconds on moto and Ceph RGW). A release
 //! by delete and the next holder's write in one second, the same at a
-//! listing's page boundary.
+//! listing's page boundary; versions listed without `Last-Modified` (a
+//! proxy strips the element from the listing).
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use chrono::{DateTime, Timelike, Utc};
 use serde_json::Value;
 
 use super::{leasectl, versioned_bucket_on};
+use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
 
 fn body(id: &str, generation: u64) -> Vec<u8> {
@@ -146,4 +148,69 @@ async fn a_tie_at_a_page_boundary_keeps_the_service_order() {
         )
         .await;
     }
+}
+
+/// A service that lists versions without `Last-Modified` (a proxy removes
+/// the element from every ListObjectVersions answer): the timeline says so
+/// as a problem (text and JSON, exit 1), never drops them; each version is
+/// timed by its own GET's `Last-Modified` and kept in the service's order,
+/// so the tenures are still found, and holder-b's release by delete too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn versions_listed_without_last_modified_are_a_problem() {
+    let (endpoint, b) =
+        versioned_bucket_on(Server::Moto(Moto::Conditional), "tl-no-last-modified").await;
+    let client = sdk_client(&endpoint);
+    for id in ["holder-a", "holder-a", "holder-a", "holder-b", "holder-b"] {
+        put_raw(
+            &client,
+            &b,
+            "db/LEASE",
+            &body(id, u64::from(id == "holder-b") + 1),
+        )
+        .await;
+    }
+    client
+        .delete_object()
+        .bucket(&b)
+        .key("db/LEASE")
+        .send()
+        .await
+        .unwrap();
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.strip_version_times();
+    let url = format!("s3://{b}/db/");
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let audit = empty.path().to_str().unwrap();
+    let (code, out, err) = leasectl(
+        &proxy.endpoint(),
+        &["timeline", &url, "-o", "json", "--audit-log", audit],
+    );
+    assert_eq!(code, Some(1), "{err}\n{out}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let p = &doc["prefixes"][0];
+    assert_eq!(p["sources"]["versions_listed"], 6, "{p:#}");
+    assert_eq!(p["sources"]["versions_read"], 5, "{p:#}");
+    let problems = p["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().any(|s| s
+            .as_str()
+            .unwrap()
+            .starts_with("6 version(s) of db/LEASE were listed without a Last-Modified")),
+        "{p:#}"
+    );
+    let tenures = p["tenures"].as_array().unwrap();
+    let holders: Vec<&str> = tenures
+        .iter()
+        .map(|t| t["holder"].as_str().unwrap())
+        .collect();
+    assert_eq!(holders, ["holder-a", "holder-b"], "{p:#}");
+    assert_eq!(tenures[0]["writes"], 3, "{p:#}");
+    assert_eq!(tenures[1]["ending"]["kind"], "released", "{p:#}");
+    let (code, text, _) = leasectl(&proxy.endpoint(), &["timeline", &url, "--audit-log", audit]);
+    assert_eq!(code, Some(1));
+    assert!(
+        text.contains("UNKNOWN: 6 version(s) of db/LEASE were listed without a Last-Modified"),
+        "{text}"
+    );
 }

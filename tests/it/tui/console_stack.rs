@@ -182,7 +182,10 @@ async fn every_console_read_goes_through_its_store_stack() {
         timeline.notes
     );
     let s = &timeline.sources;
-    assert_eq!((s.versions_listed, s.versions_read), (5, 5));
+    assert_eq!(
+        (s.versions_listed, s.versions_read, s.versions_inferred),
+        (5, 5, 0)
+    );
     let holders: Vec<&str> = timeline
         .derived
         .tenures
