@@ -186,19 +186,58 @@ pub fn events(p: &PrefixTimeline) -> Vec<Event> {
         ));
     }
     for b in &p.derived.generations_back {
+        let text = if b.after == b.before {
+            format!(
+                "GENERATION NOT ADVANCED: {} took the lease under generation {}, which {} had written before it",
+                b.holder, b.after, b.previous_holder
+            )
+        } else {
+            format!(
+                "GENERATION WENT BACK: {} wrote {} after {} had written {}",
+                b.holder, b.after, b.previous_holder, b.before
+            )
+        };
         out.push(ev(
             b.at,
             "generation_back",
             Some(&b.holder),
             Some(b.after),
+            text,
+        ));
+    }
+    // The takeovers the audit logs record that no tenure's ending names
+    // (no version shows the record they replaced: a store without versions,
+    // or outside the window): each its own event, as the JSON lists it.
+    for tk in p.takeovers.iter().filter(|tk| !ends_a_tenure(p, tk)) {
+        out.push(ev(
+            tk.time,
+            "takeover",
+            Some(&tk.holder),
+            tk.generation,
             format!(
-                "GENERATION WENT BACK: {} wrote {} after {}",
-                b.holder, b.after, b.before
+                "{}takeover by {} writing {}'s record, generation {} (reason \"{}\", then {}; audit {})",
+                if tk.forced { "forced " } else { "" },
+                tk.operator,
+                tk.holder,
+                gen(tk.generation),
+                tk.reason,
+                tk.then,
+                tk.id
             ),
         ));
     }
+    // Stable: events at one time keep the order above (a tenure's start
+    // before its end, as the versions were written).
     out.sort_by_key(|e| e.time);
     out
+}
+
+/// True when a tenure of `p` ended by takeover `tk` (its `replaced` event names it).
+pub(super) fn ends_a_tenure(p: &PrefixTimeline, tk: &Takeover) -> bool {
+    p.derived
+        .tenures
+        .iter()
+        .any(|t| matches!(&t.ending, Ending::Replaced { takeover: Some(x), .. } if x.id == tk.id))
 }
 
 /// When and how tenure `tn` ended (or that it goes on), in one sentence

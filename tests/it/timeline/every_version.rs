@@ -159,7 +159,10 @@ async fn a_hidden_tenure_and_a_generation_back_are_found() {
         (&Value::from(11), &Value::from(10), &Value::from("holder-a"))
     );
     assert_eq!(len(&p, "overlaps"), 3, "{p:#}");
-    assert!(text.contains("GENERATION WENT BACK"), "{text}");
+    assert!(
+        text.contains("GENERATION WENT BACK: holder-a wrote 10 after holder-b had written 11"),
+        "{text}"
+    );
 }
 
 /// One intruder's write (under generation 99) in the middle of holder A's

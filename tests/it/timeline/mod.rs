@@ -791,6 +791,16 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
             "an overlap other than the interleaving: {o}"
         );
     }
+    // The hand-over keeps the takeover's generation: no generation went back
+    // there (issue 44: it was "holder-c wrote G after G"); the writers' turns did.
+    let backs = p["generations_back"].as_array().unwrap();
+    assert!(
+        backs
+            .iter()
+            .all(|g| g["holder"] == "holder-d" || g["holder"] == "holder-e")
+            && !backs.is_empty(),
+        "{out}"
+    );
     // The gaps: a's record running out, c's release, the writers' end.
     assert!(p["gaps"].as_array().unwrap().len() >= 3, "{out}");
     // holder-f's clock: its renewed_at against the service's Last-Modified.

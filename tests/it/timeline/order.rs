@@ -2,7 +2,8 @@
 //! sort by `Last-Modified` (whole seconds on moto and Ceph RGW). A release
 //! by delete and the next holder's write in one second, the same at a
 //! listing's page boundary; versions listed without `Last-Modified` (a
-//! proxy strips the element from the listing).
+//! proxy strips the element from the listing); a takeover seen only in the
+//! audit log of a local store.
 
 use std::time::Duration;
 
@@ -212,5 +213,54 @@ async fn versions_listed_without_last_modified_are_a_problem() {
     assert!(
         text.contains("UNKNOWN: 6 version(s) of db/LEASE were listed without a Last-Modified"),
         "{text}"
+    );
+}
+
+/// A local store keeps no versions: a takeover there is known from the audit
+/// log alone, and the text shows it as an event (operator, reason, the
+/// record it wrote), as the JSON lists it in `takeovers`.
+#[test]
+fn a_takeover_from_the_audit_log_alone_is_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    std::fs::create_dir_all(&db).unwrap();
+    let t = (Utc::now() - chrono::Duration::minutes(10))
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let dead = serde_json::json!({"instance_id": "dead-holder", "acquired_at": t, "renewed_at": t, "ttl_s": 30});
+    std::fs::write(db.join("LEASE"), dead.to_string()).unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let log = log.to_str().unwrap();
+    let url = format!("file://{}/", db.display());
+    let out = run(&[
+        "takeover",
+        &url,
+        "--reason",
+        "INC-44 stuck job",
+        "--yes",
+        "--audit-log",
+        log,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let json = run(&["timeline", &url, "--audit-log", log, "-o", "json"]);
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let p = &doc["prefixes"][0];
+    assert_eq!(p["takeovers"].as_array().unwrap().len(), 1, "{p:#}");
+    let holder = p["takeovers"][0]["holder"].as_str().unwrap().to_owned();
+    let text = run(&["timeline", &url, "--audit-log", log]);
+    assert_eq!(text.status.code(), json.status.code());
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("takeover by"))
+        .unwrap_or_else(|| panic!("no takeover event:\n{text}"));
+    assert!(
+        line.contains("INC-44 stuck job") && line.contains(&format!("writing {holder}'s record")),
+        "{line}"
+    );
+    let nd = run(&["timeline", &url, "--audit-log", log, "-o", "ndjson"]);
+    let nd = String::from_utf8_lossy(&nd.stdout);
+    assert!(
+        nd.lines().any(|l| l.contains("\"event\":\"takeover\"")),
+        "{nd}"
     );
 }
