@@ -222,3 +222,36 @@ async fn one_intruder_write_in_a_long_run_is_found() {
 async fn two_holders_alternating_for_1001_versions_are_found_seaweedfs() {
     alternation(Server::Seaweed, 1001).await;
 }
+
+/// A service that answers every seventh GET `503 SlowDown` (a proxy in front
+/// of moto): each throttled read is sent again after a back-off, so every
+/// version is still read and nothing is reported unread (exit 3 for the
+/// alternation, not 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn throttled_reads_are_sent_again() {
+    use crate::common::proxy::{Mode, Proxy};
+    let (endpoint, b) = versioned_bucket_on(Server::Moto(Moto::Conditional), "tl-throttled").await;
+    let history: Vec<(&str, u64)> = (0..41)
+        .map(|i| {
+            if i % 2 == 0 {
+                ("holder-a", 1)
+            } else {
+                ("holder-b", 2)
+            }
+        })
+        .collect();
+    write_history(&endpoint, &b, &history).await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.slow_down_every(7);
+    let (code, p, _) = timeline(&proxy.endpoint(), &b, &[]);
+    assert!(
+        proxy.slowed_down() >= 5,
+        "{} slowed down",
+        proxy.slowed_down()
+    );
+    assert_eq!(code, Some(3), "{p:#}");
+    assert_eq!(p["sources"]["versions_read"], 41, "{p:#}");
+    assert_eq!(len(&p, "problems"), 0, "{p:#}");
+    assert_eq!(holders(&p).len(), 41);
+}
