@@ -94,6 +94,10 @@ struct Listed {
     at: Option<DateTime<Utc>>,
 }
 
+/// The versions that could not be read named one by one in the problem that
+/// says so; the rest are counted.
+const FAILURES_NAMED: usize = 5;
+
 /// One body read: what it says, and the GET's `Last-Modified`.
 struct Body {
     seen: Seen,
@@ -149,11 +153,17 @@ pub async fn versions(
     };
     out.gets = reader.gets;
     if !reader.failures.is_empty() {
+        // The first few by name: every GET of a day refused would be 8,640.
+        let shown = FAILURES_NAMED.min(reader.failures.len());
+        let more = match reader.failures.len() - shown {
+            0 => String::new(),
+            n => format!("; and {n} more"),
+        };
         out.problems.push(format!(
-            "{} version(s) of {} could not be read ({}): the tenures around them are uncertain",
+            "{} version(s) of {} could not be read ({}{more}): the tenures around them are uncertain",
             reader.failures.len(),
             crate::text::sanitize(key),
-            reader.failures.join("; ")
+            reader.failures[..shown].join("; ")
         ));
     }
     observe(key, listed, bodies, &mut out);

@@ -255,3 +255,27 @@ async fn throttled_reads_are_sent_again() {
     assert_eq!(len(&p, "problems"), 0, "{p:#}");
     assert_eq!(holders(&p).len(), 41);
 }
+
+/// Every version's GET refused (a proxy answers 403 to each, the listing
+/// passes): nothing is taken for read, the problem counts them all and names
+/// the first five, the exit is 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn versions_that_cannot_be_read_are_counted() {
+    use crate::common::proxy::{Mode, Proxy};
+    let (endpoint, b) = versioned_bucket_on(Server::Moto(Moto::Conditional), "tl-refused").await;
+    write_history(&endpoint, &b, &[("holder-a", 1); 12]).await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.fail_requests("GET", "/db/LEASE", 403);
+    let (code, p, text) = timeline(&proxy.endpoint(), &b, &[]);
+    assert_eq!(code, Some(1), "{p:#}");
+    let problem = p["problems"][0].as_str().unwrap();
+    assert!(
+        problem.starts_with("12 version(s) of db/LEASE could not be read (version ")
+            && problem.matches("; version ").count() == 4
+            && problem.contains("; and 7 more)"),
+        "{problem}"
+    );
+    assert_eq!(len(&p, "tenures"), 0, "{p:#}");
+    assert!(text.contains("UNKNOWN: 12 version(s)"), "{text}");
+}
