@@ -66,6 +66,9 @@ struct State {
     /// Remove every `<LastModified>` element from the answers to
     /// ListObjectVersions (a service that does not say when a version was written).
     strip_version_times: bool,
+    /// Remove `max-keys` from ListObjectVersions requests (a service that
+    /// ignores it and answers whole pages; moto does not check signatures).
+    ignore_max_keys: bool,
     /// Rewrite the answers to PUTs: drop their ETag header.
     strip_put_etag: bool,
     /// Only those whose path ends with this.
@@ -231,6 +234,13 @@ impl Proxy {
     /// `Last-Modified` header) pass untouched.
     pub fn strip_version_times(&self) {
         self.state.lock().unwrap().strip_version_times = true;
+    }
+
+    /// ListObjectVersions requests lose their `max-keys` parameter before
+    /// they are forwarded: a service that answers a whole page whatever the
+    /// client asked (moto only: the signature no longer matches the query).
+    pub fn ignore_max_keys(&self) {
+        self.state.lock().unwrap().ignore_max_keys = true;
     }
 
     /// Send every forwarded answer with this `Date` header instead of the server's.
@@ -489,9 +499,21 @@ async fn handle(
         while client.read(&mut chunk).await? > 0 {}
         return Ok(());
     }
+    let ignore_max_keys = state.lock().unwrap().ignore_max_keys;
     let mut out = String::new();
     for (i, line) in head.split("\r\n").enumerate() {
         if line.is_empty() {
+            continue;
+        }
+        if i == 0 && ignore_max_keys && line.contains("versions") {
+            // GET /b?versions&max-keys=1&prefix=… HTTP/1.1, without max-keys.
+            let (start, rest) = line.split_once('?').unwrap_or((line, ""));
+            let (query, version) = rest.rsplit_once(' ').unwrap_or((rest, ""));
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|kv| !kv.starts_with("max-keys="))
+                .collect();
+            out.push_str(&format!("{start}?{} {version}\r\n", kept.join("&")));
             continue;
         }
         let lower = line.to_ascii_lowercase();

@@ -216,6 +216,56 @@ async fn versions_listed_without_last_modified_are_a_problem() {
     );
 }
 
+/// A service that ignores `max-keys` (a proxy removes it from the listing
+/// requests; moto then answers whole pages): asked which of a version and a
+/// delete marker of one second came first, it answers both, so the order
+/// is not known — a problem (exit 1), never a guess passed off as the
+/// history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_order_the_service_will_not_tell_is_a_problem() {
+    let (endpoint, b) = versioned_bucket_on(Server::Moto(Moto::Conditional), "tl-no-order").await;
+    let client = sdk_client(&endpoint);
+    let mut tied = None;
+    for round in 0..5 {
+        let key = format!("db{round}/LEASE");
+        at_a_fresh_second().await;
+        put_raw(&client, &b, &key, &body("holder-a", 1)).await;
+        client
+            .delete_object()
+            .bucket(&b)
+            .key(&key)
+            .send()
+            .await
+            .unwrap();
+        put_raw(&client, &b, &key, &body("holder-b", 2)).await;
+        let times = listed_times(&client, &b, &key).await;
+        if times.iter().all(|t| *t == times[0]) {
+            tied = Some(round);
+            break;
+        }
+    }
+    let round = tied.expect("the writes never fell within one second");
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.ignore_max_keys();
+    let url = format!("s3://{b}/db{round}/");
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let audit = empty.path().to_str().unwrap();
+    let (code, out, err) = leasectl(
+        &proxy.endpoint(),
+        &["timeline", &url, "-o", "json", "--audit-log", audit],
+    );
+    assert_eq!(code, Some(1), "{err}\n{out}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let problems = doc["prefixes"][0]["problems"].as_array().unwrap().clone();
+    assert!(
+        problems.iter().any(|s| s.as_str().unwrap().starts_with(
+            "the service did not tell the order of 2 delete marker(s) and version(s) of db"
+        )),
+        "{problems:?}"
+    );
+}
+
 /// A local store keeps no versions: a takeover there is known from the audit
 /// log alone, and the text shows it as an event (operator, reason, the
 /// record it wrote), as the JSON lists it in `takeovers`.
