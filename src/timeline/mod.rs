@@ -2,11 +2,11 @@
 //! fact from what the store and the audit logs kept (`leasectl timeline`).
 //!
 //! Sources, merged on one time axis per lease key ([`read`]):
-//! - the versions of `{prefix}/LEASE` on a versioned bucket (each version's
-//!   record and `Last-Modified`, the service's clock; a delete marker is a
-//!   release). Bodies are read only where a tenure may change: between two
-//!   versions whose (holder, generation, released) differ, by bisection
-//!   ([`bisect`]); `--all-versions` reads every one;
+//! - the versions of `{prefix}/LEASE` on a versioned bucket, in the
+//!   service's order of them (each version's record and `Last-Modified`,
+//!   the service's clock; a delete marker is a release). Every body is read;
+//!   with `--bisect`, only where a tenure may change ([`bisect`]), and the
+//!   versions inferred are counted: the history is then not known;
 //! - NDJSON recordings of `--watch` (`lease` lines: what a watcher saw, by
 //!   its clock), for stores without versions;
 //! - leasectl's audit logs: takeovers (operator, reason, forced, the records
@@ -24,8 +24,8 @@
 //! [`session`] gives a session's own holder history (the console's) the
 //! same types, for the console's timeline pane.
 //!
-//! Everything here is pure: the store is read by [`read`], through a closure
-//! for the bodies, so the bisection's cost is measured by counting calls.
+//! Everything here but [`read`] is pure: the bisection asks for bodies
+//! through a closure, so its cost is measured by counting calls.
 
 pub mod build;
 pub mod picture;
@@ -654,8 +654,10 @@ pub enum Mark {
 /// tenure is read whole rather than inferred: an interleaving of two
 /// writers (each overwriting the other) is short, and would otherwise hide
 /// between two versions of one of them. A longer interleaving whose every
-/// alternation falls between two reads of one holder is found only with
-/// `all` (`--all-versions`).
+/// alternation falls between two reads of one holder, a whole tenure of
+/// another holder, one intruder's write: each is inferred away (issue 44),
+/// so `leasectl timeline` reads every version unless `--bisect` asks for
+/// this, and then says how many it inferred and exits 1.
 ///
 /// Cost: about 2·log2(n) reads per change of tenure plus the short runs
 /// beside it (8,640 versions, five tenures: under 200), plus the two ends.
