@@ -161,7 +161,7 @@ pub const EXIT_TABLE: &[(i32, [&str; 8])] = &[
             "a target, prefix, the pod scan or a requested audit log could not be read completely",
             "WARNING: an age over `--warn-age`, a state needing attention that `--crit-state` does not name, a record with a problem noted, every prefix absent while LEASE keys lie deeper than `--depth`",
             "the probe failed (store error)",
-            "a source could not be read completely, or no source holds the history",
+            "a source could not be read completely (a version inferred by `--bisect` rather than read among them: the history is not known), or no source holds the history",
             "other failures (store unreachable at start)",
             "the descriptor could not be polled",
             "failed: audit log not writable (nothing sent), store error",

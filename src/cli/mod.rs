@@ -273,8 +273,9 @@ pub struct S3Args {
     #[arg(long, global = true, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     pub timeout: Duration,
     /// Requests in flight at once per TARGET while gathering (listings and LEASE reads,
-    /// 1 to 1024). More helps on a far-away service; a service that answers 503 SlowDown
-    /// gets fewer at once automatically.
+    /// 1 to 1024), and `timeline`'s reads of versions. More helps on a far-away service; a
+    /// service that answers 503 SlowDown gets fewer at once automatically (`timeline` sends
+    /// each slowed-down read again after a back-off).
     #[arg(
         long,
         global = true,
@@ -338,8 +339,14 @@ pub struct TimelineArgs {
     /// A `--watch` NDJSON recording to read (repeatable): the history of a store without versions.
     #[arg(long = "recording", value_name = "FILE")]
     pub recordings: Vec<PathBuf>,
-    /// Read every version's body instead of bisecting between tenures.
+    /// Read bodies only where the tenure may change, by bisection: far fewer
+    /// GETs, but the versions between two reads of one tenure are inferred, not
+    /// read (a holder writing in between is not seen), so the run exits 1 (by
+    /// default every version is read).
     #[arg(long)]
+    pub bisect: bool,
+    /// Read every version's body: the default now (kept for scripts).
+    #[arg(long, hide = true, conflicts_with = "bisect")]
     pub all_versions: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
@@ -419,11 +426,12 @@ pub enum Command {
     Audit(AuditListArgs),
     /// Who held each prefix when: tenures, gaps and overlaps from versions and audit logs.
     ///
-    /// Reads the versions of {PREFIX_URL}LEASE on a versioned bucket (bodies only where
-    /// the holder may change, by bisection; every one with --all-versions), the audit
-    /// logs and the recordings given. Exit 0 nothing wrong found; 3 an overlap (two
-    /// holders could both write) or a generation that went back; 1 a source could not
-    /// be read completely (or no source holds this lease's history); 2 usage.
+    /// Reads every version of {PREFIX_URL}LEASE on a versioned bucket, in the service's
+    /// order (with --bisect, bodies only where the holder may change: the others are
+    /// inferred, not read), the audit logs and the recordings given. Exit 0 nothing wrong
+    /// found; 3 an overlap (two holders could both write) or a generation that went back;
+    /// 1 a source could not be read completely (a version inferred by --bisect among them),
+    /// or no source holds this lease's history; 2 usage.
     Timeline(TimelineArgs),
     /// Bucket lease commands.
     Bucket {

@@ -7,7 +7,7 @@ use crate::cli::{TimelineArgs, TimelineFormat};
 use crate::exit::Exit;
 use crate::setup::Context;
 use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
-use crate::timeline::read::{audit_entries, Progress};
+use crate::timeline::read::{audit_entries, Progress, Reading};
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
@@ -48,7 +48,11 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
         recordings: &a.recordings,
         entries: &entries,
         audit_problems: &audit_problems,
-        all_versions: a.all_versions,
+        reading: Reading {
+            bisect: a.bisect,
+            concurrency: ctx.gather.concurrency,
+            timeout: ctx.gather.request_timeout,
+        },
         progress: Some(&tell),
     };
     for target in &targets {

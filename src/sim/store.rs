@@ -134,6 +134,45 @@ impl ObjectRead for SimStore {
         self.stopped().await;
         answer
     }
+
+    /// One page: the whole listing.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        _token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        self.list(prefix).await.map(|l| (l, None))
+    }
+
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Err(crate::store::no_sample(&self.describe(), prefix))
+    }
+
+    /// Every answer carries a `Date` (see [`SimStore::answered`]).
+    fn server_clock_problem(&self) -> Option<String> {
+        None
+    }
+
+    fn has_clock(&self) -> bool {
+        true
+    }
+
+    fn endpoint_info(&self) -> crate::store::EndpointInfo {
+        crate::store::EndpointInfo::default()
+    }
+
+    fn unavailable(&self) -> Option<StoreError> {
+        None
+    }
+
+    /// The simulated store keeps one version of an object.
+    async fn list_versions(&self, key: &str) -> Result<crate::store::KeyVersions, StoreError> {
+        Err(crate::store::no_versions(&self.describe(), key))
+    }
+
+    async fn get_version(&self, key: &str, _version_id: &str) -> Result<GetOutput, StoreError> {
+        Err(crate::store::no_versions(&self.describe(), key))
+    }
 }
 
 impl SimStore {

@@ -738,6 +738,15 @@ impl ObjectRead for LocalStore {
         blocking(move || me.list_sync(&prefix)).await
     }
 
+    /// A directory has no pages: its whole listing is one.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        _token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        self.list(prefix).await.map(|l| (l, None))
+    }
+
     async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let me = self.clone();
         let prefix = prefix.to_owned();
@@ -761,6 +770,28 @@ impl ObjectRead for LocalStore {
 
     fn unavailable(&self) -> Option<StoreError> {
         self.root_gone()
+    }
+
+    /// No clock of its own: judged by this host's.
+    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+        None
+    }
+
+    fn server_clock_problem(&self) -> Option<String> {
+        None
+    }
+
+    fn endpoint_info(&self) -> super::EndpointInfo {
+        super::EndpointInfo::default()
+    }
+
+    /// A directory keeps one version of a file.
+    async fn list_versions(&self, key: &str) -> Result<super::KeyVersions, StoreError> {
+        Err(super::no_versions(&self.describe(), key))
+    }
+
+    async fn get_version(&self, key: &str, _version_id: &str) -> Result<GetOutput, StoreError> {
+        Err(super::no_versions(&self.describe(), key))
     }
 }
 
@@ -790,5 +821,10 @@ impl ObjectStore for LocalStore {
             conditional_delete: super::DeleteSupport::Honoured,
             ..Default::default()
         }
+    }
+
+    /// One way to send `If-Match`, under the key's lock: nothing to learn.
+    fn set_capabilities(&self, _caps: super::Capabilities) -> bool {
+        false
     }
 }

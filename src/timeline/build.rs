@@ -28,8 +28,9 @@ pub struct Inputs<'a> {
     pub entries: &'a [AuditEntry],
     /// What could not be read of the audit logs, said for each prefix.
     pub audit_problems: &'a [String],
-    /// `--all-versions`: read every version's body, not only where a tenure may change.
-    pub all_versions: bool,
+    /// How the versions' bodies are read (every one unless `--bisect`,
+    /// `--concurrency` at once, `--timeout` each).
+    pub reading: read::Reading,
     /// Told of each step of reading the versions (`leasectl timeline`'s
     /// progress bar on a terminal).
     pub progress: read::OnProgress<'a>,
@@ -75,13 +76,14 @@ pub async fn prefix_timeline(
                 &key,
                 source.bucket,
                 (from, to),
-                inputs.all_versions,
+                inputs.reading,
                 inputs.progress,
             )
             .await;
             p.versioning = v.versioning;
             p.sources.versions_listed = v.listed;
             p.sources.versions_read = v.gets;
+            p.sources.versions_inferred = v.inferred;
             p.sources.list_requests = v.list_requests;
             p.problems.extend(v.problems);
             p.notes.extend(v.notes);
@@ -125,7 +127,13 @@ pub async fn prefix_timeline(
             "the bucket keeps versions: the recordings' lines were counted, not merged (one clock, the service's)".into(),
         );
     }
-    obs.sort_by_key(|x| x.at);
+    // The versions are in the service's order, which ties of `Last-Modified`
+    // (whole seconds on several services) must not reorder; the recordings
+    // merged without versions are put on their one axis by time (a stable
+    // sort: a file's lines keep their order within a time).
+    if !has_versions {
+        obs.sort_by_key(|x| x.at);
+    }
     let about: Vec<AuditEntry> = inputs
         .entries
         .iter()

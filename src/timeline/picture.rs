@@ -160,28 +160,39 @@ fn draw_prefix(
             RED.mix(0.45).filled(),
         )
     }))?;
-    // Takeovers: a mark at the new holder's first write, with the operator.
-    for t in &d.tenures {
-        if let Ending::Replaced {
-            at,
-            takeover: Some(tk),
-            ..
-        } = &t.ending
-        {
-            chart.plotting_area().draw(&TriangleMarker::new(
-                (x(*at), SegmentValue::CenterOf(n)),
-                7,
-                BLACK.filled(),
-            ))?;
-            chart.plotting_area().draw(&Text::new(
-                format!(
-                    "takeover by {}",
-                    tk.operator.chars().take(30).collect::<String>()
-                ),
-                (x(*at) + span / 120.0, SegmentValue::CenterOf(n)),
-                ("sans-serif", 11).into_font().color(&BLACK),
-            ))?;
-        }
+    // Takeovers: a mark at the new holder's first write, with the operator;
+    // one that ends no tenure seen, at the time its audit entry gives.
+    let marks = d
+        .tenures
+        .iter()
+        .filter_map(|t| match &t.ending {
+            Ending::Replaced {
+                at,
+                takeover: Some(tk),
+                ..
+            } => Some((*at, tk)),
+            _ => None,
+        })
+        .chain(
+            p.takeovers
+                .iter()
+                .filter(|tk| !super::render::ends_a_tenure(p, tk))
+                .map(|tk| (tk.time, tk)),
+        );
+    for (at, tk) in marks {
+        chart.plotting_area().draw(&TriangleMarker::new(
+            (x(at), SegmentValue::CenterOf(n)),
+            7,
+            BLACK.filled(),
+        ))?;
+        chart.plotting_area().draw(&Text::new(
+            format!(
+                "takeover by {}",
+                tk.operator.chars().take(30).collect::<String>()
+            ),
+            (x(at) + span / 120.0, SegmentValue::CenterOf(n)),
+            ("sans-serif", 11).into_font().color(&BLACK),
+        ))?;
     }
     Ok(())
 }

@@ -231,11 +231,14 @@ impl Ops {
     }
 }
 
+/// The GETs of versions in flight at once while the timeline pane reads.
+pub const TIMELINE_CONCURRENCY: usize = 32;
+
 /// How far back the console's timeline pane reads the versions.
 pub const TIMELINE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Reads the timeline of `prefix` on `t` over the last [`TIMELINE_WINDOW`]
-/// (its LEASE object's versions, by bisection, and the audit log at
+/// (every version of its LEASE object, and the audit log at
 /// `audit`), as `leasectl timeline` does, and sends it as
 /// [`Action::TimelineRead`].
 async fn read_timeline(
@@ -274,7 +277,12 @@ async fn read_timeline(
             recordings: &[],
             entries: &entries,
             audit_problems: &audit_problems,
-            all_versions: false,
+            // Every version read, as `leasectl timeline` reads them, fewer at
+            // once: the console's refreshes go on beside it.
+            reading: crate::timeline::read::Reading {
+                concurrency: TIMELINE_CONCURRENCY,
+                ..Default::default()
+            },
             progress: None,
         },
     )

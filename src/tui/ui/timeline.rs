@@ -87,8 +87,14 @@ pub(super) fn render_timeline(app: &App, pane: &TimelinePane, f: &mut Frame, are
         Rebuilt::Read(p) => {
             lines.push(Line::styled(
                 format!(
-                    "rebuilt from the versions (last 24 h: {} listed, {} read) and the audit log ({} entries about it)",
-                    p.sources.versions_listed, p.sources.versions_read, p.sources.audit_entries
+                    "rebuilt from the versions (last 24 h: {} listed, {} read{}) and the audit log ({} entries about it)",
+                    p.sources.versions_listed,
+                    p.sources.versions_read,
+                    match p.sources.versions_inferred {
+                        0 => String::new(),
+                        n => format!(", {n} inferred"),
+                    },
+                    p.sources.audit_entries
                 ),
                 bold,
             ));

@@ -543,13 +543,28 @@ pub fn s3_store_attempts(
     bucket: &str,
     attempts: u32,
 ) -> std::sync::Arc<leasectl::store::s3::S3Store> {
-    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
     let timeout = if is_seaweedfs(endpoint) {
         Duration::from_secs(20)
     } else {
         Duration::from_secs(2)
     };
-    let cfg = aws_config::SdkConfig::builder()
+    let cfg = sdk_config(endpoint, timeout, attempts);
+    let opts = leasectl::store::s3::S3Options {
+        path_style: true,
+        // The same deadline as the SDK's, so a timeout names it rightly.
+        request_timeout: Some(timeout),
+        ..Default::default()
+    };
+    std::sync::Arc::new(leasectl::store::s3::S3Store::with_config(
+        &cfg, bucket, &opts,
+    ))
+}
+
+/// The SDK configuration of the test stores: `endpoint`, the test
+/// credentials, `timeout` per attempt, `attempts` attempts per request.
+pub fn sdk_config(endpoint: &str, timeout: Duration, attempts: u32) -> aws_config::SdkConfig {
+    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
+    aws_config::SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .endpoint_url(endpoint)
@@ -568,16 +583,7 @@ pub fn s3_store_attempts(
                 .build(),
         )
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts))
-        .build();
-    let opts = leasectl::store::s3::S3Options {
-        path_style: true,
-        // The same deadline as the SDK's, so a timeout names it rightly.
-        request_timeout: Some(timeout),
-        ..Default::default()
-    };
-    std::sync::Arc::new(leasectl::store::s3::S3Store::with_config(
-        &cfg, bucket, &opts,
-    ))
+        .build()
 }
 
 /// The released record at `key` — what a release leaves (issue 32 §3): it

@@ -63,6 +63,12 @@ struct State {
     lists: usize,
     /// Replace the `Date` header of every forwarded answer with this value.
     date: Option<String>,
+    /// Remove every `<LastModified>` element from the answers to
+    /// ListObjectVersions (a service that does not say when a version was written).
+    strip_version_times: bool,
+    /// Remove `max-keys` from ListObjectVersions requests (a service that
+    /// ignores it and answers whole pages; moto does not check signatures).
+    ignore_max_keys: bool,
     /// Rewrite the answers to PUTs: drop their ETag header.
     strip_put_etag: bool,
     /// Only those whose path ends with this.
@@ -220,6 +226,21 @@ impl Proxy {
     /// ListObjectsV2 requests answered by [`Proxy::loop_listings`].
     pub fn looped_lists(&self) -> usize {
         self.state.lock().unwrap().lists
+    }
+
+    /// Answers to ListObjectVersions (`GET /bucket?versions…`) lose every
+    /// `<LastModified>` element: versions and delete markers listed without
+    /// the time they were written. Other answers (a version's GET and its
+    /// `Last-Modified` header) pass untouched.
+    pub fn strip_version_times(&self) {
+        self.state.lock().unwrap().strip_version_times = true;
+    }
+
+    /// ListObjectVersions requests lose their `max-keys` parameter before
+    /// they are forwarded: a service that answers a whole page whatever the
+    /// client asked (moto only: the signature no longer matches the query).
+    pub fn ignore_max_keys(&self) {
+        self.state.lock().unwrap().ignore_max_keys = true;
     }
 
     /// Send every forwarded answer with this `Date` header instead of the server's.
@@ -416,6 +437,15 @@ async fn handle(
         return Ok(());
     }
     let target = head.split(' ').nth(1).unwrap_or("").to_owned();
+    let strip_times = {
+        let s = state.lock().unwrap();
+        s.strip_version_times
+            && method == "GET"
+            && target
+                .split(['?', '&'])
+                .skip(1)
+                .any(|kv| kv == "versions" || kv.starts_with("versions="))
+    };
     let (list_loop, date, strip_etag, intruder, etag_value) = {
         let mut s = state.lock().unwrap();
         let strip_etag = s.strip_put_etag
@@ -469,9 +499,21 @@ async fn handle(
         while client.read(&mut chunk).await? > 0 {}
         return Ok(());
     }
+    let ignore_max_keys = state.lock().unwrap().ignore_max_keys;
     let mut out = String::new();
     for (i, line) in head.split("\r\n").enumerate() {
         if line.is_empty() {
+            continue;
+        }
+        if i == 0 && ignore_max_keys && line.contains("versions") {
+            // GET /b?versions&max-keys=1&prefix=… HTTP/1.1, without max-keys.
+            let (start, rest) = line.split_once('?').unwrap_or((line, ""));
+            let (query, version) = rest.rsplit_once(' ').unwrap_or((rest, ""));
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|kv| !kv.starts_with("max-keys="))
+                .collect();
+            out.push_str(&format!("{start}?{} {version}\r\n", kept.join("&")));
             continue;
         }
         let lower = line.to_ascii_lowercase();
@@ -529,6 +571,14 @@ async fn handle(
         }
         let _ = cw.write_all(&with_header(&answer, "etag", None)).await;
         let _ = cw.shutdown().await;
+    } else if strip_times {
+        // The whole answer, its LastModified elements removed and its
+        // length set again.
+        let answer = read_all(&mut ur).await;
+        let _ = cw
+            .write_all(&without_element(&answer, "LastModified"))
+            .await;
+        let _ = cw.shutdown().await;
     } else if let Some(date) = date {
         // The whole answer, its Date replaced.
         let answer = read_all(&mut ur).await;
@@ -580,6 +630,32 @@ async fn read_all(ur: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
     let mut answer = Vec::new();
     let _ = ur.read_to_end(&mut answer).await;
     answer
+}
+
+/// The HTTP answer `answer` (with a `Content-Length`, not chunked) with
+/// every `<name>…</name>` element of its body removed, its length set again.
+fn without_element(answer: &[u8], name: &str) -> Vec<u8> {
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(answer.len(), |i| i + 4);
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    assert!(
+        !head.contains("transfer-encoding: chunked"),
+        "the proxy rewrites bodies with a Content-Length only: {head}"
+    );
+    let mut body = String::from_utf8_lossy(&answer[end..]).into_owned();
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    while let Some(a) = body.find(&open) {
+        let Some(b) = body[a..].find(&close) else {
+            break;
+        };
+        body.replace_range(a..a + b + close.len(), "");
+    }
+    let length = format!("Content-Length: {}", body.len());
+    let mut out = with_header(&answer[..end], "content-length", Some(&length));
+    out.extend_from_slice(body.as_bytes());
+    out
 }
 
 /// `answer` with its header `name` (lower case) removed, and `line` (a whole

@@ -283,6 +283,7 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
         sources: Sources {
             versions_listed: obs.len(),
             versions_read: obs.len(),
+            versions_inferred: 0,
             list_requests: 1,
             recording_lines: 0,
             audit_entries: 1,
