@@ -71,6 +71,14 @@ impl KeepAlive {
         if lease.is_lost() {
             cell.close(FenceClosed::Lost);
         }
+        // The answers since the acquire's own check may have narrowed the
+        // estimate of the service's clock: the rule applies from the start.
+        if let Some(off) = lease
+            .server_offset()
+            .and_then(|o| offset_beyond_limit(&o, lease.clock().as_ref(), lease.config().ttl_s))
+        {
+            cell.close(FenceClosed::ClockOffset(off));
+        }
         match watchdog {
             Watchdog::Thread => {
                 if let Err(e) = cell.start_watchdog() {
