@@ -195,7 +195,9 @@ pub enum ReleaseReport {
 impl std::fmt::Display for ReleaseReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReleaseReport::Released(r @ Released::NotOurs(_)) => write!(f, "{r}"),
+            ReleaseReport::Released(r @ (Released::NotOurs(_) | Released::LeftToExpire { .. })) => {
+                write!(f, "{r}")
+            }
             ReleaseReport::Released(r) => write!(f, "released ({r})"),
             ReleaseReport::Failed(e) => {
                 write!(f, "release failed ({e}); the lease expires after one TTL")
