@@ -15,7 +15,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use leasectl::sim::{defect, run_seed, Options};
+use leasectl::sim::{defect, run_seed, OffsetScore, Options};
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("simulate: {msg}");
@@ -108,6 +108,7 @@ fn main() -> ExitCode {
     let (mut lifetimes, mut writes, mut violations) = (0u64, 0u64, 0u64);
     let mut failing = 0u64;
     let mut by_property: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut offsets = OffsetScore::default();
     for &seed in &list {
         let mut opts = Options::new(seed);
         opts.defect = defect;
@@ -118,12 +119,21 @@ fn main() -> ExitCode {
             opts.max_offset_ttl_fraction = f;
         }
         opts.ttl_s = ttl;
-        let out = run_seed(opts);
+        let mut out = run_seed(opts);
+        offsets.merge(std::mem::take(&mut out.offset));
         lifetimes += out.lifetimes;
         writes += out.writes;
         violations += out.violations.len() as u64;
+        // A broken store's findings are told apart from the clocks': the
+        // envelope's cells are about the clocks.
+        let store = match out.variant {
+            Some(v) if v != leasectl::sim::Variant::Healthy => format!(" ({} store)", v.as_str()),
+            _ => String::new(),
+        };
         for v in &out.violations {
-            *by_property.entry(format!("{:?}", v.property)).or_default() += 1;
+            *by_property
+                .entry(format!("{:?}{store}", v.property))
+                .or_default() += 1;
         }
         let mut stdout = std::io::stdout().lock();
         if history {
@@ -174,6 +184,7 @@ fn main() -> ExitCode {
                 .join(", ")
         }
     );
+    eprintln!("{}", offset_line(&offsets));
     println!(
         "{} seeds, {lifetimes} lifetimes, {writes} writes, {violations} violations",
         list.len()
@@ -183,4 +194,47 @@ fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The estimates of the service's clock against the truth, over every
+/// reading the engine made: for the lease's holder (its keep-alive's checks
+/// and aims) and for the others (contenders' and takeovers' checks), the
+/// error's median, 99th percentile and worst, and the bound each claimed
+/// (±); then how many bounds missed the truth (0 if the estimator is right).
+fn offset_line(o: &OffsetScore) -> String {
+    fn ms(mut v: Vec<u32>) -> String {
+        if v.is_empty() {
+            return "none".to_owned();
+        }
+        v.sort_unstable();
+        let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize] as f64 / 1e3;
+        format!(
+            "median {:.1} ms, p99 {:.1} ms, worst {:.1} ms",
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        )
+    }
+    let part = |v: &[u32], holding: bool| -> Vec<u32> {
+        v.iter()
+            .zip(&o.holding)
+            .filter(|(_, &h)| h == holding)
+            .map(|(&x, _)| x)
+            .collect()
+    };
+    let side = |holding: bool| {
+        format!(
+            "{} readings, |estimate - truth| {}; bound ± {}",
+            part(&o.error_us, holding).len(),
+            ms(part(&o.error_us, holding)),
+            ms(part(&o.bound_us, holding))
+        )
+    };
+    format!(
+        "offset estimate, holders: {}\noffset estimate, others: {}\noffset estimate: truth outside the bound in {} of {} readings",
+        side(true),
+        side(false),
+        o.outside,
+        o.error_us.len()
+    )
 }

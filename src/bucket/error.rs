@@ -172,6 +172,25 @@ pub enum LeaseError {
         /// The TTL of the record judged.
         ttl_s: u64,
     },
+    /// This host's clock differs from the service's too much for a lease it
+    /// writes to be judged right by others: its `renewed_at` stamps would
+    /// make the record look older or younger than it is.
+    #[error("this host's clock is {} {} the storage service's (±{}), more than {} (a twelfth of the {} s TTL): \
+             a record stamped by it would be judged wrongly by every other reader, so {key} is not taken. \
+             Fix this host's time (NTP: `chronyc tracking`, `timedatectl`)",
+        format_secs(.offset_s.abs()), if *.offset_s > 0.0 { "behind" } else { "ahead of" }, format_secs(*.error_s), format_secs(*.limit_s), .ttl_s)]
+    HolderClock {
+        /// The lease key.
+        key: String,
+        /// Service minus this host, seconds.
+        offset_s: f64,
+        /// Uncertainty of the estimate, seconds.
+        error_s: f64,
+        /// The limit, seconds.
+        limit_s: f64,
+        /// The TTL of the record that would be written.
+        ttl_s: u64,
+    },
     /// The record to take over carries a generation no greater one can follow
     /// ([`super::RecordFormat::cannot_replace`]): taking it would hand the new
     /// holder the replaced holder's fencing token.

@@ -425,7 +425,9 @@ pub async fn finish(keep: KeepAlive) {
 /// Logs how a lease's release went (a warning unless released as ours).
 pub fn log_release(report: ReleaseReport) {
     match report {
-        r @ ReleaseReport::Released(Released::NotOurs(_)) => tracing::warn!("lease {r}"),
+        r @ ReleaseReport::Released(Released::NotOurs(_) | Released::LeftToExpire { .. }) => {
+            tracing::warn!("lease {r}")
+        }
         r @ ReleaseReport::Released(_) => tracing::info!("lease {r}"),
         r => tracing::warn!("lease {r}"),
     }

@@ -189,7 +189,9 @@ impl PrefixReport {
     fn check_reader_clock(&mut self, offset_s: f64, error_s: f64) {
         let Some(r) = &self.record else { return };
         let limit = crate::bucket::fence::clock_offset_limit_s(r.ttl_s);
-        if self.state == LeaseState::Stale && offset_s.abs() - error_s > limit {
+        if self.state == LeaseState::Stale
+            && crate::bucket::fence::certainly_beyond_limit(offset_s, error_s, r.ttl_s)
+        {
             self.age_unknown = true;
             self.problem = Some(format!(
                 "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \

@@ -291,7 +291,8 @@ pub enum TakeoverError {
     /// The audit log could not be written: nothing was sent.
     #[error("{0}; nothing was sent to the bucket")]
     Audit(#[from] AuditError),
-    /// This host's clock is too far from the service's to judge the lease stale.
+    /// This host's clock is too far from the service's to judge the lease
+    /// stale, or to write a record others would judge right.
     #[error("{0}")]
     ReaderClock(String),
     /// The store failed; the outcome may be unknown (see the message).

@@ -341,7 +341,10 @@ async fn takeover_report(
         Ok(done) => {
             let _ = writeln!(out, "{done}");
             if let Some(lease) = done.held {
-                let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
+                let _ = writeln!(
+                    out,
+                    "holding the lease; Ctrl-C or SIGTERM releases it (before writes are safe, it is left to expire instead)"
+                );
                 let _ = out.flush();
                 let (lost, released) = hold_until(lease, async {
                     signals.recv().await;
