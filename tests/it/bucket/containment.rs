@@ -515,19 +515,18 @@ fn a_command_reading_the_terminal_works_inside() {
     let url = format!("{}p/", file_url(dir.path()));
     let out = dir.path().join("typed");
     let t = crate::common::tmux::Tmux::start(120, 30);
-    t.type_line(&format!(
-        "{BIN} bucket hold {url} --ttl 6s -- sh -c 'if [ -t 0 ]; then echo TTY-YES; fi; printf \"name? \"; read x; echo \"got $x\" > {}'; echo EXIT=$?",
+    let run = t.run(&format!(
+        "{BIN} bucket hold {url} --ttl 6s -- sh -c 'if [ -t 0 ]; then echo TTY-YES; fi; printf \"name? \"; read x; echo \"got $x\" > {}'",
         out.display()
     ));
-    t.wait_for(Duration::from_secs(30), "the prompt", |s| {
-        s.contains("name? ")
+    // (tmux drops the prompt's trailing space from the line it captures)
+    let shown = t.wait_shown(&run, Duration::from_secs(30), "the prompt", |s| {
+        s.lines().any(|l| l.trim_end() == "name?")
     });
-    let screen = t.screen();
-    assert!(screen.contains("TTY-YES"), "{screen}");
-    t.type_line("hello");
-    t.wait_for(Duration::from_secs(30), "the exit", |s| {
-        s.contains("EXIT=0")
-    });
+    assert!(shown.contains("TTY-YES"), "{shown}");
+    t.answer(&run, "hello");
+    let (code, shown) = t.wait_exit(&run, Duration::from_secs(30));
+    assert_eq!(code, 0, "{shown}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "got hello\n");
 }
 

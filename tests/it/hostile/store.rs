@@ -366,20 +366,19 @@ fn console_on_fifo_leases_keeps_refreshing_and_quits() {
         nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
     }
     let tmux = Tmux::start(120, 20);
-    tmux.type_line(&format!(
-        "{} --read-only --no-pod --refresh 1s {} ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "{} --read-only --no-pod --refresh 1s {}",
         env!("CARGO_BIN_EXE_leasectl"),
         file_url(dir.path())
     ));
-    tmux.wait_for(Duration::from_secs(20), "the FIFO rows", |s| {
+    tmux.wait_shown(&run, Duration::from_secs(20), "the FIFO rows", |s| {
         s.contains("malformed") && s.contains("db/")
     });
     // Several refreshes: none may get stuck on the FIFOs.
     std::thread::sleep(Duration::from_secs(3));
     tmux.send(&["q"]);
-    tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
-        s.contains("EXIT=0")
-    });
+    let (code, shown) = tmux.wait_exit(&run, Duration::from_secs(10));
+    assert_eq!(code, 0, "{shown}");
 }
 
 // ------------------------------------------------------- layouts of a store
