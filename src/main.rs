@@ -1,6 +1,7 @@
 //! The `leasectl` binary: parse, prepare, run the command, exit with its
-//! status. All logic lives in the library (`leasectl::app` builds the
-//! context; `leasectl::commands::run` is the one dispatch).
+//! status. All logic lives in the library (`leasectl::setup` parses the
+//! command line and builds the context; `leasectl::commands::run` is the one
+//! dispatch).
 
 use leasectl::exit::Exit;
 
