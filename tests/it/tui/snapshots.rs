@@ -211,6 +211,7 @@ fn proc(pid: u32, ppid: u32, command: &str, env: EnvRead) -> ObservedProcess {
         age_s: Some(42),
         fds_unreadable: None,
         included_because: "test".into(),
+        container: None,
     }
 }
 
@@ -347,6 +348,7 @@ async fn pod_view_escapes_raw_process_text() {
         waiting_s: None,
         lock_reason: None,
         included_because: String::new(),
+        container: None,
     };
     let pod = PodSnapshot {
         processes: vec![raw],
@@ -355,6 +357,7 @@ async fn pod_view_escapes_raw_process_text() {
             kind: VerdictKind::HolderNotTake,
             message: "msg\u{1b}[31m".into(),
             pids: vec![7],
+            pod: None,
         }],
         ..PodSnapshot::default()
     };
@@ -542,6 +545,7 @@ async fn ten_thousand_processes_deep_chain() {
             waiting_s: None,
             lock_reason: None,
             included_because: String::new(),
+            container: None,
         });
     }
     let pod = PodSnapshot {

@@ -15,6 +15,8 @@ use nix::unistd::Pid;
 
 pub use crate::common::cli::bin_path;
 
+pub mod pods;
+
 /// A command with a clean lease environment: both lease variables removed,
 /// logs plain.
 pub fn command(program: &str) -> Command {
@@ -154,6 +156,7 @@ pub fn scan_pod(root: u32, dir: &Path) -> PodSnapshot {
         proc_root: PathBuf::from("/proc"),
         data_dirs: vec![dir.to_path_buf()],
         pod_root: Some(root),
+        node: false,
     })
     .expect("scan")
 }
