@@ -393,3 +393,58 @@ fn an_absolute_link_inside_the_pod_stays_inside() {
         "{err}"
     );
 }
+
+/// Which pod, which container (issue 46, item 2): a pod in a real cgroup
+/// named as containerd names it under the systemd driver, with its
+/// `HOSTNAME` and a service-account namespace mount, seen with `--pod-root`
+/// from the host: its processes carry the container and the pod, and the
+/// pod is named.
+#[test]
+fn the_pod_view_names_the_pod_and_the_container() {
+    if let Some(why) = cannot_make_namespaces().or_else(|| TestCgroup::possible(false)) {
+        eprintln!("SKIPPED the_pod_view_names_the_pod_and_the_container: {why}");
+        return;
+    }
+    let s = Scratch::new();
+    let d = s.mkdir("data");
+    let uid = format!("{:08x}-1111-4222-8333-444455556666", std::process::id());
+    let id = format!("{:08x}{}", std::process::id(), "ab".repeat(28));
+    let top = TestCgroup::make(&format!("leasectl-pod-{}", std::process::id()), false).unwrap();
+    let cg = top.0.join(format!(
+        "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{id}.scope",
+        uid.replace('-', "_")
+    ));
+    std::fs::create_dir_all(&cg).unwrap();
+    let pod = holder(PodSpec {
+        data: d.clone(),
+        pid_ns: true,
+        cgroup: Some(cg),
+        hostname: Some("ledger-0".into()),
+        namespace: Some("payments".into()),
+        script: writer(&s, &d),
+        ..PodSpec::default()
+    });
+    let ds = d.display().to_string();
+    let (code, doc) =
+        run_json(Viewer::Host.command(&s, &pod, &["--pod-root", "{root}", "--data-dir", &ds]));
+    let ctx = format!("{doc:#}");
+    assert_eq!(code, 0, "{ctx}");
+    let k = &doc["pod"]["kubernetes"];
+    assert_eq!(k["uid"], uid, "{ctx}");
+    assert_eq!(k["name"], "ledger-0", "{ctx}");
+    assert_eq!(k["namespace"], "payments", "{ctx}");
+    assert_eq!(k["qos"], "burstable", "{ctx}");
+    assert_eq!(k["containers"][0]["id"], id, "{ctx}");
+    assert_eq!(k["containers"][0]["runtime"], "containerd", "{ctx}");
+    let root = pod_process(&doc, pod.root);
+    assert_eq!(root["container"]["id"], id, "{ctx}");
+    assert_eq!(root["container"]["pod_uid"], uid, "{ctx}");
+    assert!(
+        root["container"]["cgroup"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("cri-containerd-{id}.scope")),
+        "{ctx}"
+    );
+    drop(pod);
+}
