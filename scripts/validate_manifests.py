@@ -129,6 +129,9 @@ def main():
                 serve_args = c.get("args", [])
         if core:
             validate(args.validator, path, problems)
+    # The example exporter of docs/monitoring.md, built-in objects only.
+    validate(args.validator, os.path.join(HERE, "..", "..", "assets", "monitoring", "daemonset.yaml"),
+             problems)
     fams = exported_families(args.leasectl)
     for expr in rules:
         for m in re.findall(r"\bleasectl_\w+", expr):
@@ -145,7 +148,7 @@ def main():
             problems.append("Containerfile: does not build the leasectl binary")
     for p in problems:
         print(f"validate_manifests: {p}", file=sys.stderr)
-    checked = len(names) + 1
+    checked = len(names) + 2
     print(f"validate_manifests: {checked} files checked, {len(problems)} problem(s)")
     sys.exit(1 if problems else 0)
 
