@@ -224,13 +224,27 @@ fn lock_state(
 /// open it that opens the file `key` itself.
 fn probed_state(proc_root: &Path, key: &FileKey, target: &LockTarget) -> (LockFileState, String) {
     match probe_target(proc_root, *key, &target.probe) {
-        Ok(true) => (
+        Ok((true, None)) => (
             LockFileState::HeldOutsideNamespace,
             "held by a process outside this PID namespace: /proc/locks and fdinfo show no holder here, yet the kernel refused a non-blocking shared lock".to_string(),
         ),
-        Ok(false) => (
+        // A network file system's locks are its server's: a holder on
+        // another node is in no /proc of this one.
+        Ok((true, Some(fs))) => (
+            LockFileState::HeldOutsideNamespace,
+            format!(
+                "held by a process outside this PID namespace or on another node: it is on {fs}, /proc/locks and fdinfo show no holder here, yet a non-blocking shared lock was refused"
+            ),
+        ),
+        Ok((false, None)) => (
             LockFileState::Free,
             "nobody holds it: /proc/locks shows no holder and a non-blocking shared lock was granted (and released at once)".to_string(),
+        ),
+        Ok((false, Some(fs))) => (
+            LockFileState::Free,
+            format!(
+                "nobody holds it: /proc/locks shows no holder and a non-blocking shared lock was granted (and released at once); it is on {fs}, whose server answered for every node unless the volume is mounted with local_lock=flock or all (then only this node was asked)"
+            ),
         ),
         // A data directory's lock file removed since it was looked at: no
         // file, so nobody holds it. One a process has open exists.

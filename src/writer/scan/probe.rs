@@ -9,7 +9,8 @@ use super::target::{FileKey, Probe};
 use crate::writer::LOCK_NAME;
 
 /// Opens the lock file `key` by the first of `probes` that opens it and asks
-/// the kernel whether it is locked ([`probe_locked`]).
+/// the kernel whether it is locked ([`probe_locked`]); with the network file
+/// system it is on, if it is on one.
 ///
 /// # Errors
 /// The last way's error: it did not open, or opened another file.
@@ -17,15 +18,33 @@ pub(super) fn probe_target(
     proc_root: &Path,
     key: FileKey,
     probes: &[Probe],
-) -> std::io::Result<bool> {
+) -> std::io::Result<(bool, Option<&'static str>)> {
     let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
     for p in probes {
         match open_probe(proc_root, p).and_then(|f| same_file(f, key)) {
-            Ok(f) => return probe_open(&f),
+            Ok(f) => return Ok((probe_open(&f)?, network_fs(&f))),
             Err(e) => last = e,
         }
     }
     Err(last)
+}
+
+/// The network file system `f` is on (`NFS`, `SMB`, `CephFS`, `FUSE`), whose
+/// locks another node may hold: this node's `/proc` shows only its own.
+fn network_fs(f: &std::fs::File) -> Option<&'static str> {
+    let t = nix::sys::statfs::fstatfs(f).ok()?.filesystem_type().0 as i64;
+    network_fs_name(t)
+}
+
+/// The name of a network file system by its `statfs` magic number.
+fn network_fs_name(magic: i64) -> Option<&'static str> {
+    match magic {
+        0x6969 => Some("NFS"),
+        0xFF53_4D42 | 0xFE53_4D42 | 0x517B => Some("SMB"),
+        0x00C3_6400 => Some("CephFS"),
+        0x6573_5546 => Some("FUSE"),
+        _ => None,
+    }
 }
 
 /// `f` when it is the regular file `key`.
@@ -145,5 +164,22 @@ fn probe_open(f: &std::fs::File) -> std::io::Result<bool> {
         Ok(true)
     } else {
         Err(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn network_file_systems_by_magic() {
+        use super::network_fs_name as n;
+        assert_eq!(n(0x6969), Some("NFS"));
+        assert_eq!(n(0xFE53_4D42), Some("SMB"));
+        assert_eq!(n(0x00C3_6400), Some("CephFS"));
+        // ext4, tmpfs, overlayfs: local.
+        assert_eq!(n(0xEF53), None);
+        assert_eq!(n(0x0102_1994), None);
+        assert_eq!(n(0x794C_7630), None);
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        assert_eq!(super::network_fs(&f), None);
     }
 }
