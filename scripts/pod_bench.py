@@ -70,7 +70,8 @@ def start_pods(n, total, leasectl, tmp):
                  f"--pid --fork --mount-proc -- sh -c {shlex.quote(inner)}")
         env = dict(os.environ, HOSTNAME=f"web-{i}")
         groups.append(subprocess.Popen(["sh", "-c", outer], env=env, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.DEVNULL, start_new_session=True))
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True))
     return groups, top
 
 

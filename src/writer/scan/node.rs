@@ -12,9 +12,10 @@
 //! auto-detection rule of the pod view).
 //!
 //! The result is one `pod` section: the processes, lock files, verdicts and
-//! notes of every pod that has a lease or could not be read whole, each
-//! lock file and verdict naming its pod, and `node` with one entry per pod
-//! and the tally by [`PodState`].
+//! notes of every pod that needs a look or could not be read whole (a
+//! healthy pod's command lines are not even read), each lock file and
+//! verdict naming its pod, and `node` with one entry per pod and the tally
+//! by [`PodState`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,6 +28,13 @@ use super::proc::{read_proc_locks, ProcTable};
 use super::target::{lock_targets, FileKey, Place};
 use super::{judge, DutyView, Observed, PodScope, PodSnapshot, ScanOptions, VerdictKind};
 use crate::writer::{WriterError, LOCK_NAME};
+
+/// Whether a pod in `state` is shown in full (its processes, lock files,
+/// verdicts and notes): when it needs a look or could not be read whole. A
+/// healthy pod, or one without a lease, is its `node.pods` entry alone.
+fn shown(state: PodState) -> bool {
+    !matches!(state, PodState::Healthy | PodState::NoLease)
+}
 
 /// Label of the group of processes outside every pod.
 pub const OUTSIDE_PODS: &str = "outside pods";
@@ -117,16 +125,39 @@ impl Facts<'_> {
         let pids: BTreeSet<u32> = members.keys().copied().collect();
         let (locks, index) = self.locks_of(&pids);
         let table = self.table;
-        let processes = observed_processes(table, table.root(), members, &locks, &index);
-        let user: Vec<u32> = pids.iter().copied().collect();
-        let (uninspected, fds_unreadable) = unreadable(table, Some(&pids), &user);
         let label = kube
             .as_ref()
             .map_or_else(|| OUTSIDE_PODS.to_string(), KubePod::label);
+        // A pod without a lease, read whole: its state needs no judgement,
+        // and its processes are not shown (their command lines unread).
+        if locks.is_empty() && pids.iter().all(|&p| self.no_lease(p)) {
+            let pod = NodePod {
+                label,
+                kubernetes: kube,
+                state: PodState::NoLease,
+                verdicts: Vec::new(),
+                holders: Vec::new(),
+                container: None,
+                pids: pids.into_iter().collect(),
+            };
+            return (pod, PodSnapshot::default());
+        }
+        let processes = observed_processes(table, table.root(), members, &locks, &index, false);
+        let user: Vec<u32> = pids.iter().copied().collect();
+        let (uninspected, fds_unreadable) = unreadable(table, Some(&pids), &user);
+        // What the judgement asks of `alive`: whether a stamp's pid runs.
+        let alive = processes
+            .iter()
+            .filter_map(|p| match &p.env {
+                super::EnvRead::Read { stamp: Some(s), .. } => crate::writer::stamp_pid(s),
+                _ => None,
+            })
+            .filter(|p| table.procs.contains_key(p))
+            .collect();
         let obs = Observed {
             processes,
             locks,
-            alive: table.procs.keys().copied().collect(),
+            alive,
             uninspected,
             fds_unreadable,
             scope: Some(PodScope {
@@ -152,6 +183,14 @@ impl Facts<'_> {
             l.pod = Some(label.clone());
         }
         let state = PodState::of(&snap);
+        // Shown in full: a pod that needs a look or could not be read whole.
+        if shown(state) {
+            for p in &mut snap.processes {
+                if let Some(raw) = table.procs.get(&p.pid) {
+                    p.command = raw.command();
+                }
+            }
+        }
         let holders: Vec<u32> = snap
             .locks
             .iter()
@@ -183,6 +222,21 @@ impl Facts<'_> {
             pids: pids.into_iter().collect(),
         };
         (pod, snap)
+    }
+
+    /// Whether process `pid` plainly takes no part in a lease: its
+    /// environment and descriptors were read, it carries neither lease
+    /// variable, and it has no lock file open.
+    fn no_lease(&self, pid: u32) -> bool {
+        let read = matches!(
+            self.table.env(pid),
+            super::EnvRead::Read {
+                enable: None,
+                stamp: None
+            }
+        );
+        let fds = self.table.fds(pid);
+        read && !self.table.env_denied(pid) && fds.unreadable.is_none() && fds.fds.is_empty()
     }
 
     /// The lock files of a group: those a member has open or holds (or is
@@ -222,8 +276,8 @@ impl Facts<'_> {
     }
 }
 
-/// The `pod` section of the node view: the pods with a lease or unread
-/// parts in full, every pod in `node`.
+/// The `pod` section of the node view: the pods that need a look or could
+/// not be read whole in full ([`shown`]), every pod in `node`.
 fn assemble(
     table: &ProcTable,
     judged: Vec<(NodePod, PodSnapshot)>,
@@ -244,7 +298,7 @@ fn assemble(
         {
             other_mount += 1;
         }
-        if pod.state != PodState::NoLease {
+        if shown(pod.state) {
             out.processes.extend(snap.processes);
             out.locks.extend(snap.locks);
             out.verdicts.extend(snap.verdicts);
@@ -298,7 +352,7 @@ fn assemble(
         processes_selected: out.processes.len(),
         data_dirs: Vec::new(),
         description: format!(
-            "node: every pod whose processes' cgroups name it ({}), each judged alone, and the processes outside pods that carry a lease variable or have a {LOCK_NAME} open; {} of {seen} processes shown (those of pods with a lease or unread parts).",
+            "node: every pod whose processes' cgroups name it ({}), each judged alone, and the processes outside pods that carry a lease variable or have a {LOCK_NAME} open; {} of {seen} processes shown (those of the pods that need a look or could not be read whole).",
             view.summary.line(),
             out.processes.len()
         ),

@@ -118,7 +118,7 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         )),
     };
     let (uninspected, fds_unreadable) = unreadable(&table, tree.as_ref(), &user_pids);
-    let processes = observed_processes(&table, root, &included, &locks, &lock_index);
+    let processes = observed_processes(&table, root, &included, &locks, &lock_index, true);
     let scope = pod_scope(opts, user_pids.len(), processes.len());
     let viewer = viewer_info(&table, opts.pod_root, &processes);
     let kubernetes = one_pod(&table, &processes);
@@ -336,6 +336,7 @@ pub(super) fn observed_processes(
     included: &BTreeMap<u32, String>,
     locks: &[ObservedLock],
     lock_index: &BTreeMap<FileKey, usize>,
+    commands: bool,
 ) -> Vec<ObservedProcess> {
     let uptime = procfs::Uptime::from_file(root.join("uptime"))
         .ok()
@@ -362,7 +363,9 @@ pub(super) fn observed_processes(
         processes.push(ObservedProcess {
             pid: *pid,
             ppid: p.ppid,
-            command: p.command(),
+            // Read only where shown (a command line is copied from the
+            // process's memory); judging never looks at it.
+            command: if commands { p.command() } else { String::new() },
             env: table.env(*pid),
             opens: opens.into_iter().collect(),
             holds: holds.into_iter().collect(),

@@ -307,14 +307,33 @@ fn json_groups_and_judges_every_pod(n: &Node) {
             .unwrap_or_else(|| panic!("verdict without pod: {ctx}"));
         assert!(pod.starts_with("team-"), "{ctx}");
     }
-    let no_lease = &n.made[49];
-    let shown: Vec<&Value> = doc["pod"]["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["container"]["pod_uid"] == no_lease.uid.as_str())
-        .collect();
-    assert!(shown.is_empty(), "{ctx}");
+    // Shown in full: the pods that need a look (their command lines read);
+    // a healthy pod or one without a lease is its entry alone.
+    let shown = |m: &Made| -> Vec<&Value> {
+        doc["pod"]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["container"]["pod_uid"] == m.uid.as_str())
+            .collect()
+    };
+    for m in &n.made {
+        let procs = shown(m);
+        match m.role {
+            Role::Healthy | Role::SharedHolder | Role::NoLease => {
+                assert!(procs.is_empty(), "{:?} shown: {ctx}", m.role)
+            }
+            _ => {
+                assert!(!procs.is_empty(), "{:?} not shown: {ctx}", m.role);
+                assert!(
+                    procs
+                        .iter()
+                        .any(|p| p["command"].as_str().unwrap().contains("sleep")),
+                    "{ctx}"
+                );
+            }
+        }
+    }
     // The waiter is told who holds the volume's lock: the holder pod's root
     // as the node sees it.
     let waiter_uid = &n.made[48].uid;
