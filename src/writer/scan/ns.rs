@@ -136,17 +136,33 @@ pub(crate) fn user_ns_of_map(map: &str) -> UserNs {
     UserNs::Own { root_outside }
 }
 
-/// How process `pid`'s view of the file system relates to the viewer's,
-/// and why when it is unknown (see the module documentation).
-pub(super) fn mount_relation(proc_root: &Path, pid: u32) -> (NsRelation, Option<String>) {
+/// The viewer's own namespace links, mount table and uid map (under the
+/// proc root's `self`), read once each, for comparing with every process's.
+#[derive(Debug, Default)]
+pub(super) struct OwnNs {
+    mnt: std::cell::OnceCell<Option<std::ffi::OsString>>,
+    user: std::cell::OnceCell<Option<std::ffi::OsString>>,
+    mountinfo: std::cell::OnceCell<Option<Vec<u8>>>,
+    uid_map: std::cell::OnceCell<Option<String>>,
+}
+
+/// A `/proc` link's target, or `None` when it may not be read.
+fn link(p: &Path) -> Option<std::ffi::OsString> {
+    std::fs::read_link(p).ok().map(|l| l.into_os_string())
+}
+
+/// How process `pid`'s view of the file system relates to the viewer's
+/// (`own`), and why when it is unknown (see the module documentation).
+pub(super) fn mount_relation(
+    proc_root: &Path,
+    own: &OwnNs,
+    pid: u32,
+) -> (NsRelation, Option<String>) {
     let theirs = proc_root.join(pid.to_string());
-    let link = |p: &Path| std::fs::read_link(p).map(|l| l.into_os_string());
-    match (
-        link(&proc_root.join("self/ns/mnt")),
-        link(&theirs.join("ns/mnt")),
-    ) {
-        (Ok(a), Ok(b)) if a != b => return (NsRelation::Different, None),
-        (Ok(_), Ok(_)) => match std::fs::read_link(theirs.join("root")) {
+    let mine = own.mnt.get_or_init(|| link(&proc_root.join("self/ns/mnt")));
+    match (mine, link(&theirs.join("ns/mnt"))) {
+        (Some(a), Some(b)) if *a != b => return (NsRelation::Different, None),
+        (Some(_), Some(_)) => match std::fs::read_link(theirs.join("root")) {
             Ok(r) if r == Path::new("/") => return (NsRelation::Same, None),
             Ok(_) => return (NsRelation::Different, None),
             Err(_) => {}
@@ -154,50 +170,52 @@ pub(super) fn mount_relation(proc_root: &Path, pid: u32) -> (NsRelation, Option<
         _ => {}
     }
     // The links may not be read: compare the mount tables.
-    let table = |p: &Path| std::fs::read(p);
-    match (
-        table(&proc_root.join("self/mountinfo")),
-        table(&theirs.join("mountinfo")),
-    ) {
-        (Ok(a), Ok(b)) if a == b => (NsRelation::Same, None),
-        (Ok(_), Ok(_)) => (NsRelation::Different, None),
-        (_, Err(e)) | (Err(e), _) => (
+    let mine = own
+        .mountinfo
+        .get_or_init(|| std::fs::read(proc_root.join("self/mountinfo")).ok());
+    match (mine, std::fs::read(theirs.join("mountinfo"))) {
+        (Some(a), Ok(b)) if *a == b => (NsRelation::Same, None),
+        (Some(_), Ok(_)) => (NsRelation::Different, None),
+        (_, Err(e)) => (
             NsRelation::Unknown,
             Some(format!(
                 "/proc/{pid}/ns/mnt and /proc/{pid}/mountinfo could not be read ({})",
                 io_why(&e)
             )),
         ),
+        (None, Ok(_)) => (
+            NsRelation::Unknown,
+            Some("the viewer's own mount table could not be read".to_string()),
+        ),
     }
 }
 
-/// How process `pid`'s user namespace relates to the viewer's (its link, else
-/// its uid map), and its uid 0 as a uid of the viewer's namespace when it has
-/// one of its own.
-pub(super) fn user_relation(proc_root: &Path, pid: u32) -> (NsRelation, Option<u32>) {
+/// How process `pid`'s user namespace relates to the viewer's (`own`): by
+/// its link, else its uid map; and its uid 0 as a uid of the viewer's
+/// namespace when it has one of its own.
+pub(super) fn user_relation(proc_root: &Path, own: &OwnNs, pid: u32) -> (NsRelation, Option<u32>) {
     let theirs = proc_root.join(pid.to_string());
     let map = std::fs::read_to_string(theirs.join("uid_map")).ok();
     let root_here = map.as_deref().and_then(|m| match user_ns_of_map(m) {
         UserNs::Own { root_outside } => root_outside,
         _ => None,
     });
-    let link = |p: &Path| std::fs::read_link(p).map(|l| l.into_os_string());
-    if let (Ok(a), Ok(b)) = (
-        link(&proc_root.join("self/ns/user")),
-        link(&theirs.join("ns/user")),
-    ) {
-        let rel = if a == b {
+    let mine = own
+        .user
+        .get_or_init(|| link(&proc_root.join("self/ns/user")));
+    if let (Some(a), Some(b)) = (mine, link(&theirs.join("ns/user"))) {
+        let rel = if *a == b {
             NsRelation::Same
         } else {
             NsRelation::Different
         };
         return (rel, root_here);
     }
-    match (
-        std::fs::read_to_string(proc_root.join("self/uid_map")).ok(),
-        map,
-    ) {
-        (Some(a), Some(b)) if a == b => (NsRelation::Same, None),
+    let mine = own
+        .uid_map
+        .get_or_init(|| std::fs::read_to_string(proc_root.join("self/uid_map")).ok());
+    match (mine, map) {
+        (Some(a), Some(b)) if *a == b => (NsRelation::Same, None),
         (Some(_), Some(_)) => (NsRelation::Different, root_here),
         _ => (NsRelation::Unknown, None),
     }

@@ -141,7 +141,7 @@ fn viewer_info(table: &ProcTable, root: Option<u32>, processes: &[ObservedProces
     let (mount, user, lines) = match root {
         Some(r) => {
             let (m, why) = table.mount_relation(r);
-            let u = super::ns::user_relation(table.root(), r);
+            let u = table.user_relation(r);
             let lines = super::ns::pod_root_lines(r, (m, why.as_deref()), u);
             (m, u.0, lines)
         }
@@ -151,7 +151,7 @@ fn viewer_info(table: &ProcTable, root: Option<u32>, processes: &[ObservedProces
                 by.entry((true, table.mount_relation(p.pid).0))
                     .or_default()
                     .push(p.pid);
-                by.entry((false, super::ns::user_relation(table.root(), p.pid).0))
+                by.entry((false, table.user_relation(p.pid).0))
                     .or_default()
                     .push(p.pid);
             }

@@ -94,6 +94,8 @@ pub(super) struct ProcTable {
     fd_cache: std::cell::RefCell<BTreeMap<u32, std::rc::Rc<FdsRead>>>,
     cgroup_cache: std::cell::RefCell<BTreeMap<u32, Option<ContainerRef>>>,
     mount_cache: std::cell::RefCell<BTreeMap<u32, (NsRelation, Option<String>)>>,
+    user_cache: std::cell::RefCell<BTreeMap<u32, (NsRelation, Option<u32>)>>,
+    own_ns: super::ns::OwnNs,
     mnt_id_cache: std::cell::RefCell<BTreeMap<u32, Option<std::ffi::OsString>>>,
 }
 
@@ -168,6 +170,8 @@ impl ProcTable {
             fd_cache: std::cell::RefCell::new(fd_cache),
             cgroup_cache: std::cell::RefCell::new(cgroup_cache),
             mount_cache: std::cell::RefCell::default(),
+            user_cache: std::cell::RefCell::default(),
+            own_ns: super::ns::OwnNs::default(),
             mnt_id_cache: std::cell::RefCell::default(),
         })
     }
@@ -276,8 +280,19 @@ impl ProcTable {
         if let Some(r) = self.mount_cache.borrow().get(&pid) {
             return r.clone();
         }
-        let r = super::ns::mount_relation(&self.root, pid);
+        let r = super::ns::mount_relation(&self.root, &self.own_ns, pid);
         self.mount_cache.borrow_mut().insert(pid, r.clone());
+        r
+    }
+
+    /// How a process's user namespace relates to the viewer's, and its uid
+    /// 0 as a uid here (cached; see [`super::ns::user_relation`]).
+    pub(super) fn user_relation(&self, pid: u32) -> (NsRelation, Option<u32>) {
+        if let Some(r) = self.user_cache.borrow().get(&pid) {
+            return *r;
+        }
+        let r = super::ns::user_relation(&self.root, &self.own_ns, pid);
+        self.user_cache.borrow_mut().insert(pid, r);
         r
     }
 
