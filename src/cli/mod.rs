@@ -252,6 +252,12 @@ pub struct PodArgs {
     /// Do not scan processes at all (bucket leases only).
     #[arg(long, conflicts_with_all = ["data_dirs", "pod_root"])]
     pub no_pod: bool,
+
+    /// The node view: every pod of this host, grouped by the pod its processes' cgroups name,
+    /// each judged alone, with a tally (run in the host's PID namespace, as root with
+    /// CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH, to see every pod).
+    #[arg(long, conflicts_with_all = ["data_dirs", "pod_root", "no_pod"])]
+    pub node: bool,
 }
 
 /// S3 connection options, shared by every command.

@@ -184,6 +184,7 @@ pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
         proc_root: proc_root.to_path_buf(),
         data_dirs: pod.data_dirs.clone(),
         pod_root: pod.pod_root,
+        node: pod.node,
     }
 }
 

@@ -41,7 +41,9 @@ impl App {
             }
             (PodStatus::Scanning, None) => notice("gathering…", false),
             // An incomplete pod is never "healthy": its notes come first.
-            (PodStatus::Scanning, Some(s)) if s.pod.verdicts.is_empty() && !s.pod.incomplete() => {
+            (PodStatus::Scanning, Some(s))
+                if s.pod.verdicts.is_empty() && !s.pod.incomplete() && s.pod.node.is_none() =>
+            {
                 if s.pod.processes.is_empty() {
                     notice(
                         "no pod found: no process carries CLOUD_WRITER_LEASE or has a .writer.lock open",
@@ -53,6 +55,10 @@ impl App {
             }
             (PodStatus::Scanning, Some(s)) => {
                 let mut out = Vec::new();
+                // The node view: its tally first.
+                if let Some(node) = &s.pod.node {
+                    out.extend(notice(&format!("node: {}", node.summary.line()), false));
+                }
                 // Red only when the pod is in question (Snapshot::pod_in_question).
                 for n in &s.pod.notes {
                     out.extend(notice(&terminal_safe(n), s.pod_in_question()));
@@ -64,7 +70,16 @@ impl App {
                     } else {
                         format!(" [pid {}]", pids.join(", "))
                     };
-                    let text = format!("{}{pids}: {}", v.kind.as_str(), terminal_safe(&v.message));
+                    let pod = v
+                        .pod
+                        .as_deref()
+                        .map(|p| format!(" in {}", terminal_safe(p)))
+                        .unwrap_or_default();
+                    let text = format!(
+                        "{}{pod}{pids}: {}",
+                        v.kind.as_str(),
+                        terminal_safe(&v.message)
+                    );
                     out.extend(wrap(&text, width).into_iter().map(|text| NoticeLine {
                         kind: Some(v.kind),
                         error: false,

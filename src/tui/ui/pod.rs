@@ -71,6 +71,24 @@ pub fn lock_text(p: &ProcessInfo) -> String {
     }
 }
 
+/// The selected process's container and pod, from its cgroup, after its
+/// duty sentence: ` · container containerd 4e6f0b1c9a0d, pod 0f4d…` (empty
+/// when its cgroup names neither).
+pub fn container_text(p: &ProcessInfo) -> String {
+    let Some(c) = &p.container else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(id) = c.short_id() {
+        let runtime = c.runtime.as_deref().unwrap_or("container");
+        parts.push(format!("container {} {id}", terminal_safe(runtime)));
+    }
+    if let Some(uid) = &c.pod_uid {
+        parts.push(format!("pod {}", terminal_safe(uid)));
+    }
+    format!(" · {}", parts.join(", "))
+}
+
 /// The pod view: verdicts on top, the process tree, the selected process's
 /// duty sentence. Only the visible rows are built.
 pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
@@ -140,6 +158,10 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     } else {
         format!(" processes {}/{} ", app.pod().cursor().selected() + 1, n)
     };
+    // The Kubernetes pod they are in, from their cgroups.
+    if let Some(k) = pod.and_then(|p| p.kubernetes.as_ref()) {
+        title.push_str(&format!("· pod {} ", terminal_safe(&k.label())));
+    }
     for l in pod.map(|p| p.locks.as_slice()).unwrap_or_default() {
         let held = if l.deleted && !l.holders.is_empty() {
             let pids: Vec<String> = l.holders.iter().map(u32::to_string).collect();
@@ -188,6 +210,7 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
                 duty_style(p.duty).add_modifier(Modifier::BOLD),
             ),
             Span::raw(terminal_safe(&p.duty_reason).into_owned()),
+            Span::styled(container_text(p), Style::default().fg(Color::DarkGray)),
         ]),
         None => Line::from(""),
     };

@@ -62,6 +62,7 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
             state: l.state,
             state_reason: l.state_reason.clone(),
             deleted: l.deleted,
+            pod: None,
         })
         .collect();
     locks.sort_by(|a, b| a.path.cmp(&b.path));
@@ -72,6 +73,9 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
         scope: obs.scope.iter().cloned().collect(),
         uninspected: obs.uninspected.iter().copied().collect(),
         notes: notes(obs, procs.is_empty()),
+        viewer: obs.viewer.clone(),
+        kubernetes: obs.kubernetes.clone(),
+        node: None,
     }
 }
 
@@ -126,6 +130,7 @@ fn process_info(obs: &Observed, p: &ObservedProcess) -> (ProcessInfo, bool) {
         },
         lock_reason,
         included_because: p.included_because.clone(),
+        container: p.container.clone(),
     };
     (info, facts.enable_on)
 }
@@ -204,6 +209,7 @@ fn invalid_enable(judged: &[Judged]) -> Vec<Verdict> {
                 pids.len()
             ),
             pids,
+            pod: None,
         })
         .collect()
 }
@@ -240,6 +246,7 @@ fn armed_holds_nothing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
             "armed, holds nothing: {ENABLE} is on in this pod but {what}; a second pod could open the same files"
         ),
         pids: tops,
+        pod: None,
     }]
 }
 
@@ -294,6 +301,7 @@ fn siblings_racing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
                 lock.path
             ),
             pids,
+            pod: None,
         });
     }
     verdicts
@@ -325,6 +333,7 @@ fn holder_not_take(obs: &Observed, judged: &[Judged], processes: &[ProcessInfo])
                         .unwrap_or("")
                 ),
                 pids: vec![j.p.pid],
+                pod: None,
             });
         }
     }
@@ -352,6 +361,7 @@ fn waiting(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
                     held_by(lock)
                 ),
                 pids: vec![j.p.pid],
+                pod: None,
             });
         }
     }
@@ -396,6 +406,7 @@ fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict
                     join_pids(&outside)
                 ),
                 pids: outside,
+                pod: None,
             });
         } else if lock.state == LockFileState::HeldOutsideNamespace {
             let more = if obs.uninspected.is_empty() {
@@ -413,6 +424,7 @@ fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict
                     lock.path
                 ),
                 pids: Vec::new(),
+                pod: None,
             });
         } else if lock.locked && lock.holders.is_empty() {
             let named = if lock.proc_locks_pids.is_empty() {
@@ -430,6 +442,7 @@ fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict
                     lock.path
                 ),
                 pids: Vec::new(),
+                pod: None,
             });
         }
     }
@@ -464,6 +477,7 @@ fn stray_stamp(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
                     j.p.pid, j.p.ppid
                 ),
                 pids: vec![j.p.pid],
+                pod: None,
             });
         }
     }
@@ -504,6 +518,7 @@ fn orphaned_writer(obs: &Observed, procs: &[&ObservedProcess], judged: &[Judged]
                 j.p.pid, j.p.ppid, j.p.pid
             ),
             pids: vec![j.p.pid],
+            pod: None,
         });
     }
     verdicts
@@ -547,6 +562,7 @@ fn orphaned_lock(obs: &Observed) -> Vec<Verdict> {
                 lock.path
             ),
             pids: lock.holders.clone(),
+            pod: None,
         });
     }
     verdicts
@@ -565,6 +581,7 @@ fn lock_not_regular(obs: &Observed) -> Vec<Verdict> {
                 l.path, l.state_reason
             ),
             pids: Vec::new(),
+            pod: None,
         })
         .collect()
 }

@@ -158,8 +158,9 @@ fn healthy_store_is_ok_when_no_pod_is_in_question() {
             notes
                 .iter()
                 .any(|n| n.contains(if matches!(who, Viewer::RootWithoutCaps) {
-                    // Root is not told to run as root (issue 35 trip 7).
-                    "could not be inspected (not even by root here)"
+                    // Root is not told to run as root (issue 35 trip 7),
+                    // but what it lacks and what gives it (issue 46).
+                    "could not be inspected (this viewer is root without CAP_SYS_PTRACE"
                 } else {
                     "could not be inspected (run as their owner or root)"
                 }) && n.contains("no pod was found among the")),
