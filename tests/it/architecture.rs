@@ -25,8 +25,8 @@ fn layers() -> &'static [Vec<String>] {
             .map(|(_, modules)| {
                 modules
                     .iter()
-                    .filter(|(path, _)| path.len() == 1)
-                    .map(|(path, _)| path[0].clone())
+                    .filter(|path| path.len() == 1)
+                    .map(|path| path[0].clone())
                     .collect()
             })
             .collect()
@@ -35,9 +35,8 @@ fn layers() -> &'static [Vec<String>] {
 
 /// ARCHITECTURE.md's layer table: each row's layer name and the module paths
 /// its "modules" cell names, a name in parentheses after another being that
-/// one's child (`store` (`s3` (`versions`)) is `store::s3::versions`), with
-/// the depth of each (0: a top-level module).
-fn layer_rows() -> Vec<(String, Vec<(Vec<String>, usize)>)> {
+/// one's child (`store` (`s3` (`versions`)) is `store::s3::versions`).
+fn layer_rows() -> Vec<(String, Vec<Vec<String>>)> {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
             .unwrap();
@@ -64,7 +63,7 @@ fn layer_rows() -> Vec<(String, Vec<(Vec<String>, usize)>)> {
 }
 
 /// The module paths a "modules" cell names (see [`layer_rows`]).
-fn module_tree(cell: &str) -> Vec<(Vec<String>, usize)> {
+fn module_tree(cell: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     // The name last seen at each depth.
     let mut stack: Vec<String> = Vec::new();
@@ -83,7 +82,7 @@ fn module_tree(cell: &str) -> Vec<(Vec<String>, usize)> {
                 {
                     stack.truncate(depth);
                     stack.push(name);
-                    out.push((stack.clone(), depth));
+                    out.push(stack.clone());
                 }
                 continue;
             }
@@ -642,7 +641,7 @@ fn the_document_names_every_module() {
     collect(&root, &root, &mut files);
     let named: BTreeSet<Vec<String>> = layer_rows()
         .into_iter()
-        .flat_map(|(_, modules)| modules.into_iter().map(|(path, _)| path))
+        .flat_map(|(_, modules)| modules)
         .collect();
     let missing: Vec<String> = files
         .iter()
@@ -708,7 +707,7 @@ fn the_layer_table_is_read_as_written() {
         "`store` (`local`, `s3` (`config`: the SDK; `versions`: order), `listing`), `values`";
     let paths: Vec<String> = module_tree(cell)
         .into_iter()
-        .map(|(p, _)| p.join("::"))
+        .map(|p| p.join("::"))
         .collect();
     assert_eq!(
         paths,
