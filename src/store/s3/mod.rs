@@ -328,15 +328,16 @@ impl ObjectRead for S3Store {
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let mut out = Listing::default();
         let mut token = None;
-        let mut seen = super::TokenTrail::default();
+        let mut bound = super::ListBound::under(prefix, self.timeout);
         loop {
-            let (page, next) = self.list_page(prefix, token).await?;
+            let (page, next) = bound.page(self.list_page(prefix, token)).await?;
+            let entries = page.prefixes.len() + page.objects.len() + page.unlisted.len();
             out.prefixes.extend(page.prefixes);
             out.objects.extend(page.objects);
             out.unlisted.extend(page.unlisted);
             match next {
                 Some(t) => {
-                    seen.check(&t, prefix)?;
+                    bound.follow(entries, &t)?;
                     token = Some(t)
                 }
                 None => break,
@@ -478,18 +479,26 @@ impl ObjectRead for S3Store {
         let mut requests = 1;
         let mut newest_first = Vec::new();
         let (mut key_marker, mut version_marker): (Option<String>, Option<String>) = (None, None);
-        let mut seen = super::TokenTrail::default();
+        let mut bound = super::ListBound::new(
+            format!(
+                "the listing of the versions of \"{}\"",
+                crate::text::sanitize(key)
+            ),
+            self.timeout,
+        );
         loop {
-            let page = self
+            let request = self
                 .client
                 .list_object_versions()
                 .bucket(&self.bucket)
                 .prefix(key)
                 .set_key_marker(key_marker.clone())
                 .set_version_id_marker(version_marker.clone())
-                .send()
-                .await
-                .map_err(|e| self.classify(e))?;
+                .send();
+            let page = bound
+                .page(async { request.await.map_err(|e| self.classify(e)) })
+                .await?;
+            let entries = page.versions().len() + page.delete_markers().len();
             requests += 1;
             let mut page_versions: Vec<(String, ObjectVersion)> = Vec::new();
             for v in page.versions() {
@@ -531,7 +540,7 @@ impl ObjectRead for S3Store {
                 key_marker.as_deref().unwrap_or_default(),
                 version_marker.as_deref().unwrap_or_default()
             );
-            seen.check(&token, key)?;
+            bound.follow(entries, &token)?;
         }
         newest_first.reverse();
         // Stable by time: equal times keep the service's order.
