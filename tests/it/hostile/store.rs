@@ -357,6 +357,69 @@ fn audit_log_that_is_a_fifo_or_device_link_is_refused_in_bounded_time() {
     }
 }
 
+/// Issue 44 item 5: an audit log that is a second hard link to another
+/// file (here one holding text of its own) is refused as a link or a FIFO
+/// is: the takeover sends nothing and the other file is untouched. A file
+/// with one link at that path is then taken, and a hard link made to the log
+/// after that (its content now also another name's) is refused again.
+#[test]
+fn audit_log_with_a_second_hard_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("elsewhere.conf");
+    std::fs::write(&other, "keep = true\n").unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::hard_link(&other, &log).unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let t = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+    let body =
+        format!(r#"{{"instance_id":"dead","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#);
+    std::fs::write(dir.path().join("db/LEASE"), &body).unwrap();
+    let takeover = |log: &Path| {
+        run_limited(&[
+            "takeover",
+            &file_url(&dir.path().join("db")),
+            "--reason",
+            "x",
+            "--yes",
+            "--audit-log",
+            &log.display().to_string(),
+        ])
+    };
+    let o = takeover(&log);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let said = output_text(&o);
+    assert!(
+        said.contains("2 hard links") && said.contains("nothing was sent"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep = true\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("db/LEASE")).unwrap(),
+        body
+    );
+    // One name: taken, and the takeover is recorded there.
+    std::fs::remove_file(&other).unwrap();
+    let o = takeover(&log);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(written.contains("\"dead\""), "{written}");
+    // A second name made afterwards: refused again, nothing appended.
+    std::fs::hard_link(&log, dir.path().join("copy.jsonl")).unwrap();
+    std::fs::write(dir.path().join("db/LEASE"), &body).unwrap();
+    let o = takeover(&log);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("2 hard links"),
+        "{}",
+        output_text(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), written);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("db/LEASE")).unwrap(),
+        body
+    );
+}
+
 #[test]
 fn console_on_fifo_leases_keeps_refreshing_and_quits() {
     use crate::common::tmux::Tmux;
