@@ -11,4 +11,5 @@ mod generation;
 mod generation_outputs;
 mod own_writes;
 mod race;
+mod signals;
 mod tls;
