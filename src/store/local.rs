@@ -389,6 +389,7 @@ impl LocalStore {
                     "the prefix directory {} is a symlink (links in a store are not followed)",
                     crate::text::sanitize(&dir)
                 )),
+                links: None,
             });
         }
         let (mut f, md) = match open_regular(path) {
@@ -408,6 +409,7 @@ impl LocalStore {
                     },
                     body: Vec::new(),
                     problem: Some(not_regular(kind)),
+                    links: None,
                 });
             }
             Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -440,6 +442,7 @@ impl LocalStore {
             },
             body: kept,
             problem: None,
+            links: Some(md.nlink()),
         })
     }
 

@@ -54,6 +54,12 @@ pub struct GetOutput {
     /// object body (the local store: not a regular file, e.g. a symlink or a
     /// FIFO). The sentence is safe to print; the key is then judged malformed.
     pub problem: Option<String>,
+    /// A local store's regular file: how many hard links it has (its
+    /// identity, as `fstat` says). More than one means the file is also
+    /// another name's — a LEASE replaced by a link to some other file, or
+    /// linked elsewhere by a backup. `None` where the store has no such
+    /// thing (S3, a local path that is not a regular file).
+    pub links: Option<u64>,
 }
 
 /// One version of an object in a versioned bucket (`ListObjectVersions`).

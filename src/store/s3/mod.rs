@@ -625,6 +625,7 @@ impl S3Store {
             meta,
             body,
             problem: None,
+            links: None,
         })
     }
 }
