@@ -97,6 +97,7 @@ impl MemStore {
                         },
                         body: b,
                         problem: None,
+                        links: None,
                     },
                 );
             }

@@ -115,7 +115,9 @@ impl Exit {
 /// the table.
 pub const EXIT_INTRO: &str = "A dash: the command never exits with that code. `check` follows the \
 Nagios plugin convention; `bucket hold` and `writer exec` exit with their command's own status \
-when it ran (128 + N when signal N killed it).";
+when it ran (128 + N when signal N killed it), and with 152 or 153 (128 + SIGXCPU or SIGXFSZ) \
+when leasectl's own CPU-time or file-size limit ended the hold (the command stopped, the lease \
+or lock released).";
 
 /// The commands the table has no column for (Markdown): read after the table.
 pub const EXIT_OTHERS: &str = "The console (`leasectl [TARGET]…` without `--json`) exits 0 when \
@@ -185,7 +187,7 @@ pub const EXIT_TABLE: &[(i32, [&str; 8])] = &[
         3,
         [
             "gathered, and something needs attention: stale, suspect, malformed, a problem noted, a pod verdict, every prefix absent while LEASE keys lie deeper than `--depth` (`--json`, `-o table`)",
-            "UNKNOWN: something not gathered or judged, or bad usage",
+            "UNKNOWN: something not gathered or judged, no answer within `--timeout`, or bad usage",
             "the service deviates (a precondition ignored, an unusable ETag), or `--race` found it not atomic",
             "an overlap (two holders could both write) or a generation that went back",
             "—",

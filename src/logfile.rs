@@ -1,6 +1,38 @@
-//! Logging to a file, for the modes that own the terminal (the console, the demo).
+//! Logging to a file, for the modes that own the terminal (the console, the demo),
+//! and the one rule for every file leasectl appends to or locks by its path
+//! ([`sole_regular_file`]).
 
 use std::path::Path;
+
+/// Why a path cannot be a file leasectl appends to or locks ([`sole_regular_file`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSole {
+    /// Not a regular file (a symbolic link, FIFO, socket, device or directory).
+    NotRegular(std::fs::FileType),
+    /// A regular file with this many hard links (more than one).
+    Links(u64),
+}
+
+/// The one rule for every file leasectl appends to or locks by its path —
+/// its log file, the audit log (`takeover --audit-log`), a writer lock file
+/// (`.writer.lock`): a regular file with one name. Not a symbolic link
+/// (never followed), FIFO, socket, device or directory; and not a file with
+/// more than one hard link, which is also another file, the one whoever made
+/// the link chose (appending to it writes there; locking it is locking that).
+/// Checked on `lstat`'s metadata before the open, when something is there,
+/// and on `fstat`'s after, so a swap in between is caught.
+///
+/// Errors: what `md` is instead ([`NotSole`]).
+pub fn sole_regular_file(md: &std::fs::Metadata) -> Result<(), NotSole> {
+    use std::os::unix::fs::MetadataExt;
+    if !md.file_type().is_file() {
+        return Err(NotSole::NotRegular(md.file_type()));
+    }
+    match md.nlink() {
+        0 | 1 => Ok(()),
+        n => Err(NotSole::Links(n)),
+    }
+}
 
 /// Sends this process's logs to `path` (appended; parent directories created).
 /// Honours `LEASECTL_LOG` (default `info`, the AWS SDK's own chatter at
@@ -12,15 +44,40 @@ pub fn init(path: &Path) {
         let _ = std::fs::create_dir_all(dir);
     }
     use std::os::unix::fs::OpenOptionsExt;
+    // A link, a FIFO or a file with another name is never written through
+    // (said now, before the console owns the terminal).
+    let refused = |why: NotSole| {
+        eprintln!(
+            "leasectl: not logging to {}: {}",
+            crate::text::sanitize(&path.display().to_string()),
+            match why {
+                NotSole::NotRegular(_) => "it is not a regular file".to_owned(),
+                NotSole::Links(n) => format!("it has {n} hard links, so it is also another file"),
+            }
+        );
+    };
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if let Err(why) = sole_regular_file(&md) {
+            return refused(why);
+        }
+    }
     // Private: log lines name hosts, buckets and holders.
     let Ok(file) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
     else {
         return;
     };
+    if let Err(why) = file
+        .metadata()
+        .map(|md| sole_regular_file(&md))
+        .unwrap_or(Ok(()))
+    {
+        return refused(why);
+    }
     // A log created by an older version may be world-readable.
     {
         use std::os::unix::fs::PermissionsExt;
@@ -71,5 +128,29 @@ mod tests {
         super::init(&path);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_file_appended_to_or_locked_is_a_regular_file_with_one_name() {
+        use super::{sole_regular_file, NotSole};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("log");
+        std::fs::write(&file, "x").unwrap();
+        let lstat = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap();
+        assert_eq!(sole_regular_file(&lstat(&file)), Ok(()));
+        std::fs::hard_link(&file, dir.path().join("second")).unwrap();
+        assert_eq!(sole_regular_file(&lstat(&file)), Err(NotSole::Links(2)));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
+        assert!(matches!(
+            sole_regular_file(&lstat(&link)),
+            Err(NotSole::NotRegular(t)) if t.is_symlink()
+        ));
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(matches!(
+            sole_regular_file(&lstat(&fifo)),
+            Err(NotSole::NotRegular(_))
+        ));
     }
 }

@@ -275,7 +275,8 @@ pub struct S3Args {
     /// Path-style addressing (needed by MinIO and most self-hosted services).
     #[arg(long, global = true)]
     pub path_style: bool,
-    /// Deadline of each request (e.g. 10s).
+    /// Deadline of each request (e.g. 10s); a listing may last 30 of them. For `check`, also
+    /// the whole check's: UNKNOWN when it passes.
     #[arg(long, global = true, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     pub timeout: Duration,
     /// Requests in flight at once per TARGET while gathering (listings and LEASE reads,

@@ -73,7 +73,7 @@ pub async fn probe(
 /// [`probe`], then with `race = Some(n)` (and only when the steps pass) the
 /// race probe ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n`
 /// concurrent requests per primitive). Two winners in a round: verdict
-/// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP), it removes its
+/// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
 /// scratch keys and returns 128 + the signal.
 pub async fn probe_race(
     store: &dyn ObjectStore,
@@ -277,20 +277,13 @@ fn print_race(r: &RaceReport, out: &mut impl std::io::Write) {
     }
 }
 
-/// Resolves with the number of the first SIGINT, SIGTERM or SIGHUP.
+/// Resolves with the number of the first signal whose default action would
+/// end the probe and that it can catch (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …:
+/// [`crate::supervise::signals`]).
 async fn interrupted() -> i32 {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => libc::SIGINT,
-        _ = term.recv() => libc::SIGTERM,
-        _ = hup.recv() => libc::SIGHUP,
+    match crate::supervise::Signals::new().recv().await {
+        Some(sig) => sig,
+        None => std::future::pending().await,
     }
 }
 

@@ -222,6 +222,7 @@ impl SimStore {
             meta: o.meta(key),
             body: o.body.clone(),
             problem: None,
+            links: None,
         })
     }
 }

@@ -219,6 +219,7 @@ async fn stream_target(
         sent: 0,
         queued: 0,
         stream: Some(Ordered::new(&mut sink)),
+        names: Default::default(),
     };
     let (listed, ()) = tokio::join!(listing, reads.run(found_rx, None, None));
     if let Some(o) = reads.stream.take() {

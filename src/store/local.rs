@@ -389,6 +389,7 @@ impl LocalStore {
                     "the prefix directory {} is a symlink (links in a store are not followed)",
                     crate::text::sanitize(&dir)
                 )),
+                links: None,
             });
         }
         let (mut f, md) = match open_regular(path) {
@@ -408,6 +409,7 @@ impl LocalStore {
                     },
                     body: Vec::new(),
                     problem: Some(not_regular(kind)),
+                    links: None,
                 });
             }
             Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -440,6 +442,7 @@ impl LocalStore {
             },
             body: kept,
             problem: None,
+            links: Some(md.nlink()),
         })
     }
 
@@ -475,6 +478,13 @@ impl LocalStore {
     }
 
     fn list_sync(&self, prefix: &str) -> Result<Listing, StoreError> {
+        self.list_bounded(prefix, super::MAX_LIST_ENTRIES)
+    }
+
+    /// [`LocalStore::list_sync`], reading at most `max` directory entries:
+    /// a directory whose reading does not end (a FUSE file system's) is an
+    /// incomplete listing, an error, not a loop.
+    fn list_bounded(&self, prefix: &str, max: usize) -> Result<Listing, StoreError> {
         use std::os::unix::ffi::OsStrExt;
         // Split the prefix into a directory part and a name filter.
         let (dir_part, name_filter) = match prefix.rfind('/') {
@@ -500,7 +510,14 @@ impl LocalStore {
             }
             Err(e) => return Err(io_err(e)),
         };
-        for entry in entries {
+        for (read, entry) in entries.enumerate() {
+            if read >= max {
+                return Err(StoreError::Invalid(format!(
+                    "the listing under \"{}\" was stopped after {read} directory entries (at \
+                     most {max} are read) with more to read; the listing is incomplete",
+                    crate::text::sanitize(prefix)
+                )));
+            }
             let entry = entry.map_err(io_err)?;
             let os_name = entry.file_name();
             if !os_name.as_bytes().starts_with(name_filter.as_bytes()) {
@@ -826,5 +843,25 @@ impl ObjectStore for LocalStore {
     /// One way to send `If-Match`, under the key's lock: nothing to learn.
     fn set_capabilities(&self, _caps: super::Capabilities) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_longer_than_the_bound_is_an_incomplete_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..11 {
+            fs::create_dir(dir.path().join(format!("p{i}"))).unwrap();
+        }
+        let store = LocalStore::open(dir.path()).unwrap();
+        assert_eq!(store.list_bounded("", 11).unwrap().prefixes.len(), 11);
+        let e = store.list_bounded("", 10).unwrap_err().to_string();
+        assert!(
+            e.contains("stopped after 10 directory entries") && e.contains("incomplete"),
+            "{e}"
+        );
     }
 }

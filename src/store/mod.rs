@@ -13,7 +13,9 @@ pub mod s3;
 
 use std::sync::Arc;
 
+pub mod bound;
 mod listing;
+pub use bound::{ListBound, LIST_DEADLINES, MAX_LIST_ENTRIES, MAX_LIST_PAGES};
 pub use listing::{Listing, Unlisted};
 
 use async_trait::async_trait;
@@ -52,6 +54,12 @@ pub struct GetOutput {
     /// object body (the local store: not a regular file, e.g. a symlink or a
     /// FIFO). The sentence is safe to print; the key is then judged malformed.
     pub problem: Option<String>,
+    /// A local store's regular file: how many hard links it has (its
+    /// identity, as `fstat` says). More than one means the file is also
+    /// another name's — a LEASE replaced by a link to some other file, or
+    /// linked elsewhere by a backup. `None` where the store has no such
+    /// thing (S3, a local path that is not a regular file).
+    pub links: Option<u64>,
 }
 
 /// One version of an object in a versioned bucket (`ListObjectVersions`).
@@ -251,7 +259,11 @@ pub trait ObjectRead: Send + Sync {
     /// or `file:///dir`), for messages. Never contains credentials.
     fn describe(&self) -> String;
 
-    /// Lists `prefix` with delimiter `/`, following every page.
+    /// Lists `prefix` with delimiter `/`, following every page within the
+    /// bounds of [`ListBound`].
+    ///
+    /// Errors: the service's; [`StoreError::Invalid`] when the listing is
+    /// incomplete (a bound reached, a token given twice).
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError>;
 
     /// One page of the listing of `prefix` (delimiter `/`): the page, and the
@@ -339,32 +351,6 @@ pub fn no_sample(store: &str, prefix: &str) -> StoreError {
         store,
         crate::text::sanitize(prefix)
     ))
-}
-
-/// The continuation tokens of one listing so far (their hashes: a hostile
-/// service's tokens may be large), to catch a service whose tokens come round
-/// again (A, B, A, …): such a listing would never end.
-#[derive(Debug, Default)]
-pub struct TokenTrail(std::collections::HashSet<u64>);
-
-impl TokenTrail {
-    /// Records `token`, the next page's; an error (the listing of `prefix` is
-    /// incomplete) if it was given before.
-    pub fn check(&mut self, token: &str, prefix: &str) -> Result<(), StoreError> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        token.hash(&mut h);
-        if self.0.insert(h.finish()) {
-            return Ok(());
-        }
-        Err(StoreError::Invalid(format!(
-            "the listing under \"{}\" cannot be completed: the service gave a \
-             continuation token it had given before, after {} pages (it would go round for \
-             ever); the listing is incomplete",
-            crate::text::sanitize(prefix),
-            self.0.len() + 1
-        )))
-    }
 }
 
 /// How the bucket is addressed in requests to an S3-compatible service.

@@ -80,33 +80,19 @@ pub struct Io<B: Backend, E> {
     pub stop: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
-/// Runs the console until the operator quits (or SIGTERM/SIGHUP arrives).
-/// The terminal is restored on every exit path, panic included (ratatui's
-/// panic hook). Leases held by the console are released before it returns.
+/// Runs the console until the operator quits, or a signal whose default
+/// action would end it arrives (SIGTERM, SIGHUP, SIGUSR1, …: those of
+/// [`crate::supervise::signals`] it can catch). The terminal is restored on
+/// every exit path, panic included (ratatui's panic hook). Leases held by
+/// the console are released before it returns.
 pub async fn run(console: Console) -> std::io::Result<()> {
     let terminal = ratatui::try_init()?;
-    let signals = (|| {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok::<_, std::io::Error>((
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        ))
-    })();
-    let (mut term, mut hup) = match signals {
-        Ok(s) => s,
-        Err(e) => {
-            ratatui::restore();
-            return Err(e);
-        }
-    };
+    let mut signals = crate::supervise::Signals::new();
     let io = Io {
         terminal,
         events: EventStream::new(),
         stop: Box::pin(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
-            }
+            signals.recv().await;
         }),
     };
     let result = run_on(console, io).await;

@@ -338,15 +338,16 @@ impl ObjectRead for S3Store {
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let mut out = Listing::default();
         let mut token = None;
-        let mut seen = super::TokenTrail::default();
+        let mut bound = super::ListBound::under(prefix, self.timeout);
         loop {
-            let (page, next) = self.list_page(prefix, token).await?;
+            let (page, next) = bound.page(self.list_page(prefix, token)).await?;
+            let entries = page.prefixes.len() + page.objects.len() + page.unlisted.len();
             out.prefixes.extend(page.prefixes);
             out.objects.extend(page.objects);
             out.unlisted.extend(page.unlisted);
             match next {
                 Some(t) => {
-                    seen.check(&t, prefix)?;
+                    bound.follow(entries, &t)?;
                     token = Some(t)
                 }
                 None => break,
@@ -540,6 +541,7 @@ impl S3Store {
             meta,
             body,
             problem: None,
+            links: None,
         })
     }
 }

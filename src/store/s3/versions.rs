@@ -19,7 +19,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{normalize_etag, to_chrono, S3Store};
-use crate::store::{KeyVersions, ObjectVersion, StoreError, TokenTrail, Versioning};
+use crate::store::{KeyVersions, ListBound, ObjectVersion, StoreError, Versioning};
 
 /// One page of the listing, the entries of exactly one key.
 struct Page {
@@ -29,6 +29,8 @@ struct Page {
     markers: Vec<ObjectVersion>,
     /// The markers of the next page, when the page is truncated.
     next: Option<(Option<String>, Option<String>)>,
+    /// How many entries the page listed, of any key.
+    listed: usize,
 }
 
 impl S3Store {
@@ -59,19 +61,33 @@ impl S3Store {
         };
         // Newest first until the end.
         let mut markers: (Option<String>, Option<String>) = (None, None);
-        let mut seen = TokenTrail::default();
+        let mut bound = ListBound::new(
+            format!(
+                "the listing of the versions of \"{}\"",
+                crate::text::sanitize(key)
+            ),
+            self.timeout,
+        );
         loop {
-            let page = self.versions_page(key, markers.clone(), None).await?;
+            let page = bound
+                .page(self.versions_page(key, markers.clone(), None))
+                .await?;
             out.requests += 1;
-            let next = page.next.clone();
-            self.merge(key, page, &mut out).await;
+            let (next, listed) = (page.next.clone(), page.listed);
+            // The ties' questions too run within the listing's time.
+            bound
+                .page(async {
+                    self.merge(key, page, &mut out).await;
+                    Ok(())
+                })
+                .await?;
             let Some(m) = next else { break };
             let token = format!(
                 "{}\0{}",
                 m.0.as_deref().unwrap_or_default(),
                 m.1.as_deref().unwrap_or_default()
             );
-            seen.check(&token, key)?;
+            bound.follow(listed, &token)?;
             markers = m;
         }
         out.versions.reverse();
@@ -103,6 +119,7 @@ impl S3Store {
             .send()
             .await
             .map_err(|e| self.classify(e))?;
+        let listed = page.versions().len() + page.delete_markers().len();
         let versions = page
             .versions()
             .iter()
@@ -137,6 +154,7 @@ impl S3Store {
             versions,
             markers,
             next,
+            listed,
         })
     }
 

@@ -414,7 +414,8 @@ server_matrix! {
             Duration::from_secs(1),
             &leasectl::clock::SystemClock::new(),
         )
-        .await;
+        .await
+        .removed;
         assert_eq!(removed, ["db/.leasectl-probe/killed"], "{}", server.name());
         assert_eq!(
             list_keys(&endpoint, &b).await,

@@ -12,4 +12,5 @@ mod generation;
 mod generation_outputs;
 mod own_writes;
 mod race;
+mod signals;
 mod tls;

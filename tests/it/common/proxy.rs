@@ -61,6 +61,14 @@ struct State {
     list_loop: Option<ListLoop>,
     /// ListObjectsV2 requests answered by `list_loop`.
     lists: usize,
+    /// Forward every listing (ListObjectsV2, ListObjectVersions) from its
+    /// first page and answer it truncated, with a fresh continuation token
+    /// (or version marker) each time: a listing that never ends.
+    endless: bool,
+    /// Hold back each answer of an endless listing this long.
+    endless_delay: std::time::Duration,
+    /// Listing requests answered by `endless`.
+    endless_pages: usize,
     /// Replace the `Date` header of every forwarded answer with this value.
     date: Option<String>,
     /// Remove every `<LastModified>` element from the answers to
@@ -221,6 +229,22 @@ impl Proxy {
     /// `how` says.
     pub fn loop_listings(&self, how: ListLoop) {
         self.state.lock().unwrap().list_loop = Some(how);
+    }
+
+    /// Every listing, of objects or of versions, never ends: each is
+    /// forwarded as a request for its first page, and the answer rewritten
+    /// to say it is truncated, with a continuation token (or version-id
+    /// marker) never given before, after `delay`. The service's real entries
+    /// come back on every page.
+    pub fn endless_listings(&self, delay: std::time::Duration) {
+        let mut s = self.state.lock().unwrap();
+        s.endless = true;
+        s.endless_delay = delay;
+    }
+
+    /// Listing pages answered by [`Proxy::endless_listings`].
+    pub fn endless_pages(&self) -> usize {
+        self.state.lock().unwrap().endless_pages
     }
 
     /// ListObjectsV2 requests answered by [`Proxy::loop_listings`].
@@ -446,6 +470,19 @@ async fn handle(
                 .skip(1)
                 .any(|kv| kv == "versions" || kv.starts_with("versions="))
     };
+    let endless = {
+        let mut s = state.lock().unwrap();
+        let listing = method == "GET" && is_listing(&target);
+        if s.endless && listing {
+            s.endless_pages += 1;
+            Some((s.endless_pages, s.endless_delay))
+        } else {
+            None
+        }
+    };
+    if let Some((page, delay)) = endless {
+        return endless_page(client, upstream_port, &head, &target, page, delay).await;
+    }
     let (list_loop, date, strip_etag, intruder, etag_value) = {
         let mut s = state.lock().unwrap();
         let strip_etag = s.strip_put_etag
@@ -591,6 +628,140 @@ async fn handle(
     }
     up.abort();
     Ok(())
+}
+
+/// Whether a request target is a listing of objects or of versions.
+fn is_listing(target: &str) -> bool {
+    target.split_once('?').is_some_and(|(_, q)| {
+        q.split('&')
+            .any(|kv| kv == "list-type=2" || kv == "versions" || kv.starts_with("versions="))
+    })
+}
+
+/// [`Proxy::endless_listings`]: forwards the listing in `head` as a request
+/// for its first page (its continuation token and markers removed), then
+/// answers with the service's page rewritten to be truncated, with a
+/// token or marker made from `page` (never given before), after `delay`.
+async fn endless_page(
+    mut client: TcpStream,
+    upstream_port: u16,
+    head: &str,
+    target: &str,
+    page: usize,
+    delay: std::time::Duration,
+) -> std::io::Result<()> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let first: Vec<&str> = query
+        .split('&')
+        .filter(|kv| {
+            ![
+                "continuation-token=",
+                "key-marker=",
+                "version-id-marker=",
+                "start-after=",
+            ]
+            .iter()
+            .any(|p| kv.starts_with(p))
+        })
+        .collect();
+    let first_target = format!("{path}?{}", first.join("&"));
+    let mut out = String::new();
+    for (i, line) in head.split("\r\n").enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        if i == 0 {
+            let method = line.split(' ').next().unwrap_or("GET");
+            out.push_str(&format!("{method} {first_target} HTTP/1.1\r\n"));
+            continue;
+        }
+        if line.to_ascii_lowercase().starts_with("connection:") {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port)).await?;
+    upstream.write_all(out.as_bytes()).await?;
+    let answer = read_all(&mut upstream).await;
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(answer.len(), |i| i + 4);
+    let body = String::from_utf8_lossy(&answer[end..]).into_owned();
+    let mut body = drop_element(&body, "NextContinuationToken");
+    for name in ["NextKeyMarker", "NextVersionIdMarker"] {
+        body = drop_element(&body, name);
+    }
+    let body = body.replace(
+        "<IsTruncated>false</IsTruncated>",
+        "<IsTruncated>true</IsTruncated>",
+    );
+    let body = if let Some(i) = body.rfind("</ListVersionsResult>") {
+        let key = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("prefix="))
+            .unwrap_or("");
+        let key = percent_decode(key);
+        format!(
+            "{}<NextKeyMarker>{key}</NextKeyMarker><NextVersionIdMarker>endless-{page}</NextVersionIdMarker>{}",
+            &body[..i],
+            &body[i..]
+        )
+    } else if let Some(i) = body.rfind("</ListBucketResult>") {
+        format!(
+            "{}<NextContinuationToken>endless-{page}</NextContinuationToken>{}",
+            &body[..i],
+            &body[i..]
+        )
+    } else {
+        body
+    };
+    let head_bytes = with_header(
+        &answer[..end],
+        "content-length",
+        Some(&format!("Content-Length: {}", body.len())),
+    );
+    let mut rewritten = head_bytes;
+    rewritten.extend_from_slice(body.as_bytes());
+    tokio::time::sleep(delay).await;
+    let _ = client.write_all(&rewritten).await;
+    let _ = client.shutdown().await;
+    Ok(())
+}
+
+/// `xml` without its element `<name>…</name>` (the first one), if any.
+fn drop_element(xml: &str, name: &str) -> String {
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    match (xml.find(&open), xml.find(&close)) {
+        (Some(a), Some(b)) if b > a => format!("{}{}", &xml[..a], &xml[b + close.len()..]),
+        _ => xml.to_owned(),
+    }
+}
+
+/// A query value's `%XX` escapes decoded (the listings' prefixes).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1..i + 3)) {
+            (b'%', Some(hex)) => {
+                match u8::from_str_radix(std::str::from_utf8(hex).unwrap_or("zz"), 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The ETag of `path` upstream (quotes removed), from a HEAD with a made-up

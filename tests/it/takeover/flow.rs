@@ -367,6 +367,28 @@ async fn unwritable_audit_log_means_nothing_is_sent() {
     // And a path that cannot even be created fails at open.
     let file = tempfile::NamedTempFile::new().unwrap();
     assert!(AuditLog::open(file.path().join("audit.jsonl")).is_err());
+    // A log replaced, after it was opened, by a second hard link to another
+    // file cannot take the intent line either (issue 44 item 5): nothing is
+    // sent, nothing is appended to the other file.
+    let path = dir.path().join("linked.jsonl");
+    let log = AuditLog::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let other = dir.path().join("other");
+    std::fs::write(&other, "other\n").unwrap();
+    std::fs::hard_link(&other, &path).unwrap();
+    let seen = look(store.as_ref(), "db/").await;
+    let err = takeover(
+        store.clone(),
+        SystemClock::shared(),
+        &log,
+        request(seen, Then::Release),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, TakeoverError::Audit(_)), "{err}");
+    assert!(err.to_string().contains("hard links"), "{err}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "other\n");
+    assert_eq!(etag_of(store.as_ref()).await.unwrap(), before);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -187,3 +187,32 @@ async fn takeover_through_the_dialog_changes_the_holder_and_is_audited() {
         "the held lease was released on quit"
     );
 }
+
+/// Issue 44 item 5: a signal whose default action would end the console
+/// (SIGUSR1 here; SIGTERM and SIGHUP were handled already) ends it as
+/// SIGTERM does: the terminal restored, exit 0, what it holds released. On
+/// main SIGUSR1 killed it (exit 138) with the terminal left in raw mode.
+#[test]
+fn a_signal_that_would_kill_the_console_ends_it_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let pidfile = dir.path().join("console.pid");
+    let tmux = Tmux::start(120, 24);
+    let run = tmux.run(&format!(
+        "sh -c 'echo $$ > {}; exec {} --read-only --no-pod --refresh 1s {}'",
+        pidfile.display(),
+        env!("CARGO_BIN_EXE_leasectl"),
+        file_url(dir.path())
+    ));
+    tmux.wait_shown(&run, LONG, "the console", |s| s.contains("WATCH"));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) of the console this test started.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    let (code, s) = tmux.wait_exit(&run, LONG);
+    assert_eq!(code, 0, "{s}");
+    assert!(!s.contains("WATCH"), "the console's screen is gone: {s}");
+}
