@@ -1,6 +1,7 @@
-//! The command line (ARCHITECTURE.md: front ends): parsed with clap. Plain
-//! values only: this module imports no front end (the commands convert what
-//! they need, e.g. [`ThenArg`] into the takeover's `Then`).
+//! The command line (ARCHITECTURE.md: front ends): parsed with clap into the
+//! engine's own values where it has them (`--then` is the takeover's `Then`,
+//! `--record-format` the record's `RecordFormat`). This module imports no
+//! front end.
 
 mod parse;
 
@@ -371,18 +372,6 @@ fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
         })
 }
 
-/// `--then WHAT` of `takeover`, as parsed (the command turns it into the
-/// takeover's own `Then`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ThenArg {
-    /// `release`: free the prefix at once.
-    Release,
-    /// `hold`: renew until Ctrl-C, then release.
-    Hold,
-    /// `handover:INSTANCE_ID`: name the successor that will adopt it.
-    Handover(String),
-}
-
 /// The default of `--concurrency` (the snapshot's default, checked by a test
 /// in `commands`).
 pub const DEFAULT_CONCURRENCY: u16 = 128;
@@ -565,7 +554,7 @@ pub struct TakeoverArgs {
     /// After taking it: release (free the prefix), hold (renew until Ctrl-C, then
     /// release) or handover:INSTANCE_ID (name the successor that will adopt it).
     #[arg(long, default_value = "release", value_parser = parse_then, value_name = "WHAT")]
-    pub then: ThenArg,
+    pub then: crate::takeover::Then,
     /// Allow taking over a fresh lease (a live holder!). Still asks for the prefix.
     #[arg(long)]
     pub force: bool,

@@ -1,7 +1,6 @@
 //! `leasectl takeover`: the command line wired to the operator's takeover
 //! ([`crate::takeover::operator`]).
 
-use crate::cli::ThenArg;
 use crate::clock::SystemClock;
 use crate::exit::Exit;
 use crate::setup::Context;
@@ -34,7 +33,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
         bucket: target.bucket().map(str::to_owned),
         reason: a.reason.clone(),
         expect_etag: a.expect_etag.clone(),
-        then: then_of(&a.then),
+        then: a.then.clone(),
         force: a.force,
         yes: a.yes,
         ttl_s: ctx.applied.ttl.unwrap_or(a.ttl).as_secs().max(1),
@@ -49,13 +48,4 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
         &mut std::io::stdout(),
     )
     .await
-}
-
-/// The takeover's `Then` for `--then`.
-fn then_of(t: &ThenArg) -> crate::takeover::Then {
-    match t {
-        ThenArg::Release => crate::takeover::Then::Release,
-        ThenArg::Hold => crate::takeover::Then::Hold,
-        ThenArg::Handover(id) => crate::takeover::Then::Handover(id.clone()),
-    }
 }

@@ -71,6 +71,13 @@ impl std::fmt::Display for Then {
 
 impl std::str::FromStr for Then {
     type Err = String;
+
+    /// Parses what [`Display`](std::fmt::Display) writes (`leasectl takeover
+    /// --then`): `release`, `hold` or `handover:INSTANCE_ID` (an id without
+    /// blanks or control characters, at most 256 bytes).
+    ///
+    /// # Errors
+    /// A sentence naming the accepted forms.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "release" => Ok(Then::Release),
