@@ -116,12 +116,12 @@ pub struct ConsoleArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s): rows on screen first, then fresh leases at their expiry, rows never
     /// read, the others round robin; the status bar says how old the oldest reading is.
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
 
     /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
     /// (AWS S3 Standard in us-east-1: 0.0004; a LIST is counted at 12.5 times that, as on AWS).
-    #[arg(long, default_value_t = DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
+    #[arg(long, default_value_t = crate::tui::app::DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
     pub get_price: f64,
 
     /// Monitoring output options (`-o`, `--watch`).
@@ -225,7 +225,7 @@ pub struct ServeArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s), the most pressing first (fresh leases at their expiry, rows never
     /// read, the others round robin).
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
     /// The local audit log to read (never written) to name takeovers and hand-overs in the
     /// holder history, as the console does. Default: the platform data directory, e.g.
@@ -286,7 +286,7 @@ pub struct S3Args {
     #[arg(
         long,
         global = true,
-        default_value_t = DEFAULT_CONCURRENCY,
+        default_value_t = crate::snapshot::DEFAULT_CONCURRENCY,
         value_parser = clap::value_parser!(u16).range(1..=1024),
         value_name = "N"
     )]
@@ -371,19 +371,6 @@ fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
             )
         })
 }
-
-/// The default of `--concurrency` (the snapshot's default, checked by a test
-/// in `commands`).
-pub const DEFAULT_CONCURRENCY: u16 = 128;
-
-/// The default of `--max-requests`, requests per minute (the snapshot's
-/// default, checked by a test in `commands`).
-pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
-
-/// The default of `--get-price`: US dollars per 1,000 GET requests (AWS S3
-/// Standard in us-east-1; the console's default, checked by a test in
-/// `commands`).
-pub const DEFAULT_GET_PRICE: f64 = 0.0004;
 
 /// `on` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

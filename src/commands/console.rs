@@ -115,23 +115,3 @@ fn with_context(args: &ConsoleArgs, ctx: &Context) -> ConsoleArgs {
     a.depth = ctx.applied.depth.unwrap_or(args.depth);
     a
 }
-
-#[cfg(test)]
-mod tests {
-    /// The command line's defaults are the engine's and the console's.
-    #[test]
-    fn cli_defaults_match_the_engine() {
-        assert_eq!(
-            crate::cli::DEFAULT_CONCURRENCY,
-            crate::snapshot::DEFAULT_CONCURRENCY
-        );
-        assert_eq!(
-            crate::cli::DEFAULT_MAX_REQUESTS,
-            crate::snapshot::DEFAULT_MAX_REQUESTS
-        );
-        assert_eq!(
-            crate::cli::DEFAULT_GET_PRICE,
-            crate::tui::app::DEFAULT_GET_PRICE
-        );
-    }
-}
