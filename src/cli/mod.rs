@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::target::Target;
+
 /// leasectl: who writes here, is it safe, and how to move the lease without two writers.
 #[derive(Debug, Parser)]
 #[command(
@@ -93,8 +95,8 @@ pub fn command() -> clap::Command {
 #[derive(Debug, Args, Clone)]
 pub struct ConsoleArgs {
     /// Prefixes to watch: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
 
     /// Watch mode: the stores are opened read-only; no write request can be built.
     #[arg(long)]
@@ -141,6 +143,11 @@ pub struct ConsoleArgs {
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
     pub record_format: crate::bucket::RecordFormat,
+
+    /// The console's takeovers: the TTL of the leases they write. No flag sets it: the
+    /// context's `ttl` when one applies (`setup::prepare`), else `None` (30 s).
+    #[arg(skip)]
+    pub ttl: Option<Duration>,
 }
 
 /// `-o FORMAT` and `--watch` (README: Monitoring).
@@ -178,8 +185,8 @@ pub struct OutputArgs {
 #[derive(Debug, Args, Clone)]
 pub struct CheckArgs {
     /// Prefixes to check: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
     /// Discovery depth under each TARGET.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub depth: u32,
@@ -211,8 +218,8 @@ pub struct CheckArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ServeArgs {
     /// Prefixes to export: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
     /// Address to listen on (port 0: any free port, printed on stderr).
     #[arg(long, default_value = "127.0.0.1:9899", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
@@ -329,8 +336,8 @@ pub enum TimelineFormat {
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
     /// The prefixes whose lease history to rebuild (s3://bucket/prefix/ or file:///dir/).
-    #[arg(required = true, value_name = "PREFIX_URL")]
-    pub prefix_urls: Vec<String>,
+    #[arg(required = true, value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_urls: Vec<Target>,
     /// Only the last DURATION before --to (e.g. 24h, 90m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
     pub since: Option<std::time::Duration>,
@@ -513,8 +520,8 @@ pub enum WriterCommand {
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub target: String,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub target: Target,
     /// Print the findings as one JSON document (each step, the ETag form, how a lease is released).
     #[arg(long)]
     pub json: bool,
@@ -530,8 +537,8 @@ pub struct ProbeArgs {
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {
     /// The prefix: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "PREFIX_URL")]
-    pub prefix_url: String,
+    #[arg(value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_url: Target,
     /// Why (required; recorded in the audit log).
     #[arg(long)]
     pub reason: String,
@@ -622,8 +629,8 @@ pub struct PodScanArgs {
 #[derive(Debug, Args)]
 pub struct HoldArgs {
     /// The prefix: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "PREFIX_URL")]
-    pub prefix_url: String,
+    #[arg(value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_url: Target,
     /// Lease TTL (whole seconds, 3s to 1h).
     #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
     pub ttl: Duration,

@@ -1,6 +1,6 @@
 //! The value parsers of the command line: those of its own types
 //! (`--conditional` from the environment, `--crit-state`) and those clap
-//! calls for the engine's values (`--then`, `--record-format`,
+//! calls for the engine's values (TARGETs, `--then`, `--record-format`,
 //! `--containment`, each the type's own `FromStr`); the plain value
 //! parsers live in [`crate::values`] (shared with `target` and `config`) and
 //! the TTL rule in [`crate::bucket::parse_ttl`], both re-exported here for clap.
@@ -9,6 +9,7 @@ use super::OnOff;
 pub use crate::bucket::parse_ttl;
 use crate::bucket::LeaseState;
 use crate::takeover::Then;
+use crate::target::{Target, TargetError};
 pub use crate::values::*;
 
 /// The environment variable that chooses the exclusion mode, like
@@ -48,6 +49,16 @@ pub fn conditional_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<On
 /// # Errors
 /// A sentence naming the accepted forms.
 pub fn parse_then(s: &str) -> Result<Then, String> {
+    s.parse()
+}
+
+/// Parses a TARGET (`s3://bucket/path/` or `file:///dir/`), once, as clap
+/// reads the command line; `setup::parse` says a [`TargetError`] as
+/// leasectl's own usage error.
+///
+/// # Errors
+/// The [`TargetError`] of a URL that is not a TARGET.
+pub fn parse_target(s: &str) -> Result<Target, TargetError> {
     s.parse()
 }
 

@@ -20,16 +20,13 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
             _ => Exit::Check(CheckStatus::Unknown),
         }
     };
-    let targets = match crate::setup::parse_targets(&ctx.applied.targets_or(&args.targets)) {
-        Ok(t) => t,
-        Err(e) => return unknown(e),
-    };
+    let targets = &args.targets;
     if targets.is_empty() && args.pod.no_pod {
         return unknown("nothing to check: give a TARGET or leave out --no-pod".into());
     }
     let counters = Arc::new(Counters::default());
-    let open = crate::setup::open_targets(&ctx.connector, &targets, &counters, false).await;
-    let depth = ctx.applied.depth.unwrap_or(args.depth);
+    let open = crate::setup::open_targets(&ctx.connector, targets, &counters, false).await;
+    let depth = args.depth;
     let mut g = Gatherer::new(open.read.clone(), ctx.gather_at(depth), 1);
     let clock = crate::clock::SystemClock::shared();
     let mut snap = crate::setup::recipe(&args.pod, ctx)

@@ -13,14 +13,7 @@ use crate::tui;
 
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
 pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
-    let args = &with_context(args, ctx);
-    let targets = match crate::setup::parse_targets(&args.targets) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("leasectl: {e}");
-            return Exit::Usage;
-        }
-    };
+    let targets = &args.targets;
     if args.json && targets.is_empty() && args.pod.no_pod {
         return crate::setup::nothing_to_report(
             "--json with no TARGET and --no-pod has nothing to report",
@@ -32,7 +25,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     // in watch mode (and for --json) nothing that could write exists.
     let counters = Arc::new(Counters::default());
     let writes = !args.read_only && !super::output::wanted(args, ctx);
-    let opened = crate::setup::open_targets(&ctx.connector, &targets, &counters, writes).await;
+    let opened = crate::setup::open_targets(&ctx.connector, targets, &counters, writes).await;
     if let Some(exit) = super::output::run(args, opened.read.clone(), counters.clone(), ctx).await {
         return exit;
     }
@@ -51,7 +44,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         clock.wall(),
     );
     app.settings.exclusion = ctx.exclusion();
-    if let Some(ttl) = ctx.applied.ttl {
+    if let Some(ttl) = args.ttl {
         app.settings.ttl_s = ttl.as_secs();
     }
     // The pod is scanned with every refresh, next to the bucket gather, on a
@@ -82,7 +75,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
             audit: log,
             exclusion: app.settings.exclusion,
             ttl_s: app.settings.ttl_s,
-            record_format: ctx.applied.record_format_or(args.record_format),
+            record_format: args.record_format,
             clock: clock.clone(),
         })
     };
@@ -104,14 +97,4 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         Ok(()) => Exit::Ok,
         Err(e) => crate::setup::fail(&e),
     }
-}
-
-/// `args` with what the config file's context sets (its TARGETs when none
-/// are given, its refresh and depth unless given).
-fn with_context(args: &ConsoleArgs, ctx: &Context) -> ConsoleArgs {
-    let mut a = args.clone();
-    a.targets = ctx.applied.targets_or(&args.targets);
-    a.refresh = ctx.applied.refresh.unwrap_or(args.refresh);
-    a.depth = ctx.applied.depth.unwrap_or(args.depth);
-    a
 }

@@ -12,29 +12,18 @@ use crate::store::Counters;
 
 /// Serves `/metrics` and `/healthz` until SIGTERM or SIGINT.
 pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
-    let targets = match crate::setup::parse_targets(&ctx.applied.targets_or(&args.targets)) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("leasectl: {e}");
-            return Exit::Usage;
-        }
-    };
-    if targets.is_empty() && args.pod.no_pod {
+    if args.targets.is_empty() && args.pod.no_pod {
         eprintln!("leasectl: serve with no TARGET and --no-pod has nothing to export");
         return Exit::Usage;
     }
     let refresh = args.refresh.max(Duration::from_secs(1));
     let counters = Arc::new(Counters::default());
-    let open = crate::setup::open_targets(&ctx.connector, &targets, &counters, false).await;
+    let open = crate::setup::open_targets(&ctx.connector, &args.targets, &counters, false).await;
     let relist = crate::setup::relist_every(refresh);
     serve::serve(
-        Gatherer::new(
-            open.read,
-            ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
-            relist,
-        )
-        .schedule(refresh)
-        .budget(args.max_requests),
+        Gatherer::new(open.read, ctx.gather_at(args.depth), relist)
+            .schedule(refresh)
+            .budget(args.max_requests),
         crate::clock::SystemClock::shared(),
         crate::setup::recipe(&args.pod, ctx),
         counters,

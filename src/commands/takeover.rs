@@ -9,12 +9,9 @@ use crate::takeover::{takeover_cmd, TakeoverArgs};
 /// `leasectl takeover PREFIX_URL --reason WHY`: the audit log is opened
 /// before anything else (no log, no write); then [`takeover_cmd`].
 pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
-    let target = match crate::setup::target_or_usage(&a.prefix_url) {
-        Ok(t) => t,
-        Err(exit) => return exit,
-    };
+    let target = &a.prefix_url;
     let connector = &ctx.connector;
-    crate::setup::announce("takeover", connector, &target).await;
+    crate::setup::announce("takeover", connector, target).await;
     let log = match crate::setup::open_audit(connector, &a.audit).await {
         Ok(l) => l,
         Err(e) => {
@@ -22,23 +19,23 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
             return Exit::Failed;
         }
     };
-    let store = match connector.open(&target).await {
+    let store = match connector.open(target).await {
         Ok(s) => s,
         Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
     let args = TakeoverArgs {
         prefix: target.prefix().to_owned(),
         url: target.to_string(),
-        endpoint: connector.endpoint(&target).await,
+        endpoint: connector.endpoint(target).await,
         bucket: target.bucket().map(str::to_owned),
         reason: a.reason.clone(),
         expect_etag: a.expect_etag.clone(),
         then: a.then.clone(),
         force: a.force,
         yes: a.yes,
-        ttl_s: ctx.applied.ttl.unwrap_or(a.ttl).as_secs().max(1),
+        ttl_s: a.ttl.as_secs().max(1),
         exclusion: ctx.exclusion(),
-        record_format: ctx.applied.record_format_or(a.record_format),
+        record_format: a.record_format,
     };
     takeover_cmd(
         store,

@@ -12,13 +12,6 @@ use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
 pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
-    let mut targets = Vec::new();
-    for url in &a.prefix_urls {
-        match crate::setup::target_or_usage(url) {
-            Ok(t) => targets.push(t),
-            Err(exit) => return exit,
-        }
-    }
     let now = Utc::now();
     let to = a.to.unwrap_or(now);
     let from = a.from.or_else(|| {
@@ -55,7 +48,7 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
         },
         progress: Some(&tell),
     };
-    for target in &targets {
+    for target in &a.prefix_urls {
         let store = ctx.connector.open(target).await.map_err(|e| e.to_string());
         let store = store
             .as_ref()

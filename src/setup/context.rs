@@ -35,16 +35,13 @@ pub struct Context {
     pub gather: GatherOptions,
     /// Best-effort mode was chosen (`--conditional off` or the environment).
     pub best_effort: bool,
-    /// What the config file's context sets for the command (flags win).
-    pub applied: crate::config::Applied,
     /// The terminal facts.
     pub terminal: Terminal,
 }
 
 impl Context {
-    /// The context of `cli`, with what the config file's context sets for
-    /// its command.
-    pub fn new(cli: &Cli, applied: crate::config::Applied) -> Self {
+    /// The context of `cli` (with the config file's context applied already).
+    pub fn new(cli: &Cli) -> Self {
         use std::io::IsTerminal;
         let s3 = cli.s3.clone();
         Self {
@@ -55,7 +52,6 @@ impl Context {
                 ..GatherOptions::default()
             },
             best_effort: s3.conditional == Some(OnOff::Off),
-            applied,
             terminal: Terminal {
                 stdin: std::io::stdin().is_terminal(),
                 stdout: std::io::stdout().is_terminal(),
@@ -97,27 +93,6 @@ fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
         request_timeout: Some(timeout),
         max_attempts: None,
     }
-}
-
-/// Parses TARGET URLs; the first bad one's sentence.
-///
-/// # Errors
-/// The parse error of the first URL that is not a TARGET.
-pub fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
-    raw.iter()
-        .map(|s| s.parse::<Target>().map_err(|e| e.to_string()))
-        .collect()
-}
-
-/// Parses a TARGET URL; a bad one is a usage error (said on stderr).
-///
-/// # Errors
-/// [`Exit::Usage`] for a URL that is not a TARGET.
-pub fn target_or_usage(url: &str) -> std::result::Result<Target, Exit> {
-    url.parse::<Target>().map_err(|e| {
-        eprintln!("leasectl: {e}");
-        Exit::Usage
-    })
 }
 
 /// Says on stderr that with no TARGET and `--no-pod` there is nothing to
