@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::ConsoleArgs;
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::SystemClock;
 use crate::exit::Exit;
 use crate::setup::Context;
 use crate::store::Counters;
 use crate::tui;
+use crate::tui::app::Settings;
 
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
 pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
@@ -36,21 +37,26 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         return Exit::Usage;
     }
     let refresh = args.refresh.max(Duration::from_secs(1));
-    let clock: SharedClock = SystemClock::shared();
-    let mut app = tui::app::App::new(
-        targets.iter().map(|t| t.to_string()).collect(),
-        args.read_only,
+    let settings = Settings {
+        targets: targets.clone(),
+        read_only: args.read_only,
+        exclusion: ctx.exclusion(),
         refresh,
-        clock.wall(),
-    );
-    app.settings.exclusion = ctx.exclusion();
-    if let Some(ttl) = args.ttl {
-        app.settings.ttl_s = ttl.as_secs();
-    }
+        relist_every: crate::setup::relist_every(refresh),
+        ttl_s: args
+            .ttl
+            .map_or(crate::bucket::record::DEFAULT_TTL_S, |t| t.as_secs()),
+        record_format: args.record_format,
+        audit_path: match &args.audit.audit_log {
+            Some(p) => Some(p.clone()),
+            None => crate::audit::AuditLog::default_path().ok(),
+        },
+        get_price: args.get_price,
+        max_requests: args.max_requests,
+    };
     // The pod is scanned with every refresh, next to the bucket gather, on a
     // blocking thread (it reads /proc); the UI only receives the result.
     let pod = if args.pod.no_pod {
-        app = app.without_pod();
         Vec::new()
     } else {
         vec![crate::setup::scan_options(
@@ -58,40 +64,26 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
             std::path::Path::new("/proc"),
         )]
     };
-    let audit_path = match &args.audit.audit_log {
-        Some(p) => Some(p.clone()),
-        None => crate::audit::AuditLog::default_path().ok(),
-    };
-    let ops = if args.read_only {
+    let writes = if args.read_only {
         None
     } else {
-        let log = match crate::setup::open_audit(&ctx.connector, &args.audit).await {
+        let audit = match crate::setup::open_audit(&ctx.connector, &args.audit).await {
             Ok(l) => l,
             Err(e) => return crate::setup::fail(&e),
         };
-        app.settings.audit_path = Some(log.path().display().to_string());
-        Some(tui::ops::Ops {
-            targets: tui::ops_targets(&opened.read, opened.writable),
-            audit: log,
-            exclusion: app.settings.exclusion,
-            ttl_s: app.settings.ttl_s,
-            record_format: args.record_format,
-            clock: clock.clone(),
+        Some(tui::Writes {
+            stores: opened.writable,
+            audit,
         })
     };
-    app.settings.get_price = args.get_price;
     let parts = tui::Parts {
-        app,
-        clock,
-        refresh,
+        settings,
+        clock: SystemClock::shared(),
         open: opened.read,
         opts: ctx.gather_at(args.depth),
-        relist: crate::setup::relist_every(refresh),
-        max_requests: args.max_requests,
         pod,
         counters,
-        audit_path,
-        ops,
+        writes,
     };
     match tui::start(parts).await {
         Ok(()) => Exit::Ok,

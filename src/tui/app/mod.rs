@@ -155,15 +155,22 @@ pub struct App {
 }
 
 impl App {
-    /// A console on `targets`, with no snapshot yet, scanning the pod.
+    /// A console on `targets` with the default settings, no snapshot yet,
+    /// scanning the pod.
     pub fn new(
-        targets: Vec<String>,
+        targets: Vec<crate::target::Target>,
         read_only: bool,
         refresh: Duration,
         now: DateTime<Utc>,
     ) -> Self {
+        Self::with_settings(Settings::new(targets, read_only, refresh), now)
+    }
+
+    /// A console with `settings`, no snapshot yet, scanning the pod (the
+    /// console's builder, `tui::Parts`, makes it so).
+    pub fn with_settings(settings: Settings, now: DateTime<Utc>) -> Self {
         Self {
-            settings: Settings::new(targets, read_only, refresh),
+            settings,
             leases: LeaseTable::default(),
             pod: PodPane::default(),
             session: Session::new(now),

@@ -259,8 +259,7 @@ impl App {
                 Mode::Takeover(d) => d.row.target,
                 _ => 0,
             })
-            .cloned()
-            .unwrap_or_default();
+            .map_or_else(String::new, ToString::to_string);
         let Mode::Takeover(d) = &mut self.mode else {
             return;
         };
@@ -287,6 +286,7 @@ impl App {
             reason: d.reason.trim().to_owned(),
             then,
             force: d.forced(),
+            lease: self.settings.lease(),
         });
         d.pending = true;
         d.problem = None;
