@@ -47,10 +47,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
             .ttl
             .map_or(crate::bucket::record::DEFAULT_TTL_S, |t| t.as_secs()),
         record_format: args.record_format,
-        audit_path: match &args.audit.audit_log {
-            Some(p) => Some(p.clone()),
-            None => crate::audit::AuditLog::default_path().ok(),
-        },
+        audit_path: crate::setup::audit_path(args.audit.audit_log.as_deref()),
         get_price: args.get_price,
         max_requests: args.max_requests,
     };

@@ -74,11 +74,7 @@ pub async fn run(
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
     let audit_requested = args.audit.audit_log.is_some();
-    let audit_path = args
-        .audit
-        .audit_log
-        .clone()
-        .or_else(|| crate::audit::AuditLog::default_path().ok());
+    let audit_path = crate::setup::audit_path(args.audit.audit_log.as_deref());
     let audit = (audit_path, audit_requested);
     let source = AuditSource {
         path: audit.0.clone(),

@@ -31,10 +31,7 @@ pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
             listen: args.listen,
             refresh,
             request_timeout: ctx.gather.request_timeout,
-            audit_path: args
-                .audit_log
-                .clone()
-                .or_else(|| crate::audit::AuditLog::default_path().ok()),
+            audit_path: crate::setup::audit_path(args.audit_log.as_deref()),
         },
     )
     .await

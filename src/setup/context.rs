@@ -177,6 +177,15 @@ pub fn recipe(pod: &PodArgs, ctx: &Context) -> Recipe {
     }
 }
 
+/// The audit log a command reads: `given` (`--audit-log`), else the
+/// platform's default (`None` when there is none: no home directory).
+pub fn audit_path(given: Option<&Path>) -> Option<std::path::PathBuf> {
+    match given {
+        Some(p) => Some(p.to_path_buf()),
+        None => crate::audit::AuditLog::default_path().ok(),
+    }
+}
+
 /// Opens the audit log (and its remote copy, `--audit-to`).
 ///
 /// # Errors

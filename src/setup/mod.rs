@@ -16,8 +16,8 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use context::{
-    announce, nothing_to_report, open_audit, open_targets, recipe, relist_every, scan_options,
-    Context, Opened, Terminal,
+    announce, audit_path, nothing_to_report, open_audit, open_targets, recipe, relist_every,
+    scan_options, Context, Opened, Terminal,
 };
 pub use logging::{init_console_logging, init_logging, install_error_hook};
 pub use prepare::{parse, prepare};
