@@ -5,13 +5,13 @@ use std::sync::Arc;
 use crate::cli::CheckArgs;
 use crate::exit::{CheckStatus, Exit};
 use crate::monitor::check;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::snapshot::Gatherer;
 use crate::store::Counters;
 
 /// Gathers once, prints the plugin output, returns the plugin status;
 /// anything not gathered, and bad usage, is UNKNOWN.
-pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
+pub async fn run(args: &CheckArgs, shared: &Shared) -> Exit {
     let unknown = |msg: String| {
         // The plugin's output is its first line on stdout, even for usage.
         let line = format!("LEASES UNKNOWN - {}", crate::text::sanitize(&msg));
@@ -25,11 +25,11 @@ pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
         return unknown("nothing to check: give a TARGET or leave out --no-pod".into());
     }
     let counters = Arc::new(Counters::default());
-    let open = crate::setup::open_targets(&ctx.connector, targets, &counters, false).await;
+    let open = crate::setup::open_targets(&shared.connector, targets, &counters, false).await;
     let depth = args.depth;
-    let mut g = Gatherer::new(open.read.clone(), ctx.gather_at(depth), 1);
+    let mut g = Gatherer::new(open.read.clone(), shared.gather_at(depth), 1);
     let clock = crate::clock::SystemClock::shared();
-    let mut snap = crate::setup::recipe(&args.pod, ctx)
+    let mut snap = crate::setup::recipe(&args.pod, shared)
         .take(&mut g, &clock)
         .await;
     // Every prefix absent with leases deeper: a WARNING naming the --depth.

@@ -7,13 +7,13 @@ use std::time::Duration;
 use crate::cli::ConsoleArgs;
 use crate::clock::SystemClock;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::store::Counters;
 use crate::tui;
 use crate::tui::app::Settings;
 
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
-pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
+pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
     let targets = &args.targets;
     if args.json && targets.is_empty() && args.pod.no_pod {
         return crate::setup::nothing_to_report(
@@ -25,12 +25,14 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     // writable handle is kept only for the console's write task in OPS mode, so
     // in watch mode (and for --json) nothing that could write exists.
     let counters = Arc::new(Counters::default());
-    let writes = !args.read_only && !super::output::wanted(args, ctx);
-    let opened = crate::setup::open_targets(&ctx.connector, targets, &counters, writes).await;
-    if let Some(exit) = super::output::run(args, opened.read.clone(), counters.clone(), ctx).await {
+    let writes = !args.read_only && !super::output::wanted(args, shared);
+    let opened = crate::setup::open_targets(&shared.connector, targets, &counters, writes).await;
+    if let Some(exit) =
+        super::output::run(args, opened.read.clone(), counters.clone(), shared).await
+    {
         return exit;
     }
-    if !ctx.terminal.stdout || !ctx.terminal.stdin {
+    if !shared.terminal.stdout || !shared.terminal.stdin {
         eprintln!(
             "leasectl: the console needs a terminal (stdin and stdout); use --json for a snapshot"
         );
@@ -40,7 +42,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     let settings = Settings {
         targets: targets.clone(),
         read_only: args.read_only,
-        exclusion: ctx.exclusion(),
+        exclusion: shared.exclusion(),
         refresh,
         relist_every: crate::setup::relist_every(refresh),
         ttl_s: args
@@ -64,7 +66,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     let writes = if args.read_only {
         None
     } else {
-        let audit = match crate::setup::open_audit(&ctx.connector, &args.audit).await {
+        let audit = match crate::setup::open_audit(&shared.connector, &args.audit).await {
             Ok(l) => l,
             Err(e) => return crate::setup::fail(&e),
         };
@@ -77,7 +79,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         settings,
         clock: SystemClock::shared(),
         open: opened.read,
-        opts: ctx.gather_at(args.depth),
+        opts: shared.gather_at(args.depth),
         pod,
         counters,
         writes,

@@ -3,14 +3,14 @@
 
 use crate::clock::SystemClock;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::takeover::{takeover_cmd, TakeoverArgs};
 
 /// `leasectl takeover PREFIX_URL --reason WHY`: the audit log is opened
 /// before anything else (no log, no write); then [`takeover_cmd`].
-pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
+pub async fn run(a: &crate::cli::TakeoverArgs, shared: &Shared) -> Exit {
     let target = &a.prefix_url;
-    let connector = &ctx.connector;
+    let connector = &shared.connector;
     crate::setup::announce("takeover", connector, target).await;
     let log = match crate::setup::open_audit(connector, &a.audit).await {
         Ok(l) => l,
@@ -34,7 +34,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, ctx: &Context) -> Exit {
         force: a.force,
         yes: a.yes,
         ttl_s: a.ttl.as_secs().max(1),
-        exclusion: ctx.exclusion(),
+        exclusion: shared.exclusion(),
         record_format: a.record_format,
     };
     takeover_cmd(

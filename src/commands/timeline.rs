@@ -5,13 +5,13 @@ use chrono::Utc;
 
 use crate::cli::{TimelineArgs, TimelineFormat};
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
 use crate::timeline::read::{audit_entries, Progress, Reading};
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
-pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
+pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
     let now = Utc::now();
     let to = a.to.unwrap_or(now);
     let from = a.from.or_else(|| {
@@ -43,13 +43,17 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
         audit_problems: &audit_problems,
         reading: Reading {
             bisect: a.bisect,
-            concurrency: ctx.gather.concurrency,
-            timeout: ctx.gather.request_timeout,
+            concurrency: shared.gather.concurrency,
+            timeout: shared.gather.request_timeout,
         },
         progress: Some(&tell),
     };
     for target in &a.prefix_urls {
-        let store = ctx.connector.open(target).await.map_err(|e| e.to_string());
+        let store = shared
+            .connector
+            .open(target)
+            .await
+            .map_err(|e| e.to_string());
         let store = store
             .as_ref()
             .map(|s| s.as_ref() as &dyn crate::store::ObjectRead);

@@ -3,7 +3,7 @@
 
 use clap::{ArgMatches, FromArgMatches};
 
-use super::Context;
+use super::Shared;
 use crate::cli::{BucketCommand, Cli, Command};
 use crate::config::ConfigError;
 use crate::exit::{CheckStatus, Exit};
@@ -98,11 +98,11 @@ fn plugin_unknown(why: &str) -> Exit {
 
 /// Completes and checks `cli` (the config file's context, the exclusion
 /// mode from the environment, `-o json`, endpoints, AWS variables,
-/// `--read-only`), sets up logging, and builds the [`Context`].
+/// `--read-only`), sets up logging, and builds the [`Shared`] set-up.
 ///
 /// # Errors
 /// The [`Exit`] of a usage error (said on stderr).
-pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
+pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Shared, Exit> {
     let command = matches.subcommand_name();
     // `bucket fence-check` only reads a descriptor it inherited: it neither
     // writes nor judges a lease.
@@ -142,9 +142,9 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
         eprintln!("leasectl: --read-only cannot be combined with `{cmd}`, which writes");
         return Err(Exit::Usage);
     }
-    let ctx = Context::new(cli);
-    set_up_logging(cli, command, &ctx);
-    Ok(ctx)
+    let shared = Shared::new(cli);
+    set_up_logging(cli, command, &shared);
+    Ok(shared)
 }
 
 /// The endpoint (`--endpoint-url`, or the SDK's variables when none is
@@ -176,14 +176,14 @@ fn check_environment(cli: &Cli) -> Result<(), Exit> {
 
 /// The terminal belongs to the console: the console logs to a file (the demo
 /// to one in its directory); every other command logs to stderr.
-fn set_up_logging(cli: &Cli, command: Option<&str>, ctx: &Context) {
+fn set_up_logging(cli: &Cli, command: Option<&str>, shared: &Shared) {
     let c = &cli.console;
     match command {
         Some("demo") => {}
         None if !c.json
             && c.output.format.is_none()
             && c.output.watch.is_none()
-            && ctx.terminal.stdout =>
+            && shared.terminal.stdout =>
         {
             super::init_console_logging()
         }

@@ -1,4 +1,5 @@
-//! The context every command runs in, and the plumbing the commands share.
+//! What every command shares ([`Shared`]: how to reach the stores, the
+//! exclusion mode, the terminal), and the plumbing the commands share.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,8 +26,10 @@ pub struct Terminal {
     pub stdout: bool,
 }
 
-/// Built once from the command line, before the command runs.
-pub struct Context {
+/// What every command shares, built once from the command line (the config
+/// file's context applied already), before the command runs: how to reach
+/// the stores, the gathering options, the exclusion mode, the terminal.
+pub struct Shared {
     /// How to reach S3 (`--endpoint-url`, `--timeout`, …).
     pub s3: S3Args,
     /// The connector with `--timeout` as each request's deadline.
@@ -39,8 +42,8 @@ pub struct Context {
     pub terminal: Terminal,
 }
 
-impl Context {
-    /// The context of `cli` (with the config file's context applied already).
+impl Shared {
+    /// What the commands share, from `cli`.
     pub fn new(cli: &Cli) -> Self {
         use std::io::IsTerminal;
         let s3 = cli.s3.clone();
@@ -166,13 +169,13 @@ pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
 /// The recipe of a complete snapshot for the front ends: the pod (unless
 /// `--no-pod`, from `/proc`) and best-effort marking; no audit log (the
 /// caller names one where it reads it once).
-pub fn recipe(pod: &PodArgs, ctx: &Context) -> Recipe {
+pub fn recipe(pod: &PodArgs, shared: &Shared) -> Recipe {
     Recipe {
         pods: (!pod.no_pod)
             .then(|| scan_options(pod, Path::new("/proc")))
             .into_iter()
             .collect(),
-        best_effort: ctx.best_effort,
+        best_effort: shared.best_effort,
         audit: None,
     }
 }
