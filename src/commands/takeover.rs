@@ -4,7 +4,7 @@
 use crate::clock::SystemClock;
 use crate::exit::Exit;
 use crate::setup::Shared;
-use crate::takeover::{takeover_cmd, TakeoverArgs};
+use crate::takeover::{takeover_cmd, OperatorTakeover};
 
 /// `leasectl takeover PREFIX_URL --reason WHY`: the audit log is opened
 /// before anything else (no log, no write); then [`takeover_cmd`].
@@ -23,7 +23,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, shared: &Shared) -> Exit {
         Ok(s) => s,
         Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
-    let args = TakeoverArgs {
+    let takeover = OperatorTakeover {
         prefix: target.prefix().to_owned(),
         url: target.to_string(),
         endpoint: connector.endpoint(target).await,
@@ -41,7 +41,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, shared: &Shared) -> Exit {
         store,
         SystemClock::shared(),
         &log,
-        args,
+        takeover,
         &mut std::io::stdout(),
     )
     .await

@@ -6,7 +6,7 @@ use chrono::Utc;
 use crate::cli::{TimelineArgs, TimelineFormat};
 use crate::exit::Exit;
 use crate::setup::Shared;
-use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
+use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
 use crate::timeline::read::{audit_entries, Progress, Reading};
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
@@ -57,14 +57,14 @@ pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
         let store = store
             .as_ref()
             .map(|s| s.as_ref() as &dyn crate::store::ObjectRead);
-        let source = Source {
+        let subject = Subject {
             url: target.to_string(),
             bucket: target.bucket(),
             prefix: target.prefix(),
         };
         report
             .prefixes
-            .push(prefix_timeline(store.map_err(String::clone), &source, &window, &inputs).await);
+            .push(prefix_timeline(store.map_err(String::clone), &subject, &window, &inputs).await);
     }
     bar.finish_and_clear();
     let mut out = crate::stdout::Checked::new(std::io::stdout().lock());

@@ -28,7 +28,7 @@ mod then;
 mod watch;
 
 pub use execute::{takeover, takeover_with};
-pub use operator::{takeover_cmd, TakeoverArgs};
+pub use operator::{takeover_cmd, OperatorTakeover};
 pub use preflight::{check_request, preflight, typed_confirms};
 pub use then::{hold_until, record_loss};
 pub use watch::{watch_one_ttl, Watched};

@@ -244,7 +244,7 @@ async fn read_timeline(
     clock: SharedClock,
     actions: mpsc::Sender<Action>,
 ) {
-    use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
+    use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
     let (entries, audit_problems) =
         match tokio::task::spawn_blocking(move || crate::timeline::read::audit_entries(&[audit]))
             .await
@@ -259,7 +259,7 @@ async fn read_timeline(
     let store: &dyn crate::store::ObjectRead = t.store.as_ref();
     let timeline = prefix_timeline(
         Ok(store),
-        &Source {
+        &Subject {
             url: t.url.clone(),
             bucket: t.bucket.as_deref(),
             prefix: &prefix,
