@@ -27,31 +27,31 @@ use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
 use crate::text::sanitize;
 
 mod cursor;
-mod dialog;
 mod judging;
 mod keys;
 mod leases;
 mod measure;
 mod notice;
-mod pod;
+mod pod_pane;
+mod prompts;
 mod requests;
 mod session;
 mod settings;
 mod sort;
 mod takeover_dialog;
-mod timeline;
+mod timeline_pane;
 
 pub use cursor::Cursor;
 pub use keys::{key_action, Binding, BINDINGS};
 pub use leases::LeaseTable;
 pub use notice::{wrap, NoticeLine};
-pub use pod::{tree_order, PodPane, PodStatus, TreeRow};
+pub use pod_pane::{tree_order, PodPane, PodStatus, TreeRow};
 pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
 pub use session::{FirstSeen, Session};
 pub use settings::Settings;
 pub use sort::SortKey;
 pub use takeover_dialog::{Field, TakeoverDialog, ThenChoice};
-pub use timeline::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
+pub use timeline_pane::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
 
 /// Which screen the console shows; Tab switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

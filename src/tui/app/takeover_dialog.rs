@@ -320,7 +320,7 @@ impl App {
     }
 }
 
-/// The widest the takeover dialog is drawn (`ui::dialog::render_dialog`).
+/// The widest the takeover dialog is drawn (`ui::overlays::render_dialog`).
 const DIALOG_WIDTH: u16 = 76;
 
 /// Why the terminal (`size`, columns × rows) is too small to show the whole
