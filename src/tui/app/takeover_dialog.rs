@@ -190,7 +190,7 @@ impl App {
         let Some((row, p)) = self.selected_lease() else {
             return;
         };
-        let watched = self.watched_for(&p.key);
+        let watched = self.watched_for(p);
         let dialog = TakeoverDialog {
             row,
             prefix: p.prefix.clone(),
