@@ -2,32 +2,43 @@
 
 use std::path::Path;
 
-/// Sends this process's logs to `path` (appended; parent directories created).
-/// Honours `LEASECTL_LOG` (default `info`, the AWS SDK's own chatter at
-/// `error`). If the file cannot be opened nothing is logged: a log line must
-/// never land on the console's screen.
-pub fn init(path: &Path) {
-    use tracing_subscriber::EnvFilter;
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+/// Opens `path` for appending, private (0600; one created by an older
+/// version is made private too; parent directories created): log lines name
+/// hosts, buckets and holders.
+///
+/// # Errors
+/// The file cannot be created or opened.
+pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
     }
-    use std::os::unix::fs::OpenOptionsExt;
-    // Private: log lines name hosts, buckets and holders.
-    let Ok(file) = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)
-    else {
-        return;
-    };
-    // A log created by an older version may be world-readable.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
-    }
+        .open(path)?;
+    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    Ok(file)
+}
+
+/// Sends this process's logs to `path` (appended, private). Honours
+/// `LEASECTL_LOG` (default `info`, the AWS SDK's own chatter at `error`). If
+/// the file cannot be opened nothing is logged: a log line must never land
+/// on the console's screen.
+pub fn init(path: &Path) {
+    use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("LEASECTL_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
+    init_at(path, filter);
+}
+
+/// Sends this process's logs that pass `filter` to `path` (appended,
+/// private); nothing is logged when it cannot be opened.
+pub fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
+    let Ok(file) = open_private(path) else {
+        return;
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::sync::Mutex::new(file))

@@ -17,7 +17,7 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
     let targets = match crate::setup::parse_targets(&args.targets) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("leasectl: {e}");
+            crate::exit::say(&e);
             return Exit::Usage;
         }
     };
@@ -37,8 +37,8 @@ pub async fn run(args: &ConsoleArgs, ctx: &Context) -> Exit {
         return exit;
     }
     if !ctx.terminal.stdout || !ctx.terminal.stdin {
-        eprintln!(
-            "leasectl: the console needs a terminal (stdin and stdout); use --json for a snapshot"
+        crate::exit::say(
+            "the console needs a terminal (stdin and stdout); use --json for a snapshot",
         );
         return Exit::Usage;
     }

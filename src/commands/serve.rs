@@ -15,12 +15,12 @@ pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
     let targets = match crate::setup::parse_targets(&ctx.applied.targets_or(&args.targets)) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("leasectl: {e}");
+            crate::exit::say(&e);
             return Exit::Usage;
         }
     };
     if targets.is_empty() && args.pod.no_pod {
-        eprintln!("leasectl: serve with no TARGET and --no-pod has nothing to export");
+        crate::exit::say("serve with no TARGET and --no-pod has nothing to export");
         return Exit::Usage;
     }
     let refresh = args.refresh.max(Duration::from_secs(1));

@@ -115,7 +115,7 @@ pub fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String>
 /// [`Exit::Usage`] for a URL that is not a TARGET.
 pub fn target_or_usage(url: &str) -> std::result::Result<Target, Exit> {
     url.parse::<Target>().map_err(|e| {
-        eprintln!("leasectl: {e}");
+        crate::exit::say(&e);
         Exit::Usage
     })
 }
@@ -124,9 +124,9 @@ pub fn target_or_usage(url: &str) -> std::result::Result<Target, Exit> {
 /// report (`lead` names the output: "--json with no TARGET …" or "with no
 /// TARGET …") and returns [`Exit::Usage`].
 pub fn nothing_to_report(lead: &str) -> Exit {
-    eprintln!(
-        "leasectl: {lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
-    );
+    crate::exit::say(format!(
+        "{lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
+    ));
     Exit::Usage
 }
 

@@ -29,6 +29,9 @@ pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
         // Help and version (on stdout, 0), or clap's usage error (2).
         Err(e) => {
             let _ = e.print();
+            if e.use_stderr() {
+                crate::exit::mark_said();
+            }
             Err(if e.use_stderr() {
                 Exit::Usage
             } else {
@@ -62,7 +65,7 @@ fn parsed_command() -> Option<String> {
 /// A usage error found after parsing: said on stderr; `check` also prints
 /// its plugin line and is UNKNOWN.
 fn usage(command: Option<&str>, why: &str) -> Exit {
-    eprintln!("leasectl: {why}");
+    crate::exit::say(why);
     if command == Some("check") {
         return plugin_unknown(&why.replace('|', "\\x7c"));
     }
@@ -121,7 +124,9 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
         _ => None,
     };
     if let (true, Some(cmd)) = (cli.console.read_only, writes) {
-        eprintln!("leasectl: --read-only cannot be combined with `{cmd}`, which writes");
+        crate::exit::say(format!(
+            "--read-only cannot be combined with `{cmd}`, which writes"
+        ));
         return Err(Exit::Usage);
     }
     let ctx = Context::new(cli, applied);
@@ -157,7 +162,9 @@ fn check_environment(cli: &Cli) -> Result<(), Exit> {
 }
 
 /// The terminal belongs to the console: the console logs to a file (the demo
-/// to one in its directory); every other command logs to stderr.
+/// to one in its directory); every other command says its warnings and
+/// errors on stderr as sentences, and logs there with `-v` (or to
+/// `--log-file`).
 fn set_up_logging(cli: &Cli, command: Option<&str>, ctx: &Context) {
     let c = &cli.console;
     match command {
@@ -167,10 +174,9 @@ fn set_up_logging(cli: &Cli, command: Option<&str>, ctx: &Context) {
             && c.output.watch.is_none()
             && ctx.terminal.stdout =>
         {
-            super::init_console_logging()
+            super::init_console_logging(&cli.log)
         }
-        None | Some("check") => super::init_logging(true),
-        Some(other) => super::init_logging(c.json || other == "pod-scan"),
+        _ => super::init_logging(&cli.log),
     }
 }
 

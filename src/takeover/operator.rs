@@ -61,15 +61,14 @@ pub async fn takeover_cmd(
 
     match check_request(&a.reason, a.ttl_s) {
         Err(TakeoverError::NoReason) => {
-            let _ = writeln!(out, "leasectl: a reason is required (--reason)");
+            crate::exit::say("a reason is required (--reason)");
             return Exit::Usage;
         }
         Err(e) => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             return Exit::Refused;
         }
         Ok(()) => {}
@@ -113,7 +112,7 @@ async fn look_and_guard(
     let seen = match crate::bucket::read_lease(store, &key, None).await {
         Ok(o) => o,
         Err(e) => {
-            let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+            crate::exit::say(format!("cannot read {key}: {e}"));
             return Err(Exit::Failed);
         }
     };
@@ -135,30 +134,27 @@ async fn look_and_guard(
         now,
     );
     if let Err(e @ (TakeoverError::Absent { .. } | TakeoverError::Released { .. })) = &guard {
-        let _ = writeln!(
-            out,
+        crate::exit::say(format!(
             "refused: {}",
             crate::text::sanitize_message(&e.to_string())
-        );
+        ));
         return Err(Exit::Refused);
     }
     if let Some(want) = &a.expect_etag {
         if seen.etag() != Some(crate::store::normalize_etag(want).as_str()) {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: the LEASE's ETag is {} but --expect-etag is {}; look again",
                 seen.etag().unwrap_or("(none)"),
                 sanitize(want)
-            );
+            ));
             return Err(Exit::Refused);
         }
     }
     match guard {
         Ok(_) => Ok((seen, Duration::ZERO)),
         Err(TakeoverError::Fresh { .. }) => {
-            let _ = writeln!(
-                out,
-                "refused: the lease is fresh (a live holder). Use --force only if you know it is gone."
+            crate::exit::say(
+                "refused: the lease is fresh (a live holder). Use --force only if you know it is gone.",
             );
             Err(Exit::Refused)
         }
@@ -174,24 +170,22 @@ async fn look_and_guard(
             match watch_one_ttl(store, &key, seen, ttl, clock).await {
                 Watched::Unchanged { seen, for_ } => Ok((seen, for_)),
                 Watched::Changed(st) => {
-                    let _ = writeln!(
-                        out,
-                        "the record changed while watched; it is now {st}. Look again."
-                    );
+                    crate::exit::say(format!(
+                        "refused: the record changed while watched; it is now {st}. Look again."
+                    ));
                     Err(Exit::Refused)
                 }
                 Watched::Unreadable(e) => {
-                    let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+                    crate::exit::say(format!("cannot read {key}: {e}"));
                     Err(Exit::Failed)
                 }
             }
         }
         Err(e) => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             Err(Exit::Refused)
         }
     }
@@ -249,10 +243,7 @@ fn describe_lease(
 fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Result<(), Exit> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() {
-        let _ = writeln!(
-            out,
-            "leasectl: not a terminal: confirm interactively or pass --yes"
-        );
+        crate::exit::say("not a terminal: confirm interactively or pass --yes");
         return Err(Exit::Usage);
     }
     let _ = write!(
@@ -270,7 +261,7 @@ fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Re
         .decode_utf8_lossy()
         .into_owned();
     if !crate::takeover::typed_confirms(&line, &[&a.url, &a.prefix, &decoded]) {
-        let _ = writeln!(out, "not confirmed; nothing written");
+        crate::exit::say("refused: not confirmed; nothing written");
         return Err(Exit::Refused);
     }
     Ok(())
@@ -349,10 +340,10 @@ async fn takeover_report(
                 .await;
                 log_release(released);
                 if let Some(why) = lost {
-                    let _ = writeln!(out, "the held lease ended: {why}");
+                    crate::exit::say(format!("the held lease ended: {why}"));
                     let why = why.to_string();
                     if let Err(e) = record_loss(audit, &done.audit_entry, clock, &why).await {
-                        let _ = writeln!(out, "audit: could not record the loss: {e}");
+                        crate::exit::say(format!("audit: could not record the loss: {e}"));
                     }
                     return Exit::Fenced;
                 }
@@ -360,27 +351,25 @@ async fn takeover_report(
             Exit::Ok
         }
         Err(e @ TakeoverError::Interrupted(_)) => {
-            let _ = writeln!(out, "interrupted: {e}");
+            crate::exit::say(format!("interrupted: {e}"));
             Exit::Interrupted
         }
         Err(e @ TakeoverError::Changed { .. }) => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             Exit::Refused
         }
         Err(e) if e.is_refusal() => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             Exit::Refused
         }
         Err(e) => {
-            let _ = writeln!(out, "failed: {e}");
+            crate::exit::say(format!("failed: {e}"));
             Exit::Failed
         }
     }

@@ -17,6 +17,7 @@ mod contexts;
 mod demo_assets;
 mod hostile;
 mod monitor;
+mod sentences;
 mod takeover;
 mod timeline;
 mod tui;
