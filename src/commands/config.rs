@@ -11,7 +11,7 @@ pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
     let path = match crate::config::path() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("leasectl: {e}");
+            crate::exit::say(&e);
             return usage;
         }
     };
@@ -25,7 +25,7 @@ pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
                 Ok(_) => eprintln!("leasectl: the config file exists"),
                 Err(_) => eprintln!(
                     "leasectl: the config file does not exist yet; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
+                     [contexts.NAME] table (see docs/targets.md, \"Contexts\")"
                 ),
             }
             Exit::Ok
@@ -39,10 +39,10 @@ pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
                 }
             }
             Ok(None) => {
-                eprintln!(
-                    "leasectl: there is no config file at {shown}; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
-                );
+                crate::exit::say(format!(
+                    "there is no config file at {shown}; create it with a \
+                     [contexts.NAME] table (see docs/targets.md, \"Contexts\")"
+                ));
                 usage
             }
             Err(e) => {

@@ -335,7 +335,7 @@ impl Snapshot {
     /// all there is), its scan failed, or it was found among the processes
     /// that could be read (a lease participant, a lease variable, a lock
     /// file). Otherwise processes that could not be inspected are only named
-    /// in the pod's notes (README: exit codes).
+    /// in the pod's notes (docs/exit-codes.md).
     pub fn pod_in_question(&self) -> bool {
         self.targets.is_empty()
             || self.pod_error.is_some()

@@ -18,8 +18,7 @@ use crate::supervise;
 /// The signals `writer exec` forwards to its child when it holds the lock.
 pub use crate::supervise::FORWARDED;
 
-/// Runs `cmd` under the writer-lease rules (ARCHITECTURE.md; README, "Pod
-/// writer leases"; seed `writerlease-package.txt`), supervised by
+/// Runs `cmd` under the writer-lease rules (ARCHITECTURE.md; docs/writer-leases.md; seed `writerlease-package.txt`), supervised by
 /// [`crate::supervise`].
 ///
 /// Logs the duty sentence (tracing, info) first. Then, by duty:
