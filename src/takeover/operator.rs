@@ -236,7 +236,8 @@ fn describe_lease(
     );
 }
 
-/// Asks on the terminal for the prefix URL, judged by the console's rule
+/// Asks on the terminal for the prefix (named in the question; its URL is
+/// accepted too; the URL when the prefix is empty), judged by the console's rule
 /// ([`crate::takeover::typed_confirms`]: the URL or prefix as given,
 /// percent-decoded, or as shown escaped). `Err` is the exit code: 2 without a
 /// terminal, 4 not confirmed.
@@ -246,11 +247,20 @@ fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Re
         crate::exit::say("not a terminal: confirm interactively or pass --yes");
         return Err(Exit::Usage);
     }
+    // What to type is named: the prefix as the console shows it (its URL
+    // is accepted too), or the URL of a TARGET that is the lease's own
+    // directory (no prefix inside its store).
+    let (what, name) = if a.prefix.is_empty() {
+        ("URL", &a.url)
+    } else {
+        ("prefix", &a.prefix)
+    };
     let _ = write!(
         out,
-        "This replaces the lease above ({}, then {}). Type the prefix URL to confirm: ",
+        "This replaces the lease above ({}, then {}). Type the {what} ({}) to confirm: ",
         if a.force { "FORCED" } else { "guarded" },
-        a.then
+        a.then,
+        sanitize(name)
     );
     let _ = out.flush();
     let mut line = String::new();
