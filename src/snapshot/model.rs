@@ -10,7 +10,7 @@ use crate::exit::Exit;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
-pub const SCHEMA_VERSION: &str = "1.5";
+pub const SCHEMA_VERSION: &str = "1.6";
 
 /// How strongly the lease excludes a second writer on the prefix's service,
 /// as far as this reader knows.

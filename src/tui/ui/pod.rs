@@ -41,6 +41,7 @@ pub fn lock_style(l: LockState) -> Style {
 pub fn verdict_style(k: VerdictKind) -> Style {
     let c = match k {
         VerdictKind::SiblingsRacing
+        | VerdictKind::PodRootsRacing
         | VerdictKind::HolderNotTake
         | VerdictKind::HolderOutsidePod
         | VerdictKind::InvalidEnable

@@ -116,7 +116,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     let (code, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
     assert_eq!(code, 3, "dead/ is stale: {out}{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["schema_version"], "1.5");
+    assert_eq!(doc["schema_version"], "1.6");
     assert_eq!(row(&doc, "gen/")["record"]["generation"], 7);
     let nogen = &row(&doc, "nogen/")["record"];
     assert!(
