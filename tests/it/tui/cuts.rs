@@ -1,0 +1,158 @@
+//! Nothing the console shows is cut without a mark (issue 45 §2): the detail
+//! pane scrolls (PgUp/PgDn) and says what lies above and below, a result too
+//! long for the status bar ends with `…` and is in the log of results (`m`)
+//! in full, and the takeover dialog wraps its refusal whole.
+
+use crossterm::event::KeyCode;
+use ratatui::layout::Rect;
+
+use super::console::{app, key, screen, seed, select, selected_prefix, typed};
+use leasectl::tui::app::{Action, App, Mode};
+
+/// What the event loop does after each frame: tells the console how far its
+/// detail pane scrolls.
+fn measured(a: &mut App, w: u16, h: u16) {
+    if let Some((lines, shown)) = leasectl::tui::ui::detail_extent(a, Rect::new(0, 0, w, h)) {
+        a.update(Action::DetailExtent { lines, shown });
+    }
+}
+
+/// The text of the innermost box of `screen` (a popup over the table): on
+/// each line the widest part between `│`s, trimmed, joined with spaces.
+fn inside_box(screen: &str) -> String {
+    screen
+        .lines()
+        .filter_map(|l| l.split('│').max_by_key(|p| p.chars().count()))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// At 80×24 the detail pane showed ten lines and stopped after
+/// `instance_id`: acquired, renewed, TTL, generation and ETag were out of
+/// reach. Now it says how much lies below, PgDn reaches every field, PgUp
+/// goes back, and ↑/↓ still move between rows.
+#[tokio::test]
+async fn the_detail_pane_scrolls_to_every_field_at_80x24() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 80, 24).await;
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Enter);
+    measured(&mut a, 80, 24);
+    let first = screen(&a, 80, 24);
+    assert!(first.contains("more · PgDn"), "the cut is marked:\n{first}");
+    assert!(
+        !first.contains("ETag seen for"),
+        "the pane is too short for all:\n{first}"
+    );
+    let mut seen = first.clone();
+    let mut pages = 0;
+    while screen(&a, 80, 24).contains("more · PgDn") {
+        key(&mut a, KeyCode::PageDown);
+        measured(&mut a, 80, 24);
+        seen.push_str(&screen(&a, 80, 24));
+        pages += 1;
+        assert!(pages < 10, "PgDn never reaches the end:\n{seen}");
+    }
+    for field in [
+        "target",
+        "judgement",
+        "instance_id",
+        "acquired_at",
+        "renewed_at",
+        "ttl_s",
+        "generation",
+        "ETag ",
+        "Last-Modified",
+        "exclusion",
+        "ETag seen for",
+    ] {
+        assert!(seen.contains(field), "{field} never shown:\n{seen}");
+    }
+    let last = screen(&a, 80, 24);
+    assert!(last.contains("more · PgUp"), "{last}");
+    assert_eq!(
+        selected_prefix(&a),
+        "billing/",
+        "PgDn scrolls, it does not page"
+    );
+    // PgDn at the end stays there; PgUp goes back as far.
+    key(&mut a, KeyCode::PageDown);
+    measured(&mut a, 80, 24);
+    assert_eq!(screen(&a, 80, 24), last);
+    for _ in 0..pages {
+        key(&mut a, KeyCode::PageUp);
+    }
+    assert_eq!(screen(&a, 80, 24), first);
+    // ↑ moves to another row, whose details start at their top.
+    key(&mut a, KeyCode::PageDown);
+    key(&mut a, KeyCode::Up);
+    assert_ne!(selected_prefix(&a), "billing/");
+    assert_eq!(a.leases().detail_scroll(), 0);
+}
+
+/// A takeover's report at 160 columns ended "…the prefix is free; audit:"
+/// (the audit path and id lost), at 80 "generation 1796609271657469 →".
+/// A result too long for the status bar's two lines ends with `…` and says
+/// where it is in full; `m` shows it whole.
+#[tokio::test]
+async fn a_result_longer_than_the_status_bar_is_marked_and_kept_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let report = "taken: billing/LEASE now names 10ffdd6a5024f6ab512c40eef2a2b1fd (ETag d662c77098a372caaf1d2e581f064249); generation 1796620371523806 → 1796620425745552; released (marked released with If-Match on our ETag; the record keeps generation 1796620425745552, so the next holder's is greater); the prefix is free; audit: /root/.local/share/leasectl/audit.jsonl (id 956821a27a477b31475a751148ff6bce)";
+    for w in [80u16, 160] {
+        let mut a = app(dir.path(), false, w, 24).await;
+        a.update(Action::TakeoverDone {
+            key: "billing/LEASE".into(),
+            result: Ok((report.to_owned(), None)),
+        });
+        let s = screen(&a, w, 24);
+        let status: Vec<&str> = s.lines().rev().take(2).collect();
+        assert!(
+            status[0].trim_end().ends_with("… (m: in full)"),
+            "{w} columns: the cut is marked and says where the rest is:\n{s}"
+        );
+        key(&mut a, KeyCode::Char('m'));
+        assert!(matches!(a.mode(), Mode::Messages { .. }));
+        let log = screen(&a, w, 24);
+        // The popup's lines, without its borders, joined: the whole report.
+        let text = inside_box(&log);
+        assert!(
+            text.contains("(id 956821a27a477b31475a751148ff6bce)")
+                && text.contains("audit: /root/.local/share/leasectl/audit.jsonl"),
+            "{w} columns: the log has the result in full:\n{log}"
+        );
+        key(&mut a, KeyCode::Esc);
+        assert!(matches!(a.mode(), Mode::Normal));
+    }
+}
+
+/// The dialog's refusal at 80 columns ended "(th": it is wrapped, whole.
+#[tokio::test]
+async fn the_takeover_dialogs_refusal_is_shown_whole_at_80_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 80, 30).await;
+    // A suspect record: refused until watched for one TTL.
+    select(&mut a, "events/");
+    key(&mut a, KeyCode::Char('t'));
+    typed(&mut a, "clock far ahead");
+    key(&mut a, KeyCode::BackTab); // → Take over
+    key(&mut a, KeyCode::Enter);
+    let Mode::Takeover(d) = a.mode() else {
+        panic!("the dialog closed")
+    };
+    let problem = d.problem.clone().expect("refused");
+    assert!(
+        problem.chars().count() > 76,
+        "a refusal longer than the box: {problem}"
+    );
+    let s = screen(&a, 80, 30);
+    let shown = inside_box(&s);
+    assert!(
+        shown.contains(&problem),
+        "the refusal is shown whole:\n{problem}\n{s}"
+    );
+}
