@@ -41,10 +41,11 @@ mod sort;
 mod takeover_dialog;
 mod timeline;
 
+pub use crate::text::wrap;
 pub use cursor::Cursor;
 pub use keys::{key_action, Binding, BINDINGS};
 pub use leases::LeaseTable;
-pub use notice::{wrap, NoticeLine};
+pub use notice::NoticeLine;
 pub use pod::{tree_order, PodPane, PodStatus, TreeRow};
 pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
 pub use session::{FirstSeen, Session};
