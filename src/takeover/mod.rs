@@ -199,9 +199,12 @@ impl std::fmt::Display for TakeoverOutcome {
             write!(f, "\nreleased ({r}); the prefix is free")?;
         }
         if let Some(d) = self.handover_deadline {
+            // The record names the successor: how it is started from the
+            // command line (the library's `acquire_as` is the same).
+            let id = sanitize(&self.written.instance_id);
             write!(
                 f,
-                "\nhanded over: the successor must start (acquire_as its id) before {}",
+                "\nhanded over to {id}: start the successor once, with `leasectl bucket hold --instance-id {id}`, before {}",
                 crate::clock::shown(d)
             )?;
         }

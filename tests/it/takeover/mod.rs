@@ -4,3 +4,4 @@ mod audit_log;
 mod confirm;
 mod flow;
 mod signals;
+mod wording;
