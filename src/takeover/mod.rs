@@ -29,7 +29,7 @@ mod watch;
 
 pub use execute::{takeover, takeover_with};
 pub use operator::{takeover_cmd, TakeoverArgs};
-pub use preflight::{check_request, preflight, typed_confirms};
+pub use preflight::{check_request, preflight, something_to_take_over, typed_confirms};
 pub use then::{hold_until, record_loss};
 pub use watch::{watch_one_ttl, Watched};
 

@@ -156,3 +156,35 @@ async fn the_takeover_dialogs_refusal_is_shown_whole_at_80_columns() {
         "the refusal is shown whole:\n{problem}\n{s}"
     );
 }
+
+/// `t` on a row with nothing to take over (no LEASE, a released record)
+/// opened the whole dialog and refused only after the reason was typed
+/// (issue 45 §8): it says so at once and opens nothing.
+#[tokio::test]
+async fn t_on_a_row_with_nothing_to_take_over_says_so_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let released = r#"{"instance_id":"old","acquired_at":"2026-11-30T11:00:00Z","renewed_at":"2026-11-30T11:58:00Z","ttl_s":30,"generation":9,"released_at":"2026-11-30T11:58:30Z"}"#;
+    std::fs::create_dir_all(dir.path().join("free")).unwrap();
+    std::fs::write(dir.path().join("free/LEASE"), released).unwrap();
+    let mut a = app(dir.path(), false, 120, 30).await;
+    for (prefix, why) in [
+        ("archive/", "does not exist: there is nothing to take over"),
+        ("free/", "was released: nobody holds it"),
+    ] {
+        select(&mut a, prefix);
+        key(&mut a, KeyCode::Char('t'));
+        assert!(
+            matches!(a.mode(), Mode::Normal),
+            "{prefix}: no dialog opens"
+        );
+        let (msg, error) = a.message().expect("said at once");
+        assert!(error && msg.contains(why), "{prefix}: {msg}");
+        // The next key clears it.
+        key(&mut a, KeyCode::Down);
+    }
+    // A stale row still opens the dialog.
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Char('t'));
+    assert!(matches!(a.mode(), Mode::Takeover(_)));
+}
