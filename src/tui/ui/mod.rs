@@ -29,7 +29,9 @@ use pod::render_pod;
 pub use pod::{duty_style, lock_style, lock_text, verdict_style};
 use status::render_status;
 use table::render_table;
-pub use table::{exclusion_name, lease_columns, prefix_label, target_short_name, ttl_gauge};
+pub use table::{
+    exclusion_name, lease_columns, prefix_label, skew_text, target_short_name, ttl_gauge,
+};
 use timeline::render_timeline;
 
 /// Smallest terminal the console draws into; below it says so.

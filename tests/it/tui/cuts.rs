@@ -188,3 +188,16 @@ async fn t_on_a_row_with_nothing_to_take_over_says_so_at_once() {
     key(&mut a, KeyCode::Char('t'));
     assert!(matches!(a.mode(), Mode::Takeover(_)));
 }
+
+/// SKEW showed "+0ms" and "0ms" in one column (issue 45 §8): a skew that
+/// rounds to zero is "0s" on either side; others keep their sign.
+#[test]
+fn a_skew_of_zero_reads_the_same_on_either_side() {
+    use leasectl::tui::ui::skew_text;
+    for s in [0.0, -0.0, 0.2, -0.3, 0.49, -0.49] {
+        assert_eq!(skew_text(s, 8), "0s", "{s}");
+    }
+    assert_eq!(skew_text(1.2, 8), "+1.0s");
+    assert_eq!(skew_text(-5.0, 8), "-5.0s");
+    assert_eq!(skew_text(-300.0, 8), "-5m00s");
+}
