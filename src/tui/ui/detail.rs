@@ -158,7 +158,8 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
             "audit",
             format!(
                 "{} {} {} — {}{}",
-                e.time.format("%Y-%m-%d %H:%M:%SZ"),
+                // One form of time in the pane: RFC 3339, as the record's.
+                crate::clock::shown(e.time),
                 e.phase,
                 sanitize(&e.operator),
                 sanitize(&e.reason),

@@ -201,3 +201,32 @@ fn a_skew_of_zero_reads_the_same_on_either_side() {
     assert_eq!(skew_text(-5.0, 8), "-5.0s");
     assert_eq!(skew_text(-300.0, 8), "-5m00s");
 }
+
+/// The detail pane mixed "2026-11-30 12:00:55Z" (an audit entry) with
+/// "2026-11-30T11:55:00Z" (the record) (issue 45 §8): every time in it is
+/// RFC 3339, as the record's.
+#[tokio::test]
+async fn the_detail_pane_writes_every_time_one_way() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let mut a = app(dir.path(), false, 200, 50).await;
+    let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 30, 11, 59, 55).unwrap();
+    let mut entry = super::snapshots::takeover_entry(dir.path(), at, "x");
+    entry.target.url = format!("file://{}/billing/", dir.path().display());
+    entry.target.key = "billing/LEASE".into();
+    a.update(Action::Audit(vec![entry]));
+    select(&mut a, "billing/");
+    key(&mut a, KeyCode::Enter);
+    let all = screen(&a, 200, 50);
+    // The pane: from its title down (the header's clock is not in it).
+    let s: String = all
+        .lines()
+        .skip_while(|l| !l.contains(" details (Enter closes) "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(s.contains("2026-11-30T11:59:55Z outcome"), "{all}");
+    for (i, _) in s.match_indices("2026-11-30") {
+        let next = s[i + 10..].chars().next();
+        assert_eq!(next, Some('T'), "a time not in RFC 3339: {}", &s[i..i + 20]);
+    }
+}
