@@ -41,8 +41,10 @@ pub struct TakeoverArgs {
     pub record_format: crate::bucket::RecordFormat,
 }
 
-/// `leasectl takeover`: look, show, confirm, then the audited takeover.
-/// Returns the exit code (0 taken, 4 refused — an absent LEASE too, 5 a held
+/// `leasectl takeover`: look, show, confirm, then the audited takeover; a
+/// write refused because the holder only renewed meanwhile (same holder and
+/// generation) is looked at again and retried, at most [`LOOK_AGAIN`] times,
+/// never with `--expect-etag`. Returns the exit code (0 taken, 4 refused — an absent LEASE too, 5 a held
 /// lease lost, 6 a forced takeover's wait ended by a signal, 1 failed, 2 usage).
 ///
 /// The console's steps: [`crate::takeover::check_request`] and
@@ -73,28 +75,68 @@ pub async fn takeover_cmd(
         }
         Ok(()) => {}
     }
-    let (seen, watched_for) = match look_and_guard(store.as_ref(), &clock, &a, out).await {
-        Ok(looked) => looked,
-        Err(code) => return code,
-    };
-    if !a.yes {
-        if let Err(code) = confirm_typed(&a, out) {
-            return code;
-        }
-    }
     let mut signals = supervise::Signals::new();
-    let result = execute_takeover(
-        store,
-        &clock,
-        audit,
-        &a,
-        seen,
-        watched_for,
-        &mut signals,
-        out,
-    )
-    .await;
-    takeover_report(result, &clock, audit, &mut signals, out).await
+    let mut looked_again = 0;
+    loop {
+        let (seen, watched_for) = match look_and_guard(store.as_ref(), &clock, &a, out).await {
+            Ok(looked) => looked,
+            Err(code) => return code,
+        };
+        if !a.yes && looked_again == 0 {
+            if let Err(code) = confirm_typed(&a, out) {
+                return code;
+            }
+        }
+        let before = seen.record().cloned();
+        let result = execute_takeover(
+            store.clone(),
+            &clock,
+            audit,
+            &a,
+            seen,
+            watched_for,
+            &mut signals,
+            out,
+        )
+        .await;
+        // The holder renewed between the look and the write (the same holder
+        // under the same generation: nothing the operator decided on has
+        // changed): look again and retry, a few times, saying so. Never with
+        // --expect-etag, which names the one record to replace.
+        if let Err(TakeoverError::Changed {
+            record: Some(now), ..
+        }) = &result
+        {
+            if a.expect_etag.is_none()
+                && looked_again < LOOK_AGAIN
+                && before.as_ref().is_some_and(|b| only_renewed(b, now))
+            {
+                looked_again += 1;
+                let _ = writeln!(
+                    out,
+                    "{} renewed its lease (generation {}) between the look and the write: looking again ({looked_again} of {LOOK_AGAIN})",
+                    sanitize(&now.instance_id),
+                    crate::bucket::fmt_generation(now.generation)
+                );
+                continue;
+            }
+        }
+        return takeover_report(result, &clock, audit, &mut signals, out).await;
+    }
+}
+
+/// How many times `leasectl takeover` looks again and retries when the
+/// holder only renewed between its look and its write.
+pub const LOOK_AGAIN: u32 = 3;
+
+/// Whether `now` is `before` renewed: the same holder under the same
+/// generation (known), still held (not released).
+fn only_renewed(before: &crate::bucket::LeaseRecord, now: &crate::bucket::LeaseRecord) -> bool {
+    before.instance_id == now.instance_id
+        && before.generation.is_some()
+        && before.generation == now.generation
+        && before.released_at.is_none()
+        && now.released_at.is_none()
 }
 
 /// Reads the LEASE, shows it, and applies the guards (the console's

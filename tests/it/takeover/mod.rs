@@ -3,5 +3,6 @@
 mod audit_log;
 mod confirm;
 mod flow;
+mod look_again;
 mod signals;
 mod wording;
