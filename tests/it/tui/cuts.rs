@@ -230,3 +230,49 @@ async fn the_detail_pane_writes_every_time_one_way() {
         assert_eq!(next, Some('T'), "a time not in RFC 3339: {}", &s[i..i + 20]);
     }
 }
+
+/// The console as README.md and docs/console.md show it (the leases view
+/// filtered on `holder-`, sorted by state) is what the console draws: the
+/// sample was a box 99 columns wide holding rows of 109 (issue 45 §8).
+#[tokio::test]
+async fn the_documents_sample_console_is_what_it_draws() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let (w, h) = (106, 9);
+    let mut a = app(dir.path(), false, w, h).await;
+    key(&mut a, KeyCode::Char('/'));
+    typed(&mut a, "holder-");
+    key(&mut a, KeyCode::Enter);
+    while !screen(&a, w, h).contains("STATE▼") {
+        key(&mut a, KeyCode::Char('s'));
+    }
+    // The header and the table, without the status bar.
+    let drawn: Vec<String> = screen(&a, w, h)
+        .lines()
+        .take(usize::from(h) - 2)
+        .map(|l| l.trim_end().to_owned())
+        .collect();
+    let widths: std::collections::BTreeSet<usize> =
+        drawn[2..].iter().map(|l| l.chars().count()).collect();
+    assert_eq!(
+        widths.len(),
+        1,
+        "the box's lines differ in width:\n{}",
+        drawn.join("\n")
+    );
+    for doc in ["README.md", "docs/console.md"] {
+        let text = std::fs::read_to_string(crate::common::repo().join(doc)).unwrap();
+        let sample: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("leasectl  OPS"))
+            .take_while(|l| !l.starts_with("```"))
+            .map(str::trim_end)
+            .collect();
+        assert_eq!(
+            sample,
+            drawn,
+            "{doc}'s sample console is not what the console draws; it draws:\n{}",
+            drawn.join("\n")
+        );
+    }
+}
