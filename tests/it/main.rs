@@ -21,4 +21,5 @@ mod sentences;
 mod takeover;
 mod timeline;
 mod tui;
+mod tutorial;
 mod writer;
