@@ -33,7 +33,7 @@ const TEXT_CHARS: usize = 175;
 
 /// Holder colours: no red, orange or pink (the overlap's), alternating
 /// light and dark so that neighbours differ in grey too.
-pub(super) const HOLDERS: [RGBColor; 10] = [
+pub const HOLDERS: [RGBColor; 10] = [
     RGBColor(0, 114, 178),   // blue
     RGBColor(120, 190, 120), // light green
     RGBColor(84, 39, 143),   // purple

@@ -9,6 +9,7 @@ use crate::common::*;
 
 mod every_version;
 mod order;
+mod picture;
 
 fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
