@@ -420,8 +420,10 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
     let stderr_path = dir.path().join("serve.stderr");
     let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     common::s3_env(&mut serve);
+    // Its log (`-v`): the warning and the recovery are steps of it.
     let mut serve = serve
         .args([
+            "-v",
             "serve",
             "--no-pod",
             "--listen",
@@ -522,8 +524,10 @@ fn serve_reports_an_unreadable_audit_log() {
     let stderr_path = dir.path().join("serve.stderr");
     let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     common::s3_env(&mut serve);
+    // Its log (`-v`): the warning and the recovery are steps of it.
     let mut serve = serve
         .args([
+            "-v",
             "serve",
             "--no-pod",
             "--listen",
