@@ -9,6 +9,7 @@ use crate::common::*;
 
 mod every_version;
 mod order;
+mod picture;
 
 fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
@@ -196,7 +197,8 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     assert!(lines.iter().any(|l| l["event"] == "overlap"));
 
     // The picture: an SVG document naming every holder, with the overlap's
-    // red band (kept for a look when LEASECTL_TEST_SVG names a file).
+    // hatched red band, its legend and the date on its axis (kept for a look
+    // when LEASECTL_TEST_SVG names a file).
     let (code, svg, err) = leasectl(&endpoint, &["timeline", &url, "-o", "svg"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(
@@ -206,7 +208,14 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     for h in ["holder-a", "holder-b", "holder-c", "intruder"] {
         assert!(svg.contains(h), "{h} missing from the picture");
     }
-    assert!(svg.contains("#FF0000"), "no overlap band");
+    assert!(svg.contains("#D7191C"), "no overlap band");
+    assert!(svg.lines().any(|l| l == "legend"), "no legend");
+    // (A window across midnight names both days.)
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert!(
+        svg.contains(&format!("time (UTC) on {day}")) || svg.contains("time (UTC) from "),
+        "no date on the axis"
+    );
     if let Some(path) = std::env::var_os("LEASECTL_TEST_SVG") {
         std::fs::write(path, &svg).unwrap();
     }
