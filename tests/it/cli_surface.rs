@@ -829,6 +829,10 @@ fn every_reference_the_binary_prints_resolves() {
         let end = rest
             .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.')))
             .unwrap_or(rest.len());
+        // Literals sit side by side in the binary with nothing between
+        // them ("…see docs/exit-codes.mdevery target…"): a name ends at its
+        // ".md".
+        let end = rest[..end].find(".md").map_or(end, |md| md + 3);
         let file = rest[..end].trim_end_matches('.');
         let context = &text[at.saturating_sub(60)..(at + 120).min(text.len())];
         // Rust's own paths (`…/docs/…` of a dependency) are not ours.

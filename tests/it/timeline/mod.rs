@@ -94,7 +94,28 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = c.spawn().unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The intruder writes over holder-c's live record: wait for it to be
+    // there (a loaded machine starts a debug build slowly), then a renewal.
+    let sdk = sdk_client(&endpoint);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = match sdk.get_object().bucket(&b).key("db/LEASE").send().await {
+            Ok(o) => {
+                let body = o.body.collect().await.unwrap().into_bytes();
+                String::from_utf8_lossy(&body).contains("\"holder-c\"")
+            }
+            Err(_) => false,
+        };
+        if held {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "holder-c never wrote its record"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let now = chrono::Utc::now();
     let intruder = leasectl::bucket::LeaseRecord {
         instance_id: "intruder".into(),
@@ -104,7 +125,7 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
         generation: Some(u64::try_from(now.timestamp_micros()).unwrap() + 10_000_000),
         released_at: None,
     };
-    put_raw(&sdk_client(&endpoint), &b, "db/LEASE", &intruder.to_body()).await;
+    put_raw(&sdk, &b, "db/LEASE", &intruder.to_body()).await;
     let status = tokio::task::block_in_place(|| child.wait()).unwrap();
     assert_eq!(status.code(), Some(5), "holder-c learns it lost");
 
