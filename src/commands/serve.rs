@@ -13,7 +13,7 @@ use crate::store::Counters;
 /// Serves `/metrics` and `/healthz` until SIGTERM or SIGINT.
 pub async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
     if args.targets.is_empty() && args.pod.no_pod {
-        eprintln!("leasectl: serve with no TARGET and --no-pod has nothing to export");
+        crate::exit::say("serve with no TARGET and --no-pod has nothing to export");
         return Exit::Usage;
     }
     let refresh = args.refresh.max(Duration::from_secs(1));
