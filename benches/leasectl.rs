@@ -7,8 +7,9 @@
 //!   a 200×50 `TestBackend` (top of the table, and scrolled to the end), and
 //!   the once-a-second tick that re-judges every row.
 //! - `pod_scan/*`: a scan of this machine's whole `/proc` (auto-detected pod,
-//!   and `--pod-root 1`, i.e. every process), topped up to 1,000 processes
-//!   with `sleep` children (`LEASECTL_BENCH_PROCS=N` to change; 0 for none).
+//!   `--pod-root 1`, i.e. every process, and the node view, `--node`),
+//!   topped up to 1,000 processes with `sleep` children
+//!   (`LEASECTL_BENCH_PROCS=N` to change; 0 for none).
 //! - `gather/*`: snapshot assembly (discovery + 10,000 GETs + judgement) from
 //!   an in-memory store and from a `LocalStore` directory.
 //! - `console_refresh/*`: a console's refresh at 10,000 rows when 100 rows in
@@ -370,6 +371,11 @@ fn bench_pod_scan(c: &mut Criterion) {
     g.bench_function("pod_root_1_all", |b| {
         b.iter(|| black_box(scan(&all).unwrap()))
     });
+    let node = ScanOptions {
+        node: true,
+        ..ScanOptions::default()
+    };
+    g.bench_function("node", |b| b.iter(|| black_box(scan(&node).unwrap())));
     g.finish();
 }
 

@@ -89,6 +89,14 @@ pub struct PrefixReport {
     /// the service's to say so: its age is unknown (see `problem`).
     #[serde(skip)]
     pub age_unknown: bool,
+    /// Since when (reader's clock, UTC) the console has seen this row's
+    /// ETag unchanged (the same object, or no object, read each time): a
+    /// suspect or malformed record may be taken over once it was seen
+    /// unchanged for a TTL. Set by the console's session when the row comes
+    /// in, carried from the row it replaces when their ETags are equal;
+    /// `None` elsewhere, and on a row the console has not taken in.
+    #[serde(skip)]
+    pub etag_seen_since: Option<DateTime<Utc>>,
 }
 
 impl PrefixReport {
@@ -129,6 +137,7 @@ impl PrefixReport {
             last_takeover: None,
             malformed,
             age_unknown: false,
+            etag_seen_since: None,
         };
         r.rejudge(now);
         r

@@ -340,9 +340,9 @@ impl App {
         self.session.exclusion_of(self.settings.exclusion, t, p)
     }
 
-    /// How long the console has seen `key`'s current ETag unchanged.
-    pub fn watched_for(&self, key: &str) -> Duration {
-        self.session.watched_for(key)
+    /// How long the console has seen row `p`'s current ETag unchanged.
+    pub fn watched_for(&self, p: &PrefixReport) -> Duration {
+        self.session.watched_for(p)
     }
 
     /// The last `n` audit entries about the lease of row `p` of target `t`,

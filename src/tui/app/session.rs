@@ -3,7 +3,7 @@
 //! the audit tail, the gather's progress, probe results, the leases it
 //! holds), and how each refresh, tick and result changes it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -15,8 +15,9 @@ use crate::snapshot::history::History;
 use crate::snapshot::{Delta, ExclusionReport, PrefixReport, RowUpdate, Snapshot};
 use crate::writer::scan::PodSnapshot;
 
-/// When the console first saw each key's current ETag: key → (ETag, since).
-pub type FirstSeen = HashMap<String, (Option<String>, DateTime<Utc>)>;
+/// When the console first saw each row's current ETag: (target URL, lease
+/// key) → (ETag, since), as [`Session::first_seen`] lists it.
+pub type FirstSeen = BTreeMap<(String, String), (Option<String>, DateTime<Utc>)>;
 
 /// The session's data.
 #[derive(Debug)]
@@ -27,8 +28,6 @@ pub struct Session {
     last_refresh: Option<DateTime<Utc>>,
     /// The reader's clock at the last tick.
     now: DateTime<Utc>,
-    /// When the console first saw each key's current ETag (for suspect/malformed takeovers).
-    first_seen: FirstSeen,
     /// Recent audit entries (newest last).
     audit: Vec<AuditEntry>,
     /// The holder changes seen this session, per prefix (updated with each snapshot).
@@ -52,7 +51,6 @@ impl Session {
             snapshot: None,
             last_refresh: None,
             now,
-            first_seen: HashMap::new(),
             audit: Vec::new(),
             history: History::new(),
             loading: None,
@@ -78,9 +76,19 @@ impl Session {
         self.last_refresh
     }
 
-    /// When the console first saw each key's current ETag.
-    pub fn first_seen(&self) -> &FirstSeen {
-        &self.first_seen
+    /// When the console first saw each row's current ETag, listed from the
+    /// rows of the snapshot (each row keeps its own:
+    /// [`PrefixReport::etag_seen_since`]).
+    pub fn first_seen(&self) -> FirstSeen {
+        let mut out = FirstSeen::new();
+        for t in self.snapshot.iter().flat_map(|s| &s.targets) {
+            for p in &t.prefixes {
+                if let Some(since) = p.etag_seen_since {
+                    out.insert((t.url.to_string(), p.key.clone()), (p.etag.clone(), since));
+                }
+            }
+        }
+        out
     }
 
     /// Recent audit entries (newest last).
@@ -115,11 +123,11 @@ impl Session {
         self.judging.age_unknown
     }
 
-    /// How long the console has seen `key`'s current ETag unchanged.
-    pub fn watched_for(&self, key: &str) -> Duration {
-        self.first_seen
-            .get(key)
-            .and_then(|(_, since)| (self.now - *since).to_std().ok())
+    /// How long the console has seen row `p`'s current ETag unchanged (zero
+    /// for a row it has not taken in).
+    pub fn watched_for(&self, p: &PrefixReport) -> Duration {
+        p.etag_seen_since
+            .and_then(|since| (self.now - since).to_std().ok())
             .unwrap_or(Duration::ZERO)
     }
 
@@ -194,29 +202,14 @@ impl Session {
         }
     }
 
-    /// A new snapshot: judged at the clock (moved on to it if later), the
-    /// ETag-seen map and the holder history updated.
+    /// A new snapshot: judged at the clock (moved on to it if later), each
+    /// row's ETag watch carried from the row it replaces, the holder history
+    /// updated.
     pub(super) fn apply_snapshot(&mut self, mut s: Snapshot) {
         s.rejudge(self.now.max(s.generated_at));
         self.last_refresh = Some(s.generated_at);
         self.now = self.now.max(s.generated_at);
-        // Track how long each key's ETag has been seen unchanged (in place:
-        // at 10,000 rows, rebuilding the map copied every key at each snapshot).
-        let mut rows = 0;
-        for t in &s.targets {
-            for p in &t.prefixes {
-                rows += 1;
-                see_etag(&mut self.first_seen, p, s.generated_at);
-            }
-        }
-        if self.first_seen.len() > rows {
-            let keys: std::collections::HashSet<&str> = s
-                .targets
-                .iter()
-                .flat_map(|t| t.prefixes.iter().map(|p| p.key.as_str()))
-                .collect();
-            self.first_seen.retain(|k, _| keys.contains(k.as_str()));
-        }
+        carry_etag_watch(self.snapshot.as_ref(), &mut s);
         self.history.observe(&s, &self.audit);
         self.snapshot = Some(s);
         self.judging.partial = false;
@@ -232,16 +225,36 @@ impl Session {
         };
         self.now = self.now.max(d.generated_at);
         self.last_refresh = Some(d.generated_at);
+        // Each new row's watch, from the row it replaces (before it goes);
+        // a row that could not be read is watched again from scratch.
+        let mut since = Vec::new();
+        for t in &d.targets {
+            let rows = s.targets.get(t.index).map_or(&[][..], |t| &t.prefixes[..]);
+            for (prefix, update) in &t.rows {
+                if let RowUpdate::Report(p) = update {
+                    let old = rows
+                        .binary_search_by(|o| o.prefix.as_str().cmp(prefix))
+                        .ok()
+                        .map(|i| &rows[i]);
+                    since.push((
+                        t.index,
+                        prefix.as_str(),
+                        watched_since(old, p, d.generated_at),
+                    ));
+                }
+            }
+        }
         s.apply_delta(d, self.now);
         self.judging.partial = false;
-        for t in &d.targets {
-            for (prefix, update) in &t.rows {
-                match update {
-                    RowUpdate::Report(p) => see_etag(&mut self.first_seen, p, d.generated_at),
-                    RowUpdate::Error(_) => {
-                        self.first_seen.remove(&crate::bucket::lease_key(prefix));
-                    }
-                }
+        for (index, prefix, at) in since {
+            let Some(t) = s.targets.get_mut(index) else {
+                continue;
+            };
+            if let Ok(i) = t
+                .prefixes
+                .binary_search_by(|o| o.prefix.as_str().cmp(prefix))
+            {
+                t.prefixes[i].etag_seen_since = Some(at);
             }
         }
         self.history.observe_rows(s, d, &self.audit);
@@ -301,15 +314,39 @@ impl Session {
     }
 }
 
-/// Records in `first_seen` that row `p`'s ETag was seen at `at`, unless it
-/// was already seen (in place: at 10,000 rows, rebuilding the map copied
-/// every key at each snapshot).
-fn see_etag(first_seen: &mut FirstSeen, p: &PrefixReport, at: DateTime<Utc>) {
-    match first_seen.get_mut(&p.key) {
-        Some((e, _)) if *e == p.etag => {}
-        Some(seen) => *seen = (p.etag.clone(), at),
-        None => {
-            first_seen.insert(p.key.clone(), (p.etag.clone(), at));
+/// Since when row `p` (read at `at`) has been seen with its ETag: since
+/// `old`'s, the row it replaces, when that one has the same ETag (or, as it,
+/// none) and was watched; else since `at`. ETags are compared whole: a
+/// suspect or malformed record's takeover waits on this.
+fn watched_since(old: Option<&PrefixReport>, p: &PrefixReport, at: DateTime<Utc>) -> DateTime<Utc> {
+    match old {
+        Some(o) if o.etag == p.etag => o.etag_seen_since.unwrap_or(at),
+        _ => at,
+    }
+}
+
+/// Sets each row's [`PrefixReport::etag_seen_since`] of the new snapshot
+/// `new` from the row of the same target URL and prefix in `old` (both
+/// sorted by prefix: one merge per target). A row that was not in `old`
+/// (new, or unread then) is watched from `new`'s time: a read that failed
+/// starts the watch again.
+fn carry_etag_watch(old: Option<&Snapshot>, new: &mut Snapshot) {
+    let at = new.generated_at;
+    for t in &mut new.targets {
+        let before = old
+            .and_then(|o| o.targets.iter().find(|o| o.url == t.url))
+            .map_or(&[][..], |o| &o.prefixes[..]);
+        let mut j = 0;
+        for p in &mut t.prefixes {
+            while before.get(j).is_some_and(|o| o.prefix < p.prefix) {
+                j += 1;
+            }
+            let o = before.get(j).filter(|o| o.prefix == p.prefix);
+            p.etag_seen_since = Some(watched_since(o, p, at));
         }
     }
 }
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

@@ -198,7 +198,7 @@ impl App {
             self.say(format!("no takeover: {why}"), true);
             return;
         }
-        let watched = self.watched_for(&p.key);
+        let watched = self.watched_for(p);
         let dialog = TakeoverDialog {
             row,
             prefix: p.prefix.clone(),

@@ -214,7 +214,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     ));
     // How long this ETag has been seen; nothing when there is none.
     if p.etag.is_some() {
-        let watched = app.watched_for(&p.key);
+        let watched = app.watched_for(p);
         lines.push(kv("ETag seen for", format_secs(watched.as_secs_f64())));
     }
     lines

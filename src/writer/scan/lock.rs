@@ -11,7 +11,7 @@ use std::path::Path;
 use super::io_why;
 use super::model::ObservedLock;
 use super::probe::probe_target;
-use super::proc::{read_proc_locks, ProcTable, RawProc};
+use super::proc::{read_proc_locks, ProcTable, Want};
 use super::target::{FileKey, LockTarget, TargetKind};
 use super::LockFileState;
 use crate::writer::error::HolderDesc;
@@ -360,7 +360,7 @@ pub fn orphaned_holders(proc_root: &Path, data_dir: &Path, ours: &std::fs::File)
         .filter(|p| !p.kthread)
         .map(|p| p.pid)
         .collect();
-    table.prefetch(&users, &[]);
+    table.prefetch(&users, Want::FDS);
     let mut pids = BTreeSet::new();
     let mut unreadable = 0usize;
     // A path is one mount namespace's: a process in another sees other
@@ -400,11 +400,7 @@ fn describe(table: &ProcTable, pids: BTreeSet<u32>) -> Vec<HolderDesc> {
     pids.into_iter()
         .map(|pid| HolderDesc {
             pid,
-            command: table
-                .procs
-                .get(&pid)
-                .map(RawProc::command)
-                .unwrap_or_default(),
+            command: table.command(pid),
         })
         .collect()
 }

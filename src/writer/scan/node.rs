@@ -24,7 +24,7 @@ use super::lock::{lock_states, LockEvidence};
 use super::model::{NodePod, NodeView, NsRelation, ObservedLock, PodState, ViewerInfo};
 use super::ns::ViewerFacts;
 use super::observe::{auto_seeds, identify, observed_processes, unreadable};
-use super::proc::{read_proc_locks, ProcTable};
+use super::proc::{ProcLocksSoon, ProcTable, Want};
 use super::target::{lock_targets, FileKey, Place};
 use super::{judge, DutyView, Observed, PodScope, PodSnapshot, ScanOptions, VerdictKind};
 use crate::writer::{WriterError, LOCK_NAME};
@@ -46,6 +46,7 @@ pub const OUTSIDE_PODS: &str = "outside pods";
 /// [`WriterError::Proc`] when the proc root cannot be listed.
 pub fn scan_node(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
     let root = &opts.proc_root;
+    let proc_locks = ProcLocksSoon::start(root);
     let table = ProcTable::read_with(root, true, true)?;
     let user_pids: Vec<u32> = table
         .procs
@@ -58,7 +59,12 @@ pub fn scan_node(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
         ..ScanOptions::default()
     };
     let lock_keys = lock_targets(&table, &auto, &[Place::Viewer], &user_pids, &user_pids)?;
-    let proc_locks = read_proc_locks(root);
+    // Without a lock file to look for, nothing in /proc/locks is asked.
+    let proc_locks = if lock_keys.is_empty() {
+        Vec::new()
+    } else {
+        proc_locks.get()
+    };
     let evidence = LockEvidence::gather(&table, &lock_keys, &user_pids);
     let (locks, lock_index) = lock_states(&table, &lock_keys, &evidence, &proc_locks);
     let facts = Facts {
@@ -185,9 +191,11 @@ impl Facts<'_> {
         let state = PodState::of(&snap);
         // Shown in full: a pod that needs a look or could not be read whole.
         if shown(state) {
+            let pids: Vec<u32> = snap.processes.iter().map(|p| p.pid).collect();
+            table.prefetch(&pids, Want::SHOWN);
             for p in &mut snap.processes {
-                if let Some(raw) = table.procs.get(&p.pid) {
-                    p.command = raw.command();
+                if table.procs.contains_key(&p.pid) {
+                    p.command = table.command(p.pid);
                 }
             }
         }

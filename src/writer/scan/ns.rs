@@ -191,32 +191,34 @@ pub(super) fn mount_relation(
 }
 
 /// How process `pid`'s user namespace relates to the viewer's (`own`): by
-/// its link, else its uid map; and its uid 0 as a uid of the viewer's
-/// namespace when it has one of its own.
+/// its link, else its uid map; and, when it is another, its uid 0 as a uid
+/// of the viewer's namespace when it has one of its own (`None` for the
+/// viewer's namespace itself: its uid map is read only when the links differ
+/// or may not be read).
 pub(super) fn user_relation(proc_root: &Path, own: &OwnNs, pid: u32) -> (NsRelation, Option<u32>) {
     let theirs = proc_root.join(pid.to_string());
-    let map = std::fs::read_to_string(theirs.join("uid_map")).ok();
-    let root_here = map.as_deref().and_then(|m| match user_ns_of_map(m) {
-        UserNs::Own { root_outside } => root_outside,
-        _ => None,
-    });
+    let their_map = || std::fs::read_to_string(theirs.join("uid_map")).ok();
+    let root_here = |map: Option<&str>| {
+        map.and_then(|m| match user_ns_of_map(m) {
+            UserNs::Own { root_outside } => root_outside,
+            _ => None,
+        })
+    };
     let mine = own
         .user
         .get_or_init(|| link(&proc_root.join("self/ns/user")));
     if let (Some(a), Some(b)) = (mine, link(&theirs.join("ns/user"))) {
-        let rel = if *a == b {
-            NsRelation::Same
-        } else {
-            NsRelation::Different
-        };
-        return (rel, root_here);
+        if *a == b {
+            return (NsRelation::Same, None);
+        }
+        return (NsRelation::Different, root_here(their_map().as_deref()));
     }
     let mine = own
         .uid_map
         .get_or_init(|| std::fs::read_to_string(proc_root.join("self/uid_map")).ok());
-    match (mine, map) {
+    match (mine, their_map()) {
         (Some(a), Some(b)) if *a == b => (NsRelation::Same, None),
-        (Some(_), Some(_)) => (NsRelation::Different, root_here),
+        (Some(_), Some(b)) => (NsRelation::Different, root_here(Some(&b))),
         _ => (NsRelation::Unknown, None),
     }
 }

@@ -13,7 +13,7 @@ use super::lock::{lock_states, LockEvidence};
 use super::model::NsRelation;
 use super::model::{EnvRead, ObservedLock, ViewerInfo};
 use super::ns::ViewerFacts;
-use super::proc::{read_proc_locks, ProcTable};
+use super::proc::{ProcLocksSoon, ProcTable, Want};
 use super::target::{lock_targets, FileKey, LockTarget, Place};
 use super::{PodScope, ScanOptions};
 use crate::writer::{sanitize, WriterError};
@@ -77,6 +77,7 @@ pub struct Observed {
 /// As [`super::scan()`].
 pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     let root = &opts.proc_root;
+    let proc_locks = ProcLocksSoon::start(root);
     // Auto-detection reads every user process's descriptors and environment:
     // read them up front, side by side.
     let table = ProcTable::read_with(root, opts.pod_root.is_none(), false)?;
@@ -88,10 +89,11 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         .collect();
     let tree = pod_tree(&table, opts)?;
     // A pod root: the tree's descriptors and environments are read in any
-    // case (see `unreadable`), side by side.
+    // case (see `unreadable`), and its processes are the ones shown (their
+    // command lines and cgroups): all in one pass, side by side.
     if let Some(t) = &tree {
         let members: Vec<u32> = t.iter().copied().collect();
-        table.prefetch(&members, &members);
+        table.prefetch(&members, Want::JUDGED.and(Want::SHOWN));
     }
 
     // Lock files to inspect: auto-detected from open descriptors (the pod's
@@ -103,10 +105,15 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     // The pod's paths: in the pod root's view of the file system.
     let places = Place::of(&table, opts, &user_pids);
     let lock_keys = lock_targets(&table, opts, &places, &owners, &user_pids)?;
-    let proc_locks = read_proc_locks(root);
+    // Without a lock file to look for, nothing in /proc/locks is asked.
+    let proc_locks = if lock_keys.is_empty() {
+        Vec::new()
+    } else {
+        proc_locks.get()
+    };
     // With a lock file to look for, every user process's descriptors are read.
     if tree.is_some() && !lock_keys.is_empty() {
-        table.prefetch(&user_pids, &[]);
+        table.prefetch(&user_pids, Want::FDS);
     }
     let evidence = LockEvidence::gather(&table, &lock_keys, &user_pids);
     let (locks, lock_index) = lock_states(&table, &lock_keys, &evidence, &proc_locks);
@@ -118,6 +125,9 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         )),
     };
     let (uninspected, fds_unreadable) = unreadable(&table, tree.as_ref(), &user_pids);
+    // The processes shown: their command lines and cgroups, side by side.
+    let shown: Vec<u32> = included.keys().copied().collect();
+    table.prefetch(&shown, Want::SHOWN);
     let processes = observed_processes(&table, root, &included, &locks, &lock_index, true);
     let scope = pod_scope(opts, user_pids.len(), processes.len());
     let viewer = viewer_info(&table, opts.pod_root, &processes);
@@ -365,7 +375,11 @@ pub(super) fn observed_processes(
             ppid: p.ppid,
             // Read only where shown (a command line is copied from the
             // process's memory); judging never looks at it.
-            command: if commands { p.command() } else { String::new() },
+            command: if commands {
+                table.command(*pid)
+            } else {
+                String::new()
+            },
             env: table.env(*pid),
             opens: opens.into_iter().collect(),
             holds: holds.into_iter().collect(),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::io_why;
 use super::model::NsRelation;
 use super::ns::ViewerFacts;
-use super::proc::ProcTable;
+use super::proc::{ProcTable, Want};
 use super::ScanOptions;
 use crate::writer::{sanitize, WriterError, LOCK_NAME};
 
@@ -366,7 +366,7 @@ fn add_orphans(
         return;
     }
     // Every process's descriptors are read: side by side when there are many.
-    table.prefetch(pids, &[]);
+    table.prefetch(pids, Want::FDS);
     for &pid in pids {
         for fd in table
             .fds(pid)

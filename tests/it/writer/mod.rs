@@ -3,6 +3,7 @@
 mod assess;
 mod exec;
 mod exec_tree;
+mod fixture;
 mod judge;
 mod lock_file;
 mod namespaces;

@@ -1,22 +1,21 @@
 //! Reading a `/proc` tree (the root is injectable, see
-//! [`super::ScanOptions::proc_root`]): one pass over every process's `stat`,
-//! then each process's initial environment (only the two lease variables)
-//! and its descriptors on lock files on demand, once each; and the granted
-//! FLOCK entries of `/proc/locks`.
+//! [`super::ScanOptions::proc_root`]): one pass over every process's `stat`
+//! (side by side when there are many), reading with it what the caller
+//! knows it will need of every process (its descriptors and environment for
+//! an auto-detected pod; its cgroup for the node view); then each process's
+//! initial environment (only the lease variables), descriptors on lock
+//! files, command line and cgroup on demand, once each — side by side for a
+//! set of processes asked at once ([`ProcTable::prefetch`]); and the granted
+//! FLOCK entries of `/proc/locks`. The files of one process are read by
+//! `files`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Read};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use procfs::FromBufRead;
-
-use super::io_why;
 use super::kube::ContainerRef;
 use super::model::EnvRead;
 use super::model::NsRelation;
 use crate::writer::{sanitize, WriterError};
-use crate::writer::{ENABLE, HELD, LOCK_NAME};
 
 /// What the scan keeps of a process's initial environment: the two lease
 /// variables, whether reading was refused, and `HOSTNAME` (a pod's name).
@@ -55,19 +54,17 @@ pub(super) struct FdsRead {
     pub(super) unreadable: Option<String>,
 }
 
-/// From how many processes a prefetching [`ProcTable::read_with`] reads with
-/// several threads.
-const THREADS_FROM: usize = 128;
-
-/// Linux `PF_KTHREAD` in the `flags` field of `/proc/PID/stat`.
-const PF_KTHREAD: u32 = 0x0020_0000;
+/// From how many processes a pass over them reads with several threads:
+/// a thread costs ~30 µs to start, a process's `stat` alone ~8 µs to read
+/// (its descriptors, environment, command line and cgroup ~30 µs more).
+const THREADS_FROM: usize = 32;
 
 #[derive(Debug)]
 pub(super) struct RawProc {
     pub(super) pid: u32,
     pub(super) ppid: u32,
     /// `comm` from `stat`; the command line is read only for the processes
-    /// shown (see [`RawProc::command`]).
+    /// shown (see [`ProcTable::command`]).
     pub(super) comm: String,
     pub(super) starttime: u64,
     /// A kernel thread: no environment, no descriptors, never in a pod.
@@ -76,42 +73,35 @@ pub(super) struct RawProc {
     pub(super) dir: PathBuf,
 }
 
-impl RawProc {
-    /// The command line, escaped (`[comm]` when empty). Read on demand: reading
-    /// another process's `cmdline` copies from its memory, and most processes
-    /// of a machine are not in the pod.
-    pub(super) fn command(&self) -> String {
-        read_command(&self.dir, &self.comm)
-    }
-}
-
 /// A one-pass read of every process's `stat` under the proc root; the
-/// environment and the descriptors are read on demand, once each.
+/// environment, the descriptors, the command line and the cgroup are read
+/// on demand (or prefetched), once each.
 pub(super) struct ProcTable {
     root: PathBuf,
     pub(super) procs: BTreeMap<u32, RawProc>,
-    env_cache: std::cell::RefCell<BTreeMap<u32, EnvEntry>>,
-    fd_cache: std::cell::RefCell<BTreeMap<u32, std::rc::Rc<FdsRead>>>,
-    cgroup_cache: std::cell::RefCell<BTreeMap<u32, Option<ContainerRef>>>,
-    mount_cache: std::cell::RefCell<BTreeMap<u32, (NsRelation, Option<String>)>>,
-    user_cache: std::cell::RefCell<BTreeMap<u32, (NsRelation, Option<u32>)>>,
+    env_cache: RefCell<BTreeMap<u32, EnvEntry>>,
+    fd_cache: RefCell<BTreeMap<u32, Rc<FdsRead>>>,
+    cgroup_cache: RefCell<BTreeMap<u32, Option<ContainerRef>>>,
+    command_cache: RefCell<BTreeMap<u32, String>>,
+    mount_cache: RefCell<BTreeMap<u32, (NsRelation, Option<String>)>>,
+    user_cache: RefCell<BTreeMap<u32, (NsRelation, Option<u32>)>>,
     own_ns: super::ns::OwnNs,
-    mnt_id_cache: std::cell::RefCell<BTreeMap<u32, Option<std::ffi::OsString>>>,
+    mnt_id_cache: RefCell<BTreeMap<u32, Option<std::ffi::OsString>>>,
 }
 
 impl ProcTable {
-    /// Every process's `stat` under `root`; descriptors and environments are
-    /// read on demand.
+    /// Every process's `stat` under `root`; the rest is read on demand.
     pub(super) fn read(root: &Path) -> Result<ProcTable, WriterError> {
         Self::read_with(root, false, false)
     }
 
     /// Every process's `stat` under `root`, and with `prefetch` also every
-    /// user process's descriptors and initial environment, read by a few
-    /// threads side by side (an auto-detected pod reads them all anyway; each
-    /// is still read once, and cached as [`ProcTable::fds`] and
-    /// [`ProcTable::env`] would cache it); with `cgroups` also every user
-    /// process's cgroup (the node view groups every process by pod).
+    /// user process's descriptors and initial environment (an auto-detected
+    /// pod reads them all anyway), with `cgroups` also every user process's
+    /// cgroup (the node view groups every process by pod): read by a few
+    /// threads side by side when there are many processes, each file still
+    /// read once, and cached as [`ProcTable::fds`], [`ProcTable::env`] and
+    /// [`ProcTable::container`] would cache it.
     ///
     /// # Errors
     /// [`WriterError::Proc`] when `root` cannot be listed.
@@ -137,102 +127,108 @@ impl ProcTable {
         })
         .map_err(listing_error)?;
         drop(dir);
-        // Threads only pay off with enough to read: ~30 µs to start one
-        // against ~25 µs of reads per process.
-        let threads = if prefetch && pids.len() >= THREADS_FROM {
-            reading_threads()
-        } else {
-            1
+        let want = Want {
+            cgroup: cgroups,
+            ..if prefetch {
+                Want::JUDGED
+            } else {
+                Want::NOTHING
+            }
         };
-        let shares = in_shares(&pids, threads, &|&pid, bufs| {
-            read_one(root, pid, prefetch, cgroups, bufs)
+        let shares = in_shares(&pids, threads_for(pids.len()), &|&pid, bufs| {
+            read_one(root, pid, want, bufs)
         });
-        let mut procs = BTreeMap::new();
-        let mut env_cache = BTreeMap::new();
-        let mut fd_cache = BTreeMap::new();
-        let mut cgroup_cache = BTreeMap::new();
-        for r in shares {
-            if let Some(f) = r.fds {
-                fd_cache.insert(r.proc.pid, std::rc::Rc::new(f));
-            }
-            if let Some(e) = r.env {
-                env_cache.insert(r.proc.pid, e);
-            }
-            if let Some(c) = r.cgroup {
-                cgroup_cache.insert(r.proc.pid, c);
-            }
-            procs.insert(r.proc.pid, r.proc);
-        }
-        Ok(ProcTable {
+        let table = ProcTable {
             root: root.to_path_buf(),
-            procs,
-            env_cache: std::cell::RefCell::new(env_cache),
-            fd_cache: std::cell::RefCell::new(fd_cache),
-            cgroup_cache: std::cell::RefCell::new(cgroup_cache),
-            mount_cache: std::cell::RefCell::default(),
-            user_cache: std::cell::RefCell::default(),
+            procs: BTreeMap::new(),
+            env_cache: RefCell::default(),
+            fd_cache: RefCell::default(),
+            cgroup_cache: RefCell::default(),
+            command_cache: RefCell::default(),
+            mount_cache: RefCell::default(),
+            user_cache: RefCell::default(),
             own_ns: super::ns::OwnNs::default(),
-            mnt_id_cache: std::cell::RefCell::default(),
-        })
+            mnt_id_cache: RefCell::default(),
+        };
+        let mut procs = BTreeMap::new();
+        for (proc, parts) in shares {
+            table.keep(proc.pid, parts);
+            procs.insert(proc.pid, proc);
+        }
+        Ok(ProcTable { procs, ..table })
     }
 
-    /// Reads, side by side, the descriptors of the processes `fds` and the
-    /// environments of `env` that are not cached yet, into the caches that
-    /// [`ProcTable::fds`] and [`ProcTable::env`] answer from. Kernel threads
-    /// and pids not in the table are left to those (they read nothing), and
-    /// so is everything when there is too little to read for threads.
-    pub(super) fn prefetch(&self, fds: &[u32], env: &[u32]) {
-        let mut want: BTreeMap<u32, (bool, bool)> = BTreeMap::new();
-        let user = |pid: &u32| self.procs.get(pid).is_some_and(|p| !p.kthread);
-        for pid in fds.iter().filter(|p| user(p)) {
-            if !self.fd_cache.borrow().contains_key(pid) {
-                want.entry(*pid).or_default().0 = true;
+    /// Puts what was read of `pid` into the caches.
+    fn keep(&self, pid: u32, parts: Parts) {
+        if let Some(f) = parts.fds {
+            self.fd_cache.borrow_mut().insert(pid, Rc::new(f));
+        }
+        if let Some(e) = parts.env {
+            self.env_cache.borrow_mut().insert(pid, e);
+        }
+        if let Some(c) = parts.cgroup {
+            self.cgroup_cache.borrow_mut().insert(pid, c);
+        }
+        if let Some(c) = parts.command {
+            self.command_cache.borrow_mut().insert(pid, c);
+        }
+    }
+
+    /// Reads, side by side, what `want` asks of each process of `pids` that
+    /// is not cached yet, into the caches that [`ProcTable::fds`],
+    /// [`ProcTable::env`], [`ProcTable::command`] and
+    /// [`ProcTable::container`] answer from. Kernel threads and pids not in
+    /// the table are left to those (they read nothing), and so is
+    /// everything when there is too little to read for threads.
+    pub(super) fn prefetch(&self, pids: &[u32], want: Want) {
+        let mut todo: BTreeMap<u32, Want> = BTreeMap::new();
+        for &pid in pids {
+            if self.procs.get(&pid).is_none_or(|p| p.kthread) {
+                continue;
+            }
+            let need = Want {
+                fds: want.fds && !self.fd_cache.borrow().contains_key(&pid),
+                env: want.env && !self.env_cache.borrow().contains_key(&pid),
+                command: want.command && !self.command_cache.borrow().contains_key(&pid),
+                cgroup: want.cgroup && !self.cgroup_cache.borrow().contains_key(&pid),
+            };
+            if !need.is_nothing() {
+                let w = todo.entry(pid).or_default();
+                *w = w.and(need);
             }
         }
-        for pid in env.iter().filter(|p| user(p)) {
-            if !self.env_cache.borrow().contains_key(pid) {
-                want.entry(*pid).or_default().1 = true;
-            }
-        }
-        if want.len() < THREADS_FROM {
+        if todo.len() < THREADS_FROM {
             return;
         }
-        let want: Vec<(u32, bool, bool)> = want.into_iter().map(|(p, (f, e))| (p, f, e)).collect();
+        let todo: Vec<(u32, Want)> = todo.into_iter().collect();
         let (root, procs) = (&self.root, &self.procs);
-        let got = in_shares(&want, reading_threads(), &|&(pid, f, e), bufs| {
-            let dir = &procs.get(&pid)?.dir;
-            let fds = f.then(|| lock_fds(root, pid, bufs));
-            let env = e.then(|| read_lease_env(dir, &mut bufs.env));
-            Some((pid, fds, env))
+        let got = in_shares(&todo, threads_for(todo.len()), &|&(pid, w), bufs| {
+            Some((pid, read_parts(root, procs.get(&pid)?, w, bufs)))
         });
-        for (pid, fds, env) in got {
-            if let Some(f) = fds {
-                self.fd_cache.borrow_mut().insert(pid, std::rc::Rc::new(f));
-            }
-            if let Some(e) = env {
-                self.env_cache.borrow_mut().insert(pid, e);
-            }
+        for (pid, parts) in got {
+            self.keep(pid, parts);
         }
     }
 
     /// The two lease variables of a process's initial environment (cached).
     pub(super) fn env(&self, pid: u32) -> EnvRead {
-        self.env_entry(pid).env
+        self.with_env(pid, |e| e.env.clone())
     }
 
     /// Whether reading the environment was refused (not: the process exited).
     pub(super) fn env_denied(&self, pid: u32) -> bool {
-        self.env_entry(pid).denied
+        self.with_env(pid, |e| e.denied)
     }
 
     /// `HOSTNAME` of a process's initial environment (cached), unescaped.
     pub(super) fn hostname(&self, pid: u32) -> Option<String> {
-        self.env_entry(pid).hostname
+        self.with_env(pid, |e| e.hostname.clone())
     }
 
-    fn env_entry(&self, pid: u32) -> EnvEntry {
+    /// `f` of the process's environment entry, read once.
+    fn with_env<T>(&self, pid: u32, f: impl FnOnce(&EnvEntry) -> T) -> T {
         if let Some(e) = self.env_cache.borrow().get(&pid) {
-            return e.clone();
+            return f(e);
         }
         let e = match self.procs.get(&pid) {
             Some(p) if p.kthread => EnvEntry {
@@ -245,7 +241,7 @@ impl ProcTable {
             },
             Some(p) => {
                 let mut bufs = ScanBufs::new();
-                let e = read_lease_env(&p.dir, &mut bufs.env);
+                let e = bufs.lease_env(&p.dir);
                 bufs.wipe();
                 e
             }
@@ -255,8 +251,25 @@ impl ProcTable {
                 hostname: None,
             },
         };
-        self.env_cache.borrow_mut().insert(pid, e.clone());
-        e
+        let out = f(&e);
+        self.env_cache.borrow_mut().insert(pid, e);
+        out
+    }
+
+    /// The command line of a process, escaped (`[comm]` when empty; empty
+    /// for a pid not in the table), read once. Read for the processes shown
+    /// only: reading another process's `cmdline` copies from its memory,
+    /// and most processes of a machine are not in the pod.
+    pub(super) fn command(&self, pid: u32) -> String {
+        if let Some(c) = self.command_cache.borrow().get(&pid) {
+            return c.clone();
+        }
+        let Some(p) = self.procs.get(&pid) else {
+            return String::new();
+        };
+        let c = files::read_command(&p.dir, &p.comm, &mut Vec::new());
+        self.command_cache.borrow_mut().insert(pid, c.clone());
+        c
     }
 
     /// The container and pod of a process, from its cgroup (cached); `None`
@@ -269,7 +282,7 @@ impl ProcTable {
             .procs
             .get(&pid)
             .filter(|p| !p.kthread)
-            .and_then(|p| read_container(&p.dir, &mut Vec::new()));
+            .and_then(|p| files::read_container(&p.dir, &mut Vec::new()));
         self.cgroup_cache.borrow_mut().insert(pid, c.clone());
         c
     }
@@ -321,17 +334,15 @@ impl ProcTable {
     }
 
     /// The descriptors of `pid` on lock files (cached).
-    pub(super) fn fds(&self, pid: u32) -> std::rc::Rc<FdsRead> {
+    pub(super) fn fds(&self, pid: u32) -> Rc<FdsRead> {
         if let Some(f) = self.fd_cache.borrow().get(&pid) {
-            return std::rc::Rc::clone(f);
+            return Rc::clone(f);
         }
-        let f = std::rc::Rc::new(match self.procs.get(&pid) {
-            Some(p) if !p.kthread => lock_fds(&self.root, pid, &mut ScanBufs::new()),
+        let f = Rc::new(match self.procs.get(&pid) {
+            Some(p) if !p.kthread => files::lock_fds(&self.root, pid, &mut ScanBufs::new()),
             _ => FdsRead::default(),
         });
-        self.fd_cache
-            .borrow_mut()
-            .insert(pid, std::rc::Rc::clone(&f));
+        self.fd_cache.borrow_mut().insert(pid, Rc::clone(&f));
         f
     }
 
@@ -375,400 +386,135 @@ impl ProcTable {
     }
 }
 
-fn read_command(dir: &Path, comm: &str) -> String {
-    let mut buf = Vec::new();
-    let ok = read_proc(&dir.join("cmdline"), &mut buf).is_ok();
-    let args: Vec<String> = if ok {
-        buf.split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| sanitize(&String::from_utf8_lossy(a)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    if args.is_empty() {
-        format!("[{}]", sanitize(comm))
-    } else {
-        args.join(" ")
-    }
-}
-
-/// The fields of `/proc/PID/stat` the scanner uses.
-struct Stat {
-    ppid: u32,
-    comm: String,
-    flags: u32,
-    starttime: u64,
-}
-
-/// Parses `/proc/PID/stat`: `pid (comm) state ppid … flags … starttime …`.
-/// The command name may contain spaces and parentheses, so it ends at the
-/// *last* `)`.
-fn parse_stat(buf: &[u8]) -> Option<Stat> {
-    let open = buf.iter().position(|b| *b == b'(')?;
-    let close = buf.iter().rposition(|b| *b == b')')?;
-    let comm = String::from_utf8_lossy(buf.get(open + 1..close)?).into_owned();
-    let rest = std::str::from_utf8(buf.get(close + 1..)?).ok()?;
-    // After ") ": state(0) ppid(1) pgrp session tty_nr tpgid flags(6) minflt
-    // cminflt majflt cmajflt utime stime cutime cstime priority nice
-    // num_threads itrealvalue starttime(19).
-    let f: Vec<&str> = rest.split_ascii_whitespace().take(20).collect();
-    Some(Stat {
-        ppid: f.get(1)?.parse().ok()?,
-        comm,
-        flags: f.get(6)?.parse().ok()?,
-        starttime: f.get(19)?.parse().ok()?,
-    })
-}
-
 /// How many threads read `/proc` side by side: one per core, at most 4.
 fn reading_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
-/// `f` over `items` with `threads` threads (this one included), each taking
-/// every `threads`-th item with buffers of its own (wiped when it is done);
-/// the results of the items `f` kept, in no particular order. A thread that
-/// cannot be started leaves its share to this one.
+/// How many threads read `n` processes: [`reading_threads`] from
+/// [`THREADS_FROM`] processes, else this one alone.
+fn threads_for(n: usize) -> usize {
+    if n >= THREADS_FROM {
+        reading_threads()
+    } else {
+        1
+    }
+}
+
+/// `f` over `items` with `threads` threads (this one included), each with
+/// buffers of its own (wiped when it is done) and each taking the next item
+/// no thread has taken yet: a thread slowed down (a process with thousands
+/// of descriptors, or a core taken by other work) leaves more to the
+/// others. The results of the items `f` kept, in no particular order. A
+/// thread that cannot be started leaves its items to the others; the items
+/// of one whose `f` panicked are read again here (a panic then surfaces
+/// here, as it would have without threads).
 fn in_shares<I: Sync, T: Send>(
     items: &[I],
     threads: usize,
     f: &(dyn Fn(&I, &mut ScanBufs) -> Option<T> + Sync),
 ) -> Vec<T> {
-    let share = |k: usize| -> Vec<T> {
-        let mut bufs = ScanBufs::new();
-        let out = items
-            .iter()
-            .skip(k)
-            .step_by(threads)
-            .filter_map(|i| f(i, &mut bufs))
-            .collect();
-        bufs.wipe();
-        out
-    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
     if threads <= 1 {
-        return share(0);
+        let mut bufs = ScanBufs::new();
+        let out = items.iter().filter_map(|i| f(i, &mut bufs)).collect();
+        bufs.wipe();
+        return out;
     }
+    let next = AtomicUsize::new(0);
+    // The indices a thread took, and the results of those `f` kept.
+    let take = || -> (Vec<usize>, Vec<T>) {
+        let mut bufs = ScanBufs::new();
+        let (mut taken, mut out) = (Vec::new(), Vec::new());
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(i) = items.get(k) else { break };
+            taken.push(k);
+            out.extend(f(i, &mut bufs));
+        }
+        bufs.wipe();
+        (taken, out)
+    };
     std::thread::scope(|s| {
-        let share = &share;
+        let take = &take;
         let others: Vec<_> = (1..threads)
-            .map(|k| {
-                let h = std::thread::Builder::new()
+            .filter_map(|_| {
+                std::thread::Builder::new()
                     .name("pod-scan".into())
-                    .spawn_scoped(s, move || share(k));
-                (k, h)
+                    .spawn_scoped(s, take)
+                    .ok()
             })
             .collect();
-        let mut out = share(0);
-        for (k, h) in others {
-            // A thread that could not start, or whose share panicked: the
-            // share is read again here (a panic then surfaces here, as it
-            // would have without threads).
-            match h.map_err(drop).and_then(|h| h.join().map_err(drop)) {
-                Ok(v) => out.extend(v),
-                Err(()) => out.extend(share(k)),
+        let (mut done, mut out) = take();
+        let mut lost = false;
+        for h in others {
+            match h.join() {
+                Ok((taken, v)) => {
+                    done.extend(taken);
+                    out.extend(v);
+                }
+                Err(_) => lost = true,
             }
+        }
+        if lost {
+            let mut seen = vec![false; items.len()];
+            for k in done {
+                seen[k] = true;
+            }
+            let mut bufs = ScanBufs::new();
+            for (k, i) in items.iter().enumerate() {
+                if !seen[k] {
+                    out.extend(f(i, &mut bufs));
+                }
+            }
+            bufs.wipe();
         }
         out
     })
 }
 
-/// One process as [`ProcTable::read_with`] read it: its `stat`, and when
-/// prefetched its descriptors on lock files, its environment and its cgroup.
-struct ReadProc {
-    proc: RawProc,
-    fds: Option<FdsRead>,
-    env: Option<EnvEntry>,
-    cgroup: Option<Option<ContainerRef>>,
+/// The granted FLOCK entries of `{root}/locks` ([`read_proc_locks`]), read
+/// by a thread of their own while the scan reads the processes: the kernel
+/// makes the first reader of `/proc/locks` in a while wait for an RCU grace
+/// period (the writer side of its file-lock list's lock: 10–20 ms on a
+/// loaded machine, off the CPU), which then passes meanwhile. Dropped
+/// unasked (no lock file to look for), the thread ends on its own.
+pub(super) struct ProcLocksSoon {
+    root: PathBuf,
+    reading: Option<std::thread::JoinHandle<Vec<procfs::Lock>>>,
 }
 
-/// Reads `{root}/PID/stat`, and with `prefetch` (and not a kernel thread)
-/// the descriptors and the environment, with `cgroups` its cgroup; `None`
-/// when the process is gone or `{root}/PID` is not a process directory.
-fn read_one(
-    root: &Path,
-    pid: u32,
-    prefetch: bool,
-    cgroups: bool,
-    bufs: &mut ScanBufs,
-) -> Option<ReadProc> {
-    let dir = root.join(pid.to_string());
-    // Gone meanwhile, or not a process directory.
-    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
-    let stat = parse_stat(&bufs.stat)?;
-    let kthread = stat.flags & PF_KTHREAD != 0;
-    let (fds, env) = if prefetch && !kthread {
-        (
-            Some(lock_fds(root, pid, bufs)),
-            Some(read_lease_env(&dir, &mut bufs.env)),
-        )
-    } else {
-        (None, None)
-    };
-    let cgroup = (cgroups && !kthread).then(|| read_container(&dir, &mut bufs.stat));
-    Some(ReadProc {
-        proc: RawProc {
-            pid,
-            ppid: stat.ppid,
-            comm: stat.comm,
-            starttime: stat.starttime,
-            kthread,
-            dir,
-        },
-        fds,
-        env,
-        cgroup,
-    })
-}
-
-/// A process's container and pod from `{dir}/cgroup`, read into `buf`.
-fn read_container(dir: &Path, buf: &mut Vec<u8>) -> Option<ContainerRef> {
-    read_proc(&dir.join("cgroup"), buf).ok()?;
-    super::kube::container_of(&String::from_utf8_lossy(buf))
-}
-
-/// The buffers of one scanning thread, reused from process to process.
-struct ScanBufs {
-    stat: Vec<u8>,
-    /// Environments: wiped after each read (see [`read_lease_env`]).
-    env: Vec<u8>,
-    dents: DirentBuf,
-    link: Vec<u8>,
-}
-
-impl ScanBufs {
-    fn new() -> Self {
-        ScanBufs {
-            stat: Vec::with_capacity(1024),
-            env: Vec::with_capacity(16 * 1024),
-            dents: DirentBuf::new(),
-            link: vec![0; 4096],
+impl ProcLocksSoon {
+    /// Starts reading `{root}/locks`.
+    pub(super) fn start(root: &Path) -> ProcLocksSoon {
+        let owned = root.to_path_buf();
+        let reading = std::thread::Builder::new()
+            .name("proc-locks".into())
+            .spawn(move || read_proc_locks(&owned))
+            .ok();
+        ProcLocksSoon {
+            root: root.to_path_buf(),
+            reading,
         }
     }
 
-    /// Overwrites everything the environment buffer ever held.
-    fn wipe(&mut self) {
-        let cap = self.env.capacity();
-        self.env.clear();
-        self.env.resize(cap, 0);
-        self.env.clear();
+    /// The entries, once read (read here if the thread could not start or
+    /// failed).
+    pub(super) fn get(self) -> Vec<procfs::Lock> {
+        match self.reading.map(std::thread::JoinHandle::join) {
+            Some(Ok(locks)) => locks,
+            _ => read_proc_locks(&self.root),
+        }
     }
 }
 
-/// Reads `/proc/PID/environ` into `buf` and keeps only the two lease
-/// variables and `HOSTNAME`. The bytes read are overwritten before this
-/// returns, so no other variable outlives the call. `denied` is true when the
-/// read was refused (another user's process), false when it worked or the
-/// process exited meanwhile.
-fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> EnvEntry {
-    let res = read_proc(&dir.join("environ"), buf);
-    let unreadable = |why: String, denied: bool| EnvEntry {
-        env: EnvRead::Unreadable(why),
-        denied,
-        hostname: None,
-    };
-    let out = match res {
-        Err(e)
-            if e.kind() == std::io::ErrorKind::NotFound
-                || e.raw_os_error() == Some(libc::ESRCH) =>
-        {
-            unreadable("the process exited".into(), false)
-        }
-        Err(e) => unreadable(io_why(&e), true),
-        Ok(()) => {
-            let enable_eq = format!("{ENABLE}=");
-            let held_eq = format!("{HELD}=");
-            let mut enable = None;
-            let mut stamp = None;
-            let mut hostname = None;
-            for entry in buf.split(|b| *b == 0) {
-                if let Some(v) = entry.strip_prefix(enable_eq.as_bytes()) {
-                    enable = Some(String::from_utf8_lossy(v).into_owned());
-                } else if let Some(v) = entry.strip_prefix(held_eq.as_bytes()) {
-                    stamp = Some(String::from_utf8_lossy(v).into_owned());
-                } else if let Some(v) = entry.strip_prefix(b"HOSTNAME=") {
-                    let v = &v[..v.len().min(256)];
-                    hostname = Some(String::from_utf8_lossy(v).into_owned());
-                }
-            }
-            EnvEntry {
-                env: EnvRead::Read { enable, stamp },
-                denied: false,
-                hostname,
-            }
-        }
-    };
-    // Overwrite what was read (earlier reads into this buffer were wiped
-    // the same way).
-    buf.fill(0);
-    buf.clear();
-    out
-}
-
-/// The descriptors of `pid` on a file named `.writer.lock`: the table listed
-/// with raw `getdents64`, one `readlinkat` per descriptor relative to the
-/// open table (no path walk through `/proc/PID/fd` each time), and a path
-/// allocated only for a descriptor on a lock file. A refused read (another
-/// user's process) is reported in `unreadable`; a process or descriptor that
-/// vanished meanwhile is simply absent.
-fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let dir = root.join(pid.to_string()).join("fd");
-    let table = match open_dir(&dir) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FdsRead::default(),
-        Err(e) => {
-            return FdsRead {
-                fds: Vec::new(),
-                unreadable: Some(format!("/proc/{pid}/fd: {}", io_why(&e))),
-            }
-        }
-    };
-    let mut out = FdsRead::default();
-    let link = &mut bufs.link;
-    // Entries read before an error (the process exited) are kept, as
-    // `read_dir` did.
-    let _ = each_entry(&table, &mut bufs.dents, |name| {
-        let Some(fd) = std::str::from_utf8(name.to_bytes())
-            .ok()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            return;
-        };
-        // SAFETY: `name` is NUL-terminated; the kernel writes at most
-        // `link.len()` bytes.
-        let n = unsafe {
-            libc::readlinkat(
-                table.as_raw_fd(),
-                name.as_ptr(),
-                link.as_mut_ptr().cast(),
-                link.len(),
-            )
-        };
-        let target: &[u8] = if n < 0 {
-            let err = std::io::Error::last_os_error();
-            if err.kind() == std::io::ErrorKind::PermissionDenied {
-                out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
-            }
-            // Else gone meanwhile.
-            return;
-        } else if n as usize == link.len() {
-            // Possibly cut short: ask again with a buffer as large as needed.
-            match std::fs::read_link(dir.join(fd.to_string())) {
-                Ok(t) => {
-                    check_lock_fd(root, pid, fd, t.as_os_str().as_bytes(), &mut out);
-                    return;
-                }
-                Err(_) => return,
-            }
-        } else {
-            &link[..n as usize]
-        };
-        check_lock_fd(root, pid, fd, target, &mut out);
-    });
-    out
-}
-
-/// Adds descriptor `fd` of `pid` (its link's target `target`) to `out` when
-/// it is on a lock file; a path that is not absolute (socket, pipe, anon
-/// inode) is not.
-fn check_lock_fd(root: &Path, pid: u32, fd: i32, target: &[u8], out: &mut FdsRead) {
-    use std::os::unix::ffi::OsStrExt;
-    if target.first() != Some(&b'/') {
-        return;
-    }
-    let target = Path::new(std::ffi::OsStr::from_bytes(target));
-    match lock_fd(root, pid, fd, target) {
-        Ok(Some(l)) => out.fds.push(l),
-        Ok(None) => {}
-        Err(why) => out.unreadable = Some(why),
-    }
-}
-
-/// If descriptor `fd` (pointing at `target`) is on a file named
-/// `.writer.lock`, its identity and the FLOCK lines of its fdinfo. An error
-/// says what could not be read.
-fn lock_fd(root: &Path, pid: u32, fd: i32, target: &Path) -> Result<Option<LockFd>, String> {
-    let shown = target.to_string_lossy();
-    let marked_deleted = shown.ends_with(" (deleted)");
-    let trimmed = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
-    if Path::new(trimmed)
-        .file_name()
-        .is_none_or(|n| n != LOCK_NAME)
-    {
-        return Ok(None);
-    }
-    let link = root.join(pid.to_string()).join("fd").join(fd.to_string());
-    let md = match std::fs::metadata(&link) {
-        Ok(md) => md,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return Err(format!("/proc/{pid}/fd/{fd}: permission denied"))
-        }
-        Err(_) => return Ok(None),
-    };
-    let fdinfo = root
-        .join(pid.to_string())
-        .join("fdinfo")
-        .join(fd.to_string());
-    let f = match std::fs::File::open(fdinfo) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("/proc/{pid}/fdinfo/{fd}: {}", io_why(&e))),
-    };
-    let lines: String = std::io::BufReader::new(f)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| l.strip_prefix("lock:").map(|s| s.trim().to_string()))
-        .map(|l| l + "\n")
-        .collect();
-    let lock_ids = procfs::Locks::from_buf_read(lines.as_bytes())
-        .map(|parsed| {
-            parsed
-                .0
-                .into_iter()
-                .filter(|l| l.lock_type == procfs::LockType::FLock)
-                .map(|l| (l.devmaj, l.devmin, l.inode))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Some(LockFd {
-        dev: md.dev(),
-        ino: md.ino(),
-        path: sanitize(&shown),
-        link,
-        target: PathBuf::from(trimmed),
-        lock_ids,
-        // A file really named `.writer.lock (deleted)` still has a link.
-        deleted: marked_deleted && md.nlink() == 0,
-    }))
-}
-
-/// Granted FLOCK entries of `{root}/locks`. Lines starting `->` are blocked
-/// requests, not holders, and are dropped before parsing.
-pub(super) fn read_proc_locks(root: &Path) -> Vec<procfs::Lock> {
-    // Read to the end (a seq_file read returns about a page at a time), into
-    // room reserved beforehand: no 32-byte probe reads.
-    let mut raw = Vec::with_capacity(16 * 1024);
-    let read = std::fs::File::open(root.join("locks")).and_then(|mut f| f.read_to_end(&mut raw));
-    let Some(text) = read.ok().and_then(|_| String::from_utf8(raw).ok()) else {
-        return Vec::new();
-    };
-    let granted: String = text
-        .lines()
-        .filter(|l| !l.contains(" -> ") && !l.contains(":->"))
-        .map(|l| format!("{}\n", l.trim()))
-        .collect();
-    procfs::Locks::from_buf_read(granted.as_bytes())
-        .map(|l| l.0)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|l| l.lock_type == procfs::LockType::FLock)
-        .collect()
-}
-
+mod files;
 mod raw;
 #[cfg(test)]
 mod tests;
 
-use raw::{each_entry, open_dir, read_proc, DirentBuf};
+use files::{read_one, read_parts, Parts, ScanBufs};
+pub(super) use files::{read_proc_locks, Want};
+use raw::{each_entry, open_dir, DirentBuf};
+use std::cell::RefCell;
+use std::rc::Rc;

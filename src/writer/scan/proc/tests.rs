@@ -1,4 +1,7 @@
+use super::files::parse_stat;
+use super::raw::read_proc;
 use super::*;
+use crate::writer::{ENABLE, LOCK_NAME};
 
 #[test]
 fn parse_stat_takes_comm_up_to_the_last_paren() {
@@ -77,7 +80,7 @@ fn prefetched_table_reads_what_the_lazy_one_reads() {
         .filter(|p| !p.kthread)
         .map(|p| p.pid)
         .collect();
-    late.prefetch(&late_users, &late_users);
+    late.prefetch(&late_users, Want::JUDGED);
     for u in &late_users {
         assert!(
             late.fd_cache.borrow().contains_key(u),

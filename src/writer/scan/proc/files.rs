@@ -1,0 +1,444 @@
+//! One process's `/proc` files, read into what the scan keeps of them: its
+//! `stat` (parent, flags, start time, `comm`), and as asked ([`Want`]) its
+//! descriptors on lock files, the lease variables of its initial
+//! environment, its command line and its cgroup's container; and the
+//! granted FLOCK entries of `/proc/locks`.
+
+use std::io::{BufRead, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use procfs::FromBufRead;
+
+use super::super::io_why;
+use super::super::kube::ContainerRef;
+use super::super::model::EnvRead;
+use super::raw::{each_entry, open_dir, read_proc, DirentBuf};
+use super::{EnvEntry, FdsRead, LockFd, RawProc};
+use crate::writer::sanitize;
+use crate::writer::{ENABLE, HELD, LOCK_NAME};
+
+/// Linux `PF_KTHREAD` in the `flags` field of `/proc/PID/stat`.
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// What to read of a process besides its `stat` (kernel threads have none
+/// of it: they are never asked).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(in crate::writer::scan) struct Want {
+    /// Its descriptors on lock files.
+    pub(in crate::writer::scan) fds: bool,
+    /// The lease variables of its initial environment.
+    pub(in crate::writer::scan) env: bool,
+    /// Its command line (a process shown).
+    pub(in crate::writer::scan) command: bool,
+    /// Its cgroup's container and pod.
+    pub(in crate::writer::scan) cgroup: bool,
+}
+
+impl Want {
+    /// Nothing but `stat`.
+    pub(super) const NOTHING: Want = Want {
+        fds: false,
+        env: false,
+        command: false,
+        cgroup: false,
+    };
+    /// Its descriptors alone (who has a lock file open, who holds it).
+    pub(in crate::writer::scan) const FDS: Want = Want {
+        fds: true,
+        env: false,
+        command: false,
+        cgroup: false,
+    };
+    /// What judging a process needs: its descriptors and environment.
+    pub(in crate::writer::scan) const JUDGED: Want = Want {
+        fds: true,
+        env: true,
+        command: false,
+        cgroup: false,
+    };
+    /// What showing a process adds: its command line and container.
+    pub(in crate::writer::scan) const SHOWN: Want = Want {
+        fds: false,
+        env: false,
+        command: true,
+        cgroup: true,
+    };
+
+    /// Both wants.
+    pub(in crate::writer::scan) fn and(self, o: Want) -> Want {
+        Want {
+            fds: self.fds || o.fds,
+            env: self.env || o.env,
+            command: self.command || o.command,
+            cgroup: self.cgroup || o.cgroup,
+        }
+    }
+
+    /// Nothing is wanted.
+    pub(super) fn is_nothing(self) -> bool {
+        self == Want::NOTHING
+    }
+}
+
+/// What was read of one process besides its `stat` (`None`: not asked).
+#[derive(Debug, Default)]
+pub(super) struct Parts {
+    pub(super) fds: Option<FdsRead>,
+    pub(super) env: Option<EnvEntry>,
+    pub(super) command: Option<String>,
+    pub(super) cgroup: Option<Option<ContainerRef>>,
+}
+
+/// The buffers of one scanning thread, reused from process to process.
+pub(super) struct ScanBufs {
+    stat: Vec<u8>,
+    /// Environments: wiped after each read (see [`read_lease_env`]).
+    env: Vec<u8>,
+    dents: DirentBuf,
+    link: Vec<u8>,
+}
+
+impl ScanBufs {
+    pub(super) fn new() -> Self {
+        ScanBufs {
+            stat: Vec::with_capacity(1024),
+            env: Vec::with_capacity(16 * 1024),
+            dents: DirentBuf::new(),
+            link: vec![0; 4096],
+        }
+    }
+
+    /// The lease variables of the initial environment of the process at
+    /// `dir` (see [`read_lease_env`]).
+    pub(super) fn lease_env(&mut self, dir: &Path) -> EnvEntry {
+        read_lease_env(dir, &mut self.env)
+    }
+
+    /// Overwrites everything the environment buffer ever held.
+    pub(super) fn wipe(&mut self) {
+        let cap = self.env.capacity();
+        self.env.clear();
+        self.env.resize(cap, 0);
+        self.env.clear();
+    }
+}
+
+/// Reads `{root}/PID/stat` and, unless it is a kernel thread, what `want`
+/// asks; `None` when the process is gone or `{root}/PID` is not a process
+/// directory.
+pub(super) fn read_one(
+    root: &Path,
+    pid: u32,
+    want: Want,
+    bufs: &mut ScanBufs,
+) -> Option<(RawProc, Parts)> {
+    let dir = root.join(pid.to_string());
+    // Gone meanwhile, or not a process directory.
+    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
+    let stat = parse_stat(&bufs.stat)?;
+    let proc = RawProc {
+        pid,
+        ppid: stat.ppid,
+        comm: stat.comm,
+        starttime: stat.starttime,
+        kthread: stat.flags & PF_KTHREAD != 0,
+        dir,
+    };
+    let parts = if proc.kthread {
+        Parts::default()
+    } else {
+        read_parts(root, &proc, want, bufs)
+    };
+    Some((proc, parts))
+}
+
+/// Reads what `want` asks of the (user) process `p`.
+pub(super) fn read_parts(root: &Path, p: &RawProc, want: Want, bufs: &mut ScanBufs) -> Parts {
+    Parts {
+        fds: want.fds.then(|| lock_fds(root, p.pid, bufs)),
+        env: want.env.then(|| read_lease_env(&p.dir, &mut bufs.env)),
+        command: want
+            .command
+            .then(|| read_command(&p.dir, &p.comm, &mut bufs.stat)),
+        cgroup: want.cgroup.then(|| read_container(&p.dir, &mut bufs.stat)),
+    }
+}
+
+/// The command line of the process at `dir`, escaped (`[comm]` when empty),
+/// read into `buf`.
+pub(super) fn read_command(dir: &Path, comm: &str, buf: &mut Vec<u8>) -> String {
+    let ok = read_proc(&dir.join("cmdline"), buf).is_ok();
+    let args: Vec<String> = if ok {
+        buf.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| sanitize(&String::from_utf8_lossy(a)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if args.is_empty() {
+        format!("[{}]", sanitize(comm))
+    } else {
+        args.join(" ")
+    }
+}
+
+/// A process's container and pod from `{dir}/cgroup`, read into `buf`.
+pub(super) fn read_container(dir: &Path, buf: &mut Vec<u8>) -> Option<ContainerRef> {
+    read_proc(&dir.join("cgroup"), buf).ok()?;
+    super::super::kube::container_of(&String::from_utf8_lossy(buf))
+}
+
+/// The fields of `/proc/PID/stat` the scanner uses.
+pub(super) struct Stat {
+    pub(super) ppid: u32,
+    pub(super) comm: String,
+    pub(super) flags: u32,
+    pub(super) starttime: u64,
+}
+
+/// Parses `/proc/PID/stat`: `pid (comm) state ppid … flags … starttime …`.
+/// The command name may contain spaces and parentheses, so it ends at the
+/// *last* `)`.
+pub(super) fn parse_stat(buf: &[u8]) -> Option<Stat> {
+    let open = buf.iter().position(|b| *b == b'(')?;
+    let close = buf.iter().rposition(|b| *b == b')')?;
+    let comm = String::from_utf8_lossy(buf.get(open + 1..close)?).into_owned();
+    let rest = std::str::from_utf8(buf.get(close + 1..)?).ok()?;
+    // After ") ": state(0) ppid(1) pgrp session tty_nr tpgid flags(6) minflt
+    // cminflt majflt cmajflt utime stime cutime cstime priority nice
+    // num_threads itrealvalue starttime(19).
+    let mut f = rest.split_ascii_whitespace();
+    let ppid = f.nth(1)?.parse().ok()?;
+    let flags = f.nth(4)?.parse().ok()?;
+    let starttime = f.nth(12)?.parse().ok()?;
+    Some(Stat {
+        ppid,
+        comm,
+        flags,
+        starttime,
+    })
+}
+
+/// Reads `/proc/PID/environ` into `buf` and keeps only the two lease
+/// variables and `HOSTNAME`. The bytes read are overwritten before this
+/// returns, so no other variable outlives the call. `denied` is true when the
+/// read was refused (another user's process), false when it worked or the
+/// process exited meanwhile.
+fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> EnvEntry {
+    let res = read_proc(&dir.join("environ"), buf);
+    let unreadable = |why: String, denied: bool| EnvEntry {
+        env: EnvRead::Unreadable(why),
+        denied,
+        hostname: None,
+    };
+    let out = match res {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ESRCH) =>
+        {
+            unreadable("the process exited".into(), false)
+        }
+        Err(e) => unreadable(io_why(&e), true),
+        Ok(()) => {
+            let enable_eq = format!("{ENABLE}=");
+            let held_eq = format!("{HELD}=");
+            let mut enable = None;
+            let mut stamp = None;
+            let mut hostname = None;
+            for entry in buf.split(|b| *b == 0) {
+                if let Some(v) = entry.strip_prefix(enable_eq.as_bytes()) {
+                    enable = Some(String::from_utf8_lossy(v).into_owned());
+                } else if let Some(v) = entry.strip_prefix(held_eq.as_bytes()) {
+                    stamp = Some(String::from_utf8_lossy(v).into_owned());
+                } else if let Some(v) = entry.strip_prefix(b"HOSTNAME=") {
+                    let v = &v[..v.len().min(256)];
+                    hostname = Some(String::from_utf8_lossy(v).into_owned());
+                }
+            }
+            EnvEntry {
+                env: EnvRead::Read { enable, stamp },
+                denied: false,
+                hostname,
+            }
+        }
+    };
+    // Overwrite what was read (earlier reads into this buffer were wiped
+    // the same way).
+    buf.fill(0);
+    buf.clear();
+    out
+}
+
+/// The descriptors of `pid` on a file named `.writer.lock`: the table listed
+/// with raw `getdents64`, one `readlinkat` per descriptor relative to the
+/// open table (no path walk through `/proc/PID/fd` each time), and a path
+/// allocated only for a descriptor on a lock file. A refused read (another
+/// user's process) is reported in `unreadable`; a process or descriptor that
+/// vanished meanwhile is simply absent. The kernel allows reading a
+/// process's descriptor links for all of them or for none (its ptrace
+/// check of the process), so once one is refused the others are not asked:
+/// the last descriptor listed is named as refused, as asking each would
+/// have named it.
+pub(super) fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = root.join(pid.to_string()).join("fd");
+    let table = match open_dir(&dir) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FdsRead::default(),
+        Err(e) => {
+            return FdsRead {
+                fds: Vec::new(),
+                unreadable: Some(format!("/proc/{pid}/fd: {}", io_why(&e))),
+            }
+        }
+    };
+    let mut out = FdsRead::default();
+    let link = &mut bufs.link;
+    let mut refused = false;
+    // Entries read before an error (the process exited) are kept, as
+    // `read_dir` did.
+    let _ = each_entry(&table, &mut bufs.dents, |name| {
+        let Some(fd) = std::str::from_utf8(name.to_bytes())
+            .ok()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            return;
+        };
+        if refused {
+            out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
+            return;
+        }
+        // SAFETY: `name` is NUL-terminated; the kernel writes at most
+        // `link.len()` bytes.
+        let n = unsafe {
+            libc::readlinkat(
+                table.as_raw_fd(),
+                name.as_ptr(),
+                link.as_mut_ptr().cast(),
+                link.len(),
+            )
+        };
+        let target: &[u8] = if n < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::PermissionDenied {
+                out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
+                refused = true;
+            }
+            // Else gone meanwhile.
+            return;
+        } else if n as usize == link.len() {
+            // Possibly cut short: ask again with a buffer as large as needed.
+            match std::fs::read_link(dir.join(fd.to_string())) {
+                Ok(t) => {
+                    check_lock_fd(root, pid, fd, t.as_os_str().as_bytes(), &mut out);
+                    return;
+                }
+                Err(_) => return,
+            }
+        } else {
+            &link[..n as usize]
+        };
+        check_lock_fd(root, pid, fd, target, &mut out);
+    });
+    out
+}
+
+/// Adds descriptor `fd` of `pid` (its link's target `target`) to `out` when
+/// it is on a lock file; a path that is not absolute (socket, pipe, anon
+/// inode) is not.
+fn check_lock_fd(root: &Path, pid: u32, fd: i32, target: &[u8], out: &mut FdsRead) {
+    use std::os::unix::ffi::OsStrExt;
+    if target.first() != Some(&b'/') {
+        return;
+    }
+    let target = Path::new(std::ffi::OsStr::from_bytes(target));
+    match lock_fd(root, pid, fd, target) {
+        Ok(Some(l)) => out.fds.push(l),
+        Ok(None) => {}
+        Err(why) => out.unreadable = Some(why),
+    }
+}
+
+/// If descriptor `fd` (pointing at `target`) is on a file named
+/// `.writer.lock`, its identity and the FLOCK lines of its fdinfo. An error
+/// says what could not be read.
+fn lock_fd(root: &Path, pid: u32, fd: i32, target: &Path) -> Result<Option<LockFd>, String> {
+    let shown = target.to_string_lossy();
+    let marked_deleted = shown.ends_with(" (deleted)");
+    let trimmed = shown.strip_suffix(" (deleted)").unwrap_or(&shown);
+    if Path::new(trimmed)
+        .file_name()
+        .is_none_or(|n| n != LOCK_NAME)
+    {
+        return Ok(None);
+    }
+    let link = root.join(pid.to_string()).join("fd").join(fd.to_string());
+    let md = match std::fs::metadata(&link) {
+        Ok(md) => md,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(format!("/proc/{pid}/fd/{fd}: permission denied"))
+        }
+        Err(_) => return Ok(None),
+    };
+    let fdinfo = root
+        .join(pid.to_string())
+        .join("fdinfo")
+        .join(fd.to_string());
+    let f = match std::fs::File::open(fdinfo) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("/proc/{pid}/fdinfo/{fd}: {}", io_why(&e))),
+    };
+    let lines: String = std::io::BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.strip_prefix("lock:").map(|s| s.trim().to_string()))
+        .map(|l| l + "\n")
+        .collect();
+    let lock_ids = procfs::Locks::from_buf_read(lines.as_bytes())
+        .map(|parsed| {
+            parsed
+                .0
+                .into_iter()
+                .filter(|l| l.lock_type == procfs::LockType::FLock)
+                .map(|l| (l.devmaj, l.devmin, l.inode))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Some(LockFd {
+        dev: md.dev(),
+        ino: md.ino(),
+        path: sanitize(&shown),
+        link,
+        target: PathBuf::from(trimmed),
+        lock_ids,
+        // A file really named `.writer.lock (deleted)` still has a link.
+        deleted: marked_deleted && md.nlink() == 0,
+    }))
+}
+
+/// Granted FLOCK entries of `{root}/locks`. Lines starting `->` are blocked
+/// requests, not holders, and are dropped before parsing.
+pub(in super::super) fn read_proc_locks(root: &Path) -> Vec<procfs::Lock> {
+    // Read to the end (a seq_file read returns about a page at a time), into
+    // room reserved beforehand: no 32-byte probe reads.
+    let mut raw = Vec::with_capacity(16 * 1024);
+    let read = std::fs::File::open(root.join("locks")).and_then(|mut f| f.read_to_end(&mut raw));
+    let Some(text) = read.ok().and_then(|_| String::from_utf8(raw).ok()) else {
+        return Vec::new();
+    };
+    let granted: String = text
+        .lines()
+        .filter(|l| !l.contains(" -> ") && !l.contains(":->"))
+        .map(|l| format!("{}\n", l.trim()))
+        .collect();
+    procfs::Locks::from_buf_read(granted.as_bytes())
+        .map(|l| l.0)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l.lock_type == procfs::LockType::FLock)
+        .collect()
+}
