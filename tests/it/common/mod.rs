@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod hold;
 pub mod lines;
+pub mod prometheus;
 pub mod proxy;
 pub mod tmux;
 

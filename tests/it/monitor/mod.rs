@@ -1,6 +1,7 @@
 //! Snapshots and monitoring: `--json`, `-o`, `check`, `serve`, reading by need, what is reported, time formats.
 
 mod addressing;
+mod alert_firing;
 mod deeper;
 mod endless_listing;
 mod exposition;
