@@ -82,6 +82,7 @@ pub async fn gather_target_cached(
         picked_order: Vec::new(),
         focus: Default::default(),
         index: 0,
+        deadline: None,
     };
     gather_planned(t, opts, &clock, cache, relist, &plan, None).await;
     report_from_cache(t, cache)
@@ -108,6 +109,8 @@ pub(super) struct Read {
     /// When the answer came (reader's wall and monotonic clocks).
     pub(super) wall: DateTime<Utc>,
     pub(super) mono: Duration,
+    /// Not read by the gather's deadline: due again at the next gather.
+    pub(super) late: bool,
 }
 
 /// A target's latest progress: its partial report, LEASEs read, prefixes
@@ -178,6 +181,23 @@ pub(super) async fn gather_planned(
         }
         drop(found_tx);
         r.map(Some)
+    };
+    // Under a deadline, a listing not finished by then fails the target
+    // (dropping it closes the channel: the reads stop waiting for pages).
+    let listing = async {
+        let Some((at, length)) = plan.deadline else {
+            return listing.await;
+        };
+        match tokio::time::timeout_at(at, listing).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Timeout(
+                length,
+                format!(
+                    "listing \"{}\": it did not finish within the deadline",
+                    crate::text::sanitize(&root)
+                ),
+            )),
+        }
     };
     let max = opts.concurrency.max(1);
     let mut reads = Reads {
@@ -277,10 +297,12 @@ pub(super) fn cache_reads(
         result,
         wall,
         mono,
+        late,
     } in results
     {
         let result = result.map_err(|e| e.to_string());
         let (due, near_expiry) = match plan.schedule {
+            Some(_) if late => (mono, false),
             Some(s) => s.next_due(&result, wall, mono),
             None => (Duration::ZERO, false),
         };
@@ -471,6 +493,17 @@ impl Reads<'_> {
             }
         }
         let mut inflight = FuturesUnordered::new();
+        // The prefixes in flight, by their place in the order: what a
+        // deadline leaves unread.
+        let mut flying: BTreeMap<u64, String> = BTreeMap::new();
+        let deadline = self.plan.deadline;
+        let expired = async move {
+            match deadline {
+                Some((at, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(expired);
         let mut successes = 0usize;
         let mut last_progress = std::time::Instant::now();
         let mut reported = false;
@@ -497,16 +530,28 @@ impl Reads<'_> {
                     break;
                 };
                 self.sent += 1;
+                flying.insert(seq, p.clone());
                 inflight.push(read(p, tries, seq));
             }
             tokio::select! {
                 biased;
+                () = &mut expired, if !listed || !inflight.is_empty() => {
+                    // What the listing sent and was not taken yet is queued
+                    // first, so that every row it named is accounted for.
+                    while let Ok(v) = found.try_recv() {
+                        self.found(v, &mut queue);
+                    }
+                    let unread = flying.into_values().chain(queue.drain(..).map(|(p, _, _)| p));
+                    self.not_in_time(unread, deadline.map_or(Duration::ZERO, |(_, l)| l));
+                    break;
+                }
                 more = found.recv(), if !listed => match more {
                     Some(v) => self.found(v, &mut queue),
                     None => listed = true,
                 },
                 done = inflight.next(), if !inflight.is_empty() => {
                     let Some((p, tries, seq, r)) = done else { continue };
+                    flying.remove(&seq);
                     self.done(p, tries, seq, r, &mut queue, &mut successes);
                     if let Some(report) = progress {
                         // The first screenful at once; then every
@@ -526,6 +571,26 @@ impl Reads<'_> {
                 },
                 else => break,
             }
+        }
+    }
+
+    /// The LEASEs of `prefixes` were not read by the gather's deadline
+    /// (`length` after it began): each is an error of its row, the reading
+    /// of this gather, so that no earlier reading is shown as this one's.
+    fn not_in_time(&mut self, prefixes: impl Iterator<Item = String>, length: Duration) {
+        let store = self.t.store.describe();
+        for p in prefixes {
+            let what = format!(
+                "reading {store} {}: no answer within the deadline",
+                lease_key(&p)
+            );
+            self.results.push(Read {
+                prefix: p,
+                result: Err(StoreError::Timeout(length, what)),
+                wall: self.clock.wall(),
+                mono: self.clock.mono(),
+                late: true,
+            });
         }
     }
 
@@ -620,6 +685,7 @@ impl Reads<'_> {
                     result: r,
                     wall: self.clock.wall(),
                     mono: self.clock.mono(),
+                    late: false,
                 };
                 match &mut self.stream {
                     Some(o) => o.put(seq, read),
