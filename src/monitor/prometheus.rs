@@ -62,7 +62,7 @@ pub struct ProbeLabels {
 /// `{path, code}` of an HTTP request to the exporter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct HttpLabels {
-    /// `/metrics`, `/healthz`, or `other` for any other path (bounded).
+    /// `/metrics`, `/healthz`, `/probe`, or `other` for any other path (bounded).
     pub path: String,
     /// The HTTP status code answered.
     pub code: String,
@@ -134,7 +134,12 @@ pub struct Metrics {
     /// target whole within its deadline, and how long it took (seconds).
     probe_success: Gauge,
     probe_duration: FGauge,
+    /// Families of others, registered after these ([`Metrics::add_families`]).
+    extra: Vec<ExtraFamilies>,
 }
+
+/// Registers families kept elsewhere (the probes' state of `serve`).
+pub type ExtraFamilies = Arc<dyn Fn(&mut Registry) + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -208,7 +213,15 @@ impl Metrics {
             counted: (0, 0),
             probe_success: Gauge::default(),
             probe_duration: FGauge::default(),
+            extra: Vec::new(),
         }
+    }
+
+    /// Adds families kept elsewhere to every exposition, after these
+    /// (`serve`'s probe state on `/metrics`): `register` registers them
+    /// when an exposition is taken.
+    pub fn add_families(&mut self, register: ExtraFamilies) {
+        self.extra.push(register);
     }
 
     /// The registry of the families other than the per-prefix ones, in the
@@ -234,6 +247,9 @@ impl Metrics {
                 "How long this probe took, seconds",
                 self.probe_duration.clone(),
             );
+        }
+        for f in &self.extra {
+            f(&mut r);
         }
         r
     }

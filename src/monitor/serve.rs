@@ -33,6 +33,7 @@ use crate::store::Counters;
 use crate::monitor::family::SortedFamily;
 use prometheus_client::metrics::counter::Counter;
 
+use super::probe::{ProbeAnswer, Prober};
 use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
 use crate::snapshot::Recipe;
 
@@ -60,6 +61,7 @@ struct AppState {
     latest: Arc<Mutex<Latest>>,
     http: SortedFamily<HttpLabels, Counter>,
     stale_after: Duration,
+    prober: Option<Arc<Prober>>,
 }
 
 impl AppState {
@@ -168,10 +170,41 @@ impl std::fmt::Write for ChunkSender {
 async fn not_found(State(s): State<AppState>) -> Response {
     let r = (
         StatusCode::NOT_FOUND,
-        "Not found: leasectl serve answers /metrics and /healthz.\n",
+        if s.prober.is_some() {
+            "Not found: leasectl serve answers /metrics, /healthz and /probe?target=URL&module=NAME.\n"
+        } else {
+            "Not found: leasectl serve answers /metrics and /healthz.\n"
+        },
     )
         .into_response();
     s.count("other", r)
+}
+
+/// `/probe?target=URL&module=NAME` ([`crate::monitor::probe`]): the
+/// target's families within the scrape's timeout (200, also when the
+/// target could not be read: `leasectl_probe_success` says so), or why
+/// the request is refused (400); not found when serve has no modules.
+async fn probe(
+    State(s): State<AppState>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let Some(prober) = s.prober.clone() else {
+        return not_found(State(s)).await;
+    };
+    let timeout = headers
+        .get(super::probe::SCRAPE_TIMEOUT_HEADER)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    match prober.answer(uri.query().unwrap_or(""), timeout).await {
+        ProbeAnswer::Refused(why) => {
+            let r = (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response();
+            s.count("/probe", r)
+        }
+        ProbeAnswer::Metrics(exposition) => {
+            let r = ([(header::CONTENT_TYPE, CONTENT_TYPE)], streamed(exposition)).into_response();
+            s.count("/probe", r)
+        }
+    }
 }
 
 async fn healthz(State(s): State<AppState>) -> Response {
@@ -224,11 +257,24 @@ async fn shutdown_signal() -> &'static str {
 /// with a sentence on stderr. Connections are served under the timeouts and
 /// the limit of the module docs.
 pub async fn serve(
+    gatherer: Gatherer,
+    clock: SharedClock,
+    extras: Recipe,
+    counters: Arc<Counters>,
+    opts: ServeOptions,
+) -> crate::exit::Exit {
+    serve_with_probes(gatherer, clock, extras, counters, opts, None).await
+}
+
+/// [`serve`], answering `/probe` with `prober` too (None: `/probe` is not
+/// found); the probes' state has its families on `/metrics`.
+pub async fn serve_with_probes(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: Recipe,
     counters: Arc<Counters>,
     opts: ServeOptions,
+    prober: Option<Arc<Prober>>,
 ) -> crate::exit::Exit {
     let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(l) => l,
@@ -239,8 +285,21 @@ pub async fn serve(
     };
     let addr = listener.local_addr().unwrap_or(opts.listen);
     eprintln!("leasectl: serving metrics on http://{addr}/metrics and http://{addr}/healthz");
-    let metrics_ = Metrics::new();
+    if let Some(p) = &prober {
+        let names: Vec<&str> = p.module_names().collect();
+        eprintln!(
+            "leasectl: answering probes on http://{addr}/probe?target=URL&module=NAME (modules: {})",
+            crate::text::sanitize(&names.join(", "))
+        );
+    }
+    let mut metrics_ = Metrics::new();
+    if let Some(p) = prober.clone() {
+        metrics_.add_families(Arc::new(
+            move |r: &mut prometheus_client::registry::Registry| p.register(r),
+        ));
+    }
     let state = AppState {
+        prober: prober.clone(),
         http: metrics_.http_requests(),
         latest: Arc::new(Mutex::new(Latest {
             metrics: metrics_,
@@ -303,6 +362,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
+        .route("/probe", get(probe))
         .fallback(not_found)
         .with_state(state);
     let why = accept_loop(listener, app, connection_limit()).await;
