@@ -270,7 +270,7 @@ fn bench_parse_judge(c: &mut Criterion) {
 /// A read-only console over the bench's target, 200×50, no pod scan.
 fn console() -> App {
     let mut app = App::new(
-        vec!["s3://bench/backups/".into()],
+        vec!["s3://bench/backups/".parse().unwrap()],
         true,
         Duration::from_secs(5),
         now(),

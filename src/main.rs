@@ -1,7 +1,7 @@
 //! The `leasectl` binary: parse, prepare, run the command, exit with its
 //! status. All logic lives in the library (`leasectl::setup` parses the
-//! command line and builds the context; `leasectl::commands::run` is the one
-//! dispatch).
+//! command line, applies the config file's context and builds what every
+//! command shares; `leasectl::commands::run` is the one dispatch).
 
 use leasectl::exit::Exit;
 
@@ -75,7 +75,7 @@ fn run() -> Exit {
         Err(exit) => return exit,
     };
     match leasectl::setup::prepare(&mut cli, &matches) {
-        Ok(ctx) => leasectl::commands::run(&cli, &ctx),
+        Ok(shared) => leasectl::commands::run(&cli, &shared),
         Err(exit) => exit,
     }
 }

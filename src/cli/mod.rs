@@ -1,6 +1,7 @@
-//! The command line (ARCHITECTURE.md: front ends): parsed with clap. Plain
-//! values only: this module imports no front end (the commands convert what
-//! they need, e.g. [`ThenArg`] into the takeover's `Then`).
+//! The command line (ARCHITECTURE.md: front ends): parsed with clap into the
+//! engine's own values where it has them (`--then` is the takeover's `Then`,
+//! `--record-format` the record's `RecordFormat`). This module imports no
+//! front end.
 
 mod parse;
 
@@ -11,6 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::target::Target;
 
 /// leasectl: who writes here, is it safe, and how to move the lease without two writers.
 #[derive(Debug, Parser)]
@@ -92,8 +95,8 @@ pub fn command() -> clap::Command {
 #[derive(Debug, Args, Clone)]
 pub struct ConsoleArgs {
     /// Prefixes to watch: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
 
     /// Watch mode: the stores are opened read-only; no write request can be built.
     #[arg(long)]
@@ -115,12 +118,12 @@ pub struct ConsoleArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s): rows on screen first, then fresh leases at their expiry, rows never
     /// read, the others round robin; the status bar says how old the oldest reading is.
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
 
     /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
     /// (AWS S3 Standard in us-east-1: 0.0004; a LIST is counted at 12.5 times that, as on AWS).
-    #[arg(long, default_value_t = DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
+    #[arg(long, default_value_t = crate::tui::app::DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
     pub get_price: f64,
 
     /// Monitoring output options (`-o`, `--watch`).
@@ -140,6 +143,11 @@ pub struct ConsoleArgs {
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
     pub record_format: crate::bucket::RecordFormat,
+
+    /// The console's takeovers: the TTL of the leases they write. No flag sets it: the
+    /// context's `ttl` when one applies (`setup::prepare`), else `None` (30 s).
+    #[arg(skip)]
+    pub ttl: Option<Duration>,
 }
 
 /// `-o FORMAT` and `--watch` (README: Monitoring).
@@ -177,8 +185,8 @@ pub struct OutputArgs {
 #[derive(Debug, Args, Clone)]
 pub struct CheckArgs {
     /// Prefixes to check: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
     /// Discovery depth under each TARGET.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub depth: u32,
@@ -210,8 +218,8 @@ pub struct CheckArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ServeArgs {
     /// Prefixes to export: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
     /// Address to listen on (port 0: any free port, printed on stderr).
     #[arg(long, default_value = "127.0.0.1:9899", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
@@ -224,7 +232,7 @@ pub struct ServeArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s), the most pressing first (fresh leases at their expiry, rows never
     /// read, the others round robin).
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
     /// The local audit log to read (never written) to name takeovers and hand-overs in the
     /// holder history, as the console does. Default: the platform data directory, e.g.
@@ -286,7 +294,7 @@ pub struct S3Args {
     #[arg(
         long,
         global = true,
-        default_value_t = DEFAULT_CONCURRENCY,
+        default_value_t = crate::snapshot::DEFAULT_CONCURRENCY,
         value_parser = clap::value_parser!(u16).range(1..=1024),
         value_name = "N"
     )]
@@ -329,8 +337,8 @@ pub enum TimelineFormat {
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
     /// The prefixes whose lease history to rebuild (s3://bucket/prefix/ or file:///dir/).
-    #[arg(required = true, value_name = "PREFIX_URL")]
-    pub prefix_urls: Vec<String>,
+    #[arg(required = true, value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_urls: Vec<Target>,
     /// Only the last DURATION before --to (e.g. 24h, 90m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
     pub since: Option<std::time::Duration>,
@@ -371,31 +379,6 @@ fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
             )
         })
 }
-
-/// `--then WHAT` of `takeover`, as parsed (the command turns it into the
-/// takeover's own `Then`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ThenArg {
-    /// `release`: free the prefix at once.
-    Release,
-    /// `hold`: renew until Ctrl-C, then release.
-    Hold,
-    /// `handover:INSTANCE_ID`: name the successor that will adopt it.
-    Handover(String),
-}
-
-/// The default of `--concurrency` (the snapshot's default, checked by a test
-/// in `commands`).
-pub const DEFAULT_CONCURRENCY: u16 = 128;
-
-/// The default of `--max-requests`, requests per minute (the snapshot's
-/// default, checked by a test in `commands`).
-pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
-
-/// The default of `--get-price`: US dollars per 1,000 GET requests (AWS S3
-/// Standard in us-east-1; the console's default, checked by a test in
-/// `commands`).
-pub const DEFAULT_GET_PRICE: f64 = 0.0004;
 
 /// `on` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -538,8 +521,8 @@ pub enum WriterCommand {
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub target: String,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub target: Target,
     /// Print the findings as one JSON document (each step, the ETag form, how a lease is released).
     #[arg(long)]
     pub json: bool,
@@ -555,8 +538,8 @@ pub struct ProbeArgs {
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {
     /// The prefix: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "PREFIX_URL")]
-    pub prefix_url: String,
+    #[arg(value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_url: Target,
     /// Why (required; recorded in the audit log).
     #[arg(long)]
     pub reason: String,
@@ -566,7 +549,7 @@ pub struct TakeoverArgs {
     /// After taking it: release (free the prefix), hold (renew until Ctrl-C, then
     /// release) or handover:INSTANCE_ID (name the successor that will adopt it).
     #[arg(long, default_value = "release", value_parser = parse_then, value_name = "WHAT")]
-    pub then: ThenArg,
+    pub then: crate::takeover::Then,
     /// Allow taking over a fresh lease (a live holder!). Still asks for the prefix.
     #[arg(long)]
     pub force: bool,
@@ -647,8 +630,8 @@ pub struct PodScanArgs {
 #[derive(Debug, Args)]
 pub struct HoldArgs {
     /// The prefix: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "PREFIX_URL")]
-    pub prefix_url: String,
+    #[arg(value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_url: Target,
     /// Lease TTL (whole seconds, 3s to 1h).
     #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
     pub ttl: Duration,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::cli::CheckArgs;
 use crate::exit::{CheckStatus, Exit};
 use crate::monitor::check;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::snapshot::Gatherer;
 use crate::store::Counters;
 
@@ -15,9 +15,9 @@ use crate::store::Counters;
 /// `--timeout` (the plugin convention's `-t`, 10 s by default): when it has
 /// not answered by then, UNKNOWN is printed and the process exits, whatever
 /// is still in flight ([`arm_deadline`]).
-pub async fn run(args: &CheckArgs, ctx: &Context) -> Exit {
-    let answered = arm_deadline(ctx.s3.timeout);
-    let (output, status) = check(args, ctx).await;
+pub async fn run(args: &CheckArgs, shared: &Shared) -> Exit {
+    let answered = arm_deadline(shared.s3.timeout);
+    let (output, status) = check(args, shared).await;
     // The deadline's thread holds the lock while it answers and exits: past
     // the deadline, the check's own answer is never written.
     let mut done = answered.lock().unwrap_or_else(|e| e.into_inner());
@@ -71,7 +71,7 @@ fn arm_deadline(timeout: Duration) -> Arc<Mutex<bool>> {
 }
 
 /// [`run`] without its deadline: the plugin output and its status.
-async fn check(args: &CheckArgs, ctx: &Context) -> (String, check::Status) {
+async fn check(args: &CheckArgs, shared: &Shared) -> (String, check::Status) {
     // The plugin's output is its first line on stdout, even for usage.
     let unknown = |msg: String| {
         (
@@ -79,19 +79,16 @@ async fn check(args: &CheckArgs, ctx: &Context) -> (String, check::Status) {
             check::Status::Unknown,
         )
     };
-    let targets = match crate::setup::parse_targets(&ctx.applied.targets_or(&args.targets)) {
-        Ok(t) => t,
-        Err(e) => return unknown(e),
-    };
+    let targets = &args.targets;
     if targets.is_empty() && args.pod.no_pod {
         return unknown("nothing to check: give a TARGET or leave out --no-pod".into());
     }
     let counters = Arc::new(Counters::default());
-    let open = crate::setup::open_targets(&ctx.connector, &targets, &counters, false).await;
-    let depth = ctx.applied.depth.unwrap_or(args.depth);
-    let mut g = Gatherer::new(open.read.clone(), ctx.gather_at(depth), 1);
+    let open = crate::setup::open_targets(&shared.connector, targets, &counters, false).await;
+    let depth = args.depth;
+    let mut g = Gatherer::new(open.read.clone(), shared.gather_at(depth), 1);
     let clock = crate::clock::SystemClock::shared();
-    let mut snap = crate::setup::recipe(&args.pod, ctx)
+    let mut snap = crate::setup::recipe(&args.pod, shared)
         .take(&mut g, &clock)
         .await;
     // Every prefix absent with leases deeper: a WARNING naming the --depth.

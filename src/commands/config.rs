@@ -3,10 +3,10 @@
 
 use crate::cli::ConfigCommand;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// `leasectl config path|view`: the exit status.
-pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
+pub fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
     let usage = Exit::Usage;
     let path = match crate::config::path() {
         Ok(p) => p,

@@ -1,10 +1,10 @@
 //! `leasectl man`: the man page (roff) on stdout.
 
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// Prints the whole man page.
-pub fn run(_ctx: &Context) -> Exit {
+pub fn run(_shared: &Shared) -> Exit {
     let mut out = Vec::new();
     if let Err(e) = render_man(crate::cli::command(), &mut out) {
         eprintln!("leasectl: could not render the man page: {e}");

@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use crate::cli::{ConsoleArgs, OutputFormat};
 use crate::exit::Exit;
 use crate::monitor::{prometheus, stream, table};
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::snapshot::{AuditSource, Recipe};
 use crate::snapshot::{Gatherer, OpenTarget};
 use crate::store::Counters;
@@ -29,7 +29,7 @@ enum Output {
 ///
 /// # Errors
 /// [`Exit::Usage`] for `--watch` with `-o` other than ndjson.
-fn output_of(args: &ConsoleArgs, ctx: &Context) -> Result<Option<Output>, Exit> {
+fn output_of(args: &ConsoleArgs, shared: &Shared) -> Result<Option<Output>, Exit> {
     let o = &args.output;
     Ok(match (o.format, o.watch) {
         (None | Some(OutputFormat::Ndjson), Some(_)) => Some(Output::Watch),
@@ -45,15 +45,18 @@ fn output_of(args: &ConsoleArgs, ctx: &Context) -> Result<Option<Output>, Exit> 
         (Some(OutputFormat::Json), None) => Some(Output::Json),
         (Some(f), None) => Some(Output::Once(f)),
         (None, None) if args.json => Some(Output::Json),
-        (None, None) if ctx.terminal.stdout => None,
+        (None, None) if shared.terminal.stdout => None,
         (None, None) => Some(Output::Once(OutputFormat::Table)),
     })
 }
 
 /// Whether `args` asks for an output on stdout rather than the console
 /// (`--json`, `-o`, `--watch`, or a stdout that is not a terminal).
-pub fn wanted(args: &ConsoleArgs, ctx: &Context) -> bool {
-    args.json || args.output.format.is_some() || args.output.watch.is_some() || !ctx.terminal.stdout
+pub fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
+    args.json
+        || args.output.format.is_some()
+        || args.output.watch.is_some()
+        || !shared.terminal.stdout
 }
 
 /// Writes the output `args` asks for, of the `open` targets. `None`: the
@@ -62,23 +65,19 @@ pub async fn run(
     args: &ConsoleArgs,
     open: Vec<OpenTarget>,
     counters: Arc<Counters>,
-    ctx: &Context,
+    shared: &Shared,
 ) -> Option<Exit> {
-    let output = match output_of(args, ctx) {
+    let output = match output_of(args, shared) {
         Ok(o) => o?,
         Err(exit) => return Some(exit),
     };
-    let opts = ctx.gather_at(args.depth);
-    let extras = crate::setup::recipe(&args.pod, ctx);
+    let opts = shared.gather_at(args.depth);
+    let extras = crate::setup::recipe(&args.pod, shared);
     let clock = crate::clock::SystemClock::shared();
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
     let audit_requested = args.audit.audit_log.is_some();
-    let audit_path = args
-        .audit
-        .audit_log
-        .clone()
-        .or_else(|| crate::audit::AuditLog::default_path().ok());
+    let audit_path = crate::setup::audit_path(args.audit.audit_log.as_deref());
     let audit = (audit_path, audit_requested);
     let source = AuditSource {
         path: audit.0.clone(),

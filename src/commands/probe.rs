@@ -5,17 +5,14 @@ use crate::bucket::probe::{probe_scratch, PreconditionReport};
 use crate::bucket::race::{RaceReport, PROBE_ROUNDS};
 use crate::cli::ProbeArgs;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::store::{ObjectStore, StoreError};
 use crate::text::sanitize;
 
 /// `leasectl probe TARGET`: exit 0 conditional, 3 not, 1 failed, 2 usage.
-pub async fn run(a: &ProbeArgs, ctx: &Context) -> Exit {
-    let target = match crate::setup::target_or_usage(&a.target) {
-        Ok(t) => t,
-        Err(exit) => return exit,
-    };
-    let store = match ctx.connector.open(&target).await {
+pub async fn run(a: &ProbeArgs, shared: &Shared) -> Exit {
+    let target = &a.target;
+    let store = match shared.connector.open(target).await {
         Ok(s) => s,
         Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };

@@ -5,20 +5,13 @@ use chrono::Utc;
 
 use crate::cli::{TimelineArgs, TimelineFormat};
 use crate::exit::Exit;
-use crate::setup::Context;
-use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
+use crate::setup::Shared;
+use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
 use crate::timeline::read::{audit_entries, Progress, Reading};
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
-pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
-    let mut targets = Vec::new();
-    for url in &a.prefix_urls {
-        match crate::setup::target_or_usage(url) {
-            Ok(t) => targets.push(t),
-            Err(exit) => return exit,
-        }
-    }
+pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
     let now = Utc::now();
     let to = a.to.unwrap_or(now);
     let from = a.from.or_else(|| {
@@ -50,24 +43,28 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
         audit_problems: &audit_problems,
         reading: Reading {
             bisect: a.bisect,
-            concurrency: ctx.gather.concurrency,
-            timeout: ctx.gather.request_timeout,
+            concurrency: shared.gather.concurrency,
+            timeout: shared.gather.request_timeout,
         },
         progress: Some(&tell),
     };
-    for target in &targets {
-        let store = ctx.connector.open(target).await.map_err(|e| e.to_string());
+    for target in &a.prefix_urls {
+        let store = shared
+            .connector
+            .open(target)
+            .await
+            .map_err(|e| e.to_string());
         let store = store
             .as_ref()
             .map(|s| s.as_ref() as &dyn crate::store::ObjectRead);
-        let source = Source {
+        let subject = Subject {
             url: target.to_string(),
             bucket: target.bucket(),
             prefix: target.prefix(),
         };
         report
             .prefixes
-            .push(prefix_timeline(store.map_err(String::clone), &source, &window, &inputs).await);
+            .push(prefix_timeline(store.map_err(String::clone), &subject, &window, &inputs).await);
     }
     bar.finish_and_clear();
     let mut out = crate::stdout::Checked::new(std::io::stdout().lock());

@@ -3,11 +3,11 @@
 
 use crate::cli::ExecArgs;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// CMD's own status; `writer exec`'s own failures as
 /// `crate::writer::WriterError::exit_code` says (125, 126, 127).
-pub fn run(a: &ExecArgs, _ctx: &Context) -> Exit {
+pub fn run(a: &ExecArgs, _shared: &Shared) -> Exit {
     match crate::writer::exec::writer_exec(&a.data_dir, a.wait, &a.command) {
         Ok(exit) => exit,
         Err(e) => {

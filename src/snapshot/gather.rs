@@ -273,11 +273,6 @@ impl Gatherer {
         self.focus.clone()
     }
 
-    /// How many refreshes pass between two listings.
-    pub fn relist_every(&self) -> u32 {
-        self.relist_every
-    }
-
     /// One snapshot of every target, judged at one instant.
     pub async fn gather(&mut self, clock: &SharedClock) -> Snapshot {
         self.gather_with_progress(clock, None).await

@@ -28,7 +28,7 @@ mod then;
 mod watch;
 
 pub use execute::{takeover, takeover_with};
-pub use operator::{takeover_cmd, TakeoverArgs};
+pub use operator::{takeover_cmd, OperatorTakeover};
 pub use preflight::{check_request, preflight, typed_confirms};
 pub use then::{hold_until, record_loss};
 pub use watch::{watch_one_ttl, Watched};
@@ -71,6 +71,13 @@ impl std::fmt::Display for Then {
 
 impl std::str::FromStr for Then {
     type Err = String;
+
+    /// Parses what [`Display`](std::fmt::Display) writes (`leasectl takeover
+    /// --then`): `release`, `hold` or `handover:INSTANCE_ID` (an id without
+    /// blanks or control characters, at most 256 bytes).
+    ///
+    /// # Errors
+    /// A sentence naming the accepted forms.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "release" => Ok(Then::Release),

@@ -13,8 +13,12 @@ use crate::store::ObjectStore;
 use crate::supervise;
 use crate::text::sanitize;
 
-/// Everything `leasectl takeover` needs besides the store.
-pub struct TakeoverArgs {
+/// The takeover an operator asked `leasectl takeover` for (its command line
+/// resolved: the prefix's TARGET, the context's TTL and record format),
+/// everything [`takeover_cmd`] needs besides the store. It becomes the
+/// executor's [`crate::takeover::TakeoverRequest`] once looked at, guarded
+/// and confirmed.
+pub struct OperatorTakeover {
     /// The prefix inside the store.
     pub prefix: String,
     /// The URL as given (shown and audited).
@@ -54,7 +58,7 @@ pub async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     audit: &crate::audit::AuditLog,
-    a: TakeoverArgs,
+    a: OperatorTakeover,
     out: &mut (impl std::io::Write + Send),
 ) -> Exit {
     use crate::takeover::{check_request, TakeoverError};
@@ -104,7 +108,7 @@ pub async fn takeover_cmd(
 async fn look_and_guard(
     store: &dyn ObjectStore,
     clock: &SharedClock,
-    a: &TakeoverArgs,
+    a: &OperatorTakeover,
     out: &mut (impl std::io::Write + Send),
 ) -> Result<(crate::bucket::Observed, Duration), Exit> {
     use crate::takeover::{preflight, watch_one_ttl, TakeoverError, Watched};
@@ -246,7 +250,7 @@ fn describe_lease(
 /// ([`crate::takeover::typed_confirms`]: the URL or prefix as given,
 /// percent-decoded, or as shown escaped). `Err` is the exit code: 2 without a
 /// terminal, 4 not confirmed.
-fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Result<(), Exit> {
+fn confirm_typed(a: &OperatorTakeover, out: &mut (impl std::io::Write + Send)) -> Result<(), Exit> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() {
         let _ = writeln!(
@@ -285,7 +289,7 @@ async fn execute_takeover(
     store: Arc<dyn ObjectStore>,
     clock: &SharedClock,
     audit: &crate::audit::AuditLog,
-    a: &TakeoverArgs,
+    a: &OperatorTakeover,
     seen: crate::bucket::Observed,
     watched_for: Duration,
     signals: &mut supervise::Signals,

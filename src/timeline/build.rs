@@ -36,8 +36,9 @@ pub struct Inputs<'a> {
     pub progress: read::OnProgress<'a>,
 }
 
-/// The prefix a timeline is about.
-pub struct Source<'a> {
+/// The prefix a timeline is about: its URL, bucket and key prefix (the
+/// observations' own origin is [`super::Source`]).
+pub struct Subject<'a> {
     /// Its URL as given (shown escaped).
     pub url: String,
     /// The bucket, for S3.
@@ -46,18 +47,18 @@ pub struct Source<'a> {
     pub prefix: &'a str,
 }
 
-/// The timeline of `source` from `store` (`Err`: why it could not be
+/// The timeline of `subject` from `store` (`Err`: why it could not be
 /// opened, said as a problem), `inputs` and `window`. Never fails: what
 /// could not be read is in the result's `problems`.
 pub async fn prefix_timeline(
     store: Result<&dyn ObjectRead, String>,
-    source: &Source<'_>,
+    subject: &Subject<'_>,
     window: &Window,
     inputs: &Inputs<'_>,
 ) -> PrefixTimeline {
     let Window { from, to } = *window;
-    let url = &source.url;
-    let key = crate::bucket::lease_key(source.prefix);
+    let url = &subject.url;
+    let key = crate::bucket::lease_key(subject.prefix);
     let mut p = PrefixTimeline {
         url: sanitize(url),
         key: sanitize(&key),
@@ -74,7 +75,7 @@ pub async fn prefix_timeline(
             let v = read::versions(
                 store,
                 &key,
-                source.bucket,
+                subject.bucket,
                 (from, to),
                 inputs.reading,
                 inputs.progress,
@@ -95,7 +96,7 @@ pub async fn prefix_timeline(
             sanitize_message(&e)
         )),
     }
-    let lease = LeaseLocation::of_row(url, source.bucket, &key);
+    let lease = LeaseLocation::of_row(url, subject.bucket, &key);
     let has_versions = p.versioning == Some(crate::store::Versioning::Enabled)
         || p.versioning == Some(crate::store::Versioning::Suspended);
     for file in inputs.recordings {

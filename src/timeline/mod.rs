@@ -28,10 +28,10 @@
 //! through a closure, so its cost is measured by counting calls.
 
 pub mod build;
+pub mod from_session;
 pub mod picture;
 pub mod read;
 pub mod render;
-pub mod session;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

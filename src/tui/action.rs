@@ -199,6 +199,9 @@ pub enum WriteRequest {
         then: Then,
         /// Overriding a fresh lease (the operator typed the prefix).
         force: bool,
+        /// The lease written: the console's TTL, exclusion mode and record
+        /// format (`Settings::lease`).
+        lease: crate::bucket::LeaseConfig,
     },
     /// Release every held lease (before quitting).
     ReleaseHeld,

@@ -23,7 +23,6 @@ mod start;
 pub mod ui;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,24 +40,22 @@ use crate::writer::scan::ScanOptions;
 use app::{Action, App};
 use refresh::spawn_refresher;
 pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
-pub use start::{ops_targets, start, Parts};
+pub use start::{ops_targets, start, Parts, Writes};
 
-/// Everything a console run needs.
+/// Everything a console run needs (made by [`Parts::console`]). The
+/// settings live in `app.settings` alone: the refresher reads its refresh
+/// interval, exclusion mode and audit log there.
 pub struct Console {
-    /// The initial state (targets, mode, refresh…).
+    /// The initial state, with the front end's settings.
     pub app: App,
     /// The reader's clock.
     pub clock: SharedClock,
-    /// Refresh interval (at least 1 s).
-    pub refresh: Duration,
     /// The bucket gatherer (read side only).
     pub gatherer: Gatherer,
     /// The pod scans (merged); empty with `--no-pod`.
     pub pod: Vec<ScanOptions>,
     /// Request counters shared with the stores.
     pub counters: Arc<Counters>,
-    /// The audit log to show entries from.
-    pub audit_path: Option<PathBuf>,
     /// The write side: `None` in watch mode (there is nothing that could write).
     pub ops: Option<ops::Ops>,
 }
@@ -125,14 +122,11 @@ where
     let Console {
         mut app,
         clock,
-        refresh,
         gatherer,
         pod,
         counters,
-        audit_path,
         ops,
     } = console;
-    app.settings.relist_every = gatherer.relist_every();
     let focus = gatherer.focus();
     let mut in_view = std::collections::HashSet::new();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -146,10 +140,10 @@ where
     let (mut refresher, mut rx) = spawn_refresher(
         gatherer,
         clock.clone(),
-        refresh,
+        app.settings.refresh,
         recipe,
         counters,
-        audit_path,
+        app.settings.audit_path.clone(),
         pod_visible.clone(),
     )?;
     let (results_tx, mut results) = mpsc::channel::<Action>(16);

@@ -597,17 +597,17 @@ fn quote(etag: &str) -> String {
     format!("\"{etag}\"")
 }
 
-mod clock;
 mod config;
+mod service_clock;
 #[cfg(test)]
 mod tests;
 mod transport;
 mod versions;
 
-use clock::ServerClock;
 pub use config::{
     addressing_used, describe_context, profile_wants_path_style, redact_url, redact_userinfo,
     resolved_endpoint, shared_config,
 };
 use config::{https_client, scrub};
+use service_clock::ServerClock;
 use transport::{classify_transport, CREDENTIALS};

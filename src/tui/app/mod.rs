@@ -27,31 +27,31 @@ use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
 use crate::text::sanitize;
 
 mod cursor;
-mod dialog;
 mod judging;
 mod keys;
 mod leases;
 mod measure;
 mod notice;
-mod pod;
+mod pod_pane;
+mod prompts;
 mod requests;
 mod session;
 mod settings;
 mod sort;
 mod takeover_dialog;
-mod timeline;
+mod timeline_pane;
 
 pub use cursor::Cursor;
 pub use keys::{key_action, Binding, BINDINGS};
 pub use leases::LeaseTable;
 pub use notice::{wrap, NoticeLine};
-pub use pod::{tree_order, PodPane, PodStatus, TreeRow};
+pub use pod_pane::{tree_order, PodPane, PodStatus, TreeRow};
 pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
 pub use session::{FirstSeen, Session};
 pub use settings::Settings;
 pub use sort::SortKey;
 pub use takeover_dialog::{Field, TakeoverDialog, ThenChoice};
-pub use timeline::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
+pub use timeline_pane::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
 
 /// Which screen the console shows; Tab switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,15 +155,22 @@ pub struct App {
 }
 
 impl App {
-    /// A console on `targets`, with no snapshot yet, scanning the pod.
+    /// A console on `targets` with the default settings, no snapshot yet,
+    /// scanning the pod.
     pub fn new(
-        targets: Vec<String>,
+        targets: Vec<crate::target::Target>,
         read_only: bool,
         refresh: Duration,
         now: DateTime<Utc>,
     ) -> Self {
+        Self::with_settings(Settings::new(targets, read_only, refresh), now)
+    }
+
+    /// A console with `settings`, no snapshot yet, scanning the pod (the
+    /// console's builder, `tui::Parts`, makes it so).
+    pub fn with_settings(settings: Settings, now: DateTime<Utc>) -> Self {
         Self {
-            settings: Settings::new(targets, read_only, refresh),
+            settings,
             leases: LeaseTable::default(),
             pod: PodPane::default(),
             session: Session::new(now),

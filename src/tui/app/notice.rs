@@ -1,7 +1,7 @@
 //! The pod view's verdict box: its lines (each verdict, or one notice),
 //! word-wrapped to the box and cut to a third of the terminal.
 
-use super::pod::PodStatus;
+use super::pod_pane::PodStatus;
 use super::{terminal_safe, App};
 use crate::writer::scan::VerdictKind;
 

@@ -259,8 +259,7 @@ impl App {
                 Mode::Takeover(d) => d.row.target,
                 _ => 0,
             })
-            .cloned()
-            .unwrap_or_default();
+            .map_or_else(String::new, ToString::to_string);
         let Mode::Takeover(d) = &mut self.mode else {
             return;
         };
@@ -287,6 +286,7 @@ impl App {
             reason: d.reason.trim().to_owned(),
             then,
             force: d.forced(),
+            lease: self.settings.lease(),
         });
         d.pending = true;
         d.problem = None;
@@ -320,7 +320,7 @@ impl App {
     }
 }
 
-/// The widest the takeover dialog is drawn (`ui::dialog::render_dialog`).
+/// The widest the takeover dialog is drawn (`ui::overlays::render_dialog`).
 const DIALOG_WIDTH: u16 = 76;
 
 /// Why the terminal (`size`, columns × rows) is too small to show the whole

@@ -65,16 +65,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     let kv =
         |k: &str, v: String| Line::from(vec![Span::styled(format!("{k:<14}"), bold), Span::raw(v)]);
     let mut lines = vec![
-        kv(
-            "target",
-            sanitize(
-                app.settings
-                    .targets
-                    .get(r.target)
-                    .map(String::as_str)
-                    .unwrap_or("?"),
-            ),
-        ),
+        kv("target", sanitize(&app.settings.target_url(r.target))),
         kv("key", sanitize(&p.key)),
     ];
     if let Some(note) = crate::text::lookalike_note(&p.prefix) {

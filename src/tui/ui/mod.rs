@@ -12,22 +12,22 @@ use crate::text::format_secs;
 use crate::text::sanitize_message;
 
 mod detail;
-mod dialog;
 mod header;
-mod pod;
+mod lease_table;
+mod overlays;
+mod pod_view;
 mod status;
-mod table;
-mod timeline;
+mod timeline_lanes;
 
 use detail::render_detail;
-use dialog::{render_confirm_probe, render_confirm_quit, render_dialog, render_help};
 use header::render_header;
-use pod::render_pod;
-pub use pod::{duty_style, lock_style, lock_text, verdict_style};
+use lease_table::render_table;
+pub use lease_table::{exclusion_name, lease_columns, prefix_label, target_short_name, ttl_gauge};
+use overlays::{render_confirm_probe, render_confirm_quit, render_dialog, render_help};
+use pod_view::render_pod;
+pub use pod_view::{duty_style, lock_style, lock_text, verdict_style};
 use status::render_status;
-use table::render_table;
-pub use table::{exclusion_name, lease_columns, prefix_label, target_short_name, ttl_gauge};
-use timeline::render_timeline;
+use timeline_lanes::render_timeline;
 
 /// Smallest terminal the console draws into; below it says so.
 pub const MIN_SIZE: (u16, u16) = (40, 8);

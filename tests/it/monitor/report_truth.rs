@@ -874,7 +874,12 @@ async fn the_console_header_says_the_service_clock_is_unknown() {
             }];
             let clock = leasectl::clock::SystemClock::shared();
             let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-            let mut app = App::new(vec![url], false, Duration::from_secs(5), Utc::now());
+            let mut app = App::new(
+                vec![url.parse().unwrap()],
+                false,
+                Duration::from_secs(5),
+                Utc::now(),
+            );
             app.update(Action::Snapshot(Box::new(snap)));
             let mut t = Terminal::new(TestBackend::new(160, 20)).unwrap();
             t.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();

@@ -148,14 +148,17 @@ async fn every_console_read_goes_through_its_store_stack() {
     let ops = leasectl::tui::ops::Ops {
         targets: leasectl::tui::ops_targets(&opened.read, opened.writable.clone()),
         audit: leasectl::audit::AuditLog::open(audit.path().join("audit.jsonl")).unwrap(),
-        exclusion: leasectl::bucket::Exclusion::Conditional,
-        ttl_s: 30,
-        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock: clock.clone(),
     };
     let (tx, mut results) = tokio::sync::mpsc::channel(16);
     let (commands, _task) = ops.start(tx);
-    let mut app = App::new(vec![url], false, Duration::from_secs(5), Utc::now()).without_pod();
+    let mut app = App::new(
+        vec![url.parse().unwrap()],
+        false,
+        Duration::from_secs(5),
+        Utc::now(),
+    )
+    .without_pod();
     app.update(Action::Resize(120, 30));
     app.update(Action::Snapshot(Box::new(snap)));
     let before = counters.counts();

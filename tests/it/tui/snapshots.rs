@@ -33,7 +33,7 @@ fn rec(id: &str, renewed: &str, ttl: u64) -> String {
 async fn app_on(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> App {
     let snap = gather_at(dir, now).await;
     let mut app = App::new(
-        vec!["file:///demo/".into()],
+        vec!["file:///demo/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         now,
@@ -182,7 +182,7 @@ async fn pod_app(pod: PodSnapshot, w: u16, h: u16) -> App {
     let dir = tempfile::tempdir().unwrap();
     let snap = snapshot_with_pod(dir.path(), at(0), pod).await;
     let mut app = App::new(
-        vec!["file:///demo/".into()],
+        vec!["file:///demo/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         at(0),
@@ -760,7 +760,7 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
     partial.targets[0].prefixes.truncate(2);
 
     let mut app = App::new(
-        vec!["s3://bucket/backups/".into()],
+        vec!["s3://bucket/backups/".parse().unwrap()],
         true,
         Duration::from_secs(5),
         at(0),
@@ -994,7 +994,7 @@ async fn cut_text_is_marked_and_a_torn_body_is_shown_to_its_end() {
     let mut snap = gather_at(dir.path(), at(0)).await;
     snap.targets[0].endpoint = "http://127.0.0.1:9000 (region us-east-1, path-style)".into();
     let mut app = App::new(
-        vec!["s3://backups-prod/mushroomdb/".into()],
+        vec!["s3://backups-prod/mushroomdb/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         at(0),

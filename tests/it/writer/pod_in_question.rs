@@ -431,7 +431,12 @@ async fn console_shows_the_note_in_red_only_when_the_pod_is_in_question() {
         snap.pod = judge(&obs);
         assert_eq!(snap.pod_in_question(), red, "{mode}");
         assert_eq!(snap.exit_code().code(), if red { 1 } else { 0 }, "{mode}");
-        let mut app = App::new(vec![url.clone()], false, Duration::from_secs(5), Utc::now());
+        let mut app = App::new(
+            vec![url.parse().unwrap()],
+            false,
+            Duration::from_secs(5),
+            Utc::now(),
+        );
         app.update(Action::Resize(120, 30));
         app.update(Action::Snapshot(Box::new(snap)));
         app.update(Action::SwitchView);

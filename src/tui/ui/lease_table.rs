@@ -175,13 +175,7 @@ pub fn prefix_label(app: &App, target: usize, prefix: &str) -> String {
     if app.settings.targets.len() > 1 {
         format!(
             "{} {p}",
-            target_short_name(
-                app.settings
-                    .targets
-                    .get(target)
-                    .map(String::as_str)
-                    .unwrap_or("?")
-            )
+            target_short_name(&app.settings.target_url(target))
         )
     } else {
         p.to_owned()

@@ -134,13 +134,7 @@ pub(super) fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
 /// `p`'s confirmation: which target, and exactly what the probe writes and
 /// removes there, before anything is sent.
 pub(super) fn render_confirm_probe(app: &App, target: usize, f: &mut Frame, area: Rect) {
-    let url = sanitize(
-        app.settings
-            .targets
-            .get(target)
-            .map(String::as_str)
-            .unwrap_or("?"),
-    );
+    let url = sanitize(&app.settings.target_url(target));
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let lines = vec![
         Line::styled("Probe this target's service?", bold),
@@ -295,13 +289,7 @@ fn dialog_facts(app: &App, d: &crate::tui::app::TakeoverDialog) -> Vec<Line<'sta
         Line::from(vec![Span::styled("Replace this lease?", bold)]),
         Line::from(format!(
             "target   {}",
-            sanitize(
-                app.settings
-                    .targets
-                    .get(d.row.target)
-                    .map(String::as_str)
-                    .unwrap_or("?")
-            )
+            sanitize(&app.settings.target_url(d.row.target))
         )),
         Line::from(format!("key      {}", sanitize(&d.key))),
         Line::from(vec![
