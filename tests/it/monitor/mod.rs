@@ -7,6 +7,7 @@ mod endless_listing;
 mod exposition;
 mod monitoring;
 mod ndjson_order;
+mod probe_endpoint;
 mod report_truth;
 mod schedule;
 mod serve_limits;
