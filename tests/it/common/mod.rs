@@ -7,6 +7,7 @@ pub mod hold;
 pub mod lines;
 pub mod prometheus;
 pub mod proxy;
+pub mod serve;
 pub mod tmux;
 
 #[allow(unused_imports)]

@@ -12,6 +12,7 @@ mod report_truth;
 mod schedule;
 mod serve_limits;
 mod serve_stream;
+mod sharding;
 mod snapshot_json;
 mod suspect_expiry;
 mod times;
