@@ -155,6 +155,8 @@ impl Default for Metrics {
 pub struct Exposition {
     leases: Registry,
     rest: String,
+    /// The prefixes whose series it holds.
+    rows: usize,
 }
 
 impl Exposition {
@@ -166,6 +168,11 @@ impl Exposition {
     pub fn write_to<W: std::fmt::Write>(&self, out: &mut W) -> std::fmt::Result {
         prometheus_client::encoding::text::encode_registry(out, &self.leases)?;
         out.write_str(&self.rest)
+    }
+
+    /// How many prefixes' series it holds (about 1.2 KB of text each).
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 }
 
@@ -209,7 +216,12 @@ impl Metrics {
             request_errors: Counter::default(),
             gathers: Counter::default(),
             last_gather: FGauge::default(),
-            history: History::new(),
+            // Only the counts and the current tenures are exported: no
+            // change is kept (each prefix's first sighting was ~300 bytes).
+            history: History::with_limits(crate::snapshot::history::Limits {
+                per_prefix: 0,
+                ..Default::default()
+            }),
             counted: (0, 0),
             probe_success: Gauge::default(),
             probe_duration: FGauge::default(),
@@ -467,6 +479,18 @@ impl Metrics {
         }
     }
 
+    /// Forgets the per-target gauges (`leasectl_target_up`,
+    /// `leasectl_probe_ok`, `_known`, `leasectl_reader_server_offset_seconds`)
+    /// and their room, once an exposition holds them: a probed target's
+    /// metrics kept until its next probe, which sets them again from its
+    /// snapshot (about a kilobyte a target less).
+    pub fn forget_gauges(&mut self) {
+        self.target_up.free();
+        self.probe_ok.free();
+        self.probe_known.free();
+        self.server_offset.free();
+    }
+
     /// Sets a probe's own gauges ([`Metrics::probe`]):
     /// `leasectl_probe_success` (1 when `success`) and
     /// `leasectl_probe_duration_seconds` (`duration`).
@@ -531,6 +555,7 @@ impl Metrics {
         Exposition {
             leases: lease_rows::registry(&self.rows, self.kind == Kind::OneShot),
             rest,
+            rows: self.rows.len(),
         }
     }
 

@@ -33,7 +33,7 @@ use crate::store::Counters;
 use crate::monitor::family::SortedFamily;
 use prometheus_client::metrics::counter::Counter;
 
-use super::probe::{ProbeAnswer, Prober};
+use super::probe::{ProbeAnswer, ProbeRunner, Prober};
 use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
 use crate::snapshot::Recipe;
 
@@ -61,7 +61,8 @@ struct AppState {
     latest: Arc<Mutex<Latest>>,
     http: SortedFamily<HttpLabels, Counter>,
     stale_after: Duration,
-    prober: Option<Arc<Prober>>,
+    /// Where probes are answered (None: `/probe` is not found).
+    probes: Option<Arc<ProbeRunner>>,
 }
 
 impl AppState {
@@ -134,6 +135,10 @@ fn streamed(exposition: super::prometheus::Exposition) -> axum::body::Body {
     axum::body::Body::from_stream(pieces)
 }
 
+/// The most prefixes a probe's answer is written for at once, in the
+/// request's task; a larger one is [`streamed`].
+const INLINE_ROWS: usize = 100;
+
 /// About how many bytes of the exposition a piece of a `/metrics` body
 /// holds: 64 KiB.
 const CHUNK: usize = 64 * 1024;
@@ -170,7 +175,7 @@ impl std::fmt::Write for ChunkSender {
 async fn not_found(State(s): State<AppState>) -> Response {
     let r = (
         StatusCode::NOT_FOUND,
-        if s.prober.is_some() {
+        if s.probes.is_some() {
             "Not found: leasectl serve answers /metrics, /healthz and /probe?target=URL&module=NAME.\n"
         } else {
             "Not found: leasectl serve answers /metrics and /healthz.\n"
@@ -189,19 +194,36 @@ async fn probe(
     uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let Some(prober) = s.prober.clone() else {
+    let Some(probes) = s.probes.clone() else {
         return not_found(State(s)).await;
     };
     let timeout = headers
         .get(super::probe::SCRAPE_TIMEOUT_HEADER)
         .map(|v| v.to_str().unwrap_or("(not text)"));
-    match prober.answer(uri.query().unwrap_or(""), timeout).await {
+    let Some(answer) = probes.ask(uri.query().unwrap_or(""), timeout).await else {
+        let r = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "serve is stopping: the probe was not answered.\n",
+        )
+            .into_response();
+        return s.count("/probe", r);
+    };
+    match answer {
         ProbeAnswer::Refused(why) => {
             let r = (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response();
             s.count("/probe", r)
         }
         ProbeAnswer::Metrics(exposition) => {
-            let r = ([(header::CONTENT_TYPE, CONTENT_TYPE)], streamed(exposition)).into_response();
+            let body = if exposition.rows() <= INLINE_ROWS {
+                // A target of a few prefixes: written here, at once (a blocking
+                // thread and a channel cost more than the text).
+                let mut text = String::with_capacity(2048 + 1280 * exposition.rows());
+                let _ = exposition.write_to(&mut text);
+                axum::body::Body::from(text)
+            } else {
+                streamed(exposition)
+            };
+            let r = ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response();
             s.count("/probe", r)
         }
     }
@@ -298,8 +320,15 @@ pub async fn serve_with_probes(
             move |r: &mut prometheus_client::registry::Registry| p.register(r),
         ));
     }
+    let probes = match prober.clone().map(ProbeRunner::start).transpose() {
+        Ok(p) => p.map(Arc::new),
+        Err(e) => {
+            eprintln!("leasectl: could not start the probes' thread: {e}");
+            return crate::exit::Exit::Failed;
+        }
+    };
     let state = AppState {
-        prober: prober.clone(),
+        probes: probes.clone(),
         http: metrics_.http_requests(),
         latest: Arc::new(Mutex::new(Latest {
             metrics: metrics_,
@@ -367,6 +396,9 @@ pub async fn serve_with_probes(
         .with_state(state);
     let why = accept_loop(listener, app, connection_limit()).await;
     gathering.stop();
+    if let Some(p) = &probes {
+        p.stop();
+    }
     // A serve that stops says why, always.
     eprintln!("leasectl: serve stopped: {why} received; connections were closed");
     crate::exit::Exit::Ok

@@ -205,7 +205,6 @@ impl Gatherer {
             + self.targets.len() * (size_of::<OpenTarget>() + size_of::<TargetCache>());
         for c in &self.caches {
             n += c.known.iter().map(string).sum::<usize>();
-            n += c.prefixes.iter().flatten().map(string).sum::<usize>();
             n += c
                 .listing_errors
                 .iter()

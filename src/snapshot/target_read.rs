@@ -33,8 +33,8 @@ pub struct OpenTarget {
 /// What a [`Gatherer`] remembers between refreshes of one target.
 #[derive(Default, Clone)]
 pub struct TargetCache {
-    /// Prefixes found by the last listing.
-    pub prefixes: Option<Vec<String>>,
+    /// A listing is cached: its rows are `known` (a failure forgets it).
+    pub(super) listed: bool,
     /// What the last listing could not discover ([`discover`]'s errors).
     pub(super) listing_errors: Vec<PrefixError>,
     /// The target's own prefix, then the listed ones: the rows of its report.
@@ -151,7 +151,7 @@ pub(super) async fn gather_planned(
     // Without a new listing the rows are the cached ones, unchanged: the
     // reads the plan wants are queued at once, and nothing is rebuilt
     // (`Ok(None)`: the listing stands).
-    let reuse = !relist && cache.prefixes.is_some();
+    let reuse = !relist && cache.listed;
     let initial = reuse.then(|| {
         let mono = clock.mono();
         match &plan.picked {
@@ -260,7 +260,7 @@ impl Changes {
 /// sentence naming the store). Returns whether that is news.
 pub(super) fn cache_failure(cache: &mut TargetCache, error: String) -> bool {
     let changed = cache.error.as_deref() != Some(error.as_str());
-    cache.prefixes = None;
+    cache.listed = false;
     cache.error = Some(error);
     changed
 }
@@ -277,12 +277,18 @@ pub(super) fn cache_reads(
     results: Vec<Read>,
 ) -> Changes {
     let mut changed = cache.error.take().is_some();
-    if let Some(((listed, listing_errors), known)) = listed {
-        changed |= cache.prefixes.as_ref() != Some(&listed)
+    if let Some(((_, listing_errors), known)) = listed {
+        // `known` is the root, then the listing's prefixes as they came:
+        // the same listing gives the same rows.
+        changed |= !cache.listed
+            || cache.known != known
             || cache.listing_errors != listing_errors
             || cache.known.is_empty();
-        cache.prefixes = Some(listed);
+        cache.listed = true;
         cache.listing_errors = listing_errors;
+        let mut known = known;
+        // Grown by doubling as the pages came: up to half of it spare.
+        known.shrink_to_fit();
         // Keep what was read, for the next gather; forget prefixes no longer listed.
         let keep: HashSet<&String> = known.iter().collect();
         let before = cache.entries.len();

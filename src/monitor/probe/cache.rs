@@ -9,7 +9,7 @@
 //! look a state up or put it back, never across a request to a store. A
 //! second probe of a target whose state is out waits for it (two Prometheus
 //! servers of an HA pair scrape the same targets); a probe dropped before it
-//! put its state back (a scrape that went away) forgets it.
+//! put its state back (its runtime stopping) forgets it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,7 +46,7 @@ pub enum Forgot {
     Bytes,
     /// Not probed for [`Bounds::forget_after`].
     Unscraped,
-    /// Its probe ended without putting it back (the scrape went away).
+    /// Its probe ended without putting it back.
     Abandoned,
 }
 

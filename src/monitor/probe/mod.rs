@@ -24,6 +24,7 @@
 pub mod allow;
 pub mod cache;
 pub mod request;
+pub mod runner;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -46,6 +47,7 @@ use super::prometheus::{Exposition, Metrics};
 pub use allow::AllowList;
 pub use cache::{Bounds, CacheStats, CheckOut, Forgot, StateCache, Weigh};
 pub use request::{parse_query, probe_timeout, ProbeParams, SCRAPE_TIMEOUT_HEADER};
+pub use runner::ProbeRunner;
 
 /// Opens a TARGET's store for a module: read-only, each request counted.
 #[async_trait]
@@ -153,20 +155,23 @@ pub struct TargetState {
     last: Option<Instant>,
 }
 
-impl Weigh for TargetState {
+/// Boxed in the cache: the map's spare room is then a pointer a slot, not
+/// a whole state.
+impl Weigh for Box<TargetState> {
     fn bytes(&self) -> usize {
-        // The gatherer's readings, and about 400 bytes a row for the
-        // families' row and holder history (`monitor::lease_rows`,
-        // `snapshot::history`) and 2 KiB for the rest (the metric handles,
-        // the store's wrappers).
-        self.gatherer.held_bytes() + 400 * self.metrics.history().len() + 2048
+        // The gatherer's readings (counted), and what
+        // examples/probe_state_bytes.rs measured besides them: about 540
+        // bytes a prefix (its row of the families, its holder history, the
+        // maps' nodes) and 1,800 for the rest (the metric handles, the
+        // store's wrappers, the cache's slot).
+        self.gatherer.held_bytes() + 540 * self.metrics.history().prefixes() + 1800
     }
 }
 
 /// The answerer of `/probe` (module docs).
 pub struct Prober {
     modules: BTreeMap<String, ProbeModule>,
-    cache: StateCache<TargetState>,
+    cache: StateCache<Box<TargetState>>,
     opts: ProbeOptions,
     clock: SharedClock,
     audit: Mutex<SharedAudit>,
@@ -285,7 +290,7 @@ impl Prober {
         );
         registry.register(
             "probe_state_forgotten",
-            "Target states forgotten, by reason: targets or bytes (over a bound), unscraped (not probed for --probe-forget-after), abandoned (the scrape went away before its probe ended)",
+            "Target states forgotten, by reason: targets or bytes (over a bound), unscraped (not probed for --probe-forget-after), abandoned (its probe ended without putting it back: serve stopping, or a probe that failed)",
             f.forgotten.clone(),
         );
     }
@@ -321,13 +326,13 @@ impl Prober {
                             return ProbeAnswer::Metrics(self.unread(&target, why, start));
                         }
                     };
-                TargetState {
+                Box::new(TargetState {
                     gatherer: Gatherer::new(vec![open], module.gather.clone(), 1)
                         .schedule(FIRST_INTERVAL),
                     metrics: Metrics::probe(),
                     counters,
                     last: None,
-                }
+                })
             }
         };
         if let Some(last) = state.last {
@@ -351,6 +356,7 @@ impl Prober {
             .all(|t| t.error.is_none() && t.errors.is_empty());
         state.metrics.set_probe(success, start.elapsed());
         let exposition = state.metrics.exposition();
+        state.metrics.forget_gauges();
         taken.put(state);
         ProbeAnswer::Metrics(exposition)
     }
