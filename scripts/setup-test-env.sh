@@ -55,6 +55,9 @@ command -v radosgw >/dev/null 2>&1 || missing+=(ceph radosgw)
 command -v uuidgen >/dev/null 2>&1 || missing+=(uuid-runtime)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v strace >/dev/null 2>&1 || missing+=(strace)
+# ip: the README tutorial's test brings up the loopback of a network namespace
+# of its own (its moto on port 5000 meets no other).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ -x /usr/bin/time ] || missing+=(time)
 { command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)

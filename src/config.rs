@@ -170,7 +170,7 @@ pub enum ConfigError {
     /// A context was asked for but there is no file.
     #[error(
         "context `{name}` was asked for, but there is no config file at {}; create it with a \
-         [contexts.{name}] table (see the README, Monitoring: contexts)",
+         [contexts.{name}] table (see docs/targets.md, \"Contexts\")",
         .path.display()
     )]
     Missing {

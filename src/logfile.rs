@@ -13,6 +13,15 @@ pub enum NotSole {
     Links(u64),
 }
 
+impl std::fmt::Display for NotSole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSole::NotRegular(_) => f.write_str("it is not a regular file"),
+            NotSole::Links(n) => write!(f, "it has {n} hard links, so it is also another file"),
+        }
+    }
+}
+
 /// The one rule for every file leasectl appends to or locks by its path —
 /// its log file, the audit log (`takeover --audit-log`), a writer lock file
 /// (`.writer.lock`): a regular file with one name. Not a symbolic link
@@ -34,57 +43,64 @@ pub fn sole_regular_file(md: &std::fs::Metadata) -> Result<(), NotSole> {
     }
 }
 
-/// Sends this process's logs to `path` (appended; parent directories created).
-/// Honours `LEASECTL_LOG` (default `info`, the AWS SDK's own chatter at
-/// `error`). If the file cannot be opened nothing is logged: a log line must
-/// never land on the console's screen.
-pub fn init(path: &Path) {
-    use tracing_subscriber::EnvFilter;
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+/// Opens the log file `path` for appending, private (0600; one created by
+/// an older version is made private too; parent directories created): log
+/// lines name hosts, buckets and holders. A link, a FIFO or a file with
+/// another name is never written through ([`sole_regular_file`]).
+///
+/// # Errors
+/// The file cannot be created or opened; it is not a regular file with one
+/// name (the error says which).
+pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
     }
-    use std::os::unix::fs::OpenOptionsExt;
-    // A link, a FIFO or a file with another name is never written through
-    // (said now, before the console owns the terminal).
-    let refused = |why: NotSole| {
-        eprintln!(
-            "leasectl: not logging to {}: {}",
-            crate::text::sanitize(&path.display().to_string()),
-            match why {
-                NotSole::NotRegular(_) => "it is not a regular file".to_owned(),
-                NotSole::Links(n) => format!("it has {n} hard links, so it is also another file"),
-            }
-        );
-    };
+    let refused =
+        |why: NotSole| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
     if let Ok(md) = std::fs::symlink_metadata(path) {
-        if let Err(why) = sole_regular_file(&md) {
-            return refused(why);
-        }
+        sole_regular_file(&md).map_err(refused)?;
     }
-    // Private: log lines name hosts, buckets and holders.
-    let Ok(file) = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    else {
-        return;
-    };
-    if let Err(why) = file
-        .metadata()
-        .map(|md| sole_regular_file(&md))
-        .unwrap_or(Ok(()))
-    {
-        return refused(why);
-    }
-    // A log created by an older version may be world-readable.
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
-    }
+        .open(path)?;
+    sole_regular_file(&file.metadata()?).map_err(refused)?;
+    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    Ok(file)
+}
+
+/// Sends this process's logs to `path` (appended, private). Honours
+/// `LEASECTL_LOG` (default `info`, the AWS SDK's own chatter at `error`). If
+/// the file cannot be opened nothing is logged: a log line must never land
+/// on the console's screen.
+pub fn init(path: &Path) {
+    use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("LEASECTL_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
+    init_at(path, filter);
+}
+
+/// Sends this process's logs that pass `filter` to `path` (appended,
+/// private); nothing is logged when it cannot be opened.
+pub fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
+    let file = match open_private(path) {
+        Ok(f) => f,
+        // A file that is not one to write through is said (before the
+        // console owns the terminal); one that cannot be opened is not.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            // (a warning, not the reason for an exit: not `exit::say`)
+            eprintln!(
+                "leasectl: not logging to {}: {}",
+                crate::text::sanitize(&path.display().to_string()),
+                crate::text::sanitize(&e.to_string())
+            );
+            return;
+        }
+        Err(_) => return,
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::sync::Mutex::new(file))

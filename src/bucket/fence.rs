@@ -23,7 +23,8 @@
 //!
 //! What it cannot do: a process that was paused after checking the fence and
 //! before sending a request sends that request when it resumes. The guarantees
-//! and their limits are spelled out in the README's lease section.
+//! and their limits are spelled out in docs/bucket-leases.md, "What the fence
+//! guarantees, and where it stops".
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -42,6 +42,26 @@ pub struct Cli {
     /// the file's default_context.
     #[arg(short = 'c', long = "context", global = true, value_name = "NAME")]
     pub context: Option<String>,
+
+    /// Where the log goes.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// The log: without these options stderr gets sentences only (warnings and
+/// errors, no timestamps); the log itself (every step, timestamped) goes to
+/// stderr with `-v` or `LEASECTL_LOG`, and to a file with `--log-file`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LogArgs {
+    /// The log on stderr instead of sentences: each step with its time (-v info, -vv debug,
+    /// -vvv trace; LEASECTL_LOG sets the filter too).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Append the log (each step with its time, at info or as -v and LEASECTL_LOG say) to
+    /// this file, created private (0600); stderr keeps its sentences.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
 }
 
 /// The commands on which the global options (`-c` and the S3 ones: every
@@ -150,7 +170,7 @@ pub struct ConsoleArgs {
     pub ttl: Option<Duration>,
 }
 
-/// `-o FORMAT` and `--watch` (README: Monitoring).
+/// `-o FORMAT` and `--watch` (docs/output.md).
 #[derive(Debug, Args, Clone)]
 pub struct OutputArgs {
     /// Print one snapshot on stdout in this format and exit (exit codes as --json); without

@@ -14,13 +14,13 @@ pub fn run(_a: &FenceCheckArgs, _shared: &Shared) -> Exit {
     match fence_state_from_env() {
         Ok(FenceFdState::Open) => Exit::Ok,
         Ok(FenceFdState::Closed) => {
-            eprintln!(
-                "leasectl: the lease's fence has closed ({FENCE_FD_ENV} reads end of file): start no more writes under this lease"
-            );
+            crate::exit::say(format!(
+                "the lease's fence has closed ({FENCE_FD_ENV} reads end of file): start no more writes under this lease"
+            ));
             Exit::Fenced
         }
         Err(e) => {
-            eprintln!("leasectl: {e}");
+            crate::exit::say(&e);
             if e.is_usage() {
                 Exit::Usage
             } else {

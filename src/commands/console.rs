@@ -33,8 +33,8 @@ pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
         return exit;
     }
     if !shared.terminal.stdout || !shared.terminal.stdin {
-        eprintln!(
-            "leasectl: the console needs a terminal (stdin and stdout); use --json for a snapshot"
+        crate::exit::say(
+            "the console needs a terminal (stdin and stdout); use --json for a snapshot",
         );
         return Exit::Usage;
     }

@@ -53,3 +53,29 @@ pub fn run(cli: &Cli, shared: &Shared) -> Exit {
         Command::PodScan(a) => pod_scan::run(a, shared),
     }
 }
+
+/// The column of [`crate::exit::EXIT_TABLE`] that gives the exit codes of
+/// the command `cli` names (`None`: the console, `serve`, `audit`, `config`
+/// and the others the table has no column for).
+pub fn exit_column(cli: &Cli) -> Option<usize> {
+    let o = &cli.console;
+    match &cli.command {
+        None if o.json || o.output.format.is_some() || o.output.watch.is_some() => Some(0),
+        None => None,
+        Some(Command::PodScan(_)) => Some(0),
+        Some(Command::Check(_)) => Some(1),
+        Some(Command::Probe(_)) => Some(2),
+        Some(Command::Timeline(_)) => Some(3),
+        Some(Command::Bucket {
+            command: BucketCommand::Hold(_),
+        }) => Some(4),
+        Some(Command::Bucket {
+            command: BucketCommand::FenceCheck(_),
+        }) => Some(5),
+        Some(Command::Takeover(_)) => Some(6),
+        Some(Command::Writer {
+            command: WriterCommand::Exec(_),
+        }) => Some(7),
+        Some(_) => None,
+    }
+}

@@ -1,6 +1,6 @@
 //! The console's outputs that are not the console: `--json` (the snapshot
 //! document), `-o table|ndjson|prometheus`, `--watch`, and the table for a
-//! stdout that is not a terminal (README: Monitoring).
+//! stdout that is not a terminal (docs/output.md).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,12 +34,12 @@ fn output_of(args: &ConsoleArgs, shared: &Shared) -> Result<Option<Output>, Exit
     Ok(match (o.format, o.watch) {
         (None | Some(OutputFormat::Ndjson), Some(_)) => Some(Output::Watch),
         (Some(f), Some(_)) => {
-            eprintln!(
-                "leasectl: --watch streams NDJSON; it cannot be combined with -o {}",
+            crate::exit::say(format!(
+                "--watch streams NDJSON; it cannot be combined with -o {}",
                 f.to_possible_value()
                     .map(|v| v.get_name().to_owned())
                     .unwrap_or_default()
-            );
+            ));
             return Err(Exit::Usage);
         }
         (Some(OutputFormat::Json), None) => Some(Output::Json),
@@ -132,6 +132,8 @@ pub async fn run(
             let mut m = prometheus::Metrics::one_shot();
             m.update(&snap, &counters, extras.scans_pod(), &[]);
             let exit = snap.exit_code();
+            // The exposition carries no reasons: they are said on stderr.
+            say_problems(&snap);
             drop(snap);
             let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             return Some(match m.write_text_format(out) {
@@ -139,16 +141,14 @@ pub async fn run(
                 Err(e) => {
                     let e = crate::stdout::WriteError::from(e);
                     if let crate::stdout::WriteError::Failed(e) = &e {
-                        eprintln!("leasectl: could not write to stdout: {e}");
+                        crate::exit::say(format!("could not write to stdout: {e}"));
                     }
                     e.exit()
                 }
             });
         }
         OutputFormat::Table => {
-            for p in table::problems(&snap) {
-                eprintln!("leasectl: {p}");
-            }
+            say_problems(&snap);
             table::render(&snap)
         }
         OutputFormat::Ndjson => unreachable!("-o ndjson is streamed"),
@@ -158,6 +158,18 @@ pub async fn run(
         Ok(()) => snap.exit_code(),
         Err(exit) => exit,
     })
+}
+
+/// Says on stderr, a line each, why `snap`'s exit code is not 0: what
+/// could not be read, the pod's verdicts and notes, the leases that need
+/// attention (`-o table`, `-o prometheus`).
+fn say_problems(snap: &crate::snapshot::Snapshot) {
+    for p in table::problems(snap) {
+        crate::exit::say(&p);
+    }
+    if let Some(why) = snap.attention_reason(false) {
+        crate::exit::say(why);
+    }
 }
 
 /// `-o ndjson`: each row's line written as soon as it is judged, no row
@@ -190,6 +202,21 @@ async fn ndjson(
     })
     .await;
     let exit = stream::streamed_summary(&rest, &tally, recipe.scans_pod(), &mut write);
+    // The error lines are in the stream; the reasons are said on stderr too.
+    if exit != Exit::Ok {
+        for p in table::problems(&rest) {
+            crate::exit::say(&p);
+        }
+        if tally.age_unknown > 0 {
+            crate::exit::say(format!(
+                "{} lease(s) could not be judged: this host's clock is too far from the service's to tell their age",
+                tally.age_unknown
+            ));
+        }
+        if let Some(why) = crate::snapshot::attention_sentence(tally.noted, &tally.named, &[]) {
+            crate::exit::say(why);
+        }
+    }
     out.finish(exit)
 }
 
@@ -205,30 +232,33 @@ async fn json(
     crate::snapshot::look_deeper(&open, &mut snap, opts.depth).await;
     recipe.complete(&mut snap).await;
     if let Some(e) = &snap.pod_error {
-        eprintln!("leasectl: {}", crate::text::sanitize(e));
+        crate::exit::say(crate::text::sanitize(e));
     }
     for t in &snap.targets {
         if let Some(e) = &t.error {
-            eprintln!(
-                "leasectl: could not gather {}: {}",
+            crate::exit::say(format!(
+                "could not gather {}: {}",
                 t.url,
                 crate::text::sanitize_message(e)
-            );
+            ));
         }
         for e in &t.errors {
-            eprintln!(
-                "leasectl: could not read {}: {}",
+            crate::exit::say(format!(
+                "could not read {}: {}",
                 crate::text::sanitize(&t.prefix_url(&e.prefix)),
                 crate::text::sanitize_message(&e.error)
-            );
+            ));
         }
         if let Some(note) = t.deeper_note() {
-            eprintln!("leasectl: {note}");
+            crate::exit::say(&note);
         }
     }
     // Any exit that is not 0 says why, on stderr, in a line each.
     for why in snap.unsaid_reasons() {
-        eprintln!("leasectl: {why}");
+        crate::exit::say(&why);
+    }
+    if let Some(why) = snap.attention_reason(true) {
+        crate::exit::say(why);
     }
     // Written as it is serialised: the text of 10,000 rows is 7 MB.
     match crate::stdout::print_document_with(|w| crate::text::write_json_pretty(w, &snap)) {

@@ -103,6 +103,11 @@ pub async fn probe_race(
         (r, _) => (r, Ok(None)),
     };
     let (verdict, code, text, error) = verdict_of(&result, &raced, &key);
+    // The verdict is the report's last line (or its `verdict`); when it is
+    // not 0, stderr says it too.
+    if code != Exit::Ok {
+        crate::exit::say(format!("probe of {}: {text}", store.describe()));
+    }
     if json {
         let info = store.endpoint_info();
         let doc = ProbeJson {
@@ -247,13 +252,13 @@ async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) ->
         }
     }
     if left.is_empty() {
-        eprintln!("leasectl: probe interrupted; its scratch keys were removed");
+        crate::exit::say("probe interrupted; its scratch keys were removed");
     } else {
-        eprintln!(
-            "leasectl: probe interrupted; could not remove {} (a later probe removes \
+        crate::exit::say(format!(
+            "probe interrupted; could not remove {} (a later probe removes \
              scratch keys older than 10 minutes)",
             left.join(", ")
-        );
+        ));
     }
     Exit::killed_by(sig)
 }

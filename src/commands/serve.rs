@@ -22,7 +22,7 @@ use crate::target::Connector;
 pub async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
     let probes = &args.probes;
     if args.targets.is_empty() && args.pod.no_pod && probes.modules.is_empty() {
-        eprintln!("leasectl: serve with no TARGET, no --module and --no-pod has nothing to export");
+        crate::exit::say("serve with no TARGET, no --module and --no-pod has nothing to export");
         return Exit::Usage;
     }
     let audit_path = crate::setup::audit_path(args.audit_log.as_deref());
@@ -45,7 +45,7 @@ pub async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
                 audit_path.clone(),
             ))),
             Err(why) => {
-                eprintln!("leasectl: {why}");
+                crate::exit::say(why);
                 return Exit::Usage;
             }
         }

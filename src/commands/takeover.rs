@@ -15,7 +15,7 @@ pub async fn run(a: &crate::cli::TakeoverArgs, shared: &Shared) -> Exit {
     let log = match crate::setup::open_audit(connector, &a.audit).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("leasectl: {e}; nothing was sent");
+            crate::exit::say(format!("{e}; nothing was sent"));
             return Exit::Failed;
         }
     };

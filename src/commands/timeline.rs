@@ -20,9 +20,7 @@ pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
             .map(|d| to - d)
     });
     if from.is_some_and(|f| f >= to) {
-        eprintln!(
-            "leasectl: the window is empty: --from (or --to minus --since) is not before --to"
-        );
+        crate::exit::say("the window is empty: --from (or --to minus --since) is not before --to");
         return Exit::Usage;
     }
     // The audit logs: those given, else this host's if it exists.
@@ -86,14 +84,23 @@ pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
                 let _ = std::io::Write::write_all(&mut out, svg.as_bytes());
             }
             Err(e) => {
-                eprintln!("leasectl: the picture could not be drawn: {e}");
+                crate::exit::say(format!("the picture could not be drawn: {e}"));
                 return Exit::Failed;
             }
         },
     }
     for p in &report.prefixes {
         for s in &p.problems {
-            eprintln!("leasectl: {}: {s}", p.url);
+            crate::exit::say(format!("{}: {s}", p.url));
+        }
+        let d = &p.derived;
+        if !d.overlaps.is_empty() || !d.generations_back.is_empty() {
+            crate::exit::say(format!(
+                "{}: {} overlap(s) (two holders could both write) and {} generation(s) not advanced or gone back",
+                p.url,
+                d.overlaps.len(),
+                d.generations_back.len()
+            ));
         }
     }
     out.finish(report.exit())

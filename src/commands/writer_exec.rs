@@ -10,8 +10,10 @@ use crate::setup::Shared;
 pub fn run(a: &ExecArgs, _shared: &Shared) -> Exit {
     match crate::writer::exec::writer_exec(&a.data_dir, a.wait, &a.command) {
         Ok(exit) => exit,
+        // A refusal is a sentence for the person or the pod's log reading
+        // stderr (`-v` adds the log of each step before it).
         Err(e) => {
-            tracing::error!("{e}");
+            crate::exit::say(&e);
             e.exit_code()
         }
     }

@@ -22,14 +22,14 @@ pub async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> 
     let dir = match DemoDir::create(opts.dir.as_deref()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("leasectl: {e}");
+            crate::exit::say(&e);
             return Ok(Exit::Usage);
         }
     };
     if !terminal {
         dir.remove_if_temporary();
-        eprintln!(
-            "leasectl: demo runs the console and needs a terminal (stdin and stdout); \
+        crate::exit::say(
+            "demo runs the console and needs a terminal (stdin and stdout); \
              for a JSON snapshot of a running demo, start it with --dir DIR and run leasectl --json file:///DIR/"
         );
         return Ok(Exit::Usage);

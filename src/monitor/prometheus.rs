@@ -75,10 +75,11 @@ pub struct VerdictLabels {
     pub kind: String,
 }
 
-const VERDICTS: [VerdictKind; 10] = [
+const VERDICTS: [VerdictKind; 11] = [
     VerdictKind::InvalidEnable,
     VerdictKind::ArmedHoldsNothing,
     VerdictKind::SiblingsRacing,
+    VerdictKind::PodRootsRacing,
     VerdictKind::HolderNotTake,
     VerdictKind::StrayStamp,
     VerdictKind::Waiting,

@@ -301,7 +301,7 @@ pub async fn serve_with_probes(
     let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("leasectl: could not listen on {}: {e}", opts.listen);
+            crate::exit::say(format!("could not listen on {}: {e}", opts.listen));
             return crate::exit::Exit::Failed;
         }
     };
@@ -323,7 +323,7 @@ pub async fn serve_with_probes(
     let probes = match prober.clone().map(ProbeRunner::start).transpose() {
         Ok(p) => p.map(Arc::new),
         Err(e) => {
-            eprintln!("leasectl: could not start the probes' thread: {e}");
+            crate::exit::say(format!("could not start the probes' thread: {e}"));
             return crate::exit::Exit::Failed;
         }
     };
@@ -384,7 +384,7 @@ pub async fn serve_with_probes(
     let gathering = match gathering {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("leasectl: could not start the gathering thread: {e}");
+            crate::exit::say(format!("could not start the gathering thread: {e}"));
             return crate::exit::Exit::Failed;
         }
     };

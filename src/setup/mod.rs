@@ -29,10 +29,7 @@ use crate::exit::Exit;
 /// or values that came from outside) and returns [`Exit::Failed`].
 pub fn fail(e: &color_eyre::eyre::Report) -> Exit {
     let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    eprintln!(
-        "leasectl: {}",
-        crate::text::sanitize_message(&chain.join(": "))
-    );
+    crate::exit::say(crate::text::sanitize_message(&chain.join(": ")));
     Exit::Failed
 }
 
@@ -47,10 +44,10 @@ pub fn block_on(command: impl Future<Output = Exit>) -> Exit {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!(
-                "leasectl: starting the async runtime: {}",
+            crate::exit::say(format!(
+                "starting the async runtime: {}",
                 crate::text::sanitize(&e.to_string())
-            );
+            ));
             return Exit::Failed;
         }
     };

@@ -33,6 +33,9 @@ pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
     if e.use_stderr() && parsed_command().as_deref() == Some("check") {
         return Err(plugin_unknown("usage error (see stderr)"));
     }
+    if e.use_stderr() {
+        crate::exit::mark_said();
+    }
     // Help and version (on stdout, 0), or clap's usage error (2).
     Err(if e.use_stderr() {
         Exit::Usage
@@ -52,7 +55,7 @@ fn bad_target(e: &TargetError) -> Exit {
     if parsed_command().as_deref() == Some("check") {
         return plugin_unknown(&crate::text::sanitize(&e.to_string()));
     }
-    eprintln!("leasectl: {e}");
+    crate::exit::say(e);
     Exit::Usage
 }
 
@@ -80,7 +83,7 @@ fn parsed_command() -> Option<String> {
 /// A usage error found after parsing: said on stderr; `check` also prints
 /// its plugin line and is UNKNOWN.
 fn usage(command: Option<&str>, why: &str) -> Exit {
-    eprintln!("leasectl: {why}");
+    crate::exit::say(why);
     if command == Some("check") {
         return plugin_unknown(&why.replace('|', "\\x7c"));
     }
@@ -139,7 +142,9 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Shared, Exit> {
         _ => None,
     };
     if let (true, Some(cmd)) = (cli.console.read_only, writes) {
-        eprintln!("leasectl: --read-only cannot be combined with `{cmd}`, which writes");
+        crate::exit::say(format!(
+            "--read-only cannot be combined with `{cmd}`, which writes"
+        ));
         return Err(Exit::Usage);
     }
     let shared = Shared::new(cli);
@@ -151,7 +156,7 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Shared, Exit> {
 /// given: the same rules) and the AWS variables that end up in requests.
 fn check_environment(cli: &Cli) -> Result<(), Exit> {
     let refuse = |why: String| {
-        eprintln!("leasectl: {why}");
+        crate::exit::say(why);
         Exit::Usage
     };
     if let Some(e) = &cli.s3.endpoint_url {
@@ -175,7 +180,9 @@ fn check_environment(cli: &Cli) -> Result<(), Exit> {
 }
 
 /// The terminal belongs to the console: the console logs to a file (the demo
-/// to one in its directory); every other command logs to stderr.
+/// to one in its directory); every other command says its warnings and
+/// errors on stderr as sentences, and logs there with `-v` (or to
+/// `--log-file`).
 fn set_up_logging(cli: &Cli, command: Option<&str>, shared: &Shared) {
     let c = &cli.console;
     match command {
@@ -185,10 +192,9 @@ fn set_up_logging(cli: &Cli, command: Option<&str>, shared: &Shared) {
             && c.output.watch.is_none()
             && shared.terminal.stdout =>
         {
-            super::init_console_logging()
+            super::init_console_logging(&cli.log)
         }
-        None | Some("check") => super::init_logging(true),
-        Some(other) => super::init_logging(c.json || other == "pod-scan"),
+        _ => super::init_logging(&cli.log),
     }
 }
 

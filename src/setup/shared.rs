@@ -102,9 +102,9 @@ fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
 /// report (`lead` names the output: "--json with no TARGET …" or "with no
 /// TARGET …") and returns [`Exit::Usage`].
 pub fn nothing_to_report(lead: &str) -> Exit {
-    eprintln!(
-        "leasectl: {lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
-    );
+    crate::exit::say(format!(
+        "{lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
+    ));
     Exit::Usage
 }
 

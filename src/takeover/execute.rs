@@ -100,7 +100,8 @@ pub async fn takeover_with(
     };
     let entry = intent_entry(&req, &j, &id, &record, now);
     audit.append(&entry).await?;
-    tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
+    // A step of the log, not news for the operator (who sees the result).
+    tracing::info!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
     let body = record.to_body();
     let (etag, answer_lost) = match put_record(store.as_ref(), &req, &key, body.clone()).await {

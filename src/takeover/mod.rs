@@ -29,7 +29,7 @@ mod watch;
 
 pub use execute::{takeover, takeover_with};
 pub use operator::{takeover_cmd, OperatorTakeover};
-pub use preflight::{check_request, preflight, typed_confirms};
+pub use preflight::{check_request, preflight, something_to_take_over, typed_confirms};
 pub use then::{hold_until, record_loss};
 pub use watch::{watch_one_ttl, Watched};
 
@@ -206,9 +206,12 @@ impl std::fmt::Display for TakeoverOutcome {
             write!(f, "\nreleased ({r}); the prefix is free")?;
         }
         if let Some(d) = self.handover_deadline {
+            // The record names the successor: how it is started from the
+            // command line (the library's `acquire_as` is the same).
+            let id = sanitize(&self.written.instance_id);
             write!(
                 f,
-                "\nhanded over: the successor must start (acquire_as its id) before {}",
+                "\nhanded over to {id}: start the successor once, with `leasectl bucket hold --instance-id {id}`, before {}",
                 crate::clock::shown(d)
             )?;
         }

@@ -161,8 +161,13 @@ where
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
     let result = loop {
-        if let Err(e) = terminal.draw(|f| ui::render(&app, f)) {
-            break Err(io_error(e));
+        let area = match terminal.draw(|f| ui::render(&app, f)) {
+            Ok(frame) => frame.area,
+            Err(e) => break Err(io_error(e)),
+        };
+        // How far the detail pane scrolls, as this frame measured it.
+        if let Some((lines, shown)) = ui::detail_extent(&app, area) {
+            app.update(Action::DetailExtent { lines, shown });
         }
         let actions = tokio::select! {
             ev = events.next() => match ev {

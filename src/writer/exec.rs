@@ -15,8 +15,8 @@ use super::{assess, sanitize, Duty, WriterError, HELD};
 use crate::exit::Exit;
 use crate::supervise;
 
-/// Runs `cmd` under the writer-lease rules (ARCHITECTURE.md; README, "Pod
-/// writer leases"; seed `writerlease-package.txt`), supervised by
+/// Runs `cmd` under the writer-lease rules (ARCHITECTURE.md;
+/// docs/writer-leases.md; seed `writerlease-package.txt`), supervised by
 /// [`crate::supervise`].
 ///
 /// Logs the duty sentence (tracing, info) first. Then, by duty:

@@ -117,7 +117,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                 if found.holders.is_empty() {
                     if let Some(why) = &found.unknown {
                         tracing::warn!(
-                            "{why}: whether a process there still holds a flock on a deleted {LOCK_NAME} of {} is unknown (see README, \"What the pod view cannot know\")",
+                            "{why}: whether a process there still holds a flock on a deleted {LOCK_NAME} of {} is unknown (see docs/writer-leases.md, \"What the pod view cannot know\")",
                             crate::text::sanitize(&data_dir.to_string_lossy())
                         );
                     }

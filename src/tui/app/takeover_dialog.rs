@@ -190,12 +190,20 @@ impl App {
         let Some((row, p)) = self.selected_lease() else {
             return;
         };
+        // Nothing to take over (no LEASE, a released record): said at once,
+        // before a reason is asked for — no answer in the dialog changes it.
+        let seen = p.observed();
+        if let Err(e) = crate::takeover::something_to_take_over(&p.prefix, &seen, self.now()) {
+            let why = crate::text::sanitize_message(&e.to_string());
+            self.say(format!("no takeover: {why}"), true);
+            return;
+        }
         let watched = self.watched_for(&p.key);
         let dialog = TakeoverDialog {
             row,
             prefix: p.prefix.clone(),
             key: p.key.clone(),
-            seen: p.observed(),
+            seen,
             state: p.state,
             holder: p
                 .record

@@ -41,6 +41,7 @@ pub fn lock_style(l: LockState) -> Style {
 pub fn verdict_style(k: VerdictKind) -> Style {
     let c = match k {
         VerdictKind::SiblingsRacing
+        | VerdictKind::PodRootsRacing
         | VerdictKind::HolderNotTake
         | VerdictKind::HolderOutsidePod
         | VerdictKind::InvalidEnable
@@ -203,16 +204,35 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
 
     // The selected process's duty sentence (it names the stamp and why it
     // counted or not); the duty itself is in the selected row.
-    let text = match app.selected_process() {
-        Some(p) => Line::from(vec![
-            Span::styled(
-                format!("pid {}: ", p.pid),
-                duty_style(p.duty).add_modifier(Modifier::BOLD),
-            ),
-            Span::raw(terminal_safe(&p.duty_reason).into_owned()),
-            Span::styled(container_text(p), Style::default().fg(Color::DarkGray)),
-        ]),
-        None => Line::from(""),
+    let Some(p) = app.selected_process() else {
+        return;
     };
-    f.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), detail);
+    let line = Line::from(vec![
+        Span::styled(
+            format!("pid {}: ", p.pid),
+            duty_style(p.duty).add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(terminal_safe(&p.duty_reason).into_owned()),
+        Span::styled(container_text(p), Style::default().fg(Color::DarkGray)),
+    ]);
+    let width = usize::from(detail.width).max(1);
+    let rows = usize::from(detail.height).max(1);
+    if Paragraph::new(line.clone())
+        .wrap(Wrap { trim: false })
+        .line_count(detail.width)
+        <= rows
+    {
+        f.render_widget(Paragraph::new(line).wrap(Wrap { trim: false }), detail);
+        return;
+    }
+    // Longer than its lines: the last one shown ends with `…`.
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    let mut lines = crate::tui::app::wrap(&text, width);
+    lines.truncate(rows);
+    if let Some(last) = lines.last_mut() {
+        // Ends with `…` whether it fits (" …") or is cut.
+        *last = ellipsize(&format!("{last} …"), width);
+    }
+    let lines: Vec<Line> = lines.into_iter().map(Line::from).collect();
+    f.render_widget(Paragraph::new(lines), detail);
 }

@@ -320,7 +320,7 @@ pub struct Verdict {
     pub pod: Option<String>,
 }
 
-/// The pod verdicts (ARCHITECTURE.md; README.md, "Pod writer leases"). Serialized snake_case.
+/// The pod verdicts (ARCHITECTURE.md; docs/writer-leases.md). Serialized snake_case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
@@ -330,6 +330,9 @@ pub enum VerdictKind {
     ArmedHoldsNothing,
     /// More than one participant has duty Take (siblings racing for the lock).
     SiblingsRacing,
+    /// Participants of different process trees take one lock file: two pod
+    /// roots (two pods, or two `writer exec`) on one data directory.
+    PodRootsRacing,
     /// The lock is held by a process whose duty is not Take.
     HolderNotTake,
     /// A participant's stamp names a pid other than its parent (or a dead pid, or garbage).
@@ -358,6 +361,7 @@ impl VerdictKind {
             VerdictKind::InvalidEnable => "invalid_enable",
             VerdictKind::ArmedHoldsNothing => "armed_holds_nothing",
             VerdictKind::SiblingsRacing => "siblings_racing",
+            VerdictKind::PodRootsRacing => "pod_roots_racing",
             VerdictKind::HolderNotTake => "holder_not_take",
             VerdictKind::StrayStamp => "stray_stamp",
             VerdictKind::Waiting => "waiting",

@@ -230,7 +230,9 @@ fn best_effort_mode_is_logged_at_warn() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
     let mut c = bin();
+    // The log (`-v`) says it at WARN, with the exclusion as a field.
     c.env("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL", "off").args([
+        "-v",
         "bucket",
         "hold",
         &file_url(&dir.path().join("db")),

@@ -616,10 +616,16 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    // Why it exits 5 is said on stderr (issue 45 §3).
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(out.status.code(), Some(5), "{text}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        text.contains("the held lease ended: the lease was lost"),
+        stderr.contains("the held lease ended: the lease was lost"),
         "{text}"
     );
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)

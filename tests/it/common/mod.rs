@@ -220,6 +220,10 @@ pub fn moto(kind: Moto) -> &'static MotoServer {
 /// The SeaweedFS version the harness runs (scripts/setup-test-env.sh installs it).
 pub const SEAWEEDFS_VERSION: &str = "4.48";
 
+/// How many volumes (one a bucket) `weed mini` may make, whatever the free
+/// disk (see [`SeaweedServer`]'s start).
+pub const SEAWEEDFS_VOLUMES: u32 = 2000;
+
 /// A SeaweedFS server (`weed mini`) on 127.0.0.1 with its data in a
 /// temporary directory. It runs under a shell that waits for its standard
 /// input to close: when this test process exits (however it exits), the
@@ -296,6 +300,11 @@ impl SeaweedServer {
                     .map(|(flag, p)| format!("-{flag}={p}")),
             )
             .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
+            // A bucket takes a volume of its own, and left to itself `weed
+            // mini` allows one volume per GiB of free disk: on a disk with
+            // 13 GiB free, the suite's 14th bucket got 500 InternalError. The
+            // volumes are sparse (a few KB each here).
+            .arg(format!("-volume.max={SEAWEEDFS_VOLUMES}"))
             // Its unix sockets too go where the shell removes them (default: /tmp).
             .arg(format!(
                 "-filer.localSocket={}",

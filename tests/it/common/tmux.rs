@@ -49,6 +49,35 @@ impl Tmux {
         Self { name }
     }
 
+    /// A detached session of `w`×`h` in directory `dir` running `argv` (the
+    /// caller's shell, environment and all).
+    pub fn start_command(w: u16, h: u16, dir: &std::path::Path, argv: &[&str]) -> Self {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            panic!("tmux is not installed: run scripts/setup-test-env.sh");
+        }
+        let name = format!("leasectl-test-{:08x}", rand::random::<u32>());
+        let ok = tmux()
+            .args(["new-session", "-d", "-s", &name, "-x", &w.to_string()])
+            .args(["-y", &h.to_string(), "-c"])
+            .arg(dir)
+            .args(argv)
+            .status()
+            .expect("tmux new-session")
+            .success();
+        assert!(ok, "tmux new-session failed");
+        Self { name }
+    }
+
+    /// Everything the session's terminal has shown on its main screen,
+    /// scrollback included, wrapped lines joined.
+    pub fn history(&self) -> String {
+        let out = tmux()
+            .args(["capture-pane", "-p", "-J", "-S", "-", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The session name (to attach from another thread).
     pub fn clone_name(&self) -> String {
         self.name.clone()
@@ -88,6 +117,15 @@ impl Tmux {
     /// typed).
     pub fn answer(&self, to: &Typed, line: &str) {
         let _ = to;
+        self.type_line(line);
+    }
+
+    /// Types `line` exactly as a person would, at a shell whose prompt
+    /// prints a marker of its own (the README tutorial's `PROMPT_COMMAND`):
+    /// what the line shows is read from [`Tmux::history`] between markers,
+    /// the typed line left out, never from the screen as a whole. Every
+    /// other test starts its command with [`Tmux::run`].
+    pub fn type_at_marked_prompt(&self, line: &str) {
         self.type_line(line);
     }
 

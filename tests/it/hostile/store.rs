@@ -432,7 +432,9 @@ fn a_lease_replaced_by_a_hard_link_is_said_to_be_one() {
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
     let stderr_path = dir.path().join("hold.stderr");
     let mut hold = Command::new(bin_path());
+    // -v: the log's "starting the command" says when it holds.
     hold.args([
+        "-v",
         "bucket",
         "hold",
         &file_url(&dir.path().join("db")),

@@ -89,7 +89,7 @@ async fn the_endpoint_is_a_url_with_region_and_addressing_style_in_every_json_ou
 
     let out = run_async(s3(&["--json", "--no-pod", &url])).await;
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["schema_version"], "1.5");
+    assert_eq!(doc["schema_version"], "1.6");
     assert_where(&doc["targets"][0], &endpoint, "--json");
 
     let out = run_async(s3(&["-o", "ndjson", "--no-pod", &url])).await;

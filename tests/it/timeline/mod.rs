@@ -9,6 +9,7 @@ use crate::common::*;
 
 mod every_version;
 mod order;
+mod picture;
 
 fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
@@ -93,7 +94,28 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = c.spawn().unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The intruder writes over holder-c's live record: wait for it to be
+    // there (a loaded machine starts a debug build slowly), then a renewal.
+    let sdk = sdk_client(&endpoint);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let held = match sdk.get_object().bucket(&b).key("db/LEASE").send().await {
+            Ok(o) => {
+                let body = o.body.collect().await.unwrap().into_bytes();
+                String::from_utf8_lossy(&body).contains("\"holder-c\"")
+            }
+            Err(_) => false,
+        };
+        if held {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "holder-c never wrote its record"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let now = chrono::Utc::now();
     let intruder = leasectl::bucket::LeaseRecord {
         instance_id: "intruder".into(),
@@ -103,7 +125,7 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
         generation: Some(u64::try_from(now.timestamp_micros()).unwrap() + 10_000_000),
         released_at: None,
     };
-    put_raw(&sdk_client(&endpoint), &b, "db/LEASE", &intruder.to_body()).await;
+    put_raw(&sdk, &b, "db/LEASE", &intruder.to_body()).await;
     let status = tokio::task::block_in_place(|| child.wait()).unwrap();
     assert_eq!(status.code(), Some(5), "holder-c learns it lost");
 
@@ -196,7 +218,8 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     assert!(lines.iter().any(|l| l["event"] == "overlap"));
 
     // The picture: an SVG document naming every holder, with the overlap's
-    // red band (kept for a look when LEASECTL_TEST_SVG names a file).
+    // hatched red band, its legend and the date on its axis (kept for a look
+    // when LEASECTL_TEST_SVG names a file).
     let (code, svg, err) = leasectl(&endpoint, &["timeline", &url, "-o", "svg"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(
@@ -206,7 +229,14 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     for h in ["holder-a", "holder-b", "holder-c", "intruder"] {
         assert!(svg.contains(h), "{h} missing from the picture");
     }
-    assert!(svg.contains("#FF0000"), "no overlap band");
+    assert!(svg.contains("#D7191C"), "no overlap band");
+    assert!(svg.lines().any(|l| l == "legend"), "no legend");
+    // (A window across midnight names both days.)
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert!(
+        svg.contains(&format!("time (UTC) on {day}")) || svg.contains("time (UTC) from "),
+        "no date on the axis"
+    );
     if let Some(path) = std::env::var_os("LEASECTL_TEST_SVG") {
         std::fs::write(path, &svg).unwrap();
     }

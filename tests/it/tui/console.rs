@@ -26,7 +26,7 @@ fn rec(id: &str, renewed: &str, ttl: u64) -> String {
     )
 }
 
-fn seed(dir: &std::path::Path) {
+pub(crate) fn seed(dir: &std::path::Path) {
     let w = |p: &str, body: &str| {
         std::fs::create_dir_all(dir.join(p)).unwrap();
         std::fs::write(dir.join(p).join("LEASE"), body).unwrap();
@@ -48,7 +48,7 @@ fn seed(dir: &std::path::Path) {
     std::fs::create_dir_all(dir.join("archive")).unwrap();
 }
 
-async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
+pub(crate) async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
     let clock: SharedClock = std::sync::Arc::new(ManualClock::new(at(0)));
     let open = vec![OpenTarget {
         target: format!("file://{}/", dir.display()).parse().unwrap(),
@@ -68,14 +68,14 @@ async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
     app
 }
 
-fn key(app: &mut App, code: KeyCode) {
+pub(crate) fn key(app: &mut App, code: KeyCode) {
     let k = KeyEvent::new(code, KeyModifiers::NONE);
     if let Some(a) = key_action(app, k) {
         app.update(a);
     }
 }
 
-fn typed(app: &mut App, s: &str) {
+pub(crate) fn typed(app: &mut App, s: &str) {
     for c in s.chars() {
         key(app, KeyCode::Char(c));
     }
@@ -96,12 +96,12 @@ pub(crate) fn screen(app: &App, w: u16, h: u16) -> String {
     s
 }
 
-fn selected_prefix(app: &App) -> String {
+pub(crate) fn selected_prefix(app: &App) -> String {
     app.selected_lease().unwrap().1.prefix.clone()
 }
 
 /// Selects the row of `prefix` with the keys (Home, then Down), or panics.
-fn select(app: &mut App, prefix: &str) {
+pub(crate) fn select(app: &mut App, prefix: &str) {
     key(app, KeyCode::Home);
     for _ in 0..app.row_count() {
         if selected_prefix(app) == prefix {

@@ -657,7 +657,7 @@ async fn gather_at(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> snapsho
 }
 
 /// A takeover outcome of `{dir}/db/` as the console writes it.
-fn takeover_entry(
+pub(crate) fn takeover_entry(
     dir: &std::path::Path,
     time: chrono::DateTime<Utc>,
     holder: &str,

@@ -134,6 +134,54 @@ fn verdict_table() {
             ],
         ),
         (
+            "two pod roots on one volume: each started by a parent of its own (issue 45 §5)",
+            obs(
+                vec![
+                    p(10, 5, env(None, None), false, false),
+                    p(11, 10, on(), true, true),
+                    p(20, 6, env(None, None), false, false),
+                    p(21, 20, on(), true, false),
+                ],
+                vec![lock(&[11], true, &[11])],
+                &[],
+            ),
+            vec![(PodRootsRacing, vec![11, 21]), (Waiting, vec![21])],
+        ),
+        (
+            "a pod's root shell carries the lease (no exec): its children race as siblings",
+            obs(
+                vec![
+                    p(10, 5, on(), false, false),
+                    p(11, 10, on(), true, true),
+                    p(12, 10, on(), true, false),
+                ],
+                vec![lock(&[11], true, &[11])],
+                &[],
+            ),
+            vec![(SiblingsRacing, vec![11, 12]), (Waiting, vec![12])],
+        ),
+        (
+            "the lease's trees climb through ancestors that carry it: two pods, siblings in one",
+            obs(
+                vec![
+                    p(10, 5, on(), false, false),
+                    p(11, 10, on(), false, false),
+                    p(12, 11, on(), true, true),
+                    p(13, 10, on(), true, false),
+                    p(20, 6, env(None, None), false, false),
+                    p(21, 20, on(), true, false),
+                ],
+                vec![lock(&[12], true, &[12])],
+                &[],
+            ),
+            vec![
+                (SiblingsRacing, vec![12, 13]),
+                (PodRootsRacing, vec![12, 13, 21]),
+                (Waiting, vec![13]),
+                (Waiting, vec![21]),
+            ],
+        ),
+        (
             "armed, holds nothing: no lock file anywhere; names the topmost armed process",
             obs(
                 vec![p(10, 1, on(), false, false), p(11, 10, on(), false, false)],
