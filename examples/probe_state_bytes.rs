@@ -70,7 +70,7 @@ struct Args {
 }
 
 fn record(i: usize, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
-    if i % 20 == 0 {
+    if i.is_multiple_of(20) {
         return None;
     }
     let age = if matches!(i % 20, 2..=4) {
