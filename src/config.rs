@@ -18,6 +18,11 @@
 //! ttl = "30s"        # the default --ttl of takeovers (console and `leasectl takeover`)
 //! depth = 2
 //! record_format = "seed"  # the LEASE records written: leasectl (default) or seed
+//! concurrency = 32   # as --concurrency
+//! conditional = "on" # as --conditional (off: best-effort)
+//! # What a scrape's probe may read with `module=prod` (`serve --module prod`):
+//! # these TARGETs and those under them (default: `targets`).
+//! allow = ["s3://backups/", "s3://archive/tenants/"]
 //! ```
 //!
 //! `leasectl -c prod` applies a context; `leasectl` with no TARGET (and no
@@ -85,6 +90,17 @@ pub struct ContextFile {
     /// `bucket hold`, `takeover` and the console's takeovers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_format: Option<String>,
+    /// Requests in flight at once per TARGET (1 to 1024), as `--concurrency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u16>,
+    /// The exclusion mode, as `--conditional`: `on` or `off` (best-effort).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditional: Option<String>,
+    /// The TARGETs a scrape's probe may read through this context as a
+    /// module of `serve --module` (those at or under one of them); when
+    /// empty, its `targets`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
 }
 
 /// A validated context.
@@ -110,6 +126,25 @@ pub struct Context {
     pub depth: Option<u32>,
     /// The fields of the LEASE records written.
     pub record_format: Option<crate::bucket::RecordFormat>,
+    /// Requests in flight at once per TARGET (1 to 1024).
+    pub concurrency: Option<u16>,
+    /// Best-effort mode (`conditional = "off"`): `Some(false)`; `on`: `Some(true)`.
+    pub conditional: Option<bool>,
+    /// What a probe through this context may read, as written (`allow`);
+    /// [`Context::probe_allow`] is what it may read.
+    pub allow: Vec<Target>,
+}
+
+impl Context {
+    /// The TARGETs a scrape's probe may read through this context (at or
+    /// under each): its `allow` list, else its `targets`.
+    pub fn probe_allow(&self) -> &[Target] {
+        if self.allow.is_empty() {
+            &self.targets
+        } else {
+            &self.allow
+        }
+    }
 }
 
 /// A validated config file.
@@ -309,6 +344,35 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
             Some(s) => Some(crate::bucket::parse_ttl(s).map_err(|why| invalid("ttl", why))?),
             None => None,
         };
+        let mut allow = Vec::new();
+        for t in &c.allow {
+            allow.push(
+                t.parse::<Target>()
+                    .map_err(|e| invalid("allow", e.to_string()))?,
+            );
+        }
+        if let Some(n) = c.concurrency {
+            if !(1..=1024).contains(&n) {
+                return Err(invalid(
+                    "concurrency",
+                    format!("{n} is not between 1 and 1024"),
+                ));
+            }
+        }
+        let conditional = match c.conditional.as_deref() {
+            None => None,
+            Some("on") => Some(true),
+            Some("off") => Some(false),
+            Some(other) => {
+                return Err(invalid(
+                    "conditional",
+                    format!(
+                        "`{}` is neither on nor off (off: best-effort)",
+                        crate::text::sanitize(other)
+                    ),
+                ))
+            }
+        };
         let record_format = match &c.record_format {
             Some(s) => Some(
                 s.parse::<crate::bucket::RecordFormat>()
@@ -329,6 +393,9 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
                 ttl,
                 depth: c.depth,
                 record_format,
+                concurrency: c.concurrency,
+                conditional,
+                allow,
             },
         );
     }
@@ -386,6 +453,11 @@ impl Config {
                             ttl: c.ttl.map(|d| humantime::format_duration(d).to_string()),
                             depth: c.depth,
                             record_format: c.record_format.map(|f| f.as_str().to_owned()),
+                            concurrency: c.concurrency,
+                            conditional: c
+                                .conditional
+                                .map(|on| if on { "on" } else { "off" }.to_owned()),
+                            allow: c.allow.iter().map(|t| t.to_string()).collect(),
                         },
                     )
                 })

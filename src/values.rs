@@ -184,9 +184,65 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses an amount of memory: bytes, or a whole number of `KiB`, `MiB` or
+/// `GiB` (e.g. `256MiB`), from 1 MiB to 1 TiB.
+///
+/// # Errors
+/// A sentence for anything else.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.trim() {
+        "" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => {
+            return Err(format!(
+                "`{}` is not a size (examples: 256MiB, 1GiB)",
+                crate::text::sanitize(s)
+            ))
+        }
+    };
+    let n: u64 = digits.parse().map_err(|_| {
+        format!(
+            "`{}` is not a size (examples: 256MiB, 1GiB)",
+            crate::text::sanitize(s)
+        )
+    })?;
+    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n);
+    match bytes {
+        Some(b) if (1 << 20..=1 << 40).contains(&b) => {
+            usize::try_from(b).map_err(|_| "too large for this machine".to_owned())
+        }
+        _ => Err("a size must be from 1MiB to 1024GiB".to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("2048KiB"), Ok(2 << 20));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        for bad in [
+            "",
+            "MiB",
+            "1.5GiB",
+            "10MB",
+            "1KiB",
+            "2000GiB",
+            "-1MiB",
+            "99999999999999999999GiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 
     /// `--max-requests`: per minute, `N/min` the same, `N/s` times 60; zero,
     /// a fraction, another unit and more than the limit are refused.

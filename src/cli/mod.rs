@@ -262,6 +262,40 @@ pub struct ServeArgs {
     /// Pod options.
     #[command(flatten)]
     pub pod: PodArgs,
+    /// Multi-target probes.
+    #[command(flatten)]
+    pub probes: ProbeEndpointArgs,
+}
+
+/// `serve`'s multi-target probes: `/probe?target=URL&module=NAME`.
+#[derive(Debug, Args, Clone)]
+pub struct ProbeEndpointArgs {
+    /// Answer /probe?target=URL&module=NAME for NAME, a context of the config file
+    /// (repeatable): it says how to reach the TARGET (endpoint, region, profile, path style,
+    /// depth, concurrency, conditional) and which TARGETs a probe may read (its `allow`,
+    /// else its `targets`, and those under them). Without it /probe is not served.
+    #[arg(long = "module", value_name = "NAME")]
+    pub modules: Vec<String>,
+    /// The most targets whose state (listing, readings and ETags, holder history) is kept
+    /// between probes; the least recently probed is forgotten first.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub probe_max_targets: u32,
+    /// About the most memory that state may take (e.g. 256MiB, 1GiB); the least recently
+    /// probed is forgotten first.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub probe_max_bytes: usize,
+    /// A target not probed for this long is forgotten (it left service discovery, or
+    /// another shard scrapes it now).
+    #[arg(long, default_value = "10m", value_parser = parse_interval, value_name = "DURATION")]
+    pub probe_forget_after: Duration,
+    /// The longest a probe takes, also when the scrape says no timeout; what was not read
+    /// by then is reported as not read.
+    #[arg(long, default_value = "30s", value_parser = parse_timeout, value_name = "DURATION")]
+    pub probe_timeout: Duration,
+    /// Taken off the scrape's timeout (X-Prometheus-Scrape-Timeout-Seconds) for the
+    /// answer's way back.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub probe_timeout_offset: Duration,
 }
 
 /// Which pod to show.

@@ -2,8 +2,12 @@
 //! of their labels, so that an exposition lists its series in the same order
 //! on every run (`prometheus_client`'s `Family` keeps them in a `HashMap`,
 //! whose order changes from process to process).
+//!
+//! The series are kept in a vector sorted by their labels: these families
+//! have a few series each (per target, per kind, per pod), and a B-tree's
+//! smallest node holds room for eleven (364 bytes for one `{target}` series;
+//! `serve` keeps five such families for each probed target).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
@@ -14,7 +18,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 /// family.
 #[derive(Debug)]
 pub struct SortedFamily<S, M> {
-    metrics: Arc<RwLock<BTreeMap<S, M>>>,
+    metrics: Arc<RwLock<Vec<(S, M)>>>,
 }
 
 impl<S, M> Clone for SortedFamily<S, M> {
@@ -37,14 +41,27 @@ impl<S: Ord + Clone, M: Default + Clone> SortedFamily<S, M> {
     /// The metric of `labels`, created (at zero) if new: a handle sharing
     /// its value.
     pub fn get_or_create(&self, labels: &S) -> M {
-        let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
-        map.entry(labels.clone()).or_default().clone()
+        let mut v = self.metrics.write().unwrap_or_else(|e| e.into_inner());
+        match v.binary_search_by(|(s, _)| s.cmp(labels)) {
+            Ok(i) => v[i].1.clone(),
+            Err(i) => {
+                let m = M::default();
+                v.insert(i, (labels.clone(), m.clone()));
+                m
+            }
+        }
     }
 
     /// Removes every metric.
     pub fn clear(&self) {
-        let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
-        map.clear();
+        let mut v = self.metrics.write().unwrap_or_else(|e| e.into_inner());
+        v.clear();
+    }
+
+    /// Removes every metric and the room they took.
+    pub fn free(&self) {
+        let mut v = self.metrics.write().unwrap_or_else(|e| e.into_inner());
+        *v = Vec::new();
     }
 }
 
@@ -58,8 +75,8 @@ where
     M: EncodeMetric + TypedMetric + std::fmt::Debug + Send + Sync,
 {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let map = self.metrics.read().unwrap_or_else(|e| e.into_inner());
-        for (labels, m) in map.iter() {
+        let v = self.metrics.read().unwrap_or_else(|e| e.into_inner());
+        for (labels, m) in v.iter() {
             m.encode(encoder.encode_family(labels)?)?;
         }
         Ok(())

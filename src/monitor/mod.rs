@@ -11,6 +11,7 @@ pub mod check;
 pub mod family;
 mod lease_rows;
 mod node_metrics;
+pub mod probe;
 pub mod prometheus;
 pub mod serve;
 pub mod stream;

@@ -51,7 +51,7 @@ pub struct NodeVerdictLabels {
     pub kind: String,
 }
 
-/// The node view's families, shared with the registry they are in.
+/// The node view's families, shared with the registry they are put in.
 #[derive(Default)]
 pub(super) struct NodeFamilies {
     pods: SortedFamily<PodStateLabels, Gauge>,
@@ -60,25 +60,23 @@ pub(super) struct NodeFamilies {
 }
 
 impl NodeFamilies {
-    /// The families, registered in `registry` (under its prefix).
-    pub(super) fn registered(registry: &mut Registry) -> Self {
-        let n = NodeFamilies::default();
+    /// Registers the families in `registry` (under its prefix).
+    pub(super) fn register(&self, registry: &mut Registry) {
         registry.register(
             "node_pods",
             "Pods of this node by writer-lease state (node view)",
-            n.pods.clone(),
+            self.pods.clone(),
         );
         registry.register(
             "node_pod_state",
             "1 for each pod of this node, labelled with its writer-lease state: racing, holding_nothing, attention, waiting, unknown, healthy or no_lease (node view)",
-            n.pod_state.clone(),
+            self.pod_state.clone(),
         );
         registry.register(
             "node_pod_verdicts",
             "Writer-lease verdicts currently raised in a pod of this node, by kind (node view; only the kinds raised)",
-            n.pod_verdicts.clone(),
+            self.pod_verdicts.clone(),
         );
-        n
     }
 
     /// Every series removed.

@@ -62,7 +62,7 @@ pub struct ProbeLabels {
 /// `{path, code}` of an HTTP request to the exporter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 pub struct HttpLabels {
-    /// `/metrics`, `/healthz`, or `other` for any other path (bounded).
+    /// `/metrics`, `/healthz`, `/probe`, or `other` for any other path (bounded).
     pub path: String,
     /// The HTTP status code answered.
     pub code: String,
@@ -91,10 +91,25 @@ const VERDICTS: [VerdictKind; 11] = [
 
 type FGauge = Gauge<f64, AtomicU64>;
 
+/// Which families an exposition holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `serve`'s `/metrics`: every family.
+    Serve,
+    /// `-o prometheus`, one snapshot: no holder-change counters, which could
+    /// only be 0.
+    OneShot,
+    /// One target's answer to a scrape's probe (`/probe`): its own families
+    /// (leases, probe results, clock offset, up, errors, its store requests
+    /// and gathers) and the probe's; none of the process's (HTTP requests,
+    /// pods, audit log), which are on `/metrics`.
+    Probe,
+}
+
 /// The metric families and what they remember between snapshots.
 pub struct Metrics {
-    /// The reader's own families and the per-target ones (a few series).
-    registry: Registry,
+    /// Which families the exposition holds.
+    kind: Kind,
     /// The per-prefix families' values, a row per prefix
     /// ([`super::lease_rows`]): shared with scrapes still writing them.
     rows: Arc<Rows>,
@@ -116,10 +131,16 @@ pub struct Metrics {
     /// The holder changes of the session, per prefix.
     history: History,
     counted: (u64, u64),
-    /// One snapshot only (`-o prometheus`): no holder-change counters, which
-    /// could only be 0.
-    one_shot: bool,
+    /// A probe's own families ([`Kind::Probe`] only): whether it read its
+    /// target whole within its deadline, and how long it took (seconds).
+    probe_success: Gauge,
+    probe_duration: FGauge,
+    /// Families of others, registered after these ([`Metrics::add_families`]).
+    extra: Vec<ExtraFamilies>,
 }
+
+/// Registers families kept elsewhere (the probes' state of `serve`).
+pub type ExtraFamilies = Arc<dyn Fn(&mut Registry) + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -135,6 +156,8 @@ impl Default for Metrics {
 pub struct Exposition {
     leases: Registry,
     rest: String,
+    /// The prefixes whose series it holds.
+    rows: usize,
 }
 
 impl Exposition {
@@ -147,6 +170,11 @@ impl Exposition {
         prometheus_client::encoding::text::encode_registry(out, &self.leases)?;
         out.write_str(&self.rest)
     }
+
+    /// How many prefixes' series it holds (about 1.2 KB of text each).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
 }
 
 impl Metrics {
@@ -154,24 +182,26 @@ impl Metrics {
     /// without `leasectl_lease_holder_changes_total`, a counter that could
     /// only be 0 (a holder change is seen between two snapshots).
     pub fn one_shot() -> Self {
-        let mut m = Self::unregistered();
-        m.one_shot = true;
-        m.register_target_metrics();
-        m.register_reader_metrics();
-        m
+        Self::of_kind(Kind::OneShot)
     }
 
-    /// Empty metrics, registered under `leasectl_`.
+    /// Empty metrics, under `leasectl_`.
     pub fn new() -> Self {
-        let mut m = Self::unregistered();
-        m.register_target_metrics();
-        m.register_reader_metrics();
-        m
+        Self::of_kind(Kind::Serve)
     }
 
-    fn unregistered() -> Self {
+    /// Empty metrics of one target probed again and again (`/probe`): its
+    /// families as `serve` has them (holder changes counted over the
+    /// probes), and `leasectl_probe_success` and
+    /// `leasectl_probe_duration_seconds` ([`Metrics::set_probe`]); none of
+    /// the process's own (HTTP requests, pods, audit log).
+    pub fn probe() -> Self {
+        Self::of_kind(Kind::Probe)
+    }
+
+    fn of_kind(kind: Kind) -> Self {
         Self {
-            registry: Registry::with_prefix("leasectl"),
+            kind,
             rows: Arc::default(),
             probe_ok: SortedFamily::default(),
             probe_known: SortedFamily::default(),
@@ -187,22 +217,66 @@ impl Metrics {
             request_errors: Counter::default(),
             gathers: Counter::default(),
             last_gather: FGauge::default(),
-            history: History::new(),
+            // Only the counts and the current tenures are exported: no
+            // change is kept (each prefix's first sighting was ~300 bytes).
+            history: History::with_limits(crate::snapshot::history::Limits {
+                per_prefix: 0,
+                ..Default::default()
+            }),
             counted: (0, 0),
-            one_shot: false,
+            probe_success: Gauge::default(),
+            probe_duration: FGauge::default(),
+            extra: Vec::new(),
         }
+    }
+
+    /// Adds families kept elsewhere to every exposition, after these
+    /// (`serve`'s probe state on `/metrics`): `register` registers them
+    /// when an exposition is taken.
+    pub fn add_families(&mut self, register: ExtraFamilies) {
+        self.extra.push(register);
+    }
+
+    /// The registry of the families other than the per-prefix ones, in the
+    /// order of the exposition, built when an exposition is taken: the
+    /// families are handles on the values, so it holds no copy (and a
+    /// [`Metrics`] holds no registry: one per probed target would be
+    /// kilobytes of names and help).
+    fn registry(&self) -> Registry {
+        let mut r = Registry::with_prefix("leasectl");
+        self.register_target_metrics(&mut r);
+        self.register_reader_metrics(&mut r);
+        if let Some(n) = &self.node {
+            n.register(&mut r);
+        }
+        if self.kind == Kind::Probe {
+            r.register(
+                "probe_success",
+                "1 when this probe listed its target and read every LEASE it had to within the scrape's deadline, else 0 (what was not read is an error of its row, never its last reading)",
+                self.probe_success.clone(),
+            );
+            r.register(
+                "probe_duration_seconds",
+                "How long this probe took, seconds",
+                self.probe_duration.clone(),
+            );
+        }
+        for f in &self.extra {
+            f(&mut r);
+        }
+        r
     }
 
     /// Registers the per-target lease families (the probe results); the
     /// per-prefix ones come before them, from the rows
     /// ([`super::lease_rows::registry`]).
-    fn register_target_metrics(&mut self) {
-        self.registry.register(
+    fn register_target_metrics(&self, registry: &mut Registry) {
+        registry.register(
             "probe_ok",
             "1 when the precondition probe found the service honours conditional writes, 0 when it found it does not; absent while unknown (see leasectl_probe_known)",
             self.probe_ok.clone(),
         );
-        self.registry.register(
+        registry.register(
             "probe_known",
             "1 when a precondition probe result is known for the target, 0 when not (serve never writes, so it never probes; best-effort mode is not a probe result)",
             self.probe_known.clone(),
@@ -210,56 +284,61 @@ impl Metrics {
     }
 
     /// Registers the reader's own families (HTTP, clock offset, targets,
-    /// gather errors, pod, audit log, store requests, gathers).
-    fn register_reader_metrics(&mut self) {
-        self.registry.register(
-            "http_requests",
-            "HTTP requests answered by leasectl serve, by path and status code",
-            self.http_requests.clone(),
-        );
-        self.registry.register(
+    /// gather errors, pod, audit log, store requests, gathers); a probe's
+    /// answer has those of its target alone.
+    fn register_reader_metrics(&self, registry: &mut Registry) {
+        let process = self.kind != Kind::Probe;
+        if process {
+            registry.register(
+                "http_requests",
+                "HTTP requests answered by leasectl serve, by path and status code",
+                self.http_requests.clone(),
+            );
+        }
+        registry.register(
             "reader_server_offset_seconds",
             "The storage service's clock minus this reader's, from the HTTP Date of its answers",
             self.server_offset.clone(),
         );
-        self.registry.register(
+        registry.register(
             "target_up",
             "1 when the target was listed and read, else 0",
             self.target_up.clone(),
         );
-        self.registry.register(
+        registry.register(
             "gather_errors",
             "Targets and prefixes that could not be gathered, summed over gathers",
             self.gather_errors.clone(),
         );
-        self.registry.register(
-            "pod_verdicts",
-            "Pod writer-lease verdicts currently raised, by kind",
-            self.verdicts.clone(),
-        );
-        self.registry.register(
-            "pod_scan_ok",
-            "1 when the pod was scanned, 0 when the scan failed or was not asked for",
-            self.pod_scan_ok.clone(),
-        );
-        self.registry.register(
-            "audit_log_ok",
-            "1 when the audit log followed to name takeovers was read (or is missing: it names none), 0 when it could not be read: then the how of a holder change is unknown (a takeover is counted as after_expiry or changed_while_fresh)",
-            self.audit_log_ok.clone(),
-        );
-        self.registry.register(
+        if process {
+            registry.register(
+                "pod_verdicts",
+                "Pod writer-lease verdicts currently raised, by kind",
+                self.verdicts.clone(),
+            );
+            registry.register(
+                "pod_scan_ok",
+                "1 when the pod was scanned, 0 when the scan failed or was not asked for",
+                self.pod_scan_ok.clone(),
+            );
+            registry.register(
+                "audit_log_ok",
+                "1 when the audit log followed to name takeovers was read (or is missing: it names none), 0 when it could not be read: then the how of a holder change is unknown (a takeover is counted as after_expiry or changed_while_fresh)",
+                self.audit_log_ok.clone(),
+            );
+        }
+        registry.register(
             "store_requests",
             "Requests sent to the stores (S3 or local)",
             self.requests.clone(),
         );
-        self.registry.register(
+        registry.register(
             "store_errors",
             "Store requests that failed (not counting the expected 304, 404 and 412 answers)",
             self.request_errors.clone(),
         );
-        self.registry
-            .register("gathers", "Snapshots gathered", self.gathers.clone());
-        self.registry.register(
+        registry.register("gathers", "Snapshots gathered", self.gathers.clone());
+        registry.register(
             "last_gather_timestamp_seconds",
             "When the latest snapshot was judged, Unix time",
             self.last_gather.clone(),
@@ -385,7 +464,7 @@ impl Metrics {
             let Some(row) = rows.get_mut(&pl).filter(|r| r.seen) else {
                 continue;
             };
-            if !self.one_shot {
+            if self.kind != Kind::OneShot {
                 // Every `how` created at zero so that an increase() has a
                 // starting point, whichever way the holder changes first; a
                 // counter never goes down.
@@ -399,6 +478,26 @@ impl Metrics {
                 row.set(if held { G::Held } else { G::Free }, secs);
             }
         }
+    }
+
+    /// Forgets the per-target gauges (`leasectl_target_up`,
+    /// `leasectl_probe_ok`, `_known`, `leasectl_reader_server_offset_seconds`)
+    /// and their room, once an exposition holds them: a probed target's
+    /// metrics kept until its next probe, which sets them again from its
+    /// snapshot (about a kilobyte a target less).
+    pub fn forget_gauges(&mut self) {
+        self.target_up.free();
+        self.probe_ok.free();
+        self.probe_known.free();
+        self.server_offset.free();
+    }
+
+    /// Sets a probe's own gauges ([`Metrics::probe`]):
+    /// `leasectl_probe_success` (1 when `success`) and
+    /// `leasectl_probe_duration_seconds` (`duration`).
+    pub fn set_probe(&mut self, success: bool, duration: std::time::Duration) {
+        self.probe_success.set(i64::from(success));
+        self.probe_duration.set(duration.as_secs_f64());
     }
 
     /// Sets `leasectl_audit_log_ok{path}` for the audit log `path` followed
@@ -443,9 +542,8 @@ impl Metrics {
             }
             return;
         };
-        let registry = &mut self.registry;
         self.node
-            .get_or_insert_with(|| NodeFamilies::registered(registry))
+            .get_or_insert_with(NodeFamilies::default)
             .update(view, &snap.pod.verdicts);
     }
 
@@ -454,10 +552,11 @@ impl Metrics {
     pub fn exposition(&self) -> Exposition {
         let mut rest = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut rest, &self.registry);
+        let _ = prometheus_client::encoding::text::encode(&mut rest, &self.registry());
         Exposition {
-            leases: lease_rows::registry(&self.rows, self.one_shot),
+            leases: lease_rows::registry(&self.rows, self.kind == Kind::OneShot),
             rest,
+            rows: self.rows.len(),
         }
     }
 

@@ -33,6 +33,7 @@ use crate::store::Counters;
 use crate::monitor::family::SortedFamily;
 use prometheus_client::metrics::counter::Counter;
 
+use super::probe::{ProbeAnswer, ProbeRunner, Prober};
 use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
 use crate::snapshot::Recipe;
 
@@ -60,6 +61,8 @@ struct AppState {
     latest: Arc<Mutex<Latest>>,
     http: SortedFamily<HttpLabels, Counter>,
     stale_after: Duration,
+    /// Where probes are answered (None: `/probe` is not found).
+    probes: Option<Arc<ProbeRunner>>,
 }
 
 impl AppState {
@@ -132,6 +135,10 @@ fn streamed(exposition: super::prometheus::Exposition) -> axum::body::Body {
     axum::body::Body::from_stream(pieces)
 }
 
+/// The most prefixes a probe's answer is written for at once, in the
+/// request's task; a larger one is [`streamed`].
+const INLINE_ROWS: usize = 100;
+
 /// About how many bytes of the exposition a piece of a `/metrics` body
 /// holds: 64 KiB.
 const CHUNK: usize = 64 * 1024;
@@ -168,10 +175,58 @@ impl std::fmt::Write for ChunkSender {
 async fn not_found(State(s): State<AppState>) -> Response {
     let r = (
         StatusCode::NOT_FOUND,
-        "Not found: leasectl serve answers /metrics and /healthz.\n",
+        if s.probes.is_some() {
+            "Not found: leasectl serve answers /metrics, /healthz and /probe?target=URL&module=NAME.\n"
+        } else {
+            "Not found: leasectl serve answers /metrics and /healthz.\n"
+        },
     )
         .into_response();
     s.count("other", r)
+}
+
+/// `/probe?target=URL&module=NAME` ([`crate::monitor::probe`]): the
+/// target's families within the scrape's timeout (200, also when the
+/// target could not be read: `leasectl_probe_success` says so), or why
+/// the request is refused (400); not found when serve has no modules.
+async fn probe(
+    State(s): State<AppState>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let Some(probes) = s.probes.clone() else {
+        return not_found(State(s)).await;
+    };
+    let timeout = headers
+        .get(super::probe::SCRAPE_TIMEOUT_HEADER)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    let Some(answer) = probes.ask(uri.query().unwrap_or(""), timeout).await else {
+        let r = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "serve is stopping: the probe was not answered.\n",
+        )
+            .into_response();
+        return s.count("/probe", r);
+    };
+    match answer {
+        ProbeAnswer::Refused(why) => {
+            let r = (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response();
+            s.count("/probe", r)
+        }
+        ProbeAnswer::Metrics(exposition) => {
+            let body = if exposition.rows() <= INLINE_ROWS {
+                // A target of a few prefixes: written here, at once (a blocking
+                // thread and a channel cost more than the text).
+                let mut text = String::with_capacity(2048 + 1280 * exposition.rows());
+                let _ = exposition.write_to(&mut text);
+                axum::body::Body::from(text)
+            } else {
+                streamed(exposition)
+            };
+            let r = ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response();
+            s.count("/probe", r)
+        }
+    }
 }
 
 async fn healthz(State(s): State<AppState>) -> Response {
@@ -224,11 +279,24 @@ async fn shutdown_signal() -> &'static str {
 /// with a sentence on stderr. Connections are served under the timeouts and
 /// the limit of the module docs.
 pub async fn serve(
+    gatherer: Gatherer,
+    clock: SharedClock,
+    extras: Recipe,
+    counters: Arc<Counters>,
+    opts: ServeOptions,
+) -> crate::exit::Exit {
+    serve_with_probes(gatherer, clock, extras, counters, opts, None).await
+}
+
+/// [`serve`], answering `/probe` with `prober` too (None: `/probe` is not
+/// found); the probes' state has its families on `/metrics`.
+pub async fn serve_with_probes(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: Recipe,
     counters: Arc<Counters>,
     opts: ServeOptions,
+    prober: Option<Arc<Prober>>,
 ) -> crate::exit::Exit {
     let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(l) => l,
@@ -239,8 +307,28 @@ pub async fn serve(
     };
     let addr = listener.local_addr().unwrap_or(opts.listen);
     eprintln!("leasectl: serving metrics on http://{addr}/metrics and http://{addr}/healthz");
-    let metrics_ = Metrics::new();
+    if let Some(p) = &prober {
+        let names: Vec<&str> = p.module_names().collect();
+        eprintln!(
+            "leasectl: answering probes on http://{addr}/probe?target=URL&module=NAME (modules: {})",
+            crate::text::sanitize(&names.join(", "))
+        );
+    }
+    let mut metrics_ = Metrics::new();
+    if let Some(p) = prober.clone() {
+        metrics_.add_families(Arc::new(
+            move |r: &mut prometheus_client::registry::Registry| p.register(r),
+        ));
+    }
+    let probes = match prober.clone().map(ProbeRunner::start).transpose() {
+        Ok(p) => p.map(Arc::new),
+        Err(e) => {
+            crate::exit::say(format!("could not start the probes' thread: {e}"));
+            return crate::exit::Exit::Failed;
+        }
+    };
     let state = AppState {
+        probes: probes.clone(),
         http: metrics_.http_requests(),
         latest: Arc::new(Mutex::new(Latest {
             metrics: metrics_,
@@ -303,10 +391,14 @@ pub async fn serve(
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
+        .route("/probe", get(probe))
         .fallback(not_found)
         .with_state(state);
     let why = accept_loop(listener, app, connection_limit()).await;
     gathering.stop();
+    if let Some(p) = &probes {
+        p.stop();
+    }
     // A serve that stops says why, always.
     eprintln!("leasectl: serve stopped: {why} received; connections were closed");
     crate::exit::Exit::Ok
@@ -426,7 +518,16 @@ async fn accept_loop(listener: tokio::net::TcpListener, app: Router, limit: usiz
             }
         }
         let stream = match accepted {
-            Ok((s, _)) => s,
+            Ok((s, _)) => {
+                // An answer is written in pieces (headers, the body's chunks,
+                // its end): without this, Nagle's algorithm held the last piece
+                // until the client's delayed ACK, 40 ms into every answer on a
+                // kept-alive connection.
+                if let Err(e) = s.set_nodelay(true) {
+                    tracing::debug!("TCP_NODELAY could not be set on a connection: {e}");
+                }
+                s
+            }
             Err(e) => {
                 // Out of descriptors (EMFILE) or a connection reset before it was
                 // accepted: make room, pause briefly, go on.

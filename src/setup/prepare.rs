@@ -4,7 +4,7 @@
 use clap::{ArgMatches, FromArgMatches};
 
 use super::Shared;
-use crate::cli::{BucketCommand, Cli, Command};
+use crate::cli::{BucketCommand, Cli, Command, OnOff};
 use crate::config::ConfigError;
 use crate::exit::{CheckStatus, Exit};
 use crate::target::TargetError;
@@ -200,7 +200,8 @@ fn set_up_logging(cli: &Cli, command: Option<&str>, shared: &Shared) {
 
 /// Applies the context selected by `cli.context` (or the default context
 /// for a bare `leasectl`) to `cli`, once, for every command: its endpoint,
-/// region, profile and path style to the S3 options; its TARGETs (when none
+/// region, profile, path style, concurrency and exclusion mode to the S3
+/// options; its TARGETs (when none
 /// are given) to the console's, `check`'s and `serve`'s; its refresh to the
 /// console's; its depth to the console's, `check`'s and `serve`'s; its TTL to
 /// the console's takeovers and `takeover`'s; its record format to the
@@ -236,6 +237,14 @@ fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<(), Config
         s3.profile = ctx.profile.clone();
     }
     s3.path_style |= ctx.path_style.unwrap_or(false);
+    if let Some(n) = ctx.concurrency.filter(|_| !given("concurrency")) {
+        s3.concurrency = n;
+    }
+    if s3.conditional.is_none() {
+        s3.conditional = ctx
+            .conditional
+            .map(|on| if on { OnOff::On } else { OnOff::Off });
+    }
     // Each part the context sets, where the command has it and the command
     // line did not give it.
     let targets = |t: &mut Vec<crate::target::Target>| {

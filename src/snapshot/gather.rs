@@ -193,6 +193,80 @@ impl Gatherer {
         Some(out)
     }
 
+    /// About how many bytes of heap this gatherer holds for its targets'
+    /// rows: the listing, each reading (its prefix, record, ETag, error)
+    /// and the bookkeeping around them, counted from their sizes and string
+    /// lengths (allocator overhead left out). An estimate, for bounding a
+    /// cache of gatherers by bytes (`serve`'s probe state).
+    pub fn held_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let string = |s: &String| size_of::<String>() + s.capacity();
+        let mut n = size_of::<Self>()
+            + self.targets.len() * (size_of::<OpenTarget>() + size_of::<TargetCache>());
+        for c in &self.caches {
+            n += c.known.iter().map(string).sum::<usize>();
+            n += c
+                .listing_errors
+                .iter()
+                .map(|e| string(&e.prefix) + string(&e.error))
+                .sum::<usize>();
+            for (p, e) in &c.entries {
+                // A B-tree slot: key and value, plus a share of its node.
+                n += string(p) + size_of::<super::schedule::Entry>() + 16;
+                n += size_of::<Result<crate::bucket::Observed, String>>();
+                n += match &*e.result {
+                    Ok(crate::bucket::Observed::Present { etag, record, .. }) => {
+                        etag.as_ref().map_or(0, |e| e.capacity())
+                            + match record {
+                                Ok(r) => r.instance_id.capacity(),
+                                Err((why, raw)) => why.capacity() + raw.capacity(),
+                            }
+                    }
+                    Ok(crate::bucket::Observed::Absent) => 0,
+                    Err(e) => e.capacity(),
+                };
+            }
+        }
+        n
+    }
+
+    /// Sets the time between two gathers of a [`Gatherer::schedule`]d
+    /// gatherer whose gathers come when asked (a scrape's probe), with the
+    /// listing's cadence: about 30 s, and at least every gather.
+    pub fn set_refresh(&mut self, refresh: Duration) {
+        let refresh = refresh.max(Duration::from_secs(1));
+        self.relist_every = (30 / refresh.as_secs().max(1)).max(1) as u32;
+        if let Some(s) = &mut self.schedule {
+            s.refresh = refresh;
+            s.relist = refresh * self.relist_every;
+        }
+    }
+
+    /// One snapshot of every target, judged at one instant, gathered by
+    /// `deadline` (tokio's clock; a timer, which waits on no request, ends
+    /// the gather): a listing not finished by then fails its target, and a
+    /// LEASE not read by then is an error of its row, never its last
+    /// reading passed off as this one's. What was read by then is kept for
+    /// the next gather (ETags for conditional GETs, the listing).
+    pub async fn gather_by(
+        &mut self,
+        clock: &SharedClock,
+        deadline: tokio::time::Instant,
+    ) -> Snapshot {
+        // Its length, for the messages of what it ended (to the millisecond).
+        let length = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let length = Duration::from_millis(length.as_millis() as u64);
+        match self
+            .gather_inner(clock, None, true, false, Some((deadline, length)))
+            .await
+        {
+            Refresh::Snapshot(s) => *s,
+            Refresh::Rows(_) | Refresh::Unchanged => {
+                unreachable!("a forced gather always gives a snapshot")
+            }
+        }
+    }
+
     /// The rows in view, to be set by the console (read at every gather).
     pub fn focus(&self) -> Arc<Focus> {
         self.focus.clone()
@@ -229,7 +303,7 @@ impl Gatherer {
         progress: Option<ProgressSink<'_>>,
         force: bool,
     ) -> Option<Snapshot> {
-        match self.gather_inner(clock, progress, force, false).await {
+        match self.gather_inner(clock, progress, force, false, None).await {
             Refresh::Snapshot(s) => Some(*s),
             Refresh::Rows(_) | Refresh::Unchanged => None,
         }
@@ -245,7 +319,7 @@ impl Gatherer {
         clock: &SharedClock,
         progress: Option<ProgressSink<'_>>,
     ) -> Refresh {
-        self.gather_inner(clock, progress, false, true).await
+        self.gather_inner(clock, progress, false, true, None).await
     }
 
     async fn gather_inner(
@@ -254,6 +328,7 @@ impl Gatherer {
         progress: Option<ProgressSink<'_>>,
         force: bool,
         rows_alone: bool,
+        deadline: Option<(tokio::time::Instant, Duration)>,
     ) -> Refresh {
         let relist = self.count.is_multiple_of(self.relist_every);
         // Rows are reported as they arrive only until the first snapshot:
@@ -300,6 +375,7 @@ impl Gatherer {
                         picked_order: picked_order.unwrap_or_default(),
                         focus: focus[index].clone(),
                         index,
+                        deadline,
                     };
                     async move {
                         gather_planned(

@@ -260,6 +260,11 @@ pub(super) struct Plan {
     pub(super) focus: HashSet<String>,
     /// This target's index (for progress reports).
     pub(super) index: usize,
+    /// When the gather must end (tokio's clock) and how long it was given
+    /// (for messages): a listing not finished by then fails the target; a
+    /// LEASE not read by then is an error of its row, "not read within the
+    /// deadline". `None`: no deadline but each request's own.
+    pub(super) deadline: Option<(tokio::time::Instant, Duration)>,
 }
 
 impl Plan {

@@ -210,6 +210,7 @@ async fn stream_target(
         picked_order: Vec::new(),
         focus: Default::default(),
         index: 0,
+        deadline: None,
     };
     let cached = Default::default();
     let max = opts.concurrency.max(1);

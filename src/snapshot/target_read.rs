@@ -33,8 +33,8 @@ pub struct OpenTarget {
 /// What a [`Gatherer`] remembers between refreshes of one target.
 #[derive(Default, Clone)]
 pub struct TargetCache {
-    /// Prefixes found by the last listing.
-    pub prefixes: Option<Vec<String>>,
+    /// A listing is cached: its rows are `known` (a failure forgets it).
+    pub(super) listed: bool,
     /// What the last listing could not discover ([`discover`]'s errors).
     pub(super) listing_errors: Vec<PrefixError>,
     /// The target's own prefix, then the listed ones: the rows of its report.
@@ -82,6 +82,7 @@ pub async fn gather_target_cached(
         picked_order: Vec::new(),
         focus: Default::default(),
         index: 0,
+        deadline: None,
     };
     gather_planned(t, opts, &clock, cache, relist, &plan, None).await;
     report_from_cache(t, cache)
@@ -108,6 +109,8 @@ pub(super) struct Read {
     /// When the answer came (reader's wall and monotonic clocks).
     pub(super) wall: DateTime<Utc>,
     pub(super) mono: Duration,
+    /// Not read by the gather's deadline: due again at the next gather.
+    pub(super) late: bool,
 }
 
 /// A target's latest progress: its partial report, LEASEs read, prefixes
@@ -148,7 +151,7 @@ pub(super) async fn gather_planned(
     // Without a new listing the rows are the cached ones, unchanged: the
     // reads the plan wants are queued at once, and nothing is rebuilt
     // (`Ok(None)`: the listing stands).
-    let reuse = !relist && cache.prefixes.is_some();
+    let reuse = !relist && cache.listed;
     let initial = reuse.then(|| {
         let mono = clock.mono();
         match &plan.picked {
@@ -178,6 +181,23 @@ pub(super) async fn gather_planned(
         }
         drop(found_tx);
         r.map(Some)
+    };
+    // Under a deadline, a listing not finished by then fails the target
+    // (dropping it closes the channel: the reads stop waiting for pages).
+    let listing = async {
+        let Some((at, length)) = plan.deadline else {
+            return listing.await;
+        };
+        match tokio::time::timeout_at(at, listing).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::Timeout(
+                length,
+                format!(
+                    "listing \"{}\": it did not finish within the deadline",
+                    crate::text::sanitize(&root)
+                ),
+            )),
+        }
     };
     let max = opts.concurrency.max(1);
     let mut reads = Reads {
@@ -240,7 +260,7 @@ impl Changes {
 /// sentence naming the store). Returns whether that is news.
 pub(super) fn cache_failure(cache: &mut TargetCache, error: String) -> bool {
     let changed = cache.error.as_deref() != Some(error.as_str());
-    cache.prefixes = None;
+    cache.listed = false;
     cache.error = Some(error);
     changed
 }
@@ -257,12 +277,18 @@ pub(super) fn cache_reads(
     results: Vec<Read>,
 ) -> Changes {
     let mut changed = cache.error.take().is_some();
-    if let Some(((listed, listing_errors), known)) = listed {
-        changed |= cache.prefixes.as_ref() != Some(&listed)
+    if let Some(((_, listing_errors), known)) = listed {
+        // `known` is the root, then the listing's prefixes as they came:
+        // the same listing gives the same rows.
+        changed |= !cache.listed
+            || cache.known != known
             || cache.listing_errors != listing_errors
             || cache.known.is_empty();
-        cache.prefixes = Some(listed);
+        cache.listed = true;
         cache.listing_errors = listing_errors;
+        let mut known = known;
+        // Grown by doubling as the pages came: up to half of it spare.
+        known.shrink_to_fit();
         // Keep what was read, for the next gather; forget prefixes no longer listed.
         let keep: HashSet<&String> = known.iter().collect();
         let before = cache.entries.len();
@@ -277,10 +303,12 @@ pub(super) fn cache_reads(
         result,
         wall,
         mono,
+        late,
     } in results
     {
         let result = result.map_err(|e| e.to_string());
         let (due, near_expiry) = match plan.schedule {
+            Some(_) if late => (mono, false),
             Some(s) => s.next_due(&result, wall, mono),
             None => (Duration::ZERO, false),
         };
@@ -471,6 +499,17 @@ impl Reads<'_> {
             }
         }
         let mut inflight = FuturesUnordered::new();
+        // The prefixes in flight, by their place in the order: what a
+        // deadline leaves unread.
+        let mut flying: BTreeMap<u64, String> = BTreeMap::new();
+        let deadline = self.plan.deadline;
+        let expired = async move {
+            match deadline {
+                Some((at, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(expired);
         let mut successes = 0usize;
         let mut last_progress = std::time::Instant::now();
         let mut reported = false;
@@ -497,16 +536,28 @@ impl Reads<'_> {
                     break;
                 };
                 self.sent += 1;
+                flying.insert(seq, p.clone());
                 inflight.push(read(p, tries, seq));
             }
             tokio::select! {
                 biased;
+                () = &mut expired, if !listed || !inflight.is_empty() => {
+                    // What the listing sent and was not taken yet is queued
+                    // first, so that every row it named is accounted for.
+                    while let Ok(v) = found.try_recv() {
+                        self.found(v, &mut queue);
+                    }
+                    let unread = flying.into_values().chain(queue.drain(..).map(|(p, _, _)| p));
+                    self.not_in_time(unread, deadline.map_or(Duration::ZERO, |(_, l)| l));
+                    break;
+                }
                 more = found.recv(), if !listed => match more {
                     Some(v) => self.found(v, &mut queue),
                     None => listed = true,
                 },
                 done = inflight.next(), if !inflight.is_empty() => {
                     let Some((p, tries, seq, r)) = done else { continue };
+                    flying.remove(&seq);
                     self.done(p, tries, seq, r, &mut queue, &mut successes);
                     if let Some(report) = progress {
                         // The first screenful at once; then every
@@ -526,6 +577,26 @@ impl Reads<'_> {
                 },
                 else => break,
             }
+        }
+    }
+
+    /// The LEASEs of `prefixes` were not read by the gather's deadline
+    /// (`length` after it began): each is an error of its row, the reading
+    /// of this gather, so that no earlier reading is shown as this one's.
+    fn not_in_time(&mut self, prefixes: impl Iterator<Item = String>, length: Duration) {
+        let store = self.t.store.describe();
+        for p in prefixes {
+            let what = format!(
+                "reading {store} {}: no answer within the deadline",
+                lease_key(&p)
+            );
+            self.results.push(Read {
+                prefix: p,
+                result: Err(StoreError::Timeout(length, what)),
+                wall: self.clock.wall(),
+                mono: self.clock.mono(),
+                late: true,
+            });
         }
     }
 
@@ -620,6 +691,7 @@ impl Reads<'_> {
                     result: r,
                     wall: self.clock.wall(),
                     mono: self.clock.mono(),
+                    late: false,
                 };
                 match &mut self.stream {
                     Some(o) => o.put(seq, read),

@@ -217,7 +217,8 @@ impl PrefixHistory {
 /// Memory bounds of a [`History`].
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Changes kept per prefix (default 32).
+    /// Changes kept per prefix (default 32); 0: none, only the counts and
+    /// what was last seen (the exporter's families show no change itself).
     pub per_prefix: usize,
     /// Changes kept in all (default 4096); the oldest go first.
     pub total: usize,
@@ -273,11 +274,11 @@ impl History {
         Self::default()
     }
 
-    /// An empty history with these limits (each at least 1).
+    /// An empty history with these limits (`total` and `prefixes` at least 1).
     pub fn with_limits(limits: Limits) -> Self {
         Self {
             limits: Limits {
-                per_prefix: limits.per_prefix.max(1),
+                per_prefix: limits.per_prefix,
                 total: limits.total.max(1),
                 prefixes: limits.prefixes.max(1),
             },
@@ -303,6 +304,11 @@ impl History {
     /// Every tracked prefix with its timeline.
     pub fn iter(&self) -> impl Iterator<Item = (&PrefixKey, &PrefixHistory)> {
         self.prefixes.iter()
+    }
+
+    /// Prefixes tracked.
+    pub fn prefixes(&self) -> usize {
+        self.prefixes.len()
     }
 
     /// Changes kept in all.
@@ -512,6 +518,9 @@ impl History {
                 }
             }
             let copy = (want && c.kind != ChangeKind::FirstSeen).then(|| c.clone());
+            if self.limits.per_prefix == 0 {
+                return copy;
+            }
             // Room for one at first: most prefixes keep one change (their
             // first sighting) until `trim_total` drops it, and a deque's
             // first push makes room for four (~1.4 KiB).

@@ -117,6 +117,38 @@ fn renewals_are_not_changes_and_expiry_release_acquire_are() {
     assert_eq!(p.changes[1].at, at(45));
 }
 
+/// With no change kept per prefix (the exporter's history), the counts and
+/// the current holder's tenure are those of a history that keeps them.
+#[test]
+fn a_history_keeping_no_change_counts_as_one_that_does() {
+    let mut kept = History::new();
+    let mut bare = History::with_limits(Limits {
+        per_prefix: 0,
+        ..Limits::default()
+    });
+    let steps = [
+        (0, Some(("a", at(0))), "e1"),
+        (10, Some(("a", at(10))), "e2"),
+        (45, Some(("b", at(45))), "e3"),
+        (50, None, ""),
+        (55, Some(("c", at(55))), "e4"),
+    ];
+    for (t, holder, etag) in steps {
+        let s = snap(at(t), vec![row(holder, etag, at(t))], None);
+        kept.observe(&s, &[]);
+        let changes = bare.observe_changes(&s, &[]);
+        assert!(changes.iter().all(|(_, c)| c.kind != ChangeKind::FirstSeen));
+    }
+    let (k, b) = (kept.get(URL, "db/").unwrap(), bare.get(URL, "db/").unwrap());
+    assert_eq!((b.count, b.count_by), (k.count, k.count_by));
+    assert_eq!(b.count, 2);
+    assert_eq!(b.current_since(), k.current_since());
+    assert_eq!(b.current_since(), Some((true, at(55))));
+    assert!(b.changes.is_empty() && b.changes.capacity() == 0);
+    assert!(bare.is_empty());
+    assert_eq!(kept.len(), 4);
+}
+
 #[test]
 fn a_change_while_fresh_is_unexpected_unless_audited() {
     let mut h = History::new();

@@ -5,7 +5,9 @@
 pub mod cli;
 pub mod hold;
 pub mod lines;
+pub mod prometheus;
 pub mod proxy;
+pub mod serve;
 pub mod tmux;
 
 #[allow(unused_imports)]

@@ -725,23 +725,42 @@ print(json.dumps(out))
     .released(now);
     common::put_raw(&client, &bucket, "free/LEASE", &released.to_body()).await;
     // Scraped from `serve`, which the manifest runs (a one-shot `-o
-    // prometheus` has no holder-change counters: issue 35 trip 10).
+    // prometheus` has no holder-change counters: issue 35 trip 10), and
+    // from a probe of the same bucket (`--module`: the probes' own families).
     let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[contexts.m]\nendpoint_url = \"{}\"\npath_style = true\nallow = [\"s3://{bucket}/\"]\n",
+            m.endpoint()
+        ),
+    )
+    .unwrap();
     let stderr_path = dir.path().join("serve.stderr");
     let mut serve = bin()
         .args(["--endpoint-url", &m.endpoint(), "--path-style"])
         .args(["serve", "--listen", "127.0.0.1:0", "--refresh", "1s"])
+        .args(["--module", "m"])
         .arg(format!("s3://{bucket}/"))
+        .env("LEASECTL_CONFIG", &config)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
     let port: u16 = common::lines::serve_port(&stderr_path);
-    let exported = scrape_until(port, "both prefixes", |b| {
+    let mut exported = scrape_until(port, "both prefixes", |b| {
         b.contains("prefix=\"free/\"") && b.contains("prefix=\"db/\"")
     })
     .await;
+    let (code, probed) = http_get(
+        port,
+        &format!("/probe?target=s3%3A%2F%2F{bucket}%2F&module=m"),
+    )
+    .await;
+    assert_eq!(code, 200, "{probed}");
+    exported.push_str(&probed);
     let _ = serve.kill();
     let _ = serve.wait();
     for expr in v["exprs"].as_array().unwrap() {
