@@ -97,8 +97,7 @@ pub async fn takeover_cmd(
             &clock,
             audit,
             &a,
-            seen,
-            watched_for,
+            Looked { seen, watched_for },
             &mut signals,
             out,
         )
@@ -323,22 +322,29 @@ fn confirm_typed(a: &OperatorTakeover, out: &mut (impl std::io::Write + Send)) -
     Ok(())
 }
 
+/// What the look found and the guards let through, for [`execute_takeover`].
+struct Looked {
+    /// The LEASE as seen.
+    seen: crate::bucket::Observed,
+    /// How long its ETag was watched unchanged.
+    watched_for: Duration,
+}
+
 /// The confirmed takeover, through the console's executor. From the intent
 /// on, a signal never kills the takeover half-way: a forced one's wait for
 /// the replaced holder's fence ends early and says what it left (`--then
 /// release`, `handover`); `--then hold` releases.
-#[allow(clippy::too_many_arguments)]
 async fn execute_takeover(
     store: Arc<dyn ObjectStore>,
     clock: &SharedClock,
     audit: &crate::audit::AuditLog,
     a: &OperatorTakeover,
-    seen: crate::bucket::Observed,
-    watched_for: Duration,
+    looked: Looked,
     signals: &mut supervise::Signals,
     out: &mut (impl std::io::Write + Send),
 ) -> Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError> {
     use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
+    let Looked { seen, watched_for } = looked;
     let info = store.endpoint_info();
     let req = TakeoverRequest {
         prefix: a.prefix.clone(),

@@ -156,17 +156,8 @@ async fn wait_out_old_fence(
         Waited::Open(l) => Ok(l),
         Waited::Stopped(by, lease) => {
             let fence_end = t.mono + w;
-            let (text, etag_left, record_left) = leave_to_expire(
-                t.store.as_ref(),
-                &t.clock,
-                t.req,
-                key,
-                lease,
-                fence_end,
-                until,
-                &by,
-            )
-            .await;
+            let (text, etag_left, record_left) =
+                leave_to_expire(t, lease, fence_end, until, &by).await;
             let mut entry = t.entry.clone();
             if let (Some(w), Some(r)) = (&mut entry.written, record_left) {
                 w.record = r;
@@ -417,17 +408,15 @@ async fn wait_for_old_fence(
 /// contender whose clock is off within the limit the TTL allows still sees
 /// it fresh until the fence has closed. Returns the sentence for the operator
 /// and the audit log, and the ETag and record left at the key (if known).
-#[allow(clippy::too_many_arguments)]
+/// The store, the clock, the request and the key are the takeover's (`t`).
 async fn leave_to_expire(
-    store: &dyn ObjectStore,
-    clock: &SharedClock,
-    req: &TakeoverRequest,
-    key: &str,
+    t: &Taken<'_>,
     lease: Result<BucketLease, String>,
     fence_end: Duration,
     until: DateTime<Utc>,
     by: &str,
 ) -> (String, Option<String>, Option<LeaseRecord>) {
+    let (store, clock, req, key) = (t.store.as_ref(), &t.clock, t.req, t.key.as_str());
     let not_done = match &req.then {
         Then::Handover(s) => format!("not handed over to {}", sanitize(s)),
         _ => "not released".to_owned(),

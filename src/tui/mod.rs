@@ -37,6 +37,7 @@ use crate::clock::SharedClock;
 use crate::snapshot::Gatherer;
 use crate::store::Counters;
 use crate::writer::scan::ScanOptions;
+use action::WriteRequest;
 use app::{Action, App};
 use refresh::spawn_refresher;
 pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
@@ -184,13 +185,7 @@ where
             Some(a) = results.recv() => vec![a],
             // The refresher never ends by itself: if it did, it panicked (e.g.
             // inside the AWS SDK). Leave rather than show a frozen screen.
-            r = &mut refresher => break Err(std::io::Error::other(format!(
-                "the background refresh stopped: {}",
-                match r {
-                    crate::runtime::Ended::Failed(e) => e,
-                    _ => "it ended".into(),
-                }
-            ))),
+            r = &mut refresher => break Err(refresh_stopped(r)),
             // Signals end the console at once; held leases are released below.
             _ = &mut stop => break Ok(()),
         };
@@ -209,16 +204,7 @@ where
             focus.set(shown.clone());
             in_view = shown;
         }
-        for cmd in app.take_writes() {
-            match &commands {
-                Some(c) => {
-                    if c.send(cmd).await.is_err() {
-                        tracing::error!("the write task is gone");
-                    }
-                }
-                None => tracing::error!("write requested in watch mode: ignored"),
-            }
-        }
+        send_writes(&mut app, commands.as_ref()).await;
         if app.should_quit() {
             break Ok(());
         }
@@ -232,6 +218,34 @@ where
     }
     refresher.stop();
     result
+}
+
+/// Hands the writes the operator confirmed to the write task (none in
+/// watch mode: there is no write task, and the writes are logged and
+/// dropped).
+async fn send_writes(app: &mut App, commands: Option<&mpsc::Sender<WriteRequest>>) {
+    for cmd in app.take_writes() {
+        match commands {
+            Some(c) => {
+                if c.send(cmd).await.is_err() {
+                    tracing::error!("the write task is gone");
+                }
+            }
+            None => tracing::error!("write requested in watch mode: ignored"),
+        }
+    }
+}
+
+/// The error the console ends with when its refresher ended (it never ends
+/// by itself: it panicked).
+fn refresh_stopped<T>(r: crate::runtime::Ended<T>) -> std::io::Error {
+    std::io::Error::other(format!(
+        "the background refresh stopped: {}",
+        match r {
+            crate::runtime::Ended::Failed(e) => e,
+            _ => "it ended".into(),
+        }
+    ))
 }
 
 /// A backend's error as an `io::Error` (crossterm's already is one, and is

@@ -26,11 +26,13 @@ use crate::audit::AuditEntry;
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
 use crate::text::sanitize;
 
+mod background;
 mod cursor;
 mod judging;
 mod keys;
 mod leases;
 mod measure;
+mod messages;
 mod notice;
 mod pod_pane;
 mod prompts;
@@ -45,6 +47,8 @@ pub use crate::text::wrap;
 pub use cursor::Cursor;
 pub use keys::{key_action, Binding, BINDINGS};
 pub use leases::LeaseTable;
+use messages::Message;
+pub use messages::{MESSAGES_KEPT, MESSAGE_SHOWN};
 pub use notice::NoticeLine;
 pub use pod_pane::{tree_order, PodPane, PodStatus, TreeRow};
 pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
@@ -110,30 +114,6 @@ pub enum Mode {
     ConfirmQuit,
     /// Releasing held leases before quitting.
     Quitting,
-}
-
-/// How long a result stays in the status bar when no key is pressed: then
-/// the key hints come back (the takeover's outcome stays in the detail
-/// pane's audit entries).
-pub const MESSAGE_SHOWN: Duration = Duration::from_secs(6);
-
-/// How many results the log of results keeps (`m`), the oldest dropped first.
-pub const MESSAGES_KEPT: usize = 200;
-
-/// A message for the operator in the status bar.
-#[derive(Debug, Clone)]
-struct Message {
-    /// The text, already safe for the terminal: every name in it escaped
-    /// exactly once (with [`sanitize`]) where the message is made, so it is
-    /// drawn as is.
-    text: String,
-    /// An error (drawn red).
-    error: bool,
-    /// When it was shown (the reader's clock at the last tick).
-    at: DateTime<Utc>,
-    /// Work under way ("taking over …"): shown until its result replaces it,
-    /// not cleared by a key or by time.
-    pending: bool,
 }
 
 /// The console's state.
@@ -243,74 +223,6 @@ impl App {
     /// [`MESSAGE_SHOWN`]; work under way until its result.
     pub fn message(&self) -> Option<(&str, bool)> {
         self.message.as_ref().map(|m| (m.text.as_str(), m.error))
-    }
-
-    /// Shows a result (`error`: in red) until the next key or for
-    /// [`MESSAGE_SHOWN`], and keeps it in the log of results (`m`).
-    fn say(&mut self, text: String, error: bool) {
-        let m = Message {
-            text,
-            error,
-            at: self.session.now(),
-            pending: false,
-        };
-        if self.messages.len() == MESSAGES_KEPT {
-            self.messages.pop_front();
-        }
-        self.messages.push_back(m.clone());
-        self.message = Some(m);
-    }
-
-    /// This session's results, newest first: when each was shown (the
-    /// reader's clock), its text (safe for the terminal) and whether it is
-    /// an error.
-    pub fn messages(&self) -> impl Iterator<Item = (DateTime<Utc>, &str, bool)> {
-        self.messages
-            .iter()
-            .rev()
-            .map(|m| (m.at, m.text.as_str(), m.error))
-    }
-
-    /// Keys while the log of results is open: ↑/↓ (and j/k, PgUp/PgDn,
-    /// Home/End) move through it, Esc or `m` closes it, `q` quits.
-    fn update_messages(&mut self, action: Action) {
-        let Mode::Messages { first } = &mut self.mode else {
-            return;
-        };
-        let last = self.messages.len().saturating_sub(1);
-        match action {
-            Action::Up => *first = first.saturating_sub(1),
-            Action::Down => *first = (*first + 1).min(last),
-            Action::PageUp => *first = first.saturating_sub(5),
-            Action::PageDown => *first = (*first + 5).min(last),
-            Action::Home => *first = 0,
-            Action::End => *first = last,
-            Action::Cancel | Action::OpenMessages => self.mode = Mode::Normal,
-            Action::Quit => self.request_quit(),
-            other => self.update_background(other),
-        }
-    }
-
-    /// Shows work under way until its result replaces it.
-    fn say_pending(&mut self, text: String) {
-        self.message = Some(Message {
-            text,
-            error: false,
-            at: self.session.now(),
-            pending: true,
-        });
-    }
-
-    /// Clears a result (not work under way): a key was pressed, or it has
-    /// been shown for [`MESSAGE_SHOWN`] at `now` (`None`: at once).
-    fn clear_result(&mut self, now: Option<DateTime<Utc>>) {
-        let done = self.message.as_ref().is_some_and(|m| {
-            !m.pending
-                && now.is_none_or(|now| (now - m.at).to_std().unwrap_or_default() >= MESSAGE_SHOWN)
-        });
-        if done {
-            self.message = None;
-        }
     }
 
     /// Writes confirmed by the operator and not taken yet.
@@ -438,88 +350,6 @@ impl App {
             Action::Quit => self.request_quit(),
             other => self.update_background(other),
         }
-    }
-
-    /// Actions that arrive whatever the mode: time, data, results, size.
-    fn update_background(&mut self, action: Action) {
-        match action {
-            Action::Tick(now) => {
-                let rows = self.leases.rows();
-                let shown: Vec<(usize, usize)> = self
-                    .rows_on_screen()
-                    .filter_map(|i| rows.get(i))
-                    .map(|r| (r.target, r.index))
-                    .collect();
-                self.session.tick(now, shown);
-                self.clear_result(Some(now));
-            }
-            Action::Snapshot(s) => {
-                self.session.set_loading(None);
-                self.apply_snapshot(*s);
-            }
-            Action::Rows(d) => {
-                self.session.set_loading(None);
-                let keep = self.selected_key();
-                if self.session.apply_rows(&d) {
-                    self.rebuild_rows(false);
-                    self.select_key(keep);
-                }
-            }
-            Action::Unchanged(at) => self.session.unchanged(at),
-            Action::Progress {
-                snapshot,
-                read,
-                known,
-                listed,
-            } => {
-                // The partial rows replace the table; the pod stays as it was.
-                let mut s = *snapshot;
-                if let Some(old) = self.session.snapshot() {
-                    s.pod = old.pod.clone();
-                    s.pod_error = old.pod_error.clone();
-                }
-                let pod_status = self.pod.status().clone();
-                self.apply_snapshot(s);
-                self.pod.restore_status(pod_status);
-                self.session.set_loading(Some((read, known, listed)));
-            }
-            Action::Counters(c) => self.requests.push(self.session.now(), c),
-            Action::Audit(entries) => self.session.set_audit(entries),
-            Action::OldestReading(at) => self.session.set_oldest_reading(at),
-            Action::Pod(pod) => {
-                // A new pod scan while the leases stood: only the pod changes.
-                let old = self.session.snapshot().map(|s| &s.pod);
-                self.pod.take_rows(old, &pod);
-                self.session.set_pod(*pod);
-            }
-            Action::PodScanFailed(e) => self.pod.scan_failed(e),
-            Action::ProbeDone {
-                target,
-                result,
-                message,
-            } => self.probe_done(target, result, &message),
-            Action::TakeoverDone { key, result } => self.takeover_done(key, result),
-            Action::HeldReleased(lines) => self.held_released(&lines),
-            Action::TimelineRead {
-                target,
-                prefix,
-                timeline,
-            } => self.timeline_read(target, &prefix, timeline),
-            Action::Resize(w, h) => self.size = (w, h),
-            Action::DetailExtent { lines, shown } => self.leases.set_detail_extent(lines, shown),
-            _ => {}
-        }
-    }
-
-    /// A new snapshot: the pod's rows, the session's data, then the table's
-    /// rows, the selected prefix kept selected.
-    fn apply_snapshot(&mut self, s: Snapshot) {
-        let keep = self.selected_key();
-        let old = self.session.snapshot().map(|o| &o.pod);
-        self.pod.take_rows(old, &s.pod);
-        self.session.apply_snapshot(s);
-        self.rebuild_rows(false);
-        self.select_key(keep);
     }
 }
 

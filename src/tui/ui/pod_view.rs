@@ -9,7 +9,9 @@ use ratatui::Frame;
 use super::{ellipsize, fit_secs};
 use crate::tui::app::{terminal_safe, App};
 use crate::tui::layout;
-use crate::writer::scan::{DutyView, LockFileState, LockState, ProcessInfo, VerdictKind};
+use crate::writer::scan::{
+    DutyView, LockFileState, LockState, PodSnapshot, ProcessInfo, VerdictKind,
+};
 
 /// The colour of a duty; the duty is always also written as text.
 pub fn duty_style(d: DutyView) -> Style {
@@ -154,6 +156,33 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
             }
         })
         .collect();
+    let title = processes_title(app, pod, n);
+    // The title is cut to the box, marked `…` (a lock path can be long).
+    let title = ellipsize(&title, usize::from(table.width.saturating_sub(2)));
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Length(1),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Fill(1),
+            Constraint::Length(8),
+            Constraint::Length(12),
+        ],
+    )
+    .header(
+        Row::new(["", "PID", "PPID", "COMMAND", "DUTY", "LOCK"])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(title));
+    f.render_widget(t, table);
+
+    render_duty_sentence(app, f, detail);
+}
+
+/// The process table's title: the selected row, the Kubernetes pod, and the
+/// state of each lock file.
+fn processes_title(app: &App, pod: Option<&PodSnapshot>, n: usize) -> String {
     let mut title = if n == 0 {
         " processes (none) ".to_owned()
     } else {
@@ -182,26 +211,12 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
         };
         title.push_str(&format!("· {}: {held} ", terminal_safe(&l.path)));
     }
-    // The title is cut to the box, marked `…` (a lock path can be long).
-    let title = ellipsize(&title, usize::from(table.width.saturating_sub(2)));
-    let t = Table::new(
-        rows,
-        [
-            Constraint::Length(1),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Fill(1),
-            Constraint::Length(8),
-            Constraint::Length(12),
-        ],
-    )
-    .header(
-        Row::new(["", "PID", "PPID", "COMMAND", "DUTY", "LOCK"])
-            .style(Style::default().add_modifier(Modifier::BOLD)),
-    )
-    .block(Block::default().borders(Borders::ALL).title(title));
-    f.render_widget(t, table);
+    title
+}
 
+/// The selected process's duty sentence below the table, cut to its lines
+/// with `…`.
+fn render_duty_sentence(app: &App, f: &mut Frame, detail: Rect) {
     // The selected process's duty sentence (it names the stamp and why it
     // counted or not); the duty itself is in the selected row.
     let Some(p) = app.selected_process() else {
