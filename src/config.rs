@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::target::Target;
 
 /// The environment variable that overrides the config file's path.
-pub const CONFIG_ENV: &str = "LEASECTL_CONFIG";
+pub(crate) const CONFIG_ENV: &str = "LEASECTL_CONFIG";
 
 /// Largest config file read (a config is a few lines).
 const MAX_BYTES: u64 = 1024 * 1024;
@@ -44,10 +44,10 @@ const MAX_BYTES: u64 = 1024 * 1024;
 /// The file as written (before validation).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ConfigFile {
+pub(crate) struct ConfigFile {
     /// The context applied when `leasectl` is run with no TARGET.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_context: Option<String>,
+    pub(crate) default_context: Option<String>,
     /// Contexts by name.
     #[serde(default)]
     pub contexts: BTreeMap<String, ContextFile>,
@@ -56,7 +56,7 @@ pub struct ConfigFile {
 /// One context as written.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ContextFile {
+pub(crate) struct ContextFile {
     /// TARGET URLs: `s3://bucket/path/` or `file:///dir/`.
     #[serde(default)]
     pub targets: Vec<String>,
@@ -89,7 +89,7 @@ pub struct ContextFile {
 
 /// A validated context.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Context {
+pub(crate) struct Context {
     /// Its name.
     pub name: String,
     /// The TARGETs, parsed.
@@ -114,11 +114,11 @@ pub struct Context {
 
 /// A validated config file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Config {
+pub(crate) struct Config {
     /// Where it was read from.
     pub path: PathBuf,
     /// The default context's name (known to exist).
-    pub default_context: Option<String>,
+    pub(crate) default_context: Option<String>,
     /// Contexts by name.
     pub contexts: BTreeMap<String, Context>,
 }
@@ -126,7 +126,7 @@ pub struct Config {
 /// Why the config could not be used. Every message names the file and says
 /// what to do; none repeats a credential.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     /// No home directory and no `LEASECTL_CONFIG`.
     #[error(
         "there is no configuration directory on this system; set {CONFIG_ENV} to the path of a config file"
@@ -200,7 +200,7 @@ fn known_list(known: &[String]) -> String {
 
 /// The config file's path: `$LEASECTL_CONFIG`, else `config.toml` in the
 /// platform configuration directory.
-pub fn path() -> Result<PathBuf, ConfigError> {
+pub(crate) fn path() -> Result<PathBuf, ConfigError> {
     if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
@@ -210,7 +210,7 @@ pub fn path() -> Result<PathBuf, ConfigError> {
 }
 
 /// Reads and validates the file at `path`; `Ok(None)` when it does not exist.
-pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
+pub(crate) fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
     let read_err = |source| ConfigError::Read {
         path: path.to_owned(),
         source,
@@ -239,7 +239,7 @@ pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
 }
 
 /// Parses and validates `text` (read from `path`, for messages).
-pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: path.to_owned(),
         at: e
@@ -348,7 +348,7 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
 
 impl Config {
     /// The context `name`, or [`ConfigError::UnknownContext`] listing those defined.
-    pub fn context(&self, name: &str) -> Result<&Context, ConfigError> {
+    pub(crate) fn context(&self, name: &str) -> Result<&Context, ConfigError> {
         self.contexts
             .get(name)
             .ok_or_else(|| ConfigError::UnknownContext {
@@ -364,7 +364,7 @@ impl Config {
 
     /// The file, normalised: TARGETs as leasectl writes them, durations in
     /// humantime form, endpoints with any user information redacted.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let file = ConfigFile {
             default_context: self.default_context.clone(),
             contexts: self
@@ -404,7 +404,7 @@ impl Config {
 /// an error: a one-line warning on stderr, and no context applies (as git
 /// does with an unreadable global config), so a pod-only command run with
 /// another user's `HOME` still runs.
-pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, ConfigError> {
+pub(crate) fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, ConfigError> {
     if asked.is_none() && !bare {
         return Ok(None);
     }

@@ -45,7 +45,7 @@ const PATH_ESCAPED: [(char, &str); 3] = [('%', "%25"), ('#', "%23"), ('?', "%3F"
 /// control characters such as a newline, `%0A`, invisible ones) as the
 /// percent-escapes of its UTF-8 bytes; the rest as is. Parsing the result
 /// gives the same path back, and the result can be copied as a TARGET.
-pub fn encode_path(path: &str) -> String {
+pub(crate) fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
         match PATH_ESCAPED.iter().find(|(e, _)| *e == c) {
@@ -253,7 +253,7 @@ static COMMAND_NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::ne
 /// Hands in the names of every subcommand, so that a TARGET that is a typo of
 /// one gets "did you mean `leasectl NAME`?". The first call wins; without one,
 /// no such hint is given.
-pub fn set_command_names(names: Vec<String>) {
+pub(crate) fn set_command_names(names: Vec<String>) {
     let _ = COMMAND_NAMES.set(names);
 }
 
@@ -352,7 +352,7 @@ impl Target {
     /// The exact place a write to this target's lease goes, for the line a
     /// writing command prints before it acts: the lease file's absolute path,
     /// or the bucket and key. Escaped, safe to print.
-    pub fn lease_location(&self) -> String {
+    pub(crate) fn lease_location(&self) -> String {
         match self {
             Target::S3 { bucket, prefix } => format!(
                 "bucket {} key {}",

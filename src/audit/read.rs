@@ -14,7 +14,7 @@ pub struct AuditRead {
     /// The entries, oldest first.
     pub entries: Vec<AuditEntry>,
     /// The lines that are not entries: how many, and the first few.
-    pub unreadable: Unreadable,
+    pub(crate) unreadable: Unreadable,
 }
 
 /// The lines of a log read that are not entries: their number, and the first
@@ -65,7 +65,7 @@ impl Unreadable {
     }
 
     /// Warns (`tracing`) about them in at most [`Unreadable::SHOWN`] + 1 lines.
-    pub fn warn(&self, path: &Path) {
+    pub(crate) fn warn(&self, path: &Path) {
         let shown = crate::text::sanitize(&path.display().to_string());
         for s in self.sentences() {
             tracing::warn!("audit log {shown}: {s}");
@@ -92,7 +92,7 @@ pub struct UnreadableLine {
     /// Why it is not an entry.
     pub error: String,
     /// Its start, escaped, at most 60 characters.
-    pub excerpt: String,
+    pub(crate) excerpt: String,
 }
 
 impl std::fmt::Display for UnreadableLine {
@@ -189,7 +189,7 @@ pub struct AuditTail {
 /// The most an [`AuditTail`] reads of a log at once (4 MiB): its first read
 /// of a longer log, or what was appended between two polls, starts that far
 /// from the end (at the next whole line).
-pub const TAIL_FIRST_READ: u64 = 4 * 1024 * 1024;
+pub(crate) const TAIL_FIRST_READ: u64 = 4 * 1024 * 1024;
 
 impl AuditTail {
     /// Follows the log at `path`, keeping its newest `keep` entries (at least 1).
@@ -232,7 +232,7 @@ impl AuditTail {
     /// every takeover it reads).
     ///
     /// Errors: as [`AuditTail::poll`].
-    pub fn poll_with(
+    pub(crate) fn poll_with(
         &mut self,
         on_entry: &mut dyn FnMut(&AuditEntry),
     ) -> Result<Unreadable, AuditError> {

@@ -5,7 +5,7 @@
 
 mod parse;
 
-pub use parse::*;
+pub(crate) use parse::*;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -56,12 +56,12 @@ pub struct LogArgs {
     /// The log on stderr instead of sentences: each step with its time (-v info, -vv debug,
     /// -vvv trace; LEASECTL_LOG sets the filter too).
     #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
 
     /// Append the log (each step with its time, at info or as -v and LEASECTL_LOG say) to
     /// this file, created private (0600); stderr keeps its sentences.
     #[arg(long, global = true, value_name = "PATH")]
-    pub log_file: Option<PathBuf>,
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 /// The commands on which the global options (`-c` and the S3 ones: every
@@ -70,7 +70,7 @@ pub struct LogArgs {
 /// list those options and they refuse them after the command's name; given
 /// before it (`leasectl --region R audit`, as a shell alias does) they are
 /// accepted for the top level and do nothing.
-pub const LOCAL_COMMANDS: [&str; 2] = ["audit", "config"];
+pub(crate) const LOCAL_COMMANDS: [&str; 2] = ["audit", "config"];
 
 /// The command line as leasectl parses it: [`Cli`]'s, except that each
 /// global option is copied to every subcommand but [`LOCAL_COMMANDS`] (and,
@@ -198,7 +198,7 @@ pub struct OutputArgs {
 
     /// Time between two `heartbeat` lines of --watch (at least 1s).
     #[arg(long, default_value = "30s", value_parser = parse_interval, value_name = "DURATION")]
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
 }
 
 /// `leasectl check`.
@@ -212,10 +212,10 @@ pub struct CheckArgs {
     pub depth: u32,
     /// WARNING when a lease's age is over this (e.g. 1m).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub warn_age: Option<Duration>,
+    pub(crate) warn_age: Option<Duration>,
     /// CRITICAL when a lease's age is over this.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub crit_age: Option<Duration>,
+    pub(crate) crit_age: Option<Duration>,
     /// States that are CRITICAL (comma-separated: stale, suspect, malformed, absent; or
     /// none); the others needing attention are WARNING.
     #[arg(
@@ -224,11 +224,11 @@ pub struct CheckArgs {
         value_parser = parse_states,
         value_name = "STATES"
     )]
-    pub crit_state: std::vec::Vec<crate::bucket::LeaseState>,
+    pub(crate) crit_state: std::vec::Vec<crate::bucket::LeaseState>,
     /// CRITICAL when fewer than N leases are found (rows that are not absent), e.g. a
     /// service whose holder never started. Default 0: finding none is OK.
     #[arg(long, default_value_t = 0, value_name = "N")]
-    pub min_leases: usize,
+    pub(crate) min_leases: usize,
     /// Pod options (a pod verdict is CRITICAL).
     #[command(flatten)]
     pub pod: PodArgs,
@@ -279,7 +279,7 @@ pub struct PodArgs {
 
     /// Do not scan processes at all (bucket leases only).
     #[arg(long, conflicts_with_all = ["data_dirs", "pod_root"])]
-    pub no_pod: bool,
+    pub(crate) no_pod: bool,
 
     /// The node view: every pod of this host, grouped by the pod its processes' cgroups name,
     /// each judged alone, with a tally (run in the host's PID namespace, as root with
@@ -358,7 +358,7 @@ pub enum TimelineFormat {
 pub struct TimelineArgs {
     /// The prefixes whose lease history to rebuild (s3://bucket/prefix/ or file:///dir/).
     #[arg(required = true, value_name = "PREFIX_URL", value_parser = parse_target)]
-    pub prefix_urls: Vec<Target>,
+    pub(crate) prefix_urls: Vec<Target>,
     /// Only the last DURATION before --to (e.g. 24h, 90m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
     pub since: Option<std::time::Duration>,
@@ -370,19 +370,19 @@ pub struct TimelineArgs {
     pub to: Option<chrono::DateTime<chrono::Utc>>,
     /// An audit log to read (repeatable; default: this host's audit log, if it exists).
     #[arg(long = "audit-log", value_name = "FILE")]
-    pub audit_logs: Vec<PathBuf>,
+    pub(crate) audit_logs: Vec<PathBuf>,
     /// A `--watch` NDJSON recording to read (repeatable): the history of a store without versions.
     #[arg(long = "recording", value_name = "FILE")]
-    pub recordings: Vec<PathBuf>,
+    pub(crate) recordings: Vec<PathBuf>,
     /// Read bodies only where the tenure may change, by bisection: far fewer
     /// GETs, but the versions between two reads of one tenure are inferred, not
     /// read (a holder writing in between is not seen), so the run exits 1 (by
     /// default every version is read).
     #[arg(long)]
-    pub bisect: bool,
+    pub(crate) bisect: bool,
     /// Read every version's body: the default now (kept for scripts).
     #[arg(long, hide = true, conflicts_with = "bisect")]
-    pub all_versions: bool,
+    pub(crate) all_versions: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: TimelineFormat,
@@ -565,7 +565,7 @@ pub struct TakeoverArgs {
     pub reason: String,
     /// Refuse unless the LEASE's current ETag is exactly this (from --json or the console).
     #[arg(long, value_name = "ETAG")]
-    pub expect_etag: Option<String>,
+    pub(crate) expect_etag: Option<String>,
     /// After taking it: release (free the prefix), hold (renew until Ctrl-C, then
     /// release) or handover:INSTANCE_ID (name the successor that will adopt it).
     #[arg(long, default_value = "release", value_parser = parse_then, value_name = "WHAT")]
@@ -575,7 +575,7 @@ pub struct TakeoverArgs {
     pub force: bool,
     /// Do not ask for confirmation (scripts and runbooks).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// TTL of the lease written (whole seconds, 3s to 1h); a hand-over's successor must
     /// start within it.
     #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
@@ -618,10 +618,10 @@ pub struct DemoArgs {
         value_parser = parse_duration,
         value_name = "DURATION"
     )]
-    pub die_after: Duration,
+    pub(crate) die_after: Duration,
     /// Internal: the demo's watchdog process.
     #[arg(long, hide = true)]
-    pub watchdog: bool,
+    pub(crate) watchdog: bool,
 }
 
 /// `leasectl completions`.
@@ -666,7 +666,7 @@ pub struct HoldArgs {
     /// Time CMD gets between SIGTERM and SIGKILL when the fence closes (default 5s; at most
     /// a sixth of the TTL).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub grace: Option<Duration>,
+    pub(crate) grace: Option<Duration>,
     /// The fields of the LEASE records written: leasectl (the seed's four and `generation`,
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.

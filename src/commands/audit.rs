@@ -6,7 +6,7 @@ use crate::setup::Shared;
 use crate::text::sanitize;
 
 /// `leasectl audit [--json]`: the log at `--audit-log` (or the default path).
-pub fn run(a: &AuditListArgs, _shared: &Shared) -> Exit {
+pub(crate) fn run(a: &AuditListArgs, _shared: &Shared) -> Exit {
     let path = match &a.audit_log {
         Some(p) => p.clone(),
         None => match crate::audit::AuditLog::default_path() {
@@ -34,7 +34,11 @@ fn generations(e: &crate::audit::AuditEntry) -> String {
 /// `leasectl audit`: the log newest first, as text or one JSON array. Each
 /// line that is not an entry (torn by a crash, edited) is named on stderr
 /// (its number and byte offset) and skipped; the rest is listed (exit 0).
-pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Write) -> Exit {
+pub(crate) fn audit_list(
+    path: &std::path::Path,
+    json: bool,
+    out: &mut impl std::io::Write,
+) -> Exit {
     match crate::audit::AuditLog::read_report(path) {
         Ok(report) => {
             let mut entries = report.entries;

@@ -10,7 +10,7 @@ use crate::supervise::{fence_state_from_env, FenceFdState, FENCE_FD_ENV};
 /// 0 while the fence is open, 5 ([`Exit::Fenced`]) once it closed (said on
 /// stderr), 2 outside `bucket hold` (a sentence saying where to run it), 1
 /// when the descriptor could not be polled.
-pub fn run(_a: &FenceCheckArgs, _shared: &Shared) -> Exit {
+pub(crate) fn run(_a: &FenceCheckArgs, _shared: &Shared) -> Exit {
     match fence_state_from_env() {
         Ok(FenceFdState::Open) => Exit::Ok,
         Ok(FenceFdState::Closed) => {

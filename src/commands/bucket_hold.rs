@@ -10,7 +10,7 @@ use crate::setup::Shared;
 
 /// `leasectl bucket hold PREFIX_URL -- CMD`: each request's deadline is at
 /// most a third of the TTL.
-pub async fn run(a: &HoldArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &HoldArgs, shared: &Shared) -> Exit {
     let target = &a.prefix_url;
     let connector = shared.connector_with_timeout(shared.s3.timeout.min(a.ttl / 3));
     crate::setup::announce("bucket hold", &connector, target).await;

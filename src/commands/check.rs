@@ -15,7 +15,7 @@ use crate::store::Counters;
 /// `--timeout` (the plugin convention's `-t`, 10 s by default): when it has
 /// not answered by then, UNKNOWN is printed and the process exits, whatever
 /// is still in flight ([`arm_deadline`]).
-pub async fn run(args: &CheckArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(args: &CheckArgs, shared: &Shared) -> Exit {
     let answered = arm_deadline(shared.s3.timeout);
     let (output, status) = check(args, shared).await;
     // The deadline's thread holds the lock while it answers and exits: past

@@ -6,7 +6,7 @@ use crate::exit::Exit;
 use crate::setup::Shared;
 
 /// `leasectl config path|view`: the exit status.
-pub fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
+pub(crate) fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
     let usage = Exit::Usage;
     let path = match crate::config::path() {
         Ok(p) => p,

@@ -13,7 +13,7 @@ use crate::tui;
 use crate::tui::app::Settings;
 
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
-pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
     let targets = &args.targets;
     if args.json && targets.is_empty() && args.pod.no_pod {
         return crate::setup::nothing_to_report(

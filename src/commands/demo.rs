@@ -9,7 +9,7 @@ use crate::exit::Exit;
 use crate::setup::Shared;
 
 /// The demo, or (`--watchdog`, internal) the demo's watchdog process.
-pub fn run(a: &DemoArgs, shared: &Shared) -> Exit {
+pub(crate) fn run(a: &DemoArgs, shared: &Shared) -> Exit {
     if a.watchdog {
         return crate::demo::watchdog();
     }

@@ -23,7 +23,7 @@ pub fn run(_shared: &Shared) -> Exit {
 ///
 /// # Errors
 /// What writing the roff to `out` returns.
-pub fn render_man(mut cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
+pub(crate) fn render_man(mut cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
     cmd.build();
     let man = clap_mangen::Man::new(cmd.clone());
     man.render_title(out)?;
@@ -232,7 +232,7 @@ fn roff(text: &str) -> String {
 
 /// The sections after COMMANDS: EXIT STATUS (from [`crate::exit::EXIT_TABLE`],
 /// one subsection per column), ENVIRONMENT, FILES and EXAMPLES.
-pub fn reference_sections() -> String {
+pub(crate) fn reference_sections() -> String {
     use crate::exit::{EXIT_COLUMNS, EXIT_INTRO, EXIT_OTHERS, EXIT_TABLE};
     let mut s = String::from(".SH \"EXIT STATUS\"\n.PP\n");
     s.push_str(&roff(EXIT_INTRO));

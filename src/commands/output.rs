@@ -52,7 +52,7 @@ fn output_of(args: &ConsoleArgs, shared: &Shared) -> Result<Option<Output>, Exit
 
 /// Whether `args` asks for an output on stdout rather than the console
 /// (`--json`, `-o`, `--watch`, or a stdout that is not a terminal).
-pub fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
+pub(crate) fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
     args.json
         || args.output.format.is_some()
         || args.output.watch.is_some()
@@ -61,7 +61,7 @@ pub fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
 
 /// Writes the output `args` asks for, of the `open` targets. `None`: the
 /// console is asked for.
-pub async fn run(
+pub(crate) async fn run(
     args: &ConsoleArgs,
     open: Vec<OpenTarget>,
     counters: Arc<Counters>,

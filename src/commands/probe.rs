@@ -10,7 +10,7 @@ use crate::store::{ObjectStore, StoreError};
 use crate::text::sanitize;
 
 /// `leasectl probe TARGET`: exit 0 conditional, 3 not, 1 failed, 2 usage.
-pub async fn run(a: &ProbeArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &ProbeArgs, shared: &Shared) -> Exit {
     let target = &a.target;
     let store = match shared.connector.open(target).await {
         Ok(s) => s,
@@ -58,7 +58,8 @@ struct ProbeJson<'a> {
 /// (as text, or as one JSON document with `json`). Returns the exit code: 0
 /// conditional (perhaps with adaptations, each named), 3 a precondition
 /// ignored or conditional writes not supported, 1 not permitted or unreachable.
-pub async fn probe(
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) async fn probe(
     store: &dyn ObjectStore,
     root: &str,
     json: bool,
@@ -72,7 +73,7 @@ pub async fn probe(
 /// concurrent requests per primitive). Two winners in a round: verdict
 /// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
 /// scratch keys and returns 128 + the signal.
-pub async fn probe_race(
+pub(crate) async fn probe_race(
     store: &dyn ObjectStore,
     root: &str,
     json: bool,

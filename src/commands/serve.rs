@@ -11,7 +11,7 @@ use crate::snapshot::Gatherer;
 use crate::store::Counters;
 
 /// Serves `/metrics` and `/healthz` until SIGTERM or SIGINT.
-pub async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
     if args.targets.is_empty() && args.pod.no_pod {
         crate::exit::say("serve with no TARGET and --no-pod has nothing to export");
         return Exit::Usage;

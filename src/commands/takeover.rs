@@ -8,7 +8,7 @@ use crate::takeover::{takeover_cmd, OperatorTakeover};
 
 /// `leasectl takeover PREFIX_URL --reason WHY`: the audit log is opened
 /// before anything else (no log, no write); then [`takeover_cmd`].
-pub async fn run(a: &crate::cli::TakeoverArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &crate::cli::TakeoverArgs, shared: &Shared) -> Exit {
     let target = &a.prefix_url;
     let connector = &shared.connector;
     crate::setup::announce("takeover", connector, target).await;

@@ -11,7 +11,7 @@ use crate::timeline::read::{audit_entries, Progress, Reading};
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
-pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
     let now = Utc::now();
     let to = a.to.unwrap_or(now);
     let from = a.from.or_else(|| {

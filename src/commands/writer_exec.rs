@@ -7,7 +7,7 @@ use crate::setup::Shared;
 
 /// CMD's own status; `writer exec`'s own failures as
 /// `crate::writer::WriterError::exit_code` says (125, 126, 127).
-pub fn run(a: &ExecArgs, _shared: &Shared) -> Exit {
+pub(crate) fn run(a: &ExecArgs, _shared: &Shared) -> Exit {
     match crate::writer::exec::writer_exec(&a.data_dir, a.wait, &a.command) {
         Ok(exit) => exit,
         // A refusal is a sentence for the person or the pod's log reading

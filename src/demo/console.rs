@@ -18,7 +18,7 @@ use super::{Demo, DemoDir, DemoOptions, DEMO_REFRESH, DEMO_TTL_S};
 ///
 /// # Errors
 /// `DemoError` when the demo cannot start; terminal errors.
-pub async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> {
+pub(crate) async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> {
     let dir = match DemoDir::create(opts.dir.as_deref()) {
         Ok(d) => d,
         Err(e) => {

@@ -17,8 +17,9 @@ use crate::writer::scan::ScanOptions;
 use crate::writer::{ENABLE, HELD};
 
 /// A running demo pod: its root process, leader of its own process group.
-pub struct DemoPod {
+pub(crate) struct DemoPod {
     /// `healthy` or `racing`.
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
     pub name: &'static str,
     /// The pod's data directory (holds `.writer.lock`).
     pub data_dir: PathBuf,
@@ -27,12 +28,12 @@ pub struct DemoPod {
 
 impl DemoPod {
     /// The root's pid (= its process group id).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The scan that shows exactly this pod: its root's subtree and its lock.
-    pub fn scan_options(&self) -> ScanOptions {
+    pub(crate) fn scan_options(&self) -> ScanOptions {
         ScanOptions {
             proc_root: PathBuf::from("/proc"),
             data_dirs: vec![self.data_dir.clone()],
@@ -193,7 +194,7 @@ pub(super) fn spawn_pod(
 /// pipe without `clean` (it crashed or was killed), SIGKILLs every group and
 /// removes every directory it was told of (only a demo directory: one that
 /// holds [`STATE_DIR`]). Returns the exit code.
-pub fn watchdog() -> crate::exit::Exit {
+pub(crate) fn watchdog() -> crate::exit::Exit {
     use nix::sys::signal::{signal, SigHandler};
     // The terminal's hang-up and Ctrl-C are for the demo, not for us.
     for s in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGQUIT] {

@@ -23,10 +23,10 @@ use crate::text::sanitize;
 
 /// The variable holding the held lease's generation (its fencing token) in
 /// the command's environment; unset when the record carries none.
-pub const GENERATION_ENV: &str = "LEASECTL_GENERATION";
+pub(crate) const GENERATION_ENV: &str = "LEASECTL_GENERATION";
 
 /// How `bucket hold` runs.
-pub struct HoldOptions {
+pub(crate) struct HoldOptions {
     /// The lease (TTL, exclusion).
     pub config: LeaseConfig,
     /// Take the lease as this id (default: a new random one).
@@ -34,7 +34,7 @@ pub struct HoldOptions {
     /// Keep retrying the acquire for this long.
     pub wait: Duration,
     /// Time between SIGTERM and SIGKILL when the fence closes.
-    pub grace: Option<Duration>,
+    pub(crate) grace: Option<Duration>,
     /// `--containment`: a PID namespace for the command, or why not.
     pub containment: supervise::ContainmentMode,
 }
@@ -46,7 +46,7 @@ pub struct HoldOptions {
 /// [`GENERATION_ENV`] (when the record has a generation) and
 /// [`supervise::FENCE_FD_ENV`], the read end of a pipe whose write end is
 /// closed the instant the fence closes, before SIGTERM.
-pub async fn hold(
+pub(crate) async fn hold(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     prefix: &str,
@@ -357,14 +357,14 @@ async fn acquire_waiting(
 }
 
 /// `--grace` when not given, seconds.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// The grace CMD gets: `grace` as given (`None`: [`DEFAULT_GRACE`]), at most
 /// a sixth of the TTL. With it CMD is killed at most five sixths of a TTL
 /// after the last renewal began, a sixth of a TTL before any contender may
 /// take the lease (that sixth absorbs clock offsets). Only a `--grace` the
 /// operator gave is warned about when cut (issue 35 trip 11).
-pub fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duration {
+pub(crate) fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duration {
     let cap = ttl / 6;
     let asked = grace.unwrap_or(DEFAULT_GRACE);
     if asked > cap {
@@ -451,12 +451,12 @@ fn reap_leftovers() {
 }
 
 /// Stops renewing and releases the lease, saying how the release went.
-pub async fn finish(keep: KeepAlive) {
+pub(crate) async fn finish(keep: KeepAlive) {
     log_release(keep.stop_and_release().await);
 }
 
 /// Logs how a lease's release went (a warning unless released as ours).
-pub fn log_release(report: ReleaseReport) {
+pub(crate) fn log_release(report: ReleaseReport) {
     match report {
         r @ ReleaseReport::Released(Released::NotOurs(_) | Released::LeftToExpire { .. }) => {
             tracing::warn!("lease {r}")

@@ -13,7 +13,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 /// one value) by label set `S`, encoded in `S`'s order. Clones share the
 /// family.
 #[derive(Debug)]
-pub struct SortedFamily<S, M> {
+pub(crate) struct SortedFamily<S, M> {
     metrics: Arc<RwLock<BTreeMap<S, M>>>,
 }
 
@@ -36,13 +36,13 @@ impl<S, M> Default for SortedFamily<S, M> {
 impl<S: Ord + Clone, M: Default + Clone> SortedFamily<S, M> {
     /// The metric of `labels`, created (at zero) if new: a handle sharing
     /// its value.
-    pub fn get_or_create(&self, labels: &S) -> M {
+    pub(crate) fn get_or_create(&self, labels: &S) -> M {
         let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
         map.entry(labels.clone()).or_default().clone()
     }
 
     /// Removes every metric.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let mut map = self.metrics.write().unwrap_or_else(|e| e.into_inner());
         map.clear();
     }

@@ -28,30 +28,29 @@ use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
 use super::family::SortedFamily;
+pub(crate) use super::lease_rows::PrefixLabels;
+pub(crate) use super::lease_rows::STATES;
 use super::lease_rows::{self, Gap, Row, Rows, G};
-pub use super::lease_rows::{HowLabels, PrefixLabels, StateLabels, STATES};
 use super::node_metrics::NodeFamilies;
-pub use super::node_metrics::{NodePodLabels, NodeVerdictLabels, PodStateLabels};
-pub use super::text_format::to_text_format;
 use super::text_format::TextFormatWriter;
 
 /// `{target}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct TargetLabels {
+pub(crate) struct TargetLabels {
     /// The TARGET URL (escaped).
     pub target: String,
 }
 
 /// `{path}` of the audit log `serve` follows.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct AuditLogLabels {
+pub(crate) struct AuditLogLabels {
     /// The audit log's path (escaped).
     pub path: String,
 }
 
 /// `{target, check}` of a precondition probe result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct ProbeLabels {
+pub(crate) struct ProbeLabels {
     /// The TARGET URL (escaped).
     pub target: String,
     /// What was checked: `preconditions` (the service refuses failed
@@ -61,7 +60,7 @@ pub struct ProbeLabels {
 
 /// `{path, code}` of an HTTP request to the exporter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct HttpLabels {
+pub(crate) struct HttpLabels {
     /// `/metrics`, `/healthz`, or `other` for any other path (bounded).
     pub path: String,
     /// The HTTP status code answered.
@@ -70,7 +69,7 @@ pub struct HttpLabels {
 
 /// `{kind}` of a pod verdict.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct VerdictLabels {
+pub(crate) struct VerdictLabels {
     /// The verdict's snake_case name.
     pub kind: String,
 }
@@ -92,7 +91,7 @@ const VERDICTS: [VerdictKind; 11] = [
 type FGauge = Gauge<f64, AtomicU64>;
 
 /// The metric families and what they remember between snapshots.
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// The reader's own families and the per-target ones (a few series).
     registry: Registry,
     /// The per-prefix families' values, a row per prefix
@@ -132,7 +131,7 @@ impl Default for Metrics {
 /// the lock the next snapshot is applied under): the per-prefix families
 /// share the rows of that moment, the others are already encoded (a few
 /// kilobytes).
-pub struct Exposition {
+pub(crate) struct Exposition {
     leases: Registry,
     rest: String,
 }
@@ -143,7 +142,7 @@ impl Exposition {
     /// families at the end.
     ///
     /// Errors: the first error of `out` (encoding itself cannot fail).
-    pub fn write_to<W: std::fmt::Write>(&self, out: &mut W) -> std::fmt::Result {
+    pub(crate) fn write_to<W: std::fmt::Write>(&self, out: &mut W) -> std::fmt::Result {
         prometheus_client::encoding::text::encode_registry(out, &self.leases)?;
         out.write_str(&self.rest)
     }
@@ -153,7 +152,7 @@ impl Metrics {
     /// Metrics of one snapshot (`-o prometheus`): as [`Metrics::new`]
     /// without `leasectl_lease_holder_changes_total`, a counter that could
     /// only be 0 (a holder change is seen between two snapshots).
-    pub fn one_shot() -> Self {
+    pub(crate) fn one_shot() -> Self {
         let mut m = Self::unregistered();
         m.one_shot = true;
         m.register_target_metrics();
@@ -162,7 +161,7 @@ impl Metrics {
     }
 
     /// Empty metrics, registered under `leasectl_`.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut m = Self::unregistered();
         m.register_target_metrics();
         m.register_reader_metrics();
@@ -268,19 +267,20 @@ impl Metrics {
 
     /// The HTTP request counters (`leasectl_http_requests_total`), shared:
     /// the exporter's handlers count into this handle.
-    pub fn http_requests(&self) -> SortedFamily<HttpLabels, Counter> {
+    pub(crate) fn http_requests(&self) -> SortedFamily<HttpLabels, Counter> {
         self.http_requests.clone()
     }
 
     /// The session's holder changes, per prefix.
-    pub fn history(&self) -> &History {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn history(&self) -> &History {
         &self.history
     }
 
     /// Brings the metrics up to `snap`; `counters` are the stores' request
     /// counters; `pod_scanned`: the pod was asked for; `audit`: recent
     /// entries of leasectl's audit log (to name takeovers in the history).
-    pub fn update(
+    pub(crate) fn update(
         &mut self,
         snap: &Snapshot,
         counters: &Counters,
@@ -405,7 +405,7 @@ impl Metrics {
     /// to name takeovers: 1 when `readable` (read, or missing: it names
     /// none), 0 when it could not be read. Absent until called (a snapshot
     /// with no audit log followed, e.g. `-o prometheus`, has none).
-    pub fn set_audit_log(&mut self, path: &std::path::Path, readable: bool) {
+    pub(crate) fn set_audit_log(&mut self, path: &std::path::Path, readable: bool) {
         self.audit_log_ok.clear();
         self.audit_log_ok
             .get_or_create(&AuditLogLabels {
@@ -451,7 +451,7 @@ impl Metrics {
 
     /// The exposition as it is now, to be written later
     /// ([`Exposition::write_to`]) without this.
-    pub fn exposition(&self) -> Exposition {
+    pub(crate) fn exposition(&self) -> Exposition {
         let mut rest = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut rest, &self.registry);
@@ -463,7 +463,8 @@ impl Metrics {
 
     /// The text exposition of every metric (OpenMetrics text, which
     /// Prometheus and node_exporter's textfile collector read).
-    pub fn render(&self) -> String {
+    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = self.exposition().write_to(&mut out);
@@ -477,7 +478,7 @@ impl Metrics {
     /// written in pieces of at most a line; wrap it in a `BufWriter`.
     ///
     /// Errors: the first error of `out` (encoding itself cannot fail).
-    pub fn write_text_format<W: std::io::Write>(&self, out: W) -> std::io::Result<()> {
+    pub(crate) fn write_text_format<W: std::io::Write>(&self, out: W) -> std::io::Result<()> {
         let mut w = TextFormatWriter {
             out,
             line: String::new(),
@@ -564,11 +565,12 @@ fn note_renewal_gap(row: &mut Row, p: &PrefixReport) {
 }
 
 /// The content type of [`Metrics::render`].
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::text_format::to_text_format;
     use crate::snapshot::{gather, GatherOptions, OpenTarget};
 
     /// The streamed exposition is byte for byte the one built in memory, on

@@ -37,7 +37,7 @@ use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
 use crate::snapshot::Recipe;
 
 /// What `serve` needs besides the targets.
-pub struct ServeOptions {
+pub(crate) struct ServeOptions {
     /// Where to listen (port 0: any free port, printed on stderr).
     pub listen: SocketAddr,
     /// Between two gathers.
@@ -223,7 +223,7 @@ async fn shutdown_signal() -> &'static str {
 /// Serves until SIGTERM or SIGINT (status 0). Failing to listen is status 1,
 /// with a sentence on stderr. Connections are served under the timeouts and
 /// the limit of the module docs.
-pub async fn serve(
+pub(crate) async fn serve(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: Recipe,
@@ -314,16 +314,16 @@ pub async fn serve(
 
 /// The longest a client may take to send a request's headers, and the
 /// longest a kept-alive connection waits for its next request: 10 s.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest a connection may move no byte (read or written) while a
 /// request or its answer is under way: 30 s.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The most connections `serve` keeps open at once: half the descriptors
 /// this process may open (`RLIMIT_NOFILE`) beyond 64 kept for the stores,
 /// between 8 and 256 (96 with 256 descriptors; 256 from 576 up).
-pub fn connection_limit() -> usize {
+pub(crate) fn connection_limit() -> usize {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -48,7 +48,7 @@ fn log_filter(verbose: u8) -> EnvFilter {
 
 /// Whether stderr gets the log rather than sentences: `-v`, or
 /// `LEASECTL_LOG` in the environment.
-pub fn log_on_stderr(log: &LogArgs) -> bool {
+pub(crate) fn log_on_stderr(log: &LogArgs) -> bool {
     log.verbose > 0 || std::env::var_os("LEASECTL_LOG").is_some()
 }
 
@@ -107,7 +107,7 @@ fn open_or_say(path: &Path) -> Option<std::fs::File> {
 /// The console's log file: `--log-file`, else `{data dir}/leasectl/console.log`
 /// (nothing may be written to the console's terminal), at the level `-v`
 /// or `LEASECTL_LOG` asks for.
-pub fn init_console_logging(log: &LogArgs) {
+pub(crate) fn init_console_logging(log: &LogArgs) {
     let path = log.log_file.clone().or_else(|| {
         directories::ProjectDirs::from("", "", "leasectl").map(|d| d.data_dir().join("console.log"))
     });

@@ -16,12 +16,11 @@ mod shared;
 use std::future::Future;
 use std::time::Duration;
 
-pub use logging::{init_console_logging, init_logging, install_error_hook};
+pub(crate) use logging::init_console_logging;
+pub use logging::{init_logging, install_error_hook};
 pub use prepare::{parse, prepare};
-pub use shared::{
-    announce, audit_path, nothing_to_report, open_audit, open_targets, recipe, relist_every,
-    scan_options, Opened, Shared, Terminal,
-};
+pub(crate) use shared::{announce, nothing_to_report, open_audit, recipe, scan_options, Shared};
+pub use shared::{audit_path, open_targets, relist_every, Terminal};
 
 use crate::exit::Exit;
 

@@ -65,7 +65,7 @@ impl Shared {
 
     /// A connector whose requests end after `timeout` (`bucket hold`: at
     /// most a third of the TTL).
-    pub fn connector_with_timeout(&self, timeout: Duration) -> Connector {
+    pub(crate) fn connector_with_timeout(&self, timeout: Duration) -> Connector {
         Connector::new(s3_options(&self.s3, timeout))
     }
 
@@ -101,7 +101,7 @@ fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
 /// Says on stderr that with no TARGET and `--no-pod` there is nothing to
 /// report (`lead` names the output: "--json with no TARGET …" or "with no
 /// TARGET …") and returns [`Exit::Usage`].
-pub fn nothing_to_report(lead: &str) -> Exit {
+pub(crate) fn nothing_to_report(lead: &str) -> Exit {
     crate::exit::say(format!(
         "{lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
     ));
@@ -157,7 +157,7 @@ pub fn relist_every(every: Duration) -> u32 {
 }
 
 /// The pod scan of `pod`, reading the proc filesystem at `proc_root`.
-pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
+pub(crate) fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
     ScanOptions {
         proc_root: proc_root.to_path_buf(),
         data_dirs: pod.data_dirs.clone(),
@@ -169,7 +169,7 @@ pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
 /// The recipe of a complete snapshot for the front ends: the pod (unless
 /// `--no-pod`, from `/proc`) and best-effort marking; no audit log (the
 /// caller names one where it reads it once).
-pub fn recipe(pod: &PodArgs, shared: &Shared) -> Recipe {
+pub(crate) fn recipe(pod: &PodArgs, shared: &Shared) -> Recipe {
     Recipe {
         pods: (!pod.no_pod)
             .then(|| scan_options(pod, Path::new("/proc")))
@@ -194,7 +194,10 @@ pub fn audit_path(given: Option<&Path>) -> Option<std::path::PathBuf> {
 /// # Errors
 /// No default path, a log that cannot be opened, a bad or unreachable
 /// `--audit-to`.
-pub async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<crate::audit::AuditLog> {
+pub(crate) async fn open_audit(
+    connector: &Connector,
+    a: &AuditArgs,
+) -> Result<crate::audit::AuditLog> {
     let path = match &a.audit_log {
         Some(p) => p.clone(),
         None => crate::audit::AuditLog::default_path()?,
@@ -210,7 +213,7 @@ pub async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<crate::a
 
 /// Says, before a writing command acts, exactly where its writes go (on
 /// stderr, so scripts reading stdout are not disturbed).
-pub async fn announce(what: &str, connector: &Connector, target: &Target) {
+pub(crate) async fn announce(what: &str, connector: &Connector, target: &Target) {
     let endpoint = match target {
         Target::Local { .. } => String::new(),
         Target::S3 { .. } => format!(" at {}", connector.endpoint(target).await),

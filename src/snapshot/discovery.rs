@@ -47,7 +47,7 @@ fn unlisted_errors(listing: &crate::store::Listing) -> Vec<PrefixError> {
 ///
 /// Errors: the root's own listing failed, or the discovery reached a bound
 /// (the target as a whole is unknown).
-pub async fn discover(
+pub(crate) async fn discover(
     store: &dyn ObjectRead,
     root: &str,
     opts: &GatherOptions,

@@ -31,7 +31,7 @@ pub enum ExclusionReport {
 
 /// `LEASE` keys found below the depth a TARGET was listed to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeeperLeases {
+pub(crate) struct DeeperLeases {
     /// The smallest `--depth` that lists a prefix holding one of them.
     pub depth: u32,
     /// One such prefix (under the TARGET's bucket or store root), ending in `/`.
@@ -69,7 +69,7 @@ pub struct PrefixReport {
     /// Seconds until the lease may be taken over (negative: expired).
     pub expires_in_s: Option<f64>,
     /// `renewed_at − Last-Modified` in seconds (±1 s): the holder's clock offset.
-    pub holder_skew_s: Option<f64>,
+    pub(crate) holder_skew_s: Option<f64>,
     /// Exclusion on this prefix's service.
     pub exclusion: ExclusionReport,
     /// The newest takeover of this lease that leasectl's local audit log
@@ -77,7 +77,7 @@ pub struct PrefixReport {
     /// when the log was not read or could not be (see
     /// [`Snapshot::audit_log`]).
     /// (Boxed: most rows have none, and a row is kept per prefix.)
-    pub last_takeover: Option<Box<super::takeovers::LastTakeover>>,
+    pub(crate) last_takeover: Option<Box<super::takeovers::LastTakeover>>,
     /// Why the object's body is not a record, when it is not (`problem`
     /// says so too, but is judged again). With `record` and
     /// `last_modified`, what is judged again as the clock moves: the row
@@ -205,7 +205,7 @@ impl PrefixReport {
     }
 
     /// The judgement's explanation at `now`, without the state's name.
-    pub fn explanation(&self, now: DateTime<Utc>) -> String {
+    pub(crate) fn explanation(&self, now: DateTime<Utc>) -> String {
         judge_view(self.view(), now).explanation()
     }
 }
@@ -250,25 +250,25 @@ pub struct TargetReport {
     pub prefixes: Vec<PrefixReport>,
     /// The service's clock minus this reader's, in seconds, from the `Date`
     /// of its latest answer (null for a local store: it has no clock of its own).
-    pub server_offset_s: Option<f64>,
+    pub(crate) server_offset_s: Option<f64>,
     /// The uncertainty of `server_offset_s`, ± seconds.
-    pub server_offset_error_s: Option<f64>,
+    pub(crate) server_offset_error_s: Option<f64>,
     /// Why the service's clock is unknown although it has one (its latest
     /// answer had no `Date`, or one that does not parse): ages are then
     /// judged by this reader's clock alone. Null when known, and for a local
     /// store.
-    pub server_clock_note: Option<String>,
+    pub(crate) server_clock_note: Option<String>,
     /// Every prefix is absent, but `LEASE` keys lie deeper than the listing
     /// went (one bounded look, by `--json`, `-o table` and `check`): the
     /// `--depth` that finds them. Null when not looked or none was seen.
-    pub deeper_leases: Option<DeeperLeases>,
+    pub(crate) deeper_leases: Option<DeeperLeases>,
 }
 
 impl TargetReport {
     /// The sentence for [`TargetReport::deeper_leases`], escaped: every
     /// prefix is absent, leases lie deeper, and the `--depth` that finds
     /// them. `None` when there is nothing to say.
-    pub fn deeper_note(&self) -> Option<String> {
+    pub(crate) fn deeper_note(&self) -> Option<String> {
         let d = self.deeper_leases.as_ref()?;
         Some(format!(
             "every prefix under {} is absent, but LEASE keys lie deeper (e.g. {}LEASE): \
@@ -302,9 +302,9 @@ pub struct ReaderClock {
     pub now: DateTime<Utc>,
     /// The storage services' clock minus this reader's, in seconds: of the
     /// targets measured, the one furthest from zero (null when none was).
-    pub server_offset_s: Option<f64>,
+    pub(crate) server_offset_s: Option<f64>,
     /// Its uncertainty, ± seconds.
-    pub server_offset_error_s: Option<f64>,
+    pub(crate) server_offset_error_s: Option<f64>,
 }
 
 /// One consistent view of every target (and the pod): the `--json` document.
@@ -322,7 +322,7 @@ pub struct Snapshot {
     /// The local pod.
     pub pod: PodSnapshot,
     /// Why the pod could not be scanned (null when it was, or when not asked).
-    pub pod_error: Option<String>,
+    pub(crate) pod_error: Option<String>,
     /// The audit log read for the rows' `last_takeover` (`--json`, NDJSON,
     /// `--watch`); absent from the document when none was read (the console,
     /// `serve`). One asked for by `--audit-log` that could not be read makes
@@ -379,7 +379,7 @@ impl Snapshot {
     /// Why [`Snapshot::exit_code`] is not 0 for what the document's own
     /// error fields do not already say: rows whose age is unknown, and a pod
     /// in question that could not be read whole. One sentence each, escaped.
-    pub fn unsaid_reasons(&self) -> Vec<String> {
+    pub(crate) fn unsaid_reasons(&self) -> Vec<String> {
         let mut out = Vec::new();
         let unknown: usize = self
             .targets
@@ -424,7 +424,7 @@ impl Snapshot {
     /// nothing does (a target whose leases lie deeper says so in its own
     /// note, [`TargetReport::deeper_note`]). Without `verdicts`, the leases
     /// alone (for an output that names each verdict on a line of its own).
-    pub fn attention_reason(&self, verdicts: bool) -> Option<String> {
+    pub(crate) fn attention_reason(&self, verdicts: bool) -> Option<String> {
         let mut named = Vec::new();
         let mut count = 0;
         for t in &self.targets {
@@ -452,7 +452,7 @@ impl Snapshot {
     /// the others keep their verdicts and ages. The service-clock offsets
     /// are kept: they change only with a new reading. Returns whether the
     /// age of any row judged is unknown (the reader-clock rule).
-    pub fn rejudge_rows(&mut self, now: DateTime<Utc>, rows: &[(usize, usize)]) -> bool {
+    pub(crate) fn rejudge_rows(&mut self, now: DateTime<Utc>, rows: &[(usize, usize)]) -> bool {
         self.generated_at = now;
         self.reader_clock.now = now;
         let mut age_unknown = false;
@@ -540,11 +540,11 @@ fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S
 }
 
 /// How many leases [`attention_sentence`] names; the rest are counted.
-pub const ATTENTION_NAMED: usize = 5;
+pub(crate) const ATTENTION_NAMED: usize = 5;
 
 /// A lease that needs attention as [`attention_sentence`] names it: its URL
 /// and state (escaped), or its problem when its state is fine.
-pub fn attention_item(url: &str, p: &PrefixReport) -> String {
+pub(crate) fn attention_item(url: &str, p: &PrefixReport) -> String {
     let url = crate::text::sanitize(url);
     if p.state.needs_attention() {
         format!("{url} {}", p.state.as_str())
@@ -556,7 +556,11 @@ pub fn attention_item(url: &str, p: &PrefixReport) -> String {
 /// Why an output exits 3, in one sentence: `count` leases need attention
 /// (`named`: the first of them, from [`attention_item`]), and the pod's
 /// verdicts by kind. `None` when there is neither.
-pub fn attention_sentence(count: usize, named: &[String], verdicts: &[&str]) -> Option<String> {
+pub(crate) fn attention_sentence(
+    count: usize,
+    named: &[String],
+    verdicts: &[&str],
+) -> Option<String> {
     let mut parts = Vec::new();
     if count > 0 {
         let more = count.saturating_sub(named.len());

@@ -32,7 +32,7 @@ pub struct OpenTarget {
 
 /// What a [`Gatherer`] remembers between refreshes of one target.
 #[derive(Default, Clone)]
-pub struct TargetCache {
+pub(crate) struct TargetCache {
     /// Prefixes found by the last listing.
     pub prefixes: Option<Vec<String>>,
     /// What the last listing could not discover ([`discover`]'s errors).
@@ -68,7 +68,7 @@ pub async fn gather_target(
 
 /// [`gather_target`] with a cache: listing only when `relist` (or nothing is
 /// cached), and conditional GETs for prefixes seen before.
-pub async fn gather_target_cached(
+pub(crate) async fn gather_target_cached(
     t: &OpenTarget,
     opts: &GatherOptions,
     now: impl Fn() -> DateTime<Utc> + Sync,
@@ -797,10 +797,10 @@ pub(super) type Listed = (Vec<String>, Vec<PrefixError>);
 /// Time between two progress reports of one gather (while fewer than
 /// [`PROGRESS_ROWS_PER_STEP`] rows are read; twice as long up to twice that,
 /// and so on).
-pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 /// Rows read per step of the growing time between two progress reports.
-pub const PROGRESS_ROWS_PER_STEP: usize = 2500;
+pub(crate) const PROGRESS_ROWS_PER_STEP: usize = 2500;
 
 /// Rows read when the first progress report goes, without waiting for
 /// [`PROGRESS_EVERY`]: a screenful.

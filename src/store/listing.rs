@@ -39,7 +39,7 @@ impl Listing {
     /// [`Listing::unlisted`], named, so that nothing outside the target is
     /// read or shown as one of its prefixes. Objects outside `prefix` are
     /// dropped (none can be its LEASE).
-    pub fn confine(&mut self, prefix: &str) {
+    pub(crate) fn confine(&mut self, prefix: &str) {
         let mut kept = Vec::with_capacity(self.prefixes.len());
         for p in std::mem::take(&mut self.prefixes) {
             let segment = p.strip_prefix(prefix).and_then(|r| r.strip_suffix('/'));
@@ -67,7 +67,7 @@ impl Unlisted {
     /// The entry for a prefix whose name, as the bytes `raw` (the whole
     /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
     /// `directory`, `key prefix`.
-    pub fn not_utf8(raw: &[u8], what: &str) -> Self {
+    pub(crate) fn not_utf8(raw: &[u8], what: &str) -> Self {
         // Runs of bytes that are not UTF-8, with their offsets.
         let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
         let mut at = 0;

@@ -57,7 +57,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// What a path holds, in the words of a problem sentence: `regular file`,
 /// `symlink`, `FIFO`, `character device`, `block device`, `socket`, `directory`.
-pub fn kind_name(ft: &fs::FileType) -> &'static str {
+pub(crate) fn kind_name(ft: &fs::FileType) -> &'static str {
     if ft.is_file() {
         "regular file"
     } else if ft.is_symlink() {
@@ -79,7 +79,7 @@ pub fn kind_name(ft: &fs::FileType) -> &'static str {
 
 /// The result of [`open_regular`].
 #[derive(Debug)]
-pub enum Opened {
+pub(crate) enum Opened {
     /// A regular file, open for reading, with its `fstat` metadata.
     Regular(File, Metadata),
     /// Something else is at the path; it was not opened (or was closed again
@@ -94,7 +94,7 @@ pub enum Opened {
 /// never read.
 ///
 /// Errors: the open's or `lstat`'s I/O error (`NotFound` when nothing is there).
-pub fn open_regular(path: &Path) -> std::io::Result<Opened> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<Opened> {
     // Look first: a device or FIFO is never opened at all (opening some
     // devices has effects of its own).
     let lmd = fs::symlink_metadata(path)?;
@@ -123,7 +123,7 @@ pub fn open_regular(path: &Path) -> std::io::Result<Opened> {
 
 /// Reads at most `cap + 1` bytes of `f` (so a longer file is recognisable by
 /// the length read), whatever size the file reports.
-pub fn read_capped(f: &mut File, cap: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_capped(f: &mut File, cap: usize) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     f.take(cap as u64 + 1).read_to_end(&mut out)?;
     Ok(out)

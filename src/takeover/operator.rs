@@ -18,25 +18,26 @@ use crate::text::sanitize;
 /// everything [`takeover_cmd`] needs besides the store. It becomes the
 /// executor's [`crate::takeover::TakeoverRequest`] once looked at, guarded
 /// and confirmed.
-pub struct OperatorTakeover {
+pub(crate) struct OperatorTakeover {
     /// The prefix inside the store.
     pub prefix: String,
     /// The URL as given (shown and audited).
     pub url: String,
     /// Endpoint, for the audit entry.
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
     pub endpoint: String,
     /// Bucket, for S3.
     pub bucket: Option<String>,
     /// `--reason`.
     pub reason: String,
     /// `--expect-etag`.
-    pub expect_etag: Option<String>,
+    pub(crate) expect_etag: Option<String>,
     /// `--then`.
     pub then: crate::takeover::Then,
     /// `--force`.
     pub force: bool,
     /// `--yes`.
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// `--ttl` in seconds.
     pub ttl_s: u64,
     /// Conditional or best-effort.
@@ -56,7 +57,7 @@ pub struct OperatorTakeover {
 /// [`crate::takeover::watch_one_ttl`] (a suspect or malformed record),
 /// [`crate::takeover::typed_confirms`] (the typed prefix) and
 /// [`crate::takeover::takeover_with`] (the executor).
-pub async fn takeover_cmd(
+pub(crate) async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     audit: &crate::audit::AuditLog,
@@ -130,7 +131,7 @@ pub async fn takeover_cmd(
 
 /// How many times `leasectl takeover` looks again and retries when the
 /// holder only renewed between its look and its write.
-pub const LOOK_AGAIN: u32 = 3;
+pub(crate) const LOOK_AGAIN: u32 = 3;
 
 /// Whether `now` is `before` renewed: the same holder under the same
 /// generation (known), still held (not released).

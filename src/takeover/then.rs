@@ -37,11 +37,11 @@ pub(super) struct Taken<'a> {
     /// Its ETag.
     pub etag: String,
     /// Its TTL, seconds.
-    pub own_ttl_s: u64,
+    pub(crate) own_ttl_s: u64,
     /// The replaced live holder's fence, from the PUT (`None`: it was not fresh).
-    pub old_fence: Option<Duration>,
+    pub(crate) old_fence: Option<Duration>,
     /// When the record was stamped, just before the intent and the PUT (boot-time clock).
-    pub mono: Duration,
+    pub(crate) mono: Duration,
     /// When the takeover began (reader's clock, UTC).
     pub now: DateTime<Utc>,
     /// The intent entry (made the outcome entry at the end).
@@ -49,7 +49,7 @@ pub(super) struct Taken<'a> {
     /// The PUT was answered with an error (a refusal to the client's retry,
     /// a lost answer), yet read back the LEASE held exactly our record: what
     /// was answered, for the outcome (`None`: answered as written).
-    pub answer_lost: Option<String>,
+    pub(crate) answer_lost: Option<String>,
 }
 
 /// Acts on `t` as `t.req.then` asks — after the replaced holder's fence has
@@ -319,7 +319,7 @@ async fn hand_over(
 /// `stop` completes (a signal) or its fence closes, then stops renewing and
 /// releases it. Returns why the fence closed (`None`: stopped as asked) and
 /// how the release went.
-pub async fn hold_until(
+pub(crate) async fn hold_until(
     lease: BucketLease,
     stop: impl Future<Output = ()>,
 ) -> (
@@ -339,7 +339,7 @@ pub async fn hold_until(
 ///
 /// # Errors
 /// The audit log could not be written.
-pub async fn record_loss(
+pub(crate) async fn record_loss(
     audit: &AuditLog,
     entry: &AuditEntry,
     clock: &SharedClock,

@@ -13,7 +13,7 @@ use crate::text::{sanitize, sanitize_message};
 
 /// The window asked for: `from` (`None`: from the first version) to `to`.
 #[derive(Debug, Clone, Copy)]
-pub struct Window {
+pub(crate) struct Window {
     /// The window's start (UTC); `None`: everything kept.
     pub from: Option<DateTime<Utc>>,
     /// The window's end (UTC).
@@ -21,24 +21,24 @@ pub struct Window {
 }
 
 /// What every prefix's timeline reads besides its store.
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     /// `--recording` files (NDJSON of `--watch`).
-    pub recordings: &'a [std::path::PathBuf],
+    pub(crate) recordings: &'a [std::path::PathBuf],
     /// Every audit log's entries ([`read::audit_entries`]).
     pub entries: &'a [AuditEntry],
     /// What could not be read of the audit logs, said for each prefix.
-    pub audit_problems: &'a [String],
+    pub(crate) audit_problems: &'a [String],
     /// How the versions' bodies are read (every one unless `--bisect`,
     /// `--concurrency` at once, `--timeout` each).
-    pub reading: read::Reading,
+    pub(crate) reading: read::Reading,
     /// Told of each step of reading the versions (`leasectl timeline`'s
     /// progress bar on a terminal).
-    pub progress: read::OnProgress<'a>,
+    pub(crate) progress: read::OnProgress<'a>,
 }
 
 /// The prefix a timeline is about: its URL, bucket and key prefix (the
 /// observations' own origin is [`super::Source`]).
-pub struct Subject<'a> {
+pub(crate) struct Subject<'a> {
     /// Its URL as given (shown escaped).
     pub url: String,
     /// The bucket, for S3.
@@ -50,7 +50,7 @@ pub struct Subject<'a> {
 /// The timeline of `subject` from `store` (`Err`: why it could not be
 /// opened, said as a problem), `inputs` and `window`. Never fails: what
 /// could not be read is in the result's `problems`.
-pub async fn prefix_timeline(
+pub(crate) async fn prefix_timeline(
     store: Result<&dyn ObjectRead, String>,
     subject: &Subject<'_>,
     window: &Window,

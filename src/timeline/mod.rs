@@ -27,10 +27,10 @@
 //! Everything here but [`read`] is pure: the bisection asks for bodies
 //! through a closure, so its cost is measured by counting calls.
 
-pub mod build;
-pub mod from_session;
+pub(crate) mod build;
+pub(crate) mod from_session;
 pub mod picture;
-pub mod read;
+pub(crate) mod read;
 pub mod render;
 
 use chrono::{DateTime, Utc};
@@ -66,7 +66,7 @@ impl Seen {
     }
 
     /// Builds an observation from a parsed body.
-    pub fn of_record(r: LeaseRecord) -> Seen {
+    pub(crate) fn of_record(r: LeaseRecord) -> Seen {
         if r.is_released() {
             Seen::Released(r)
         } else {
@@ -192,23 +192,23 @@ pub struct Tenure {
     pub first_seen: DateTime<Utc>,
     /// Its last write seen (UTC).
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
-    pub last_seen: DateTime<Utc>,
+    pub(crate) last_seen: DateTime<Utc>,
     /// Writes seen (the first one and its renewals).
     pub writes: usize,
     /// Its TTL, seconds.
     pub ttl_s: u64,
     /// The largest gap between two of its writes, seconds (`None`: one write).
-    pub largest_gap_s: Option<f64>,
+    pub(crate) largest_gap_s: Option<f64>,
     /// Whether every gap was at most TTL/3 plus one second (the renewal period, with the
     /// services' one-second `Last-Modified`).
-    pub punctual: bool,
+    pub(crate) punctual: bool,
     /// How it ended.
     pub ending: Ending,
 }
 
 /// A time nobody held the lease.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Gap {
+pub(crate) struct Gap {
     /// From (UTC).
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub from: DateTime<Utc>,
@@ -227,7 +227,7 @@ pub struct Overlap {
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub to: DateTime<Utc>,
     /// The earlier holder (escaped).
-    pub earlier: String,
+    pub(crate) earlier: String,
     /// The later holder (escaped).
     pub later: String,
     /// Why, with the evidence (one sentence, escaped).
@@ -239,7 +239,7 @@ pub struct Overlap {
 /// a takeover's hand-over keeps its own, and a holder writing again under
 /// its own is an interleaving, an [`Overlap`], not this).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GenerationBack {
+pub(crate) struct GenerationBack {
     /// When the smaller one was written (UTC).
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub at: DateTime<Utc>,
@@ -250,18 +250,18 @@ pub struct GenerationBack {
     /// Who wrote it (escaped).
     pub holder: String,
     /// Who had written the generation before (escaped).
-    pub previous_holder: String,
+    pub(crate) previous_holder: String,
 }
 
 /// A holder's clock against the service's: `renewed_at − Last-Modified`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClockSkew {
+pub(crate) struct ClockSkew {
     /// The holder (escaped).
     pub holder: String,
     /// The smallest offset seen, seconds (about ±1 s: `Last-Modified` has whole seconds).
-    pub min_s: f64,
+    pub(crate) min_s: f64,
     /// The largest, seconds.
-    pub max_s: f64,
+    pub(crate) max_s: f64,
     /// Versions compared.
     pub samples: usize,
 }
@@ -272,13 +272,13 @@ pub struct Derived {
     /// The tenures, oldest first.
     pub tenures: Vec<Tenure>,
     /// The gaps, oldest first.
-    pub gaps: Vec<Gap>,
+    pub(crate) gaps: Vec<Gap>,
     /// The overlaps, oldest first.
     pub overlaps: Vec<Overlap>,
     /// Generations that went back.
-    pub generations_back: Vec<GenerationBack>,
+    pub(crate) generations_back: Vec<GenerationBack>,
     /// Each holder's clock against the service's (versions only).
-    pub clocks: Vec<ClockSkew>,
+    pub(crate) clocks: Vec<ClockSkew>,
 }
 
 fn secs(d: chrono::Duration) -> f64 {
@@ -628,12 +628,12 @@ fn note_write(t: &mut Tenure, at: DateTime<Utc>) {
 
 /// The longest run of versions between two reads of one tenure that
 /// [`bisect`] reads whole instead of inferring.
-pub const SHORT_RUN: usize = 4;
+pub(crate) const SHORT_RUN: usize = 4;
 
 /// A version's tenure as far as bisection needs it: what a body said, or a
 /// delete marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mark {
+pub(crate) enum Mark {
     /// A record: (holder, generation, released).
     Record(String, Option<u64>, bool),
     /// A delete marker, or a body that is not a record (never assumed equal).
@@ -662,7 +662,7 @@ pub enum Mark {
 /// Cost: about 2·log2(n) reads per change of tenure plus the short runs
 /// beside it (8,640 versions, five tenures: under 200), plus the two ends.
 /// With `all`, every version is read.
-pub fn bisect(
+pub(crate) fn bisect(
     n: usize,
     all: bool,
     mut known: impl FnMut(usize) -> Option<Mark>,

@@ -15,9 +15,9 @@ use crate::store::{ObjectRead, ObjectVersion, StoreError, Versioning};
 
 /// What reading a key's versions gave.
 #[derive(Debug, Default)]
-pub struct VersionsRead {
+pub(crate) struct VersionsRead {
     /// The observations, in the service's order of the versions (oldest first).
-    pub observations: Vec<Observation>,
+    pub(crate) observations: Vec<Observation>,
     /// The bucket's versioning (`None`: the store keeps no versions).
     pub versioning: Option<Versioning>,
     /// Versions (and delete markers) listed in the window.
@@ -37,11 +37,11 @@ pub struct VersionsRead {
 
 /// How the versions' bodies are read.
 #[derive(Debug, Clone, Copy)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// Read only where a tenure may change ([`bisect`], `--bisect`): the
     /// versions between two reads of one tenure are inferred, not read.
     /// Otherwise every body is read.
-    pub bisect: bool,
+    pub(crate) bisect: bool,
     /// GETs in flight at once (`--concurrency`).
     pub concurrency: usize,
     /// The deadline of each GET (`--timeout`).
@@ -62,7 +62,7 @@ impl Default for Reading {
 /// How far reading a key's versions got, for a progress display (the key
 /// as stored: escape it before showing it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress<'a> {
+pub(crate) enum Progress<'a> {
     /// Listing the versions of `key` (page by page).
     Listing {
         /// The LEASE key.
@@ -82,7 +82,7 @@ pub enum Progress<'a> {
 
 /// Something told of each step of [`versions`] (`leasectl timeline`'s
 /// progress bar); `None`: nothing is told.
-pub type OnProgress<'a> = Option<&'a (dyn Fn(Progress<'_>) + Sync)>;
+pub(crate) type OnProgress<'a> = Option<&'a (dyn Fn(Progress<'_>) + Sync)>;
 
 /// One entry of the window: the version as listed, and its time as far as
 /// the listing tells (for the window).
@@ -108,7 +108,7 @@ struct Body {
 /// before `from`, which says who held the lease when the window opened), in
 /// the service's order, and their bodies as `reading` says (every one,
 /// unless it bisects); each step is told to `progress`.
-pub async fn versions(
+pub(crate) async fn versions(
     store: &dyn ObjectRead,
     key: &str,
     bucket: Option<&str>,
@@ -478,7 +478,7 @@ async fn get_version(
 /// `lease` (whatever TARGET the watcher was given), in `[from, to]`: what the
 /// watcher saw, by its clock. Returns the observations and the lines it could
 /// not read.
-pub fn recording(
+pub(crate) fn recording(
     path: &Path,
     lease: &LeaseLocation,
     from: Option<DateTime<Utc>>,
@@ -549,7 +549,9 @@ fn record_of(v: &serde_json::Value) -> Option<LeaseRecord> {
 
 /// The entries of the audit logs `paths` (this host's, if it exists, when
 /// none is given), and what could not be read of them.
-pub fn audit_entries(paths: &[std::path::PathBuf]) -> (Vec<crate::audit::AuditEntry>, Vec<String>) {
+pub(crate) fn audit_entries(
+    paths: &[std::path::PathBuf],
+) -> (Vec<crate::audit::AuditEntry>, Vec<String>) {
     let mut entries = Vec::new();
     let mut problems = Vec::new();
     let given = !paths.is_empty();

@@ -342,7 +342,7 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) {
 }
 
 /// The NDJSON form: one `event` line per event, then one `summary` line per prefix.
-pub fn ndjson(r: &Report, out: &mut impl std::io::Write) {
+pub(crate) fn ndjson(r: &Report, out: &mut impl std::io::Write) {
     #[derive(Serialize)]
     struct Line<'a> {
         #[serde(rename = "type")]

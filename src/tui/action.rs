@@ -150,7 +150,7 @@ pub enum Action {
 impl Action {
     /// Whether the action is a key the operator pressed (which clears the
     /// last result from the status bar), not time, data or a result.
-    pub fn is_key(&self) -> bool {
+    pub(crate) fn is_key(&self) -> bool {
         matches!(
             self,
             Action::Up

@@ -16,7 +16,7 @@
 
 pub mod action;
 pub mod app;
-pub mod layout;
+pub(crate) mod layout;
 pub mod ops;
 mod refresh;
 mod start;
@@ -40,8 +40,8 @@ use crate::writer::scan::ScanOptions;
 use action::WriteRequest;
 use app::{Action, App};
 use refresh::spawn_refresher;
-pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
-pub use start::{ops_targets, start, Parts, Writes};
+pub use start::{ops_targets, start};
+pub(crate) use start::{Parts, Writes};
 
 /// Everything a console run needs (made by [`Parts::console`]). The
 /// settings live in `app.settings` alone: the refresher reads its refresh

@@ -227,10 +227,10 @@ impl Ops {
 }
 
 /// The GETs of versions in flight at once while the timeline pane reads.
-pub const TIMELINE_CONCURRENCY: usize = 32;
+pub(crate) const TIMELINE_CONCURRENCY: usize = 32;
 
 /// How far back the console's timeline pane reads the versions.
-pub const TIMELINE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+pub(crate) const TIMELINE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Reads the timeline of `prefix` on `t` over the last [`TIMELINE_WINDOW`]
 /// (every version of its LEASE object, and the audit log at

@@ -17,7 +17,7 @@ use crate::writer::scan::PodSnapshot;
 
 /// What one background refresh produced.
 #[derive(Debug, Clone)]
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// The snapshot; its `pod` section is empty when the scan failed or is off.
     /// `None` when no more than rows changed since the last one (the
     /// console keeps it and judges it again as the clock moves).
@@ -28,16 +28,16 @@ pub struct Gathered {
     /// When the gather ended (reader's clock).
     pub at: chrono::DateTime<chrono::Utc>,
     /// Why the pod scan failed, if it did.
-    pub pod_error: Option<String>,
+    pub(crate) pod_error: Option<String>,
     /// Request totals of the stores so far.
     pub counters: crate::store::RequestCounts,
     /// Recent audit entries, if an audit log is known.
     pub audit: Option<Vec<crate::audit::AuditEntry>>,
     /// Set on a report of a gather still running: (LEASEs read, prefixes
     /// known, listing complete).
-    pub progress: Option<(usize, usize, bool)>,
+    pub(crate) progress: Option<(usize, usize, bool)>,
     /// When the oldest reading of any row was taken (reader's clock).
-    pub oldest_reading: Option<chrono::DateTime<chrono::Utc>>,
+    pub(crate) oldest_reading: Option<chrono::DateTime<chrono::Utc>>,
     /// A pod scan that differs from the last one, when `snapshot` is `None`
     /// (with a snapshot, the scan is its `pod` section).
     pub pod: Option<crate::writer::scan::PodSnapshot>,
@@ -45,7 +45,7 @@ pub struct Gathered {
 
 impl Gathered {
     /// The actions that apply this refresh to the console, in order.
-    pub fn into_actions(self) -> Vec<Action> {
+    pub(crate) fn into_actions(self) -> Vec<Action> {
         if let Some((read, known, listed)) = self.progress {
             let mut v = vec![Action::Counters(self.counters)];
             v.extend(self.snapshot.map(|s| Action::Progress {
@@ -74,7 +74,7 @@ impl Gathered {
 
 /// How often the pod is scanned while the pod view is not on screen (its
 /// verdicts still reach the leases view's operator within this).
-pub const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
+pub(crate) const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
 
 /// The pod scan's cadence and last result, kept by the refresher; the scan
 /// itself is the snapshot recipe's.

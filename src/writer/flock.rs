@@ -12,19 +12,19 @@ use super::scan::orphaned_holders;
 use super::{assess, Duty, WriterError, HELD, LOCK_NAME};
 
 /// How often [`acquire`] retries a non-blocking flock: 100 ms.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The held writer lock. Dropping it releases the lock (the descriptor is
 /// closed); [`WriterLock::release`] does the same and reports errors.
 #[derive(Debug)]
-pub struct WriterLock {
+pub(crate) struct WriterLock {
     path: PathBuf,
     lock: Flock<File>,
 }
 
 impl WriterLock {
     /// The lock file path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -33,7 +33,7 @@ impl WriterLock {
     /// # Errors
     /// [`WriterError::Flock`] if `flock(LOCK_UN)` fails (the descriptor is
     /// closed anyway, which also releases the lock).
-    pub fn release(self) -> Result<(), WriterError> {
+    pub(crate) fn release(self) -> Result<(), WriterError> {
         let path = self.path;
         match self.lock.unlock() {
             Ok(_file) => Ok(()),
@@ -47,11 +47,11 @@ impl WriterLock {
 
 /// How often [`acquire`] looks again while a holder of a deleted lock file
 /// keeps it out: 1 s (each look reads every process's descriptors in `/proc`).
-pub const ORPHAN_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const ORPHAN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How many times in a row [`acquire`] reopens a lock file that was removed
 /// or replaced just as it was locked before it gives up: 20.
-pub const MAX_REPLACED: u32 = 20;
+pub(crate) const MAX_REPLACED: u32 = 20;
 
 /// Takes the exclusive writer lock of `data_dir`.
 ///
@@ -88,7 +88,7 @@ pub const MAX_REPLACED: u32 = 20;
 /// - [`WriterError::LockFileUnstable`] when the file was replaced just as it
 ///   was locked [`MAX_REPLACED`] times in a row.
 /// - [`WriterError::Open`] / [`WriterError::Flock`] on I/O errors.
-pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterError> {
+pub(crate) fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterError> {
     let path = data_dir.join(LOCK_NAME);
     let start = Instant::now();
     let mut file = open_lock_file(&path)?;
@@ -187,7 +187,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
 /// # Errors
 /// [`WriterError::LockFileRefused`] with the sentence saying what the file is
 /// and what to do; [`WriterError::Open`] on other I/O errors.
-pub fn open_lock_file(path: &Path) -> Result<File, WriterError> {
+pub(crate) fn open_lock_file(path: &Path) -> Result<File, WriterError> {
     if let Ok(md) = std::fs::symlink_metadata(path) {
         refuse_unless_lock_file(path, &md)?;
     }
@@ -275,7 +275,7 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
 ///
 /// # Errors
 /// [`WriterError::Open`] when either cannot be examined for another reason.
-pub fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> {
+pub(crate) fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> {
     use std::os::unix::fs::MetadataExt;
     let ours = file.metadata().map_err(|source| WriterError::Open {
         path: path.to_path_buf(),
@@ -293,7 +293,8 @@ pub fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> {
 
 /// The release handle [`hold`] always returns.
 #[derive(Debug)]
-pub struct Hold {
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) struct Hold {
     duty: Duty,
     sentence: String,
     lock: Option<WriterLock>,
@@ -301,17 +302,20 @@ pub struct Hold {
 
 impl Hold {
     /// The duty that was assessed.
-    pub fn duty(&self) -> Duty {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn duty(&self) -> Duty {
         self.duty
     }
 
     /// The sentence explaining the duty (already logged by [`hold`]).
-    pub fn sentence(&self) -> &str {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn sentence(&self) -> &str {
         &self.sentence
     }
 
     /// The held lock, when the duty was Take.
-    pub fn lock(&self) -> Option<&WriterLock> {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn lock(&self) -> Option<&WriterLock> {
         self.lock.as_ref()
     }
 
@@ -321,7 +325,8 @@ impl Hold {
     ///
     /// # Errors
     /// As [`WriterLock::release`].
-    pub fn release(self) -> Result<(), WriterError> {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn release(self) -> Result<(), WriterError> {
         match self.lock {
             Some(lock) => lock.release(),
             None => Ok(()),
@@ -342,7 +347,8 @@ impl Hold {
 /// # Errors
 /// [`WriterError::InvalidEnable`] for an invalid `CLOUD_WRITER_LEASE`, and
 /// the errors of [`acquire`].
-pub fn hold(data_dir: &Path, timeout: Duration) -> Result<Hold, WriterError> {
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) fn hold(data_dir: &Path, timeout: Duration) -> Result<Hold, WriterError> {
     let parent = nix::unistd::getppid().as_raw() as u32;
     let (duty, sentence) = assess(real_getenv, parent)?;
     tracing::info!(duty = %duty, "{sentence}");

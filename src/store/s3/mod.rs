@@ -604,9 +604,9 @@ mod tests;
 mod transport;
 mod versions;
 
-pub use config::{
-    addressing_used, describe_context, profile_wants_path_style, redact_url, redact_userinfo,
-    resolved_endpoint, shared_config,
+pub use config::{addressing_used, shared_config};
+pub(crate) use config::{
+    describe_context, profile_wants_path_style, redact_url, redact_userinfo, resolved_endpoint,
 };
 use config::{https_client, scrub};
 use service_clock::ServerClock;

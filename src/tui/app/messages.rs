@@ -12,10 +12,10 @@ use super::{Action, App, Mode};
 /// How long a result stays in the status bar when no key is pressed: then
 /// the key hints come back (the takeover's outcome stays in the detail
 /// pane's audit entries).
-pub const MESSAGE_SHOWN: Duration = Duration::from_secs(6);
+pub(crate) const MESSAGE_SHOWN: Duration = Duration::from_secs(6);
 
 /// How many results the log of results keeps (`m`), the oldest dropped first.
-pub const MESSAGES_KEPT: usize = 200;
+pub(crate) const MESSAGES_KEPT: usize = 200;
 
 /// A message for the operator in the status bar.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ impl App {
     /// This session's results, newest first: when each was shown (the
     /// reader's clock), its text (safe for the terminal) and whether it is
     /// an error.
-    pub fn messages(&self) -> impl Iterator<Item = (DateTime<Utc>, &str, bool)> {
+    pub(crate) fn messages(&self) -> impl Iterator<Item = (DateTime<Utc>, &str, bool)> {
         self.messages
             .iter()
             .rev()

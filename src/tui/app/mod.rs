@@ -44,19 +44,18 @@ mod takeover_dialog;
 mod timeline_pane;
 
 pub use crate::text::wrap;
-pub use cursor::Cursor;
-pub use keys::{key_action, Binding, BINDINGS};
-pub use leases::LeaseTable;
+pub use keys::{key_action, BINDINGS};
+pub(crate) use leases::LeaseTable;
 use messages::Message;
-pub use messages::{MESSAGES_KEPT, MESSAGE_SHOWN};
-pub use notice::NoticeLine;
-pub use pod_pane::{tree_order, PodPane, PodStatus, TreeRow};
-pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
-pub use session::{FirstSeen, Session};
-pub use settings::Settings;
+pub(crate) use pod_pane::PodPane;
+pub(crate) use requests::{Rates, Requests, DEFAULT_GET_PRICE};
+pub use session::Session;
+pub(crate) use settings::Settings;
 pub use sort::SortKey;
-pub use takeover_dialog::{Field, TakeoverDialog, ThenChoice};
-pub use timeline_pane::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
+pub use takeover_dialog::Field;
+pub(crate) use takeover_dialog::{TakeoverDialog, ThenChoice};
+pub use timeline_pane::Rebuilt;
+pub(crate) use timeline_pane::TimelinePane;
 
 /// Which screen the console shows; Tab switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +159,7 @@ impl App {
 
     /// A console with `settings`, no snapshot yet, scanning the pod (the
     /// console's builder, `tui::Parts`, makes it so).
-    pub fn with_settings(settings: Settings, now: DateTime<Utc>) -> Self {
+    pub(crate) fn with_settings(settings: Settings, now: DateTime<Utc>) -> Self {
         Self {
             settings,
             leases: LeaseTable::default(),
@@ -242,13 +241,13 @@ impl App {
 
     /// Whether the age of any row is unknown because this host's clock is
     /// too far from a storage service's (the header's CLOCK OFF).
-    pub fn ages_unknown(&self) -> bool {
+    pub(crate) fn ages_unknown(&self) -> bool {
         self.session.ages_unknown()
     }
 
     /// The exclusion shown for a row of target `t`: best-effort mode, else the
     /// probe result, else what the snapshot says (unprobed).
-    pub fn exclusion_of(&self, t: usize, p: &PrefixReport) -> ExclusionReport {
+    pub(crate) fn exclusion_of(&self, t: usize, p: &PrefixReport) -> ExclusionReport {
         self.session.exclusion_of(self.settings.exclusion, t, p)
     }
 
@@ -264,12 +263,13 @@ impl App {
     }
 
     /// Requests per minute over the last minute, and errors in it.
-    pub fn request_rate(&self) -> Option<(f64, u64)> {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn request_rate(&self) -> Option<(f64, u64)> {
         self.rates().map(|r| (r.requests_per_min, r.errors))
     }
 
     /// Request rates over the last minute (None before two readings a second apart).
-    pub fn rates(&self) -> Option<Rates> {
+    pub(crate) fn rates(&self) -> Option<Rates> {
         self.requests.rates()
     }
 
@@ -360,7 +360,7 @@ impl App {
 /// something it would escape besides a backslash: raw control or bidi
 /// characters never reach the terminal, and escaped text is shown as the JSON
 /// shows it.
-pub fn terminal_safe(s: &str) -> Cow<'_, str> {
+pub(crate) fn terminal_safe(s: &str) -> Cow<'_, str> {
     let probe: String = s.chars().filter(|&c| c != '\\').collect();
     if sanitize(&probe) == probe {
         Cow::Borrowed(s)

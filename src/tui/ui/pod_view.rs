@@ -14,7 +14,7 @@ use crate::writer::scan::{
 };
 
 /// The colour of a duty; the duty is always also written as text.
-pub fn duty_style(d: DutyView) -> Style {
+pub(crate) fn duty_style(d: DutyView) -> Style {
     let c = match d {
         DutyView::Take => Color::Cyan,
         DutyView::Inherit => Color::Green,
@@ -26,7 +26,7 @@ pub fn duty_style(d: DutyView) -> Style {
 }
 
 /// The colour of a lock state; always also written as text.
-pub fn lock_style(l: LockState) -> Style {
+pub(crate) fn lock_style(l: LockState) -> Style {
     match l {
         LockState::Holds => Style::default()
             .fg(Color::Green)
@@ -40,7 +40,7 @@ pub fn lock_style(l: LockState) -> Style {
 
 /// The colour of a verdict: red where two writers are possible or the
 /// deployment is broken, yellow where the pod needs a look.
-pub fn verdict_style(k: VerdictKind) -> Style {
+pub(crate) fn verdict_style(k: VerdictKind) -> Style {
     let c = match k {
         VerdictKind::SiblingsRacing
         | VerdictKind::PodRootsRacing
@@ -61,7 +61,7 @@ const LOCK_WIDTH: u16 = 12;
 
 /// The lock column: `holds`, `none`, or `open` with the longest it may have
 /// waited (in a form that fits the column, [`fit_secs`]).
-pub fn lock_text(p: &ProcessInfo) -> String {
+pub(crate) fn lock_text(p: &ProcessInfo) -> String {
     match p.lock {
         LockState::Holds => "holds".into(),
         LockState::HoldsDeleted => "holds deleted".into(),
@@ -77,7 +77,7 @@ pub fn lock_text(p: &ProcessInfo) -> String {
 /// The selected process's container and pod, from its cgroup, after its
 /// duty sentence: ` · container containerd 4e6f0b1c9a0d, pod 0f4d…` (empty
 /// when its cgroup names neither).
-pub fn container_text(p: &ProcessInfo) -> String {
+pub(crate) fn container_text(p: &ProcessInfo) -> String {
     let Some(c) = &p.container else {
         return String::new();
     };
