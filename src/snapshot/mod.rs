@@ -36,14 +36,12 @@ pub(crate) use delta::{Delta, RowUpdate};
 pub use discovery::observe;
 pub(crate) use gather::DEFAULT_MAX_REQUESTS;
 pub use gather::{gather, Gatherer, Progress, Refresh};
-pub(crate) use model::{
-    attention_item, attention_sentence, PrefixReport, TargetReport, ATTENTION_NAMED,
-};
+pub(crate) use model::{attention_sentence, PrefixReport, TargetReport};
 pub use model::{ExclusionReport, ReaderClock, Snapshot, SCHEMA_VERSION};
 pub use options::GatherOptions;
 pub(crate) use options::DEFAULT_CONCURRENCY;
 pub(crate) use recipe::{AuditSource, Recipe};
 pub(crate) use schedule::OffScreen;
 pub(crate) use streamed::{gather_streamed, Streamed, Tally};
-pub(crate) use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};
+pub(crate) use takeovers::{AuditLogReport, LastTakeover};
 pub use target_read::{gather_target, OpenTarget};

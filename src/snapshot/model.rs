@@ -4,10 +4,16 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
+use super::takeovers::TakeoverIndex;
+use crate::bucket::fence::{certainly_beyond_limit, clock_offset_limit_s};
 use crate::bucket::judge::{judge_view, ObservedView};
 use crate::bucket::{lease_key, LeaseRecord, LeaseState, Observed};
+use crate::clock::rfc3339;
 use crate::exit::Exit;
-use crate::writer::scan::PodSnapshot;
+use crate::store::AddressingStyle;
+use crate::target::encode_path;
+use crate::text::{format_secs, sanitize, sanitize_message};
+use crate::writer::scan::{LockFileState, PodSnapshot};
 
 /// The `--json` schema version. Minor versions only add fields.
 pub const SCHEMA_VERSION: &str = "1.6";
@@ -188,17 +194,15 @@ impl PrefixReport {
     /// TTL is not known to be stale. `offset_s` is service minus reader.
     fn check_reader_clock(&mut self, offset_s: f64, error_s: f64) {
         let Some(r) = &self.record else { return };
-        let limit = crate::bucket::fence::clock_offset_limit_s(r.ttl_s);
-        if self.state == LeaseState::Stale
-            && crate::bucket::fence::certainly_beyond_limit(offset_s, error_s, r.ttl_s)
-        {
+        let limit = clock_offset_limit_s(r.ttl_s);
+        if self.state == LeaseState::Stale && certainly_beyond_limit(offset_s, error_s, r.ttl_s) {
             self.age_unknown = true;
             self.problem = Some(format!(
                 "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \
                  its age is unknown and it may be live; fix this host's time (NTP) before any takeover",
-                crate::text::format_secs(offset_s.abs()),
+                format_secs(offset_s.abs()),
                 if offset_s > 0.0 { "behind" } else { "ahead of" },
-                crate::text::format_secs(limit),
+                format_secs(limit),
                 r.ttl_s
             ));
         }
@@ -239,7 +243,7 @@ pub struct TargetReport {
     /// The region requests were signed for (null for a local store).
     pub region: Option<String>,
     /// `path` or `virtual_host` (null for a local store).
-    pub addressing_style: Option<crate::store::AddressingStyle>,
+    pub addressing_style: Option<AddressingStyle>,
     /// Bucket name, for S3.
     pub bucket: Option<String>,
     /// Why the target could not be gathered at all (listing failed).
@@ -273,8 +277,8 @@ impl TargetReport {
         Some(format!(
             "every prefix under {} is absent, but LEASE keys lie deeper (e.g. {}LEASE): \
              give --depth {} to see them",
-            crate::text::sanitize(&self.url),
-            crate::text::sanitize(&self.prefix_url(&d.example)),
+            sanitize(&self.url),
+            sanitize(&self.prefix_url(&d.example)),
             d.depth
         ))
     }
@@ -288,7 +292,7 @@ impl TargetReport {
             Some(b) => format!("s3://{b}/{}", crate::target::encode_path(prefix)),
             None => {
                 let slash = if self.url.ends_with('/') { "" } else { "/" };
-                format!("{}{slash}{}", self.url, crate::target::encode_path(prefix))
+                format!("{}{slash}{}", self.url, encode_path(prefix))
             }
         }
     }
@@ -329,6 +333,21 @@ pub struct Snapshot {
     /// the exit code 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_log: Option<super::takeovers::AuditLogReport>,
+}
+
+// Here rather than in `takeovers` beside the index: the document names the
+// takeovers' types, and the index does not name the document's.
+impl TakeoverIndex {
+    /// Sets every row's `last_takeover` in `snap` from this index.
+    pub(crate) fn attach(&self, snap: &mut Snapshot) {
+        for t in &mut snap.targets {
+            for p in &mut t.prefixes {
+                p.last_takeover = self
+                    .newest(&t.url, t.bucket.as_deref(), &p.key)
+                    .map(|l| Box::new(l.clone()));
+            }
+        }
+    }
 }
 
 impl Snapshot {
@@ -401,9 +420,12 @@ impl Snapshot {
                     self.pod.uninspected.len()
                 ));
             }
-            for l in self.pod.locks.iter().filter(|l| {
-                self.pod.notes.is_empty() && l.state == crate::writer::scan::LockFileState::Unknown
-            }) {
+            for l in self
+                .pod
+                .locks
+                .iter()
+                .filter(|l| self.pod.notes.is_empty() && l.state == LockFileState::Unknown)
+            {
                 why.push(format!(
                     "the lock {} is unknown: {}",
                     l.path, l.state_reason
@@ -412,7 +434,7 @@ impl Snapshot {
             why.extend(self.pod.notes.iter().cloned());
             out.push(format!(
                 "the pod could not be read whole: {}",
-                crate::text::sanitize_message(&why.join("; "))
+                sanitize_message(&why.join("; "))
             ));
         }
         out
@@ -500,7 +522,7 @@ pub(super) fn round_ms(s: f64) -> f64 {
 }
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::clock::rfc3339(*t, SecondsFormat::Millis))
+    s.serialize_str(&rfc3339(*t, SecondsFormat::Millis))
 }
 
 /// A row's record as `--json` writes it: the record's fields, and
@@ -517,7 +539,7 @@ fn ser_record<S: Serializer>(r: &Option<LeaseRecord>, s: S) -> Result<S::Ok, S::
         #[serde(skip_serializing_if = "Option::is_none")]
         released_at: Option<String>,
     }
-    let micros = |t: DateTime<Utc>| crate::clock::rfc3339(t, SecondsFormat::Micros);
+    let micros = |t: DateTime<Utc>| rfc3339(t, SecondsFormat::Micros);
     match r {
         Some(r) => RecordOut {
             instance_id: &r.instance_id,
@@ -545,7 +567,7 @@ pub(crate) const ATTENTION_NAMED: usize = 5;
 /// A lease that needs attention as [`attention_sentence`] names it: its URL
 /// and state (escaped), or its problem when its state is fine.
 pub(crate) fn attention_item(url: &str, p: &PrefixReport) -> String {
-    let url = crate::text::sanitize(url);
+    let url = sanitize(url);
     if p.state.needs_attention() {
         format!("{url} {}", p.state.as_str())
     } else {

@@ -8,11 +8,12 @@
 
 use std::path::PathBuf;
 
-use super::{
-    AuditLogReport, Delta, ExclusionReport, Gatherer, PrefixReport, RowUpdate, Snapshot,
-    TakeoverIndex,
-};
+use super::delta::{Delta, RowUpdate};
+use super::gather::Gatherer;
+use super::model::{ExclusionReport, PrefixReport, Snapshot};
+use super::takeovers::{self, AuditLogReport, TakeoverIndex};
 use crate::clock::SharedClock;
+use crate::text::sanitize_message;
 use crate::writer::scan::{self, PodSnapshot, ScanOptions};
 use crate::writer::WriterError;
 
@@ -156,8 +157,7 @@ async fn last_takeovers(snap: &mut Snapshot, audit: &AuditSource) {
 /// said on stderr.
 pub(super) async fn read_takeovers(audit: &AuditSource) -> (TakeoverIndex, AuditLogReport) {
     let (path, requested) = (audit.path.clone(), audit.requested);
-    let read =
-        tokio::task::spawn_blocking(move || super::takeovers::read_log(path.as_deref())).await;
+    let read = tokio::task::spawn_blocking(move || takeovers::read_log(path.as_deref())).await;
     let (index, report) = match read {
         Ok(r) => r,
         Err(e) => (
@@ -177,7 +177,7 @@ pub(super) async fn read_takeovers(audit: &AuditSource) -> (TakeoverIndex, Audit
     if let Some(e) = &report.error {
         eprintln!(
             "leasectl: {}; the last takeover of each prefix is unknown{}",
-            crate::text::sanitize_message(e),
+            sanitize_message(e),
             if requested {
                 ""
             } else {

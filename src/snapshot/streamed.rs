@@ -14,7 +14,8 @@ use chrono::{DateTime, Utc};
 use super::discovery::discover_paged;
 use super::gather::service_clock;
 use super::model::{
-    PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
+    attention_item, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport,
+    ATTENTION_NAMED, SCHEMA_VERSION,
 };
 use super::options::GatherOptions;
 use super::recipe::{read_takeovers, Recipe};
@@ -59,16 +60,15 @@ pub(crate) struct Tally {
     /// Rows whose age is unknown (the reader-clock rule; the exit code's 1).
     pub age_unknown: usize,
     /// The first rows that need attention or have a problem, as
-    /// [`super::attention_item`] names them (at most [`super::ATTENTION_NAMED`]).
+    /// [`super::attention_item`] names them (at most [`ATTENTION_NAMED`]).
     pub named: Vec<String>,
 }
 
 impl Tally {
     fn add(&mut self, url: &str, p: &PrefixReport) {
-        if (p.state.needs_attention() || p.problem.is_some())
-            && self.named.len() < super::ATTENTION_NAMED
+        if (p.state.needs_attention() || p.problem.is_some()) && self.named.len() < ATTENTION_NAMED
         {
-            self.named.push(super::attention_item(url, p));
+            self.named.push(attention_item(url, p));
         }
         self.rows += 1;
         self.attention += usize::from(p.state.needs_attention());

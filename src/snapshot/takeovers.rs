@@ -14,8 +14,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::audit::{AuditEntry, LeaseLocation};
-use crate::snapshot::Snapshot;
+use crate::audit::{AuditEntry, AuditLog, AuditTail, LeaseLocation};
 
 /// One takeover of a prefix, from leasectl's audit log (the strings as
 /// written there: the JSON outputs escape them, the console escapes them
@@ -157,17 +156,6 @@ impl TakeoverIndex {
         };
         found.into_iter().flatten().max_by_key(|t| t.time)
     }
-
-    /// Sets every row's `last_takeover` in `snap` from this index.
-    pub(crate) fn attach(&self, snap: &mut Snapshot) {
-        for t in &mut snap.targets {
-            for p in &mut t.prefixes {
-                p.last_takeover = self
-                    .newest(&t.url, t.bucket.as_deref(), &p.key)
-                    .map(|l| Box::new(l.clone()));
-            }
-        }
-    }
 }
 
 /// Reads the audit log at `path` whole (as `leasectl audit` does: at most
@@ -184,7 +172,7 @@ pub(crate) fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditL
     let Some(path) = path else {
         return (TakeoverIndex::default(), report);
     };
-    match crate::audit::AuditLog::read_report(path) {
+    match AuditLog::read_report(path) {
         Ok(r) => {
             r.unreadable.warn(path);
             report.unreadable_lines = r.unreadable.len();
@@ -203,7 +191,7 @@ pub(crate) fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditL
 /// from its end), adds its takeovers to the index and keeps the newest
 /// entries for the holder history.
 pub(crate) struct FollowedLog {
-    tail: Option<crate::audit::AuditTail>,
+    tail: Option<AuditTail>,
     index: TakeoverIndex,
     report: AuditLogReport,
 }
@@ -220,7 +208,7 @@ impl FollowedLog {
                 requested: false,
                 unreadable_lines: 0,
             },
-            tail: path.map(|p| crate::audit::AuditTail::new(p, keep)),
+            tail: path.map(|p| AuditTail::new(p, keep)),
             index: TakeoverIndex::default(),
         }
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::app::Action;
+use super::action::Action;
 use crate::clock::SharedClock;
 use crate::snapshot::{Delta, Gatherer, Progress, Recipe, Refresh, Snapshot};
 use crate::store::Counters;

@@ -35,9 +35,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use super::delta::{Delta, RowUpdate};
+use super::model::{PrefixReport, Snapshot, TargetReport};
+use super::takeovers::LastTakeover;
 use crate::audit::AuditEntry;
 use crate::bucket::LeaseState;
-use crate::snapshot::{Delta, PrefixReport, RowUpdate, Snapshot, TargetReport};
 use crate::text::sanitize;
 
 /// How a holder change came about (module docs).
@@ -136,7 +138,7 @@ pub struct HolderChange {
     pub(crate) previous_id: Option<Arc<str>>,
     /// For a takeover or hand-over: the audit log's entry of it (boxed:
     /// most changes have none).
-    pub takeover: Option<Box<crate::snapshot::LastTakeover>>,
+    pub takeover: Option<Box<LastTakeover>>,
 }
 
 impl HolderChange {
@@ -668,9 +670,7 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
         previous_generation: prev.generation,
         holder_id: cur.holder.clone(),
         previous_id: prev.holder.clone(),
-        takeover: audit
-            .and_then(crate::snapshot::LastTakeover::of_entry)
-            .map(Box::new),
+        takeover: audit.and_then(LastTakeover::of_entry).map(Box::new),
     })
 }
 
@@ -681,8 +681,8 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
 /// the record the takeover wrote was never read.
 fn released_takeover<'a>(
     audit: &'a [AuditEntry],
-    t: &crate::snapshot::TargetReport,
-    p: &crate::snapshot::PrefixReport,
+    t: &TargetReport,
+    p: &PrefixReport,
     previous: Option<&str>,
 ) -> Option<&'a AuditEntry> {
     let previous = previous?;
@@ -711,8 +711,8 @@ fn released_takeover<'a>(
 /// knows it for a takeover.
 fn audit_match<'a>(
     audit: &'a [AuditEntry],
-    t: &crate::snapshot::TargetReport,
-    p: &crate::snapshot::PrefixReport,
+    t: &TargetReport,
+    p: &PrefixReport,
     holder: Option<&str>,
 ) -> Option<&'a AuditEntry> {
     let holder = holder?;
