@@ -33,7 +33,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bucket::parse_ttl;
+use crate::logfile::warn_if_world_writable;
+use crate::store::s3::redact_url;
 use crate::target::Target;
+use crate::text::sanitize;
+use crate::values::{check_endpoint, parse_duration, parse_plain_name, parse_profile};
 
 /// The environment variable that overrides the config file's path.
 pub(crate) const CONFIG_ENV: &str = "LEASECTL_CONFIG";
@@ -227,7 +232,7 @@ pub(crate) fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
             )))
         }
         Ok(md) => {
-            crate::logfile::warn_if_world_writable(
+            warn_if_world_writable(
                 path,
                 &md,
                 "anyone on this host could change which stores and endpoints leasectl uses",
@@ -249,7 +254,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 format!(":{l}:{c}")
             })
             .unwrap_or_default(),
-        message: crate::text::sanitize(e.message().trim()),
+        message: sanitize(e.message().trim()),
     })?;
     validate(path, file)
 }
@@ -265,7 +270,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
     let mut contexts = BTreeMap::new();
     for (name, c) in file.contexts {
-        let shown = crate::text::sanitize(&name);
+        let shown = sanitize(&name);
         let invalid = |field: &'static str, why: String| ConfigError::Invalid {
             path: path.to_owned(),
             context: shown.clone(),
@@ -287,17 +292,17 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
         }
         if let Some(e) = &c.endpoint_url {
             // The message is built from the redacted URL only.
-            crate::values::check_endpoint(e).map_err(|why| invalid("endpoint_url", why))?;
+            check_endpoint(e).map_err(|why| invalid("endpoint_url", why))?;
         }
         if let Some(r) = &c.region {
-            crate::values::parse_plain_name(r).map_err(|why| invalid("region", why))?;
+            parse_plain_name(r).map_err(|why| invalid("region", why))?;
         }
         if let Some(p) = &c.profile {
-            crate::values::parse_profile(p).map_err(|why| invalid("profile", why))?;
+            parse_profile(p).map_err(|why| invalid("profile", why))?;
         }
         let refresh = match &c.refresh {
             Some(s) => {
-                let d = crate::values::parse_duration(s).map_err(|why| invalid("refresh", why))?;
+                let d = parse_duration(s).map_err(|why| invalid("refresh", why))?;
                 if d < Duration::from_secs(1) {
                     return Err(invalid("refresh", "a refresh must be at least 1s".into()));
                 }
@@ -306,7 +311,7 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
             None => None,
         };
         let ttl = match &c.ttl {
-            Some(s) => Some(crate::bucket::parse_ttl(s).map_err(|why| invalid("ttl", why))?),
+            Some(s) => Some(parse_ttl(s).map_err(|why| invalid("ttl", why))?),
             None => None,
         };
         let record_format = match &c.record_format {
@@ -353,12 +358,8 @@ impl Config {
             .get(name)
             .ok_or_else(|| ConfigError::UnknownContext {
                 path: self.path.clone(),
-                name: crate::text::sanitize(name),
-                known: self
-                    .contexts
-                    .keys()
-                    .map(|k| crate::text::sanitize(k))
-                    .collect(),
+                name: sanitize(name),
+                known: self.contexts.keys().map(|k| sanitize(k)).collect(),
             })
     }
 
@@ -375,10 +376,7 @@ impl Config {
                         n.clone(),
                         ContextFile {
                             targets: c.targets.iter().map(|t| t.to_string()).collect(),
-                            endpoint_url: c
-                                .endpoint_url
-                                .as_deref()
-                                .map(|e| crate::store::s3::redact_url(e).0),
+                            endpoint_url: c.endpoint_url.as_deref().map(|e| redact_url(e).0),
                             region: c.region.clone(),
                             profile: c.profile.clone(),
                             path_style: c.path_style,
@@ -420,7 +418,7 @@ pub(crate) fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>,
             eprintln!(
                 "leasectl: warning: {}; going on without contexts (only -c NAME or {CONFIG_ENV} \
                  make this an error)",
-                crate::text::sanitize(&e.to_string())
+                sanitize(&e.to_string())
             );
             return Ok(None);
         }
@@ -430,7 +428,7 @@ pub(crate) fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>,
         return match asked {
             Some(name) => Err(ConfigError::Missing {
                 path,
-                name: crate::text::sanitize(name),
+                name: sanitize(name),
             }),
             None => Ok(None),
         };

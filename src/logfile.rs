@@ -2,6 +2,7 @@
 //! and the one rule for every file leasectl appends to or locks by its path
 //! ([`sole_regular_file`]).
 
+use crate::text::sanitize;
 use std::path::Path;
 
 /// Why a path cannot be a file leasectl appends to or locks ([`sole_regular_file`]).
@@ -94,8 +95,8 @@ pub(crate) fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
             // (a warning, not the reason for an exit: not `exit::say`)
             eprintln!(
                 "leasectl: not logging to {}: {}",
-                crate::text::sanitize(&path.display().to_string()),
-                crate::text::sanitize(&e.to_string())
+                sanitize(&path.display().to_string()),
+                sanitize(&e.to_string())
             );
             return;
         }
@@ -125,7 +126,7 @@ pub(crate) fn warn_if_world_writable(path: &std::path::Path, md: &std::fs::Metad
     }
     warned.push(path.to_owned());
     drop(warned);
-    let shown = crate::text::sanitize(&path.display().to_string());
+    let shown = sanitize(&path.display().to_string());
     eprintln!(
         "leasectl: warning: {shown} is writable by every user (mode {:04o}): {risk}. Fix it with: chmod go-w {shown}",
         mode & 0o7777

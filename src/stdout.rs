@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use crate::exit::Exit;
+use crate::exit::{say, Exit};
 
 /// Why writing to stdout failed.
 #[derive(Debug)]
@@ -89,7 +89,7 @@ fn report_as(written: Result<(), WriteError>, what: &str) -> Result<(), Exit> {
         Ok(()) => Ok(()),
         Err(WriteError::Closed) => Err(Exit::ClosedPipe),
         Err(WriteError::Failed(e)) => {
-            crate::exit::say(format!("could not write {what}: {e}"));
+            say(format!("could not write {what}: {e}"));
             Err(Exit::Failed)
         }
     }
@@ -134,7 +134,7 @@ impl<W: Write> Checked<W> {
             None => Ok(()),
             Some(WriteError::Closed) => Err(Exit::ClosedPipe),
             Some(WriteError::Failed(e)) => {
-                crate::exit::say(format!("could not write to stdout: {e}"));
+                say(format!("could not write to stdout: {e}"));
                 Err(Exit::Failed)
             }
         }

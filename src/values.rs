@@ -4,6 +4,8 @@
 //! and the AWS variables checked before use. Each returns a sentence on error.
 //! Nothing here knows a command or a lease.
 
+use crate::store::s3::redact_url;
+use crate::text::sanitize;
 use std::time::Duration;
 
 /// Parses a per-request timeout: at least 100 ms.
@@ -74,7 +76,7 @@ pub(crate) fn check_endpoint(s: &str) -> Result<(), String> {
 /// or an environment variable such as `AWS_ENDPOINT_URL`, which the SDK
 /// would use just the same): the same rules, the messages naming `source`.
 pub(crate) fn check_endpoint_from(source: &str, s: &str) -> Result<(), String> {
-    let shown = crate::text::sanitize(&crate::store::s3::redact_url(s).0);
+    let shown = sanitize(&redact_url(s).0);
     let shown = format!(
         "{source}{}{shown}",
         if source.starts_with('-') { " " } else { "=" }

@@ -21,6 +21,7 @@ use crate::store::{ObjectStore, PutCondition};
 
 mod read;
 
+use crate::store::AddressingStyle;
 use read::parse_reader;
 pub(crate) use read::AuditRead;
 pub use read::{AuditTail, Unreadable};
@@ -62,7 +63,7 @@ pub struct AuditTarget {
     pub region: Option<String>,
     /// `path` or `virtual_host` (null for a local store).
     #[serde(default)]
-    pub addressing_style: Option<crate::store::AddressingStyle>,
+    pub addressing_style: Option<AddressingStyle>,
     /// Bucket, for S3.
     pub bucket: Option<String>,
     /// The lease key.

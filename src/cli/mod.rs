@@ -13,7 +13,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::bucket::{LeaseState, RecordFormat};
+use crate::snapshot::{DEFAULT_CONCURRENCY, DEFAULT_MAX_REQUESTS};
+use crate::supervise::ContainmentMode;
+use crate::takeover::Then;
 use crate::target::Target;
+use crate::text::sanitize_cut;
+use crate::tui::app::DEFAULT_GET_PRICE;
 
 /// leasectl: who writes here, is it safe, and how to move the lease without two writers.
 #[derive(Debug, Parser)]
@@ -138,12 +144,12 @@ pub struct ConsoleArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s): rows on screen first, then fresh leases at their expiry, rows never
     /// read, the others round robin; the status bar says how old the oldest reading is.
-    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
 
     /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
     /// (AWS S3 Standard in us-east-1: 0.0004; a LIST is counted at 12.5 times that, as on AWS).
-    #[arg(long, default_value_t = crate::tui::app::DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
+    #[arg(long, default_value_t = DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
     pub get_price: f64,
 
     /// Monitoring output options (`-o`, `--watch`).
@@ -162,7 +168,7 @@ pub struct ConsoleArgs {
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
-    pub record_format: crate::bucket::RecordFormat,
+    pub record_format: RecordFormat,
 
     /// The console's takeovers: the TTL of the leases they write. No flag sets it: the
     /// context's `ttl` when one applies (`setup::prepare`), else `None` (30 s).
@@ -224,7 +230,7 @@ pub struct CheckArgs {
         value_parser = parse_states,
         value_name = "STATES"
     )]
-    pub(crate) crit_state: std::vec::Vec<crate::bucket::LeaseState>,
+    pub(crate) crit_state: std::vec::Vec<LeaseState>,
     /// CRITICAL when fewer than N leases are found (rows that are not absent), e.g. a
     /// service whose holder never started. Default 0: finding none is OK.
     #[arg(long, default_value_t = 0, value_name = "N")]
@@ -252,7 +258,7 @@ pub struct ServeArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s), the most pressing first (fresh leases at their expiry, rows never
     /// read, the others round robin).
-    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
     /// The local audit log to read (never written) to name takeovers and hand-overs in the
     /// holder history, as the console does. Default: the platform data directory, e.g.
@@ -314,7 +320,7 @@ pub struct S3Args {
     #[arg(
         long,
         global = true,
-        default_value_t = crate::snapshot::DEFAULT_CONCURRENCY,
+        default_value_t = DEFAULT_CONCURRENCY,
         value_parser = clap::value_parser!(u16).range(1..=1024),
         value_name = "N"
     )]
@@ -395,7 +401,7 @@ fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
         .map_err(|e| {
             format!(
                 "{} is not an RFC 3339 time ({e}); write e.g. 2026-12-03T09:00:00Z",
-                crate::text::sanitize_cut(s, 60)
+                sanitize_cut(s, 60)
             )
         })
 }
@@ -569,7 +575,7 @@ pub struct TakeoverArgs {
     /// After taking it: release (free the prefix), hold (renew until Ctrl-C, then
     /// release) or handover:INSTANCE_ID (name the successor that will adopt it).
     #[arg(long, default_value = "release", value_parser = parse_then, value_name = "WHAT")]
-    pub then: crate::takeover::Then,
+    pub then: Then,
     /// Allow taking over a fresh lease (a live holder!). Still asks for the prefix.
     #[arg(long)]
     pub force: bool,
@@ -584,7 +590,7 @@ pub struct TakeoverArgs {
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
-    pub record_format: crate::bucket::RecordFormat,
+    pub record_format: RecordFormat,
     /// Audit log options.
     #[command(flatten)]
     pub audit: AuditArgs,
@@ -671,12 +677,12 @@ pub struct HoldArgs {
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
-    pub record_format: crate::bucket::RecordFormat,
+    pub record_format: RecordFormat,
     /// Run CMD in a PID namespace of its own, so that the kernel ends all of it (daemons
     /// included) when leasectl dies: auto (when the kernel allows it, else say why and go
     /// on without), require (refuse to start without it, exit 125) or off.
     #[arg(long, default_value = "auto", value_name = "MODE", value_parser = parse_containment)]
-    pub containment: crate::supervise::ContainmentMode,
+    pub containment: ContainmentMode,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,

@@ -8,8 +8,11 @@
 use super::OnOff;
 pub(crate) use crate::bucket::parse_ttl;
 use crate::bucket::LeaseState;
+use crate::bucket::RecordFormat;
+use crate::supervise::ContainmentMode;
 use crate::takeover::Then;
 use crate::target::{Target, TargetError};
+use crate::text::{sanitize, sanitize_cut};
 pub(crate) use crate::values::*;
 
 /// The environment variable that chooses the exclusion mode, like
@@ -39,7 +42,7 @@ pub(crate) fn conditional_from_env(
         _ => Err(format!(
             "the environment variable {CONDITIONAL_ENV} is \"{}\"; accepted values are `on`, \
              `off` (best-effort), or empty / unset (conditional, the default)",
-            crate::text::sanitize_cut(&v.to_string_lossy(), 64)
+            sanitize_cut(&v.to_string_lossy(), 64)
         )),
     }
 }
@@ -79,7 +82,7 @@ pub(crate) fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
             "fresh" => Err("fresh is the healthy state; it cannot be critical".to_owned()),
             other => Err(format!(
                 "unknown state `{}`; expected a comma-separated list of stale, suspect, malformed, absent, or none",
-                crate::text::sanitize(other)
+                sanitize(other)
             )),
         })
         .collect()
@@ -87,12 +90,12 @@ pub(crate) fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
 
 /// Parses `--record-format` (and the context's `record_format`): `leasectl`
 /// or `seed`.
-pub(crate) fn parse_record_format(s: &str) -> Result<crate::bucket::RecordFormat, String> {
+pub(crate) fn parse_record_format(s: &str) -> Result<RecordFormat, String> {
     s.parse()
 }
 
 /// Parses `bucket hold --containment`: `auto`, `require` or `off`.
-pub(crate) fn parse_containment(s: &str) -> Result<crate::supervise::ContainmentMode, String> {
+pub(crate) fn parse_containment(s: &str) -> Result<ContainmentMode, String> {
     s.parse()
 }
 

@@ -35,6 +35,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::Clock;
+use crate::text::format_secs;
 
 /// How fast the service's clock and this host's may run apart, in parts per
 /// million: each bound of the estimate is widened by this much of its age.
@@ -155,9 +156,9 @@ impl OffsetEstimator {
             };
             tracing::warn!(
                 "the storage service's clock moved {} {} than a drift of {DRIFT_PPM} ppm allows since its earlier answers (a clock step): the estimate of its offset starts again from this answer (± {})",
-                crate::text::format_secs(gap_s.abs()),
+                format_secs(gap_s.abs()),
                 if gap_s > 0.0 { "further ahead" } else { "further back" },
-                crate::text::format_secs((hi - lo) as f64 / 2e6)
+                format_secs((hi - lo) as f64 / 2e6)
             );
             self.bounds = Some(fresh);
             self.answers = 1;

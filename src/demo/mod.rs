@@ -54,6 +54,7 @@ mod dir;
 mod holders;
 mod pod;
 
+use crate::logfile::init;
 pub(crate) use dir::DemoDir;
 use holders::{contend, keep, put_static_records, HolderSpec};
 use pod::{spawn_pod, spawn_watchdog, Watchdog};
@@ -352,5 +353,5 @@ impl Demo {
 /// Sends the demo's logs (the engine's, the holders') to `path`: the terminal
 /// belongs to the console. Honours `LEASECTL_LOG`; default `info`.
 pub(crate) fn init_logging(path: &Path) {
-    crate::logfile::init(path);
+    init(path);
 }

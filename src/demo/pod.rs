@@ -13,6 +13,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use super::{DemoDir, DemoError, STATE_DIR};
+use crate::exit::Exit;
 use crate::writer::scan::ScanOptions;
 use crate::writer::{ENABLE, HELD};
 
@@ -194,7 +195,7 @@ pub(super) fn spawn_pod(
 /// pipe without `clean` (it crashed or was killed), SIGKILLs every group and
 /// removes every directory it was told of (only a demo directory: one that
 /// holds [`STATE_DIR`]). Returns the exit code.
-pub(crate) fn watchdog() -> crate::exit::Exit {
+pub(crate) fn watchdog() -> Exit {
     use nix::sys::signal::{signal, SigHandler};
     // The terminal's hang-up and Ctrl-C are for the demo, not for us.
     for s in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGQUIT] {
@@ -220,7 +221,7 @@ pub(crate) fn watchdog() -> crate::exit::Exit {
         }
     }
     if clean {
-        return crate::exit::Exit::Ok;
+        return Exit::Ok;
     }
     eprintln!("leasectl demo watchdog: the demo ended without cleaning up; stopping its pods");
     for g in groups {
@@ -231,5 +232,5 @@ pub(crate) fn watchdog() -> crate::exit::Exit {
             let _ = fs::remove_dir_all(&d);
         }
     }
-    crate::exit::Exit::Ok
+    Exit::Ok
 }

@@ -11,6 +11,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bucket::fence::{clock_offset_limit_s, WATCHDOG_TICK};
+use crate::bucket::FenceClose;
 use crate::bucket::{
     new_instance_id, BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, ReleaseReport,
     Released,
@@ -19,6 +21,7 @@ use crate::clock::SharedClock;
 use crate::exit::Exit;
 use crate::store::ObjectStore;
 use crate::supervise;
+use crate::text::format_secs;
 use crate::text::sanitize;
 
 /// The variable holding the held lease's generation (its fencing token) in
@@ -139,7 +142,7 @@ fn warn_without_service_clock(store: &dyn ObjectStore, config: &LeaseConfig) {
         tracing::warn!(
             "{} is a local directory: it has no clock of its own, so this host's clock is not checked against the other holders'. If the directory is shared between hosts (NFS), keep their clocks within {} of each other (NTP): a holder whose clock runs slow writes past its lease's end",
             sanitize(&store.describe()),
-            crate::text::format_secs(crate::bucket::fence::clock_offset_limit_s(config.ttl_s))
+            format_secs(clock_offset_limit_s(config.ttl_s))
         );
     }
 }
@@ -235,7 +238,7 @@ async fn supervise_until_exit(
             _ = keep.closed(), if !fenced => {
                 fenced = true;
                 let why = keep.closed_reason().map(|r| r.to_string()).unwrap_or_default();
-                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", crate::text::format_secs(grace.as_secs_f64()));
+                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", format_secs(grace.as_secs_f64()));
                 if target.is_none() {
                     let _ = child.start_kill();
                 }
@@ -247,7 +250,7 @@ async fn supervise_until_exit(
                     }
                 } else if ended.is_none() {
                     ended = Some(sig);
-                    tracing::error!(key = %key, "{} received (leasectl's own {} limit): ending the hold: stopping the command (SIGTERM, then SIGKILL within {}), then releasing the lease", supervise::signal_name(sig), if sig == libc::SIGXCPU { "CPU-time" } else { "file-size" }, crate::text::format_secs(grace.as_secs_f64()));
+                    tracing::error!(key = %key, "{} received (leasectl's own {} limit): ending the hold: stopping the command (SIGTERM, then SIGKILL within {}), then releasing the lease", supervise::signal_name(sig), if sig == libc::SIGXCPU { "CPU-time" } else { "file-size" }, format_secs(grace.as_secs_f64()));
                     match &target {
                         Some(t) => term_then_kill(t.clone(), clock.mono() + grace, clock.clone()),
                         None => {
@@ -371,8 +374,8 @@ pub(crate) fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duratio
         if let Some(grace) = grace {
             tracing::warn!(
             "--grace {} is longer than a sixth of the TTL: CMD will be killed {} after SIGTERM, before the lease can be taken over",
-                crate::text::format_secs(grace.as_secs_f64()),
-                crate::text::format_secs(cap.as_secs_f64())
+                format_secs(grace.as_secs_f64()),
+                format_secs(cap.as_secs_f64())
             );
         }
         cap
@@ -388,7 +391,7 @@ pub(crate) fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duratio
 /// host suspended past it).
 fn stop_command(
     target: supervise::ChildHandle,
-    close: crate::bucket::FenceClose,
+    close: FenceClose,
     grace: Duration,
     clock: SharedClock,
 ) {
@@ -422,7 +425,7 @@ fn term_then_kill(target: supervise::ChildHandle, kill_at: Duration, clock: Shar
             if target.has_exited() {
                 return;
             }
-            std::thread::sleep((kill_at - now).min(crate::bucket::fence::WATCHDOG_TICK));
+            std::thread::sleep((kill_at - now).min(WATCHDOG_TICK));
         }
         if !target.has_exited() {
             let n = supervise::kill_tree(&target);

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::StoreError;
+use crate::text::{format_secs, sanitize};
 
 /// The most pages one listing follows: 1,000 pages of a conforming service's
 /// 1,000 entries, a million prefixes, objects or versions.
@@ -62,7 +63,7 @@ impl ListBound {
     /// The listing under `prefix` (delimiter `/`), as [`ListBound::new`].
     pub(crate) fn under(prefix: &str, request_timeout: Duration) -> Self {
         Self::new(
-            format!("the listing under \"{}\"", crate::text::sanitize(prefix)),
+            format!("the listing under \"{}\"", sanitize(prefix)),
             request_timeout,
         )
     }
@@ -142,7 +143,7 @@ impl ListBound {
             "{} was stopped after {} ({LIST_DEADLINES} request deadlines, --timeout) with {} \
              pages and {} entries read and more to come; the listing is incomplete",
             self.what,
-            crate::text::format_secs(self.time.as_secs_f64()),
+            format_secs(self.time.as_secs_f64()),
             self.pages,
             self.entries
         ))

@@ -3,6 +3,7 @@
 //! for ([`Listing::confine`]).
 
 use super::ObjectMeta;
+use crate::text::sanitize;
 
 /// A listing under a prefix with delimiter `/`.
 #[derive(Debug, Clone, Default)]
@@ -49,11 +50,11 @@ impl Listing {
                     kept.push(p)
                 }
                 _ => self.unlisted.push(Unlisted {
-                    prefix: crate::text::sanitize(&p),
+                    prefix: sanitize(&p),
                     problem: format!(
                         "the service listed \"{}\" under \"{}\": it is not a prefix directly under the one asked for, so it is not read",
-                        crate::text::sanitize(&p),
-                        crate::text::sanitize(prefix)
+                        sanitize(&p),
+                        sanitize(prefix)
                     ),
                 }),
             }

@@ -19,6 +19,8 @@ pub(crate) use bound::{ListBound, MAX_LIST_ENTRIES};
 pub use listing::Listing;
 pub(crate) use listing::Unlisted;
 
+use crate::clock::ServerOffset;
+use crate::text::sanitize;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -294,7 +296,7 @@ pub trait ObjectRead: Send + Sync {
     /// The service's clock against this host's, from its latest answer that
     /// carried a `Date` header. `None` for a store with no clock of its own
     /// (a local directory is judged by this host's clock) or before any answer.
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset>;
+    fn server_offset(&self) -> Option<ServerOffset>;
 
     /// Why the service's clock is unknown although the store has one (its
     /// latest answer carried no `Date`, or one that does not parse): a
@@ -337,11 +339,7 @@ pub trait ObjectRead: Send + Sync {
 /// The answer of a store that keeps no versions (described as `store`) to
 /// [`ObjectRead::list_versions`] and [`ObjectRead::get_version`] of `key`.
 pub fn no_versions(store: &str, key: &str) -> StoreError {
-    StoreError::NotImplemented(format!(
-        "{} keeps no versions of {}",
-        store,
-        crate::text::sanitize(key)
-    ))
+    StoreError::NotImplemented(format!("{} keeps no versions of {}", store, sanitize(key)))
 }
 
 /// The answer of a store (described as `store`) that cannot look at the keys
@@ -350,7 +348,7 @@ pub fn no_sample(store: &str, prefix: &str) -> StoreError {
     StoreError::NotImplemented(format!(
         "{} cannot list keys at any depth under {}",
         store,
-        crate::text::sanitize(prefix)
+        sanitize(prefix)
     ))
 }
 
@@ -451,7 +449,7 @@ impl ObjectRead for ReadOnly {
     async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
         self.0.get_version(key, version_id).await
     }
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    fn server_offset(&self) -> Option<ServerOffset> {
         self.0.server_offset()
     }
     fn server_clock_problem(&self) -> Option<String> {
@@ -490,7 +488,7 @@ pub(crate) fn unusable_etag(etag: &str) -> Option<&'static str> {
 pub(crate) fn check_if_match(etag: &str) -> Result<(), StoreError> {
     match unusable_etag(etag) {
         Some(why) => Err(StoreError::UnusableEtag {
-            etag: crate::text::sanitize(etag),
+            etag: sanitize(etag),
             why,
         }),
         None => Ok(()),
@@ -633,7 +631,7 @@ impl ObjectRead for Counting {
         }
         r
     }
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    fn server_offset(&self) -> Option<ServerOffset> {
         self.inner.server_offset()
     }
     fn server_clock_problem(&self) -> Option<String> {
@@ -713,7 +711,7 @@ impl ObjectRead for Unavailable {
     async fn sample_keys(&self, _prefix: &str) -> Result<Vec<String>, StoreError> {
         Err(self.error.clone())
     }
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    fn server_offset(&self) -> Option<ServerOffset> {
         None
     }
     fn server_clock_problem(&self) -> Option<String> {

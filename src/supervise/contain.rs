@@ -45,6 +45,8 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
 
 use super::reap::{wait_pid, Ended};
+use crate::exit::Exit;
+use crate::text::sanitize;
 
 /// The first argument that makes the `leasectl` binary the containment's
 /// shim instead of the command-line tool (`main.rs` checks it before
@@ -425,9 +427,9 @@ fn namespace_init(
         Err(e) => {
             tracing::error!(
                 "cannot run {}: {e}",
-                crate::text::sanitize(&command[0].to_string_lossy())
+                sanitize(&command[0].to_string_lossy())
             );
-            std::process::exit(crate::exit::Exit::spawn_failed(&e).code());
+            std::process::exit(Exit::spawn_failed(&e).code());
         }
     };
     let cmd = child.id() as i32;

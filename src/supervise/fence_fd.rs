@@ -16,6 +16,7 @@
 //! [`fence_state`] and [`fence_state_from_env`] are the command's side, for
 //! `leasectl bucket fence-check`.
 
+use crate::text::{quote_shown, sanitize_cut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The variable naming the fence fd in `bucket hold`'s command.
@@ -149,7 +150,7 @@ impl std::fmt::Display for FenceFdError {
                 write!(
                     f,
                     "{FENCE_FD_ENV} is {}, not a file descriptor number: {RUN}",
-                    crate::text::quote_shown(v)
+                    quote_shown(v)
                 )
             }
             FenceFdError::NotOpen(fd) => write!(
@@ -183,7 +184,7 @@ pub(crate) fn fence_state_from_env() -> Result<FenceFdState, FenceFdError> {
     let fd = (!text.is_empty() && text.len() <= 10 && text.bytes().all(|b| b.is_ascii_digit()))
         .then(|| text.parse::<RawFd>().ok())
         .flatten()
-        .ok_or_else(|| FenceFdError::NotANumber(crate::text::sanitize_cut(&text, 40)))?;
+        .ok_or_else(|| FenceFdError::NotANumber(sanitize_cut(&text, 40)))?;
     let state = fence_state(fd)?;
     // The pipe bucket hold made, not any descriptor that happens to be a
     // pipe's read end (`LEASECTL_FENCE_FD=0` with a pipe on stdin).

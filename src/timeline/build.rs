@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 use super::read;
 use super::render::{PrefixTimeline, Sources};
 use crate::audit::{AuditEntry, LeaseLocation};
+use crate::bucket::lease_key;
 use crate::store::ObjectRead;
+use crate::store::Versioning;
 use crate::text::{sanitize, sanitize_message};
 
 /// The window asked for: `from` (`None`: from the first version) to `to`.
@@ -58,7 +60,7 @@ pub(crate) async fn prefix_timeline(
 ) -> PrefixTimeline {
     let Window { from, to } = *window;
     let url = &subject.url;
-    let key = crate::bucket::lease_key(subject.prefix);
+    let key = lease_key(subject.prefix);
     let mut p = PrefixTimeline {
         url: sanitize(url),
         key: sanitize(&key),
@@ -97,8 +99,8 @@ pub(crate) async fn prefix_timeline(
         )),
     }
     let lease = LeaseLocation::of_row(url, subject.bucket, &key);
-    let has_versions = p.versioning == Some(crate::store::Versioning::Enabled)
-        || p.versioning == Some(crate::store::Versioning::Suspended);
+    let has_versions =
+        p.versioning == Some(Versioning::Enabled) || p.versioning == Some(Versioning::Suspended);
     for file in inputs.recordings {
         let Some(lease) = &lease else { break };
         match read::recording(file, lease, from, to) {

@@ -37,7 +37,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::audit::AuditEntry;
-use crate::bucket::LeaseRecord;
+use crate::bucket::{fmt_generation, LeaseRecord, MAX_SANE_TTL_S};
+use crate::clock::rfc3339;
+use crate::text::{format_secs, sanitize};
 
 /// What one observation of the LEASE key found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,7 +288,7 @@ fn secs(d: chrono::Duration) -> f64 {
 }
 
 fn ttl_of(r: &LeaseRecord) -> chrono::Duration {
-    chrono::Duration::seconds(r.ttl_s.min(crate::bucket::MAX_SANE_TTL_S) as i64)
+    chrono::Duration::seconds(r.ttl_s.min(MAX_SANE_TTL_S) as i64)
 }
 
 /// The takeovers of `entries` that wrote a record, oldest first.
@@ -308,11 +310,11 @@ fn takeovers(entries: &[AuditEntry]) -> Vec<(String, Option<u64>, Takeover)> {
                 Takeover {
                     id: e.id.clone(),
                     time: e.time,
-                    operator: crate::text::sanitize(&e.operator),
-                    reason: crate::text::sanitize(&e.reason),
+                    operator: sanitize(&e.operator),
+                    reason: sanitize(&e.reason),
                     forced: e.forced,
-                    then: crate::text::sanitize(&e.then),
-                    holder: crate::text::sanitize(&w.record.instance_id),
+                    then: sanitize(&e.then),
+                    holder: sanitize(&w.record.instance_id),
                     generation: w.record.generation,
                     writes_safe_from: e.writes_safe_from,
                 },
@@ -363,7 +365,7 @@ impl Walk {
                 .clocks
                 .entry(r.instance_id.clone())
                 .or_insert_with(|| ClockSkew {
-                    holder: crate::text::sanitize(&r.instance_id),
+                    holder: sanitize(&r.instance_id),
                     min_s: skew,
                     max_s: skew,
                     samples: 0,
@@ -441,14 +443,14 @@ impl Walk {
                     from: starts,
                     to: fence_end,
                     earlier: t.holder.clone(),
-                    later: crate::text::sanitize(&r.instance_id),
+                    later: sanitize(&r.instance_id),
                     why: format!(
                         "{} wrote its record {} before {}'s fence closed (two thirds of its {} s TTL after its last write at {})",
-                        crate::text::sanitize(&r.instance_id),
-                        crate::text::format_secs(secs(fence_end - starts)),
+                        sanitize(&r.instance_id),
+                        format_secs(secs(fence_end - starts)),
                         t.holder,
                         last.ttl_s,
-                        crate::clock::rfc3339(t.last_seen, chrono::SecondsFormat::Millis),
+                        rfc3339(t.last_seen, chrono::SecondsFormat::Millis),
                     ),
                 });
             }
@@ -485,7 +487,7 @@ impl Walk {
                 } else {
                     Ending::Replaced {
                         at: o.at,
-                        by: crate::text::sanitize(&r.instance_id),
+                        by: sanitize(&r.instance_id),
                         while_fresh,
                         takeover,
                     }
@@ -510,12 +512,12 @@ impl Walk {
             self.d.overlaps.push(Overlap {
                 from: self.d.tenures.last().map_or(o.at, |t| t.first_seen),
                 to: o.at,
-                earlier: crate::text::sanitize(&r.instance_id),
+                earlier: sanitize(&r.instance_id),
                 later: other.clone(),
                 why: format!(
                     "{} wrote again under generation {} after {} had written: two holders renewing in turn (a lost update, as best-effort exclusion allows)",
-                    crate::text::sanitize(&r.instance_id),
-                    crate::bucket::fmt_generation(r.generation),
+                    sanitize(&r.instance_id),
+                    fmt_generation(r.generation),
                     other
                 ),
             });
@@ -528,7 +530,7 @@ impl Walk {
         }
         self.cur = Some((
             Tenure {
-                holder: crate::text::sanitize(&r.instance_id),
+                holder: sanitize(&r.instance_id),
                 generation: r.generation,
                 acquired_at: r.acquired_at,
                 first_seen: o.at,
@@ -582,8 +584,8 @@ impl Walk {
             at,
             before: *before,
             after: g,
-            holder: crate::text::sanitize(&r.instance_id),
-            previous_holder: crate::text::sanitize(by),
+            holder: sanitize(&r.instance_id),
+            previous_holder: sanitize(by),
         })
     }
 
@@ -611,7 +613,7 @@ impl Walk {
 impl Tenure {
     /// True when this tenure's holder is `id` (compared escaped, as stored).
     fn holder_raw_eq(&self, id: &str) -> bool {
-        self.holder == crate::text::sanitize(id)
+        self.holder == sanitize(id)
     }
 }
 

@@ -18,6 +18,8 @@ use plotters::prelude::*;
 
 use super::render::{PrefixTimeline, Report};
 use super::{Ending, Tenure};
+use crate::clock::rfc3339;
+use crate::text::{format_secs, wrap};
 
 /// The width of the picture, pixels.
 const WIDTH: u32 = 1200;
@@ -178,7 +180,7 @@ fn plan(p: &PrefixTimeline, from: Option<DateTime<Utc>>, to: DateTime<Utc>) -> P
             &format!(
                 "({}) {}  {sentence}",
                 i + 1,
-                crate::clock::rfc3339(f.at, chrono::SecondsFormat::Millis)
+                rfc3339(f.at, chrono::SecondsFormat::Millis)
             ),
         ));
         findings.push(f);
@@ -201,8 +203,8 @@ fn plan(p: &PrefixTimeline, from: Option<DateTime<Utc>>, to: DateTime<Utc>) -> P
             &format!(
                 "clock of {}: renewed_at − Last-Modified from {} to {} over {} version(s) (±1 s)",
                 c.holder,
-                crate::text::format_secs(c.min_s),
-                crate::text::format_secs(c.max_s),
+                format_secs(c.min_s),
+                format_secs(c.max_s),
                 c.samples
             ),
         ));
@@ -218,7 +220,7 @@ fn plan(p: &PrefixTimeline, from: Option<DateTime<Utc>>, to: DateTime<Utc>) -> P
 
 /// `s` in lines of at most [`TEXT_CHARS`] characters, each with `colour`.
 fn wrapped(colour: RGBColor, s: &str) -> Vec<(RGBColor, String)> {
-    crate::text::wrap(s, TEXT_CHARS)
+    wrap(s, TEXT_CHARS)
         .into_iter()
         .map(|l| (colour, l))
         .collect()

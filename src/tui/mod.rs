@@ -33,9 +33,13 @@ use ratatui::backend::Backend;
 use ratatui::Terminal;
 use tokio::sync::mpsc;
 
+use crate::bucket::Exclusion;
 use crate::clock::SharedClock;
+use crate::runtime::Ended;
 use crate::snapshot::Gatherer;
+use crate::snapshot::Recipe;
 use crate::store::Counters;
+use crate::supervise::Signals;
 use crate::writer::scan::ScanOptions;
 use action::WriteRequest;
 use app::{Action, App};
@@ -85,7 +89,7 @@ pub struct Io<B: Backend, E> {
 /// the console are released before it returns.
 pub async fn run(console: Console) -> std::io::Result<()> {
     let terminal = ratatui::try_init()?;
-    let mut signals = crate::supervise::Signals::new();
+    let mut signals = Signals::new();
     let io = Io {
         terminal,
         events: EventStream::new(),
@@ -133,9 +137,9 @@ where
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The snapshot recipe's steps the refresher takes: the best-effort marks
     // and the pod scan (the console follows the audit log as it grows).
-    let recipe = crate::snapshot::Recipe {
+    let recipe = Recipe {
         pods: pod,
-        best_effort: app.settings.exclusion == crate::bucket::Exclusion::BestEffort,
+        best_effort: app.settings.exclusion == Exclusion::BestEffort,
         audit: None,
     };
     let (mut refresher, mut rx) = spawn_refresher(
@@ -238,11 +242,11 @@ async fn send_writes(app: &mut App, commands: Option<&mpsc::Sender<WriteRequest>
 
 /// The error the console ends with when its refresher ended (it never ends
 /// by itself: it panicked).
-fn refresh_stopped<T>(r: crate::runtime::Ended<T>) -> std::io::Error {
+fn refresh_stopped<T>(r: Ended<T>) -> std::io::Error {
     std::io::Error::other(format!(
         "the background refresh stopped: {}",
         match r {
-            crate::runtime::Ended::Failed(e) => e,
+            Ended::Failed(e) => e,
             _ => "it ended".into(),
         }
     ))

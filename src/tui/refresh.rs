@@ -10,9 +10,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::action::Action;
+use crate::audit::{AuditEntry, AuditTail};
 use crate::clock::SharedClock;
+use crate::runtime::{spawn, RuntimeThread};
 use crate::snapshot::{Delta, Gatherer, Progress, Recipe, Refresh, Snapshot};
 use crate::store::Counters;
+use crate::store::RequestCounts;
 use crate::writer::scan::PodSnapshot;
 
 /// What one background refresh produced.
@@ -30,9 +33,9 @@ pub(crate) struct Gathered {
     /// Why the pod scan failed, if it did.
     pub(crate) pod_error: Option<String>,
     /// Request totals of the stores so far.
-    pub counters: crate::store::RequestCounts,
+    pub counters: RequestCounts,
     /// Recent audit entries, if an audit log is known.
-    pub audit: Option<Vec<crate::audit::AuditEntry>>,
+    pub audit: Option<Vec<AuditEntry>>,
     /// Set on a report of a gather still running: (LEASEs read, prefixes
     /// known, listing complete).
     pub(crate) progress: Option<(usize, usize, bool)>,
@@ -89,12 +92,7 @@ struct PodScans {
 /// The audit log's entries after reading only what was appended since the
 /// last refresh (each bad line is warned about once), on a blocking thread;
 /// the tail comes back for the next refresh. `None` without an audit log.
-async fn poll_audit(
-    tail: Option<crate::audit::AuditTail>,
-) -> Option<(
-    crate::audit::AuditTail,
-    Option<Vec<crate::audit::AuditEntry>>,
-)> {
+async fn poll_audit(tail: Option<AuditTail>) -> Option<(AuditTail, Option<Vec<AuditEntry>>)> {
     let mut tail = tail?;
     let path = tail.path().to_owned();
     match tokio::task::spawn_blocking(move || {
@@ -105,7 +103,7 @@ async fn poll_audit(
     .await
     {
         Ok((tail, v)) => Some((tail, v)),
-        Err(_) => Some((crate::audit::AuditTail::new(path, 200), None)),
+        Err(_) => Some((AuditTail::new(path, 200), None)),
     }
 }
 
@@ -210,7 +208,7 @@ async fn gather_once(
     pod: &mut PodScans,
     pod_visible: bool,
     counters: &Counters,
-    audit_tail: &mut Option<crate::audit::AuditTail>,
+    audit_tail: &mut Option<AuditTail>,
     progress: &mpsc::Sender<Gathered>,
 ) -> Gathered {
     let due = pod.due(pod_visible);
@@ -264,11 +262,11 @@ pub(super) fn spawn_refresher(
     counters: Arc<Counters>,
     audit_path: Option<PathBuf>,
     visible: Arc<std::sync::atomic::AtomicBool>,
-) -> std::io::Result<(crate::runtime::RuntimeThread<()>, mpsc::Receiver<Gathered>)> {
+) -> std::io::Result<(RuntimeThread<()>, mpsc::Receiver<Gathered>)> {
     let (tx, rx) = mpsc::channel::<Gathered>(4);
-    let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
+    let mut audit_tail = audit_path.map(|p| AuditTail::new(p, 200));
     let mut pod = PodScans { recipe, last: None };
-    let task = crate::runtime::spawn("leasectl-refresh", async move {
+    let task = spawn("leasectl-refresh", async move {
         loop {
             let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
             let g = gather_once(

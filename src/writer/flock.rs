@@ -10,6 +10,8 @@ use nix::fcntl::{Flock, FlockArg};
 
 use super::scan::orphaned_holders;
 use super::{assess, Duty, WriterError, HELD, LOCK_NAME};
+use crate::logfile::{sole_regular_file, NotSole};
+use crate::text::sanitize;
 
 /// How often [`acquire`] retries a non-blocking flock: 100 ms.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -118,7 +120,7 @@ pub(crate) fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, 
                     if let Some(why) = &found.unknown {
                         tracing::warn!(
                             "{why}: whether a process there still holds a flock on a deleted {LOCK_NAME} of {} is unknown (see docs/writer-leases.md, \"What the pod view cannot know\")",
-                            crate::text::sanitize(&data_dir.to_string_lossy())
+                            sanitize(&data_dir.to_string_lossy())
                         );
                     }
                     return Ok(WriterLock { path, lock });
@@ -241,15 +243,15 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
     let ft = md.file_type();
     if ft.is_symlink() {
         let to = std::fs::read_link(path)
-            .map(|t| format!(" to \"{}\"", crate::text::sanitize(&t.to_string_lossy())))
+            .map(|t| format!(" to \"{}\"", sanitize(&t.to_string_lossy())))
             .unwrap_or_default();
         return refuse(format!(
             "it is a symbolic link{to}, and the writer lock file must be a regular file (following the link would create and lock whatever it names, as this user). Remove the link; writer exec then creates a regular lock file"
         ));
     }
     // The rule every file leasectl appends to or locks by name keeps.
-    let sole = crate::logfile::sole_regular_file(md);
-    if let Err(crate::logfile::NotSole::NotRegular(ft)) = sole {
+    let sole = sole_regular_file(md);
+    if let Err(NotSole::NotRegular(ft)) = sole {
         let what = super::not_regular(&ft).unwrap_or("not a regular file");
         return refuse(format!(
             "it is {what}, not a regular file. Move it away; writer exec then creates a regular lock file"
@@ -262,7 +264,7 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
             md.uid()
         ));
     }
-    if let Err(crate::logfile::NotSole::Links(n)) = sole {
+    if let Err(NotSole::Links(n)) = sole {
         return refuse(format!(
             "it has {n} hard links, so it is also another file, and the writer lock file has one name only. Check what else it is; if no process holds it, remove it and writer exec creates it afresh"
         ));

@@ -122,11 +122,11 @@ pub fn assess(
             let why = match enable_raw.as_deref() {
                 None => format!("{ENABLE} is unset"),
                 Some("") => format!("{ENABLE} is empty"),
-                Some(v) => format!("{ENABLE}={}", crate::text::sanitize_cut(v, 64)),
+                Some(v) => format!("{ENABLE}={}", sanitize_cut(v, 64)),
             };
             let stamp_note = match stamp.as_deref() {
                 Some(s) if !s.is_empty() => {
-                    format!(" (the stamp {HELD}={} is irrelevant)", crate::text::sanitize_cut(s, 64))
+                    format!(" (the stamp {HELD}={} is irrelevant)", sanitize_cut(s, 64))
                 }
                 _ => String::new(),
             };
@@ -175,7 +175,7 @@ pub(crate) fn stamp_verdict(stamp: Option<&str>, parent_pid: u32) -> StampVerdic
     match stamp_pid(raw) {
         None => StampVerdict::Ignored(format!(
             "the stamp {HELD}=\"{}\" was ignored because it is not a pid",
-            crate::text::sanitize_cut(raw, 64)
+            sanitize_cut(raw, 64)
         )),
         Some(0) => StampVerdict::Ignored(format!(
             "the stamp {HELD}=0 was ignored because pid 0 never holds the lock"
@@ -196,6 +196,7 @@ pub(crate) fn stamp_pid(raw: &str) -> Option<u32> {
 }
 
 pub use crate::text::sanitize;
+use crate::text::sanitize_cut;
 
 /// What a file type is when it is not a regular file.
 pub(crate) fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {

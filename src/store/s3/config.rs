@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use super::S3Options;
+use crate::store::local::read_capped;
+use crate::text::sanitize;
 
 /// Text that may carry credentials in a URL's user information
 /// (`scheme://user:password@host/…`, or `user:password@host` without a
@@ -184,12 +186,12 @@ async fn ca_bundle(profile: Option<&str>) -> Result<Option<(String, Vec<u8>)>, S
         if !f.metadata()?.is_file() {
             return Err(std::io::Error::other("not a regular file"));
         }
-        crate::store::local::read_capped(&mut f, 4 << 20)
+        read_capped(&mut f, 4 << 20)
     };
     let pem = read(&path).map_err(|e| {
         format!(
             "the CA bundle {} (AWS_CA_BUNDLE or the profile's ca_bundle) cannot be read: {e}",
-            crate::text::sanitize(&path)
+            sanitize(&path)
         )
     })?;
     Ok(Some((path, pem)))
@@ -248,9 +250,7 @@ pub(super) fn https_client(
         .with_trust_store(store)
         .build()
         .unwrap_or_else(|e| {
-            let path = ca
-                .map(|(path, _)| crate::text::sanitize(path))
-                .unwrap_or_default();
+            let path = ca.map(|(path, _)| sanitize(path)).unwrap_or_default();
             tracing::error!(
                 "the CA bundle {path} could not be used ({e}); connections use the system's roots"
             );

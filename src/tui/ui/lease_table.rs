@@ -9,7 +9,9 @@ use ratatui::Frame;
 use super::{fit_secs, state_style};
 use crate::bucket::LeaseState;
 use crate::snapshot::ExclusionReport;
+use crate::snapshot::PrefixReport;
 use crate::text::sanitize;
+use crate::tui::app::LeaseRow;
 use crate::tui::app::{App, Mode, SortKey};
 
 /// The lease table's columns that fit `inner` cells: PREFIX and HOLDER always,
@@ -196,13 +198,7 @@ pub(crate) fn target_short_name(url: &str) -> String {
     format!("{}:", path.rsplit('/').next().unwrap_or(path))
 }
 
-fn lease_cell<'a>(
-    app: &App,
-    r: crate::tui::app::LeaseRow,
-    p: &'a crate::snapshot::PrefixReport,
-    k: SortKey,
-    width: u16,
-) -> Cell<'a> {
+fn lease_cell<'a>(app: &App, r: LeaseRow, p: &'a PrefixReport, k: SortKey, width: u16) -> Cell<'a> {
     let dash = || "-".to_owned();
     match k {
         SortKey::Prefix => {

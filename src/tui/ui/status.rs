@@ -8,6 +8,8 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{ellipsize, fit_line};
+use crate::text::format_secs;
+use crate::tui::app::wrap;
 use crate::tui::app::{terminal_safe, App, Rates, BINDINGS};
 
 /// Two lines: the last result (full width, it may name a path), then the key
@@ -149,7 +151,7 @@ pub(super) const IN_FULL: &str = " (m: in full)";
 /// `text` on at most two lines of `width` columns, word-wrapped; when it
 /// needs more, the second ends with `…` and [`IN_FULL`].
 fn two_lines(text: &str, width: usize) -> Vec<String> {
-    let wrapped = crate::tui::app::wrap(text, width);
+    let wrapped = wrap(text, width);
     if wrapped.len() <= 2 {
         return wrapped;
     }
@@ -180,7 +182,7 @@ fn oldest_part(
         Style::default()
     };
     let bar = if after_rates { " │ " } else { "│ " };
-    let age = crate::text::format_secs(age.floor());
+    let age = format_secs(age.floor());
     parts.push(vec![
         vec![Span::styled(format!("{bar}oldest reading {age}"), style)],
         vec![Span::styled(format!("{bar}oldest {age}"), style)],
