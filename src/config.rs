@@ -38,10 +38,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bucket::parse_ttl;
+use crate::logfile::warn_if_world_writable;
+use crate::store::s3::redact_url;
 use crate::target::Target;
+use crate::text::sanitize;
+use crate::values::{check_endpoint, parse_duration, parse_plain_name, parse_profile};
 
 /// The environment variable that overrides the config file's path.
-pub const CONFIG_ENV: &str = "LEASECTL_CONFIG";
+pub(crate) const CONFIG_ENV: &str = "LEASECTL_CONFIG";
 
 /// Largest config file read (a config is a few lines).
 const MAX_BYTES: u64 = 1024 * 1024;
@@ -49,10 +54,10 @@ const MAX_BYTES: u64 = 1024 * 1024;
 /// The file as written (before validation).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ConfigFile {
+pub(crate) struct ConfigFile {
     /// The context applied when `leasectl` is run with no TARGET.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_context: Option<String>,
+    pub(crate) default_context: Option<String>,
     /// Contexts by name.
     #[serde(default)]
     pub contexts: BTreeMap<String, ContextFile>,
@@ -61,7 +66,7 @@ pub struct ConfigFile {
 /// One context as written.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ContextFile {
+pub(crate) struct ContextFile {
     /// TARGET URLs: `s3://bucket/path/` or `file:///dir/`.
     #[serde(default)]
     pub targets: Vec<String>,
@@ -105,7 +110,7 @@ pub struct ContextFile {
 
 /// A validated context.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Context {
+pub(crate) struct Context {
     /// Its name.
     pub name: String,
     /// The TARGETs, parsed.
@@ -138,7 +143,7 @@ pub struct Context {
 impl Context {
     /// The TARGETs a scrape's probe may read through this context (at or
     /// under each): its `allow` list, else its `targets`.
-    pub fn probe_allow(&self) -> &[Target] {
+    pub(crate) fn probe_allow(&self) -> &[Target] {
         if self.allow.is_empty() {
             &self.targets
         } else {
@@ -149,11 +154,11 @@ impl Context {
 
 /// A validated config file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Config {
+pub(crate) struct Config {
     /// Where it was read from.
     pub path: PathBuf,
     /// The default context's name (known to exist).
-    pub default_context: Option<String>,
+    pub(crate) default_context: Option<String>,
     /// Contexts by name.
     pub contexts: BTreeMap<String, Context>,
 }
@@ -161,7 +166,7 @@ pub struct Config {
 /// Why the config could not be used. Every message names the file and says
 /// what to do; none repeats a credential.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     /// No home directory and no `LEASECTL_CONFIG`.
     #[error(
         "there is no configuration directory on this system; set {CONFIG_ENV} to the path of a config file"
@@ -235,7 +240,7 @@ fn known_list(known: &[String]) -> String {
 
 /// The config file's path: `$LEASECTL_CONFIG`, else `config.toml` in the
 /// platform configuration directory.
-pub fn path() -> Result<PathBuf, ConfigError> {
+pub(crate) fn path() -> Result<PathBuf, ConfigError> {
     if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
@@ -245,7 +250,7 @@ pub fn path() -> Result<PathBuf, ConfigError> {
 }
 
 /// Reads and validates the file at `path`; `Ok(None)` when it does not exist.
-pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
+pub(crate) fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
     let read_err = |source| ConfigError::Read {
         path: path.to_owned(),
         source,
@@ -262,7 +267,7 @@ pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
             )))
         }
         Ok(md) => {
-            crate::logfile::warn_if_world_writable(
+            warn_if_world_writable(
                 path,
                 &md,
                 "anyone on this host could change which stores and endpoints leasectl uses",
@@ -274,7 +279,7 @@ pub fn load(path: &Path) -> Result<Option<Config>, ConfigError> {
 }
 
 /// Parses and validates `text` (read from `path`, for messages).
-pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: path.to_owned(),
         at: e
@@ -284,7 +289,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 format!(":{l}:{c}")
             })
             .unwrap_or_default(),
-        message: crate::text::sanitize(e.message().trim()),
+        message: sanitize(e.message().trim()),
     })?;
     validate(path, file)
 }
@@ -300,7 +305,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
     let mut contexts = BTreeMap::new();
     for (name, c) in file.contexts {
-        let shown = crate::text::sanitize(&name);
+        let shown = sanitize(&name);
         let invalid = |field: &'static str, why: String| ConfigError::Invalid {
             path: path.to_owned(),
             context: shown.clone(),
@@ -322,17 +327,17 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
         }
         if let Some(e) = &c.endpoint_url {
             // The message is built from the redacted URL only.
-            crate::values::check_endpoint(e).map_err(|why| invalid("endpoint_url", why))?;
+            check_endpoint(e).map_err(|why| invalid("endpoint_url", why))?;
         }
         if let Some(r) = &c.region {
-            crate::values::parse_plain_name(r).map_err(|why| invalid("region", why))?;
+            parse_plain_name(r).map_err(|why| invalid("region", why))?;
         }
         if let Some(p) = &c.profile {
-            crate::values::parse_profile(p).map_err(|why| invalid("profile", why))?;
+            parse_profile(p).map_err(|why| invalid("profile", why))?;
         }
         let refresh = match &c.refresh {
             Some(s) => {
-                let d = crate::values::parse_duration(s).map_err(|why| invalid("refresh", why))?;
+                let d = parse_duration(s).map_err(|why| invalid("refresh", why))?;
                 if d < Duration::from_secs(1) {
                     return Err(invalid("refresh", "a refresh must be at least 1s".into()));
                 }
@@ -341,7 +346,7 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
             None => None,
         };
         let ttl = match &c.ttl {
-            Some(s) => Some(crate::bucket::parse_ttl(s).map_err(|why| invalid("ttl", why))?),
+            Some(s) => Some(parse_ttl(s).map_err(|why| invalid("ttl", why))?),
             None => None,
         };
         let mut allow = Vec::new();
@@ -415,23 +420,19 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
 
 impl Config {
     /// The context `name`, or [`ConfigError::UnknownContext`] listing those defined.
-    pub fn context(&self, name: &str) -> Result<&Context, ConfigError> {
+    pub(crate) fn context(&self, name: &str) -> Result<&Context, ConfigError> {
         self.contexts
             .get(name)
             .ok_or_else(|| ConfigError::UnknownContext {
                 path: self.path.clone(),
-                name: crate::text::sanitize(name),
-                known: self
-                    .contexts
-                    .keys()
-                    .map(|k| crate::text::sanitize(k))
-                    .collect(),
+                name: sanitize(name),
+                known: self.contexts.keys().map(|k| sanitize(k)).collect(),
             })
     }
 
     /// The file, normalised: TARGETs as leasectl writes them, durations in
     /// humantime form, endpoints with any user information redacted.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let file = ConfigFile {
             default_context: self.default_context.clone(),
             contexts: self
@@ -442,10 +443,7 @@ impl Config {
                         n.clone(),
                         ContextFile {
                             targets: c.targets.iter().map(|t| t.to_string()).collect(),
-                            endpoint_url: c
-                                .endpoint_url
-                                .as_deref()
-                                .map(|e| crate::store::s3::redact_url(e).0),
+                            endpoint_url: c.endpoint_url.as_deref().map(|e| redact_url(e).0),
                             region: c.region.clone(),
                             profile: c.profile.clone(),
                             path_style: c.path_style,
@@ -476,7 +474,7 @@ impl Config {
 /// an error: a one-line warning on stderr, and no context applies (as git
 /// does with an unreadable global config), so a pod-only command run with
 /// another user's `HOME` still runs.
-pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, ConfigError> {
+pub(crate) fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, ConfigError> {
     if asked.is_none() && !bare {
         return Ok(None);
     }
@@ -492,7 +490,7 @@ pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, Config
             eprintln!(
                 "leasectl: warning: {}; going on without contexts (only -c NAME or {CONFIG_ENV} \
                  make this an error)",
-                crate::text::sanitize(&e.to_string())
+                sanitize(&e.to_string())
             );
             return Ok(None);
         }
@@ -502,7 +500,7 @@ pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, Config
         return match asked {
             Some(name) => Err(ConfigError::Missing {
                 path,
-                name: crate::text::sanitize(name),
+                name: sanitize(name),
             }),
             None => Ok(None),
         };

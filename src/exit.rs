@@ -96,13 +96,13 @@ impl Exit {
 impl Exit {
     /// The status of a command that signal `sig` killed: 128 + `sig`, as
     /// shells report it.
-    pub const fn killed_by(sig: i32) -> Exit {
+    pub(crate) const fn killed_by(sig: i32) -> Exit {
         Exit::Child(128 + sig)
     }
 
     /// The status for a command that could not be started (`bucket hold`,
     /// `writer exec`): 127 when it was not found, 126 otherwise.
-    pub fn spawn_failed(e: &std::io::Error) -> Exit {
+    pub(crate) fn spawn_failed(e: &std::io::Error) -> Exit {
         if e.kind() == std::io::ErrorKind::NotFound {
             Exit::NotFound
         } else {
@@ -128,7 +128,7 @@ pub fn say(why: impl std::fmt::Display) {
 
 /// Records that a reason was said on stderr in a form of its own (clap's
 /// usage errors, an error report, an error-level log line).
-pub fn mark_said() {
+pub(crate) fn mark_said() {
     SAID.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 

@@ -16,23 +16,28 @@
 //!   command shares, built once), [`commands`] (one file per command, the one
 //!   dispatch) and [`demo`].
 
+// A `pub` item is the library's API (see ARCHITECTURE.md, "The library's
+// API"); everything else is `pub(crate)` or narrower, and this lint says so
+// where a `pub` could not be reached from outside.
+#![warn(unreachable_pub)]
+
 pub mod audit;
 pub mod bucket;
 pub mod cli;
 pub mod clock;
 pub mod commands;
-pub mod config;
-pub mod demo;
+pub(crate) mod config;
+pub(crate) mod demo;
 pub mod exit;
-pub mod hold;
-pub mod logfile;
+pub(crate) mod hold;
+pub(crate) mod logfile;
 pub mod monitor;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod setup;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod snapshot;
-pub mod stdout;
+pub(crate) mod stdout;
 pub mod store;
 pub mod supervise;
 pub mod takeover;
@@ -40,7 +45,7 @@ pub mod target;
 pub mod text;
 pub mod timeline;
 pub mod tui;
-pub mod values;
+pub(crate) mod values;
 pub mod writer;
 
 /// Unit tests that start processes hold this for reading, and one that

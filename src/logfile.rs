@@ -2,11 +2,12 @@
 //! and the one rule for every file leasectl appends to or locks by its path
 //! ([`sole_regular_file`]).
 
+use crate::text::sanitize;
 use std::path::Path;
 
 /// Why a path cannot be a file leasectl appends to or locks ([`sole_regular_file`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotSole {
+pub(crate) enum NotSole {
     /// Not a regular file (a symbolic link, FIFO, socket, device or directory).
     NotRegular(std::fs::FileType),
     /// A regular file with this many hard links (more than one).
@@ -32,7 +33,7 @@ impl std::fmt::Display for NotSole {
 /// and on `fstat`'s after, so a swap in between is caught.
 ///
 /// Errors: what `md` is instead ([`NotSole`]).
-pub fn sole_regular_file(md: &std::fs::Metadata) -> Result<(), NotSole> {
+pub(crate) fn sole_regular_file(md: &std::fs::Metadata) -> Result<(), NotSole> {
     use std::os::unix::fs::MetadataExt;
     if !md.file_type().is_file() {
         return Err(NotSole::NotRegular(md.file_type()));
@@ -51,7 +52,7 @@ pub fn sole_regular_file(md: &std::fs::Metadata) -> Result<(), NotSole> {
 /// # Errors
 /// The file cannot be created or opened; it is not a regular file with one
 /// name (the error says which).
-pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
@@ -76,7 +77,7 @@ pub fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
 /// `LEASECTL_LOG` (default `info`, the AWS SDK's own chatter at `error`). If
 /// the file cannot be opened nothing is logged: a log line must never land
 /// on the console's screen.
-pub fn init(path: &Path) {
+pub(crate) fn init(path: &Path) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("LEASECTL_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,aws_config=error,aws_smithy_runtime=error"));
@@ -85,7 +86,7 @@ pub fn init(path: &Path) {
 
 /// Sends this process's logs that pass `filter` to `path` (appended,
 /// private); nothing is logged when it cannot be opened.
-pub fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
+pub(crate) fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
     let file = match open_private(path) {
         Ok(f) => f,
         // A file that is not one to write through is said (before the
@@ -94,8 +95,8 @@ pub fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
             // (a warning, not the reason for an exit: not `exit::say`)
             eprintln!(
                 "leasectl: not logging to {}: {}",
-                crate::text::sanitize(&path.display().to_string()),
-                crate::text::sanitize(&e.to_string())
+                sanitize(&path.display().to_string()),
+                sanitize(&e.to_string())
             );
             return;
         }
@@ -112,7 +113,7 @@ pub fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
 /// Warns once per path (stderr, one sentence) when `md` (the file at `path`)
 /// is writable by every user, as ssh and kubectl warn about their files:
 /// `risk` says what such a user could do; the fix is `chmod go-w PATH`.
-pub fn warn_if_world_writable(path: &std::path::Path, md: &std::fs::Metadata, risk: &str) {
+pub(crate) fn warn_if_world_writable(path: &std::path::Path, md: &std::fs::Metadata, risk: &str) {
     use std::os::unix::fs::PermissionsExt;
     static WARNED: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mode = md.permissions().mode();
@@ -125,7 +126,7 @@ pub fn warn_if_world_writable(path: &std::path::Path, md: &std::fs::Metadata, ri
     }
     warned.push(path.to_owned());
     drop(warned);
-    let shown = crate::text::sanitize(&path.display().to_string());
+    let shown = sanitize(&path.display().to_string());
     eprintln!(
         "leasectl: warning: {shown} is writable by every user (mode {:04o}): {risk}. Fix it with: chmod go-w {shown}",
         mode & 0o7777

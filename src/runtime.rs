@@ -25,14 +25,14 @@ use tokio_util::sync::CancellationToken;
 /// A future running on its own thread; awaiting this waits for its output.
 /// Dropping it does not stop the thread: call [`RuntimeThread::stop`].
 #[derive(Debug)]
-pub struct RuntimeThread<T> {
+pub(crate) struct RuntimeThread<T> {
     done: oneshot::Receiver<Result<Option<T>, String>>,
     stop: CancellationToken,
 }
 
 /// How a [`RuntimeThread`] ended, when it was not stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended<T> {
+pub(crate) enum Ended<T> {
     /// The future returned this.
     Returned(T),
     /// It was stopped ([`RuntimeThread::stop`]) before it returned.
@@ -44,7 +44,7 @@ pub enum Ended<T> {
 impl<T> RuntimeThread<T> {
     /// Asks the loop to end at its next `.await`; what it holds is dropped
     /// on its own thread.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stop.cancel();
     }
 }
@@ -68,7 +68,7 @@ impl<T> Future for RuntimeThread<T> {
 /// # Errors
 /// The thread could not be created (the process is out of threads or
 /// memory); `fut` is dropped unpolled.
-pub fn spawn<F>(name: &str, fut: F) -> std::io::Result<RuntimeThread<F::Output>>
+pub(crate) fn spawn<F>(name: &str, fut: F) -> std::io::Result<RuntimeThread<F::Output>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,

@@ -5,11 +5,11 @@
 
 use std::io::Write;
 
-use crate::exit::Exit;
+use crate::exit::{say, Exit};
 
 /// Why writing to stdout failed.
 #[derive(Debug)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     /// The reader went away (a broken pipe): end quietly with 141.
     Closed,
     /// Any other write error.
@@ -39,7 +39,7 @@ impl std::fmt::Display for WriteError {
 ///
 /// # Errors
 /// [`WriteError::Closed`] for a broken pipe, [`WriteError::Failed`] otherwise.
-pub fn write_line(text: &str) -> Result<(), WriteError> {
+pub(crate) fn write_line(text: &str) -> Result<(), WriteError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}").and_then(|()| out.flush())?;
     Ok(())
@@ -51,7 +51,7 @@ pub fn write_line(text: &str) -> Result<(), WriteError> {
 ///
 /// # Errors
 /// The [`Exit`] the command ends with when the text could not be written.
-pub fn print(text: &str) -> Result<(), Exit> {
+pub(crate) fn print(text: &str) -> Result<(), Exit> {
     print_as(text, "to stdout")
 }
 
@@ -60,7 +60,7 @@ pub fn print(text: &str) -> Result<(), Exit> {
 ///
 /// # Errors
 /// As [`print`].
-pub fn print_document(text: &str) -> Result<(), Exit> {
+pub(crate) fn print_document(text: &str) -> Result<(), Exit> {
     print_as(text, "the document to stdout")
 }
 
@@ -69,7 +69,7 @@ pub fn print_document(text: &str) -> Result<(), Exit> {
 ///
 /// # Errors
 /// As [`print`]; a document that cannot be serialised is said the same way.
-pub fn print_document_with(
+pub(crate) fn print_document_with(
     write: impl FnOnce(&mut dyn Write) -> serde_json::Result<()>,
 ) -> Result<(), Exit> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
@@ -89,7 +89,7 @@ fn report_as(written: Result<(), WriteError>, what: &str) -> Result<(), Exit> {
         Ok(()) => Ok(()),
         Err(WriteError::Closed) => Err(Exit::ClosedPipe),
         Err(WriteError::Failed(e)) => {
-            crate::exit::say(format!("could not write {what}: {e}"));
+            say(format!("could not write {what}: {e}"));
             Err(Exit::Failed)
         }
     }
@@ -99,19 +99,19 @@ fn report_as(written: Result<(), WriteError>, what: &str) -> Result<(), Exit> {
 /// output in many pieces: [`Checked::finish`] flushes and turns an error into
 /// the command's exit (141 for a closed pipe, 1 with a sentence otherwise),
 /// so no output that failed to be written ends with 0.
-pub struct Checked<W: Write> {
+pub(crate) struct Checked<W: Write> {
     inner: W,
     error: Option<std::io::Error>,
 }
 
 impl<W: Write> Checked<W> {
     /// Wraps `inner`.
-    pub fn new(inner: W) -> Self {
+    pub(crate) fn new(inner: W) -> Self {
         Self { inner, error: None }
     }
 
     /// Flushes; `exit` when everything was written, else the write error's exit.
-    pub fn finish(mut self, exit: Exit) -> Exit {
+    pub(crate) fn finish(mut self, exit: Exit) -> Exit {
         match self.flush_checked() {
             Ok(()) => exit,
             Err(e) => e,
@@ -124,7 +124,7 @@ impl<W: Write> Checked<W> {
     ///
     /// # Errors
     /// [`Exit::ClosedPipe`] for a closed pipe, [`Exit::Failed`] otherwise.
-    pub fn flush_checked(&mut self) -> Result<(), Exit> {
+    pub(crate) fn flush_checked(&mut self) -> Result<(), Exit> {
         if self.error.is_none() {
             if let Err(e) = self.inner.flush() {
                 self.error = Some(e);
@@ -134,7 +134,7 @@ impl<W: Write> Checked<W> {
             None => Ok(()),
             Some(WriteError::Closed) => Err(Exit::ClosedPipe),
             Some(WriteError::Failed(e)) => {
-                crate::exit::say(format!("could not write to stdout: {e}"));
+                say(format!("could not write to stdout: {e}"));
                 Err(Exit::Failed)
             }
         }
@@ -169,7 +169,7 @@ impl<W: Write> Write for Checked<W> {
 impl WriteError {
     /// The exit of a command whose output could not be written: 141 for a
     /// closed pipe, 1 otherwise.
-    pub fn exit(&self) -> Exit {
+    pub(crate) fn exit(&self) -> Exit {
         match self {
             WriteError::Closed => Exit::ClosedPipe,
             WriteError::Failed(_) => Exit::Failed,

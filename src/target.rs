@@ -6,8 +6,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::store::local::LocalStore;
+use crate::store::s3::{
+    describe_context, profile_wants_path_style, redact_url, redact_userinfo, resolved_endpoint,
+    shared_config,
+};
 use crate::store::s3::{S3Options, S3Store};
 use crate::store::{ObjectStore, StoreError};
+use crate::text::{is_unsafe_char, sanitize};
+use crate::values::parse_duration;
 
 /// A parsed TARGET.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,12 +51,12 @@ const PATH_ESCAPED: [(char, &str); 3] = [('%', "%25"), ('#', "%23"), ('?', "%3F"
 /// control characters such as a newline, `%0A`, invisible ones) as the
 /// percent-escapes of its UTF-8 bytes; the rest as is. Parsing the result
 /// gives the same path back, and the result can be copied as a TARGET.
-pub fn encode_path(path: &str) -> String {
+pub(crate) fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
         match PATH_ESCAPED.iter().find(|(e, _)| *e == c) {
             Some((_, code)) => out.push_str(code),
-            None if crate::text::is_unsafe_char(c) => {
+            None if is_unsafe_char(c) => {
                 let mut buf = [0u8; 4];
                 for b in c.encode_utf8(&mut buf).bytes() {
                     out.push_str(&format!("%{b:02X}"));
@@ -90,7 +96,7 @@ fn decode_path(path: &str, whole: &str) -> Result<String, String> {
         return Err(format!(
             "`{c}` starts {what}, which a TARGET cannot have; if `{c}` is part of the path, \
              write it as {code}: {}",
-            crate::text::sanitize(&fixed)
+            sanitize(&fixed)
         ));
     }
     let bytes = path.as_bytes();
@@ -132,7 +138,7 @@ fn decode_path(path: &str, whole: &str) -> Result<String, String> {
         return Err(format!(
             "a control character ({}) in the path; a name that holds one is written \
              percent-encoded ({code})",
-            crate::text::sanitize(&c.to_string())
+            sanitize(&c.to_string())
         ));
     }
     if decoded.contains('\0') {
@@ -154,11 +160,11 @@ impl FromStr for Target {
         let redacted = redact_target(raw);
         let s = redacted.as_str();
         let err = |why: &str| TargetError {
-            url: crate::text::sanitize(s),
+            url: sanitize(s),
             why: format!("{why} (expected s3://bucket/path/ or file:///dir/)"),
         };
         let bad_path = |why: String| TargetError {
-            url: crate::text::sanitize(s),
+            url: sanitize(s),
             why,
         };
         if redacted != raw {
@@ -232,7 +238,7 @@ impl FromStr for Target {
 /// `***`, also when a `/` in the secret (AWS secret keys often hold one) ends
 /// the authority early: `s3://AKIA:abc/def@bucket/p/`.
 fn redact_target(s: &str) -> String {
-    let (shown, found) = crate::store::s3::redact_userinfo(s);
+    let (shown, found) = redact_userinfo(s);
     if !found.is_empty() {
         return shown;
     }
@@ -253,7 +259,7 @@ static COMMAND_NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::ne
 /// Hands in the names of every subcommand, so that a TARGET that is a typo of
 /// one gets "did you mean `leasectl NAME`?". The first call wins; without one,
 /// no such hint is given.
-pub fn set_command_names(names: Vec<String>) {
+pub(crate) fn set_command_names(names: Vec<String>) {
     let _ = COMMAND_NAMES.set(names);
 }
 
@@ -280,17 +286,17 @@ fn unknown_scheme_hint(s: &str) -> Option<String> {
             .unwrap_or_else(|| "file:///absolute/path/".to_owned());
         return Some(format!(
             "a local directory is written as a file URL: {}",
-            crate::text::sanitize(&abs)
+            sanitize(&abs)
         ));
     }
     // `--watch 1s TARGET`: the optional value of --watch needs `=`, so the
     // interval was taken for a TARGET.
-    if !s.is_empty() && crate::values::parse_duration(s).is_ok() {
+    if !s.is_empty() && parse_duration(s).is_ok() {
         return Some(format!(
             "`{}` is a duration, not a TARGET URL; an option's optional value is joined with \
              `=`: --watch={}",
-            crate::text::sanitize(s),
-            crate::text::sanitize(s)
+            sanitize(s),
+            sanitize(s)
         ));
     }
     if !s.contains([':', '/']) {
@@ -352,20 +358,17 @@ impl Target {
     /// The exact place a write to this target's lease goes, for the line a
     /// writing command prints before it acts: the lease file's absolute path,
     /// or the bucket and key. Escaped, safe to print.
-    pub fn lease_location(&self) -> String {
+    pub(crate) fn lease_location(&self) -> String {
         match self {
             Target::S3 { bucket, prefix } => format!(
                 "bucket {} key {}",
-                crate::text::sanitize(bucket),
-                crate::text::sanitize(&format!("{prefix}LEASE"))
+                sanitize(bucket),
+                sanitize(&format!("{prefix}LEASE"))
             ),
             Target::Local { dir } => {
                 let d = dir.display().to_string();
                 let slash = if d.ends_with('/') { "" } else { "/" };
-                format!(
-                    "local file {}",
-                    crate::text::sanitize(&format!("{d}{slash}LEASE"))
-                )
+                format!("local file {}", sanitize(&format!("{d}{slash}LEASE")))
             }
         }
     }
@@ -393,12 +396,10 @@ impl Connector {
         self.config
             .get_or_init(|| async {
                 let mut opts = self.opts.clone();
-                if !opts.path_style
-                    && crate::store::s3::profile_wants_path_style(opts.profile.as_deref()).await
-                {
+                if !opts.path_style && profile_wants_path_style(opts.profile.as_deref()).await {
                     opts.path_style = true;
                 }
-                (crate::store::s3::shared_config(&opts).await, opts)
+                (shared_config(&opts).await, opts)
             })
             .await
     }
@@ -434,15 +435,15 @@ impl Connector {
                 // environment are checked before; a profile's `endpoint_url`
                 // here), one with credentials, a query or a fragment in it is
                 // refused, as `--endpoint-url` refuses it, never used.
-                if let Some(e) = crate::store::s3::resolved_endpoint(cfg) {
-                    let (shown, secrets) = crate::store::s3::redact_url(&e);
+                if let Some(e) = resolved_endpoint(cfg) {
+                    let (shown, secrets) = redact_url(&e);
                     if shown != e.trim_end_matches('/') || !secrets.is_empty() {
                         return Err(StoreError::Invalid(format!(
                             "the endpoint {} (from the AWS profile or environment) carries \
                              credentials, a query or a fragment: give credentials as \
                              AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or in the profile's \
                              credentials, and the endpoint URL without them",
-                            crate::text::sanitize(&shown)
+                            sanitize(&shown)
                         )));
                     }
                 }
@@ -457,7 +458,7 @@ impl Connector {
             Target::Local { .. } => "local".to_owned(),
             Target::S3 { bucket, .. } => {
                 let (cfg, opts) = self.loaded().await;
-                crate::store::s3::describe_context(cfg, bucket, opts.path_style)
+                describe_context(cfg, bucket, opts.path_style)
             }
         }
     }

@@ -68,7 +68,7 @@ fn blank_symbol(c: char) -> bool {
 
 /// Whether `c` is a combining mark that draws on the character before it
 /// (Unicode categories Mn and Me: accents, enclosing circles).
-pub fn is_combining_mark(c: char) -> bool {
+pub(crate) fn is_combining_mark(c: char) -> bool {
     matches!(
         c.get_minor_category(),
         MinorCategory::Mn | MinorCategory::Me
@@ -99,7 +99,7 @@ fn carries_marks(c: char, escaped: bool) -> bool {
 /// backslash counts: it is shown, doubled). False for the empty string, for
 /// spaces, and for text made only of control, format or invisible
 /// characters and combining marks on none of these (`"\u{301}\u{301}"`).
-pub fn has_visible(s: &str) -> bool {
+pub(crate) fn has_visible(s: &str) -> bool {
     let mut seen = false;
     classify(s, |c, escaped| seen |= c == '\\' || (!escaped && c != ' '));
     seen
@@ -125,7 +125,7 @@ pub fn sanitize(s: &str) -> String {
 /// The edges that print such messages (stderr, `check`'s lines, the
 /// console's error lines) use it; a value from outside put into a message
 /// goes through [`sanitize`] first. Never fails.
-pub fn sanitize_message(s: &str) -> String {
+pub(crate) fn sanitize_message(s: &str) -> String {
     escape(s, false)
 }
 
@@ -134,7 +134,7 @@ pub fn sanitize_message(s: &str) -> String {
 /// `"` inside is written `\"`, nothing else is touched. Unlike `{:?}`
 /// (Rust's `Debug`), it never escapes the escapes again: a value holding ESC
 /// reads `"\x1b[31m"`, as the console shows it, not `"\\x1b[31m"`.
-pub fn quote_shown(shown: &str) -> String {
+pub(crate) fn quote_shown(shown: &str) -> String {
     format!("\"{}\"", shown.replace('"', "\\\""))
 }
 
@@ -169,7 +169,7 @@ fn escape(s: &str, double_backslash: bool) -> String {
 /// Like [`sanitize`], but keeps at most `max` characters of `s`, saying how
 /// many were left out: for values from outside (an environment variable) that
 /// may be arbitrarily long.
-pub fn sanitize_cut(s: &str, max: usize) -> String {
+pub(crate) fn sanitize_cut(s: &str, max: usize) -> String {
     let n = s.chars().count();
     if n <= max {
         return sanitize(s);
@@ -180,7 +180,7 @@ pub fn sanitize_cut(s: &str, max: usize) -> String {
 
 /// Bytes that may not be UTF-8, shown safely: invalid sequences become `\xNN`,
 /// the rest goes through [`sanitize`].
-pub fn sanitize_bytes(b: &[u8]) -> String {
+pub(crate) fn sanitize_bytes(b: &[u8]) -> String {
     let mut out = String::new();
     for chunk in b.utf8_chunks() {
         out.push_str(&sanitize(chunk.valid()));
@@ -268,7 +268,9 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for SafeFormatter
 /// document parses to the same value. For `--json` and `audit --json`.
 ///
 /// Errors: `serde_json`'s, for a value that cannot be serialised.
-pub fn to_json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+pub(crate) fn to_json_pretty<T: serde::Serialize + ?Sized>(
+    value: &T,
+) -> serde_json::Result<String> {
     let mut out = Vec::new();
     write_json_pretty(&mut out, value)?;
     // The serializer writes only UTF-8 (the escapes are ASCII).
@@ -280,7 +282,7 @@ pub fn to_json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Re
 ///
 /// Errors: `serde_json`'s, for a value that cannot be serialised or a
 /// write that failed (its I/O error is kept: [`serde_json::Error::io_error_kind`]).
-pub fn write_json_pretty<W: std::io::Write, T: serde::Serialize + ?Sized>(
+pub(crate) fn write_json_pretty<W: std::io::Write, T: serde::Serialize + ?Sized>(
     w: W,
     value: &T,
 ) -> serde_json::Result<()> {
@@ -295,7 +297,7 @@ pub fn write_json_pretty<W: std::io::Write, T: serde::Serialize + ?Sized>(
 /// [`to_json_pretty`]. For NDJSON streams (`-o ndjson`, `--watch`).
 ///
 /// Errors: `serde_json`'s, for a value that cannot be serialised.
-pub fn to_json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+pub(crate) fn to_json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(
         &mut out,
@@ -307,7 +309,7 @@ pub fn to_json_line<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Resu
 
 /// Formats a number of seconds for people: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.
 /// Negative values get a leading `-`.
-pub fn format_secs(s: f64) -> String {
+pub(crate) fn format_secs(s: f64) -> String {
     if !s.is_finite() {
         return "?".into();
     }
@@ -490,7 +492,7 @@ fn is_latin(c: char) -> bool {
 /// letters with letters of another script (a look-alike such as Cyrillic `а`
 /// for `a`; accented Latin letters are not flagged).
 /// The sentence is safe to print.
-pub fn lookalike_note(name: &str) -> Option<String> {
+pub(crate) fn lookalike_note(name: &str) -> Option<String> {
     use unicode_normalization::UnicodeNormalization;
     if !unicode_normalization::is_nfc(name) {
         let nfc: String = name.nfc().collect();

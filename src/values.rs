@@ -4,10 +4,12 @@
 //! and the AWS variables checked before use. Each returns a sentence on error.
 //! Nothing here knows a command or a lease.
 
+use crate::store::s3::redact_url;
+use crate::text::sanitize;
 use std::time::Duration;
 
 /// Parses a per-request timeout: at least 100 ms.
-pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_timeout(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d < Duration::from_millis(100) {
         return Err("a timeout must be at least 100ms".into());
@@ -16,7 +18,7 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses a price: a finite, non-negative number of US dollars.
-pub fn parse_price(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_price(s: &str) -> Result<f64, String> {
     match s.trim().trim_start_matches('$').parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err("expected a price in US dollars, e.g. 0.0004".into()),
@@ -24,12 +26,12 @@ pub fn parse_price(s: &str) -> Result<f64, String> {
 }
 
 /// The most `--max-requests` accepts: a million requests a minute.
-pub const MAX_REQUESTS_LIMIT: u32 = 1_000_000;
+pub(crate) const MAX_REQUESTS_LIMIT: u32 = 1_000_000;
 
 /// Parses a request budget into requests per minute: `N`, `N/min` or `N/s`
 /// (a whole number; `N/s` is `N × 60` a minute), from 1 to
 /// [`MAX_REQUESTS_LIMIT`] a minute.
-pub fn parse_rate(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<u32, String> {
     let t = s.trim();
     let (n, per) = match t.split_once('/') {
         None => (t, 1),
@@ -49,7 +51,7 @@ pub fn parse_rate(s: &str) -> Result<u32, String> {
 }
 
 /// Parses an instance id: 1 to 256 characters, no whitespace or control characters.
-pub fn parse_instance_id(s: &str) -> Result<String, String> {
+pub(crate) fn parse_instance_id(s: &str) -> Result<String, String> {
     if s.is_empty() || s.len() > 256 || s.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err("expected 1 to 256 characters without spaces or control characters".into());
     }
@@ -60,21 +62,21 @@ pub fn parse_instance_id(s: &str) -> Result<String, String> {
 ///
 /// Accepted as given here and checked by [`check_endpoint`] before use: clap
 /// would echo a refused value, and an endpoint may carry a secret.
-pub fn parse_endpoint(s: &str) -> Result<String, String> {
+pub(crate) fn parse_endpoint(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
 /// Checks an `--endpoint-url`: `http(s)://host[:port]`, without credentials
 /// in it. The message never repeats the user information.
-pub fn check_endpoint(s: &str) -> Result<(), String> {
+pub(crate) fn check_endpoint(s: &str) -> Result<(), String> {
     check_endpoint_from("--endpoint-url", s)
 }
 
 /// [`check_endpoint`] for an endpoint given by `source` (`--endpoint-url`,
 /// or an environment variable such as `AWS_ENDPOINT_URL`, which the SDK
 /// would use just the same): the same rules, the messages naming `source`.
-pub fn check_endpoint_from(source: &str, s: &str) -> Result<(), String> {
-    let shown = crate::text::sanitize(&crate::store::s3::redact_url(s).0);
+pub(crate) fn check_endpoint_from(source: &str, s: &str) -> Result<(), String> {
+    let shown = sanitize(&redact_url(s).0);
     let shown = format!(
         "{source}{}{shown}",
         if source.starts_with('-') { " " } else { "=" }
@@ -102,7 +104,7 @@ pub fn check_endpoint_from(source: &str, s: &str) -> Result<(), String> {
 }
 
 /// Parses a region name: letters, digits, `-`, `_`, `.`, 1 to 64 characters.
-pub fn parse_plain_name(s: &str) -> Result<String, String> {
+pub(crate) fn parse_plain_name(s: &str) -> Result<String, String> {
     if s.is_empty()
         || s.len() > 64
         || !s
@@ -117,7 +119,7 @@ pub fn parse_plain_name(s: &str) -> Result<String, String> {
 /// Parses a profile name as the aws CLI and `AWS_PROFILE` accept it: 1 to 128
 /// printable ASCII characters other than spaces and `[ ] # ;` (which the
 /// config files' syntax uses), e.g. `team/prod@admin`.
-pub fn parse_profile(s: &str) -> Result<String, String> {
+pub(crate) fn parse_profile(s: &str) -> Result<String, String> {
     if s.is_empty()
         || s.len() > 128
         || !s
@@ -132,7 +134,7 @@ pub fn parse_profile(s: &str) -> Result<String, String> {
 /// The AWS environment variables that end up in request headers or URLs. A
 /// value with a control character (or outside printable ASCII) would make the
 /// SDK fail deep inside request signing, so it is refused up front.
-pub const CHECKED_ENV: &[&str] = &[
+pub(crate) const CHECKED_ENV: &[&str] = &[
     "AWS_REGION",
     "AWS_DEFAULT_REGION",
     "AWS_ACCESS_KEY_ID",
@@ -144,7 +146,7 @@ pub const CHECKED_ENV: &[&str] = &[
 
 /// The first variable of [`CHECKED_ENV`] whose value is not printable ASCII
 /// (its name only: the value may be a secret).
-pub fn bad_aws_env() -> Option<&'static str> {
+pub(crate) fn bad_aws_env() -> Option<&'static str> {
     CHECKED_ENV.iter().copied().find(|name| {
         std::env::var_os(name).is_some_and(|v| {
             v.to_str()
@@ -156,14 +158,14 @@ pub fn bad_aws_env() -> Option<&'static str> {
 /// The longest duration any flag or config value accepts: 365 days. Longer
 /// ones mean nothing for a lease, a timeout or a refresh, and a value near
 /// the type's limit would overflow the arithmetic on instants and deadlines.
-pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Parses a humantime duration such as `5s` or `1m30s`, at most
 /// [`MAX_DURATION`].
 ///
 /// # Errors
 /// A sentence for a value that is not a duration or is longer than 365 days.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 5s, 1m, 250ms)"))?;
     if d > MAX_DURATION {
         return Err("a duration must be at most 365d (examples: 5s, 1m, 1h)".into());
@@ -176,7 +178,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// As [`parse_duration`], and for a value under 1 s.
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if d < Duration::from_secs(1) {
         return Err("an interval must be at least 1s (examples: 1s, 5s, 1m)".into());
@@ -189,7 +191,7 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// A sentence for anything else.
-pub fn parse_size(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);

@@ -21,8 +21,10 @@ use crate::store::{ObjectStore, PutCondition};
 
 mod read;
 
+use crate::store::AddressingStyle;
 use read::parse_reader;
-pub use read::{AuditRead, AuditTail, Unreadable, UnreadableLine, TAIL_FIRST_READ};
+pub(crate) use read::AuditRead;
+pub use read::{AuditTail, Unreadable};
 
 /// Why the audit log could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +63,7 @@ pub struct AuditTarget {
     pub region: Option<String>,
     /// `path` or `virtual_host` (null for a local store).
     #[serde(default)]
-    pub addressing_style: Option<crate::store::AddressingStyle>,
+    pub addressing_style: Option<AddressingStyle>,
     /// Bucket, for S3.
     pub bucket: Option<String>,
     /// The lease key.
@@ -84,7 +86,7 @@ impl LeaseLocation {
     /// The lease at `key` as read through the TARGET `target_url` (its
     /// bucket, for S3: `bucket` when given, else the URL's); `None` when
     /// `target_url` is no TARGET.
-    pub fn of_row(target_url: &str, bucket: Option<&str>, key: &str) -> Option<Self> {
+    pub(crate) fn of_row(target_url: &str, bucket: Option<&str>, key: &str) -> Option<Self> {
         use crate::target::Target;
         match target_url.parse::<Target>() {
             Ok(Target::Local { dir }) => Some(Self::Local(dir.join(key))),
@@ -101,7 +103,7 @@ impl AuditTarget {
     /// The entry's URL names the prefix; its key is relative to the store it
     /// opened (the prefix directory itself for the command line's local
     /// takeover, the TARGET's directory for the console's).
-    pub fn location(&self) -> Option<LeaseLocation> {
+    pub(crate) fn location(&self) -> Option<LeaseLocation> {
         use crate::target::Target;
         match self.url.parse::<Target>() {
             Ok(Target::Local { dir }) => Some(LeaseLocation::Local(dir.join("LEASE"))),
@@ -119,7 +121,7 @@ impl AuditTarget {
     /// (key `LEASE`) is about `s1/LEASE` as read through `file:///d/`, and one
     /// of `s3://b/p/s1/` about `p/s1/LEASE` of bucket `b` through `s3://b/`.
     /// Entries whose URL is no TARGET are matched by key and bucket.
-    pub fn is_lease(&self, target_url: &str, bucket: Option<&str>, key: &str) -> bool {
+    pub(crate) fn is_lease(&self, target_url: &str, bucket: Option<&str>, key: &str) -> bool {
         match (
             LeaseLocation::of_row(target_url, bucket, key),
             self.location(),
@@ -264,7 +266,7 @@ impl AuditLog {
     /// The default log file: `{data dir}/leasectl/audit.jsonl` (XDG data dir on Linux).
     ///
     /// Errors: [`AuditError::NoDefault`] without a home directory.
-    pub fn default_path() -> Result<PathBuf, AuditError> {
+    pub(crate) fn default_path() -> Result<PathBuf, AuditError> {
         directories::ProjectDirs::from("", "", "leasectl")
             .map(|d| d.data_dir().join("audit.jsonl"))
             .ok_or(AuditError::NoDefault)
@@ -295,7 +297,7 @@ impl AuditLog {
     }
 
     /// Also writes each entry as an immutable object under `prefix` in `store`.
-    pub fn with_remote(mut self, store: Arc<dyn ObjectStore>, prefix: String) -> Self {
+    pub(crate) fn with_remote(mut self, store: Arc<dyn ObjectStore>, prefix: String) -> Self {
         self.remote = Some((store, prefix));
         self
     }
@@ -429,7 +431,7 @@ impl AuditLog {
 
 /// The most `leasectl audit` reads of a log (64 MiB): a longer log is read
 /// from its end.
-pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
 
 fn not_regular(kind: &str) -> std::io::Error {
     std::io::Error::other(format!(
@@ -494,12 +496,13 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Formats a time for the audit listing.
-pub fn fmt_time(t: &DateTime<Utc>) -> String {
+pub(crate) fn fmt_time(t: &DateTime<Utc>) -> String {
     crate::clock::rfc3339(*t, SecondsFormat::Secs)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::read::TAIL_FIRST_READ;
     use super::*;
 
     fn entry(id: &str) -> AuditEntry {

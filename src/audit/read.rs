@@ -6,7 +6,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::{not_regular, AuditEntry, AuditError};
-use crate::store::local::Opened;
+use crate::store::local::{open_regular, Opened};
+use crate::text::{quote_shown, sanitize};
 
 /// What [`AuditLog::read_report`] found.
 #[derive(Debug, Default)]
@@ -14,7 +15,7 @@ pub struct AuditRead {
     /// The entries, oldest first.
     pub entries: Vec<AuditEntry>,
     /// The lines that are not entries: how many, and the first few.
-    pub unreadable: Unreadable,
+    pub(crate) unreadable: Unreadable,
 }
 
 /// The lines of a log read that are not entries: their number, and the first
@@ -65,8 +66,8 @@ impl Unreadable {
     }
 
     /// Warns (`tracing`) about them in at most [`Unreadable::SHOWN`] + 1 lines.
-    pub fn warn(&self, path: &Path) {
-        let shown = crate::text::sanitize(&path.display().to_string());
+    pub(crate) fn warn(&self, path: &Path) {
+        let shown = sanitize(&path.display().to_string());
         for s in self.sentences() {
             tracing::warn!("audit log {shown}: {s}");
         }
@@ -92,7 +93,7 @@ pub struct UnreadableLine {
     /// Why it is not an entry.
     pub error: String,
     /// Its start, escaped, at most 60 characters.
-    pub excerpt: String,
+    pub(crate) excerpt: String,
 }
 
 impl std::fmt::Display for UnreadableLine {
@@ -103,7 +104,7 @@ impl std::fmt::Display for UnreadableLine {
             self.line,
             self.offset,
             self.error,
-            crate::text::quote_shown(&self.excerpt)
+            quote_shown(&self.excerpt)
         )
     }
 }
@@ -152,7 +153,7 @@ pub(super) fn parse_reader(
             Err(_) if bad.first.len() >= Unreadable::SHOWN => bad.count += 1,
             Err(e) => {
                 let text = String::from_utf8_lossy(&l[..l.len().min(240)]);
-                let excerpt: String = crate::text::sanitize(&text).chars().take(60).collect();
+                let excerpt: String = sanitize(&text).chars().take(60).collect();
                 bad.push(UnreadableLine {
                     line: line - 1,
                     offset: here,
@@ -189,7 +190,7 @@ pub struct AuditTail {
 /// The most an [`AuditTail`] reads of a log at once (4 MiB): its first read
 /// of a longer log, or what was appended between two polls, starts that far
 /// from the end (at the next whole line).
-pub const TAIL_FIRST_READ: u64 = 4 * 1024 * 1024;
+pub(crate) const TAIL_FIRST_READ: u64 = 4 * 1024 * 1024;
 
 impl AuditTail {
     /// Follows the log at `path`, keeping its newest `keep` entries (at least 1).
@@ -232,7 +233,7 @@ impl AuditTail {
     /// every takeover it reads).
     ///
     /// Errors: as [`AuditTail::poll`].
-    pub fn poll_with(
+    pub(crate) fn poll_with(
         &mut self,
         on_entry: &mut dyn FnMut(&AuditEntry),
     ) -> Result<Unreadable, AuditError> {
@@ -242,7 +243,7 @@ impl AuditTail {
             path: self.path.clone(),
             source,
         };
-        let (mut f, md) = match crate::store::local::open_regular(&self.path) {
+        let (mut f, md) = match open_regular(&self.path) {
             Ok(Opened::Regular(f, md)) => (f, md),
             Ok(Opened::Other(kind, _)) => return Err(err(not_regular(kind))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Unreadable::default()),
@@ -260,7 +261,7 @@ impl AuditTail {
             if self.file.is_some() {
                 tracing::info!(
                     "the audit log {} was replaced or rewritten: reading it again from its start",
-                    crate::text::sanitize(&self.path.display().to_string())
+                    sanitize(&self.path.display().to_string())
                 );
             }
             self.file = Some(id);
@@ -302,7 +303,7 @@ impl AuditTail {
         let mut bad = Unreadable::default();
         let keep = self.keep;
         let entries = &mut self.entries;
-        let path = crate::text::sanitize(&self.path.display().to_string());
+        let path = sanitize(&self.path.display().to_string());
         parse_lines(
             &whole[..whole.len() - 1],
             from + start as u64,

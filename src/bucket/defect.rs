@@ -89,13 +89,13 @@ thread_local! {
 /// Makes [`crate::bucket::new_instance_id`] draw from `seed` on this thread
 /// (`None`: from the system's generator again), so that the ids a takeover
 /// makes up replay with the simulator's seed.
-pub fn seed_ids(seed: Option<u64>) {
+pub(crate) fn seed_ids(seed: Option<u64>) {
     IDS.with(|i| i.set(seed.map(|s| (s, 0))));
 }
 
 /// The next id of the seeded sequence, if [`seed_ids`] set one: 32 hex
 /// digits, as the system's ids.
-pub fn next_id() -> Option<String> {
+pub(crate) fn next_id() -> Option<String> {
     IDS.with(|i| {
         let (seed, n) = i.get()?;
         i.set(Some((seed, n + 1)));
@@ -113,11 +113,11 @@ thread_local! {
 /// Makes [`crate::bucket::KeepAlive::start`] on this thread watch its fence
 /// from a task of the runtime instead of an OS thread, whose time is not the
 /// simulation's: the keep-alives the takeover executor starts for itself.
-pub fn watchdog_on_task(on: bool) {
+pub(crate) fn watchdog_on_task(on: bool) {
     TASK_WATCHDOG.with(|t| t.set(on));
 }
 
 /// True while [`watchdog_on_task`] is set on this thread.
-pub fn task_watchdog() -> bool {
+pub(crate) fn task_watchdog() -> bool {
     TASK_WATCHDOG.with(|t| t.get())
 }

@@ -17,7 +17,7 @@ pub const BEST_EFFORT: &str = "To run anyway with best-effort exclusion, set \
 
 /// The environment switch deployed fleets use to run best-effort
 /// ([`BEST_EFFORT`] spells it out too).
-pub const CONDITIONAL_SWITCH: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off";
+pub(crate) const CONDITIONAL_SWITCH: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL=off";
 
 /// Why a lease operation failed. Every message is safe to print (untrusted
 /// text escaped, never a credential).
@@ -219,7 +219,7 @@ pub enum LeaseError {
 /// What a lost lease was lost to, as [`LeaseError::Lost`] says it: another
 /// holder (`by`), something at the key that is no record (`found`), or
 /// nothing (the key deleted).
-pub fn lost_to(by: Option<&LeaseRecord>, found: Option<&str>) -> String {
+pub(crate) fn lost_to(by: Option<&LeaseRecord>, found: Option<&str>) -> String {
     match (by, found) {
         (Some(r), _) => format!("now held by {}", sanitize(&r.instance_id)),
         (None, Some(found)) => found.to_owned(),

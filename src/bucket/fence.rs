@@ -36,20 +36,20 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, SharedClock};
 
 /// The longest the watchdog sleeps between two looks at the clocks (100 ms).
-pub const WATCHDOG_TICK: Duration = Duration::from_millis(100);
+pub(crate) const WATCHDOG_TICK: Duration = Duration::from_millis(100);
 
 /// When writes may start, measured from the last successful renewal.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FenceDeadline {
     /// Boot-time clock reading taken just before the renewal's request was sent.
-    pub renewed_mono: Duration,
+    pub(crate) renewed_mono: Duration,
     /// Wall-clock reading (UTC) taken at the same moment: the record's `renewed_at`.
-    pub renewed_wall: DateTime<Utc>,
+    pub(crate) renewed_wall: DateTime<Utc>,
     /// How long after the renewal writes may start: two thirds of the TTL.
     pub window: Duration,
     /// Boot-time reading before which writes may not start yet (a takeover of
     /// a live lease waits for the old holder's fence to close); `None`: at once.
-    pub not_before_mono: Option<Duration>,
+    pub(crate) not_before_mono: Option<Duration>,
 }
 
 /// Why a fence is closed.
@@ -136,7 +136,7 @@ impl FenceDeadline {
 
     /// How far the wall clock may run apart from the boot-time clock between
     /// renewals before the fence distrusts it: a quarter of the window, at most 1 s.
-    pub fn step_tolerance(&self) -> Duration {
+    pub(crate) fn step_tolerance(&self) -> Duration {
         (self.window / 4).min(Duration::from_secs(1))
     }
 
@@ -171,7 +171,7 @@ impl FenceDeadline {
 /// contender may each be off by this much; with `bucket hold` killing its
 /// command at most five sixths of a TTL after its last renewal, the two
 /// offsets together stay inside the sixth of a TTL left before a takeover.
-pub fn clock_offset_limit_s(ttl_s: u64) -> f64 {
+pub(crate) fn clock_offset_limit_s(ttl_s: u64) -> f64 {
     ttl_s as f64 / 12.0
 }
 
@@ -179,7 +179,7 @@ pub fn clock_offset_limit_s(ttl_s: u64) -> f64 {
 /// [`clock_offset_limit_s`] of a `ttl_s` TTL: its distance from zero exceeds
 /// the limit by more than the estimate's own uncertainty. The one form of
 /// the rule ([`offset_beyond_limit`], the snapshot's reader-clock rule).
-pub fn certainly_beyond_limit(offset_s: f64, error_s: f64, ttl_s: u64) -> bool {
+pub(crate) fn certainly_beyond_limit(offset_s: f64, error_s: f64, ttl_s: u64) -> bool {
     offset_s.abs() - error_s > clock_offset_limit_s(ttl_s)
 }
 
@@ -188,7 +188,7 @@ pub fn certainly_beyond_limit(offset_s: f64, error_s: f64, ttl_s: u64) -> bool {
 /// The estimate is the intersection of the service's `Date` intervals
 /// ([`crate::clock::offset`]): ± about the round trip once answers at several
 /// sub-second phases are in, ± half a second and half the round trip from one.
-pub fn offset_beyond_limit(
+pub(crate) fn offset_beyond_limit(
     offset: &crate::clock::ServerOffset,
     clock: &dyn Clock,
     ttl_s: u64,
@@ -209,7 +209,7 @@ pub fn offset_beyond_limit(
 /// first renewal anyway: it takes nothing. `ttl_s` is the TTL it would write.
 ///
 /// Errors: [`super::LeaseError::HolderClock`].
-pub fn check_holder_clock(
+pub(crate) fn check_holder_clock(
     offset: Option<crate::clock::ServerOffset>,
     clock: &dyn Clock,
     key: &str,
@@ -230,8 +230,9 @@ pub fn check_holder_clock(
 
 /// What a close hook is told: why, and the deadline it closed on.
 #[derive(Debug, Clone, Copy)]
-pub struct FenceClose {
+pub(crate) struct FenceClose {
     /// Why the fence closed.
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
     pub reason: FenceClosed,
     /// The deadline in force when it closed.
     pub deadline: FenceDeadline,
@@ -249,7 +250,7 @@ struct Inner {
 /// writers: the single authority on whether writes may start. Closing is for
 /// good. Its lock is a plain mutex held only for a few arithmetic steps, never
 /// across an `.await`.
-pub struct FenceCell {
+pub(crate) struct FenceCell {
     clock: SharedClock,
     inner: Mutex<Inner>,
     tx: watch::Sender<bool>,
@@ -258,7 +259,7 @@ pub struct FenceCell {
 
 impl FenceCell {
     /// A cell for `deadline`, read on `clock`.
-    pub fn new(clock: SharedClock, deadline: FenceDeadline) -> Arc<Self> {
+    pub(crate) fn new(clock: SharedClock, deadline: FenceDeadline) -> Arc<Self> {
         let open = deadline.status(clock.as_ref()).is_open();
         let (tx, _) = watch::channel(open);
         Arc::new(Self {
@@ -278,28 +279,29 @@ impl FenceCell {
     }
 
     /// A receiver of the fence: `true` while writes may start.
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
         self.tx.subscribe()
     }
 
     /// Completes once the fence has closed (for good).
-    pub async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         self.closed.cancelled().await
     }
 
     /// Why the fence closed, once it has.
-    pub fn closed_reason(&self) -> Option<FenceClosed> {
+    pub(crate) fn closed_reason(&self) -> Option<FenceClosed> {
         self.lock().closed
     }
 
     /// The deadline in force.
-    pub fn deadline(&self) -> FenceDeadline {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn deadline(&self) -> FenceDeadline {
         self.lock().deadline
     }
 
     /// Reads the clocks and publishes the result; closes the fence (for good)
     /// when its deadline has passed. Returns the status.
-    pub fn check(&self) -> FenceStatus {
+    pub(crate) fn check(&self) -> FenceStatus {
         #[cfg(feature = "sim")]
         if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
             return FenceStatus::Open(Duration::from_secs(1));
@@ -328,7 +330,7 @@ impl FenceCell {
     /// landing late never reopens it). Returns whether the fence is still
     /// alive: open, or waiting to open (a forced takeover's lease renews while
     /// the replaced holder's fence closes); false once closed.
-    pub fn renewed(&self, mut deadline: FenceDeadline) -> bool {
+    pub(crate) fn renewed(&self, mut deadline: FenceDeadline) -> bool {
         let mut g = self.lock();
         if g.closed.is_some() {
             return false;
@@ -347,7 +349,7 @@ impl FenceCell {
     /// Closes the fence for good (no-op when already closed). Hooks run here,
     /// on the caller's thread, except after [`FenceClosed::Stopped`], which
     /// drops them unrun.
-    pub fn close(&self, why: FenceClosed) {
+    pub(crate) fn close(&self, why: FenceClosed) {
         #[cfg(feature = "sim")]
         if why != FenceClosed::Stopped
             && crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses)
@@ -387,7 +389,7 @@ impl FenceCell {
     /// unless it was [`FenceClosed::Stopped`]: then it is dropped unrun).
     /// Hooks run in the order they were added, on the watchdog thread or the
     /// closing task's thread: keep them short and non-blocking.
-    pub fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
+    pub(crate) fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
         let mut g = self.lock();
         match g.closed {
             None => g.hooks.push(Box::new(hook)),
@@ -404,7 +406,7 @@ impl FenceCell {
     /// [`FenceCell::start_watchdog`], as a task on the (paused-time,
     /// single-threaded) runtime, so simulated time drives it.
     #[cfg(feature = "sim")]
-    pub fn start_watchdog_task(self: &Arc<Self>) {
+    pub(crate) fn start_watchdog_task(self: &Arc<Self>) {
         let cell = Arc::clone(self);
         tokio::spawn(async move {
             loop {
@@ -419,7 +421,7 @@ impl FenceCell {
 
     /// Starts the watchdog: a thread that re-reads the clocks at least every
     /// [`WATCHDOG_TICK`] (and exactly at the deadline) until the fence closes.
-    pub fn start_watchdog(self: &Arc<Self>) -> std::io::Result<()> {
+    pub(crate) fn start_watchdog(self: &Arc<Self>) -> std::io::Result<()> {
         let cell = Arc::clone(self);
         std::thread::Builder::new()
             .name("leasectl-fence".into())

@@ -35,7 +35,7 @@ use crate::store::GetOutput;
 /// microseconds since 1970) before it is noted: one hour
 /// ([`MAX_SANE_TTL_S`]), far beyond what clocks that pass leasectl's offset
 /// check and `replaced + 1` steps can add.
-pub const GENERATION_AHEAD_S: u64 = MAX_SANE_TTL_S;
+pub(crate) const GENERATION_AHEAD_S: u64 = MAX_SANE_TTL_S;
 
 /// The judgement of one LEASE object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ impl LeaseState {
     }
 
     /// True for the states an operator must look at (stale, suspect, malformed).
-    pub fn needs_attention(self) -> bool {
+    pub(crate) fn needs_attention(self) -> bool {
         matches!(self, Self::Stale | Self::Suspect | Self::Malformed)
     }
 }
@@ -190,13 +190,13 @@ pub struct Judgement {
     pub expires_in_s: Option<f64>,
     /// Estimate of the holder's clock offset from the server's: `renewed_at −
     /// Last-Modified`, in seconds, good to about ±1 s (Last-Modified has whole seconds).
-    pub holder_skew_s: Option<f64>,
+    pub(crate) holder_skew_s: Option<f64>,
 }
 
 impl Judgement {
     /// What the state means for an operator, without the state's own name
     /// (safe to print): e.g. `renewed 3.1s ago; may be taken over in 26.9s`.
-    pub fn explanation(&self) -> String {
+    pub(crate) fn explanation(&self) -> String {
         let fmt = |s: f64| crate::text::format_secs(s);
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
@@ -235,7 +235,7 @@ impl Judgement {
     }
 
     /// The state and its explanation: `STATE: EXPLANATION`.
-    pub fn sentence(&self) -> String {
+    pub(crate) fn sentence(&self) -> String {
         format!("{}: {}", self.state, self.explanation())
     }
 }
@@ -328,7 +328,7 @@ pub fn judge_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> Judgement {
 /// When [`judge`]'s verdict on `obs` (its state and problem) can next differ
 /// from the verdict at `now`, other than by the ages it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VerdictChange {
+pub(crate) enum VerdictChange {
     /// Never: absent, malformed, stale, or suspect for its TTL.
     Never,
     /// At this instant (UTC): a fresh lease turns stale at
@@ -342,12 +342,13 @@ pub enum VerdictChange {
 /// When the verdict of [`judge`] on `obs` can next change after `now` (the
 /// rules of the module docs, read for their instants). The console judges a
 /// row off screen again only then; `tests` check it against [`judge`].
-pub fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
+#[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+pub(crate) fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
     next_change_view(obs.view(), now)
 }
 
 /// [`next_change`] on a borrowed view of what was read.
-pub fn next_change_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> VerdictChange {
+pub(crate) fn next_change_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> VerdictChange {
     let ObservedView::Present { record: Ok(r), .. } = obs else {
         return VerdictChange::Never;
     };

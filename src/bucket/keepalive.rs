@@ -28,7 +28,7 @@ use super::lease::{BucketLease, Released};
 
 /// What closes a keep-alive's fence at its deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Watchdog {
+pub(crate) enum Watchdog {
     /// A thread of its own (production: no async runtime can delay it).
     Thread,
     /// A task on the current runtime: the simulator's (`sim` feature), whose
@@ -66,7 +66,7 @@ impl KeepAlive {
     }
 
     /// [`KeepAlive::start`] with the fence watchdog of `watchdog`'s kind.
-    pub fn start_with(lease: BucketLease, watchdog: Watchdog) -> Self {
+    pub(crate) fn start_with(lease: BucketLease, watchdog: Watchdog) -> Self {
         let cell = FenceCell::new(lease.clock().clone(), lease.deadline());
         if lease.is_lost() {
             cell.close(FenceClosed::Lost);
@@ -122,7 +122,7 @@ impl KeepAlive {
     }
 
     /// Why the fence closed, once it has.
-    pub fn closed_reason(&self) -> Option<FenceClosed> {
+    pub(crate) fn closed_reason(&self) -> Option<FenceClosed> {
         self.cell.closed_reason()
     }
 
@@ -131,12 +131,13 @@ impl KeepAlive {
     /// stopping writers (signals, the fence fd), never for I/O. Not run after
     /// [`KeepAlive::stop`] (or a drop): then it is dropped unrun, which
     /// releases what it owns (`bucket hold`'s fence fd closes that way too).
-    pub fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
+    pub(crate) fn on_close(&self, hook: impl FnOnce(FenceClose) + Send + 'static) {
         self.cell.on_close(hook)
     }
 
     /// True once the task has ended (lease lost or fence closed).
-    pub fn is_finished(&self) -> bool {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn is_finished(&self) -> bool {
         self.task.as_ref().is_none_or(|t| t.is_finished())
     }
 

@@ -87,23 +87,27 @@
 #[cfg(feature = "sim")]
 pub mod defect;
 pub mod error;
-pub mod fence;
+pub(crate) mod fence;
 pub mod judge;
-pub mod keepalive;
-pub mod lease;
-pub mod own;
+pub(crate) mod keepalive;
+pub(crate) mod lease;
+pub(crate) mod own;
 pub mod probe;
-pub mod race;
-pub mod record;
-pub mod watch;
+pub(crate) mod race;
+pub(crate) mod record;
+pub(crate) mod watch;
 
-pub use error::{LeaseError, CONDITIONAL_SWITCH};
-pub use fence::{FenceClose, FenceClosed, FenceDeadline, FenceStatus};
-pub use judge::{judge, Judgement, LeaseState, Observed};
-pub use keepalive::{KeepAlive, ReleaseReport, Watchdog};
+pub use error::LeaseError;
+pub(crate) use error::CONDITIONAL_SWITCH;
+pub(crate) use fence::{FenceClose, FenceClosed, FenceStatus};
+pub(crate) use judge::Judgement;
+pub use judge::{judge, LeaseState, Observed};
+#[cfg(feature = "sim")]
+pub(crate) use keepalive::Watchdog;
+pub use keepalive::{KeepAlive, ReleaseReport};
 pub use lease::{read_lease, BucketLease, Exclusion, LeaseConfig, Released};
+pub(crate) use record::{fmt_generation, parse_ttl, MAX_SANE_TTL_S};
 pub use record::{
-    fmt_generation, lease_key, new_instance_id, next_generation, parse_ttl, LeaseRecord, Malformed,
-    RecordFormat, MAX_SANE_TTL_S,
+    lease_key, new_instance_id, next_generation, LeaseRecord, Malformed, RecordFormat,
 };
 pub use watch::LeaseWatch;

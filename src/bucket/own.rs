@@ -31,14 +31,14 @@ const KEEP: usize = 16;
 /// see (a lost answer, a timeout, a 409 or 5xx): a read-back adopts a record
 /// only when its body is one of these (or the one last confirmed).
 #[derive(Debug, Clone, Default)]
-pub struct Sent {
+pub(crate) struct Sent {
     bodies: VecDeque<Vec<u8>>,
 }
 
 impl Sent {
     /// Remembers `body` as sent and not (yet) confirmed; the oldest of more
     /// than 16 is forgotten.
-    pub fn add(&mut self, body: &[u8]) {
+    pub(crate) fn add(&mut self, body: &[u8]) {
         if self.proves(body) {
             return;
         }
@@ -49,12 +49,12 @@ impl Sent {
     }
 
     /// True when `body` is exactly one this process sent and did not see answered.
-    pub fn proves(&self, body: &[u8]) -> bool {
+    pub(crate) fn proves(&self, body: &[u8]) -> bool {
         self.bodies.iter().any(|b| b == body)
     }
 
     /// Forgets every body (a write of ours was confirmed).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.bodies.clear();
     }
 }
@@ -65,7 +65,7 @@ impl Sent {
 /// `acquired_at` ([`holder_stamps`]), so a record a live holder wrote never
 /// looks like one, and the successor's first write ends it. Both record
 /// formats carry it (no field is added).
-pub fn is_handover(record: &LeaseRecord) -> bool {
+pub(crate) fn is_handover(record: &LeaseRecord) -> bool {
     record.acquired_at == record.renewed_at
 }
 
@@ -73,7 +73,7 @@ pub fn is_handover(record: &LeaseRecord) -> bool {
 /// began at `acquired_at`: `renewed_at` is `now`, or one microsecond later
 /// when `now` is `acquired_at` to the microsecond (a lease created now), so
 /// that no holder's record is ever taken for a hand-over ([`is_handover`]).
-pub fn holder_stamps(
+pub(crate) fn holder_stamps(
     acquired_at: chrono::DateTime<chrono::Utc>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) {
@@ -86,7 +86,7 @@ pub fn holder_stamps(
 
 /// Whose a stored LEASE is, to a process running as `instance_id` ([`whose`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Whose {
+pub(crate) enum Whose {
     /// Its body is, byte for byte, one this process wrote (the last one
     /// confirmed, or one whose answer it did not see): adopt its ETag.
     Ours,
@@ -109,7 +109,7 @@ pub enum Whose {
 /// `stored`, to a process running as `instance_id` for which `ours(body)` is
 /// true of exactly the bodies it wrote itself (see the module docs). The id
 /// alone is never proof.
-pub fn whose(
+pub(crate) fn whose(
     observed: &Observed,
     stored: Option<&[u8]>,
     instance_id: &str,
@@ -128,7 +128,7 @@ pub fn whose(
 }
 
 /// A LEASE read back: what it holds, and its exact body (`None` when absent).
-pub struct ReadBack {
+pub(crate) struct ReadBack {
     /// The observation.
     pub observed: Observed,
     /// The body as stored (cut as [`crate::store::GetOutput::body`]).
@@ -137,12 +137,12 @@ pub struct ReadBack {
 
 impl ReadBack {
     /// The ETag of the object read, if any.
-    pub fn etag(&self) -> Option<&str> {
+    pub(crate) fn etag(&self) -> Option<&str> {
         self.observed.etag()
     }
 
     /// True when the object's body is `body` exactly.
-    pub fn holds(&self, body: &[u8]) -> bool {
+    pub(crate) fn holds(&self, body: &[u8]) -> bool {
         self.body.as_deref() == Some(body)
     }
 }
@@ -150,7 +150,7 @@ impl ReadBack {
 /// Reads `key` whole (no conditional GET): the one read-back of a write.
 ///
 /// Errors: the store's, but a missing key is an absent [`ReadBack`].
-pub async fn read_back(store: &dyn ObjectRead, key: &str) -> Result<ReadBack, StoreError> {
+pub(crate) async fn read_back(store: &dyn ObjectRead, key: &str) -> Result<ReadBack, StoreError> {
     match store.get(key, None).await {
         Ok(out) => Ok(ReadBack {
             observed: Observed::from_get(&out),

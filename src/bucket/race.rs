@@ -43,22 +43,22 @@ use serde::Serialize;
 use crate::store::{DeleteSupport, ObjectStore, PutCondition, StoreError};
 
 /// Concurrent requests per round of `leasectl probe --race` (without `=N`).
-pub const PROBE_CONTENDERS: usize = 16;
+pub(crate) const PROBE_CONTENDERS: usize = 16;
 /// Rounds per primitive of `leasectl probe --race`.
-pub const PROBE_ROUNDS: usize = 5;
+pub(crate) const PROBE_ROUNDS: usize = 5;
 /// Concurrent requests per round of the check on the acquire path.
-pub const ACQUIRE_CONTENDERS: usize = 4;
+pub(crate) const ACQUIRE_CONTENDERS: usize = 4;
 /// Rounds per primitive of the check on the acquire path.
-pub const ACQUIRE_ROUNDS: usize = 1;
+pub(crate) const ACQUIRE_ROUNDS: usize = 1;
 /// The fewest concurrent requests a race can have.
-pub const MIN_CONTENDERS: usize = 2;
+pub(crate) const MIN_CONTENDERS: usize = 2;
 /// The most concurrent requests a race may have (`--race=N` is refused above).
-pub const MAX_CONTENDERS: usize = 64;
+pub(crate) const MAX_CONTENDERS: usize = 64;
 
 /// A primitive a lease uses, raced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Primitive {
+pub(crate) enum Primitive {
     /// `PUT If-None-Match: *` on one absent key (the acquire of an absent lease).
     CreateAbsent,
     /// `PUT If-Match: <ETag>` on one current ETag (a takeover of a stale lease, a renewal).
@@ -69,7 +69,7 @@ pub enum Primitive {
 
 impl Primitive {
     /// The request, for people.
-    pub fn request(self) -> &'static str {
+    pub(crate) fn request(self) -> &'static str {
         match self {
             Primitive::CreateAbsent => "PUT If-None-Match: * (one absent key)",
             Primitive::IfMatchCurrent => "PUT If-Match: <one current ETag>",
@@ -81,7 +81,7 @@ impl Primitive {
 /// What a race found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RaceVerdict {
+pub(crate) enum RaceVerdict {
     /// No round had more than one winner.
     Atomic,
     /// Some round had two or more winners: the precondition is a check and a
@@ -93,7 +93,7 @@ pub enum RaceVerdict {
 
 impl RaceVerdict {
     /// `atomic`, `not atomic`, `not run`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RaceVerdict::Atomic => "atomic",
             RaceVerdict::NotAtomic => "not atomic",
@@ -104,9 +104,9 @@ impl RaceVerdict {
 
 /// The rounds of one primitive.
 #[derive(Debug, Clone, Serialize)]
-pub struct Race {
+pub(crate) struct Race {
     /// Which primitive.
-    pub primitive: Primitive,
+    pub(crate) primitive: Primitive,
     /// The request, for people.
     pub request: &'static str,
     /// Concurrent requests per round.
@@ -116,13 +116,13 @@ pub struct Race {
     /// Winners in each round, in order (exactly 1 each on an atomic service).
     pub winners: Vec<usize>,
     /// The most winners seen in one round.
-    pub max_winners: usize,
+    pub(crate) max_winners: usize,
     /// Answers seen over all rounds, by kind (`200`, `412`, `409, read back: written`, ...).
     pub answers: BTreeMap<String, usize>,
     /// The verdict.
     pub verdict: RaceVerdict,
     /// Wall time of its rounds (their read-backs included), milliseconds.
-    pub elapsed_ms: u64,
+    pub(crate) elapsed_ms: u64,
     /// Why it was not run, or what a round without a winner means.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -130,7 +130,7 @@ pub struct Race {
 
 impl Race {
     /// One line for the text report.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut s = format!(
             "{:<38} {} round(s) of {}: winners {:?}, most {} — {}",
             self.request,
@@ -151,9 +151,9 @@ impl Race {
 
 /// The race probe's findings.
 #[derive(Debug, Clone, Serialize)]
-pub struct RaceReport {
+pub(crate) struct RaceReport {
     /// The scratch key raced on (removed again).
-    pub scratch_key: String,
+    pub(crate) scratch_key: String,
     /// Concurrent requests per round.
     pub contenders: usize,
     /// Rounds asked for per primitive (each race says how many it ran).
@@ -165,21 +165,21 @@ pub struct RaceReport {
     /// Requests sent, reads and cleanup included.
     pub requests: usize,
     /// Wall time of the race probe, milliseconds.
-    pub elapsed_ms: u64,
+    pub(crate) elapsed_ms: u64,
     /// Problems removing the scratch key (empty when it was removed).
     pub changed: Vec<String>,
 }
 
 impl RaceReport {
     /// The first primitive with two winners in one round, if any.
-    pub fn not_atomic(&self) -> Option<&Race> {
+    pub(crate) fn not_atomic(&self) -> Option<&Race> {
         self.races
             .iter()
             .find(|r| r.verdict == RaceVerdict::NotAtomic)
     }
 
     /// One sentence on a not-atomic finding: which request, how many winners.
-    pub fn finding(&self) -> Option<String> {
+    pub(crate) fn finding(&self) -> Option<String> {
         self.not_atomic().map(|r| {
             format!(
                 "{} is not atomic: {} of {} concurrent requests won one round",
@@ -189,7 +189,7 @@ impl RaceReport {
     }
 
     /// What it cost, for people: `260 requests in 1.2s`.
-    pub fn cost(&self) -> String {
+    pub(crate) fn cost(&self) -> String {
         format!(
             "{} requests in {}",
             self.requests,
@@ -200,7 +200,7 @@ impl RaceReport {
 
 /// The race probe's scratch key for a probe scratch key `probe_key`
 /// (`{root}.leasectl-probe/{id}` → `{root}.leasectl-probe/{id}.race`).
-pub fn race_key(probe_key: &str) -> String {
+pub(crate) fn race_key(probe_key: &str) -> String {
     format!("{probe_key}.race")
 }
 
@@ -209,7 +209,8 @@ pub fn race_key(probe_key: &str) -> String {
 /// no error.
 ///
 /// Errors: the store's, when the delete failed.
-pub async fn cleanup(store: &dyn ObjectStore, probe_key: &str) -> Result<(), StoreError> {
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) async fn cleanup(store: &dyn ObjectStore, probe_key: &str) -> Result<(), StoreError> {
     store.delete(&race_key(probe_key), None).await
 }
 
@@ -481,7 +482,7 @@ fn judge(r: &mut Race) {
 ///
 /// Errors: a store failure that is not a contender's answer (access denied,
 /// credentials, a read-back that failed); the scratch key is still removed.
-pub async fn race(
+pub(crate) async fn race(
     store: &dyn ObjectStore,
     probe_key: &str,
     n: usize,
@@ -698,7 +699,7 @@ fn checked() -> &'static Mutex<BTreeMap<String, Cell>> {
 /// Forgets the findings of every store whose name starts with `prefix`: the
 /// simulator's worlds (`sim` feature) are new stores each run.
 #[cfg(feature = "sim")]
-pub fn forget(prefix: &str) {
+pub(crate) fn forget(prefix: &str) {
     checked()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -711,7 +712,7 @@ pub fn forget(prefix: &str) {
 /// A failed check is not remembered: the next acquire checks again.
 ///
 /// Errors: as [`race`].
-pub async fn check_once(
+pub(crate) async fn check_once(
     store: &dyn ObjectStore,
     probe_key: &str,
 ) -> Result<Arc<RaceReport>, StoreError> {
@@ -722,7 +723,7 @@ pub async fn check_once(
 /// the store checked already (false).
 ///
 /// Errors: as [`race`].
-pub async fn check_once_ran(
+pub(crate) async fn check_once_ran(
     store: &dyn ObjectStore,
     probe_key: &str,
 ) -> Result<(Arc<RaceReport>, bool), StoreError> {

@@ -15,10 +15,10 @@ use crate::store::MAX_BODY_BYTES;
 
 /// The longest TTL a record is trusted with, in seconds (one hour). A record
 /// with a longer TTL is suspect (bucket-lease spec, "A lease stamped far in the future").
-pub const MAX_SANE_TTL_S: u64 = 3600;
+pub(crate) const MAX_SANE_TTL_S: u64 = 3600;
 
 /// The default TTL of a lease this tool takes, in seconds.
-pub const DEFAULT_TTL_S: u64 = 30;
+pub(crate) const DEFAULT_TTL_S: u64 = 30;
 
 /// The LEASE object's contents.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -351,7 +351,7 @@ impl RecordFormat {
     /// carry the replaced holder's fencing token. `None` otherwise, and always
     /// for `seed` (which writes no generation). The sentence is safe to print
     /// and says what to do.
-    pub fn cannot_replace(self, replaced: Option<u64>) -> Option<String> {
+    pub(crate) fn cannot_replace(self, replaced: Option<u64>) -> Option<String> {
         match (self, replaced) {
             (RecordFormat::Leasectl, Some(u64::MAX)) => Some(format!(
                 "its generation is {}, the largest a generation can be: no greater one can be written, \
@@ -368,7 +368,7 @@ impl RecordFormat {
     /// The generation kept when a holder adopts a record naming it (a lost
     /// answer, a hand-over): `adopted` as it is; `leasectl` gives a record
     /// without one a generation as for a lease taken at `now`, `seed` drops it.
-    pub fn adopted(self, adopted: Option<u64>, now: DateTime<Utc>) -> Option<u64> {
+    pub(crate) fn adopted(self, adopted: Option<u64>, now: DateTime<Utc>) -> Option<u64> {
         match self {
             RecordFormat::Leasectl => adopted.or(Some(next_generation(None, now))),
             RecordFormat::Seed => None,
@@ -398,7 +398,7 @@ impl std::str::FromStr for RecordFormat {
 }
 
 /// A generation for people: the number, or `-` when unknown.
-pub fn fmt_generation(g: Option<u64>) -> String {
+pub(crate) fn fmt_generation(g: Option<u64>) -> String {
     g.map_or_else(|| "-".to_owned(), |g| g.to_string())
 }
 
@@ -413,7 +413,7 @@ pub fn new_instance_id() -> String {
 
 /// Parses a lease TTL: whole seconds from 3 s to one hour (a longer one is
 /// judged suspect by every reader; a shorter one cannot be renewed in time).
-pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
     let d = crate::values::parse_duration(s)?;
     let max = MAX_SANE_TTL_S;
     if d.subsec_nanos() != 0 || d.as_secs() < 3 || d.as_secs() > max {

@@ -5,7 +5,7 @@
 
 mod parse;
 
-pub use parse::*;
+pub(crate) use parse::*;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -13,7 +13,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::bucket::{LeaseState, RecordFormat};
+use crate::snapshot::{DEFAULT_CONCURRENCY, DEFAULT_MAX_REQUESTS};
+use crate::supervise::ContainmentMode;
+use crate::takeover::Then;
 use crate::target::Target;
+use crate::text::sanitize_cut;
+use crate::tui::app::DEFAULT_GET_PRICE;
 
 /// leasectl: who writes here, is it safe, and how to move the lease without two writers.
 #[derive(Debug, Parser)]
@@ -56,12 +62,12 @@ pub struct LogArgs {
     /// The log on stderr instead of sentences: each step with its time (-v info, -vv debug,
     /// -vvv trace; LEASECTL_LOG sets the filter too).
     #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
 
     /// Append the log (each step with its time, at info or as -v and LEASECTL_LOG say) to
     /// this file, created private (0600); stderr keeps its sentences.
     #[arg(long, global = true, value_name = "PATH")]
-    pub log_file: Option<PathBuf>,
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 /// The commands on which the global options (`-c` and the S3 ones: every
@@ -70,7 +76,7 @@ pub struct LogArgs {
 /// list those options and they refuse them after the command's name; given
 /// before it (`leasectl --region R audit`, as a shell alias does) they are
 /// accepted for the top level and do nothing.
-pub const LOCAL_COMMANDS: [&str; 2] = ["audit", "config"];
+pub(crate) const LOCAL_COMMANDS: [&str; 2] = ["audit", "config"];
 
 /// The command line as leasectl parses it: [`Cli`]'s, except that each
 /// global option is copied to every subcommand but [`LOCAL_COMMANDS`] (and,
@@ -138,12 +144,12 @@ pub struct ConsoleArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s): rows on screen first, then fresh leases at their expiry, rows never
     /// read, the others round robin; the status bar says how old the oldest reading is.
-    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
 
     /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
     /// (AWS S3 Standard in us-east-1: 0.0004; a LIST is counted at 12.5 times that, as on AWS).
-    #[arg(long, default_value_t = crate::tui::app::DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
+    #[arg(long, default_value_t = DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
     pub get_price: f64,
 
     /// Monitoring output options (`-o`, `--watch`).
@@ -162,7 +168,7 @@ pub struct ConsoleArgs {
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
-    pub record_format: crate::bucket::RecordFormat,
+    pub record_format: RecordFormat,
 
     /// The console's takeovers: the TTL of the leases they write. No flag sets it: the
     /// context's `ttl` when one applies (`setup::prepare`), else `None` (30 s).
@@ -198,7 +204,7 @@ pub struct OutputArgs {
 
     /// Time between two `heartbeat` lines of --watch (at least 1s).
     #[arg(long, default_value = "30s", value_parser = parse_interval, value_name = "DURATION")]
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
 }
 
 /// `leasectl check`.
@@ -212,10 +218,10 @@ pub struct CheckArgs {
     pub depth: u32,
     /// WARNING when a lease's age is over this (e.g. 1m).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub warn_age: Option<Duration>,
+    pub(crate) warn_age: Option<Duration>,
     /// CRITICAL when a lease's age is over this.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub crit_age: Option<Duration>,
+    pub(crate) crit_age: Option<Duration>,
     /// States that are CRITICAL (comma-separated: stale, suspect, malformed, absent; or
     /// none); the others needing attention are WARNING.
     #[arg(
@@ -224,11 +230,11 @@ pub struct CheckArgs {
         value_parser = parse_states,
         value_name = "STATES"
     )]
-    pub crit_state: std::vec::Vec<crate::bucket::LeaseState>,
+    pub(crate) crit_state: std::vec::Vec<LeaseState>,
     /// CRITICAL when fewer than N leases are found (rows that are not absent), e.g. a
     /// service whose holder never started. Default 0: finding none is OK.
     #[arg(long, default_value_t = 0, value_name = "N")]
-    pub min_leases: usize,
+    pub(crate) min_leases: usize,
     /// Pod options (a pod verdict is CRITICAL).
     #[command(flatten)]
     pub pod: PodArgs,
@@ -252,7 +258,7 @@ pub struct ServeArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s), the most pressing first (fresh leases at their expiry, rows never
     /// read, the others round robin).
-    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
     /// The local audit log to read (never written) to name takeovers and hand-overs in the
     /// holder history, as the console does. Default: the platform data directory, e.g.
@@ -313,7 +319,7 @@ pub struct PodArgs {
 
     /// Do not scan processes at all (bucket leases only).
     #[arg(long, conflicts_with_all = ["data_dirs", "pod_root"])]
-    pub no_pod: bool,
+    pub(crate) no_pod: bool,
 
     /// The node view: every pod of this host, grouped by the pod its processes' cgroups name,
     /// each judged alone, with a tally (run in the host's PID namespace, as root with
@@ -348,7 +354,7 @@ pub struct S3Args {
     #[arg(
         long,
         global = true,
-        default_value_t = crate::snapshot::DEFAULT_CONCURRENCY,
+        default_value_t = DEFAULT_CONCURRENCY,
         value_parser = clap::value_parser!(u16).range(1..=1024),
         value_name = "N"
     )]
@@ -392,7 +398,7 @@ pub enum TimelineFormat {
 pub struct TimelineArgs {
     /// The prefixes whose lease history to rebuild (s3://bucket/prefix/ or file:///dir/).
     #[arg(required = true, value_name = "PREFIX_URL", value_parser = parse_target)]
-    pub prefix_urls: Vec<Target>,
+    pub(crate) prefix_urls: Vec<Target>,
     /// Only the last DURATION before --to (e.g. 24h, 90m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
     pub since: Option<std::time::Duration>,
@@ -404,19 +410,19 @@ pub struct TimelineArgs {
     pub to: Option<chrono::DateTime<chrono::Utc>>,
     /// An audit log to read (repeatable; default: this host's audit log, if it exists).
     #[arg(long = "audit-log", value_name = "FILE")]
-    pub audit_logs: Vec<PathBuf>,
+    pub(crate) audit_logs: Vec<PathBuf>,
     /// A `--watch` NDJSON recording to read (repeatable): the history of a store without versions.
     #[arg(long = "recording", value_name = "FILE")]
-    pub recordings: Vec<PathBuf>,
+    pub(crate) recordings: Vec<PathBuf>,
     /// Read bodies only where the tenure may change, by bisection: far fewer
     /// GETs, but the versions between two reads of one tenure are inferred, not
     /// read (a holder writing in between is not seen), so the run exits 1 (by
     /// default every version is read).
     #[arg(long)]
-    pub bisect: bool,
+    pub(crate) bisect: bool,
     /// Read every version's body: the default now (kept for scripts).
     #[arg(long, hide = true, conflicts_with = "bisect")]
-    pub all_versions: bool,
+    pub(crate) all_versions: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: TimelineFormat,
@@ -429,7 +435,7 @@ fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
         .map_err(|e| {
             format!(
                 "{} is not an RFC 3339 time ({e}); write e.g. 2026-12-03T09:00:00Z",
-                crate::text::sanitize_cut(s, 60)
+                sanitize_cut(s, 60)
             )
         })
 }
@@ -599,17 +605,17 @@ pub struct TakeoverArgs {
     pub reason: String,
     /// Refuse unless the LEASE's current ETag is exactly this (from --json or the console).
     #[arg(long, value_name = "ETAG")]
-    pub expect_etag: Option<String>,
+    pub(crate) expect_etag: Option<String>,
     /// After taking it: release (free the prefix), hold (renew until Ctrl-C, then
     /// release) or handover:INSTANCE_ID (name the successor that will adopt it).
     #[arg(long, default_value = "release", value_parser = parse_then, value_name = "WHAT")]
-    pub then: crate::takeover::Then,
+    pub then: Then,
     /// Allow taking over a fresh lease (a live holder!). Still asks for the prefix.
     #[arg(long)]
     pub force: bool,
     /// Do not ask for confirmation (scripts and runbooks).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// TTL of the lease written (whole seconds, 3s to 1h); a hand-over's successor must
     /// start within it.
     #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
@@ -618,7 +624,7 @@ pub struct TakeoverArgs {
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
-    pub record_format: crate::bucket::RecordFormat,
+    pub record_format: RecordFormat,
     /// Audit log options.
     #[command(flatten)]
     pub audit: AuditArgs,
@@ -652,10 +658,10 @@ pub struct DemoArgs {
         value_parser = parse_duration,
         value_name = "DURATION"
     )]
-    pub die_after: Duration,
+    pub(crate) die_after: Duration,
     /// Internal: the demo's watchdog process.
     #[arg(long, hide = true)]
-    pub watchdog: bool,
+    pub(crate) watchdog: bool,
 }
 
 /// `leasectl completions`.
@@ -700,17 +706,17 @@ pub struct HoldArgs {
     /// Time CMD gets between SIGTERM and SIGKILL when the fence closes (default 5s; at most
     /// a sixth of the TTL).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub grace: Option<Duration>,
+    pub(crate) grace: Option<Duration>,
     /// The fields of the LEASE records written: leasectl (the seed's four and `generation`,
     /// the fencing token) or seed (exactly the seed's four, for readers that refuse unknown
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
-    pub record_format: crate::bucket::RecordFormat,
+    pub record_format: RecordFormat,
     /// Run CMD in a PID namespace of its own, so that the kernel ends all of it (daemons
     /// included) when leasectl dies: auto (when the kernel allows it, else say why and go
     /// on without), require (refuse to start without it, exit 125) or off.
     #[arg(long, default_value = "auto", value_name = "MODE", value_parser = parse_containment)]
-    pub containment: crate::supervise::ContainmentMode,
+    pub containment: ContainmentMode,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,

@@ -6,15 +6,18 @@
 //! the TTL rule in [`crate::bucket::parse_ttl`], both re-exported here for clap.
 
 use super::OnOff;
-pub use crate::bucket::parse_ttl;
+pub(crate) use crate::bucket::parse_ttl;
 use crate::bucket::LeaseState;
+use crate::bucket::RecordFormat;
+use crate::supervise::ContainmentMode;
 use crate::takeover::Then;
 use crate::target::{Target, TargetError};
-pub use crate::values::*;
+use crate::text::{sanitize, sanitize_cut};
+pub(crate) use crate::values::*;
 
 /// The environment variable that chooses the exclusion mode, like
 /// `--conditional`.
-pub const CONDITIONAL_ENV: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL";
+pub(crate) const CONDITIONAL_ENV: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL";
 
 /// The exclusion mode that `MUSHROOMDB_BACKUP_LEASE_CONDITIONAL` (`value`,
 /// as read from the environment) asks for: `None` when it is unset or empty
@@ -27,7 +30,9 @@ pub const CONDITIONAL_ENV: &str = "MUSHROOMDB_BACKUP_LEASE_CONDITIONAL";
 ///
 /// # Errors
 /// A sentence naming the variable and the accepted values for any other value.
-pub fn conditional_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<OnOff>, String> {
+pub(crate) fn conditional_from_env(
+    value: Option<&std::ffi::OsStr>,
+) -> Result<Option<OnOff>, String> {
     let Some(v) = value.filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
@@ -37,7 +42,7 @@ pub fn conditional_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<On
         _ => Err(format!(
             "the environment variable {CONDITIONAL_ENV} is \"{}\"; accepted values are `on`, \
              `off` (best-effort), or empty / unset (conditional, the default)",
-            crate::text::sanitize_cut(&v.to_string_lossy(), 64)
+            sanitize_cut(&v.to_string_lossy(), 64)
         )),
     }
 }
@@ -48,7 +53,7 @@ pub fn conditional_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<On
 ///
 /// # Errors
 /// A sentence naming the accepted forms.
-pub fn parse_then(s: &str) -> Result<Then, String> {
+pub(crate) fn parse_then(s: &str) -> Result<Then, String> {
     s.parse()
 }
 
@@ -58,13 +63,13 @@ pub fn parse_then(s: &str) -> Result<Then, String> {
 ///
 /// # Errors
 /// The [`TargetError`] of a URL that is not a TARGET.
-pub fn parse_target(s: &str) -> Result<Target, TargetError> {
+pub(crate) fn parse_target(s: &str) -> Result<Target, TargetError> {
     s.parse()
 }
 
 /// Parses `--crit-state`: a comma-separated list of stale, suspect,
 /// malformed, absent (or `none`).
-pub fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
+pub(crate) fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
     if s == "none" {
         return Ok(Vec::new());
     }
@@ -77,7 +82,7 @@ pub fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
             "fresh" => Err("fresh is the healthy state; it cannot be critical".to_owned()),
             other => Err(format!(
                 "unknown state `{}`; expected a comma-separated list of stale, suspect, malformed, absent, or none",
-                crate::text::sanitize(other)
+                sanitize(other)
             )),
         })
         .collect()
@@ -85,12 +90,12 @@ pub fn parse_states(s: &str) -> Result<Vec<LeaseState>, String> {
 
 /// Parses `--record-format` (and the context's `record_format`): `leasectl`
 /// or `seed`.
-pub fn parse_record_format(s: &str) -> Result<crate::bucket::RecordFormat, String> {
+pub(crate) fn parse_record_format(s: &str) -> Result<RecordFormat, String> {
     s.parse()
 }
 
 /// Parses `bucket hold --containment`: `auto`, `require` or `off`.
-pub fn parse_containment(s: &str) -> Result<crate::supervise::ContainmentMode, String> {
+pub(crate) fn parse_containment(s: &str) -> Result<ContainmentMode, String> {
     s.parse()
 }
 

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-pub mod offset;
-pub use offset::{DateAnswer, OffsetEstimator, ServerOffset, DRIFT_PPM};
+pub(crate) mod offset;
+pub use offset::ServerOffset;
+pub(crate) use offset::{DateAnswer, OffsetEstimator};
 
 /// A source of time. `wall()` is UTC wall-clock time; `mono()` is the time since
 /// an arbitrary fixed origin on a clock that never goes backwards and keeps
@@ -50,7 +51,7 @@ pub struct SystemClock {
 
 /// Reads `CLOCK_BOOTTIME` (time since boot, suspend included). Falls back to
 /// `CLOCK_MONOTONIC` where the kernel lacks it (before Linux 2.6.39).
-pub fn boottime() -> Duration {
+pub(crate) fn boottime() -> Duration {
     use nix::time::{clock_gettime, ClockId};
     let ts = clock_gettime(ClockId::CLOCK_BOOTTIME)
         .or_else(|_| clock_gettime(ClockId::CLOCK_MONOTONIC))
@@ -139,7 +140,8 @@ impl ManualClock {
 
     /// Set the wall clock only (a step such as NTP correcting, or a suspend the
     /// monotonic clock did not see).
-    pub fn set_wall(&self, wall: DateTime<Utc>) {
+    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    pub(crate) fn set_wall(&self, wall: DateTime<Utc>) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).0 = wall;
     }
 }
@@ -159,7 +161,7 @@ impl Clock for ManualClock {
 /// refuse. Such an instant is moved to the last nanosecond of second 59
 /// (written `23:59:59.999999Z` to the microsecond); every other time is
 /// returned unchanged.
-pub fn without_leap_second(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn without_leap_second(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::Timelike;
     if t.nanosecond() >= 1_000_000_000 {
         t.with_nanosecond(999_999_999).unwrap_or(t)
@@ -170,7 +172,7 @@ pub fn without_leap_second(t: DateTime<Utc>) -> DateTime<Utc> {
 
 /// `t` as RFC 3339 UTC (`…Z`) with the given precision, never with a leap
 /// second ([`without_leap_second`]): the one way leasectl writes a time.
-pub fn rfc3339(t: DateTime<Utc>, precision: chrono::SecondsFormat) -> String {
+pub(crate) fn rfc3339(t: DateTime<Utc>, precision: chrono::SecondsFormat) -> String {
     without_leap_second(t).to_rfc3339_opts(precision, true)
 }
 
@@ -178,19 +180,22 @@ pub fn rfc3339(t: DateTime<Utc>, precision: chrono::SecondsFormat) -> String {
 /// with as many fraction digits as that leaves (none, 3 or 6): the one
 /// format of every time leasectl writes, which every RFC 3339 parser
 /// (Python's `fromisoformat` too) reads.
-pub fn ser_rfc3339<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_rfc3339<S: serde::Serializer>(
+    t: &DateTime<Utc>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.serialize_str(&rfc3339(to_micros(*t), chrono::SecondsFormat::AutoSi))
 }
 
 /// `t` truncated to whole microseconds.
-pub fn to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
     use chrono::Timelike;
     t.with_nanosecond(t.nanosecond() / 1000 * 1000).unwrap_or(t)
 }
 
 /// `t` rounded up to whole microseconds (a "not before" moment written at
 /// the precision of every output stays not before).
-pub fn ceil_micros(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn ceil_micros(t: DateTime<Utc>) -> DateTime<Utc> {
     let down = to_micros(t);
     if down < t {
         down + chrono::Duration::microseconds(1)
@@ -206,7 +211,7 @@ pub fn shown(t: DateTime<Utc>) -> String {
 }
 
 /// Serde: an optional time as [`ser_rfc3339`] writes it, or null.
-pub fn ser_opt_rfc3339<S: serde::Serializer>(
+pub(crate) fn ser_opt_rfc3339<S: serde::Serializer>(
     t: &Option<DateTime<Utc>>,
     s: S,
 ) -> Result<S::Ok, S::Error> {

@@ -35,12 +35,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::Clock;
+use crate::text::format_secs;
 
 /// How fast the service's clock and this host's may run apart, in parts per
 /// million: each bound of the estimate is widened by this much of its age.
 /// Quartz oscillators are specified within ±100 ppm and NTP-disciplined
 /// clocks hold a few ppm; 500 ppm leaves room for both ends being poor.
-pub const DRIFT_PPM: i64 = 500;
+pub(crate) const DRIFT_PPM: i64 = 500;
 
 /// While the estimate is wider than this (± seconds, or the round trip when
 /// that is longer), [`ServerOffset::lead`] aims requests at a second's edge.
@@ -51,16 +52,16 @@ const US: i64 = 1_000_000;
 /// What one answer says of the service's clock: its `Date`, and this host's
 /// clocks around the request.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DateAnswer {
+pub(crate) struct DateAnswer {
     /// The answer's `Date` (UTC, whole seconds as HTTP writes it; a fraction,
     /// if any, is dropped).
     pub date: DateTime<Utc>,
     /// This host's boot-time clock when the request was sent.
-    pub sent_mono: Duration,
+    pub(crate) sent_mono: Duration,
     /// This host's boot-time clock when the answer arrived.
-    pub received_mono: Duration,
+    pub(crate) received_mono: Duration,
     /// This host's system wall clock (UTC) when the answer arrived.
-    pub received_wall: DateTime<Utc>,
+    pub(crate) received_wall: DateTime<Utc>,
 }
 
 impl DateAnswer {
@@ -105,7 +106,7 @@ fn drift_us(age_us: i64) -> i64 {
 /// intervals. Feed it every answer ([`OffsetEstimator::add`]); read it with
 /// [`OffsetEstimator::estimate`].
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct OffsetEstimator {
+pub(crate) struct OffsetEstimator {
     bounds: Option<Bounds>,
     /// The latest answer's round trip (microseconds) and arrival (wall).
     latest: Option<(i64, DateTime<Utc>)>,
@@ -117,7 +118,8 @@ pub struct OffsetEstimator {
 
 impl OffsetEstimator {
     /// An estimator that has seen no answer.
-    pub fn new() -> Self {
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))] // the simulator's and the unit tests' (issue 49 §3)
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -126,7 +128,7 @@ impl OffsetEstimator {
     /// (positive: the service's clock is now further ahead than the bounds
     /// allowed): the estimate then restarts from this answer, and this is
     /// said at WARN. An answer that arrived before it was sent is ignored.
-    pub fn add(&mut self, answer: DateAnswer) -> Option<f64> {
+    pub(crate) fn add(&mut self, answer: DateAnswer) -> Option<f64> {
         let (lo, hi) = answer.interval_us()?;
         let m1 = i64::try_from(answer.received_mono.as_micros()).ok()?;
         let m0 = i64::try_from(answer.sent_mono.as_micros()).ok()?;
@@ -154,9 +156,9 @@ impl OffsetEstimator {
             };
             tracing::warn!(
                 "the storage service's clock moved {} {} than a drift of {DRIFT_PPM} ppm allows since its earlier answers (a clock step): the estimate of its offset starts again from this answer (± {})",
-                crate::text::format_secs(gap_s.abs()),
+                format_secs(gap_s.abs()),
                 if gap_s > 0.0 { "further ahead" } else { "further back" },
-                crate::text::format_secs((hi - lo) as f64 / 2e6)
+                format_secs((hi - lo) as f64 / 2e6)
             );
             self.bounds = Some(fresh);
             self.answers = 1;
@@ -174,21 +176,26 @@ impl OffsetEstimator {
 
     /// Forgets every answer (an answer without a usable `Date`: the service's
     /// clock is unknown until the next one).
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.bounds = None;
         self.latest = None;
         self.answers = 0;
     }
 
     /// How often the intersection went empty (a clock step) and restarted.
-    pub fn restarts(&self) -> u32 {
+    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    pub(crate) fn restarts(&self) -> u32 {
         self.restarts
     }
 
     /// The estimate now, against the system wall clock: `mono_now` and
     /// `wall_now` are this host's boot-time clock and system wall clock (UTC)
     /// read together now. `None` before any answer.
-    pub fn estimate(&self, mono_now: Duration, wall_now: DateTime<Utc>) -> Option<ServerOffset> {
+    pub(crate) fn estimate(
+        &self,
+        mono_now: Duration,
+        wall_now: DateTime<Utc>,
+    ) -> Option<ServerOffset> {
         let b = self.bounds?;
         let (rtt_us, at) = self.latest?;
         let mono_us = i64::try_from(mono_now.as_micros()).ok()?;
@@ -223,7 +230,7 @@ pub struct ServerOffset {
     /// When the latest answer arrived, by the system wall clock (UTC).
     pub at: DateTime<Utc>,
     /// The latest answer's round trip, seconds.
-    pub rtt_s: f64,
+    pub(crate) rtt_s: f64,
     /// How many answers the estimate was made from.
     pub answers: u32,
 }
@@ -233,7 +240,7 @@ impl ServerOffset {
     /// minus `clock.wall()`, in seconds. Equal to `offset_s` for
     /// [`super::SystemClock`]; a [`super::SkewedClock`] running ahead by `s`
     /// gets `offset_s - s`.
-    pub fn against(&self, clock: &dyn Clock) -> f64 {
+    pub(crate) fn against(&self, clock: &dyn Clock) -> f64 {
         self.offset_s + clock.system_ahead_s()
     }
 
@@ -243,7 +250,7 @@ impl ServerOffset {
     /// half the latest round trip): its answer then halves what is unknown.
     /// Zero once the estimate is within ±25 ms (or the round trip, when
     /// longer), and when the lead needed is more than `max`: never later.
-    pub fn lead(&self, clock: &dyn Clock, after: Duration, max: Duration) -> Duration {
+    pub(crate) fn lead(&self, clock: &dyn Clock, after: Duration, max: Duration) -> Duration {
         if self.error_s <= AIM_ABOVE_S.max(self.rtt_s) {
             return Duration::ZERO;
         }

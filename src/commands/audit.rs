@@ -1,20 +1,24 @@
 //! `leasectl audit`: the audit log, newest first.
 
+use crate::audit::{fmt_time, AuditEntry, AuditLog};
 use crate::cli::AuditListArgs;
 use crate::exit::Exit;
+use crate::setup::fail;
 use crate::setup::Shared;
+use crate::stdout::Checked;
 use crate::text::sanitize;
+use crate::text::to_json_pretty;
 
 /// `leasectl audit [--json]`: the log at `--audit-log` (or the default path).
-pub fn run(a: &AuditListArgs, _shared: &Shared) -> Exit {
+pub(crate) fn run(a: &AuditListArgs, _shared: &Shared) -> Exit {
     let path = match &a.audit_log {
         Some(p) => p.clone(),
-        None => match crate::audit::AuditLog::default_path() {
+        None => match AuditLog::default_path() {
             Ok(p) => p,
-            Err(e) => return crate::setup::fail(&e.into()),
+            Err(e) => return fail(&e.into()),
         },
     };
-    let mut out = crate::stdout::Checked::new(std::io::stdout().lock());
+    let mut out = Checked::new(std::io::stdout().lock());
     let exit = audit_list(&path, a.json, &mut out);
     out.finish(exit)
 }
@@ -22,7 +26,7 @@ pub fn run(a: &AuditListArgs, _shared: &Shared) -> Exit {
 /// The generation an entry observed and the one it wrote: `7 → 8`; `-` for
 /// an unknown one (a record without the field, a seed-format write), `7 →
 /// nothing written` for a refused or failed takeover.
-fn generations(e: &crate::audit::AuditEntry) -> String {
+fn generations(e: &AuditEntry) -> String {
     use crate::bucket::fmt_generation;
     let observed = fmt_generation(e.observed.record.as_ref().and_then(|r| r.generation));
     match &e.written {
@@ -34,8 +38,12 @@ fn generations(e: &crate::audit::AuditEntry) -> String {
 /// `leasectl audit`: the log newest first, as text or one JSON array. Each
 /// line that is not an entry (torn by a crash, edited) is named on stderr
 /// (its number and byte offset) and skipped; the rest is listed (exit 0).
-pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Write) -> Exit {
-    match crate::audit::AuditLog::read_report(path) {
+pub(crate) fn audit_list(
+    path: &std::path::Path,
+    json: bool,
+    out: &mut impl std::io::Write,
+) -> Exit {
+    match AuditLog::read_report(path) {
         Ok(report) => {
             let mut entries = report.entries;
             entries.reverse();
@@ -46,11 +54,7 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
                 );
             }
             if json {
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    crate::text::to_json_pretty(&entries).unwrap_or_default()
-                );
+                let _ = writeln!(out, "{}", to_json_pretty(&entries).unwrap_or_default());
             } else if entries.is_empty() {
                 let _ = writeln!(out, "no audit entries in {}", path.display());
             } else {
@@ -58,7 +62,7 @@ pub fn audit_list(path: &std::path::Path, json: bool, out: &mut impl std::io::Wr
                     let _ = writeln!(
                         out,
                         "{}  {:<7}  {}  {}  {}  generation {}  reason: {}{}",
-                        crate::audit::fmt_time(&e.time),
+                        fmt_time(&e.time),
                         e.phase,
                         sanitize(&e.operator),
                         sanitize(&e.target.url),

@@ -2,28 +2,30 @@
 //! ([`crate::hold`]).
 
 use crate::bucket::LeaseConfig;
+use crate::bucket::RecordFormat;
 use crate::cli::HoldArgs;
 use crate::clock::SystemClock;
 use crate::exit::Exit;
 use crate::hold::{hold, HoldOptions};
 use crate::setup::Shared;
+use crate::setup::{announce, fail};
 
 /// `leasectl bucket hold PREFIX_URL -- CMD`: each request's deadline is at
 /// most a third of the TTL.
-pub async fn run(a: &HoldArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &HoldArgs, shared: &Shared) -> Exit {
     let target = &a.prefix_url;
     let connector = shared.connector_with_timeout(shared.s3.timeout.min(a.ttl / 3));
-    crate::setup::announce("bucket hold", &connector, target).await;
+    announce("bucket hold", &connector, target).await;
     let store = match connector.open(target).await {
         Ok(s) => s,
-        Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
+        Err(e) => return fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
     let config = LeaseConfig {
         ttl_s: a.ttl.as_secs(),
         exclusion: shared.exclusion(),
         record_format: a.record_format,
     };
-    if config.record_format == crate::bucket::RecordFormat::Seed {
+    if config.record_format == RecordFormat::Seed {
         tracing::info!(
             "record format seed: no generation written (the LEASE has the seed's four fields; the command gets no generation)"
         );

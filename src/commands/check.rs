@@ -4,27 +4,32 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cli::CheckArgs;
+use crate::clock::SystemClock;
 use crate::exit::{CheckStatus, Exit};
 use crate::monitor::check;
 use crate::setup::Shared;
+use crate::setup::{open_targets, recipe};
+use crate::snapshot::look_deeper;
 use crate::snapshot::Gatherer;
+use crate::stdout::{write_line, WriteError};
 use crate::store::Counters;
+use crate::text::{format_secs, sanitize};
 
 /// Gathers once, prints the plugin output, returns the plugin status;
 /// anything not gathered, and bad usage, is UNKNOWN. The whole check has
 /// `--timeout` (the plugin convention's `-t`, 10 s by default): when it has
 /// not answered by then, UNKNOWN is printed and the process exits, whatever
 /// is still in flight ([`arm_deadline`]).
-pub async fn run(args: &CheckArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(args: &CheckArgs, shared: &Shared) -> Exit {
     let answered = arm_deadline(shared.s3.timeout);
     let (output, status) = check(args, shared).await;
     // The deadline's thread holds the lock while it answers and exits: past
     // the deadline, the check's own answer is never written.
     let mut done = answered.lock().unwrap_or_else(|e| e.into_inner());
     *done = true;
-    match crate::stdout::write_line(&output) {
+    match write_line(&output) {
         Ok(()) => status.exit(),
-        Err(crate::stdout::WriteError::Closed) => Exit::ClosedPipe,
+        Err(WriteError::Closed) => Exit::ClosedPipe,
         Err(e) => {
             eprintln!("leasectl: could not write to stdout: {e}");
             Exit::Check(CheckStatus::Unknown)
@@ -51,10 +56,10 @@ fn arm_deadline(timeout: Duration) -> Arc<Mutex<bool>> {
             "LEASES UNKNOWN - the check did not finish within its timeout of {} (--timeout): \
              the stores had not all answered, or a listing had not ended; nothing is known. \
              A TARGET with many prefixes needs a longer --timeout",
-            crate::text::format_secs(timeout.as_secs_f64())
+            format_secs(timeout.as_secs_f64())
         );
-        let exit = match crate::stdout::write_line(&line) {
-            Err(crate::stdout::WriteError::Closed) => Exit::ClosedPipe,
+        let exit = match write_line(&line) {
+            Err(WriteError::Closed) => Exit::ClosedPipe,
             _ => Exit::Check(CheckStatus::Unknown),
         };
         std::process::exit(exit.code());
@@ -75,7 +80,7 @@ async fn check(args: &CheckArgs, shared: &Shared) -> (String, check::Status) {
     // The plugin's output is its first line on stdout, even for usage.
     let unknown = |msg: String| {
         (
-            format!("LEASES UNKNOWN - {}", crate::text::sanitize(&msg)),
+            format!("LEASES UNKNOWN - {}", sanitize(&msg)),
             check::Status::Unknown,
         )
     };
@@ -84,15 +89,13 @@ async fn check(args: &CheckArgs, shared: &Shared) -> (String, check::Status) {
         return unknown("nothing to check: give a TARGET or leave out --no-pod".into());
     }
     let counters = Arc::new(Counters::default());
-    let open = crate::setup::open_targets(&shared.connector, targets, &counters, false).await;
+    let open = open_targets(&shared.connector, targets, &counters, false).await;
     let depth = args.depth;
     let mut g = Gatherer::new(open.read.clone(), shared.gather_at(depth), 1);
-    let clock = crate::clock::SystemClock::shared();
-    let mut snap = crate::setup::recipe(&args.pod, shared)
-        .take(&mut g, &clock)
-        .await;
+    let clock = SystemClock::shared();
+    let mut snap = recipe(&args.pod, shared).take(&mut g, &clock).await;
     // Every prefix absent with leases deeper: a WARNING naming the --depth.
-    crate::snapshot::look_deeper(&open.read, &mut snap, depth).await;
+    look_deeper(&open.read, &mut snap, depth).await;
     let r = check::evaluate(
         &snap,
         &check::Thresholds {

@@ -2,23 +2,27 @@
 //! `crate::config`).
 
 use crate::cli::ConfigCommand;
+use crate::config::load;
+use crate::exit::say;
 use crate::exit::Exit;
 use crate::setup::Shared;
+use crate::stdout::write_line;
+use crate::text::sanitize;
 
 /// `leasectl config path|view`: the exit status.
-pub fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
+pub(crate) fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
     let usage = Exit::Usage;
     let path = match crate::config::path() {
         Ok(p) => p,
         Err(e) => {
-            crate::exit::say(&e);
+            say(&e);
             return usage;
         }
     };
-    let shown = crate::text::sanitize(&path.display().to_string());
+    let shown = sanitize(&path.display().to_string());
     match what {
         ConfigCommand::Path => {
-            if let Err(e) = crate::stdout::write_line(&shown) {
+            if let Err(e) = write_line(&shown) {
                 return e.exit();
             }
             match std::fs::metadata(&path) {
@@ -30,16 +34,16 @@ pub fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
             }
             Exit::Ok
         }
-        ConfigCommand::View => match crate::config::load(&path) {
+        ConfigCommand::View => match load(&path) {
             Ok(Some(c)) => {
                 let text = format!("# {shown}\n{}", c.to_toml());
-                match crate::stdout::write_line(text.trim_end()) {
+                match write_line(text.trim_end()) {
                     Ok(()) => Exit::Ok,
                     Err(e) => e.exit(),
                 }
             }
             Ok(None) => {
-                crate::exit::say(format!(
+                say(format!(
                     "there is no config file at {shown}; create it with a \
                      [contexts.NAME] table (see docs/targets.md, \"Contexts\")"
                 ));
@@ -47,7 +51,7 @@ pub fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
             }
             Err(e) => {
                 // Its parts from the file are escaped already.
-                crate::exit::say(e);
+                say(e);
                 usage
             }
         },

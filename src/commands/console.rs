@@ -4,21 +4,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bucket::record::DEFAULT_TTL_S;
 use crate::cli::ConsoleArgs;
 use crate::clock::SystemClock;
+use crate::exit::say;
 use crate::exit::Exit;
 use crate::setup::Shared;
+use crate::setup::{fail, nothing_to_report, open_audit, open_targets, scan_options};
 use crate::store::Counters;
 use crate::tui;
 use crate::tui::app::Settings;
 
 /// `leasectl [TARGET…]`: the console, or `--json`, `-o`, `--watch`.
-pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
     let targets = &args.targets;
     if args.json && targets.is_empty() && args.pod.no_pod {
-        return crate::setup::nothing_to_report(
-            "--json with no TARGET and --no-pod has nothing to report",
-        );
+        return nothing_to_report("--json with no TARGET and --no-pod has nothing to report");
     }
     // Every request is counted (the console's request rate). Neither the
     // snapshot nor the console table writes: they get the read side only; the
@@ -26,16 +27,14 @@ pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
     // in watch mode (and for --json) nothing that could write exists.
     let counters = Arc::new(Counters::default());
     let writes = !args.read_only && !super::output::wanted(args, shared);
-    let opened = crate::setup::open_targets(&shared.connector, targets, &counters, writes).await;
+    let opened = open_targets(&shared.connector, targets, &counters, writes).await;
     if let Some(exit) =
         super::output::run(args, opened.read.clone(), counters.clone(), shared).await
     {
         return exit;
     }
     if !shared.terminal.stdout || !shared.terminal.stdin {
-        crate::exit::say(
-            "the console needs a terminal (stdin and stdout); use --json for a snapshot",
-        );
+        say("the console needs a terminal (stdin and stdout); use --json for a snapshot");
         return Exit::Usage;
     }
     let refresh = args.refresh.max(Duration::from_secs(1));
@@ -45,9 +44,7 @@ pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
         exclusion: shared.exclusion(),
         refresh,
         relist_every: crate::setup::relist_every(refresh),
-        ttl_s: args
-            .ttl
-            .map_or(crate::bucket::record::DEFAULT_TTL_S, |t| t.as_secs()),
+        ttl_s: args.ttl.map_or(DEFAULT_TTL_S, |t| t.as_secs()),
         record_format: args.record_format,
         audit_path: crate::setup::audit_path(args.audit.audit_log.as_deref()),
         get_price: args.get_price,
@@ -58,17 +55,14 @@ pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
     let pod = if args.pod.no_pod {
         Vec::new()
     } else {
-        vec![crate::setup::scan_options(
-            &args.pod,
-            std::path::Path::new("/proc"),
-        )]
+        vec![scan_options(&args.pod, std::path::Path::new("/proc"))]
     };
     let writes = if args.read_only {
         None
     } else {
-        let audit = match crate::setup::open_audit(&shared.connector, &args.audit).await {
+        let audit = match open_audit(&shared.connector, &args.audit).await {
             Ok(l) => l,
-            Err(e) => return crate::setup::fail(&e),
+            Err(e) => return fail(&e),
         };
         Some(tui::Writes {
             stores: opened.writable,
@@ -86,6 +80,6 @@ pub async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
     };
     match tui::start(parts).await {
         Ok(()) => Exit::Ok,
-        Err(e) => crate::setup::fail(&e),
+        Err(e) => fail(&e),
     }
 }

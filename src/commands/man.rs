@@ -1,16 +1,23 @@
 //! `leasectl man`: the man page (roff) on stdout.
 
+use crate::cli::CONDITIONAL_ENV;
+use crate::config::CONFIG_ENV;
+use crate::exit::say;
 use crate::exit::Exit;
+use crate::hold::GENERATION_ENV;
 use crate::setup::Shared;
+use crate::stdout::print;
+use crate::supervise::{FENCE_FD_ENV, FENCE_PIPE_ENV};
+use crate::writer::{ENABLE, HELD};
 
 /// Prints the whole man page.
 pub fn run(_shared: &Shared) -> Exit {
     let mut out = Vec::new();
     if let Err(e) = render_man(crate::cli::command(), &mut out) {
-        crate::exit::say(format!("could not render the man page: {e}"));
+        say(format!("could not render the man page: {e}"));
         return Exit::Failed;
     }
-    match crate::stdout::print(String::from_utf8_lossy(&out).trim_end()) {
+    match print(String::from_utf8_lossy(&out).trim_end()) {
         Ok(()) => Exit::Ok,
         Err(exit) => exit,
     }
@@ -23,7 +30,7 @@ pub fn run(_shared: &Shared) -> Exit {
 ///
 /// # Errors
 /// What writing the roff to `out` returns.
-pub fn render_man(mut cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
+pub(crate) fn render_man(mut cmd: clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
     cmd.build();
     let man = clap_mangen::Man::new(cmd.clone());
     man.render_title(out)?;
@@ -68,45 +75,35 @@ pub const ENVIRONMENT: &[(&[&str], &str)] = &[
         &["AWS_CA_BUNDLE"],
         "A PEM file of CAs to trust besides the system's (else the profile's `ca_bundle`).",
     ),
-    (
-        &[crate::config::CONFIG_ENV],
-        "Overrides the config file's path.",
-    ),
+    (&[CONFIG_ENV], "Overrides the config file's path."),
     (
         &["LEASECTL_LOG"],
         "The log's filter (e.g. `debug`, `warn`). Set, stderr gets the log (as with `-v`) \
          instead of sentences; it also filters `--log-file` and the console's log file.",
     ),
     (
-        &[crate::cli::CONDITIONAL_ENV],
+        &[CONDITIONAL_ENV],
         "`on` or `off`, as `--conditional` (which wins); empty is unset. Read only by the \
          commands that write or judge bucket leases: the console, `--json`, `-o`, `check`, \
          `serve`, `bucket hold`, `takeover`.",
     ),
     (
-        &[crate::writer::ENABLE],
+        &[ENABLE],
         "The pod writer lease's switch (`1`/`true` or `0`/`false`; unset or empty: off), for \
          `writer exec` and the pod view.",
     ),
     (
-        &[crate::writer::HELD],
+        &[HELD],
         "The pid of the process that holds the writer lock for its children: set by \
          `writer exec` for its command, read by `writer exec` and the pod view.",
     ),
     (
-        &[
-            crate::supervise::FENCE_FD_ENV,
-            crate::supervise::FENCE_PIPE_ENV,
-        ],
+        &[FENCE_FD_ENV, FENCE_PIPE_ENV],
         "Set by `bucket hold` for its command: the fence descriptor and its pipe's identity; \
          read by `bucket fence-check`.",
     ),
     (
-        &[
-            crate::hold::GENERATION_ENV,
-            "LEASECTL_LEASE_KEY",
-            "LEASECTL_INSTANCE_ID",
-        ],
+        &[GENERATION_ENV, "LEASECTL_LEASE_KEY", "LEASECTL_INSTANCE_ID"],
         "Set by `bucket hold` for its command: the lease's generation (the fencing token; \
          unset when unknown), its key and the holder's instance id.",
     ),
@@ -232,7 +229,7 @@ fn roff(text: &str) -> String {
 
 /// The sections after COMMANDS: EXIT STATUS (from [`crate::exit::EXIT_TABLE`],
 /// one subsection per column), ENVIRONMENT, FILES and EXAMPLES.
-pub fn reference_sections() -> String {
+pub(crate) fn reference_sections() -> String {
     use crate::exit::{EXIT_COLUMNS, EXIT_INTRO, EXIT_OTHERS, EXIT_TABLE};
     let mut s = String::from(".SH \"EXIT STATUS\"\n.PP\n");
     s.push_str(&roff(EXIT_INTRO));

@@ -2,22 +2,22 @@
 //! dispatch over the commands ([`run`]). The commands are thin: they build
 //! the engine's and the monitors' plain options from their arguments.
 
-pub mod audit;
-pub mod bucket_fence_check;
-pub mod bucket_hold;
-pub mod check;
-pub mod completions;
-pub mod config;
-pub mod console;
-pub mod demo;
+pub(crate) mod audit;
+pub(crate) mod bucket_fence_check;
+pub(crate) mod bucket_hold;
+pub(crate) mod check;
+pub(crate) mod completions;
+pub(crate) mod config;
+pub(crate) mod console;
+pub(crate) mod demo;
 pub mod man;
-pub mod output;
-pub mod pod_scan;
-pub mod probe;
-pub mod serve;
-pub mod takeover;
-pub mod timeline;
-pub mod writer_exec;
+pub(crate) mod output;
+pub(crate) mod pod_scan;
+pub(crate) mod probe;
+pub(crate) mod serve;
+pub(crate) mod takeover;
+pub(crate) mod timeline;
+pub(crate) mod writer_exec;
 
 use crate::cli::{BucketCommand, Cli, Command, WriterCommand};
 use crate::exit::Exit;

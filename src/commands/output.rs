@@ -8,12 +8,19 @@ use std::time::Duration;
 use clap::ValueEnum;
 
 use crate::cli::{ConsoleArgs, OutputFormat};
+use crate::clock::{SharedClock, SystemClock};
+use crate::exit::say;
 use crate::exit::Exit;
 use crate::monitor::{prometheus, stream, table};
 use crate::setup::Shared;
-use crate::snapshot::{AuditSource, Recipe};
-use crate::snapshot::{Gatherer, OpenTarget};
+use crate::setup::{nothing_to_report, relist_every};
+use crate::snapshot::{
+    attention_sentence, gather, gather_streamed, look_deeper, GatherOptions, Snapshot,
+};
+use crate::snapshot::{AuditSource, Gatherer, OpenTarget, Recipe};
+use crate::stdout::{print, print_document_with, Checked, WriteError};
 use crate::store::Counters;
+use crate::text::{sanitize, sanitize_message, write_json_pretty};
 
 /// What `args` asks stdout for: `None` for the console itself.
 enum Output {
@@ -34,7 +41,7 @@ fn output_of(args: &ConsoleArgs, shared: &Shared) -> Result<Option<Output>, Exit
     Ok(match (o.format, o.watch) {
         (None | Some(OutputFormat::Ndjson), Some(_)) => Some(Output::Watch),
         (Some(f), Some(_)) => {
-            crate::exit::say(format!(
+            say(format!(
                 "--watch streams NDJSON; it cannot be combined with -o {}",
                 f.to_possible_value()
                     .map(|v| v.get_name().to_owned())
@@ -52,7 +59,7 @@ fn output_of(args: &ConsoleArgs, shared: &Shared) -> Result<Option<Output>, Exit
 
 /// Whether `args` asks for an output on stdout rather than the console
 /// (`--json`, `-o`, `--watch`, or a stdout that is not a terminal).
-pub fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
+pub(crate) fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
     args.json
         || args.output.format.is_some()
         || args.output.watch.is_some()
@@ -61,7 +68,7 @@ pub fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
 
 /// Writes the output `args` asks for, of the `open` targets. `None`: the
 /// console is asked for.
-pub async fn run(
+pub(crate) async fn run(
     args: &ConsoleArgs,
     open: Vec<OpenTarget>,
     counters: Arc<Counters>,
@@ -73,7 +80,7 @@ pub async fn run(
     };
     let opts = shared.gather_at(args.depth);
     let extras = crate::setup::recipe(&args.pod, shared);
-    let clock = crate::clock::SystemClock::shared();
+    let clock = SystemClock::shared();
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
     let audit_requested = args.audit.audit_log.is_some();
@@ -91,7 +98,7 @@ pub async fn run(
         return Some(json(open, &opts, &recipe, &clock).await);
     }
     if open.is_empty() && args.pod.no_pod {
-        return Some(crate::setup::nothing_to_report(
+        return Some(nothing_to_report(
             "with no TARGET and --no-pod there is nothing to report",
         ));
     }
@@ -102,7 +109,7 @@ pub async fn run(
             .flatten()
             .unwrap_or(args.refresh)
             .max(Duration::from_secs(1));
-        let g = Gatherer::new(open, opts, crate::setup::relist_every(interval));
+        let g = Gatherer::new(open, opts, relist_every(interval));
         let watch = stream::WatchOptions {
             interval,
             heartbeat: o.heartbeat.max(Duration::from_secs(1)),
@@ -123,7 +130,7 @@ pub async fn run(
     // What the gatherer keeps for a next refresh (every reading): there is none.
     drop(g);
     if format == OutputFormat::Table {
-        crate::snapshot::look_deeper(&open, &mut snap, depth).await;
+        look_deeper(&open, &mut snap, depth).await;
     }
     let text = match format {
         OutputFormat::Prometheus => {
@@ -139,9 +146,9 @@ pub async fn run(
             return Some(match m.write_text_format(out) {
                 Ok(()) => exit,
                 Err(e) => {
-                    let e = crate::stdout::WriteError::from(e);
-                    if let crate::stdout::WriteError::Failed(e) = &e {
-                        crate::exit::say(format!("could not write to stdout: {e}"));
+                    let e = WriteError::from(e);
+                    if let WriteError::Failed(e) = &e {
+                        say(format!("could not write to stdout: {e}"));
                     }
                     e.exit()
                 }
@@ -154,7 +161,7 @@ pub async fn run(
         OutputFormat::Ndjson => unreachable!("-o ndjson is streamed"),
         OutputFormat::Json => unreachable!("-o json is the --json document"),
     };
-    Some(match crate::stdout::print(&text) {
+    Some(match print(&text) {
         Ok(()) => snap.exit_code(),
         Err(exit) => exit,
     })
@@ -163,12 +170,12 @@ pub async fn run(
 /// Says on stderr, a line each, why `snap`'s exit code is not 0: what
 /// could not be read, the pod's verdicts and notes, the leases that need
 /// attention (`-o table`, `-o prometheus`).
-fn say_problems(snap: &crate::snapshot::Snapshot) {
+fn say_problems(snap: &Snapshot) {
     for p in table::problems(snap) {
-        crate::exit::say(&p);
+        say(&p);
     }
     if let Some(why) = snap.attention_reason(false) {
-        crate::exit::say(why);
+        say(why);
     }
 }
 
@@ -177,10 +184,10 @@ fn say_problems(snap: &crate::snapshot::Snapshot) {
 /// after its `lease` lines, then the pod's line and the summary.
 async fn ndjson(
     open: &[OpenTarget],
-    opts: &crate::snapshot::GatherOptions,
+    opts: &GatherOptions,
     extras: &Recipe,
     audit: AuditSource,
-    clock: &crate::clock::SharedClock,
+    clock: &SharedClock,
 ) -> Exit {
     use std::io::Write;
     // The NDJSON lines name each row's last takeover.
@@ -189,7 +196,7 @@ async fn ndjson(
         ..extras.clone()
     };
     // Not locked: the gather's futures may move between threads.
-    let mut out = crate::stdout::Checked::new(std::io::BufWriter::with_capacity(
+    let mut out = Checked::new(std::io::BufWriter::with_capacity(
         1 << 16,
         std::io::stdout(),
     ));
@@ -197,7 +204,7 @@ async fn ndjson(
         let _ = out.write_all(l.as_bytes());
         let _ = out.write_all(b"\n");
     };
-    let (rest, tally) = crate::snapshot::gather_streamed(open, opts, clock, &recipe, &mut |item| {
+    let (rest, tally) = gather_streamed(open, opts, clock, &recipe, &mut |item| {
         stream::streamed_lines(item, &mut write)
     })
     .await;
@@ -205,16 +212,16 @@ async fn ndjson(
     // The error lines are in the stream; the reasons are said on stderr too.
     if exit != Exit::Ok {
         for p in table::problems(&rest) {
-            crate::exit::say(&p);
+            say(&p);
         }
         if tally.age_unknown > 0 {
-            crate::exit::say(format!(
+            say(format!(
                 "{} lease(s) could not be judged: this host's clock is too far from the service's to tell their age",
                 tally.age_unknown
             ));
         }
-        if let Some(why) = crate::snapshot::attention_sentence(tally.noted, &tally.named, &[]) {
-            crate::exit::say(why);
+        if let Some(why) = attention_sentence(tally.noted, &tally.named, &[]) {
+            say(why);
         }
     }
     out.finish(exit)
@@ -224,44 +231,44 @@ async fn ndjson(
 /// stderr.
 async fn json(
     open: Vec<OpenTarget>,
-    opts: &crate::snapshot::GatherOptions,
+    opts: &GatherOptions,
     recipe: &Recipe,
-    clock: &crate::clock::SharedClock,
+    clock: &SharedClock,
 ) -> Exit {
-    let mut snap = crate::snapshot::gather(&open, opts, clock).await;
-    crate::snapshot::look_deeper(&open, &mut snap, opts.depth).await;
+    let mut snap = gather(&open, opts, clock).await;
+    look_deeper(&open, &mut snap, opts.depth).await;
     recipe.complete(&mut snap).await;
     if let Some(e) = &snap.pod_error {
-        crate::exit::say(crate::text::sanitize(e));
+        say(sanitize(e));
     }
     for t in &snap.targets {
         if let Some(e) = &t.error {
-            crate::exit::say(format!(
+            say(format!(
                 "could not gather {}: {}",
                 t.url,
-                crate::text::sanitize_message(e)
+                sanitize_message(e)
             ));
         }
         for e in &t.errors {
-            crate::exit::say(format!(
+            say(format!(
                 "could not read {}: {}",
-                crate::text::sanitize(&t.prefix_url(&e.prefix)),
-                crate::text::sanitize_message(&e.error)
+                sanitize(&t.prefix_url(&e.prefix)),
+                sanitize_message(&e.error)
             ));
         }
         if let Some(note) = t.deeper_note() {
-            crate::exit::say(&note);
+            say(&note);
         }
     }
     // Any exit that is not 0 says why, on stderr, in a line each.
     for why in snap.unsaid_reasons() {
-        crate::exit::say(&why);
+        say(&why);
     }
     if let Some(why) = snap.attention_reason(true) {
-        crate::exit::say(why);
+        say(why);
     }
     // Written as it is serialised: the text of 10,000 rows is 7 MB.
-    match crate::stdout::print_document_with(|w| crate::text::write_json_pretty(w, &snap)) {
+    match print_document_with(|w| write_json_pretty(w, &snap)) {
         Ok(()) => snap.exit_code(),
         Err(exit) => exit,
     }

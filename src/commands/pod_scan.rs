@@ -2,19 +2,21 @@
 
 use crate::cli::PodScanArgs;
 use crate::exit::Exit;
-use crate::setup::Shared;
+use crate::setup::{fail, scan_options, Shared};
+use crate::stdout::print_document;
+use crate::text::to_json_pretty;
 
 /// Scans the pod and prints its section; exit 3 when a verdict fires.
-pub fn run(a: &PodScanArgs, _shared: &Shared) -> Exit {
-    let snap = match crate::writer::scan::scan(&crate::setup::scan_options(&a.pod, &a.proc_root)) {
+pub(crate) fn run(a: &PodScanArgs, _shared: &Shared) -> Exit {
+    let snap = match crate::writer::scan::scan(&scan_options(&a.pod, &a.proc_root)) {
         Ok(s) => s,
-        Err(e) => return crate::setup::fail(&e.into()),
+        Err(e) => return fail(&e.into()),
     };
-    let text = match crate::text::to_json_pretty(&snap) {
+    let text = match to_json_pretty(&snap) {
         Ok(t) => t,
-        Err(e) => return crate::setup::fail(&e.into()),
+        Err(e) => return fail(&e.into()),
     };
-    if let Err(exit) = crate::stdout::print_document(&text) {
+    if let Err(exit) = print_document(&text) {
         return exit;
     }
     snap.exit_code()

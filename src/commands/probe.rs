@@ -3,20 +3,28 @@
 use crate::bucket::error::{BEST_EFFORT, FAIL_CLOSED};
 use crate::bucket::probe::{probe_scratch, PreconditionReport};
 use crate::bucket::race::{RaceReport, PROBE_ROUNDS};
+use crate::bucket::CONDITIONAL_SWITCH;
 use crate::cli::ProbeArgs;
+use crate::clock::SystemClock;
+use crate::exit::say;
 use crate::exit::Exit;
+use crate::setup::fail;
 use crate::setup::Shared;
+use crate::stdout::Checked;
+use crate::store::AddressingStyle;
 use crate::store::{ObjectStore, StoreError};
+use crate::supervise::Signals;
 use crate::text::sanitize;
+use crate::text::to_json_pretty;
 
 /// `leasectl probe TARGET`: exit 0 conditional, 3 not, 1 failed, 2 usage.
-pub async fn run(a: &ProbeArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &ProbeArgs, shared: &Shared) -> Exit {
     let target = &a.target;
     let store = match shared.connector.open(target).await {
         Ok(s) => s,
-        Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
+        Err(e) => return fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
-    let mut out = crate::stdout::Checked::new(std::io::stdout());
+    let mut out = Checked::new(std::io::stdout());
     let exit = probe_race(
         store.as_ref(),
         target.prefix(),
@@ -39,7 +47,7 @@ struct ProbeJson<'a> {
     /// The region requests are signed for (null for a local store).
     region: Option<String>,
     /// `path` or `virtual_host` (null for a local store).
-    addressing_style: Option<crate::store::AddressingStyle>,
+    addressing_style: Option<AddressingStyle>,
     scratch_key: &'a str,
     /// `conditional`, `not_conditional`, `unsupported`, `not_permitted`, `failed`.
     verdict: &'static str,
@@ -58,7 +66,8 @@ struct ProbeJson<'a> {
 /// (as text, or as one JSON document with `json`). Returns the exit code: 0
 /// conditional (perhaps with adaptations, each named), 3 a precondition
 /// ignored or conditional writes not supported, 1 not permitted or unreachable.
-pub async fn probe(
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) async fn probe(
     store: &dyn ObjectStore,
     root: &str,
     json: bool,
@@ -72,7 +81,7 @@ pub async fn probe(
 /// concurrent requests per primitive). Two winners in a round: verdict
 /// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
 /// scratch keys and returns 128 + the signal.
-pub async fn probe_race(
+pub(crate) async fn probe_race(
     store: &dyn ObjectStore,
     root: &str,
     json: bool,
@@ -84,7 +93,7 @@ pub async fn probe_race(
         let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
     }
     let work = async {
-        let result = probe_scratch(store, &key, &crate::clock::SystemClock::new()).await;
+        let result = probe_scratch(store, &key, &SystemClock::new()).await;
         let raced = match (&result, race) {
             (Ok(r), Some(n)) if r.conditional() => {
                 Some(crate::bucket::race::race(store, &key, n, PROBE_ROUNDS).await)
@@ -106,7 +115,7 @@ pub async fn probe_race(
     // The verdict is the report's last line (or its `verdict`); when it is
     // not 0, stderr says it too.
     if code != Exit::Ok {
-        crate::exit::say(format!("probe of {}: {text}", store.describe()));
+        say(format!("probe of {}: {text}", store.describe()));
     }
     if json {
         let info = store.endpoint_info();
@@ -124,7 +133,7 @@ pub async fn probe_race(
             adaptations: result.as_ref().map(|r| r.adaptations()).unwrap_or_default(),
             error,
         };
-        match crate::text::to_json_pretty(&doc) {
+        match to_json_pretty(&doc) {
             Ok(t) => {
                 let _ = writeln!(out, "{t}");
             }
@@ -185,7 +194,7 @@ fn verdict_of(
                     format!(
                     "this service does not support conditional writes (it refuses {h} itself) — \
                      a lease here excludes nobody; only best-effort mode ({}) can run",
-                    crate::bucket::CONDITIONAL_SWITCH
+                    CONDITIONAL_SWITCH
                 ),
                 )
             } else if let Some(h) = report.ignored_header() {
@@ -194,7 +203,7 @@ fn verdict_of(
                 Exit::Attention,
                 format!(
                     "ignores {h} — a lease here excludes nobody; only best-effort mode ({}) can run",
-                    crate::bucket::CONDITIONAL_SWITCH
+                    CONDITIONAL_SWITCH
                 ),
             )
             } else if report.adaptations().is_empty() {
@@ -252,9 +261,9 @@ async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) ->
         }
     }
     if left.is_empty() {
-        crate::exit::say("probe interrupted; its scratch keys were removed");
+        say("probe interrupted; its scratch keys were removed");
     } else {
-        crate::exit::say(format!(
+        say(format!(
             "probe interrupted; could not remove {} (a later probe removes \
              scratch keys older than 10 minutes)",
             left.join(", ")
@@ -283,7 +292,7 @@ fn print_race(r: &RaceReport, out: &mut impl std::io::Write) {
 /// end the probe and that it can catch (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …:
 /// [`crate::supervise::signals`]).
 async fn interrupted() -> i32 {
-    match crate::supervise::Signals::new().recv().await {
+    match Signals::new().recv().await {
         Some(sig) => sig,
         None => std::future::pending().await,
     }

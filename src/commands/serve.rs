@@ -19,7 +19,7 @@ use crate::target::Connector;
 
 /// Serves `/metrics` and `/healthz` (and `/probe` with `--module`) until
 /// SIGTERM or SIGINT.
-pub async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
     let probes = &args.probes;
     if args.targets.is_empty() && args.pod.no_pod && probes.modules.is_empty() {
         crate::exit::say("serve with no TARGET, no --module and --no-pod has nothing to export");

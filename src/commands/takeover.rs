@@ -1,27 +1,30 @@
 //! `leasectl takeover`: the command line wired to the operator's takeover
 //! ([`crate::takeover::operator`]).
 
+use crate::cli::TakeoverArgs;
 use crate::clock::SystemClock;
+use crate::exit::say;
 use crate::exit::Exit;
 use crate::setup::Shared;
+use crate::setup::{announce, fail, open_audit};
 use crate::takeover::{takeover_cmd, OperatorTakeover};
 
 /// `leasectl takeover PREFIX_URL --reason WHY`: the audit log is opened
 /// before anything else (no log, no write); then [`takeover_cmd`].
-pub async fn run(a: &crate::cli::TakeoverArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &TakeoverArgs, shared: &Shared) -> Exit {
     let target = &a.prefix_url;
     let connector = &shared.connector;
-    crate::setup::announce("takeover", connector, target).await;
-    let log = match crate::setup::open_audit(connector, &a.audit).await {
+    announce("takeover", connector, target).await;
+    let log = match open_audit(connector, &a.audit).await {
         Ok(l) => l,
         Err(e) => {
-            crate::exit::say(format!("{e}; nothing was sent"));
+            say(format!("{e}; nothing was sent"));
             return Exit::Failed;
         }
     };
     let store = match connector.open(target).await {
         Ok(s) => s,
-        Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
+        Err(e) => return fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
     let takeover = OperatorTakeover {
         prefix: target.prefix().to_owned(),

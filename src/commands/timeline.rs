@@ -4,14 +4,19 @@
 use chrono::Utc;
 
 use crate::cli::{TimelineArgs, TimelineFormat};
+use crate::exit::say;
 use crate::exit::Exit;
 use crate::setup::Shared;
+use crate::stdout::Checked;
+use crate::store::ObjectRead;
+use crate::text::{sanitize, to_json_pretty};
 use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
 use crate::timeline::read::{audit_entries, Progress, Reading};
+use crate::timeline::render::ndjson;
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
-pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
+pub(crate) async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
     let now = Utc::now();
     let to = a.to.unwrap_or(now);
     let from = a.from.or_else(|| {
@@ -20,7 +25,7 @@ pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
             .map(|d| to - d)
     });
     if from.is_some_and(|f| f >= to) {
-        crate::exit::say("the window is empty: --from (or --to minus --since) is not before --to");
+        say("the window is empty: --from (or --to minus --since) is not before --to");
         return Exit::Usage;
     }
     // The audit logs: those given, else this host's if it exists.
@@ -52,9 +57,7 @@ pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
             .open(target)
             .await
             .map_err(|e| e.to_string());
-        let store = store
-            .as_ref()
-            .map(|s| s.as_ref() as &dyn crate::store::ObjectRead);
+        let store = store.as_ref().map(|s| s.as_ref() as &dyn ObjectRead);
         let subject = Subject {
             url: target.to_string(),
             bucket: target.bucket(),
@@ -65,37 +68,33 @@ pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
             .push(prefix_timeline(store.map_err(String::clone), &subject, &window, &inputs).await);
     }
     bar.finish_and_clear();
-    let mut out = crate::stdout::Checked::new(std::io::stdout().lock());
+    let mut out = Checked::new(std::io::stdout().lock());
     match a.output {
         TimelineFormat::Text => crate::timeline::render::text(&report, &mut out),
         TimelineFormat::Json => {
             let _ = std::io::Write::write_all(
                 &mut out,
-                format!(
-                    "{}\n",
-                    crate::text::to_json_pretty(&report).unwrap_or_default()
-                )
-                .as_bytes(),
+                format!("{}\n", to_json_pretty(&report).unwrap_or_default()).as_bytes(),
             );
         }
-        TimelineFormat::Ndjson => crate::timeline::render::ndjson(&report, &mut out),
+        TimelineFormat::Ndjson => ndjson(&report, &mut out),
         TimelineFormat::Svg => match crate::timeline::picture::svg(&report) {
             Ok(svg) => {
                 let _ = std::io::Write::write_all(&mut out, svg.as_bytes());
             }
             Err(e) => {
-                crate::exit::say(format!("the picture could not be drawn: {e}"));
+                say(format!("the picture could not be drawn: {e}"));
                 return Exit::Failed;
             }
         },
     }
     for p in &report.prefixes {
         for s in &p.problems {
-            crate::exit::say(format!("{}: {s}", p.url));
+            say(format!("{}: {s}", p.url));
         }
         let d = &p.derived;
         if !d.overlaps.is_empty() || !d.generations_back.is_empty() {
-            crate::exit::say(format!(
+            say(format!(
                 "{}: {} overlap(s) (two holders could both write) and {} generation(s) not advanced or gone back",
                 p.url,
                 d.overlaps.len(),
@@ -126,11 +125,11 @@ fn progress_bar() -> indicatif::ProgressBar {
 fn show(bar: &indicatif::ProgressBar, p: Progress<'_>) {
     match p {
         Progress::Listing { key } => {
-            bar.set_message(format!("{}: listing versions…", crate::text::sanitize(key)))
+            bar.set_message(format!("{}: listing versions…", sanitize(key)))
         }
         Progress::Reading { key, listed, gets } => bar.set_message(format!(
             "{}: {gets} of {listed} version(s) read",
-            crate::text::sanitize(key)
+            sanitize(key)
         )),
     }
 }

@@ -10,6 +10,10 @@ use crate::store::{ObjectStore, ReadOnly};
 use crate::tui::app::Settings;
 
 use super::{Demo, DemoDir, DemoOptions, DEMO_REFRESH, DEMO_TTL_S};
+use crate::audit::AuditLog;
+use crate::exit::say;
+use crate::store::{Counters, Counting};
+use crate::tui::{Parts, Writes};
 
 /// Prepares the directory, starts the demo, runs the console on it
 /// (operations mode) until the operator quits, then stops everything.
@@ -18,17 +22,17 @@ use super::{Demo, DemoDir, DemoOptions, DEMO_REFRESH, DEMO_TTL_S};
 ///
 /// # Errors
 /// `DemoError` when the demo cannot start; terminal errors.
-pub async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> {
+pub(crate) async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> {
     let dir = match DemoDir::create(opts.dir.as_deref()) {
         Ok(d) => d,
         Err(e) => {
-            crate::exit::say(&e);
+            say(&e);
             return Ok(Exit::Usage);
         }
     };
     if !terminal {
         dir.remove_if_temporary();
-        crate::exit::say(
+        say(
             "demo runs the console and needs a terminal (stdin and stdout); \
              for a JSON snapshot of a running demo, start it with --dir DIR and run leasectl --json file:///DIR/"
         );
@@ -46,11 +50,9 @@ pub async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> 
 /// The console on the running demo, in operations mode.
 async fn console(demo: &Demo) -> color_eyre::Result<()> {
     let audit_path = demo.dir().audit_log();
-    let counters = Arc::new(crate::store::Counters::default());
-    let counted: Arc<dyn ObjectStore> = Arc::new(crate::store::Counting::new(
-        demo.writable_store(),
-        counters.clone(),
-    ));
+    let counters = Arc::new(Counters::default());
+    let counted: Arc<dyn ObjectStore> =
+        Arc::new(Counting::new(demo.writable_store(), counters.clone()));
     let mut open = demo.open_target();
     open.store = Arc::new(ReadOnly::new(counted.clone()));
     let settings = Settings {
@@ -59,16 +61,16 @@ async fn console(demo: &Demo) -> color_eyre::Result<()> {
         audit_path: Some(audit_path.clone()),
         ..Settings::new(vec![open.target.clone()], false, DEMO_REFRESH)
     };
-    crate::tui::start(crate::tui::Parts {
+    crate::tui::start(Parts {
         settings,
         clock: SystemClock::shared(),
         open: vec![open],
         opts: GatherOptions::default(),
         pod: demo.pod_scans(),
         counters,
-        writes: Some(crate::tui::Writes {
+        writes: Some(Writes {
             stores: vec![counted],
-            audit: crate::audit::AuditLog::open(&audit_path)?,
+            audit: AuditLog::open(&audit_path)?,
         }),
     })
     .await

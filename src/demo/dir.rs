@@ -10,7 +10,7 @@ use crate::target::Target;
 
 /// The demo directory: the store root, plus the internal state directory.
 #[derive(Debug)]
-pub struct DemoDir {
+pub(crate) struct DemoDir {
     root: PathBuf,
     temporary: bool,
 }
@@ -25,7 +25,7 @@ impl DemoDir {
     /// # Errors
     /// [`DemoError::Dir`] when the directory cannot be made, or holds
     /// something other than a previous demo.
-    pub fn create(dir: Option<&Path>) -> Result<Self, DemoError> {
+    pub(crate) fn create(dir: Option<&Path>) -> Result<Self, DemoError> {
         let io = |path: &Path, e: std::io::Error| DemoError::Dir {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -79,51 +79,51 @@ impl DemoDir {
     }
 
     /// The store root (the console's TARGET is `file://{root}/`).
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// Whether the directory was made by the demo (and is removed at exit).
-    pub fn is_temporary(&self) -> bool {
+    pub(crate) fn is_temporary(&self) -> bool {
         self.temporary
     }
 
     /// The audit log path for takeovers made in the demo: `{dir}/audit.jsonl`.
-    pub fn audit_log(&self) -> PathBuf {
+    pub(crate) fn audit_log(&self) -> PathBuf {
         self.root.join(AUDIT_LOG)
     }
 
     /// The internal state directory `{dir}/.leasectl-demo/`.
-    pub fn state_dir(&self) -> PathBuf {
+    pub(crate) fn state_dir(&self) -> PathBuf {
         self.root.join(STATE_DIR)
     }
 
     /// The data directory of the demo pod `name` (`healthy` or `racing`).
-    pub fn pod_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn pod_dir(&self, name: &str) -> PathBuf {
         self.state_dir().join("pods").join(name)
     }
 
     /// The file listing the demo's processes: lines `demo PID`, `watchdog
     /// PID`, `pod NAME PID` (each pod root leads its own process group).
-    pub fn pids_file(&self) -> PathBuf {
+    pub(crate) fn pids_file(&self) -> PathBuf {
         self.state_dir().join("pids")
     }
 
     /// The demo's log (the engine's and the pods' messages; the terminal
     /// belongs to the console).
-    pub fn log_file(&self) -> PathBuf {
+    pub(crate) fn log_file(&self) -> PathBuf {
         self.state_dir().join("demo.log")
     }
 
     /// The TARGET of the demo store.
-    pub fn target(&self) -> Target {
+    pub(crate) fn target(&self) -> Target {
         Target::Local {
             dir: self.root.clone(),
         }
     }
 
     /// Removes the directory if the demo made it; a `--dir` is left in place.
-    pub fn remove_if_temporary(&self) {
+    pub(crate) fn remove_if_temporary(&self) {
         if self.temporary {
             if let Err(e) = fs::remove_dir_all(&self.root) {
                 tracing::warn!(dir = %self.root.display(), "could not remove the demo directory: {e}");

@@ -49,42 +49,44 @@ use crate::store::local::LocalStore;
 use crate::store::{ObjectStore, ReadOnly, StoreError};
 use crate::writer::scan::ScanOptions;
 
-pub mod console;
+pub(crate) mod console;
 mod dir;
 mod holders;
 mod pod;
 
-pub use dir::DemoDir;
+use crate::logfile::init;
+pub(crate) use dir::DemoDir;
 use holders::{contend, keep, put_static_records, HolderSpec};
 use pod::{spawn_pod, spawn_watchdog, Watchdog};
-pub use pod::{watchdog, DemoPod};
+pub(crate) use pod::{watchdog, DemoPod};
 
 /// File name of the demo's audit log, directly under the demo directory
 /// (`{dir}/audit.jsonl`); see [`DemoDir::audit_log`]. Takeovers from the demo
 /// console are to be audited there.
-pub const AUDIT_LOG: &str = "audit.jsonl";
+pub(crate) const AUDIT_LOG: &str = "audit.jsonl";
 
 /// The demo's internal directory under the store root. Discovery hides names
 /// starting with `.leasectl-`, so it never shows up as a prefix.
-pub const STATE_DIR: &str = ".leasectl-demo";
+pub(crate) const STATE_DIR: &str = ".leasectl-demo";
 
 /// TTL of every simulated lease, in seconds: short, so things happen within a minute.
-pub const DEMO_TTL_S: u64 = 12;
+pub(crate) const DEMO_TTL_S: u64 = 12;
 
 /// How long the dying holder renews before it dies, by default.
-pub const DEFAULT_DIE_AFTER: Duration = Duration::from_secs(20);
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) const DEFAULT_DIE_AFTER: Duration = Duration::from_secs(20);
 
 /// How much longer than the dying holder the contended prefix's first holder lives.
-pub const CRASH_DELAY: Duration = Duration::from_secs(10);
+pub(crate) const CRASH_DELAY: Duration = Duration::from_secs(10);
 
 /// The console's refresh interval in the demo.
-pub const DEMO_REFRESH: Duration = Duration::from_secs(2);
+pub(crate) const DEMO_REFRESH: Duration = Duration::from_secs(2);
 
 /// How far ahead the suspect holder's clock runs: 6 hours.
-pub const SUSPECT_SKEW_H: i64 = 6;
+pub(crate) const SUSPECT_SKEW_H: i64 = 6;
 
 /// Prefixes the demo creates, in the store root.
-pub const PREFIXES: [&str; 7] = [
+pub(crate) const PREFIXES: [&str; 7] = [
     "archive-db/",
     "audit-db/",
     "billing-db/",
@@ -96,12 +98,12 @@ pub const PREFIXES: [&str; 7] = [
 
 /// The body the demo puts in `ledger-db/LEASE`: a record cut short, as a torn
 /// write by a hand-rolled tool would leave it.
-pub const MALFORMED_BODY: &[u8] =
+pub(crate) const MALFORMED_BODY: &[u8] =
     br#"{"instance_id":"ledger-writer","acquired_at":"2026-03-01T02:00:00Z","renewed_at":"2026-03-0"#;
 
 /// Why the demo could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum DemoError {
+pub(crate) enum DemoError {
     /// The demo directory could not be prepared.
     #[error("demo directory {path}: {message}")]
     Dir {
@@ -128,17 +130,17 @@ pub enum DemoError {
 
 /// What `leasectl demo` was asked for.
 #[derive(Debug, Clone)]
-pub struct DemoOptions {
+pub(crate) struct DemoOptions {
     /// The directory to use; `None`: a new temporary directory, removed at exit.
     pub dir: Option<PathBuf>,
     /// How long the dying holder renews before it dies ([`DEFAULT_DIE_AFTER`]).
-    pub die_after: Duration,
+    pub(crate) die_after: Duration,
     /// The `leasectl` binary the pods and the watchdog run (normally this one).
     pub leasectl: PathBuf,
 }
 
 /// The running demo world: holders, pods, watchdog.
-pub struct Demo {
+pub(crate) struct Demo {
     dir: DemoDir,
     store: Arc<dyn ObjectStore>,
     cancel: CancellationToken,
@@ -158,7 +160,7 @@ impl Demo {
     ///
     /// # Errors
     /// [`DemoError`]; whatever was started is stopped again.
-    pub async fn start(opts: &DemoOptions, dir: DemoDir) -> Result<Demo, DemoError> {
+    pub(crate) async fn start(opts: &DemoOptions, dir: DemoDir) -> Result<Demo, DemoError> {
         let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.root())?);
         let mut demo = Demo {
             dir,
@@ -298,23 +300,24 @@ impl Demo {
     }
 
     /// The demo directory.
-    pub fn dir(&self) -> &DemoDir {
+    pub(crate) fn dir(&self) -> &DemoDir {
         &self.dir
     }
 
     /// The demo pods.
-    pub fn pods(&self) -> &[DemoPod] {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn pods(&self) -> &[DemoPod] {
         &self.pods
     }
 
     /// The store as the console sees it: read side only.
     /// The demo store, writable: the console's write task (takeovers, probes) uses it.
-    pub fn writable_store(&self) -> Arc<dyn ObjectStore> {
+    pub(crate) fn writable_store(&self) -> Arc<dyn ObjectStore> {
         self.store.clone()
     }
 
     /// The demo store as a console target (read side).
-    pub fn open_target(&self) -> OpenTarget {
+    pub(crate) fn open_target(&self) -> OpenTarget {
         OpenTarget {
             target: self.dir.target(),
             endpoint: "local".into(),
@@ -324,14 +327,14 @@ impl Demo {
 
     /// One scan per pod (each restricted to its root's subtree and its own
     /// lock), merged: the pod view shows exactly the demo's processes.
-    pub fn pod_scans(&self) -> Vec<ScanOptions> {
+    pub(crate) fn pod_scans(&self) -> Vec<ScanOptions> {
         self.pods.iter().map(DemoPod::scan_options).collect()
     }
 
     /// Stops everything: the holders release their leases (dead ones stay
     /// dead), the pods' process groups are killed, the watchdog dismissed,
     /// and a temporary directory removed.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         self.cancel.cancel();
         for h in self.holders.drain(..) {
             // The local store answers in milliseconds; never hang the exit.
@@ -349,6 +352,6 @@ impl Demo {
 
 /// Sends the demo's logs (the engine's, the holders') to `path`: the terminal
 /// belongs to the console. Honours `LEASECTL_LOG`; default `info`.
-pub fn init_logging(path: &Path) {
-    crate::logfile::init(path);
+pub(crate) fn init_logging(path: &Path) {
+    init(path);
 }

@@ -13,12 +13,14 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use super::{DemoDir, DemoError, STATE_DIR};
+use crate::exit::Exit;
 use crate::writer::scan::ScanOptions;
 use crate::writer::{ENABLE, HELD};
 
 /// A running demo pod: its root process, leader of its own process group.
-pub struct DemoPod {
+pub(crate) struct DemoPod {
     /// `healthy` or `racing`.
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
     pub name: &'static str,
     /// The pod's data directory (holds `.writer.lock`).
     pub data_dir: PathBuf,
@@ -27,12 +29,12 @@ pub struct DemoPod {
 
 impl DemoPod {
     /// The root's pid (= its process group id).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The scan that shows exactly this pod: its root's subtree and its lock.
-    pub fn scan_options(&self) -> ScanOptions {
+    pub(crate) fn scan_options(&self) -> ScanOptions {
         ScanOptions {
             proc_root: PathBuf::from("/proc"),
             data_dirs: vec![self.data_dir.clone()],
@@ -193,7 +195,7 @@ pub(super) fn spawn_pod(
 /// pipe without `clean` (it crashed or was killed), SIGKILLs every group and
 /// removes every directory it was told of (only a demo directory: one that
 /// holds [`STATE_DIR`]). Returns the exit code.
-pub fn watchdog() -> crate::exit::Exit {
+pub(crate) fn watchdog() -> Exit {
     use nix::sys::signal::{signal, SigHandler};
     // The terminal's hang-up and Ctrl-C are for the demo, not for us.
     for s in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGQUIT] {
@@ -219,7 +221,7 @@ pub fn watchdog() -> crate::exit::Exit {
         }
     }
     if clean {
-        return crate::exit::Exit::Ok;
+        return Exit::Ok;
     }
     eprintln!("leasectl demo watchdog: the demo ended without cleaning up; stopping its pods");
     for g in groups {
@@ -230,5 +232,5 @@ pub fn watchdog() -> crate::exit::Exit {
             let _ = fs::remove_dir_all(&d);
         }
     }
-    crate::exit::Exit::Ok
+    Exit::Ok
 }

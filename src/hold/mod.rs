@@ -11,6 +11,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bucket::fence::{clock_offset_limit_s, WATCHDOG_TICK};
+use crate::bucket::FenceClose;
 use crate::bucket::{
     new_instance_id, BucketLease, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, ReleaseReport,
     Released,
@@ -19,14 +21,15 @@ use crate::clock::SharedClock;
 use crate::exit::Exit;
 use crate::store::ObjectStore;
 use crate::supervise;
+use crate::text::format_secs;
 use crate::text::sanitize;
 
 /// The variable holding the held lease's generation (its fencing token) in
 /// the command's environment; unset when the record carries none.
-pub const GENERATION_ENV: &str = "LEASECTL_GENERATION";
+pub(crate) const GENERATION_ENV: &str = "LEASECTL_GENERATION";
 
 /// How `bucket hold` runs.
-pub struct HoldOptions {
+pub(crate) struct HoldOptions {
     /// The lease (TTL, exclusion).
     pub config: LeaseConfig,
     /// Take the lease as this id (default: a new random one).
@@ -34,7 +37,7 @@ pub struct HoldOptions {
     /// Keep retrying the acquire for this long.
     pub wait: Duration,
     /// Time between SIGTERM and SIGKILL when the fence closes.
-    pub grace: Option<Duration>,
+    pub(crate) grace: Option<Duration>,
     /// `--containment`: a PID namespace for the command, or why not.
     pub containment: supervise::ContainmentMode,
 }
@@ -46,7 +49,7 @@ pub struct HoldOptions {
 /// [`GENERATION_ENV`] (when the record has a generation) and
 /// [`supervise::FENCE_FD_ENV`], the read end of a pipe whose write end is
 /// closed the instant the fence closes, before SIGTERM.
-pub async fn hold(
+pub(crate) async fn hold(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     prefix: &str,
@@ -139,7 +142,7 @@ fn warn_without_service_clock(store: &dyn ObjectStore, config: &LeaseConfig) {
         tracing::warn!(
             "{} is a local directory: it has no clock of its own, so this host's clock is not checked against the other holders'. If the directory is shared between hosts (NFS), keep their clocks within {} of each other (NTP): a holder whose clock runs slow writes past its lease's end",
             sanitize(&store.describe()),
-            crate::text::format_secs(crate::bucket::fence::clock_offset_limit_s(config.ttl_s))
+            format_secs(clock_offset_limit_s(config.ttl_s))
         );
     }
 }
@@ -235,7 +238,7 @@ async fn supervise_until_exit(
             _ = keep.closed(), if !fenced => {
                 fenced = true;
                 let why = keep.closed_reason().map(|r| r.to_string()).unwrap_or_default();
-                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", crate::text::format_secs(grace.as_secs_f64()));
+                tracing::error!(key = %key, "fence closed ({why}): stopping the command (SIGTERM, then SIGKILL within {})", format_secs(grace.as_secs_f64()));
                 if target.is_none() {
                     let _ = child.start_kill();
                 }
@@ -247,7 +250,7 @@ async fn supervise_until_exit(
                     }
                 } else if ended.is_none() {
                     ended = Some(sig);
-                    tracing::error!(key = %key, "{} received (leasectl's own {} limit): ending the hold: stopping the command (SIGTERM, then SIGKILL within {}), then releasing the lease", supervise::signal_name(sig), if sig == libc::SIGXCPU { "CPU-time" } else { "file-size" }, crate::text::format_secs(grace.as_secs_f64()));
+                    tracing::error!(key = %key, "{} received (leasectl's own {} limit): ending the hold: stopping the command (SIGTERM, then SIGKILL within {}), then releasing the lease", supervise::signal_name(sig), if sig == libc::SIGXCPU { "CPU-time" } else { "file-size" }, format_secs(grace.as_secs_f64()));
                     match &target {
                         Some(t) => term_then_kill(t.clone(), clock.mono() + grace, clock.clone()),
                         None => {
@@ -357,22 +360,22 @@ async fn acquire_waiting(
 }
 
 /// `--grace` when not given, seconds.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// The grace CMD gets: `grace` as given (`None`: [`DEFAULT_GRACE`]), at most
 /// a sixth of the TTL. With it CMD is killed at most five sixths of a TTL
 /// after the last renewal began, a sixth of a TTL before any contender may
 /// take the lease (that sixth absorbs clock offsets). Only a `--grace` the
 /// operator gave is warned about when cut (issue 35 trip 11).
-pub fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duration {
+pub(crate) fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duration {
     let cap = ttl / 6;
     let asked = grace.unwrap_or(DEFAULT_GRACE);
     if asked > cap {
         if let Some(grace) = grace {
             tracing::warn!(
             "--grace {} is longer than a sixth of the TTL: CMD will be killed {} after SIGTERM, before the lease can be taken over",
-                crate::text::format_secs(grace.as_secs_f64()),
-                crate::text::format_secs(cap.as_secs_f64())
+                format_secs(grace.as_secs_f64()),
+                format_secs(cap.as_secs_f64())
             );
         }
         cap
@@ -388,7 +391,7 @@ pub fn effective_grace(grace: Option<Duration>, ttl: Duration) -> Duration {
 /// host suspended past it).
 fn stop_command(
     target: supervise::ChildHandle,
-    close: crate::bucket::FenceClose,
+    close: FenceClose,
     grace: Duration,
     clock: SharedClock,
 ) {
@@ -422,7 +425,7 @@ fn term_then_kill(target: supervise::ChildHandle, kill_at: Duration, clock: Shar
             if target.has_exited() {
                 return;
             }
-            std::thread::sleep((kill_at - now).min(crate::bucket::fence::WATCHDOG_TICK));
+            std::thread::sleep((kill_at - now).min(WATCHDOG_TICK));
         }
         if !target.has_exited() {
             let n = supervise::kill_tree(&target);
@@ -451,12 +454,12 @@ fn reap_leftovers() {
 }
 
 /// Stops renewing and releases the lease, saying how the release went.
-pub async fn finish(keep: KeepAlive) {
+pub(crate) async fn finish(keep: KeepAlive) {
     log_release(keep.stop_and_release().await);
 }
 
 /// Logs how a lease's release went (a warning unless released as ours).
-pub fn log_release(report: ReleaseReport) {
+pub(crate) fn log_release(report: ReleaseReport) {
     match report {
         r @ ReleaseReport::Released(Released::NotOurs(_) | Released::LeftToExpire { .. }) => {
             tracing::warn!("lease {r}")

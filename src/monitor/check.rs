@@ -23,7 +23,7 @@ use crate::text::format_secs;
 
 /// A plugin status, ordered by how much it matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// 0.
     Ok,
     /// 1.
@@ -36,7 +36,7 @@ pub enum Status {
 
 impl Status {
     /// The plugin exit status.
-    pub const fn exit(self) -> crate::exit::Exit {
+    pub(crate) const fn exit(self) -> crate::exit::Exit {
         use crate::exit::{CheckStatus, Exit};
         match self {
             Status::Ok => Exit::Check(CheckStatus::Ok),
@@ -47,7 +47,7 @@ impl Status {
     }
 
     /// `OK`, `WARNING`, `CRITICAL` or `UNKNOWN`.
-    pub const fn name(self) -> &'static str {
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Status::Ok => "OK",
             Status::Warning => "WARNING",
@@ -76,17 +76,17 @@ impl Status {
 
 /// The check's thresholds.
 #[derive(Debug, Clone)]
-pub struct Thresholds {
+pub(crate) struct Thresholds {
     /// WARNING when a lease's age is over this.
-    pub warn_age: Option<Duration>,
+    pub(crate) warn_age: Option<Duration>,
     /// CRITICAL when a lease's age is over this.
-    pub crit_age: Option<Duration>,
+    pub(crate) crit_age: Option<Duration>,
     /// These states are CRITICAL; the other states needing attention
     /// (stale, suspect, malformed) are WARNING. `absent` may be listed.
-    pub crit_states: Vec<LeaseState>,
+    pub(crate) crit_states: Vec<LeaseState>,
     /// CRITICAL when fewer leases than this are found (rows that are not
     /// absent, over every target). 0: no minimum.
-    pub min_leases: usize,
+    pub(crate) min_leases: usize,
 }
 
 impl Default for Thresholds {
@@ -106,7 +106,7 @@ impl Default for Thresholds {
 
 /// The check's result: the exit status and the whole plugin output.
 #[derive(Debug, Clone)]
-pub struct CheckResult {
+pub(crate) struct CheckResult {
     /// The status (its [`Status::exit`] is the exit status).
     pub status: Status,
     /// The output: the status line with perfdata, then the long output.
@@ -137,7 +137,7 @@ fn num(v: f64) -> String {
 }
 
 /// Evaluates `snap` against `t`.
-pub fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
+pub(crate) fn evaluate(snap: &Snapshot, t: &Thresholds) -> CheckResult {
     let mut tally = Tally::default();
     for target in &snap.targets {
         tally.target(target, t);

@@ -17,7 +17,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 /// one value) by label set `S`, encoded in `S`'s order. Clones share the
 /// family.
 #[derive(Debug)]
-pub struct SortedFamily<S, M> {
+pub(crate) struct SortedFamily<S, M> {
     metrics: Arc<RwLock<Vec<(S, M)>>>,
 }
 
@@ -40,7 +40,7 @@ impl<S, M> Default for SortedFamily<S, M> {
 impl<S: Ord + Clone, M: Default + Clone> SortedFamily<S, M> {
     /// The metric of `labels`, created (at zero) if new: a handle sharing
     /// its value.
-    pub fn get_or_create(&self, labels: &S) -> M {
+    pub(crate) fn get_or_create(&self, labels: &S) -> M {
         let mut v = self.metrics.write().unwrap_or_else(|e| e.into_inner());
         match v.binary_search_by(|(s, _)| s.cmp(labels)) {
             Ok(i) => v[i].1.clone(),
@@ -53,13 +53,13 @@ impl<S: Ord + Clone, M: Default + Clone> SortedFamily<S, M> {
     }
 
     /// Removes every metric.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let mut v = self.metrics.write().unwrap_or_else(|e| e.into_inner());
         v.clear();
     }
 
     /// Removes every metric and the room they took.
-    pub fn free(&self) {
+    pub(crate) fn free(&self) {
         let mut v = self.metrics.write().unwrap_or_else(|e| e.into_inner());
         *v = Vec::new();
     }

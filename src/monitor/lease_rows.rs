@@ -26,7 +26,7 @@ use crate::snapshot::history::COUNTED;
 /// `{target, prefix}`. The strings are shared (`Arc`) by every series of
 /// the prefix: at 50,000 prefixes there are 550,000 series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct PrefixLabels {
+pub(crate) struct PrefixLabels {
     /// The TARGET URL (escaped).
     pub target: Arc<str>,
     /// The prefix (escaped).
@@ -35,7 +35,7 @@ pub struct PrefixLabels {
 
 /// `{target, prefix, state}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct StateLabels {
+pub(crate) struct StateLabels {
     /// The TARGET URL (escaped).
     pub target: Arc<str>,
     /// The prefix (escaped).
@@ -46,7 +46,7 @@ pub struct StateLabels {
 
 /// `{target, prefix, how}` of a holder change.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct HowLabels {
+pub(crate) struct HowLabels {
     /// The TARGET URL (escaped).
     pub target: Arc<str>,
     /// The prefix (escaped).
@@ -59,7 +59,7 @@ pub struct HowLabels {
 /// The states of `leasectl_lease_state`: the judged states, and `unknown`
 /// for a row whose age cannot be judged (this reader's clock is too far
 /// from the service's).
-pub const STATES: [&str; 7] = [
+pub(crate) const STATES: [&str; 7] = [
     "fresh",
     "stale",
     "suspect",

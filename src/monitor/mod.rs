@@ -7,13 +7,13 @@
 //! option structs only: the commands build them from
 //! the command line; nothing here reads the command line.
 
-pub mod check;
-pub mod family;
+pub(crate) mod check;
+pub(crate) mod family;
 mod lease_rows;
 mod node_metrics;
 pub mod probe;
-pub mod prometheus;
-pub mod serve;
-pub mod stream;
-pub mod table;
-pub mod text_format;
+pub(crate) mod prometheus;
+pub(crate) mod serve;
+pub(crate) mod stream;
+pub(crate) mod table;
+pub(crate) mod text_format;

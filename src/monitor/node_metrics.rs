@@ -14,7 +14,7 @@ use crate::writer::scan::{NodeView, PodState, Verdict};
 
 /// `{state}` of the node view's tally.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct PodStateLabels {
+pub(crate) struct PodStateLabels {
     /// The pod state's snake_case name.
     pub state: String,
 }
@@ -22,7 +22,7 @@ pub struct PodStateLabels {
 /// `{namespace, pod, uid, container, state}` of one pod of the node view:
 /// one series per pod (never per process).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct NodePodLabels {
+pub(crate) struct NodePodLabels {
     /// The pod's namespace (empty when unknown, or outside pods).
     pub namespace: String,
     /// The pod's name (empty when unknown, or outside pods).
@@ -38,7 +38,7 @@ pub struct NodePodLabels {
 
 /// `{namespace, pod, uid, container, kind}` of a verdict raised in one pod.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct NodeVerdictLabels {
+pub(crate) struct NodeVerdictLabels {
     /// As [`NodePodLabels::namespace`].
     pub namespace: String,
     /// As [`NodePodLabels::pod`].

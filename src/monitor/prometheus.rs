@@ -28,30 +28,29 @@ use crate::store::Counters;
 use crate::writer::scan::VerdictKind;
 
 use super::family::SortedFamily;
+pub(crate) use super::lease_rows::PrefixLabels;
+pub(crate) use super::lease_rows::STATES;
 use super::lease_rows::{self, Gap, Row, Rows, G};
-pub use super::lease_rows::{HowLabels, PrefixLabels, StateLabels, STATES};
 use super::node_metrics::NodeFamilies;
-pub use super::node_metrics::{NodePodLabels, NodeVerdictLabels, PodStateLabels};
-pub use super::text_format::to_text_format;
 use super::text_format::TextFormatWriter;
 
 /// `{target}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct TargetLabels {
+pub(crate) struct TargetLabels {
     /// The TARGET URL (escaped).
     pub target: String,
 }
 
 /// `{path}` of the audit log `serve` follows.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct AuditLogLabels {
+pub(crate) struct AuditLogLabels {
     /// The audit log's path (escaped).
     pub path: String,
 }
 
 /// `{target, check}` of a precondition probe result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct ProbeLabels {
+pub(crate) struct ProbeLabels {
     /// The TARGET URL (escaped).
     pub target: String,
     /// What was checked: `preconditions` (the service refuses failed
@@ -61,7 +60,7 @@ pub struct ProbeLabels {
 
 /// `{path, code}` of an HTTP request to the exporter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct HttpLabels {
+pub(crate) struct HttpLabels {
     /// `/metrics`, `/healthz`, `/probe`, or `other` for any other path (bounded).
     pub path: String,
     /// The HTTP status code answered.
@@ -70,7 +69,7 @@ pub struct HttpLabels {
 
 /// `{kind}` of a pod verdict.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct VerdictLabels {
+pub(crate) struct VerdictLabels {
     /// The verdict's snake_case name.
     pub kind: String,
 }
@@ -107,7 +106,7 @@ enum Kind {
 }
 
 /// The metric families and what they remember between snapshots.
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// Which families the exposition holds.
     kind: Kind,
     /// The per-prefix families' values, a row per prefix
@@ -140,7 +139,7 @@ pub struct Metrics {
 }
 
 /// Registers families kept elsewhere (the probes' state of `serve`).
-pub type ExtraFamilies = Arc<dyn Fn(&mut Registry) + Send + Sync>;
+pub(crate) type ExtraFamilies = Arc<dyn Fn(&mut Registry) + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -166,13 +165,13 @@ impl Exposition {
     /// families at the end.
     ///
     /// Errors: the first error of `out` (encoding itself cannot fail).
-    pub fn write_to<W: std::fmt::Write>(&self, out: &mut W) -> std::fmt::Result {
+    pub(crate) fn write_to<W: std::fmt::Write>(&self, out: &mut W) -> std::fmt::Result {
         prometheus_client::encoding::text::encode_registry(out, &self.leases)?;
         out.write_str(&self.rest)
     }
 
     /// How many prefixes' series it holds (about 1.2 KB of text each).
-    pub fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.rows
     }
 }
@@ -181,12 +180,12 @@ impl Metrics {
     /// Metrics of one snapshot (`-o prometheus`): as [`Metrics::new`]
     /// without `leasectl_lease_holder_changes_total`, a counter that could
     /// only be 0 (a holder change is seen between two snapshots).
-    pub fn one_shot() -> Self {
+    pub(crate) fn one_shot() -> Self {
         Self::of_kind(Kind::OneShot)
     }
 
     /// Empty metrics, under `leasectl_`.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::of_kind(Kind::Serve)
     }
 
@@ -195,7 +194,7 @@ impl Metrics {
     /// probes), and `leasectl_probe_success` and
     /// `leasectl_probe_duration_seconds` ([`Metrics::set_probe`]); none of
     /// the process's own (HTTP requests, pods, audit log).
-    pub fn probe() -> Self {
+    pub(crate) fn probe() -> Self {
         Self::of_kind(Kind::Probe)
     }
 
@@ -233,7 +232,7 @@ impl Metrics {
     /// Adds families kept elsewhere to every exposition, after these
     /// (`serve`'s probe state on `/metrics`): `register` registers them
     /// when an exposition is taken.
-    pub fn add_families(&mut self, register: ExtraFamilies) {
+    pub(crate) fn add_families(&mut self, register: ExtraFamilies) {
         self.extra.push(register);
     }
 
@@ -347,19 +346,20 @@ impl Metrics {
 
     /// The HTTP request counters (`leasectl_http_requests_total`), shared:
     /// the exporter's handlers count into this handle.
-    pub fn http_requests(&self) -> SortedFamily<HttpLabels, Counter> {
+    pub(crate) fn http_requests(&self) -> SortedFamily<HttpLabels, Counter> {
         self.http_requests.clone()
     }
 
     /// The session's holder changes, per prefix.
-    pub fn history(&self) -> &History {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn history(&self) -> &History {
         &self.history
     }
 
     /// Brings the metrics up to `snap`; `counters` are the stores' request
     /// counters; `pod_scanned`: the pod was asked for; `audit`: recent
     /// entries of leasectl's audit log (to name takeovers in the history).
-    pub fn update(
+    pub(crate) fn update(
         &mut self,
         snap: &Snapshot,
         counters: &Counters,
@@ -485,7 +485,7 @@ impl Metrics {
     /// and their room, once an exposition holds them: a probed target's
     /// metrics kept until its next probe, which sets them again from its
     /// snapshot (about a kilobyte a target less).
-    pub fn forget_gauges(&mut self) {
+    pub(crate) fn forget_gauges(&mut self) {
         self.target_up.free();
         self.probe_ok.free();
         self.probe_known.free();
@@ -495,7 +495,7 @@ impl Metrics {
     /// Sets a probe's own gauges ([`Metrics::probe`]):
     /// `leasectl_probe_success` (1 when `success`) and
     /// `leasectl_probe_duration_seconds` (`duration`).
-    pub fn set_probe(&mut self, success: bool, duration: std::time::Duration) {
+    pub(crate) fn set_probe(&mut self, success: bool, duration: std::time::Duration) {
         self.probe_success.set(i64::from(success));
         self.probe_duration.set(duration.as_secs_f64());
     }
@@ -504,7 +504,7 @@ impl Metrics {
     /// to name takeovers: 1 when `readable` (read, or missing: it names
     /// none), 0 when it could not be read. Absent until called (a snapshot
     /// with no audit log followed, e.g. `-o prometheus`, has none).
-    pub fn set_audit_log(&mut self, path: &std::path::Path, readable: bool) {
+    pub(crate) fn set_audit_log(&mut self, path: &std::path::Path, readable: bool) {
         self.audit_log_ok.clear();
         self.audit_log_ok
             .get_or_create(&AuditLogLabels {
@@ -549,7 +549,7 @@ impl Metrics {
 
     /// The exposition as it is now, to be written later
     /// ([`Exposition::write_to`]) without this.
-    pub fn exposition(&self) -> Exposition {
+    pub(crate) fn exposition(&self) -> Exposition {
         let mut rest = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut rest, &self.registry());
@@ -562,7 +562,8 @@ impl Metrics {
 
     /// The text exposition of every metric (OpenMetrics text, which
     /// Prometheus and node_exporter's textfile collector read).
-    pub fn render(&self) -> String {
+    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = self.exposition().write_to(&mut out);
@@ -576,7 +577,7 @@ impl Metrics {
     /// written in pieces of at most a line; wrap it in a `BufWriter`.
     ///
     /// Errors: the first error of `out` (encoding itself cannot fail).
-    pub fn write_text_format<W: std::io::Write>(&self, out: W) -> std::io::Result<()> {
+    pub(crate) fn write_text_format<W: std::io::Write>(&self, out: W) -> std::io::Result<()> {
         let mut w = TextFormatWriter {
             out,
             line: String::new(),
@@ -663,11 +664,12 @@ fn note_renewal_gap(row: &mut Row, p: &PrefixReport) {
 }
 
 /// The content type of [`Metrics::render`].
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::text_format::to_text_format;
     use crate::snapshot::{gather, GatherOptions, OpenTarget};
 
     /// The streamed exposition is byte for byte the one built in memory, on

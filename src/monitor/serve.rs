@@ -38,7 +38,7 @@ use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
 use crate::snapshot::Recipe;
 
 /// What `serve` needs besides the targets.
-pub struct ServeOptions {
+pub(crate) struct ServeOptions {
     /// Where to listen (port 0: any free port, printed on stderr).
     pub listen: SocketAddr,
     /// Between two gathers.
@@ -275,22 +275,12 @@ async fn shutdown_signal() -> &'static str {
     }
 }
 
-/// Serves until SIGTERM or SIGINT (status 0). Failing to listen is status 1,
-/// with a sentence on stderr. Connections are served under the timeouts and
-/// the limit of the module docs.
-pub async fn serve(
-    gatherer: Gatherer,
-    clock: SharedClock,
-    extras: Recipe,
-    counters: Arc<Counters>,
-    opts: ServeOptions,
-) -> crate::exit::Exit {
-    serve_with_probes(gatherer, clock, extras, counters, opts, None).await
-}
-
-/// [`serve`], answering `/probe` with `prober` too (None: `/probe` is not
-/// found); the probes' state has its families on `/metrics`.
-pub async fn serve_with_probes(
+/// Serves until SIGTERM or SIGINT (status 0), answering `/probe` with
+/// `prober` too (None: `/probe` is not found); the probes' state has its
+/// families on `/metrics`. Failing to listen is status 1, with a sentence on
+/// stderr. Connections are served under the timeouts and the limit of the
+/// module docs.
+pub(crate) async fn serve_with_probes(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: Recipe,
@@ -406,16 +396,16 @@ pub async fn serve_with_probes(
 
 /// The longest a client may take to send a request's headers, and the
 /// longest a kept-alive connection waits for its next request: 10 s.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest a connection may move no byte (read or written) while a
 /// request or its answer is under way: 30 s.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The most connections `serve` keeps open at once: half the descriptors
 /// this process may open (`RLIMIT_NOFILE`) beyond 64 kept for the stores,
 /// between 8 and 256 (96 with 256 descriptors; 256 from 576 up).
-pub fn connection_limit() -> usize {
+pub(crate) fn connection_limit() -> usize {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

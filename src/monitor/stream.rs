@@ -241,7 +241,8 @@ fn error_lines(t: &TargetReport, time: &str, emit: &mut impl FnMut(String)) {
 /// `-o ndjson`: every row of `snap` (errors, leases, the pod when scanned),
 /// then a `summary` line, each given to `emit` as it is made (the lines are
 /// never held together: at 10,000 rows they are 6 MB).
-pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(String)) {
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) fn snapshot_lines(snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(String)) {
     let time = ts(snap.generated_at);
     for t in &snap.targets {
         error_lines(t, &time, &mut emit);
@@ -270,7 +271,7 @@ pub fn snapshot_lines(snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(S
 /// the lines of one thing it handed on — a `lease` line for a row (its
 /// `time`: when the row was judged), a target's `error` lines once it is
 /// done — each given to `emit`.
-pub fn streamed_lines(item: Streamed<'_>, mut emit: impl FnMut(String)) {
+pub(crate) fn streamed_lines(item: Streamed<'_>, mut emit: impl FnMut(String)) {
     match item {
         Streamed::Row { target, row, at } => emit(line(&LeaseLine {
             kind: "lease",
@@ -289,7 +290,7 @@ pub fn streamed_lines(item: Streamed<'_>, mut emit: impl FnMut(String)) {
 /// The last lines of a streamed `-o ndjson`: the pod's (when scanned), then
 /// the `summary`, of `rest` (the snapshot without its rows) and the rows'
 /// `tally`. Returns the exit code the summary names.
-pub fn streamed_summary(
+pub(crate) fn streamed_summary(
     rest: &Snapshot,
     tally: &Tally,
     pod_scanned: bool,
@@ -340,7 +341,7 @@ type PodSeen = (Vec<(String, Vec<u32>)>, Option<String>);
 /// The memory of a `--watch` stream: the last state of every prefix
 /// currently listed, the errors and the pod's verdicts.
 #[derive(Default)]
-pub struct Watcher {
+pub(crate) struct Watcher {
     leases: BTreeMap<(String, String), Seen>,
     errors: BTreeMap<(String, Option<String>), String>,
     pod: Option<PodSeen>,
@@ -350,7 +351,12 @@ impl Watcher {
     /// The lines `snap` adds to the stream, what changed since the last one,
     /// each given to `emit` as it is made (never held together: a first pass
     /// at 50,000 prefixes is 30 MB of lines).
-    pub fn changes(&mut self, snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(String)) {
+    pub(crate) fn changes(
+        &mut self,
+        snap: &Snapshot,
+        pod_scanned: bool,
+        mut emit: impl FnMut(String),
+    ) {
         let time = ts(snap.generated_at);
         let mut leases = BTreeMap::new();
         let mut errors = BTreeMap::new();
@@ -460,11 +466,11 @@ impl Watcher {
 
 /// `--watch`'s timing.
 #[derive(Debug, Clone, Copy)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     /// Between two gathers.
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// Between two heartbeats.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
 }
 
 /// The audit entries `--watch` keeps to classify holder changes.
@@ -476,7 +482,7 @@ const AUDIT_KEEP: usize = 200;
 /// row's `last_takeover` and to name takeovers in `holder_change` lines
 /// (None: none is named), and whether `--audit-log` named it (only then does
 /// an unreadable log make the exit code 1).
-pub async fn watch(
+pub(crate) async fn watch(
     mut gatherer: Gatherer,
     clock: SharedClock,
     extras: Recipe,

@@ -9,7 +9,7 @@ use crate::text::format_secs;
 
 /// The column names, in order (GENERATION last, so that the columns before
 /// it keep their places for scripts written before it).
-pub const HEADER: [&str; 10] = [
+pub(crate) const HEADER: [&str; 10] = [
     "TARGET",
     "PREFIX",
     "STATE",
@@ -35,7 +35,7 @@ fn exclusion(e: ExclusionReport) -> &'static str {
 /// The rows of `snap`: one per prefix, and one with state `error` per
 /// target or prefix that could not be gathered (the reason is in the
 /// sentences of [`problems`]).
-pub fn rows(snap: &Snapshot) -> Vec<[String; 10]> {
+pub(crate) fn rows(snap: &Snapshot) -> Vec<[String; 10]> {
     let dash = || "-".to_owned();
     let cell = |t: &str| crate::text::sanitize(t).replace(' ', "\\x20");
     let secs = |v: Option<f64>| v.map(format_secs).unwrap_or_else(dash);
@@ -112,7 +112,7 @@ pub fn rows(snap: &Snapshot) -> Vec<[String; 10]> {
 }
 
 /// The table: a header line, then [`rows`], columns padded to align.
-pub fn render(snap: &Snapshot) -> String {
+pub(crate) fn render(snap: &Snapshot) -> String {
     let rows = rows(snap);
     let mut widths: Vec<usize> = HEADER.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
@@ -144,7 +144,7 @@ pub fn render(snap: &Snapshot) -> String {
 /// prefixes not gathered, ages unknown, leases deeper than the listing
 /// went, the pod scan's failure, its notes
 /// when the pod is in question, and its verdicts.
-pub fn problems(snap: &Snapshot) -> Vec<String> {
+pub(crate) fn problems(snap: &Snapshot) -> Vec<String> {
     let s = crate::text::sanitize;
     // Error messages name what they are about already escaped.
     let m = crate::text::sanitize_message;

@@ -102,7 +102,8 @@ impl<W: std::io::Write> std::fmt::Write for TextFormatWriter<W> {
 /// [`Metrics::render`] in the classic Prometheus text format (0.0.4), which
 /// node_exporter's textfile collector parses: a counter's `# HELP` and `#
 /// TYPE` name its `_total` sample, and there is no `# EOF`.
-pub fn to_text_format(openmetrics: &str) -> String {
+#[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+pub(crate) fn to_text_format(openmetrics: &str) -> String {
     let mut counters = BTreeSet::new();
     for l in openmetrics.lines() {
         if let Some(name) = l

@@ -14,6 +14,9 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::cli::LogArgs;
+use crate::exit::{mark_said, say};
+use crate::logfile::{init_at, open_private};
+use crate::text::sanitize;
 
 /// The AWS SDK's own WARN lines (e.g. each credential provider it tried) are
 /// noise for an operator; the error that matters reaches us as a value.
@@ -48,7 +51,7 @@ fn log_filter(verbose: u8) -> EnvFilter {
 
 /// Whether stderr gets the log rather than sentences: `-v`, or
 /// `LEASECTL_LOG` in the environment.
-pub fn log_on_stderr(log: &LogArgs) -> bool {
+pub(crate) fn log_on_stderr(log: &LogArgs) -> bool {
     log.verbose > 0 || std::env::var_os("LEASECTL_LOG").is_some()
 }
 
@@ -91,13 +94,13 @@ pub fn init_logging(log: &LogArgs) {
 
 /// Opens `--log-file` (private), or says on stderr why it cannot.
 fn open_or_say(path: &Path) -> Option<std::fs::File> {
-    match crate::logfile::open_private(path) {
+    match open_private(path) {
         Ok(f) => Some(f),
         Err(e) => {
-            crate::exit::say(format!(
+            say(format!(
                 "cannot open the log file {}: {}; nothing is logged there",
-                crate::text::sanitize(&path.display().to_string()),
-                crate::text::sanitize(&e.to_string())
+                sanitize(&path.display().to_string()),
+                sanitize(&e.to_string())
             ));
             None
         }
@@ -107,12 +110,12 @@ fn open_or_say(path: &Path) -> Option<std::fs::File> {
 /// The console's log file: `--log-file`, else `{data dir}/leasectl/console.log`
 /// (nothing may be written to the console's terminal), at the level `-v`
 /// or `LEASECTL_LOG` asks for.
-pub fn init_console_logging(log: &LogArgs) {
+pub(crate) fn init_console_logging(log: &LogArgs) {
     let path = log.log_file.clone().or_else(|| {
         directories::ProjectDirs::from("", "", "leasectl").map(|d| d.data_dir().join("console.log"))
     });
     if let Some(p) = path {
-        crate::logfile::init_at(&p, log_filter(log.verbose));
+        init_at(&p, log_filter(log.verbose));
     }
 }
 
@@ -136,7 +139,7 @@ where
         event.record(&mut fields);
         // An error said this way is the reason a command fails.
         if *event.metadata().level() == tracing::Level::ERROR {
-            crate::exit::mark_said();
+            mark_said();
         }
         writeln!(w, "{}", fields.sentence())
     }

@@ -16,20 +16,20 @@ mod shared;
 use std::future::Future;
 use std::time::Duration;
 
-pub use logging::{init_console_logging, init_logging, install_error_hook};
+pub(crate) use logging::init_console_logging;
+pub use logging::{init_logging, install_error_hook};
 pub use prepare::{parse, prepare};
-pub use shared::{
-    announce, audit_path, nothing_to_report, open_audit, open_targets, recipe, relist_every,
-    scan_options, Opened, Shared, Terminal,
-};
+pub(crate) use shared::{announce, nothing_to_report, open_audit, recipe, scan_options, Shared};
+pub use shared::{audit_path, open_targets, relist_every, Terminal};
 
-use crate::exit::Exit;
+use crate::exit::{say, Exit};
+use crate::text::{sanitize, sanitize_message};
 
 /// Says `e` on stderr (its whole cause chain, escaped: it may quote paths
 /// or values that came from outside) and returns [`Exit::Failed`].
 pub fn fail(e: &color_eyre::eyre::Report) -> Exit {
     let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    crate::exit::say(crate::text::sanitize_message(&chain.join(": ")));
+    say(sanitize_message(&chain.join(": ")));
     Exit::Failed
 }
 
@@ -44,9 +44,9 @@ pub fn block_on(command: impl Future<Output = Exit>) -> Exit {
     {
         Ok(rt) => rt,
         Err(e) => {
-            crate::exit::say(format!(
+            say(format!(
                 "starting the async runtime: {}",
-                crate::text::sanitize(&e.to_string())
+                sanitize(&e.to_string())
             ));
             return Exit::Failed;
         }

@@ -4,10 +4,20 @@
 use clap::{ArgMatches, FromArgMatches};
 
 use super::Shared;
+use crate::bucket::RecordFormat;
+use crate::cli::{
+    bad_aws_env, check_endpoint, check_endpoint_from, conditional_from_env, OutputFormat,
+    CONDITIONAL_ENV,
+};
 use crate::cli::{BucketCommand, Cli, Command, OnOff};
+use crate::config::select;
 use crate::config::ConfigError;
+use crate::exit::{mark_said, say};
 use crate::exit::{CheckStatus, Exit};
+use crate::stdout::{write_line, WriteError};
+use crate::target::set_command_names;
 use crate::target::TargetError;
+use crate::text::sanitize;
 
 /// Parses argv. Help and version are printed (exit 0), as clap prints them;
 /// a usage error of `check` (a monitoring plugin) is UNKNOWN (3), with its
@@ -34,7 +44,7 @@ pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
         return Err(plugin_unknown("usage error (see stderr)"));
     }
     if e.use_stderr() {
-        crate::exit::mark_said();
+        mark_said();
     }
     // Help and version (on stdout, 0), or clap's usage error (2).
     Err(if e.use_stderr() {
@@ -53,16 +63,16 @@ fn target_error(e: &clap::Error) -> Option<&TargetError> {
 /// error (2); for `check`, its plugin line on stdout alone, UNKNOWN (3).
 fn bad_target(e: &TargetError) -> Exit {
     if parsed_command().as_deref() == Some("check") {
-        return plugin_unknown(&crate::text::sanitize(&e.to_string()));
+        return plugin_unknown(&sanitize(&e.to_string()));
     }
-    crate::exit::say(e);
+    say(e);
     Exit::Usage
 }
 
 /// Tells `target` every subcommand's name (hidden ones included), for the
 /// hint a misspelt TARGET gets.
 fn hand_in_command_names(command: &clap::Command) {
-    crate::target::set_command_names(
+    set_command_names(
         command
             .get_subcommands()
             .map(|c| c.get_name().to_owned())
@@ -83,7 +93,7 @@ fn parsed_command() -> Option<String> {
 /// A usage error found after parsing: said on stderr; `check` also prints
 /// its plugin line and is UNKNOWN.
 fn usage(command: Option<&str>, why: &str) -> Exit {
-    crate::exit::say(why);
+    say(why);
     if command == Some("check") {
         return plugin_unknown(&why.replace('|', "\\x7c"));
     }
@@ -93,8 +103,8 @@ fn usage(command: Option<&str>, why: &str) -> Exit {
 /// `check`'s plugin line for a usage error, on stdout: UNKNOWN (a closed
 /// stdout is 141, as everywhere).
 fn plugin_unknown(why: &str) -> Exit {
-    match crate::stdout::write_line(&format!("LEASES UNKNOWN - {why}")) {
-        Err(crate::stdout::WriteError::Closed) => Exit::ClosedPipe,
+    match write_line(&format!("LEASES UNKNOWN - {why}")) {
+        Err(WriteError::Closed) => Exit::ClosedPipe,
         _ => Exit::Check(CheckStatus::Unknown),
     }
 }
@@ -124,13 +134,11 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Shared, Exit> {
             None | Some("check" | "serve" | "bucket" | "takeover")
         );
     if uses_conditional && cli.s3.conditional.is_none() {
-        cli.s3.conditional = crate::cli::conditional_from_env(
-            std::env::var_os(crate::cli::CONDITIONAL_ENV).as_deref(),
-        )
-        .map_err(|why| usage(command, &why))?;
+        cli.s3.conditional = conditional_from_env(std::env::var_os(CONDITIONAL_ENV).as_deref())
+            .map_err(|why| usage(command, &why))?;
     }
     // `-o json` is `--json`.
-    if cli.console.output.format == Some(crate::cli::OutputFormat::Json) {
+    if cli.console.output.format == Some(OutputFormat::Json) {
         cli.console.json = true;
     }
     check_environment(cli)?;
@@ -142,7 +150,7 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Shared, Exit> {
         _ => None,
     };
     if let (true, Some(cmd)) = (cli.console.read_only, writes) {
-        crate::exit::say(format!(
+        say(format!(
             "--read-only cannot be combined with `{cmd}`, which writes"
         ));
         return Err(Exit::Usage);
@@ -156,21 +164,21 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Shared, Exit> {
 /// given: the same rules) and the AWS variables that end up in requests.
 fn check_environment(cli: &Cli) -> Result<(), Exit> {
     let refuse = |why: String| {
-        crate::exit::say(why);
+        say(why);
         Exit::Usage
     };
     if let Some(e) = &cli.s3.endpoint_url {
-        crate::cli::check_endpoint(e).map_err(refuse)?;
+        check_endpoint(e).map_err(refuse)?;
     } else {
         // The SDK takes these when no endpoint is given: the same rules as
         // for --endpoint-url (no credentials, query or fragment in them).
         for var in ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"] {
             if let Some(e) = std::env::var(var).ok().filter(|e| !e.is_empty()) {
-                crate::cli::check_endpoint_from(var, &e).map_err(refuse)?;
+                check_endpoint_from(var, &e).map_err(refuse)?;
             }
         }
     }
-    if let Some(name) = crate::cli::bad_aws_env() {
+    if let Some(name) = bad_aws_env() {
         return Err(refuse(format!(
             "the environment variable {name} holds a control character or a non-ASCII \
              character; fix or unset it (its value is not shown: it may be a secret)"
@@ -214,7 +222,7 @@ fn set_up_logging(cli: &Cli, command: Option<&str>, shared: &Shared) {
 fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<(), ConfigError> {
     use clap::parser::ValueSource;
     let bare = cli.command.is_none() && cli.console.targets.is_empty();
-    let Some(ctx) = crate::config::select(cli.context.as_deref(), bare)? else {
+    let Some(ctx) = select(cli.context.as_deref(), bare)? else {
         return Ok(());
     };
     // The arguments of the command that runs (the top level for the console;
@@ -257,7 +265,7 @@ fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<(), Config
             *d = c;
         }
     };
-    let record_format = |f: &mut crate::bucket::RecordFormat| {
+    let record_format = |f: &mut RecordFormat| {
         if let Some(c) = ctx.record_format.filter(|_| !given("record_format")) {
             *f = c;
         }

@@ -7,14 +7,17 @@ use std::time::Duration;
 
 use color_eyre::eyre::{eyre, Result};
 
+use crate::audit::AuditLog;
 use crate::bucket::Exclusion;
 use crate::cli::{AuditArgs, Cli, OnOff, PodArgs, S3Args};
+use crate::exit::say;
 use crate::exit::Exit;
-use crate::snapshot::Recipe;
-use crate::snapshot::{GatherOptions, OpenTarget};
+use crate::snapshot::{GatherOptions, OpenTarget, Recipe};
 use crate::store::s3::S3Options;
+use crate::store::Unavailable;
 use crate::store::{Counters, Counting, ObjectStore, ReadOnly};
 use crate::target::{Connector, Target};
+use crate::text::sanitize;
 use crate::writer::scan::ScanOptions;
 
 /// Whether stdin and stdout are terminals (read once).
@@ -65,7 +68,7 @@ impl Shared {
 
     /// A connector whose requests end after `timeout` (`bucket hold`: at
     /// most a third of the TTL).
-    pub fn connector_with_timeout(&self, timeout: Duration) -> Connector {
+    pub(crate) fn connector_with_timeout(&self, timeout: Duration) -> Connector {
         Connector::new(s3_options(&self.s3, timeout))
     }
 
@@ -101,8 +104,8 @@ fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
 /// Says on stderr that with no TARGET and `--no-pod` there is nothing to
 /// report (`lead` names the output: "--json with no TARGET …" or "with no
 /// TARGET …") and returns [`Exit::Usage`].
-pub fn nothing_to_report(lead: &str) -> Exit {
-    crate::exit::say(format!(
+pub(crate) fn nothing_to_report(lead: &str) -> Exit {
+    say(format!(
         "{lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
     ));
     Exit::Usage
@@ -136,7 +139,7 @@ pub async fn open_targets(
     for t in targets {
         let store: Arc<dyn ObjectStore> = match connector.open(t).await {
             Ok(s) => s,
-            Err(e) => Arc::new(crate::store::Unavailable::new(t.to_string(), e)),
+            Err(e) => Arc::new(Unavailable::new(t.to_string(), e)),
         };
         let counted: Arc<dyn ObjectStore> = Arc::new(Counting::new(store, counters.clone()));
         opened.read.push(OpenTarget {
@@ -157,7 +160,7 @@ pub fn relist_every(every: Duration) -> u32 {
 }
 
 /// The pod scan of `pod`, reading the proc filesystem at `proc_root`.
-pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
+pub(crate) fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
     ScanOptions {
         proc_root: proc_root.to_path_buf(),
         data_dirs: pod.data_dirs.clone(),
@@ -169,7 +172,7 @@ pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
 /// The recipe of a complete snapshot for the front ends: the pod (unless
 /// `--no-pod`, from `/proc`) and best-effort marking; no audit log (the
 /// caller names one where it reads it once).
-pub fn recipe(pod: &PodArgs, shared: &Shared) -> Recipe {
+pub(crate) fn recipe(pod: &PodArgs, shared: &Shared) -> Recipe {
     Recipe {
         pods: (!pod.no_pod)
             .then(|| scan_options(pod, Path::new("/proc")))
@@ -185,7 +188,7 @@ pub fn recipe(pod: &PodArgs, shared: &Shared) -> Recipe {
 pub fn audit_path(given: Option<&Path>) -> Option<std::path::PathBuf> {
     match given {
         Some(p) => Some(p.to_path_buf()),
-        None => crate::audit::AuditLog::default_path().ok(),
+        None => AuditLog::default_path().ok(),
     }
 }
 
@@ -194,12 +197,12 @@ pub fn audit_path(given: Option<&Path>) -> Option<std::path::PathBuf> {
 /// # Errors
 /// No default path, a log that cannot be opened, a bad or unreachable
 /// `--audit-to`.
-pub async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<crate::audit::AuditLog> {
+pub(crate) async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<AuditLog> {
     let path = match &a.audit_log {
         Some(p) => p.clone(),
-        None => crate::audit::AuditLog::default_path()?,
+        None => AuditLog::default_path()?,
     };
-    let mut log = crate::audit::AuditLog::open(path)?;
+    let mut log = AuditLog::open(path)?;
     if let Some(url) = &a.audit_to {
         let t: Target = url.parse().map_err(|e| eyre!("--audit-to: {e}"))?;
         let store = connector.open(&t).await.map_err(|e| eyre!("{t}: {e}"))?;
@@ -210,14 +213,14 @@ pub async fn open_audit(connector: &Connector, a: &AuditArgs) -> Result<crate::a
 
 /// Says, before a writing command acts, exactly where its writes go (on
 /// stderr, so scripts reading stdout are not disturbed).
-pub async fn announce(what: &str, connector: &Connector, target: &Target) {
+pub(crate) async fn announce(what: &str, connector: &Connector, target: &Target) {
     let endpoint = match target {
         Target::Local { .. } => String::new(),
         Target::S3 { .. } => format!(" at {}", connector.endpoint(target).await),
     };
     eprintln!(
         "leasectl: {what} on {}: the lease is the {}{endpoint}",
-        crate::text::sanitize(&target.to_string()),
+        sanitize(&target.to_string()),
         target.lease_location()
     );
 }

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 
 /// True (simulated) time since the world began.
 #[derive(Debug, Clone, Copy)]
-pub struct TrueTime {
+pub(crate) struct TrueTime {
     origin: tokio::time::Instant,
     /// The wall time, UTC, at the origin.
     pub epoch: DateTime<Utc>,
@@ -18,7 +18,7 @@ pub struct TrueTime {
 
 impl TrueTime {
     /// A world starting now (tokio's paused clock) at wall time `epoch`.
-    pub fn new(epoch: DateTime<Utc>) -> Self {
+    pub(crate) fn new(epoch: DateTime<Utc>) -> Self {
         Self {
             origin: tokio::time::Instant::now(),
             epoch,
@@ -26,37 +26,37 @@ impl TrueTime {
     }
 
     /// Time since the world began.
-    pub fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         tokio::time::Instant::now() - self.origin
     }
 
     /// True wall time: the epoch plus [`TrueTime::now`].
-    pub fn wall(&self) -> DateTime<Utc> {
+    pub(crate) fn wall(&self) -> DateTime<Utc> {
         self.epoch + chrono::Duration::from_std(self.now()).unwrap_or(chrono::Duration::MAX)
     }
 }
 
 /// A host's clock error: a fixed offset, a drift, and wall steps.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ClockError {
+pub(crate) struct ClockError {
     /// Wall offset at the origin, microseconds (positive: ahead).
-    pub offset_us: i64,
+    pub(crate) offset_us: i64,
     /// Drift of both clocks, parts per million (positive: fast).
-    pub drift_ppm: i64,
+    pub(crate) drift_ppm: i64,
     /// Sum of the wall steps so far, microseconds.
-    pub steps_us: i64,
+    pub(crate) steps_us: i64,
 }
 
 /// A simulated host clock.
 #[derive(Debug, Clone)]
-pub struct SimClock {
+pub(crate) struct SimClock {
     truth: TrueTime,
     err: Arc<Mutex<ClockError>>,
 }
 
 impl SimClock {
     /// A host clock over `truth` with the error `err`.
-    pub fn new(truth: TrueTime, err: ClockError) -> Self {
+    pub(crate) fn new(truth: TrueTime, err: ClockError) -> Self {
         Self {
             truth,
             err: Arc::new(Mutex::new(err)),
@@ -68,7 +68,7 @@ impl SimClock {
     }
 
     /// Steps the wall clock by `us` microseconds (an NTP correction).
-    pub fn step(&self, us: i64) {
+    pub(crate) fn step(&self, us: i64) {
         self.err.lock().unwrap_or_else(|e| e.into_inner()).steps_us += us;
     }
 

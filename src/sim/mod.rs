@@ -10,12 +10,12 @@
 //! S3 loss learned, S4 refusal on broken stores, L1 liveness. [`defect`]
 //! holds the switches that break the engine on purpose.
 
-pub mod clock;
+pub(crate) mod clock;
 pub use crate::bucket::defect;
 mod operator;
-pub mod state;
-pub mod store;
-pub mod world;
+pub(crate) mod state;
+pub(crate) mod store;
+pub(crate) mod world;
 
-pub use state::{OffsetScore, Outcome, Property, Variant, Violation};
+pub use state::{OffsetScore, Property, Variant};
 pub use world::{run_seed, Options};

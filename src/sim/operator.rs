@@ -40,7 +40,7 @@ pub(super) struct Operator {
     pub ids: Vec<String>,
     pub audit: PathBuf,
     pub rng: StdRng,
-    pub end_ms: u64,
+    pub(crate) end_ms: u64,
 }
 
 impl Operator {
@@ -54,7 +54,7 @@ impl Operator {
 
     /// Looks at the LEASE now and then, and takes it over when the draw says
     /// so, until a little before the end of the run.
-    pub async fn run(mut self) {
+    pub(super) async fn run(mut self) {
         let ttl_ms = self.ttl_s * 1000;
         let Ok(audit) = AuditLog::open(&self.audit) else {
             self.log(format_args!("operator: the audit log cannot be opened"));

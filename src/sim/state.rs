@@ -19,9 +19,9 @@ use crate::bucket::LeaseRecord;
 use crate::store::{normalize_etag, ObjectMeta, PutCondition, StoreError};
 
 /// The prefix every holder contends for.
-pub const PREFIX: &str = "sim";
+pub(crate) const PREFIX: &str = "sim";
 /// Its LEASE key.
-pub const KEY: &str = "sim/LEASE";
+pub(crate) const KEY: &str = "sim/LEASE";
 
 /// How the store treats preconditions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl Variant {
 
 /// What happens to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// Answered normally.
     None,
     /// No answer; not carried out.
@@ -132,7 +132,7 @@ pub struct OffsetScore {
 impl OffsetScore {
     /// Scores one reading `o` of a holder whose true offset (service minus
     /// its wall clock) is `truth_s` seconds; `holding`: it holds the lease.
-    pub fn score(&mut self, o: &crate::clock::ServerOffset, truth_s: f64, holding: bool) {
+    pub(crate) fn score(&mut self, o: &crate::clock::ServerOffset, truth_s: f64, holding: bool) {
         let err = (o.offset_s - truth_s).abs();
         let us = |s: f64| (s * 1e6).round().min(u32::MAX as f64) as u32;
         self.error_us.push(us(err));
@@ -186,7 +186,7 @@ pub(super) struct TenureInfo {
 }
 
 /// The shared state of one world: store, faults, checker, history.
-pub struct Shared {
+pub(crate) struct Shared {
     /// The store's name (one per seed: the race check runs once per store).
     pub name: String,
     /// The store's objects.
@@ -227,11 +227,11 @@ pub struct Shared {
 
 /// A world handle.
 #[derive(Clone)]
-pub struct World(pub(super) Arc<Mutex<Shared>>);
+pub(crate) struct World(pub(super) Arc<Mutex<Shared>>);
 
 impl World {
     /// Locks the shared state (never held across an `.await`).
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -249,7 +249,7 @@ impl Shared {
     }
 
     /// True time since the start, milliseconds.
-    pub fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.truth.now().as_millis() as u64
     }
 
@@ -285,7 +285,7 @@ impl Shared {
     }
 
     /// The delay and fault of one request of `holder`.
-    pub fn draw(&mut self, holder: usize, write: bool) -> (Duration, Fault) {
+    pub(crate) fn draw(&mut self, holder: usize, write: bool) -> (Duration, Fault) {
         let delay = if self.rng.random_bool(0.05) {
             Duration::from_millis(self.rng.random_range(100..1500))
         } else {
@@ -321,17 +321,21 @@ impl Shared {
     }
 
     /// How long a not-atomic store takes between its check and its write.
-    pub fn not_atomic_window(&mut self) -> Duration {
+    pub(crate) fn not_atomic_window(&mut self) -> Duration {
         Duration::from_millis(self.rng.random_range(5..40))
     }
 
     /// How long a queued write waits before the store carries it out.
-    pub fn late_delay(&mut self) -> Duration {
+    pub(crate) fn late_delay(&mut self) -> Duration {
         Duration::from_millis(self.rng.random_range(self.ttl_ms / 4..self.ttl_ms * 3 / 2))
     }
 
     /// Whether `cond` holds on `key` now (404 for `If-Match` on an absent key).
-    pub fn precondition_holds(&self, key: &str, cond: &PutCondition) -> Result<(), StoreError> {
+    pub(crate) fn precondition_holds(
+        &self,
+        key: &str,
+        cond: &PutCondition,
+    ) -> Result<(), StoreError> {
         if self.variant == Variant::IgnoresPreconditions {
             return Ok(());
         }
@@ -346,7 +350,7 @@ impl Shared {
     }
 
     /// Carries out a PUT of `holder` (atomically), and checks it.
-    pub fn apply_put(
+    pub(crate) fn apply_put(
         &mut self,
         holder: usize,
         key: &str,
@@ -374,7 +378,7 @@ impl Shared {
     }
 
     /// Carries out a DELETE of `holder` (atomically).
-    pub fn apply_delete(
+    pub(crate) fn apply_delete(
         &mut self,
         holder: usize,
         key: &str,
@@ -540,7 +544,7 @@ impl Shared {
 
 /// One stored object.
 #[derive(Debug, Clone)]
-pub struct Obj {
+pub(crate) struct Obj {
     /// The body.
     pub body: Vec<u8>,
     /// The ETag (unquoted).

@@ -21,10 +21,10 @@ use crate::store::{
 };
 
 /// How long a client waits before it gives a request up.
-pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One holder's view of the simulated store.
-pub struct SimStore {
+pub(crate) struct SimStore {
     world: World,
     holder: usize,
     caps: Mutex<Capabilities>,
@@ -41,7 +41,7 @@ pub struct SimStore {
 impl SimStore {
     /// Holder `holder`'s handle on `world`'s store, timed by its `clock`;
     /// the service stamps `Date` from `truth`.
-    pub fn new(world: World, holder: usize, clock: SimClock, truth: TrueTime) -> Arc<Self> {
+    pub(crate) fn new(world: World, holder: usize, clock: SimClock, truth: TrueTime) -> Arc<Self> {
         Arc::new(Self {
             world,
             holder,

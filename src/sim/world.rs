@@ -611,6 +611,20 @@ async fn world(opts: Options) -> Outcome {
         tasks.push(spawn_operator(op, &mut op_rng, max_off_us, &audit_dir));
     }
     disturb(&world, &mut rng, &clocks, n, ttl_ms, end_ms, max_off_us).await;
+    finish(&world, tasks, end_ms, ttl_ms, &name, &audit_dir).await
+}
+
+/// The end of a world: the holders past `end_ms` get a TTL to finish (release),
+/// then every task stops and the checker's outcome is taken; the store's
+/// name is forgotten and the operator's audit directory removed.
+async fn finish(
+    world: &World,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    end_ms: u64,
+    ttl_ms: u64,
+    name: &str,
+    audit_dir: &std::path::Path,
+) -> Outcome {
     let left = end_ms.saturating_sub(world.lock().now_ms());
     tokio::time::sleep(Duration::from_millis(left)).await;
     // Holders past the end finish what they are doing (release) within a TTL.
@@ -631,6 +645,6 @@ async fn world(opts: Options) -> Outcome {
     let out = std::mem::take(&mut w.outcome);
     drop(w);
     crate::bucket::race::forget(&format!("{name}#"));
-    let _ = std::fs::remove_dir_all(&audit_dir);
+    let _ = std::fs::remove_dir_all(audit_dir);
     out
 }

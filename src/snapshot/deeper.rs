@@ -14,7 +14,7 @@ use crate::bucket::LeaseState;
 /// The `LEASE` keys among `keys` (all under `root`) deeper than `depth`
 /// levels below `root`, internal ones (`.leasectl-*`) left out: the smallest
 /// depth that finds one, and an example prefix at that depth.
-pub fn deeper_leases(root: &str, keys: &[String], depth: u32) -> Option<DeeperLeases> {
+pub(crate) fn deeper_leases(root: &str, keys: &[String], depth: u32) -> Option<DeeperLeases> {
     let mut best: Option<(u32, String)> = None;
     let mut seen = 0usize;
     for k in keys {
@@ -55,7 +55,7 @@ pub fn deeper_leases(root: &str, keys: &[String], depth: u32) -> Option<DeeperLe
 /// stand as read). `targets` are those `snap` was gathered from, in order.
 ///
 /// [`TargetReport::deeper_leases`]: super::TargetReport::deeper_leases
-pub async fn look_deeper(targets: &[OpenTarget], snap: &mut Snapshot, depth: u32) {
+pub(crate) async fn look_deeper(targets: &[OpenTarget], snap: &mut Snapshot, depth: u32) {
     let looks = targets
         .iter()
         .zip(snap.targets.iter_mut())

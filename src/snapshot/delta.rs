@@ -31,11 +31,11 @@ pub struct TargetDelta {
     /// `(prefix, update)`, each prefix once.
     pub rows: Vec<(String, RowUpdate)>,
     /// [`TargetReport::server_offset_s`] now (seconds).
-    pub server_offset_s: Option<f64>,
+    pub(crate) server_offset_s: Option<f64>,
     /// [`TargetReport::server_offset_error_s`] now (± seconds).
-    pub server_offset_error_s: Option<f64>,
+    pub(crate) server_offset_error_s: Option<f64>,
     /// [`TargetReport::server_clock_note`] now.
-    pub server_clock_note: Option<String>,
+    pub(crate) server_clock_note: Option<String>,
 }
 
 /// Rows whose reading changed since the last snapshot or delta a
@@ -66,7 +66,7 @@ impl Snapshot {
     /// Applies `delta` in place, then judges every row again at the later of
     /// `now` and the delta's time. A delta naming a target index this
     /// snapshot does not have is ignored (it follows another snapshot).
-    pub fn apply_delta(&mut self, delta: &Delta, now: DateTime<Utc>) {
+    pub(crate) fn apply_delta(&mut self, delta: &Delta, now: DateTime<Utc>) {
         for d in &delta.targets {
             let Some(t) = self.targets.get_mut(d.index) else {
                 continue;

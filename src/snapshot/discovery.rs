@@ -14,7 +14,8 @@ use futures::stream::{self, StreamExt};
 use super::model::PrefixError;
 use super::options::{throttle_backoff, timed, GatherOptions, THROTTLE_RETRIES};
 use crate::bucket::{lease_key, read_lease, Observed};
-use crate::store::{ListBound, ObjectRead, StoreError};
+use crate::store::{ListBound, Listing, ObjectRead, StoreError};
+use crate::text::sanitize;
 
 fn is_internal(prefix: &str) -> bool {
     prefix
@@ -25,7 +26,7 @@ fn is_internal(prefix: &str) -> bool {
 }
 
 /// The errors for the entries of a listing that cannot be named as keys.
-fn unlisted_errors(listing: &crate::store::Listing) -> Vec<PrefixError> {
+fn unlisted_errors(listing: &Listing) -> Vec<PrefixError> {
     listing
         .unlisted
         .iter()
@@ -47,7 +48,7 @@ fn unlisted_errors(listing: &crate::store::Listing) -> Vec<PrefixError> {
 ///
 /// Errors: the root's own listing failed, or the discovery reached a bound
 /// (the target as a whole is unknown).
-pub async fn discover(
+pub(crate) async fn discover(
     store: &dyn ObjectRead,
     root: &str,
     opts: &GatherOptions,
@@ -55,7 +56,7 @@ pub async fn discover(
     let bound = ListBound::new(
         format!(
             "the discovery under \"{}\" ({} levels deep)",
-            crate::text::sanitize(root),
+            sanitize(root),
             opts.depth
         ),
         opts.request_timeout,
@@ -138,9 +139,9 @@ async fn list_whole(
     store: &dyn ObjectRead,
     prefix: &str,
     opts: &GatherOptions,
-) -> Result<crate::store::Listing, StoreError> {
+) -> Result<Listing, StoreError> {
     let mut bound = ListBound::under(prefix, opts.request_timeout);
-    let mut out = crate::store::Listing::default();
+    let mut out = Listing::default();
     let mut token = None;
     loop {
         let (page, next) = bound.page(list_page(store, prefix, token, opts)).await?;
@@ -168,7 +169,7 @@ async fn list_page(
     prefix: &str,
     token: Option<String>,
     opts: &GatherOptions,
-) -> Result<(crate::store::Listing, Option<String>), StoreError> {
+) -> Result<(Listing, Option<String>), StoreError> {
     let what = format!("listing {} under {prefix:?}", store.describe());
     let mut tries = 0;
     loop {

@@ -24,7 +24,7 @@ use crate::writer::scan::PodSnapshot;
 /// has been read, unless `--max-requests` says otherwise: at 10,000 prefixes
 /// this keeps a read-only console under 1 % of a core (about 0.3 ms of CPU a
 /// request on a loaded two-core machine: 6,000 a minute would cost ~3 %).
-pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
+pub(crate) const DEFAULT_MAX_REQUESTS: u32 = 1200;
 
 /// How far (seconds) either bound of a service's clock offset (the offset ±
 /// its error) must move since the last snapshot to make a new one, every row
@@ -49,7 +49,7 @@ pub struct Progress {
 }
 
 /// Where progress reports go (at most one every [`PROGRESS_EVERY`]).
-pub type ProgressSink<'a> = &'a (dyn Fn(Progress) + Sync);
+pub(crate) type ProgressSink<'a> = &'a (dyn Fn(Progress) + Sync);
 
 /// Gathers snapshots again and again, cheaply: the listing (discovery) runs
 /// only every `relist_every` refreshes, each LEASE is read with a
@@ -122,7 +122,7 @@ impl Gatherer {
 
     /// When the oldest reading of any row was taken (reader's wall clock):
     /// how stale the budget lets the table become. `None` before any read.
-    pub fn oldest_reading(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn oldest_reading(&self) -> Option<DateTime<Utc>> {
         self.caches
             .iter()
             .flat_map(|c| c.entries.values())

@@ -18,32 +18,30 @@
 //! Everything public is re-exported here: `leasectl::snapshot::X` names it
 //! whichever file it lives in.
 
-pub mod deeper;
-pub mod delta;
-pub mod discovery;
+pub(crate) mod deeper;
+pub(crate) mod delta;
+pub(crate) mod discovery;
 pub mod gather;
 pub mod history;
-pub mod model;
-pub mod options;
-pub mod recipe;
-pub mod schedule;
-pub mod streamed;
-pub mod takeovers;
-pub mod target_read;
+pub(crate) mod model;
+pub(crate) mod options;
+pub(crate) mod recipe;
+pub(crate) mod schedule;
+pub(crate) mod streamed;
+pub(crate) mod takeovers;
+pub(crate) mod target_read;
 
-pub use deeper::look_deeper;
-pub use delta::{Delta, RowUpdate, TargetDelta};
-pub use discovery::{discover, observe};
-pub use gather::{gather, Gatherer, Progress, ProgressSink, Refresh, DEFAULT_MAX_REQUESTS};
-pub use model::{
-    attention_item, attention_sentence, DeeperLeases, ExclusionReport, PrefixError, PrefixReport,
-    ReaderClock, Snapshot, TargetReport, ATTENTION_NAMED, SCHEMA_VERSION,
-};
-pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
-pub use recipe::{AuditSource, PodScanFailure, Recipe};
-pub use schedule::{Focus, OffScreen, Schedule};
-pub use streamed::{gather_streamed, Streamed, Tally};
-pub use takeovers::{AuditLogReport, LastTakeover, TakeoverIndex};
-pub use target_read::{
-    gather_target, gather_target_cached, OpenTarget, TargetCache, PROGRESS_EVERY,
-};
+pub(crate) use deeper::look_deeper;
+pub(crate) use delta::{Delta, RowUpdate};
+pub use discovery::observe;
+pub(crate) use gather::DEFAULT_MAX_REQUESTS;
+pub use gather::{gather, Gatherer, Progress, Refresh};
+pub(crate) use model::{attention_sentence, PrefixReport, TargetReport};
+pub use model::{ExclusionReport, ReaderClock, Snapshot, SCHEMA_VERSION};
+pub use options::GatherOptions;
+pub(crate) use options::DEFAULT_CONCURRENCY;
+pub(crate) use recipe::{AuditSource, Recipe};
+pub(crate) use schedule::OffScreen;
+pub(crate) use streamed::{gather_streamed, Streamed, Tally};
+pub(crate) use takeovers::{AuditLogReport, LastTakeover};
+pub use target_read::{gather_target, OpenTarget};

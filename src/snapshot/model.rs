@@ -4,10 +4,16 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 
+use super::takeovers::TakeoverIndex;
+use crate::bucket::fence::{certainly_beyond_limit, clock_offset_limit_s};
 use crate::bucket::judge::{judge_view, ObservedView};
 use crate::bucket::{lease_key, LeaseRecord, LeaseState, Observed};
+use crate::clock::rfc3339;
 use crate::exit::Exit;
-use crate::writer::scan::PodSnapshot;
+use crate::store::AddressingStyle;
+use crate::target::encode_path;
+use crate::text::{format_secs, sanitize, sanitize_message};
+use crate::writer::scan::{LockFileState, PodSnapshot};
 
 /// The `--json` schema version. Minor versions only add fields.
 pub const SCHEMA_VERSION: &str = "1.6";
@@ -31,7 +37,7 @@ pub enum ExclusionReport {
 
 /// `LEASE` keys found below the depth a TARGET was listed to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeeperLeases {
+pub(crate) struct DeeperLeases {
     /// The smallest `--depth` that lists a prefix holding one of them.
     pub depth: u32,
     /// One such prefix (under the TARGET's bucket or store root), ending in `/`.
@@ -69,7 +75,7 @@ pub struct PrefixReport {
     /// Seconds until the lease may be taken over (negative: expired).
     pub expires_in_s: Option<f64>,
     /// `renewed_at − Last-Modified` in seconds (±1 s): the holder's clock offset.
-    pub holder_skew_s: Option<f64>,
+    pub(crate) holder_skew_s: Option<f64>,
     /// Exclusion on this prefix's service.
     pub exclusion: ExclusionReport,
     /// The newest takeover of this lease that leasectl's local audit log
@@ -77,7 +83,7 @@ pub struct PrefixReport {
     /// when the log was not read or could not be (see
     /// [`Snapshot::audit_log`]).
     /// (Boxed: most rows have none, and a row is kept per prefix.)
-    pub last_takeover: Option<Box<super::takeovers::LastTakeover>>,
+    pub(crate) last_takeover: Option<Box<super::takeovers::LastTakeover>>,
     /// Why the object's body is not a record, when it is not (`problem`
     /// says so too, but is judged again). With `record` and
     /// `last_modified`, what is judged again as the clock moves: the row
@@ -197,24 +203,22 @@ impl PrefixReport {
     /// TTL is not known to be stale. `offset_s` is service minus reader.
     fn check_reader_clock(&mut self, offset_s: f64, error_s: f64) {
         let Some(r) = &self.record else { return };
-        let limit = crate::bucket::fence::clock_offset_limit_s(r.ttl_s);
-        if self.state == LeaseState::Stale
-            && crate::bucket::fence::certainly_beyond_limit(offset_s, error_s, r.ttl_s)
-        {
+        let limit = clock_offset_limit_s(r.ttl_s);
+        if self.state == LeaseState::Stale && certainly_beyond_limit(offset_s, error_s, r.ttl_s) {
             self.age_unknown = true;
             self.problem = Some(format!(
                 "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \
                  its age is unknown and it may be live; fix this host's time (NTP) before any takeover",
-                crate::text::format_secs(offset_s.abs()),
+                format_secs(offset_s.abs()),
                 if offset_s > 0.0 { "behind" } else { "ahead of" },
-                crate::text::format_secs(limit),
+                format_secs(limit),
                 r.ttl_s
             ));
         }
     }
 
     /// The judgement's explanation at `now`, without the state's name.
-    pub fn explanation(&self, now: DateTime<Utc>) -> String {
+    pub(crate) fn explanation(&self, now: DateTime<Utc>) -> String {
         judge_view(self.view(), now).explanation()
     }
 }
@@ -248,7 +252,7 @@ pub struct TargetReport {
     /// The region requests were signed for (null for a local store).
     pub region: Option<String>,
     /// `path` or `virtual_host` (null for a local store).
-    pub addressing_style: Option<crate::store::AddressingStyle>,
+    pub addressing_style: Option<AddressingStyle>,
     /// Bucket name, for S3.
     pub bucket: Option<String>,
     /// Why the target could not be gathered at all (listing failed).
@@ -259,31 +263,31 @@ pub struct TargetReport {
     pub prefixes: Vec<PrefixReport>,
     /// The service's clock minus this reader's, in seconds, from the `Date`
     /// of its latest answer (null for a local store: it has no clock of its own).
-    pub server_offset_s: Option<f64>,
+    pub(crate) server_offset_s: Option<f64>,
     /// The uncertainty of `server_offset_s`, ± seconds.
-    pub server_offset_error_s: Option<f64>,
+    pub(crate) server_offset_error_s: Option<f64>,
     /// Why the service's clock is unknown although it has one (its latest
     /// answer had no `Date`, or one that does not parse): ages are then
     /// judged by this reader's clock alone. Null when known, and for a local
     /// store.
-    pub server_clock_note: Option<String>,
+    pub(crate) server_clock_note: Option<String>,
     /// Every prefix is absent, but `LEASE` keys lie deeper than the listing
     /// went (one bounded look, by `--json`, `-o table` and `check`): the
     /// `--depth` that finds them. Null when not looked or none was seen.
-    pub deeper_leases: Option<DeeperLeases>,
+    pub(crate) deeper_leases: Option<DeeperLeases>,
 }
 
 impl TargetReport {
     /// The sentence for [`TargetReport::deeper_leases`], escaped: every
     /// prefix is absent, leases lie deeper, and the `--depth` that finds
     /// them. `None` when there is nothing to say.
-    pub fn deeper_note(&self) -> Option<String> {
+    pub(crate) fn deeper_note(&self) -> Option<String> {
         let d = self.deeper_leases.as_ref()?;
         Some(format!(
             "every prefix under {} is absent, but LEASE keys lie deeper (e.g. {}LEASE): \
              give --depth {} to see them",
-            crate::text::sanitize(&self.url),
-            crate::text::sanitize(&self.prefix_url(&d.example)),
+            sanitize(&self.url),
+            sanitize(&self.prefix_url(&d.example)),
             d.depth
         ))
     }
@@ -297,7 +301,7 @@ impl TargetReport {
             Some(b) => format!("s3://{b}/{}", crate::target::encode_path(prefix)),
             None => {
                 let slash = if self.url.ends_with('/') { "" } else { "/" };
-                format!("{}{slash}{}", self.url, crate::target::encode_path(prefix))
+                format!("{}{slash}{}", self.url, encode_path(prefix))
             }
         }
     }
@@ -311,9 +315,9 @@ pub struct ReaderClock {
     pub now: DateTime<Utc>,
     /// The storage services' clock minus this reader's, in seconds: of the
     /// targets measured, the one furthest from zero (null when none was).
-    pub server_offset_s: Option<f64>,
+    pub(crate) server_offset_s: Option<f64>,
     /// Its uncertainty, ± seconds.
-    pub server_offset_error_s: Option<f64>,
+    pub(crate) server_offset_error_s: Option<f64>,
 }
 
 /// One consistent view of every target (and the pod): the `--json` document.
@@ -331,13 +335,28 @@ pub struct Snapshot {
     /// The local pod.
     pub pod: PodSnapshot,
     /// Why the pod could not be scanned (null when it was, or when not asked).
-    pub pod_error: Option<String>,
+    pub(crate) pod_error: Option<String>,
     /// The audit log read for the rows' `last_takeover` (`--json`, NDJSON,
     /// `--watch`); absent from the document when none was read (the console,
     /// `serve`). One asked for by `--audit-log` that could not be read makes
     /// the exit code 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_log: Option<super::takeovers::AuditLogReport>,
+}
+
+// Here rather than in `takeovers` beside the index: the document names the
+// takeovers' types, and the index does not name the document's.
+impl TakeoverIndex {
+    /// Sets every row's `last_takeover` in `snap` from this index.
+    pub(crate) fn attach(&self, snap: &mut Snapshot) {
+        for t in &mut snap.targets {
+            for p in &mut t.prefixes {
+                p.last_takeover = self
+                    .newest(&t.url, t.bucket.as_deref(), &p.key)
+                    .map(|l| Box::new(l.clone()));
+            }
+        }
+    }
 }
 
 impl Snapshot {
@@ -388,7 +407,7 @@ impl Snapshot {
     /// Why [`Snapshot::exit_code`] is not 0 for what the document's own
     /// error fields do not already say: rows whose age is unknown, and a pod
     /// in question that could not be read whole. One sentence each, escaped.
-    pub fn unsaid_reasons(&self) -> Vec<String> {
+    pub(crate) fn unsaid_reasons(&self) -> Vec<String> {
         let mut out = Vec::new();
         let unknown: usize = self
             .targets
@@ -410,9 +429,12 @@ impl Snapshot {
                     self.pod.uninspected.len()
                 ));
             }
-            for l in self.pod.locks.iter().filter(|l| {
-                self.pod.notes.is_empty() && l.state == crate::writer::scan::LockFileState::Unknown
-            }) {
+            for l in self
+                .pod
+                .locks
+                .iter()
+                .filter(|l| self.pod.notes.is_empty() && l.state == LockFileState::Unknown)
+            {
                 why.push(format!(
                     "the lock {} is unknown: {}",
                     l.path, l.state_reason
@@ -421,7 +443,7 @@ impl Snapshot {
             why.extend(self.pod.notes.iter().cloned());
             out.push(format!(
                 "the pod could not be read whole: {}",
-                crate::text::sanitize_message(&why.join("; "))
+                sanitize_message(&why.join("; "))
             ));
         }
         out
@@ -433,7 +455,7 @@ impl Snapshot {
     /// nothing does (a target whose leases lie deeper says so in its own
     /// note, [`TargetReport::deeper_note`]). Without `verdicts`, the leases
     /// alone (for an output that names each verdict on a line of its own).
-    pub fn attention_reason(&self, verdicts: bool) -> Option<String> {
+    pub(crate) fn attention_reason(&self, verdicts: bool) -> Option<String> {
         let mut named = Vec::new();
         let mut count = 0;
         for t in &self.targets {
@@ -461,7 +483,7 @@ impl Snapshot {
     /// the others keep their verdicts and ages. The service-clock offsets
     /// are kept: they change only with a new reading. Returns whether the
     /// age of any row judged is unknown (the reader-clock rule).
-    pub fn rejudge_rows(&mut self, now: DateTime<Utc>, rows: &[(usize, usize)]) -> bool {
+    pub(crate) fn rejudge_rows(&mut self, now: DateTime<Utc>, rows: &[(usize, usize)]) -> bool {
         self.generated_at = now;
         self.reader_clock.now = now;
         let mut age_unknown = false;
@@ -509,7 +531,7 @@ pub(super) fn round_ms(s: f64) -> f64 {
 }
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::clock::rfc3339(*t, SecondsFormat::Millis))
+    s.serialize_str(&rfc3339(*t, SecondsFormat::Millis))
 }
 
 /// A row's record as `--json` writes it: the record's fields, and
@@ -526,7 +548,7 @@ fn ser_record<S: Serializer>(r: &Option<LeaseRecord>, s: S) -> Result<S::Ok, S::
         #[serde(skip_serializing_if = "Option::is_none")]
         released_at: Option<String>,
     }
-    let micros = |t: DateTime<Utc>| crate::clock::rfc3339(t, SecondsFormat::Micros);
+    let micros = |t: DateTime<Utc>| rfc3339(t, SecondsFormat::Micros);
     match r {
         Some(r) => RecordOut {
             instance_id: &r.instance_id,
@@ -549,12 +571,12 @@ fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S
 }
 
 /// How many leases [`attention_sentence`] names; the rest are counted.
-pub const ATTENTION_NAMED: usize = 5;
+pub(crate) const ATTENTION_NAMED: usize = 5;
 
 /// A lease that needs attention as [`attention_sentence`] names it: its URL
 /// and state (escaped), or its problem when its state is fine.
-pub fn attention_item(url: &str, p: &PrefixReport) -> String {
-    let url = crate::text::sanitize(url);
+pub(crate) fn attention_item(url: &str, p: &PrefixReport) -> String {
+    let url = sanitize(url);
     if p.state.needs_attention() {
         format!("{url} {}", p.state.as_str())
     } else {
@@ -565,7 +587,11 @@ pub fn attention_item(url: &str, p: &PrefixReport) -> String {
 /// Why an output exits 3, in one sentence: `count` leases need attention
 /// (`named`: the first of them, from [`attention_item`]), and the pod's
 /// verdicts by kind. `None` when there is neither.
-pub fn attention_sentence(count: usize, named: &[String], verdicts: &[&str]) -> Option<String> {
+pub(crate) fn attention_sentence(
+    count: usize,
+    named: &[String],
+    verdicts: &[&str],
+) -> Option<String> {
     let mut parts = Vec::new();
     if count > 0 {
         let more = count.saturating_sub(named.len());

@@ -12,7 +12,7 @@ use crate::store::StoreError;
 /// 10,000 prefixes: 20.6 s at 32, 9.8 s at 64, 5.1 s at 128, 5.0 s at 256 —
 /// as fast as 256 with half the connections). A service that answers
 /// `503 SlowDown` gets fewer (the gather halves its limit).
-pub const DEFAULT_CONCURRENCY: u16 = 128;
+pub(crate) const DEFAULT_CONCURRENCY: u16 = 128;
 
 /// `f`, failed with [`StoreError::Timeout`] (naming `what`) after `d`.
 pub(crate) async fn timed<T>(

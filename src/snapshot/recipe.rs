@@ -8,26 +8,27 @@
 
 use std::path::PathBuf;
 
-use super::{
-    AuditLogReport, Delta, ExclusionReport, Gatherer, PrefixReport, RowUpdate, Snapshot,
-    TakeoverIndex,
-};
+use super::delta::{Delta, RowUpdate};
+use super::gather::Gatherer;
+use super::model::{ExclusionReport, PrefixReport, Snapshot};
+use super::takeovers::{self, AuditLogReport, TakeoverIndex};
 use crate::clock::SharedClock;
+use crate::text::sanitize_message;
 use crate::writer::scan::{self, PodSnapshot, ScanOptions};
 use crate::writer::WriterError;
 
 /// The audit log a recipe reads each row's last takeover from.
 #[derive(Debug, Clone, Default)]
-pub struct AuditSource {
+pub(crate) struct AuditSource {
     /// The log (`--audit-log`, else the default path); `None`: none known.
     pub path: Option<PathBuf>,
     /// Named by `--audit-log`: only then does an unreadable log decide the exit code.
-    pub requested: bool,
+    pub(crate) requested: bool,
 }
 
 /// What a complete snapshot holds besides the gathered leases.
 #[derive(Debug, Clone, Default)]
-pub struct Recipe {
+pub(crate) struct Recipe {
     /// Scan the pods with these options, merged into one `pod` section
     /// (empty: `--no-pod`).
     pub pods: Vec<ScanOptions>,
@@ -41,20 +42,20 @@ pub struct Recipe {
 
 impl Recipe {
     /// One snapshot from `gatherer`, completed ([`Recipe::complete`]).
-    pub async fn take(&self, gatherer: &mut Gatherer, clock: &SharedClock) -> Snapshot {
+    pub(crate) async fn take(&self, gatherer: &mut Gatherer, clock: &SharedClock) -> Snapshot {
         let mut snap = gatherer.gather(clock).await;
         self.complete(&mut snap).await;
         snap
     }
 
     /// Whether the recipe scans a pod.
-    pub fn scans_pod(&self) -> bool {
+    pub(crate) fn scans_pod(&self) -> bool {
         !self.pods.is_empty()
     }
 
     /// Marks `prefixes` best-effort when best-effort mode was chosen: that is
     /// then every prefix's exclusion, whatever the service.
-    pub fn mark<'a>(&self, prefixes: impl IntoIterator<Item = &'a mut PrefixReport>) {
+    pub(crate) fn mark<'a>(&self, prefixes: impl IntoIterator<Item = &'a mut PrefixReport>) {
         if self.best_effort {
             for p in prefixes {
                 p.exclusion = ExclusionReport::BestEffort;
@@ -63,12 +64,12 @@ impl Recipe {
     }
 
     /// Marks every row of `snap` ([`Recipe::mark`]).
-    pub fn mark_snapshot(&self, snap: &mut Snapshot) {
+    pub(crate) fn mark_snapshot(&self, snap: &mut Snapshot) {
         self.mark(snap.targets.iter_mut().flat_map(|t| t.prefixes.iter_mut()));
     }
 
     /// Marks the changed rows of `delta` ([`Recipe::mark`]).
-    pub fn mark_delta(&self, delta: &mut Delta) {
+    pub(crate) fn mark_delta(&self, delta: &mut Delta) {
         self.mark(
             delta
                 .targets
@@ -83,7 +84,7 @@ impl Recipe {
 
     /// Scans the pods on a blocking thread and merges them; `None` when the
     /// recipe scans none.
-    pub async fn scan_pod(&self) -> Option<Result<PodSnapshot, PodScanFailure>> {
+    pub(crate) async fn scan_pod(&self) -> Option<Result<PodSnapshot, PodScanFailure>> {
         if self.pods.is_empty() {
             return None;
         }
@@ -102,7 +103,7 @@ impl Recipe {
     /// cannot be scanned is `pod_error`, never "healthy"), and each row's last
     /// takeover with the document's `audit_log` (a log that cannot be read is
     /// said on stderr).
-    pub async fn complete(&self, snap: &mut Snapshot) {
+    pub(crate) async fn complete(&self, snap: &mut Snapshot) {
         self.mark_snapshot(snap);
         self.add_pod(snap).await;
         if let Some(audit) = &self.audit {
@@ -126,7 +127,7 @@ impl Recipe {
 
 /// Why a pod scan gave no `pod` section.
 #[derive(Debug)]
-pub enum PodScanFailure {
+pub(crate) enum PodScanFailure {
     /// The scan failed (the proc root could not be listed, the pod's root is gone).
     Scan(WriterError),
     /// The scan's blocking task ended without an answer (it panicked or was cancelled).
@@ -156,8 +157,7 @@ async fn last_takeovers(snap: &mut Snapshot, audit: &AuditSource) {
 /// said on stderr.
 pub(super) async fn read_takeovers(audit: &AuditSource) -> (TakeoverIndex, AuditLogReport) {
     let (path, requested) = (audit.path.clone(), audit.requested);
-    let read =
-        tokio::task::spawn_blocking(move || super::takeovers::read_log(path.as_deref())).await;
+    let read = tokio::task::spawn_blocking(move || takeovers::read_log(path.as_deref())).await;
     let (index, report) = match read {
         Ok(r) => r,
         Err(e) => (
@@ -177,7 +177,7 @@ pub(super) async fn read_takeovers(audit: &AuditSource) -> (TakeoverIndex, Audit
     if let Some(e) = &report.error {
         eprintln!(
             "leasectl: {}; the last takeover of each prefix is unknown{}",
-            crate::text::sanitize_message(e),
+            sanitize_message(e),
             if requested {
                 ""
             } else {

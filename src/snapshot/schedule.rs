@@ -51,12 +51,12 @@ impl Focus {
 /// When each LEASE is read again (issue 18: "watching costs what changes,
 /// not what exists"). Without a schedule every LEASE is read at every gather.
 #[derive(Debug, Clone, Copy)]
-pub struct Schedule {
+pub(crate) struct Schedule {
     /// Time between two gathers.
     pub refresh: Duration,
     /// Time between two reads of a LEASE that is stale, suspect, malformed,
     /// absent or unreadable and not in view (the listing's cadence).
-    pub relist: Duration,
+    pub(crate) relist: Duration,
     /// At most this many requests per minute (LEASE reads and listing
     /// pages, averaged over a minute; the first gather, which reads every
     /// LEASE once, is not counted). `None`: no budget.
@@ -66,7 +66,7 @@ pub struct Schedule {
 impl Schedule {
     /// The longest a fresh lease that is not in view goes unread, whatever its
     /// TTL: a release or takeover of a long lease still shows within this.
-    pub const MAX_FRESH_WAIT: Duration = Duration::from_secs(300);
+    pub(crate) const MAX_FRESH_WAIT: Duration = Duration::from_secs(300);
 
     /// When to read again a LEASE read at `mono` (monotonic) / `wall`, that
     /// gave `result`. A fresh lease is read during the last refresh before
@@ -109,21 +109,21 @@ impl Schedule {
 /// 16): the schedule reads a fresh lease off screen at least every
 /// [`Schedule::MAX_FRESH_WAIT`], but the budget may not cover that many.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct OffScreen {
+pub(crate) struct OffScreen {
     /// The rows off screen.
     pub rows: usize,
     /// The budget, requests per minute.
-    pub budget_per_min: u32,
+    pub(crate) budget_per_min: u32,
     /// The requests per minute left for them once the rows on screen (read
     /// every refresh) and the listing pages are paid.
-    pub left_per_min: f64,
+    pub(crate) left_per_min: f64,
 }
 
 impl OffScreen {
     /// The budget's arithmetic for `rows` rows off screen, `on_screen` on
     /// screen (read every `refresh`) and `listing_pages` listing pages (every
     /// `relist`), under `budget_per_min` requests a minute.
-    pub fn new(
+    pub(crate) fn new(
         rows: usize,
         on_screen: usize,
         listing_pages: usize,
@@ -145,7 +145,7 @@ impl OffScreen {
     /// How often each row off screen is read at best when every one is due:
     /// the rows shared round robin by what the budget leaves (N / budget).
     /// `None` when nothing is left: they wait until rows leave the screen.
-    pub fn cycle(&self) -> Option<Duration> {
+    pub(crate) fn cycle(&self) -> Option<Duration> {
         if self.left_per_min < 1.0 {
             return None;
         }
@@ -155,7 +155,7 @@ impl OffScreen {
     /// The longest a row off screen goes unread that the budget lets the
     /// console promise: [`Schedule::MAX_FRESH_WAIT`] while the budget covers
     /// the rows in that time, else [`OffScreen::cycle`] (`None`: no bound).
-    pub fn bound(&self) -> Option<Duration> {
+    pub(crate) fn bound(&self) -> Option<Duration> {
         self.cycle().map(|c| c.max(Schedule::MAX_FRESH_WAIT))
     }
 }

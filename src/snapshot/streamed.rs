@@ -14,7 +14,8 @@ use chrono::{DateTime, Utc};
 use super::discovery::discover_paged;
 use super::gather::service_clock;
 use super::model::{
-    PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport, SCHEMA_VERSION,
+    attention_item, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport,
+    ATTENTION_NAMED, SCHEMA_VERSION,
 };
 use super::options::GatherOptions;
 use super::recipe::{read_takeovers, Recipe};
@@ -28,7 +29,7 @@ use crate::writer::scan::PodSnapshot;
 
 /// What a streamed gather hands on, as it goes.
 #[derive(Debug)]
-pub enum Streamed<'a> {
+pub(crate) enum Streamed<'a> {
     /// A row, judged now.
     Row {
         /// Its target: only its URL and where it lives (no rows, no errors yet).
@@ -49,26 +50,25 @@ pub enum Streamed<'a> {
 
 /// The rows of a streamed gather, counted for the summary and the exit code.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Tally {
+pub(crate) struct Tally {
     /// Rows handed on.
     pub rows: usize,
     /// Rows whose state needs attention ([`crate::bucket::LeaseState::needs_attention`]).
-    pub attention: usize,
+    pub(crate) attention: usize,
     /// Rows that need attention or have a problem (the exit code's 3).
-    pub noted: usize,
+    pub(crate) noted: usize,
     /// Rows whose age is unknown (the reader-clock rule; the exit code's 1).
     pub age_unknown: usize,
     /// The first rows that need attention or have a problem, as
-    /// [`super::attention_item`] names them (at most [`super::ATTENTION_NAMED`]).
+    /// [`super::attention_item`] names them (at most [`ATTENTION_NAMED`]).
     pub named: Vec<String>,
 }
 
 impl Tally {
     fn add(&mut self, url: &str, p: &PrefixReport) {
-        if (p.state.needs_attention() || p.problem.is_some())
-            && self.named.len() < super::ATTENTION_NAMED
+        if (p.state.needs_attention() || p.problem.is_some()) && self.named.len() < ATTENTION_NAMED
         {
-            self.named.push(super::attention_item(url, p));
+            self.named.push(attention_item(url, p));
         }
         self.rows += 1;
         self.attention += usize::from(p.state.needs_attention());
@@ -79,7 +79,7 @@ impl Tally {
     /// The exit code of the snapshot these rows were handed on from: that of
     /// `rest` (which holds everything but the rows) and the rows'
     /// ([`Snapshot::exit_code`]'s rule).
-    pub fn exit_code(&self, rest: &Snapshot) -> Exit {
+    pub(crate) fn exit_code(&self, rest: &Snapshot) -> Exit {
         match rest.exit_code() {
             Exit::Failed => Exit::Failed,
             _ if self.age_unknown > 0 => Exit::Failed,
@@ -94,7 +94,7 @@ impl Tally {
 /// it is judged (module docs), completed by `recipe` as
 /// [`Recipe::complete`] does (best-effort marks, each row's last takeover,
 /// the pod). Returns the snapshot without its rows, and their tally.
-pub async fn gather_streamed(
+pub(crate) async fn gather_streamed(
     targets: &[OpenTarget],
     opts: &GatherOptions,
     clock: &SharedClock,

@@ -14,8 +14,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::audit::{AuditEntry, LeaseLocation};
-use crate::snapshot::Snapshot;
+use crate::audit::{AuditEntry, AuditLog, AuditTail, LeaseLocation};
 
 /// One takeover of a prefix, from leasectl's audit log (the strings as
 /// written there: the JSON outputs escape them, the console escapes them
@@ -45,7 +44,7 @@ impl LastTakeover {
     /// that wrote a record, or its `intent` (what it was about to write;
     /// `outcome` null) — the holder history matches either, the index only
     /// outcomes.
-    pub fn of_entry(e: &AuditEntry) -> Option<Self> {
+    pub(crate) fn of_entry(e: &AuditEntry) -> Option<Self> {
         if e.action != "takeover" || !(e.phase == "outcome" || e.phase == "intent") {
             return None;
         }
@@ -77,9 +76,9 @@ pub struct AuditLogReport {
     /// location (false). Only a log asked for decides the exit code: one
     /// nobody named that cannot be read (a HOME the user cannot read) is a
     /// note, as the issue-22 rule for what nobody asked about says.
-    pub requested: bool,
+    pub(crate) requested: bool,
     /// Lines of the log that are not entries (each is named on stderr).
-    pub unreadable_lines: usize,
+    pub(crate) unreadable_lines: usize,
 }
 
 /// `(bucket, key)` of an entry or a row.
@@ -89,7 +88,7 @@ type KeyOf = (Option<String>, String);
 /// Memory: one [`LastTakeover`] per lease the log has taken over (twice for
 /// entries whose URL is no TARGET).
 #[derive(Debug, Default)]
-pub struct TakeoverIndex {
+pub(crate) struct TakeoverIndex {
     by_location: HashMap<LeaseLocation, LastTakeover>,
     /// Entries whose URL is no TARGET: matched by bucket and key.
     unplaced: HashMap<KeyOf, LastTakeover>,
@@ -116,7 +115,7 @@ fn insert<K: std::hash::Hash + Eq>(map: &mut HashMap<K, LastTakeover>, k: K, t: 
 
 impl TakeoverIndex {
     /// An index of `entries`.
-    pub fn of(entries: &[AuditEntry]) -> Self {
+    pub(crate) fn of(entries: &[AuditEntry]) -> Self {
         let mut i = Self::default();
         for e in entries {
             i.add(e);
@@ -126,7 +125,7 @@ impl TakeoverIndex {
 
     /// Adds `e` if it is a takeover ([`LastTakeover::of_entry`]); an entry
     /// older than the one known for its lease changes nothing.
-    pub fn add(&mut self, e: &AuditEntry) {
+    pub(crate) fn add(&mut self, e: &AuditEntry) {
         if e.phase != "outcome" {
             return;
         }
@@ -144,7 +143,7 @@ impl TakeoverIndex {
     /// The newest takeover of the lease at `key` read through `target_url`
     /// (bucket `bucket`, for S3), by the rule of
     /// [`crate::audit::AuditTarget::is_lease`].
-    pub fn newest(
+    pub(crate) fn newest(
         &self,
         target_url: &str,
         bucket: Option<&str>,
@@ -157,24 +156,13 @@ impl TakeoverIndex {
         };
         found.into_iter().flatten().max_by_key(|t| t.time)
     }
-
-    /// Sets every row's `last_takeover` in `snap` from this index.
-    pub fn attach(&self, snap: &mut Snapshot) {
-        for t in &mut snap.targets {
-            for p in &mut t.prefixes {
-                p.last_takeover = self
-                    .newest(&t.url, t.bucket.as_deref(), &p.key)
-                    .map(|l| Box::new(l.clone()));
-            }
-        }
-    }
 }
 
 /// Reads the audit log at `path` whole (as `leasectl audit` does: at most
 /// its newest 64 MiB) and returns the index of its takeovers and the
 /// report for the document. Each unreadable line is warned about. Blocking
 /// I/O.
-pub fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditLogReport) {
+pub(crate) fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditLogReport) {
     let mut report = AuditLogReport {
         path: path.map(|p| p.display().to_string()),
         error: None,
@@ -184,7 +172,7 @@ pub fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditLogRepor
     let Some(path) = path else {
         return (TakeoverIndex::default(), report);
     };
-    match crate::audit::AuditLog::read_report(path) {
+    match AuditLog::read_report(path) {
         Ok(r) => {
             r.unreadable.warn(path);
             report.unreadable_lines = r.unreadable.len();
@@ -202,8 +190,8 @@ pub fn read_log(path: Option<&std::path::Path>) -> (TakeoverIndex, AuditLogRepor
 /// ([`crate::audit::AuditTail`]: the first read of a long log starts 4 MiB
 /// from its end), adds its takeovers to the index and keeps the newest
 /// entries for the holder history.
-pub struct FollowedLog {
-    tail: Option<crate::audit::AuditTail>,
+pub(crate) struct FollowedLog {
+    tail: Option<AuditTail>,
     index: TakeoverIndex,
     report: AuditLogReport,
 }
@@ -212,7 +200,7 @@ impl FollowedLog {
     /// Follows the log at `path` (`None`: no log, nothing is ever named),
     /// keeping its newest `keep` entries. Nothing is read before the first
     /// poll.
-    pub fn new(path: Option<std::path::PathBuf>, keep: usize) -> Self {
+    pub(crate) fn new(path: Option<std::path::PathBuf>, keep: usize) -> Self {
         Self {
             report: AuditLogReport {
                 path: path.as_ref().map(|p| p.display().to_string()),
@@ -220,7 +208,7 @@ impl FollowedLog {
                 requested: false,
                 unreadable_lines: 0,
             },
-            tail: path.map(|p| crate::audit::AuditTail::new(p, keep)),
+            tail: path.map(|p| AuditTail::new(p, keep)),
             index: TakeoverIndex::default(),
         }
     }
@@ -228,7 +216,7 @@ impl FollowedLog {
     /// Reads what was appended (blocking I/O). A read that fails is the
     /// report's `error` until a later poll succeeds; what was read before is
     /// kept.
-    pub fn poll(&mut self) {
+    pub(crate) fn poll(&mut self) {
         let Some(tail) = &mut self.tail else { return };
         let index = &mut self.index;
         match tail.poll_with(&mut |e| index.add(e)) {
@@ -244,17 +232,17 @@ impl FollowedLog {
     }
 
     /// The takeovers read so far.
-    pub fn index(&self) -> &TakeoverIndex {
+    pub(crate) fn index(&self) -> &TakeoverIndex {
         &self.index
     }
 
     /// The log's state, for the document.
-    pub fn report(&self) -> &AuditLogReport {
+    pub(crate) fn report(&self) -> &AuditLogReport {
         &self.report
     }
 
     /// The newest entries read, oldest first.
-    pub fn entries(&self) -> Vec<AuditEntry> {
+    pub(crate) fn entries(&self) -> Vec<AuditEntry> {
         self.tail.as_ref().map(|t| t.entries()).unwrap_or_default()
     }
 }

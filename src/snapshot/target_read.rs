@@ -32,7 +32,7 @@ pub struct OpenTarget {
 
 /// What a [`Gatherer`] remembers between refreshes of one target.
 #[derive(Default, Clone)]
-pub struct TargetCache {
+pub(crate) struct TargetCache {
     /// A listing is cached: its rows are `known` (a failure forgets it).
     pub(super) listed: bool,
     /// What the last listing could not discover ([`discover`]'s errors).
@@ -68,7 +68,7 @@ pub async fn gather_target(
 
 /// [`gather_target`] with a cache: listing only when `relist` (or nothing is
 /// cached), and conditional GETs for prefixes seen before.
-pub async fn gather_target_cached(
+pub(crate) async fn gather_target_cached(
     t: &OpenTarget,
     opts: &GatherOptions,
     now: impl Fn() -> DateTime<Utc> + Sync,
@@ -705,13 +705,15 @@ impl Reads<'_> {
     pub(super) fn report(&self, report: TargetProgress<'_>, listed: bool) {
         let partial = assemble(
             self.t,
-            self.root,
-            self.cached,
-            &self.results,
-            &self.known,
-            &[],
-            true,
-            true,
+            ReportParts {
+                root: self.root,
+                cached: self.cached,
+                fresh: &self.results,
+                known: &self.known,
+                listing_errors: &[],
+                include_cached: true,
+                partial: true,
+            },
         );
         report(
             self.plan.index,
@@ -745,13 +747,15 @@ pub(super) fn report_from_cache(t: &OpenTarget, cache: &TargetCache) -> TargetRe
     }
     assemble(
         t,
-        t.target.prefix(),
-        &cache.entries,
-        &[],
-        &cache.known,
-        &cache.listing_errors,
-        true,
-        false,
+        ReportParts {
+            root: t.target.prefix(),
+            cached: &cache.entries,
+            fresh: &[],
+            known: &cache.known,
+            listing_errors: &cache.listing_errors,
+            include_cached: true,
+            partial: false,
+        },
     )
 }
 
@@ -774,21 +778,39 @@ pub(super) fn empty_report(t: &OpenTarget) -> TargetReport {
     }
 }
 
+/// What one target's report is made of (see [`assemble`]).
+pub(super) struct ReportParts<'a> {
+    /// The target's root prefix (its own LEASE).
+    pub(super) root: &'a str,
+    /// The rows read before, by prefix.
+    pub(super) cached: &'a BTreeMap<String, Entry>,
+    /// This gather's reads.
+    pub(super) fresh: &'a [Read],
+    /// Every prefix the listing found.
+    pub(super) known: &'a [String],
+    /// What the listing could not discover.
+    pub(super) listing_errors: &'a [PrefixError],
+    /// Rows not read this time are shown from the cache.
+    pub(super) include_cached: bool,
+    /// A report while the gather goes on: rows not read yet and never read
+    /// before are left out instead of shown from nothing.
+    pub(super) partial: bool,
+}
+
 /// The report of one target from this gather's reads and, for rows not read
 /// this time, the cached ones (`partial`: rows not read yet and never read
 /// before are left out instead of shown from nothing), with what the
 /// listing could not discover (`listing_errors`).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn assemble(
-    t: &OpenTarget,
-    root: &str,
-    cached: &BTreeMap<String, Entry>,
-    fresh: &[Read],
-    known: &[String],
-    listing_errors: &[PrefixError],
-    include_cached: bool,
-    partial: bool,
-) -> TargetReport {
+pub(super) fn assemble(t: &OpenTarget, parts: ReportParts<'_>) -> TargetReport {
+    let ReportParts {
+        root,
+        cached,
+        fresh,
+        known,
+        listing_errors,
+        include_cached,
+        partial,
+    } = parts;
     let store = t.store.as_ref();
     let mut report = empty_report(t);
     let mut rows: BTreeMap<&str, (Result<&Observed, String>, DateTime<Utc>)> = BTreeMap::new();
@@ -847,10 +869,10 @@ pub(super) type Listed = (Vec<String>, Vec<PrefixError>);
 /// Time between two progress reports of one gather (while fewer than
 /// [`PROGRESS_ROWS_PER_STEP`] rows are read; twice as long up to twice that,
 /// and so on).
-pub const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 /// Rows read per step of the growing time between two progress reports.
-pub const PROGRESS_ROWS_PER_STEP: usize = 2500;
+pub(crate) const PROGRESS_ROWS_PER_STEP: usize = 2500;
 
 /// Rows read when the first progress report goes, without waiting for
 /// [`PROGRESS_EVERY`]: a screenful.

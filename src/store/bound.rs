@@ -12,25 +12,26 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::StoreError;
+use crate::text::{format_secs, sanitize};
 
 /// The most pages one listing follows: 1,000 pages of a conforming service's
 /// 1,000 entries, a million prefixes, objects or versions.
-pub const MAX_LIST_PAGES: usize = 1000;
+pub(crate) const MAX_LIST_PAGES: usize = 1000;
 
 /// The most entries (prefixes, objects, versions) one listing gathers,
 /// whatever a page holds: a service may put more in a page than it should.
-pub const MAX_LIST_ENTRIES: usize = 1_000_000;
+pub(crate) const MAX_LIST_ENTRIES: usize = 1_000_000;
 
 /// How long one listing may last, in request deadlines (`--timeout`): 30, so
 /// 5 minutes at the default 10 s; 1,000 pages then fit at 300 ms a page.
-pub const LIST_DEADLINES: u32 = 30;
+pub(crate) const LIST_DEADLINES: u32 = 30;
 
 /// The bounds of one listing followed page by page ([module docs](self)).
 /// Made when the listing starts; each page's request runs under
 /// [`ListBound::page`] and each page's continuation goes through
 /// [`ListBound::follow`].
 #[derive(Debug)]
-pub struct ListBound {
+pub(crate) struct ListBound {
     /// What is listed, for the sentences (`the listing under "db/"`).
     what: String,
     pages: usize,
@@ -47,7 +48,7 @@ impl ListBound {
     /// A listing described as `what` (a phrase safe to print, e.g. `the
     /// listing under "db/"`), starting now, whose requests each have
     /// `request_timeout`: it may last [`LIST_DEADLINES`] of them.
-    pub fn new(what: String, request_timeout: Duration) -> Self {
+    pub(crate) fn new(what: String, request_timeout: Duration) -> Self {
         let time = request_timeout.saturating_mul(LIST_DEADLINES);
         Self {
             what,
@@ -60,9 +61,9 @@ impl ListBound {
     }
 
     /// The listing under `prefix` (delimiter `/`), as [`ListBound::new`].
-    pub fn under(prefix: &str, request_timeout: Duration) -> Self {
+    pub(crate) fn under(prefix: &str, request_timeout: Duration) -> Self {
         Self::new(
-            format!("the listing under \"{}\"", crate::text::sanitize(prefix)),
+            format!("the listing under \"{}\"", sanitize(prefix)),
             request_timeout,
         )
     }
@@ -73,7 +74,7 @@ impl ListBound {
     ///
     /// Errors: `f`'s; [`StoreError::Invalid`] saying the listing is
     /// incomplete when its time ran out first.
-    pub async fn page<T>(
+    pub(crate) async fn page<T>(
         &self,
         f: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
@@ -91,7 +92,7 @@ impl ListBound {
     /// token was given before (the pages would go round for ever), or the
     /// listing has reached [`MAX_LIST_PAGES`], [`MAX_LIST_ENTRIES`] or its
     /// time.
-    pub fn follow(&mut self, entries: usize, next: &str) -> Result<(), StoreError> {
+    pub(crate) fn follow(&mut self, entries: usize, next: &str) -> Result<(), StoreError> {
         use std::hash::{Hash, Hasher};
         self.pages += 1;
         self.entries = self.entries.saturating_add(entries);
@@ -125,7 +126,7 @@ impl ListBound {
     ///
     /// Errors: [`StoreError::Invalid`], the listing incomplete, at
     /// [`MAX_LIST_ENTRIES`].
-    pub fn count(&self, entries: usize) -> Result<(), StoreError> {
+    pub(crate) fn count(&self, entries: usize) -> Result<(), StoreError> {
         if entries < MAX_LIST_ENTRIES {
             return Ok(());
         }
@@ -142,7 +143,7 @@ impl ListBound {
             "{} was stopped after {} ({LIST_DEADLINES} request deadlines, --timeout) with {} \
              pages and {} entries read and more to come; the listing is incomplete",
             self.what,
-            crate::text::format_secs(self.time.as_secs_f64()),
+            format_secs(self.time.as_secs_f64()),
             self.pages,
             self.entries
         ))

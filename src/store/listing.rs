@@ -3,6 +3,7 @@
 //! for ([`Listing::confine`]).
 
 use super::ObjectMeta;
+use crate::text::sanitize;
 
 /// A listing under a prefix with delimiter `/`.
 #[derive(Debug, Clone, Default)]
@@ -39,7 +40,7 @@ impl Listing {
     /// [`Listing::unlisted`], named, so that nothing outside the target is
     /// read or shown as one of its prefixes. Objects outside `prefix` are
     /// dropped (none can be its LEASE).
-    pub fn confine(&mut self, prefix: &str) {
+    pub(crate) fn confine(&mut self, prefix: &str) {
         let mut kept = Vec::with_capacity(self.prefixes.len());
         for p in std::mem::take(&mut self.prefixes) {
             let segment = p.strip_prefix(prefix).and_then(|r| r.strip_suffix('/'));
@@ -49,11 +50,11 @@ impl Listing {
                     kept.push(p)
                 }
                 _ => self.unlisted.push(Unlisted {
-                    prefix: crate::text::sanitize(&p),
+                    prefix: sanitize(&p),
                     problem: format!(
                         "the service listed \"{}\" under \"{}\": it is not a prefix directly under the one asked for, so it is not read",
-                        crate::text::sanitize(&p),
-                        crate::text::sanitize(prefix)
+                        sanitize(&p),
+                        sanitize(prefix)
                     ),
                 }),
             }
@@ -67,7 +68,7 @@ impl Unlisted {
     /// The entry for a prefix whose name, as the bytes `raw` (the whole
     /// prefix, ending in `/`), is not UTF-8. `what` names the thing:
     /// `directory`, `key prefix`.
-    pub fn not_utf8(raw: &[u8], what: &str) -> Self {
+    pub(crate) fn not_utf8(raw: &[u8], what: &str) -> Self {
         // Runs of bytes that are not UTF-8, with their offsets.
         let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
         let mut at = 0;

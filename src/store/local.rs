@@ -42,6 +42,8 @@ use super::{
     GetOutput, Listing, ObjectMeta, ObjectRead, ObjectStore, PutCondition, StoreError,
     MAX_BODY_BYTES,
 };
+use crate::clock::ServerOffset;
+use crate::text::{quote_shown, sanitize};
 
 /// Marks the store's own files (locks, temp files) next to objects.
 const INTERNAL_MARK: &str = ".leasectl-";
@@ -57,7 +59,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// What a path holds, in the words of a problem sentence: `regular file`,
 /// `symlink`, `FIFO`, `character device`, `block device`, `socket`, `directory`.
-pub fn kind_name(ft: &fs::FileType) -> &'static str {
+pub(crate) fn kind_name(ft: &fs::FileType) -> &'static str {
     if ft.is_file() {
         "regular file"
     } else if ft.is_symlink() {
@@ -79,7 +81,7 @@ pub fn kind_name(ft: &fs::FileType) -> &'static str {
 
 /// The result of [`open_regular`].
 #[derive(Debug)]
-pub enum Opened {
+pub(crate) enum Opened {
     /// A regular file, open for reading, with its `fstat` metadata.
     Regular(File, Metadata),
     /// Something else is at the path; it was not opened (or was closed again
@@ -94,7 +96,7 @@ pub enum Opened {
 /// never read.
 ///
 /// Errors: the open's or `lstat`'s I/O error (`NotFound` when nothing is there).
-pub fn open_regular(path: &Path) -> std::io::Result<Opened> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<Opened> {
     // Look first: a device or FIFO is never opened at all (opening some
     // devices has effects of its own).
     let lmd = fs::symlink_metadata(path)?;
@@ -123,7 +125,7 @@ pub fn open_regular(path: &Path) -> std::io::Result<Opened> {
 
 /// Reads at most `cap + 1` bytes of `f` (so a longer file is recognisable by
 /// the length read), whatever size the file reports.
-pub fn read_capped(f: &mut File, cap: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_capped(f: &mut File, cap: usize) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     f.take(cap as u64 + 1).read_to_end(&mut out)?;
     Ok(out)
@@ -168,7 +170,7 @@ impl LocalStore {
     /// a directory, or cannot be looked at (the I/O error).
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let root = root.into();
-        let shown = || crate::text::sanitize(&root.display().to_string());
+        let shown = || sanitize(&root.display().to_string());
         // Without a trailing `/`, so that a file is said to be one.
         let plain: PathBuf = root.components().collect();
         match fs::metadata(&plain) {
@@ -203,7 +205,7 @@ impl LocalStore {
             StoreError::Invalid(format!(
                 "{} does not exist any more (moved or removed while leasectl runs): \
                  nothing in it can be listed or read",
-                crate::text::sanitize(&self.root.display().to_string())
+                sanitize(&self.root.display().to_string())
             ))
         })
     }
@@ -218,7 +220,7 @@ impl LocalStore {
         if !ok {
             return Err(StoreError::Invalid(format!(
                 "key {} is not a plain relative path",
-                crate::text::quote_shown(&crate::text::sanitize(key))
+                quote_shown(&sanitize(key))
             )));
         }
         Ok(self.root.join(rel))
@@ -235,7 +237,7 @@ impl LocalStore {
         if !plain_relative(rel) {
             return Err(StoreError::Invalid(format!(
                 "prefix {} is not a plain relative path",
-                crate::text::quote_shown(&crate::text::sanitize(dir_part))
+                quote_shown(&sanitize(dir_part))
             )));
         }
         Ok(self.root.join(rel))
@@ -275,14 +277,14 @@ impl LocalStore {
             return Err(StoreError::Invalid(format!(
                 "the prefix directory {} is a symlink: links in a store are not followed, \
                  so nothing was written",
-                crate::text::sanitize(&dir)
+                sanitize(&dir)
             )));
         }
         if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
             return Err(StoreError::Invalid(format!(
                 "{0} is a directory (the prefix {0}/): a local store cannot hold an object \
                  and a prefix of one name, so nothing was written; move the directory away",
-                crate::text::sanitize(key)
+                sanitize(key)
             )));
         }
         Ok(())
@@ -335,7 +337,7 @@ impl LocalStore {
                             return Err(StoreError::Invalid(format!(
                                 "another process has held the lock file {} for over {} s; \
                                  nothing was written",
-                                crate::text::sanitize(&lock_path.display().to_string()),
+                                sanitize(&lock_path.display().to_string()),
                                 LOCK_WAIT.as_secs()
                             )));
                         }
@@ -387,7 +389,7 @@ impl LocalStore {
                 body: Vec::new(),
                 problem: Some(format!(
                     "the prefix directory {} is a symlink (links in a store are not followed)",
-                    crate::text::sanitize(&dir)
+                    sanitize(&dir)
                 )),
                 links: None,
             });
@@ -515,7 +517,7 @@ impl LocalStore {
                 return Err(StoreError::Invalid(format!(
                     "the listing under \"{}\" was stopped after {read} directory entries (at \
                      most {max} are read) with more to read; the listing is incomplete",
-                    crate::text::sanitize(prefix)
+                    sanitize(prefix)
                 )));
             }
             let entry = entry.map_err(io_err)?;
@@ -724,7 +726,7 @@ fn sync_parent(path: &Path) -> Result<(), StoreError> {
 fn lock_not_regular(lock_path: &Path, kind: &str) -> StoreError {
     StoreError::Invalid(format!(
         "the lock file {} is not a regular file ({kind}); nothing was written",
-        crate::text::sanitize(&lock_path.display().to_string())
+        sanitize(&lock_path.display().to_string())
     ))
 }
 
@@ -790,7 +792,7 @@ impl ObjectRead for LocalStore {
     }
 
     /// No clock of its own: judged by this host's.
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    fn server_offset(&self) -> Option<ServerOffset> {
         None
     }
 

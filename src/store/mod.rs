@@ -13,16 +13,19 @@ pub mod s3;
 
 use std::sync::Arc;
 
-pub mod bound;
+pub(crate) mod bound;
 mod listing;
-pub use bound::{ListBound, LIST_DEADLINES, MAX_LIST_ENTRIES, MAX_LIST_PAGES};
-pub use listing::{Listing, Unlisted};
+pub(crate) use bound::{ListBound, MAX_LIST_ENTRIES};
+pub use listing::Listing;
+pub(crate) use listing::Unlisted;
 
+use crate::clock::ServerOffset;
+use crate::text::sanitize;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 /// The most keys [`ObjectRead::sample_keys`] returns (one S3 listing page).
-pub const SAMPLE_KEYS: usize = 1000;
+pub(crate) const SAMPLE_KEYS: usize = 1000;
 
 /// The largest LEASE body read, in bytes (64 KiB). A larger object is reported
 /// as malformed without being read whole.
@@ -74,7 +77,7 @@ pub struct ObjectVersion {
     /// Its size in bytes (0 for a delete marker).
     pub size: u64,
     /// A delete marker: the object was deleted at `last_modified`.
-    pub delete_marker: bool,
+    pub(crate) delete_marker: bool,
 }
 
 /// Whether a bucket keeps the versions of its objects.
@@ -109,7 +112,7 @@ pub struct KeyVersions {
     /// `Last-Modified` nor a one-entry listing orders. Each is placed as
     /// its time says (a version before a marker of the same second); the
     /// order around them is uncertain.
-    pub unordered: usize,
+    pub(crate) unordered: usize,
 }
 
 /// The precondition sent with a PUT.
@@ -128,7 +131,7 @@ pub enum PutCondition {
 /// them, require: they refuse the quoted form of the ETag the object has).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EtagForm {
+pub(crate) enum EtagForm {
     /// `If-Match: "abc"` (S3, the default).
     #[default]
     Quoted,
@@ -138,7 +141,7 @@ pub enum EtagForm {
 
 impl EtagForm {
     /// `quoted` or `unquoted`, as in `--json`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EtagForm::Quoted => "quoted",
             EtagForm::Unquoted => "unquoted",
@@ -149,7 +152,7 @@ impl EtagForm {
 /// What is known about `DELETE` with `If-Match` on a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DeleteSupport {
+pub(crate) enum DeleteSupport {
     /// Not probed yet: a release reads and checks before it deletes.
     #[default]
     Unknown,
@@ -165,12 +168,12 @@ pub enum DeleteSupport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Capabilities {
     /// The form of ETag `If-Match` is sent with.
-    pub etag_form: EtagForm,
+    pub(crate) etag_form: EtagForm,
     /// Conditional DELETE.
-    pub conditional_delete: DeleteSupport,
+    pub(crate) conditional_delete: DeleteSupport,
     /// `If-Match` on an absent key was found to create the object (a deleted
     /// lease would be resurrected by an evicted holder's renewal).
-    pub if_match_absent_creates: bool,
+    pub(crate) if_match_absent_creates: bool,
 }
 
 /// Why a store request failed, classified by what the caller must do about it.
@@ -234,7 +237,7 @@ impl StoreError {
     /// True for an answer that asks the client to slow down: `503 SlowDown`
     /// (S3's per-prefix request-rate limit), any 503, or `429 Too Many Requests`.
     /// Such a request is retried later with fewer requests in flight, not reported.
-    pub fn is_throttle(&self) -> bool {
+    pub(crate) fn is_throttle(&self) -> bool {
         match self {
             Self::Other { status, message } => {
                 matches!(status, 503 | 429) || message.contains("SlowDown")
@@ -293,7 +296,7 @@ pub trait ObjectRead: Send + Sync {
     /// The service's clock against this host's, from its latest answer that
     /// carried a `Date` header. `None` for a store with no clock of its own
     /// (a local directory is judged by this host's clock) or before any answer.
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset>;
+    fn server_offset(&self) -> Option<ServerOffset>;
 
     /// Why the service's clock is unknown although the store has one (its
     /// latest answer carried no `Date`, or one that does not parse): a
@@ -336,11 +339,7 @@ pub trait ObjectRead: Send + Sync {
 /// The answer of a store that keeps no versions (described as `store`) to
 /// [`ObjectRead::list_versions`] and [`ObjectRead::get_version`] of `key`.
 pub fn no_versions(store: &str, key: &str) -> StoreError {
-    StoreError::NotImplemented(format!(
-        "{} keeps no versions of {}",
-        store,
-        crate::text::sanitize(key)
-    ))
+    StoreError::NotImplemented(format!("{} keeps no versions of {}", store, sanitize(key)))
 }
 
 /// The answer of a store (described as `store`) that cannot look at the keys
@@ -349,7 +348,7 @@ pub fn no_sample(store: &str, prefix: &str) -> StoreError {
     StoreError::NotImplemented(format!(
         "{} cannot list keys at any depth under {}",
         store,
-        crate::text::sanitize(prefix)
+        sanitize(prefix)
     ))
 }
 
@@ -450,7 +449,7 @@ impl ObjectRead for ReadOnly {
     async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
         self.0.get_version(key, version_id).await
     }
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    fn server_offset(&self) -> Option<ServerOffset> {
         self.0.server_offset()
     }
     fn server_clock_problem(&self) -> Option<String> {
@@ -472,7 +471,7 @@ impl ObjectRead for ReadOnly {
 /// quote, a comma or a control character. `None` when it can. A service whose
 /// ETags are unusable cannot give exclusion: an empty `If-Match:` is ignored by
 /// some services, which makes every "conditional" write unconditional.
-pub fn unusable_etag(etag: &str) -> Option<&'static str> {
+pub(crate) fn unusable_etag(etag: &str) -> Option<&'static str> {
     if etag.is_empty() {
         Some("empty")
     } else if etag
@@ -486,10 +485,10 @@ pub fn unusable_etag(etag: &str) -> Option<&'static str> {
 }
 
 /// The [`StoreError::UnusableEtag`] for `etag`, if it is unusable.
-pub fn check_if_match(etag: &str) -> Result<(), StoreError> {
+pub(crate) fn check_if_match(etag: &str) -> Result<(), StoreError> {
     match unusable_etag(etag) {
         Some(why) => Err(StoreError::UnusableEtag {
-            etag: crate::text::sanitize(etag),
+            etag: sanitize(etag),
             why,
         }),
         None => Ok(()),
@@ -497,7 +496,7 @@ pub fn check_if_match(etag: &str) -> Result<(), StoreError> {
 }
 
 /// Removes one pair of surrounding double quotes from an ETag (and a weak `W/` prefix).
-pub fn normalize_etag(raw: &str) -> String {
+pub(crate) fn normalize_etag(raw: &str) -> String {
     let s = raw.trim();
     let s = s.strip_prefix("W/").unwrap_or(s);
     s.strip_prefix('"')
@@ -573,14 +572,14 @@ impl Counters {
 }
 
 /// A store that counts its requests (for the console's request rate).
-pub struct Counting {
+pub(crate) struct Counting {
     inner: Arc<dyn ObjectStore>,
     counters: Arc<Counters>,
 }
 
 impl Counting {
     /// Wraps `inner`, counting into `counters`.
-    pub fn new(inner: Arc<dyn ObjectStore>, counters: Arc<Counters>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn ObjectStore>, counters: Arc<Counters>) -> Self {
         Self { inner, counters }
     }
 }
@@ -632,7 +631,7 @@ impl ObjectRead for Counting {
         }
         r
     }
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    fn server_offset(&self) -> Option<ServerOffset> {
         self.inner.server_offset()
     }
     fn server_clock_problem(&self) -> Option<String> {
@@ -679,14 +678,14 @@ impl ObjectStore for Counting {
 /// unreachable next to the others instead of stopping everything. It says
 /// so without a request ([`ObjectRead::unavailable`]), and it has no clock,
 /// versions or endpoint to tell of.
-pub struct Unavailable {
+pub(crate) struct Unavailable {
     what: String,
     error: StoreError,
 }
 
 impl Unavailable {
     /// A stand-in for the store described as `what`, failing with `error`.
-    pub fn new(what: String, error: StoreError) -> Self {
+    pub(crate) fn new(what: String, error: StoreError) -> Self {
         Self { what, error }
     }
 }
@@ -712,7 +711,7 @@ impl ObjectRead for Unavailable {
     async fn sample_keys(&self, _prefix: &str) -> Result<Vec<String>, StoreError> {
         Err(self.error.clone())
     }
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    fn server_offset(&self) -> Option<ServerOffset> {
         None
     }
     fn server_clock_problem(&self) -> Option<String> {

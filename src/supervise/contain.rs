@@ -45,11 +45,13 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
 
 use super::reap::{wait_pid, Ended};
+use crate::exit::Exit;
+use crate::text::sanitize;
 
 /// The first argument that makes the `leasectl` binary the containment's
 /// shim instead of the command-line tool (`main.rs` checks it before
 /// anything else).
-pub const INIT_ARG: &str = "__leasectl-contain-init";
+pub(crate) const INIT_ARG: &str = "__leasectl-contain-init";
 
 /// `--containment`: what `bucket hold` does about containment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -91,7 +93,7 @@ impl std::str::FromStr for ContainmentMode {
 
 /// The containment a command runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Containment {
+pub(crate) enum Containment {
     /// A PID namespace of its own (the caller has `CAP_SYS_ADMIN`).
     PidNamespace,
     /// A user namespace (the caller's uid and gid mapped to themselves) and
@@ -106,7 +108,7 @@ pub enum Containment {
 impl Containment {
     /// The name in logs and outputs: `pid-namespace`,
     /// `user-pid-namespace` or `subreaper`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Containment::PidNamespace => "pid-namespace",
             Containment::UserPidNamespace => "user-pid-namespace",
@@ -115,7 +117,7 @@ impl Containment {
     }
 
     /// True for the namespaces (the kernel ends the command's tree).
-    pub const fn is_contained(self) -> bool {
+    pub(crate) const fn is_contained(self) -> bool {
         !matches!(self, Containment::Subreaper)
     }
 
@@ -136,9 +138,9 @@ impl fmt::Display for Containment {
 
 /// Why the kernel refused a PID namespace: the last attempt and its error.
 #[derive(Debug, Clone)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// What was tried last (`user-pid-namespace` or `pid-namespace`).
-    pub tried: Containment,
+    pub(crate) tried: Containment,
     /// The kernel's answer.
     pub error: String,
 }
@@ -154,7 +156,7 @@ impl fmt::Display for Refused {
 }
 
 /// The sentence `bucket hold` logs once when it goes on without a namespace.
-pub fn what_is_lost(refused: &Refused) -> String {
+pub(crate) fn what_is_lost(refused: &Refused) -> String {
     format!("{refused}: going on without containment, so a daemon CMD starts in a new session (setsid, nohup, a double fork) survives a SIGKILL of leasectl and may write after the lease is taken by another holder; --containment require refuses to start instead")
 }
 
@@ -166,7 +168,7 @@ pub fn what_is_lost(refused: &Refused) -> String {
 /// [`Refused`] when `mode` is [`ContainmentMode::Require`] and the kernel
 /// refused every candidate. With `Auto`, a refusal is `Ok` with
 /// [`Containment::Subreaper`] and the reason.
-pub fn choose(mode: ContainmentMode) -> Result<(Containment, Option<Refused>), Refused> {
+pub(crate) fn choose(mode: ContainmentMode) -> Result<(Containment, Option<Refused>), Refused> {
     if mode == ContainmentMode::Off {
         return Ok((Containment::Subreaper, None));
     }
@@ -228,7 +230,9 @@ fn try_enter(c: Containment) -> std::io::Result<()> {
 /// for a user namespace, `setgroups` denied and the caller's uid and gid
 /// mapped to themselves (`/proc/self/{setgroups,uid_map,gid_map}`). Every
 /// string is built before the fork; the hook allocates nothing.
-pub fn enter_hook(c: Containment) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+pub(crate) fn enter_hook(
+    c: Containment,
+) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let user = c == Containment::UserPidNamespace;
@@ -288,7 +292,7 @@ fn write_file(path: &CString, data: &[u8]) -> std::io::Result<()> {
 /// The shim's command line: `/proc/self/exe` (this very binary, even if its
 /// file was replaced since) with [`INIT_ARG`], the expected parent's pid,
 /// `--` and the command.
-pub fn shim_command(command: &[OsString]) -> tokio::process::Command {
+pub(crate) fn shim_command(command: &[OsString]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("/proc/self/exe");
     cmd.arg0("leasectl")
         .arg(INIT_ARG)
@@ -423,9 +427,9 @@ fn namespace_init(
         Err(e) => {
             tracing::error!(
                 "cannot run {}: {e}",
-                crate::text::sanitize(&command[0].to_string_lossy())
+                sanitize(&command[0].to_string_lossy())
             );
-            std::process::exit(crate::exit::Exit::spawn_failed(&e).code());
+            std::process::exit(Exit::spawn_failed(&e).code());
         }
     };
     let cmd = child.id() as i32;

@@ -16,15 +16,16 @@
 //! [`fence_state`] and [`fence_state_from_env`] are the command's side, for
 //! `leasectl bucket fence-check`.
 
+use crate::text::{quote_shown, sanitize_cut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The variable naming the fence fd in `bucket hold`'s command.
-pub const FENCE_FD_ENV: &str = "LEASECTL_FENCE_FD";
+pub(crate) const FENCE_FD_ENV: &str = "LEASECTL_FENCE_FD";
 
 /// The fence pipe's identity, `DEV:INODE` of its read end, set beside
 /// [`FENCE_FD_ENV`]: `bucket fence-check` answers only for that pipe, so an
 /// unrelated descriptor (stdin, any idle pipe) is never taken for an open fence.
-pub const FENCE_PIPE_ENV: &str = "LEASECTL_FENCE_PIPE";
+pub(crate) const FENCE_PIPE_ENV: &str = "LEASECTL_FENCE_PIPE";
 
 /// `DEV:INODE` of the file open as `fd`, or `None` when it cannot be asked.
 fn identity(fd: RawFd) -> Option<String> {
@@ -38,7 +39,7 @@ fn identity(fd: RawFd) -> Option<String> {
 }
 
 /// A fresh fence pipe, both ends close-on-exec in this process.
-pub struct FencePipe {
+pub(crate) struct FencePipe {
     read: OwnedFd,
     write: OwnedFd,
 }
@@ -48,7 +49,7 @@ impl FencePipe {
     ///
     /// # Errors
     /// The `pipe2` error (e.g. too many open files).
-    pub fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         let mut fds = [-1; 2];
         // SAFETY: pipe2 writes two new descriptors into a 2-element array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -61,19 +62,21 @@ impl FencePipe {
     }
 
     /// The read end's number: the value of [`FENCE_FD_ENV`] for the command.
-    pub fn read_fd(&self) -> RawFd {
+    pub(crate) fn read_fd(&self) -> RawFd {
         self.read.as_raw_fd()
     }
 
     /// The pipe's identity: the value of [`FENCE_PIPE_ENV`] for the command.
-    pub fn identity(&self) -> String {
+    pub(crate) fn identity(&self) -> String {
         identity(self.read_fd()).unwrap_or_default()
     }
 
     /// The `pre_exec` hook that lets the command inherit the read end: clears
     /// its close-on-exec flag in the forked child (only there; in leasectl it
     /// stays set). Calls only `fcntl`, which is async-signal-safe.
-    pub fn inherit_in_child(&self) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    pub(crate) fn inherit_in_child(
+        &self,
+    ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
         let fd = self.read_fd();
         move || {
             // SAFETY: fcntl on a descriptor this process holds (the fork copied it).
@@ -86,7 +89,7 @@ impl FencePipe {
 
     /// Once the command has started: closes leasectl's copy of the read end
     /// (only the command and what it starts hold it) and returns the write end.
-    pub fn into_writer(self) -> FenceWriter {
+    pub(crate) fn into_writer(self) -> FenceWriter {
         drop(self.read);
         FenceWriter(self.write)
     }
@@ -94,18 +97,18 @@ impl FencePipe {
 
 /// The write end of the fence pipe. Closing it (or dropping it) is what the
 /// command sees as "the fence closed".
-pub struct FenceWriter(OwnedFd);
+pub(crate) struct FenceWriter(OwnedFd);
 
 impl FenceWriter {
     /// Closes the write end now: one `close(2)`, no lock, no I/O, no await.
-    pub fn close(self) {
+    pub(crate) fn close(self) {
         drop(self.0);
     }
 }
 
 /// Where the fence stands, as the command sees it through the fence fd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FenceFdState {
+pub(crate) enum FenceFdState {
     /// Nothing to read and not hung up: the fence is open.
     Open,
     /// End of file (hung up or readable): the fence has closed, for good.
@@ -115,7 +118,7 @@ pub enum FenceFdState {
 /// Why the fence fd cannot be asked: the process is not a `bucket hold`
 /// command (or the fd was closed or replaced on the way).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FenceFdError {
+pub(crate) enum FenceFdError {
     /// [`FENCE_FD_ENV`] is not set.
     Unset,
     /// Its value (escaped, cut) is not a descriptor number.
@@ -133,7 +136,7 @@ pub enum FenceFdError {
 impl FenceFdError {
     /// True for every error but [`FenceFdError::Poll`]: the caller is not
     /// running under `bucket hold` as far as it can tell (exit 2).
-    pub fn is_usage(&self) -> bool {
+    pub(crate) fn is_usage(&self) -> bool {
         !matches!(self, FenceFdError::Poll(..))
     }
 }
@@ -147,7 +150,7 @@ impl std::fmt::Display for FenceFdError {
                 write!(
                     f,
                     "{FENCE_FD_ENV} is {}, not a file descriptor number: {RUN}",
-                    crate::text::quote_shown(v)
+                    quote_shown(v)
                 )
             }
             FenceFdError::NotOpen(fd) => write!(
@@ -173,7 +176,7 @@ impl std::fmt::Display for FenceFdError {
 ///
 /// # Errors
 /// [`FenceFdError::Unset`], [`FenceFdError::NotANumber`] and those of [`fence_state`].
-pub fn fence_state_from_env() -> Result<FenceFdState, FenceFdError> {
+pub(crate) fn fence_state_from_env() -> Result<FenceFdState, FenceFdError> {
     let Some(raw) = std::env::var_os(FENCE_FD_ENV) else {
         return Err(FenceFdError::Unset);
     };
@@ -181,7 +184,7 @@ pub fn fence_state_from_env() -> Result<FenceFdState, FenceFdError> {
     let fd = (!text.is_empty() && text.len() <= 10 && text.bytes().all(|b| b.is_ascii_digit()))
         .then(|| text.parse::<RawFd>().ok())
         .flatten()
-        .ok_or_else(|| FenceFdError::NotANumber(crate::text::sanitize_cut(&text, 40)))?;
+        .ok_or_else(|| FenceFdError::NotANumber(sanitize_cut(&text, 40)))?;
     let state = fence_state(fd)?;
     // The pipe bucket hold made, not any descriptor that happens to be a
     // pipe's read end (`LEASECTL_FENCE_FD=0` with a pipe on stdin).
@@ -198,7 +201,7 @@ pub fn fence_state_from_env() -> Result<FenceFdState, FenceFdError> {
 /// # Errors
 /// [`FenceFdError::NotOpen`] (no such descriptor), [`FenceFdError::NotAFencePipe`]
 /// (not a pipe, or a pipe's write end), [`FenceFdError::Poll`].
-pub fn fence_state(fd: RawFd) -> Result<FenceFdState, FenceFdError> {
+pub(crate) fn fence_state(fd: RawFd) -> Result<FenceFdState, FenceFdError> {
     // SAFETY: fcntl and fstat on a number: at worst EBADF.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if flags == -1 {

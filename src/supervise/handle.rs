@@ -7,7 +7,7 @@ use std::sync::Arc;
 /// process or nobody, never a process that reused its pid after it was reaped.
 /// Falls back to the pid where pidfd is unavailable. Clones share the pidfd.
 #[derive(Clone)]
-pub struct ChildHandle(Arc<ChildFd>);
+pub(crate) struct ChildHandle(Arc<ChildFd>);
 
 struct ChildFd {
     pid: i32,
@@ -20,7 +20,7 @@ impl ChildHandle {
     ///
     /// # Errors
     /// None today (kept so that callers handle a future failure).
-    pub fn open(pid: i32) -> std::io::Result<Self> {
+    pub(crate) fn open(pid: i32) -> std::io::Result<Self> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         // SAFETY: a new descriptor that nothing else owns.
@@ -30,7 +30,7 @@ impl ChildHandle {
 
     /// Sends `sig` (a signal number) to the process; errors are ignored (it
     /// may have exited).
-    pub fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         match &self.0.fd {
             // SAFETY: a valid pidfd, a plain signal number, no siginfo.
             Some(fd) => unsafe {
@@ -48,7 +48,7 @@ impl ChildHandle {
 
     /// True once the process has exited (a pidfd polls readable then);
     /// always false without a pidfd.
-    pub fn has_exited(&self) -> bool {
+    pub(crate) fn has_exited(&self) -> bool {
         match &self.0.fd {
             Some(fd) => {
                 let mut p = libc::pollfd {
@@ -75,13 +75,13 @@ pub fn send(pid: i32, sig: i32) {
 /// SIGKILLs the command and then every other descendant of this process (a
 /// child subreaper, so even a daemonized grandchild stays one). Returns how
 /// many processes were signalled.
-pub fn kill_tree(target: &ChildHandle) -> usize {
+pub(crate) fn kill_tree(target: &ChildHandle) -> usize {
     target.signal(libc::SIGKILL);
     1 + kill_descendants(libc::SIGKILL)
 }
 
 /// Sends `sig` to every descendant of this process; returns how many there were.
-pub fn kill_descendants(sig: i32) -> usize {
+pub(crate) fn kill_descendants(sig: i32) -> usize {
     let others = super::descendants(std::process::id() as i32);
     for &pid in &others {
         send(pid, sig);

@@ -30,17 +30,18 @@ mod fence_fd;
 mod handle;
 mod proc;
 mod reap;
-pub mod signals;
+pub(crate) mod signals;
 
-pub use contain::{Containment, ContainmentMode};
-pub use fence_fd::{
-    fence_state, fence_state_from_env, FenceFdError, FenceFdState, FencePipe, FenceWriter,
-    FENCE_FD_ENV, FENCE_PIPE_ENV,
+pub(crate) use contain::{Containment, ContainmentMode};
+pub(crate) use fence_fd::{
+    fence_state_from_env, FenceFdState, FencePipe, FenceWriter, FENCE_FD_ENV, FENCE_PIPE_ENV,
 };
-pub use handle::{kill_descendants, kill_tree, send, ChildHandle};
-pub use proc::{descendants, descendants_in};
-pub use reap::{forward_signals, reap_all, wait_pid, Ended};
-pub use signals::{forwarded, signal_name, Signals, ENDING};
+pub use handle::send;
+pub(crate) use handle::{kill_descendants, kill_tree, ChildHandle};
+pub(crate) use proc::descendants;
+pub(crate) use reap::{forward_signals, reap_all};
+pub(crate) use signals::Signals;
+pub use signals::{forwarded, signal_name, ENDING};
 
 use nix::sys::signal::SigSet;
 
@@ -51,7 +52,7 @@ use crate::exit::Exit;
 ///
 /// # Errors
 /// The `prctl` error (only on kernels before 3.4).
-pub fn become_subreaper() -> nix::Result<()> {
+pub(crate) fn become_subreaper() -> nix::Result<()> {
     nix::sys::prctl::set_child_subreaper(true)
 }
 
@@ -62,7 +63,7 @@ pub fn become_subreaper() -> nix::Result<()> {
 ///
 /// The closure runs in the forked child before exec and calls only
 /// async-signal-safe functions (prctl, getppid, sigprocmask).
-pub fn die_with_parent(
+pub(crate) fn die_with_parent(
     parent: u32,
     unblock: Option<SigSet>,
 ) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
@@ -82,7 +83,7 @@ pub fn die_with_parent(
 /// A command's end as an [`Exit`]: [`Exit::Child`] with its own code, or
 /// with 128 plus the signal number when a signal killed it (as a shell
 /// reports it); [`Exit::Failed`] when waiting for it failed.
-pub fn status_exit(status: std::io::Result<std::process::ExitStatus>) -> Exit {
+pub(crate) fn status_exit(status: std::io::Result<std::process::ExitStatus>) -> Exit {
     use std::os::unix::process::ExitStatusExt;
     match status {
         Ok(s) => match s.code() {

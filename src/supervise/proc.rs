@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// Every process whose chain of parents reaches `root` (not `root` itself),
 /// from the real `/proc`. See [`descendants_in`].
-pub fn descendants(root: i32) -> Vec<i32> {
+pub(crate) fn descendants(root: i32) -> Vec<i32> {
     descendants_in(Path::new("/proc"), root)
 }
 
@@ -13,7 +13,7 @@ pub fn descendants(root: i32) -> Vec<i32> {
 /// read from the proc filesystem mounted at `proc_root`, nearest first.
 /// Processes that vanish meanwhile are skipped; an unreadable `proc_root`
 /// gives none.
-pub fn descendants_in(proc_root: &Path, root: i32) -> Vec<i32> {
+pub(crate) fn descendants_in(proc_root: &Path, root: i32) -> Vec<i32> {
     let Ok(all) = procfs::process::all_processes_with_root(proc_root) else {
         return Vec::new();
     };

@@ -15,7 +15,7 @@ use crate::exit::Exit;
 /// `WaitStatus` names no real-time signal, and its `waitpid` reaps a child
 /// killed by one and then fails, losing its status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// It exited with this code.
     Exited(i32),
     /// This signal killed it.
@@ -24,7 +24,7 @@ pub enum Ended {
 
 impl Ended {
     /// The child's end as an [`Exit`]: its code, or 128 + the signal.
-    pub fn exit(self) -> Exit {
+    pub(crate) fn exit(self) -> Exit {
         match self {
             Ended::Exited(code) => Exit::Child(code),
             Ended::Signaled(sig) => Exit::killed_by(sig),
@@ -38,7 +38,7 @@ impl Ended {
 ///
 /// # Errors
 /// `waitpid`'s (`ECHILD`: no child left; `EINTR`).
-pub fn wait_pid(pid: i32, flags: i32) -> nix::Result<Option<(i32, Ended)>> {
+pub(crate) fn wait_pid(pid: i32, flags: i32) -> nix::Result<Option<(i32, Ended)>> {
     let mut status = 0;
     // SAFETY: waitpid with a valid out-parameter.
     let r = unsafe { libc::waitpid(pid, &mut status, flags) };
@@ -79,7 +79,12 @@ fn wait_ended() -> nix::Result<i32> {
 /// SIGTERM; the others as they are. `reaping` is held while signalling; once
 /// it reads true (all reaped) the thread ends at the next signal. Without a
 /// thread, says so in the log: signals then do not reach the child.
-pub fn forward_signals(set: SigSet, child: Pid, reaping: Arc<Mutex<bool>>, ended: Arc<AtomicI32>) {
+pub(crate) fn forward_signals(
+    set: SigSet,
+    child: Pid,
+    reaping: Arc<Mutex<bool>>,
+    ended: Arc<AtomicI32>,
+) {
     let me = std::process::id() as i32;
     let forwarder = std::thread::Builder::new()
         .name("signal-forwarder".into())
@@ -136,7 +141,7 @@ pub fn forward_signals(set: SigSet, child: Pid, reaping: Arc<Mutex<bool>>, ended
 /// # Errors
 /// `waitpid` failing before `child` was reaped. Failing after, the
 /// leftovers are SIGKILLed and `child`'s status returned.
-pub fn reap_all(child: Pid, reaping: &Mutex<bool>) -> nix::Result<Option<Ended>> {
+pub(crate) fn reap_all(child: Pid, reaping: &Mutex<bool>) -> nix::Result<Option<Ended>> {
     let me = std::process::id() as i32;
     let child = child.as_raw();
     let mut status: Option<Ended> = None;

@@ -51,14 +51,14 @@ pub fn forwarded() -> Vec<i32> {
 pub const ENDING: [i32; 2] = [libc::SIGXCPU, libc::SIGXFSZ];
 
 /// Every signal a supervisor catches: [`forwarded`], then [`ENDING`].
-pub fn caught() -> Vec<i32> {
+pub(crate) fn caught() -> Vec<i32> {
     let mut v = forwarded();
     v.extend(ENDING);
     v
 }
 
 /// Whether `sig` ends a supervisor's hold rather than being forwarded.
-pub fn ends_hold(sig: i32) -> bool {
+pub(crate) fn ends_hold(sig: i32) -> bool {
     ENDING.contains(&sig)
 }
 
@@ -78,7 +78,7 @@ pub fn signal_name(sig: i32) -> String {
 
 /// A signal set of `signals` (real-time ones included, which
 /// [`nix::sys::signal::Signal`] does not name).
-pub fn sigset(signals: &[i32]) -> SigSet {
+pub(crate) fn sigset(signals: &[i32]) -> SigSet {
     let mut raw = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: sigemptyset initialises the set; sigaddset of a valid number.
     unsafe {
@@ -92,7 +92,7 @@ pub fn sigset(signals: &[i32]) -> SigSet {
 
 /// Waits (`sigwait`) for a signal of `set`, blocked in every thread, and
 /// returns its number; real-time signals included.
-pub fn wait(set: &SigSet) -> i32 {
+pub(crate) fn wait(set: &SigSet) -> i32 {
     loop {
         let mut sig = 0;
         // SAFETY: a valid set and out-parameter.
@@ -104,7 +104,7 @@ pub fn wait(set: &SigSet) -> i32 {
 
 /// The [`caught`] signals, received on the tokio runtime (installing the
 /// handlers stops them from ending this process).
-pub struct Signals {
+pub(crate) struct Signals {
     kinds: Vec<(i32, tokio::signal::unix::Signal)>,
 }
 
@@ -113,7 +113,7 @@ impl Signals {
     ///
     /// # Panics
     /// When a handler cannot be installed (only outside a runtime).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         use tokio::signal::unix::{signal, SignalKind};
         let kinds = caught()
             .into_iter()
@@ -126,7 +126,7 @@ impl Signals {
     }
 
     /// The next signal received, as its number.
-    pub async fn recv(&mut self) -> Option<i32> {
+    pub(crate) async fn recv(&mut self) -> Option<i32> {
         let waits = self.kinds.iter_mut().map(|(n, s)| {
             let n = *n;
             Box::pin(async move { s.recv().await.map(|()| n) })

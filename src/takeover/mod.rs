@@ -22,16 +22,16 @@
 //! hand-over; [`hold_until`] for a command-line holder).
 
 mod execute;
-pub mod operator;
+pub(crate) mod operator;
 mod preflight;
 mod then;
 mod watch;
 
 pub use execute::{takeover, takeover_with};
-pub use operator::{takeover_cmd, OperatorTakeover};
-pub use preflight::{check_request, preflight, something_to_take_over, typed_confirms};
-pub use then::{hold_until, record_loss};
-pub use watch::{watch_one_ttl, Watched};
+pub(crate) use operator::{takeover_cmd, OperatorTakeover};
+pub(crate) use preflight::{check_request, preflight, something_to_take_over, typed_confirms};
+pub(crate) use then::{hold_until, record_loss};
+pub(crate) use watch::{watch_one_ttl, Watched};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -139,7 +139,7 @@ pub struct TakeoverOutcome {
     pub written: LeaseRecord,
     /// The generation of the record replaced (`None`: unknown — no record,
     /// a malformed one, or one without the field).
-    pub replaced_generation: Option<u64>,
+    pub(crate) replaced_generation: Option<u64>,
     /// The record format written.
     pub record_format: RecordFormat,
     /// Its ETag.
@@ -158,16 +158,16 @@ pub struct TakeoverOutcome {
     pub writes_safe_from: Option<DateTime<Utc>>,
     /// The outcome entry written to the audit log (a later loss of a held
     /// lease is appended as another outcome with the same id).
-    pub audit_entry: AuditEntry,
+    pub(crate) audit_entry: AuditEntry,
     /// The audit log written.
     pub audit_path: std::path::PathBuf,
     /// The id pairing the audit entries.
-    pub audit_id: String,
+    pub(crate) audit_id: String,
     /// The PUT was answered with an error (a refusal to the client's retry
     /// of a write whose answer was lost), yet read back the LEASE held
     /// exactly the record written: how it was answered (`None`: answered as
     /// written).
-    pub answer_lost: Option<String>,
+    pub(crate) answer_lost: Option<String>,
 }
 
 impl std::fmt::Display for TakeoverOutcome {

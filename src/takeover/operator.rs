@@ -18,25 +18,26 @@ use crate::text::sanitize;
 /// everything [`takeover_cmd`] needs besides the store. It becomes the
 /// executor's [`crate::takeover::TakeoverRequest`] once looked at, guarded
 /// and confirmed.
-pub struct OperatorTakeover {
+pub(crate) struct OperatorTakeover {
     /// The prefix inside the store.
     pub prefix: String,
     /// The URL as given (shown and audited).
     pub url: String,
     /// Endpoint, for the audit entry.
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
     pub endpoint: String,
     /// Bucket, for S3.
     pub bucket: Option<String>,
     /// `--reason`.
     pub reason: String,
     /// `--expect-etag`.
-    pub expect_etag: Option<String>,
+    pub(crate) expect_etag: Option<String>,
     /// `--then`.
     pub then: crate::takeover::Then,
     /// `--force`.
     pub force: bool,
     /// `--yes`.
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// `--ttl` in seconds.
     pub ttl_s: u64,
     /// Conditional or best-effort.
@@ -56,7 +57,7 @@ pub struct OperatorTakeover {
 /// [`crate::takeover::watch_one_ttl`] (a suspect or malformed record),
 /// [`crate::takeover::typed_confirms`] (the typed prefix) and
 /// [`crate::takeover::takeover_with`] (the executor).
-pub async fn takeover_cmd(
+pub(crate) async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     audit: &crate::audit::AuditLog,
@@ -97,8 +98,7 @@ pub async fn takeover_cmd(
             &clock,
             audit,
             &a,
-            seen,
-            watched_for,
+            Looked { seen, watched_for },
             &mut signals,
             out,
         )
@@ -131,7 +131,7 @@ pub async fn takeover_cmd(
 
 /// How many times `leasectl takeover` looks again and retries when the
 /// holder only renewed between its look and its write.
-pub const LOOK_AGAIN: u32 = 3;
+pub(crate) const LOOK_AGAIN: u32 = 3;
 
 /// Whether `now` is `before` renewed: the same holder under the same
 /// generation (known), still held (not released).
@@ -323,22 +323,29 @@ fn confirm_typed(a: &OperatorTakeover, out: &mut (impl std::io::Write + Send)) -
     Ok(())
 }
 
+/// What the look found and the guards let through, for [`execute_takeover`].
+struct Looked {
+    /// The LEASE as seen.
+    seen: crate::bucket::Observed,
+    /// How long its ETag was watched unchanged.
+    watched_for: Duration,
+}
+
 /// The confirmed takeover, through the console's executor. From the intent
 /// on, a signal never kills the takeover half-way: a forced one's wait for
 /// the replaced holder's fence ends early and says what it left (`--then
 /// release`, `handover`); `--then hold` releases.
-#[allow(clippy::too_many_arguments)]
 async fn execute_takeover(
     store: Arc<dyn ObjectStore>,
     clock: &SharedClock,
     audit: &crate::audit::AuditLog,
     a: &OperatorTakeover,
-    seen: crate::bucket::Observed,
-    watched_for: Duration,
+    looked: Looked,
     signals: &mut supervise::Signals,
     out: &mut (impl std::io::Write + Send),
 ) -> Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError> {
     use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
+    let Looked { seen, watched_for } = looked;
     let info = store.endpoint_info();
     let req = TakeoverRequest {
         prefix: a.prefix.clone(),

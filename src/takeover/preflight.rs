@@ -21,7 +21,7 @@ use crate::text::sanitize;
 /// [`TakeoverError::Absent`] (no LEASE: nothing to take over),
 /// [`TakeoverError::Released`] (a released record: nothing to take over),
 /// [`TakeoverError::Fresh`], [`TakeoverError::UnderWatch`].
-pub fn preflight(
+pub(crate) fn preflight(
     prefix: &str,
     seen: &Observed,
     watched_for: Duration,
@@ -59,7 +59,7 @@ pub fn preflight(
 ///
 /// Errors: [`TakeoverError::Absent`] (no LEASE), [`TakeoverError::Released`]
 /// (a released record: the prefix is free).
-pub fn something_to_take_over(
+pub(crate) fn something_to_take_over(
     prefix: &str,
     seen: &Observed,
     now: DateTime<Utc>,
@@ -80,7 +80,7 @@ pub fn something_to_take_over(
 /// (not blank) and a sane TTL (1 s to [`crate::bucket::MAX_SANE_TTL_S`]).
 ///
 /// Errors: [`TakeoverError::NoReason`], [`TakeoverError::BadTtl`].
-pub fn check_request(reason: &str, ttl_s: u64) -> Result<(), TakeoverError> {
+pub(crate) fn check_request(reason: &str, ttl_s: u64) -> Result<(), TakeoverError> {
     if reason.trim().is_empty() {
         return Err(TakeoverError::NoReason);
     }
@@ -97,7 +97,7 @@ pub fn check_request(reason: &str, ttl_s: u64) -> Result<(), TakeoverError> {
 /// a name holding a control or invisible character can always be typed).
 /// Nothing typed confirms nothing — unless every name is itself empty (the
 /// bucket's root prefix, shown as nothing to type).
-pub fn typed_confirms(typed: &str, names: &[&str]) -> bool {
+pub(crate) fn typed_confirms(typed: &str, names: &[&str]) -> bool {
     let norm = |s: &str| s.trim().trim_end_matches('/').to_owned();
     let typed = norm(typed);
     if typed.is_empty() {

@@ -37,11 +37,11 @@ pub(super) struct Taken<'a> {
     /// Its ETag.
     pub etag: String,
     /// Its TTL, seconds.
-    pub own_ttl_s: u64,
+    pub(crate) own_ttl_s: u64,
     /// The replaced live holder's fence, from the PUT (`None`: it was not fresh).
-    pub old_fence: Option<Duration>,
+    pub(crate) old_fence: Option<Duration>,
     /// When the record was stamped, just before the intent and the PUT (boot-time clock).
-    pub mono: Duration,
+    pub(crate) mono: Duration,
     /// When the takeover began (reader's clock, UTC).
     pub now: DateTime<Utc>,
     /// The intent entry (made the outcome entry at the end).
@@ -49,7 +49,7 @@ pub(super) struct Taken<'a> {
     /// The PUT was answered with an error (a refusal to the client's retry,
     /// a lost answer), yet read back the LEASE held exactly our record: what
     /// was answered, for the outcome (`None`: answered as written).
-    pub answer_lost: Option<String>,
+    pub(crate) answer_lost: Option<String>,
 }
 
 /// Acts on `t` as `t.req.then` asks — after the replaced holder's fence has
@@ -156,17 +156,8 @@ async fn wait_out_old_fence(
         Waited::Open(l) => Ok(l),
         Waited::Stopped(by, lease) => {
             let fence_end = t.mono + w;
-            let (text, etag_left, record_left) = leave_to_expire(
-                t.store.as_ref(),
-                &t.clock,
-                t.req,
-                key,
-                lease,
-                fence_end,
-                until,
-                &by,
-            )
-            .await;
+            let (text, etag_left, record_left) =
+                leave_to_expire(t, lease, fence_end, until, &by).await;
             let mut entry = t.entry.clone();
             if let (Some(w), Some(r)) = (&mut entry.written, record_left) {
                 w.record = r;
@@ -328,7 +319,7 @@ async fn hand_over(
 /// `stop` completes (a signal) or its fence closes, then stops renewing and
 /// releases it. Returns why the fence closed (`None`: stopped as asked) and
 /// how the release went.
-pub async fn hold_until(
+pub(crate) async fn hold_until(
     lease: BucketLease,
     stop: impl Future<Output = ()>,
 ) -> (
@@ -348,7 +339,7 @@ pub async fn hold_until(
 ///
 /// # Errors
 /// The audit log could not be written.
-pub async fn record_loss(
+pub(crate) async fn record_loss(
     audit: &AuditLog,
     entry: &AuditEntry,
     clock: &SharedClock,
@@ -417,17 +408,15 @@ async fn wait_for_old_fence(
 /// contender whose clock is off within the limit the TTL allows still sees
 /// it fresh until the fence has closed. Returns the sentence for the operator
 /// and the audit log, and the ETag and record left at the key (if known).
-#[allow(clippy::too_many_arguments)]
+/// The store, the clock, the request and the key are the takeover's (`t`).
 async fn leave_to_expire(
-    store: &dyn ObjectStore,
-    clock: &SharedClock,
-    req: &TakeoverRequest,
-    key: &str,
+    t: &Taken<'_>,
     lease: Result<BucketLease, String>,
     fence_end: Duration,
     until: DateTime<Utc>,
     by: &str,
 ) -> (String, Option<String>, Option<LeaseRecord>) {
+    let (store, clock, req, key) = (t.store.as_ref(), &t.clock, t.req, t.key.as_str());
     let not_done = match &req.then {
         Then::Handover(s) => format!("not handed over to {}", sanitize(s)),
         _ => "not released".to_owned(),

@@ -11,7 +11,7 @@ use crate::store::{ObjectStore, StoreError};
 
 /// How a [`watch_one_ttl`] ended.
 #[derive(Debug)]
-pub enum Watched {
+pub(crate) enum Watched {
     /// Seen unchanged (still suspect or malformed) for `for_` (≥ the TTL):
     /// the record last read.
     Unchanged {
@@ -30,7 +30,7 @@ pub enum Watched {
 /// been seen unchanged for `ttl`, starting from `seen` (read just now), or
 /// until the record stops being suspect or malformed (judged at the reader's
 /// clock), or a read fails.
-pub async fn watch_one_ttl(
+pub(crate) async fn watch_one_ttl(
     store: &dyn ObjectStore,
     key: &str,
     mut seen: Observed,

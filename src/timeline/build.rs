@@ -8,12 +8,14 @@ use chrono::{DateTime, Utc};
 use super::read;
 use super::render::{PrefixTimeline, Sources};
 use crate::audit::{AuditEntry, LeaseLocation};
+use crate::bucket::lease_key;
 use crate::store::ObjectRead;
+use crate::store::Versioning;
 use crate::text::{sanitize, sanitize_message};
 
 /// The window asked for: `from` (`None`: from the first version) to `to`.
 #[derive(Debug, Clone, Copy)]
-pub struct Window {
+pub(crate) struct Window {
     /// The window's start (UTC); `None`: everything kept.
     pub from: Option<DateTime<Utc>>,
     /// The window's end (UTC).
@@ -21,24 +23,24 @@ pub struct Window {
 }
 
 /// What every prefix's timeline reads besides its store.
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     /// `--recording` files (NDJSON of `--watch`).
-    pub recordings: &'a [std::path::PathBuf],
+    pub(crate) recordings: &'a [std::path::PathBuf],
     /// Every audit log's entries ([`read::audit_entries`]).
     pub entries: &'a [AuditEntry],
     /// What could not be read of the audit logs, said for each prefix.
-    pub audit_problems: &'a [String],
+    pub(crate) audit_problems: &'a [String],
     /// How the versions' bodies are read (every one unless `--bisect`,
     /// `--concurrency` at once, `--timeout` each).
-    pub reading: read::Reading,
+    pub(crate) reading: read::Reading,
     /// Told of each step of reading the versions (`leasectl timeline`'s
     /// progress bar on a terminal).
-    pub progress: read::OnProgress<'a>,
+    pub(crate) progress: read::OnProgress<'a>,
 }
 
 /// The prefix a timeline is about: its URL, bucket and key prefix (the
 /// observations' own origin is [`super::Source`]).
-pub struct Subject<'a> {
+pub(crate) struct Subject<'a> {
     /// Its URL as given (shown escaped).
     pub url: String,
     /// The bucket, for S3.
@@ -50,7 +52,7 @@ pub struct Subject<'a> {
 /// The timeline of `subject` from `store` (`Err`: why it could not be
 /// opened, said as a problem), `inputs` and `window`. Never fails: what
 /// could not be read is in the result's `problems`.
-pub async fn prefix_timeline(
+pub(crate) async fn prefix_timeline(
     store: Result<&dyn ObjectRead, String>,
     subject: &Subject<'_>,
     window: &Window,
@@ -58,7 +60,7 @@ pub async fn prefix_timeline(
 ) -> PrefixTimeline {
     let Window { from, to } = *window;
     let url = &subject.url;
-    let key = crate::bucket::lease_key(subject.prefix);
+    let key = lease_key(subject.prefix);
     let mut p = PrefixTimeline {
         url: sanitize(url),
         key: sanitize(&key),
@@ -97,8 +99,8 @@ pub async fn prefix_timeline(
         )),
     }
     let lease = LeaseLocation::of_row(url, subject.bucket, &key);
-    let has_versions = p.versioning == Some(crate::store::Versioning::Enabled)
-        || p.versioning == Some(crate::store::Versioning::Suspended);
+    let has_versions =
+        p.versioning == Some(Versioning::Enabled) || p.versioning == Some(Versioning::Suspended);
     for file in inputs.recordings {
         let Some(lease) = &lease else { break };
         match read::recording(file, lease, from, to) {

@@ -24,7 +24,7 @@ use crate::text::sanitize;
 /// (oldest first), up to `end` (the reader's clock now). `audit`: the audit
 /// entries the session read, for a takeover's `forced` and
 /// `writes_safe_from` (a takeover not among them counts as not forced).
-pub fn of_history<'a>(
+pub(crate) fn of_history<'a>(
     changes: impl IntoIterator<Item = &'a HolderChange>,
     audit: &[AuditEntry],
     end: DateTime<Utc>,

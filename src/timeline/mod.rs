@@ -27,17 +27,19 @@
 //! Everything here but [`read`] is pure: the bisection asks for bodies
 //! through a closure, so its cost is measured by counting calls.
 
-pub mod build;
-pub mod from_session;
+pub(crate) mod build;
+pub(crate) mod from_session;
 pub mod picture;
-pub mod read;
+pub(crate) mod read;
 pub mod render;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::audit::AuditEntry;
-use crate::bucket::LeaseRecord;
+use crate::bucket::{fmt_generation, LeaseRecord, MAX_SANE_TTL_S};
+use crate::clock::rfc3339;
+use crate::text::{format_secs, sanitize};
 
 /// What one observation of the LEASE key found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +68,7 @@ impl Seen {
     }
 
     /// Builds an observation from a parsed body.
-    pub fn of_record(r: LeaseRecord) -> Seen {
+    pub(crate) fn of_record(r: LeaseRecord) -> Seen {
         if r.is_released() {
             Seen::Released(r)
         } else {
@@ -192,23 +194,23 @@ pub struct Tenure {
     pub first_seen: DateTime<Utc>,
     /// Its last write seen (UTC).
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
-    pub last_seen: DateTime<Utc>,
+    pub(crate) last_seen: DateTime<Utc>,
     /// Writes seen (the first one and its renewals).
     pub writes: usize,
     /// Its TTL, seconds.
     pub ttl_s: u64,
     /// The largest gap between two of its writes, seconds (`None`: one write).
-    pub largest_gap_s: Option<f64>,
+    pub(crate) largest_gap_s: Option<f64>,
     /// Whether every gap was at most TTL/3 plus one second (the renewal period, with the
     /// services' one-second `Last-Modified`).
-    pub punctual: bool,
+    pub(crate) punctual: bool,
     /// How it ended.
     pub ending: Ending,
 }
 
 /// A time nobody held the lease.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Gap {
+pub(crate) struct Gap {
     /// From (UTC).
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub from: DateTime<Utc>,
@@ -227,7 +229,7 @@ pub struct Overlap {
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub to: DateTime<Utc>,
     /// The earlier holder (escaped).
-    pub earlier: String,
+    pub(crate) earlier: String,
     /// The later holder (escaped).
     pub later: String,
     /// Why, with the evidence (one sentence, escaped).
@@ -239,7 +241,7 @@ pub struct Overlap {
 /// a takeover's hand-over keeps its own, and a holder writing again under
 /// its own is an interleaving, an [`Overlap`], not this).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GenerationBack {
+pub(crate) struct GenerationBack {
     /// When the smaller one was written (UTC).
     #[serde(serialize_with = "crate::clock::ser_rfc3339")]
     pub at: DateTime<Utc>,
@@ -250,18 +252,18 @@ pub struct GenerationBack {
     /// Who wrote it (escaped).
     pub holder: String,
     /// Who had written the generation before (escaped).
-    pub previous_holder: String,
+    pub(crate) previous_holder: String,
 }
 
 /// A holder's clock against the service's: `renewed_at − Last-Modified`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClockSkew {
+pub(crate) struct ClockSkew {
     /// The holder (escaped).
     pub holder: String,
     /// The smallest offset seen, seconds (about ±1 s: `Last-Modified` has whole seconds).
-    pub min_s: f64,
+    pub(crate) min_s: f64,
     /// The largest, seconds.
-    pub max_s: f64,
+    pub(crate) max_s: f64,
     /// Versions compared.
     pub samples: usize,
 }
@@ -272,13 +274,13 @@ pub struct Derived {
     /// The tenures, oldest first.
     pub tenures: Vec<Tenure>,
     /// The gaps, oldest first.
-    pub gaps: Vec<Gap>,
+    pub(crate) gaps: Vec<Gap>,
     /// The overlaps, oldest first.
     pub overlaps: Vec<Overlap>,
     /// Generations that went back.
-    pub generations_back: Vec<GenerationBack>,
+    pub(crate) generations_back: Vec<GenerationBack>,
     /// Each holder's clock against the service's (versions only).
-    pub clocks: Vec<ClockSkew>,
+    pub(crate) clocks: Vec<ClockSkew>,
 }
 
 fn secs(d: chrono::Duration) -> f64 {
@@ -286,7 +288,7 @@ fn secs(d: chrono::Duration) -> f64 {
 }
 
 fn ttl_of(r: &LeaseRecord) -> chrono::Duration {
-    chrono::Duration::seconds(r.ttl_s.min(crate::bucket::MAX_SANE_TTL_S) as i64)
+    chrono::Duration::seconds(r.ttl_s.min(MAX_SANE_TTL_S) as i64)
 }
 
 /// The takeovers of `entries` that wrote a record, oldest first.
@@ -308,11 +310,11 @@ fn takeovers(entries: &[AuditEntry]) -> Vec<(String, Option<u64>, Takeover)> {
                 Takeover {
                     id: e.id.clone(),
                     time: e.time,
-                    operator: crate::text::sanitize(&e.operator),
-                    reason: crate::text::sanitize(&e.reason),
+                    operator: sanitize(&e.operator),
+                    reason: sanitize(&e.reason),
                     forced: e.forced,
-                    then: crate::text::sanitize(&e.then),
-                    holder: crate::text::sanitize(&w.record.instance_id),
+                    then: sanitize(&e.then),
+                    holder: sanitize(&w.record.instance_id),
                     generation: w.record.generation,
                     writes_safe_from: e.writes_safe_from,
                 },
@@ -363,7 +365,7 @@ impl Walk {
                 .clocks
                 .entry(r.instance_id.clone())
                 .or_insert_with(|| ClockSkew {
-                    holder: crate::text::sanitize(&r.instance_id),
+                    holder: sanitize(&r.instance_id),
                     min_s: skew,
                     max_s: skew,
                     samples: 0,
@@ -441,14 +443,14 @@ impl Walk {
                     from: starts,
                     to: fence_end,
                     earlier: t.holder.clone(),
-                    later: crate::text::sanitize(&r.instance_id),
+                    later: sanitize(&r.instance_id),
                     why: format!(
                         "{} wrote its record {} before {}'s fence closed (two thirds of its {} s TTL after its last write at {})",
-                        crate::text::sanitize(&r.instance_id),
-                        crate::text::format_secs(secs(fence_end - starts)),
+                        sanitize(&r.instance_id),
+                        format_secs(secs(fence_end - starts)),
                         t.holder,
                         last.ttl_s,
-                        crate::clock::rfc3339(t.last_seen, chrono::SecondsFormat::Millis),
+                        rfc3339(t.last_seen, chrono::SecondsFormat::Millis),
                     ),
                 });
             }
@@ -485,7 +487,7 @@ impl Walk {
                 } else {
                     Ending::Replaced {
                         at: o.at,
-                        by: crate::text::sanitize(&r.instance_id),
+                        by: sanitize(&r.instance_id),
                         while_fresh,
                         takeover,
                     }
@@ -510,12 +512,12 @@ impl Walk {
             self.d.overlaps.push(Overlap {
                 from: self.d.tenures.last().map_or(o.at, |t| t.first_seen),
                 to: o.at,
-                earlier: crate::text::sanitize(&r.instance_id),
+                earlier: sanitize(&r.instance_id),
                 later: other.clone(),
                 why: format!(
                     "{} wrote again under generation {} after {} had written: two holders renewing in turn (a lost update, as best-effort exclusion allows)",
-                    crate::text::sanitize(&r.instance_id),
-                    crate::bucket::fmt_generation(r.generation),
+                    sanitize(&r.instance_id),
+                    fmt_generation(r.generation),
                     other
                 ),
             });
@@ -528,7 +530,7 @@ impl Walk {
         }
         self.cur = Some((
             Tenure {
-                holder: crate::text::sanitize(&r.instance_id),
+                holder: sanitize(&r.instance_id),
                 generation: r.generation,
                 acquired_at: r.acquired_at,
                 first_seen: o.at,
@@ -582,8 +584,8 @@ impl Walk {
             at,
             before: *before,
             after: g,
-            holder: crate::text::sanitize(&r.instance_id),
-            previous_holder: crate::text::sanitize(by),
+            holder: sanitize(&r.instance_id),
+            previous_holder: sanitize(by),
         })
     }
 
@@ -611,7 +613,7 @@ impl Walk {
 impl Tenure {
     /// True when this tenure's holder is `id` (compared escaped, as stored).
     fn holder_raw_eq(&self, id: &str) -> bool {
-        self.holder == crate::text::sanitize(id)
+        self.holder == sanitize(id)
     }
 }
 
@@ -628,12 +630,12 @@ fn note_write(t: &mut Tenure, at: DateTime<Utc>) {
 
 /// The longest run of versions between two reads of one tenure that
 /// [`bisect`] reads whole instead of inferring.
-pub const SHORT_RUN: usize = 4;
+pub(crate) const SHORT_RUN: usize = 4;
 
 /// A version's tenure as far as bisection needs it: what a body said, or a
 /// delete marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mark {
+pub(crate) enum Mark {
     /// A record: (holder, generation, released).
     Record(String, Option<u64>, bool),
     /// A delete marker, or a body that is not a record (never assumed equal).
@@ -662,7 +664,7 @@ pub enum Mark {
 /// Cost: about 2·log2(n) reads per change of tenure plus the short runs
 /// beside it (8,640 versions, five tenures: under 200), plus the two ends.
 /// With `all`, every version is read.
-pub fn bisect(
+pub(crate) fn bisect(
     n: usize,
     all: bool,
     mut known: impl FnMut(usize) -> Option<Mark>,

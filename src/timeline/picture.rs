@@ -18,6 +18,8 @@ use plotters::prelude::*;
 
 use super::render::{PrefixTimeline, Report};
 use super::{Ending, Tenure};
+use crate::clock::rfc3339;
+use crate::text::{format_secs, wrap};
 
 /// The width of the picture, pixels.
 const WIDTH: u32 = 1200;
@@ -178,7 +180,7 @@ fn plan(p: &PrefixTimeline, from: Option<DateTime<Utc>>, to: DateTime<Utc>) -> P
             &format!(
                 "({}) {}  {sentence}",
                 i + 1,
-                crate::clock::rfc3339(f.at, chrono::SecondsFormat::Millis)
+                rfc3339(f.at, chrono::SecondsFormat::Millis)
             ),
         ));
         findings.push(f);
@@ -201,8 +203,8 @@ fn plan(p: &PrefixTimeline, from: Option<DateTime<Utc>>, to: DateTime<Utc>) -> P
             &format!(
                 "clock of {}: renewed_at − Last-Modified from {} to {} over {} version(s) (±1 s)",
                 c.holder,
-                crate::text::format_secs(c.min_s),
-                crate::text::format_secs(c.max_s),
+                format_secs(c.min_s),
+                format_secs(c.max_s),
                 c.samples
             ),
         ));
@@ -218,7 +220,7 @@ fn plan(p: &PrefixTimeline, from: Option<DateTime<Utc>>, to: DateTime<Utc>) -> P
 
 /// `s` in lines of at most [`TEXT_CHARS`] characters, each with `colour`.
 fn wrapped(colour: RGBColor, s: &str) -> Vec<(RGBColor, String)> {
-    crate::text::wrap(s, TEXT_CHARS)
+    wrap(s, TEXT_CHARS)
         .into_iter()
         .map(|l| (colour, l))
         .collect()
@@ -266,18 +268,8 @@ fn draw_prefix(area: &Area<'_>, p: &PrefixTimeline, plan: &Plan) -> DrawResult {
     let span = ((plan.end - start).num_milliseconds().max(1000)) as f64 / 1000.0;
     let x = |t: DateTime<Utc>| ((t - start).num_milliseconds() as f64 / 1000.0).clamp(0.0, span);
     let n = plan.lanes.len().max(1) as i32;
-    let caption = format!(
-        "{}  —  {} tenure(s), {} gap(s), {} overlap(s), {} generation(s) back or not advanced  —  {} to {} UTC",
-        cut(&p.url, 60),
-        d.tenures.len(),
-        d.gaps.len(),
-        d.overlaps.len(),
-        d.generations_back.len(),
-        start.format("%Y-%m-%d %H:%M:%S"),
-        plan.end.format("%Y-%m-%d %H:%M:%S"),
-    );
     let mut chart = ChartBuilder::on(&chart_area)
-        .caption(caption, ("sans-serif", 15))
+        .caption(caption(p, plan), ("sans-serif", 15))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(LABEL_PX)
@@ -363,14 +355,37 @@ fn draw_prefix(area: &Area<'_>, p: &PrefixTimeline, plan: &Plan) -> DrawResult {
             screen.draw(&PathElement::new(segment, OVERLAP.stroke_width(2)))?;
         }
     }
+    let at = |t: DateTime<Utc>, row: i32| {
+        chart
+            .plotting_area()
+            .map_coordinate(&(x(t), SegmentValue::CenterOf(row)))
+    };
+    draw_findings(&screen, plan, n, at)?;
+    // The findings' sentences and what else the text report says.
+    for (i, (colour, line)) in plan.text.iter().enumerate() {
+        text_area.draw(&Text::new(
+            line.clone(),
+            (LABEL_PX as i32 / 4, (LINE * i as u32) as i32 + 4),
+            ("sans-serif", 12).into_font().color(colour),
+        ))?;
+    }
+    Ok(())
+}
+
+/// The findings of `plan` on the chart: a mark each, at the pixel `at` gives
+/// for a time and a row (row `n` is the takeovers' row), with its number.
+fn draw_findings(
+    screen: &Area<'_>,
+    plan: &Plan,
+    n: i32,
+    at: impl Fn(DateTime<Utc>, i32) -> (i32, i32),
+) -> DrawResult {
     // The findings: a mark each, with its number on a white ground, never
     // over another number of its row (moved right of it).
     let mut right_of: std::collections::BTreeMap<i32, i32> = Default::default();
     for (i, f) in plan.findings.iter().enumerate() {
         let row = f.lane.map_or(n, |l| n - 1 - l as i32);
-        let (px, py) = chart
-            .plotting_area()
-            .map_coordinate(&(x(f.at), SegmentValue::CenterOf(row)));
+        let (px, py) = at(f.at, row);
         let style = match f.shape {
             Shape::Generation | Shape::Replaced => OVERLAP.filled(),
             _ => MARK.filled(),
@@ -411,15 +426,22 @@ fn draw_prefix(area: &Area<'_>, p: &PrefixTimeline, plan: &Plan) -> DrawResult {
             ("sans-serif", 13).into_font().color(&style.color),
         ))?;
     }
-    // The findings' sentences and what else the text report says.
-    for (i, (colour, line)) in plan.text.iter().enumerate() {
-        text_area.draw(&Text::new(
-            line.clone(),
-            (LABEL_PX as i32 / 4, (LINE * i as u32) as i32 + 4),
-            ("sans-serif", 12).into_font().color(colour),
-        ))?;
-    }
     Ok(())
+}
+
+/// The chart's caption: the prefix, what was found, the window.
+fn caption(p: &PrefixTimeline, plan: &Plan) -> String {
+    let d = &p.derived;
+    format!(
+        "{}  —  {} tenure(s), {} gap(s), {} overlap(s), {} generation(s) back or not advanced  —  {} to {} UTC",
+        cut(&p.url, 60),
+        d.tenures.len(),
+        d.gaps.len(),
+        d.overlaps.len(),
+        d.generations_back.len(),
+        plan.start.format("%Y-%m-%d %H:%M:%S"),
+        plan.end.format("%Y-%m-%d %H:%M:%S"),
+    )
 }
 
 /// Hatching of the rectangle from `a` (top left) to `b` (bottom right):

@@ -9,15 +9,19 @@ use chrono::{DateTime, Utc};
 
 use super::{bisect, Mark, Observation, Seen, Source};
 use crate::audit::LeaseLocation;
+use crate::audit::{AuditEntry, AuditLog};
 use crate::bucket::LeaseRecord;
 use crate::snapshot::options::{throttle_backoff, timed, THROTTLE_RETRIES};
+use crate::snapshot::DEFAULT_CONCURRENCY;
+use crate::store::GetOutput;
 use crate::store::{ObjectRead, ObjectVersion, StoreError, Versioning};
+use crate::text::{sanitize, sanitize_message};
 
 /// What reading a key's versions gave.
 #[derive(Debug, Default)]
-pub struct VersionsRead {
+pub(crate) struct VersionsRead {
     /// The observations, in the service's order of the versions (oldest first).
-    pub observations: Vec<Observation>,
+    pub(crate) observations: Vec<Observation>,
     /// The bucket's versioning (`None`: the store keeps no versions).
     pub versioning: Option<Versioning>,
     /// Versions (and delete markers) listed in the window.
@@ -37,11 +41,11 @@ pub struct VersionsRead {
 
 /// How the versions' bodies are read.
 #[derive(Debug, Clone, Copy)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// Read only where a tenure may change ([`bisect`], `--bisect`): the
     /// versions between two reads of one tenure are inferred, not read.
     /// Otherwise every body is read.
-    pub bisect: bool,
+    pub(crate) bisect: bool,
     /// GETs in flight at once (`--concurrency`).
     pub concurrency: usize,
     /// The deadline of each GET (`--timeout`).
@@ -53,7 +57,7 @@ impl Default for Reading {
     fn default() -> Self {
         Self {
             bisect: false,
-            concurrency: crate::snapshot::DEFAULT_CONCURRENCY as usize,
+            concurrency: DEFAULT_CONCURRENCY as usize,
             timeout: Duration::from_secs(10),
         }
     }
@@ -62,7 +66,7 @@ impl Default for Reading {
 /// How far reading a key's versions got, for a progress display (the key
 /// as stored: escape it before showing it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress<'a> {
+pub(crate) enum Progress<'a> {
     /// Listing the versions of `key` (page by page).
     Listing {
         /// The LEASE key.
@@ -82,7 +86,7 @@ pub enum Progress<'a> {
 
 /// Something told of each step of [`versions`] (`leasectl timeline`'s
 /// progress bar); `None`: nothing is told.
-pub type OnProgress<'a> = Option<&'a (dyn Fn(Progress<'_>) + Sync)>;
+pub(crate) type OnProgress<'a> = Option<&'a (dyn Fn(Progress<'_>) + Sync)>;
 
 /// One entry of the window: the version as listed, and its time as far as
 /// the listing tells (for the window).
@@ -108,7 +112,7 @@ struct Body {
 /// before `from`, which says who held the lease when the window opened), in
 /// the service's order, and their bodies as `reading` says (every one,
 /// unless it bisects); each step is told to `progress`.
-pub async fn versions(
+pub(crate) async fn versions(
     store: &dyn ObjectRead,
     key: &str,
     bucket: Option<&str>,
@@ -162,7 +166,7 @@ pub async fn versions(
         out.problems.push(format!(
             "{} version(s) of {} could not be read ({}{more}): the tenures around them are uncertain",
             reader.failures.len(),
-            crate::text::sanitize(key),
+            sanitize(key),
             reader.failures[..shown].join("; ")
         ));
     }
@@ -185,7 +189,7 @@ fn observe(key: &str, listed: Vec<Listed>, bodies: Vec<Option<Body>>, out: &mut 
             (
                 Seen::Deleted,
                 Source::DeleteMarker {
-                    version_id: crate::text::sanitize(&v.version_id),
+                    version_id: sanitize(&v.version_id),
                 },
             )
         } else {
@@ -196,7 +200,7 @@ fn observe(key: &str, listed: Vec<Listed>, bodies: Vec<Option<Body>>, out: &mut 
             (
                 body.map_or(Seen::Renewal, |b| b.seen),
                 Source::Version {
-                    version_id: crate::text::sanitize(&v.version_id),
+                    version_id: sanitize(&v.version_id),
                     etag: v.etag.clone(),
                     read,
                 },
@@ -207,7 +211,7 @@ fn observe(key: &str, listed: Vec<Listed>, bodies: Vec<Option<Body>>, out: &mut 
     if unplaced > 0 {
         out.problems.push(format!(
             "{unplaced} entr(ies) of {} carry no time at all (no Last-Modified listed or read): they are left out of the tenures",
-            crate::text::sanitize(key)
+            sanitize(key)
         ));
     }
     if out.inferred > 0 {
@@ -215,7 +219,7 @@ fn observe(key: &str, listed: Vec<Listed>, bodies: Vec<Option<Body>>, out: &mut 
             "{} of the {} version(s) of {} were inferred by bisection, not read (--bisect): a holder that wrote between two reads of another's tenure would not be seen, so the history is not known; run it again without --bisect to read every version",
             out.inferred,
             out.listed,
-            crate::text::sanitize(key)
+            sanitize(key)
         ));
     }
 }
@@ -269,15 +273,15 @@ async fn list_window(
         Err(StoreError::NotImplemented(_)) => {
             out.notes.push(format!(
                 "{} keeps no versions: the timeline is built from the recordings and audit logs given",
-                crate::text::sanitize(&store.describe())
+                sanitize(&store.describe())
             ));
             return None;
         }
         Err(e) => {
             out.problems.push(format!(
                 "the versions of {} could not be listed: {}",
-                crate::text::sanitize(key),
-                crate::text::sanitize_message(&e.to_string())
+                sanitize(key),
+                sanitize_message(&e.to_string())
             ));
             return None;
         }
@@ -287,15 +291,15 @@ async fn list_window(
     if listed.versioning == Versioning::Off {
         out.notes.push(format!(
             "bucket versioning is off: no earlier version of {} is kept, so only its current record is seen. Turn it on for the next incident: aws s3api put-bucket-versioning --bucket {} --versioning-configuration Status=Enabled",
-            crate::text::sanitize(key),
-            crate::text::sanitize(bucket.unwrap_or("BUCKET"))
+            sanitize(key),
+            sanitize(bucket.unwrap_or("BUCKET"))
         ));
     }
     if listed.unordered > 0 {
         out.problems.push(format!(
             "the service did not tell the order of {} delete marker(s) and version(s) of {} written in the same second: each was placed as if the version came first, so the tenures around them are uncertain",
             listed.unordered,
-            crate::text::sanitize(key)
+            sanitize(key)
         ));
     }
     let mut versions = timed_entries(key, listed.versions, out);
@@ -339,13 +343,13 @@ fn timed_entries(key: &str, versions: Vec<ObjectVersion>, out: &mut VersionsRead
     if missing > 0 {
         out.problems.push(format!(
             "{missing} version(s) of {} were listed without a Last-Modified (the service did not say when they were written, as S3 does): each is kept in the service's order and timed by its own GET's Last-Modified, else by the entry before it, so the times around them are uncertain",
-            crate::text::sanitize(key)
+            sanitize(key)
         ));
     }
     if backwards > 0 {
         out.notes.push(format!(
             "the service lists {backwards} version(s) of {} after one with a later Last-Modified: the order used is the service's, which says which write replaced which",
-            crate::text::sanitize(key)
+            sanitize(key)
         ));
     }
     listed
@@ -392,8 +396,8 @@ impl Reader<'_> {
                 Err(e) => {
                     self.failures.push(format!(
                         "version {}: {}",
-                        crate::text::sanitize(&listed[i].version.version_id),
-                        crate::text::sanitize_message(&e.to_string())
+                        sanitize(&listed[i].version.version_id),
+                        sanitize_message(&e.to_string())
                     ));
                     Body {
                         seen: Seen::Malformed(format!("could not be read: {e}")),
@@ -460,10 +464,10 @@ async fn get_version(
     key: &str,
     version_id: &str,
     timeout: Duration,
-) -> Result<crate::store::GetOutput, StoreError> {
+) -> Result<GetOutput, StoreError> {
     let mut tries = 0;
     loop {
-        let what = format!("reading a version of {}", crate::text::sanitize(key));
+        let what = format!("reading a version of {}", sanitize(key));
         match timed(timeout, &what, store.get_version(key, version_id)).await {
             Err(e) if e.is_throttle() && tries < THROTTLE_RETRIES => {
                 tokio::time::sleep(throttle_backoff(tries)).await;
@@ -478,7 +482,7 @@ async fn get_version(
 /// `lease` (whatever TARGET the watcher was given), in `[from, to]`: what the
 /// watcher saw, by its clock. Returns the observations and the lines it could
 /// not read.
-pub fn recording(
+pub(crate) fn recording(
     path: &Path,
     lease: &LeaseLocation,
     from: Option<DateTime<Utc>>,
@@ -534,7 +538,7 @@ pub fn recording(
             at,
             seen,
             source: Source::Recording {
-                file: crate::text::sanitize(&shown),
+                file: sanitize(&shown),
                 line: n + 1,
             },
         });
@@ -549,14 +553,14 @@ fn record_of(v: &serde_json::Value) -> Option<LeaseRecord> {
 
 /// The entries of the audit logs `paths` (this host's, if it exists, when
 /// none is given), and what could not be read of them.
-pub fn audit_entries(paths: &[std::path::PathBuf]) -> (Vec<crate::audit::AuditEntry>, Vec<String>) {
+pub(crate) fn audit_entries(paths: &[std::path::PathBuf]) -> (Vec<AuditEntry>, Vec<String>) {
     let mut entries = Vec::new();
     let mut problems = Vec::new();
     let given = !paths.is_empty();
     let paths: Vec<std::path::PathBuf> = if given {
         paths.to_vec()
     } else {
-        crate::audit::AuditLog::default_path()
+        AuditLog::default_path()
             .ok()
             .filter(|p| p.exists())
             .into_iter()
@@ -566,24 +570,24 @@ pub fn audit_entries(paths: &[std::path::PathBuf]) -> (Vec<crate::audit::AuditEn
         if given && !path.exists() {
             problems.push(format!(
                 "the audit log {} does not exist",
-                crate::text::sanitize(&path.display().to_string())
+                sanitize(&path.display().to_string())
             ));
             continue;
         }
-        match crate::audit::AuditLog::read_report(&path) {
+        match AuditLog::read_report(&path) {
             Ok(r) => {
                 for u in r.unreadable.sentences() {
                     problems.push(format!(
                         "audit log {}: {u}",
-                        crate::text::sanitize(&path.display().to_string())
+                        sanitize(&path.display().to_string())
                     ));
                 }
                 entries.extend(r.entries);
             }
             Err(e) => problems.push(format!(
                 "the audit log {} could not be read: {}",
-                crate::text::sanitize(&path.display().to_string()),
-                crate::text::sanitize_message(&e.to_string())
+                sanitize(&path.display().to_string()),
+                sanitize_message(&e.to_string())
             )),
         }
     }

@@ -5,9 +5,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use super::{Derived, Ending, Takeover, Tenure};
+use crate::bucket::fmt_generation;
 use crate::clock::rfc3339;
 use crate::exit::Exit;
 use crate::store::Versioning;
+use crate::text::format_secs;
 
 /// The `timeline -o json` schema version.
 pub const SCHEMA_VERSION: &str = "1.0";
@@ -98,7 +100,7 @@ fn t(at: DateTime<Utc>) -> String {
 }
 
 fn gen(g: Option<u64>) -> String {
-    crate::bucket::fmt_generation(g)
+    fmt_generation(g)
 }
 
 /// One event of a prefix's timeline, for text and NDJSON.
@@ -137,8 +139,8 @@ pub fn events(p: &PrefixTimeline) -> Vec<Event> {
             .map(|g| {
                 format!(
                     ", largest gap between writes {} (TTL/3 is {}){}",
-                    crate::text::format_secs(g),
-                    crate::text::format_secs(tn.ttl_s as f64 / 3.0),
+                    format_secs(g),
+                    format_secs(tn.ttl_s as f64 / 3.0),
                     if tn.punctual { "" } else { ": LATE" }
                 )
             })
@@ -172,7 +174,7 @@ pub fn events(p: &PrefixTimeline) -> Vec<Event> {
                 "nobody held it from {} to {} ({})",
                 t(g.from),
                 t(g.to),
-                crate::text::format_secs((g.to - g.from).num_milliseconds() as f64 / 1000.0)
+                format_secs((g.to - g.from).num_milliseconds() as f64 / 1000.0)
             ),
         ));
     }
@@ -333,8 +335,8 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) {
                 out,
                 "  clock of {}: renewed_at − Last-Modified from {} to {} over {} version(s) (±1 s)",
                 c.holder,
-                crate::text::format_secs(c.min_s),
-                crate::text::format_secs(c.max_s),
+                format_secs(c.min_s),
+                format_secs(c.max_s),
                 c.samples
             );
         }
@@ -342,7 +344,7 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) {
 }
 
 /// The NDJSON form: one `event` line per event, then one `summary` line per prefix.
-pub fn ndjson(r: &Report, out: &mut impl std::io::Write) {
+pub(crate) fn ndjson(r: &Report, out: &mut impl std::io::Write) {
     #[derive(Serialize)]
     struct Line<'a> {
         #[serde(rename = "type")]

@@ -8,9 +8,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::audit::AuditEntry;
+use crate::bucket::LeaseConfig;
 use crate::bucket::Observed;
+use crate::snapshot::Delta;
 use crate::snapshot::{ExclusionReport, Snapshot};
+use crate::store::RequestCounts;
 use crate::takeover::Then;
+use crate::timeline::render::PrefixTimeline;
+use crate::writer::scan::PodSnapshot;
 
 /// Everything that can happen to the console.
 #[derive(Debug, Clone)]
@@ -21,17 +26,17 @@ pub enum Action {
     Snapshot(Box<Snapshot>),
     /// A refresh found that only these rows changed: the current snapshot
     /// takes them ([`crate::snapshot::Snapshot::apply_delta`]).
-    Rows(Box<crate::snapshot::Delta>),
+    Rows(Box<Delta>),
     /// A refresh ended at this time (reader's clock) and nothing had changed:
     /// the current snapshot stands.
     Unchanged(DateTime<Utc>),
     /// Request totals of the stores so far.
-    Counters(crate::store::RequestCounts),
+    Counters(RequestCounts),
     /// When the oldest reading of any row was taken (reader's clock; `None`:
     /// nothing read yet).
     OldestReading(Option<DateTime<Utc>>),
     /// A pod scan that found something new while no bucket lease changed.
-    Pod(Box<crate::writer::scan::PodSnapshot>),
+    Pod(Box<PodSnapshot>),
     /// Rows read so far by a gather still running (progressive discovery).
     Progress {
         /// The rows read so far (the pod section is not part of it).
@@ -127,7 +132,7 @@ pub enum Action {
         /// The prefix.
         prefix: String,
         /// What it read (what it could not read is in its `problems`).
-        timeline: Box<crate::timeline::render::PrefixTimeline>,
+        timeline: Box<PrefixTimeline>,
     },
     /// The terminal is now this size (columns, rows).
     Resize(u16, u16),
@@ -150,7 +155,7 @@ pub enum Action {
 impl Action {
     /// Whether the action is a key the operator pressed (which clears the
     /// last result from the status bar), not time, data or a result.
-    pub fn is_key(&self) -> bool {
+    pub(crate) fn is_key(&self) -> bool {
         matches!(
             self,
             Action::Up
@@ -212,7 +217,7 @@ pub enum WriteRequest {
         force: bool,
         /// The lease written: the console's TTL, exclusion mode and record
         /// format (`Settings::lease`).
-        lease: crate::bucket::LeaseConfig,
+        lease: LeaseConfig,
     },
     /// Release every held lease (before quitting).
     ReleaseHeld,

@@ -5,19 +5,19 @@
 use ratatui::layout::{Constraint, Layout, Rect};
 
 /// The header: mode, clocks, targets (2 lines).
-pub const HEADER: u16 = 2;
+pub(crate) const HEADER: u16 = 2;
 /// The status bar: message and key hints (2 lines).
-pub const STATUS: u16 = 2;
+pub(crate) const STATUS: u16 = 2;
 /// A table's borders and its header row.
-pub const TABLE_CHROME: u16 = 3;
+pub(crate) const TABLE_CHROME: u16 = 3;
 /// The pod view's line about the selected process (with its border).
-pub const POD_DUTY: u16 = 2;
+pub(crate) const POD_DUTY: u16 = 2;
 /// Error lines shown under the body, at most.
-pub const MAX_ERROR_LINES: u16 = 3;
+pub(crate) const MAX_ERROR_LINES: u16 = 3;
 
 /// The whole screen: header, body (the current view), errors, status bar.
 #[derive(Debug, Clone, Copy)]
-pub struct Screen {
+pub(crate) struct Screen {
     /// Mode, clocks, targets.
     pub header: Rect,
     /// The current view.
@@ -29,7 +29,7 @@ pub struct Screen {
 }
 
 /// Splits `area` with `errors` error lines to show.
-pub fn screen(area: Rect, errors: u16) -> Screen {
+pub(crate) fn screen(area: Rect, errors: u16) -> Screen {
     let [header, body, errors, status] = Layout::vertical([
         Constraint::Length(HEADER),
         Constraint::Min(3),
@@ -46,7 +46,7 @@ pub fn screen(area: Rect, errors: u16) -> Screen {
 }
 
 /// The leases view: the table, and under it the detail pane (`detail` high, 0 when closed).
-pub fn leases(body: Rect, detail: u16) -> (Rect, Rect) {
+pub(crate) fn leases(body: Rect, detail: u16) -> (Rect, Rect) {
     let [table, pane] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(detail)]).areas(body);
     (table, pane)
@@ -54,7 +54,7 @@ pub fn leases(body: Rect, detail: u16) -> (Rect, Rect) {
 
 /// The detail pane: the details and, on a screen at least 100 columns wide,
 /// the holder history beside them (under them otherwise: `None`).
-pub fn detail(pane: Rect) -> (Rect, Option<Rect>) {
+pub(crate) fn detail(pane: Rect) -> (Rect, Option<Rect>) {
     if pane.width >= 100 {
         let [d, h] = Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)])
             .areas(pane);
@@ -65,7 +65,7 @@ pub fn detail(pane: Rect) -> (Rect, Option<Rect>) {
 }
 
 /// The pod view: verdict box (`notices` lines inside borders), process table, duty line.
-pub fn pod(body: Rect, notices: u16) -> (Rect, Rect, Rect) {
+pub(crate) fn pod(body: Rect, notices: u16) -> (Rect, Rect, Rect) {
     let [verdicts, table, duty] = Layout::vertical([
         Constraint::Length(notices + 2),
         Constraint::Min(3),
@@ -76,7 +76,7 @@ pub fn pod(body: Rect, notices: u16) -> (Rect, Rect, Rect) {
 }
 
 /// Data rows that fit in a bordered table with a header row (at least 1).
-pub fn table_rows(table: Rect) -> usize {
+pub(crate) fn table_rows(table: Rect) -> usize {
     usize::from(table.height.saturating_sub(TABLE_CHROME).max(1))
 }
 

@@ -16,7 +16,7 @@
 
 pub mod action;
 pub mod app;
-pub mod layout;
+pub(crate) mod layout;
 pub mod ops;
 mod refresh;
 mod start;
@@ -33,14 +33,19 @@ use ratatui::backend::Backend;
 use ratatui::Terminal;
 use tokio::sync::mpsc;
 
+use crate::bucket::Exclusion;
 use crate::clock::SharedClock;
+use crate::runtime::Ended;
 use crate::snapshot::Gatherer;
+use crate::snapshot::Recipe;
 use crate::store::Counters;
+use crate::supervise::Signals;
 use crate::writer::scan::ScanOptions;
+use action::WriteRequest;
 use app::{Action, App};
 use refresh::spawn_refresher;
-pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
-pub use start::{ops_targets, start, Parts, Writes};
+pub use start::{ops_targets, start};
+pub(crate) use start::{Parts, Writes};
 
 /// Everything a console run needs (made by [`Parts::console`]). The
 /// settings live in `app.settings` alone: the refresher reads its refresh
@@ -84,7 +89,7 @@ pub struct Io<B: Backend, E> {
 /// the console are released before it returns.
 pub async fn run(console: Console) -> std::io::Result<()> {
     let terminal = ratatui::try_init()?;
-    let mut signals = crate::supervise::Signals::new();
+    let mut signals = Signals::new();
     let io = Io {
         terminal,
         events: EventStream::new(),
@@ -132,9 +137,9 @@ where
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The snapshot recipe's steps the refresher takes: the best-effort marks
     // and the pod scan (the console follows the audit log as it grows).
-    let recipe = crate::snapshot::Recipe {
+    let recipe = Recipe {
         pods: pod,
-        best_effort: app.settings.exclusion == crate::bucket::Exclusion::BestEffort,
+        best_effort: app.settings.exclusion == Exclusion::BestEffort,
         audit: None,
     };
     let (mut refresher, mut rx) = spawn_refresher(
@@ -184,13 +189,7 @@ where
             Some(a) = results.recv() => vec![a],
             // The refresher never ends by itself: if it did, it panicked (e.g.
             // inside the AWS SDK). Leave rather than show a frozen screen.
-            r = &mut refresher => break Err(std::io::Error::other(format!(
-                "the background refresh stopped: {}",
-                match r {
-                    crate::runtime::Ended::Failed(e) => e,
-                    _ => "it ended".into(),
-                }
-            ))),
+            r = &mut refresher => break Err(refresh_stopped(r)),
             // Signals end the console at once; held leases are released below.
             _ = &mut stop => break Ok(()),
         };
@@ -209,16 +208,7 @@ where
             focus.set(shown.clone());
             in_view = shown;
         }
-        for cmd in app.take_writes() {
-            match &commands {
-                Some(c) => {
-                    if c.send(cmd).await.is_err() {
-                        tracing::error!("the write task is gone");
-                    }
-                }
-                None => tracing::error!("write requested in watch mode: ignored"),
-            }
-        }
+        send_writes(&mut app, commands.as_ref()).await;
         if app.should_quit() {
             break Ok(());
         }
@@ -232,6 +222,34 @@ where
     }
     refresher.stop();
     result
+}
+
+/// Hands the writes the operator confirmed to the write task (none in
+/// watch mode: there is no write task, and the writes are logged and
+/// dropped).
+async fn send_writes(app: &mut App, commands: Option<&mpsc::Sender<WriteRequest>>) {
+    for cmd in app.take_writes() {
+        match commands {
+            Some(c) => {
+                if c.send(cmd).await.is_err() {
+                    tracing::error!("the write task is gone");
+                }
+            }
+            None => tracing::error!("write requested in watch mode: ignored"),
+        }
+    }
+}
+
+/// The error the console ends with when its refresher ended (it never ends
+/// by itself: it panicked).
+fn refresh_stopped<T>(r: Ended<T>) -> std::io::Error {
+    std::io::Error::other(format!(
+        "the background refresh stopped: {}",
+        match r {
+            Ended::Failed(e) => e,
+            _ => "it ended".into(),
+        }
+    ))
 }
 
 /// A backend's error as an `io::Error` (crossterm's already is one, and is

@@ -14,11 +14,17 @@ use tokio::sync::mpsc;
 use super::action::{Action, WriteRequest};
 use crate::audit::{AuditLog, AuditTarget};
 use crate::bucket::probe::probe_scratch;
+use crate::bucket::probe::scratch_key;
+use crate::bucket::CONDITIONAL_SWITCH;
 use crate::bucket::{lease_key, KeepAlive};
 use crate::clock::SharedClock;
 use crate::snapshot::ExclusionReport;
+use crate::store::ObjectRead;
 use crate::store::ObjectStore;
 use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
+use crate::target::encode_path;
+use crate::text::sanitize;
+use crate::timeline::read::{audit_entries, Reading};
 
 /// One target as the write side sees it.
 #[derive(Clone)]
@@ -112,11 +118,7 @@ impl Ops {
                 WriteRequest::ReleaseHeld => {
                     let mut lines = Vec::new();
                     for (key, keep) in std::mem::take(&mut held) {
-                        let line = format!(
-                            "{}: {}",
-                            crate::text::sanitize(&key),
-                            keep.stop_and_release().await
-                        );
+                        let line = format!("{}: {}", sanitize(&key), keep.stop_and_release().await);
                         tracing::info!("{line}");
                         lines.push(line);
                     }
@@ -134,7 +136,7 @@ impl Ops {
     /// removed) and says what it found; `None` for a target that is not there.
     async fn probe(&self, target: usize) -> Option<Action> {
         let t = self.targets.get(target)?;
-        let key = crate::bucket::probe::scratch_key(&t.root);
+        let key = scratch_key(&t.root);
         let probed = probe_scratch(t.store.as_ref(), &key, self.clock.as_ref()).await;
         let (result, text) = match probed {
             Ok(r) => match (r.ignored_header(), r.unsupported()) {
@@ -227,10 +229,10 @@ impl Ops {
 }
 
 /// The GETs of versions in flight at once while the timeline pane reads.
-pub const TIMELINE_CONCURRENCY: usize = 32;
+pub(crate) const TIMELINE_CONCURRENCY: usize = 32;
 
 /// How far back the console's timeline pane reads the versions.
-pub const TIMELINE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+pub(crate) const TIMELINE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Reads the timeline of `prefix` on `t` over the last [`TIMELINE_WINDOW`]
 /// (every version of its LEASE object, and the audit log at
@@ -246,9 +248,7 @@ async fn read_timeline(
 ) {
     use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
     let (entries, audit_problems) =
-        match tokio::task::spawn_blocking(move || crate::timeline::read::audit_entries(&[audit]))
-            .await
-        {
+        match tokio::task::spawn_blocking(move || audit_entries(&[audit])).await {
             Ok(read) => read,
             Err(e) => (
                 Vec::new(),
@@ -256,7 +256,7 @@ async fn read_timeline(
             ),
         };
     let to = clock.wall();
-    let store: &dyn crate::store::ObjectRead = t.store.as_ref();
+    let store: &dyn ObjectRead = t.store.as_ref();
     let timeline = prefix_timeline(
         Ok(store),
         &Subject {
@@ -274,7 +274,7 @@ async fn read_timeline(
             audit_problems: &audit_problems,
             // Every version read, as `leasectl timeline` reads them, fewer at
             // once: the console's refreshes go on beside it.
-            reading: crate::timeline::read::Reading {
+            reading: Reading {
                 concurrency: TIMELINE_CONCURRENCY,
                 ..Default::default()
             },
@@ -304,7 +304,7 @@ fn audit_target(t: &OpsTarget, key: &str, prefix: &str) -> AuditTarget {
         url: format!(
             "{}{}",
             t.url,
-            crate::target::encode_path(prefix.strip_prefix(t.root.as_str()).unwrap_or(prefix))
+            encode_path(prefix.strip_prefix(t.root.as_str()).unwrap_or(prefix))
         ),
     }
 }
@@ -327,7 +327,7 @@ async fn race_report(
                 format!(
                     "{url}: not atomic — {f}: a lease there excludes nobody; only best-effort \
                      mode ({}) can run",
-                    crate::bucket::CONDITIONAL_SWITCH
+                    CONDITIONAL_SWITCH
                 ),
             ),
             None => (

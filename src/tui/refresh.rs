@@ -9,15 +9,18 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::app::Action;
+use super::action::Action;
+use crate::audit::{AuditEntry, AuditTail};
 use crate::clock::SharedClock;
+use crate::runtime::{spawn, RuntimeThread};
 use crate::snapshot::{Delta, Gatherer, Progress, Recipe, Refresh, Snapshot};
 use crate::store::Counters;
+use crate::store::RequestCounts;
 use crate::writer::scan::PodSnapshot;
 
 /// What one background refresh produced.
 #[derive(Debug, Clone)]
-pub struct Gathered {
+pub(crate) struct Gathered {
     /// The snapshot; its `pod` section is empty when the scan failed or is off.
     /// `None` when no more than rows changed since the last one (the
     /// console keeps it and judges it again as the clock moves).
@@ -28,16 +31,16 @@ pub struct Gathered {
     /// When the gather ended (reader's clock).
     pub at: chrono::DateTime<chrono::Utc>,
     /// Why the pod scan failed, if it did.
-    pub pod_error: Option<String>,
+    pub(crate) pod_error: Option<String>,
     /// Request totals of the stores so far.
-    pub counters: crate::store::RequestCounts,
+    pub counters: RequestCounts,
     /// Recent audit entries, if an audit log is known.
-    pub audit: Option<Vec<crate::audit::AuditEntry>>,
+    pub audit: Option<Vec<AuditEntry>>,
     /// Set on a report of a gather still running: (LEASEs read, prefixes
     /// known, listing complete).
-    pub progress: Option<(usize, usize, bool)>,
+    pub(crate) progress: Option<(usize, usize, bool)>,
     /// When the oldest reading of any row was taken (reader's clock).
-    pub oldest_reading: Option<chrono::DateTime<chrono::Utc>>,
+    pub(crate) oldest_reading: Option<chrono::DateTime<chrono::Utc>>,
     /// A pod scan that differs from the last one, when `snapshot` is `None`
     /// (with a snapshot, the scan is its `pod` section).
     pub pod: Option<crate::writer::scan::PodSnapshot>,
@@ -45,7 +48,7 @@ pub struct Gathered {
 
 impl Gathered {
     /// The actions that apply this refresh to the console, in order.
-    pub fn into_actions(self) -> Vec<Action> {
+    pub(crate) fn into_actions(self) -> Vec<Action> {
         if let Some((read, known, listed)) = self.progress {
             let mut v = vec![Action::Counters(self.counters)];
             v.extend(self.snapshot.map(|s| Action::Progress {
@@ -74,7 +77,7 @@ impl Gathered {
 
 /// How often the pod is scanned while the pod view is not on screen (its
 /// verdicts still reach the leases view's operator within this).
-pub const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
+pub(crate) const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
 
 /// The pod scan's cadence and last result, kept by the refresher; the scan
 /// itself is the snapshot recipe's.
@@ -89,12 +92,7 @@ struct PodScans {
 /// The audit log's entries after reading only what was appended since the
 /// last refresh (each bad line is warned about once), on a blocking thread;
 /// the tail comes back for the next refresh. `None` without an audit log.
-async fn poll_audit(
-    tail: Option<crate::audit::AuditTail>,
-) -> Option<(
-    crate::audit::AuditTail,
-    Option<Vec<crate::audit::AuditEntry>>,
-)> {
+async fn poll_audit(tail: Option<AuditTail>) -> Option<(AuditTail, Option<Vec<AuditEntry>>)> {
     let mut tail = tail?;
     let path = tail.path().to_owned();
     match tokio::task::spawn_blocking(move || {
@@ -105,7 +103,7 @@ async fn poll_audit(
     .await
     {
         Ok((tail, v)) => Some((tail, v)),
-        Err(_) => Some((crate::audit::AuditTail::new(path, 200), None)),
+        Err(_) => Some((AuditTail::new(path, 200), None)),
     }
 }
 
@@ -210,7 +208,7 @@ async fn gather_once(
     pod: &mut PodScans,
     pod_visible: bool,
     counters: &Counters,
-    audit_tail: &mut Option<crate::audit::AuditTail>,
+    audit_tail: &mut Option<AuditTail>,
     progress: &mpsc::Sender<Gathered>,
 ) -> Gathered {
     let due = pod.due(pod_visible);
@@ -264,11 +262,11 @@ pub(super) fn spawn_refresher(
     counters: Arc<Counters>,
     audit_path: Option<PathBuf>,
     visible: Arc<std::sync::atomic::AtomicBool>,
-) -> std::io::Result<(crate::runtime::RuntimeThread<()>, mpsc::Receiver<Gathered>)> {
+) -> std::io::Result<(RuntimeThread<()>, mpsc::Receiver<Gathered>)> {
     let (tx, rx) = mpsc::channel::<Gathered>(4);
-    let mut audit_tail = audit_path.map(|p| crate::audit::AuditTail::new(p, 200));
+    let mut audit_tail = audit_path.map(|p| AuditTail::new(p, 200));
     let mut pod = PodScans { recipe, last: None };
-    let task = crate::runtime::spawn("leasectl-refresh", async move {
+    let task = spawn("leasectl-refresh", async move {
         loop {
             let shown = visible.load(std::sync::atomic::Ordering::Relaxed);
             let g = gather_once(

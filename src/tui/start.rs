@@ -52,7 +52,7 @@ pub struct Parts {
 /// The write side a front end hands the console in OPS mode.
 pub struct Writes {
     /// The stores of `Parts::open`, writable, in the same order.
-    pub stores: Vec<Arc<dyn ObjectStore>>,
+    pub(crate) stores: Vec<Arc<dyn ObjectStore>>,
     /// The audit log takeovers write to (at `settings.audit_path`).
     pub audit: AuditLog,
 }

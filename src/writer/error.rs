@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{sanitize, ENABLE};
+use crate::text::sanitize_cut;
 
 /// A pid and command line of a process found holding a lock file, for error
 /// messages. The command is already escaped for terminal display.
@@ -20,7 +21,7 @@ pub struct HolderDesc {
 pub enum WriterError {
     /// `CLOUD_WRITER_LEASE` has a value that is neither true nor false. The
     /// value is carried raw and escaped when displayed.
-    #[error("{ENABLE} has the invalid value \"{}\"; use one of 1 t T TRUE true True (on) or 0 f F FALSE false False (off), or leave it unset", crate::text::sanitize_cut(.0, 64))]
+    #[error("{ENABLE} has the invalid value \"{}\"; use one of 1 t T TRUE true True (on) or 0 f F FALSE false False (off), or leave it unset", sanitize_cut(.0, 64))]
     InvalidEnable(String),
 
     /// The lock stayed held for the whole wait: fail closed. `holders` lists

@@ -43,7 +43,11 @@ use crate::supervise;
 /// [`WriterError::Timeout`] (fail closed), [`WriterError::Spawn`] when the
 /// command cannot be run, and I/O errors of the lock. See
 /// [`WriterError::exit_code`] for the exit code to use.
-pub fn writer_exec(data_dir: &Path, wait: Duration, cmd: &[OsString]) -> Result<Exit, WriterError> {
+pub(crate) fn writer_exec(
+    data_dir: &Path,
+    wait: Duration,
+    cmd: &[OsString],
+) -> Result<Exit, WriterError> {
     let (program, args) = cmd.split_first().ok_or(WriterError::NoCommand)?;
     let parent = nix::unistd::getppid().as_raw() as u32;
     let (duty, sentence) = assess(real_getenv, parent)?;

@@ -10,21 +10,23 @@ use nix::fcntl::{Flock, FlockArg};
 
 use super::scan::orphaned_holders;
 use super::{assess, Duty, WriterError, HELD, LOCK_NAME};
+use crate::logfile::{sole_regular_file, NotSole};
+use crate::text::sanitize;
 
 /// How often [`acquire`] retries a non-blocking flock: 100 ms.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The held writer lock. Dropping it releases the lock (the descriptor is
 /// closed); [`WriterLock::release`] does the same and reports errors.
 #[derive(Debug)]
-pub struct WriterLock {
+pub(crate) struct WriterLock {
     path: PathBuf,
     lock: Flock<File>,
 }
 
 impl WriterLock {
     /// The lock file path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -33,7 +35,7 @@ impl WriterLock {
     /// # Errors
     /// [`WriterError::Flock`] if `flock(LOCK_UN)` fails (the descriptor is
     /// closed anyway, which also releases the lock).
-    pub fn release(self) -> Result<(), WriterError> {
+    pub(crate) fn release(self) -> Result<(), WriterError> {
         let path = self.path;
         match self.lock.unlock() {
             Ok(_file) => Ok(()),
@@ -47,11 +49,11 @@ impl WriterLock {
 
 /// How often [`acquire`] looks again while a holder of a deleted lock file
 /// keeps it out: 1 s (each look reads every process's descriptors in `/proc`).
-pub const ORPHAN_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const ORPHAN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How many times in a row [`acquire`] reopens a lock file that was removed
 /// or replaced just as it was locked before it gives up: 20.
-pub const MAX_REPLACED: u32 = 20;
+pub(crate) const MAX_REPLACED: u32 = 20;
 
 /// Takes the exclusive writer lock of `data_dir`.
 ///
@@ -88,7 +90,7 @@ pub const MAX_REPLACED: u32 = 20;
 /// - [`WriterError::LockFileUnstable`] when the file was replaced just as it
 ///   was locked [`MAX_REPLACED`] times in a row.
 /// - [`WriterError::Open`] / [`WriterError::Flock`] on I/O errors.
-pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterError> {
+pub(crate) fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterError> {
     let path = data_dir.join(LOCK_NAME);
     let start = Instant::now();
     let mut file = open_lock_file(&path)?;
@@ -118,7 +120,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                     if let Some(why) = &found.unknown {
                         tracing::warn!(
                             "{why}: whether a process there still holds a flock on a deleted {LOCK_NAME} of {} is unknown (see docs/writer-leases.md, \"What the pod view cannot know\")",
-                            crate::text::sanitize(&data_dir.to_string_lossy())
+                            sanitize(&data_dir.to_string_lossy())
                         );
                     }
                     return Ok(WriterLock { path, lock });
@@ -187,7 +189,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
 /// # Errors
 /// [`WriterError::LockFileRefused`] with the sentence saying what the file is
 /// and what to do; [`WriterError::Open`] on other I/O errors.
-pub fn open_lock_file(path: &Path) -> Result<File, WriterError> {
+pub(crate) fn open_lock_file(path: &Path) -> Result<File, WriterError> {
     if let Ok(md) = std::fs::symlink_metadata(path) {
         refuse_unless_lock_file(path, &md)?;
     }
@@ -241,15 +243,15 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
     let ft = md.file_type();
     if ft.is_symlink() {
         let to = std::fs::read_link(path)
-            .map(|t| format!(" to \"{}\"", crate::text::sanitize(&t.to_string_lossy())))
+            .map(|t| format!(" to \"{}\"", sanitize(&t.to_string_lossy())))
             .unwrap_or_default();
         return refuse(format!(
             "it is a symbolic link{to}, and the writer lock file must be a regular file (following the link would create and lock whatever it names, as this user). Remove the link; writer exec then creates a regular lock file"
         ));
     }
     // The rule every file leasectl appends to or locks by name keeps.
-    let sole = crate::logfile::sole_regular_file(md);
-    if let Err(crate::logfile::NotSole::NotRegular(ft)) = sole {
+    let sole = sole_regular_file(md);
+    if let Err(NotSole::NotRegular(ft)) = sole {
         let what = super::not_regular(&ft).unwrap_or("not a regular file");
         return refuse(format!(
             "it is {what}, not a regular file. Move it away; writer exec then creates a regular lock file"
@@ -262,7 +264,7 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
             md.uid()
         ));
     }
-    if let Err(crate::logfile::NotSole::Links(n)) = sole {
+    if let Err(NotSole::Links(n)) = sole {
         return refuse(format!(
             "it has {n} hard links, so it is also another file, and the writer lock file has one name only. Check what else it is; if no process holds it, remove it and writer exec creates it afresh"
         ));
@@ -275,7 +277,7 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
 ///
 /// # Errors
 /// [`WriterError::Open`] when either cannot be examined for another reason.
-pub fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> {
+pub(crate) fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> {
     use std::os::unix::fs::MetadataExt;
     let ours = file.metadata().map_err(|source| WriterError::Open {
         path: path.to_path_buf(),
@@ -293,7 +295,8 @@ pub fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> {
 
 /// The release handle [`hold`] always returns.
 #[derive(Debug)]
-pub struct Hold {
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) struct Hold {
     duty: Duty,
     sentence: String,
     lock: Option<WriterLock>,
@@ -301,17 +304,20 @@ pub struct Hold {
 
 impl Hold {
     /// The duty that was assessed.
-    pub fn duty(&self) -> Duty {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn duty(&self) -> Duty {
         self.duty
     }
 
     /// The sentence explaining the duty (already logged by [`hold`]).
-    pub fn sentence(&self) -> &str {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn sentence(&self) -> &str {
         &self.sentence
     }
 
     /// The held lock, when the duty was Take.
-    pub fn lock(&self) -> Option<&WriterLock> {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn lock(&self) -> Option<&WriterLock> {
         self.lock.as_ref()
     }
 
@@ -321,7 +327,8 @@ impl Hold {
     ///
     /// # Errors
     /// As [`WriterLock::release`].
-    pub fn release(self) -> Result<(), WriterError> {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn release(self) -> Result<(), WriterError> {
         match self.lock {
             Some(lock) => lock.release(),
             None => Ok(()),
@@ -342,7 +349,8 @@ impl Hold {
 /// # Errors
 /// [`WriterError::InvalidEnable`] for an invalid `CLOUD_WRITER_LEASE`, and
 /// the errors of [`acquire`].
-pub fn hold(data_dir: &Path, timeout: Duration) -> Result<Hold, WriterError> {
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) fn hold(data_dir: &Path, timeout: Duration) -> Result<Hold, WriterError> {
     let parent = nix::unistd::getppid().as_raw() as u32;
     let (duty, sentence) = assess(real_getenv, parent)?;
     tracing::info!(duty = %duty, "{sentence}");

@@ -11,9 +11,9 @@
 //! Rules come from docs/writer-leases.md (ARCHITECTURE.md maps them), and the
 //! `writerlease` seed specification (`writerlease-package.txt`).
 
-pub mod error;
-pub mod exec;
-pub mod flock;
+pub(crate) mod error;
+pub(crate) mod exec;
+pub(crate) mod flock;
 pub mod scan;
 
 use std::fmt;
@@ -31,11 +31,12 @@ pub const ENABLE: &str = "CLOUD_WRITER_LEASE";
 pub const HELD: &str = "CLOUD_WRITER_LEASE_HELD";
 
 /// File name of the flock anchor inside a data directory. Always zero length.
-pub const LOCK_NAME: &str = ".writer.lock";
+pub(crate) const LOCK_NAME: &str = ".writer.lock";
 
 /// How long a pod root waits for the previous holder (normally the previous pod
 /// generation) to let go before failing closed: 90 seconds.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(90);
+#[allow(dead_code)] // nothing uses it (issue 49 §3)
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(90);
 
 /// What one process must do about the pod's writer lease.
 ///
@@ -121,11 +122,11 @@ pub fn assess(
             let why = match enable_raw.as_deref() {
                 None => format!("{ENABLE} is unset"),
                 Some("") => format!("{ENABLE} is empty"),
-                Some(v) => format!("{ENABLE}={}", crate::text::sanitize_cut(v, 64)),
+                Some(v) => format!("{ENABLE}={}", sanitize_cut(v, 64)),
             };
             let stamp_note = match stamp.as_deref() {
                 Some(s) if !s.is_empty() => {
-                    format!(" (the stamp {HELD}={} is irrelevant)", crate::text::sanitize_cut(s, 64))
+                    format!(" (the stamp {HELD}={} is irrelevant)", sanitize_cut(s, 64))
                 }
                 _ => String::new(),
             };
@@ -174,7 +175,7 @@ pub(crate) fn stamp_verdict(stamp: Option<&str>, parent_pid: u32) -> StampVerdic
     match stamp_pid(raw) {
         None => StampVerdict::Ignored(format!(
             "the stamp {HELD}=\"{}\" was ignored because it is not a pid",
-            crate::text::sanitize_cut(raw, 64)
+            sanitize_cut(raw, 64)
         )),
         Some(0) => StampVerdict::Ignored(format!(
             "the stamp {HELD}=0 was ignored because pid 0 never holds the lock"
@@ -195,9 +196,10 @@ pub(crate) fn stamp_pid(raw: &str) -> Option<u32> {
 }
 
 pub use crate::text::sanitize;
+use crate::text::sanitize_cut;
 
 /// What a file type is when it is not a regular file.
-pub fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
+pub(crate) fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
     if t.is_file() {
         None

@@ -240,12 +240,14 @@ impl BucketLease {
             });
             check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
             let Step::Write(cond, acquired_at, generation) = decide(
-                &key,
-                &observed,
-                owner,
-                instance_id,
-                now,
-                mono,
+                Reading {
+                    key: &key,
+                    observed: &observed,
+                    owner,
+                    instance_id,
+                    now,
+                    mono,
+                },
                 &config,
                 watch,
             )?;
@@ -451,18 +453,36 @@ async fn refuse_unusable_etag(
     })
 }
 
-/// The acquire decision for one observation (pure apart from the watch).
-#[allow(clippy::too_many_arguments)]
+/// One reading of the LEASE, as [`decide`] weighs it.
+pub(super) struct Reading<'a> {
+    /// The LEASE's key.
+    pub(super) key: &'a str,
+    /// What was read.
+    pub(super) observed: &'a Observed,
+    /// Whose the record is ([`whose`]).
+    pub(super) owner: Whose,
+    /// This holder's instance id.
+    pub(super) instance_id: &'a str,
+    /// The wall clock at the reading.
+    pub(super) now: DateTime<Utc>,
+    /// The monotonic clock at the reading (the watch of a suspect record).
+    pub(super) mono: Duration,
+}
+
+/// The acquire decision for one reading (pure apart from the watch).
 pub(super) fn decide(
-    key: &str,
-    observed: &Observed,
-    owner: Whose,
-    instance_id: &str,
-    now: DateTime<Utc>,
-    mono: Duration,
+    reading: Reading<'_>,
     config: &LeaseConfig,
     watch: &mut LeaseWatch,
 ) -> Result<Step, LeaseError> {
+    let Reading {
+        key,
+        observed,
+        owner,
+        instance_id,
+        now,
+        mono,
+    } = reading;
     let format = config.record_format;
     // Creating on an absent key: no generation to count from, the clock's.
     let create = || Step::Write(PutCondition::IfNoneMatch, now, format.generation(None, now));

@@ -302,7 +302,7 @@ impl BucketLease {
     /// renewal, on both the boot-time and the wall clock, and closed when the
     /// wall clock was stepped since (see [`super::fence`]). Closed for good once
     /// lost or released.
-    pub fn fence_status(&self) -> FenceStatus {
+    pub(crate) fn fence_status(&self) -> FenceStatus {
         #[cfg(feature = "sim")]
         if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
             return FenceStatus::Open(Duration::from_secs(1));
@@ -319,7 +319,8 @@ impl BucketLease {
     }
 
     /// Time left before the fence closes (zero once closed or not yet open).
-    pub fn fence_remaining(&self) -> Duration {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn fence_remaining(&self) -> Duration {
         match self.fence_status() {
             FenceStatus::Open(d) => d,
             _ => Duration::ZERO,
@@ -330,7 +331,8 @@ impl BucketLease {
     /// minus this clock), from the `Date` of the service's latest answer;
     /// `None` where the store has no clock of its own (a local directory) or
     /// has not answered yet.
-    pub fn server_offset_s(&self) -> Option<f64> {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn server_offset_s(&self) -> Option<f64> {
         self.server_offset().map(|o| o.against(self.clock.as_ref()))
     }
 
@@ -370,12 +372,12 @@ impl BucketLease {
     }
 
     /// True once the lease is known lost (or released).
-    pub fn is_lost(&self) -> bool {
+    pub(crate) fn is_lost(&self) -> bool {
         self.lost
     }
 
     /// How long to wait between renewals: a third of the TTL.
-    pub fn renew_interval(&self) -> Duration {
+    pub(crate) fn renew_interval(&self) -> Duration {
         self.config.ttl() / 3
     }
 }

@@ -1,6 +1,6 @@
 use chrono::{DateTime, Utc};
 
-use super::acquire::{decide, Step};
+use super::acquire::{decide, Reading, Step};
 use super::*;
 
 fn observed(r: &LeaseRecord) -> Observed {
@@ -25,12 +25,14 @@ fn record(id: &str, renewed_ago_s: i64, now: DateTime<Utc>) -> LeaseRecord {
 
 fn run(o: &Observed, owner: Whose, now: DateTime<Utc>) -> Result<Step, LeaseError> {
     decide(
-        "db/LEASE",
-        o,
-        owner,
-        "me",
-        now,
-        Duration::ZERO,
+        Reading {
+            key: "db/LEASE",
+            observed: o,
+            owner,
+            instance_id: "me",
+            now,
+            mono: Duration::ZERO,
+        },
         &LeaseConfig::default(),
         &mut LeaseWatch::new(),
     )

@@ -30,7 +30,7 @@ use crate::store::{Capabilities, DeleteSupport, EtagForm, ObjectStore, PutCondit
 /// What the service did with one precondition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Honoured {
+pub(crate) enum Honoured {
     /// Did what S3 does.
     Yes,
     /// Accepted a request it should have refused: the precondition was ignored.
@@ -153,27 +153,27 @@ impl Step {
 
 /// The probe's findings.
 #[derive(Debug, Clone, Serialize)]
-pub struct PreconditionReport {
+pub(crate) struct PreconditionReport {
     /// `If-None-Match: *` on an absent key accepted (only from the full probe);
     /// `Ignored` here means it was refused.
-    pub create_absent: Option<Honoured>,
+    pub(crate) create_absent: Option<Honoured>,
     /// `If-None-Match: *` over an existing key.
-    pub if_none_match: Honoured,
+    pub(crate) if_none_match: Honoured,
     /// `If-Match` with a made-up ETag.
-    pub if_match: Honoured,
+    pub(crate) if_match: Honoured,
     /// `If-Match` with the current ETag accepted (in one form or the other);
     /// `Ignored` here means it was refused in both forms. Only from the full probe.
-    pub if_match_current: Option<Honoured>,
+    pub(crate) if_match_current: Option<Honoured>,
     /// `If-Match` on an absent key refused with nothing created (only from the full probe).
-    pub if_match_absent: Option<Honoured>,
+    pub(crate) if_match_absent: Option<Honoured>,
     /// `DELETE` with `If-Match` on a made-up ETag (only from the full probe).
-    pub conditional_delete: Option<Honoured>,
+    pub(crate) conditional_delete: Option<Honoured>,
     /// Why the ETags this service returns cannot be sent in `If-Match`
     /// (`empty`, `not a plain token`), when they cannot: then no lease there
     /// can exclude anyone ([`crate::store::unusable_etag`]).
-    pub etag_unusable: Option<&'static str>,
+    pub(crate) etag_unusable: Option<&'static str>,
     /// The ETag form `If-Match` is sent with from now on.
-    pub etag_form: EtagForm,
+    pub(crate) etag_form: EtagForm,
     /// How a lease is released on this service: `conditional_delete` or `read_check_delete`.
     pub release: &'static str,
     /// Every step, in order (empty for the check at acquire).
@@ -185,13 +185,13 @@ pub struct PreconditionReport {
 impl PreconditionReport {
     /// True when a lease on this service excludes a second writer (perhaps
     /// after adaptations, see [`PreconditionReport::adaptations`]).
-    pub fn conditional(&self) -> bool {
+    pub(crate) fn conditional(&self) -> bool {
         self.ignored_header().is_none() && self.unsupported().is_none()
     }
 
     /// The first precondition the service ignores or cannot evaluate such that
     /// no lease there can exclude anyone, if any.
-    pub fn ignored_header(&self) -> Option<&'static str> {
+    pub(crate) fn ignored_header(&self) -> Option<&'static str> {
         if self.etag_unusable.is_some() {
             Some("If-Match (the ETags it returns cannot be sent in it)")
         } else if self.if_none_match == Honoured::Ignored {
@@ -210,7 +210,7 @@ impl PreconditionReport {
     }
 
     /// The first precondition the service refuses to evaluate (400/501), if any.
-    pub fn unsupported(&self) -> Option<&'static str> {
+    pub(crate) fn unsupported(&self) -> Option<&'static str> {
         if self.if_none_match == Honoured::Unsupported {
             Some("If-None-Match")
         } else if self.if_match == Honoured::Unsupported
@@ -224,7 +224,7 @@ impl PreconditionReport {
     }
 
     /// What leasectl does differently on this service, one sentence each.
-    pub fn adaptations(&self) -> Vec<String> {
+    pub(crate) fn adaptations(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.etag_form == EtagForm::Unquoted {
             out.push(
@@ -245,7 +245,7 @@ impl PreconditionReport {
 
 /// A new scratch key for a probe next to `prefix`:
 /// `{prefix}.leasectl-probe/{random id}` (discovery never lists it as a prefix).
-pub fn scratch_key(prefix: &str) -> String {
+pub(crate) fn scratch_key(prefix: &str) -> String {
     format!(
         "{prefix}.leasectl-probe/{}",
         super::record::new_instance_id()
@@ -256,7 +256,7 @@ pub fn scratch_key(prefix: &str) -> String {
 static FORM_CHANGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A made-up ETag no real object has.
-pub const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
+pub(crate) const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
 
 /// Scratch keys this old are left over from interrupted probes and are removed.
 pub const SWEEP_AFTER: std::time::Duration = std::time::Duration::from_secs(10 * 60);
@@ -278,7 +278,7 @@ fn outcome(r: Result<Option<String>, StoreError>) -> Result<Honoured, StoreError
 /// `body`, so a service that ignores the header leaves the content unchanged.
 ///
 /// Errors: any store failure other than the expected refusals.
-pub async fn check_writes(
+pub(crate) async fn check_writes(
     store: &dyn ObjectStore,
     key: &str,
     body: &[u8],
@@ -329,7 +329,7 @@ fn release_word(d: DeleteSupport) -> &'static str {
 /// bare form is not adaptable. `clock` stamps the scratch body.
 ///
 /// Errors: [`StoreError`] from the check (the store is left as it was).
-pub async fn adapt_etag_form(
+pub(crate) async fn adapt_etag_form(
     store: &dyn ObjectStore,
     scratch: &str,
     clock: &dyn Clock,
@@ -408,7 +408,7 @@ pub async fn adapt_etag_form(
 ///
 /// Errors: store failures; the capability then stays unknown (a release then
 /// reads and checks before deleting).
-pub async fn learn_delete(
+pub(crate) async fn learn_delete(
     store: &dyn ObjectStore,
     scratch: &str,
     clock: &dyn Clock,
@@ -583,7 +583,7 @@ pub struct Swept {
     pub removed: Vec<String>,
     /// Why old scratch keys may be left (a sentence safe to print): the
     /// listing could not be made, or it goes on past its first page.
-    pub unswept: Option<String>,
+    pub(crate) unswept: Option<String>,
 }
 
 /// Removes the scratch keys directly under `dir` (a `.leasectl-probe/`
@@ -657,7 +657,7 @@ pub async fn sweep(
 /// the scratch bodies and dates the sweep.
 ///
 /// Errors: store failures (403 → `AccessDenied`: the credentials may not write there).
-pub async fn probe_scratch(
+pub(crate) async fn probe_scratch(
     store: &dyn ObjectStore,
     key: &str,
     clock: &dyn Clock,

@@ -43,7 +43,8 @@ use crate::store::{Counters, Counting, ObjectStore, ReadOnly};
 use crate::target::{Connector, Target};
 
 use super::family::SortedFamily;
-use super::prometheus::{Exposition, Metrics};
+pub use super::prometheus::Exposition;
+use super::prometheus::Metrics;
 pub use allow::AllowList;
 pub use cache::{Bounds, CacheStats, CheckOut, Forgot, StateCache, Weigh};
 pub use request::{parse_query, probe_timeout, ProbeParams, SCRAPE_TIMEOUT_HEADER};

@@ -35,9 +35,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use super::delta::{Delta, RowUpdate};
+use super::model::{PrefixReport, Snapshot, TargetReport};
+use super::takeovers::LastTakeover;
 use crate::audit::AuditEntry;
 use crate::bucket::LeaseState;
-use crate::snapshot::{Delta, PrefixReport, RowUpdate, Snapshot, TargetReport};
 use crate::text::sanitize;
 
 /// How a holder change came about (module docs).
@@ -73,7 +75,7 @@ pub enum ChangeKind {
 /// The kinds that count as a holder change (a new holder was seen), in the
 /// order of [`PrefixHistory::count_by`]: the values of
 /// `leasectl_lease_holder_changes_total`'s `how` label.
-pub const COUNTED: [ChangeKind; 5] = [
+pub(crate) const COUNTED: [ChangeKind; 5] = [
     ChangeKind::Takeover,
     ChangeKind::Handover,
     ChangeKind::Expiry,
@@ -122,21 +124,21 @@ pub struct HolderChange {
     /// `None` when there is no readable holder (released, malformed).
     pub holder: Option<String>,
     /// The previous holder, escaped; `None` when there was none.
-    pub previous: Option<String>,
+    pub(crate) previous: Option<String>,
     /// For a takeover: `operator — reason` from the audit entry, escaped.
     pub audit: Option<String>,
     /// The new record's generation (`None`: unknown, or no record).
     pub generation: Option<u64>,
     /// The previous record's generation (`None`: unknown, or no record).
-    pub previous_generation: Option<u64>,
+    pub(crate) previous_generation: Option<u64>,
     /// The new holder's instance id as read (unescaped: for JSON, which
     /// escapes it itself).
-    pub holder_id: Option<Arc<str>>,
+    pub(crate) holder_id: Option<Arc<str>>,
     /// The previous holder's instance id as read (unescaped).
-    pub previous_id: Option<Arc<str>>,
+    pub(crate) previous_id: Option<Arc<str>>,
     /// For a takeover or hand-over: the audit log's entry of it (boxed:
     /// most changes have none).
-    pub takeover: Option<Box<crate::snapshot::LastTakeover>>,
+    pub takeover: Option<Box<LastTakeover>>,
 }
 
 impl HolderChange {
@@ -150,7 +152,7 @@ impl HolderChange {
     /// first sighting); to no holder, `generation 7 → 8, released` (a
     /// released record keeps its generation) or `generation 7, no record
     /// now` (the LEASE deleted); `None` when neither record has a generation.
-    pub fn generation_text(&self) -> Option<String> {
+    pub(crate) fn generation_text(&self) -> Option<String> {
         let g = |g: Option<u64>| g.map_or_else(|| "-".to_owned(), |g| g.to_string());
         match (self.kind, self.previous_generation, self.generation) {
             (_, None, None) => None,
@@ -201,7 +203,7 @@ pub struct PrefixHistory {
     /// never decreases when old changes are dropped.
     pub count: u64,
     /// [`PrefixHistory::count`] by kind, in the order of [`COUNTED`].
-    pub count_by: [u64; COUNTED.len()],
+    pub(crate) count_by: [u64; COUNTED.len()],
     last: Option<Seen>,
 }
 
@@ -209,7 +211,7 @@ impl PrefixHistory {
     /// Whether the prefix had a holder at its last observation, and since
     /// when (UTC, this reader's clock) that holder — or the lack of one — was
     /// first seen in this session; `None` before any observation.
-    pub fn current_since(&self) -> Option<(bool, DateTime<Utc>)> {
+    pub(crate) fn current_since(&self) -> Option<(bool, DateTime<Utc>)> {
         self.last.as_ref().map(|s| (s.holder.is_some(), s.since))
     }
 }
@@ -251,7 +253,7 @@ pub(crate) fn compact_grown<K: Ord, V>(map: &mut BTreeMap<K, V>, before: usize) 
 
 /// `(target URL, prefix)`, both as in the snapshot (unescaped). The URL is
 /// shared by every prefix of its target.
-pub type PrefixKey = (Arc<str>, String);
+pub(crate) type PrefixKey = (Arc<str>, String);
 
 /// The session's holder changes, per prefix.
 #[derive(Debug, Clone, Default)]
@@ -330,7 +332,7 @@ impl History {
     /// [`History::observe`], returning the changes it recorded (first
     /// sightings left out), in the order of the snapshot's rows: what
     /// `--watch` writes as `holder_change` lines.
-    pub fn observe_changes(
+    pub(crate) fn observe_changes(
         &mut self,
         snap: &Snapshot,
         audit: &[AuditEntry],
@@ -461,7 +463,7 @@ impl History {
     /// them; a row whose LEASE could not be read keeps its last state, as
     /// in a whole snapshot. No prefix vanishes in a delta (a listing that
     /// changed comes as a whole snapshot).
-    pub fn observe_rows(&mut self, snap: &Snapshot, delta: &Delta, audit: &[AuditEntry]) {
+    pub(crate) fn observe_rows(&mut self, snap: &Snapshot, delta: &Delta, audit: &[AuditEntry]) {
         let mut seen: BTreeSet<PrefixKey> = BTreeSet::new();
         for d in &delta.targets {
             let Some(t) = snap.targets.get(d.index) else {
@@ -676,9 +678,7 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
         previous_generation: prev.generation,
         holder_id: cur.holder.clone(),
         previous_id: prev.holder.clone(),
-        takeover: audit
-            .and_then(crate::snapshot::LastTakeover::of_entry)
-            .map(Box::new),
+        takeover: audit.and_then(LastTakeover::of_entry).map(Box::new),
     })
 }
 
@@ -689,8 +689,8 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
 /// the record the takeover wrote was never read.
 fn released_takeover<'a>(
     audit: &'a [AuditEntry],
-    t: &crate::snapshot::TargetReport,
-    p: &crate::snapshot::PrefixReport,
+    t: &TargetReport,
+    p: &PrefixReport,
     previous: Option<&str>,
 ) -> Option<&'a AuditEntry> {
     let previous = previous?;
@@ -719,8 +719,8 @@ fn released_takeover<'a>(
 /// knows it for a takeover.
 fn audit_match<'a>(
     audit: &'a [AuditEntry],
-    t: &crate::snapshot::TargetReport,
-    p: &crate::snapshot::PrefixReport,
+    t: &TargetReport,
+    p: &PrefixReport,
     holder: Option<&str>,
 ) -> Option<&'a AuditEntry> {
     let holder = holder?;

@@ -3,7 +3,8 @@
 use super::*;
 use crate::audit::{AuditObserved, AuditTarget, AuditWritten};
 use crate::bucket::{LeaseRecord, Observed};
-use crate::snapshot::{PrefixReport, ReaderClock, TargetReport};
+use crate::snapshot::model::{PrefixReport, ReaderClock, TargetReport, SCHEMA_VERSION};
+use crate::snapshot::takeovers::TakeoverIndex;
 
 const URL: &str = "file:///srv/leases/";
 
@@ -41,7 +42,7 @@ fn row(holder: Option<(&str, DateTime<Utc>)>, etag: &str, now: DateTime<Utc>) ->
 
 fn snap(now: DateTime<Utc>, rows: Vec<PrefixReport>, error: Option<&str>) -> Snapshot {
     Snapshot {
-        schema_version: crate::snapshot::SCHEMA_VERSION,
+        schema_version: SCHEMA_VERSION,
         generated_at: now,
         reader_clock: ReaderClock {
             now,
@@ -417,7 +418,7 @@ fn a_takeover_is_known_by_its_intent_before_its_outcome() {
     assert_eq!(c[0].1.kind, ChangeKind::Takeover, "{c:?}");
     assert_eq!(c[0].1.takeover.as_ref().unwrap().outcome, None);
     // The index of last takeovers counts outcomes only.
-    let i = crate::snapshot::TakeoverIndex::of(&[intent]);
+    let i = TakeoverIndex::of(&[intent]);
     assert!(i.newest(URL, None, "db/LEASE").is_none());
 }
 

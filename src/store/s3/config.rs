@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use super::S3Options;
+use crate::store::local::read_capped;
+use crate::text::sanitize;
 
 /// Text that may carry credentials in a URL's user information
 /// (`scheme://user:password@host/…`, or `user:password@host` without a
@@ -12,7 +14,7 @@ use super::S3Options;
 /// Returns the shown form, and the user and password removed. Works on text
 /// that is not a valid URL too: a TARGET or an endpoint that failed to parse
 /// is shown through this.
-pub fn redact_userinfo(raw: &str) -> (String, Vec<String>) {
+pub(crate) fn redact_userinfo(raw: &str) -> (String, Vec<String>) {
     let (scheme, rest) = match raw.find("://") {
         Some(i) => raw.split_at(i + 3),
         None => ("", raw),
@@ -32,7 +34,7 @@ pub fn redact_userinfo(raw: &str) -> (String, Vec<String>) {
 /// An endpoint URL made safe to show: user, password, query and fragment
 /// replaced by `***`, whether or not the text parses as a URL. Returns the
 /// shown form and the parts removed (to scrub from messages).
-pub fn redact_url(raw: &str) -> (String, Vec<String>) {
+pub(crate) fn redact_url(raw: &str) -> (String, Vec<String>) {
     let (mut shown, mut secrets) = redact_userinfo(raw);
     // The query or fragment, after the authority.
     let after = shown.find("://").map_or(0, |i| i + 3);
@@ -71,7 +73,7 @@ pub(super) fn scrub(text: String, secrets: &[String]) -> String {
 /// `--endpoint-url` (or `AWS_ENDPOINT_URL`) given to the client, else the
 /// S3-specific setting (`AWS_ENDPOINT_URL_S3`, or `endpoint_url` in the
 /// profile's `services` section), else the general one; `None`: AWS itself.
-pub fn resolved_endpoint(config: &aws_config::SdkConfig) -> Option<String> {
+pub(crate) fn resolved_endpoint(config: &aws_config::SdkConfig) -> Option<String> {
     if config.get_origin("endpoint_url").is_client_config() {
         return config.endpoint_url().map(str::to_owned);
     }
@@ -137,7 +139,11 @@ pub fn addressing_used(
 /// Where requests for `bucket` go, for people: the endpoint (credentials
 /// redacted) or `AWS S3`, with the region and the addressing the SDK uses
 /// ([`addressing_used`]).
-pub fn describe_context(config: &aws_config::SdkConfig, bucket: &str, path_style: bool) -> String {
+pub(crate) fn describe_context(
+    config: &aws_config::SdkConfig,
+    bucket: &str,
+    path_style: bool,
+) -> String {
     let region = config.region().map(|r| r.as_ref()).unwrap_or("no region");
     let endpoint = resolved_endpoint(config);
     let style = match addressing_used(endpoint.as_deref(), bucket, path_style) {
@@ -180,12 +186,12 @@ async fn ca_bundle(profile: Option<&str>) -> Result<Option<(String, Vec<u8>)>, S
         if !f.metadata()?.is_file() {
             return Err(std::io::Error::other("not a regular file"));
         }
-        crate::store::local::read_capped(&mut f, 4 << 20)
+        read_capped(&mut f, 4 << 20)
     };
     let pem = read(&path).map_err(|e| {
         format!(
             "the CA bundle {} (AWS_CA_BUNDLE or the profile's ca_bundle) cannot be read: {e}",
-            crate::text::sanitize(&path)
+            sanitize(&path)
         )
     })?;
     Ok(Some((path, pem)))
@@ -193,7 +199,7 @@ async fn ca_bundle(profile: Option<&str>) -> Result<Option<(String, Vec<u8>)>, S
 
 /// Whether the selected profile asks for path-style addressing, as the aws
 /// CLI reads it: `s3 =` followed by an indented `addressing_style = path`.
-pub async fn profile_wants_path_style(profile: Option<&str>) -> bool {
+pub(crate) async fn profile_wants_path_style(profile: Option<&str>) -> bool {
     profile_wants_path_style_in(
         &aws_types::os_shim_internal::Fs::real(),
         &aws_types::os_shim_internal::Env::real(),
@@ -244,9 +250,7 @@ pub(super) fn https_client(
         .with_trust_store(store)
         .build()
         .unwrap_or_else(|e| {
-            let path = ca
-                .map(|(path, _)| crate::text::sanitize(path))
-                .unwrap_or_default();
+            let path = ca.map(|(path, _)| sanitize(path)).unwrap_or_default();
             tracing::error!(
                 "the CA bundle {path} could not be used ({e}); connections use the system's roots"
             );

@@ -19,6 +19,8 @@ use super::{
     normalize_etag, Capabilities, EtagForm, GetOutput, KeyVersions, Listing, ObjectMeta,
     ObjectRead, ObjectStore, PutCondition, StoreError, MAX_BODY_BYTES,
 };
+use crate::store::Unlisted;
+use crate::text::sanitize;
 
 /// How to reach an S3-compatible service.
 #[derive(Debug, Clone, Default)]
@@ -288,7 +290,7 @@ impl S3Store {
             (Some(p), true) => format!(
                 "{CREDENTIALS} for the profile `{}`: it is not in ~/.aws/config or ~/.aws/credentials, \
                  or it holds no credentials; check --profile / AWS_PROFILE",
-                crate::text::sanitize(p)
+                sanitize(p)
             ),
             _ => m,
         }
@@ -390,9 +392,7 @@ impl ObjectRead for S3Store {
             if let Some(p) = cp.prefix() {
                 match key(p) {
                     Ok(p) => out.prefixes.push(p),
-                    Err(raw) => out
-                        .unlisted
-                        .push(crate::store::Unlisted::not_utf8(&raw, "key prefix")),
+                    Err(raw) => out.unlisted.push(Unlisted::not_utf8(&raw, "key prefix")),
                 }
             }
         }
@@ -417,7 +417,7 @@ impl ObjectRead for S3Store {
                     "the listing under \"{}\" cannot be completed: the service answered \
                      a truncated page with the continuation token it was sent (it would repeat \
                      for ever); the listing is incomplete",
-                    crate::text::sanitize(prefix)
+                    sanitize(prefix)
                 )))
             }
             (Some(true), Some(t)) if !t.is_empty() => Some(t.to_owned()),
@@ -425,7 +425,7 @@ impl ObjectRead for S3Store {
                 return Err(StoreError::Invalid(format!(
                     "the listing under \"{}\" cannot be completed: the service says the page \
                      is truncated but gives no continuation token; the listing is incomplete",
-                    crate::text::sanitize(prefix)
+                    sanitize(prefix)
                 )))
             }
             _ => None,
@@ -604,9 +604,9 @@ mod tests;
 mod transport;
 mod versions;
 
-pub use config::{
-    addressing_used, describe_context, profile_wants_path_style, redact_url, redact_userinfo,
-    resolved_endpoint, shared_config,
+pub use config::{addressing_used, shared_config};
+pub(crate) use config::{
+    describe_context, profile_wants_path_style, redact_url, redact_userinfo, resolved_endpoint,
 };
 use config::{https_client, scrub};
 use service_clock::ServerClock;

@@ -12,6 +12,7 @@ use aws_smithy_types::config_bag::ConfigBag;
 use chrono::{DateTime, Utc};
 
 use crate::clock::{boottime, DateAnswer, OffsetEstimator, ServerOffset};
+use crate::text::sanitize_cut;
 
 /// The service's clock from the `Date` headers of its answers so far,
 /// shared with the SDK interceptor that reads them.
@@ -101,7 +102,7 @@ impl Intercept for ServerClock {
                 reading.problem = Some(format!(
                     "the service's clock is unknown: its Date header `{}` is not an HTTP date, \
                      so this host's clock cannot be checked against it",
-                    crate::text::sanitize_cut(d, 64)
+                    sanitize_cut(d, 64)
                 ));
             }
             None => {

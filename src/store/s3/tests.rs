@@ -1,5 +1,6 @@
 use super::config::profile_wants_path_style_in;
 use super::*;
+use crate::store::Unlisted;
 
 #[tokio::test]
 async fn a_profile_can_ask_for_path_style() {
@@ -154,14 +155,14 @@ fn listed_keys_are_url_decoded() {
     // Bytes that are not UTF-8 are given back as bytes, never as U+FFFD
     // (a key that would name another object).
     assert_eq!(decode_key("bad%FFutf8/").unwrap_err(), b"bad\xffutf8/");
-    let u = crate::store::Unlisted::not_utf8(b"bad\xffutf8/", "key prefix");
+    let u = Unlisted::not_utf8(b"bad\xffutf8/", "key prefix");
     assert_eq!(u.prefix, "bad\u{fffd}utf8/");
     assert!(
         u.problem.contains("(0xFF at byte 3; shown as U+FFFD)"),
         "{}",
         u.problem
     );
-    let u = crate::store::Unlisted::not_utf8(b"a\xc0\x80b\xff/", "directory");
+    let u = Unlisted::not_utf8(b"a\xc0\x80b\xff/", "directory");
     assert!(
         u.problem.contains("(0xC0 0x80 at byte 1, 0xFF at byte 4;"),
         "{}",

@@ -2,6 +2,8 @@
 //! credentials, an unknown profile, DNS, TLS, a refused connection, a
 //! timeout) and what to do, from the error's chain of causes.
 
+use crate::text::sanitize;
+
 /// How a missing-credentials sentence starts.
 pub(super) const CREDENTIALS: &str = "unable to locate credentials";
 
@@ -47,7 +49,7 @@ pub(super) fn classify_transport(
         return format!(
             "{CREDENTIALS} (the last source tried failed: {}); set AWS_ACCESS_KEY_ID and \
              AWS_SECRET_ACCESS_KEY, or name a profile with --profile / AWS_PROFILE",
-            crate::text::sanitize(&first_sentence(all))
+            sanitize(&first_sentence(all))
         );
     }
     if let Some(i) = all.find("profile") {
@@ -57,7 +59,7 @@ pub(super) fn classify_transport(
         {
             return format!(
                 "the AWS profile could not be used: {}; check --profile / AWS_PROFILE against ~/.aws/config",
-                crate::text::sanitize(all)
+                sanitize(all)
             );
         }
     }
@@ -71,7 +73,7 @@ pub(super) fn classify_transport(
         };
         return format!(
             "cannot resolve the host name {}: {hint}",
-            crate::text::sanitize(request_host)
+            sanitize(request_host)
         );
     }
     if all.contains("UnknownIssuer")
@@ -80,7 +82,7 @@ pub(super) fn classify_transport(
     {
         return format!(
             "TLS: the certificate of {host} is not trusted ({}); for a private CA set AWS_CA_BUNDLE to its PEM file",
-            crate::text::sanitize(&first_sentence(all))
+            sanitize(&first_sentence(all))
         );
     }
     if all.contains("Connection refused") {
@@ -89,7 +91,7 @@ pub(super) fn classify_transport(
     if all.contains("timed out") || all.contains("Timeout") {
         return format!("no answer from {endpoint} in time; check the network, or raise --timeout");
     }
-    crate::text::sanitize(&first_sentence(all))
+    sanitize(&first_sentence(all))
 }
 
 /// The innermost causes of a joined error text, without the SDK's plumbing

@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 
 use super::{normalize_etag, to_chrono, S3Store};
 use crate::store::{KeyVersions, ListBound, ObjectVersion, StoreError, Versioning};
+use crate::text::sanitize;
 
 /// One page of the listing, the entries of exactly one key.
 struct Page {
@@ -62,10 +63,7 @@ impl S3Store {
         // Newest first until the end.
         let mut markers: (Option<String>, Option<String>) = (None, None);
         let mut bound = ListBound::new(
-            format!(
-                "the listing of the versions of \"{}\"",
-                crate::text::sanitize(key)
-            ),
+            format!("the listing of the versions of \"{}\"", sanitize(key)),
             self.timeout,
         );
         loop {

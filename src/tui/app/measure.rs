@@ -17,7 +17,7 @@ impl App {
     }
 
     /// Height of the detail pane when open.
-    pub fn detail_height(&self) -> u16 {
+    pub(crate) fn detail_height(&self) -> u16 {
         if self.leases.detail() && self.view == View::Leases {
             (self.size.1 / 2).clamp(6, 16)
         } else {
@@ -37,23 +37,23 @@ impl App {
     }
 
     /// Process table rows that fit on screen in the pod view.
-    pub fn pod_visible_rows(&self) -> usize {
+    pub(crate) fn pod_visible_rows(&self) -> usize {
         let screen = layout::screen(self.area(), self.error_height());
         layout::table_rows(layout::pod(screen.body, self.notice_height().saturating_sub(2)).1)
     }
 
     /// Lines of error text under the table (at most 3).
-    pub fn error_height(&self) -> u16 {
+    pub(crate) fn error_height(&self) -> u16 {
         self.error_lines().len().min(3) as u16
     }
 
     /// Height of the pod view's verdict box, borders included.
-    pub fn notice_height(&self) -> u16 {
+    pub(crate) fn notice_height(&self) -> u16 {
         self.notice_lines(self.size.0.saturating_sub(2)).len() as u16 + 2
     }
 
     /// Error lines to show (targets or prefixes that could not be read).
-    pub fn error_lines(&self) -> Vec<String> {
+    pub(crate) fn error_lines(&self) -> Vec<String> {
         self.session.error_lines()
     }
 

@@ -26,11 +26,13 @@ use crate::audit::AuditEntry;
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
 use crate::text::sanitize;
 
+mod background;
 mod cursor;
 mod judging;
 mod keys;
 mod leases;
 mod measure;
+mod messages;
 mod notice;
 mod pod_pane;
 mod prompts;
@@ -42,17 +44,18 @@ mod takeover_dialog;
 mod timeline_pane;
 
 pub use crate::text::wrap;
-pub use cursor::Cursor;
-pub use keys::{key_action, Binding, BINDINGS};
-pub use leases::LeaseTable;
-pub use notice::NoticeLine;
-pub use pod_pane::{tree_order, PodPane, PodStatus, TreeRow};
-pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
-pub use session::{FirstSeen, Session};
-pub use settings::Settings;
+pub use keys::{key_action, BINDINGS};
+pub(crate) use leases::LeaseTable;
+use messages::Message;
+pub(crate) use pod_pane::PodPane;
+pub(crate) use requests::{Rates, Requests, DEFAULT_GET_PRICE};
+pub use session::Session;
+pub(crate) use settings::Settings;
 pub use sort::SortKey;
-pub use takeover_dialog::{Field, TakeoverDialog, ThenChoice};
-pub use timeline_pane::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
+pub use takeover_dialog::Field;
+pub(crate) use takeover_dialog::{TakeoverDialog, ThenChoice};
+pub use timeline_pane::Rebuilt;
+pub(crate) use timeline_pane::TimelinePane;
 
 /// Which screen the console shows; Tab switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,30 +115,6 @@ pub enum Mode {
     Quitting,
 }
 
-/// How long a result stays in the status bar when no key is pressed: then
-/// the key hints come back (the takeover's outcome stays in the detail
-/// pane's audit entries).
-pub const MESSAGE_SHOWN: Duration = Duration::from_secs(6);
-
-/// How many results the log of results keeps (`m`), the oldest dropped first.
-pub const MESSAGES_KEPT: usize = 200;
-
-/// A message for the operator in the status bar.
-#[derive(Debug, Clone)]
-struct Message {
-    /// The text, already safe for the terminal: every name in it escaped
-    /// exactly once (with [`sanitize`]) where the message is made, so it is
-    /// drawn as is.
-    text: String,
-    /// An error (drawn red).
-    error: bool,
-    /// When it was shown (the reader's clock at the last tick).
-    at: DateTime<Utc>,
-    /// Work under way ("taking over …"): shown until its result replaces it,
-    /// not cleared by a key or by time.
-    pending: bool,
-}
-
 /// The console's state.
 pub struct App {
     /// What the front end chose (targets, watch mode, refresh…); set before
@@ -180,7 +159,7 @@ impl App {
 
     /// A console with `settings`, no snapshot yet, scanning the pod (the
     /// console's builder, `tui::Parts`, makes it so).
-    pub fn with_settings(settings: Settings, now: DateTime<Utc>) -> Self {
+    pub(crate) fn with_settings(settings: Settings, now: DateTime<Utc>) -> Self {
         Self {
             settings,
             leases: LeaseTable::default(),
@@ -245,74 +224,6 @@ impl App {
         self.message.as_ref().map(|m| (m.text.as_str(), m.error))
     }
 
-    /// Shows a result (`error`: in red) until the next key or for
-    /// [`MESSAGE_SHOWN`], and keeps it in the log of results (`m`).
-    fn say(&mut self, text: String, error: bool) {
-        let m = Message {
-            text,
-            error,
-            at: self.session.now(),
-            pending: false,
-        };
-        if self.messages.len() == MESSAGES_KEPT {
-            self.messages.pop_front();
-        }
-        self.messages.push_back(m.clone());
-        self.message = Some(m);
-    }
-
-    /// This session's results, newest first: when each was shown (the
-    /// reader's clock), its text (safe for the terminal) and whether it is
-    /// an error.
-    pub fn messages(&self) -> impl Iterator<Item = (DateTime<Utc>, &str, bool)> {
-        self.messages
-            .iter()
-            .rev()
-            .map(|m| (m.at, m.text.as_str(), m.error))
-    }
-
-    /// Keys while the log of results is open: ↑/↓ (and j/k, PgUp/PgDn,
-    /// Home/End) move through it, Esc or `m` closes it, `q` quits.
-    fn update_messages(&mut self, action: Action) {
-        let Mode::Messages { first } = &mut self.mode else {
-            return;
-        };
-        let last = self.messages.len().saturating_sub(1);
-        match action {
-            Action::Up => *first = first.saturating_sub(1),
-            Action::Down => *first = (*first + 1).min(last),
-            Action::PageUp => *first = first.saturating_sub(5),
-            Action::PageDown => *first = (*first + 5).min(last),
-            Action::Home => *first = 0,
-            Action::End => *first = last,
-            Action::Cancel | Action::OpenMessages => self.mode = Mode::Normal,
-            Action::Quit => self.request_quit(),
-            other => self.update_background(other),
-        }
-    }
-
-    /// Shows work under way until its result replaces it.
-    fn say_pending(&mut self, text: String) {
-        self.message = Some(Message {
-            text,
-            error: false,
-            at: self.session.now(),
-            pending: true,
-        });
-    }
-
-    /// Clears a result (not work under way): a key was pressed, or it has
-    /// been shown for [`MESSAGE_SHOWN`] at `now` (`None`: at once).
-    fn clear_result(&mut self, now: Option<DateTime<Utc>>) {
-        let done = self.message.as_ref().is_some_and(|m| {
-            !m.pending
-                && now.is_none_or(|now| (now - m.at).to_std().unwrap_or_default() >= MESSAGE_SHOWN)
-        });
-        if done {
-            self.message = None;
-        }
-    }
-
     /// Writes confirmed by the operator and not taken yet.
     pub fn outbox(&self) -> &[WriteRequest] {
         &self.outbox
@@ -330,13 +241,13 @@ impl App {
 
     /// Whether the age of any row is unknown because this host's clock is
     /// too far from a storage service's (the header's CLOCK OFF).
-    pub fn ages_unknown(&self) -> bool {
+    pub(crate) fn ages_unknown(&self) -> bool {
         self.session.ages_unknown()
     }
 
     /// The exclusion shown for a row of target `t`: best-effort mode, else the
     /// probe result, else what the snapshot says (unprobed).
-    pub fn exclusion_of(&self, t: usize, p: &PrefixReport) -> ExclusionReport {
+    pub(crate) fn exclusion_of(&self, t: usize, p: &PrefixReport) -> ExclusionReport {
         self.session.exclusion_of(self.settings.exclusion, t, p)
     }
 
@@ -352,12 +263,13 @@ impl App {
     }
 
     /// Requests per minute over the last minute, and errors in it.
-    pub fn request_rate(&self) -> Option<(f64, u64)> {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn request_rate(&self) -> Option<(f64, u64)> {
         self.rates().map(|r| (r.requests_per_min, r.errors))
     }
 
     /// Request rates over the last minute (None before two readings a second apart).
-    pub fn rates(&self) -> Option<Rates> {
+    pub(crate) fn rates(&self) -> Option<Rates> {
         self.requests.rates()
     }
 
@@ -439,88 +351,6 @@ impl App {
             other => self.update_background(other),
         }
     }
-
-    /// Actions that arrive whatever the mode: time, data, results, size.
-    fn update_background(&mut self, action: Action) {
-        match action {
-            Action::Tick(now) => {
-                let rows = self.leases.rows();
-                let shown: Vec<(usize, usize)> = self
-                    .rows_on_screen()
-                    .filter_map(|i| rows.get(i))
-                    .map(|r| (r.target, r.index))
-                    .collect();
-                self.session.tick(now, shown);
-                self.clear_result(Some(now));
-            }
-            Action::Snapshot(s) => {
-                self.session.set_loading(None);
-                self.apply_snapshot(*s);
-            }
-            Action::Rows(d) => {
-                self.session.set_loading(None);
-                let keep = self.selected_key();
-                if self.session.apply_rows(&d) {
-                    self.rebuild_rows(false);
-                    self.select_key(keep);
-                }
-            }
-            Action::Unchanged(at) => self.session.unchanged(at),
-            Action::Progress {
-                snapshot,
-                read,
-                known,
-                listed,
-            } => {
-                // The partial rows replace the table; the pod stays as it was.
-                let mut s = *snapshot;
-                if let Some(old) = self.session.snapshot() {
-                    s.pod = old.pod.clone();
-                    s.pod_error = old.pod_error.clone();
-                }
-                let pod_status = self.pod.status().clone();
-                self.apply_snapshot(s);
-                self.pod.restore_status(pod_status);
-                self.session.set_loading(Some((read, known, listed)));
-            }
-            Action::Counters(c) => self.requests.push(self.session.now(), c),
-            Action::Audit(entries) => self.session.set_audit(entries),
-            Action::OldestReading(at) => self.session.set_oldest_reading(at),
-            Action::Pod(pod) => {
-                // A new pod scan while the leases stood: only the pod changes.
-                let old = self.session.snapshot().map(|s| &s.pod);
-                self.pod.take_rows(old, &pod);
-                self.session.set_pod(*pod);
-            }
-            Action::PodScanFailed(e) => self.pod.scan_failed(e),
-            Action::ProbeDone {
-                target,
-                result,
-                message,
-            } => self.probe_done(target, result, &message),
-            Action::TakeoverDone { key, result } => self.takeover_done(key, result),
-            Action::HeldReleased(lines) => self.held_released(&lines),
-            Action::TimelineRead {
-                target,
-                prefix,
-                timeline,
-            } => self.timeline_read(target, &prefix, timeline),
-            Action::Resize(w, h) => self.size = (w, h),
-            Action::DetailExtent { lines, shown } => self.leases.set_detail_extent(lines, shown),
-            _ => {}
-        }
-    }
-
-    /// A new snapshot: the pod's rows, the session's data, then the table's
-    /// rows, the selected prefix kept selected.
-    fn apply_snapshot(&mut self, s: Snapshot) {
-        let keep = self.selected_key();
-        let old = self.session.snapshot().map(|o| &o.pod);
-        self.pod.take_rows(old, &s.pod);
-        self.session.apply_snapshot(s);
-        self.rebuild_rows(false);
-        self.select_key(keep);
-    }
 }
 
 /// Text from a snapshot made safe for the terminal. Pod text arrives already
@@ -530,7 +360,7 @@ impl App {
 /// something it would escape besides a backslash: raw control or bidi
 /// characters never reach the terminal, and escaped text is shown as the JSON
 /// shows it.
-pub fn terminal_safe(s: &str) -> Cow<'_, str> {
+pub(crate) fn terminal_safe(s: &str) -> Cow<'_, str> {
     let probe: String = s.chars().filter(|&c| c != '\\').collect();
     if sanitize(&probe) == probe {
         Cow::Borrowed(s)

@@ -8,7 +8,7 @@ use crate::writer::scan::VerdictKind;
 
 /// One line of the pod view's verdict box, already wrapped to the box width.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoticeLine {
+pub(crate) struct NoticeLine {
     /// The verdict this line belongs to (for its colour); `None` for a notice
     /// such as "no verdicts" or a scan error.
     pub kind: Option<VerdictKind>,
@@ -23,7 +23,7 @@ impl App {
     /// each verdict as `kind [pids] message`, or one notice (scan off, scan
     /// failed, gathering, healthy). At most [`App::max_notice_lines`] lines;
     /// the last line then says how many were left out.
-    pub fn notice_lines(&self, width: u16) -> Vec<NoticeLine> {
+    pub(crate) fn notice_lines(&self, width: u16) -> Vec<NoticeLine> {
         let width = usize::from(width.max(10));
         let notice = |text: &str, error: bool| -> Vec<NoticeLine> {
             wrap(text, width)
@@ -104,7 +104,7 @@ impl App {
     }
 
     /// The most lines the verdict box may use: a third of the terminal, at least 2.
-    pub fn max_notice_lines(&self) -> usize {
+    pub(crate) fn max_notice_lines(&self) -> usize {
         usize::from(self.size.1 / 3).max(2)
     }
 }

@@ -137,7 +137,7 @@ impl App {
 /// The processes in tree order: each process followed by its children (by
 /// ppid), siblings by pid; processes whose parent is not in the list are roots.
 /// Iterative, so a 10,000-deep chain is fine.
-pub fn tree_order(processes: &[ProcessInfo]) -> Vec<TreeRow> {
+pub(crate) fn tree_order(processes: &[ProcessInfo]) -> Vec<TreeRow> {
     use std::collections::{BTreeMap, HashSet};
     let pids: HashSet<u32> = processes.iter().map(|p| p.pid).collect();
     let mut children: BTreeMap<u32, Vec<usize>> = BTreeMap::new();

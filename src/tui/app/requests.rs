@@ -10,40 +10,40 @@ use crate::target::Target;
 
 /// AWS S3 Standard's price of 1,000 GET requests in us-east-1, US dollars
 /// (the default of `--get-price`).
-pub const DEFAULT_GET_PRICE: f64 = 0.0004;
+pub(crate) const DEFAULT_GET_PRICE: f64 = 0.0004;
 
 /// A LIST request costs this many GETs on AWS S3 Standard ($0.005 vs $0.0004 per 1,000).
-pub const LIST_PRICE_RATIO: f64 = 12.5;
+pub(crate) const LIST_PRICE_RATIO: f64 = 12.5;
 
 /// The shortest window a rate is shown from, seconds: from fewer, a burst
 /// (a probe's hundreds of requests in a few seconds) would be extrapolated
 /// to a minute and an hour; the status bar says "measuring" until then.
-pub const RATE_WINDOW_MIN_S: f64 = 30.0;
+pub(crate) const RATE_WINDOW_MIN_S: f64 = 30.0;
 
 /// Request rates over the last minute ([`Requests::rates`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rates {
+pub(crate) struct Rates {
     /// All requests per minute.
-    pub requests_per_min: f64,
+    pub(crate) requests_per_min: f64,
     /// LIST requests per minute (among all).
-    pub lists_per_min: f64,
+    pub(crate) lists_per_min: f64,
     /// Failed requests in the last minute.
     pub errors: u64,
     /// The seconds the rates are measured over (at most a minute).
-    pub window_s: f64,
+    pub(crate) window_s: f64,
 }
 
 impl Rates {
     /// Whether the window is long enough to show the rates and the cost
     /// ([`RATE_WINDOW_MIN_S`]).
-    pub fn measured(&self) -> bool {
+    pub(crate) fn measured(&self) -> bool {
         self.window_s >= RATE_WINDOW_MIN_S
     }
 }
 
 /// Request totals over the last minute, with when they were read.
 #[derive(Debug, Default)]
-pub struct Requests {
+pub(crate) struct Requests {
     counters: VecDeque<(DateTime<Utc>, RequestCounts)>,
 }
 
@@ -61,7 +61,7 @@ impl Requests {
     }
 
     /// Request rates over the last minute (None before two readings a second apart).
-    pub fn rates(&self) -> Option<Rates> {
+    pub(crate) fn rates(&self) -> Option<Rates> {
         let (t0, c0) = *self.counters.front()?;
         let (t1, c1) = *self.counters.back()?;
         let secs = (t1 - t0).num_milliseconds() as f64 / 1000.0;
@@ -81,7 +81,7 @@ impl Requests {
     /// dollars: GETs (and HEADs) at `get_price` per 1,000, LISTs at
     /// [`LIST_PRICE_RATIO`] times that. `None` when no TARGET in `targets`
     /// is on S3, or before [`RATE_WINDOW_MIN_S`] of readings.
-    pub fn cost_per_hour(&self, targets: &[Target], get_price: f64) -> Option<f64> {
+    pub(crate) fn cost_per_hour(&self, targets: &[Target], get_price: f64) -> Option<f64> {
         if !targets.iter().any(|t| matches!(t, Target::S3 { .. })) {
             return None;
         }

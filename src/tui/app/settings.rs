@@ -56,7 +56,7 @@ impl Settings {
 
     /// The URL of the TARGET at `index` (`?` when there is none), as it is
     /// shown (escape it where it is drawn).
-    pub fn target_url(&self, index: usize) -> String {
+    pub(crate) fn target_url(&self, index: usize) -> String {
         self.targets
             .get(index)
             .map_or_else(|| "?".to_owned(), Target::to_string)

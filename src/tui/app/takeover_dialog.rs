@@ -89,7 +89,7 @@ pub struct TakeoverDialog {
     /// Successor id typed (hand-over).
     pub successor: String,
     /// Prefix typed (forced takeover of a fresh lease).
-    pub typed_prefix: String,
+    pub(crate) typed_prefix: String,
     /// Focus.
     pub focus: Field,
     /// Why Confirm was refused, shown in the dialog.

@@ -14,10 +14,10 @@ use crate::timeline::Derived;
 use crate::tui::action::WriteRequest;
 
 /// The deepest zoom: the window is the whole extent / 2^`MAX_ZOOM`.
-pub const MAX_ZOOM: u8 = 12;
+pub(crate) const MAX_ZOOM: u8 = 12;
 
 /// The shortest window drawn, seconds (a history of one instant still has an axis).
-pub const MIN_SPAN_S: i64 = 60;
+pub(crate) const MIN_SPAN_S: i64 = 60;
 
 /// The timeline rebuilt from the versions, as far as it got.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ pub struct TimelinePane {
     /// The row's target (index into the targets).
     pub target: usize,
     /// Its TARGET URL, as in the snapshot (for the session's history).
-    pub target_url: String,
+    pub(crate) target_url: String,
     /// The prefix, as in the snapshot.
     pub prefix: String,
     /// The window is the whole extent / 2^`zoom` (0: everything).
@@ -50,7 +50,7 @@ pub struct TimelinePane {
 
 impl TimelinePane {
     /// The most `pan` can be at `zoom`: the window at the extent's start.
-    pub fn max_pan(zoom: u8) -> u32 {
+    pub(crate) fn max_pan(zoom: u8) -> u32 {
         4 * ((1u32 << zoom) - 1)
     }
 
@@ -95,7 +95,7 @@ impl App {
     /// What the pane shows of this session: the history of its prefix as
     /// tenures, gaps and overlaps ([`crate::timeline::from_session::of_history`]),
     /// up to the reader's clock now.
-    pub fn session_timeline(&self, pane: &TimelinePane) -> Derived {
+    pub(crate) fn session_timeline(&self, pane: &TimelinePane) -> Derived {
         let changes = self
             .session
             .history()

@@ -7,9 +7,10 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::{exclusion_name, state_style};
+use crate::clock::shown;
 use crate::snapshot::PrefixReport;
-use crate::text::format_secs;
-use crate::text::sanitize;
+use crate::text::lookalike_note;
+use crate::text::{format_secs, sanitize};
 use crate::tui::app::{terminal_safe, App, LeaseRow};
 
 /// The detail pane: everything known about the selected prefix. Its text
@@ -119,7 +120,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
         kv("target", sanitize(&app.settings.target_url(r.target))),
         kv("key", sanitize(&p.key)),
     ];
-    if let Some(note) = crate::text::lookalike_note(&p.prefix) {
+    if let Some(note) = lookalike_note(&p.prefix) {
         lines.push(Line::from(vec![
             Span::styled(format!("{:<14}", "LOOK-ALIKE"), bold.fg(Color::Yellow)),
             Span::raw(note),
@@ -150,7 +151,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
             format!(
                 "{} {} {} — {}{}",
                 // One form of time in the pane: RFC 3339, as the record's.
-                crate::clock::shown(e.time),
+                shown(e.time),
                 e.phase,
                 sanitize(&e.operator),
                 sanitize(&e.reason),
@@ -163,11 +164,11 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     }
     if let Some(rec) = &p.record {
         lines.push(kv("instance_id", sanitize(&rec.instance_id)));
-        lines.push(kv("acquired_at", crate::clock::shown(rec.acquired_at)));
-        lines.push(kv("renewed_at", crate::clock::shown(rec.renewed_at)));
+        lines.push(kv("acquired_at", shown(rec.acquired_at)));
+        lines.push(kv("renewed_at", shown(rec.renewed_at)));
         lines.push(kv("ttl_s", rec.ttl_s.to_string()));
         if let Some(at) = rec.released_at {
-            lines.push(kv("released_at", crate::clock::shown(at)));
+            lines.push(kv("released_at", shown(at)));
         }
         // The fencing token; `-` for a record without one (unknown).
         lines.push(kv(
@@ -180,7 +181,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     lines.push(kv(
         "Last-Modified",
         p.last_modified
-            .map(|t| format!("{} (server clock)", crate::clock::shown(t)))
+            .map(|t| format!("{} (server clock)", shown(t)))
             .unwrap_or_else(|| "-".into()),
     ));
     if p.age_unknown {

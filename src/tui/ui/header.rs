@@ -7,8 +7,8 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::fit_line;
-use crate::text::format_secs;
-use crate::text::sanitize;
+use crate::bucket::Exclusion;
+use crate::text::{format_secs, sanitize};
 use crate::tui::app::App;
 
 pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
@@ -19,8 +19,8 @@ pub(super) fn render_header(app: &App, f: &mut Frame, area: Rect) {
         )
     } else {
         let ex = match app.settings.exclusion {
-            crate::bucket::Exclusion::Conditional => "conditional",
-            crate::bucket::Exclusion::BestEffort => "BEST-EFFORT",
+            Exclusion::Conditional => "conditional",
+            Exclusion::BestEffort => "BEST-EFFORT",
         };
         Span::styled(
             format!(" OPS · {ex} "),

@@ -9,7 +9,9 @@ use ratatui::Frame;
 use super::{fit_secs, state_style};
 use crate::bucket::LeaseState;
 use crate::snapshot::ExclusionReport;
+use crate::snapshot::PrefixReport;
 use crate::text::sanitize;
+use crate::tui::app::LeaseRow;
 use crate::tui::app::{App, Mode, SortKey};
 
 /// The lease table's columns that fit `inner` cells: PREFIX and HOLDER always,
@@ -52,7 +54,11 @@ pub fn lease_columns(inner: u16) -> Vec<(SortKey, u16)> {
 /// The names of the lease columns that `columns` ([`lease_columns`]) left
 /// out, in the table's order; the sort column's carries its mark (▼, or ▲
 /// reversed).
-pub fn hidden_columns(columns: &[(SortKey, u16)], sort: SortKey, reversed: bool) -> Vec<String> {
+pub(crate) fn hidden_columns(
+    columns: &[(SortKey, u16)],
+    sort: SortKey,
+    reversed: bool,
+) -> Vec<String> {
     [
         SortKey::Age,
         SortKey::Ttl,
@@ -170,7 +176,7 @@ pub(super) fn render_table(app: &App, f: &mut Frame, area: Rect) {
 
 /// How a row names its prefix: the prefix, `(root)` for a lease at the
 /// target itself, and the target's short name first when several are open.
-pub fn prefix_label(app: &App, target: usize, prefix: &str) -> String {
+pub(crate) fn prefix_label(app: &App, target: usize, prefix: &str) -> String {
     let p = if prefix.is_empty() { "(root)" } else { prefix };
     if app.settings.targets.len() > 1 {
         format!(
@@ -184,7 +190,7 @@ pub fn prefix_label(app: &App, target: usize, prefix: &str) -> String {
 
 /// A target's short name: the bucket of `s3://bucket/path/`, the last
 /// directory of `file:///dir/name/`.
-pub fn target_short_name(url: &str) -> String {
+pub(crate) fn target_short_name(url: &str) -> String {
     if let Some(rest) = url.strip_prefix("s3://") {
         return format!("{}:", rest.split('/').next().unwrap_or(rest));
     }
@@ -192,13 +198,7 @@ pub fn target_short_name(url: &str) -> String {
     format!("{}:", path.rsplit('/').next().unwrap_or(path))
 }
 
-fn lease_cell<'a>(
-    app: &App,
-    r: crate::tui::app::LeaseRow,
-    p: &'a crate::snapshot::PrefixReport,
-    k: SortKey,
-    width: u16,
-) -> Cell<'a> {
+fn lease_cell<'a>(app: &App, r: LeaseRow, p: &'a PrefixReport, k: SortKey, width: u16) -> Cell<'a> {
     let dash = || "-".to_owned();
     match k {
         SortKey::Prefix => {
@@ -291,7 +291,7 @@ pub fn skew_text(s: f64, width: u16) -> String {
 /// The age as a share of the TTL in `cells` cells (eighth blocks, `·` for
 /// the empty part), and its colour: green up to 40 % (a holder renews every
 /// TTL/3), yellow above (renewals are late), red once the TTL has run out.
-pub fn ttl_gauge(age_s: f64, ttl_s: u64, cells: usize) -> (String, Style) {
+pub(crate) fn ttl_gauge(age_s: f64, ttl_s: u64, cells: usize) -> (String, Style) {
     const EIGHTHS: [char; 8] = ['▏', '▎', '▍', '▌', '▋', '▊', '▉', '█'];
     let ratio = if ttl_s == 0 {
         1.0
@@ -317,7 +317,7 @@ pub fn ttl_gauge(age_s: f64, ttl_s: u64, cells: usize) -> (String, Style) {
 }
 
 /// The exclusion as written in the table and in `--json`.
-pub fn exclusion_name(e: ExclusionReport) -> &'static str {
+pub(crate) fn exclusion_name(e: ExclusionReport) -> &'static str {
     match e {
         ExclusionReport::Conditional => "conditional",
         ExclusionReport::BestEffort => "best_effort",

@@ -22,23 +22,21 @@ mod timeline_lanes;
 pub use detail::detail_extent;
 use detail::render_detail;
 use header::render_header;
+pub(crate) use lease_table::exclusion_name;
 use lease_table::render_table;
-pub use lease_table::{
-    exclusion_name, lease_columns, prefix_label, skew_text, target_short_name, ttl_gauge,
-};
+pub use lease_table::{lease_columns, skew_text};
 use overlays::{
     render_confirm_probe, render_confirm_quit, render_dialog, render_help, render_messages,
 };
 use pod_view::render_pod;
-pub use pod_view::{duty_style, lock_style, lock_text, verdict_style};
 use status::render_status;
 use timeline_lanes::render_timeline;
 
 /// Smallest terminal the console draws into; below it says so.
-pub const MIN_SIZE: (u16, u16) = (40, 8);
+pub(crate) const MIN_SIZE: (u16, u16) = (40, 8);
 
 /// The colour of a state; the state is always also written as text.
-pub fn state_style(s: LeaseState) -> Style {
+pub(crate) fn state_style(s: LeaseState) -> Style {
     let c = match s {
         LeaseState::Fresh => Color::Green,
         LeaseState::Stale => Color::Yellow,
@@ -54,7 +52,7 @@ pub fn state_style(s: LeaseState) -> Style {
 /// larger unit alone (`26328d`), else whole years (`72y`), else a power of
 /// ten of years (`1e9y`); `…` when not even that fits. `plus` puts a `+`
 /// before a value ≥ 0 (a clock skew); negative values keep their `-`.
-pub fn fit_secs(s: f64, width: u16, plus: bool) -> String {
+pub(crate) fn fit_secs(s: f64, width: u16, plus: bool) -> String {
     let width = usize::from(width);
     let fits = |t: &str| t.chars().count() <= width;
     let sign = if s < 0.0 {

@@ -7,8 +7,10 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use super::state_style;
-use crate::text::format_secs;
-use crate::text::sanitize;
+use crate::snapshot::OffScreen;
+use crate::text::lookalike_note;
+use crate::text::{format_secs, sanitize};
+use crate::tui::app::TakeoverDialog;
 use crate::tui::app::{terminal_safe, App, Field, ThenChoice, BINDINGS};
 
 /// A centred rectangle of at most `w`×`h` inside `area`.
@@ -73,7 +75,7 @@ fn off_screen_line(app: &App) -> Option<String> {
     let rows = total.checked_sub(on_screen).filter(|n| *n > 0)?;
     let targets = app.settings.targets.len().max(1);
     let s = &app.settings;
-    let o = crate::snapshot::OffScreen::new(
+    let o = OffScreen::new(
         rows,
         on_screen,
         total.div_ceil(1000).max(targets),
@@ -236,12 +238,7 @@ fn field_text(s: &str, width: usize) -> String {
 }
 
 /// The takeover dialog: exactly what will be replaced; focus starts in the reason field.
-pub(super) fn render_dialog(
-    app: &App,
-    d: &crate::tui::app::TakeoverDialog,
-    f: &mut Frame,
-    area: Rect,
-) {
+pub(super) fn render_dialog(app: &App, d: &TakeoverDialog, f: &mut Frame, area: Rect) {
     let room = usize::from(area.width.min(76)).saturating_sub(30).max(8);
     let focus = |x: Field| {
         if d.focus == x {
@@ -347,7 +344,7 @@ pub(super) fn render_dialog(
 
 /// The takeover dialog's facts about what it replaces: target, key, state,
 /// holder, age, ETag (and a look-alike warning).
-fn dialog_facts(app: &App, d: &crate::tui::app::TakeoverDialog) -> Vec<Line<'static>> {
+fn dialog_facts(app: &App, d: &TakeoverDialog) -> Vec<Line<'static>> {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let mut lines = vec![
         Line::from(vec![Span::styled("Replace this lease?", bold)]),
@@ -377,7 +374,7 @@ fn dialog_facts(app: &App, d: &crate::tui::app::TakeoverDialog) -> Vec<Line<'sta
                 .unwrap_or("(none: no LEASE; a new one is created)")
         )),
     ];
-    if let Some(n) = crate::text::lookalike_note(&d.prefix) {
+    if let Some(n) = lookalike_note(&d.prefix) {
         // The dialog does not wrap: the note's first clause, then the code points.
         let short = n.split(':').next().unwrap_or(&n).to_owned();
         let codes = n

@@ -9,10 +9,12 @@ use ratatui::Frame;
 use super::{ellipsize, fit_secs};
 use crate::tui::app::{terminal_safe, App};
 use crate::tui::layout;
-use crate::writer::scan::{DutyView, LockFileState, LockState, ProcessInfo, VerdictKind};
+use crate::writer::scan::{
+    DutyView, LockFileState, LockState, PodSnapshot, ProcessInfo, VerdictKind,
+};
 
 /// The colour of a duty; the duty is always also written as text.
-pub fn duty_style(d: DutyView) -> Style {
+pub(crate) fn duty_style(d: DutyView) -> Style {
     let c = match d {
         DutyView::Take => Color::Cyan,
         DutyView::Inherit => Color::Green,
@@ -24,7 +26,7 @@ pub fn duty_style(d: DutyView) -> Style {
 }
 
 /// The colour of a lock state; always also written as text.
-pub fn lock_style(l: LockState) -> Style {
+pub(crate) fn lock_style(l: LockState) -> Style {
     match l {
         LockState::Holds => Style::default()
             .fg(Color::Green)
@@ -38,7 +40,7 @@ pub fn lock_style(l: LockState) -> Style {
 
 /// The colour of a verdict: red where two writers are possible or the
 /// deployment is broken, yellow where the pod needs a look.
-pub fn verdict_style(k: VerdictKind) -> Style {
+pub(crate) fn verdict_style(k: VerdictKind) -> Style {
     let c = match k {
         VerdictKind::SiblingsRacing
         | VerdictKind::PodRootsRacing
@@ -59,7 +61,7 @@ const LOCK_WIDTH: u16 = 12;
 
 /// The lock column: `holds`, `none`, or `open` with the longest it may have
 /// waited (in a form that fits the column, [`fit_secs`]).
-pub fn lock_text(p: &ProcessInfo) -> String {
+pub(crate) fn lock_text(p: &ProcessInfo) -> String {
     match p.lock {
         LockState::Holds => "holds".into(),
         LockState::HoldsDeleted => "holds deleted".into(),
@@ -75,7 +77,7 @@ pub fn lock_text(p: &ProcessInfo) -> String {
 /// The selected process's container and pod, from its cgroup, after its
 /// duty sentence: ` · container containerd 4e6f0b1c9a0d, pod 0f4d…` (empty
 /// when its cgroup names neither).
-pub fn container_text(p: &ProcessInfo) -> String {
+pub(crate) fn container_text(p: &ProcessInfo) -> String {
     let Some(c) = &p.container else {
         return String::new();
     };
@@ -154,6 +156,33 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
             }
         })
         .collect();
+    let title = processes_title(app, pod, n);
+    // The title is cut to the box, marked `…` (a lock path can be long).
+    let title = ellipsize(&title, usize::from(table.width.saturating_sub(2)));
+    let t = Table::new(
+        rows,
+        [
+            Constraint::Length(1),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Fill(1),
+            Constraint::Length(8),
+            Constraint::Length(12),
+        ],
+    )
+    .header(
+        Row::new(["", "PID", "PPID", "COMMAND", "DUTY", "LOCK"])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+    )
+    .block(Block::default().borders(Borders::ALL).title(title));
+    f.render_widget(t, table);
+
+    render_duty_sentence(app, f, detail);
+}
+
+/// The process table's title: the selected row, the Kubernetes pod, and the
+/// state of each lock file.
+fn processes_title(app: &App, pod: Option<&PodSnapshot>, n: usize) -> String {
     let mut title = if n == 0 {
         " processes (none) ".to_owned()
     } else {
@@ -182,26 +211,12 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
         };
         title.push_str(&format!("· {}: {held} ", terminal_safe(&l.path)));
     }
-    // The title is cut to the box, marked `…` (a lock path can be long).
-    let title = ellipsize(&title, usize::from(table.width.saturating_sub(2)));
-    let t = Table::new(
-        rows,
-        [
-            Constraint::Length(1),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Fill(1),
-            Constraint::Length(8),
-            Constraint::Length(12),
-        ],
-    )
-    .header(
-        Row::new(["", "PID", "PPID", "COMMAND", "DUTY", "LOCK"])
-            .style(Style::default().add_modifier(Modifier::BOLD)),
-    )
-    .block(Block::default().borders(Borders::ALL).title(title));
-    f.render_widget(t, table);
+    title
+}
 
+/// The selected process's duty sentence below the table, cut to its lines
+/// with `…`.
+fn render_duty_sentence(app: &App, f: &mut Frame, detail: Rect) {
     // The selected process's duty sentence (it names the stamp and why it
     // counted or not); the duty itself is in the selected row.
     let Some(p) = app.selected_process() else {

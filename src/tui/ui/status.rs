@@ -8,7 +8,9 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{ellipsize, fit_line};
-use crate::tui::app::{terminal_safe, App, BINDINGS};
+use crate::text::format_secs;
+use crate::tui::app::wrap;
+use crate::tui::app::{terminal_safe, App, Rates, BINDINGS};
 
 /// Two lines: the last result (full width, it may name a path), then the key
 /// hints (ordered by importance, from the key table), the request rate and
@@ -56,47 +58,7 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     let mut steps: Vec<usize> = Vec::new();
     let rates_shown = app.rates().is_some();
     if let Some(r) = app.rates() {
-        let (rate, errors) = (r.requests_per_min, r.errors);
-        // Not extrapolated from a few seconds: "measuring" until the window
-        // is long enough (the cost is then unknown too).
-        let rate = Span::raw(if r.measured() {
-            format!("│ {rate:.0} req/min")
-        } else {
-            "│ req/min: measuring".to_owned()
-        });
-        let cost = app
-            .cost_per_hour()
-            .map(|c| Span::raw(format!(" ≈ ${c:.4}/h")));
-        let red = Style::default().fg(Color::Red);
-        let errors = (errors > 0).then_some(errors);
-        let cadence = Span::raw(format!(
-            " │ lists every {}",
-            humantime::format_duration(app.settings.refresh * app.settings.relist_every)
-        ));
-        // The rates, widest first: everything; without the listing cadence;
-        // without the cost; the errors alone (or the rate when there are none).
-        let form = |with_cost: bool, cadence_too: bool| {
-            let mut v = vec![rate.clone()];
-            if with_cost {
-                v.extend(cost.clone());
-            }
-            if let Some(e) = errors {
-                v.push(Span::styled(format!(", {e} errors"), red));
-            }
-            if cadence_too {
-                v.push(cadence.clone());
-            }
-            v
-        };
-        parts.push(vec![
-            form(true, true),
-            form(true, false),
-            form(false, false),
-            match errors {
-                Some(e) => vec![Span::styled(format!("│ {e} errors"), red)],
-                None => vec![rate.clone()],
-            },
-        ]);
+        parts.push(rate_forms(app, &r));
         let rates = parts.len() - 1;
         // Least important first: the hints after the third (last first),
         // the cadence, the cost, the third hint, the rate, then the first two.
@@ -136,13 +98,60 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     f.render_widget(Paragraph::new(vec![message, Line::from(spans)]), area);
 }
 
+/// The request rates' part of the status bar, its forms widest first:
+/// everything; without the listing cadence; without the cost; the errors
+/// alone (or the rate when there are none).
+fn rate_forms(app: &App, r: &Rates) -> Vec<Vec<Span<'static>>> {
+    let (rate, errors) = (r.requests_per_min, r.errors);
+    // Not extrapolated from a few seconds: "measuring" until the window
+    // is long enough (the cost is then unknown too).
+    let rate = Span::raw(if r.measured() {
+        format!("│ {rate:.0} req/min")
+    } else {
+        "│ req/min: measuring".to_owned()
+    });
+    let cost = app
+        .cost_per_hour()
+        .map(|c| Span::raw(format!(" ≈ ${c:.4}/h")));
+    let red = Style::default().fg(Color::Red);
+    let errors = (errors > 0).then_some(errors);
+    let cadence = Span::raw(format!(
+        " │ lists every {}",
+        humantime::format_duration(app.settings.refresh * app.settings.relist_every)
+    ));
+    // The rates, widest first: everything; without the listing cadence;
+    // without the cost; the errors alone (or the rate when there are none).
+    let form = |with_cost: bool, cadence_too: bool| {
+        let mut v = vec![rate.clone()];
+        if with_cost {
+            v.extend(cost.clone());
+        }
+        if let Some(e) = errors {
+            v.push(Span::styled(format!(", {e} errors"), red));
+        }
+        if cadence_too {
+            v.push(cadence.clone());
+        }
+        v
+    };
+    vec![
+        form(true, true),
+        form(true, false),
+        form(false, false),
+        match errors {
+            Some(e) => vec![Span::styled(format!("│ {e} errors"), red)],
+            None => vec![rate.clone()],
+        },
+    ]
+}
+
 /// What the log of results is called where a message is cut.
 pub(super) const IN_FULL: &str = " (m: in full)";
 
 /// `text` on at most two lines of `width` columns, word-wrapped; when it
 /// needs more, the second ends with `…` and [`IN_FULL`].
 fn two_lines(text: &str, width: usize) -> Vec<String> {
-    let wrapped = crate::tui::app::wrap(text, width);
+    let wrapped = wrap(text, width);
     if wrapped.len() <= 2 {
         return wrapped;
     }
@@ -173,7 +182,7 @@ fn oldest_part(
         Style::default()
     };
     let bar = if after_rates { " │ " } else { "│ " };
-    let age = crate::text::format_secs(age.floor());
+    let age = format_secs(age.floor());
     parts.push(vec![
         vec![Span::styled(format!("{bar}oldest reading {age}"), style)],
         vec![Span::styled(format!("{bar}oldest {age}"), style)],

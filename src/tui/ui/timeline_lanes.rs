@@ -12,6 +12,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 
 use crate::text::format_secs;
+use crate::text::sanitize;
 use crate::timeline::{Derived, Ending};
 use crate::tui::app::{terminal_safe, App, Rebuilt, TimelinePane};
 
@@ -128,10 +129,7 @@ pub(super) fn render_timeline(app: &App, pane: &TimelinePane, f: &mut Frame, are
             lines.push(Line::raw(format!("note: {}", terminal_safe(s))));
         }
     }
-    let title = format!(
-        " timeline of {} ",
-        terminal_safe(&crate::text::sanitize(&pane.prefix))
-    );
+    let title = format!(" timeline of {} ", terminal_safe(&sanitize(&pane.prefix)));
     // Lanes fit the width exactly; the findings wrap. What does not fit
     // under them is said on the border, not cut silently.
     let p = Paragraph::new(lines).wrap(Wrap { trim: false });

@@ -37,7 +37,7 @@ pub struct ContainerRef {
     /// is in no container's cgroup.
     pub id: Option<String>,
     /// The Kubernetes pod's UID (with dashes), when the path is under `kubepods`.
-    pub pod_uid: Option<String>,
+    pub(crate) pod_uid: Option<String>,
     /// `guaranteed`, `burstable` or `besteffort`, with `pod_uid`.
     pub qos: Option<String>,
     /// The cgroup path this came from (escaped), cgroup v2's when it names
@@ -47,7 +47,7 @@ pub struct ContainerRef {
 
 impl ContainerRef {
     /// The first 12 digits of the id, as `crictl` and `docker ps` show it.
-    pub fn short_id(&self) -> Option<&str> {
+    pub(crate) fn short_id(&self) -> Option<&str> {
         self.id.as_deref().map(|i| i.get(..12).unwrap_or(i))
     }
 }
@@ -240,7 +240,7 @@ fn qos_in(parts: &[&str]) -> &'static str {
 /// The containers of a pod's processes (`pids` with their container refs),
 /// by id (the pod's processes in no container's cgroup last); a container's
 /// runtime is its own, not its monitor's (`conmon`).
-pub fn containers_of<'a>(
+pub(crate) fn containers_of<'a>(
     members: impl Iterator<Item = (u32, Option<&'a ContainerRef>)>,
 ) -> Vec<KubeContainer> {
     let mut by: BTreeMap<(bool, Option<String>), KubeContainer> = BTreeMap::new();
@@ -271,7 +271,7 @@ pub fn containers_of<'a>(
 /// A Kubernetes name as read from a pod (a `HOSTNAME`, a namespace file):
 /// accepted when it is a DNS subdomain (lowercase letters, digits, `-` and
 /// `.`, at most 253 bytes), else `None`.
-pub fn kube_name(raw: &str) -> Option<String> {
+pub(crate) fn kube_name(raw: &str) -> Option<String> {
     let s = raw.trim_end_matches('\n');
     let ok = !s.is_empty()
         && s.len() <= 253

@@ -273,7 +273,7 @@ fn join_set(pids: &BTreeSet<u32>) -> String {
 /// [`crate::writer::flock::acquire`]. Falls back to the live pids
 /// `/proc/locks` names. Best effort: returns an empty list when nothing can
 /// be found.
-pub fn lock_holders(proc_root: &Path, lock: &std::fs::File) -> Vec<HolderDesc> {
+pub(crate) fn lock_holders(proc_root: &Path, lock: &std::fs::File) -> Vec<HolderDesc> {
     let Ok(md) = lock.metadata() else {
         return Vec::new();
     };
@@ -314,7 +314,7 @@ pub fn lock_holders(proc_root: &Path, lock: &std::fs::File) -> Vec<HolderDesc> {
 /// The processes holding a flock on a deleted `.writer.lock` of one
 /// directory, as [`orphaned_holders`] found them.
 #[derive(Debug, Default)]
-pub struct Orphans {
+pub(crate) struct Orphans {
     /// The holders (pid and escaped command line), sorted by pid.
     pub holders: Vec<HolderDesc>,
     /// What could not be looked at, as a sentence (processes whose
@@ -339,7 +339,7 @@ pub struct Orphans {
 /// there names another directory, e.g. another pod's emptyDir on the same
 /// disk), processes whose descriptors may not be read (counted in
 /// [`Orphans::unknown`]), and a lock file renamed away (not deleted).
-pub fn orphaned_holders(proc_root: &Path, data_dir: &Path, ours: &std::fs::File) -> Orphans {
+pub(crate) fn orphaned_holders(proc_root: &Path, data_dir: &Path, ours: &std::fs::File) -> Orphans {
     let mut out = Orphans::default();
     let (Ok(real), Ok(md)) = (std::fs::canonicalize(data_dir), ours.metadata()) else {
         out.unknown = Some("the data directory could not be resolved".to_string());

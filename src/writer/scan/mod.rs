@@ -55,7 +55,7 @@ mod judge;
 pub mod kube;
 mod lock;
 mod model;
-pub mod node;
+pub(crate) mod node;
 mod notes;
 pub mod ns;
 mod observe;
@@ -66,15 +66,15 @@ mod target;
 use std::path::PathBuf;
 
 pub use judge::judge;
-pub use kube::{ContainerRef, KubeContainer, KubePod};
-pub use lock::{lock_holders, orphaned_holders, Orphans};
-pub use model::NsRelation;
+pub use kube::KubePod;
+pub(crate) use lock::{lock_holders, orphaned_holders};
+pub(crate) use model::LockInfo;
+pub(crate) use model::PodState;
 pub use model::{
-    DutyView, LockFileState, LockInfo, LockState, PodScope, PodSnapshot, ProcessInfo, Verdict,
-    VerdictKind, ViewerInfo,
+    DutyView, LockFileState, LockState, PodScope, PodSnapshot, ProcessInfo, Verdict, VerdictKind,
 };
 pub use model::{EnvRead, ObservedLock};
-pub use model::{NodePod, NodeSummary, NodeView, PodState};
+pub use model::{NodeSummary, NodeView};
 pub use observe::{observe, Observed, ObservedProcess};
 pub use probe::probe_locked;
 
@@ -127,7 +127,7 @@ pub fn scan(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
 /// then pids, as one scan orders them.
 ///
 /// Errors: the first scan's error.
-pub fn scan_all(scans: &[ScanOptions]) -> Result<PodSnapshot, WriterError> {
+pub(crate) fn scan_all(scans: &[ScanOptions]) -> Result<PodSnapshot, WriterError> {
     let mut parts = Vec::new();
     for s in scans {
         parts.push(scan(s)?);

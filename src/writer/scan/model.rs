@@ -54,15 +54,15 @@ pub struct PodSnapshot {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ViewerInfo {
     /// The viewer's effective uid.
-    pub euid: u32,
+    pub(crate) euid: u32,
     /// Whether `CAP_SYS_PTRACE` is effective for the viewer.
-    pub cap_sys_ptrace: bool,
+    pub(crate) cap_sys_ptrace: bool,
     /// The viewer's mount namespace against the pod's (the pod root's; for
     /// an auto-detected pod, `different` when one of its processes is in
     /// another, `unknown` when one could not be told).
-    pub mount_namespace: NsRelation,
+    pub(crate) mount_namespace: NsRelation,
     /// Likewise the user namespace.
-    pub user_namespace: NsRelation,
+    pub(crate) user_namespace: NsRelation,
     /// One sentence for each namespace that differs or cannot be told; empty
     /// when the viewer shares the pod's.
     pub lines: Vec<String>,
@@ -80,7 +80,7 @@ impl PodSnapshot {
 
     /// Whether the pod was asked for by its options: a scan of a `--pod-root`
     /// tree, or of given `--data-dir`s.
-    pub fn requested(&self) -> bool {
+    pub(crate) fn requested(&self) -> bool {
         self.scope
             .iter()
             .any(|s| s.mode != "auto" || s.pod_root.is_some() || !s.data_dirs.is_empty())
@@ -416,7 +416,7 @@ pub struct ObservedLock {
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum NsRelation {
+pub(crate) enum NsRelation {
     /// The viewer's own.
     Same,
     /// Another one.
@@ -428,7 +428,8 @@ pub enum NsRelation {
 
 impl NsRelation {
     /// The snake_case name, as in `--json`.
-    pub fn as_str(self) -> &'static str {
+    #[allow(dead_code)] // nothing uses it (issue 49 §3)
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NsRelation::Same => "same",
             NsRelation::Different => "different",
@@ -539,15 +540,15 @@ pub struct NodeSummary {
     /// [`PodState::Racing`].
     pub racing: usize,
     /// [`PodState::HoldingNothing`].
-    pub holding_nothing: usize,
+    pub(crate) holding_nothing: usize,
     /// [`PodState::Waiting`].
     pub waiting: usize,
     /// [`PodState::Attention`].
-    pub attention: usize,
+    pub(crate) attention: usize,
     /// [`PodState::Unknown`].
     pub unknown: usize,
     /// [`PodState::NoLease`].
-    pub no_lease: usize,
+    pub(crate) no_lease: usize,
 }
 
 impl NodeSummary {

@@ -37,14 +37,14 @@ fn shown(state: PodState) -> bool {
 }
 
 /// Label of the group of processes outside every pod.
-pub const OUTSIDE_PODS: &str = "outside pods";
+pub(crate) const OUTSIDE_PODS: &str = "outside pods";
 
 /// Scans the node: every pod, each judged alone (see the module
 /// documentation).
 ///
 /// # Errors
 /// [`WriterError::Proc`] when the proc root cannot be listed.
-pub fn scan_node(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
+pub(crate) fn scan_node(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
     let root = &opts.proc_root;
     let proc_locks = ProcLocksSoon::start(root);
     let table = ProcTable::read_with(root, true, true)?;

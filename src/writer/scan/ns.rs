@@ -33,7 +33,7 @@ use crate::writer::sanitize;
 
 /// The viewer's user namespace, from `/proc/self/uid_map`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UserNs {
+pub(crate) enum UserNs {
     /// The initial one (the map is the identity over every uid).
     Initial,
     /// One of its own: its uid 0 is this uid outside (when mapped).
@@ -49,16 +49,16 @@ pub enum UserNs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ViewerFacts {
     /// The effective uid.
-    pub euid: u32,
+    pub(crate) euid: u32,
     /// `CAP_SYS_PTRACE` is effective: needed to read another process's
     /// descriptors, `fdinfo`, root and namespaces when its uid or
     /// capabilities differ from the viewer's.
-    pub cap_sys_ptrace: bool,
+    pub(crate) cap_sys_ptrace: bool,
     /// `CAP_DAC_READ_SEARCH` or `CAP_DAC_OVERRIDE` is effective: needed to
     /// read another user's `/proc/PID/environ` and list its descriptors.
-    pub cap_dac_read_search: bool,
+    pub(crate) cap_dac_read_search: bool,
     /// The viewer's user namespace.
-    pub userns: UserNs,
+    pub(crate) userns: UserNs,
 }
 
 /// `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH` and `CAP_SYS_PTRACE` (linux/capability.h).

@@ -520,20 +520,31 @@ async fn a_recording_is_the_history_of_a_local_store() {
     assert!(p["overlaps"].as_array().unwrap().is_empty(), "{stdout}");
 }
 
-/// `bucket hold` through `endpoint` in a process group of its own (a crash
+/// Where the scripted holders run: their directory (each one's stderr in
+/// `dir/NAME.stderr`), the endpoint, the global options and the lease's URL.
+struct HoldAt<'a> {
+    dir: &'a std::path::Path,
+    endpoint: &'a str,
+    global: &'a [&'a str],
+    url: &'a str,
+}
+
+/// `bucket hold` through `at.endpoint` in a process group of its own (a crash
 /// is a SIGKILL of the group), stderr kept in `dir/NAME.stderr`.
-#[allow(clippy::too_many_arguments)]
 fn spawn_hold(
-    dir: &std::path::Path,
-    endpoint: &str,
-    global: &[&str],
-    url: &str,
+    at: &HoldAt<'_>,
     id: &str,
     args: &[&str],
     cmd: &[&str],
     env: &[(&str, String)],
 ) -> std::process::Child {
     use std::os::unix::process::CommandExt;
+    let HoldAt {
+        dir,
+        endpoint,
+        global,
+        url,
+    } = *at;
     let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     s3_env(&mut c)
         .args([
@@ -598,18 +609,15 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl").display().to_string();
     let ttl = ["--ttl", "3s"];
+    let hold_at = HoldAt {
+        dir: dir.path(),
+        endpoint: &endpoint,
+        global,
+        url: &url,
+    };
 
     // 1. holder-a acquires, renews every second, crashes.
-    let mut a = spawn_hold(
-        dir.path(),
-        &endpoint,
-        global,
-        &url,
-        "holder-a",
-        &ttl,
-        &["sleep", "600"],
-        &[],
-    );
+    let mut a = spawn_hold(&hold_at, "holder-a", &ttl, &["sleep", "600"], &[]);
     let a_took = lease_names(&endpoint, &b, "holder-a").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     crate::common::hold::signal_group(a.id() as i32, libc::SIGKILL);
@@ -617,10 +625,7 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
 
     // 2. holder-b waits for the record to go stale and takes it over.
     let mut hb = spawn_hold(
-        dir.path(),
-        &endpoint,
-        global,
-        &url,
+        &hold_at,
         "holder-b",
         &["--ttl", "3s", "--wait", "30s"],
         &["sleep", "600"],
@@ -704,10 +709,7 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
     ];
     let mut f = spawn_hold(
-        dir.path(),
-        &endpoint,
-        global,
-        &url,
+        &hold_at,
         "holder-f",
         &["--ttl", "120s"],
         &["sleep", "2.5"],

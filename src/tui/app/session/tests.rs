@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::bucket::Observed;
-use crate::snapshot::{ReaderClock, TargetDelta, TargetReport};
+use crate::snapshot::delta::TargetDelta;
+use crate::snapshot::{ReaderClock, TargetReport};
 
 fn at(s: i64) -> DateTime<Utc> {
     "2026-01-01T12:00:00Z".parse::<DateTime<Utc>>().unwrap() + chrono::Duration::seconds(s)

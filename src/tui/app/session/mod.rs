@@ -17,7 +17,7 @@ use crate::writer::scan::PodSnapshot;
 
 /// When the console first saw each row's current ETag: (target URL, lease
 /// key) → (ETag, since), as [`Session::first_seen`] lists it.
-pub type FirstSeen = BTreeMap<(String, String), (Option<String>, DateTime<Utc>)>;
+pub(super) type FirstSeen = BTreeMap<(String, String), (Option<String>, DateTime<Utc>)>;
 
 /// The session's data.
 #[derive(Debug)]
@@ -72,7 +72,7 @@ impl Session {
     }
 
     /// When the latest refresh ended (reader's clock).
-    pub fn last_refresh(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn last_refresh(&self) -> Option<DateTime<Utc>> {
         self.last_refresh
     }
 
@@ -102,13 +102,13 @@ impl Session {
     }
 
     /// A gather still running: (LEASEs read, prefixes known, listing complete).
-    pub fn loading(&self) -> Option<(usize, usize, bool)> {
+    pub(crate) fn loading(&self) -> Option<(usize, usize, bool)> {
         self.loading
     }
 
     /// When the oldest reading of any row was taken (reader's clock): the
     /// status bar shows its age, what the request budget costs in freshness.
-    pub fn oldest_reading(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn oldest_reading(&self) -> Option<DateTime<Utc>> {
         self.oldest_reading
     }
 
@@ -119,7 +119,7 @@ impl Session {
 
     /// Whether the age of any row is unknown because this host's clock is
     /// too far from a storage service's (the header's CLOCK OFF).
-    pub fn ages_unknown(&self) -> bool {
+    pub(crate) fn ages_unknown(&self) -> bool {
         self.judging.age_unknown
     }
 
@@ -134,7 +134,12 @@ impl Session {
     /// The exclusion shown for a row of target `t` in exclusion `mode`:
     /// best-effort mode, else the probe result, else what the snapshot says
     /// (unprobed).
-    pub fn exclusion_of(&self, mode: Exclusion, t: usize, p: &PrefixReport) -> ExclusionReport {
+    pub(crate) fn exclusion_of(
+        &self,
+        mode: Exclusion,
+        t: usize,
+        p: &PrefixReport,
+    ) -> ExclusionReport {
         if mode == Exclusion::BestEffort {
             ExclusionReport::BestEffort
         } else {
@@ -161,7 +166,7 @@ impl Session {
     }
 
     /// Error lines to show (targets or prefixes that could not be read).
-    pub fn error_lines(&self) -> Vec<String> {
+    pub(crate) fn error_lines(&self) -> Vec<String> {
         let Some(s) = &self.snapshot else {
             return Vec::new();
         };
@@ -348,5 +353,4 @@ fn carry_etag_watch(old: Option<&Snapshot>, new: &mut Snapshot) {
 }
 
 #[cfg(test)]
-#[path = "session_tests.rs"]
 mod tests;
