@@ -17,7 +17,7 @@ use leasectl::store::{Counters, ObjectRead};
 use leasectl::tui::action::Action;
 use leasectl::tui::app::{key_action, App};
 
-use super::console::screen;
+use super::support::screen;
 use crate::common::*;
 
 async fn versioned_bucket(test: &str) -> (String, String) {

@@ -6,7 +6,7 @@
 use crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 
-use super::console::{app, key, screen, seed, select, selected_prefix, typed};
+use super::support::{app, key, screen, seed, select, selected_prefix, typed};
 use leasectl::tui::app::{Action, App, Mode};
 
 /// What the event loop does after each frame: tells the console how far its

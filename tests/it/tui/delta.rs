@@ -17,7 +17,7 @@ use leasectl::store::local::LocalStore;
 use leasectl::tui::app::{Action, App};
 
 use crate::common;
-use crate::tui::console::screen;
+use crate::tui::support::screen;
 
 fn t0() -> DateTime<Utc> {
     "2026-11-30T12:00:00Z".parse().unwrap()

@@ -8,17 +8,15 @@
 
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use chrono::Utc;
+use crossterm::event::KeyCode;
 use leasectl::bucket::LeaseState;
 use leasectl::clock::{ManualClock, SharedClock};
 use leasectl::snapshot::{self, GatherOptions, OpenTarget, Snapshot};
 use leasectl::store::local::LocalStore;
-use leasectl::tui::app::{key_action, Action, App, SortKey};
+use leasectl::tui::app::{Action, App, SortKey};
 
-fn at(s: i64) -> chrono::DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap() + chrono::Duration::seconds(s)
-}
+use super::support::{at, key};
 
 fn body(i: usize) -> Option<String> {
     let rec = |renewed: chrono::DateTime<Utc>, ttl: u64, generation: Option<u64>| {
@@ -46,12 +44,6 @@ fn body(i: usize) -> Option<String> {
         ),
         8 => Some("{\"instance_id\": 42".into()),
         _ => None,
-    }
-}
-
-fn key(app: &mut App, code: KeyCode) {
-    if let Some(a) = key_action(app, KeyEvent::new(code, KeyModifiers::NONE)) {
-        app.update(a);
     }
 }
 
