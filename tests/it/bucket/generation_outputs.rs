@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::common::{self, file_url, leasectl, line_reader, wait_json_line};
+use crate::common::{self, file_url, leasectl, leasectl_parts, line_reader, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
 fn record_with_generation(holder: &str, age_s: i64, ttl_s: u64, generation: Option<u64>) -> String {
@@ -64,16 +64,6 @@ fn takeover(url: &str, reason: &str, then: &str, log: &Path) {
     );
 }
 
-/// `--json` (or other args) of the store: (exit code, stdout, stderr).
-fn run_parts(args: &[&str]) -> (i32, String, String) {
-    let out = leasectl(None, args);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn row<'a>(doc: &'a Value, prefix: &str) -> &'a Value {
     doc["targets"][0]["prefixes"]
         .as_array()
@@ -113,7 +103,8 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     let log_s = log.display().to_string();
     let url = file_url(&store);
 
-    let (code, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
+    let (code, out, err) =
+        leasectl_parts(None, &["--json", "--no-pod", "--audit-log", &log_s, &url]);
     assert_eq!(code, 3, "dead/ is stale: {out}{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["schema_version"], "1.6");
@@ -134,7 +125,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     assert!(doc["audit_log"]["error"].is_null(), "{doc:#}");
 
     // The table: GENERATION last, `-` when unknown.
-    let (_, table, _) = run_parts(&["-o", "table", "--no-pod", &url]);
+    let (_, table, _) = leasectl_parts(None, &["-o", "table", "--no-pod", &url]);
     let lines: Vec<Vec<&str>> = table
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -159,7 +150,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
         "handover:successor-1",
         &log,
     );
-    let (_, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
+    let (_, out, err) = leasectl_parts(None, &["--json", "--no-pod", "--audit-log", &log_s, &url]);
     let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     let dead = row(&doc, "dead/");
     assert_eq!(dead["record"]["instance_id"], "successor-1", "{dead:#}");
@@ -178,18 +169,24 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     assert!((Utc::now() - when).num_seconds().abs() < 120, "{t:#}");
     assert!(row(&doc, "gen/")["last_takeover"].is_null());
     // The same takeover is found through the prefix's own URL.
-    let (_, out, _) = run_parts(&[
-        "--json",
-        "--no-pod",
-        "--audit-log",
-        &log_s,
-        &format!("{url}dead/"),
-    ]);
+    let (_, out, _) = leasectl_parts(
+        None,
+        &[
+            "--json",
+            "--no-pod",
+            "--audit-log",
+            &log_s,
+            &format!("{url}dead/"),
+        ],
+    );
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(row(&doc, "")["last_takeover"]["reason"], "INC-7 dead host");
 
     // NDJSON: the lease line carries it, the summary names the log.
-    let (_, out, _) = run_parts(&["-o", "ndjson", "--no-pod", "--audit-log", &log_s, &url]);
+    let (_, out, _) = leasectl_parts(
+        None,
+        &["-o", "ndjson", "--no-pod", "--audit-log", &log_s, &url],
+    );
     let lines: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -211,13 +208,16 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     // An audit log that cannot be read (a FIFO is never opened): unknown, exit 1.
     let fifo = dir.path().join("fifo.jsonl");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let (code, out, err) = run_parts(&[
-        "--json",
-        "--no-pod",
-        "--audit-log",
-        &fifo.display().to_string(),
-        &url,
-    ]);
+    let (code, out, err) = leasectl_parts(
+        None,
+        &[
+            "--json",
+            "--no-pod",
+            "--audit-log",
+            &fifo.display().to_string(),
+            &url,
+        ],
+    );
     assert_eq!(code, 1, "{out}{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert!(
@@ -591,7 +591,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
         &record_with_generation("holder-o", 0, 30, Some(now_us)),
     );
     let url = file_url(&store);
-    let (code, _, err) = run_parts(&["--json", "--no-pod", &url]);
+    let (code, _, err) = leasectl_parts(None, &["--json", "--no-pod", &url]);
     assert_eq!(code, 0, "{err}");
 
     for (g, want) in [
@@ -606,7 +606,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
             "ok/",
             &record_with_generation("holder-o", 0, 30, Some(g)),
         );
-        let (code, out, err) = run_parts(&["--json", "--no-pod", &url]);
+        let (code, out, err) = leasectl_parts(None, &["--json", "--no-pod", &url]);
         assert_eq!(code, 3, "{out}\n{err}");
         let doc: Value = serde_json::from_str(&out).unwrap();
         let r = row(&doc, "ok/");
@@ -616,7 +616,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
             r["problem"].as_str().is_some_and(|p| p.contains(want)),
             "{r}"
         );
-        let (code, out, err) = run_parts(&["check", "--no-pod", &url]);
+        let (code, out, err) = leasectl_parts(None, &["check", "--no-pod", &url]);
         assert_eq!(code, 1, "WARNING:\n{out}\n{err}");
         assert!(out.starts_with("LEASES WARNING"), "{out}");
         assert!(out.contains(want), "{out}");

@@ -511,6 +511,17 @@ pub fn leasectl(endpoint: Option<&str>, args: &[&str]) -> Output {
     run_with_timeout(cmd, Duration::from_secs(60))
 }
 
+/// [`leasectl`] as (exit code, or -1 when killed by a signal; stdout;
+/// stderr), the outputs as text (lossy).
+pub fn leasectl_parts(endpoint: Option<&str>, args: &[&str]) -> (i32, String, String) {
+    let out = leasectl(endpoint, args);
+    (
+        out.status.code().unwrap_or(-1),
+        cli::text(&out.stdout),
+        cli::text(&out.stderr),
+    )
+}
+
 pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -527,6 +538,16 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             panic!("leasectl did not finish within {limit:?}");
         }
+    }
+}
+
+/// A bucket lease's configuration: TTL `ttl_s` seconds, conditional writes,
+/// the rest the defaults.
+pub fn cfg(ttl_s: u64) -> leasectl::bucket::LeaseConfig {
+    leasectl::bucket::LeaseConfig {
+        ttl_s,
+        exclusion: leasectl::bucket::Exclusion::Conditional,
+        ..leasectl::bucket::LeaseConfig::default()
     }
 }
 

@@ -7,19 +7,11 @@ use std::time::{Duration, Instant};
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
 use leasectl::audit::{AuditEntry, AuditLog, AuditTarget};
-use leasectl::bucket::{BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseWatch, Observed};
+use leasectl::bucket::{BucketLease, Exclusion, LeaseError, LeaseWatch, Observed};
 use leasectl::clock::SystemClock;
 use leasectl::store::local::LocalStore;
 use leasectl::store::{ObjectStore, PutCondition};
 use leasectl::takeover::{takeover, TakeoverError, TakeoverRequest, Then};
-
-fn cfg(ttl_s: u64) -> LeaseConfig {
-    LeaseConfig {
-        ttl_s,
-        exclusion: Exclusion::Conditional,
-        ..LeaseConfig::default()
-    }
-}
 
 async fn look(store: &dyn ObjectStore, prefix: &str) -> Observed {
     match store.get(&leasectl::bucket::lease_key(prefix), None).await {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use leasectl::audit::{AuditEntry, AuditLog};
 use leasectl::bucket::{
-    judge, BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseState, LeaseWatch, Observed,
+    judge, BucketLease, Exclusion, LeaseError, LeaseState, LeaseWatch, Observed,
 };
 use leasectl::clock::SystemClock;
 use leasectl::store::local::LocalStore;
@@ -70,14 +70,6 @@ impl Place {
         leasectl::bucket::read_lease(store.as_ref(), &leasectl::bucket::lease_key(prefix), None)
             .await
             .unwrap()
-    }
-}
-
-fn cfg(ttl_s: u64) -> LeaseConfig {
-    LeaseConfig {
-        ttl_s,
-        exclusion: Exclusion::Conditional,
-        ..LeaseConfig::default()
     }
 }
 
