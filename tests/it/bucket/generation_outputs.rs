@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
+use crate::common::bin;
+use crate::common::serve::Serve;
 use crate::common::{self, file_url, leasectl, leasectl_parts, line_reader, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
@@ -418,28 +420,24 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut serve);
     // Its log (`-v`): the warning and the recovery are steps of it.
-    let mut serve = serve
-        .args([
-            "-v",
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
-        .arg("--audit-log")
-        .arg(&log)
-        .arg(&url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args([
+                "-v",
+                "serve",
+                "--no-pod",
+                "--listen",
+                "127.0.0.1:0",
+                "--refresh",
+                "1s",
+            ])
+            .arg("--audit-log")
+            .arg(&log)
+            .arg(&url),
+        &stderr_path,
+    );
+    let port = serve.port;
     let series =
         |name: &str, prefix: &str| format!("{name}{{target=\"{url}\",prefix=\"{prefix}\"}}");
     let how = |prefix: &str, how: &str| {
@@ -498,9 +496,7 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
         assert_eq!(sample(&body, &how("nogen/", h)), Some(0.0), "{h}:\n{body}");
     }
 
-    // SAFETY: kill(2) on a child this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    assert_eq!(serve.wait().unwrap().code(), Some(0));
+    assert_eq!(serve.terminate(), Some(0));
 }
 
 /// `serve --audit-log` on a log that cannot be read (a directory): it keeps
@@ -522,28 +518,24 @@ fn serve_reports_an_unreadable_audit_log() {
     std::fs::create_dir(&log).unwrap();
     let url = file_url(&store);
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut serve);
     // Its log (`-v`): the warning and the recovery are steps of it.
-    let mut serve = serve
-        .args([
-            "-v",
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
-        .arg("--audit-log")
-        .arg(&log)
-        .arg(&url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args([
+                "-v",
+                "serve",
+                "--no-pod",
+                "--listen",
+                "127.0.0.1:0",
+                "--refresh",
+                "1s",
+            ])
+            .arg("--audit-log")
+            .arg(&log)
+            .arg(&url),
+        &stderr_path,
+    );
+    let port = serve.port;
     let ok = format!("leasectl_audit_log_ok{{path=\"{}\"}}", log.display());
     let body = scrape_until(port, "the audit log unreadable", |b| {
         sample(b, &ok) == Some(0.0)
@@ -570,9 +562,7 @@ fn serve_reports_an_unreadable_audit_log() {
     let err = std::fs::read_to_string(&stderr_path).unwrap();
     assert!(err.contains("can be read again"), "{err}");
 
-    // SAFETY: kill(2) on a child this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    assert_eq!(serve.wait().unwrap().code(), Some(0));
+    assert_eq!(serve.terminate(), Some(0));
 }
 
 /// A fresh record whose generation the rule cannot keep growing from — far

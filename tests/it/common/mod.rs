@@ -6,6 +6,7 @@ pub mod cli;
 pub mod hold;
 pub mod lines;
 pub mod proxy;
+pub mod serve;
 pub mod tmux;
 
 #[allow(unused_imports)]

@@ -8,13 +8,14 @@
 //! by its own `--timeout`), `serve` (the target down), the console, `probe`'s
 //! sweep of old scratch keys (one page) and `timeline`'s version listing.
 
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text};
 use crate::common::proxy::{Mode, Proxy};
+use crate::common::serve::Serve;
 use crate::common::tmux::Tmux;
 use crate::common::{self, moto, Moto};
 
@@ -191,8 +192,8 @@ async fn serve_reports_an_endless_listing_as_down() {
     let url = format!("s3://{bucket}/");
     let dir = tempfile::tempdir().unwrap();
     let stderr_path = dir.path().join("serve.stderr");
-    let serve = bin()
-        .args(through(
+    let mut serve = Serve::spawn(
+        bin().args(through(
             &proxy,
             &[
                 "serve",
@@ -203,14 +204,10 @@ async fn serve_reports_an_endless_listing_as_down() {
                 "1s",
                 &url,
             ],
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let mut serve = Killed(serve);
-    let port = common::lines::serve_port(&stderr_path);
+        )),
+        &stderr_path,
+    );
+    let port = serve.port;
     let up = format!("leasectl_target_up{{target=\"{url}\"}} 0");
     let errors = format!("leasectl_gather_errors_total{{target=\"{url}\"}} ");
     let started = Instant::now();
@@ -242,22 +239,10 @@ async fn serve_reports_an_endless_listing_as_down() {
         "each LEASE read once a gather, not once a page: {:?}",
         proxy.counts()
     );
-    unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) };
-    let status = tokio::task::spawn_blocking(move || serve.0.wait())
+    let code = tokio::task::spawn_blocking(move || serve.terminate())
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(status.code(), Some(0));
-}
-
-/// A child killed (by its pid) when the test ends, failed or not.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    assert_eq!(code, Some(0));
 }
 
 /// GET http://127.0.0.1:PORT/metrics.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
+use crate::common::serve::Serve;
 use crate::common::{
     self, file_url, leasectl, line_reader, moto, wait_json_line as wait_line, Moto,
 };
@@ -433,23 +434,21 @@ async fn serve_is_scraped_while_leases_change() {
     );
     wait_for_key(&client, &bucket, "db/LEASE").await;
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-            &format!("s3://{bucket}/"),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+            .args([
+                "serve",
+                "--no-pod",
+                "--listen",
+                "127.0.0.1:0",
+                "--refresh",
+                "1s",
+                &format!("s3://{bucket}/"),
+            ]),
+        &stderr_path,
+    );
+    let port = serve.port;
     let target = format!("s3://{bucket}/");
     let series = |name: &str, prefix: &str, state: Option<&str>| match state {
         Some(s) => format!("{name}{{target=\"{target}\",prefix=\"{prefix}\",state=\"{s}\"}}"),
@@ -591,9 +590,7 @@ async fn serve_is_scraped_while_leases_change() {
     }
 
     // SIGTERM: a clean stop.
-    // SAFETY: kill(2) on a child this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    assert_eq!(serve.wait().unwrap().code(), Some(0));
+    assert_eq!(serve.terminate(), Some(0));
 }
 
 #[test]
@@ -728,22 +725,19 @@ print(json.dumps(out))
     // prometheus` has no holder-change counters: issue 35 trip 10).
     let dir = tempfile::tempdir().unwrap();
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-        .args(["serve", "--listen", "127.0.0.1:0", "--refresh", "1s"])
-        .arg(format!("s3://{bucket}/"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--refresh", "1s"])
+            .arg(format!("s3://{bucket}/")),
+        &stderr_path,
+    );
+    let port = serve.port;
     let exported = scrape_until(port, "both prefixes", |b| {
         b.contains("prefix=\"free/\"") && b.contains("prefix=\"db/\"")
     })
     .await;
-    let _ = serve.kill();
-    let _ = serve.wait();
+    serve.stop();
     for expr in v["exprs"].as_array().unwrap() {
         let expr = expr.as_str().unwrap();
         for name in expr
@@ -909,8 +903,8 @@ async fn serve_holds_its_request_budget() {
     let mut counts = Vec::new();
     for budget in ["600/min", "1000000"] {
         let stderr_path = dir.path().join(format!("serve-{}.stderr", budget.len()));
-        let mut serve = bin()
-            .args([
+        let mut serve = Serve::spawn(
+            bin().args([
                 "serve",
                 "--no-pod",
                 "--listen",
@@ -920,13 +914,10 @@ async fn serve_holds_its_request_budget() {
                 "--max-requests",
                 budget,
                 &url,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .unwrap();
-        let port: u16 = common::lines::serve_port(&stderr_path);
+            ]),
+            &stderr_path,
+        );
+        let port = serve.port;
         let gathers = |b: &str| sample(b, "leasectl_gathers_total").unwrap_or(0.0);
         // The first gather (every LEASE, not counted) is done once a second one is.
         let b0 = scrape_until(port, "two gathers", |b| gathers(b) >= 2.0).await;
@@ -936,8 +927,7 @@ async fn serve_holds_its_request_budget() {
         let (_, b1) = http_get(port, "/metrics").await;
         let secs = t0.elapsed().as_secs_f64();
         let r1 = sample(&b1, "leasectl_store_requests_total").expect("the request counter");
-        let _ = serve.kill();
-        let _ = serve.wait();
+        serve.stop();
         counts.push((r1 - r0, secs));
     }
     let (budgeted, secs) = counts[0];
@@ -982,23 +972,21 @@ async fn serve_exports_holder_and_free_seconds() {
     );
     wait_for_key(&client, &bucket, "db/LEASE").await;
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
-        .arg(format!("s3://{bucket}/"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+            .args([
+                "serve",
+                "--no-pod",
+                "--listen",
+                "127.0.0.1:0",
+                "--refresh",
+                "1s",
+            ])
+            .arg(format!("s3://{bucket}/")),
+        &stderr_path,
+    );
+    let port = serve.port;
     let target = format!("s3://{bucket}/");
     let held = format!("leasectl_lease_holder_seconds{{target=\"{target}\",prefix=\"db/\"}}");
     let free = format!("leasectl_lease_free_seconds{{target=\"{target}\",prefix=\"db/\"}}");
@@ -1015,8 +1003,7 @@ async fn serve_exports_holder_and_free_seconds() {
     })
     .await;
     assert_eq!(sample(&body, &held), None, "{body}");
-    let _ = serve.kill();
-    let _ = serve.wait();
+    serve.stop();
 }
 
 /// Issue 34 §3: `serve` exports the largest age of the current tenure's
@@ -1036,24 +1023,22 @@ async fn serve_exports_the_largest_renewal_gap_against_the_ttl() {
     put("gap-a", 8);
     let stderr_path = dir.path().join("serve.stderr");
     let target = file_url(dir.path());
-    let mut serve = bin()
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-            "--audit-log",
-        ])
-        .arg(dir.path().join("audit.jsonl"))
-        .arg(&target)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args([
+                "serve",
+                "--no-pod",
+                "--listen",
+                "127.0.0.1:0",
+                "--refresh",
+                "1s",
+                "--audit-log",
+            ])
+            .arg(dir.path().join("audit.jsonl"))
+            .arg(&target),
+        &stderr_path,
+    );
+    let port = serve.port;
     let labels = format!("{{target=\"{target}\",prefix=\"db/\"}}");
     let gap = format!("leasectl_lease_renewal_gap_ttl_ratio{labels}");
     let age = format!("leasectl_lease_age_seconds{labels}");
@@ -1080,6 +1065,5 @@ async fn serve_exports_the_largest_renewal_gap_against_the_ttl() {
     })
     .await;
     assert!(sample(&body, &gap).unwrap() < 0.2, "{body}");
-    let _ = serve.kill();
-    let _ = serve.wait();
+    serve.stop();
 }

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
+use crate::common::serve::Serve;
 use crate::common::{self, file_url, line_reader, moto, wait_json_line, Moto};
 
 /// [`run`] off the async runtime.
@@ -40,7 +41,7 @@ fn wait_line(
 }
 
 /// Kills a child we started (by its pid) and reaps it.
-fn stop(mut child: std::process::Child) {
+fn stop(child: &mut std::process::Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let end = Instant::now() + Duration::from_secs(10);
     while child.try_wait().unwrap().is_none() {
@@ -113,7 +114,7 @@ async fn the_endpoint_is_a_url_with_region_and_addressing_style_in_every_json_ou
     let rx = line_reader(watch.stdout.take().unwrap());
     let mut seen = Vec::new();
     let line = wait_line(&rx, &mut seen, "lease", |v| v["type"] == "lease");
-    stop(watch);
+    stop(&mut watch);
     assert_where(&line, &endpoint, "--watch");
 
     let out = run_async(s3(&["probe", "--json", &url])).await;
@@ -416,7 +417,7 @@ fn a_watched_local_store_that_disappears_is_an_error_until_it_is_back() {
     wait_line(&rx, &mut seen, "healthy heartbeat again", |v| {
         v["type"] == "heartbeat" && v["exit_code"] == 0
     });
-    stop(watch);
+    stop(&mut watch);
     assert!(
         !seen.iter().any(|v| v["type"] == "gone"),
         "a store that could not be listed says nothing about its prefixes: {seen:#?}"
@@ -453,8 +454,8 @@ async fn a_served_local_store_that_disappears_is_down() {
     write_lease(&dir, "db/", &record("holder", 0, 120));
     let url = file_url(&dir);
     let stderr_path = parent.path().join("serve.stderr");
-    let serve = bin()
-        .args([
+    let mut serve = Serve::spawn(
+        bin().args([
             "serve",
             "--no-pod",
             "--listen",
@@ -462,13 +463,10 @@ async fn a_served_local_store_that_disappears_is_down() {
             "--refresh",
             "1s",
             &url,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+        ]),
+        &stderr_path,
+    );
+    let port = serve.port;
     let up = format!("leasectl_target_up{{target=\"{url}\"}}");
     let errors = format!("leasectl_gather_errors_total{{target=\"{url}\"}}");
     let until = |pred: Box<dyn Fn(&str) -> bool + Send>| async move {
@@ -502,7 +500,7 @@ async fn a_served_local_store_that_disappears_is_down() {
     std::fs::rename(&moved, &dir).unwrap();
     let u = up.clone();
     until(Box::new(move |b| sample(b, &u) == Some(1.0))).await;
-    tokio::task::spawn_blocking(move || stop(serve))
+    tokio::task::spawn_blocking(move || stop(&mut serve.child))
         .await
         .unwrap();
 }

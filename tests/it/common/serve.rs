@@ -1,0 +1,61 @@
+//! A real `leasectl serve` as the tests run it: spawned with its stderr in a
+//! file, the port it listens on read from that file, killed and waited for
+//! when dropped (even when the test fails), so that none outlives its test.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A running `leasectl serve`.
+pub struct Serve {
+    pub child: Child,
+    stderr: PathBuf,
+    /// The port it listens on (it was told `--listen 127.0.0.1:0`).
+    pub port: u16,
+}
+
+impl Serve {
+    /// Spawns `cmd` — a `leasectl … serve --listen 127.0.0.1:0 …` command
+    /// line — with no stdin nor stdout and its stderr written to `stderr`,
+    /// and waits (up to 20 s) for the port it says it listens on.
+    pub fn spawn(cmd: &mut Command, stderr: &Path) -> Self {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(stderr).unwrap())
+            .spawn()
+            .expect("spawn leasectl serve");
+        // Killed by Drop should reading the port fail.
+        let mut s = Serve {
+            child,
+            stderr: stderr.to_owned(),
+            port: 0,
+        };
+        s.port = super::lines::serve_port(stderr);
+        s
+    }
+
+    /// What it has written to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits: its exit code (`None` if a signal ended it).
+    pub fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) on a child this test spawned and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap().code()
+    }
+
+    /// Kills it and waits for it.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
