@@ -14,7 +14,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::hold::*;
@@ -122,8 +122,7 @@ fn spawn_pinned(
     cpu: usize,
 ) -> Hold {
     let stderr = dir.join("hold.stderr");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
+    let mut c = bin();
     c.args([
         "--endpoint-url",
         endpoint,
@@ -216,7 +215,7 @@ async fn eof_before_sigterm_run(i: usize, port: u16, bucket: &str, fault: Fault)
             "python3".into(),
             script.display().to_string(),
             out.display().to_string(),
-            env!("CARGO_BIN_EXE_leasectl").into(),
+            bin_path().into(),
             if is_root() { "rt" } else { "plain" }.into(),
         ],
         first_cpu(),
@@ -359,8 +358,7 @@ fn fence_check_of(
     fd: Option<i32>,
     pipe: Option<&str>,
 ) -> (Option<i32>, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
+    let mut c = bin();
     c.args(["bucket", "fence-check"])
         .env_remove("LEASECTL_FENCE_FD")
         .env_remove("LEASECTL_FENCE_PIPE")
@@ -512,8 +510,7 @@ async fn the_fence_fd_reads_eof_when_leasectl_is_killed() {
 /// `bucket hold -- sh -c SCRIPT` on a local store, leasectl's own
 /// environment holding a stale LEASECTL_GENERATION; `extra` flags.
 fn hold_local(dir: &Path, extra: &[&str], script: &str) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
+    let mut c = bin();
     c.args(["bucket", "hold", "--ttl", "6s"])
         .args(extra)
         .arg(format!("{}p/", file_url(dir)))

@@ -10,15 +10,14 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::common::bin;
 use crate::common::serve::Serve;
-use crate::common::{self, file_url, leasectl, leasectl_parts, line_reader, wait_json_line};
+use crate::common::{bin, file_url, leasectl, leasectl_parts, line_reader, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
 fn record_with_generation(holder: &str, age_s: i64, ttl_s: u64, generation: Option<u64>) -> String {
@@ -252,8 +251,7 @@ fn watch_writes_holder_change_lines() {
     );
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut watch);
+    let mut watch = bin();
     let mut watch = watch
         .args(["--no-pod", "--watch=1s", "--heartbeat", "1h", "--audit-log"])
         .arg(&log)

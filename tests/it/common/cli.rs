@@ -10,17 +10,20 @@ use chrono::{SecondsFormat, Utc};
 
 use super::{run_with_timeout, s3_env};
 
+/// The path of the leasectl binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
+
 /// The leasectl binary with the test credentials ([`s3_env`]) and no
 /// S3-specific endpoint from the tester's environment.
 pub fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    let mut c = Command::new(BIN);
     s3_env(&mut c).env_remove("AWS_ENDPOINT_URL_S3");
     c
 }
 
 /// The binary's path, for tests that build their own command line.
 pub fn bin_path() -> &'static str {
-    env!("CARGO_BIN_EXE_leasectl")
+    BIN
 }
 
 /// `leasectl ARGS` ([`bin`]), waited for up to 60 s.
@@ -33,7 +36,7 @@ pub fn run(args: &[&str]) -> Output {
 /// `leasectl ARGS` with nothing added to the environment (no credentials),
 /// waited for up to `limit`.
 pub fn run_bare(args: &[&str], limit: Duration) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    let mut c = Command::new(BIN);
     c.args(args);
     run_with_timeout(c, limit)
 }

@@ -6,10 +6,10 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{s3_env, SETUP};
+use super::SETUP;
 
 pub fn now_s() -> f64 {
     std::time::SystemTime::now()
@@ -77,8 +77,7 @@ impl Hold {
         env: &[(&str, String)],
     ) -> Self {
         let stderr = dir.join(format!("{name}.stderr"));
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
+        let mut c = super::bin();
         c.args([
             "-v",
             "--endpoint-url",

@@ -503,8 +503,7 @@ pub async fn put_raw(client: &aws_sdk_s3::Client, bucket: &str, key: &str, body:
 
 /// Runs the leasectl binary with `args` against `endpoint` (if any); waits up to 60 s.
 pub fn leasectl(endpoint: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut cmd);
+    let mut cmd = bin();
     if let Some(e) = endpoint {
         cmd.args(["--endpoint-url", e, "--path-style"]);
     }

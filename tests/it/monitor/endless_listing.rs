@@ -17,7 +17,7 @@ use crate::common::cli::{bin, record, run, text};
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::serve::Serve;
 use crate::common::tmux::Tmux;
-use crate::common::{self, moto, Moto};
+use crate::common::{self, bin_path, moto, Moto};
 
 /// [`run`] off the async runtime, with how long it took.
 async fn run_timed(args: Vec<String>) -> (Output, Duration) {
@@ -307,7 +307,7 @@ async fn the_console_shows_an_endless_listing_as_incomplete() {
         "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing-secret AWS_REGION=us-east-1 \
          AWS_EC2_METADATA_DISABLED=true {} --endpoint-url {} --path-style --no-pod \
          --refresh 1s --read-only s3://{bucket}/",
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         proxy.endpoint()
     ));
     let t = tmux.clone_name();

@@ -13,7 +13,7 @@ use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
 use crate::common::serve::Serve;
 use crate::common::{
-    self, file_url, leasectl, line_reader, moto, wait_json_line as wait_line, Moto,
+    self, bin_path, file_url, leasectl, line_reader, moto, wait_json_line as wait_line, Moto,
 };
 
 /// `leasectl check --no-pod ARGS`: (exit code, stdout).
@@ -373,7 +373,7 @@ fn watch_ends_with_141_when_the_reader_goes_away() {
             "-c",
             &format!(
                 "'{}' --no-pod --watch=1s '{url}' | head -n 1 >/dev/null; echo ${{PIPESTATUS[0]}}",
-                env!("CARGO_BIN_EXE_leasectl")
+                bin_path()
             ),
         ])
         .output()
@@ -834,7 +834,7 @@ fn check_is_critical_on_a_real_pod_verdict() {
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
-    let b = env!("CARGO_BIN_EXE_leasectl");
+    let b = bin_path();
 
     // Healthy: one root takes the lock, its child inherits.
     let healthy = tempfile::tempdir().unwrap();

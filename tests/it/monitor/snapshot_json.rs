@@ -403,10 +403,13 @@ async fn the_endpoint_shown_is_the_one_requests_use() {
     let server = crate::common::moto(crate::common::Moto::Conditional);
     let b = crate::common::bucket_name("endpoint-s3-env");
     crate::common::create_bucket(&crate::common::sdk_client(&server.endpoint()), &b).await;
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    crate::common::s3_env(&mut c)
-        .env("AWS_ENDPOINT_URL_S3", server.endpoint())
-        .args(["--path-style", "--json", "--no-pod", &format!("s3://{b}/")]);
+    let mut c = bin();
+    c.env("AWS_ENDPOINT_URL_S3", server.endpoint()).args([
+        "--path-style",
+        "--json",
+        "--no-pod",
+        &format!("s3://{b}/"),
+    ]);
     let out = tokio::task::spawn_blocking(move || {
         crate::common::run_with_timeout(c, std::time::Duration::from_secs(60))
     })
@@ -438,9 +441,8 @@ async fn a_profile_can_choose_path_style_addressing() {
     let endpoint = format!("http://localhost:{}", server.port);
     let url = format!("s3://{b}/");
     let out = tokio::task::spawn_blocking(move || {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        crate::common::s3_env(&mut c)
-            .env("HOME", home.path())
+        let mut c = bin();
+        c.env("HOME", home.path())
             .args(["--profile", "minio", "--endpoint-url", &endpoint])
             .args(["--json", "--no-pod", &url]);
         crate::common::run_with_timeout(c, std::time::Duration::from_secs(60))

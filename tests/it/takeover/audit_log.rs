@@ -169,8 +169,7 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
         h.observe(&first, &[]);
 
         let log = dir.path().join(format!("audit-{n}.jsonl"));
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
+        let mut c = bin();
         c.args(["--endpoint-url", &m.endpoint(), "--path-style"])
             .args(["takeover", &prefix_url, "--yes", "--reason", "INC-9 parent"])
             .args(["--then", "handover:next-holder", "--audit-log"])

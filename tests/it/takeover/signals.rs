@@ -57,8 +57,7 @@ impl Place {
     }
 
     fn command(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
+        let mut c = bin();
         if let Place::Moto(e, _) = self {
             c.args(["--endpoint-url", e, "--path-style", "--timeout", "5s"]);
         }

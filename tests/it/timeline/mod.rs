@@ -12,9 +12,8 @@ mod order;
 mod picture;
 
 fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .env("NO_COLOR", "1")
+    let mut c = bin();
+    c.env("NO_COLOR", "1")
         .args(["--endpoint-url", endpoint, "--path-style", "--no-pod"])
         .args(args);
     let out = tokio::task::block_in_place(|| c.output()).unwrap();
@@ -78,9 +77,8 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     let (code, _, err) = hold("holder-b", "sleep 0.2");
     assert_eq!(code, Some(0), "{err}");
     // holder-c holds; an intruder writes over its live record.
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .args(["--endpoint-url", &endpoint, "--path-style"])
+    let mut c = bin();
+    c.args(["--endpoint-url", &endpoint, "--path-style"])
         .args([
             "bucket",
             "hold",
@@ -302,7 +300,7 @@ async fn progress_shows_on_a_terminal_and_not_on_a_pipe() {
     }
     let line = format!(
         "{} --endpoint-url {endpoint} --path-style --no-pod timeline {url}",
-        env!("CARGO_BIN_EXE_leasectl")
+        bin_path()
     );
     let mut c = Command::new("script");
     s3_env(&mut c)
@@ -323,7 +321,7 @@ async fn progress_shows_on_a_terminal_and_not_on_a_pipe() {
 fn a_local_store_without_recordings_is_unknown() {
     let dir = tempfile::tempdir().unwrap();
     let url = file_url(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let out = Command::new(bin_path())
         .args(["timeline", &url, "--audit-log"])
         .arg(dir.path().join("none.jsonl"))
         .output()
@@ -451,7 +449,7 @@ async fn a_recording_is_the_history_of_a_local_store() {
     let root = dir.path().join("store");
     std::fs::create_dir_all(root.join("p")).unwrap();
     let recording = dir.path().join("watch.ndjson");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let mut watch = Command::new(bin_path())
         .args(["--no-pod", "--watch=1s"])
         .arg(file_url(&root))
         .stdout(std::fs::File::create(&recording).unwrap())
@@ -461,7 +459,7 @@ async fn a_recording_is_the_history_of_a_local_store() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let prefix = file_url(&root.join("p"));
     for id in ["first-holder", "second-holder"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        let out = Command::new(bin_path())
             .args([
                 "bucket",
                 "hold",
@@ -486,7 +484,7 @@ async fn a_recording_is_the_history_of_a_local_store() {
     unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
     let _ = watch.wait();
     std::fs::write(dir.path().join("audit.jsonl"), "").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let out = Command::new(bin_path())
         .args(["timeline", &prefix, "-o", "json", "--recording"])
         .arg(&recording)
         .args(["--audit-log"])
@@ -534,25 +532,24 @@ fn spawn_hold(
     env: &[(&str, String)],
 ) -> std::process::Child {
     use std::os::unix::process::CommandExt;
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .args([
-            "--endpoint-url",
-            endpoint,
-            "--path-style",
-            "--timeout",
-            "2s",
-        ])
-        .args(global)
-        .args(["bucket", "hold", url, "--instance-id", id])
-        .args(args)
-        .arg("--")
-        .args(cmd)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("{id}.stderr"))).unwrap())
-        .process_group(0);
+    let mut c = bin();
+    c.args([
+        "--endpoint-url",
+        endpoint,
+        "--path-style",
+        "--timeout",
+        "2s",
+    ])
+    .args(global)
+    .args(["bucket", "hold", url, "--instance-id", id])
+    .args(args)
+    .arg("--")
+    .args(cmd)
+    .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(dir.join(format!("{id}.stderr"))).unwrap())
+    .process_group(0);
     c.spawn().unwrap()
 }
 

@@ -30,7 +30,7 @@ fn console_cmd(endpoint: &str, extra: &str, url: &str) -> String {
         "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing-secret AWS_REGION=us-east-1 \
          AWS_EC2_METADATA_DISABLED=true {} --endpoint-url {endpoint} --path-style --no-pod \
          --refresh 1s {extra} {url}",
-        env!("CARGO_BIN_EXE_leasectl")
+        bin_path()
     )
 }
 
@@ -201,7 +201,7 @@ fn a_signal_that_would_kill_the_console_ends_it_cleanly() {
     let run = tmux.run(&format!(
         "sh -c 'echo $$ > {}; exec {} --read-only --no-pod --refresh 1s {}'",
         pidfile.display(),
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         file_url(dir.path())
     ));
     tmux.wait_shown(&run, LONG, "the console", |s| s.contains("WATCH"));
