@@ -60,6 +60,21 @@ pub fn record(holder: &str, age_s: i64, ttl_s: u64) -> String {
         .to_string()
 }
 
+/// A LEASE body of `holder` acquired and renewed now, TTL 30 s, with
+/// `generation`.
+pub fn generation_body(holder: &str, generation: u64) -> Vec<u8> {
+    let now = Utc::now();
+    leasectl::bucket::LeaseRecord {
+        instance_id: holder.into(),
+        acquired_at: now,
+        renewed_at: now,
+        ttl_s: 30,
+        generation: Some(generation),
+        released_at: None,
+    }
+    .to_body()
+}
+
 /// Writes `body` as `root/prefix/LEASE` (a local store's LEASE).
 pub fn write_lease(root: &Path, prefix: &str, body: &str) {
     let d = root.join(prefix);

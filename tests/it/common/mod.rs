@@ -10,7 +10,9 @@ pub mod serve;
 pub mod tmux;
 
 #[allow(unused_imports)]
-pub use cli::{bin, bin_path, output_text, record, run, run_bare, text, write_lease};
+pub use cli::{
+    bin, bin_path, generation_body, output_text, record, run, run_bare, text, write_lease,
+};
 pub use lines::{cannot_drop_privileges, line_reader, list_keys, wait_json_line};
 
 use std::io::{BufRead, BufReader};
@@ -539,6 +541,33 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
             panic!("leasectl did not finish within {limit:?}");
         }
     }
+}
+
+/// Turns versioning on for `bucket`.
+pub async fn enable_versioning(client: &aws_sdk_s3::Client, bucket: &str) {
+    client
+        .put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("versioning on");
+}
+
+/// A new bucket on `server` for `test`, versioned: (endpoint, bucket).
+pub async fn versioned_bucket_on(server: Server, test: &str) -> (String, String) {
+    let (endpoint, b) = server.bucket(test).await;
+    enable_versioning(&sdk_client(&endpoint), &b).await;
+    (endpoint, b)
+}
+
+/// [`versioned_bucket_on`] moto with conditional writes.
+pub async fn versioned_bucket(test: &str) -> (String, String) {
+    versioned_bucket_on(Server::Moto(Moto::Conditional), test).await
 }
 
 /// A bucket lease's configuration: TTL `ttl_s` seconds, conditional writes,

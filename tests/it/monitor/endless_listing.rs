@@ -42,17 +42,7 @@ async fn endless(test: &str, versioned: bool, delay: Duration) -> (String, Proxy
     let bucket = common::bucket_name(test);
     common::create_bucket(&client, &bucket).await;
     if versioned {
-        client
-            .put_bucket_versioning()
-            .bucket(&bucket)
-            .versioning_configuration(
-                aws_sdk_s3::types::VersioningConfiguration::builder()
-                    .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                    .build(),
-            )
-            .send()
-            .await
-            .expect("versioning on");
+        common::enable_versioning(&client, &bucket).await;
     }
     for i in 1..=PREFIXES {
         let body = record(&format!("holder-db{i}"), 0, 300);

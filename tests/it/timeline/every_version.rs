@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{leasectl, versioned_bucket_on};
+use super::leasectl;
 use crate::common::*;
 
 fn record(id: &str, generation: u64, at: DateTime<Utc>) -> leasectl::bucket::LeaseRecord {

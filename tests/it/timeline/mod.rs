@@ -24,26 +24,6 @@ fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-async fn versioned_bucket(test: &str) -> (String, String) {
-    versioned_bucket_on(Server::Moto(Moto::Conditional), test).await
-}
-
-async fn versioned_bucket_on(server: Server, test: &str) -> (String, String) {
-    let (endpoint, b) = server.bucket(test).await;
-    sdk_client(&endpoint)
-        .put_bucket_versioning()
-        .bucket(&b)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("versioning on");
-    (endpoint, b)
-}
-
 /// Two holders take turns (a release between), a third is overwritten while
 /// its lease is fresh: the timeline names the three tenures, the gap, the
 /// overlap (exit 3), reading every body (as `--all-versions`, kept for

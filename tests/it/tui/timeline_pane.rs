@@ -273,17 +273,7 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
 async fn the_write_task_rebuilds_the_timeline_from_versions_on_moto() {
     let (endpoint, b) = Server::Moto(Moto::Conditional).bucket("tlpane").await;
     let client = sdk_client(&endpoint);
-    client
-        .put_bucket_versioning()
-        .bucket(&b)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    enable_versioning(&client, &b).await;
     let now = Utc::now();
     for (i, id) in ["holder-a", "holder-a", "holder-a", "holder-b", "holder-b"]
         .iter()
