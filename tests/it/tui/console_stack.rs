@@ -15,9 +15,9 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use leasectl::snapshot::{self, GatherOptions};
 use leasectl::store::{Counters, ObjectRead};
 use leasectl::tui::action::Action;
-use leasectl::tui::app::{key_action, App};
+use leasectl::tui::app::key_action;
 
-use super::support::screen;
+use super::support::{console, screen};
 use crate::common::*;
 
 /// Every read of [`ObjectRead`] through `stack` answers as `direct` (the
@@ -123,14 +123,7 @@ async fn every_console_read_goes_through_its_store_stack() {
     };
     let (tx, mut results) = tokio::sync::mpsc::channel(16);
     let (commands, _task) = ops.start(tx);
-    let mut app = App::new(
-        vec![url.parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        Utc::now(),
-    )
-    .without_pod();
-    app.update(Action::Resize(120, 30));
+    let mut app = console(&url, false, Utc::now(), 120, 30);
     app.update(Action::Snapshot(Box::new(snap)));
     let before = counters.counts();
     if let Some(a) = key_action(&app, KeyEvent::new(KeyCode::Char('h'), KeyModifiers::NONE)) {

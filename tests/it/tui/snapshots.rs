@@ -16,7 +16,9 @@ use leasectl::writer::scan::{
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
-use super::support::{at, backend_text, draw, gather_at, lease_at, lease_modified, rec};
+use super::support::{
+    at, backend_text, draw, gather_at, lease_at, lease_modified, rec, taken_record, takeover_entry,
+};
 
 async fn app_on(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> App {
     let snap = gather_at(dir, now).await;
@@ -601,47 +603,6 @@ async fn ten_thousand_processes_deep_chain() {
     );
 }
 
-/// A takeover outcome of `{dir}/db/` as the console writes it.
-pub(crate) fn takeover_entry(
-    dir: &std::path::Path,
-    time: chrono::DateTime<Utc>,
-    holder: &str,
-) -> leasectl::audit::AuditEntry {
-    use leasectl::audit::{AuditEntry, AuditObserved, AuditTarget, AuditWritten};
-    let record: leasectl::bucket::LeaseRecord =
-        serde_json::from_str(&rec(holder, "2026-11-30T12:00:50Z", 30)).unwrap();
-    AuditEntry {
-        time,
-        phase: "outcome".into(),
-        id: "t1".into(),
-        operator: "ops@host".into(),
-        tool_version: "0.1.0".into(),
-        action: "takeover".into(),
-        target: AuditTarget {
-            endpoint: None,
-            region: None,
-            addressing_style: None,
-            bucket: None,
-            key: "db/LEASE".into(),
-            url: format!("file://{}/db/", dir.display()),
-        },
-        observed: AuditObserved {
-            record: None,
-            etag: None,
-            judgement: "fresh".into(),
-            age_s: Some(5.0),
-            reader_clock: time,
-        },
-        written: Some(AuditWritten { record, etag: None }),
-        reason: "stuck \x1b[31m job".into(),
-        exclusion: "conditional".into(),
-        forced: true,
-        then: "hold".into(),
-        outcome: Some("taken".into()),
-        writes_safe_from: None,
-    }
-}
-
 /// The detail pane shows the session's holder history (first seen, a new
 /// holder after expiry, a takeover named by its audit entry, a change while
 /// fresh) beside the details; each row's TTL cell carries an age gauge.
@@ -659,7 +620,12 @@ async fn detail_shows_the_holder_history_and_rows_a_ttl_gauge() {
     lease_at(d, "db/", "holder-b", "2026-11-30T12:00:45Z");
     app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
     // A takeover from the console (audited) while holder-b is fresh.
-    app.update(Action::Audit(vec![takeover_entry(d, at(49), "holder-c")]));
+    app.update(Action::Audit(vec![takeover_entry(
+        d,
+        at(49),
+        taken_record("holder-c"),
+        "stuck \x1b[31m job",
+    )]));
     lease_at(d, "db/", "holder-c", "2026-11-30T12:00:50Z");
     app.update(Action::Snapshot(Box::new(gather_at(d, at(50)).await)));
     // Someone writes over holder-c's live lease: nothing audited.
@@ -849,7 +815,7 @@ async fn detail_shows_the_generation_and_the_history_generations() {
     lease_gen_at(d, "web/", "holder-w", "2026-11-30T12:00:45Z", None);
     app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
     // A takeover from the console handing the lease over to holder-c.
-    let mut entry = takeover_entry(d, at(49), "holder-c");
+    let mut entry = takeover_entry(d, at(49), taken_record("holder-c"), "stuck \x1b[31m job");
     entry.then = "handover:holder-c".into();
     app.update(Action::Audit(vec![entry]));
     lease_gen_at(d, "db/", "holder-c", "2026-11-30T12:00:50Z", Some(9));

@@ -27,9 +27,7 @@ fn metered(a: &mut App, counts: RequestCounts) {
 /// audit path) wraps onto the hints line instead of being cut.
 #[tokio::test]
 async fn a_long_status_message_is_not_cut() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 80, 24).await;
+    let (_dir, mut a) = seeded(false, 80, 24).await;
     let report = format!(
         "taken: billing/LEASE now names {} (ETag 0123456789abcdef); released; audit: /var/lib/leasectl/audit/audit.jsonl",
         "f".repeat(32)
@@ -48,9 +46,7 @@ async fn a_long_status_message_is_not_cut() {
 /// hints go first, then the cadence and the cost; the errors stay longest.
 #[tokio::test]
 async fn the_status_bar_gives_way_by_priority() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 160, 24).await;
+    let (_dir, mut a) = seeded(false, 160, 24).await;
     metered(
         &mut a,
         RequestCounts {
@@ -113,9 +109,7 @@ async fn the_status_bar_gives_way_by_priority() {
 /// gives way and left out last but the first hints.
 #[tokio::test]
 async fn the_status_bar_shows_the_oldest_reading() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), true, 200, 24).await;
+    let (_dir, mut a) = seeded(true, 200, 24).await;
     metered(
         &mut a,
         RequestCounts {
@@ -190,9 +184,7 @@ fn hints_shown(s: &str) -> bool {
 /// closes it and never quits (nor does it with nothing open: `q` quits).
 #[tokio::test]
 async fn a_result_clears_on_the_next_key_or_after_a_few_seconds() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 120, 24).await;
+    let (_dir, mut a) = seeded(false, 120, 24).await;
     let result = |a: &mut App| {
         a.update(Action::TakeoverDone {
             key: "billing/LEASE".into(),
@@ -239,9 +231,7 @@ async fn a_result_clears_on_the_next_key_or_after_a_few_seconds() {
     assert!(!screen(&a, 120, 24).contains("taken:"));
 
     // Work under way stays until its result: a key does not clear it.
-    select(&mut a, "billing/");
-    key(&mut a, KeyCode::Char('t'));
-    typed(&mut a, "INC-1 host gone");
+    open_takeover(&mut a, "billing/", "INC-1 host gone");
     key(&mut a, KeyCode::BackTab); // → Take over
     key(&mut a, KeyCode::Enter);
     let s = screen(&a, 120, 24);
@@ -260,9 +250,7 @@ async fn a_result_clears_on_the_next_key_or_after_a_few_seconds() {
 /// "3301 req/min ≈ $0.0825/h"): it says "measuring" until 30 s of readings.
 #[tokio::test]
 async fn the_request_rate_is_not_extrapolated_from_a_few_seconds() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 160, 24).await;
+    let (_dir, mut a) = seeded(false, 160, 24).await;
     a.settings.targets = vec!["s3://bkt/backups/".parse().unwrap()];
     let status = |a: &App| screen(a, 160, 24).lines().last().unwrap().to_owned();
     a.update(Action::Counters(RequestCounts::default()));

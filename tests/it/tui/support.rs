@@ -15,7 +15,7 @@ use leasectl::tui::ui::render;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
-use crate::common::cli::write_lease;
+pub(crate) use crate::common::cli::write_lease;
 
 /// `s` seconds after 2026-11-30 12:00:00 UTC (before it when negative): the
 /// console tests' clock.
@@ -108,16 +108,32 @@ pub(crate) async fn gather_at(dir: &std::path::Path, now: DateTime<Utc>) -> snap
 /// `file:///srv/backups/`, on a `w`×`h` terminal.
 pub(crate) async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
     let snap = gather_at(dir, at(0)).await;
-    let mut app = App::new(
-        vec!["file:///srv/backups/".parse().unwrap()],
-        read_only,
-        Duration::from_secs(5),
-        at(0),
-    );
-    app = app.without_pod();
-    app.update(Action::Resize(w, h));
+    let mut app = console("file:///srv/backups/", read_only, at(0), w, h);
     app.update(Action::Snapshot(Box::new(snap)));
     app
+}
+
+/// A console titled `target` (refreshed every 5 s) at `now`, without the
+/// pod view, on a `w`×`h` terminal: nothing read yet.
+pub(crate) fn console(target: &str, read_only: bool, now: DateTime<Utc>, w: u16, h: u16) -> App {
+    let mut app = App::new(
+        vec![target.parse().unwrap()],
+        read_only,
+        Duration::from_secs(5),
+        now,
+    )
+    .without_pod();
+    app.update(Action::Resize(w, h));
+    app
+}
+
+/// A console ([`app`]) on a new directory [`seed`]ed: the directory (kept
+/// while the test runs) and the console.
+pub(crate) async fn seeded(read_only: bool, w: u16, h: u16) -> (tempfile::TempDir, App) {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let a = app(dir.path(), read_only, w, h).await;
+    (dir, a)
 }
 
 /// Presses `code` (no modifier) and applies what it maps to.
@@ -174,6 +190,14 @@ pub(crate) fn select(app: &mut App, prefix: &str) {
         key(app, KeyCode::Down);
     }
     assert_eq!(selected_prefix(app), prefix);
+}
+
+/// Selects `prefix`'s row, opens the takeover dialog (`t`) and types
+/// `reason` (the dialog starts in its reason field).
+pub(crate) fn open_takeover(app: &mut App, prefix: &str, reason: &str) {
+    select(app, prefix);
+    key(app, KeyCode::Char('t'));
+    typed(app, reason);
 }
 
 /// The write task of a console on the local store `dir` (as `leasectl`
@@ -233,4 +257,51 @@ pub(crate) fn tree(dir: &std::path::Path) -> Vec<String> {
     walk(dir, dir, &mut out);
     out.sort();
     out
+}
+
+/// The record of `holder` ([`rec`]: acquired 11:00:00Z, renewed 12:00:50Z,
+/// TTL 30 s) as a takeover wrote it.
+pub(crate) fn taken_record(holder: &str) -> leasectl::bucket::LeaseRecord {
+    serde_json::from_str(&rec(holder, "2026-11-30T12:00:50Z", 30)).unwrap()
+}
+
+/// A takeover outcome of `{dir}/db/` at `time` as the console writes it:
+/// `record` written, for `reason`.
+pub(crate) fn takeover_entry(
+    dir: &std::path::Path,
+    time: DateTime<Utc>,
+    record: leasectl::bucket::LeaseRecord,
+    reason: &str,
+) -> leasectl::audit::AuditEntry {
+    use leasectl::audit::{AuditEntry, AuditObserved, AuditTarget, AuditWritten};
+    AuditEntry {
+        time,
+        phase: "outcome".into(),
+        id: "t1".into(),
+        operator: "ops@host".into(),
+        tool_version: "0.1.0".into(),
+        action: "takeover".into(),
+        target: AuditTarget {
+            endpoint: None,
+            region: None,
+            addressing_style: None,
+            bucket: None,
+            key: "db/LEASE".into(),
+            url: format!("file://{}/db/", dir.display()),
+        },
+        observed: AuditObserved {
+            record: None,
+            etag: None,
+            judgement: "fresh".into(),
+            age_s: Some(5.0),
+            reader_clock: time,
+        },
+        written: Some(AuditWritten { record, etag: None }),
+        reason: reason.into(),
+        exclusion: "conditional".into(),
+        forced: true,
+        then: "hold".into(),
+        outcome: Some("taken".into()),
+        writes_safe_from: None,
+    }
 }

@@ -15,9 +15,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn sort_filter_and_next_problem() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 120, 20).await;
+    let (_dir, mut a) = seeded(false, 120, 20).await;
     assert_eq!(a.row_count(), 5);
     assert_eq!(selected_prefix(&a), "archive/");
     // n jumps to the next stale / suspect / malformed row, wrapping.
@@ -75,9 +73,7 @@ async fn sort_filter_and_next_problem() {
 
 #[tokio::test]
 async fn detail_pane_shows_the_record_raw_body_and_sentence() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 120, 30).await;
+    let (_dir, mut a) = seeded(false, 120, 30).await;
     select(&mut a, "ledger/");
     key(&mut a, KeyCode::Enter);
     assert!(a.leases().detail());
@@ -136,9 +132,7 @@ async fn help_is_generated_from_bindings_and_watch_mode_has_no_write_keys() {
 
 #[tokio::test]
 async fn tiny_terminals_never_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 20, 5).await;
+    let (_dir, mut a) = seeded(false, 20, 5).await;
     let text = screen(&a, 20, 5);
     assert!(text.contains("too small"), "{text}");
     insta::assert_snapshot!("tiny_20x5", text);
@@ -160,12 +154,7 @@ async fn a_prefix_with_an_invisible_character_can_be_typed_as_shown() {
     let dir = tempfile::tempdir().unwrap();
     // A right-to-left override in the name: shown escaped, never raw.
     let name = "db\u{202e}txt";
-    std::fs::create_dir_all(dir.path().join(name)).unwrap();
-    std::fs::write(
-        dir.path().join(name).join("LEASE"),
-        rec("live", "2026-11-30T11:59:50Z", 30),
-    )
-    .unwrap();
+    write_lease(dir.path(), name, &rec("live", "2026-11-30T11:59:50Z", 30));
     let mut a = app(dir.path(), false, 110, 30).await;
     select(&mut a, &format!("{name}/"));
     key(&mut a, KeyCode::Char('t'));
@@ -260,9 +249,7 @@ async fn rows_name_their_target_when_several_are_open() {
 /// can step back.
 #[tokio::test]
 async fn the_header_never_says_a_negative_ago() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 120, 20).await;
+    let (_dir, mut a) = seeded(false, 120, 20).await;
     a.update(Action::Unchanged(
         at(0) + chrono::Duration::milliseconds(95),
     ));
@@ -406,9 +393,7 @@ async fn a_suspect_lease_has_no_expiry_in_the_console() {
 /// column in its own order again; Esc does not quit.
 #[tokio::test]
 async fn capital_s_reverses_the_sort() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 120, 20).await;
+    let (_dir, mut a) = seeded(false, 120, 20).await;
     let order = |a: &App| a.rows().map(|p| p.prefix.clone()).collect::<Vec<_>>();
     assert_eq!(
         order(&a),
@@ -495,9 +480,7 @@ async fn help_says_how_often_the_budget_reads_rows_off_screen() {
 /// one of them; at 120 nothing is hidden.
 #[tokio::test]
 async fn the_title_names_the_columns_dropped_at_80_columns() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 80, 24).await;
+    let (dir, mut a) = seeded(false, 80, 24).await;
     let text = screen(&a, 80, 24);
     let title = text.lines().find(|l| l.contains("┌ leases ")).unwrap();
     assert!(title.contains("· hidden: EXCLUSION, SKEW "), "{text}");

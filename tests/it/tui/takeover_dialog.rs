@@ -12,9 +12,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 110, 30).await;
+    let (_dir, mut a) = seeded(false, 110, 30).await;
     select(&mut a, "billing/");
     let seen_etag = a.selected_lease().unwrap().1.etag.clone();
     key(&mut a, KeyCode::Char('t'));
@@ -95,12 +93,8 @@ async fn takeover_dialog_validates_then_queues_exactly_what_was_seen() {
 
 #[tokio::test]
 async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 110, 30).await;
-    select(&mut a, "orders/");
-    key(&mut a, KeyCode::Char('t'));
-    typed(&mut a, "drill");
+    let (_dir, mut a) = seeded(false, 110, 30).await;
+    open_takeover(&mut a, "orders/", "drill");
     let Mode::Takeover(d) = a.mode() else {
         panic!()
     };
@@ -119,9 +113,7 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
     assert!(a.outbox().is_empty());
     key(&mut a, KeyCode::Esc);
 
-    select(&mut a, "events/");
-    key(&mut a, KeyCode::Char('t'));
-    typed(&mut a, "clock fixed");
+    open_takeover(&mut a, "events/", "clock fixed");
     key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
     key(&mut a, KeyCode::Enter);
     let Mode::Takeover(d) = a.mode() else {
@@ -149,9 +141,7 @@ async fn fresh_needs_the_typed_prefix_and_suspect_needs_a_watched_ttl() {
 /// buttons can be reached and seen at 40×10.
 #[tokio::test]
 async fn the_takeover_dialog_scrolls_to_its_buttons_on_a_short_terminal() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 40, 10).await;
+    let (_dir, mut a) = seeded(false, 40, 10).await;
     select(&mut a, "billing/");
     key(&mut a, KeyCode::Char('t'));
     let first = screen(&a, 40, 10);
@@ -184,12 +174,7 @@ async fn the_takeover_dialog_scrolls_to_its_buttons_on_a_short_terminal() {
 async fn look_alike_names_are_flagged_before_a_takeover() {
     let dir = tempfile::tempdir().unwrap();
     let name = "b\u{430}ckups";
-    std::fs::create_dir_all(dir.path().join(name)).unwrap();
-    std::fs::write(
-        dir.path().join(name).join("LEASE"),
-        rec("gone", "2026-11-30T11:50:00Z", 30),
-    )
-    .unwrap();
+    write_lease(dir.path(), name, &rec("gone", "2026-11-30T11:50:00Z", 30));
     let mut a = app(dir.path(), false, 160, 40).await;
     select(&mut a, &format!("{name}/"));
     key(&mut a, KeyCode::Enter);
@@ -212,9 +197,7 @@ async fn look_alike_names_are_flagged_before_a_takeover() {
 /// (a successor for a hand-over) is said instead.
 #[tokio::test]
 async fn the_takeover_dialog_forgets_a_refusal_once_it_is_answered() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 110, 30).await;
+    let (_dir, mut a) = seeded(false, 110, 30).await;
     select(&mut a, "billing/");
     key(&mut a, KeyCode::Char('t'));
     key(&mut a, KeyCode::BackTab); // reason → Take over (wraps)
@@ -263,12 +246,8 @@ async fn the_takeover_dialog_forgets_a_refusal_once_it_is_answered() {
 /// dialog confirms.
 #[tokio::test]
 async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 41, 9).await;
-    select(&mut a, "billing/");
-    key(&mut a, KeyCode::Char('t'));
-    typed(&mut a, "INC-9 host gone");
+    let (_dir, mut a) = seeded(false, 41, 9).await;
+    open_takeover(&mut a, "billing/", "INC-9 host gone");
     key(&mut a, KeyCode::Tab); // → Then
     key(&mut a, KeyCode::Tab); // → Cancel
     key(&mut a, KeyCode::Tab); // → Confirm

@@ -13,54 +13,14 @@ use leasectl::timeline::{Observation, Seen, Source};
 use leasectl::tui::action::WriteRequest;
 use leasectl::tui::app::{Action, App, Mode, Rebuilt};
 
-use super::support::{at, gather_at, key, lease_record, record_at, screen};
+use super::support::{
+    at, console, gather_at, key, lease_record, record_at, screen, takeover_entry,
+};
 use crate::common::*;
 
 fn pane(app: &App) -> (u8, u32) {
     let p = app.timeline_pane().expect("the pane is open");
     (p.zoom, p.pan)
-}
-
-/// A takeover outcome of `{dir}/db/` by `ops@host` that wrote `holder`'s record.
-fn takeover_entry(
-    dir: &std::path::Path,
-    time: chrono::DateTime<Utc>,
-    holder: &str,
-) -> leasectl::audit::AuditEntry {
-    use leasectl::audit::{AuditEntry, AuditObserved, AuditTarget, AuditWritten};
-    AuditEntry {
-        time,
-        phase: "outcome".into(),
-        id: "t1".into(),
-        operator: "ops@host".into(),
-        tool_version: "0.1.0".into(),
-        action: "takeover".into(),
-        target: AuditTarget {
-            endpoint: None,
-            region: None,
-            addressing_style: None,
-            bucket: None,
-            key: "db/LEASE".into(),
-            url: format!("file://{}/db/", dir.display()),
-        },
-        observed: AuditObserved {
-            record: None,
-            etag: None,
-            judgement: "fresh".into(),
-            age_s: Some(5.0),
-            reader_clock: time,
-        },
-        written: Some(AuditWritten {
-            record: lease_record(holder, time),
-            etag: None,
-        }),
-        reason: "stuck job".into(),
-        exclusion: "conditional".into(),
-        forced: true,
-        then: "hold".into(),
-        outcome: Some("taken".into()),
-        writes_safe_from: None,
-    }
 }
 
 /// `h` opens the pane on the selected prefix and (OPS mode) asks the write
@@ -70,14 +30,7 @@ fn takeover_entry(
 async fn timeline_pane_keys_open_zoom_pan_close() {
     let dir = tempfile::tempdir().unwrap();
     record_at(dir.path(), "db", "holder-a", at(-5));
-    let mut app = App::new(
-        vec!["file:///srv/".parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        at(0),
-    )
-    .without_pod();
-    app.update(Action::Resize(100, 24));
+    let mut app = console("file:///srv/", false, at(0), 100, 24);
     app.update(Action::Snapshot(Box::new(
         gather_at(dir.path(), at(0)).await,
     )));
@@ -160,20 +113,18 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     record_at(d, "db", "holder-a", at(0));
-    let mut app = App::new(
-        vec!["file:///srv/".parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        at(0),
-    )
-    .without_pod();
-    app.update(Action::Resize(110, 30));
+    let mut app = console("file:///srv/", false, at(0), 110, 30);
     app.update(Action::Snapshot(Box::new(gather_at(d, at(0)).await)));
     // holder-a dies; holder-b after its expiry.
     record_at(d, "db", "holder-b", at(45));
     app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
     // An audited takeover to holder-c while holder-b is fresh.
-    app.update(Action::Audit(vec![takeover_entry(d, at(59), "holder-c")]));
+    app.update(Action::Audit(vec![takeover_entry(
+        d,
+        at(59),
+        lease_record("holder-c", at(59)),
+        "stuck job",
+    )]));
     record_at(d, "db", "holder-c", at(60));
     app.update(Action::Snapshot(Box::new(gather_at(d, at(60)).await)));
     // Someone writes over holder-c's live lease: nothing audited.
@@ -225,7 +176,12 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
         v(70, "holder-c"),
         v(75, "intruder"),
     ];
-    let audit = [takeover_entry(d, at(59), "holder-c")];
+    let audit = [takeover_entry(
+        d,
+        at(59),
+        lease_record("holder-c", at(59)),
+        "stuck job",
+    )];
     let derived = leasectl::timeline::derive(&obs, &audit, at(120));
     let rebuilt = PrefixTimeline {
         url: "file:///srv/".into(),
@@ -305,14 +261,7 @@ async fn the_write_task_rebuilds_the_timeline_from_versions_on_moto() {
     };
     let (tx, mut results) = tokio::sync::mpsc::channel(16);
     let (commands, _task) = ops.start(tx);
-    let mut app = App::new(
-        vec![url.parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        Utc::now(),
-    )
-    .without_pod();
-    app.update(Action::Resize(120, 24));
+    let mut app = console(&url, false, Utc::now(), 120, 24);
     app.update(Action::Snapshot(Box::new(snap)));
     key(&mut app, KeyCode::Char('h'));
     for c in app.take_writes() {

@@ -85,12 +85,7 @@ async fn probe_asks_first_and_sends_nothing_until_confirmed() {
 async fn the_status_bar_escapes_a_name_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let name = "nl\nname";
-    std::fs::create_dir_all(dir.path().join(name)).unwrap();
-    std::fs::write(
-        dir.path().join(name).join("LEASE"),
-        rec("gone", "2026-11-30T11:50:00Z", 30),
-    )
-    .unwrap();
+    write_lease(dir.path(), name, &rec("gone", "2026-11-30T11:50:00Z", 30));
     let audit = tempfile::tempdir().unwrap();
     let (commands, mut results) = ops_on(dir.path(), &audit.path().join("audit.jsonl"));
     let once = "nl\\nname/LEASE";
@@ -163,9 +158,7 @@ async fn the_history_names_a_takeover_released_at_once() {
     let (tx, mut results) = tokio::sync::mpsc::channel(16);
     let (commands, _task) = ops.start(tx);
     let mut a = app(dir.path(), false, 220, 40).await;
-    select(&mut a, "billing/");
-    key(&mut a, KeyCode::Char('t'));
-    typed(&mut a, "INC-13 host gone");
+    open_takeover(&mut a, "billing/", "INC-13 host gone");
     key(&mut a, KeyCode::BackTab); // → Take over (then: release, the default)
     key(&mut a, KeyCode::Enter);
     pump(&mut a, &commands).await;
