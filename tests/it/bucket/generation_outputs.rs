@@ -17,7 +17,7 @@ use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::common::serve::Serve;
-use crate::common::{bin, file_url, leasectl, leasectl_parts, line_reader, wait_json_line};
+use crate::common::{bin, file_url, leasectl, leasectl_parts, spawn_lines, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
 fn record_with_generation(holder: &str, age_s: i64, ttl_s: u64, generation: Option<u64>) -> String {
@@ -251,17 +251,13 @@ fn watch_writes_holder_change_lines() {
     );
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
-    let mut watch = bin();
-    let mut watch = watch
-        .args(["--no-pod", "--watch=1s", "--heartbeat", "1h", "--audit-log"])
-        .arg(&log)
-        .arg(&url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(["--no-pod", "--watch=1s", "--heartbeat", "1h", "--audit-log"])
+            .arg(&log)
+            .arg(&url)
+            .stderr(Stdio::null()),
+    );
     let mut seen = Vec::new();
     let limit = Duration::from_secs(20);
     let first = wait_json_line(&rx, &mut seen, limit, "for db/", |v| {

@@ -13,7 +13,7 @@ pub mod tmux;
 pub use cli::{
     bin, bin_path, generation_body, output_text, record, run, run_bare, text, write_lease,
 };
-pub use lines::{cannot_drop_privileges, line_reader, list_keys, wait_json_line};
+pub use lines::{cannot_drop_privileges, list_keys, spawn_lines, wait_json_line};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

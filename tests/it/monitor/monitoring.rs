@@ -13,7 +13,7 @@ use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
 use crate::common::serve::Serve;
 use crate::common::{
-    self, bin_path, file_url, leasectl, line_reader, moto, wait_json_line as wait_line, Moto,
+    self, bin_path, file_url, leasectl, moto, spawn_lines, wait_json_line as wait_line, Moto,
 };
 
 /// `leasectl check --no-pod ARGS`: (exit code, stdout).
@@ -297,20 +297,17 @@ async fn watch_streams_renewals_and_the_holders_death() {
         &[],
     );
     wait_for_key(&client, &bucket, "db/LEASE").await;
-    let mut watch = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style", "--no-pod"])
-        .args([
-            "--watch=1s",
-            "--heartbeat",
-            "2s",
-            &format!("s3://{bucket}/"),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style", "--no-pod"])
+            .args([
+                "--watch=1s",
+                "--heartbeat",
+                "2s",
+                &format!("s3://{bucket}/"),
+            ])
+            .stderr(Stdio::piped()),
+    );
     let mut seen = Vec::new();
     let is_row = |v: &serde_json::Value, state: &str| {
         v["type"] == "lease"

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::common::cli::{bin, record, run, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
 use crate::common::serve::Serve;
-use crate::common::{self, file_url, line_reader, moto, wait_json_line, Moto};
+use crate::common::{self, file_url, moto, spawn_lines, wait_json_line, Moto};
 
 /// [`run`] off the async runtime.
 async fn run_async(args: Vec<String>) -> Output {
@@ -104,14 +104,11 @@ async fn the_endpoint_is_a_url_with_region_and_addressing_style_in_every_json_ou
         .expect("a lease line");
     assert_where(lease, &endpoint, "-o ndjson");
 
-    let mut watch = bin()
-        .args(s3(&["--watch=1s", "--no-pod", &url]))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(s3(&["--watch=1s", "--no-pod", &url]))
+            .stderr(Stdio::null()),
+    );
     let mut seen = Vec::new();
     let line = wait_line(&rx, &mut seen, "lease", |v| v["type"] == "lease");
     stop(&mut watch);
@@ -381,14 +378,11 @@ fn a_watched_local_store_that_disappears_is_an_error_until_it_is_back() {
     let moved = parent.path().join("store.moved");
     write_lease(&dir, "db/", &record("holder", 0, 120));
     let url = file_url(&dir);
-    let mut watch = bin()
-        .args(["--watch=1s", "--heartbeat", "1s", "--no-pod", &url])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(["--watch=1s", "--heartbeat", "1s", "--no-pod", &url])
+            .stderr(Stdio::null()),
+    );
     let mut seen = Vec::new();
     wait_line(&rx, &mut seen, "fresh lease", |v| {
         v["type"] == "lease" && v["state"] == "fresh"
