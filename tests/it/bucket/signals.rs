@@ -18,17 +18,7 @@ use crate::common::cli::bin;
 use crate::common::{self, moto, Moto};
 use leasectl::store::ObjectRead;
 
-/// The command: handles every signal named in argv by printing `got N` and
-/// exiting 3; prints `ready` once the handlers are in place.
-const SCRIPT: &str = "import signal, sys\n\
-def h(n, f):\n\
-\x20   print('got %d' % n, flush=True)\n\
-\x20   sys.exit(3)\n\
-for n in sys.argv[1:]:\n\
-\x20   signal.signal(int(n), h)\n\
-print('ready', flush=True)\n\
-while True:\n\
-\x20   signal.pause()\n";
+use crate::common::hold::SIGNAL_SCRIPT as SCRIPT;
 
 /// A `bucket hold` running [`SCRIPT`], its stdout (the command's) read line
 /// by line.

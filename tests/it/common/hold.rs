@@ -178,3 +178,16 @@ pub fn faketime_env(file: &Path) -> Vec<(&'static str, String)> {
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
     ]
 }
+
+/// A Python program (`python3 -c`) that handles every signal named in argv
+/// by printing `got N` and exiting 3; prints `ready` once the handlers are
+/// in place.
+pub const SIGNAL_SCRIPT: &str = "import signal, sys\n\
+def h(n, f):\n\
+\x20   print('got %d' % n, flush=True)\n\
+\x20   sys.exit(3)\n\
+for n in sys.argv[1:]:\n\
+\x20   signal.signal(int(n), h)\n\
+print('ready', flush=True)\n\
+while True:\n\
+\x20   signal.pause()\n";

@@ -6,10 +6,31 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
+use serde_json::Value;
 
 mod every_version;
 mod order;
 mod picture;
+
+/// Each tenure's value at `path` (`["holder"]`, `["ending", "kind"]`) of a
+/// timeline document's prefix `p`, as text.
+fn tenure_strs<'a>(p: &'a Value, path: &'a [&'a str]) -> Vec<&'a str> {
+    tenures_at(p, path).map(|v| v.as_str().unwrap()).collect()
+}
+
+/// Each tenure's number at `path` (`["writes"]`) of a timeline document's
+/// prefix `p`.
+fn tenure_u64s<'a>(p: &'a Value, path: &'a [&'a str]) -> Vec<u64> {
+    tenures_at(p, path).map(|v| v.as_u64().unwrap()).collect()
+}
+
+fn tenures_at<'a>(p: &'a Value, path: &'a [&'a str]) -> impl Iterator<Item = &'a Value> {
+    p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(move |t| path.iter().fold(t, |v, k| &v[*k]))
+}
 
 fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let mut c = bin();
@@ -113,23 +134,13 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     let p = &doc["prefixes"][0];
     assert_eq!(doc["schema_version"], "1.0");
     assert_eq!(p["versioning"], "enabled");
-    let holders: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["holder"].as_str().unwrap())
-        .collect();
+    let holders = tenure_strs(&p, &["holder"]);
     assert_eq!(
         holders,
         ["holder-a", "holder-b", "holder-c", "intruder"],
         "{out}"
     );
-    let endings: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["ending"]["kind"].as_str().unwrap())
-        .collect();
+    let endings = tenure_strs(&p, &["ending", "kind"]);
     assert_eq!(&endings[..3], ["released", "released", "replaced"], "{out}");
     assert_eq!(p["tenures"][2]["ending"]["while_fresh"], true, "{out}");
     assert!(
@@ -377,22 +388,12 @@ async fn a_day_of_versions_read_whole_and_bisected() {
         (code, doc["prefixes"][0].clone(), gets)
     };
     let check = |p: &serde_json::Value| {
-        let holders: Vec<&str> = p["tenures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["holder"].as_str().unwrap())
-            .collect();
+        let holders = tenure_strs(&p, &["holder"]);
         assert_eq!(
             holders,
             ["holder-0", "holder-1", "holder-2", "holder-3", "holder-4"]
         );
-        let writes: Vec<u64> = p["tenures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["writes"].as_u64().unwrap())
-            .collect();
+        let writes = tenure_u64s(&p, &["writes"]);
         assert_eq!(writes, [1000, 3, 2997, 3777, 863]);
         // The history was written within a minute of service time: each new
         // holder wrote before the previous one's fence closed, four overlaps.
@@ -477,19 +478,9 @@ async fn a_recording_is_the_history_of_a_local_store() {
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
     assert_eq!(out.status.code(), Some(0), "{err}\n{stdout}");
     let p = &doc["prefixes"][0];
-    let holders: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["holder"].as_str().unwrap())
-        .collect();
+    let holders = tenure_strs(&p, &["holder"]);
     assert_eq!(holders, ["first-holder", "second-holder"], "{stdout}");
-    let endings: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["ending"]["kind"].as_str().unwrap())
-        .collect();
+    let endings = tenure_strs(&p, &["ending", "kind"]);
     assert_eq!(endings, ["released", "released"], "{stdout}");
     assert!(
         p["sources"]["recording_lines"].as_u64().unwrap() >= 4,
