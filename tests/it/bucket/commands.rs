@@ -611,17 +611,7 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     proxy.strip_conditional_under(".leasectl-probe/");
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        &proxy.endpoint(),
-        "--path-style",
-        "bucket",
-        "hold",
-    ])
-    .arg(format!("s3://{b}/db/"))
-    .args(["--", "touch"])
-    .arg(&marker);
+    let c = crate::bucket::hold_touching(&proxy.endpoint(), &format!("s3://{b}/db/"), &marker);
     let out = tokio::task::spawn_blocking(move || run_cmd(c))
         .await
         .unwrap();

@@ -122,24 +122,10 @@ fn spawn_pinned(
     cpu: usize,
 ) -> Hold {
     let stderr = dir.join("hold.stderr");
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        endpoint,
-        "--path-style",
-        "--timeout",
-        "1s",
-    ])
-    .args(["bucket", "hold", url])
-    .args(args)
-    .arg("--")
-    .args(cmd)
+    let mut c = crate::common::hold::hold_command(&[], endpoint, "1s", url, args, cmd);
     // A value in leasectl's own environment never reaches the command.
-    .env("LEASECTL_GENERATION", "424242")
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&stderr).unwrap())
-    .process_group(0);
+    c.env("LEASECTL_GENERATION", "424242")
+        .stderr(std::fs::File::create(&stderr).unwrap());
     // SAFETY: sched_setaffinity in the forked child, on itself.
     unsafe {
         c.pre_exec(move || {

@@ -48,6 +48,12 @@ pub fn tagged_writer(log: &Path, tag: &str, ignore_term: bool, lines: Option<u32
         Some(n) => format!("{trap}i=0; while [ $i -lt {n} ]; do {body}; i=$((i+1)); done"),
         None => format!("{trap}while :; do {body}; done"),
     };
+    unpreloaded_sh(script)
+}
+
+/// `env -u LD_PRELOAD sh -c SCRIPT`: the script's commands run with the real
+/// clock even when leasectl's is shifted (libfaketime).
+pub fn unpreloaded_sh(script: String) -> Vec<String> {
     vec![
         "env".into(),
         "-u".into(),
@@ -61,6 +67,37 @@ pub fn tagged_writer(log: &Path, tag: &str, ignore_term: bool, lines: Option<u32
 pub struct Hold {
     pub child: Child,
     pub stderr_path: PathBuf,
+}
+
+/// `leasectl GLOBAL --endpoint-url ENDPOINT --path-style --timeout TIMEOUT
+/// bucket hold URL ARGS -- CMD` with no stdin nor stdout, in a process group
+/// of its own (so the test can stop that group); stderr and the environment
+/// are the caller's to set.
+pub fn hold_command<S: AsRef<std::ffi::OsStr>>(
+    global: &[&str],
+    endpoint: &str,
+    timeout: &str,
+    url: &str,
+    args: &[&str],
+    cmd: &[S],
+) -> std::process::Command {
+    let mut c = super::bin();
+    c.args(global)
+        .args([
+            "--endpoint-url",
+            endpoint,
+            "--path-style",
+            "--timeout",
+            timeout,
+        ])
+        .args(["bucket", "hold", url])
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0);
+    c
 }
 
 impl Hold {
@@ -77,24 +114,9 @@ impl Hold {
         env: &[(&str, String)],
     ) -> Self {
         let stderr = dir.join(format!("{name}.stderr"));
-        let mut c = super::bin();
-        c.args([
-            "-v",
-            "--endpoint-url",
-            endpoint,
-            "--path-style",
-            "--timeout",
-            "1s",
-        ])
-        .args(["bucket", "hold", url])
-        .args(args)
-        .arg("--")
-        .args(cmd)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .process_group(0);
+        let mut c = hold_command(&["-v"], endpoint, "1s", url, args, cmd);
+        c.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stderr(std::fs::File::create(&stderr).unwrap());
         Self {
             child: c.spawn().expect("spawn leasectl"),
             stderr_path: stderr,

@@ -12,7 +12,6 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text, write_lease};
@@ -834,10 +833,7 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
 /// clock is known).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_header_says_the_service_clock_is_unknown() {
-    use leasectl::snapshot::{self, GatherOptions, OpenTarget};
-    use leasectl::tui::app::{Action, App};
-    use ratatui::backend::TestBackend;
-    use ratatui::Terminal;
+    use leasectl::snapshot::OpenTarget;
 
     let m = moto(Moto::Conditional);
     let client = common::sdk_client(&m.endpoint());
@@ -864,18 +860,8 @@ async fn the_console_header_says_the_service_clock_is_unknown() {
                 endpoint: proxy.endpoint(),
                 store: common::s3_store(&proxy.endpoint(), &bucket),
             }];
-            let clock = leasectl::clock::SystemClock::shared();
-            let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-            let mut app = App::new(
-                vec![url.parse().unwrap()],
-                false,
-                Duration::from_secs(5),
-                Utc::now(),
-            );
-            app.update(Action::Snapshot(Box::new(snap)));
-            let mut t = Terminal::new(TestBackend::new(160, 20)).unwrap();
-            t.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();
-            let buf = t.backend().buffer().clone();
+            let app = crate::tui::support::console_of(&open, &url).await;
+            let buf = crate::tui::support::draw(&app, 160, 20).buffer().clone();
             (0..2)
                 .map(|y| {
                     (0..buf.area.width)

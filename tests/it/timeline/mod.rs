@@ -502,25 +502,10 @@ fn spawn_hold(
     cmd: &[&str],
     env: &[(&str, String)],
 ) -> std::process::Child {
-    use std::os::unix::process::CommandExt;
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        endpoint,
-        "--path-style",
-        "--timeout",
-        "2s",
-    ])
-    .args(global)
-    .args(["bucket", "hold", url, "--instance-id", id])
-    .args(args)
-    .arg("--")
-    .args(cmd)
-    .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::fs::File::create(dir.join(format!("{id}.stderr"))).unwrap())
-    .process_group(0);
+    let args = [&["--instance-id", id], args].concat();
+    let mut c = crate::common::hold::hold_command(global, endpoint, "2s", url, &args, cmd);
+    c.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stderr(std::fs::File::create(dir.join(format!("{id}.stderr"))).unwrap());
     c.spawn().unwrap()
 }
 

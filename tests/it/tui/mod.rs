@@ -8,7 +8,7 @@ mod demo_e2e;
 mod event_loop;
 mod snapshots;
 mod status_bar;
-mod support;
+pub(crate) mod support;
 mod table;
 mod takeover_dialog;
 mod tick_judging;

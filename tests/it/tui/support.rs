@@ -113,6 +113,21 @@ pub(crate) async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) 
     app
 }
 
+/// A console (with its pod view) titled `title`, now, showing a snapshot of
+/// `open` read on the system clock.
+pub(crate) async fn console_of(open: &[OpenTarget], title: &str) -> App {
+    let clock = leasectl::clock::SystemClock::shared();
+    let snap = snapshot::gather(open, &GatherOptions::default(), &clock).await;
+    let mut app = App::new(
+        vec![title.parse().unwrap()],
+        false,
+        Duration::from_secs(5),
+        Utc::now(),
+    );
+    app.update(Action::Snapshot(Box::new(snap)));
+    app
+}
+
 /// A console titled `target` (refreshed every 5 s) at `now`, without the
 /// pod view, on a `w`×`h` terminal: nothing read yet.
 pub(crate) fn console(target: &str, read_only: bool, now: DateTime<Utc>, w: u16, h: u16) -> App {
