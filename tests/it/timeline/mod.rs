@@ -134,13 +134,13 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     let p = &doc["prefixes"][0];
     assert_eq!(doc["schema_version"], "1.0");
     assert_eq!(p["versioning"], "enabled");
-    let holders = tenure_strs(&p, &["holder"]);
+    let holders = tenure_strs(p, &["holder"]);
     assert_eq!(
         holders,
         ["holder-a", "holder-b", "holder-c", "intruder"],
         "{out}"
     );
-    let endings = tenure_strs(&p, &["ending", "kind"]);
+    let endings = tenure_strs(p, &["ending", "kind"]);
     assert_eq!(&endings[..3], ["released", "released", "replaced"], "{out}");
     assert_eq!(p["tenures"][2]["ending"]["while_fresh"], true, "{out}");
     assert!(
@@ -388,12 +388,12 @@ async fn a_day_of_versions_read_whole_and_bisected() {
         (code, doc["prefixes"][0].clone(), gets)
     };
     let check = |p: &serde_json::Value| {
-        let holders = tenure_strs(&p, &["holder"]);
+        let holders = tenure_strs(p, &["holder"]);
         assert_eq!(
             holders,
             ["holder-0", "holder-1", "holder-2", "holder-3", "holder-4"]
         );
-        let writes = tenure_u64s(&p, &["writes"]);
+        let writes = tenure_u64s(p, &["writes"]);
         assert_eq!(writes, [1000, 3, 2997, 3777, 863]);
         // The history was written within a minute of service time: each new
         // holder wrote before the previous one's fence closed, four overlaps.
@@ -478,9 +478,9 @@ async fn a_recording_is_the_history_of_a_local_store() {
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
     assert_eq!(out.status.code(), Some(0), "{err}\n{stdout}");
     let p = &doc["prefixes"][0];
-    let holders = tenure_strs(&p, &["holder"]);
+    let holders = tenure_strs(p, &["holder"]);
     assert_eq!(holders, ["first-holder", "second-holder"], "{stdout}");
-    let endings = tenure_strs(&p, &["ending", "kind"]);
+    let endings = tenure_strs(p, &["ending", "kind"]);
     assert_eq!(endings, ["released", "released"], "{stdout}");
     assert!(
         p["sources"]["recording_lines"].as_u64().unwrap() >= 4,

@@ -59,8 +59,7 @@ fn write_generation_lease(
 }
 
 fn app(now: DateTime<Utc>) -> App {
-    let a = console("file:///srv/backups/", true, now, 160, 80);
-    a
+    console("file:///srv/backups/", true, now, 160, 80)
 }
 
 /// Every change the history holds, by prefix, as text.
