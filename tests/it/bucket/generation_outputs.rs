@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::common::serve::Serve;
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::{bin, file_url, leasectl, leasectl_parts, spawn_lines, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
@@ -417,15 +417,8 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
     // Its log (`-v`): the warning and the recovery are steps of it.
     let mut serve = Serve::spawn(
         bin()
-            .args([
-                "-v",
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-            ])
+            .arg("-v")
+            .args(SERVE_ARGS)
             .arg("--audit-log")
             .arg(&log)
             .arg(&url),
@@ -515,15 +508,8 @@ fn serve_reports_an_unreadable_audit_log() {
     // Its log (`-v`): the warning and the recovery are steps of it.
     let mut serve = Serve::spawn(
         bin()
-            .args([
-                "-v",
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-            ])
+            .arg("-v")
+            .args(SERVE_ARGS)
             .arg("--audit-log")
             .arg(&log)
             .arg(&url),

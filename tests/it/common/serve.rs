@@ -6,6 +6,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// `serve --no-pod --listen 127.0.0.1:0 --refresh 1s`: serving on a free
+/// loopback port ([`Serve::port`] says which), no pod scan, a gather a second.
+pub const SERVE_ARGS: [&str; 6] = [
+    "serve",
+    "--no-pod",
+    "--listen",
+    "127.0.0.1:0",
+    "--refresh",
+    "1s",
+];
+
 /// A running `leasectl serve`.
 pub struct Serve {
     pub child: Child,

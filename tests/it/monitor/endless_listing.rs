@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text};
 use crate::common::proxy::{Mode, Proxy};
-use crate::common::serve::Serve;
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::tmux::Tmux;
 use crate::common::{self, bin_path, moto, Moto};
 
@@ -183,18 +183,7 @@ async fn serve_reports_an_endless_listing_as_down() {
     let dir = tempfile::tempdir().unwrap();
     let stderr_path = dir.path().join("serve.stderr");
     let mut serve = Serve::spawn(
-        bin().args(through(
-            &proxy,
-            &[
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-                &url,
-            ],
-        )),
+        bin().args(through(&proxy, &[&SERVE_ARGS[..], &[&url]].concat())),
         &stderr_path,
     );
     let port = serve.port;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
-use crate::common::serve::Serve;
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::{
     self, bin_path, file_url, leasectl, moto, spawn_lines, wait_json_line as wait_line, Moto,
 };
@@ -434,15 +434,8 @@ async fn serve_is_scraped_while_leases_change() {
     let mut serve = Serve::spawn(
         bin()
             .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-            .args([
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-                &format!("s3://{bucket}/"),
-            ]),
+            .args(SERVE_ARGS)
+            .args([&format!("s3://{bucket}/")]),
         &stderr_path,
     );
     let port = serve.port;
@@ -901,17 +894,9 @@ async fn serve_holds_its_request_budget() {
     for budget in ["600/min", "1000000"] {
         let stderr_path = dir.path().join(format!("serve-{}.stderr", budget.len()));
         let mut serve = Serve::spawn(
-            bin().args([
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-                "--max-requests",
-                budget,
-                &url,
-            ]),
+            bin()
+                .args(SERVE_ARGS)
+                .args(["--max-requests", budget, &url]),
             &stderr_path,
         );
         let port = serve.port;
@@ -972,14 +957,7 @@ async fn serve_exports_holder_and_free_seconds() {
     let mut serve = Serve::spawn(
         bin()
             .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-            .args([
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-            ])
+            .args(SERVE_ARGS)
             .arg(format!("s3://{bucket}/")),
         &stderr_path,
     );
@@ -1022,15 +1000,8 @@ async fn serve_exports_the_largest_renewal_gap_against_the_ttl() {
     let target = file_url(dir.path());
     let mut serve = Serve::spawn(
         bin()
-            .args([
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-                "--audit-log",
-            ])
+            .args(SERVE_ARGS)
+            .args(["--audit-log"])
             .arg(dir.path().join("audit.jsonl"))
             .arg(&target),
         &stderr_path,

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
-use crate::common::serve::Serve;
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::{self, file_url, moto, spawn_lines, wait_json_line, Moto};
 
 /// [`run`] off the async runtime.
@@ -447,18 +447,7 @@ async fn a_served_local_store_that_disappears_is_down() {
     write_lease(&dir, "db/", &record("holder", 0, 120));
     let url = file_url(&dir);
     let stderr_path = parent.path().join("serve.stderr");
-    let mut serve = Serve::spawn(
-        bin().args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-            &url,
-        ]),
-        &stderr_path,
-    );
+    let mut serve = Serve::spawn(bin().args(SERVE_ARGS).args([&url]), &stderr_path);
     let port = serve.port;
     let up = format!("leasectl_target_up{{target=\"{url}\"}}");
     let errors = format!("leasectl_gather_errors_total{{target=\"{url}\"}}");

@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::serve::Serve;
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::*;
 
 /// `leasectl serve --refresh 1s` on a local store holding one fresh
@@ -28,17 +28,10 @@ fn start(dir: &Path, data: &Path, nofile: u64) -> Serve {
     .unwrap();
     let stderr = dir.join("serve.stderr");
     let mut c = bin();
-    c.args([
-        "serve",
-        "--no-pod",
-        "--listen",
-        "127.0.0.1:0",
-        "--refresh",
-        "1s",
-    ])
-    .arg(file_url(&store))
-    .env("XDG_DATA_HOME", data)
-    .env("HOME", data);
+    c.args(SERVE_ARGS)
+        .arg(file_url(&store))
+        .env("XDG_DATA_HOME", data)
+        .env("HOME", data);
     // SAFETY: setrlimit in the child before exec; no allocation.
     unsafe {
         c.pre_exec(move || {

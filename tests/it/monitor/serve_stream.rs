@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::file_url;
-use crate::common::serve::Serve;
+use crate::common::serve::{Serve, SERVE_ARGS};
 
 const PREFIXES: usize = 6_000;
 
@@ -107,19 +107,7 @@ fn a_stalled_scrape_gets_its_own_snapshot_whole_while_gathers_go_on() {
         write_lease(&store, &format!("p{i:05}"), &body);
     }
     let stderr = dir.path().join("serve.stderr");
-    let serve = Serve::spawn(
-        bin()
-            .args([
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-            ])
-            .arg(file_url(&store)),
-        &stderr,
-    );
+    let serve = Serve::spawn(bin().args(SERVE_ARGS).arg(file_url(&store)), &stderr);
     let port = serve.port;
     let end = Instant::now() + Duration::from_secs(60);
     let first = loop {
