@@ -522,12 +522,7 @@ fn leasectl_generation_is_the_stored_records_and_unset_without_one() {
         lease_out.display()
     );
     let out = hold_local(dir.path(), &[], &script);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     let stored: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&lease_out).unwrap()).unwrap();
     let generation = stored["generation"]
@@ -539,12 +534,7 @@ fn leasectl_generation_is_the_stored_records_and_unset_without_one() {
     );
 
     let out = hold_local(dir.path(), &["--record-format", "seed"], &script);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     let stored: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&lease_out).unwrap()).unwrap();
     assert!(stored.get("generation").is_none(), "{stored}");

@@ -51,6 +51,12 @@ pub fn output_text(o: &Output) -> String {
     format!("{}{}", text(&o.stdout), text(&o.stderr))
 }
 
+/// Asserts that `out` exited with `code`; its stdout and stderr say why not.
+#[track_caller]
+pub fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", output_text(out));
+}
+
 /// A LEASE body (the seed's four fields) for `holder`, renewed `age_s`
 /// seconds ago.
 pub fn record(holder: &str, age_s: i64, ttl_s: u64) -> String {

@@ -11,7 +11,8 @@ pub mod tmux;
 
 #[allow(unused_imports)]
 pub use cli::{
-    bin, bin_path, generation_body, output_text, record, run, run_bare, text, write_lease,
+    assert_exit, bin, bin_path, generation_body, output_text, record, run, run_bare, text,
+    write_lease,
 };
 pub use lines::{cannot_drop_privileges, list_keys, spawn_lines, wait_json_line};
 

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::assert_exit;
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
 use crate::common::serve::{Serve, SERVE_ARGS};
@@ -113,12 +114,7 @@ fn check_exit_codes_for_each_state_and_threshold() {
     assert_eq!(check(&[&stale, &missing]).0, 2);
     // A pod that cannot be scanned is UNKNOWN too.
     let out = leasectl(None, &["check", "--pod-root", "999999999", &fresh]);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 3);
 
     // Usage errors are UNKNOWN (3), not CRITICAL (2), with a status line.
     let (code, out) = check(&["--warn-age", "soon", &fresh]);

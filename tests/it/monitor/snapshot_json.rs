@@ -232,12 +232,7 @@ fn healthy_prefixes_exit_zero() {
     std::fs::write(dir.path().join("a/LEASE"), record_bytes("h", -1, 30)).unwrap();
     std::fs::create_dir_all(dir.path().join("b")).unwrap();
     let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 0);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let states: Vec<&str> = doc["targets"][0]["prefixes"]
         .as_array()
@@ -300,12 +295,7 @@ fn missing_bucket_exits_one() {
         Some(&server.endpoint()),
         &["--json", "s3://no-such-bucket-here/"],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 1);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         doc["targets"][0]["error"]
@@ -359,12 +349,7 @@ fn a_huge_local_lease_is_judged_from_its_first_64_kib() {
     let f = std::fs::File::create(dir.path().join("big/LEASE")).unwrap();
     f.set_len(512 * 1024 * 1024).unwrap(); // sparse: 512 MiB of zeros
     let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 3);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = &doc["targets"][0]["prefixes"][0];
     assert_eq!(row["state"], "malformed");

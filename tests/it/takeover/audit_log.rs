@@ -33,12 +33,7 @@ fn a_torn_last_line_does_not_swallow_the_next_entry() {
             "--audit-log",
             &log_s,
         ]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_exit(&out, 0);
     };
     takeover("INC-1 first");
     // A crash while the first takeover's outcome was being written: its line
@@ -179,12 +174,7 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
         })
         .await
         .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_exit(&out, 0);
         let entries = AuditLog::read(&log).unwrap();
         let second = gather().await;
         h.observe(&second, &entries);

@@ -533,12 +533,7 @@ async fn takeover_command_and_audit_listing() {
     })
     .await
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 4);
     // Without --yes and without a terminal: usage error, nothing written.
     let out = tokio::task::spawn_blocking({
         let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
@@ -641,12 +636,7 @@ async fn audit_entries_are_also_stored_as_immutable_objects_with_audit_to() {
     })
     .await
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 0);
     let listed = client
         .list_objects_v2()
         .bucket(&b)

@@ -453,12 +453,7 @@ async fn a_recording_is_the_history_of_a_local_store() {
             .args(["--", "sleep", "3"])
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_exit(&out, 0);
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     // SAFETY: kill(2) on the child this test spawned.
