@@ -544,6 +544,16 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
+/// A fresh bucket for `test` on moto with conditional writes: the server, a
+/// client of it and the bucket's name.
+pub async fn moto_bucket(test: &str) -> (&'static MotoServer, aws_sdk_s3::Client, String) {
+    let server = moto(Moto::Conditional);
+    let client = sdk_client(&server.endpoint());
+    let bucket = bucket_name(test);
+    create_bucket(&client, &bucket).await;
+    (server, client, bucket)
+}
+
 /// Turns versioning on for `bucket`.
 pub async fn enable_versioning(client: &aws_sdk_s3::Client, bucket: &str) {
     client

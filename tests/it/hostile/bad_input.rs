@@ -290,10 +290,7 @@ fn one_bad_audit_line_does_not_hide_the_others() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_with_control_characters_and_empty_segments_are_listed_exactly() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("hostile-keys");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("hostile-keys").await;
     let t = chrono::Utc::now().to_rfc3339();
     let rec = |id: &str| {
         format!(r#"{{"instance_id":"{id}","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#)

@@ -13,14 +13,11 @@ use leasectl::store::AddressingStyle;
 use leasectl::target::{Connector, Target};
 
 use crate::common::cli::{bin, record};
-use crate::common::{self, Moto};
+use crate::common::{self, moto_bucket};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ip_endpoint_is_said_to_be_addressed_path_style() {
-    let m = common::moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("addressing");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("addressing").await;
     common::put_raw(&client, &bucket, "db/LEASE", record("h", 1, 60).as_bytes()).await;
     let endpoint = m.endpoint();
     assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");

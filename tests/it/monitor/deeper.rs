@@ -5,7 +5,7 @@
 //! and on moto, with the real binary.
 
 use crate::common::cli::{record, write_lease};
-use crate::common::{self, file_url, leasectl_parts, Moto};
+use crate::common::{self, file_url, leasectl_parts, moto_bucket};
 
 /// The three outputs on `target`, whose leases sit at depth 2 (under
 /// `db1/a/`), listed to depth 1: each names `--depth 2`; listed to depth 2,
@@ -75,10 +75,7 @@ fn leases_one_level_deeper_are_named_on_a_local_store() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leases_one_level_deeper_are_named_on_moto() {
-    let m = common::moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("deeper-leases");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("deeper-leases").await;
     common::put_raw(
         &client,
         &bucket,

@@ -17,7 +17,7 @@ use crate::common::cli::{bin, record, run, text};
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::tmux::Tmux;
-use crate::common::{self, bin_path, moto, Moto};
+use crate::common::{self, bin_path, moto_bucket};
 
 /// [`run`] off the async runtime, with how long it took.
 async fn run_timed(args: Vec<String>) -> (Output, Duration) {
@@ -37,10 +37,7 @@ const PREFIXES: usize = 40;
 /// A bucket on moto with [`PREFIXES`] live leases, optionally versioned, and
 /// a proxy to it whose listings never end (each answer held back `delay`).
 async fn endless(test: &str, versioned: bool, delay: Duration) -> (String, Proxy) {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name(test);
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket(test).await;
     if versioned {
         common::enable_versioning(&client, &bucket).await;
     }

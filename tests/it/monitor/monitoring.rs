@@ -14,7 +14,7 @@ use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
 use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::{
-    self, bin_path, file_url, leasectl, moto, spawn_lines, wait_json_line as wait_line, Moto,
+    self, bin_path, file_url, leasectl, moto_bucket, spawn_lines, wait_json_line as wait_line,
 };
 
 /// `leasectl check --no-pod ARGS`: (exit code, stdout).
@@ -278,10 +278,7 @@ fn hold_cmd() -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_streams_renewals_and_the_holders_death() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("watch-ndjson");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("watch-ndjson").await;
     let dir = tempfile::tempdir().unwrap();
     let mut hold = Hold::spawn(
         dir.path(),
@@ -408,10 +405,7 @@ async fn scrape_until(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> Str
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_is_scraped_while_leases_change() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("serve-metrics");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("serve-metrics").await;
     // A hostile prefix: its label value must be escaped per the format.
     common::put_raw(&client, &bucket, "we\"ird\\x/LEASE", b"{torn").await;
     let dir = tempfile::tempdir().unwrap();
@@ -690,10 +684,7 @@ print(json.dumps(out))
     assert_eq!(v["kinds"], serde_json::json!(["DaemonSet", "Service"]));
     // Every metric named in the rules is exported (by serve on an S3 store
     // with a lease, with a pod scan asked for).
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("rules-metrics");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("rules-metrics").await;
     common::put_raw(&client, &bucket, "db/LEASE", record("h", 1, 60).as_bytes()).await;
     // A released prefix too, for the series of a prefix without a holder.
     let now = chrono::Utc::now();
@@ -933,10 +924,7 @@ async fn serve_holds_its_request_budget() {
 /// the holder's series is gone and the free seconds grow.
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_exports_holder_and_free_seconds() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("serve-tenure");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("serve-tenure").await;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("s3://{bucket}/db/");
     let mut hold = Hold::spawn(

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::common::cli::{bin, record, run, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
 use crate::common::serve::{Serve, SERVE_ARGS};
-use crate::common::{self, file_url, moto, spawn_lines, wait_json_line, Moto};
+use crate::common::{self, file_url, moto, moto_bucket, spawn_lines, wait_json_line, Moto};
 
 /// [`run`] off the async runtime.
 async fn run_async(args: Vec<String>) -> Output {
@@ -323,10 +323,7 @@ fn a_leap_second_record_gives_times_every_parser_accepts() {
 /// itself a prefix likewise.
 #[tokio::test(flavor = "multi_thread")]
 async fn check_names_each_prefix_by_its_own_url() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("prefix-url-once");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("prefix-url-once").await;
     for p in ["backups/db1/", "backups/db2/"] {
         common::put_raw(
             &client,
@@ -492,10 +489,7 @@ async fn a_served_local_store_that_disappears_is_down() {
 /// UNKNOWN, `--json` exit 1 — quickly, not in a loop or an exit 0.
 #[tokio::test(flavor = "multi_thread")]
 async fn listings_whose_tokens_repeat_are_errors() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("token-loops");
-    common::create_bucket(&client, &bucket).await;
+    let (m, _client, bucket) = moto_bucket("token-loops").await;
     for how in [ListLoop::Cycle, ListLoop::RepeatAtOnce] {
         for depth in ["1", "2"] {
             let proxy = Proxy::start(m.port, Mode::Pass).await;
@@ -558,10 +552,7 @@ async fn listings_whose_tokens_repeat_are_errors() {
 /// `check`'s output.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_clock_that_cannot_be_read_is_said_to_be_unknown() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("bad-date");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("bad-date").await;
     common::put_raw(
         &client,
         &bucket,
@@ -766,10 +757,7 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
         "{first:#}"
     );
 
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("control-names");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("control-names").await;
     // (moto's router cannot take a newline in a key: a tab and an ESC here.)
     common::put_raw(
         &client,
@@ -824,10 +812,7 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
 async fn the_console_header_says_the_service_clock_is_unknown() {
     use leasectl::snapshot::OpenTarget;
 
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("console-bad-date");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("console-bad-date").await;
     common::put_raw(
         &client,
         &bucket,

@@ -115,10 +115,7 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("leases");
     std::fs::create_dir_all(local.join("s1")).unwrap();
-    let m = moto(Moto::Conditional);
-    let bucket = bucket_name("audit-parent");
-    let client = sdk_client(&m.endpoint());
-    create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("audit-parent").await;
     // (the parent TARGET watched, the prefix taken over, its store)
     let places: Vec<(String, String, Arc<dyn ObjectRead>, &str)> = vec![
         (

@@ -611,10 +611,7 @@ async fn takeover_command_and_audit_listing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn audit_entries_are_also_stored_as_immutable_objects_with_audit_to() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("audit-to");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("audit-to").await;
     put_raw(&client, &b, "db/LEASE", &dead_holder().to_body()).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl").display().to_string();

@@ -36,10 +36,7 @@ fn console_cmd(endpoint: &str, extra: &str, url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_mode_sends_no_write_whatever_is_pressed() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("watch-mode");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("watch-mode").await;
     put_raw(&client, &b, "db1/LEASE", &stale_record("dead-holder")).await;
     put_raw(&client, &b, "db2/LEASE", b"not json").await;
     let proxy = Proxy::start(server.port, Mode::Pass).await;
@@ -106,10 +103,7 @@ async fn watch_mode_sends_no_write_whatever_is_pressed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn takeover_through_the_dialog_changes_the_holder_and_is_audited() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("console-takeover");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("console-takeover").await;
     put_raw(&client, &b, "db1/LEASE", &stale_record("dead-holder")).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
