@@ -14,11 +14,10 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use crate::common::cli::text;
-use crate::common::{self, file_url, repo, run_with_timeout};
+use crate::common::{self, bin, bin_path, file_url, repo, run_with_timeout};
 
 fn quiet_bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut c);
+    let mut c = bin();
     c.env("LEASECTL_LOG", "warn").env("NO_COLOR", "1");
     c
 }
@@ -798,7 +797,7 @@ fn every_link_between_the_documents_resolves() {
 #[test]
 fn every_reference_the_binary_prints_resolves() {
     let root = repo();
-    let bytes = std::fs::read(env!("CARGO_BIN_EXE_leasectl")).unwrap();
+    let bytes = std::fs::read(bin_path()).unwrap();
     // The binary's text: runs of printable bytes (UTF-8 included).
     let text: String = bytes
         .split(|b| *b < 0x20 || *b == 0x7f)

@@ -4,17 +4,16 @@
 //! sentences with the file, the line and column, and what to do.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use chrono::{SecondsFormat, Utc};
 
 use crate::common::cli::text;
-use crate::common::{file_url, run_with_timeout, s3_env};
+use crate::common::{bin, file_url, run_with_timeout};
 
 /// `leasectl ARGS` with the config file `config`.
 fn run_with_config(config: &Path, args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
+    let mut c = bin();
     c.env("LEASECTL_CONFIG", config).args(args);
     run_with_timeout(c, std::time::Duration::from_secs(60))
 }

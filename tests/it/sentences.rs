@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::common::{bin, file_url, record, run_with_timeout, text, write_lease};
+use crate::common::{bin, bin_path, file_url, record, run_with_timeout, text, write_lease};
 use crate::writer_support::{wrapper, Guard};
 
 /// `leasectl ARGS` as a person runs it: no log filter from the tester's
@@ -193,7 +193,7 @@ fn writer_exec_refusal_is_a_sentence() {
     holder.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
     let _holder = Guard::spawn(holder);
     wait_held(data.path());
-    let mut c = Command::new(crate::common::bin_path());
+    let mut c = Command::new(bin_path());
     c.env_remove("LEASECTL_LOG")
         .env_remove("CLOUD_WRITER_LEASE_HELD")
         .env("CLOUD_WRITER_LEASE", "1")

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::tmux::Tmux;
-use crate::common::{repo, SETUP};
+use crate::common::{bin_path, repo, SETUP};
 
 /// One `$ ` line of the tutorial: the command typed, the lines shown under
 /// it, and the console's keys when it opens the console.
@@ -155,7 +155,7 @@ fn isolation() -> Option<Vec<&'static str>> {
 fn workdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_leasectl"));
+    let bin = PathBuf::from(bin_path());
     let venv = std::env::var_os("LEASECTL_VENV_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join(".venv"));

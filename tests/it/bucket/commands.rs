@@ -60,12 +60,7 @@ fn probe_on_the_local_store_is_conditional() {
     let mut c = bin();
     c.args(["probe", &file_url(dir.path())]);
     let out = run_cmd(c);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 0);
     // Nothing is left: no scratch key, and (issue 22 §7) not the empty
     // `.leasectl-probe/` directory either.
     assert!(!dir.path().join(".leasectl-probe").exists());
@@ -92,12 +87,7 @@ fn hold_runs_the_command_under_the_lease_and_releases_it() {
     ]);
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
     let out = run_cmd(c);
-    assert_eq!(
-        out.status.code(),
-        Some(7),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 7);
     let seen = std::fs::read_to_string(dir.path().join("seen")).unwrap();
     let id = std::fs::read_to_string(dir.path().join("id")).unwrap();
     assert!(
@@ -262,12 +252,7 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
     c.args(["takeover", &url, "--reason", "move to successor", "--yes"])
         .args(["--then", "handover:successor-7", "--audit-log", &log]);
     let out = run_cmd(c);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 0);
     // Someone else is refused: the handed-over lease is fresh.
     let mut c = bin();
     c.args(["bucket", "hold", &url, "--", "true"]);
@@ -286,12 +271,7 @@ fn a_handed_over_lease_is_adopted_by_bucket_hold_with_that_instance_id() {
     ])
     .arg(&marker);
     let out = run_cmd(c);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert!(marker.exists());
 }
 
@@ -611,17 +591,7 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     proxy.strip_conditional_under(".leasectl-probe/");
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        &proxy.endpoint(),
-        "--path-style",
-        "bucket",
-        "hold",
-    ])
-    .arg(format!("s3://{b}/db/"))
-    .args(["--", "touch"])
-    .arg(&marker);
+    let c = crate::bucket::hold_touching(&proxy.endpoint(), &format!("s3://{b}/db/"), &marker);
     let out = tokio::task::spawn_blocking(move || run_cmd(c))
         .await
         .unwrap();

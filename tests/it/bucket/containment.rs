@@ -16,7 +16,7 @@ use crate::common::{
     support_script, Moto,
 };
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
+use crate::common::cli::BIN;
 
 /// The daemon a backup wrapper starts: appends a timestamp every 50 ms.
 /// `kind` 0: `setsid` in the background; 1: a double fork (Python) that

@@ -18,14 +18,6 @@ fn sys() -> SharedClock {
     SystemClock::shared()
 }
 
-fn cfg(ttl_s: u64) -> LeaseConfig {
-    LeaseConfig {
-        ttl_s,
-        exclusion: Exclusion::Conditional,
-        ..LeaseConfig::default()
-    }
-}
-
 fn best_effort(ttl_s: u64) -> LeaseConfig {
     LeaseConfig {
         ttl_s,

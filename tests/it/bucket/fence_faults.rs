@@ -4,7 +4,7 @@
 //! writes one timestamp per line; the checks read those lines.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::hold::*;
@@ -321,9 +321,8 @@ async fn a_reader_clock_far_ahead_is_refused() {
     assert!(stamps(&clog).is_empty(), "the contender's command ran");
     // The console's takeover path, as a command.
     let audit = dir.path().join("audit.jsonl");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .envs(faketime_env(&offset))
+    let mut c = bin();
+    c.envs(faketime_env(&offset))
         .args(["--endpoint-url", &endpoint, "--path-style"])
         .args([
             "takeover",
@@ -343,8 +342,8 @@ async fn a_reader_clock_far_ahead_is_refused() {
     assert_eq!(out.status.code(), Some(4), "{text}");
     assert!(text.contains("ahead of the storage service"), "{text}");
     // The snapshot shows the offset, and does not call the live lease stale.
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c).envs(faketime_env(&offset)).args([
+    let mut c = bin();
+    c.envs(faketime_env(&offset)).args([
         "--endpoint-url",
         &endpoint,
         "--path-style",
@@ -370,8 +369,8 @@ async fn a_reader_clock_far_ahead_is_refused() {
         "unknown is not healthy: {doc:#}"
     );
     // The same snapshot from a correct clock: offset near zero, fresh, exit 0.
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c).args([
+    let mut c = bin();
+    c.args([
         "--endpoint-url",
         &endpoint,
         "--path-style",
@@ -435,9 +434,8 @@ async fn a_forced_handover_waits_for_the_old_holders_fence() {
             &writer(&slog, false, Some(10)),
             &[],
         );
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c)
-            .args(["--endpoint-url", &endpoint, "--path-style"])
+        let mut c = bin();
+        c.args(["--endpoint-url", &endpoint, "--path-style"])
             .args([
                 "takeover",
                 &url,
@@ -570,9 +568,8 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
         .as_bytes(),
     )
     .await;
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .args(["--endpoint-url", &endpoint, "--path-style"])
+    let mut c = bin();
+    c.args(["--endpoint-url", &endpoint, "--path-style"])
         .args([
             "takeover",
             &format!("s3://{b}/db/"),
@@ -689,9 +686,8 @@ async fn a_held_forced_takeover_ended_early_is_never_released() {
             &[],
         );
         wait_for_lines(&hlog, 3, Duration::from_secs(20)).await;
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c)
-            .args(["--endpoint-url", &endpoint, "--path-style"])
+        let mut c = bin();
+        c.args(["--endpoint-url", &endpoint, "--path-style"])
             .args(["takeover", &url, "--force", "--yes", "--reason", "test"])
             .arg("--audit-log")
             .arg(dir.path().join("audit.jsonl"))

@@ -14,7 +14,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::hold::*;
@@ -122,25 +122,10 @@ fn spawn_pinned(
     cpu: usize,
 ) -> Hold {
     let stderr = dir.join("hold.stderr");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
-    c.args([
-        "--endpoint-url",
-        endpoint,
-        "--path-style",
-        "--timeout",
-        "1s",
-    ])
-    .args(["bucket", "hold", url])
-    .args(args)
-    .arg("--")
-    .args(cmd)
+    let mut c = crate::common::hold::hold_command(&[], endpoint, "1s", url, args, cmd);
     // A value in leasectl's own environment never reaches the command.
-    .env("LEASECTL_GENERATION", "424242")
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&stderr).unwrap())
-    .process_group(0);
+    c.env("LEASECTL_GENERATION", "424242")
+        .stderr(std::fs::File::create(&stderr).unwrap());
     // SAFETY: sched_setaffinity in the forked child, on itself.
     unsafe {
         c.pre_exec(move || {
@@ -216,7 +201,7 @@ async fn eof_before_sigterm_run(i: usize, port: u16, bucket: &str, fault: Fault)
             "python3".into(),
             script.display().to_string(),
             out.display().to_string(),
-            env!("CARGO_BIN_EXE_leasectl").into(),
+            bin_path().into(),
             if is_root() { "rt" } else { "plain" }.into(),
         ],
         first_cpu(),
@@ -359,8 +344,7 @@ fn fence_check_of(
     fd: Option<i32>,
     pipe: Option<&str>,
 ) -> (Option<i32>, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
+    let mut c = bin();
     c.args(["bucket", "fence-check"])
         .env_remove("LEASECTL_FENCE_FD")
         .env_remove("LEASECTL_FENCE_PIPE")
@@ -512,8 +496,7 @@ async fn the_fence_fd_reads_eof_when_leasectl_is_killed() {
 /// `bucket hold -- sh -c SCRIPT` on a local store, leasectl's own
 /// environment holding a stale LEASECTL_GENERATION; `extra` flags.
 fn hold_local(dir: &Path, extra: &[&str], script: &str) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
+    let mut c = bin();
     c.args(["bucket", "hold", "--ttl", "6s"])
         .args(extra)
         .arg(format!("{}p/", file_url(dir)))
@@ -539,12 +522,7 @@ fn leasectl_generation_is_the_stored_records_and_unset_without_one() {
         lease_out.display()
     );
     let out = hold_local(dir.path(), &[], &script);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     let stored: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&lease_out).unwrap()).unwrap();
     let generation = stored["generation"]
@@ -556,12 +534,7 @@ fn leasectl_generation_is_the_stored_records_and_unset_without_one() {
     );
 
     let out = hold_local(dir.path(), &["--record-format", "seed"], &script);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     let stored: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&lease_out).unwrap()).unwrap();
     assert!(stored.get("generation").is_none(), "{stored}");

@@ -62,14 +62,7 @@ fn stamped_writer(log: &Path, tag: &str, ignore_term: bool, lines: u32) -> Vec<S
         "{trap}i=0; while [ $i -lt {lines} ]; do echo {tag} $(env -u LD_PRELOAD date +%s.%N) ${{LEASECTL_GENERATION:--}} >> {}; sleep 0.1; i=$((i+1)); done",
         log.display()
     );
-    vec![
-        "env".into(),
-        "-u".into(),
-        "LD_PRELOAD".into(),
-        "sh".into(),
-        "-c".into(),
-        script,
-    ]
+    crate::common::hold::unpreloaded_sh(script)
 }
 
 struct Slot {

@@ -27,7 +27,7 @@ use leasectl::bucket::{read_lease, LeaseRecord, Observed};
 use leasectl::store::local::LocalStore;
 use leasectl::store::{ObjectStore, PutCondition};
 
-use crate::common::{file_url, s3_env, s3_store, Moto, Server};
+use crate::common::{bin, file_url, s3_env, s3_store, Moto, Server};
 
 /// Where a test runs.
 #[derive(Clone, Copy, Debug)]
@@ -153,8 +153,7 @@ impl Drop for Proc {
 
 impl Place {
     fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
+        let mut c = bin();
         c.env("NO_COLOR", "1").env("LEASECTL_LOG", "info");
         if let Some(e) = &self.endpoint {
             c.args(["--endpoint-url", e, "--path-style", "--timeout", "2s"]);

@@ -10,13 +10,14 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::common::{self, file_url, leasectl, line_reader, wait_json_line};
+use crate::common::serve::{Serve, SERVE_ARGS};
+use crate::common::{bin, file_url, leasectl, leasectl_parts, spawn_lines, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
 fn record_with_generation(holder: &str, age_s: i64, ttl_s: u64, generation: Option<u64>) -> String {
@@ -64,16 +65,6 @@ fn takeover(url: &str, reason: &str, then: &str, log: &Path) {
     );
 }
 
-/// `--json` (or other args) of the store: (exit code, stdout, stderr).
-fn run_parts(args: &[&str]) -> (i32, String, String) {
-    let out = leasectl(None, args);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn row<'a>(doc: &'a Value, prefix: &str) -> &'a Value {
     doc["targets"][0]["prefixes"]
         .as_array()
@@ -113,7 +104,8 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     let log_s = log.display().to_string();
     let url = file_url(&store);
 
-    let (code, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
+    let (code, out, err) =
+        leasectl_parts(None, &["--json", "--no-pod", "--audit-log", &log_s, &url]);
     assert_eq!(code, 3, "dead/ is stale: {out}{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["schema_version"], "1.6");
@@ -134,7 +126,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     assert!(doc["audit_log"]["error"].is_null(), "{doc:#}");
 
     // The table: GENERATION last, `-` when unknown.
-    let (_, table, _) = run_parts(&["-o", "table", "--no-pod", &url]);
+    let (_, table, _) = leasectl_parts(None, &["-o", "table", "--no-pod", &url]);
     let lines: Vec<Vec<&str>> = table
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -159,7 +151,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
         "handover:successor-1",
         &log,
     );
-    let (_, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
+    let (_, out, err) = leasectl_parts(None, &["--json", "--no-pod", "--audit-log", &log_s, &url]);
     let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
     let dead = row(&doc, "dead/");
     assert_eq!(dead["record"]["instance_id"], "successor-1", "{dead:#}");
@@ -178,18 +170,24 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     assert!((Utc::now() - when).num_seconds().abs() < 120, "{t:#}");
     assert!(row(&doc, "gen/")["last_takeover"].is_null());
     // The same takeover is found through the prefix's own URL.
-    let (_, out, _) = run_parts(&[
-        "--json",
-        "--no-pod",
-        "--audit-log",
-        &log_s,
-        &format!("{url}dead/"),
-    ]);
+    let (_, out, _) = leasectl_parts(
+        None,
+        &[
+            "--json",
+            "--no-pod",
+            "--audit-log",
+            &log_s,
+            &format!("{url}dead/"),
+        ],
+    );
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(row(&doc, "")["last_takeover"]["reason"], "INC-7 dead host");
 
     // NDJSON: the lease line carries it, the summary names the log.
-    let (_, out, _) = run_parts(&["-o", "ndjson", "--no-pod", "--audit-log", &log_s, &url]);
+    let (_, out, _) = leasectl_parts(
+        None,
+        &["-o", "ndjson", "--no-pod", "--audit-log", &log_s, &url],
+    );
     let lines: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -211,13 +209,16 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     // An audit log that cannot be read (a FIFO is never opened): unknown, exit 1.
     let fifo = dir.path().join("fifo.jsonl");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let (code, out, err) = run_parts(&[
-        "--json",
-        "--no-pod",
-        "--audit-log",
-        &fifo.display().to_string(),
-        &url,
-    ]);
+    let (code, out, err) = leasectl_parts(
+        None,
+        &[
+            "--json",
+            "--no-pod",
+            "--audit-log",
+            &fifo.display().to_string(),
+            &url,
+        ],
+    );
     assert_eq!(code, 1, "{out}{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert!(
@@ -250,18 +251,13 @@ fn watch_writes_holder_change_lines() {
     );
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut watch);
-    let mut watch = watch
-        .args(["--no-pod", "--watch=1s", "--heartbeat", "1h", "--audit-log"])
-        .arg(&log)
-        .arg(&url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(["--no-pod", "--watch=1s", "--heartbeat", "1h", "--audit-log"])
+            .arg(&log)
+            .arg(&url)
+            .stderr(Stdio::null()),
+    );
     let mut seen = Vec::new();
     let limit = Duration::from_secs(20);
     let first = wait_json_line(&rx, &mut seen, limit, "for db/", |v| {
@@ -418,28 +414,17 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut serve);
     // Its log (`-v`): the warning and the recovery are steps of it.
-    let mut serve = serve
-        .args([
-            "-v",
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
-        .arg("--audit-log")
-        .arg(&log)
-        .arg(&url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .arg("-v")
+            .args(SERVE_ARGS)
+            .arg("--audit-log")
+            .arg(&log)
+            .arg(&url),
+        &stderr_path,
+    );
+    let port = serve.port;
     let series =
         |name: &str, prefix: &str| format!("{name}{{target=\"{url}\",prefix=\"{prefix}\"}}");
     let how = |prefix: &str, how: &str| {
@@ -498,9 +483,7 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
         assert_eq!(sample(&body, &how("nogen/", h)), Some(0.0), "{h}:\n{body}");
     }
 
-    // SAFETY: kill(2) on a child this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    assert_eq!(serve.wait().unwrap().code(), Some(0));
+    assert_eq!(serve.terminate(), Some(0));
 }
 
 /// `serve --audit-log` on a log that cannot be read (a directory): it keeps
@@ -522,28 +505,17 @@ fn serve_reports_an_unreadable_audit_log() {
     std::fs::create_dir(&log).unwrap();
     let url = file_url(&store);
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    common::s3_env(&mut serve);
     // Its log (`-v`): the warning and the recovery are steps of it.
-    let mut serve = serve
-        .args([
-            "-v",
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
-        .arg("--audit-log")
-        .arg(&log)
-        .arg(&url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .arg("-v")
+            .args(SERVE_ARGS)
+            .arg("--audit-log")
+            .arg(&log)
+            .arg(&url),
+        &stderr_path,
+    );
+    let port = serve.port;
     let ok = format!("leasectl_audit_log_ok{{path=\"{}\"}}", log.display());
     let body = scrape_until(port, "the audit log unreadable", |b| {
         sample(b, &ok) == Some(0.0)
@@ -570,9 +542,7 @@ fn serve_reports_an_unreadable_audit_log() {
     let err = std::fs::read_to_string(&stderr_path).unwrap();
     assert!(err.contains("can be read again"), "{err}");
 
-    // SAFETY: kill(2) on a child this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    assert_eq!(serve.wait().unwrap().code(), Some(0));
+    assert_eq!(serve.terminate(), Some(0));
 }
 
 /// A fresh record whose generation the rule cannot keep growing from — far
@@ -591,7 +561,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
         &record_with_generation("holder-o", 0, 30, Some(now_us)),
     );
     let url = file_url(&store);
-    let (code, _, err) = run_parts(&["--json", "--no-pod", &url]);
+    let (code, _, err) = leasectl_parts(None, &["--json", "--no-pod", &url]);
     assert_eq!(code, 0, "{err}");
 
     for (g, want) in [
@@ -606,7 +576,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
             "ok/",
             &record_with_generation("holder-o", 0, 30, Some(g)),
         );
-        let (code, out, err) = run_parts(&["--json", "--no-pod", &url]);
+        let (code, out, err) = leasectl_parts(None, &["--json", "--no-pod", &url]);
         assert_eq!(code, 3, "{out}\n{err}");
         let doc: Value = serde_json::from_str(&out).unwrap();
         let r = row(&doc, "ok/");
@@ -616,7 +586,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
             r["problem"].as_str().is_some_and(|p| p.contains(want)),
             "{r}"
         );
-        let (code, out, err) = run_parts(&["check", "--no-pod", &url]);
+        let (code, out, err) = leasectl_parts(None, &["check", "--no-pod", &url]);
         assert_eq!(code, 1, "WARNING:\n{out}\n{err}");
         assert!(out.starts_with("LEASES WARNING"), "{out}");
         assert!(out.contains(want), "{out}");

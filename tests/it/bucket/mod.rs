@@ -14,3 +14,20 @@ mod own_writes;
 mod race;
 mod signals;
 mod tls;
+
+/// `leasectl --endpoint-url ENDPOINT --path-style bucket hold URL -- touch
+/// MARKER`: a hold whose command leaves `marker` behind once it ran.
+fn hold_touching(endpoint: &str, url: &str, marker: &std::path::Path) -> std::process::Command {
+    let mut c = crate::common::bin();
+    c.args([
+        "--endpoint-url",
+        endpoint,
+        "--path-style",
+        "bucket",
+        "hold",
+        url,
+    ])
+    .args(["--", "touch"])
+    .arg(marker);
+    c
+}

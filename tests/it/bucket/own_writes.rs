@@ -14,7 +14,7 @@ use crate::common::*;
 use chrono::Utc;
 use leasectl::audit::{AuditLog, AuditTarget};
 use leasectl::bucket::{
-    BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseRecord, LeaseWatch, Observed, Released,
+    BucketLease, Exclusion, LeaseError, LeaseRecord, LeaseWatch, Observed, Released,
 };
 use leasectl::clock::{SharedClock, SystemClock};
 use leasectl::store::local::LocalStore;
@@ -23,14 +23,6 @@ use leasectl::takeover::{takeover, TakeoverRequest, Then};
 
 fn sys() -> SharedClock {
     SystemClock::shared()
-}
-
-fn cfg(ttl_s: u64) -> LeaseConfig {
-    LeaseConfig {
-        ttl_s,
-        exclusion: Exclusion::Conditional,
-        ..LeaseConfig::default()
-    }
 }
 
 async fn moto_proxied(test: &str) -> (Arc<dyn ObjectStore>, Proxy, String, String) {

@@ -109,17 +109,7 @@ async fn eight_concurrent_holds_on_a_non_atomic_service_run_nothing() {
     let mut handles = Vec::new();
     for i in 0..8 {
         let marker = dir.path().join(format!("ran-{i}"));
-        let mut c = bin();
-        c.args([
-            "--endpoint-url",
-            &proxy.endpoint(),
-            "--path-style",
-            "bucket",
-            "hold",
-        ])
-        .arg(format!("s3://{b}/db/"))
-        .args(["--", "touch"])
-        .arg(&marker);
+        let c = crate::bucket::hold_touching(&proxy.endpoint(), &format!("s3://{b}/db/"), &marker);
         handles.push(tokio::task::spawn_blocking(move || run_cmd(c)));
     }
     let mut not_atomic = 0;
@@ -261,11 +251,7 @@ server_matrix! {
         }
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let mut c = bin();
-        c.args(["--endpoint-url", &endpoint, "--path-style", "bucket", "hold"])
-            .arg(format!("s3://{b}/db/"))
-            .args(["--", "touch"])
-            .arg(&marker);
+        let c = crate::bucket::hold_touching(&endpoint, &format!("s3://{b}/db/"), &marker);
         let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         assert!(marker.exists());

@@ -15,20 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::cli::bin;
-use crate::common::{self, moto, Moto};
+use crate::common::{self, moto_bucket};
 use leasectl::store::ObjectRead;
 
-/// The command: handles every signal named in argv by printing `got N` and
-/// exiting 3; prints `ready` once the handlers are in place.
-const SCRIPT: &str = "import signal, sys\n\
-def h(n, f):\n\
-\x20   print('got %d' % n, flush=True)\n\
-\x20   sys.exit(3)\n\
-for n in sys.argv[1:]:\n\
-\x20   signal.signal(int(n), h)\n\
-print('ready', flush=True)\n\
-while True:\n\
-\x20   signal.pause()\n";
+use crate::common::hold::SIGNAL_SCRIPT as SCRIPT;
 
 /// A `bucket hold` running [`SCRIPT`], its stdout (the command's) read line
 /// by line.
@@ -179,10 +169,7 @@ async fn one(
 /// a few again without containment (straight to the command).
 #[tokio::test(flavor = "multi_thread")]
 async fn every_signal_that_would_end_a_hold_is_forwarded_or_ends_it_cleanly() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("hold-signals");
-    common::create_bucket(&client, &bucket).await;
+    let (m, _client, bucket) = moto_bucket("hold-signals").await;
     let store = common::s3_store(&m.endpoint(), &bucket);
     let bucket_url = format!("s3://{bucket}/");
     let mut cases: Vec<(i32, Fate, Vec<&'static str>)> = Vec::new();
@@ -217,10 +204,7 @@ async fn every_signal_that_would_end_a_hold_is_forwarded_or_ends_it_cleanly() {
 /// running), and a SIGTERM afterwards ends it as usual.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigpipe_is_ignored_and_the_hold_goes_on() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("hold-sigpipe");
-    common::create_bucket(&client, &bucket).await;
+    let (m, _client, bucket) = moto_bucket("hold-sigpipe").await;
     let store = common::s3_store(&m.endpoint(), &bucket);
     let url = format!("s3://{bucket}/db/");
     let endpoint = m.endpoint();
@@ -251,10 +235,7 @@ async fn sigpipe_is_ignored_and_the_hold_goes_on() {
 /// contained hold never ended: the namespace's init lost the status).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_command_killed_by_a_real_time_signal_ends_the_hold() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("hold-rt-death");
-    common::create_bucket(&client, &bucket).await;
+    let (m, _client, bucket) = moto_bucket("hold-rt-death").await;
     let store = common::s3_store(&m.endpoint(), &bucket);
     let sig = libc::SIGRTMIN() + 2;
     for (prefix, extra) in [

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{repo, run_with_timeout, s3_env};
+use crate::common::{bin, repo, run_with_timeout};
 
 fn openssl(dir: &Path, args: &[&str]) {
     let ok = Command::new("openssl")
@@ -107,9 +107,8 @@ fn a_private_ca_is_trusted_from_aws_ca_bundle_or_the_profile() {
         .unwrap();
     let endpoint = format!("https://127.0.0.1:{}", line.trim());
     let json = |env: &[(&str, String)]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c)
-            .env_remove("AWS_CA_BUNDLE")
+        let mut c = bin();
+        c.env_remove("AWS_CA_BUNDLE")
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .args([
                 "--endpoint-url",

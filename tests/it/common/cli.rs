@@ -10,17 +10,20 @@ use chrono::{SecondsFormat, Utc};
 
 use super::{run_with_timeout, s3_env};
 
+/// The path of the leasectl binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
+
 /// The leasectl binary with the test credentials ([`s3_env`]) and no
 /// S3-specific endpoint from the tester's environment.
 pub fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    let mut c = Command::new(BIN);
     s3_env(&mut c).env_remove("AWS_ENDPOINT_URL_S3");
     c
 }
 
 /// The binary's path, for tests that build their own command line.
 pub fn bin_path() -> &'static str {
-    env!("CARGO_BIN_EXE_leasectl")
+    BIN
 }
 
 /// `leasectl ARGS` ([`bin`]), waited for up to 60 s.
@@ -33,7 +36,7 @@ pub fn run(args: &[&str]) -> Output {
 /// `leasectl ARGS` with nothing added to the environment (no credentials),
 /// waited for up to `limit`.
 pub fn run_bare(args: &[&str], limit: Duration) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    let mut c = Command::new(BIN);
     c.args(args);
     run_with_timeout(c, limit)
 }
@@ -48,6 +51,12 @@ pub fn output_text(o: &Output) -> String {
     format!("{}{}", text(&o.stdout), text(&o.stderr))
 }
 
+/// Asserts that `out` exited with `code`; its stdout and stderr say why not.
+#[track_caller]
+pub fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", output_text(out));
+}
+
 /// A LEASE body (the seed's four fields) for `holder`, renewed `age_s`
 /// seconds ago.
 pub fn record(holder: &str, age_s: i64, ttl_s: u64) -> String {
@@ -55,6 +64,21 @@ pub fn record(holder: &str, age_s: i64, ttl_s: u64) -> String {
         .to_rfc3339_opts(SecondsFormat::Micros, true);
     serde_json::json!({"instance_id": holder, "acquired_at": t, "renewed_at": t, "ttl_s": ttl_s})
         .to_string()
+}
+
+/// A LEASE body of `holder` acquired and renewed now, TTL 30 s, with
+/// `generation`.
+pub fn generation_body(holder: &str, generation: u64) -> Vec<u8> {
+    let now = Utc::now();
+    leasectl::bucket::LeaseRecord {
+        instance_id: holder.into(),
+        acquired_at: now,
+        renewed_at: now,
+        ttl_s: 30,
+        generation: Some(generation),
+        released_at: None,
+    }
+    .to_body()
 }
 
 /// Writes `body` as `root/prefix/LEASE` (a local store's LEASE).

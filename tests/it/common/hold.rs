@@ -6,10 +6,10 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{s3_env, SETUP};
+use super::SETUP;
 
 pub fn now_s() -> f64 {
     std::time::SystemTime::now()
@@ -48,6 +48,12 @@ pub fn tagged_writer(log: &Path, tag: &str, ignore_term: bool, lines: Option<u32
         Some(n) => format!("{trap}i=0; while [ $i -lt {n} ]; do {body}; i=$((i+1)); done"),
         None => format!("{trap}while :; do {body}; done"),
     };
+    unpreloaded_sh(script)
+}
+
+/// `env -u LD_PRELOAD sh -c SCRIPT`: the script's commands run with the real
+/// clock even when leasectl's is shifted (libfaketime).
+pub fn unpreloaded_sh(script: String) -> Vec<String> {
     vec![
         "env".into(),
         "-u".into(),
@@ -61,6 +67,37 @@ pub fn tagged_writer(log: &Path, tag: &str, ignore_term: bool, lines: Option<u32
 pub struct Hold {
     pub child: Child,
     pub stderr_path: PathBuf,
+}
+
+/// `leasectl GLOBAL --endpoint-url ENDPOINT --path-style --timeout TIMEOUT
+/// bucket hold URL ARGS -- CMD` with no stdin nor stdout, in a process group
+/// of its own (so the test can stop that group); stderr and the environment
+/// are the caller's to set.
+pub fn hold_command<S: AsRef<std::ffi::OsStr>>(
+    global: &[&str],
+    endpoint: &str,
+    timeout: &str,
+    url: &str,
+    args: &[&str],
+    cmd: &[S],
+) -> std::process::Command {
+    let mut c = super::bin();
+    c.args(global)
+        .args([
+            "--endpoint-url",
+            endpoint,
+            "--path-style",
+            "--timeout",
+            timeout,
+        ])
+        .args(["bucket", "hold", url])
+        .args(args)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0);
+    c
 }
 
 impl Hold {
@@ -77,25 +114,9 @@ impl Hold {
         env: &[(&str, String)],
     ) -> Self {
         let stderr = dir.join(format!("{name}.stderr"));
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
-        c.args([
-            "-v",
-            "--endpoint-url",
-            endpoint,
-            "--path-style",
-            "--timeout",
-            "1s",
-        ])
-        .args(["bucket", "hold", url])
-        .args(args)
-        .arg("--")
-        .args(cmd)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .process_group(0);
+        let mut c = hold_command(&["-v"], endpoint, "1s", url, args, cmd);
+        c.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stderr(std::fs::File::create(&stderr).unwrap());
         Self {
             child: c.spawn().expect("spawn leasectl"),
             stderr_path: stderr,
@@ -179,3 +200,16 @@ pub fn faketime_env(file: &Path) -> Vec<(&'static str, String)> {
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
     ]
 }
+
+/// A Python program (`python3 -c`) that handles every signal named in argv
+/// by printing `got N` and exiting 3; prints `ready` once the handlers are
+/// in place.
+pub const SIGNAL_SCRIPT: &str = "import signal, sys\n\
+def h(n, f):\n\
+\x20   print('got %d' % n, flush=True)\n\
+\x20   sys.exit(3)\n\
+for n in sys.argv[1:]:\n\
+\x20   signal.signal(int(n), h)\n\
+print('ready', flush=True)\n\
+while True:\n\
+\x20   signal.pause()\n";

@@ -38,6 +38,20 @@ pub fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> 
     rx
 }
 
+/// Spawns `cmd` with no stdin and its stdout piped (stderr as the caller
+/// set it): the child, and the lines of its stdout ([`line_reader`]).
+pub fn spawn_lines(
+    cmd: &mut std::process::Command,
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let rx = line_reader(child.stdout.take().unwrap());
+    (child, rx)
+}
+
 /// Waits up to `limit` for an NDJSON line matching `pred` and returns it;
 /// every line read goes to `seen`. Panics, with every line seen, on a line
 /// that is not JSON or when none matches in time.

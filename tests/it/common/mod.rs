@@ -11,8 +11,11 @@ pub mod serve;
 pub mod tmux;
 
 #[allow(unused_imports)]
-pub use cli::{bin, bin_path, output_text, record, run, run_bare, text, write_lease};
-pub use lines::{cannot_drop_privileges, line_reader, list_keys, wait_json_line};
+pub use cli::{
+    assert_exit, bin, bin_path, generation_body, output_text, record, run, run_bare, text,
+    write_lease,
+};
+pub use lines::{cannot_drop_privileges, list_keys, spawn_lines, wait_json_line};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -504,13 +507,23 @@ pub async fn put_raw(client: &aws_sdk_s3::Client, bucket: &str, key: &str, body:
 
 /// Runs the leasectl binary with `args` against `endpoint` (if any); waits up to 60 s.
 pub fn leasectl(endpoint: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut cmd);
+    let mut cmd = bin();
     if let Some(e) = endpoint {
         cmd.args(["--endpoint-url", e, "--path-style"]);
     }
     cmd.args(args);
     run_with_timeout(cmd, Duration::from_secs(60))
+}
+
+/// [`leasectl`] as (exit code, or -1 when killed by a signal; stdout;
+/// stderr), the outputs as text (lossy).
+pub fn leasectl_parts(endpoint: Option<&str>, args: &[&str]) -> (i32, String, String) {
+    let out = leasectl(endpoint, args);
+    (
+        out.status.code().unwrap_or(-1),
+        cli::text(&out.stdout),
+        cli::text(&out.stderr),
+    )
 }
 
 pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
@@ -529,6 +542,53 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             panic!("leasectl did not finish within {limit:?}");
         }
+    }
+}
+
+/// A fresh bucket for `test` on moto with conditional writes: the server, a
+/// client of it and the bucket's name.
+pub async fn moto_bucket(test: &str) -> (&'static MotoServer, aws_sdk_s3::Client, String) {
+    let server = moto(Moto::Conditional);
+    let client = sdk_client(&server.endpoint());
+    let bucket = bucket_name(test);
+    create_bucket(&client, &bucket).await;
+    (server, client, bucket)
+}
+
+/// Turns versioning on for `bucket`.
+pub async fn enable_versioning(client: &aws_sdk_s3::Client, bucket: &str) {
+    client
+        .put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("versioning on");
+}
+
+/// A new bucket on `server` for `test`, versioned: (endpoint, bucket).
+pub async fn versioned_bucket_on(server: Server, test: &str) -> (String, String) {
+    let (endpoint, b) = server.bucket(test).await;
+    enable_versioning(&sdk_client(&endpoint), &b).await;
+    (endpoint, b)
+}
+
+/// [`versioned_bucket_on`] moto with conditional writes.
+pub async fn versioned_bucket(test: &str) -> (String, String) {
+    versioned_bucket_on(Server::Moto(Moto::Conditional), test).await
+}
+
+/// A bucket lease's configuration: TTL `ttl_s` seconds, conditional writes,
+/// the rest the defaults.
+pub fn cfg(ttl_s: u64) -> leasectl::bucket::LeaseConfig {
+    leasectl::bucket::LeaseConfig {
+        ttl_s,
+        exclusion: leasectl::bucket::Exclusion::Conditional,
+        ..leasectl::bucket::LeaseConfig::default()
     }
 }
 

@@ -1,55 +1,88 @@
-//! `leasectl serve` as a process under test: started with a config file,
-//! its port read from its stderr, killed when dropped; and the path of a
-//! probe.
+//! A real `leasectl serve` as the tests run it: spawned with its stderr in a
+//! file, the port it listens on read from that file, killed and waited for
+//! when dropped (even when the test fails), so that none outlives its test.
 #![allow(dead_code)]
 
-use std::path::Path;
-use std::process::{Child, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
-use super::cli::bin;
+/// `serve --no-pod --listen 127.0.0.1:0 --refresh 1s`: serving on a free
+/// loopback port ([`Serve::port`] says which), no pod scan, a gather a second.
+pub const SERVE_ARGS: [&str; 6] = [
+    "serve",
+    "--no-pod",
+    "--listen",
+    "127.0.0.1:0",
+    "--refresh",
+    "1s",
+];
 
-/// A `leasectl serve` child, killed when dropped.
-pub struct Served {
+/// A running `leasectl serve`.
+pub struct Serve {
     pub child: Child,
+    stderr: PathBuf,
+    /// The port it listens on (it was told `--listen 127.0.0.1:0`).
     pub port: u16,
-    pub stderr: std::path::PathBuf,
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
+impl Serve {
+    /// Spawns `cmd` — a `leasectl … serve --listen 127.0.0.1:0 …` command
+    /// line — with no stdin nor stdout and its stderr written to `stderr`,
+    /// and waits (up to 20 s) for the port it says it listens on.
+    pub fn spawn(cmd: &mut Command, stderr: &Path) -> Self {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(stderr).unwrap())
+            .spawn()
+            .expect("spawn leasectl serve");
+        // Killed by Drop should reading the port fail.
+        let mut s = Serve {
+            child,
+            stderr: stderr.to_owned(),
+            port: 0,
+        };
+        s.port = super::lines::serve_port(stderr);
+        s
+    }
+
+    /// What it has written to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits: its exit code (`None` if a signal ended it).
+    pub fn terminate(&mut self) -> Option<i32> {
+        // SAFETY: kill(2) on a child this test spawned and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap().code()
+    }
+
+    /// Kills it and waits for it.
+    pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-impl Served {
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Serve {
     /// `leasectl serve --no-pod --listen 127.0.0.1:0 ARGS` with the config
-    /// file `config`, its stderr in `dir/NAME.stderr`.
+    /// file `config` (its data and home in `dir`), its stderr in
+    /// `dir/NAME.stderr`.
     pub fn start(dir: &Path, name: &str, config: &Path, args: &[&str]) -> Self {
-        let stderr = dir.join(format!("{name}.stderr"));
-        let mut c = bin();
-        super::s3_env(&mut c);
-        let child = c
-            .args(["serve", "--no-pod", "--listen", "127.0.0.1:0"])
+        let mut c = super::cli::bin();
+        c.args(["serve", "--no-pod", "--listen", "127.0.0.1:0"])
             .args(args)
             .env("LEASECTL_CONFIG", config)
             .env("XDG_DATA_HOME", dir)
-            .env("HOME", dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let port = super::lines::serve_port(&stderr);
-        Self {
-            child,
-            port,
-            stderr,
-        }
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            .env("HOME", dir);
+        Self::spawn(&mut c, &dir.join(format!("{name}.stderr")))
     }
 }
 

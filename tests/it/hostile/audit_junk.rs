@@ -4,6 +4,7 @@
 
 use std::process::{Command, Stdio};
 
+use crate::common::bin_path;
 use leasectl::audit::{AuditTail, Unreadable};
 
 /// 16 MiB of `x\n`: 8,388,608 lines that are not entries.
@@ -28,7 +29,7 @@ fn run_measured(args: &[&str]) -> (Option<i32>, String, i64) {
         .arg("%M")
         .arg("-o")
         .arg(&measured)
-        .arg(env!("CARGO_BIN_EXE_leasectl"))
+        .arg(bin_path())
         .args(args)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())

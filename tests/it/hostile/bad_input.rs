@@ -8,8 +8,7 @@ use crate::common::*;
 use serde_json::Value;
 
 fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c);
+    let mut c = bin();
     for (k, v) in env {
         c.env(k, v);
     }
@@ -291,10 +290,7 @@ fn one_bad_audit_line_does_not_hide_the_others() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_with_control_characters_and_empty_segments_are_listed_exactly() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("hostile-keys");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("hostile-keys").await;
     let t = chrono::Utc::now().to_rfc3339();
     let rec = |id: &str| {
         format!(r#"{{"instance_id":"{id}","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#)
@@ -306,8 +302,7 @@ async fn keys_with_control_characters_and_empty_segments_are_listed_exactly() {
     let ep = server.endpoint();
     let url = format!("s3://{b}/");
     let o = tokio::task::spawn_blocking(move || {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
+        let mut c = bin();
         c.args([
             "--endpoint-url",
             &ep,
@@ -357,7 +352,7 @@ fn json_with_nothing_to_report_is_a_usage_error() {
 fn a_closed_stdout_ends_the_json_snapshot_quietly() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    let mut c = std::process::Command::new(bin_path());
     c.args(["--json", "--no-pod", &crate::common::file_url(dir.path())])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -377,7 +372,7 @@ fn a_closed_stdout_ends_the_json_snapshot_quietly() {
 /// sentence per cause, never the SDK's `Debug` dump.
 fn json_error(env: &[(&str, &str)], args: &[&str]) -> String {
     let home = tempfile::tempdir().unwrap();
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    let mut c = std::process::Command::new(bin_path());
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home.path())
@@ -494,7 +489,7 @@ fn a_refusing_instance_metadata_service_is_a_credentials_failure() {
         .unwrap();
     let home = tempfile::tempdir().unwrap();
     for profile in [Some("nope"), None] {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+        let mut c = Command::new(bin_path());
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", home.path())

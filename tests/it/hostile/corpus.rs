@@ -453,7 +453,7 @@ fn corpus_through_json_snapshot() {
     let bad = bad_names(seed, n / 20 + 1);
     let dir = tempfile::tempdir().unwrap();
     write_store(dir.path(), &corpus, &bad);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
+    let mut c = Command::new(bin_path());
     c.args(["--json", "--no-pod", &file_url(dir.path())]);
     let o = run_with_timeout(c, Duration::from_secs(120));
     let stdout = String::from_utf8(o.stdout.clone()).expect("stdout is UTF-8");

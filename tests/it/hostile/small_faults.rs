@@ -1,5 +1,6 @@
 //! Issue 37, item 9: the small ones. Each with the real binary.
 
+use crate::common::bin_path;
 use std::process::{Command, Stdio};
 
 fn leasectl_to_dev_full(args: &[&str]) -> (Option<i32>, String) {
@@ -7,7 +8,7 @@ fn leasectl_to_dev_full(args: &[&str]) -> (Option<i32>, String) {
         .write(true)
         .open("/dev/full")
         .expect("/dev/full");
-    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let out = Command::new(bin_path())
         .args(args)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -56,7 +57,7 @@ fn a_world_writable_config_or_audit_log_is_warned_about() {
     let log = dir.path().join("audit.jsonl");
     std::fs::write(&log, b"").unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        let out = Command::new(bin_path())
             .args(args)
             .env("LEASECTL_CONFIG", &config)
             .env("NO_COLOR", "1")
@@ -168,10 +169,10 @@ fn json_that_exits_1_for_the_pod_alone_says_why() {
             "--bounding-set=-all",
             "--",
         ]);
-        c.arg(env!("CARGO_BIN_EXE_leasectl"));
+        c.arg(bin_path());
         c
     } else {
-        Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        Command::new(bin_path())
     };
     let out = cmd
         .args(["--json", "--data-dir"])
@@ -201,7 +202,7 @@ fn bucket_hold_warns_only_about_a_grace_that_was_given() {
     let dir = tempfile::tempdir().unwrap();
     let url = crate::common::file_url(dir.path());
     let hold = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        let out = Command::new(bin_path())
             .args(["bucket", "hold", &url, "--ttl", "9s"])
             .args(extra)
             .args(["--", "true"])

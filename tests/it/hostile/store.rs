@@ -509,7 +509,7 @@ fn console_on_fifo_leases_keeps_refreshing_and_quits() {
     let tmux = Tmux::start(120, 20);
     let run = tmux.run(&format!(
         "{} --read-only --no-pod --refresh 1s {}",
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         file_url(dir.path())
     ));
     tmux.wait_shown(&run, Duration::from_secs(20), "the FIFO rows", |s| {
@@ -776,7 +776,7 @@ fn one_unlistable_directory_at_depth_two_loses_only_itself() {
     // The viewer binary where uid 65534 can run it (the build directory may
     // be under a private home).
     let viewer = tmp.path().join("leasectl-viewer");
-    std::fs::copy(env!("CARGO_BIN_EXE_leasectl"), &viewer).unwrap();
+    std::fs::copy(bin_path(), &viewer).unwrap();
     world(&viewer);
     std::fs::set_permissions(perm.join("b"), std::fs::Permissions::from_mode(0o000)).unwrap();
     let home = tmp.path().join("home");

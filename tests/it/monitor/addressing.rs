@@ -7,24 +7,17 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
-use leasectl::snapshot::{self, GatherOptions, OpenTarget};
+use leasectl::snapshot::OpenTarget;
 use leasectl::store::s3::S3Options;
 use leasectl::store::AddressingStyle;
 use leasectl::target::{Connector, Target};
-use leasectl::tui::app::{Action, App};
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
 
 use crate::common::cli::{bin, record};
-use crate::common::{self, Moto};
+use crate::common::{self, moto_bucket};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ip_endpoint_is_said_to_be_addressed_path_style() {
-    let m = common::moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("addressing");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("addressing").await;
     common::put_raw(&client, &bucket, "db/LEASE", record("h", 1, 60).as_bytes()).await;
     let endpoint = m.endpoint();
     assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");
@@ -87,18 +80,8 @@ async fn an_ip_endpoint_is_said_to_be_addressed_path_style() {
         endpoint: shown.clone(),
         store,
     }];
-    let clock = leasectl::clock::SystemClock::shared();
-    let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-    let mut app = App::new(
-        vec![url.parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        Utc::now(),
-    );
-    app.update(Action::Snapshot(Box::new(snap)));
-    let mut term = Terminal::new(TestBackend::new(200, 20)).unwrap();
-    term.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();
-    let buf = term.backend().buffer().clone();
+    let app = crate::tui::support::console_of(&open, &url).await;
+    let buf = crate::tui::support::draw(&app, 200, 20).buffer().clone();
     let head: String = (0..2)
         .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
         .map(|(x, y)| buf[(x, y)].symbol().to_owned())

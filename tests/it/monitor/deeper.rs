@@ -5,23 +5,13 @@
 //! and on moto, with the real binary.
 
 use crate::common::cli::{record, write_lease};
-use crate::common::{self, file_url, leasectl, Moto};
-
-/// (exit code, stdout, stderr) of `leasectl [--endpoint-url E] ARGS`.
-fn run(endpoint: Option<&str>, args: &[&str]) -> (i32, String, String) {
-    let out = leasectl(endpoint, args);
-    (
-        out.status.code().unwrap_or(-1),
-        common::cli::text(&out.stdout),
-        common::cli::text(&out.stderr),
-    )
-}
+use crate::common::{self, file_url, leasectl_parts, moto_bucket};
 
 /// The three outputs on `target`, whose leases sit at depth 2 (under
 /// `db1/a/`), listed to depth 1: each names `--depth 2`; listed to depth 2,
 /// all is well and nothing is said.
 fn says_the_depth(endpoint: Option<&str>, target: &str, example: &str) {
-    let (code, out, err) = run(endpoint, &["--no-pod", "-o", "table", target]);
+    let (code, out, err) = leasectl_parts(endpoint, &["--no-pod", "-o", "table", target]);
     assert!(
         out.contains("db1/") && out.contains("absent") && !out.contains("fresh"),
         "{out}"
@@ -35,7 +25,7 @@ fn says_the_depth(endpoint: Option<&str>, target: &str, example: &str) {
         "{err}"
     );
 
-    let (code, out, err) = run(endpoint, &["--no-pod", "--json", target]);
+    let (code, out, err) = leasectl_parts(endpoint, &["--no-pod", "--json", target]);
     assert_eq!(code, 3, "{out}{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let d = &doc["targets"][0]["deeper_leases"];
@@ -43,7 +33,7 @@ fn says_the_depth(endpoint: Option<&str>, target: &str, example: &str) {
     assert_eq!(d["example"], "db1/a/", "{out}");
     assert!(err.contains("give --depth 2"), "{err}");
 
-    let (code, out, _) = run(endpoint, &["check", "--no-pod", target]);
+    let (code, out, _) = leasectl_parts(endpoint, &["check", "--no-pod", target]);
     assert_eq!(code, 1, "a WARNING: {out}");
     assert!(out.starts_with("LEASES WARNING - "), "{out}");
     assert!(
@@ -52,14 +42,14 @@ fn says_the_depth(endpoint: Option<&str>, target: &str, example: &str) {
     );
 
     // Listed deep enough: the lease is read, nothing more is said.
-    let (code, out, err) = run(
+    let (code, out, err) = leasectl_parts(
         endpoint,
         &["--no-pod", "-o", "table", "--depth", "2", target],
     );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("db1/a/") && out.contains("fresh"), "{out}");
     assert!(!err.contains("deeper"), "{err}");
-    let (code, out, _) = run(endpoint, &["check", "--no-pod", "--depth", "2", target]);
+    let (code, out, _) = leasectl_parts(endpoint, &["check", "--no-pod", "--depth", "2", target]);
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("deeper"), "{out}");
 }
@@ -77,17 +67,15 @@ fn leases_one_level_deeper_are_named_on_a_local_store() {
     let empty = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(empty.path().join("db1/a")).unwrap();
     std::fs::write(empty.path().join("db1/a/part-0"), b"x").unwrap();
-    let (code, out, err) = run(None, &["--no-pod", "-o", "table", &file_url(empty.path())]);
+    let (code, out, err) =
+        leasectl_parts(None, &["--no-pod", "-o", "table", &file_url(empty.path())]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(!err.contains("deeper"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leases_one_level_deeper_are_named_on_moto() {
-    let m = common::moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("deeper-leases");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("deeper-leases").await;
     common::put_raw(
         &client,
         &bucket,

@@ -8,15 +8,16 @@
 //! by its own `--timeout`), `serve` (the target down), the console, `probe`'s
 //! sweep of old scratch keys (one page) and `timeline`'s version listing.
 
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text};
 use crate::common::proxy::{Mode, Proxy};
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::tmux::Tmux;
-use crate::common::{self, moto, Moto};
+use crate::common::{self, bin_path, moto_bucket};
 
 /// [`run`] off the async runtime, with how long it took.
 async fn run_timed(args: Vec<String>) -> (Output, Duration) {
@@ -36,22 +37,9 @@ const PREFIXES: usize = 40;
 /// A bucket on moto with [`PREFIXES`] live leases, optionally versioned, and
 /// a proxy to it whose listings never end (each answer held back `delay`).
 async fn endless(test: &str, versioned: bool, delay: Duration) -> (String, Proxy) {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name(test);
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket(test).await;
     if versioned {
-        client
-            .put_bucket_versioning()
-            .bucket(&bucket)
-            .versioning_configuration(
-                aws_sdk_s3::types::VersioningConfiguration::builder()
-                    .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                    .build(),
-            )
-            .send()
-            .await
-            .expect("versioning on");
+        common::enable_versioning(&client, &bucket).await;
     }
     for i in 1..=PREFIXES {
         let body = record(&format!("holder-db{i}"), 0, 300);
@@ -191,26 +179,11 @@ async fn serve_reports_an_endless_listing_as_down() {
     let url = format!("s3://{bucket}/");
     let dir = tempfile::tempdir().unwrap();
     let stderr_path = dir.path().join("serve.stderr");
-    let serve = bin()
-        .args(through(
-            &proxy,
-            &[
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-                &url,
-            ],
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let mut serve = Killed(serve);
-    let port = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin().args(through(&proxy, &[&SERVE_ARGS[..], &[&url]].concat())),
+        &stderr_path,
+    );
+    let port = serve.port;
     let up = format!("leasectl_target_up{{target=\"{url}\"}} 0");
     let errors = format!("leasectl_gather_errors_total{{target=\"{url}\"}} ");
     let started = Instant::now();
@@ -242,22 +215,10 @@ async fn serve_reports_an_endless_listing_as_down() {
         "each LEASE read once a gather, not once a page: {:?}",
         proxy.counts()
     );
-    unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) };
-    let status = tokio::task::spawn_blocking(move || serve.0.wait())
+    let code = tokio::task::spawn_blocking(move || serve.terminate())
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(status.code(), Some(0));
-}
-
-/// A child killed (by its pid) when the test ends, failed or not.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    assert_eq!(code, Some(0));
 }
 
 /// GET http://127.0.0.1:PORT/metrics.
@@ -322,7 +283,7 @@ async fn the_console_shows_an_endless_listing_as_incomplete() {
         "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing-secret AWS_REGION=us-east-1 \
          AWS_EC2_METADATA_DISABLED=true {} --endpoint-url {} --path-style --no-pod \
          --refresh 1s --read-only s3://{bucket}/",
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         proxy.endpoint()
     ));
     let t = tmux.clone_name();

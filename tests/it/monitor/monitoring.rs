@@ -9,10 +9,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::assert_exit;
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::{
-    self, file_url, leasectl, line_reader, moto, wait_json_line as wait_line, Moto,
+    self, bin_path, file_url, leasectl, moto_bucket, spawn_lines, wait_json_line as wait_line,
 };
 
 /// `leasectl check --no-pod ARGS`: (exit code, stdout).
@@ -112,12 +114,7 @@ fn check_exit_codes_for_each_state_and_threshold() {
     assert_eq!(check(&[&stale, &missing]).0, 2);
     // A pod that cannot be scanned is UNKNOWN too.
     let out = leasectl(None, &["check", "--pod-root", "999999999", &fresh]);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 3);
 
     // Usage errors are UNKNOWN (3), not CRITICAL (2), with a status line.
     let (code, out) = check(&["--warn-age", "soon", &fresh]);
@@ -281,10 +278,7 @@ fn hold_cmd() -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_streams_renewals_and_the_holders_death() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("watch-ndjson");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("watch-ndjson").await;
     let dir = tempfile::tempdir().unwrap();
     let mut hold = Hold::spawn(
         dir.path(),
@@ -296,20 +290,17 @@ async fn watch_streams_renewals_and_the_holders_death() {
         &[],
     );
     wait_for_key(&client, &bucket, "db/LEASE").await;
-    let mut watch = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style", "--no-pod"])
-        .args([
-            "--watch=1s",
-            "--heartbeat",
-            "2s",
-            &format!("s3://{bucket}/"),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style", "--no-pod"])
+            .args([
+                "--watch=1s",
+                "--heartbeat",
+                "2s",
+                &format!("s3://{bucket}/"),
+            ])
+            .stderr(Stdio::piped()),
+    );
     let mut seen = Vec::new();
     let is_row = |v: &serde_json::Value, state: &str| {
         v["type"] == "lease"
@@ -372,7 +363,7 @@ fn watch_ends_with_141_when_the_reader_goes_away() {
             "-c",
             &format!(
                 "'{}' --no-pod --watch=1s '{url}' | head -n 1 >/dev/null; echo ${{PIPESTATUS[0]}}",
-                env!("CARGO_BIN_EXE_leasectl")
+                bin_path()
             ),
         ])
         .output()
@@ -414,10 +405,7 @@ async fn scrape_until(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> Str
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_is_scraped_while_leases_change() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("serve-metrics");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("serve-metrics").await;
     // A hostile prefix: its label value must be escaped per the format.
     common::put_raw(&client, &bucket, "we\"ird\\x/LEASE", b"{torn").await;
     let dir = tempfile::tempdir().unwrap();
@@ -433,23 +421,14 @@ async fn serve_is_scraped_while_leases_change() {
     );
     wait_for_key(&client, &bucket, "db/LEASE").await;
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-            &format!("s3://{bucket}/"),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+            .args(SERVE_ARGS)
+            .args([&format!("s3://{bucket}/")]),
+        &stderr_path,
+    );
+    let port = serve.port;
     let target = format!("s3://{bucket}/");
     let series = |name: &str, prefix: &str, state: Option<&str>| match state {
         Some(s) => format!("{name}{{target=\"{target}\",prefix=\"{prefix}\",state=\"{s}\"}}"),
@@ -591,9 +570,7 @@ async fn serve_is_scraped_while_leases_change() {
     }
 
     // SIGTERM: a clean stop.
-    // SAFETY: kill(2) on a child this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    assert_eq!(serve.wait().unwrap().code(), Some(0));
+    assert_eq!(serve.terminate(), Some(0));
 }
 
 #[test]
@@ -707,10 +684,7 @@ print(json.dumps(out))
     assert_eq!(v["kinds"], serde_json::json!(["DaemonSet", "Service"]));
     // Every metric named in the rules is exported (by serve on an S3 store
     // with a lease, with a pod scan asked for).
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("rules-metrics");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("rules-metrics").await;
     common::put_raw(&client, &bucket, "db/LEASE", record("h", 1, 60).as_bytes()).await;
     // A released prefix too, for the series of a prefix without a holder.
     let now = chrono::Utc::now();
@@ -738,18 +712,16 @@ print(json.dumps(out))
     )
     .unwrap();
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-        .args(["serve", "--listen", "127.0.0.1:0", "--refresh", "1s"])
-        .args(["--module", "m"])
-        .arg(format!("s3://{bucket}/"))
-        .env("LEASECTL_CONFIG", &config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--refresh", "1s"])
+            .args(["--module", "m"])
+            .arg(format!("s3://{bucket}/"))
+            .env("LEASECTL_CONFIG", &config),
+        &stderr_path,
+    );
+    let port = serve.port;
     let mut exported = scrape_until(port, "both prefixes", |b| {
         b.contains("prefix=\"free/\"") && b.contains("prefix=\"db/\"")
     })
@@ -761,8 +733,7 @@ print(json.dumps(out))
     .await;
     assert_eq!(code, 200, "{probed}");
     exported.push_str(&probed);
-    let _ = serve.kill();
-    let _ = serve.wait();
+    serve.stop();
     for expr in v["exprs"].as_array().unwrap() {
         let expr = expr.as_str().unwrap();
         for name in expr
@@ -859,7 +830,7 @@ fn check_is_critical_on_a_real_pod_verdict() {
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
-    let b = env!("CARGO_BIN_EXE_leasectl");
+    let b = bin_path();
 
     // Healthy: one root takes the lock, its child inherits.
     let healthy = tempfile::tempdir().unwrap();
@@ -928,24 +899,13 @@ async fn serve_holds_its_request_budget() {
     let mut counts = Vec::new();
     for budget in ["600/min", "1000000"] {
         let stderr_path = dir.path().join(format!("serve-{}.stderr", budget.len()));
-        let mut serve = bin()
-            .args([
-                "serve",
-                "--no-pod",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "1s",
-                "--max-requests",
-                budget,
-                &url,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .unwrap();
-        let port: u16 = common::lines::serve_port(&stderr_path);
+        let mut serve = Serve::spawn(
+            bin()
+                .args(SERVE_ARGS)
+                .args(["--max-requests", budget, &url]),
+            &stderr_path,
+        );
+        let port = serve.port;
         let gathers = |b: &str| sample(b, "leasectl_gathers_total").unwrap_or(0.0);
         // The first gather (every LEASE, not counted) is done once a second one is.
         let b0 = scrape_until(port, "two gathers", |b| gathers(b) >= 2.0).await;
@@ -955,8 +915,7 @@ async fn serve_holds_its_request_budget() {
         let (_, b1) = http_get(port, "/metrics").await;
         let secs = t0.elapsed().as_secs_f64();
         let r1 = sample(&b1, "leasectl_store_requests_total").expect("the request counter");
-        let _ = serve.kill();
-        let _ = serve.wait();
+        serve.stop();
         counts.push((r1 - r0, secs));
     }
     let (budgeted, secs) = counts[0];
@@ -984,10 +943,7 @@ async fn serve_holds_its_request_budget() {
 /// the holder's series is gone and the free seconds grow.
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_exports_holder_and_free_seconds() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("serve-tenure");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("serve-tenure").await;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("s3://{bucket}/db/");
     let mut hold = Hold::spawn(
@@ -1001,23 +957,14 @@ async fn serve_exports_holder_and_free_seconds() {
     );
     wait_for_key(&client, &bucket, "db/LEASE").await;
     let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = bin()
-        .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
-        .arg(format!("s3://{bucket}/"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
+            .args(SERVE_ARGS)
+            .arg(format!("s3://{bucket}/")),
+        &stderr_path,
+    );
+    let port = serve.port;
     let target = format!("s3://{bucket}/");
     let held = format!("leasectl_lease_holder_seconds{{target=\"{target}\",prefix=\"db/\"}}");
     let free = format!("leasectl_lease_free_seconds{{target=\"{target}\",prefix=\"db/\"}}");
@@ -1034,8 +981,7 @@ async fn serve_exports_holder_and_free_seconds() {
     })
     .await;
     assert_eq!(sample(&body, &held), None, "{body}");
-    let _ = serve.kill();
-    let _ = serve.wait();
+    serve.stop();
 }
 
 /// Issue 34 §3: `serve` exports the largest age of the current tenure's
@@ -1055,24 +1001,15 @@ async fn serve_exports_the_largest_renewal_gap_against_the_ttl() {
     put("gap-a", 8);
     let stderr_path = dir.path().join("serve.stderr");
     let target = file_url(dir.path());
-    let mut serve = bin()
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-            "--audit-log",
-        ])
-        .arg(dir.path().join("audit.jsonl"))
-        .arg(&target)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(
+        bin()
+            .args(SERVE_ARGS)
+            .args(["--audit-log"])
+            .arg(dir.path().join("audit.jsonl"))
+            .arg(&target),
+        &stderr_path,
+    );
+    let port = serve.port;
     let labels = format!("{{target=\"{target}\",prefix=\"db/\"}}");
     let gap = format!("leasectl_lease_renewal_gap_ttl_ratio{labels}");
     let age = format!("leasectl_lease_age_seconds{labels}");
@@ -1099,6 +1036,5 @@ async fn serve_exports_the_largest_renewal_gap_against_the_ttl() {
     })
     .await;
     assert!(sample(&body, &gap).unwrap() < 0.2, "{body}");
-    let _ = serve.kill();
-    let _ = serve.wait();
+    serve.stop();
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::common::cli::record;
 use crate::common::prometheus::raw_get_with;
 use crate::common::proxy::{Mode, Proxy};
-use crate::common::serve::{probe_path, Served};
+use crate::common::serve::{probe_path, Serve};
 use crate::common::{self, moto, Moto};
 
 fn has(text: &str, line: &str) -> bool {
@@ -51,7 +51,7 @@ async fn probes_answer_in_time_and_read_only_what_their_module_allows() {
     )
     .unwrap();
     let serve = tokio::task::block_in_place(|| {
-        Served::start(dir.path(), "serve", &config, &["--module", "moto"])
+        Serve::start(dir.path(), "serve", &config, &["--module", "moto"])
     });
     let target = format!("s3://{allowed}/team-a/");
     let get = |path: String, headers: Vec<(&'static str, &'static str)>| {

@@ -12,12 +12,12 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
-use crate::common::{self, file_url, line_reader, moto, wait_json_line, Moto};
+use crate::common::serve::{Serve, SERVE_ARGS};
+use crate::common::{self, file_url, moto, moto_bucket, spawn_lines, wait_json_line, Moto};
 
 /// [`run`] off the async runtime.
 async fn run_async(args: Vec<String>) -> Output {
@@ -40,7 +40,7 @@ fn wait_line(
 }
 
 /// Kills a child we started (by its pid) and reaps it.
-fn stop(mut child: std::process::Child) {
+fn stop(child: &mut std::process::Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let end = Instant::now() + Duration::from_secs(10);
     while child.try_wait().unwrap().is_none() {
@@ -103,17 +103,14 @@ async fn the_endpoint_is_a_url_with_region_and_addressing_style_in_every_json_ou
         .expect("a lease line");
     assert_where(lease, &endpoint, "-o ndjson");
 
-    let mut watch = bin()
-        .args(s3(&["--watch=1s", "--no-pod", &url]))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(s3(&["--watch=1s", "--no-pod", &url]))
+            .stderr(Stdio::null()),
+    );
     let mut seen = Vec::new();
     let line = wait_line(&rx, &mut seen, "lease", |v| v["type"] == "lease");
-    stop(watch);
+    stop(&mut watch);
     assert_where(&line, &endpoint, "--watch");
 
     let out = run_async(s3(&["probe", "--json", &url])).await;
@@ -326,10 +323,7 @@ fn a_leap_second_record_gives_times_every_parser_accepts() {
 /// itself a prefix likewise.
 #[tokio::test(flavor = "multi_thread")]
 async fn check_names_each_prefix_by_its_own_url() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("prefix-url-once");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("prefix-url-once").await;
     for p in ["backups/db1/", "backups/db2/"] {
         common::put_raw(
             &client,
@@ -380,14 +374,11 @@ fn a_watched_local_store_that_disappears_is_an_error_until_it_is_back() {
     let moved = parent.path().join("store.moved");
     write_lease(&dir, "db/", &record("holder", 0, 120));
     let url = file_url(&dir);
-    let mut watch = bin()
-        .args(["--watch=1s", "--heartbeat", "1s", "--no-pod", &url])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let rx = line_reader(watch.stdout.take().unwrap());
+    let (mut watch, rx) = spawn_lines(
+        bin()
+            .args(["--watch=1s", "--heartbeat", "1s", "--no-pod", &url])
+            .stderr(Stdio::null()),
+    );
     let mut seen = Vec::new();
     wait_line(&rx, &mut seen, "fresh lease", |v| {
         v["type"] == "lease" && v["state"] == "fresh"
@@ -416,7 +407,7 @@ fn a_watched_local_store_that_disappears_is_an_error_until_it_is_back() {
     wait_line(&rx, &mut seen, "healthy heartbeat again", |v| {
         v["type"] == "heartbeat" && v["exit_code"] == 0
     });
-    stop(watch);
+    stop(&mut watch);
     assert!(
         !seen.iter().any(|v| v["type"] == "gone"),
         "a store that could not be listed says nothing about its prefixes: {seen:#?}"
@@ -453,22 +444,8 @@ async fn a_served_local_store_that_disappears_is_down() {
     write_lease(&dir, "db/", &record("holder", 0, 120));
     let url = file_url(&dir);
     let stderr_path = parent.path().join("serve.stderr");
-    let serve = bin()
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-            &url,
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let port: u16 = common::lines::serve_port(&stderr_path);
+    let mut serve = Serve::spawn(bin().args(SERVE_ARGS).args([&url]), &stderr_path);
+    let port = serve.port;
     let up = format!("leasectl_target_up{{target=\"{url}\"}}");
     let errors = format!("leasectl_gather_errors_total{{target=\"{url}\"}}");
     let until = |pred: Box<dyn Fn(&str) -> bool + Send>| async move {
@@ -502,7 +479,7 @@ async fn a_served_local_store_that_disappears_is_down() {
     std::fs::rename(&moved, &dir).unwrap();
     let u = up.clone();
     until(Box::new(move |b| sample(b, &u) == Some(1.0))).await;
-    tokio::task::spawn_blocking(move || stop(serve))
+    tokio::task::spawn_blocking(move || stop(&mut serve.child))
         .await
         .unwrap();
 }
@@ -512,10 +489,7 @@ async fn a_served_local_store_that_disappears_is_down() {
 /// UNKNOWN, `--json` exit 1 — quickly, not in a loop or an exit 0.
 #[tokio::test(flavor = "multi_thread")]
 async fn listings_whose_tokens_repeat_are_errors() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("token-loops");
-    common::create_bucket(&client, &bucket).await;
+    let (m, _client, bucket) = moto_bucket("token-loops").await;
     for how in [ListLoop::Cycle, ListLoop::RepeatAtOnce] {
         for depth in ["1", "2"] {
             let proxy = Proxy::start(m.port, Mode::Pass).await;
@@ -578,10 +552,7 @@ async fn listings_whose_tokens_repeat_are_errors() {
 /// `check`'s output.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_clock_that_cannot_be_read_is_said_to_be_unknown() {
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("bad-date");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("bad-date").await;
     common::put_raw(
         &client,
         &bucket,
@@ -786,10 +757,7 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
         "{first:#}"
     );
 
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("control-names");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("control-names").await;
     // (moto's router cannot take a newline in a key: a tab and an ESC here.)
     common::put_raw(
         &client,
@@ -842,15 +810,9 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
 /// clock is known).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_console_header_says_the_service_clock_is_unknown() {
-    use leasectl::snapshot::{self, GatherOptions, OpenTarget};
-    use leasectl::tui::app::{Action, App};
-    use ratatui::backend::TestBackend;
-    use ratatui::Terminal;
+    use leasectl::snapshot::OpenTarget;
 
-    let m = moto(Moto::Conditional);
-    let client = common::sdk_client(&m.endpoint());
-    let bucket = common::bucket_name("console-bad-date");
-    common::create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("console-bad-date").await;
     common::put_raw(
         &client,
         &bucket,
@@ -872,18 +834,8 @@ async fn the_console_header_says_the_service_clock_is_unknown() {
                 endpoint: proxy.endpoint(),
                 store: common::s3_store(&proxy.endpoint(), &bucket),
             }];
-            let clock = leasectl::clock::SystemClock::shared();
-            let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-            let mut app = App::new(
-                vec![url.parse().unwrap()],
-                false,
-                Duration::from_secs(5),
-                Utc::now(),
-            );
-            app.update(Action::Snapshot(Box::new(snap)));
-            let mut t = Terminal::new(TestBackend::new(160, 20)).unwrap();
-            t.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();
-            let buf = t.backend().buffer().clone();
+            let app = crate::tui::support::console_of(&open, &url).await;
+            let buf = crate::tui::support::draw(&app, 160, 20).buffer().clone();
             (0..2)
                 .map(|y| {
                     (0..buf.area.width)

@@ -18,6 +18,7 @@ use leasectl::snapshot::{GatherOptions, Gatherer, OpenTarget, Progress, Snapshot
 use leasectl::store::local::LocalStore;
 use leasectl::store::{GetOutput, Listing, ObjectRead, StoreError};
 
+use crate::common::assert_exit;
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::{self, Moto, Server};
 
@@ -310,12 +311,7 @@ async fn slow_down_answers_slow_the_gather_down_instead_of_failing_it() {
         proxy.slowed_down()
     );
     // Every lease is stale (renewed long ago): exit 3, not 1 (unreachable).
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 3);
 }
 
 #[tokio::test]

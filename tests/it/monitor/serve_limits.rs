@@ -7,87 +7,51 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::common::serve::{Serve, SERVE_ARGS};
 use crate::common::*;
 
-struct Serve {
-    child: Child,
-    stderr: PathBuf,
-    port: u16,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Serve {
-    /// `leasectl serve --refresh 1s` on a local store holding one fresh
-    /// lease, its audit log under `data` (`XDG_DATA_HOME`), with at most
-    /// `nofile` descriptors.
-    fn start(dir: &Path, data: &Path, nofile: u64) -> Self {
-        let store = dir.join("store");
-        std::fs::create_dir_all(store.join("db")).unwrap();
-        let t = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        std::fs::write(
-            store.join("db/LEASE"),
-            serde_json::json!({"instance_id": "h", "acquired_at": t, "renewed_at": t, "ttl_s": 3600})
-                .to_string(),
-        )
-        .unwrap();
-        let stderr = dir.join("serve.stderr");
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
-        c.args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
+/// `leasectl serve --refresh 1s` on a local store holding one fresh
+/// lease, its audit log under `data` (`XDG_DATA_HOME`), with at most
+/// `nofile` descriptors.
+fn start(dir: &Path, data: &Path, nofile: u64) -> Serve {
+    let store = dir.join("store");
+    std::fs::create_dir_all(store.join("db")).unwrap();
+    let t = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    std::fs::write(
+        store.join("db/LEASE"),
+        serde_json::json!({"instance_id": "h", "acquired_at": t, "renewed_at": t, "ttl_s": 3600})
+            .to_string(),
+    )
+    .unwrap();
+    let stderr = dir.join("serve.stderr");
+    let mut c = bin();
+    c.args(SERVE_ARGS)
         .arg(file_url(&store))
         .env("XDG_DATA_HOME", data)
-        .env("HOME", data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap());
-        // SAFETY: setrlimit in the child before exec; no allocation.
-        unsafe {
-            c.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: nofile,
-                    rlim_max: nofile,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = c.spawn().expect("spawn leasectl serve");
-        let port = crate::common::lines::serve_port(&stderr);
-        let s = Serve {
-            child,
-            stderr,
-            port,
-        };
-        let end = Instant::now() + Duration::from_secs(20);
-        while get(s.port, "/metrics").map(|(c, _)| c) != Some(200) {
-            assert!(Instant::now() < end, "no first snapshot: {}", s.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        s
+        .env("HOME", data);
+    // SAFETY: setrlimit in the child before exec; no allocation.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: nofile,
+                rlim_max: nofile,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    let s = Serve::spawn(&mut c, &stderr);
+    let end = Instant::now() + Duration::from_secs(20);
+    while get(s.port, "/metrics").map(|(c, _)| c) != Some(200) {
+        assert!(Instant::now() < end, "no first snapshot: {}", s.log());
+        std::thread::sleep(Duration::from_millis(100));
     }
+    s
 }
 
 /// One whole request on a new connection: `(status, body)`, or `None` when
@@ -127,7 +91,7 @@ fn closed(s: &TcpStream) -> bool {
 #[test]
 fn slow_clients_cannot_starve_metrics_or_healthz() {
     let dir = tempfile::tempdir().unwrap();
-    let serve = Serve::start(dir.path(), &dir.path().join("data"), 256);
+    let serve = start(dir.path(), &dir.path().join("data"), 256);
     // 300 clients that send part of a request's headers and then nothing:
     // more than the 256 descriptors the server may open.
     let slow: Vec<TcpStream> = (0..300)
@@ -211,7 +175,7 @@ fn the_audit_log_is_read_as_it_grows_and_each_bad_line_warned_once() {
     let log = data.join("leasectl/audit.jsonl");
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     append(&log, "{not an entry\n");
-    let serve = Serve::start(dir.path(), &data, 1024);
+    let serve = start(dir.path(), &data, 1024);
     let warnings = || serve.log().matches("is unreadable").count();
     let settle = || std::thread::sleep(Duration::from_millis(2600));
     settle();
@@ -249,7 +213,7 @@ fn the_audit_log_is_read_as_it_grows_and_each_bad_line_warned_once() {
 fn pipelined_requests_are_all_answered_also_after_the_client_closes_its_side() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let s = Serve::start(dir.path(), &data, 1024);
+    let s = start(dir.path(), &data, 1024);
     for path in ["/healthz", "/metrics"] {
         for round in 0..10 {
             let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
@@ -274,7 +238,7 @@ fn serve_says_why_it_stops() {
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let mut s = Serve::start(dir.path(), &data, 1024);
+        let mut s = start(dir.path(), &data, 1024);
         // SAFETY: kill(2) on our own child.
         unsafe {
             libc::kill(s.child.id() as i32, sig);

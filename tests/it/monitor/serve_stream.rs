@@ -7,22 +7,13 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::file_url;
+use crate::common::serve::{Serve, SERVE_ARGS};
 
 const PREFIXES: usize = 6_000;
-
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Sends `GET path` on a new connection (closed after the answer) whose
 /// receive buffer is small, so that the server has to wait for the reader.
@@ -116,23 +107,8 @@ fn a_stalled_scrape_gets_its_own_snapshot_whole_while_gathers_go_on() {
         write_lease(&store, &format!("p{i:05}"), &body);
     }
     let stderr = dir.path().join("serve.stderr");
-    let child = bin()
-        .args([
-            "serve",
-            "--no-pod",
-            "--listen",
-            "127.0.0.1:0",
-            "--refresh",
-            "1s",
-        ])
-        .arg(file_url(&store))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .unwrap();
-    let _serve = Serve(child);
-    let port = crate::common::lines::serve_port(&stderr);
+    let serve = Serve::spawn(bin().args(SERVE_ARGS).arg(file_url(&store)), &stderr);
+    let port = serve.port;
     let end = Instant::now() + Duration::from_secs(60);
     let first = loop {
         let (status, body) = scrape(port);

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::common::cli::record;
 use crate::common::prometheus::{raw_get, value, Prometheus};
-use crate::common::serve::Served;
+use crate::common::serve::Serve;
 use crate::common::{self, moto, Moto, Server};
 
 /// The scrape configuration of docs/monitoring.md: the yaml block after the
@@ -149,8 +149,8 @@ async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
     let (replicas, shards) = tokio::task::block_in_place(|| {
         let args = ["--module", "moto", "--module", "seaweedfs"];
         let replicas = [
-            Served::start(dir.path(), "replica-0", &config, &args),
-            Served::start(dir.path(), "replica-1", &config, &args),
+            Serve::start(dir.path(), "replica-0", &config, &args),
+            Serve::start(dir.path(), "replica-1", &config, &args),
         ];
         let shards = [
             Prometheus::start(&shard_config(0, &sd, replicas[0].port), &[]),

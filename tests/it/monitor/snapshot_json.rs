@@ -232,12 +232,7 @@ fn healthy_prefixes_exit_zero() {
     std::fs::write(dir.path().join("a/LEASE"), record_bytes("h", -1, 30)).unwrap();
     std::fs::create_dir_all(dir.path().join("b")).unwrap();
     let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 0);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let states: Vec<&str> = doc["targets"][0]["prefixes"]
         .as_array()
@@ -300,12 +295,7 @@ fn missing_bucket_exits_one() {
         Some(&server.endpoint()),
         &["--json", "s3://no-such-bucket-here/"],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 1);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         doc["targets"][0]["error"]
@@ -359,12 +349,7 @@ fn a_huge_local_lease_is_judged_from_its_first_64_kib() {
     let f = std::fs::File::create(dir.path().join("big/LEASE")).unwrap();
     f.set_len(512 * 1024 * 1024).unwrap(); // sparse: 512 MiB of zeros
     let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 3);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = &doc["targets"][0]["prefixes"][0];
     assert_eq!(row["state"], "malformed");
@@ -403,10 +388,13 @@ async fn the_endpoint_shown_is_the_one_requests_use() {
     let server = crate::common::moto(crate::common::Moto::Conditional);
     let b = crate::common::bucket_name("endpoint-s3-env");
     crate::common::create_bucket(&crate::common::sdk_client(&server.endpoint()), &b).await;
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    crate::common::s3_env(&mut c)
-        .env("AWS_ENDPOINT_URL_S3", server.endpoint())
-        .args(["--path-style", "--json", "--no-pod", &format!("s3://{b}/")]);
+    let mut c = bin();
+    c.env("AWS_ENDPOINT_URL_S3", server.endpoint()).args([
+        "--path-style",
+        "--json",
+        "--no-pod",
+        &format!("s3://{b}/"),
+    ]);
     let out = tokio::task::spawn_blocking(move || {
         crate::common::run_with_timeout(c, std::time::Duration::from_secs(60))
     })
@@ -438,9 +426,8 @@ async fn a_profile_can_choose_path_style_addressing() {
     let endpoint = format!("http://localhost:{}", server.port);
     let url = format!("s3://{b}/");
     let out = tokio::task::spawn_blocking(move || {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        crate::common::s3_env(&mut c)
-            .env("HOME", home.path())
+        let mut c = bin();
+        c.env("HOME", home.path())
             .args(["--profile", "minio", "--endpoint-url", &endpoint])
             .args(["--json", "--no-pod", &url]);
         crate::common::run_with_timeout(c, std::time::Duration::from_secs(60))

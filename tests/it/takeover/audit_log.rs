@@ -33,12 +33,7 @@ fn a_torn_last_line_does_not_swallow_the_next_entry() {
             "--audit-log",
             &log_s,
         ]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_exit(&out, 0);
     };
     takeover("INC-1 first");
     // A crash while the first takeover's outcome was being written: its line
@@ -120,10 +115,7 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("leases");
     std::fs::create_dir_all(local.join("s1")).unwrap();
-    let m = moto(Moto::Conditional);
-    let bucket = bucket_name("audit-parent");
-    let client = sdk_client(&m.endpoint());
-    create_bucket(&client, &bucket).await;
+    let (m, client, bucket) = moto_bucket("audit-parent").await;
     // (the parent TARGET watched, the prefix taken over, its store)
     let places: Vec<(String, String, Arc<dyn ObjectRead>, &str)> = vec![
         (
@@ -169,8 +161,7 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
         h.observe(&first, &[]);
 
         let log = dir.path().join(format!("audit-{n}.jsonl"));
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
+        let mut c = bin();
         c.args(["--endpoint-url", &m.endpoint(), "--path-style"])
             .args(["takeover", &prefix_url, "--yes", "--reason", "INC-9 parent"])
             .args(["--then", "handover:next-holder", "--audit-log"])
@@ -180,12 +171,7 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
         })
         .await
         .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_exit(&out, 0);
         let entries = AuditLog::read(&log).unwrap();
         let second = gather().await;
         h.observe(&second, &entries);

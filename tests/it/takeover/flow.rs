@@ -7,19 +7,11 @@ use std::time::{Duration, Instant};
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
 use leasectl::audit::{AuditEntry, AuditLog, AuditTarget};
-use leasectl::bucket::{BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseWatch, Observed};
+use leasectl::bucket::{BucketLease, Exclusion, LeaseError, LeaseWatch, Observed};
 use leasectl::clock::SystemClock;
 use leasectl::store::local::LocalStore;
 use leasectl::store::{ObjectStore, PutCondition};
 use leasectl::takeover::{takeover, TakeoverError, TakeoverRequest, Then};
-
-fn cfg(ttl_s: u64) -> LeaseConfig {
-    LeaseConfig {
-        ttl_s,
-        exclusion: Exclusion::Conditional,
-        ..LeaseConfig::default()
-    }
-}
 
 async fn look(store: &dyn ObjectStore, prefix: &str) -> Observed {
     match store.get(&leasectl::bucket::lease_key(prefix), None).await {
@@ -541,12 +533,7 @@ async fn takeover_command_and_audit_listing() {
     })
     .await
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(4),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 4);
     // Without --yes and without a terminal: usage error, nothing written.
     let out = tokio::task::spawn_blocking({
         let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
@@ -624,10 +611,7 @@ async fn takeover_command_and_audit_listing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn audit_entries_are_also_stored_as_immutable_objects_with_audit_to() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("audit-to");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("audit-to").await;
     put_raw(&client, &b, "db/LEASE", &dead_holder().to_body()).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl").display().to_string();
@@ -649,12 +633,7 @@ async fn audit_entries_are_also_stored_as_immutable_objects_with_audit_to() {
     })
     .await
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 0);
     let listed = client
         .list_objects_v2()
         .bucket(&b)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use leasectl::audit::{AuditEntry, AuditLog};
 use leasectl::bucket::{
-    judge, BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseState, LeaseWatch, Observed,
+    judge, BucketLease, Exclusion, LeaseError, LeaseState, LeaseWatch, Observed,
 };
 use leasectl::clock::SystemClock;
 use leasectl::store::local::LocalStore;
@@ -57,8 +57,7 @@ impl Place {
     }
 
     fn command(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-        s3_env(&mut c);
+        let mut c = bin();
         if let Place::Moto(e, _) = self {
             c.args(["--endpoint-url", e, "--path-style", "--timeout", "5s"]);
         }
@@ -70,14 +69,6 @@ impl Place {
         leasectl::bucket::read_lease(store.as_ref(), &leasectl::bucket::lease_key(prefix), None)
             .await
             .unwrap()
-    }
-}
-
-fn cfg(ttl_s: u64) -> LeaseConfig {
-    LeaseConfig {
-        ttl_s,
-        exclusion: Exclusion::Conditional,
-        ..LeaseConfig::default()
     }
 }
 

@@ -2,26 +2,34 @@
 //! §8): the hand-over names the command that starts the successor, and the
 //! runbook's `--then release` is a released record, not a deletion.
 
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use crate::common::{bin, file_url, record, run_with_timeout, text, write_lease};
+
+/// `leasectl takeover DIR/db/ --reason REASON --yes --then THEN` (its log
+/// level the default, the audit log in `dir`) of a stale `gone-holder`
+/// written under `dir`: the prefix's URL and the run.
+fn take_over_gone_holder(dir: &Path, reason: &str, then: &str) -> (String, Output) {
+    write_lease(dir, "db", &record("gone-holder", 100, 30));
+    let url = format!("{}db/", file_url(dir));
+    let mut c = bin();
+    c.env_remove("LEASECTL_LOG")
+        .stdin(Stdio::null())
+        .args(["takeover", &url, "--reason", reason, "--yes"])
+        .args(["--then", then, "--audit-log"])
+        .arg(dir.join("audit.jsonl"));
+    let o = run_with_timeout(c, Duration::from_secs(30));
+    (url, o)
+}
 
 /// The hand-over said "(acquire_as its id)", the library's word: it names
 /// `leasectl bucket hold --instance-id ID`, and that command adopts the lease.
 #[test]
 fn a_handover_names_the_command_that_starts_the_successor() {
     let dir = tempfile::tempdir().unwrap();
-    write_lease(dir.path(), "db", &record("gone-holder", 100, 30));
-    let url = format!("{}db/", file_url(dir.path()));
-    let log = dir.path().join("audit.jsonl");
-    let mut c = bin();
-    c.env_remove("LEASECTL_LOG")
-        .stdin(Stdio::null())
-        .args(["takeover", &url, "--reason", "move", "--yes"])
-        .args(["--then", "handover:succ-9", "--audit-log"])
-        .arg(&log);
-    let o = run_with_timeout(c, Duration::from_secs(30));
+    let (url, o) = take_over_gone_holder(dir.path(), "move", "handover:succ-9");
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
     assert!(
@@ -50,16 +58,7 @@ fn a_handover_names_the_command_that_starts_the_successor() {
 #[test]
 fn then_release_leaves_a_released_record_as_the_runbook_says() {
     let dir = tempfile::tempdir().unwrap();
-    write_lease(dir.path(), "db", &record("gone-holder", 100, 30));
-    let url = format!("{}db/", file_url(dir.path()));
-    let log = dir.path().join("audit.jsonl");
-    let mut c = bin();
-    c.env_remove("LEASECTL_LOG")
-        .stdin(Stdio::null())
-        .args(["takeover", &url, "--reason", "free it", "--yes"])
-        .args(["--then", "release", "--audit-log"])
-        .arg(&log);
-    let o = run_with_timeout(c, Duration::from_secs(30));
+    let (_, o) = take_over_gone_holder(dir.path(), "free it", "release");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let body = std::fs::read_to_string(dir.path().join("db/LEASE")).expect("the LEASE is kept");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{leasectl, versioned_bucket_on};
+use super::{leasectl, tenure_strs, tenure_u64s};
 use crate::common::*;
 
 fn record(id: &str, generation: u64, at: DateTime<Utc>) -> leasectl::bucket::LeaseRecord {
@@ -57,15 +57,6 @@ fn timeline(endpoint: &str, bucket: &str, extra: &[&str]) -> (Option<i32>, Value
     (code, doc["prefixes"][0].clone(), text)
 }
 
-fn holders(p: &Value) -> Vec<String> {
-    p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["holder"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 fn len(p: &Value, field: &str) -> usize {
     p[field].as_array().map_or(usize::MAX, Vec::len)
 }
@@ -102,7 +93,7 @@ async fn alternation(server: Server, n: usize) {
     assert_eq!(p["sources"]["versions_inferred"], 0, "{p:#}");
     assert_eq!(len(&p, "problems"), 0, "{p:#}");
     let want: Vec<&str> = history.iter().map(|h| h.0).collect();
-    assert_eq!(holders(&p), want);
+    assert_eq!(tenure_strs(&p, &["holder"]), want);
     let (overlaps, back) = (2 * n - 3, (n - 1) / 2);
     assert_eq!(len(&p, "overlaps"), overlaps);
     assert_eq!(len(&p, "generations_back"), back);
@@ -144,13 +135,11 @@ async fn a_hidden_tenure_and_a_generation_back_are_found() {
     write_history(&endpoint, &b, &history).await;
     let (code, p, text) = timeline(&endpoint, &b, &[]);
     assert_eq!(code, Some(3), "{p:#}");
-    assert_eq!(holders(&p), ["holder-a", "holder-b", "holder-a"]);
-    let writes: Vec<u64> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["writes"].as_u64().unwrap())
-        .collect();
+    assert_eq!(
+        tenure_strs(&p, &["holder"]),
+        ["holder-a", "holder-b", "holder-a"]
+    );
+    let writes = tenure_u64s(&p, &["writes"]);
     assert_eq!(writes, [6, 6, 6]);
     assert_eq!(len(&p, "generations_back"), 1, "{p:#}");
     let back = &p["generations_back"][0];
@@ -180,7 +169,10 @@ async fn one_intruder_write_in_a_long_run_is_found() {
 
     let (code, p, text) = timeline(&endpoint, &b, &[]);
     assert_eq!(code, Some(3), "{p:#}");
-    assert_eq!(holders(&p), ["holder-a", "intruder", "holder-a"]);
+    assert_eq!(
+        tenure_strs(&p, &["holder"]),
+        ["holder-a", "intruder", "holder-a"]
+    );
     assert_eq!(p["tenures"][0]["ending"]["kind"], "replaced");
     assert_eq!(p["tenures"][0]["ending"]["while_fresh"], true);
     assert_eq!(len(&p, "overlaps"), 3, "{p:#}");
@@ -193,7 +185,7 @@ async fn one_intruder_write_in_a_long_run_is_found() {
     let inferred = p["sources"]["versions_inferred"].as_u64().unwrap();
     assert_eq!((read, inferred), (2, 199), "{p:#}");
     // What bisection hides: the intruder is not seen.
-    assert_eq!(holders(&p), ["holder-a"]);
+    assert_eq!(tenure_strs(&p, &["holder"]), ["holder-a"]);
     let problems: Vec<&str> = p["problems"]
         .as_array()
         .unwrap()
@@ -253,7 +245,7 @@ async fn throttled_reads_are_sent_again() {
     assert_eq!(code, Some(3), "{p:#}");
     assert_eq!(p["sources"]["versions_read"], 41, "{p:#}");
     assert_eq!(len(&p, "problems"), 0, "{p:#}");
-    assert_eq!(holders(&p).len(), 41);
+    assert_eq!(tenure_strs(&p, &["holder"]).len(), 41);
 }
 
 /// Every version's GET refused (a proxy answers 403 to each, the listing

@@ -6,15 +6,35 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
+use serde_json::Value;
 
 mod every_version;
 mod order;
 mod picture;
 
+/// Each tenure's value at `path` (`["holder"]`, `["ending", "kind"]`) of a
+/// timeline document's prefix `p`, as text.
+fn tenure_strs<'a>(p: &'a Value, path: &'a [&'a str]) -> Vec<&'a str> {
+    tenures_at(p, path).map(|v| v.as_str().unwrap()).collect()
+}
+
+/// Each tenure's number at `path` (`["writes"]`) of a timeline document's
+/// prefix `p`.
+fn tenure_u64s<'a>(p: &'a Value, path: &'a [&'a str]) -> Vec<u64> {
+    tenures_at(p, path).map(|v| v.as_u64().unwrap()).collect()
+}
+
+fn tenures_at<'a>(p: &'a Value, path: &'a [&'a str]) -> impl Iterator<Item = &'a Value> {
+    p["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(move |t| path.iter().fold(t, |v, k| &v[*k]))
+}
+
 fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .env("NO_COLOR", "1")
+    let mut c = bin();
+    c.env("NO_COLOR", "1")
         .args(["--endpoint-url", endpoint, "--path-style", "--no-pod"])
         .args(args);
     let out = tokio::task::block_in_place(|| c.output()).unwrap();
@@ -23,26 +43,6 @@ fn leasectl(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-async fn versioned_bucket(test: &str) -> (String, String) {
-    versioned_bucket_on(Server::Moto(Moto::Conditional), test).await
-}
-
-async fn versioned_bucket_on(server: Server, test: &str) -> (String, String) {
-    let (endpoint, b) = server.bucket(test).await;
-    sdk_client(&endpoint)
-        .put_bucket_versioning()
-        .bucket(&b)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("versioning on");
-    (endpoint, b)
 }
 
 /// Two holders take turns (a release between), a third is overwritten while
@@ -78,9 +78,8 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     let (code, _, err) = hold("holder-b", "sleep 0.2");
     assert_eq!(code, Some(0), "{err}");
     // holder-c holds; an intruder writes over its live record.
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .args(["--endpoint-url", &endpoint, "--path-style"])
+    let mut c = bin();
+    c.args(["--endpoint-url", &endpoint, "--path-style"])
         .args([
             "bucket",
             "hold",
@@ -135,23 +134,13 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     let p = &doc["prefixes"][0];
     assert_eq!(doc["schema_version"], "1.0");
     assert_eq!(p["versioning"], "enabled");
-    let holders: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["holder"].as_str().unwrap())
-        .collect();
+    let holders = tenure_strs(p, &["holder"]);
     assert_eq!(
         holders,
         ["holder-a", "holder-b", "holder-c", "intruder"],
         "{out}"
     );
-    let endings: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["ending"]["kind"].as_str().unwrap())
-        .collect();
+    let endings = tenure_strs(p, &["ending", "kind"]);
     assert_eq!(&endings[..3], ["released", "released", "replaced"], "{out}");
     assert_eq!(p["tenures"][2]["ending"]["while_fresh"], true, "{out}");
     assert!(
@@ -302,7 +291,7 @@ async fn progress_shows_on_a_terminal_and_not_on_a_pipe() {
     }
     let line = format!(
         "{} --endpoint-url {endpoint} --path-style --no-pod timeline {url}",
-        env!("CARGO_BIN_EXE_leasectl")
+        bin_path()
     );
     let mut c = Command::new("script");
     s3_env(&mut c)
@@ -323,7 +312,7 @@ async fn progress_shows_on_a_terminal_and_not_on_a_pipe() {
 fn a_local_store_without_recordings_is_unknown() {
     let dir = tempfile::tempdir().unwrap();
     let url = file_url(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let out = Command::new(bin_path())
         .args(["timeline", &url, "--audit-log"])
         .arg(dir.path().join("none.jsonl"))
         .output()
@@ -399,22 +388,12 @@ async fn a_day_of_versions_read_whole_and_bisected() {
         (code, doc["prefixes"][0].clone(), gets)
     };
     let check = |p: &serde_json::Value| {
-        let holders: Vec<&str> = p["tenures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["holder"].as_str().unwrap())
-            .collect();
+        let holders = tenure_strs(p, &["holder"]);
         assert_eq!(
             holders,
             ["holder-0", "holder-1", "holder-2", "holder-3", "holder-4"]
         );
-        let writes: Vec<u64> = p["tenures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["writes"].as_u64().unwrap())
-            .collect();
+        let writes = tenure_u64s(p, &["writes"]);
         assert_eq!(writes, [1000, 3, 2997, 3777, 863]);
         // The history was written within a minute of service time: each new
         // holder wrote before the previous one's fence closed, four overlaps.
@@ -451,7 +430,7 @@ async fn a_recording_is_the_history_of_a_local_store() {
     let root = dir.path().join("store");
     std::fs::create_dir_all(root.join("p")).unwrap();
     let recording = dir.path().join("watch.ndjson");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let mut watch = Command::new(bin_path())
         .args(["--no-pod", "--watch=1s"])
         .arg(file_url(&root))
         .stdout(std::fs::File::create(&recording).unwrap())
@@ -461,7 +440,7 @@ async fn a_recording_is_the_history_of_a_local_store() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let prefix = file_url(&root.join("p"));
     for id in ["first-holder", "second-holder"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        let out = Command::new(bin_path())
             .args([
                 "bucket",
                 "hold",
@@ -474,19 +453,14 @@ async fn a_recording_is_the_history_of_a_local_store() {
             .args(["--", "sleep", "3"])
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_exit(&out, 0);
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     // SAFETY: kill(2) on the child this test spawned.
     unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
     let _ = watch.wait();
     std::fs::write(dir.path().join("audit.jsonl"), "").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_leasectl"))
+    let out = Command::new(bin_path())
         .args(["timeline", &prefix, "-o", "json", "--recording"])
         .arg(&recording)
         .args(["--audit-log"])
@@ -499,19 +473,9 @@ async fn a_recording_is_the_history_of_a_local_store() {
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
     assert_eq!(out.status.code(), Some(0), "{err}\n{stdout}");
     let p = &doc["prefixes"][0];
-    let holders: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["holder"].as_str().unwrap())
-        .collect();
+    let holders = tenure_strs(p, &["holder"]);
     assert_eq!(holders, ["first-holder", "second-holder"], "{stdout}");
-    let endings: Vec<&str> = p["tenures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["ending"]["kind"].as_str().unwrap())
-        .collect();
+    let endings = tenure_strs(p, &["ending", "kind"]);
     assert_eq!(endings, ["released", "released"], "{stdout}");
     assert!(
         p["sources"]["recording_lines"].as_u64().unwrap() >= 4,
@@ -538,32 +502,16 @@ fn spawn_hold(
     cmd: &[&str],
     env: &[(&str, String)],
 ) -> std::process::Child {
-    use std::os::unix::process::CommandExt;
     let HoldAt {
         dir,
         endpoint,
         global,
         url,
     } = *at;
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
-    s3_env(&mut c)
-        .args([
-            "--endpoint-url",
-            endpoint,
-            "--path-style",
-            "--timeout",
-            "2s",
-        ])
-        .args(global)
-        .args(["bucket", "hold", url, "--instance-id", id])
-        .args(args)
-        .arg("--")
-        .args(cmd)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("{id}.stderr"))).unwrap())
-        .process_group(0);
+    let args = [&["--instance-id", id], args].concat();
+    let mut c = crate::common::hold::hold_command(global, endpoint, "2s", url, &args, cmd);
+    c.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stderr(std::fs::File::create(dir.join(format!("{id}.stderr"))).unwrap());
     c.spawn().unwrap()
 }
 

@@ -10,22 +10,9 @@ use std::time::Duration;
 use chrono::{DateTime, Timelike, Utc};
 use serde_json::Value;
 
-use super::{leasectl, versioned_bucket_on};
+use super::leasectl;
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
-
-fn body(id: &str, generation: u64) -> Vec<u8> {
-    let now = Utc::now();
-    leasectl::bucket::LeaseRecord {
-        instance_id: id.into(),
-        acquired_at: now,
-        renewed_at: now,
-        ttl_s: 30,
-        generation: Some(generation),
-        released_at: None,
-    }
-    .to_body()
-}
 
 /// `Last-Modified` of every version and delete marker of `key`, as listed.
 async fn listed_times(client: &aws_sdk_s3::Client, b: &str, key: &str) -> Vec<DateTime<Utc>> {
@@ -73,7 +60,7 @@ async fn release_and_next_in_one_second(
         }
         let key = format!("db{round}/LEASE");
         at_a_fresh_second().await;
-        put_raw(&client, &b, &key, &body("holder-a", 1)).await;
+        put_raw(&client, &b, &key, &generation_body("holder-a", 1)).await;
         client
             .delete_object()
             .bucket(&b)
@@ -81,7 +68,7 @@ async fn release_and_next_in_one_second(
             .send()
             .await
             .unwrap();
-        put_raw(&client, &b, &key, &body("holder-b", 2)).await;
+        put_raw(&client, &b, &key, &generation_body("holder-b", 2)).await;
         let times = listed_times(&client, &b, &key).await;
         if times.iter().any(|t| *t != times[0]) {
             eprintln!("round {round}: not within one second ({times:?}), again");
@@ -89,7 +76,7 @@ async fn release_and_next_in_one_second(
         }
         tied += 1;
         for _ in 0..renewals {
-            put_raw(&client, &b, &key, &body("holder-b", 2)).await;
+            put_raw(&client, &b, &key, &generation_body("holder-b", 2)).await;
         }
         let url = format!("s3://{b}/db{round}/");
         let empty = tempfile::NamedTempFile::new().unwrap();
@@ -166,7 +153,7 @@ async fn versions_listed_without_last_modified_are_a_problem() {
             &client,
             &b,
             "db/LEASE",
-            &body(id, u64::from(id == "holder-b") + 1),
+            &generation_body(id, u64::from(id == "holder-b") + 1),
         )
         .await;
     }
@@ -229,7 +216,7 @@ async fn an_order_the_service_will_not_tell_is_a_problem() {
     for round in 0..5 {
         let key = format!("db{round}/LEASE");
         at_a_fresh_second().await;
-        put_raw(&client, &b, &key, &body("holder-a", 1)).await;
+        put_raw(&client, &b, &key, &generation_body("holder-a", 1)).await;
         client
             .delete_object()
             .bucket(&b)
@@ -237,7 +224,7 @@ async fn an_order_the_service_will_not_tell_is_a_problem() {
             .send()
             .await
             .unwrap();
-        put_raw(&client, &b, &key, &body("holder-b", 2)).await;
+        put_raw(&client, &b, &key, &generation_body("holder-b", 2)).await;
         let times = listed_times(&client, &b, &key).await;
         if times.iter().all(|t| *t == times[0]) {
             tied = Some(round);

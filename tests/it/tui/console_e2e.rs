@@ -30,16 +30,13 @@ fn console_cmd(endpoint: &str, extra: &str, url: &str) -> String {
         "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing-secret AWS_REGION=us-east-1 \
          AWS_EC2_METADATA_DISABLED=true {} --endpoint-url {endpoint} --path-style --no-pod \
          --refresh 1s {extra} {url}",
-        env!("CARGO_BIN_EXE_leasectl")
+        bin_path()
     )
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_mode_sends_no_write_whatever_is_pressed() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("watch-mode");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("watch-mode").await;
     put_raw(&client, &b, "db1/LEASE", &stale_record("dead-holder")).await;
     put_raw(&client, &b, "db2/LEASE", b"not json").await;
     let proxy = Proxy::start(server.port, Mode::Pass).await;
@@ -106,10 +103,7 @@ async fn watch_mode_sends_no_write_whatever_is_pressed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn takeover_through_the_dialog_changes_the_holder_and_is_audited() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("console-takeover");
-    let client = sdk_client(&server.endpoint());
-    create_bucket(&client, &b).await;
+    let (server, client, b) = moto_bucket("console-takeover").await;
     put_raw(&client, &b, "db1/LEASE", &stale_record("dead-holder")).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
@@ -201,7 +195,7 @@ fn a_signal_that_would_kill_the_console_ends_it_cleanly() {
     let run = tmux.run(&format!(
         "sh -c 'echo $$ > {}; exec {} --read-only --no-pod --refresh 1s {}'",
         pidfile.display(),
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         file_url(dir.path())
     ));
     tmux.wait_shown(&run, LONG, "the console", |s| s.contains("WATCH"));

@@ -15,39 +15,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use leasectl::snapshot::{self, GatherOptions};
 use leasectl::store::{Counters, ObjectRead};
 use leasectl::tui::action::Action;
-use leasectl::tui::app::{key_action, App};
+use leasectl::tui::app::key_action;
 
-use super::console::screen;
+use super::support::{console, screen};
 use crate::common::*;
-
-async fn versioned_bucket(test: &str) -> (String, String) {
-    let (endpoint, b) = Server::Moto(Moto::Conditional).bucket(test).await;
-    sdk_client(&endpoint)
-        .put_bucket_versioning()
-        .bucket(&b)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    (endpoint, b)
-}
-
-fn record(id: &str, generation: u64) -> Vec<u8> {
-    let now = Utc::now();
-    leasectl::bucket::LeaseRecord {
-        instance_id: id.into(),
-        acquired_at: now,
-        renewed_at: now,
-        ttl_s: 30,
-        generation: Some(generation),
-        released_at: None,
-    }
-    .to_body()
-}
 
 /// Every read of [`ObjectRead`] through `stack` answers as `direct` (the
 /// bucket's own store) does; returns the requests it should have counted
@@ -111,7 +82,7 @@ async fn every_console_read_goes_through_its_store_stack() {
         ("holder-b", 2),
         ("holder-b", 2),
     ] {
-        put_raw(&client, &b, "db/LEASE", &record(id, g)).await;
+        put_raw(&client, &b, "db/LEASE", &generation_body(id, g)).await;
     }
     let timeout = Duration::from_secs(5);
     let connector = leasectl::target::Connector::with_config(
@@ -152,14 +123,7 @@ async fn every_console_read_goes_through_its_store_stack() {
     };
     let (tx, mut results) = tokio::sync::mpsc::channel(16);
     let (commands, _task) = ops.start(tx);
-    let mut app = App::new(
-        vec![url.parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        Utc::now(),
-    )
-    .without_pod();
-    app.update(Action::Resize(120, 30));
+    let mut app = console(&url, false, Utc::now(), 120, 30);
     app.update(Action::Snapshot(Box::new(snap)));
     let before = counters.counts();
     if let Some(a) = key_action(&app, KeyEvent::new(KeyCode::Char('h'), KeyModifiers::NONE)) {

@@ -6,7 +6,7 @@
 use crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 
-use super::console::{app, key, screen, seed, select, selected_prefix, typed};
+use super::support::*;
 use leasectl::tui::app::{Action, App, Mode};
 
 /// What the event loop does after each frame: tells the console how far its
@@ -35,9 +35,7 @@ fn inside_box(screen: &str) -> String {
 /// goes back, and ↑/↓ still move between rows.
 #[tokio::test]
 async fn the_detail_pane_scrolls_to_every_field_at_80x24() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 80, 24).await;
+    let (_dir, mut a) = seeded(false, 80, 24).await;
     select(&mut a, "billing/");
     key(&mut a, KeyCode::Enter);
     measured(&mut a, 80, 24);
@@ -132,13 +130,9 @@ async fn a_result_longer_than_the_status_bar_is_marked_and_kept_in_full() {
 /// The dialog's refusal at 80 columns ended "(th": it is wrapped, whole.
 #[tokio::test]
 async fn the_takeover_dialogs_refusal_is_shown_whole_at_80_columns() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 80, 30).await;
+    let (_dir, mut a) = seeded(false, 80, 30).await;
     // A suspect record: refused until watched for one TTL.
-    select(&mut a, "events/");
-    key(&mut a, KeyCode::Char('t'));
-    typed(&mut a, "clock far ahead");
+    open_takeover(&mut a, "events/", "clock far ahead");
     key(&mut a, KeyCode::BackTab); // → Take over
     key(&mut a, KeyCode::Enter);
     let Mode::Takeover(d) = a.mode() else {
@@ -207,11 +201,9 @@ fn a_skew_of_zero_reads_the_same_on_either_side() {
 /// RFC 3339, as the record's.
 #[tokio::test]
 async fn the_detail_pane_writes_every_time_one_way() {
-    let dir = tempfile::tempdir().unwrap();
-    seed(dir.path());
-    let mut a = app(dir.path(), false, 200, 50).await;
+    let (dir, mut a) = seeded(false, 200, 50).await;
     let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 30, 11, 59, 55).unwrap();
-    let mut entry = super::snapshots::takeover_entry(dir.path(), at, "x");
+    let mut entry = takeover_entry(dir.path(), at, taken_record("x"), "stuck \x1b[31m job");
     entry.target.url = format!("file://{}/billing/", dir.path().display());
     entry.target.key = "billing/LEASE".into();
     a.update(Action::Audit(vec![entry]));

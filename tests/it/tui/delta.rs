@@ -17,7 +17,7 @@ use leasectl::store::local::LocalStore;
 use leasectl::tui::app::{Action, App};
 
 use crate::common;
-use crate::tui::console::screen;
+use crate::tui::support::{console, screen};
 
 fn t0() -> DateTime<Utc> {
     "2026-11-30T12:00:00Z".parse().unwrap()
@@ -59,15 +59,7 @@ fn write_generation_lease(
 }
 
 fn app(now: DateTime<Utc>) -> App {
-    let mut a = App::new(
-        vec!["file:///srv/backups/".parse().unwrap()],
-        true,
-        Duration::from_secs(5),
-        now,
-    )
-    .without_pod();
-    a.update(Action::Resize(160, 80));
-    a
+    console("file:///srv/backups/", true, now, 160, 80)
 }
 
 /// Every change the history holds, by prefix, as text.

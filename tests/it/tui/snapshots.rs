@@ -5,10 +5,7 @@
 use std::time::Duration;
 
 use crate::common::cli::write_lease;
-use chrono::{TimeZone, Utc};
-use leasectl::clock::{ManualClock, SharedClock};
-use leasectl::snapshot::{self, GatherOptions, OpenTarget};
-use leasectl::store::local::LocalStore;
+use chrono::Utc;
 use leasectl::text::sanitize;
 use leasectl::tui::app::{key_action, Action, App, View, BINDINGS};
 use leasectl::tui::ui::render;
@@ -19,16 +16,9 @@ use leasectl::writer::scan::{
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
-fn at(s: u32) -> chrono::DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, s).unwrap()
-}
-
-fn rec(id: &str, renewed: &str, ttl: u64) -> String {
-    format!(
-        r#"{{"instance_id":{},"acquired_at":"2026-11-30T11:00:00Z","renewed_at":"{renewed}","ttl_s":{ttl}}}"#,
-        serde_json::to_string(id).unwrap()
-    )
-}
+use super::support::{
+    at, backend_text, draw, gather_at, lease_at, lease_modified, rec, taken_record, takeover_entry,
+};
 
 async fn app_on(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> App {
     let snap = gather_at(dir, now).await;
@@ -84,24 +74,6 @@ fn seed(dir: &std::path::Path) {
     }
 }
 
-fn draw(app: &App, w: u16, h: u16) -> TestBackend {
-    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-    t.draw(|f| render(app, f)).unwrap();
-    t.backend().clone()
-}
-
-fn screen_text(b: &TestBackend) -> String {
-    let buf = b.buffer();
-    let mut s = String::new();
-    for y in 0..buf.area.height {
-        for x in 0..buf.area.width {
-            s.push_str(buf[(x, y)].symbol());
-        }
-        s.push('\n');
-    }
-    s
-}
-
 #[tokio::test]
 async fn table_with_every_state() {
     let dir = tempfile::tempdir().unwrap();
@@ -109,7 +81,7 @@ async fn table_with_every_state() {
     let mut app = app_on(dir.path(), at(0)).await;
     app.update(Action::Resize(130, 14));
     let backend = draw(&app, 130, 14);
-    let text = screen_text(&backend);
+    let text = backend_text(&backend);
     for state in ["fresh", "stale", "suspect", "malformed", "absent"] {
         assert!(text.contains(state), "{state} missing:\n{text}");
     }
@@ -125,10 +97,10 @@ async fn ages_tick_between_refreshes() {
     write_lease(dir.path(), "db", &rec("h", "2026-11-30T11:59:50Z", 30));
     let mut app = app_on(dir.path(), at(0)).await;
     app.update(Action::Resize(100, 12));
-    assert!(screen_text(&draw(&app, 100, 12)).contains("fresh"));
+    assert!(backend_text(&draw(&app, 100, 12)).contains("fresh"));
     // 25 seconds later, no new snapshot: the age has ticked past the TTL.
     app.update(Action::Tick(at(25)));
-    let text = screen_text(&draw(&app, 100, 12));
+    let text = backend_text(&draw(&app, 100, 12));
     assert!(text.contains("35.0s") && text.contains("stale"), "{text}");
 }
 
@@ -143,12 +115,12 @@ async fn scrolling_keeps_the_selection_visible() {
     assert_eq!(app.row_count(), 200);
     app.update(Action::End);
     assert_eq!(app.leases().cursor().selected(), 199);
-    let text = screen_text(&draw(&app, 80, 20));
+    let text = backend_text(&draw(&app, 80, 20));
     assert!(text.contains("p199") && !text.contains("p000"), "{text}");
     app.update(Action::PageUp);
     assert_eq!(app.leases().cursor().selected(), 199 - app.visible_rows());
     app.update(Action::Home);
-    let text = screen_text(&draw(&app, 80, 20));
+    let text = backend_text(&draw(&app, 80, 20));
     assert!(text.contains("p000") && text.contains("leases 1/200"));
     app.update(Action::Up);
     assert_eq!(app.leases().cursor().selected(), 0);
@@ -160,7 +132,7 @@ async fn tiny_terminal_says_so() {
     seed(dir.path());
     let app = app_on(dir.path(), at(0)).await;
     for (w, h) in [(20, 5), (1, 1), (39, 30), (200, 7)] {
-        let text = screen_text(&draw(&app, w, h));
+        let text = backend_text(&draw(&app, w, h));
         assert!(text.contains("too") || w < 20, "{w}x{h}: {text}");
     }
 }
@@ -251,7 +223,7 @@ async fn node_view_names_pods_and_containers() {
     });
     let mut app = pod_app(racing, 140, 30).await;
     app.update(Action::SwitchView);
-    let text = screen_text(&draw(&app, 140, 30));
+    let text = backend_text(&draw(&app, 140, 30));
     assert!(
         text.contains("node: 3 pods (2 healthy, 1 racing)"),
         "{text}"
@@ -346,7 +318,7 @@ async fn pod_view_with_verdicts() {
     app.update(Action::Down);
     app.update(Action::Down);
     assert_eq!(app.selected_process().unwrap().pid, 102);
-    let text = screen_text(&draw(&app, 120, 30));
+    let text = backend_text(&draw(&app, 120, 30));
     // Verdicts are written as text, not only as colour.
     for k in [
         "invalid_enable",
@@ -415,7 +387,7 @@ async fn pod_view_escapes_raw_process_text() {
     };
     let mut app = pod_app(pod, 100, 16).await;
     app.update(Action::SwitchView);
-    let text = screen_text(&draw(&app, 100, 16));
+    let text = backend_text(&draw(&app, 100, 16));
     for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
         assert!(!text.contains(bad), "{bad:?} reached the screen:\n{text}");
     }
@@ -457,7 +429,7 @@ async fn tab_switches_view_and_each_view_keeps_its_selection() {
         ),
         (2, 0)
     );
-    let text = screen_text(&draw(&app, 100, 30));
+    let text = backend_text(&draw(&app, 100, 30));
     assert!(
         text.contains("view  leases ") && text.contains("leases 3/5"),
         "{text}"
@@ -481,7 +453,7 @@ async fn tab_switches_view_and_each_view_keeps_its_selection() {
         ),
         (2, 4)
     );
-    let text = screen_text(&draw(&app, 100, 30));
+    let text = backend_text(&draw(&app, 100, 30));
     assert!(
         text.contains("view  pod ") && text.contains("processes 5/6"),
         "{text}"
@@ -540,7 +512,7 @@ async fn pod_selection_clamps_and_follows_the_process() {
         (app.pod().cursor().selected(), app.pod().cursor().offset()),
         (0, 0)
     );
-    let text = screen_text(&draw(&app, 100, 30));
+    let text = backend_text(&draw(&app, 100, 30));
     assert!(
         text.contains("processes (none)") && text.contains("no pod found"),
         "{text}"
@@ -554,7 +526,7 @@ async fn pod_scan_failure_and_no_pod_are_shown() {
     app.update(Action::PodScanFailed(
         "pod root pid 4242 does not exist".into(),
     ));
-    let text = screen_text(&draw(&app, 100, 20));
+    let text = backend_text(&draw(&app, 100, 20));
     assert!(
         text.contains("pod scan failed: pod root pid 4242 does not exist"),
         "{text}"
@@ -563,7 +535,7 @@ async fn pod_scan_failure_and_no_pod_are_shown() {
     let dir = tempfile::tempdir().unwrap();
     let snap = snapshot_with_pod(dir.path(), at(1), trap_pod()).await;
     app.update(Action::Snapshot(Box::new(snap)));
-    let text = screen_text(&draw(&app, 100, 20));
+    let text = backend_text(&draw(&app, 100, 20));
     assert!(
         !text.contains("pod scan failed") && text.contains("siblings_racing"),
         "{text}"
@@ -572,7 +544,7 @@ async fn pod_scan_failure_and_no_pod_are_shown() {
     let mut off = App::new(vec![], true, Duration::from_secs(5), at(0)).without_pod();
     off.update(Action::Resize(100, 20));
     off.update(Action::SwitchView);
-    let text = screen_text(&draw(&off, 100, 20));
+    let text = backend_text(&draw(&off, 100, 20));
     assert!(text.contains("pod scan off (--no-pod)"), "{text}");
 }
 
@@ -624,77 +596,11 @@ async fn ten_thousand_processes_deep_chain() {
     }
     app.update(Action::End);
     t.draw(|f| render(&app, f)).unwrap();
-    let text = screen_text(t.backend());
+    let text = backend_text(t.backend());
     assert!(
         text.contains("worker 9999") && text.contains("processes 10000/10000"),
         "{text}"
     );
-}
-
-/// A LEASE whose Last-Modified is its `renewed_at` (a deterministic screen).
-fn lease_at(dir: &std::path::Path, prefix: &str, holder: &str, renewed: &str) {
-    write_lease(dir, prefix, &rec(holder, renewed, 30));
-    let t: chrono::DateTime<Utc> = renewed.parse().unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(dir.join(prefix).join("LEASE"))
-        .unwrap()
-        .set_modified(t.into())
-        .unwrap();
-}
-
-/// One snapshot of `dir` judged at `now`.
-async fn gather_at(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> snapshot::Snapshot {
-    let shared: SharedClock = std::sync::Arc::new(ManualClock::new(now));
-    let store = std::sync::Arc::new(LocalStore::open(dir).unwrap());
-    let target: leasectl::target::Target = format!("file://{}/", dir.display()).parse().unwrap();
-    let open = vec![OpenTarget {
-        target,
-        endpoint: "local".into(),
-        store,
-    }];
-    snapshot::gather(&open, &GatherOptions::default(), &shared).await
-}
-
-/// A takeover outcome of `{dir}/db/` as the console writes it.
-pub(crate) fn takeover_entry(
-    dir: &std::path::Path,
-    time: chrono::DateTime<Utc>,
-    holder: &str,
-) -> leasectl::audit::AuditEntry {
-    use leasectl::audit::{AuditEntry, AuditObserved, AuditTarget, AuditWritten};
-    let record: leasectl::bucket::LeaseRecord =
-        serde_json::from_str(&rec(holder, "2026-11-30T12:00:50Z", 30)).unwrap();
-    AuditEntry {
-        time,
-        phase: "outcome".into(),
-        id: "t1".into(),
-        operator: "ops@host".into(),
-        tool_version: "0.1.0".into(),
-        action: "takeover".into(),
-        target: AuditTarget {
-            endpoint: None,
-            region: None,
-            addressing_style: None,
-            bucket: None,
-            key: "db/LEASE".into(),
-            url: format!("file://{}/db/", dir.display()),
-        },
-        observed: AuditObserved {
-            record: None,
-            etag: None,
-            judgement: "fresh".into(),
-            age_s: Some(5.0),
-            reader_clock: time,
-        },
-        written: Some(AuditWritten { record, etag: None }),
-        reason: "stuck \x1b[31m job".into(),
-        exclusion: "conditional".into(),
-        forced: true,
-        then: "hold".into(),
-        outcome: Some("taken".into()),
-        writes_safe_from: None,
-    }
 }
 
 /// The detail pane shows the session's holder history (first seen, a new
@@ -714,7 +620,12 @@ async fn detail_shows_the_holder_history_and_rows_a_ttl_gauge() {
     lease_at(d, "db/", "holder-b", "2026-11-30T12:00:45Z");
     app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
     // A takeover from the console (audited) while holder-b is fresh.
-    app.update(Action::Audit(vec![takeover_entry(d, at(49), "holder-c")]));
+    app.update(Action::Audit(vec![takeover_entry(
+        d,
+        at(49),
+        taken_record("holder-c"),
+        "stuck \x1b[31m job",
+    )]));
     lease_at(d, "db/", "holder-c", "2026-11-30T12:00:50Z");
     app.update(Action::Snapshot(Box::new(gather_at(d, at(50)).await)));
     // Someone writes over holder-c's live lease: nothing audited.
@@ -723,7 +634,7 @@ async fn detail_shows_the_holder_history_and_rows_a_ttl_gauge() {
 
     app.update(Action::Resize(120, 30));
     app.update(Action::ToggleDetail);
-    let text = screen_text(&draw(&app, 120, 30));
+    let text = backend_text(&draw(&app, 120, 30));
     assert!(text.contains("holder history"), "{text}");
     let order = [
         "CHANGED WHILE FRESH: holder-c → intruder\\x1b[2J",
@@ -772,7 +683,7 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
         known: 6,
         listed: false,
     });
-    let text = screen_text(&draw(&app, 120, 14));
+    let text = backend_text(&draw(&app, 120, 14));
     assert!(
         text.contains("leases 1/2 · loading: 2 of 6+ (listing) read"),
         "{text}"
@@ -793,7 +704,7 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
     assert!((app.cost_per_hour().unwrap() - 2.0 * 0.016056).abs() < 1e-9);
     app.update(Action::Snapshot(Box::new(snap)));
     app.update(Action::Resize(200, 14));
-    let text = screen_text(&draw(&app, 200, 14));
+    let text = backend_text(&draw(&app, 200, 14));
     assert!(!text.contains("loading"), "{text}");
     assert!(text.contains("600 req/min ≈ $0.0321/h"), "{text}");
 
@@ -847,7 +758,7 @@ async fn holders_that_would_look_blank_are_escaped_or_malformed() {
     }
     let mut app = app_on(dir.path(), at(0)).await;
     app.update(Action::Resize(130, 10));
-    let text = screen_text(&draw(&app, 130, 10));
+    let text = backend_text(&draw(&app, 130, 10));
     assert!(!text.contains('\u{2800}'), "{text}");
     assert!(text.contains("a\\u{2800}b"), "{text}");
     assert!(
@@ -868,7 +779,7 @@ async fn holders_that_would_look_blank_are_escaped_or_malformed() {
     }
     app.update(Action::ToggleDetail);
     app.update(Action::Resize(130, 30));
-    let text = screen_text(&draw(&app, 130, 30));
+    let text = backend_text(&draw(&app, 130, 30));
     assert!(
         text.contains(r#"instance_id "\u{301}\u{301}" has no visible"#),
         "{text}"
@@ -885,14 +796,7 @@ fn lease_gen_at(dir: &std::path::Path, prefix: &str, holder: &str, renewed: &str
     if let Some(g) = g {
         v["generation"] = g.into();
     }
-    write_lease(dir, prefix, &v.to_string());
-    let t: chrono::DateTime<Utc> = renewed.parse().unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(dir.join(prefix).join("LEASE"))
-        .unwrap()
-        .set_modified(t.into())
-        .unwrap();
+    lease_modified(dir, prefix, &v.to_string(), renewed.parse().unwrap());
 }
 
 /// Issue 26: the detail pane shows the record's generation (`-` for a
@@ -911,7 +815,7 @@ async fn detail_shows_the_generation_and_the_history_generations() {
     lease_gen_at(d, "web/", "holder-w", "2026-11-30T12:00:45Z", None);
     app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
     // A takeover from the console handing the lease over to holder-c.
-    let mut entry = takeover_entry(d, at(49), "holder-c");
+    let mut entry = takeover_entry(d, at(49), taken_record("holder-c"), "stuck \x1b[31m job");
     entry.then = "handover:holder-c".into();
     app.update(Action::Audit(vec![entry]));
     lease_gen_at(d, "db/", "holder-c", "2026-11-30T12:00:50Z", Some(9));
@@ -919,7 +823,7 @@ async fn detail_shows_the_generation_and_the_history_generations() {
 
     app.update(Action::Resize(200, 34));
     app.update(Action::ToggleDetail);
-    let text = screen_text(&draw(&app, 200, 34));
+    let text = backend_text(&draw(&app, 200, 34));
     for s in [
         "generation    9",
         "hand-over: holder-b → holder-c, generation 8 → 9 (audit: ops@host",
@@ -931,7 +835,7 @@ async fn detail_shows_the_generation_and_the_history_generations() {
     insta::assert_snapshot!(text);
     // web/: no generation known: `-`, and no generation in its history.
     app.update(Action::Down);
-    let text = screen_text(&draw(&app, 200, 34));
+    let text = backend_text(&draw(&app, 200, 34));
     assert!(text.contains("holder-w"), "{text}");
     assert!(text.contains("generation    -"), "{text}");
     assert!(text.contains("first seen: holder-w "), "{text}");
@@ -968,7 +872,7 @@ async fn cut_text_is_marked_and_a_torn_body_is_shown_to_its_end() {
     };
     let mut app = pod_app(judge(&obs), 100, 30).await;
     app.update(Action::SwitchView);
-    let text = screen_text(&draw(&app, 100, 30));
+    let text = backend_text(&draw(&app, 100, 30));
     let title = text
         .lines()
         .find(|l| l.contains(" processes 1/1 "))
@@ -1001,7 +905,7 @@ async fn cut_text_is_marked_and_a_torn_body_is_shown_to_its_end() {
     );
     app.update(Action::Resize(80, 30));
     app.update(Action::Snapshot(Box::new(snap)));
-    let text = screen_text(&draw(&app, 80, 30));
+    let text = backend_text(&draw(&app, 80, 30));
     let second = text.lines().nth(1).unwrap().trim_end();
     assert!(second.ends_with('…'), "{second}");
     assert!(second.chars().count() <= 80, "{second}");
@@ -1009,7 +913,7 @@ async fn cut_text_is_marked_and_a_torn_body_is_shown_to_its_end() {
     // The detail pane at 100 columns: the torn body whole, to its last characters.
     app.update(Action::Resize(100, 30));
     app.update(Action::ToggleDetail);
-    let text = screen_text(&draw(&app, 100, 30));
+    let text = backend_text(&draw(&app, 100, 30));
     assert!(text.contains("raw body"), "{text}");
     let marks: usize = text.lines().map(|l| l.matches('~').count()).sum();
     assert_eq!(

@@ -6,19 +6,15 @@
 //! then fresh, then stale), generations ahead of the clock, malformed and
 //! absent LEASEs, while the view scrolls and is sorted by age.
 
-use std::time::Duration;
-
-use chrono::{TimeZone, Utc};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use chrono::Utc;
+use crossterm::event::KeyCode;
 use leasectl::bucket::LeaseState;
 use leasectl::clock::{ManualClock, SharedClock};
 use leasectl::snapshot::{self, GatherOptions, OpenTarget, Snapshot};
 use leasectl::store::local::LocalStore;
-use leasectl::tui::app::{key_action, Action, App, SortKey};
+use leasectl::tui::app::{Action, App, SortKey};
 
-fn at(s: i64) -> chrono::DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap() + chrono::Duration::seconds(s)
-}
+use super::support::{at, console, key};
 
 fn body(i: usize) -> Option<String> {
     let rec = |renewed: chrono::DateTime<Utc>, ttl: u64, generation: Option<u64>| {
@@ -46,12 +42,6 @@ fn body(i: usize) -> Option<String> {
         ),
         8 => Some("{\"instance_id\": 42".into()),
         _ => None,
-    }
-}
-
-fn key(app: &mut App, code: KeyCode) {
-    if let Some(a) = key_action(app, KeyEvent::new(code, KeyModifiers::NONE)) {
-        app.update(a);
     }
 }
 
@@ -96,14 +86,7 @@ async fn a_tick_gives_every_row_the_verdict_of_a_whole_judgement() {
         store: std::sync::Arc::new(LocalStore::open(dir.path()).unwrap()),
     }];
     let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-    let mut app = App::new(
-        vec!["file:///x/".parse().unwrap()],
-        true,
-        Duration::from_secs(5),
-        at(0),
-    )
-    .without_pod();
-    app.update(Action::Resize(160, 40));
+    let mut app = console("file:///x/", true, at(0), 160, 40);
     app.update(Action::Snapshot(Box::new(snap)));
     let mut flips = 0;
     let mut before: Vec<LeaseState> = Vec::new();

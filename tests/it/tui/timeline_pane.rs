@@ -5,111 +5,22 @@
 
 use std::time::Duration;
 
-use chrono::{TimeZone, Utc};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use leasectl::clock::{ManualClock, SharedClock};
+use chrono::Utc;
+use crossterm::event::KeyCode;
 use leasectl::snapshot::{self, GatherOptions, OpenTarget};
-use leasectl::store::local::LocalStore;
 use leasectl::timeline::render::{PrefixTimeline, Sources};
 use leasectl::timeline::{Observation, Seen, Source};
 use leasectl::tui::action::WriteRequest;
-use leasectl::tui::app::{key_action, Action, App, Mode, Rebuilt};
+use leasectl::tui::app::{Action, App, Mode, Rebuilt};
 
-use super::console::screen;
-use crate::common::cli::write_lease;
+use super::support::{
+    at, console, gather_at, key, lease_record, record_at, screen, takeover_entry,
+};
 use crate::common::*;
-
-fn at(s: i64) -> chrono::DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap() + chrono::Duration::seconds(s)
-}
-
-fn rec(id: &str, renewed: chrono::DateTime<Utc>) -> leasectl::bucket::LeaseRecord {
-    leasectl::bucket::LeaseRecord {
-        instance_id: id.into(),
-        acquired_at: renewed,
-        renewed_at: renewed,
-        ttl_s: 30,
-        generation: None,
-        released_at: None,
-    }
-}
-
-/// A LEASE of `holder` renewed at `renewed`, whose Last-Modified is that time.
-fn lease_at(dir: &std::path::Path, prefix: &str, holder: &str, renewed: chrono::DateTime<Utc>) {
-    write_lease(
-        dir,
-        prefix,
-        &String::from_utf8(rec(holder, renewed).to_body()).unwrap(),
-    );
-    std::fs::File::options()
-        .write(true)
-        .open(dir.join(prefix).join("LEASE"))
-        .unwrap()
-        .set_modified(renewed.into())
-        .unwrap();
-}
-
-async fn gather_at(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> snapshot::Snapshot {
-    let clock: SharedClock = std::sync::Arc::new(ManualClock::new(now));
-    let open = vec![OpenTarget {
-        target: format!("file://{}/", dir.display()).parse().unwrap(),
-        endpoint: "local".into(),
-        store: std::sync::Arc::new(LocalStore::open(dir).unwrap()),
-    }];
-    snapshot::gather(&open, &GatherOptions::default(), &clock).await
-}
-
-fn key(app: &mut App, code: KeyCode) {
-    if let Some(a) = key_action(app, KeyEvent::new(code, KeyModifiers::NONE)) {
-        app.update(a);
-    }
-}
 
 fn pane(app: &App) -> (u8, u32) {
     let p = app.timeline_pane().expect("the pane is open");
     (p.zoom, p.pan)
-}
-
-/// A takeover outcome of `{dir}/db/` by `ops@host` that wrote `holder`'s record.
-fn takeover_entry(
-    dir: &std::path::Path,
-    time: chrono::DateTime<Utc>,
-    holder: &str,
-) -> leasectl::audit::AuditEntry {
-    use leasectl::audit::{AuditEntry, AuditObserved, AuditTarget, AuditWritten};
-    AuditEntry {
-        time,
-        phase: "outcome".into(),
-        id: "t1".into(),
-        operator: "ops@host".into(),
-        tool_version: "0.1.0".into(),
-        action: "takeover".into(),
-        target: AuditTarget {
-            endpoint: None,
-            region: None,
-            addressing_style: None,
-            bucket: None,
-            key: "db/LEASE".into(),
-            url: format!("file://{}/db/", dir.display()),
-        },
-        observed: AuditObserved {
-            record: None,
-            etag: None,
-            judgement: "fresh".into(),
-            age_s: Some(5.0),
-            reader_clock: time,
-        },
-        written: Some(AuditWritten {
-            record: rec(holder, time),
-            etag: None,
-        }),
-        reason: "stuck job".into(),
-        exclusion: "conditional".into(),
-        forced: true,
-        then: "hold".into(),
-        outcome: Some("taken".into()),
-        writes_safe_from: None,
-    }
 }
 
 /// `h` opens the pane on the selected prefix and (OPS mode) asks the write
@@ -118,15 +29,8 @@ fn takeover_entry(
 #[tokio::test]
 async fn timeline_pane_keys_open_zoom_pan_close() {
     let dir = tempfile::tempdir().unwrap();
-    lease_at(dir.path(), "db", "holder-a", at(-5));
-    let mut app = App::new(
-        vec!["file:///srv/".parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        at(0),
-    )
-    .without_pod();
-    app.update(Action::Resize(100, 24));
+    record_at(dir.path(), "db", "holder-a", at(-5));
+    let mut app = console("file:///srv/", false, at(0), 100, 24);
     app.update(Action::Snapshot(Box::new(
         gather_at(dir.path(), at(0)).await,
     )));
@@ -208,30 +112,28 @@ async fn timeline_pane_keys_open_zoom_pan_close() {
 async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    lease_at(d, "db", "holder-a", at(0));
-    let mut app = App::new(
-        vec!["file:///srv/".parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        at(0),
-    )
-    .without_pod();
-    app.update(Action::Resize(110, 30));
+    record_at(d, "db", "holder-a", at(0));
+    let mut app = console("file:///srv/", false, at(0), 110, 30);
     app.update(Action::Snapshot(Box::new(gather_at(d, at(0)).await)));
     // holder-a dies; holder-b after its expiry.
-    lease_at(d, "db", "holder-b", at(45));
+    record_at(d, "db", "holder-b", at(45));
     app.update(Action::Snapshot(Box::new(gather_at(d, at(45)).await)));
     // An audited takeover to holder-c while holder-b is fresh.
-    app.update(Action::Audit(vec![takeover_entry(d, at(59), "holder-c")]));
-    lease_at(d, "db", "holder-c", at(60));
+    app.update(Action::Audit(vec![takeover_entry(
+        d,
+        at(59),
+        lease_record("holder-c", at(59)),
+        "stuck job",
+    )]));
+    record_at(d, "db", "holder-c", at(60));
     app.update(Action::Snapshot(Box::new(gather_at(d, at(60)).await)));
     // Someone writes over holder-c's live lease: nothing audited.
-    lease_at(d, "db", "intruder", at(75));
+    record_at(d, "db", "intruder", at(75));
     app.update(Action::Snapshot(Box::new(gather_at(d, at(75)).await)));
     // The LEASE goes; later holder-d takes it.
     std::fs::remove_file(d.join("db").join("LEASE")).unwrap();
     app.update(Action::Snapshot(Box::new(gather_at(d, at(90)).await)));
-    lease_at(d, "db", "holder-d", at(105));
+    record_at(d, "db", "holder-d", at(105));
     app.update(Action::Snapshot(Box::new(gather_at(d, at(105)).await)));
     app.update(Action::Tick(at(120)));
 
@@ -256,7 +158,7 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
     // The rebuilt timeline arrives: versions, derived as `leasectl timeline` does.
     let v = |s: i64, id: &str| Observation {
         at: at(s),
-        seen: Seen::Held(rec(id, at(s))),
+        seen: Seen::Held(lease_record(id, at(s))),
         source: Source::Version {
             version_id: format!("v{s}"),
             etag: None,
@@ -274,7 +176,12 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
         v(70, "holder-c"),
         v(75, "intruder"),
     ];
-    let audit = [takeover_entry(d, at(59), "holder-c")];
+    let audit = [takeover_entry(
+        d,
+        at(59),
+        lease_record("holder-c", at(59)),
+        "stuck job",
+    )];
     let derived = leasectl::timeline::derive(&obs, &audit, at(120));
     let rebuilt = PrefixTimeline {
         url: "file:///srv/".into(),
@@ -322,23 +229,13 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
 async fn the_write_task_rebuilds_the_timeline_from_versions_on_moto() {
     let (endpoint, b) = Server::Moto(Moto::Conditional).bucket("tlpane").await;
     let client = sdk_client(&endpoint);
-    client
-        .put_bucket_versioning()
-        .bucket(&b)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    enable_versioning(&client, &b).await;
     let now = Utc::now();
     for (i, id) in ["holder-a", "holder-a", "holder-a", "holder-b", "holder-b"]
         .iter()
         .enumerate()
     {
-        let r = rec(id, now + chrono::Duration::milliseconds(i as i64));
+        let r = lease_record(id, now + chrono::Duration::milliseconds(i as i64));
         put_raw(&client, &b, "db/LEASE", &r.to_body()).await;
     }
     let store = s3_store(&endpoint, &b);
@@ -364,14 +261,7 @@ async fn the_write_task_rebuilds_the_timeline_from_versions_on_moto() {
     };
     let (tx, mut results) = tokio::sync::mpsc::channel(16);
     let (commands, _task) = ops.start(tx);
-    let mut app = App::new(
-        vec![url.parse().unwrap()],
-        false,
-        Duration::from_secs(5),
-        Utc::now(),
-    )
-    .without_pod();
-    app.update(Action::Resize(120, 24));
+    let mut app = console(&url, false, Utc::now(), 120, 24);
     app.update(Action::Snapshot(Box::new(snap)));
     key(&mut app, KeyCode::Char('h'));
     for c in app.take_writes() {

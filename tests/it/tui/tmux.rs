@@ -5,6 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::common::bin_path;
 use crate::common::tmux::Tmux;
 use crate::writer_support::{scan_until, wrapper, Guard};
 use leasectl::writer::scan::LockState;
@@ -26,11 +27,7 @@ fn console_shows_rows_and_quits_cleanly() {
     std::fs::create_dir_all(dir.path().join("gamma")).unwrap();
 
     let tmux = Tmux::start(120, 30);
-    let run = tmux.run(&format!(
-        "{} file://{}/",
-        env!("CARGO_BIN_EXE_leasectl"),
-        dir.path().display()
-    ));
+    let run = tmux.run(&format!("{} file://{}/", bin_path(), dir.path().display()));
     let screen = tmux.wait_shown(&run, Duration::from_secs(15), "the lease rows", |s| {
         s.contains("holder-alpha") && s.contains("stale") && s.contains("absent")
     });
@@ -78,7 +75,7 @@ fn console_pod_view_shows_a_real_pod() {
     let tmux = Tmux::start(140, 30);
     let run = tmux.run(&format!(
         "{} --refresh 1s --pod-root {} --data-dir {} file://{}/",
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         root.pid,
         data.path().display(),
         store.path().display()
@@ -159,7 +156,7 @@ fn takeover_confirmation_accepts_the_escaped_prefix() {
     let tmux = Tmux::start(160, 30);
     let command = format!(
         "{} takeover '{url}' --reason test --audit-log {}",
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         audit.display()
     );
     // A wrong answer is refused and writes nothing.
@@ -216,7 +213,7 @@ fn the_timeline_pane_draws_the_session_history() {
     let tmux = Tmux::start(140, 36);
     let run = tmux.run(&format!(
         "{} --read-only --no-pod --refresh 1s file://{}/",
-        env!("CARGO_BIN_EXE_leasectl"),
+        bin_path(),
         dir.path().display()
     ));
     tmux.wait_shown(&run, Duration::from_secs(15), "holder-a", |s| {

@@ -300,15 +300,7 @@ fn stray_stamp_on_root_takes_and_says_why() {
 #[test]
 fn every_signal_that_would_end_it_is_forwarded_or_ends_it_cleanly() {
     use std::io::BufRead;
-    let script = "import signal, sys\n\
-                  def h(n, f):\n\
-                  \x20   print('got %d' % n, flush=True)\n\
-                  \x20   sys.exit(3)\n\
-                  for n in sys.argv[1:]:\n\
-                  \x20   signal.signal(int(n), h)\n\
-                  print('ready', flush=True)\n\
-                  while True:\n\
-                  \x20   signal.pause()\n";
+    let script = crate::common::hold::SIGNAL_SCRIPT;
     let mut cases: Vec<(i32, bool)> = leasectl::supervise::forwarded()
         .into_iter()
         .map(|s| (s, true))

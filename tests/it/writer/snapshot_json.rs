@@ -15,22 +15,8 @@ fn json_snapshot(root: u32, dir: &Path, extra: &[&str]) -> (i32, Value) {
     let mut cmd = command(bin_path());
     cmd.args(["--json", "--pod-root", &root.to_string(), "--data-dir"])
         .arg(dir)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let (status, out, err) = Guard::spawn(cmd).output(Duration::from_secs(30));
-    let doc: Value = serde_json::from_str(&out)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{out}\nstderr:\n{err}"));
-    (status.code().expect("exit code"), doc)
-}
-
-fn process(doc: &Value, pid: u32) -> &Value {
-    doc["pod"]["processes"]
-        .as_array()
-        .expect("pod.processes")
-        .iter()
-        .find(|p| p["pid"] == pid)
-        .unwrap_or_else(|| panic!("pid {pid} not in {doc:#}"))
+        .args(extra);
+    run_json(cmd)
 }
 
 #[test]
@@ -49,7 +35,7 @@ fn healthy_pod_root_takes_and_holds_exit_0() {
     let (code, doc) = json_snapshot(root.pid, dir.path(), &[]);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["targets"], Value::Array(vec![]));
-    let r = process(&doc, root.pid);
+    let r = pod_process(&doc, root.pid);
     assert_eq!(r["duty"], "take", "{r:#}");
     assert_eq!(r["lock"], "holds", "{r:#}");
     assert!(
@@ -118,9 +104,9 @@ fn racing_siblings_give_a_verdict_and_exit_3() {
         "{verdicts:#?}"
     );
     for pid in &siblings {
-        assert_eq!(process(&doc, *pid)["duty"], "take");
+        assert_eq!(pod_process(&doc, *pid)["duty"], "take");
     }
-    assert_eq!(process(&doc, root.pid)["duty"], "off");
+    assert_eq!(pod_process(&doc, root.pid)["duty"], "off");
 
     let mut cmd = command(bin_path());
     cmd.args(["--json", "--no-pod"])
