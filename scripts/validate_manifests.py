@@ -90,9 +90,12 @@ def exported_families(leasectl):
     if not fams:
         sys.exit(f"validate_manifests: `leasectl -o prometheus --node` exported nothing:\n{r.stderr}")
     src = os.path.join(HERE, "..", "..", "src", "monitor")
-    for name in os.listdir(src):
-        with open(os.path.join(src, name)) as f:
-            fams |= {"leasectl_" + m for m in re.findall(r'register\(\s*"(\w+)"', f.read())}
+    for folder, _, names in os.walk(src):
+        for name in names:
+            if not name.endswith(".rs"):
+                continue
+            with open(os.path.join(folder, name)) as f:
+                fams |= {"leasectl_" + m for m in re.findall(r'register\(\s*"(\w+)"', f.read())}
     # A counter's samples end in _total.
     return fams | {f + "_total" for f in fams}
 
