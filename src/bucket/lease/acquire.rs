@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::confirm::{check_store, WriteTiming};
 use super::*;
 
 /// The write an acquire makes: its precondition, the record's `acquired_at`
@@ -215,8 +216,12 @@ impl BucketLease {
                 "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
             );
         }
+        if config.exclusion == Exclusion::Conditional {
+            check_store(store.as_ref(), &key).await?;
+        }
         let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {
+            let read_sent = clock.mono();
             let ReadBack {
                 observed,
                 body: stored,
@@ -271,6 +276,12 @@ impl BucketLease {
             // later round adopts it only if it is exactly this body.
             watch.sent.add(&body);
             let put = store.put(&key, body.clone(), cond.clone()).await;
+            let timing = WriteTiming {
+                read_sent,
+                answered: clock.mono(),
+                adopted_unanswered: owner == Whose::Ours && landed_late(&observed),
+                replaced_suspect: replaced.is_some() && landed_late(&observed),
+            };
             let Some(etag) = rounds
                 .after_put(put, cond, form, &config, store.as_ref())
                 .await?
@@ -304,114 +315,18 @@ impl BucketLease {
                 not_before_mono: None,
                 lost: false,
             };
-            return lease.probe_after_acquire(&body, replaced).await;
+            // Until it is handed out, what this acquire writes stays provable
+            // as ours: a record it leaves behind is taken up by the next try.
+            watch.sent.add(&body);
+            let acquired = lease
+                .probe_after_acquire(&body, replaced, timing, &mut watch.sent)
+                .await;
+            if acquired.is_ok() {
+                watch.sent.clear();
+            }
+            return acquired;
         }
         Err(rounds.tally.give_up(key, store.as_ref()))
-    }
-
-    async fn probe_after_acquire(
-        mut self,
-        body: &[u8],
-        replaced: Option<String>,
-    ) -> Result<Self, LeaseError> {
-        if self.config.exclusion == Exclusion::BestEffort {
-            return Ok(self);
-        }
-        let mut report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
-        // Once per store: is If-Match on DELETE honoured (a release depends on it),
-        // and does If-Match on an absent key create it (then no lease is safe)?
-        if report.as_ref().is_ok_and(|r| r.ignored_header().is_none()) {
-            let scratch = scratch_key(&self.key, &self.record.instance_id);
-            if let Err(e) =
-                probe::learn_delete(self.store.as_ref(), &scratch, self.clock.as_ref()).await
-            {
-                tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
-            }
-            if let Ok(r) = &mut report {
-                if self.store.capabilities().if_match_absent_creates {
-                    r.if_match_absent = Some(probe::Honoured::Ignored);
-                }
-            }
-        }
-        let ignored = match &report {
-            Ok(r) => r.ignored_header(),
-            Err(_) => None,
-        };
-        // Once per store: are the preconditions atomic under concurrent requests?
-        // A check followed by a separate write passes every step above and still
-        // lets several contenders win.
-        let mut not_atomic = None;
-        let mut raced = false;
-        #[cfg(feature = "sim")]
-        let skip_race = crate::bucket::defect::on(crate::bucket::defect::Defect::RaceCheckSkipped);
-        #[cfg(not(feature = "sim"))]
-        let skip_race = false;
-        if ignored.is_none() && report.is_ok() && !skip_race {
-            let scratch = scratch_key(&self.key, &self.record.instance_id);
-            match crate::bucket::race::check_once_ran(self.store.as_ref(), &scratch).await {
-                Ok((r, ran)) => {
-                    not_atomic = r.finding();
-                    raced = ran;
-                }
-                Err(e) => report = Err(e),
-            }
-        }
-        if ignored.is_some() || not_atomic.is_some() {
-            // Fail closed, and leave nothing behind.
-            let service = self.store.describe();
-            let _ = self.store.delete(&self.key, Some(&self.etag)).await;
-            if let Ok(out) = self.store.get(&self.key, None).await {
-                if out.body == self.body {
-                    let _ = self.store.delete(&self.key, None).await;
-                }
-            }
-            let changed = match replaced {
-                Some(holder) => format!(
-                    "the record of {} that was there was overwritten by ours, then ours was removed: \
-                     {} is now absent",
-                    sanitize(&holder),
-                    self.key
-                ),
-                None => "nothing left behind".to_owned(),
-            };
-            let Some(header) = ignored else {
-                let finding = not_atomic.unwrap_or_default();
-                tracing::error!(key = %self.key, "{finding}: lease not taken");
-                return Err(LeaseError::NotAtomic {
-                    finding,
-                    service,
-                    changed,
-                });
-            };
-            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
-            return Err(LeaseError::PreconditionsIgnored {
-                header,
-                service,
-                changed,
-            });
-        }
-        if let Err(e) = report {
-            let _ = self.release().await;
-            return Err(e.into());
-        }
-        if raced {
-            // The race check took time off the fence (seconds where losers of a
-            // contended write wait): renew, so the holder starts with a whole one.
-            if let Err(e) = self.renew().await {
-                let _ = self.release().await;
-                return Err(e);
-            }
-        }
-        // An ignoring service may have rewritten the object; keep the ETag current.
-        if let Ok(out) = self.store.get(&self.key, None).await {
-            if let Some(e) = out.meta.etag {
-                if out.body == self.body {
-                    self.etag = e;
-                }
-            }
-        }
-        tracing::info!(key = %self.key, instance_id = %sanitize(&self.record.instance_id), "lease acquired; preconditions honoured");
-        Ok(self)
     }
 }
 

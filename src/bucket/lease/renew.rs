@@ -11,6 +11,15 @@ impl BucketLease {
     /// is false from now on); [`LeaseError::Store`] (transport: the lease may
     /// still be ours; the fence keeps running down); [`LeaseError::Contended`].
     pub async fn renew(&mut self) -> Result<(), LeaseError> {
+        self.renew_with(None).await
+    }
+
+    /// [`BucketLease::renew`], writing `generation` instead of the record's
+    /// own when given (a slow acquire's last write before it hands the lease
+    /// out: [`super::confirm`]).
+    ///
+    /// Errors: as [`BucketLease::renew`].
+    pub(super) async fn renew_with(&mut self, generation: Option<u64>) -> Result<(), LeaseError> {
         if self.lost {
             return Err(LeaseError::Lost {
                 key: self.key.clone(),
@@ -23,6 +32,7 @@ impl BucketLease {
             let mono = self.clock.mono();
             let record = LeaseRecord {
                 renewed_at: holder_stamps(self.record.acquired_at, now).1,
+                generation: generation.or(self.record.generation),
                 ..self.record.clone()
             };
             let cond = self.renew_condition().await?;
@@ -193,7 +203,7 @@ impl BucketLease {
         }
     }
 
-    fn mark_lost(&mut self, by: Option<LeaseRecord>) -> LeaseError {
+    pub(super) fn mark_lost(&mut self, by: Option<LeaseRecord>) -> LeaseError {
         self.lost = true;
         tracing::error!(key = %self.key, by = by.as_ref().map(|r| sanitize(&r.instance_id)).unwrap_or_default(), "lease lost");
         LeaseError::Lost {
