@@ -2,6 +2,7 @@
 
 mod adoption;
 mod commands;
+mod confirm;
 mod containment;
 mod engine;
 mod fence_faults;
