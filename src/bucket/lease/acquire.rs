@@ -300,7 +300,10 @@ impl BucketLease {
             };
             watch.sent.clear();
             if config.exclusion == Exclusion::Conditional {
-                refuse_unusable_etag(store.as_ref(), &key, &etag, &body).await?;
+                let slow = timing
+                    .slow(crate::bucket::race::confirm_after(store.as_ref()))
+                    .is_some();
+                refuse_unusable_etag(store.as_ref(), &key, &etag, &body, slow).await?;
             }
             let lease = Self {
                 store: store.clone(),
@@ -333,7 +336,8 @@ impl BucketLease {
 /// After an acquire's write answered with `etag`: an ETag that cannot be
 /// sent in `If-Match` ([`crate::store::unusable_etag`]) means no renewal or
 /// release could be conditional, so ours is removed (when the object holds
-/// our `body`) and the acquire fails closed.
+/// our `body`) and the acquire fails closed — unless the write may hide a
+/// holder (`slow`, see `super::confirm`): then ours is left to expire.
 ///
 /// Errors: [`LeaseError::UnusableEtag`].
 async fn refuse_unusable_etag(
@@ -341,11 +345,12 @@ async fn refuse_unusable_etag(
     key: &str,
     etag: &str,
     body: &[u8],
+    slow: bool,
 ) -> Result<(), LeaseError> {
     let Some(why) = crate::store::unusable_etag(etag) else {
         return Ok(());
     };
-    if read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {
+    if !slow && read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {
         let _ = store.delete(key, None).await;
     }
     tracing::error!(key = %key, "the service's ETag is {why}: lease not taken");

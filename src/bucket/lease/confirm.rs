@@ -69,7 +69,7 @@ impl WriteTiming {
     /// confirmed before it landed — its read-to-answer span was longer than
     /// [`race::seen_within`] `after` (the confirmation's wait), or the record
     /// taken up was carried out late — or the record it replaced was.
-    fn slow(&self, after: Duration) -> Option<String> {
+    pub(super) fn slow(&self, after: Duration) -> Option<String> {
         let span = self.answered.saturating_sub(self.read_sent);
         if self.adopted_unanswered {
             Some("it took up a write of ours whose answer was lost and which was carried out long after it was sent".into())
