@@ -237,6 +237,9 @@ pub struct Shared {
     pub(super) operator: Option<usize>,
     /// The live tenure a forced takeover is replacing, while the executor runs.
     pub(super) forcing: Option<Tenure>,
+    /// The bodies the operator sent while forcing a takeover (one carried
+    /// out after the executor gave up on it is still a forced one).
+    pub(super) forced_bodies: std::collections::BTreeSet<Vec<u8>>,
     /// (property, tenure) pairs already reported.
     pub(super) reported: std::collections::BTreeSet<(Property, Tenure)>,
     /// The holders run with best-effort exclusion: two holders writing at
@@ -504,8 +507,11 @@ impl Shared {
         }
         let now = self.now_ms();
         let prev = self.current.take();
-        let forced =
-            self.operator == Some(holder) && self.forcing.is_some() && self.forcing == prev;
+        // A forced takeover's write, landing while its executor runs or
+        // later (carried out after the executor gave up on it).
+        let forced = self.operator == Some(holder)
+            && ((self.forcing.is_some() && self.forcing == prev)
+                || self.forced_bodies.contains(body));
         if self.best_effort && prev.is_some() && self.holding.contains(&prev) {
             self.outcome.lost_updates += 1;
         }
@@ -515,7 +521,15 @@ impl Shared {
                 if lie {
                     info.lied_over_ms.get_or_insert(now);
                 }
-                if lie || forced {
+                // Its command still running: on a store that honours
+                // preconditions only a forced takeover replaces such a
+                // record; otherwise a write the store should have refused
+                // led here (perhaps through a record it made look stale).
+                let live = self
+                    .holding
+                    .get(info.holder)
+                    .is_some_and(|h| h.as_ref() == Some(prev));
+                if lie || forced || live {
                     info.overrun_from_ms.get_or_insert(now);
                 }
             }

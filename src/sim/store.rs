@@ -234,7 +234,13 @@ impl SimStore {
         condition: PutCondition,
     ) -> Result<Option<String>, StoreError> {
         let (delay, fault) = self.draw(true);
-        let sent = self.lock().now_ms();
+        let sent = {
+            let mut w = self.lock();
+            if key == KEY && w.operator == Some(self.holder) && w.forcing.is_some() {
+                w.forced_bodies.insert(body.clone());
+            }
+            w.now_ms()
+        };
         let sent_at = self.clock.wall();
         tokio::time::sleep(delay).await;
         if matches!(fault, Fault::Conflict | Fault::Internal | Fault::SlowDown) {

@@ -596,6 +596,7 @@ async fn world(opts: Options) -> Outcome {
         reported: Default::default(),
         operator: None,
         forcing: None,
+        forced_bodies: Default::default(),
         best_effort: opts.best_effort,
         overlap: BTreeMap::new(),
         holding: vec![None; n + 1],
