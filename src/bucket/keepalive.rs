@@ -225,7 +225,15 @@ async fn run(
 ) -> Result<BucketLease, LeaseError> {
     let retry =
         (lease.renew_interval() / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
-    let mut wait = lease.renew_interval();
+    // The first renewal is due a renewal interval after the lease's last
+    // write, not after this start: a lease handed over late (a takeover
+    // whose PUT was answered slowly, then confirmed) would otherwise see its
+    // fence run out, two thirds of a TTL after that write, before it renewed.
+    let since = lease
+        .clock()
+        .mono()
+        .saturating_sub(lease.deadline().renewed_mono);
+    let mut wait = lease.renew_interval().saturating_sub(since);
     loop {
         // `biased`: the branches in this order when several are ready at
         // once (a stop or a closed fence before the next renewal), the same
