@@ -134,11 +134,11 @@ pub async fn takeover_with(
         }
     };
     let times = (read_sent, answered, answer_lost.is_some(), read_fresh);
-    let (etag, old_fence) = match confirm(&store, &clock, &req, &key, &body, times).await {
+    let (etag, old_fence, slow) = match confirm(&store, &clock, &req, &key, &body, times).await {
         Ok(Confirmed { etag: e, slow_wait }) => {
             // Counted from the stamp (`mono`), as the replaced holder's is.
             let wait = slow_wait.map(|w| w + answered.saturating_sub(mono));
-            (e.unwrap_or(etag), old_fence.max(wait))
+            (e.unwrap_or(etag), old_fence.max(wait), wait.is_some())
         }
         Err(found) => {
             return Err(diagnose(&clock, audit, entry, &key, &req.then, None, found).await)
@@ -159,6 +159,7 @@ pub async fn takeover_with(
         now,
         entry,
         answer_lost,
+        slow,
     };
     after_put(taken, wait).await
 }

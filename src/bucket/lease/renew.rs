@@ -14,6 +14,20 @@ impl BucketLease {
         self.renew_with(None).await
     }
 
+    /// Renews with a fresh generation (`max(its own + 1, now in µs)`): what a
+    /// write that may have replaced a holder unseen does once that holder has
+    /// certainly stopped (a slow takeover, after its wait), so that its
+    /// generation is greater than any that holder was handed.
+    ///
+    /// Errors: as [`BucketLease::renew`].
+    pub(crate) async fn refresh_generation(&mut self) -> Result<(), LeaseError> {
+        let fresh = self
+            .config
+            .record_format
+            .generation(self.record.generation, self.clock.wall());
+        self.renew_with(fresh).await
+    }
+
     /// [`BucketLease::renew`], writing `generation` instead of the record's
     /// own when given (a slow acquire's last write before it hands the lease
     /// out: [`super::confirm`]).

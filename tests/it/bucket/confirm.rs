@@ -209,3 +209,125 @@ async fn two_creates_let_in_leave_one_holder() {
         holder.release().await.unwrap();
     }
 }
+
+/// A takeover whose PUT was answered late (the proxy holds the answer back
+/// 1.2 s, longer than any confirmation on this store counts on being seen
+/// within) may have replaced a holder unseen: whatever `--then` says, it
+/// waits five sixths of the TTL (3 s here), then writes its record once more
+/// with a fresh generation — the one stored, returned and audited. The same
+/// takeover answered at once keeps the generation it wrote and waits for
+/// nothing (a stale lease has no fence to wait out).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_takeover_ends_with_a_fresh_generation() {
+    use leasectl::audit::{AuditEntry, AuditLog, AuditTarget};
+    use leasectl::bucket::{Exclusion, LeaseRecord, Observed, RecordFormat};
+    use leasectl::store::PutCondition;
+    use leasectl::takeover::{takeover, TakeoverRequest, Then};
+
+    let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::Pass).await;
+    let cases = [
+        (Then::Hold, true),
+        (Then::Release, true),
+        (Then::Handover("successor".into()), true),
+        (Then::Hold, false),
+    ];
+    for (then, slow) in cases {
+        let what = format!("then {then}, slow {slow}");
+        let (_, b) = Server::Moto(Moto::Conditional)
+            .bucket("slow-takeover")
+            .await;
+        let store: Arc<dyn ObjectStore> = s3_store(&proxy.endpoint(), &b);
+        // A dead holder: renewed a minute ago, TTL 3 s.
+        let at = chrono::Utc::now() - chrono::Duration::seconds(60);
+        let dead = LeaseRecord {
+            instance_id: "dead-holder".into(),
+            acquired_at: at,
+            renewed_at: at,
+            ttl_s: 3,
+            generation: Some(at.timestamp_micros() as u64),
+            released_at: None,
+        };
+        store
+            .put("db/LEASE", dead.to_body(), PutCondition::IfNoneMatch)
+            .await
+            .unwrap();
+        let seen = Observed::from_get(&store.get("db/LEASE", None).await.unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+        let req = TakeoverRequest {
+            prefix: "db/".into(),
+            seen,
+            watched_for: Duration::ZERO,
+            reason: "holder host died (INC-48)".into(),
+            then: then.clone(),
+            force: false,
+            ttl_s: 3,
+            exclusion: Exclusion::Conditional,
+            record_format: RecordFormat::Leasectl,
+            target: AuditTarget {
+                endpoint: Some("test".into()),
+                region: None,
+                addressing_style: None,
+                bucket: None,
+                key: "db/LEASE".into(),
+                url: "test://db/".into(),
+            },
+        };
+        if slow {
+            // The probe and the race check write scratch keys first: only
+            // the LEASE's PUT is held back.
+            proxy.delay_next_answers_of("PUT", "/db/LEASE", 1, Duration::from_millis(1_200));
+        }
+        let started = std::time::Instant::now();
+        let out = takeover(store.clone(), SystemClock::shared(), &log, req)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let took = started.elapsed();
+        proxy.clear_faults();
+
+        let lines = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+        let entries: Vec<AuditEntry> = lines
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(entries.len(), 2, "{what}: intent and outcome: {lines}");
+        let intent = entries[0]
+            .written
+            .as_ref()
+            .unwrap()
+            .record
+            .generation
+            .unwrap();
+        let outcome = entries[1].written.as_ref().unwrap();
+        let stored = store.get("db/LEASE", None).await.unwrap();
+        let r = LeaseRecord::parse(&stored.body, stored.meta.size).unwrap();
+        let g = out.written.generation.unwrap();
+        assert_eq!(r.generation, Some(g), "{what}: stored {r:?}");
+        assert_eq!(outcome.record.generation, Some(g), "{what}: audited");
+        if slow {
+            assert!(
+                took >= Duration::from_millis(2_500),
+                "{what}: waited five sixths of the TTL ({took:?})"
+            );
+            // Fresh: written after the wait, so at least the wait (in µs)
+            // beyond the generation the takeover's first write carried.
+            assert!(
+                g >= intent + 2_000_000,
+                "{what}: a fresh generation {g}, after the first write's {intent}"
+            );
+        } else {
+            assert!(took < Duration::from_millis(2_500), "{what}: {took:?}");
+            assert_eq!(g, intent, "{what}: the generation first written");
+        }
+        match &then {
+            Then::Release => assert!(r.released_at.is_some(), "{what}: {r:?}"),
+            Then::Handover(s) => assert_eq!(&r.instance_id, s, "{what}: {r:?}"),
+            Then::Hold => {
+                let held = out.held.expect("held");
+                assert_eq!(held.record().generation, Some(g), "{what}");
+                assert!(held.may_write(), "{what}");
+                held.release().await.unwrap();
+            }
+        }
+    }
+}
