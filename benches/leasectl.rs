@@ -97,6 +97,7 @@ impl MemStore {
                         },
                         body: b,
                         problem: None,
+                        links: None,
                     },
                 );
             }
@@ -128,6 +129,38 @@ impl ObjectRead for MemStore {
             .cloned()
             .ok_or_else(|| StoreError::NotFound(key.to_owned()))
     }
+    // A store in memory: one page, no clock of its own, no versions.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        _token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        self.list(prefix).await.map(|l| (l, None))
+    }
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Err(leasectl::store::no_sample("memory", prefix))
+    }
+    fn server_offset(&self) -> Option<leasectl::clock::ServerOffset> {
+        None
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        None
+    }
+    fn has_clock(&self) -> bool {
+        true
+    }
+    fn endpoint_info(&self) -> leasectl::store::EndpointInfo {
+        leasectl::store::EndpointInfo::default()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        None
+    }
+    async fn list_versions(&self, key: &str) -> Result<leasectl::store::KeyVersions, StoreError> {
+        Err(leasectl::store::no_versions("memory", key))
+    }
+    async fn get_version(&self, key: &str, _: &str) -> Result<GetOutput, StoreError> {
+        Err(leasectl::store::no_versions("memory", key))
+    }
 }
 
 /// [`MemStore`] whose LEASEs of the first [`CHURN`] prefixes get a new ETag
@@ -156,6 +189,38 @@ impl ObjectRead for Churn {
             out.meta.etag = out.meta.etag.map(|t| format!("{t}-{e}"));
         }
         Ok(out)
+    }
+    // The rest as the store it wraps.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        self.inner.list_page(prefix, token).await
+    }
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.sample_keys(prefix).await
+    }
+    fn server_offset(&self) -> Option<leasectl::clock::ServerOffset> {
+        self.inner.server_offset()
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        self.inner.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.inner.has_clock()
+    }
+    fn endpoint_info(&self) -> leasectl::store::EndpointInfo {
+        self.inner.endpoint_info()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.inner.unavailable()
+    }
+    async fn list_versions(&self, key: &str) -> Result<leasectl::store::KeyVersions, StoreError> {
+        self.inner.list_versions(key).await
+    }
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
+        self.inner.get_version(key, version_id).await
     }
 }
 
@@ -205,7 +270,7 @@ fn bench_parse_judge(c: &mut Criterion) {
 /// A read-only console over the bench's target, 200×50, no pod scan.
 fn console() -> App {
     let mut app = App::new(
-        vec!["s3://bench/backups/".into()],
+        vec!["s3://bench/backups/".parse().unwrap()],
         true,
         Duration::from_secs(5),
         now(),

@@ -11,7 +11,8 @@
 //! made for the proxy's address still verify upstream.
 //!
 //! It counts requests by kind (`list`: GET of a bucket, or with `list-type`;
-//! `get`: GET of an object; `head`; `put`; `other`) and answers by status:
+//! `get`: GET of an object; `head`; `put`; `other`), the bytes of the
+//! answers' bodies as they pass (`answer_body_bytes`), and answers by status:
 //! `GET /__proxy/stats` returns them as JSON, `POST /__proxy/reset` zeroes
 //! them, and `POST /__proxy/config?rtt_ms=N&slowdown_above=M` changes the
 //! delay and the rate limit while it runs (`slowdown_above=0` removes the
@@ -74,6 +75,8 @@ struct Counts {
 }
 
 struct State {
+    /// Bytes of the answers' bodies passed on to the clients.
+    answer_body_bytes: Arc<AtomicU64>,
     upstream_scheme: String,
     upstream_authority: String,
     client: Client<HttpConnector, Incoming>,
@@ -130,6 +133,7 @@ impl State {
         };
         let doc = serde_json::json!({
             "requests": c.requests,
+            "answer_body_bytes": self.answer_body_bytes.load(Ordering::Relaxed),
             "by_kind": c.by_kind,
             "by_status": c.by_status.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
             "max_in_flight": c.max_in_flight,
@@ -149,6 +153,7 @@ impl State {
             in_flight,
             ..Counts::default()
         };
+        self.answer_body_bytes.store(0, Ordering::Relaxed);
     }
 
     /// True when this request is beyond the per-second limit.
@@ -187,7 +192,16 @@ impl State {
                 // passed on, it made the client open a connection per
                 // request, which S3 does not make it do.
                 strip_hop_by_hop(resp.headers_mut());
-                resp.map(|b| b.boxed())
+                let bytes = self.answer_body_bytes.clone();
+                resp.map(|b| {
+                    b.map_frame(move |f| {
+                        if let Some(d) = f.data_ref() {
+                            bytes.fetch_add(d.len() as u64, Ordering::Relaxed);
+                        }
+                        f
+                    })
+                    .boxed()
+                })
             }
             Err(e) => full(
                 StatusCode::BAD_GATEWAY,
@@ -298,6 +312,7 @@ async fn main() -> std::io::Result<()> {
         .pool_idle_timeout(Duration::from_secs(60))
         .build(connector);
     let state = Arc::new(State {
+        answer_body_bytes: Arc::new(AtomicU64::new(0)),
         upstream_scheme,
         upstream_authority,
         client,

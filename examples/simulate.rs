@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use leasectl::sim::{defect, run_seed, Options, Variant};
+use leasectl::sim::{defect, run_seed, OffsetScore, Options, Variant};
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("simulate: {msg}");
@@ -134,6 +134,7 @@ fn main() -> ExitCode {
     let (mut lost_updates, mut overlaps) = (0u64, Vec::<u64>::new());
     let mut failing = 0u64;
     let mut by_property: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut offsets = OffsetScore::default();
     for &seed in &list {
         let mut opts = Options::new(seed);
         opts.defect = defect;
@@ -146,15 +147,24 @@ fn main() -> ExitCode {
         opts.ttl_s = ttl;
         opts.store = store;
         opts.best_effort = best_effort;
-        let out = run_seed(opts);
+        let mut out = run_seed(opts);
+        offsets.merge(std::mem::take(&mut out.offset));
         lies += out.lies;
         lost_updates += out.lost_updates;
         overlaps.extend(out.overlaps_ms.iter().copied());
         lifetimes += out.lifetimes;
         writes += out.writes;
         violations += out.violations.len() as u64;
+        // A broken store's findings are told apart from the clocks': the
+        // envelope's cells are about the clocks.
+        let variant = match out.variant {
+            Some(v) if v != Variant::Healthy => format!(" ({} store)", v.as_str()),
+            _ => String::new(),
+        };
         for v in &out.violations {
-            *by_property.entry(format!("{:?}", v.property)).or_default() += 1;
+            *by_property
+                .entry(format!("{:?}{variant}", v.property))
+                .or_default() += 1;
         }
         let mut stdout = std::io::stdout().lock();
         if history {
@@ -220,6 +230,7 @@ fn main() -> ExitCode {
                 .join(", ")
         }
     );
+    eprintln!("{}", offset_line(&offsets));
     println!(
         "{} seeds, {lifetimes} lifetimes, {writes} writes, {violations} violations",
         list.len()
@@ -256,4 +267,47 @@ fn report_best_effort(lost: u64, overlaps: &mut [u64], simulated_s: u64, lifetim
         q(0.9),
         overlaps.last().copied().unwrap_or(0)
     );
+}
+
+/// The estimates of the service's clock against the truth, over every
+/// reading the engine made: for the lease's holder (its keep-alive's checks
+/// and aims) and for the others (contenders' and takeovers' checks), the
+/// error's median, 99th percentile and worst, and the bound each claimed
+/// (±); then how many bounds missed the truth (0 if the estimator is right).
+fn offset_line(o: &OffsetScore) -> String {
+    fn ms(mut v: Vec<u32>) -> String {
+        if v.is_empty() {
+            return "none".to_owned();
+        }
+        v.sort_unstable();
+        let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize] as f64 / 1e3;
+        format!(
+            "median {:.1} ms, p99 {:.1} ms, worst {:.1} ms",
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        )
+    }
+    let part = |v: &[u32], holding: bool| -> Vec<u32> {
+        v.iter()
+            .zip(&o.holding)
+            .filter(|(_, &h)| h == holding)
+            .map(|(&x, _)| x)
+            .collect()
+    };
+    let side = |holding: bool| {
+        format!(
+            "{} readings, |estimate - truth| {}; bound ± {}",
+            part(&o.error_us, holding).len(),
+            ms(part(&o.error_us, holding)),
+            ms(part(&o.bound_us, holding))
+        )
+    };
+    format!(
+        "offset estimate, holders: {}\noffset estimate, others: {}\noffset estimate: truth outside the bound in {} of {} readings",
+        side(true),
+        side(false),
+        o.outside,
+        o.error_us.len()
+    )
 }

@@ -100,7 +100,7 @@ class Server:
             ports = [free_port() for _ in SEAWEEDFS_PORTS]
             port = ports[0]
             self.proc = subprocess.Popen(
-                [weed, "mini", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                [weed, "mini", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-volume.max=2000",
                  *[f"-{f}={p}" for f, p in zip(SEAWEEDFS_PORTS, ports)],
                  "-s3.port.iceberg=0", "-s3.port.lance=0",
                  f"-filer.localSocket={self.root}/filer.sock",

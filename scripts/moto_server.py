@@ -5,8 +5,10 @@ writes without a lock, so concurrent conditional PUTs can both win. Serving one
 request at a time makes every conditional write atomic, as on AWS.
 
 Prints the port on the first line of stdout once listening, and exits when its
-standard input closes (so a test process that dies never leaves a server behind).
-Usage: python moto_server.py [--port N] [--threaded] [--tls CERT_PEM KEY_PEM]
+standard input closes (so a test process that dies never leaves a server behind),
+or, with --until-killed, only when it is killed (a job in the background of a
+shell, whose standard input it must not read: the README's tutorial).
+Usage: python moto_server.py [--port N] [--threaded] [--until-killed] [--tls CERT_PEM KEY_PEM]
 """
 import argparse
 import os
@@ -22,6 +24,7 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--threaded", action="store_true")
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate")
+    ap.add_argument("--until-killed", action="store_true", help="do not watch standard input; run until killed")
     args = ap.parse_args()
     app = DomainDispatcherApplication(create_backend_app)
     ssl_context = tuple(args.tls) if args.tls else None
@@ -33,7 +36,8 @@ def main():
             pass
         os._exit(0)
 
-    threading.Thread(target=exit_on_stdin_eof, daemon=True).start()
+    if not args.until_killed:
+        threading.Thread(target=exit_on_stdin_eof, daemon=True).start()
     try:
         srv.serve_forever()
     except KeyboardInterrupt:

@@ -45,7 +45,7 @@ class Seaweed:
     def __init__(self, weed):
         self.root = tempfile.mkdtemp(prefix="leasectl-rtt-sw-")
         ports = [compare.free_port() for _ in PORT_FLAGS]
-        args = [weed, "mini", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        args = [weed, "mini", f"-dir={self.root}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-volume.max=2000",
                 *[f"-{f}={p}" for f, p in zip(PORT_FLAGS, ports)],
                 "-s3.port.iceberg=0", "-s3.port.lance=0",
                 f"-filer.localSocket={self.root}/filer.sock",

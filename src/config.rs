@@ -22,7 +22,8 @@
 //!
 //! `leasectl -c prod` applies a context; `leasectl` with no TARGET (and no
 //! command) applies `default_context` when one is set. Values given on the
-//! command line win over the context's. Every value is validated by the
+//! command line win over the context's (`setup::prepare` applies it, once,
+//! to the arguments of the command that runs). Every value is validated by the
 //! same rules as the matching flag; an endpoint carrying credentials is
 //! refused and never shown.
 
@@ -134,7 +135,7 @@ pub enum ConfigError {
     /// A context was asked for but there is no file.
     #[error(
         "context `{name}` was asked for, but there is no config file at {}; create it with a \
-         [contexts.{name}] table (see the README, Monitoring: contexts)",
+         [contexts.{name}] table (see docs/targets.md, \"Contexts\")",
         .path.display()
     )]
     Missing {
@@ -440,47 +441,6 @@ pub fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>, Config
         (None, None) => return Ok(None),
     };
     config.context(&name).cloned().map(Some)
-}
-
-/// What the applied context sets for the command that runs, each part only
-/// when the command line did not give it (flags win). Each command reads the
-/// parts it has: the console its TARGETs, refresh, depth, TTL and record
-/// format; `check` and `serve` their TARGETs and depth; `takeover` its TTL
-/// and record format; `bucket hold` its record format.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Applied {
-    /// The context's name (None: no context applied).
-    pub name: Option<String>,
-    /// The context's TARGETs (used when none are given).
-    pub targets: Vec<String>,
-    /// The refresh interval, unless `--refresh` was given.
-    pub refresh: Option<Duration>,
-    /// The discovery depth, unless `--depth` was given.
-    pub depth: Option<u32>,
-    /// The TTL of takeovers, unless `--ttl` was given.
-    pub ttl: Option<Duration>,
-    /// The record format of the leases written, unless `--record-format` was given.
-    pub record_format: Option<crate::bucket::RecordFormat>,
-}
-
-impl Applied {
-    /// The record format to write: the context's unless `--record-format`
-    /// was given (then `flag`, which is also the default).
-    pub fn record_format_or(
-        &self,
-        flag: crate::bucket::RecordFormat,
-    ) -> crate::bucket::RecordFormat {
-        self.record_format.unwrap_or(flag)
-    }
-
-    /// `given` when it names a TARGET, else the context's TARGETs.
-    pub fn targets_or(&self, given: &[String]) -> Vec<String> {
-        if given.is_empty() {
-            self.targets.clone()
-        } else {
-            given.to_vec()
-        }
-    }
 }
 
 #[cfg(test)]

@@ -111,11 +111,86 @@ impl Exit {
     }
 }
 
+/// Whether this process has said on stderr why it ends with a status other
+/// than 0 ([`say`], [`mark_said`]). Read once, by `main`, at the end.
+static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says `why` on stderr as one line, `leasectl: WHY` (line breaks become
+/// spaces), and records that a reason was given: every exit other than 0
+/// says why on stderr, here or, when nothing did, in `main` from
+/// [`Exit::fallback_reason`] (the one place that guarantees the line).
+pub fn say(why: impl std::fmt::Display) {
+    use std::io::Write;
+    let line = why.to_string().replace(['\n', '\r'], " ");
+    let _ = writeln!(std::io::stderr().lock(), "leasectl: {line}");
+    mark_said();
+}
+
+/// Records that a reason was said on stderr in a form of its own (clap's
+/// usage errors, an error report, an error-level log line).
+pub fn mark_said() {
+    SAID.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether a reason has been said on stderr ([`say`], [`mark_said`]).
+pub fn said() -> bool {
+    SAID.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Exit {
+    /// Whether this exit must say why on stderr: any status other than 0,
+    /// except `check`'s (a monitoring plugin says it in its status line on
+    /// stdout, as the convention wants) and a closed stdout (141: a pipeline
+    /// whose reader left; the command ends quietly, as `yes | head` does).
+    pub fn needs_reason(self) -> bool {
+        self.code() != 0 && !matches!(self, Exit::Check(_) | Exit::ClosedPipe)
+    }
+
+    /// The line `main` says when a command ends with this exit and nothing
+    /// said why: what the code means for `column` of [`EXIT_TABLE`] (`None`:
+    /// a command without a column there, e.g. the console), else in general.
+    pub fn fallback_reason(self, column: Option<usize>) -> String {
+        let code = self.code();
+        if let Exit::Child(c) = self {
+            return if c > 128 && c < 128 + 65 {
+                format!("the command was killed by signal {} (exit {c})", c - 128)
+            } else {
+                format!("the command exited with status {c}")
+            };
+        }
+        let cell = column.and_then(|col| {
+            EXIT_TABLE
+                .iter()
+                .find(|(c, _)| *c == code)
+                .and_then(|(_, cells)| cells.get(col))
+                .filter(|cell| **cell != "—")
+        });
+        let meaning = match (cell, self) {
+            (Some(cell), _) => cell.replace('`', ""),
+            (None, Exit::Failed) => "something could not be done or read completely".into(),
+            (None, Exit::Usage) => "usage error".into(),
+            (None, Exit::Attention) => "something needs attention".into(),
+            (None, Exit::Refused) => "refused; nothing was written".into(),
+            (None, Exit::Fenced) => "the lease was lost or its fence closed".into(),
+            (None, Exit::Interrupted) => "a signal ended the wait".into(),
+            (None, Exit::CannotStart) => "refused to start".into(),
+            (None, Exit::CannotRun) => "the command cannot be run".into(),
+            (None, Exit::NotFound) => "the command was not found".into(),
+            (None, _) => "see docs/exit-codes.md".into(),
+        };
+        format!("exit {code}: {meaning}")
+    }
+}
+
 /// What the exit codes' table does not say in a cell (Markdown): read before
 /// the table.
 pub const EXIT_INTRO: &str = "A dash: the command never exits with that code. `check` follows the \
 Nagios plugin convention; `bucket hold` and `writer exec` exit with their command's own status \
-when it ran (128 + N when signal N killed it).";
+when it ran (128 + N when signal N killed it), and with 152 or 153 (128 + SIGXCPU or SIGXFSZ) \
+when leasectl's own CPU-time or file-size limit ended the hold (the command stopped, the lease \
+or lock released). Every exit other than 0 says why on stderr, in a line that starts \
+`leasectl: ` (a script that keeps only stdout still has the reason), except `check`, whose status \
+line on stdout says it, and 141, which ends quietly.";
 
 /// The commands the table has no column for (Markdown): read after the table.
 pub const EXIT_OTHERS: &str = "The console (`leasectl [TARGET]…` without `--json`) exits 0 when \
@@ -161,7 +236,7 @@ pub const EXIT_TABLE: &[(i32, [&str; 8])] = &[
             "a target, prefix, the pod scan or a requested audit log could not be read completely",
             "WARNING: an age over `--warn-age`, a state needing attention that `--crit-state` does not name, a record with a problem noted, every prefix absent while LEASE keys lie deeper than `--depth`",
             "the probe failed (store error)",
-            "a source could not be read completely, or no source holds the history",
+            "a source could not be read completely (a version inferred by `--bisect` rather than read among them: the history is not known), or no source holds the history",
             "other failures (store unreachable at start)",
             "the descriptor could not be polled",
             "failed: audit log not writable (nothing sent), store error",
@@ -185,7 +260,7 @@ pub const EXIT_TABLE: &[(i32, [&str; 8])] = &[
         3,
         [
             "gathered, and something needs attention: stale, suspect, malformed, a problem noted, a pod verdict, every prefix absent while LEASE keys lie deeper than `--depth` (`--json`, `-o table`)",
-            "UNKNOWN: something not gathered or judged, or bad usage",
+            "UNKNOWN: something not gathered or judged, no answer within `--timeout`, or bad usage",
             "the service deviates (a precondition ignored, an unusable ETag), or `--race` found it not atomic",
             "an overlap (two holders could both write) or a generation that went back",
             "—",
@@ -286,3 +361,30 @@ pub const EXIT_TABLE: &[(i32, [&str; 8])] = &[
         ],
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The line `main` says when nothing else did: the command's cell of the
+    /// exit codes' table, else what the code means in general.
+    #[test]
+    fn the_fallback_reason_says_what_the_code_means() {
+        assert_eq!(
+            Exit::Refused.fallback_reason(Some(6)),
+            "exit 4: refused, nothing written (no LEASE, fresh without --force, changed since seen, under watch, preconditions ignored, not confirmed)"
+        );
+        assert_eq!(
+            Exit::Failed.fallback_reason(None),
+            "exit 1: something could not be done or read completely"
+        );
+        assert_eq!(
+            Exit::Child(137).fallback_reason(Some(4)),
+            "the command was killed by signal 9 (exit 137)"
+        );
+        assert!(!Exit::Check(CheckStatus::Critical).needs_reason());
+        assert!(!Exit::ClosedPipe.needs_reason());
+        assert!(!Exit::Ok.needs_reason());
+        assert!(Exit::Child(1).needs_reason());
+    }
+}

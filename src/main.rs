@@ -1,6 +1,7 @@
 //! The `leasectl` binary: parse, prepare, run the command, exit with its
-//! status. All logic lives in the library (`leasectl::app` builds the
-//! context; `leasectl::commands::run` is the one dispatch).
+//! status. All logic lives in the library (`leasectl::setup` parses the
+//! command line, applies the config file's context and builds what every
+//! command shares; `leasectl::commands::run` is the one dispatch).
 
 use leasectl::exit::Exit;
 
@@ -59,22 +60,33 @@ fn main() {
     // `bucket hold`'s containment re-runs this binary as its shim: that
     // process is never the command-line tool.
     if let Some((parent, command)) = leasectl::supervise::contain::init_args() {
-        leasectl::setup::init_logging(false);
+        leasectl::setup::init_logging(&leasectl::cli::LogArgs::default());
         leasectl::supervise::contain::init_main(parent, command);
     }
-    std::process::exit(run().code());
+    let (exit, column) = run();
+    // Every exit other than 0 says why on stderr: when the command did not,
+    // here, from what its code means for it (the one place that guarantees
+    // the line).
+    if exit.needs_reason() && !leasectl::exit::said() {
+        leasectl::exit::say(exit.fallback_reason(column));
+    }
+    std::process::exit(exit.code());
 }
 
-fn run() -> Exit {
+/// Runs the command line; its exit and its command's column of the exit
+/// codes' table (`leasectl::exit::EXIT_TABLE`).
+fn run() -> (Exit, Option<usize>) {
     if let Err(e) = leasectl::setup::install_error_hook() {
-        return leasectl::setup::fail(&e);
+        return (leasectl::setup::fail(&e), None);
     }
     let (mut cli, matches) = match leasectl::setup::parse() {
         Ok(parsed) => parsed,
-        Err(exit) => return exit,
+        Err(exit) => return (exit, None),
     };
-    match leasectl::setup::prepare(&mut cli, &matches) {
-        Ok(ctx) => leasectl::commands::run(&cli, &ctx),
+    let column = leasectl::commands::exit_column(&cli);
+    let exit = match leasectl::setup::prepare(&mut cli, &matches) {
+        Ok(shared) => leasectl::commands::run(&cli, &shared),
         Err(exit) => exit,
-    }
+    };
+    (exit, column)
 }

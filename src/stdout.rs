@@ -89,7 +89,7 @@ fn report_as(written: Result<(), WriteError>, what: &str) -> Result<(), Exit> {
         Ok(()) => Ok(()),
         Err(WriteError::Closed) => Err(Exit::ClosedPipe),
         Err(WriteError::Failed(e)) => {
-            eprintln!("leasectl: could not write {what}: {e}");
+            crate::exit::say(format!("could not write {what}: {e}"));
             Err(Exit::Failed)
         }
     }
@@ -134,7 +134,7 @@ impl<W: Write> Checked<W> {
             None => Ok(()),
             Some(WriteError::Closed) => Err(Exit::ClosedPipe),
             Some(WriteError::Failed(e)) => {
-                eprintln!("leasectl: could not write to stdout: {e}");
+                crate::exit::say(format!("could not write to stdout: {e}"));
                 Err(Exit::Failed)
             }
         }

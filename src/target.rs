@@ -411,6 +411,16 @@ impl Connector {
         }
     }
 
+    /// A connector using an SDK configuration already loaded (`opts` as in
+    /// effect with it), for an embedder or a test that has its own
+    /// credentials provider rather than the AWS chain's.
+    pub fn with_config(config: aws_config::SdkConfig, opts: S3Options) -> Self {
+        Self {
+            opts: opts.clone(),
+            config: tokio::sync::OnceCell::new_with(Some((config, opts))),
+        }
+    }
+
     /// Opens the (writable) store a target lives in. Callers that must not
     /// write wrap it in [`crate::store::ReadOnly`] at once.
     ///

@@ -514,6 +514,46 @@ pub fn lookalike_note(name: &str) -> Option<String> {
     None
 }
 
+/// Word-wraps `text` to `width` columns (counted in chars); continuation lines
+/// are indented by two spaces; a word longer than a line is cut.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(4);
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    let mut cur_len = 0usize;
+    // Whether `cur` holds no word yet (only the continuation indent).
+    let mut empty = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let mut word: Vec<char> = word.chars().collect();
+        while !word.is_empty() {
+            let sep = usize::from(!empty);
+            if cur_len + sep + word.len() <= width {
+                if !empty {
+                    cur.push(' ');
+                }
+                cur_len += sep + word.len();
+                cur.extend(word.drain(..));
+                empty = false;
+                continue;
+            }
+            if empty {
+                let room = width - cur_len;
+                cur.extend(word.drain(..room));
+            }
+            lines.push(std::mem::replace(&mut cur, "  ".to_owned()));
+            cur_len = 2;
+            empty = true;
+        }
+    }
+    if !empty {
+        lines.push(cur);
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
 #[cfg(test)]
 mod lookalike_tests {
     use super::lookalike_note;

@@ -438,6 +438,20 @@ fn not_regular(kind: &str) -> std::io::Error {
     ))
 }
 
+/// The error for a log that is not a regular file with one name
+/// ([`crate::logfile::sole_regular_file`]).
+fn refused(why: crate::logfile::NotSole) -> std::io::Error {
+    use crate::logfile::NotSole;
+    match why {
+        NotSole::NotRegular(ft) => not_regular(crate::store::local::kind_name(&ft)),
+        NotSole::Links(n) => std::io::Error::other(format!(
+            "it has {n} hard links, so it is also another file, and the audit log has one name \
+             only (appending would write into that other file too). Check what else it is; give \
+             the path of a file with one link, or copy it to a new file and use that"
+        )),
+    }
+}
+
 /// Takes an exclusive `flock(2)` on `f` (released when it is closed).
 fn lock_exclusive(f: &std::fs::File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -454,12 +468,11 @@ fn lock_exclusive(f: &std::fs::File) -> std::io::Result<()> {
 }
 
 /// Opens the log for appending (and reading its last byte): created with mode 0600; a symlink is not
-/// followed and a FIFO does not block the open; only a regular file is accepted.
+/// followed and a FIFO does not block the open; only a regular file with one name is accepted
+/// ([`crate::logfile::sole_regular_file`]).
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     if let Ok(m) = std::fs::symlink_metadata(path) {
-        if !m.file_type().is_file() {
-            return Err(not_regular(crate::store::local::kind_name(&m.file_type())));
-        }
+        crate::logfile::sole_regular_file(&m).map_err(refused)?;
     }
     let f = OpenOptions::new()
         .create(true)
@@ -476,10 +489,7 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
             ),
             _ => e,
         })?;
-    let md = f.metadata()?;
-    if !md.file_type().is_file() {
-        return Err(not_regular(crate::store::local::kind_name(&md.file_type())));
-    }
+    crate::logfile::sole_regular_file(&f.metadata()?).map_err(refused)?;
     Ok(f)
 }
 

@@ -79,13 +79,17 @@ pub enum LeaseError {
         /// How much longer it must stay unchanged.
         remaining: Duration,
     },
-    /// Our lease was taken over (or deleted) by someone else.
-    #[error("lease {key} lost: {}", match .by { Some(r) => format!("now held by {}", sanitize(&r.instance_id)), None => "the LEASE object was deleted".to_owned() })]
+    /// Our lease was taken over, deleted or replaced by someone else.
+    #[error("lease {key} lost: {}", lost_to(.by.as_deref(), .found.as_deref()))]
     Lost {
         /// The lease key.
         key: String,
         /// Who holds it now, if anyone (boxed, as above).
         by: Option<Box<LeaseRecord>>,
+        /// What is at the key instead when it is no record and not absent,
+        /// or why nothing is known of it (a sentence safe to print); `None`
+        /// with `by` `None`: the key was found deleted.
+        found: Option<String>,
     },
     /// The service accepted a write whose precondition should have been refused.
     #[error("{service} ignores {header}: it cannot give exclusion, so the lease was not taken ({changed}). \
@@ -172,6 +176,25 @@ pub enum LeaseError {
         /// The TTL of the record judged.
         ttl_s: u64,
     },
+    /// This host's clock differs from the service's too much for a lease it
+    /// writes to be judged right by others: its `renewed_at` stamps would
+    /// make the record look older or younger than it is.
+    #[error("this host's clock is {} {} the storage service's (±{}), more than {} (a twelfth of the {} s TTL): \
+             a record stamped by it would be judged wrongly by every other reader, so {key} is not taken. \
+             Fix this host's time (NTP: `chronyc tracking`, `timedatectl`)",
+        format_secs(.offset_s.abs()), if *.offset_s > 0.0 { "behind" } else { "ahead of" }, format_secs(*.error_s), format_secs(*.limit_s), .ttl_s)]
+    HolderClock {
+        /// The lease key.
+        key: String,
+        /// Service minus this host, seconds.
+        offset_s: f64,
+        /// Uncertainty of the estimate, seconds.
+        error_s: f64,
+        /// The limit, seconds.
+        limit_s: f64,
+        /// The TTL of the record that would be written.
+        ttl_s: u64,
+    },
     /// The record to take over carries a generation no greater one can follow
     /// ([`super::RecordFormat::cannot_replace`]): taking it would hand the new
     /// holder the replaced holder's fencing token.
@@ -191,4 +214,15 @@ pub enum LeaseError {
     /// The store could not be reached or answered unexpectedly.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What a lost lease was lost to, as [`LeaseError::Lost`] says it: another
+/// holder (`by`), something at the key that is no record (`found`), or
+/// nothing (the key deleted).
+pub fn lost_to(by: Option<&LeaseRecord>, found: Option<&str>) -> String {
+    match (by, found) {
+        (Some(r), _) => format!("now held by {}", sanitize(&r.instance_id)),
+        (None, Some(found)) => found.to_owned(),
+        (None, None) => "the LEASE object was deleted".to_owned(),
+    }
 }

@@ -23,7 +23,8 @@
 //!
 //! What it cannot do: a process that was paused after checking the fence and
 //! before sending a request sends that request when it resumes. The guarantees
-//! and their limits are spelled out in the README's lease section.
+//! and their limits are spelled out in docs/bucket-leases.md, "What the fence
+//! guarantees, and where it stops".
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -174,9 +175,19 @@ pub fn clock_offset_limit_s(ttl_s: u64) -> f64 {
     ttl_s as f64 / 12.0
 }
 
-/// `Some(offset_s)` when `offset` (service minus `clock`) is certainly beyond
-/// [`clock_offset_limit_s`]: its distance from zero exceeds the limit by more
-/// than the estimate's own uncertainty.
+/// True when an offset of `offset_s` ± `error_s` seconds is certainly beyond
+/// [`clock_offset_limit_s`] of a `ttl_s` TTL: its distance from zero exceeds
+/// the limit by more than the estimate's own uncertainty. The one form of
+/// the rule ([`offset_beyond_limit`], the snapshot's reader-clock rule).
+pub fn certainly_beyond_limit(offset_s: f64, error_s: f64, ttl_s: u64) -> bool {
+    offset_s.abs() - error_s > clock_offset_limit_s(ttl_s)
+}
+
+/// `Some(offset_s)` when `offset` (service minus `clock`, seconds) is
+/// certainly beyond [`clock_offset_limit_s`] ([`certainly_beyond_limit`]).
+/// The estimate is the intersection of the service's `Date` intervals
+/// ([`crate::clock::offset`]): ± about the round trip once answers at several
+/// sub-second phases are in, ± half a second and half the round trip from one.
 pub fn offset_beyond_limit(
     offset: &crate::clock::ServerOffset,
     clock: &dyn Clock,
@@ -187,7 +198,34 @@ pub fn offset_beyond_limit(
         return None;
     }
     let o = offset.against(clock);
-    (o.abs() - offset.error_s > clock_offset_limit_s(ttl_s)).then_some(o)
+    certainly_beyond_limit(o, offset.error_s, ttl_s).then_some(o)
+}
+
+/// The holder's side of the rule, before a write that starts a tenure (an
+/// acquire's, a takeover's): a host whose clock is certainly beyond
+/// [`clock_offset_limit_s`] of the service's (`offset`, its estimate; none
+/// known: nothing to refuse on) stamps `renewed_at` so far off that every
+/// other reader misjudges the record's age, and its fence would close at the
+/// first renewal anyway: it takes nothing. `ttl_s` is the TTL it would write.
+///
+/// Errors: [`super::LeaseError::HolderClock`].
+pub fn check_holder_clock(
+    offset: Option<crate::clock::ServerOffset>,
+    clock: &dyn Clock,
+    key: &str,
+    ttl_s: u64,
+) -> Result<(), super::LeaseError> {
+    let Some(o) = offset else { return Ok(()) };
+    match offset_beyond_limit(&o, clock, ttl_s) {
+        Some(off) => Err(super::LeaseError::HolderClock {
+            key: key.to_owned(),
+            offset_s: off,
+            error_s: o.error_s,
+            limit_s: clock_offset_limit_s(ttl_s),
+            ttl_s,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// What a close hook is told: why, and the deadline it closed on.

@@ -106,7 +106,16 @@ impl Observed {
             Some(p) => Err((p.clone(), String::new())),
             None => LeaseRecord::parse(&out.body, out.meta.size).map_err(|m| {
                 let cut = &out.body[..out.body.len().min(crate::store::MAX_BODY_BYTES)];
-                (m.0, crate::text::sanitize_bytes(cut))
+                // A local file that is also another name's says so: most
+                // likely the LEASE was replaced by a link to another file.
+                let reason = match out.links {
+                    Some(n) if n > 1 => format!(
+                        "{}; the file has {n} hard links, so it is also another file (a LEASE replaced by, or linked to, some other file)",
+                        m.0
+                    ),
+                    _ => m.0,
+                };
+                (reason, crate::text::sanitize_bytes(cut))
             }),
         };
         Observed::Present {

@@ -1,6 +1,9 @@
 //! The keep-alive: renews a [`BucketLease`] every third of its TTL and keeps
 //! its fence ([`FenceCell`]), so a worker can stop writing the moment the
-//! lease may no longer be written under.
+//! lease may no longer be written under. While the estimate of the service's
+//! clock is wider than ±25 ms, each renewal is sent up to a second early, at
+//! the moment that makes its answer's `Date` halve the estimate
+//! ([`crate::clock::offset`]); after each renewal the offset is checked.
 //!
 //! Two parties, neither waiting on the other:
 //! - the renewal task (async) sends the renewals; before each it checks the
@@ -67,6 +70,14 @@ impl KeepAlive {
         let cell = FenceCell::new(lease.clock().clone(), lease.deadline());
         if lease.is_lost() {
             cell.close(FenceClosed::Lost);
+        }
+        // The answers since the acquire's own check may have narrowed the
+        // estimate of the service's clock: the rule applies from the start.
+        if let Some(off) = lease
+            .server_offset()
+            .and_then(|o| offset_beyond_limit(&o, lease.clock().as_ref(), lease.config().ttl_s))
+        {
+            cell.close(FenceClosed::ClockOffset(off));
         }
         match watchdog {
             Watchdog::Thread => {
@@ -205,7 +216,9 @@ fn too_late_to_release(lease: &BucketLease) -> bool {
 impl std::fmt::Display for ReleaseReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReleaseReport::Released(r @ Released::NotOurs(_)) => write!(f, "{r}"),
+            ReleaseReport::Released(r @ (Released::NotOurs(_) | Released::LeftToExpire { .. })) => {
+                write!(f, "{r}")
+            }
             ReleaseReport::Released(r) => write!(f, "released ({r})"),
             ReleaseReport::Failed(e) => {
                 write!(f, "release failed ({e}); the lease expires after one TTL")
@@ -225,15 +238,7 @@ async fn run(
 ) -> Result<BucketLease, LeaseError> {
     let retry =
         (lease.renew_interval() / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
-    // The first renewal is due a renewal interval after the lease's last
-    // write, not after this start: a lease handed over late (a takeover
-    // whose PUT was answered slowly, then confirmed) would otherwise see its
-    // fence run out, two thirds of a TTL after that write, before it renewed.
-    let since = lease
-        .clock()
-        .mono()
-        .saturating_sub(lease.deadline().renewed_mono);
-    let mut wait = lease.renew_interval().saturating_sub(since);
+    let mut wait = next_renewal(&lease);
     loop {
         // `biased`: the branches in this order when several are ready at
         // once (a stop or a closed fence before the next renewal), the same
@@ -262,6 +267,13 @@ async fn run(
         match result {
             Ok(()) => {
                 if let Some(o) = lease.server_offset() {
+                    tracing::debug!(
+                        key = %lease.key(),
+                        offset_s = o.against(lease.clock().as_ref()),
+                        error_s = o.error_s,
+                        answers = o.answers,
+                        "the service's clock minus this host's, after a renewal"
+                    );
                     let ttl_s = lease.config().ttl_s;
                     if let Some(off) = offset_beyond_limit(&o, lease.clock().as_ref(), ttl_s) {
                         cell.close(FenceClosed::ClockOffset(off));
@@ -271,7 +283,7 @@ async fn run(
                 if !cell.renewed(lease.deadline()) {
                     return Ok(lease);
                 }
-                wait = lease.renew_interval();
+                wait = next_renewal(&lease);
             }
             Err(e @ LeaseError::Lost { .. }) => {
                 cell.close(FenceClosed::Lost);
@@ -283,4 +295,29 @@ async fn run(
             }
         }
     }
+}
+
+/// The wait before the next renewal: a third of the TTL after the lease's
+/// last write (not after now: a lease handed to a keep-alive late — a
+/// takeover whose PUT was answered slowly, then confirmed — would otherwise
+/// see its fence run out, two thirds of a TTL after that write, before it
+/// renewed), less the lead that makes the service's clock turn a second
+/// while the renewal is in flight, at the middle of what its offset estimate
+/// still leaves open ([`crate::clock::ServerOffset::lead`]: each such answer
+/// halves it, until it is within ±25 ms or the round trip). The lead is at
+/// most a second and half the interval, and a renewal only ever comes
+/// earlier: the fence gains, no request is added.
+fn next_renewal(lease: &BucketLease) -> Duration {
+    let every = lease.renew_interval();
+    let since = lease
+        .clock()
+        .mono()
+        .saturating_sub(lease.deadline().renewed_mono);
+    let due = every.saturating_sub(since);
+    let max = (every / 2).min(Duration::from_secs(1));
+    let lead = lease
+        .server_offset()
+        .map(|o| o.lead(lease.clock().as_ref(), due, max))
+        .unwrap_or_default();
+    due.saturating_sub(lead)
 }

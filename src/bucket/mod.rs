@@ -18,7 +18,7 @@
 //! # What the core guarantees
 //!
 //! For a lease of TTL `T` on a service that honours conditional writes (the
-//! probe says so, [`Exclusion::Conditional`]); README, "What the fence
+//! probe says so, [`Exclusion::Conditional`]); docs/bucket-leases.md, "What the fence
 //! guarantees, and where it stops", is the user's account of the same rules:
 //!
 //! - **One winner per write of the LEASE.** Every acquire, renewal and

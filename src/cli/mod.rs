@@ -1,6 +1,7 @@
-//! The command line (ARCHITECTURE.md: front ends): parsed with clap. Plain
-//! values only: this module imports no front end (the commands convert what
-//! they need, e.g. [`ThenArg`] into the takeover's `Then`).
+//! The command line (ARCHITECTURE.md: front ends): parsed with clap into the
+//! engine's own values where it has them (`--then` is the takeover's `Then`,
+//! `--record-format` the record's `RecordFormat`). This module imports no
+//! front end.
 
 mod parse;
 
@@ -11,6 +12,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::target::Target;
 
 /// leasectl: who writes here, is it safe, and how to move the lease without two writers.
 #[derive(Debug, Parser)]
@@ -39,6 +42,26 @@ pub struct Cli {
     /// the file's default_context.
     #[arg(short = 'c', long = "context", global = true, value_name = "NAME")]
     pub context: Option<String>,
+
+    /// Where the log goes.
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+/// The log: without these options stderr gets sentences only (warnings and
+/// errors, no timestamps); the log itself (every step, timestamped) goes to
+/// stderr with `-v` or `LEASECTL_LOG`, and to a file with `--log-file`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LogArgs {
+    /// The log on stderr instead of sentences: each step with its time (-v info, -vv debug,
+    /// -vvv trace; LEASECTL_LOG sets the filter too).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// Append the log (each step with its time, at info or as -v and LEASECTL_LOG say) to
+    /// this file, created private (0600); stderr keeps its sentences.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
 }
 
 /// The commands on which the global options (`-c` and the S3 ones: every
@@ -92,8 +115,8 @@ pub fn command() -> clap::Command {
 #[derive(Debug, Args, Clone)]
 pub struct ConsoleArgs {
     /// Prefixes to watch: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
 
     /// Watch mode: the stores are opened read-only; no write request can be built.
     #[arg(long)]
@@ -115,12 +138,12 @@ pub struct ConsoleArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s): rows on screen first, then fresh leases at their expiry, rows never
     /// read, the others round robin; the status bar says how old the oldest reading is.
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
 
     /// US dollars per 1,000 GET requests, for the console's cost estimate in the status bar
     /// (AWS S3 Standard in us-east-1: 0.0004; a LIST is counted at 12.5 times that, as on AWS).
-    #[arg(long, default_value_t = DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
+    #[arg(long, default_value_t = crate::tui::app::DEFAULT_GET_PRICE, value_parser = parse_price, value_name = "USD")]
     pub get_price: f64,
 
     /// Monitoring output options (`-o`, `--watch`).
@@ -140,9 +163,14 @@ pub struct ConsoleArgs {
     /// fields: no generation is written or handed out). Also the context's record_format.
     #[arg(long, default_value = "leasectl", value_parser = parse_record_format, value_name = "FORMAT")]
     pub record_format: crate::bucket::RecordFormat,
+
+    /// The console's takeovers: the TTL of the leases they write. No flag sets it: the
+    /// context's `ttl` when one applies (`setup::prepare`), else `None` (30 s).
+    #[arg(skip)]
+    pub ttl: Option<Duration>,
 }
 
-/// `-o FORMAT` and `--watch` (README: Monitoring).
+/// `-o FORMAT` and `--watch` (docs/output.md).
 #[derive(Debug, Args, Clone)]
 pub struct OutputArgs {
     /// Print one snapshot on stdout in this format and exit (exit codes as --json); without
@@ -177,8 +205,8 @@ pub struct OutputArgs {
 #[derive(Debug, Args, Clone)]
 pub struct CheckArgs {
     /// Prefixes to check: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
     /// Discovery depth under each TARGET.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub depth: u32,
@@ -210,8 +238,8 @@ pub struct CheckArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ServeArgs {
     /// Prefixes to export: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub targets: Vec<Target>,
     /// Address to listen on (port 0: any free port, printed on stderr).
     #[arg(long, default_value = "127.0.0.1:9899", value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
@@ -224,7 +252,7 @@ pub struct ServeArgs {
     /// At most this many requests per minute to the stores once every LEASE has been read
     /// (N, N/min or N/s), the most pressing first (fresh leases at their expiry, rows never
     /// read, the others round robin).
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
+    #[arg(long, default_value_t = crate::snapshot::DEFAULT_MAX_REQUESTS, value_parser = parse_rate, value_name = "N/min")]
     pub max_requests: u32,
     /// The local audit log to read (never written) to name takeovers and hand-overs in the
     /// holder history, as the console does. Default: the platform data directory, e.g.
@@ -252,6 +280,12 @@ pub struct PodArgs {
     /// Do not scan processes at all (bucket leases only).
     #[arg(long, conflicts_with_all = ["data_dirs", "pod_root"])]
     pub no_pod: bool,
+
+    /// The node view: every pod of this host, grouped by the pod its processes' cgroups name,
+    /// each judged alone, with a tally (run in the host's PID namespace, as root with
+    /// CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH, to see every pod).
+    #[arg(long, conflicts_with_all = ["data_dirs", "pod_root", "no_pod"])]
+    pub node: bool,
 }
 
 /// S3 connection options, shared by every command.
@@ -269,16 +303,18 @@ pub struct S3Args {
     /// Path-style addressing (needed by MinIO and most self-hosted services).
     #[arg(long, global = true)]
     pub path_style: bool,
-    /// Deadline of each request (e.g. 10s).
+    /// Deadline of each request (e.g. 10s); a listing may last 30 of them. For `check`, also
+    /// the whole check's: UNKNOWN when it passes.
     #[arg(long, global = true, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     pub timeout: Duration,
     /// Requests in flight at once per TARGET while gathering (listings and LEASE reads,
-    /// 1 to 1024). More helps on a far-away service; a service that answers 503 SlowDown
-    /// gets fewer at once automatically.
+    /// 1 to 1024), and `timeline`'s reads of versions. More helps on a far-away service; a
+    /// service that answers 503 SlowDown gets fewer at once automatically (`timeline` sends
+    /// each slowed-down read again after a back-off).
     #[arg(
         long,
         global = true,
-        default_value_t = DEFAULT_CONCURRENCY,
+        default_value_t = crate::snapshot::DEFAULT_CONCURRENCY,
         value_parser = clap::value_parser!(u16).range(1..=1024),
         value_name = "N"
     )]
@@ -321,8 +357,8 @@ pub enum TimelineFormat {
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
     /// The prefixes whose lease history to rebuild (s3://bucket/prefix/ or file:///dir/).
-    #[arg(required = true, value_name = "PREFIX_URL")]
-    pub prefix_urls: Vec<String>,
+    #[arg(required = true, value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_urls: Vec<Target>,
     /// Only the last DURATION before --to (e.g. 24h, 90m).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
     pub since: Option<std::time::Duration>,
@@ -338,8 +374,14 @@ pub struct TimelineArgs {
     /// A `--watch` NDJSON recording to read (repeatable): the history of a store without versions.
     #[arg(long = "recording", value_name = "FILE")]
     pub recordings: Vec<PathBuf>,
-    /// Read every version's body instead of bisecting between tenures.
+    /// Read bodies only where the tenure may change, by bisection: far fewer
+    /// GETs, but the versions between two reads of one tenure are inferred, not
+    /// read (a holder writing in between is not seen), so the run exits 1 (by
+    /// default every version is read).
     #[arg(long)]
+    pub bisect: bool,
+    /// Read every version's body: the default now (kept for scripts).
+    #[arg(long, hide = true, conflicts_with = "bisect")]
     pub all_versions: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
@@ -357,31 +399,6 @@ fn parse_time(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
             )
         })
 }
-
-/// `--then WHAT` of `takeover`, as parsed (the command turns it into the
-/// takeover's own `Then`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ThenArg {
-    /// `release`: free the prefix at once.
-    Release,
-    /// `hold`: renew until Ctrl-C, then release.
-    Hold,
-    /// `handover:INSTANCE_ID`: name the successor that will adopt it.
-    Handover(String),
-}
-
-/// The default of `--concurrency` (the snapshot's default, checked by a test
-/// in `commands`).
-pub const DEFAULT_CONCURRENCY: u16 = 128;
-
-/// The default of `--max-requests`, requests per minute (the snapshot's
-/// default, checked by a test in `commands`).
-pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
-
-/// The default of `--get-price`: US dollars per 1,000 GET requests (AWS S3
-/// Standard in us-east-1; the console's default, checked by a test in
-/// `commands`).
-pub const DEFAULT_GET_PRICE: f64 = 0.0004;
 
 /// `on` or `off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -419,11 +436,12 @@ pub enum Command {
     Audit(AuditListArgs),
     /// Who held each prefix when: tenures, gaps and overlaps from versions and audit logs.
     ///
-    /// Reads the versions of {PREFIX_URL}LEASE on a versioned bucket (bodies only where
-    /// the holder may change, by bisection; every one with --all-versions), the audit
-    /// logs and the recordings given. Exit 0 nothing wrong found; 3 an overlap (two
-    /// holders could both write) or a generation that went back; 1 a source could not
-    /// be read completely (or no source holds this lease's history); 2 usage.
+    /// Reads every version of {PREFIX_URL}LEASE on a versioned bucket, in the service's
+    /// order (with --bisect, bodies only where the holder may change: the others are
+    /// inferred, not read), the audit logs and the recordings given. Exit 0 nothing wrong
+    /// found; 3 an overlap (two holders could both write) or a generation that went back;
+    /// 1 a source could not be read completely (a version inferred by --bisect among them),
+    /// or no source holds this lease's history; 2 usage.
     Timeline(TimelineArgs),
     /// Bucket lease commands.
     Bucket {
@@ -523,8 +541,8 @@ pub enum WriterCommand {
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "TARGET")]
-    pub target: String,
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub target: Target,
     /// Print the findings as one JSON document (each step, the ETag form, how a lease is released).
     #[arg(long)]
     pub json: bool,
@@ -540,8 +558,8 @@ pub struct ProbeArgs {
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {
     /// The prefix: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "PREFIX_URL")]
-    pub prefix_url: String,
+    #[arg(value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_url: Target,
     /// Why (required; recorded in the audit log).
     #[arg(long)]
     pub reason: String,
@@ -551,7 +569,7 @@ pub struct TakeoverArgs {
     /// After taking it: release (free the prefix), hold (renew until Ctrl-C, then
     /// release) or handover:INSTANCE_ID (name the successor that will adopt it).
     #[arg(long, default_value = "release", value_parser = parse_then, value_name = "WHAT")]
-    pub then: ThenArg,
+    pub then: crate::takeover::Then,
     /// Allow taking over a fresh lease (a live holder!). Still asks for the prefix.
     #[arg(long)]
     pub force: bool,
@@ -632,8 +650,8 @@ pub struct PodScanArgs {
 #[derive(Debug, Args)]
 pub struct HoldArgs {
     /// The prefix: s3://bucket/path/ or file:///dir/.
-    #[arg(value_name = "PREFIX_URL")]
-    pub prefix_url: String,
+    #[arg(value_name = "PREFIX_URL", value_parser = parse_target)]
+    pub prefix_url: Target,
     /// Lease TTL (whole seconds, 3s to 1h).
     #[arg(long, default_value = "30s", value_parser = parse_ttl, value_name = "DURATION")]
     pub ttl: Duration,

@@ -1,11 +1,15 @@
-//! The value parsers of the command line that know its own types (`--then`,
-//! `--conditional` from the environment, `--crit-state`); the plain value
+//! The value parsers of the command line: those of its own types
+//! (`--conditional` from the environment, `--crit-state`) and those clap
+//! calls for the engine's values (TARGETs, `--then`, `--record-format`,
+//! `--containment`, each the type's own `FromStr`); the plain value
 //! parsers live in [`crate::values`] (shared with `target` and `config`) and
 //! the TTL rule in [`crate::bucket::parse_ttl`], both re-exported here for clap.
 
-use super::{OnOff, ThenArg};
+use super::OnOff;
 pub use crate::bucket::parse_ttl;
 use crate::bucket::LeaseState;
+use crate::takeover::Then;
+use crate::target::{Target, TargetError};
 pub use crate::values::*;
 
 /// The environment variable that chooses the exclusion mode, like
@@ -38,30 +42,24 @@ pub fn conditional_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<On
     }
 }
 
-/// Parses `--then`: `release`, `hold` or `handover:INSTANCE_ID` (an id
-/// without blanks or control characters, at most 256 bytes).
+/// Parses `--then`: `release`, `hold` or `handover:INSTANCE_ID` (the
+/// takeover's own [`Then`], as [`parse_record_format`] parses the record's
+/// own format).
 ///
 /// # Errors
 /// A sentence naming the accepted forms.
-pub fn parse_then(s: &str) -> Result<ThenArg, String> {
-    match s {
-        "release" => Ok(ThenArg::Release),
-        "hold" => Ok(ThenArg::Hold),
-        _ => match s.strip_prefix("handover:") {
-            // An id a successor can be started with: no blank, no control character.
-            Some(id)
-                if !id.is_empty()
-                    && !id.chars().any(|c| c.is_control() || c.is_whitespace())
-                    && id.len() <= 256 =>
-            {
-                Ok(ThenArg::Handover(id.to_owned()))
-            }
-            _ => Err(
-                "expected release, hold or handover:INSTANCE_ID (an id without blanks or control characters)"
-                    .into(),
-            ),
-        },
-    }
+pub fn parse_then(s: &str) -> Result<Then, String> {
+    s.parse()
+}
+
+/// Parses a TARGET (`s3://bucket/path/` or `file:///dir/`), once, as clap
+/// reads the command line; `setup::parse` says a [`TargetError`] as
+/// leasectl's own usage error.
+///
+/// # Errors
+/// The [`TargetError`] of a URL that is not a TARGET.
+pub fn parse_target(s: &str) -> Result<Target, TargetError> {
+    s.parse()
 }
 
 /// Parses `--crit-state`: a comma-separated list of stale, suspect,

@@ -2,11 +2,11 @@
 
 use crate::cli::AuditListArgs;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::text::sanitize;
 
 /// `leasectl audit [--json]`: the log at `--audit-log` (or the default path).
-pub fn run(a: &AuditListArgs, _ctx: &Context) -> Exit {
+pub fn run(a: &AuditListArgs, _shared: &Shared) -> Exit {
     let path = match &a.audit_log {
         Some(p) => p.clone(),
         None => match crate::audit::AuditLog::default_path() {

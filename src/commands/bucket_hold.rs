@@ -6,25 +6,22 @@ use crate::cli::HoldArgs;
 use crate::clock::SystemClock;
 use crate::exit::Exit;
 use crate::hold::{hold, HoldOptions};
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// `leasectl bucket hold PREFIX_URL -- CMD`: each request's deadline is at
 /// most a third of the TTL.
-pub async fn run(a: &HoldArgs, ctx: &Context) -> Exit {
-    let target = match crate::setup::target_or_usage(&a.prefix_url) {
-        Ok(t) => t,
-        Err(exit) => return exit,
-    };
-    let connector = ctx.connector_with_timeout(ctx.s3.timeout.min(a.ttl / 3));
-    crate::setup::announce("bucket hold", &connector, &target).await;
-    let store = match connector.open(&target).await {
+pub async fn run(a: &HoldArgs, shared: &Shared) -> Exit {
+    let target = &a.prefix_url;
+    let connector = shared.connector_with_timeout(shared.s3.timeout.min(a.ttl / 3));
+    crate::setup::announce("bucket hold", &connector, target).await;
+    let store = match connector.open(target).await {
         Ok(s) => s,
         Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
     let config = LeaseConfig {
         ttl_s: a.ttl.as_secs(),
-        exclusion: ctx.exclusion(),
-        record_format: ctx.applied.record_format_or(a.record_format),
+        exclusion: shared.exclusion(),
+        record_format: a.record_format,
     };
     if config.record_format == crate::bucket::RecordFormat::Seed {
         tracing::info!(

@@ -2,10 +2,10 @@
 
 use crate::cli::CompletionsArgs;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// Prints the completion script for the shell asked.
-pub fn run(a: &CompletionsArgs, _ctx: &Context) -> Exit {
+pub fn run(a: &CompletionsArgs, _shared: &Shared) -> Exit {
     let mut cmd = crate::cli::command();
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "leasectl", &mut out);

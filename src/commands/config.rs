@@ -3,15 +3,15 @@
 
 use crate::cli::ConfigCommand;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// `leasectl config path|view`: the exit status.
-pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
+pub fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
     let usage = Exit::Usage;
     let path = match crate::config::path() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("leasectl: {e}");
+            crate::exit::say(&e);
             return usage;
         }
     };
@@ -25,7 +25,7 @@ pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
                 Ok(_) => eprintln!("leasectl: the config file exists"),
                 Err(_) => eprintln!(
                     "leasectl: the config file does not exist yet; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
+                     [contexts.NAME] table (see docs/targets.md, \"Contexts\")"
                 ),
             }
             Exit::Ok
@@ -39,15 +39,15 @@ pub fn run(what: ConfigCommand, _ctx: &Context) -> Exit {
                 }
             }
             Ok(None) => {
-                eprintln!(
-                    "leasectl: there is no config file at {shown}; create it with a \
-                     [contexts.NAME] table (see the README, Monitoring: contexts)"
-                );
+                crate::exit::say(format!(
+                    "there is no config file at {shown}; create it with a \
+                     [contexts.NAME] table (see docs/targets.md, \"Contexts\")"
+                ));
                 usage
             }
             Err(e) => {
                 // Its parts from the file are escaped already.
-                eprintln!("leasectl: {e}");
+                crate::exit::say(e);
                 usage
             }
         },

@@ -6,10 +6,10 @@ use color_eyre::eyre::WrapErr;
 use crate::cli::DemoArgs;
 use crate::demo::DemoOptions;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// The demo, or (`--watchdog`, internal) the demo's watchdog process.
-pub fn run(a: &DemoArgs, ctx: &Context) -> Exit {
+pub fn run(a: &DemoArgs, shared: &Shared) -> Exit {
     if a.watchdog {
         return crate::demo::watchdog();
     }
@@ -25,7 +25,8 @@ pub fn run(a: &DemoArgs, ctx: &Context) -> Exit {
             die_after: a.die_after,
             leasectl,
         };
-        match crate::demo::console::run(opts, ctx.terminal.stdin && ctx.terminal.stdout).await {
+        match crate::demo::console::run(opts, shared.terminal.stdin && shared.terminal.stdout).await
+        {
             Ok(exit) => exit,
             Err(e) => crate::setup::fail(&e),
         }

@@ -1,13 +1,13 @@
 //! `leasectl man`: the man page (roff) on stdout.
 
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// Prints the whole man page.
-pub fn run(_ctx: &Context) -> Exit {
+pub fn run(_shared: &Shared) -> Exit {
     let mut out = Vec::new();
     if let Err(e) = render_man(crate::cli::command(), &mut out) {
-        eprintln!("leasectl: could not render the man page: {e}");
+        crate::exit::say(format!("could not render the man page: {e}"));
         return Exit::Failed;
     }
     match crate::stdout::print(String::from_utf8_lossy(&out).trim_end()) {
@@ -74,7 +74,8 @@ pub const ENVIRONMENT: &[(&[&str], &str)] = &[
     ),
     (
         &["LEASECTL_LOG"],
-        "The log filter (e.g. `debug`, `warn`): of stderr, or of the console's log file.",
+        "The log's filter (e.g. `debug`, `warn`). Set, stderr gets the log (as with `-v`) \
+         instead of sentences; it also filters `--log-file` and the console's log file.",
     ),
     (
         &[crate::cli::CONDITIONAL_ENV],

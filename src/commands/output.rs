@@ -1,6 +1,6 @@
 //! The console's outputs that are not the console: `--json` (the snapshot
 //! document), `-o table|ndjson|prometheus`, `--watch`, and the table for a
-//! stdout that is not a terminal (README: Monitoring).
+//! stdout that is not a terminal (docs/output.md).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use crate::cli::{ConsoleArgs, OutputFormat};
 use crate::exit::Exit;
 use crate::monitor::{prometheus, stream, table};
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::snapshot::{AuditSource, Recipe};
 use crate::snapshot::{Gatherer, OpenTarget};
 use crate::store::Counters;
@@ -29,31 +29,34 @@ enum Output {
 ///
 /// # Errors
 /// [`Exit::Usage`] for `--watch` with `-o` other than ndjson.
-fn output_of(args: &ConsoleArgs, ctx: &Context) -> Result<Option<Output>, Exit> {
+fn output_of(args: &ConsoleArgs, shared: &Shared) -> Result<Option<Output>, Exit> {
     let o = &args.output;
     Ok(match (o.format, o.watch) {
         (None | Some(OutputFormat::Ndjson), Some(_)) => Some(Output::Watch),
         (Some(f), Some(_)) => {
-            eprintln!(
-                "leasectl: --watch streams NDJSON; it cannot be combined with -o {}",
+            crate::exit::say(format!(
+                "--watch streams NDJSON; it cannot be combined with -o {}",
                 f.to_possible_value()
                     .map(|v| v.get_name().to_owned())
                     .unwrap_or_default()
-            );
+            ));
             return Err(Exit::Usage);
         }
         (Some(OutputFormat::Json), None) => Some(Output::Json),
         (Some(f), None) => Some(Output::Once(f)),
         (None, None) if args.json => Some(Output::Json),
-        (None, None) if ctx.terminal.stdout => None,
+        (None, None) if shared.terminal.stdout => None,
         (None, None) => Some(Output::Once(OutputFormat::Table)),
     })
 }
 
 /// Whether `args` asks for an output on stdout rather than the console
 /// (`--json`, `-o`, `--watch`, or a stdout that is not a terminal).
-pub fn wanted(args: &ConsoleArgs, ctx: &Context) -> bool {
-    args.json || args.output.format.is_some() || args.output.watch.is_some() || !ctx.terminal.stdout
+pub fn wanted(args: &ConsoleArgs, shared: &Shared) -> bool {
+    args.json
+        || args.output.format.is_some()
+        || args.output.watch.is_some()
+        || !shared.terminal.stdout
 }
 
 /// Writes the output `args` asks for, of the `open` targets. `None`: the
@@ -62,23 +65,19 @@ pub async fn run(
     args: &ConsoleArgs,
     open: Vec<OpenTarget>,
     counters: Arc<Counters>,
-    ctx: &Context,
+    shared: &Shared,
 ) -> Option<Exit> {
-    let output = match output_of(args, ctx) {
+    let output = match output_of(args, shared) {
         Ok(o) => o?,
         Err(exit) => return Some(exit),
     };
-    let opts = ctx.gather_at(args.depth);
-    let extras = crate::setup::recipe(&args.pod, ctx);
+    let opts = shared.gather_at(args.depth);
+    let extras = crate::setup::recipe(&args.pod, shared);
     let clock = crate::clock::SystemClock::shared();
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
     let audit_requested = args.audit.audit_log.is_some();
-    let audit_path = args
-        .audit
-        .audit_log
-        .clone()
-        .or_else(|| crate::audit::AuditLog::default_path().ok());
+    let audit_path = crate::setup::audit_path(args.audit.audit_log.as_deref());
     let audit = (audit_path, audit_requested);
     let source = AuditSource {
         path: audit.0.clone(),
@@ -133,6 +132,8 @@ pub async fn run(
             let mut m = prometheus::Metrics::one_shot();
             m.update(&snap, &counters, extras.scans_pod(), &[]);
             let exit = snap.exit_code();
+            // The exposition carries no reasons: they are said on stderr.
+            say_problems(&snap);
             drop(snap);
             let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             return Some(match m.write_text_format(out) {
@@ -140,16 +141,14 @@ pub async fn run(
                 Err(e) => {
                     let e = crate::stdout::WriteError::from(e);
                     if let crate::stdout::WriteError::Failed(e) = &e {
-                        eprintln!("leasectl: could not write to stdout: {e}");
+                        crate::exit::say(format!("could not write to stdout: {e}"));
                     }
                     e.exit()
                 }
             });
         }
         OutputFormat::Table => {
-            for p in table::problems(&snap) {
-                eprintln!("leasectl: {p}");
-            }
+            say_problems(&snap);
             table::render(&snap)
         }
         OutputFormat::Ndjson => unreachable!("-o ndjson is streamed"),
@@ -159,6 +158,18 @@ pub async fn run(
         Ok(()) => snap.exit_code(),
         Err(exit) => exit,
     })
+}
+
+/// Says on stderr, a line each, why `snap`'s exit code is not 0: what
+/// could not be read, the pod's verdicts and notes, the leases that need
+/// attention (`-o table`, `-o prometheus`).
+fn say_problems(snap: &crate::snapshot::Snapshot) {
+    for p in table::problems(snap) {
+        crate::exit::say(&p);
+    }
+    if let Some(why) = snap.attention_reason(false) {
+        crate::exit::say(why);
+    }
 }
 
 /// `-o ndjson`: each row's line written as soon as it is judged, no row
@@ -191,6 +202,21 @@ async fn ndjson(
     })
     .await;
     let exit = stream::streamed_summary(&rest, &tally, recipe.scans_pod(), &mut write);
+    // The error lines are in the stream; the reasons are said on stderr too.
+    if exit != Exit::Ok {
+        for p in table::problems(&rest) {
+            crate::exit::say(&p);
+        }
+        if tally.age_unknown > 0 {
+            crate::exit::say(format!(
+                "{} lease(s) could not be judged: this host's clock is too far from the service's to tell their age",
+                tally.age_unknown
+            ));
+        }
+        if let Some(why) = crate::snapshot::attention_sentence(tally.noted, &tally.named, &[]) {
+            crate::exit::say(why);
+        }
+    }
     out.finish(exit)
 }
 
@@ -206,30 +232,33 @@ async fn json(
     crate::snapshot::look_deeper(&open, &mut snap, opts.depth).await;
     recipe.complete(&mut snap).await;
     if let Some(e) = &snap.pod_error {
-        eprintln!("leasectl: {}", crate::text::sanitize(e));
+        crate::exit::say(crate::text::sanitize(e));
     }
     for t in &snap.targets {
         if let Some(e) = &t.error {
-            eprintln!(
-                "leasectl: could not gather {}: {}",
+            crate::exit::say(format!(
+                "could not gather {}: {}",
                 t.url,
                 crate::text::sanitize_message(e)
-            );
+            ));
         }
         for e in &t.errors {
-            eprintln!(
-                "leasectl: could not read {}: {}",
+            crate::exit::say(format!(
+                "could not read {}: {}",
                 crate::text::sanitize(&t.prefix_url(&e.prefix)),
                 crate::text::sanitize_message(&e.error)
-            );
+            ));
         }
         if let Some(note) = t.deeper_note() {
-            eprintln!("leasectl: {note}");
+            crate::exit::say(&note);
         }
     }
     // Any exit that is not 0 says why, on stderr, in a line each.
     for why in snap.unsaid_reasons() {
-        eprintln!("leasectl: {why}");
+        crate::exit::say(&why);
+    }
+    if let Some(why) = snap.attention_reason(true) {
+        crate::exit::say(why);
     }
     // Written as it is serialised: the text of 10,000 rows is 7 MB.
     match crate::stdout::print_document_with(|w| crate::text::write_json_pretty(w, &snap)) {

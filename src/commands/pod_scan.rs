@@ -2,10 +2,10 @@
 
 use crate::cli::PodScanArgs;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 
 /// Scans the pod and prints its section; exit 3 when a verdict fires.
-pub fn run(a: &PodScanArgs, _ctx: &Context) -> Exit {
+pub fn run(a: &PodScanArgs, _shared: &Shared) -> Exit {
     let snap = match crate::writer::scan::scan(&crate::setup::scan_options(&a.pod, &a.proc_root)) {
         Ok(s) => s,
         Err(e) => return crate::setup::fail(&e.into()),

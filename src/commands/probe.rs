@@ -5,17 +5,14 @@ use crate::bucket::probe::{probe_scratch, PreconditionReport};
 use crate::bucket::race::{RaceReport, PROBE_ROUNDS};
 use crate::cli::ProbeArgs;
 use crate::exit::Exit;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::store::{ObjectStore, StoreError};
 use crate::text::sanitize;
 
 /// `leasectl probe TARGET`: exit 0 conditional, 3 not, 1 failed, 2 usage.
-pub async fn run(a: &ProbeArgs, ctx: &Context) -> Exit {
-    let target = match crate::setup::target_or_usage(&a.target) {
-        Ok(t) => t,
-        Err(exit) => return exit,
-    };
-    let store = match ctx.connector.open(&target).await {
+pub async fn run(a: &ProbeArgs, shared: &Shared) -> Exit {
+    let target = &a.target;
+    let store = match shared.connector.open(target).await {
         Ok(s) => s,
         Err(e) => return crate::setup::fail(&color_eyre::eyre::eyre!("{target}: {e}")),
     };
@@ -74,7 +71,8 @@ pub async fn probe(
 /// ignored or refused one request at a time) the race probe
 /// ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n` concurrent
 /// requests per primitive). Several winners of the eighth step's creates, or
-/// two in a round of the race: verdict `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP), it removes its
+/// two in a round of the race: verdict `not_atomic`, exit 3. Interrupted
+/// (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
 /// scratch keys and returns 128 + the signal.
 pub async fn probe_race(
     store: &dyn ObjectStore,
@@ -109,6 +107,11 @@ pub async fn probe_race(
         (r, _) => (r, Ok(None)),
     };
     let (verdict, code, text, error) = verdict_of(&result, &raced, &key);
+    // The verdict is the report's last line (or its `verdict`); when it is
+    // not 0, stderr says it too.
+    if code != Exit::Ok {
+        crate::exit::say(format!("probe of {}: {text}", store.describe()));
+    }
     if json {
         let info = store.endpoint_info();
         let doc = ProbeJson {
@@ -265,13 +268,13 @@ async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) ->
         }
     }
     if left.is_empty() {
-        eprintln!("leasectl: probe interrupted; its scratch keys were removed");
+        crate::exit::say("probe interrupted; its scratch keys were removed");
     } else {
-        eprintln!(
-            "leasectl: probe interrupted; could not remove {} (a later probe removes \
+        crate::exit::say(format!(
+            "probe interrupted; could not remove {} (a later probe removes \
              scratch keys older than 10 minutes)",
             left.join(", ")
-        );
+        ));
     }
     Exit::killed_by(sig)
 }
@@ -292,20 +295,13 @@ fn print_race(r: &RaceReport, out: &mut impl std::io::Write) {
     }
 }
 
-/// Resolves with the number of the first SIGINT, SIGTERM or SIGHUP.
+/// Resolves with the number of the first signal whose default action would
+/// end the probe and that it can catch (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …:
+/// [`crate::supervise::signals`]).
 async fn interrupted() -> i32 {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => libc::SIGINT,
-        _ = term.recv() => libc::SIGTERM,
-        _ = hup.recv() => libc::SIGHUP,
+    match crate::supervise::Signals::new().recv().await {
+        Some(sig) => sig,
+        None => std::future::pending().await,
     }
 }
 

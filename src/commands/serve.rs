@@ -6,46 +6,32 @@ use std::time::Duration;
 use crate::cli::ServeArgs;
 use crate::exit::Exit;
 use crate::monitor::serve;
-use crate::setup::Context;
+use crate::setup::Shared;
 use crate::snapshot::Gatherer;
 use crate::store::Counters;
 
 /// Serves `/metrics` and `/healthz` until SIGTERM or SIGINT.
-pub async fn run(args: &ServeArgs, ctx: &Context) -> Exit {
-    let targets = match crate::setup::parse_targets(&ctx.applied.targets_or(&args.targets)) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("leasectl: {e}");
-            return Exit::Usage;
-        }
-    };
-    if targets.is_empty() && args.pod.no_pod {
-        eprintln!("leasectl: serve with no TARGET and --no-pod has nothing to export");
+pub async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
+    if args.targets.is_empty() && args.pod.no_pod {
+        crate::exit::say("serve with no TARGET and --no-pod has nothing to export");
         return Exit::Usage;
     }
     let refresh = args.refresh.max(Duration::from_secs(1));
     let counters = Arc::new(Counters::default());
-    let open = crate::setup::open_targets(&ctx.connector, &targets, &counters, false).await;
+    let open = crate::setup::open_targets(&shared.connector, &args.targets, &counters, false).await;
     let relist = crate::setup::relist_every(refresh);
     serve::serve(
-        Gatherer::new(
-            open.read,
-            ctx.gather_at(ctx.applied.depth.unwrap_or(args.depth)),
-            relist,
-        )
-        .schedule(refresh)
-        .budget(args.max_requests),
+        Gatherer::new(open.read, shared.gather_at(args.depth), relist)
+            .schedule(refresh)
+            .budget(args.max_requests),
         crate::clock::SystemClock::shared(),
-        crate::setup::recipe(&args.pod, ctx),
+        crate::setup::recipe(&args.pod, shared),
         counters,
         serve::ServeOptions {
             listen: args.listen,
             refresh,
-            request_timeout: ctx.gather.request_timeout,
-            audit_path: args
-                .audit_log
-                .clone()
-                .or_else(|| crate::audit::AuditLog::default_path().ok()),
+            request_timeout: shared.gather.request_timeout,
+            audit_path: crate::setup::audit_path(args.audit_log.as_deref()),
         },
     )
     .await

@@ -5,20 +5,13 @@ use chrono::Utc;
 
 use crate::cli::{TimelineArgs, TimelineFormat};
 use crate::exit::Exit;
-use crate::setup::Context;
-use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
-use crate::timeline::read::{audit_entries, Progress};
+use crate::setup::Shared;
+use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
+use crate::timeline::read::{audit_entries, Progress, Reading};
 use crate::timeline::render::{Report, SCHEMA_VERSION};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
-pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
-    let mut targets = Vec::new();
-    for url in &a.prefix_urls {
-        match crate::setup::target_or_usage(url) {
-            Ok(t) => targets.push(t),
-            Err(exit) => return exit,
-        }
-    }
+pub async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
     let now = Utc::now();
     let to = a.to.unwrap_or(now);
     let from = a.from.or_else(|| {
@@ -27,9 +20,7 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
             .map(|d| to - d)
     });
     if from.is_some_and(|f| f >= to) {
-        eprintln!(
-            "leasectl: the window is empty: --from (or --to minus --since) is not before --to"
-        );
+        crate::exit::say("the window is empty: --from (or --to minus --since) is not before --to");
         return Exit::Usage;
     }
     // The audit logs: those given, else this host's if it exists.
@@ -48,22 +39,30 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
         recordings: &a.recordings,
         entries: &entries,
         audit_problems: &audit_problems,
-        all_versions: a.all_versions,
+        reading: Reading {
+            bisect: a.bisect,
+            concurrency: shared.gather.concurrency,
+            timeout: shared.gather.request_timeout,
+        },
         progress: Some(&tell),
     };
-    for target in &targets {
-        let store = ctx.connector.open(target).await.map_err(|e| e.to_string());
+    for target in &a.prefix_urls {
+        let store = shared
+            .connector
+            .open(target)
+            .await
+            .map_err(|e| e.to_string());
         let store = store
             .as_ref()
             .map(|s| s.as_ref() as &dyn crate::store::ObjectRead);
-        let source = Source {
+        let subject = Subject {
             url: target.to_string(),
             bucket: target.bucket(),
             prefix: target.prefix(),
         };
         report
             .prefixes
-            .push(prefix_timeline(store.map_err(String::clone), &source, &window, &inputs).await);
+            .push(prefix_timeline(store.map_err(String::clone), &subject, &window, &inputs).await);
     }
     bar.finish_and_clear();
     let mut out = crate::stdout::Checked::new(std::io::stdout().lock());
@@ -85,14 +84,23 @@ pub async fn run(a: &TimelineArgs, ctx: &Context) -> Exit {
                 let _ = std::io::Write::write_all(&mut out, svg.as_bytes());
             }
             Err(e) => {
-                eprintln!("leasectl: the picture could not be drawn: {e}");
+                crate::exit::say(format!("the picture could not be drawn: {e}"));
                 return Exit::Failed;
             }
         },
     }
     for p in &report.prefixes {
         for s in &p.problems {
-            eprintln!("leasectl: {}: {s}", p.url);
+            crate::exit::say(format!("{}: {s}", p.url));
+        }
+        let d = &p.derived;
+        if !d.overlaps.is_empty() || !d.generations_back.is_empty() {
+            crate::exit::say(format!(
+                "{}: {} overlap(s) (two holders could both write) and {} generation(s) not advanced or gone back",
+                p.url,
+                d.overlaps.len(),
+                d.generations_back.len()
+            ));
         }
     }
     out.finish(report.exit())

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::SystemClock;
 use crate::exit::Exit;
 use crate::snapshot::GatherOptions;
 use crate::store::{ObjectStore, ReadOnly};
+use crate::tui::app::Settings;
 
 use super::{Demo, DemoDir, DemoOptions, DEMO_REFRESH, DEMO_TTL_S};
 
@@ -21,14 +22,14 @@ pub async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> 
     let dir = match DemoDir::create(opts.dir.as_deref()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("leasectl: {e}");
+            crate::exit::say(&e);
             return Ok(Exit::Usage);
         }
     };
     if !terminal {
         dir.remove_if_temporary();
-        eprintln!(
-            "leasectl: demo runs the console and needs a terminal (stdin and stdout); \
+        crate::exit::say(
+            "demo runs the console and needs a terminal (stdin and stdout); \
              for a JSON snapshot of a running demo, start it with --dir DIR and run leasectl --json file:///DIR/"
         );
         return Ok(Exit::Usage);
@@ -44,16 +45,7 @@ pub async fn run(opts: DemoOptions, terminal: bool) -> color_eyre::Result<Exit> 
 
 /// The console on the running demo, in operations mode.
 async fn console(demo: &Demo) -> color_eyre::Result<()> {
-    let clock: SharedClock = SystemClock::shared();
-    let mut app = crate::tui::app::App::new(
-        vec![demo.dir().target().to_string()],
-        false,
-        DEMO_REFRESH,
-        clock.wall(),
-    );
-    app.settings.ttl_s = DEMO_TTL_S;
     let audit_path = demo.dir().audit_log();
-    app.settings.audit_path = Some(audit_path.display().to_string());
     let counters = Arc::new(crate::store::Counters::default());
     let counted: Arc<dyn ObjectStore> = Arc::new(crate::store::Counting::new(
         demo.writable_store(),
@@ -61,32 +53,23 @@ async fn console(demo: &Demo) -> color_eyre::Result<()> {
     ));
     let mut open = demo.open_target();
     open.store = Arc::new(ReadOnly::new(counted.clone()));
-    let ops = crate::tui::ops::Ops {
-        targets: vec![crate::tui::ops::OpsTarget {
-            url: open.target.to_string(),
-            endpoint: "local".into(),
-            bucket: None,
-            store: counted,
-            root: String::new(),
-        }],
-        audit: crate::audit::AuditLog::open(&audit_path)?,
-        exclusion: crate::bucket::Exclusion::Conditional,
+    let settings = Settings {
         ttl_s: DEMO_TTL_S,
-        record_format: crate::bucket::RecordFormat::default(),
-        clock: clock.clone(),
+        relist_every: 5,
+        audit_path: Some(audit_path.clone()),
+        ..Settings::new(vec![open.target.clone()], false, DEMO_REFRESH)
     };
     crate::tui::start(crate::tui::Parts {
-        app,
-        clock,
-        refresh: DEMO_REFRESH,
+        settings,
+        clock: SystemClock::shared(),
         open: vec![open],
         opts: GatherOptions::default(),
-        relist: 5,
-        max_requests: crate::snapshot::DEFAULT_MAX_REQUESTS,
         pod: demo.pod_scans(),
         counters,
-        audit_path: Some(audit_path),
-        ops: Some(ops),
+        writes: Some(crate::tui::Writes {
+            stores: vec![counted],
+            audit: crate::audit::AuditLog::open(&audit_path)?,
+        }),
     })
     .await
 }

@@ -1,5 +1,5 @@
 //! `leasectl demo`: the console on a local store, with live holders on the real
-//! engine and a real demo pod — no cloud account needed (README: "The demo tour"; ARCHITECTURE.md).
+//! engine and a real demo pod — no cloud account needed (README.md, "The demo tour"; ARCHITECTURE.md).
 //!
 //! Layout of the demo directory (a fresh temporary directory unless `--dir`):
 //!

@@ -37,6 +37,7 @@ impl DemoPod {
             proc_root: PathBuf::from("/proc"),
             data_dirs: vec![self.data_dir.clone()],
             pod_root: Some(self.pid()),
+            node: false,
         }
     }
 

@@ -105,8 +105,14 @@ pub async fn hold(
             return exit;
         }
     };
-    arm_fence(&keep, pipe.into_writer(), target.clone(), grace, clock);
-    supervise_until_exit(child, target, keep, &key, grace).await
+    arm_fence(
+        &keep,
+        pipe.into_writer(),
+        target.clone(),
+        grace,
+        clock.clone(),
+    );
+    supervise_until_exit(child, target, keep, &key, grace, clock).await
 }
 
 /// The containment for `mode`, decided before anything is acquired:
@@ -195,18 +201,23 @@ fn arm_fence(
     });
 }
 
-/// Waits for the command, forwarding signals to it, and says when the fence
-/// closes; then kills its leftovers and releases the lease. Returns the
-/// command's exit code, or 5 when the fence closed before it exited.
+/// Waits for the command, passing signals on to it ([`supervise::signals`]),
+/// and says when the fence closes; then kills its leftovers and releases the
+/// lease. A signal that ends the hold (leasectl's own CPU-time or file-size
+/// limit) stops the command as the fence's close does (SIGTERM, SIGKILL after
+/// `grace`). Returns the command's exit code, 5 when the fence closed before
+/// it exited, or 128 + the signal that ended the hold.
 async fn supervise_until_exit(
     mut child: tokio::process::Child,
     target: Option<supervise::ChildHandle>,
     keep: KeepAlive,
     key: &str,
     grace: Duration,
+    clock: SharedClock,
 ) -> Exit {
     let mut signals = supervise::Signals::new();
     let mut fenced = false;
+    let mut ended: Option<i32> = None;
     loop {
         tokio::select! {
             status = child.wait() => {
@@ -215,7 +226,11 @@ async fn supervise_until_exit(
                 // Whether the fence closed before CMD exited decides the exit code.
                 fenced |= keep.closed_reason().is_some();
                 finish(keep).await;
-                break if fenced { Exit::Fenced } else { code };
+                break match ended {
+                    _ if fenced => Exit::Fenced,
+                    Some(sig) => Exit::killed_by(sig),
+                    None => code,
+                };
             }
             _ = keep.closed(), if !fenced => {
                 fenced = true;
@@ -225,9 +240,20 @@ async fn supervise_until_exit(
                     let _ = child.start_kill();
                 }
             }
-            sig = signals.recv() => {
-                if let (Some(t), Some(sig)) = (&target, sig) {
-                    t.signal(sig);
+            Some(sig) = signals.recv() => {
+                if !supervise::signals::ends_hold(sig) {
+                    if let Some(t) = &target {
+                        t.signal(sig);
+                    }
+                } else if ended.is_none() {
+                    ended = Some(sig);
+                    tracing::error!(key = %key, "{} received (leasectl's own {} limit): ending the hold: stopping the command (SIGTERM, then SIGKILL within {}), then releasing the lease", supervise::signal_name(sig), if sig == libc::SIGXCPU { "CPU-time" } else { "file-size" }, crate::text::format_secs(grace.as_secs_f64()));
+                    match &target {
+                        Some(t) => term_then_kill(t.clone(), clock.mono() + grace, clock.clone()),
+                        None => {
+                            let _ = child.start_kill();
+                        }
+                    }
                 }
             }
         }
@@ -378,6 +404,13 @@ fn stop_command(
         tracing::error!("the fence closed late (this process was paused or the host suspended): SIGKILL at once ({n} processes)");
         return;
     }
+    term_then_kill(target, kill_at, clock);
+}
+
+/// SIGTERM to the command now, SIGKILL to all of it at `kill_at` (boot-time
+/// clock) unless it has exited, from a thread of its own (at once when no
+/// thread can be started).
+fn term_then_kill(target: supervise::ChildHandle, kill_at: Duration, clock: SharedClock) {
     target.signal(libc::SIGTERM);
     let fallback = target.clone();
     let run = move || {
@@ -425,7 +458,9 @@ pub async fn finish(keep: KeepAlive) {
 /// Logs how a lease's release went (a warning unless released as ours).
 pub fn log_release(report: ReleaseReport) {
     match report {
-        r @ ReleaseReport::Released(Released::NotOurs(_)) => tracing::warn!("lease {r}"),
+        r @ ReleaseReport::Released(Released::NotOurs(_) | Released::LeftToExpire { .. }) => {
+            tracing::warn!("lease {r}")
+        }
         r @ ReleaseReport::Released(_) => tracing::info!("lease {r}"),
         r => tracing::warn!("lease {r}"),
     }

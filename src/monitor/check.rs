@@ -290,10 +290,16 @@ impl Tally {
             }
         }
         for v in &snap.pod.verdicts {
+            // The node view names the pod each verdict is about.
+            let pod = v
+                .pod
+                .as_deref()
+                .map(|p| format!(" in {}", plugin_text(p)))
+                .unwrap_or_default();
             self.details.push((
                 Status::Critical,
                 format!(
-                    "CRITICAL pod verdict {}: {}",
+                    "CRITICAL pod verdict {}{pod}: {}",
                     v.kind.as_str(),
                     plugin_text(&v.message)
                 ),
@@ -427,6 +433,9 @@ fn summary(snap: &Snapshot, tally: &Tally) -> String {
     if !snap.pod.verdicts.is_empty() {
         let _ = write!(summary, ", {} pod verdict(s)", snap.pod.verdicts.len());
     }
+    if let Some(node) = &snap.pod.node {
+        let _ = write!(summary, ", node: {}", node.summary.line());
+    }
     if !empty.is_empty() {
         let _ = write!(summary, ", nothing found under {}", empty.join(", "));
     }
@@ -455,6 +464,12 @@ fn perfdata(snap: &Snapshot, tally: &Tally, t: &Thresholds) -> String {
     }
     if let Some(x) = tally.min_expires {
         let _ = write!(perf, " expires_in={}s", num(x));
+    }
+    if let Some(node) = &snap.pod.node {
+        let _ = write!(perf, " pods={};;;0", node.summary.pods);
+        for s in crate::writer::scan::PodState::ALL {
+            let _ = write!(perf, " pods_{}={};;;0", s.as_str(), node.summary.count(s));
+        }
     }
     perf
 }

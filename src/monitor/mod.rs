@@ -10,6 +10,7 @@
 pub mod check;
 pub mod family;
 mod lease_rows;
+mod node_metrics;
 pub mod prometheus;
 pub mod serve;
 pub mod stream;

@@ -30,6 +30,8 @@ use crate::writer::scan::VerdictKind;
 use super::family::SortedFamily;
 use super::lease_rows::{self, Gap, Row, Rows, G};
 pub use super::lease_rows::{HowLabels, PrefixLabels, StateLabels, STATES};
+use super::node_metrics::NodeFamilies;
+pub use super::node_metrics::{NodePodLabels, NodeVerdictLabels, PodStateLabels};
 pub use super::text_format::to_text_format;
 use super::text_format::TextFormatWriter;
 
@@ -73,10 +75,11 @@ pub struct VerdictLabels {
     pub kind: String,
 }
 
-const VERDICTS: [VerdictKind; 10] = [
+const VERDICTS: [VerdictKind; 11] = [
     VerdictKind::InvalidEnable,
     VerdictKind::ArmedHoldsNothing,
     VerdictKind::SiblingsRacing,
+    VerdictKind::PodRootsRacing,
     VerdictKind::HolderNotTake,
     VerdictKind::StrayStamp,
     VerdictKind::Waiting,
@@ -103,6 +106,8 @@ pub struct Metrics {
     gather_errors: SortedFamily<TargetLabels, Counter>,
     verdicts: SortedFamily<VerdictLabels, Gauge>,
     pod_scan_ok: Gauge,
+    /// The node view's families, once a node snapshot came.
+    node: Option<NodeFamilies>,
     audit_log_ok: SortedFamily<AuditLogLabels, Gauge>,
     requests: Counter,
     request_errors: Counter,
@@ -176,6 +181,7 @@ impl Metrics {
             gather_errors: SortedFamily::default(),
             verdicts: SortedFamily::default(),
             pod_scan_ok: Gauge::default(),
+            node: None,
             audit_log_ok: SortedFamily::default(),
             requests: Counter::default(),
             request_errors: Counter::default(),
@@ -424,6 +430,23 @@ impl Metrics {
                     .set(n as i64);
             }
         }
+        self.update_node(snap, pod_scanned);
+    }
+
+    /// The node view's families ([`NodeFamilies`]): registered with the
+    /// first node snapshot, emptied when a scan fails (what was not read is
+    /// not exported as healthy).
+    fn update_node(&mut self, snap: &Snapshot, pod_scanned: bool) {
+        let Some(view) = snap.pod.node.as_ref().filter(|_| pod_scanned) else {
+            if let Some(n) = &self.node {
+                n.clear();
+            }
+            return;
+        };
+        let registry = &mut self.registry;
+        self.node
+            .get_or_insert_with(|| NodeFamilies::registered(registry))
+            .update(view, &snap.pod.verdicts);
     }
 
     /// The exposition as it is now, to be written later

@@ -233,7 +233,7 @@ pub async fn serve(
     let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("leasectl: could not listen on {}: {e}", opts.listen);
+            crate::exit::say(format!("could not listen on {}: {e}", opts.listen));
             return crate::exit::Exit::Failed;
         }
     };
@@ -296,7 +296,7 @@ pub async fn serve(
     let gathering = match gathering {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("leasectl: could not start the gathering thread: {e}");
+            crate::exit::say(format!("could not start the gathering thread: {e}"));
             return crate::exit::Exit::Failed;
         }
     };

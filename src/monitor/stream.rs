@@ -489,7 +489,7 @@ pub async fn watch(
         signal(SignalKind::interrupt()),
         signal(SignalKind::hangup()),
     ) else {
-        eprintln!("leasectl: could not install the signal handlers for --watch");
+        crate::exit::say("could not install the signal handlers for --watch");
         return Exit::Failed;
     };
     let mut watcher = Watcher::default();

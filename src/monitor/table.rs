@@ -176,9 +176,17 @@ pub fn problems(snap: &Snapshot) -> Vec<String> {
             out.push(format!("pod: {}", s(n)));
         }
     }
+    if let Some(node) = &snap.pod.node {
+        out.push(format!("node: {}", node.summary.line()));
+    }
     for v in &snap.pod.verdicts {
+        let pod = v
+            .pod
+            .as_deref()
+            .map(|p| format!(" in {}", s(p)))
+            .unwrap_or_default();
         out.push(format!(
-            "pod verdict {}: {}",
+            "pod verdict {}{pod}: {}",
             v.kind.as_str(),
             s(&v.message)
         ));

@@ -1,6 +1,7 @@
 //! The set-up every command shares, built once before it runs: the parsed command
-//! line with its checks ([`parse`], [`prepare`]), the [`Context`]
-//! (connector, gathering options, exclusion, terminal facts), the logging
+//! line with its checks and the config file's context applied
+//! ([`parse`], [`prepare`]), the [`Shared`] set-up (connector, gathering
+//! options, exclusion, terminal facts), the logging
 //! set-up, the runtime ([`block_on`]) and the plumbing the commands share
 //! (TARGETs, opening stores, the audit log). The one dispatch over the
 //! commands is `crate::commands::run`; here, a command is known by the name
@@ -8,19 +9,19 @@
 //! the exclusion mode from the environment, where logs go), and only the
 //! command line's shared groups are read.
 
-mod context;
 mod logging;
 mod prepare;
+mod shared;
 
 use std::future::Future;
 use std::time::Duration;
 
-pub use context::{
-    announce, nothing_to_report, open_audit, open_targets, parse_targets, recipe, relist_every,
-    scan_options, target_or_usage, Context, Opened, Terminal,
-};
 pub use logging::{init_console_logging, init_logging, install_error_hook};
 pub use prepare::{parse, prepare};
+pub use shared::{
+    announce, audit_path, nothing_to_report, open_audit, open_targets, recipe, relist_every,
+    scan_options, Opened, Shared, Terminal,
+};
 
 use crate::exit::Exit;
 
@@ -28,10 +29,7 @@ use crate::exit::Exit;
 /// or values that came from outside) and returns [`Exit::Failed`].
 pub fn fail(e: &color_eyre::eyre::Report) -> Exit {
     let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    eprintln!(
-        "leasectl: {}",
-        crate::text::sanitize_message(&chain.join(": "))
-    );
+    crate::exit::say(crate::text::sanitize_message(&chain.join(": ")));
     Exit::Failed
 }
 
@@ -46,10 +44,10 @@ pub fn block_on(command: impl Future<Output = Exit>) -> Exit {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!(
-                "leasectl: starting the async runtime: {}",
+            crate::exit::say(format!(
+                "starting the async runtime: {}",
                 crate::text::sanitize(&e.to_string())
-            );
+            ));
             return Exit::Failed;
         }
     };

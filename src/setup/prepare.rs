@@ -3,14 +3,16 @@
 
 use clap::{ArgMatches, FromArgMatches};
 
-use super::Context;
-use crate::cli::Cli;
-use crate::config::{Applied, ConfigError};
+use super::Shared;
+use crate::cli::{BucketCommand, Cli, Command};
+use crate::config::ConfigError;
 use crate::exit::{CheckStatus, Exit};
+use crate::target::TargetError;
 
 /// Parses argv. Help and version are printed (exit 0), as clap prints them;
 /// a usage error of `check` (a monitoring plugin) is UNKNOWN (3), with its
-/// plugin line on stdout; any other usage error is clap's (2).
+/// plugin line on stdout; any other usage error is clap's (2), but for a
+/// TARGET that is not one, said as leasectl says it ([`bad_target`]).
 ///
 /// # Errors
 /// The [`Exit`] when the command does not run: help, version, usage.
@@ -20,22 +22,41 @@ pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
     let parsed = command
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
-    match parsed {
-        Ok(c) => Ok(c),
-        Err(e) if e.use_stderr() && parsed_command().as_deref() == Some("check") => {
-            let _ = e.print();
-            Err(plugin_unknown("usage error (see stderr)"))
-        }
-        // Help and version (on stdout, 0), or clap's usage error (2).
-        Err(e) => {
-            let _ = e.print();
-            Err(if e.use_stderr() {
-                Exit::Usage
-            } else {
-                Exit::Ok
-            })
-        }
+    let e = match parsed {
+        Ok(c) => return Ok(c),
+        Err(e) => e,
+    };
+    if let Some(t) = target_error(&e) {
+        return Err(bad_target(t));
     }
+    let _ = e.print();
+    if e.use_stderr() && parsed_command().as_deref() == Some("check") {
+        return Err(plugin_unknown("usage error (see stderr)"));
+    }
+    if e.use_stderr() {
+        crate::exit::mark_said();
+    }
+    // Help and version (on stdout, 0), or clap's usage error (2).
+    Err(if e.use_stderr() {
+        Exit::Usage
+    } else {
+        Exit::Ok
+    })
+}
+
+/// The TARGET that clap could not parse, when that is `e`'s cause.
+fn target_error(e: &clap::Error) -> Option<&TargetError> {
+    std::error::Error::source(e)?.downcast_ref::<TargetError>()
+}
+
+/// A TARGET that is not one: `leasectl: bad TARGET …` on stderr, a usage
+/// error (2); for `check`, its plugin line on stdout alone, UNKNOWN (3).
+fn bad_target(e: &TargetError) -> Exit {
+    if parsed_command().as_deref() == Some("check") {
+        return plugin_unknown(&crate::text::sanitize(&e.to_string()));
+    }
+    crate::exit::say(e);
+    Exit::Usage
 }
 
 /// Tells `target` every subcommand's name (hidden ones included), for the
@@ -62,7 +83,7 @@ fn parsed_command() -> Option<String> {
 /// A usage error found after parsing: said on stderr; `check` also prints
 /// its plugin line and is UNKNOWN.
 fn usage(command: Option<&str>, why: &str) -> Exit {
-    eprintln!("leasectl: {why}");
+    crate::exit::say(why);
     if command == Some("check") {
         return plugin_unknown(&why.replace('|', "\\x7c"));
     }
@@ -80,11 +101,11 @@ fn plugin_unknown(why: &str) -> Exit {
 
 /// Completes and checks `cli` (the config file's context, the exclusion
 /// mode from the environment, `-o json`, endpoints, AWS variables,
-/// `--read-only`), sets up logging, and builds the [`Context`].
+/// `--read-only`), sets up logging, and builds the [`Shared`] set-up.
 ///
 /// # Errors
 /// The [`Exit`] of a usage error (said on stderr).
-pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
+pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Shared, Exit> {
     let command = matches.subcommand_name();
     // `bucket fence-check` only reads a descriptor it inherited: it neither
     // writes nor judges a lease.
@@ -94,7 +115,7 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
         == Some("fence-check");
     // The context (-c NAME, or the default one for a bare `leasectl`): flags win.
     // Its parts from the file are escaped already (ConfigError).
-    let applied = apply_context(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
+    apply_context(cli, matches).map_err(|e| usage(command, &e.to_string()))?;
     // MUSHROOMDB_BACKUP_LEASE_CONDITIONAL, for the commands that use it only
     // (`--conditional` wins): `writer exec` must start whatever it holds.
     let uses_conditional = !fence_check
@@ -121,19 +142,21 @@ pub fn prepare(cli: &mut Cli, matches: &ArgMatches) -> Result<Context, Exit> {
         _ => None,
     };
     if let (true, Some(cmd)) = (cli.console.read_only, writes) {
-        eprintln!("leasectl: --read-only cannot be combined with `{cmd}`, which writes");
+        crate::exit::say(format!(
+            "--read-only cannot be combined with `{cmd}`, which writes"
+        ));
         return Err(Exit::Usage);
     }
-    let ctx = Context::new(cli, applied);
-    set_up_logging(cli, command, &ctx);
-    Ok(ctx)
+    let shared = Shared::new(cli);
+    set_up_logging(cli, command, &shared);
+    Ok(shared)
 }
 
 /// The endpoint (`--endpoint-url`, or the SDK's variables when none is
 /// given: the same rules) and the AWS variables that end up in requests.
 fn check_environment(cli: &Cli) -> Result<(), Exit> {
     let refuse = |why: String| {
-        eprintln!("leasectl: {why}");
+        crate::exit::say(why);
         Exit::Usage
     };
     if let Some(e) = &cli.s3.endpoint_url {
@@ -157,36 +180,41 @@ fn check_environment(cli: &Cli) -> Result<(), Exit> {
 }
 
 /// The terminal belongs to the console: the console logs to a file (the demo
-/// to one in its directory); every other command logs to stderr.
-fn set_up_logging(cli: &Cli, command: Option<&str>, ctx: &Context) {
+/// to one in its directory); every other command says its warnings and
+/// errors on stderr as sentences, and logs there with `-v` (or to
+/// `--log-file`).
+fn set_up_logging(cli: &Cli, command: Option<&str>, shared: &Shared) {
     let c = &cli.console;
     match command {
         Some("demo") => {}
         None if !c.json
             && c.output.format.is_none()
             && c.output.watch.is_none()
-            && ctx.terminal.stdout =>
+            && shared.terminal.stdout =>
         {
-            super::init_console_logging()
+            super::init_console_logging(&cli.log)
         }
-        None | Some("check") => super::init_logging(true),
-        Some(other) => super::init_logging(c.json || other == "pod-scan"),
+        _ => super::init_logging(&cli.log),
     }
 }
 
 /// Applies the context selected by `cli.context` (or the default context
-/// for a bare `leasectl`) to `cli`'s S3 options, and returns what it sets for
-/// the command that runs ([`Applied`]). A value given on the command line
-/// (as `matches` records) wins over the context's.
+/// for a bare `leasectl`) to `cli`, once, for every command: its endpoint,
+/// region, profile and path style to the S3 options; its TARGETs (when none
+/// are given) to the console's, `check`'s and `serve`'s; its refresh to the
+/// console's; its depth to the console's, `check`'s and `serve`'s; its TTL to
+/// the console's takeovers and `takeover`'s; its record format to the
+/// console's, `takeover`'s and `bucket hold`'s. A value given on the command
+/// line (as `matches` records) wins over the context's.
 ///
 /// # Errors
 /// A context that does not exist, a config file that cannot be read or is
 /// invalid.
-fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<Applied, ConfigError> {
+fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<(), ConfigError> {
     use clap::parser::ValueSource;
     let bare = cli.command.is_none() && cli.console.targets.is_empty();
     let Some(ctx) = crate::config::select(cli.context.as_deref(), bare)? else {
-        return Ok(Applied::default());
+        return Ok(());
     };
     // The arguments of the command that runs (the top level for the console;
     // the leaf of a nested one such as `bucket hold`).
@@ -208,14 +236,55 @@ fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<Applied, C
         s3.profile = ctx.profile.clone();
     }
     s3.path_style |= ctx.path_style.unwrap_or(false);
-    Ok(Applied {
-        name: Some(ctx.name.clone()),
-        targets: ctx.targets.iter().map(|t| t.to_string()).collect(),
-        refresh: ctx.refresh.filter(|_| !given("refresh")),
-        depth: ctx.depth.filter(|_| !given("depth")),
-        ttl: ctx.ttl.filter(|_| !given("ttl")),
-        record_format: ctx.record_format.filter(|_| !given("record_format")),
-    })
+    // Each part the context sets, where the command has it and the command
+    // line did not give it.
+    let targets = |t: &mut Vec<crate::target::Target>| {
+        if t.is_empty() {
+            t.clone_from(&ctx.targets);
+        }
+    };
+    let depth = |d: &mut u32| {
+        if let Some(c) = ctx.depth.filter(|_| !given("depth")) {
+            *d = c;
+        }
+    };
+    let record_format = |f: &mut crate::bucket::RecordFormat| {
+        if let Some(c) = ctx.record_format.filter(|_| !given("record_format")) {
+            *f = c;
+        }
+    };
+    match &mut cli.command {
+        None => {
+            let c = &mut cli.console;
+            targets(&mut c.targets);
+            depth(&mut c.depth);
+            record_format(&mut c.record_format);
+            if let Some(r) = ctx.refresh.filter(|_| !given("refresh")) {
+                c.refresh = r;
+            }
+            // No flag sets the console's TTL.
+            c.ttl = ctx.ttl;
+        }
+        Some(Command::Check(a)) => {
+            targets(&mut a.targets);
+            depth(&mut a.depth);
+        }
+        Some(Command::Serve(a)) => {
+            targets(&mut a.targets);
+            depth(&mut a.depth);
+        }
+        Some(Command::Takeover(a)) => {
+            record_format(&mut a.record_format);
+            if let Some(t) = ctx.ttl.filter(|_| !given("ttl")) {
+                a.ttl = t;
+            }
+        }
+        Some(Command::Bucket {
+            command: BucketCommand::Hold(a),
+        }) => record_format(&mut a.record_format),
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,5 +20,5 @@ pub mod state;
 pub mod store;
 pub mod world;
 
-pub use state::{Outcome, Property, Variant, Violation};
+pub use state::{OffsetScore, Outcome, Property, Variant, Violation};
 pub use world::{run_seed, Options};

@@ -160,6 +160,49 @@ pub struct Outcome {
     /// Best-effort: for each holder that wrote after its record was
     /// replaced, how long (ms) from the replacement to its last such write.
     pub overlaps_ms: Vec<u64>,
+    /// Every holder's estimate of the service's clock, scored against the
+    /// truth each time the engine read it.
+    pub offset: OffsetScore,
+}
+
+/// The engine's estimates of the service's clock offset against the truth:
+/// one entry per reading (an offset check, a renewal's aim), in microseconds.
+#[derive(Debug, Clone, Default)]
+pub struct OffsetScore {
+    /// |estimate − true offset| of each reading.
+    pub error_us: Vec<u32>,
+    /// The half-width the estimate claimed (± its bound) at each reading.
+    pub bound_us: Vec<u32>,
+    /// Whether the reader held the lease (the keep-alive's checks and
+    /// aims) rather than contended for it or took it over.
+    pub holding: Vec<bool>,
+    /// Readings whose bound did not hold the true offset (none, if the
+    /// estimator is right).
+    pub outside: u64,
+}
+
+impl OffsetScore {
+    /// Scores one reading `o` of a holder whose true offset (service minus
+    /// its wall clock) is `truth_s` seconds; `holding`: it holds the lease.
+    pub fn score(&mut self, o: &crate::clock::ServerOffset, truth_s: f64, holding: bool) {
+        let err = (o.offset_s - truth_s).abs();
+        let us = |s: f64| (s * 1e6).round().min(u32::MAX as f64) as u32;
+        self.error_us.push(us(err));
+        self.bound_us.push(us(o.error_s));
+        self.holding.push(holding);
+        // A microsecond for the rounding of the clocks' readings.
+        if err > o.error_s + 1e-6 {
+            self.outside += 1;
+        }
+    }
+
+    /// Adds `other`'s readings to these.
+    pub fn merge(&mut self, other: OffsetScore) {
+        self.error_us.extend(other.error_us);
+        self.bound_us.extend(other.bound_us);
+        self.holding.extend(other.holding);
+        self.outside += other.outside;
+    }
 }
 
 /// A tenure: one holder's time with the lease, named by the record's

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use super::clock::{SimClock, TrueTime};
 use super::state::{tenure_of, Apply, Fault, Shared, Variant, World, KEY};
 use crate::bucket::LeaseRecord;
-use crate::clock::{Clock as _, ServerOffset};
+use crate::clock::{Clock as _, DateAnswer, OffsetEstimator, ServerOffset};
 use crate::store::{
     normalize_etag, Capabilities, GetOutput, Listing, ObjectRead, ObjectStore, PutCondition,
     StoreError,
@@ -23,9 +23,6 @@ use crate::store::{
 
 /// How long a client waits before it gives a request up.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// An answer's `Date`, and when its request was sent and it was received.
-type Answered = (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>);
 
 /// One holder's view of the simulated store.
 pub struct SimStore {
@@ -36,9 +33,10 @@ pub struct SimStore {
     clock: SimClock,
     /// The service's clock: true time (its `Date` headers).
     truth: TrueTime,
-    /// The latest answer: its `Date` (whole seconds of true time) and when
-    /// the request was sent and the answer received, by the holder's clock.
-    last_answer: Mutex<Option<Answered>>,
+    /// The service's clock as the holder's engine knows it: the
+    /// intersection of its answers' `Date` intervals (whole seconds of true
+    /// time), timed by the holder's clock, as the S3 store keeps it.
+    offset: Mutex<OffsetEstimator>,
 }
 
 impl SimStore {
@@ -51,18 +49,26 @@ impl SimStore {
             caps: Mutex::new(Capabilities::default()),
             clock,
             truth,
-            last_answer: Mutex::new(None),
+            offset: Mutex::new(OffsetEstimator::new()),
         })
     }
 
-    /// An answer arrived now for a request sent at `sent` (holder's clock):
-    /// its `Date` is the service's time, truncated to whole seconds as HTTP
-    /// dates are.
-    fn answered(&self, sent: DateTime<Utc>) {
+    /// An answer arrived now for a request sent at `sent` (holder's
+    /// boot-time clock): its `Date` is the service's time, truncated to
+    /// whole seconds as HTTP dates are.
+    fn answered(&self, sent: Duration) {
         let now = self.truth.wall();
         let date = DateTime::<Utc>::from_timestamp(now.timestamp(), 0).unwrap_or(now);
-        *self.last_answer.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((date, sent, self.clock.wall()));
+        let answer = DateAnswer {
+            date,
+            sent_mono: sent,
+            received_mono: self.clock.mono(),
+            received_wall: self.clock.wall(),
+        };
+        self.offset
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(answer);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -106,12 +112,26 @@ impl ObjectRead for SimStore {
         format!("{}#h{}", self.lock().name, self.holder)
     }
 
-    /// The service's clock against the holder's, from the latest answer's
-    /// `Date` as the S3 store estimates it ([`ServerOffset::from_answer`]),
-    /// timed by the holder's clock: the simulated host's system clock.
+    /// The service's clock against the holder's, from its answers' `Date`
+    /// intervals as the S3 store estimates it ([`OffsetEstimator`]), timed by
+    /// the holder's clock: the simulated host's system clock. Each reading
+    /// (the engine's offset checks) is scored against the truth
+    /// ([`super::state::OffsetScore`]).
     fn server_offset(&self) -> Option<ServerOffset> {
-        let (date, sent, received) = (*self.last_answer.lock().unwrap_or_else(|e| e.into_inner()))?;
-        Some(ServerOffset::from_answer(date, sent, received))
+        let (mono, wall) = (self.clock.mono(), self.clock.wall());
+        let o = self
+            .offset
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .estimate(mono, wall)?;
+        let truth = (self.truth.wall() - wall)
+            .num_microseconds()
+            .unwrap_or(i64::MAX) as f64
+            / 1e6;
+        let mut w = self.lock();
+        let holding = w.current_holder() == Some(self.holder);
+        w.outcome.offset.score(&o, truth, holding);
+        Some(o)
     }
 
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
@@ -147,6 +167,45 @@ impl ObjectRead for SimStore {
         }
         answer
     }
+
+    /// One page: the whole listing.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        _token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        self.list(prefix).await.map(|l| (l, None))
+    }
+
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        Err(crate::store::no_sample(&self.describe(), prefix))
+    }
+
+    /// Every answer carries a `Date` (see [`SimStore::answered`]).
+    fn server_clock_problem(&self) -> Option<String> {
+        None
+    }
+
+    fn has_clock(&self) -> bool {
+        true
+    }
+
+    fn endpoint_info(&self) -> crate::store::EndpointInfo {
+        crate::store::EndpointInfo::default()
+    }
+
+    fn unavailable(&self) -> Option<StoreError> {
+        None
+    }
+
+    /// The simulated store keeps one version of an object.
+    async fn list_versions(&self, key: &str) -> Result<crate::store::KeyVersions, StoreError> {
+        Err(crate::store::no_versions(&self.describe(), key))
+    }
+
+    async fn get_version(&self, key: &str, _version_id: &str) -> Result<GetOutput, StoreError> {
+        Err(crate::store::no_versions(&self.describe(), key))
+    }
 }
 
 impl SimStore {
@@ -156,7 +215,7 @@ impl SimStore {
         if_none_match: Option<&str>,
     ) -> Result<GetOutput, StoreError> {
         let (delay, fault) = self.draw(false);
-        let sent = self.clock.wall();
+        let sent = self.clock.mono();
         tokio::time::sleep(delay).await;
         if matches!(fault, Fault::Internal | Fault::SlowDown) {
             self.answered(sent);
@@ -176,6 +235,7 @@ impl SimStore {
             meta: o.meta(key),
             body: o.body.clone(),
             problem: None,
+            links: None,
         })
     }
 }
@@ -241,7 +301,7 @@ impl SimStore {
             }
             w.now_ms()
         };
-        let sent_at = self.clock.wall();
+        let sent_at = self.clock.mono();
         tokio::time::sleep(delay).await;
         if matches!(fault, Fault::Conflict | Fault::Internal | Fault::SlowDown) {
             self.answered(sent_at);
@@ -296,7 +356,7 @@ impl SimStore {
 
     async fn delete_running(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
         let (delay, fault) = self.draw(true);
-        let sent = self.clock.wall();
+        let sent = self.clock.mono();
         tokio::time::sleep(delay).await;
         if matches!(fault, Fault::Conflict | Fault::Internal | Fault::SlowDown) {
             self.answered(sent);

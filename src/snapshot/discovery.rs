@@ -14,7 +14,7 @@ use futures::stream::{self, StreamExt};
 use super::model::PrefixError;
 use super::options::{throttle_backoff, timed, GatherOptions, THROTTLE_RETRIES};
 use crate::bucket::{lease_key, read_lease, Observed};
-use crate::store::{ObjectRead, StoreError};
+use crate::store::{ListBound, ObjectRead, StoreError};
 
 fn is_internal(prefix: &str) -> bool {
     prefix
@@ -41,29 +41,48 @@ fn unlisted_errors(listing: &crate::store::Listing) -> Vec<PrefixError> {
 /// be discovered: one below the root whose listing failed (with what
 /// failed; nothing under it was read), and every entry a listing returned
 /// that cannot be named as a key ([`crate::store::Listing::unlisted`]).
+/// Each listing is bounded as one ([`ListBound`]); the discovery as a whole
+/// is one listing for [`ListBound`] too: at most [`crate::store::MAX_LIST_ENTRIES`]
+/// entries and [`crate::store::LIST_DEADLINES`] request deadlines.
 ///
-/// Errors: the root's own listing failed (the target as a whole is unknown).
+/// Errors: the root's own listing failed, or the discovery reached a bound
+/// (the target as a whole is unknown).
 pub async fn discover(
     store: &dyn ObjectRead,
     root: &str,
     opts: &GatherOptions,
 ) -> Result<(Vec<String>, Vec<PrefixError>), StoreError> {
+    let bound = ListBound::new(
+        format!(
+            "the discovery under \"{}\" ({} levels deep)",
+            crate::text::sanitize(root),
+            opts.depth
+        ),
+        opts.request_timeout,
+    );
+    bound.page(discover_levels(store, root, opts, &bound)).await
+}
+
+/// [`discover`]'s levels, counting the entries listed against `bound`.
+async fn discover_levels(
+    store: &dyn ObjectRead,
+    root: &str,
+    opts: &GatherOptions,
+    bound: &ListBound,
+) -> Result<(Vec<String>, Vec<PrefixError>), StoreError> {
     let mut errors: Vec<PrefixError> = Vec::new();
     let mut shown: Vec<String> = Vec::new();
     let mut frontier = vec![root.to_owned()];
+    let mut entries = 0usize;
     for level in 0..opts.depth {
-        let lists: Vec<(String, Result<crate::store::Listing, StoreError>)> =
-            stream::iter(frontier.iter().cloned())
-                .map(|p| async move {
-                    let what = format!("listing {} under {p:?}", store.describe());
-                    let r = timed(opts.request_timeout, &what, store.list(&p)).await;
-                    (p, r)
-                })
-                .buffer_unordered(opts.concurrency.max(1))
-                .collect()
-                .await;
+        let mut lists = stream::iter(std::mem::take(&mut frontier))
+            .map(|p| async move {
+                let r = list_whole(store, &p, opts).await;
+                (p, r)
+            })
+            .buffer_unordered(opts.concurrency.max(1));
         let mut next = Vec::new();
-        for (p, r) in lists {
+        while let Some((p, r)) = lists.next().await {
             let listing = match r {
                 Ok(l) => l,
                 Err(e) if level > 0 => {
@@ -78,6 +97,8 @@ pub async fn discover(
                 }
                 Err(e) => return Err(e),
             };
+            entries += listing.prefixes.len() + listing.objects.len() + listing.unlisted.len();
+            bound.count(entries)?;
             errors.extend(unlisted_errors(&listing));
             let children: Vec<String> = listing
                 .prefixes
@@ -107,6 +128,64 @@ pub async fn discover(
     shown.dedup();
     errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
     Ok((shown, errors))
+}
+
+/// Every page of the listing of `prefix`, each under its request deadline
+/// ([`list_page`]), the whole bounded as one listing ([`ListBound`]).
+///
+/// Errors: a page's; the listing incomplete (a bound reached).
+async fn list_whole(
+    store: &dyn ObjectRead,
+    prefix: &str,
+    opts: &GatherOptions,
+) -> Result<crate::store::Listing, StoreError> {
+    let mut bound = ListBound::under(prefix, opts.request_timeout);
+    let mut out = crate::store::Listing::default();
+    let mut token = None;
+    loop {
+        let (page, next) = bound.page(list_page(store, prefix, token, opts)).await?;
+        let entries = page.prefixes.len() + page.objects.len() + page.unlisted.len();
+        out.prefixes.extend(page.prefixes);
+        out.objects.extend(page.objects);
+        out.unlisted.extend(page.unlisted);
+        match next {
+            Some(t) => {
+                bound.follow(entries, &t)?;
+                token = Some(t);
+            }
+            None => break,
+        }
+    }
+    out.prefixes.sort();
+    out.prefixes.dedup();
+    Ok(out)
+}
+
+/// One page of the listing of `prefix` from `token` under the request
+/// deadline; a throttled page is asked again after a back-off.
+async fn list_page(
+    store: &dyn ObjectRead,
+    prefix: &str,
+    token: Option<String>,
+    opts: &GatherOptions,
+) -> Result<(crate::store::Listing, Option<String>), StoreError> {
+    let what = format!("listing {} under {prefix:?}", store.describe());
+    let mut tries = 0;
+    loop {
+        match timed(
+            opts.request_timeout,
+            &what,
+            store.list_page(prefix, token.clone()),
+        )
+        .await
+        {
+            Err(e) if e.is_throttle() && tries < THROTTLE_RETRIES => {
+                tokio::time::sleep(throttle_backoff(tries)).await;
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Reads the LEASE of `prefix` ([`read_lease`]).
@@ -139,26 +218,12 @@ pub(super) async fn discover_paged(
     let mut errors = Vec::new();
     let mut all = Vec::new();
     let mut token: Option<String> = None;
-    let mut pages = 0usize;
-    let mut trail = crate::store::TokenTrail::default();
+    let mut bound = ListBound::under(root, opts.request_timeout);
     loop {
-        let what = format!("listing {} under {root:?}", store.describe());
-        let mut tries = 0;
-        let (page, next) = loop {
-            match timed(
-                opts.request_timeout,
-                &what,
-                store.list_page(root, token.clone()),
-            )
-            .await
-            {
-                Err(e) if e.is_throttle() && tries < THROTTLE_RETRIES => {
-                    tokio::time::sleep(throttle_backoff(tries)).await;
-                    tries += 1;
-                }
-                r => break r?,
-            }
-        };
+        let (page, next) = bound
+            .page(list_page(store, root, token.clone(), opts))
+            .await?;
+        let entries = page.prefixes.len() + page.objects.len() + page.unlisted.len();
         errors.extend(unlisted_errors(&page));
         let children: Vec<String> = page
             .prefixes
@@ -171,20 +236,9 @@ pub(super) async fn discover_paged(
         } else {
             found(children);
         }
-        pages += 1;
         match next {
-            // A listing that never ends (a hostile service) stops at a
-            // million prefixes' worth of pages: an error, not a cut.
-            Some(_) if pages >= MAX_LIST_PAGES => {
-                return Err(StoreError::Invalid(format!(
-                    "the listing under \"{}\" was stopped after {MAX_LIST_PAGES} pages \
-                     (about a million entries) and is incomplete; give a TARGET deeper in the \
-                     bucket",
-                    crate::text::sanitize(root)
-                )))
-            }
             Some(t) => {
-                trail.check(&t, root)?;
+                bound.follow(entries, &t)?;
                 token = Some(t)
             }
             None => break,
@@ -195,6 +249,3 @@ pub(super) async fn discover_paged(
     errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
     Ok((all, errors))
 }
-
-/// The most pages one listing of a TARGET follows (1,000 entries each).
-const MAX_LIST_PAGES: usize = 1000;

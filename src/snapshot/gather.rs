@@ -26,10 +26,13 @@ use crate::writer::scan::PodSnapshot;
 /// request on a loaded two-core machine: 6,000 a minute would cost ~3 %).
 pub const DEFAULT_MAX_REQUESTS: u32 = 1200;
 
-/// How far (seconds) a service's clock offset must move since the last
-/// snapshot, beyond the two estimates' errors (half the round trip each),
-/// to make a new one: the `Date` header's resolution.
-const OFFSET_NEWS_S: f64 = 1.0;
+/// How far (seconds) either bound of a service's clock offset (the offset ±
+/// its error) must move since the last snapshot to make a new one, every row
+/// judged again by the reader-clock rule. The estimate is the intersection
+/// of the answers' `Date` intervals ([`crate::clock::offset`]): its bounds
+/// move as it narrows (a few times as answers at new phases come in), by the
+/// drift bound's widening (microseconds a second), and at a clock step.
+const OFFSET_NEWS_S: f64 = 0.05;
 
 /// One progress report of a gather that is still running: the rows read so
 /// far, for a console to show while the rest arrives.
@@ -195,11 +198,6 @@ impl Gatherer {
         self.focus.clone()
     }
 
-    /// How many refreshes pass between two listings.
-    pub fn relist_every(&self) -> u32 {
-        self.relist_every
-    }
-
     /// One snapshot of every target, judged at one instant.
     pub async fn gather(&mut self, clock: &SharedClock) -> Snapshot {
         self.gather_with_progress(clock, None).await
@@ -348,10 +346,11 @@ impl Gatherer {
     }
 
     /// Each service's clock offset and its error now, and whether that is
-    /// news since the last snapshot. Each answer's `Date` (whole seconds)
-    /// gives a new estimate, which wanders within a second (plus its error)
-    /// of the true offset: only a move of more than that is news (at 0.1 s,
-    /// nearly every refresh on S3 rebuilt every row).
+    /// news since the last snapshot: a bound (offset ± error) moved by more
+    /// than [`OFFSET_NEWS_S`], which can change the reader-clock rule's
+    /// verdict on a row (an estimate of one answer per refresh wandered
+    /// within a second, and rebuilt every row nearly every refresh; the
+    /// intersection's bounds only move as it narrows).
     fn offsets_now(&self, clock: &SharedClock) -> (Vec<Option<(f64, f64)>>, bool) {
         let offsets: Vec<Option<(f64, f64)>> = self
             .targets
@@ -367,7 +366,10 @@ impl Gatherer {
                 .iter()
                 .zip(&self.offsets)
                 .any(|(a, b)| match (a, b) {
-                    (Some((a, ea)), Some((b, eb))) => (a - b).abs() > OFFSET_NEWS_S + ea + eb,
+                    (Some((a, ea)), Some((b, eb))) => {
+                        ((a - ea) - (b - eb)).abs() > OFFSET_NEWS_S
+                            || ((a + ea) - (b + eb)).abs() > OFFSET_NEWS_S
+                    }
                     (a, b) => a.is_some() != b.is_some(),
                 });
         (offsets, moved)

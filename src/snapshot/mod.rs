@@ -36,8 +36,8 @@ pub use delta::{Delta, RowUpdate, TargetDelta};
 pub use discovery::{discover, observe};
 pub use gather::{gather, Gatherer, Progress, ProgressSink, Refresh, DEFAULT_MAX_REQUESTS};
 pub use model::{
-    DeeperLeases, ExclusionReport, PrefixError, PrefixReport, ReaderClock, Snapshot, TargetReport,
-    SCHEMA_VERSION,
+    attention_item, attention_sentence, DeeperLeases, ExclusionReport, PrefixError, PrefixReport,
+    ReaderClock, Snapshot, TargetReport, ATTENTION_NAMED, SCHEMA_VERSION,
 };
 pub use options::{GatherOptions, DEFAULT_CONCURRENCY};
 pub use recipe::{AuditSource, PodScanFailure, Recipe};

@@ -10,7 +10,7 @@ use crate::exit::Exit;
 use crate::writer::scan::PodSnapshot;
 
 /// The `--json` schema version. Minor versions only add fields.
-pub const SCHEMA_VERSION: &str = "1.5";
+pub const SCHEMA_VERSION: &str = "1.6";
 
 /// How strongly the lease excludes a second writer on the prefix's service,
 /// as far as this reader knows.
@@ -189,7 +189,9 @@ impl PrefixReport {
     fn check_reader_clock(&mut self, offset_s: f64, error_s: f64) {
         let Some(r) = &self.record else { return };
         let limit = crate::bucket::fence::clock_offset_limit_s(r.ttl_s);
-        if self.state == LeaseState::Stale && offset_s.abs() - error_s > limit {
+        if self.state == LeaseState::Stale
+            && crate::bucket::fence::certainly_beyond_limit(offset_s, error_s, r.ttl_s)
+        {
             self.age_unknown = true;
             self.problem = Some(format!(
                 "looks stale, but this host's clock is {} {} the storage service's (limit {} for a {} s TTL): \
@@ -335,7 +337,7 @@ impl Snapshot {
     /// all there is), its scan failed, or it was found among the processes
     /// that could be read (a lease participant, a lease variable, a lock
     /// file). Otherwise processes that could not be inspected are only named
-    /// in the pod's notes (README: exit codes).
+    /// in the pod's notes (docs/exit-codes.md).
     pub fn pod_in_question(&self) -> bool {
         self.targets.is_empty()
             || self.pod_error.is_some()
@@ -414,6 +416,35 @@ impl Snapshot {
             ));
         }
         out
+    }
+
+    /// Why [`Snapshot::exit_code`] is 3, in one sentence, when something
+    /// needs attention: the leases that do (the first five named with their
+    /// state, the rest counted) and the pod's verdicts by kind. `None` when
+    /// nothing does (a target whose leases lie deeper says so in its own
+    /// note, [`TargetReport::deeper_note`]). Without `verdicts`, the leases
+    /// alone (for an output that names each verdict on a line of its own).
+    pub fn attention_reason(&self, verdicts: bool) -> Option<String> {
+        let mut named = Vec::new();
+        let mut count = 0;
+        for t in &self.targets {
+            for p in t
+                .prefixes
+                .iter()
+                .filter(|p| p.state.needs_attention() || p.problem.is_some())
+            {
+                count += 1;
+                if named.len() < ATTENTION_NAMED {
+                    named.push(attention_item(&t.prefix_url(&p.prefix), p));
+                }
+            }
+        }
+        let kinds: Vec<&str> = if verdicts {
+            self.pod.verdicts.iter().map(|v| v.kind.as_str()).collect()
+        } else {
+            Vec::new()
+        };
+        attention_sentence(count, &named, &kinds)
     }
 
     /// Judges again at `now` only the rows `rows` names (target index, row
@@ -506,4 +537,45 @@ fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S
         Some(t) => ser_ts(t, s),
         None => s.serialize_none(),
     }
+}
+
+/// How many leases [`attention_sentence`] names; the rest are counted.
+pub const ATTENTION_NAMED: usize = 5;
+
+/// A lease that needs attention as [`attention_sentence`] names it: its URL
+/// and state (escaped), or its problem when its state is fine.
+pub fn attention_item(url: &str, p: &PrefixReport) -> String {
+    let url = crate::text::sanitize(url);
+    if p.state.needs_attention() {
+        format!("{url} {}", p.state.as_str())
+    } else {
+        format!("{url} has a problem noted")
+    }
+}
+
+/// Why an output exits 3, in one sentence: `count` leases need attention
+/// (`named`: the first of them, from [`attention_item`]), and the pod's
+/// verdicts by kind. `None` when there is neither.
+pub fn attention_sentence(count: usize, named: &[String], verdicts: &[&str]) -> Option<String> {
+    let mut parts = Vec::new();
+    if count > 0 {
+        let more = count.saturating_sub(named.len());
+        parts.push(format!(
+            "{count} lease(s) need attention: {}{}",
+            named.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if !verdicts.is_empty() {
+        parts.push(format!(
+            "the pod has {} verdict(s): {}",
+            verdicts.len(),
+            verdicts.join(", ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }

@@ -15,7 +15,7 @@ use crate::store::StoreError;
 pub const DEFAULT_CONCURRENCY: u16 = 128;
 
 /// `f`, failed with [`StoreError::Timeout`] (naming `what`) after `d`.
-pub(super) async fn timed<T>(
+pub(crate) async fn timed<T>(
     d: Duration,
     what: &str,
     f: impl std::future::Future<Output = Result<T, StoreError>>,
@@ -27,11 +27,11 @@ pub(super) async fn timed<T>(
 
 /// Tries to slow down: how many times a throttled request is sent again
 /// within one gather before it is reported as an error.
-pub(super) const THROTTLE_RETRIES: u32 = 6;
+pub(crate) const THROTTLE_RETRIES: u32 = 6;
 
 /// Back-off before the `n`-th retry of a throttled request: 100 ms doubling,
 /// at most 5 s, with full jitter (AWS's advice for `SlowDown`).
-pub(super) fn throttle_backoff(n: u32) -> Duration {
+pub(crate) fn throttle_backoff(n: u32) -> Duration {
     let cap = Duration::from_millis(100)
         .saturating_mul(1 << n.min(6))
         .min(Duration::from_secs(5));

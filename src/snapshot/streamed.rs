@@ -48,7 +48,7 @@ pub enum Streamed<'a> {
 }
 
 /// The rows of a streamed gather, counted for the summary and the exit code.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
     /// Rows handed on.
     pub rows: usize,
@@ -58,10 +58,18 @@ pub struct Tally {
     pub noted: usize,
     /// Rows whose age is unknown (the reader-clock rule; the exit code's 1).
     pub age_unknown: usize,
+    /// The first rows that need attention or have a problem, as
+    /// [`super::attention_item`] names them (at most [`super::ATTENTION_NAMED`]).
+    pub named: Vec<String>,
 }
 
 impl Tally {
-    fn add(&mut self, p: &PrefixReport) {
+    fn add(&mut self, url: &str, p: &PrefixReport) {
+        if (p.state.needs_attention() || p.problem.is_some())
+            && self.named.len() < super::ATTENTION_NAMED
+        {
+            self.named.push(super::attention_item(url, p));
+        }
         self.rows += 1;
         self.attention += usize::from(p.state.needs_attention());
         self.noted += usize::from(p.state.needs_attention() || p.problem.is_some());
@@ -169,7 +177,7 @@ async fn stream_target(
                     .map(|l| Box::new(l.clone()));
             }
             rows += 1;
-            tally.add(&p);
+            tally.add(&header.prefix_url(&p.prefix), &p);
             emit(Streamed::Row {
                 target: header,
                 row: &p,
@@ -219,6 +227,7 @@ async fn stream_target(
         sent: 0,
         queued: 0,
         stream: Some(Ordered::new(&mut sink)),
+        names: Default::default(),
     };
     let (listed, ()) = tokio::join!(listing, reads.run(found_rx, None, None));
     if let Some(o) = reads.stream.take() {

@@ -194,6 +194,7 @@ pub(super) async fn gather_planned(
         sent: 0,
         queued: 0,
         stream: None,
+        names: Names::default(),
     };
     let (listed, ()) = tokio::join!(listing, reads.run(found_rx, initial, progress));
     let Reads {
@@ -338,6 +339,9 @@ pub(super) struct Reads<'a> {
     /// A streamed gather's reads, handed on in the order they were queued
     /// instead of kept in `results` (and no `known`).
     pub(super) stream: Option<Ordered<'a>>,
+    /// Every prefix queued, once: a listing may repeat one (a service that
+    /// gives the same page again under a new token), and it is read once.
+    pub(super) names: Names,
 }
 
 /// A streamed gather's reads ([`Reads::stream`]): each handed to `sink` in
@@ -351,8 +355,6 @@ pub(super) struct Ordered<'a> {
     /// that fails at once makes the target's error alone, as in a gather
     /// that keeps its rows).
     listed: bool,
-    /// Every prefix queued, once (a listing may repeat one).
-    names: Names,
     /// The listing's pages not queued yet: taken a few at a time, so that
     /// a page's prefixes are held once, not again as queued reads.
     pages: VecDeque<std::vec::IntoIter<String>>,
@@ -365,7 +367,6 @@ impl<'a> Ordered<'a> {
             next: 0,
             pending: BTreeMap::new(),
             listed: false,
-            names: Names::default(),
             pages: VecDeque::new(),
         }
     }
@@ -399,7 +400,7 @@ impl<'a> Ordered<'a> {
 /// UTF-8 order, a local store sorts), so each is kept as bytes in one
 /// string and found by binary search; one out of order is kept aside.
 #[derive(Default)]
-struct Names {
+pub(super) struct Names {
     text: String,
     ends: Vec<u32>,
     aside: std::collections::BTreeSet<String>,
@@ -464,9 +465,7 @@ impl Reads<'_> {
                     .plan
                     .wants(self.root, cached.get(self.root), self.clock.mono())
                 {
-                    if let Some(o) = &mut self.stream {
-                        o.names.insert(self.root);
-                    }
+                    self.names.insert(self.root);
                     self.enqueue(self.root.to_owned(), &mut queue);
                 }
             }
@@ -541,7 +540,7 @@ impl Reads<'_> {
             };
             match page.next() {
                 Some(p) => {
-                    if o.names.insert(&p) {
+                    if self.names.insert(&p) {
                         next.push(p);
                     }
                 }
@@ -578,7 +577,7 @@ impl Reads<'_> {
             return self.refill(queue);
         }
         for p in prefixes {
-            if p == self.root {
+            if p == self.root || !self.names.insert(&p) {
                 continue;
             }
             if self.plan.wants(&p, self.cached.get(&p), mono) {

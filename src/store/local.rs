@@ -389,6 +389,7 @@ impl LocalStore {
                     "the prefix directory {} is a symlink (links in a store are not followed)",
                     crate::text::sanitize(&dir)
                 )),
+                links: None,
             });
         }
         let (mut f, md) = match open_regular(path) {
@@ -408,6 +409,7 @@ impl LocalStore {
                     },
                     body: Vec::new(),
                     problem: Some(not_regular(kind)),
+                    links: None,
                 });
             }
             Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -440,6 +442,7 @@ impl LocalStore {
             },
             body: kept,
             problem: None,
+            links: Some(md.nlink()),
         })
     }
 
@@ -475,6 +478,13 @@ impl LocalStore {
     }
 
     fn list_sync(&self, prefix: &str) -> Result<Listing, StoreError> {
+        self.list_bounded(prefix, super::MAX_LIST_ENTRIES)
+    }
+
+    /// [`LocalStore::list_sync`], reading at most `max` directory entries:
+    /// a directory whose reading does not end (a FUSE file system's) is an
+    /// incomplete listing, an error, not a loop.
+    fn list_bounded(&self, prefix: &str, max: usize) -> Result<Listing, StoreError> {
         use std::os::unix::ffi::OsStrExt;
         // Split the prefix into a directory part and a name filter.
         let (dir_part, name_filter) = match prefix.rfind('/') {
@@ -500,7 +510,14 @@ impl LocalStore {
             }
             Err(e) => return Err(io_err(e)),
         };
-        for entry in entries {
+        for (read, entry) in entries.enumerate() {
+            if read >= max {
+                return Err(StoreError::Invalid(format!(
+                    "the listing under \"{}\" was stopped after {read} directory entries (at \
+                     most {max} are read) with more to read; the listing is incomplete",
+                    crate::text::sanitize(prefix)
+                )));
+            }
             let entry = entry.map_err(io_err)?;
             let os_name = entry.file_name();
             if !os_name.as_bytes().starts_with(name_filter.as_bytes()) {
@@ -738,6 +755,15 @@ impl ObjectRead for LocalStore {
         blocking(move || me.list_sync(&prefix)).await
     }
 
+    /// A directory has no pages: its whole listing is one.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        _token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        self.list(prefix).await.map(|l| (l, None))
+    }
+
     async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let me = self.clone();
         let prefix = prefix.to_owned();
@@ -761,6 +787,28 @@ impl ObjectRead for LocalStore {
 
     fn unavailable(&self) -> Option<StoreError> {
         self.root_gone()
+    }
+
+    /// No clock of its own: judged by this host's.
+    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+        None
+    }
+
+    fn server_clock_problem(&self) -> Option<String> {
+        None
+    }
+
+    fn endpoint_info(&self) -> super::EndpointInfo {
+        super::EndpointInfo::default()
+    }
+
+    /// A directory keeps one version of a file.
+    async fn list_versions(&self, key: &str) -> Result<super::KeyVersions, StoreError> {
+        Err(super::no_versions(&self.describe(), key))
+    }
+
+    async fn get_version(&self, key: &str, _version_id: &str) -> Result<GetOutput, StoreError> {
+        Err(super::no_versions(&self.describe(), key))
     }
 }
 
@@ -790,5 +838,30 @@ impl ObjectStore for LocalStore {
             conditional_delete: super::DeleteSupport::Honoured,
             ..Default::default()
         }
+    }
+
+    /// One way to send `If-Match`, under the key's lock: nothing to learn.
+    fn set_capabilities(&self, _caps: super::Capabilities) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_longer_than_the_bound_is_an_incomplete_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..11 {
+            fs::create_dir(dir.path().join(format!("p{i}"))).unwrap();
+        }
+        let store = LocalStore::open(dir.path()).unwrap();
+        assert_eq!(store.list_bounded("", 11).unwrap().prefixes.len(), 11);
+        let e = store.list_bounded("", 10).unwrap_err().to_string();
+        assert!(
+            e.contains("stopped after 10 directory entries") && e.contains("incomplete"),
+            "{e}"
+        );
     }
 }

@@ -13,7 +13,9 @@ pub mod s3;
 
 use std::sync::Arc;
 
+pub mod bound;
 mod listing;
+pub use bound::{ListBound, LIST_DEADLINES, MAX_LIST_ENTRIES, MAX_LIST_PAGES};
 pub use listing::{Listing, Unlisted};
 
 use async_trait::async_trait;
@@ -52,6 +54,12 @@ pub struct GetOutput {
     /// object body (the local store: not a regular file, e.g. a symlink or a
     /// FIFO). The sentence is safe to print; the key is then judged malformed.
     pub problem: Option<String>,
+    /// A local store's regular file: how many hard links it has (its
+    /// identity, as `fstat` says). More than one means the file is also
+    /// another name's — a LEASE replaced by a link to some other file, or
+    /// linked elsewhere by a backup. `None` where the store has no such
+    /// thing (S3, a local path that is not a regular file).
+    pub links: Option<u64>,
 }
 
 /// One version of an object in a versioned bucket (`ListObjectVersions`).
@@ -86,10 +94,22 @@ pub enum Versioning {
 pub struct KeyVersions {
     /// The bucket's versioning.
     pub versioning: Versioning,
-    /// The key's versions and delete markers, oldest first.
+    /// The key's versions and delete markers in the service's order of them
+    /// (it lists them newest first), reversed: oldest first. Not sorted by
+    /// `last_modified`, which has whole seconds on several services and ties
+    /// within a second; where the service's order and the times disagree,
+    /// the order is the service's.
     pub versions: Vec<ObjectVersion>,
-    /// The listing requests sent (pages, and the versioning status).
+    /// The listing requests sent (pages, the versioning status, and the
+    /// one-entry listings that asked the service which of a version and a
+    /// delete marker of the same second came first).
     pub requests: u64,
+    /// Entries whose place the service could not be made to tell: a delete
+    /// marker and a version on one listing page that neither their
+    /// `Last-Modified` nor a one-entry listing orders. Each is placed as
+    /// its time says (a version before a marker of the same second); the
+    /// order around them is uncertain.
+    pub unordered: usize,
 }
 
 /// The precondition sent with a PUT.
@@ -225,27 +245,36 @@ impl StoreError {
 }
 
 /// Reading from a store: list and get. All a watch-mode console ever holds.
+///
+/// No method has a default: every store, and every wrapper of one
+/// ([`ReadOnly`], [`Counting`]), says what it does for each. A wrapper that
+/// forgot a method would otherwise answer with the default (a store that
+/// "keeps no versions", "has no clock"…) instead of the store it wraps, and
+/// nothing would tell (issue 44: the console's timeline pane was blind on S3
+/// that way). A store without a feature answers as [`no_versions`] and
+/// [`no_sample`] say.
 #[async_trait]
 pub trait ObjectRead: Send + Sync {
     /// A human description of where this store is (`s3://bucket` at an endpoint,
     /// or `file:///dir`), for messages. Never contains credentials.
     fn describe(&self) -> String;
 
-    /// Lists `prefix` with delimiter `/`, following every page.
+    /// Lists `prefix` with delimiter `/`, following every page within the
+    /// bounds of [`ListBound`].
+    ///
+    /// Errors: the service's; [`StoreError::Invalid`] when the listing is
+    /// incomplete (a bound reached, a token given twice).
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError>;
 
     /// One page of the listing of `prefix` (delimiter `/`): the page, and the
     /// continuation token of the next one (`None` after the last page). Start
     /// with `token = None`. A store without pages answers its whole listing
-    /// as one page (the default).
+    /// as one page.
     async fn list_page(
         &self,
         prefix: &str,
         token: Option<String>,
-    ) -> Result<(Listing, Option<String>), StoreError> {
-        let _ = token;
-        self.list(prefix).await.map(|l| (l, None))
-    }
+    ) -> Result<(Listing, Option<String>), StoreError>;
 
     /// Reads `key`. With `if_none_match` set, answers `NotModified` when the
     /// object's ETag is unchanged. A missing key is `NotFound`.
@@ -258,102 +287,70 @@ pub trait ObjectRead: Send + Sync {
     /// tell an operator that leases lie deeper than the listing went.
     ///
     /// Errors: [`StoreError::NotImplemented`] for a store that cannot look
-    /// (the default); the service's errors otherwise.
-    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        Err(StoreError::NotImplemented(format!(
-            "{} cannot list keys at any depth under {}",
-            self.describe(),
-            crate::text::sanitize(prefix)
-        )))
-    }
+    /// ([`no_sample`]); the service's errors otherwise.
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
 
     /// The service's clock against this host's, from its latest answer that
     /// carried a `Date` header. `None` for a store with no clock of its own
     /// (a local directory is judged by this host's clock) or before any answer.
-    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
-        None
-    }
+    fn server_offset(&self) -> Option<crate::clock::ServerOffset>;
 
     /// Why the service's clock is unknown although the store has one (its
     /// latest answer carried no `Date`, or one that does not parse): a
     /// sentence safe to print. `None` when the clock is known, or for a store
     /// with no clock of its own.
-    fn server_clock_problem(&self) -> Option<String> {
-        None
-    }
+    fn server_clock_problem(&self) -> Option<String>;
 
     /// True when the store has a clock of its own that answers carry (S3's
     /// `Date`); false for a local directory, whose writers' clocks nothing
     /// checks against each other (on a file system shared between hosts,
     /// they must agree within TTL/12 by other means, such as NTP).
-    fn has_clock(&self) -> bool {
-        true
-    }
+    fn has_clock(&self) -> bool;
 
     /// Where this store's requests go (URL, region, addressing style), for
     /// `--json` and the audit log. All `None` for a local directory.
-    fn endpoint_info(&self) -> EndpointInfo {
-        EndpointInfo::default()
-    }
+    fn endpoint_info(&self) -> EndpointInfo;
 
     /// Why the store as a whole cannot be used now, when that is known at no
     /// cost (a local store whose directory went away); `None` otherwise. A
     /// gather checks it every time, even when it reads nothing else.
-    fn unavailable(&self) -> Option<StoreError> {
-        None
-    }
+    fn unavailable(&self) -> Option<StoreError>;
 
     /// Every version and delete marker of exactly `key` (`ListObjectVersions`,
-    /// every page), oldest first, with the bucket's versioning status.
+    /// every page) in the service's own order of them, oldest first (the
+    /// service lists newest first: [`KeyVersions::versions`]), with the
+    /// bucket's versioning status.
     ///
     /// Errors: [`StoreError::NotImplemented`] for a store that keeps no
-    /// versions (a local directory); the service's errors otherwise.
-    async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
-        Err(StoreError::NotImplemented(format!(
-            "{} keeps no versions of {}",
-            self.describe(),
-            crate::text::sanitize(key)
-        )))
-    }
+    /// versions (a local directory, [`no_versions`]); the service's errors
+    /// otherwise.
+    async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError>;
 
     /// Reads one version of `key` (bounded as [`ObjectRead::get`]).
     ///
     /// Errors: as [`ObjectRead::list_versions`]; `NotFound` for a version
     /// that is gone.
-    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
-        let _ = version_id;
-        Err(StoreError::NotImplemented(format!(
-            "{} keeps no versions of {}",
-            self.describe(),
-            crate::text::sanitize(key)
-        )))
-    }
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError>;
 }
 
-/// The continuation tokens of one listing so far (their hashes: a hostile
-/// service's tokens may be large), to catch a service whose tokens come round
-/// again (A, B, A, …): such a listing would never end.
-#[derive(Debug, Default)]
-pub struct TokenTrail(std::collections::HashSet<u64>);
+/// The answer of a store that keeps no versions (described as `store`) to
+/// [`ObjectRead::list_versions`] and [`ObjectRead::get_version`] of `key`.
+pub fn no_versions(store: &str, key: &str) -> StoreError {
+    StoreError::NotImplemented(format!(
+        "{} keeps no versions of {}",
+        store,
+        crate::text::sanitize(key)
+    ))
+}
 
-impl TokenTrail {
-    /// Records `token`, the next page's; an error (the listing of `prefix` is
-    /// incomplete) if it was given before.
-    pub fn check(&mut self, token: &str, prefix: &str) -> Result<(), StoreError> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        token.hash(&mut h);
-        if self.0.insert(h.finish()) {
-            return Ok(());
-        }
-        Err(StoreError::Invalid(format!(
-            "the listing under \"{}\" cannot be completed: the service gave a \
-             continuation token it had given before, after {} pages (it would go round for \
-             ever); the listing is incomplete",
-            crate::text::sanitize(prefix),
-            self.0.len() + 1
-        )))
-    }
+/// The answer of a store (described as `store`) that cannot look at the keys
+/// under `prefix` at any depth, to [`ObjectRead::sample_keys`].
+pub fn no_sample(store: &str, prefix: &str) -> StoreError {
+    StoreError::NotImplemented(format!(
+        "{} cannot list keys at any depth under {}",
+        store,
+        crate::text::sanitize(prefix)
+    ))
 }
 
 /// How the bucket is addressed in requests to an S3-compatible service.
@@ -395,16 +392,13 @@ pub trait ObjectStore: ObjectRead {
     /// missing key succeeds (as on S3).
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError>;
 
-    /// What this store is known to do with conditional requests.
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
-    }
+    /// What this store is known to do with conditional requests
+    /// (`Capabilities::default()` before any probe).
+    fn capabilities(&self) -> Capabilities;
 
     /// Records a finding; returns false when the store cannot act on it (a
     /// store that has only one way to send `If-Match`, such as a local directory).
-    fn set_capabilities(&self, _caps: Capabilities) -> bool {
-        false
-    }
+    fn set_capabilities(&self, caps: Capabilities) -> bool;
 }
 
 /// A store that can only be read: wraps any store and exposes [`ObjectRead`]
@@ -551,6 +545,13 @@ impl Counters {
         }
     }
 
+    /// `n` listing requests that all succeeded.
+    fn count_lists(&self, n: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.lists.fetch_add(n, Relaxed);
+        self.requests.fetch_add(n, Relaxed);
+    }
+
     fn count_list<T>(&self, r: &Result<T, StoreError>) {
         self.lists
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -613,6 +614,24 @@ impl ObjectRead for Counting {
         self.counters.count_list(&r);
         r
     }
+    async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
+        let r = self.inner.list_versions(key).await;
+        // Every request the listing sent (its pages and the versioning
+        // status); a store that keeps no versions sent none.
+        match &r {
+            Ok(v) => self.counters.count_lists(v.requests),
+            Err(StoreError::NotImplemented(_)) => {}
+            Err(_) => self.counters.count_list(&r),
+        }
+        r
+    }
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
+        let r = self.inner.get_version(key, version_id).await;
+        if !matches!(r, Err(StoreError::NotImplemented(_))) {
+            self.counters.count(&r);
+        }
+        r
+    }
     fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
         self.inner.server_offset()
     }
@@ -657,7 +676,9 @@ impl ObjectStore for Counting {
 
 /// A store that could not be opened (e.g. a `file://` directory that does not
 /// exist): every request fails with the same error, so the target shows up as
-/// unreachable next to the others instead of stopping everything.
+/// unreachable next to the others instead of stopping everything. It says
+/// so without a request ([`ObjectRead::unavailable`]), and it has no clock,
+/// versions or endpoint to tell of.
 pub struct Unavailable {
     what: String,
     error: StoreError,
@@ -678,7 +699,38 @@ impl ObjectRead for Unavailable {
     async fn list(&self, _prefix: &str) -> Result<Listing, StoreError> {
         Err(self.error.clone())
     }
+    async fn list_page(
+        &self,
+        _prefix: &str,
+        _token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        Err(self.error.clone())
+    }
     async fn get(&self, _key: &str, _inm: Option<&str>) -> Result<GetOutput, StoreError> {
+        Err(self.error.clone())
+    }
+    async fn sample_keys(&self, _prefix: &str) -> Result<Vec<String>, StoreError> {
+        Err(self.error.clone())
+    }
+    fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+        None
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        None
+    }
+    fn has_clock(&self) -> bool {
+        false
+    }
+    fn endpoint_info(&self) -> EndpointInfo {
+        EndpointInfo::default()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        Some(self.error.clone())
+    }
+    async fn list_versions(&self, _key: &str) -> Result<KeyVersions, StoreError> {
+        Err(self.error.clone())
+    }
+    async fn get_version(&self, _key: &str, _version_id: &str) -> Result<GetOutput, StoreError> {
         Err(self.error.clone())
     }
 }
@@ -695,5 +747,11 @@ impl ObjectStore for Unavailable {
     }
     async fn delete(&self, _: &str, _: Option<&str>) -> Result<(), StoreError> {
         Err(self.error.clone())
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+    fn set_capabilities(&self, _caps: Capabilities) -> bool {
+        false
     }
 }

@@ -41,11 +41,10 @@ use std::ffi::{CString, OsString};
 use std::fmt;
 use std::os::unix::process::CommandExt;
 
-use nix::sys::signal::{kill, SigSet, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::Pid;
 
-use super::FORWARDED;
+use super::reap::{wait_pid, Ended};
 
 /// The first argument that makes the `leasectl` binary the containment's
 /// shim instead of the command-line tool (`main.rs` checks it before
@@ -328,11 +327,9 @@ pub fn init_main(parent: i32, command: Vec<OsString>) -> ! {
     {
         std::process::exit(CANNOT_START);
     }
-    let mut set = SigSet::empty();
-    for s in FORWARDED {
-        set.add(s);
-    }
-    set.add(Signal::SIGCHLD);
+    let mut signals = super::signals::forwarded();
+    signals.push(libc::SIGCHLD);
+    let set = super::signals::sigset(&signals);
     if set.thread_block().is_err() {
         std::process::exit(CANNOT_START);
     }
@@ -345,7 +342,7 @@ pub fn init_main(parent: i32, command: Vec<OsString>) -> ! {
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
             drop(life_w);
-            namespace_init(command, set, life_r)
+            namespace_init(command, &signals, set, life_r)
         }
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             drop(life_r);
@@ -361,15 +358,16 @@ pub fn init_main(parent: i32, command: Vec<OsString>) -> ! {
 /// The shim: forwards signals to the init and exits with its status.
 fn shim(init: Pid, set: SigSet, _life: std::os::fd::OwnedFd) -> ! {
     loop {
-        let Ok(sig) = set.wait() else { continue };
-        if sig != Signal::SIGCHLD {
-            let _ = kill(init, sig);
+        let sig = super::signals::wait(&set);
+        if sig != libc::SIGCHLD {
+            // SAFETY: kill(2) of our own child, the init.
+            unsafe { libc::kill(init.as_raw(), sig) };
             continue;
         }
-        match waitpid(init, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(_, code)) => std::process::exit(code),
-            Ok(WaitStatus::Signaled(_, sig, _)) => std::process::exit(128 + sig as i32),
-            Ok(_) => {}
+        match wait_pid(init.as_raw(), libc::WNOHANG) {
+            Ok(Some((_, Ended::Exited(code)))) => std::process::exit(code),
+            Ok(Some((_, Ended::Signaled(sig)))) => std::process::exit(128 + sig),
+            Ok(None) | Err(nix::Error::EINTR) => {}
             Err(_) => std::process::exit(CANNOT_START),
         }
     }
@@ -380,8 +378,12 @@ extern "C" fn ignore_signal(_: libc::c_int) {}
 /// PID 1 of the namespace: starts the command, forwards signals to it, reaps
 /// every orphan, and once the command exits kills what it left and exits
 /// with the command's status.
-fn namespace_init(command: Vec<OsString>, set: SigSet, life: std::os::fd::OwnedFd) -> ! {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler};
+fn namespace_init(
+    command: Vec<OsString>,
+    signals: &[i32],
+    set: SigSet,
+    life: std::os::fd::OwnedFd,
+) -> ! {
     use std::os::fd::AsFd;
     if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() {
         std::process::exit(CANNOT_START);
@@ -398,14 +400,15 @@ fn namespace_init(command: Vec<OsString>, set: SigSet, life: std::os::fd::OwnedF
     // PID 1 of a namespace gets a signal from the shim only if it has a
     // handler for it (pid_namespaces(7)); the handler never runs, as the
     // signals stay blocked and are taken by sigwait.
-    let handler = SigAction::new(
-        SigHandler::Handler(ignore_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for s in set.iter() {
-        // SAFETY: a handler that does nothing.
-        let _ = unsafe { sigaction(s, &handler) };
+    // (libc's sigaction: nix's names no real-time signal.)
+    for &s in signals {
+        // SAFETY: a handler that does nothing, an empty mask, no flags.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(s, &action, std::ptr::null_mut());
+        }
     }
     // The handlers above end at exec; the mask is inherited, so the
     // command's child unblocks what this process blocked.
@@ -425,19 +428,21 @@ fn namespace_init(command: Vec<OsString>, set: SigSet, life: std::os::fd::OwnedF
             std::process::exit(crate::exit::Exit::spawn_failed(&e).code());
         }
     };
-    let cmd = Pid::from_raw(child.id() as i32);
+    let cmd = child.id() as i32;
     loop {
-        let Ok(sig) = set.wait() else { continue };
-        if sig != Signal::SIGCHLD {
-            let _ = kill(cmd, sig);
+        let sig = super::signals::wait(&set);
+        if sig != libc::SIGCHLD {
+            // SAFETY: kill(2) of our own child, the command.
+            unsafe { libc::kill(cmd, sig) };
             continue;
         }
         loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => break,
-                Ok(st) if st.pid() == Some(cmd) => finish(st),
-                Ok(_) => {}
-                Err(nix::Error::EINTR) => {}
+            // Raw statuses: a command killed by a real-time signal is reaped
+            // with its status, never lost (nix's would fail after reaping).
+            match wait_pid(-1, libc::WNOHANG) {
+                Ok(None) => break,
+                Ok(Some((pid, end))) if pid == cmd => finish(end),
+                Ok(Some(_)) | Err(nix::Error::EINTR) => {}
                 Err(_) => break,
             }
         }
@@ -446,29 +451,23 @@ fn namespace_init(command: Vec<OsString>, set: SigSet, life: std::os::fd::OwnedF
 
 /// The command ended with `status`: kill what it left in the namespace, reap
 /// it, exit with the command's status.
-fn finish(status: WaitStatus) -> ! {
+fn finish(status: Ended) -> ! {
     let me = std::fs::read_link("/proc/self")
         .ok()
         .and_then(|p| p.to_str().and_then(|s| s.parse::<i32>().ok()));
     let left = me.map(|me| super::descendants(me).len()).unwrap_or(0);
     // From PID 1, -1 is every other process of the namespace.
-    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
     if left > 0 {
         tracing::warn!(
             "the command exited but left {left} process(es) running (e.g. daemonized); they were killed before the lease was released"
         );
     }
-    loop {
-        match waitpid(Pid::from_raw(-1), None) {
-            Err(nix::Error::EINTR) => {}
-            Err(_) => break,
-            Ok(_) => {}
-        }
-    }
+    // Every child reaped, until none is left (ECHILD).
+    while let Err(nix::Error::EINTR) | Ok(_) = wait_pid(-1, 0) {}
     std::process::exit(match status {
-        WaitStatus::Exited(_, code) => code,
-        WaitStatus::Signaled(_, sig, _) => 128 + sig as i32,
-        _ => CANNOT_START,
+        Ended::Exited(code) => code,
+        Ended::Signaled(sig) => 128 + sig,
     })
 }
 

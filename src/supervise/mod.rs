@@ -9,10 +9,14 @@
 //!   reaches a process that reused its pid;
 //! - [`FencePipe`] / [`fence_state`]: the fence fd (`LEASECTL_FENCE_FD`),
 //!   a pipe whose write end only leasectl holds, closed when the fence closes;
-//! - [`FORWARDED`] and [`Signals`]: the signals passed on to the command;
+//! - [`signals`]: every signal whose default action ends a process, and its
+//!   fate: [`forwarded`] to the command, [`ENDING`] the hold (the command
+//!   stopped, the lease released), or left as it is; [`Signals`] receives
+//!   them on the runtime;
 //! - [`kill_tree`] / [`kill_descendants`]: stopping the command and all it left;
-//! - [`status_exit`] / [`wait_status_exit`]: a status as an [`Exit`], 128 +
-//!   the signal number when a signal killed the command;
+//! - [`status_exit`] / [`Ended::exit`]: a status as an [`Exit`], 128 +
+//!   the signal number when a signal killed the command (real-time signals
+//!   included: [`wait_pid`]);
 //! - [`descendants`] / [`descendants_in`]: the one `/proc` walk, its proc
 //!   root injectable;
 //! - [`forward_signals`] and [`reap_all`]: the synchronous supervisor of
@@ -26,7 +30,7 @@ mod fence_fd;
 mod handle;
 mod proc;
 mod reap;
-mod signals;
+pub mod signals;
 
 pub use contain::{Containment, ContainmentMode};
 pub use fence_fd::{
@@ -35,8 +39,8 @@ pub use fence_fd::{
 };
 pub use handle::{kill_descendants, kill_tree, send, ChildHandle};
 pub use proc::{descendants, descendants_in};
-pub use reap::{forward_signals, reap_all};
-pub use signals::{signal_name, Signals, FORWARDED};
+pub use reap::{forward_signals, reap_all, wait_pid, Ended};
+pub use signals::{forwarded, signal_name, Signals, ENDING};
 
 use nix::sys::signal::SigSet;
 
@@ -86,17 +90,6 @@ pub fn status_exit(status: std::io::Result<std::process::ExitStatus>) -> Exit {
             None => Exit::killed_by(s.signal().unwrap_or(0)),
         },
         Err(_) => Exit::Failed,
-    }
-}
-
-/// [`status_exit`] for a status from `waitpid`: `None` for a status that is
-/// not an end (stopped, continued).
-pub fn wait_status_exit(status: nix::sys::wait::WaitStatus) -> Option<Exit> {
-    use nix::sys::wait::WaitStatus;
-    match status {
-        WaitStatus::Exited(_, code) => Some(Exit::Child(code)),
-        WaitStatus::Signaled(_, sig, _) => Some(Exit::killed_by(sig as i32)),
-        _ => None,
     }
 }
 

@@ -2,45 +2,121 @@
 //! forwarded from a `sigwait` thread, and every child reaped, adopted ones
 //! included, before the caller lets go of its lock.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use nix::sys::signal::{kill, SigSet, Signal};
-use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
+use nix::sys::signal::SigSet;
 use nix::unistd::Pid;
 
 use super::descendants;
+use crate::exit::Exit;
 
-/// Starts the thread that forwards the signals of `set` (blocked in every
+/// How a child ended, as `waitpid(2)` says, whatever the signal: nix's
+/// `WaitStatus` names no real-time signal, and its `waitpid` reaps a child
+/// killed by one and then fails, losing its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this code.
+    Exited(i32),
+    /// This signal killed it.
+    Signaled(i32),
+}
+
+impl Ended {
+    /// The child's end as an [`Exit`]: its code, or 128 + the signal.
+    pub fn exit(self) -> Exit {
+        match self {
+            Ended::Exited(code) => Exit::Child(code),
+            Ended::Signaled(sig) => Exit::killed_by(sig),
+        }
+    }
+}
+
+/// `waitpid(pid, flags)` (`pid` -1: any child): the child reaped and how it
+/// ended; `None` when nothing ended (`WNOHANG`) or the change was not an end
+/// (stopped, continued).
+///
+/// # Errors
+/// `waitpid`'s (`ECHILD`: no child left; `EINTR`).
+pub fn wait_pid(pid: i32, flags: i32) -> nix::Result<Option<(i32, Ended)>> {
+    let mut status = 0;
+    // SAFETY: waitpid with a valid out-parameter.
+    let r = unsafe { libc::waitpid(pid, &mut status, flags) };
+    if r < 0 {
+        return Err(nix::Error::last());
+    }
+    if r == 0 {
+        return Ok(None);
+    }
+    Ok(if libc::WIFEXITED(status) {
+        Some((r, Ended::Exited(libc::WEXITSTATUS(status))))
+    } else if libc::WIFSIGNALED(status) {
+        Some((r, Ended::Signaled(libc::WTERMSIG(status))))
+    } else {
+        None
+    })
+}
+
+/// The pid of a child that has ended, left a zombie (`waitid` with
+/// `WNOWAIT`), so its pid cannot be reused while it is signalled.
+fn wait_ended() -> nix::Result<i32> {
+    // SAFETY: a zeroed siginfo is a valid out-parameter; si_pid is set for
+    // a child's state change.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        if libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT) < 0 {
+            return Err(nix::Error::last());
+        }
+        Ok(info.si_pid())
+    }
+}
+
+/// Starts the thread that passes on the signals of `set` (blocked in every
 /// thread, so delivered only to its `sigwait`) to `child` and then to every
 /// other descendant of this process (a daemon in its own session gets no
-/// terminal signal otherwise). `reaping` is held while signalling; once it
-/// reads true (all reaped) the thread ends at the next signal. Without a
+/// terminal signal otherwise): a signal that ends the hold
+/// ([`super::signals::ENDING`]) is recorded in `ended` and sent on as
+/// SIGTERM; the others as they are. `reaping` is held while signalling; once
+/// it reads true (all reaped) the thread ends at the next signal. Without a
 /// thread, says so in the log: signals then do not reach the child.
-pub fn forward_signals(set: SigSet, child: Pid, reaping: Arc<Mutex<bool>>) {
+pub fn forward_signals(set: SigSet, child: Pid, reaping: Arc<Mutex<bool>>, ended: Arc<AtomicI32>) {
     let me = std::process::id() as i32;
     let forwarder = std::thread::Builder::new()
         .name("signal-forwarder".into())
         .spawn(move || loop {
-            let Ok(sig) = set.wait() else { continue };
+            let got = super::signals::wait(&set);
             let done = reaping.lock().unwrap_or_else(|e| e.into_inner());
             if *done {
                 return;
             }
+            let sig = if super::signals::ends_hold(got) {
+                tracing::warn!(
+                    "{} received ({}): ending the hold: SIGTERM to the command, the lock released once every process is gone",
+                    super::signal_name(got),
+                    if got == libc::SIGXCPU { "leasectl's CPU-time limit" } else { "leasectl's file-size limit" }
+                );
+                let _ = ended.compare_exchange(0, got, Ordering::SeqCst, Ordering::SeqCst);
+                libc::SIGTERM
+            } else {
+                got
+            };
             // The child first, then every other descendant (a daemon in its
             // own session gets no terminal signal otherwise).
-            let _ = kill(child, sig);
+            // SAFETY: kill(2); the child is not reaped while `reaping` is held.
+            unsafe { libc::kill(child.as_raw(), sig) };
             let others: Vec<i32> = descendants(me)
                 .into_iter()
                 .filter(|p| *p != child.as_raw())
                 .collect();
             tracing::info!(
-                signal = %sig,
+                signal = %super::signal_name(sig),
                 child = child.as_raw(),
                 others = others.len(),
                 "forwarding signal to the command and its descendants"
             );
             for pid in others {
-                let _ = kill(Pid::from_raw(pid), sig);
+                // SAFETY: kill(2) of a descendant, not reaped while `reaping` is held.
+                unsafe { libc::kill(pid, sig) };
             }
         });
     if let Err(e) = forwarder {
@@ -54,21 +130,23 @@ pub fn forward_signals(set: SigSet, child: Pid, reaping: Arc<Mutex<bool>>) {
 /// caller's lock is released only when the last of them is gone (seed:
 /// release after the last child). `reaping` is held while reaping, so a
 /// signal never reaches a pid recycled after our reap; it is set true at the
-/// end. Returns `child`'s status (`None` if it was never seen to end).
+/// end. Returns how `child` ended (`None` if it was never seen to end),
+/// whatever signal killed it.
 ///
 /// # Errors
 /// `waitpid` failing before `child` was reaped. Failing after, the
 /// leftovers are SIGKILLed and `child`'s status returned.
-pub fn reap_all(child: Pid, reaping: &Mutex<bool>) -> nix::Result<Option<WaitStatus>> {
+pub fn reap_all(child: Pid, reaping: &Mutex<bool>) -> nix::Result<Option<Ended>> {
     let me = std::process::id() as i32;
-    let mut status: Option<WaitStatus> = None;
+    let child = child.as_raw();
+    let mut status: Option<Ended> = None;
     loop {
         // Wait until some child has exited but leave it a zombie, so its pid
         // cannot be reused while the forwarder might still signal it.
-        let exited = match waitid(Id::All, WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+        let exited = match wait_ended() {
             Err(nix::Error::EINTR) => continue,
             Err(nix::Error::ECHILD) => None,
-            Ok(st) => st.pid(),
+            Ok(pid) => Some(pid),
             Err(e) => {
                 tracing::warn!("waitid failed ({e}); falling back to waitpid");
                 None
@@ -76,18 +154,14 @@ pub fn reap_all(child: Pid, reaping: &Mutex<bool>) -> nix::Result<Option<WaitSta
         };
         let mut done = reaping.lock().unwrap_or_else(|e| e.into_inner());
         let reaped = loop {
-            let r = match exited {
-                Some(pid) => waitpid(pid, None),
-                None => waitpid(Pid::from_raw(-1), None),
-            };
-            match r {
+            match wait_pid(exited.unwrap_or(-1), 0) {
                 Err(nix::Error::EINTR) => continue,
                 other => break other,
             }
         };
         match reaped {
-            Ok(st) if st.pid() == Some(child) => {
-                status = Some(st);
+            Ok(Some((pid, end))) if pid == child => {
+                status = Some(end);
                 let left = descendants(me);
                 if !left.is_empty() {
                     tracing::warn!(
@@ -109,7 +183,8 @@ pub fn reap_all(child: Pid, reaping: &Mutex<bool>) -> nix::Result<Option<WaitSta
                 }
                 // Cannot wait any more: leftovers are killed before release.
                 for pid in descendants(me) {
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    // SAFETY: kill(2) of a descendant.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
                 return Ok(status);
             }

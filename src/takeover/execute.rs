@@ -101,7 +101,8 @@ pub async fn takeover_with(
     };
     let entry = intent_entry(&req, &j, &id, &record, now);
     audit.append(&entry).await?;
-    tracing::warn!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
+    // A step of the log, not news for the operator (who sees the result).
+    tracing::info!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
     let body = record.to_body();
     let read_sent = clock.mono();
@@ -165,9 +166,10 @@ pub async fn takeover_with(
 }
 
 /// The service checks before anything is written: the precondition probe on
-/// a scratch key next to the lease (conditional exclusion only), and for a
-/// lease judged stale, that this host's clock is near enough the service's to
-/// judge it so.
+/// a scratch key next to the lease (conditional exclusion only), that this
+/// host's clock is near enough the service's for the record it writes to be
+/// judged right by others (any takeover), and for a lease judged stale, near
+/// enough to judge it so.
 async fn check_service(
     store: &dyn ObjectStore,
     clock: &SharedClock,
@@ -230,6 +232,16 @@ async fn check_service(
         }
     }
 
+    // A record written by a clock that is off would be misjudged by everyone
+    // else (whatever is taken over, forced or not).
+    if let Err(e) = crate::bucket::fence::check_holder_clock(
+        store.server_offset(),
+        clock.as_ref(),
+        key,
+        req.ttl_s,
+    ) {
+        return Err(TakeoverError::ReaderClock(e.to_string()));
+    }
     // A lease judged stale by a clock that is off cannot be trusted to be stale.
     if j.state == LeaseState::Stale {
         if let (Some(o), Some(r)) = (store.server_offset(), req.seen.record()) {

@@ -28,8 +28,8 @@ mod then;
 mod watch;
 
 pub use execute::{takeover, takeover_with};
-pub use operator::{takeover_cmd, TakeoverArgs};
-pub use preflight::{check_request, preflight, typed_confirms};
+pub use operator::{takeover_cmd, OperatorTakeover};
+pub use preflight::{check_request, preflight, something_to_take_over, typed_confirms};
 pub use then::{hold_until, record_loss};
 pub use watch::{watch_one_ttl, Watched};
 
@@ -71,6 +71,13 @@ impl std::fmt::Display for Then {
 
 impl std::str::FromStr for Then {
     type Err = String;
+
+    /// Parses what [`Display`](std::fmt::Display) writes (`leasectl takeover
+    /// --then`): `release`, `hold` or `handover:INSTANCE_ID` (an id without
+    /// blanks or control characters, at most 256 bytes).
+    ///
+    /// # Errors
+    /// A sentence naming the accepted forms.
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "release" => Ok(Then::Release),
@@ -199,9 +206,12 @@ impl std::fmt::Display for TakeoverOutcome {
             write!(f, "\nreleased ({r}); the prefix is free")?;
         }
         if let Some(d) = self.handover_deadline {
+            // The record names the successor: how it is started from the
+            // command line (the library's `acquire_as` is the same).
+            let id = sanitize(&self.written.instance_id);
             write!(
                 f,
-                "\nhanded over: the successor must start (acquire_as its id) before {}",
+                "\nhanded over to {id}: start the successor once, with `leasectl bucket hold --instance-id {id}`, before {}",
                 crate::clock::shown(d)
             )?;
         }
@@ -291,7 +301,8 @@ pub enum TakeoverError {
     /// The audit log could not be written: nothing was sent.
     #[error("{0}; nothing was sent to the bucket")]
     Audit(#[from] AuditError),
-    /// This host's clock is too far from the service's to judge the lease stale.
+    /// This host's clock is too far from the service's to judge the lease
+    /// stale, or to write a record others would judge right.
     #[error("{0}")]
     ReaderClock(String),
     /// The store failed; the outcome may be unknown (see the message).

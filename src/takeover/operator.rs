@@ -13,8 +13,12 @@ use crate::store::ObjectStore;
 use crate::supervise;
 use crate::text::sanitize;
 
-/// Everything `leasectl takeover` needs besides the store.
-pub struct TakeoverArgs {
+/// The takeover an operator asked `leasectl takeover` for (its command line
+/// resolved: the prefix's TARGET, the context's TTL and record format),
+/// everything [`takeover_cmd`] needs besides the store. It becomes the
+/// executor's [`crate::takeover::TakeoverRequest`] once looked at, guarded
+/// and confirmed.
+pub struct OperatorTakeover {
     /// The prefix inside the store.
     pub prefix: String,
     /// The URL as given (shown and audited).
@@ -41,8 +45,10 @@ pub struct TakeoverArgs {
     pub record_format: crate::bucket::RecordFormat,
 }
 
-/// `leasectl takeover`: look, show, confirm, then the audited takeover.
-/// Returns the exit code (0 taken, 4 refused — an absent LEASE too, 5 a held
+/// `leasectl takeover`: look, show, confirm, then the audited takeover; a
+/// write refused because the holder only renewed meanwhile (same holder and
+/// generation) is looked at again and retried, at most [`LOOK_AGAIN`] times,
+/// never with `--expect-etag`. Returns the exit code (0 taken, 4 refused — an absent LEASE too, 5 a held
 /// lease lost, 6 a forced takeover's wait ended by a signal, 1 failed, 2 usage).
 ///
 /// The console's steps: [`crate::takeover::check_request`] and
@@ -54,48 +60,87 @@ pub async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
     audit: &crate::audit::AuditLog,
-    a: TakeoverArgs,
+    a: OperatorTakeover,
     out: &mut (impl std::io::Write + Send),
 ) -> Exit {
     use crate::takeover::{check_request, TakeoverError};
 
     match check_request(&a.reason, a.ttl_s) {
         Err(TakeoverError::NoReason) => {
-            let _ = writeln!(out, "leasectl: a reason is required (--reason)");
+            crate::exit::say("a reason is required (--reason)");
             return Exit::Usage;
         }
         Err(e) => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             return Exit::Refused;
         }
         Ok(()) => {}
     }
-    let (seen, watched_for) = match look_and_guard(store.as_ref(), &clock, &a, out).await {
-        Ok(looked) => looked,
-        Err(code) => return code,
-    };
-    if !a.yes {
-        if let Err(code) = confirm_typed(&a, out) {
-            return code;
-        }
-    }
     let mut signals = supervise::Signals::new();
-    let result = execute_takeover(
-        store,
-        &clock,
-        audit,
-        &a,
-        seen,
-        watched_for,
-        &mut signals,
-        out,
-    )
-    .await;
-    takeover_report(result, &clock, audit, &mut signals, out).await
+    let mut looked_again = 0;
+    loop {
+        let (seen, watched_for) = match look_and_guard(store.as_ref(), &clock, &a, out).await {
+            Ok(looked) => looked,
+            Err(code) => return code,
+        };
+        if !a.yes && looked_again == 0 {
+            if let Err(code) = confirm_typed(&a, out) {
+                return code;
+            }
+        }
+        let before = seen.record().cloned();
+        let result = execute_takeover(
+            store.clone(),
+            &clock,
+            audit,
+            &a,
+            seen,
+            watched_for,
+            &mut signals,
+            out,
+        )
+        .await;
+        // The holder renewed between the look and the write (the same holder
+        // under the same generation: nothing the operator decided on has
+        // changed): look again and retry, a few times, saying so. Never with
+        // --expect-etag, which names the one record to replace.
+        if let Err(TakeoverError::Changed {
+            record: Some(now), ..
+        }) = &result
+        {
+            if a.expect_etag.is_none()
+                && looked_again < LOOK_AGAIN
+                && before.as_ref().is_some_and(|b| only_renewed(b, now))
+            {
+                looked_again += 1;
+                let _ = writeln!(
+                    out,
+                    "{} renewed its lease (generation {}) between the look and the write: looking again ({looked_again} of {LOOK_AGAIN})",
+                    sanitize(&now.instance_id),
+                    crate::bucket::fmt_generation(now.generation)
+                );
+                continue;
+            }
+        }
+        return takeover_report(result, &clock, audit, &mut signals, out).await;
+    }
+}
+
+/// How many times `leasectl takeover` looks again and retries when the
+/// holder only renewed between its look and its write.
+pub const LOOK_AGAIN: u32 = 3;
+
+/// Whether `now` is `before` renewed: the same holder under the same
+/// generation (known), still held (not released).
+fn only_renewed(before: &crate::bucket::LeaseRecord, now: &crate::bucket::LeaseRecord) -> bool {
+    before.instance_id == now.instance_id
+        && before.generation.is_some()
+        && before.generation == now.generation
+        && before.released_at.is_none()
+        && now.released_at.is_none()
 }
 
 /// Reads the LEASE, shows it, and applies the guards (the console's
@@ -104,7 +149,7 @@ pub async fn takeover_cmd(
 async fn look_and_guard(
     store: &dyn ObjectStore,
     clock: &SharedClock,
-    a: &TakeoverArgs,
+    a: &OperatorTakeover,
     out: &mut (impl std::io::Write + Send),
 ) -> Result<(crate::bucket::Observed, Duration), Exit> {
     use crate::takeover::{preflight, watch_one_ttl, TakeoverError, Watched};
@@ -113,7 +158,7 @@ async fn look_and_guard(
     let seen = match crate::bucket::read_lease(store, &key, None).await {
         Ok(o) => o,
         Err(e) => {
-            let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+            crate::exit::say(format!("cannot read {key}: {e}"));
             return Err(Exit::Failed);
         }
     };
@@ -135,30 +180,27 @@ async fn look_and_guard(
         now,
     );
     if let Err(e @ (TakeoverError::Absent { .. } | TakeoverError::Released { .. })) = &guard {
-        let _ = writeln!(
-            out,
+        crate::exit::say(format!(
             "refused: {}",
             crate::text::sanitize_message(&e.to_string())
-        );
+        ));
         return Err(Exit::Refused);
     }
     if let Some(want) = &a.expect_etag {
         if seen.etag() != Some(crate::store::normalize_etag(want).as_str()) {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: the LEASE's ETag is {} but --expect-etag is {}; look again",
                 seen.etag().unwrap_or("(none)"),
                 sanitize(want)
-            );
+            ));
             return Err(Exit::Refused);
         }
     }
     match guard {
         Ok(_) => Ok((seen, Duration::ZERO)),
         Err(TakeoverError::Fresh { .. }) => {
-            let _ = writeln!(
-                out,
-                "refused: the lease is fresh (a live holder). Use --force only if you know it is gone."
+            crate::exit::say(
+                "refused: the lease is fresh (a live holder). Use --force only if you know it is gone.",
             );
             Err(Exit::Refused)
         }
@@ -174,24 +216,22 @@ async fn look_and_guard(
             match watch_one_ttl(store, &key, seen, ttl, clock).await {
                 Watched::Unchanged { seen, for_ } => Ok((seen, for_)),
                 Watched::Changed(st) => {
-                    let _ = writeln!(
-                        out,
-                        "the record changed while watched; it is now {st}. Look again."
-                    );
+                    crate::exit::say(format!(
+                        "refused: the record changed while watched; it is now {st}. Look again."
+                    ));
                     Err(Exit::Refused)
                 }
                 Watched::Unreadable(e) => {
-                    let _ = writeln!(out, "leasectl: cannot read {key}: {e}");
+                    crate::exit::say(format!("cannot read {key}: {e}"));
                     Err(Exit::Failed)
                 }
             }
         }
         Err(e) => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             Err(Exit::Refused)
         }
     }
@@ -242,24 +282,31 @@ fn describe_lease(
     );
 }
 
-/// Asks on the terminal for the prefix URL, judged by the console's rule
+/// Asks on the terminal for the prefix (named in the question; its URL is
+/// accepted too; the URL when the prefix is empty), judged by the console's rule
 /// ([`crate::takeover::typed_confirms`]: the URL or prefix as given,
 /// percent-decoded, or as shown escaped). `Err` is the exit code: 2 without a
 /// terminal, 4 not confirmed.
-fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Result<(), Exit> {
+fn confirm_typed(a: &OperatorTakeover, out: &mut (impl std::io::Write + Send)) -> Result<(), Exit> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() {
-        let _ = writeln!(
-            out,
-            "leasectl: not a terminal: confirm interactively or pass --yes"
-        );
+        crate::exit::say("not a terminal: confirm interactively or pass --yes");
         return Err(Exit::Usage);
     }
+    // What to type is named: the prefix as the console shows it (its URL
+    // is accepted too), or the URL of a TARGET that is the lease's own
+    // directory (no prefix inside its store).
+    let (what, name) = if a.prefix.is_empty() {
+        ("URL", &a.url)
+    } else {
+        ("prefix", &a.prefix)
+    };
     let _ = write!(
         out,
-        "This replaces the lease above ({}, then {}). Type the prefix URL to confirm: ",
+        "This replaces the lease above ({}, then {}). Type the {what} ({}) to confirm: ",
         if a.force { "FORCED" } else { "guarded" },
-        a.then
+        a.then,
+        sanitize(name)
     );
     let _ = out.flush();
     let mut line = String::new();
@@ -270,7 +317,7 @@ fn confirm_typed(a: &TakeoverArgs, out: &mut (impl std::io::Write + Send)) -> Re
         .decode_utf8_lossy()
         .into_owned();
     if !crate::takeover::typed_confirms(&line, &[&a.url, &a.prefix, &decoded]) {
-        let _ = writeln!(out, "not confirmed; nothing written");
+        crate::exit::say("refused: not confirmed; nothing written");
         return Err(Exit::Refused);
     }
     Ok(())
@@ -285,7 +332,7 @@ async fn execute_takeover(
     store: Arc<dyn ObjectStore>,
     clock: &SharedClock,
     audit: &crate::audit::AuditLog,
-    a: &TakeoverArgs,
+    a: &OperatorTakeover,
     seen: crate::bucket::Observed,
     watched_for: Duration,
     signals: &mut supervise::Signals,
@@ -341,7 +388,10 @@ async fn takeover_report(
         Ok(done) => {
             let _ = writeln!(out, "{done}");
             if let Some(lease) = done.held {
-                let _ = writeln!(out, "holding the lease; Ctrl-C or SIGTERM releases it");
+                let _ = writeln!(
+                    out,
+                    "holding the lease; Ctrl-C or SIGTERM releases it (before writes are safe, it is left to expire instead)"
+                );
                 let _ = out.flush();
                 let (lost, released) = hold_until(lease, async {
                     signals.recv().await;
@@ -349,10 +399,10 @@ async fn takeover_report(
                 .await;
                 log_release(released);
                 if let Some(why) = lost {
-                    let _ = writeln!(out, "the held lease ended: {why}");
+                    crate::exit::say(format!("the held lease ended: {why}"));
                     let why = why.to_string();
                     if let Err(e) = record_loss(audit, &done.audit_entry, clock, &why).await {
-                        let _ = writeln!(out, "audit: could not record the loss: {e}");
+                        crate::exit::say(format!("audit: could not record the loss: {e}"));
                     }
                     return Exit::Fenced;
                 }
@@ -360,27 +410,25 @@ async fn takeover_report(
             Exit::Ok
         }
         Err(e @ TakeoverError::Interrupted(_)) => {
-            let _ = writeln!(out, "interrupted: {e}");
+            crate::exit::say(format!("interrupted: {e}"));
             Exit::Interrupted
         }
         Err(e @ TakeoverError::Changed { .. }) => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             Exit::Refused
         }
         Err(e) if e.is_refusal() => {
-            let _ = writeln!(
-                out,
+            crate::exit::say(format!(
                 "refused: {}",
                 crate::text::sanitize_message(&e.to_string())
-            );
+            ));
             Exit::Refused
         }
         Err(e) => {
-            let _ = writeln!(out, "failed: {e}");
+            crate::exit::say(format!("failed: {e}"));
             Exit::Failed
         }
     }

@@ -32,10 +32,8 @@ pub fn preflight(
 ) -> Result<Judgement, TakeoverError> {
     let key = lease_key(prefix);
     check_request(reason, ttl_s)?;
-    let j = judge(seen, now);
+    let j = something_to_take_over(prefix, seen, now)?;
     match j.state {
-        LeaseState::Absent => Err(TakeoverError::Absent { key }),
-        LeaseState::Released => Err(TakeoverError::Released { key }),
         LeaseState::Fresh if !force => Err(TakeoverError::Fresh {
             key,
             holder: seen
@@ -51,6 +49,29 @@ pub fn preflight(
                 remaining: Duration::from_secs(ttl_s) - watched_for,
             })
         }
+        _ => Ok(j),
+    }
+}
+
+/// Whether `seen` (the LEASE at `{prefix}LEASE`) holds anything to take
+/// over, judged at `now`: nothing the operator could answer changes a
+/// refusal here, so the console says it before it opens its dialog.
+///
+/// Errors: [`TakeoverError::Absent`] (no LEASE), [`TakeoverError::Released`]
+/// (a released record: the prefix is free).
+pub fn something_to_take_over(
+    prefix: &str,
+    seen: &Observed,
+    now: DateTime<Utc>,
+) -> Result<Judgement, TakeoverError> {
+    let j = judge(seen, now);
+    match j.state {
+        LeaseState::Absent => Err(TakeoverError::Absent {
+            key: lease_key(prefix),
+        }),
+        LeaseState::Released => Err(TakeoverError::Released {
+            key: lease_key(prefix),
+        }),
         _ => Ok(j),
     }
 }

@@ -28,15 +28,17 @@ pub struct Inputs<'a> {
     pub entries: &'a [AuditEntry],
     /// What could not be read of the audit logs, said for each prefix.
     pub audit_problems: &'a [String],
-    /// `--all-versions`: read every version's body, not only where a tenure may change.
-    pub all_versions: bool,
+    /// How the versions' bodies are read (every one unless `--bisect`,
+    /// `--concurrency` at once, `--timeout` each).
+    pub reading: read::Reading,
     /// Told of each step of reading the versions (`leasectl timeline`'s
     /// progress bar on a terminal).
     pub progress: read::OnProgress<'a>,
 }
 
-/// The prefix a timeline is about.
-pub struct Source<'a> {
+/// The prefix a timeline is about: its URL, bucket and key prefix (the
+/// observations' own origin is [`super::Source`]).
+pub struct Subject<'a> {
     /// Its URL as given (shown escaped).
     pub url: String,
     /// The bucket, for S3.
@@ -45,18 +47,18 @@ pub struct Source<'a> {
     pub prefix: &'a str,
 }
 
-/// The timeline of `source` from `store` (`Err`: why it could not be
+/// The timeline of `subject` from `store` (`Err`: why it could not be
 /// opened, said as a problem), `inputs` and `window`. Never fails: what
 /// could not be read is in the result's `problems`.
 pub async fn prefix_timeline(
     store: Result<&dyn ObjectRead, String>,
-    source: &Source<'_>,
+    subject: &Subject<'_>,
     window: &Window,
     inputs: &Inputs<'_>,
 ) -> PrefixTimeline {
     let Window { from, to } = *window;
-    let url = &source.url;
-    let key = crate::bucket::lease_key(source.prefix);
+    let url = &subject.url;
+    let key = crate::bucket::lease_key(subject.prefix);
     let mut p = PrefixTimeline {
         url: sanitize(url),
         key: sanitize(&key),
@@ -73,15 +75,16 @@ pub async fn prefix_timeline(
             let v = read::versions(
                 store,
                 &key,
-                source.bucket,
+                subject.bucket,
                 (from, to),
-                inputs.all_versions,
+                inputs.reading,
                 inputs.progress,
             )
             .await;
             p.versioning = v.versioning;
             p.sources.versions_listed = v.listed;
             p.sources.versions_read = v.gets;
+            p.sources.versions_inferred = v.inferred;
             p.sources.list_requests = v.list_requests;
             p.problems.extend(v.problems);
             p.notes.extend(v.notes);
@@ -93,7 +96,7 @@ pub async fn prefix_timeline(
             sanitize_message(&e)
         )),
     }
-    let lease = LeaseLocation::of_row(url, source.bucket, &key);
+    let lease = LeaseLocation::of_row(url, subject.bucket, &key);
     let has_versions = p.versioning == Some(crate::store::Versioning::Enabled)
         || p.versioning == Some(crate::store::Versioning::Suspended);
     for file in inputs.recordings {
@@ -125,7 +128,13 @@ pub async fn prefix_timeline(
             "the bucket keeps versions: the recordings' lines were counted, not merged (one clock, the service's)".into(),
         );
     }
-    obs.sort_by_key(|x| x.at);
+    // The versions are in the service's order, which ties of `Last-Modified`
+    // (whole seconds on several services) must not reorder; the recordings
+    // merged without versions are put on their one axis by time (a stable
+    // sort: a file's lines keep their order within a time).
+    if !has_versions {
+        obs.sort_by_key(|x| x.at);
+    }
     let about: Vec<AuditEntry> = inputs
         .entries
         .iter()

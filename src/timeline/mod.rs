@@ -2,11 +2,11 @@
 //! fact from what the store and the audit logs kept (`leasectl timeline`).
 //!
 //! Sources, merged on one time axis per lease key ([`read`]):
-//! - the versions of `{prefix}/LEASE` on a versioned bucket (each version's
-//!   record and `Last-Modified`, the service's clock; a delete marker is a
-//!   release). Bodies are read only where a tenure may change: between two
-//!   versions whose (holder, generation, released) differ, by bisection
-//!   ([`bisect`]); `--all-versions` reads every one;
+//! - the versions of `{prefix}/LEASE` on a versioned bucket, in the
+//!   service's order of them (each version's record and `Last-Modified`,
+//!   the service's clock; a delete marker is a release). Every body is read;
+//!   with `--bisect`, only where a tenure may change ([`bisect`]), and the
+//!   versions inferred are counted: the history is then not known;
 //! - NDJSON recordings of `--watch` (`lease` lines: what a watcher saw, by
 //!   its clock), for stores without versions;
 //! - leasectl's audit logs: takeovers (operator, reason, forced, the records
@@ -24,14 +24,14 @@
 //! [`session`] gives a session's own holder history (the console's) the
 //! same types, for the console's timeline pane.
 //!
-//! Everything here is pure: the store is read by [`read`], through a closure
-//! for the bodies, so the bisection's cost is measured by counting calls.
+//! Everything here but [`read`] is pure: the bisection asks for bodies
+//! through a closure, so its cost is measured by counting calls.
 
 pub mod build;
+pub mod from_session;
 pub mod picture;
 pub mod read;
 pub mod render;
-pub mod session;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -168,6 +168,10 @@ pub struct Takeover {
     pub forced: bool,
     /// `release`, `hold` or `handover:ID`.
     pub then: String,
+    /// The holder of the record it wrote (escaped).
+    pub holder: String,
+    /// The generation of the record it wrote.
+    pub generation: Option<u64>,
     /// From when the new holder may write (UTC), after a forced takeover.
     #[serde(serialize_with = "crate::clock::ser_opt_rfc3339")]
     pub writes_safe_from: Option<DateTime<Utc>>,
@@ -230,7 +234,10 @@ pub struct Overlap {
     pub why: String,
 }
 
-/// A generation smaller than (or equal to) the one before it, for another tenure.
+/// A new tenure whose generation is smaller than the one before it, or equal
+/// to it under another holder (a generation must grow with every new holder;
+/// a takeover's hand-over keeps its own, and a holder writing again under
+/// its own is an interleaving, an [`Overlap`], not this).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GenerationBack {
     /// When the smaller one was written (UTC).
@@ -242,6 +249,8 @@ pub struct GenerationBack {
     pub after: u64,
     /// Who wrote it (escaped).
     pub holder: String,
+    /// Who had written the generation before (escaped).
+    pub previous_holder: String,
 }
 
 /// A holder's clock against the service's: `renewed_at − Last-Modified`.
@@ -303,6 +312,8 @@ fn takeovers(entries: &[AuditEntry]) -> Vec<(String, Option<u64>, Takeover)> {
                     reason: crate::text::sanitize(&e.reason),
                     forced: e.forced,
                     then: crate::text::sanitize(&e.then),
+                    holder: crate::text::sanitize(&w.record.instance_id),
+                    generation: w.record.generation,
                     writes_safe_from: e.writes_safe_from,
                 },
             ))
@@ -493,18 +504,9 @@ impl Walk {
                 self.d.gaps.push(Gap { from, to: o.at });
             }
         }
-        // A tenure that had ended writes again: two holders interleaved.
-        if self
-            .ended
-            .iter()
-            .any(|(id, g)| *id == r.instance_id && *g == r.generation)
-        {
-            let other = self
-                .d
-                .tenures
-                .last()
-                .map(|t| t.holder.clone())
-                .unwrap_or_default();
+        // A tenure that had ended writes again after another holder's:
+        // two holders interleaved.
+        if let Some(other) = self.interleaved_with(r) {
             self.d.overlaps.push(Overlap {
                 from: self.d.tenures.last().map_or(o.at, |t| t.first_seen),
                 to: o.at,
@@ -518,15 +520,8 @@ impl Walk {
                 ),
             });
         }
-        if let (Some(g), Some((before, _))) = (r.generation, &self.last_generation) {
-            if g <= *before {
-                self.d.generations_back.push(GenerationBack {
-                    at: o.at,
-                    before: *before,
-                    after: g,
-                    holder: crate::text::sanitize(&r.instance_id),
-                });
-            }
+        if let Some(back) = self.generation_back(r, o.at) {
+            self.d.generations_back.push(back);
         }
         if let Some(g) = r.generation {
             self.last_generation = Some((g, r.instance_id.clone()));
@@ -546,6 +541,50 @@ impl Walk {
             },
             r.clone(),
         ));
+    }
+
+    /// The holder (escaped) of the latest tenure written after `r`'s own
+    /// tenure (its holder and generation) had ended, when it is another's:
+    /// `r` writing again then is two holders renewing in turn. `None` when
+    /// `r`'s tenure never ended, or nobody else wrote since (a holder writing
+    /// again after its own release is no second writer).
+    fn interleaved_with(&self, r: &LeaseRecord) -> Option<String> {
+        if !self
+            .ended
+            .iter()
+            .any(|(id, g)| *id == r.instance_id && *g == r.generation)
+        {
+            return None;
+        }
+        let mine = |t: &Tenure| t.holder_raw_eq(&r.instance_id) && t.generation == r.generation;
+        let since = self.d.tenures.iter().rposition(mine).map_or(0, |i| i + 1);
+        self.d.tenures[since..]
+            .iter()
+            .rev()
+            .find(|t| !mine(t))
+            .map(|t| t.holder.clone())
+    }
+
+    /// `r`'s generation, written at `at` as a new tenure, against the latest
+    /// one written: smaller went back; equal under another holder was not
+    /// advanced — unless a takeover wrote `r` (its hand-over to a successor
+    /// keeps the generation of the takeover's own record). Equal under the
+    /// same holder is that holder writing again, which [`Walk::interleaved_with`]
+    /// judges.
+    fn generation_back(&self, r: &LeaseRecord, at: DateTime<Utc>) -> Option<GenerationBack> {
+        let (g, (before, by)) = (r.generation?, self.last_generation.as_ref()?);
+        let handed_over = self
+            .takeovers
+            .iter()
+            .any(|(id, tg, _)| *tg == Some(g) && *id == r.instance_id);
+        let back = g < *before || (g == *before && *by != r.instance_id && !handed_over);
+        back.then(|| GenerationBack {
+            at,
+            before: *before,
+            after: g,
+            holder: crate::text::sanitize(&r.instance_id),
+            previous_holder: crate::text::sanitize(by),
+        })
     }
 
     /// The walk's end at `end`: a tenure still in progress has expired if
@@ -615,8 +654,10 @@ pub enum Mark {
 /// tenure is read whole rather than inferred: an interleaving of two
 /// writers (each overwriting the other) is short, and would otherwise hide
 /// between two versions of one of them. A longer interleaving whose every
-/// alternation falls between two reads of one holder is found only with
-/// `all` (`--all-versions`).
+/// alternation falls between two reads of one holder, a whole tenure of
+/// another holder, one intruder's write: each is inferred away (issue 44),
+/// so `leasectl timeline` reads every version unless `--bisect` asks for
+/// this, and then says how many it inferred and exits 1.
 ///
 /// Cost: about 2·log2(n) reads per change of tenure plus the short runs
 /// beside it (8,640 versions, five tenures: under 200), plus the two ends.

@@ -59,6 +59,9 @@ pub struct Sources {
     pub versions_listed: usize,
     /// Version bodies read (GET).
     pub versions_read: usize,
+    /// Versions not read but inferred by bisection (`--bisect`): when not 0,
+    /// the history is not known (a problem says so; the exit code is 1).
+    pub versions_inferred: usize,
     /// Listing requests (including the versioning status).
     pub list_requests: u64,
     /// Recording lines about this lease.
@@ -68,10 +71,15 @@ pub struct Sources {
 }
 
 impl Report {
-    /// 1 when a source could not be read completely, else 3 when an overlap or
-    /// a generation that went back was found, else 0.
+    /// 1 when a source could not be read completely (a version inferred by
+    /// bisection rather than read among them: the history is not known),
+    /// else 3 when an overlap or a generation that went back was found, else 0.
     pub fn exit(&self) -> Exit {
-        if self.prefixes.iter().any(|p| !p.problems.is_empty()) {
+        if self
+            .prefixes
+            .iter()
+            .any(|p| !p.problems.is_empty() || p.sources.versions_inferred > 0)
+        {
             Exit::Failed
         } else if self
             .prefixes
@@ -178,19 +186,58 @@ pub fn events(p: &PrefixTimeline) -> Vec<Event> {
         ));
     }
     for b in &p.derived.generations_back {
+        let text = if b.after == b.before {
+            format!(
+                "GENERATION NOT ADVANCED: {} took the lease under generation {}, which {} had written before it",
+                b.holder, b.after, b.previous_holder
+            )
+        } else {
+            format!(
+                "GENERATION WENT BACK: {} wrote {} after {} had written {}",
+                b.holder, b.after, b.previous_holder, b.before
+            )
+        };
         out.push(ev(
             b.at,
             "generation_back",
             Some(&b.holder),
             Some(b.after),
+            text,
+        ));
+    }
+    // The takeovers the audit logs record that no tenure's ending names
+    // (no version shows the record they replaced: a store without versions,
+    // or outside the window): each its own event, as the JSON lists it.
+    for tk in p.takeovers.iter().filter(|tk| !ends_a_tenure(p, tk)) {
+        out.push(ev(
+            tk.time,
+            "takeover",
+            Some(&tk.holder),
+            tk.generation,
             format!(
-                "GENERATION WENT BACK: {} wrote {} after {}",
-                b.holder, b.after, b.before
+                "{}takeover by {} writing {}'s record, generation {} (reason \"{}\", then {}; audit {})",
+                if tk.forced { "forced " } else { "" },
+                tk.operator,
+                tk.holder,
+                gen(tk.generation),
+                tk.reason,
+                tk.then,
+                tk.id
             ),
         ));
     }
+    // Stable: events at one time keep the order above (a tenure's start
+    // before its end, as the versions were written).
     out.sort_by_key(|e| e.time);
     out
+}
+
+/// True when a tenure of `p` ended by takeover `tk` (its `replaced` event names it).
+pub(super) fn ends_a_tenure(p: &PrefixTimeline, tk: &Takeover) -> bool {
+    p.derived
+        .tenures
+        .iter()
+        .any(|t| matches!(&t.ending, Ending::Replaced { takeover: Some(x), .. } if x.id == tk.id))
 }
 
 /// When and how tenure `tn` ended (or that it goes on), in one sentence
@@ -255,7 +302,7 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) {
         let d = &p.derived;
         let _ = writeln!(
             out,
-            "{} ({}): {} overlap(s), {} generation(s) back, {} tenure(s), {} gap(s) — from {} version(s) ({} read, {} listing request(s)), {} recording line(s), {} audit entr(ies)",
+            "{} ({}): {} overlap(s), {} generation(s) back, {} tenure(s), {} gap(s) — from {} version(s) ({} read{}, {} listing request(s)), {} recording line(s), {} audit entr(ies)",
             p.url,
             p.key,
             d.overlaps.len(),
@@ -264,6 +311,10 @@ pub fn text(r: &Report, out: &mut impl std::io::Write) {
             d.gaps.len(),
             p.sources.versions_listed,
             p.sources.versions_read,
+            match p.sources.versions_inferred {
+                0 => String::new(),
+                n => format!(", {n} INFERRED by bisection, not read"),
+            },
             p.sources.list_requests,
             p.sources.recording_lines,
             p.sources.audit_entries

@@ -272,3 +272,140 @@ fn bisection_reads_an_interleaving_of_two_writers() {
         }
     }
 }
+
+/// Issue 44: three writes of one second in the service's order — a's
+/// record, its delete marker, b's record — are a release by delete and a
+/// new holder, with no overlap and no "replaced while fresh".
+#[test]
+fn a_release_by_delete_and_the_next_holder_in_one_second() {
+    let a = rec("a", 1, t0());
+    let b = rec("b", 2, t0());
+    let mut marker = obs(0, Seen::Deleted);
+    marker.source = Source::DeleteMarker {
+        version_id: "dm".into(),
+    };
+    let o = vec![obs(0, Seen::Held(a)), marker, obs(0, Seen::Held(b))];
+    let d = derive(&o, &[], t0() + chrono::Duration::seconds(5));
+    assert_eq!(d.tenures.len(), 2, "{d:#?}");
+    assert_eq!(d.tenures[0].ending, Ending::Released { at: t0() });
+    assert!(d.overlaps.is_empty(), "{d:#?}");
+    assert!(d.generations_back.is_empty(), "{d:#?}");
+}
+
+/// A holder writing again under its own generation is no generation going
+/// back ("a wrote 5 after 5"): after another holder it is the interleaving
+/// (an overlap), after its own release nobody else wrote (neither). Another
+/// holder under the same generation is one not advanced; a takeover's
+/// hand-over under its own record's generation is neither.
+#[test]
+fn equal_generations_are_told_apart() {
+    let at = |s: i64| t0() + chrono::Duration::seconds(s);
+    let end = at(400);
+    // a, b, a again: b before a's fence, a before b's, and a writing again
+    // (three overlaps); a going back from b's 6 to 5 only.
+    let o = vec![
+        obs(0, Seen::Held(rec("a", 5, at(0)))),
+        obs(10, Seen::Held(rec("b", 6, at(10)))),
+        obs(20, Seen::Held(rec("a", 5, at(20)))),
+    ];
+    let d = derive(&o, &[], end);
+    assert_eq!(d.overlaps.len(), 3, "{d:#?}");
+    assert!(d.overlaps[2].why.contains("wrote again"), "{d:#?}");
+    assert_eq!(d.generations_back.len(), 1, "{d:#?}");
+    assert_eq!(
+        (d.generations_back[0].before, d.generations_back[0].after),
+        (6, 5)
+    );
+    assert_eq!(d.generations_back[0].previous_holder, "b");
+    // a released by delete, then a again: no second writer, nothing back.
+    let o = vec![
+        obs(0, Seen::Held(rec("a", 5, at(0)))),
+        obs(100, Seen::Deleted),
+        obs(200, Seen::Held(rec("a", 5, at(200)))),
+    ];
+    let d = derive(&o, &[], end);
+    assert!(d.overlaps.is_empty(), "{d:#?}");
+    assert!(d.generations_back.is_empty(), "{d:#?}");
+    // b under a's generation, after a's expiry: not advanced.
+    let o = vec![
+        obs(0, Seen::Held(rec("a", 5, at(0)))),
+        obs(200, Seen::Held(rec("b", 5, at(200)))),
+    ];
+    let d = derive(&o, &[], end);
+    assert!(d.overlaps.is_empty(), "{d:#?}");
+    assert_eq!(d.generations_back.len(), 1, "{d:#?}");
+    assert_eq!(
+        (d.generations_back[0].before, d.generations_back[0].after),
+        (5, 5)
+    );
+    let p = prefix_of(d, vec![]);
+    let text = render::events(&p)
+        .into_iter()
+        .map(|e| e.text)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        text.contains("GENERATION NOT ADVANCED: b took the lease under generation 5, which a had written before it"),
+        "{text}"
+    );
+    assert!(!text.contains("after 5"), "{text}");
+}
+
+fn prefix_of(derived: Derived, takeovers: Vec<Takeover>) -> render::PrefixTimeline {
+    render::PrefixTimeline {
+        url: "file:///srv/db/".into(),
+        key: "db/LEASE".into(),
+        versioning: None,
+        sources: render::Sources::default(),
+        problems: vec![],
+        notes: vec![],
+        takeovers,
+        derived,
+    }
+}
+
+/// A takeover that ends no tenure seen (a local store: the audit log alone)
+/// is an event of its own in the text and NDJSON, as the JSON lists it;
+/// one that ends a tenure is told once, in that tenure's ending.
+#[test]
+fn a_takeover_without_versions_is_an_event() {
+    let tk = Takeover {
+        id: "t1".into(),
+        time: t0(),
+        operator: "ops@host".into(),
+        reason: "stuck job".into(),
+        forced: true,
+        then: "hold".into(),
+        holder: "c".into(),
+        generation: Some(7),
+        writes_safe_from: None,
+    };
+    let p = prefix_of(Derived::default(), vec![tk.clone()]);
+    let ev = render::events(&p);
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    assert_eq!(ev[0].event, "takeover");
+    assert_eq!(ev[0].holder.as_deref(), Some("c"));
+    assert!(
+        ev[0]
+            .text
+            .contains("forced takeover by ops@host writing c's record, generation 7")
+            && ev[0].text.contains("stuck job")
+            && ev[0].text.contains("audit t1"),
+        "{}",
+        ev[0].text
+    );
+    // Named by a tenure's ending: not twice.
+    let mut d = Derived::default();
+    let mut t = derive(&[obs(0, Seen::Held(rec("b", 6, t0())))], &[], t0())
+        .tenures
+        .remove(0);
+    t.ending = Ending::Replaced {
+        at: t0(),
+        by: "c".into(),
+        while_fresh: true,
+        takeover: Some(tk.clone()),
+    };
+    d.tenures.push(t);
+    let p = prefix_of(d, vec![tk]);
+    assert!(!render::events(&p).iter().any(|e| e.event == "takeover"));
+}

@@ -135,6 +135,16 @@ pub enum Action {
     Quit,
     /// A key with no other use: it only clears the last result.
     Dismiss,
+    /// Open the log of this session's results (`m`), each in full.
+    OpenMessages,
+    /// How many lines the detail pane's text takes, wrapped, and how many it
+    /// shows (the event loop measures it after drawing): how far it scrolls.
+    DetailExtent {
+        /// Lines of text, wrapped to the pane's width.
+        lines: u16,
+        /// Lines the pane shows.
+        shown: u16,
+    },
 }
 
 impl Action {
@@ -169,6 +179,7 @@ impl Action {
                 | Action::Yes
                 | Action::Quit
                 | Action::Dismiss
+                | Action::OpenMessages
         )
     }
 }
@@ -199,6 +210,9 @@ pub enum WriteRequest {
         then: Then,
         /// Overriding a fresh lease (the operator typed the prefix).
         force: bool,
+        /// The lease written: the console's TTL, exclusion mode and record
+        /// format (`Settings::lease`).
+        lease: crate::bucket::LeaseConfig,
     },
     /// Release every held lease (before quitting).
     ReleaseHeld,

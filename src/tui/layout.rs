@@ -52,6 +52,18 @@ pub fn leases(body: Rect, detail: u16) -> (Rect, Rect) {
     (table, pane)
 }
 
+/// The detail pane: the details and, on a screen at least 100 columns wide,
+/// the holder history beside them (under them otherwise: `None`).
+pub fn detail(pane: Rect) -> (Rect, Option<Rect>) {
+    if pane.width >= 100 {
+        let [d, h] = Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)])
+            .areas(pane);
+        (d, Some(h))
+    } else {
+        (pane, None)
+    }
+}
+
 /// The pod view: verdict box (`notices` lines inside borders), process table, duty line.
 pub fn pod(body: Rect, notices: u16) -> (Rect, Rect, Rect) {
     let [verdicts, table, duty] = Layout::vertical([

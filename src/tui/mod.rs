@@ -23,7 +23,6 @@ mod start;
 pub mod ui;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,24 +40,22 @@ use crate::writer::scan::ScanOptions;
 use app::{Action, App};
 use refresh::spawn_refresher;
 pub use refresh::{Gathered, POD_SCAN_HIDDEN_EVERY};
-pub use start::{ops_targets, start, Parts};
+pub use start::{ops_targets, start, Parts, Writes};
 
-/// Everything a console run needs.
+/// Everything a console run needs (made by [`Parts::console`]). The
+/// settings live in `app.settings` alone: the refresher reads its refresh
+/// interval, exclusion mode and audit log there.
 pub struct Console {
-    /// The initial state (targets, mode, refresh…).
+    /// The initial state, with the front end's settings.
     pub app: App,
     /// The reader's clock.
     pub clock: SharedClock,
-    /// Refresh interval (at least 1 s).
-    pub refresh: Duration,
     /// The bucket gatherer (read side only).
     pub gatherer: Gatherer,
     /// The pod scans (merged); empty with `--no-pod`.
     pub pod: Vec<ScanOptions>,
     /// Request counters shared with the stores.
     pub counters: Arc<Counters>,
-    /// The audit log to show entries from.
-    pub audit_path: Option<PathBuf>,
     /// The write side: `None` in watch mode (there is nothing that could write).
     pub ops: Option<ops::Ops>,
 }
@@ -80,33 +77,19 @@ pub struct Io<B: Backend, E> {
     pub stop: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
-/// Runs the console until the operator quits (or SIGTERM/SIGHUP arrives).
-/// The terminal is restored on every exit path, panic included (ratatui's
-/// panic hook). Leases held by the console are released before it returns.
+/// Runs the console until the operator quits, or a signal whose default
+/// action would end it arrives (SIGTERM, SIGHUP, SIGUSR1, …: those of
+/// [`crate::supervise::signals`] it can catch). The terminal is restored on
+/// every exit path, panic included (ratatui's panic hook). Leases held by
+/// the console are released before it returns.
 pub async fn run(console: Console) -> std::io::Result<()> {
     let terminal = ratatui::try_init()?;
-    let signals = (|| {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok::<_, std::io::Error>((
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        ))
-    })();
-    let (mut term, mut hup) = match signals {
-        Ok(s) => s,
-        Err(e) => {
-            ratatui::restore();
-            return Err(e);
-        }
-    };
+    let mut signals = crate::supervise::Signals::new();
     let io = Io {
         terminal,
         events: EventStream::new(),
         stop: Box::pin(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
-            }
+            signals.recv().await;
         }),
     };
     let result = run_on(console, io).await;
@@ -139,14 +122,11 @@ where
     let Console {
         mut app,
         clock,
-        refresh,
         gatherer,
         pod,
         counters,
-        audit_path,
         ops,
     } = console;
-    app.settings.relist_every = gatherer.relist_every();
     let focus = gatherer.focus();
     let mut in_view = std::collections::HashSet::new();
     let pod_visible = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -160,10 +140,10 @@ where
     let (mut refresher, mut rx) = spawn_refresher(
         gatherer,
         clock.clone(),
-        refresh,
+        app.settings.refresh,
         recipe,
         counters,
-        audit_path,
+        app.settings.audit_path.clone(),
         pod_visible.clone(),
     )?;
     let (results_tx, mut results) = mpsc::channel::<Action>(16);
@@ -181,8 +161,13 @@ where
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
     let result = loop {
-        if let Err(e) = terminal.draw(|f| ui::render(&app, f)) {
-            break Err(io_error(e));
+        let area = match terminal.draw(|f| ui::render(&app, f)) {
+            Ok(frame) => frame.area,
+            Err(e) => break Err(io_error(e)),
+        };
+        // How far the detail pane scrolls, as this frame measured it.
+        if let Some((lines, shown)) = ui::detail_extent(&app, area) {
+            app.update(Action::DetailExtent { lines, shown });
         }
         let actions = tokio::select! {
             ev = events.next() => match ev {

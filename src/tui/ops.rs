@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use super::action::{Action, WriteRequest};
 use crate::audit::{AuditLog, AuditTarget};
 use crate::bucket::probe::probe_scratch;
-use crate::bucket::{lease_key, Exclusion, KeepAlive};
+use crate::bucket::{lease_key, KeepAlive};
 use crate::clock::SharedClock;
 use crate::snapshot::ExclusionReport;
 use crate::store::ObjectStore;
@@ -41,12 +41,6 @@ pub struct Ops {
     pub targets: Vec<OpsTarget>,
     /// The audit log takeovers write to.
     pub audit: AuditLog,
-    /// Conditional or best-effort (chosen at start).
-    pub exclusion: Exclusion,
-    /// TTL of leases the console writes, in seconds.
-    pub ttl_s: u64,
-    /// The fields of the records the console writes.
-    pub record_format: crate::bucket::RecordFormat,
     /// The clock.
     pub clock: SharedClock,
 }
@@ -79,6 +73,7 @@ impl Ops {
                     reason,
                     then,
                     force,
+                    lease,
                 } => {
                     let Some(t) = self.targets.get(target) else {
                         continue;
@@ -92,9 +87,9 @@ impl Ops {
                         reason,
                         then,
                         force,
-                        ttl_s: self.ttl_s,
-                        exclusion: self.exclusion,
-                        record_format: self.record_format,
+                        ttl_s: lease.ttl_s,
+                        exclusion: lease.exclusion,
+                        record_format: lease.record_format,
                         target: audit_target,
                     };
                     let result = self.takeover(t, &key, req, &rx, &mut held).await;
@@ -239,11 +234,14 @@ impl Ops {
     }
 }
 
+/// The GETs of versions in flight at once while the timeline pane reads.
+pub const TIMELINE_CONCURRENCY: usize = 32;
+
 /// How far back the console's timeline pane reads the versions.
 pub const TIMELINE_WINDOW: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
 /// Reads the timeline of `prefix` on `t` over the last [`TIMELINE_WINDOW`]
-/// (its LEASE object's versions, by bisection, and the audit log at
+/// (every version of its LEASE object, and the audit log at
 /// `audit`), as `leasectl timeline` does, and sends it as
 /// [`Action::TimelineRead`].
 async fn read_timeline(
@@ -254,7 +252,7 @@ async fn read_timeline(
     clock: SharedClock,
     actions: mpsc::Sender<Action>,
 ) {
-    use crate::timeline::build::{prefix_timeline, Inputs, Source, Window};
+    use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
     let (entries, audit_problems) =
         match tokio::task::spawn_blocking(move || crate::timeline::read::audit_entries(&[audit]))
             .await
@@ -269,7 +267,7 @@ async fn read_timeline(
     let store: &dyn crate::store::ObjectRead = t.store.as_ref();
     let timeline = prefix_timeline(
         Ok(store),
-        &Source {
+        &Subject {
             url: t.url.clone(),
             bucket: t.bucket.as_deref(),
             prefix: &prefix,
@@ -282,7 +280,12 @@ async fn read_timeline(
             recordings: &[],
             entries: &entries,
             audit_problems: &audit_problems,
-            all_versions: false,
+            // Every version read, as `leasectl timeline` reads them, fewer at
+            // once: the console's refreshes go on beside it.
+            reading: crate::timeline::read::Reading {
+                concurrency: TIMELINE_CONCURRENCY,
+                ..Default::default()
+            },
             progress: None,
         },
     )

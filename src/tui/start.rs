@@ -1,22 +1,23 @@
-//! What the console runs on ([`Parts`]), built by the console command and the
-//! demo, and [`start`], which runs it on the real terminal.
+//! The one console builder: what a front end chose ([`Parts`]: the console
+//! command and the demo fill it) made into a [`super::Console`] — its state,
+//! gatherer and write task, each built from the one [`Settings`] — and
+//! [`start`], which runs it on the real terminal.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
+use super::app::{App, Settings};
+use super::ops::{Ops, OpsTarget};
+use crate::audit::AuditLog;
 use crate::clock::SharedClock;
 use crate::snapshot::{GatherOptions, Gatherer, OpenTarget};
-use crate::store::Counters;
+use crate::store::{Counters, ObjectStore};
+use crate::writer::scan::ScanOptions;
 
 /// The OPS mode's targets: each open target with its writable store.
-pub fn ops_targets(
-    open: &[OpenTarget],
-    writable: Vec<Arc<dyn crate::store::ObjectStore>>,
-) -> Vec<super::ops::OpsTarget> {
+pub fn ops_targets(open: &[OpenTarget], writable: Vec<Arc<dyn ObjectStore>>) -> Vec<OpsTarget> {
     open.iter()
         .zip(writable)
-        .map(|(o, store)| super::ops::OpsTarget {
+        .map(|(o, store)| OpsTarget {
             url: o.target.to_string(),
             endpoint: o.endpoint.clone(),
             bucket: o.target.bucket().map(str::to_owned),
@@ -26,54 +27,81 @@ pub fn ops_targets(
         .collect()
 }
 
-/// Everything the console runs on (the console and the demo build it).
+/// What the console runs on, as its front end chose it (the console command,
+/// the demo): every setting once, in `settings`.
 pub struct Parts {
-    /// The console's state.
-    pub app: super::app::App,
+    /// The settings (TARGETs, watch mode, refresh, listings' cadence, TTL,
+    /// exclusion mode, record format, audit log, price, request budget):
+    /// the gatherer and the write task are made from them.
+    pub settings: Settings,
     /// The clock.
     pub clock: SharedClock,
-    /// Time between two refreshes.
-    pub refresh: Duration,
-    /// The targets, read-only and counted.
+    /// The targets, read-only and counted, in the order of `settings.targets`.
     pub open: Vec<OpenTarget>,
-    /// How to gather them.
+    /// How to gather them (`--timeout`, `--concurrency`, `--depth`).
     pub opts: GatherOptions,
-    /// Refreshes between two listings (the console: about 30 s).
-    pub relist: u32,
-    /// At most this many requests per minute once every LEASE was read.
-    pub max_requests: u32,
-    /// The pod scans (empty: `--no-pod`).
-    pub pod: Vec<crate::writer::scan::ScanOptions>,
+    /// The pod scans (empty: `--no-pod`, and the console says so).
+    pub pod: Vec<ScanOptions>,
     /// The request counters of `open`.
     pub counters: Arc<Counters>,
-    /// The audit log shown in the status bar.
-    pub audit_path: Option<PathBuf>,
-    /// OPS mode: the writable targets and the audit log (None: watch mode).
-    pub ops: Option<super::ops::Ops>,
+    /// OPS mode's write side (`None`: watch mode). Given with
+    /// `settings.read_only`, it is dropped: watch mode never has a write task.
+    pub writes: Option<Writes>,
 }
 
-/// Runs the console until the operator quits. Listing (discovery) runs
-/// every `relist` refreshes; each LEASE is read by need: rows on screen
-/// every refresh, the others around their expiry or at the listing's
-/// cadence (`snapshot::Schedule`).
+/// The write side a front end hands the console in OPS mode.
+pub struct Writes {
+    /// The stores of `Parts::open`, writable, in the same order.
+    pub stores: Vec<Arc<dyn ObjectStore>>,
+    /// The audit log takeovers write to (at `settings.audit_path`).
+    pub audit: AuditLog,
+}
+
+impl Parts {
+    /// The console these parts make: its state from the settings, the
+    /// gatherer on their refresh, listings' cadence and request budget, and
+    /// (OPS mode) the write task. Listing (discovery) runs every
+    /// `settings.relist_every` refreshes; each LEASE is read by need: rows on
+    /// screen every refresh, the others around their expiry or at the
+    /// listing's cadence (`snapshot::Schedule`).
+    pub fn console(self) -> super::Console {
+        let Parts {
+            settings,
+            clock,
+            open,
+            opts,
+            pod,
+            counters,
+            writes,
+        } = self;
+        let ops = writes.filter(|_| !settings.read_only).map(|w| Ops {
+            targets: ops_targets(&open, w.stores),
+            audit: w.audit,
+            clock: clock.clone(),
+        });
+        let gatherer = Gatherer::new(open, opts, settings.relist_every)
+            .schedule(settings.refresh)
+            .budget(settings.max_requests);
+        let mut app = App::with_settings(settings, clock.wall());
+        if pod.is_empty() {
+            app = app.without_pod();
+        }
+        super::Console {
+            app,
+            clock,
+            gatherer,
+            pod,
+            counters,
+            ops,
+        }
+    }
+}
+
+/// Runs the console of `parts` until the operator quits.
 ///
 /// # Errors
 /// Terminal errors.
-pub async fn start(p: Parts) -> color_eyre::Result<()> {
-    let mut app = p.app;
-    app.settings.max_requests = p.max_requests;
-    super::run(super::Console {
-        app,
-        clock: p.clock,
-        refresh: p.refresh,
-        gatherer: Gatherer::new(p.open, p.opts, p.relist)
-            .schedule(p.refresh)
-            .budget(p.max_requests),
-        pod: p.pod,
-        counters: p.counters,
-        audit_path: p.audit_path,
-        ops: p.ops,
-    })
-    .await?;
+pub async fn start(parts: Parts) -> color_eyre::Result<()> {
+    super::run(parts.console()).await?;
     Ok(())
 }

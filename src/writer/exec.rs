@@ -15,11 +15,8 @@ use super::{assess, sanitize, Duty, WriterError, HELD};
 use crate::exit::Exit;
 use crate::supervise;
 
-/// The signals `writer exec` forwards to its child when it holds the lock.
-pub use crate::supervise::FORWARDED;
-
-/// Runs `cmd` under the writer-lease rules (ARCHITECTURE.md; README, "Pod
-/// writer leases"; seed `writerlease-package.txt`), supervised by
+/// Runs `cmd` under the writer-lease rules (ARCHITECTURE.md;
+/// docs/writer-leases.md; seed `writerlease-package.txt`), supervised by
 /// [`crate::supervise`].
 ///
 /// Logs the duty sentence (tracing, info) first. Then, by duty:
@@ -27,11 +24,14 @@ pub use crate::supervise::FORWARDED;
 ///   with an error naming the holder; spawns `cmd` with
 ///   `CLOUD_WRITER_LEASE_HELD=<own pid>` and `PR_SET_PDEATHSIG(SIGKILL)`;
 ///   becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`), so descendants the
-///   command orphans (a daemonized writer) are adopted; forwards SIGTERM,
-///   SIGINT, SIGHUP and SIGQUIT to the child and every other descendant;
-///   reaps every child, adopted ones included, and releases the lock only
-///   after the last one is gone; returns [`Exit::Child`] with the child's
-///   exit code, or 128 + signal number when a signal killed it
+///   command orphans (a daemonized writer) are adopted; forwards every
+///   signal of [`supervise::signals::forwarded`] (SIGTERM, SIGINT, SIGHUP,
+///   SIGQUIT, SIGUSR1, …) to the child and every other descendant, and on
+///   SIGXCPU or SIGXFSZ (its own limits) sends them SIGTERM and ends with
+///   128 + that signal; reaps every child, adopted ones included, and
+///   releases the lock only after the last one is gone; returns
+///   [`Exit::Child`] with the child's exit code, or 128 + signal number when
+///   a signal killed it (real-time signals included)
 ///   ([`Exit::CannotStart`], 125, for a wait status that is neither).
 /// - **Inherit** and **Off**: replaces this process with `cmd` (`execvp`);
 ///   returns only on failure.
@@ -70,12 +70,10 @@ fn run_holding(
     let me = std::process::id();
     tracing::info!(path = %lock.path().display(), pid = me, "holding the writer lock");
 
-    // Block the forwarded signals in this thread before any other thread
-    // exists, so they are delivered only through sigwait in the forwarder.
-    let mut set = SigSet::empty();
-    for s in FORWARDED {
-        set.add(s);
-    }
+    // Block the signals it passes on or ends on (supervise::signals) in this
+    // thread before any other thread exists, so they are delivered only
+    // through sigwait in the forwarder.
+    let set: SigSet = supervise::signals::sigset(&supervise::signals::caught());
     set.thread_block().map_err(|source| WriterError::Sys {
         what: "pthread_sigmask",
         source,
@@ -121,16 +119,19 @@ fn run_holding(
     // `reaping` is held while signalling and while reaping, so a signal never
     // reaches a pid recycled after our reap.
     let reaping = Arc::new(Mutex::new(false));
-    supervise::forward_signals(set, child_pid, Arc::clone(&reaping));
+    let ended = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    supervise::forward_signals(set, child_pid, Arc::clone(&reaping), Arc::clone(&ended));
     let status = supervise::reap_all(child_pid, &reaping).map_err(|source| WriterError::Sys {
         what: "waitpid",
         source,
     })?;
     drop(child);
-    let exit = match status.and_then(supervise::wait_status_exit) {
-        Some(exit) => exit,
-        None => {
-            tracing::warn!(?status, "unexpected wait status");
+    let exit = match (status, ended.load(std::sync::atomic::Ordering::SeqCst)) {
+        // The hold was ended by leasectl's own limit: said as that signal.
+        (Some(_), sig) if sig != 0 => Exit::killed_by(sig),
+        (Some(end), _) => end.exit(),
+        (None, _) => {
+            tracing::warn!("the command was never seen to end");
             Exit::CannotStart
         }
     };

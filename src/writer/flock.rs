@@ -117,7 +117,7 @@ pub fn acquire(data_dir: &Path, timeout: Duration) -> Result<WriterLock, WriterE
                 if found.holders.is_empty() {
                     if let Some(why) = &found.unknown {
                         tracing::warn!(
-                            "{why}: whether a process there still holds a flock on a deleted {LOCK_NAME} of {} is unknown (see README, \"What the pod view cannot know\")",
+                            "{why}: whether a process there still holds a flock on a deleted {LOCK_NAME} of {} is unknown (see docs/writer-leases.md, \"What the pod view cannot know\")",
                             crate::text::sanitize(&data_dir.to_string_lossy())
                         );
                     }
@@ -247,7 +247,10 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
             "it is a symbolic link{to}, and the writer lock file must be a regular file (following the link would create and lock whatever it names, as this user). Remove the link; writer exec then creates a regular lock file"
         ));
     }
-    if let Some(what) = super::not_regular(&ft) {
+    // The rule every file leasectl appends to or locks by name keeps.
+    let sole = crate::logfile::sole_regular_file(md);
+    if let Err(crate::logfile::NotSole::NotRegular(ft)) = sole {
+        let what = super::not_regular(&ft).unwrap_or("not a regular file");
         return refuse(format!(
             "it is {what}, not a regular file. Move it away; writer exec then creates a regular lock file"
         ));
@@ -259,10 +262,9 @@ fn refuse_unless_lock_file(path: &Path, md: &std::fs::Metadata) -> Result<(), Wr
             md.uid()
         ));
     }
-    if md.nlink() > 1 {
+    if let Err(crate::logfile::NotSole::Links(n)) = sole {
         return refuse(format!(
-            "it has {} hard links, so it is also another file, and the writer lock file has one name only. Check what else it is; if no process holds it, remove it and writer exec creates it afresh",
-            md.nlink()
+            "it has {n} hard links, so it is also another file, and the writer lock file has one name only. Check what else it is; if no process holds it, remove it and writer exec creates it afresh"
         ));
     }
     Ok(())

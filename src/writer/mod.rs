@@ -8,7 +8,7 @@
 //! ([`exec::writer_exec`]) and inspects a running pod through `/proc`
 //! ([`scan::scan`], with verdicts from [`scan::judge`]).
 //!
-//! Rules come from README.md, section "Pod writer leases" (ARCHITECTURE.md maps them), and the
+//! Rules come from docs/writer-leases.md (ARCHITECTURE.md maps them), and the
 //! `writerlease` seed specification (`writerlease-package.txt`).
 
 pub mod error;
@@ -73,8 +73,8 @@ impl fmt::Display for Duty {
 /// The parsed value of [`ENABLE`].
 ///
 /// Unset or empty: `Off`. `1 t T TRUE true True`: `On`. `0 f F FALSE false
-/// False`: `Off`. Anything else: `Invalid` carrying the raw value (README.md,
-/// "Pod writer leases").
+/// False`: `Off`. Anything else: `Invalid` carrying the raw value
+/// (docs/writer-leases.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enable {
     /// No lease.

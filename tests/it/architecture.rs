@@ -12,30 +12,93 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The floors of ARCHITECTURE.md, bottom first. A module may use its own floor
+/// The floors of ARCHITECTURE.md's layer table, bottom first, read from the
+/// document itself (so the document and this test cannot disagree): a row's
+/// modules are the names in backticks outside any parentheses of its
+/// "modules" cell (`main.rs` is `main`). A module may use its own floor
 /// (without a loop between top-level modules) and the ones below.
-const LAYERS: &[&[&str]] = &[
-    &["clock", "text", "exit", "logfile", "stdout", "runtime"],
-    &["store"],
-    &["values", "target"],
-    &["bucket"],
-    &["supervise"],
-    &["hold"],
-    &["takeover", "audit"],
-    &["sim"],
-    &["writer"],
-    &["snapshot", "timeline"],
-    &["monitor"],
-    &["tui"],
-    &["cli", "config", "setup", "commands", "demo", "main"],
-];
+fn layers() -> &'static [Vec<String>] {
+    static LAYERS: std::sync::OnceLock<Vec<Vec<String>>> = std::sync::OnceLock::new();
+    LAYERS.get_or_init(|| {
+        layer_rows()
+            .iter()
+            .map(|(_, modules)| {
+                modules
+                    .iter()
+                    .filter(|path| path.len() == 1)
+                    .map(|path| path[0].clone())
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// ARCHITECTURE.md's layer table: each row's layer name and the module paths
+/// its "modules" cell names, a name in parentheses after another being that
+/// one's child (`store` (`s3` (`versions`)) is `store::s3::versions`).
+fn layer_rows() -> Vec<(String, Vec<Vec<String>>)> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .unwrap();
+    let start = doc
+        .find("## Layers, bottom to top")
+        .expect("ARCHITECTURE.md has its section \"Layers, bottom to top\"");
+    let mut rows = Vec::new();
+    for line in doc[start..].lines().skip_while(|l| !l.starts_with('|')) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').collect();
+        if cells.len() < 3 || cells[0].trim() == "layer" || cells[0].trim().starts_with("---") {
+            continue;
+        }
+        rows.push((cells[0].trim().to_owned(), module_tree(cells[1])));
+    }
+    assert!(
+        rows.len() >= 10,
+        "ARCHITECTURE.md's layer table has {} rows: is it still a table?",
+        rows.len()
+    );
+    rows
+}
+
+/// The module paths a "modules" cell names (see [`layer_rows`]).
+fn module_tree(cell: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    // The name last seen at each depth.
+    let mut stack: Vec<String> = Vec::new();
+    let mut depth = 0usize;
+    let mut rest = cell;
+    while let Some(c) = rest.chars().next() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            '`' => {
+                let end = rest[1..].find('`').map_or(rest.len(), |e| e + 1);
+                let name = rest[1..end].trim_end_matches(".rs").to_owned();
+                rest = &rest[(end + 1).min(rest.len())..];
+                if name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && depth <= stack.len()
+                {
+                    stack.truncate(depth);
+                    stack.push(name);
+                    out.push(stack.clone());
+                }
+                continue;
+            }
+            _ => {}
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
 
 /// The modules that may use `crate::cli`: the front ends that parse or wire
 /// the command line.
 const CLI_USERS: &[&str] = &["cli", "commands", "setup", "main"];
 
 fn layer_of(top: &str) -> Option<usize> {
-    LAYERS.iter().position(|l| l.contains(&top))
+    layers().iter().position(|l| l.iter().any(|m| m == top))
 }
 
 /// Source text with comments removed and string and char contents blanked, so
@@ -504,8 +567,12 @@ fn breaches(g: &Graph) -> Vec<String> {
                         .map(|i| format!("::{i}"))
                         .unwrap_or_default()
                 )),
-                (None, _) => out.push(format!("{ta} is on no floor of LAYERS")),
-                (_, None) => out.push(format!("{tb} is on no floor of LAYERS")),
+                (None, _) => out.push(format!(
+                    "{ta} is on no floor of ARCHITECTURE.md's layer table"
+                )),
+                (_, None) => out.push(format!(
+                    "{tb} is on no floor of ARCHITECTURE.md's layer table"
+                )),
                 _ => {}
             }
             top_adj.entry(ta.clone()).or_default().insert(tb.clone());
@@ -561,6 +628,102 @@ fn breaches(g: &Graph) -> Vec<String> {
         ));
     }
     out
+}
+
+/// Every module of `src/` is named in ARCHITECTURE.md's layer table, in the
+/// row of its top-level module and under its parent (`store::s3::versions`:
+/// `versions` in parentheses after `s3`, itself after `store`); test-only
+/// modules (`tests`) aside.
+#[test]
+fn the_document_names_every_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&root, &root, &mut files);
+    let named: BTreeSet<Vec<String>> = layer_rows()
+        .into_iter()
+        .flat_map(|(_, modules)| modules)
+        .collect();
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|f| !f.module.is_empty() && f.module.last().map(String::as_str) != Some("tests"))
+        .filter(|f| !named.contains(&f.module))
+        .map(|f| format!("{} ({})", f.module.join("::"), name(f)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} modules are missing from ARCHITECTURE.md's layer table (name each in its \
+         parent's parentheses):\n{}",
+        missing.len(),
+        missing.join("\n")
+    );
+}
+
+/// ARCHITECTURE.md's invariant 2: no `SystemTime::now()` and no std
+/// `Instant` in `bucket/`; tokio's `Instant` only in `bucket::race`, for
+/// timing.
+#[test]
+fn the_bucket_engine_reads_time_only_through_the_clock() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect(&root.join("bucket"), &root, &mut files);
+    assert!(
+        files.len() > 10,
+        "the scan found {} files in bucket/",
+        files.len()
+    );
+    let mut found = Vec::new();
+    for f in &files {
+        let src = std::fs::read_to_string(root.join(&f.path)).unwrap();
+        let code = code_only(&src);
+        for bad in [
+            "SystemTime::now",
+            "std::time::Instant",
+            "time::Instant::now",
+        ] {
+            if code.contains(bad) {
+                found.push(format!("{}: {bad}", name(f)));
+            }
+        }
+        let timing_only = f.module == ["bucket", "race"];
+        if code.contains("Instant") && !(timing_only && code.contains("use tokio::time::Instant;"))
+        {
+            found.push(format!(
+                "{}: an Instant outside bucket::race's timing",
+                name(f)
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "time read around the clock in bucket/:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The layer table is read as documented: a few rows of today's document.
+#[test]
+fn the_layer_table_is_read_as_written() {
+    let cell =
+        "`store` (`local`, `s3` (`config`: the SDK; `versions`: order), `listing`), `values`";
+    let paths: Vec<String> = module_tree(cell)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "store",
+            "store::local",
+            "store::s3",
+            "store::s3::config",
+            "store::s3::versions",
+            "store::listing",
+            "values"
+        ]
+    );
+    let floors = layers();
+    assert_eq!(floors[0].first().map(String::as_str), Some("clock"));
+    assert!(floors.last().unwrap().iter().any(|m| m == "main"));
 }
 
 #[test]

@@ -789,6 +789,98 @@ fn every_link_between_the_documents_resolves() {
     );
 }
 
+/// Issue 45 §6: every reference to a document that the binary itself can
+/// print — in a message, `--help`, the man page — resolves: `docs/NAME.md`
+/// or `README.md` exists, and the section it names (`, "Heading"`: a heading
+/// of that file starts so; `#anchor`: a heading makes it) is there. A
+/// reference the test cannot check (`see the README, Monitoring`) fails too:
+/// `writer exec` and `config view` pointed to README sections that had moved.
+#[test]
+fn every_reference_the_binary_prints_resolves() {
+    let root = repo();
+    let bytes = std::fs::read(env!("CARGO_BIN_EXE_leasectl")).unwrap();
+    // The binary's text: runs of printable bytes (UTF-8 included).
+    let text: String = bytes
+        .split(|b| *b < 0x20 || *b == 0x7f)
+        .filter(|r| r.len() >= 6)
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let headings = |path: &Path| -> Vec<String> {
+        let mut in_code = false;
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                if l.starts_with("```") {
+                    in_code = !in_code;
+                }
+                !in_code && l.starts_with('#')
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut checked = 0;
+    for (at, _) in text
+        .match_indices("README")
+        .chain(text.match_indices("docs/"))
+    {
+        let rest = &text[at..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.')))
+            .unwrap_or(rest.len());
+        // Literals sit side by side in the binary with nothing between
+        // them ("…see docs/exit-codes.mdevery target…"): a name ends at its
+        // ".md".
+        let end = rest[..end].find(".md").map_or(end, |md| md + 3);
+        let file = rest[..end].trim_end_matches('.');
+        let context = &text[at.saturating_sub(60)..(at + 120).min(text.len())];
+        // Rust's own paths (`…/docs/…` of a dependency) are not ours.
+        if text[..at].ends_with('/') || text[..at].ends_with("rust") {
+            continue;
+        }
+        assert!(
+            file == "README.md" || (file.starts_with("docs/") && file.ends_with(".md")),
+            "the binary says {context:?}: name the document as README.md or docs/NAME.md"
+        );
+        let path = root.join(file);
+        assert!(
+            path.exists(),
+            "the binary names {file}, which does not exist: {context:?}"
+        );
+        let after = &rest[file.len()..];
+        if let Some(a) = after.strip_prefix('#') {
+            let a: String = a
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || matches!(c, '-' | '_'))
+                .collect();
+            assert!(
+                headings(&path).iter().any(|h| anchor_of(h) == a),
+                "the binary links to {file}#{a}: no heading makes it ({context:?})"
+            );
+        } else if let Some(q) = after.strip_prefix(", \"") {
+            let section = q.split('"').next().unwrap_or_default();
+            assert!(
+                headings(&path)
+                    .iter()
+                    .any(|h| h.trim_start_matches('#').trim().starts_with(section)),
+                "the binary names the section {section:?} of {file}, which has no such heading ({context:?})"
+            );
+        } else {
+            assert!(
+                !after.starts_with(", ") && !after.starts_with(": "),
+                "the binary names a section of {file} in a form this test cannot check: {context:?} \
+                 (write `{file}, \"Heading\"` or `{file}#anchor`)"
+            );
+        }
+        checked += 1;
+    }
+    assert!(
+        checked >= 3,
+        "only {checked} references found: is the scan broken?"
+    );
+}
+
 /// Issue 35: `leasectl::exit::EXIT_TABLE` is the one table of every
 /// command's exit codes: docs/exit-codes.md shows it cell by cell, the man
 /// page's EXIT STATUS renders it, and each code it gives a command is in

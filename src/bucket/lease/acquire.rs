@@ -197,6 +197,10 @@ impl BucketLease {
     /// for one TTL — keep `watch` across attempts), [`LeaseError::PreconditionsIgnored`]
     /// / [`LeaseError::PreconditionsUnsupported`] / [`LeaseError::NotAtomic`] (the
     /// once-per-store race check, [`crate::bucket::race::check_once`]; nothing left behind),
+    /// [`LeaseError::ReaderClock`] (a stale-looking record judged by a clock
+    /// certainly beyond TTL/12 of the service's), [`LeaseError::HolderClock`]
+    /// (about to write a record with such a clock:
+    /// [`crate::bucket::fence::check_holder_clock`]; nothing written),
     /// [`LeaseError::Contended`], [`LeaseError::Store`].
     pub async fn acquire_as(
         store: Arc<dyn ObjectStore>,
@@ -249,6 +253,12 @@ impl BucketLease {
                 mono,
                 &config,
                 watch,
+            )?;
+            crate::bucket::fence::check_holder_clock(
+                store.server_offset(),
+                clock.as_ref(),
+                &key,
+                config.ttl_s,
             )?;
             // Never equal stamps: that is a hand-over's mark (own::is_handover).
             let (acquired_at, renewed_at) = holder_stamps(acquired_at, now);

@@ -215,7 +215,7 @@ impl BucketLease {
     async fn let_go(mut self, slow: bool, err: LeaseError) -> LeaseError {
         if slow || !self.may_write_ignoring_not_before() {
             tracing::warn!(key = %self.key, "the record written is left to expire (one TTL): a holder it may have replaced unseen could still be writing");
-            self.mark_lost(None);
+            self.mark_lost_unread("the record written was left to expire");
         } else {
             let _ = self.release().await;
         }
@@ -295,7 +295,7 @@ impl BucketLease {
                  contenders were both let in; the lease is not taken",
                 by.as_ref().map(|r| sanitize(&r.instance_id)).unwrap_or_else(|| "now absent".into())
             );
-            return Err(self.mark_lost(by));
+            return Err(self.mark_lost(&rb.observed));
         }
         if let Some(e) = rb.etag() {
             self.etag = e.to_owned();
@@ -355,7 +355,9 @@ impl BucketLease {
             return Ok(());
         }
         tracing::error!(key = %self.key, "the fence ran out before the lease could be handed out (this process was paused, or the store slow): not taken, and not touched again");
-        Err(self.mark_lost(None))
+        Err(self.mark_lost_unread(
+            "its fence ran out before the lease could be handed out; the record is left to expire",
+        ))
     }
 
     /// One renewal during a slow acquire's wait (with `generation`, when

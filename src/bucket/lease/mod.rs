@@ -139,6 +139,17 @@ pub enum Released {
     AlreadyGone,
     /// Someone else holds it now: nothing was deleted.
     NotOurs(LeaseRecord),
+    /// Not released: the lease replaced a live one whose holder may still
+    /// write for this long (its fence, [`FenceDeadline::not_before_mono`]).
+    /// A released record would let the next holder in at once; our record,
+    /// renewed no more, keeps everyone out until its TTL has passed, which
+    /// outlasts that fence.
+    LeftToExpire {
+        /// Milliseconds until the replaced holder's fence has closed.
+        fence_closes_in_ms: u64,
+        /// The TTL of our record, seconds.
+        ttl_s: u64,
+    },
 }
 
 impl std::fmt::Display for Released {
@@ -155,6 +166,14 @@ impl std::fmt::Display for Released {
                 f,
                 "not deleted: the lease is now held by {}",
                 sanitize(&r.instance_id)
+            ),
+            Released::LeftToExpire {
+                fence_closes_in_ms,
+                ttl_s,
+            } => write!(
+                f,
+                "not marked released: the replaced holder's fence closes in {}, and a released record would let the next holder in at once; our record, renewed no more, expires {ttl_s} s after its last renewal",
+                crate::text::format_secs(*fence_closes_in_ms as f64 / 1000.0)
             ),
         }
     }

@@ -6,7 +6,9 @@ use super::*;
 
 impl BucketLease {
     /// Releases the lease (see [`Released`]). Never deletes or replaces a
-    /// lease that is no longer ours.
+    /// lease that is no longer ours, and never lets the next holder in while
+    /// a live holder this lease replaced may still write
+    /// ([`Released::LeftToExpire`]: nothing is sent).
     ///
     /// A record with a generation is not deleted: it is replaced by a released
     /// record that keeps the generation ([`LeaseRecord::released`]; readers
@@ -18,6 +20,18 @@ impl BucketLease {
     /// the record kept changing under us.
     pub async fn release(mut self) -> Result<Released, LeaseError> {
         self.lost = true; // no more writes under this lease, whatever happens
+                          // A takeover of a live lease whose holder may still write: nobody
+                          // may be let in before that holder's fence has closed.
+        if let Some(nb) = self.not_before_mono {
+            let now = self.clock.mono();
+            if now < nb {
+                tracing::warn!(key = %self.key, "the lease is not released before the replaced holder's fence has closed; it expires after its TTL");
+                return Ok(Released::LeftToExpire {
+                    fence_closes_in_ms: (nb - now).as_millis().try_into().unwrap_or(u64::MAX),
+                    ttl_s: self.config.ttl_s,
+                });
+            }
+        }
         #[cfg(feature = "sim")]
         if crate::bucket::defect::on(crate::bucket::defect::Defect::ReleaseDeletesAny) {
             return self.read_check_delete().await;

@@ -38,6 +38,7 @@ impl BucketLease {
             return Err(LeaseError::Lost {
                 key: self.key.clone(),
                 by: None,
+                found: Some("it was lost before this renewal (said then)".to_owned()),
             });
         }
         let mut tally = Conflicts::default();
@@ -66,10 +67,7 @@ impl BucketLease {
                             rb if rb.holds(&body) && rb.etag().is_some() => {
                                 rb.etag().unwrap_or_default().to_owned()
                             }
-                            rb => {
-                                let by = rb.observed.record().cloned();
-                                return Err(self.mark_lost(by));
-                            }
+                            rb => return Err(self.mark_lost(&rb.observed)),
                         },
                     };
                     self.record = record;
@@ -127,7 +125,7 @@ impl BucketLease {
                             self.body = b;
                         }
                     }
-                    other => return Err(self.mark_lost(other.record().cloned())),
+                    other => return Err(self.mark_lost(&other)),
                 }
                 PutCondition::None
             }
@@ -212,17 +210,43 @@ impl BucketLease {
                 {
                     tracing::error!(key = %self.key, "the LEASE names our instance id but is not a record this process wrote: another process holds it under the same instance id");
                 }
-                Err(self.mark_lost(other.record().cloned()))
+                Err(self.mark_lost(&other))
             }
         }
     }
 
-    pub(super) fn mark_lost(&mut self, by: Option<LeaseRecord>) -> LeaseError {
+    /// Marks the lease lost to what `now` shows at its key, said as it is:
+    /// another holder's record, nothing, or something that is no record
+    /// (with why, e.g. a local file replaced by a link to another file).
+    pub(super) fn mark_lost(&mut self, now: &Observed) -> LeaseError {
         self.lost = true;
-        tracing::error!(key = %self.key, by = by.as_ref().map(|r| sanitize(&r.instance_id)).unwrap_or_default(), "lease lost");
+        let by = now.record().cloned();
+        let found = match now {
+            Observed::Present {
+                record: Err((why, _)),
+                ..
+            } => Some(format!(
+                "the LEASE was replaced by something that is not a lease record: {why}"
+            )),
+            _ => None,
+        };
+        tracing::error!(key = %self.key, "lease lost: {}", crate::bucket::error::lost_to(by.as_ref(), found.as_deref()));
         LeaseError::Lost {
             key: self.key.clone(),
             by: by.map(Box::new),
+            found,
+        }
+    }
+
+    /// Marks the lease lost without a look at its key, for `why` (a
+    /// sentence, safe to print: a record left to expire, a fence that ran
+    /// out before the lease was handed out): nothing is written again.
+    pub(super) fn mark_lost_unread(&mut self, why: &str) -> LeaseError {
+        self.lost = true;
+        LeaseError::Lost {
+            key: self.key.clone(),
+            by: None,
+            found: Some(why.to_owned()),
         }
     }
 }

@@ -610,26 +610,53 @@ fn honoured(s: &Step) -> Honoured {
     }
 }
 
+/// What [`sweep`] did.
+#[derive(Debug, Default)]
+pub struct Swept {
+    /// The old scratch keys removed.
+    pub removed: Vec<String>,
+    /// Why old scratch keys may be left (a sentence safe to print): the
+    /// listing could not be made, or it goes on past its first page.
+    pub unswept: Option<String>,
+}
+
 /// Removes the scratch keys directly under `dir` (a `.leasectl-probe/`
 /// prefix) older than `age` by the service's Last-Modified against the
 /// service's clock where known (`clock`'s wall time plus the service's
 /// offset; `clock`'s alone otherwise), except `own`: probes killed mid-way leave
-/// theirs behind. Each is deleted with `If-Match` on the ETag listed. Returns
-/// the keys removed. [`probe_scratch`] sweeps with [`SWEEP_AFTER`].
+/// theirs behind. Each is deleted with `If-Match` on the ETag listed. Looks
+/// at one page of the listing (up to 1,000 keys on S3; a local store's
+/// whole directory): housekeeping never holds up a probe, a takeover or an
+/// acquire for longer than one request, and the next probe looks again.
+/// [`probe_scratch`] sweeps with [`SWEEP_AFTER`].
 pub async fn sweep(
     store: &dyn ObjectStore,
     dir: &str,
     own: &str,
     age: std::time::Duration,
     clock: &dyn Clock,
-) -> Vec<String> {
-    let listing = match store.list(dir).await {
-        Ok(l) => l,
+) -> Swept {
+    let shown = crate::text::sanitize(dir);
+    let (listing, more) = match store.list_page(dir, None).await {
+        Ok(page) => page,
         Err(e) => {
-            tracing::warn!("could not list old scratch keys under {dir}: {e}");
-            return Vec::new();
+            tracing::warn!("could not list old scratch keys under {shown}: {e}");
+            return Swept {
+                removed: Vec::new(),
+                unswept: Some(format!(
+                    "old scratch keys under {shown} were not looked for: listing them failed ({e})"
+                )),
+            };
         }
     };
+    let unswept = more.is_some().then(|| {
+        format!(
+            "old scratch keys under {shown} were looked for in the first page of their \
+             listing only ({} keys; the service says more follow): any others are left for \
+             the next probe",
+            listing.objects.len()
+        )
+    });
     let offset = store.server_offset().map(|o| o.offset_s).unwrap_or(0.0);
     let service_now = clock.wall() + chrono::Duration::milliseconds((offset * 1000.0) as i64);
     let limit = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
@@ -654,7 +681,7 @@ pub async fn sweep(
             ),
         }
     }
-    removed
+    Swept { removed, unswept }
 }
 
 /// The full probe on a scratch key (see the module documentation): seven
@@ -674,8 +701,9 @@ pub async fn probe_scratch(
         Some(i) => &key[..=i],
         None => "",
     };
-    let mut changed: Vec<String> = sweep(store, dir, key, SWEEP_AFTER, clock)
-        .await
+    let swept = sweep(store, dir, key, SWEEP_AFTER, clock).await;
+    let mut changed: Vec<String> = swept
+        .removed
         .into_iter()
         .map(|k| {
             format!(
@@ -683,6 +711,7 @@ pub async fn probe_scratch(
                 crate::text::sanitize(&k)
             )
         })
+        .chain(swept.unswept)
         .collect();
     let result = run_steps(store, key, &absent_key, &mut changed, clock).await;
     // Remove what we wrote, whatever happened.

@@ -147,12 +147,22 @@ impl HolderChange {
     }
 
     /// `generation 7 → 8` (`-` for an unknown one; `generation 8` for the
-    /// first sighting), or `None` when neither record has a generation.
+    /// first sighting); to no holder, `generation 7 → 8, released` (a
+    /// released record keeps its generation) or `generation 7, no record
+    /// now` (the LEASE deleted); `None` when neither record has a generation.
     pub fn generation_text(&self) -> Option<String> {
         let g = |g: Option<u64>| g.map_or_else(|| "-".to_owned(), |g| g.to_string());
         match (self.kind, self.previous_generation, self.generation) {
             (_, None, None) => None,
             (ChangeKind::FirstSeen, _, now) => Some(format!("generation {}", g(now))),
+            (ChangeKind::Release | ChangeKind::Takeover, before, Some(now))
+                if self.holder.is_none() =>
+            {
+                Some(format!("generation {} → {now}, released", g(before)))
+            }
+            (ChangeKind::Release | ChangeKind::Takeover, before, None) if self.holder.is_none() => {
+                Some(format!("generation {}, no record now", g(before)))
+            }
             (_, before, now) => Some(format!("generation {} → {}", g(before), g(now))),
         }
     }
@@ -393,14 +403,15 @@ impl History {
         out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
     ) -> PrefixKey {
         let key = (self.url(&t.url), p.prefix.clone());
-        // A released record holds nothing: seen as no holder, like no LEASE.
+        // A released record holds nothing: seen as no holder, like no LEASE;
+        // its generation (kept from its last holder's) is the record's.
         let held = p
             .record
             .as_ref()
             .filter(|_| p.state != LeaseState::Released);
         let mut cur = Seen {
             holder: held.map(|r| r.instance_id.as_str().into()),
-            generation: held.and_then(|r| r.generation),
+            generation: p.record.as_ref().and_then(|r| r.generation),
             known_generation: held.and_then(|r| r.generation),
             present: !matches!(p.state, LeaseState::Absent | LeaseState::Released),
             state: p.state,

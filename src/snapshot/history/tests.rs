@@ -549,3 +549,48 @@ fn a_takeover_released_at_once_is_a_takeover() {
         }
     }
 }
+
+/// Issue 45 §8: after a holder's release the history showed "generation 7
+/// → -", as if the generation were unknown: a released record keeps its
+/// generation (the next holder's counts on from it), a deleted LEASE has
+/// none.
+#[test]
+fn a_release_keeps_its_generation_in_the_history() {
+    let released = |t: i64| {
+        let mut rec = record("a", at(0)).released(at(t));
+        rec.generation = Some(8);
+        let observed = Observed::Present {
+            etag: Some("r1".into()),
+            last_modified: Some(at(t)),
+            record: Ok(rec),
+        };
+        PrefixReport::new("db/".into(), observed, at(t))
+    };
+    let mut h = History::new();
+    h.observe(
+        &snap(at(0), vec![row_gen("a", Some(7), "e1", 0)], None),
+        &[],
+    );
+    let c = h.observe_changes(&snap(at(10), vec![released(10)], None), &[]);
+    assert_eq!(c.len(), 1, "{c:#?}");
+    assert_eq!(c[0].1.kind, ChangeKind::Release);
+    assert_eq!(
+        c[0].1.generation_text().as_deref(),
+        Some("generation 7 → 8, released")
+    );
+    // Read again: no change.
+    assert!(h
+        .observe_changes(&snap(at(15), vec![released(15)], None), &[])
+        .is_empty());
+    // Deleted: no record, no generation now.
+    let mut h = History::new();
+    h.observe(
+        &snap(at(0), vec![row_gen("a", Some(7), "e1", 0)], None),
+        &[],
+    );
+    let c = h.observe_changes(&snap(at(10), vec![row(None, "", at(10))], None), &[]);
+    assert_eq!(
+        c[0].1.generation_text().as_deref(),
+        Some("generation 7, no record now")
+    );
+}

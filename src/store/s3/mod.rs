@@ -17,7 +17,7 @@ use crate::clock::ServerOffset;
 
 use super::{
     normalize_etag, Capabilities, EtagForm, GetOutput, KeyVersions, Listing, ObjectMeta,
-    ObjectRead, ObjectStore, ObjectVersion, PutCondition, StoreError, Versioning, MAX_BODY_BYTES,
+    ObjectRead, ObjectStore, PutCondition, StoreError, MAX_BODY_BYTES,
 };
 
 /// How to reach an S3-compatible service.
@@ -313,6 +313,16 @@ impl ObjectRead for S3Store {
         self.clock.problem()
     }
 
+    /// Every answer carries the service's `Date`.
+    fn has_clock(&self) -> bool {
+        true
+    }
+
+    /// Nothing tells at no cost that a bucket cannot be used: a request does.
+    fn unavailable(&self) -> Option<StoreError> {
+        None
+    }
+
     fn endpoint_info(&self) -> super::EndpointInfo {
         super::EndpointInfo {
             url: self.endpoint_url.clone(),
@@ -328,15 +338,16 @@ impl ObjectRead for S3Store {
     async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         let mut out = Listing::default();
         let mut token = None;
-        let mut seen = super::TokenTrail::default();
+        let mut bound = super::ListBound::under(prefix, self.timeout);
         loop {
-            let (page, next) = self.list_page(prefix, token).await?;
+            let (page, next) = bound.page(self.list_page(prefix, token)).await?;
+            let entries = page.prefixes.len() + page.objects.len() + page.unlisted.len();
             out.prefixes.extend(page.prefixes);
             out.objects.extend(page.objects);
             out.unlisted.extend(page.unlisted);
             match next {
                 Some(t) => {
-                    seen.check(&t, prefix)?;
+                    bound.follow(entries, &t)?;
                     token = Some(t)
                 }
                 None => break,
@@ -459,93 +470,7 @@ impl ObjectRead for S3Store {
     }
 
     async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
-        // The status as the service states it; a service whose answer does
-        // not parse (moto names its root element differently) is judged by
-        // the versions it lists: ids other than "null" exist only where
-        // versioning is or was on.
-        let stated = self
-            .client
-            .get_bucket_versioning()
-            .bucket(&self.bucket)
-            .send()
-            .await
-            .ok()
-            .map(|s| match s.status() {
-                Some(aws_sdk_s3::types::BucketVersioningStatus::Enabled) => Versioning::Enabled,
-                Some(aws_sdk_s3::types::BucketVersioningStatus::Suspended) => Versioning::Suspended,
-                _ => Versioning::Off,
-            });
-        let mut requests = 1;
-        let mut newest_first = Vec::new();
-        let (mut key_marker, mut version_marker): (Option<String>, Option<String>) = (None, None);
-        let mut seen = super::TokenTrail::default();
-        loop {
-            let page = self
-                .client
-                .list_object_versions()
-                .bucket(&self.bucket)
-                .prefix(key)
-                .set_key_marker(key_marker.clone())
-                .set_version_id_marker(version_marker.clone())
-                .send()
-                .await
-                .map_err(|e| self.classify(e))?;
-            requests += 1;
-            let mut page_versions: Vec<(String, ObjectVersion)> = Vec::new();
-            for v in page.versions() {
-                page_versions.push((
-                    v.key().unwrap_or_default().to_owned(),
-                    ObjectVersion {
-                        version_id: v.version_id().unwrap_or("null").to_owned(),
-                        last_modified: v.last_modified().and_then(to_chrono),
-                        etag: v.e_tag().map(normalize_etag),
-                        size: v.size().unwrap_or(0).max(0) as u64,
-                        delete_marker: false,
-                    },
-                ));
-            }
-            for m in page.delete_markers() {
-                page_versions.push((
-                    m.key().unwrap_or_default().to_owned(),
-                    ObjectVersion {
-                        version_id: m.version_id().unwrap_or("null").to_owned(),
-                        last_modified: m.last_modified().and_then(to_chrono),
-                        etag: None,
-                        size: 0,
-                        delete_marker: true,
-                    },
-                ));
-            }
-            // Newest first within the key, as the service lists them; a delete
-            // marker and a version are merged by time (newest first).
-            page_versions.retain(|(k, _)| k == key);
-            page_versions.sort_by_key(|v| std::cmp::Reverse(v.1.last_modified));
-            newest_first.extend(page_versions.into_iter().map(|(_, v)| v));
-            if page.is_truncated() != Some(true) {
-                break;
-            }
-            key_marker = page.next_key_marker().map(str::to_owned);
-            version_marker = page.next_version_id_marker().map(str::to_owned);
-            let token = format!(
-                "{}\0{}",
-                key_marker.as_deref().unwrap_or_default(),
-                version_marker.as_deref().unwrap_or_default()
-            );
-            seen.check(&token, key)?;
-        }
-        newest_first.reverse();
-        // Stable by time: equal times keep the service's order.
-        newest_first.sort_by_key(|v| v.last_modified);
-        let versioning = stated.unwrap_or(if newest_first.iter().any(|v| v.version_id != "null") {
-            Versioning::Enabled
-        } else {
-            Versioning::Off
-        });
-        Ok(KeyVersions {
-            versioning,
-            versions: newest_first,
-            requests,
-        })
+        self.key_versions(key).await
     }
 }
 
@@ -616,6 +541,7 @@ impl S3Store {
             meta,
             body,
             problem: None,
+            links: None,
         })
     }
 }
@@ -671,16 +597,17 @@ fn quote(etag: &str) -> String {
     format!("\"{etag}\"")
 }
 
-mod clock;
 mod config;
+mod service_clock;
 #[cfg(test)]
 mod tests;
 mod transport;
+mod versions;
 
-use clock::ServerClock;
 pub use config::{
     addressing_used, describe_context, profile_wants_path_style, redact_url, redact_userinfo,
     resolved_endpoint, shared_config,
 };
 use config::{https_client, scrub};
+use service_clock::ServerClock;
 use transport::{classify_transport, CREDENTIALS};

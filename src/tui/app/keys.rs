@@ -50,7 +50,7 @@ pub const BINDINGS: &[Binding] = &[
     b("", "", false, 0, &[KDown, Char('j')], Action::Down),
     b(
         "PgUp/PgDn",
-        "page",
+        "page (with the details open: scroll them)",
         false,
         0,
         &[KeyCode::PageUp],
@@ -140,6 +140,14 @@ pub const BINDINGS: &[Binding] = &[
     ),
     b("?", "help", false, 2, &[Char('?')], Action::ToggleHelp),
     b(
+        "m",
+        "messages: this session's results, in full",
+        false,
+        0,
+        &[Char('m')],
+        Action::OpenMessages,
+    ),
+    b(
         "Esc",
         "close (a result, details, the filter)",
         false,
@@ -196,6 +204,19 @@ pub fn key_action(app: &App, k: KeyEvent) -> Option<Action> {
                 KeyCode::Right => Some(Action::Right),
                 KeyCode::Esc | KeyCode::Char('h') => Some(Action::Cancel),
                 KeyCode::Char('q') => Some(Action::Quit),
+                _ => None,
+            }
+        }
+        Mode::Messages { .. } => {
+            return match k.code {
+                KUp | Char('k') => Some(Action::Up),
+                KDown | Char('j') => Some(Action::Down),
+                KeyCode::PageUp => Some(Action::PageUp),
+                KeyCode::PageDown => Some(Action::PageDown),
+                KHome | Char('g') => Some(Action::Home),
+                KEnd | Char('G') => Some(Action::End),
+                KeyCode::Esc | Char('m') => Some(Action::Cancel),
+                Char('q') => Some(Action::Quit),
                 _ => None,
             }
         }

@@ -24,6 +24,11 @@ pub struct LeaseTable {
     filter: String,
     /// The detail pane is open.
     detail: bool,
+    /// The first line of the detail pane's text shown (PgUp/PgDn scroll it).
+    detail_scroll: u16,
+    /// The detail pane's text and what it shows, as last measured
+    /// ([`Action::DetailExtent`]; `None` before the first frame).
+    detail_extent: Option<(u16, u16)>,
 }
 
 impl Default for LeaseTable {
@@ -35,6 +40,8 @@ impl Default for LeaseTable {
             reversed: false,
             filter: String::new(),
             detail: false,
+            detail_scroll: 0,
+            detail_extent: None,
         }
     }
 }
@@ -68,6 +75,36 @@ impl LeaseTable {
     /// Whether the detail pane is open.
     pub fn detail(&self) -> bool {
         self.detail
+    }
+
+    /// The first line of the detail pane's text shown.
+    pub fn detail_scroll(&self) -> u16 {
+        self.detail_scroll
+    }
+
+    /// Scrolls the detail pane a page (`PgUp`/`PgDn` while it is open): one
+    /// line short of what it shows, so the last line seen stays in view;
+    /// never past its last page once measured.
+    pub(super) fn scroll_detail(&mut self, down: bool) {
+        let (lines, shown) = self.detail_extent.unwrap_or((u16::MAX, 2));
+        let page = shown.saturating_sub(1).max(1);
+        let last = lines.saturating_sub(shown);
+        self.detail_scroll = if down {
+            self.detail_scroll.saturating_add(page).min(last)
+        } else {
+            self.detail_scroll.saturating_sub(page)
+        };
+    }
+
+    /// Back to the top of the detail pane's text (another row is selected).
+    pub(super) fn reset_detail_scroll(&mut self) {
+        self.detail_scroll = 0;
+    }
+
+    /// The detail pane as measured after a frame: its scroll kept inside it.
+    pub(super) fn set_detail_extent(&mut self, lines: u16, shown: u16) {
+        self.detail_extent = Some((lines, shown));
+        self.detail_scroll = self.detail_scroll.min(lines.saturating_sub(shown));
     }
 
     /// Row `i` as shown, with its report in `s`.
@@ -261,11 +298,13 @@ impl App {
             Action::ToggleDetail => {
                 if self.view == View::Leases {
                     self.leases.detail = !self.leases.detail;
+                    self.leases.detail_scroll = 0;
                 }
             }
             Action::Cancel => {
                 if self.leases.detail {
                     self.leases.detail = false;
+                    self.leases.detail_scroll = 0;
                 } else if !self.leases.filter.is_empty() {
                     self.leases.filter.clear();
                     self.rebuild_rows(true);

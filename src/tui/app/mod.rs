@@ -27,31 +27,32 @@ use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
 use crate::text::sanitize;
 
 mod cursor;
-mod dialog;
 mod judging;
 mod keys;
 mod leases;
 mod measure;
 mod notice;
-mod pod;
+mod pod_pane;
+mod prompts;
 mod requests;
 mod session;
 mod settings;
 mod sort;
 mod takeover_dialog;
-mod timeline;
+mod timeline_pane;
 
+pub use crate::text::wrap;
 pub use cursor::Cursor;
 pub use keys::{key_action, Binding, BINDINGS};
 pub use leases::LeaseTable;
-pub use notice::{wrap, NoticeLine};
-pub use pod::{tree_order, PodPane, PodStatus, TreeRow};
+pub use notice::NoticeLine;
+pub use pod_pane::{tree_order, PodPane, PodStatus, TreeRow};
 pub use requests::{Rates, Requests, DEFAULT_GET_PRICE, LIST_PRICE_RATIO, RATE_WINDOW_MIN_S};
 pub use session::{FirstSeen, Session};
 pub use settings::Settings;
 pub use sort::SortKey;
 pub use takeover_dialog::{Field, TakeoverDialog, ThenChoice};
-pub use timeline::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
+pub use timeline_pane::{Rebuilt, TimelinePane, MAX_ZOOM, MIN_SPAN_S};
 
 /// Which screen the console shows; Tab switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +91,11 @@ pub enum Mode {
     Filter,
     /// The help popup (`?`).
     Help,
+    /// The log of this session's results (`m`), newest first, each in full.
+    Messages {
+        /// The newest-first index of the first result shown.
+        first: usize,
+    },
     /// The takeover dialog (`t`).
     Takeover(Box<TakeoverDialog>),
     /// Probe target `target` (an index into the targets)? `p` asks first: the
@@ -110,6 +116,9 @@ pub enum Mode {
 /// the key hints come back (the takeover's outcome stays in the detail
 /// pane's audit entries).
 pub const MESSAGE_SHOWN: Duration = Duration::from_secs(6);
+
+/// How many results the log of results keeps (`m`), the oldest dropped first.
+pub const MESSAGES_KEPT: usize = 200;
 
 /// A message for the operator in the status bar.
 #[derive(Debug, Clone)]
@@ -146,6 +155,9 @@ pub struct App {
     mode: Mode,
     /// The message for the operator in the status bar, if one is shown.
     message: Option<Message>,
+    /// Every result shown this session, oldest first (at most
+    /// [`MESSAGES_KEPT`]): `m` shows them in full.
+    messages: std::collections::VecDeque<Message>,
     /// Writes confirmed by the operator, for the event loop to send.
     outbox: Vec<WriteRequest>,
     /// Terminal size (columns, rows).
@@ -155,15 +167,22 @@ pub struct App {
 }
 
 impl App {
-    /// A console on `targets`, with no snapshot yet, scanning the pod.
+    /// A console on `targets` with the default settings, no snapshot yet,
+    /// scanning the pod.
     pub fn new(
-        targets: Vec<String>,
+        targets: Vec<crate::target::Target>,
         read_only: bool,
         refresh: Duration,
         now: DateTime<Utc>,
     ) -> Self {
+        Self::with_settings(Settings::new(targets, read_only, refresh), now)
+    }
+
+    /// A console with `settings`, no snapshot yet, scanning the pod (the
+    /// console's builder, `tui::Parts`, makes it so).
+    pub fn with_settings(settings: Settings, now: DateTime<Utc>) -> Self {
         Self {
-            settings: Settings::new(targets, read_only, refresh),
+            settings,
             leases: LeaseTable::default(),
             pod: PodPane::default(),
             session: Session::new(now),
@@ -171,6 +190,7 @@ impl App {
             view: View::Leases,
             mode: Mode::Normal,
             message: None,
+            messages: std::collections::VecDeque::new(),
             outbox: Vec::new(),
             size: (80, 24),
             quit: false,
@@ -225,14 +245,50 @@ impl App {
         self.message.as_ref().map(|m| (m.text.as_str(), m.error))
     }
 
-    /// Shows a result (`error`: in red) until the next key or for [`MESSAGE_SHOWN`].
+    /// Shows a result (`error`: in red) until the next key or for
+    /// [`MESSAGE_SHOWN`], and keeps it in the log of results (`m`).
     fn say(&mut self, text: String, error: bool) {
-        self.message = Some(Message {
+        let m = Message {
             text,
             error,
             at: self.session.now(),
             pending: false,
-        });
+        };
+        if self.messages.len() == MESSAGES_KEPT {
+            self.messages.pop_front();
+        }
+        self.messages.push_back(m.clone());
+        self.message = Some(m);
+    }
+
+    /// This session's results, newest first: when each was shown (the
+    /// reader's clock), its text (safe for the terminal) and whether it is
+    /// an error.
+    pub fn messages(&self) -> impl Iterator<Item = (DateTime<Utc>, &str, bool)> {
+        self.messages
+            .iter()
+            .rev()
+            .map(|m| (m.at, m.text.as_str(), m.error))
+    }
+
+    /// Keys while the log of results is open: ↑/↓ (and j/k, PgUp/PgDn,
+    /// Home/End) move through it, Esc or `m` closes it, `q` quits.
+    fn update_messages(&mut self, action: Action) {
+        let Mode::Messages { first } = &mut self.mode else {
+            return;
+        };
+        let last = self.messages.len().saturating_sub(1);
+        match action {
+            Action::Up => *first = first.saturating_sub(1),
+            Action::Down => *first = (*first + 1).min(last),
+            Action::PageUp => *first = first.saturating_sub(5),
+            Action::PageDown => *first = (*first + 5).min(last),
+            Action::Home => *first = 0,
+            Action::End => *first = last,
+            Action::Cancel | Action::OpenMessages => self.mode = Mode::Normal,
+            Action::Quit => self.request_quit(),
+            other => self.update_background(other),
+        }
     }
 
     /// Shows work under way until its result replaces it.
@@ -327,6 +383,7 @@ impl App {
             Mode::Help | Mode::ConfirmQuit | Mode::ConfirmProbe { .. } | Mode::Quitting => {
                 self.update_prompt(action)
             }
+            Mode::Messages { .. } => self.update_messages(action),
             Mode::Normal => self.update_normal(action),
         }
         self.clamp_all();
@@ -335,11 +392,26 @@ impl App {
     /// Keys while browsing: movement goes to the view's cursor, the table's
     /// keys to the table, the rest opens a prompt or a dialog.
     fn update_normal(&mut self, action: Action) {
+        // PgUp/PgDn scroll the detail pane while it is open (the rows keep
+        // ↑/↓, Home and End).
+        if self.view == View::Leases
+            && self.leases.detail()
+            && matches!(action, Action::PageUp | Action::PageDown)
+        {
+            self.leases
+                .scroll_detail(matches!(action, Action::PageDown));
+            return;
+        }
+        let before = self.leases.cursor().selected();
         let moved = match self.view {
             View::Leases => self.leases.step(&action, self.lease_visible_rows()),
             View::Pod => self.pod.step(&action, self.pod_visible_rows()),
         };
         if moved {
+            // Another row's details start at their top.
+            if self.leases.cursor().selected() != before {
+                self.leases.reset_detail_scroll();
+            }
             return;
         }
         match action {
@@ -359,6 +431,7 @@ impl App {
             | Action::ToggleDetail
             | Action::Cancel => self.update_table(action),
             Action::ToggleHelp => self.mode = Mode::Help,
+            Action::OpenMessages => self.mode = Mode::Messages { first: 0 },
             Action::Probe => self.start_probe(),
             Action::StartTakeover => self.start_takeover(),
             Action::OpenTimeline => self.open_timeline(),
@@ -433,6 +506,7 @@ impl App {
                 timeline,
             } => self.timeline_read(target, &prefix, timeline),
             Action::Resize(w, h) => self.size = (w, h),
+            Action::DetailExtent { lines, shown } => self.leases.set_detail_extent(lines, shown),
             _ => {}
         }
     }

@@ -1,8 +1,9 @@
 //! The pod view's verdict box: its lines (each verdict, or one notice),
 //! word-wrapped to the box and cut to a third of the terminal.
 
-use super::pod::PodStatus;
+use super::pod_pane::PodStatus;
 use super::{terminal_safe, App};
+use crate::text::wrap;
 use crate::writer::scan::VerdictKind;
 
 /// One line of the pod view's verdict box, already wrapped to the box width.
@@ -41,7 +42,9 @@ impl App {
             }
             (PodStatus::Scanning, None) => notice("gathering…", false),
             // An incomplete pod is never "healthy": its notes come first.
-            (PodStatus::Scanning, Some(s)) if s.pod.verdicts.is_empty() && !s.pod.incomplete() => {
+            (PodStatus::Scanning, Some(s))
+                if s.pod.verdicts.is_empty() && !s.pod.incomplete() && s.pod.node.is_none() =>
+            {
                 if s.pod.processes.is_empty() {
                     notice(
                         "no pod found: no process carries CLOUD_WRITER_LEASE or has a .writer.lock open",
@@ -53,6 +56,10 @@ impl App {
             }
             (PodStatus::Scanning, Some(s)) => {
                 let mut out = Vec::new();
+                // The node view: its tally first.
+                if let Some(node) = &s.pod.node {
+                    out.extend(notice(&format!("node: {}", node.summary.line()), false));
+                }
                 // Red only when the pod is in question (Snapshot::pod_in_question).
                 for n in &s.pod.notes {
                     out.extend(notice(&terminal_safe(n), s.pod_in_question()));
@@ -64,7 +71,16 @@ impl App {
                     } else {
                         format!(" [pid {}]", pids.join(", "))
                     };
-                    let text = format!("{}{pids}: {}", v.kind.as_str(), terminal_safe(&v.message));
+                    let pod = v
+                        .pod
+                        .as_deref()
+                        .map(|p| format!(" in {}", terminal_safe(p)))
+                        .unwrap_or_default();
+                    let text = format!(
+                        "{}{pod}{pids}: {}",
+                        v.kind.as_str(),
+                        terminal_safe(&v.message)
+                    );
                     out.extend(wrap(&text, width).into_iter().map(|text| NoticeLine {
                         kind: Some(v.kind),
                         error: false,
@@ -91,44 +107,4 @@ impl App {
     pub fn max_notice_lines(&self) -> usize {
         usize::from(self.size.1 / 3).max(2)
     }
-}
-
-/// Word-wraps `text` to `width` columns (counted in chars); continuation lines
-/// are indented by two spaces; a word longer than a line is cut.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(4);
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    let mut cur_len = 0usize;
-    // Whether `cur` holds no word yet (only the continuation indent).
-    let mut empty = true;
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let mut word: Vec<char> = word.chars().collect();
-        while !word.is_empty() {
-            let sep = usize::from(!empty);
-            if cur_len + sep + word.len() <= width {
-                if !empty {
-                    cur.push(' ');
-                }
-                cur_len += sep + word.len();
-                cur.extend(word.drain(..));
-                empty = false;
-                continue;
-            }
-            if empty {
-                let room = width - cur_len;
-                cur.extend(word.drain(..room));
-            }
-            lines.push(std::mem::replace(&mut cur, "  ".to_owned()));
-            cur_len = 2;
-            empty = true;
-        }
-    }
-    if !empty {
-        lines.push(cur);
-    }
-    if lines.is_empty() {
-        lines.push(String::new());
-    }
-    lines
 }

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use chrono::{DateTime, Utc};
 
 use crate::store::RequestCounts;
+use crate::target::Target;
 
 /// AWS S3 Standard's price of 1,000 GET requests in us-east-1, US dollars
 /// (the default of `--get-price`).
@@ -80,8 +81,8 @@ impl Requests {
     /// dollars: GETs (and HEADs) at `get_price` per 1,000, LISTs at
     /// [`LIST_PRICE_RATIO`] times that. `None` when no TARGET in `targets`
     /// is on S3, or before [`RATE_WINDOW_MIN_S`] of readings.
-    pub fn cost_per_hour(&self, targets: &[String], get_price: f64) -> Option<f64> {
-        if !targets.iter().any(|t| t.starts_with("s3://")) {
+    pub fn cost_per_hour(&self, targets: &[Target], get_price: f64) -> Option<f64> {
+        if !targets.iter().any(|t| matches!(t, Target::S3 { .. })) {
             return None;
         }
         let r = self.rates().filter(Rates::measured)?;

@@ -190,12 +190,20 @@ impl App {
         let Some((row, p)) = self.selected_lease() else {
             return;
         };
+        // Nothing to take over (no LEASE, a released record): said at once,
+        // before a reason is asked for — no answer in the dialog changes it.
+        let seen = p.observed();
+        if let Err(e) = crate::takeover::something_to_take_over(&p.prefix, &seen, self.now()) {
+            let why = crate::text::sanitize_message(&e.to_string());
+            self.say(format!("no takeover: {why}"), true);
+            return;
+        }
         let watched = self.watched_for(&p.key);
         let dialog = TakeoverDialog {
             row,
             prefix: p.prefix.clone(),
             key: p.key.clone(),
-            seen: p.observed(),
+            seen,
             state: p.state,
             holder: p
                 .record
@@ -259,8 +267,7 @@ impl App {
                 Mode::Takeover(d) => d.row.target,
                 _ => 0,
             })
-            .cloned()
-            .unwrap_or_default();
+            .map_or_else(String::new, ToString::to_string);
         let Mode::Takeover(d) = &mut self.mode else {
             return;
         };
@@ -287,6 +294,7 @@ impl App {
             reason: d.reason.trim().to_owned(),
             then,
             force: d.forced(),
+            lease: self.settings.lease(),
         });
         d.pending = true;
         d.problem = None;
@@ -320,7 +328,7 @@ impl App {
     }
 }
 
-/// The widest the takeover dialog is drawn (`ui::dialog::render_dialog`).
+/// The widest the takeover dialog is drawn (`ui::overlays::render_dialog`).
 const DIALOG_WIDTH: u16 = 76;
 
 /// Why the terminal (`size`, columns × rows) is too small to show the whole

@@ -1,6 +1,6 @@
 //! The detail pane: the selected lease's record, raw body, sentence and holder history.
 
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
@@ -12,50 +12,101 @@ use crate::text::format_secs;
 use crate::text::sanitize;
 use crate::tui::app::{terminal_safe, App, LeaseRow};
 
-/// The detail pane: everything known about the selected prefix.
+/// The detail pane: everything known about the selected prefix. Its text
+/// scrolls (PgUp/PgDn); what lies above or below the lines shown is said on
+/// the pane's border (`↑ N more`, `↓ N more · PgDn`), never cut silently.
 pub(super) fn render_detail(app: &App, f: &mut Frame, area: Rect) {
-    let Some((r, p)) = app.selected_lease() else {
+    let Some((details, side, lines, timeline)) = detail_parts(app, area) else {
         f.render_widget(
             Block::default().borders(Borders::ALL).title(" details "),
             area,
         );
         return;
     };
-    let mut lines = detail_lines(app, r, p);
-    // The holder history beside the details when there is room, else under them.
-    let url = app.snapshot().and_then(|s| s.targets.get(r.target));
-    let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
-    let (details, side) = if area.width >= 100 {
-        let [d, h] = ratatui::layout::Layout::horizontal([
-            Constraint::Percentage(58),
-            Constraint::Percentage(42),
-        ])
-        .areas(area);
-        (d, Some(h))
-    } else {
-        (area, None)
-    };
-    if side.is_none() {
-        lines.extend(timeline.iter().cloned());
-    }
+    let scroll = app.leases().detail_scroll();
     f.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" details (Enter closes) "),
-        ),
+        scrolled(lines, " details (Enter closes) ", details, scroll),
         details,
     );
-    if let Some(h) = side {
+    if let (Some(h), Some(timeline)) = (side, timeline) {
         f.render_widget(
-            Paragraph::new(timeline).wrap(Wrap { trim: false }).block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" holder history (this session, UTC) "),
-            ),
+            scrolled(timeline, " holder history (this session, UTC) ", h, scroll),
             h,
         );
     }
+}
+
+/// The detail pane's areas and texts: the details (with the holder history
+/// under them on a narrow screen), and the holder history beside them on a
+/// wide one. `None` when no row is selected.
+#[allow(clippy::type_complexity)]
+fn detail_parts(
+    app: &App,
+    area: Rect,
+) -> Option<(
+    Rect,
+    Option<Rect>,
+    Vec<Line<'static>>,
+    Option<Vec<Line<'static>>>,
+)> {
+    let (r, p) = app.selected_lease()?;
+    let mut lines = detail_lines(app, r, p);
+    let url = app.snapshot().and_then(|s| s.targets.get(r.target));
+    let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
+    let (details, side) = crate::tui::layout::detail(area);
+    if side.is_none() {
+        lines.extend(timeline);
+        return Some((details, None, lines, None));
+    }
+    Some((details, side, lines, Some(timeline)))
+}
+
+/// How many lines the detail pane's text takes wrapped, and how many it
+/// shows (the longer of its two parts on a wide screen): the event loop
+/// tells the console after each frame, so PgDn stops at the last page.
+pub fn detail_extent(app: &App, screen: Rect) -> Option<(u16, u16)> {
+    if !app.leases().detail() {
+        return None;
+    }
+    let s = crate::tui::layout::screen(screen, app.error_height());
+    let (_, pane) = crate::tui::layout::leases(s.body, app.detail_height());
+    let (details, side, lines, timeline) = detail_parts(app, pane)?;
+    let count = |lines: Vec<Line<'static>>, a: Rect| {
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .line_count(a.width.saturating_sub(2)) as u16
+    };
+    let mut total = count(lines, details);
+    if let (Some(h), Some(t)) = (side, timeline) {
+        total = total.max(count(t, h));
+    }
+    Some((total, details.height.saturating_sub(2)))
+}
+
+/// `lines` in a bordered box titled `title`, wrapped, from line `scroll`
+/// (kept inside the text); the border says how many lines lie above and
+/// below what is shown.
+fn scrolled(lines: Vec<Line<'static>>, title: &str, area: Rect, scroll: u16) -> Paragraph<'static> {
+    let inner = area.height.saturating_sub(2);
+    let p = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let total = p.line_count(area.width.saturating_sub(2)) as u16;
+    let scroll = scroll.min(total.saturating_sub(inner));
+    let below = total.saturating_sub(scroll + inner);
+    let mark = Style::default()
+        .fg(Color::Yellow)
+        .add_modifier(Modifier::BOLD);
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .title(title.to_owned());
+    if scroll > 0 {
+        block =
+            block.title(Line::styled(format!(" ↑ {scroll} more · PgUp "), mark).right_aligned());
+    }
+    if below > 0 {
+        block = block
+            .title_bottom(Line::styled(format!(" ↓ {below} more · PgDn "), mark).right_aligned());
+    }
+    p.scroll((scroll, 0)).block(block)
 }
 
 /// The detail pane's own lines: the key, the judgement and its sentence, the
@@ -65,16 +116,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
     let kv =
         |k: &str, v: String| Line::from(vec![Span::styled(format!("{k:<14}"), bold), Span::raw(v)]);
     let mut lines = vec![
-        kv(
-            "target",
-            sanitize(
-                app.settings
-                    .targets
-                    .get(r.target)
-                    .map(String::as_str)
-                    .unwrap_or("?"),
-            ),
-        ),
+        kv("target", sanitize(&app.settings.target_url(r.target))),
         kv("key", sanitize(&p.key)),
     ];
     if let Some(note) = crate::text::lookalike_note(&p.prefix) {
@@ -107,7 +149,8 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
             "audit",
             format!(
                 "{} {} {} — {}{}",
-                e.time.format("%Y-%m-%d %H:%M:%SZ"),
+                // One form of time in the pane: RFC 3339, as the record's.
+                crate::clock::shown(e.time),
                 e.phase,
                 sanitize(&e.operator),
                 sanitize(&e.reason),

@@ -147,7 +147,7 @@ fn view_line(app: &App, width: usize) -> Line<'static> {
                         .map(
                             |(i, t)| match app.snapshot().and_then(|s| s.targets.get(i)) {
                                 Some(r) if r.endpoint != "local" => format!("{t} @ {}", r.endpoint),
-                                _ => t.clone(),
+                                _ => t.to_string(),
                             },
                         )
                         .collect();

@@ -12,22 +12,27 @@ use crate::text::format_secs;
 use crate::text::sanitize_message;
 
 mod detail;
-mod dialog;
 mod header;
-mod pod;
+mod lease_table;
+mod overlays;
+mod pod_view;
 mod status;
-mod table;
-mod timeline;
+mod timeline_lanes;
 
+pub use detail::detail_extent;
 use detail::render_detail;
-use dialog::{render_confirm_probe, render_confirm_quit, render_dialog, render_help};
 use header::render_header;
-use pod::render_pod;
-pub use pod::{duty_style, lock_style, lock_text, verdict_style};
+use lease_table::render_table;
+pub use lease_table::{
+    exclusion_name, lease_columns, prefix_label, skew_text, target_short_name, ttl_gauge,
+};
+use overlays::{
+    render_confirm_probe, render_confirm_quit, render_dialog, render_help, render_messages,
+};
+use pod_view::render_pod;
+pub use pod_view::{duty_style, lock_style, lock_text, verdict_style};
 use status::render_status;
-use table::render_table;
-pub use table::{exclusion_name, lease_columns, prefix_label, target_short_name, ttl_gauge};
-use timeline::render_timeline;
+use timeline_lanes::render_timeline;
 
 /// Smallest terminal the console draws into; below it says so.
 pub const MIN_SIZE: (u16, u16) = (40, 8);
@@ -112,6 +117,32 @@ pub(super) fn ellipsize(s: &str, width: usize) -> String {
     out
 }
 
+/// `line` cut to `width` columns, the cut marked with `…` (its spans keep
+/// their styles): never cut without a mark.
+pub(super) fn ellipsize_line(line: Line<'static>, width: usize) -> Line<'static> {
+    if line.width() <= width {
+        return line;
+    }
+    let mut out: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for span in line.spans {
+        let w = span.width();
+        if used + w < width {
+            used += w;
+            out.push(span);
+            continue;
+        }
+        let room = width.saturating_sub(used);
+        let cut = ellipsize(&span.content, room);
+        out.push(Span::styled(cut, span.style));
+        break;
+    }
+    if !out.last().is_some_and(|s| s.content.ends_with('…')) {
+        out.push(Span::raw("…"));
+    }
+    Line::from(out).style(line.style)
+}
+
 /// One line made of parts that give way by priority, so that nothing is cut
 /// in the middle: `parts[i]` lists part `i`'s forms, widest first (an empty
 /// form leaves the part out); `steps` names parts, least important first, and
@@ -185,7 +216,10 @@ pub fn render(app: &App, f: &mut Frame) {
         .take(3)
         .map(|e| {
             Line::styled(
-                format!("error: {}", sanitize_message(e)),
+                ellipsize(
+                    &format!("error: {}", sanitize_message(e)),
+                    usize::from(area.width),
+                ),
                 Style::default().fg(Color::Red),
             )
         })
@@ -194,6 +228,7 @@ pub fn render(app: &App, f: &mut Frame) {
     render_status(app, f, status);
     match app.mode() {
         Mode::Help => render_help(app, f, area),
+        Mode::Messages { first } => render_messages(app, *first, f, area),
         Mode::Takeover(d) => render_dialog(app, d, f, area),
         Mode::ConfirmQuit => render_confirm_quit(app, f, area),
         Mode::ConfirmProbe { target } => render_confirm_probe(app, *target, f, area),

@@ -4,10 +4,10 @@
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use super::fit_line;
+use super::{ellipsize, fit_line};
 use crate::tui::app::{terminal_safe, App, BINDINGS};
 
 /// Two lines: the last result (full width, it may name a path), then the key
@@ -121,12 +121,40 @@ pub(super) fn render_status(app: &App, f: &mut Frame, area: Rect) {
     }
     let spans = fit_line(&parts, &steps, usize::from(area.width)).spans;
     // A message longer than the screen is wide (a takeover's report ends with
-    // the audit path) takes both lines rather than being cut.
+    // the audit path) takes both lines; one longer than both ends with `…`
+    // and says where it is in full (the log of results, `m`).
     if message.width() > usize::from(area.width) {
-        f.render_widget(Paragraph::new(message).wrap(Wrap { trim: false }), area);
+        let style = message.style;
+        let text: String = message.spans.iter().map(|s| s.content.as_ref()).collect();
+        let lines = two_lines(&text, usize::from(area.width))
+            .into_iter()
+            .map(|l| Line::styled(l, style))
+            .collect::<Vec<_>>();
+        f.render_widget(Paragraph::new(lines), area);
         return;
     }
     f.render_widget(Paragraph::new(vec![message, Line::from(spans)]), area);
+}
+
+/// What the log of results is called where a message is cut.
+pub(super) const IN_FULL: &str = " (m: in full)";
+
+/// `text` on at most two lines of `width` columns, word-wrapped; when it
+/// needs more, the second ends with `…` and [`IN_FULL`].
+fn two_lines(text: &str, width: usize) -> Vec<String> {
+    let wrapped = crate::tui::app::wrap(text, width);
+    if wrapped.len() <= 2 {
+        return wrapped;
+    }
+    let rest: Vec<&str> = wrapped[1..].iter().map(|l| l.trim()).collect();
+    let room = width.saturating_sub(Span::raw(IN_FULL).width());
+    vec![
+        wrapped[0].clone(),
+        format!(
+            "  {}{IN_FULL}",
+            ellipsize(&rest.join(" "), room.saturating_sub(2))
+        ),
+    ]
 }
 
 /// Adds the part "oldest reading AGE" (forms: long, short, none) when a

@@ -62,6 +62,7 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
             state: l.state,
             state_reason: l.state_reason.clone(),
             deleted: l.deleted,
+            pod: None,
         })
         .collect();
     locks.sort_by(|a, b| a.path.cmp(&b.path));
@@ -72,6 +73,9 @@ pub fn judge(obs: &Observed) -> PodSnapshot {
         scope: obs.scope.iter().cloned().collect(),
         uninspected: obs.uninspected.iter().copied().collect(),
         notes: notes(obs, procs.is_empty()),
+        viewer: obs.viewer.clone(),
+        kubernetes: obs.kubernetes.clone(),
+        node: None,
     }
 }
 
@@ -126,6 +130,7 @@ fn process_info(obs: &Observed, p: &ObservedProcess) -> (ProcessInfo, bool) {
         },
         lock_reason,
         included_because: p.included_because.clone(),
+        container: p.container.clone(),
     };
     (info, facts.enable_on)
 }
@@ -204,6 +209,7 @@ fn invalid_enable(judged: &[Judged]) -> Vec<Verdict> {
                 pids.len()
             ),
             pids,
+            pod: None,
         })
         .collect()
 }
@@ -240,6 +246,7 @@ fn armed_holds_nothing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
             "armed, holds nothing: {ENABLE} is on in this pod but {what}; a second pod could open the same files"
         ),
         pids: tops,
+        pod: None,
     }]
 }
 
@@ -254,9 +261,13 @@ fn participants<'a, 'b>(judged: &'b [Judged<'a>], i: usize) -> Vec<&'b Judged<'a
     judged.iter().filter(|j| j.p.opens.contains(&i)).collect()
 }
 
-/// Siblings racing: more than one participant of a lock file has duty Take.
-/// Holders share one open file description (the lock is exclusive), so they
-/// count as one contender; each Take waiter is one more.
+/// More than one participant of a lock file has duty Take. Holders share
+/// one open file description (the lock is exclusive), so they count as one
+/// contender; each Take waiter is one more. The contenders are grouped by
+/// the process tree they start ([`pod_of`]): contenders of one tree are
+/// siblings racing (its root should take the lock for them); contenders of
+/// different trees are pod roots racing (two pods, or two `writer exec`, on
+/// one data directory), whose advice is another.
 fn siblings_racing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
     for (i, lock) in live_locks(obs) {
@@ -275,8 +286,6 @@ fn siblings_racing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
         if contenders <= 1 {
             continue;
         }
-        let mut pids: Vec<u32> = take_holders.iter().chain(&take_waiters).copied().collect();
-        pids.sort_unstable();
         let winner = if take_holders.is_empty() {
             "none of them holds it yet".to_string()
         } else {
@@ -285,18 +294,87 @@ fn siblings_racing(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
                 join_pids(&take_holders)
             )
         };
-        verdicts.push(Verdict {
-            kind: VerdictKind::SiblingsRacing,
-            message: format!(
-                "more than one Take: {} processes in this pod ({}) each decided to take {}; {winner}. Only the pod root should take the lock",
-                pids.len(),
-                join_pids(&pids),
-                lock.path
-            ),
-            pids,
-        });
+        // The holders (one contender) and each waiter, by the tree they start.
+        let mut pods: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        if let Some(&h) = take_holders.first() {
+            pods.entry(pod_of(obs, h))
+                .or_default()
+                .extend(&take_holders);
+        }
+        for &w in &take_waiters {
+            pods.entry(pod_of(obs, w)).or_default().push(w);
+        }
+        if pods.len() > 1 {
+            verdicts.push(pod_roots_racing(lock, &pods, &winner));
+        }
+        for pids in pods.values() {
+            let mut pids = pids.clone();
+            pids.sort_unstable();
+            let racing = pids.iter().filter(|p| !take_holders.contains(p)).count()
+                + usize::from(pids.iter().any(|p| take_holders.contains(p)));
+            if racing <= 1 {
+                continue;
+            }
+            verdicts.push(Verdict {
+                kind: VerdictKind::SiblingsRacing,
+                message: format!(
+                    "more than one Take: {} processes in this pod ({}) each decided to take {}; {winner}. Only the pod root should take the lock",
+                    pids.len(),
+                    join_pids(&pids),
+                    lock.path
+                ),
+                pids,
+                pod: None,
+            });
+        }
     }
     verdicts
+}
+
+/// Two or more process trees take one lock file: each contender of `pods`
+/// (by the tree it starts) is the root of a pod of its own.
+fn pod_roots_racing(lock: &ObservedLock, pods: &BTreeMap<u32, Vec<u32>>, winner: &str) -> Verdict {
+    let mut pids: Vec<u32> = pods.values().flatten().copied().collect();
+    pids.sort_unstable();
+    let roots: Vec<u32> = pods
+        .values()
+        .filter_map(|p| p.iter().min().copied())
+        .collect();
+    Verdict {
+        kind: VerdictKind::PodRootsRacing,
+        message: format!(
+            "{} pod roots take {}: pids {} each start a process tree of their own, as two pods (or two `writer exec`) on one volume do; {winner} (a `writer exec` refuses to start after its --wait). Only one pod may use a data directory: stop the one that should not run, and give each pod a volume of its own (one replica, a ReadWriteOnce volume)",
+            pods.len(),
+            lock.path,
+            join_pids(&roots)
+        ),
+        pids,
+        pod: None,
+    }
+}
+
+/// The process tree contender `pid` belongs to, named by a pid: from `pid`,
+/// up through every ancestor that carries a lease variable (its children
+/// inherited the lease from it), to the top of its lease; then that top's
+/// parent: the process that started the racing children (a shell that forks
+/// them, a container's init). A top without a parent in this PID namespace
+/// (ppid 0) starts a tree of its own.
+fn pod_of(obs: &Observed, pid: u32) -> u32 {
+    let by_pid: BTreeMap<u32, &ObservedProcess> =
+        obs.processes.iter().map(|p| (p.pid, p)).collect();
+    let carries_lease = |p: &ObservedProcess| matches!(&p.env, EnvRead::Read { enable, stamp } if enable.is_some() || stamp.is_some());
+    let mut top = pid;
+    let mut seen = BTreeSet::new();
+    while seen.insert(top) {
+        match by_pid.get(&top).and_then(|p| by_pid.get(&p.ppid)) {
+            Some(parent) if carries_lease(parent) => top = parent.pid,
+            _ => break,
+        }
+    }
+    match by_pid.get(&top).map(|p| p.ppid) {
+        Some(pp) if pp != 0 && pp != top => pp,
+        _ => top,
+    }
 }
 
 /// A participant holds a lock file although its duty is not Take (nor
@@ -325,6 +403,7 @@ fn holder_not_take(obs: &Observed, judged: &[Judged], processes: &[ProcessInfo])
                         .unwrap_or("")
                 ),
                 pids: vec![j.p.pid],
+                pod: None,
             });
         }
     }
@@ -352,6 +431,7 @@ fn waiting(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
                     held_by(lock)
                 ),
                 pids: vec![j.p.pid],
+                pod: None,
             });
         }
     }
@@ -396,6 +476,7 @@ fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict
                     join_pids(&outside)
                 ),
                 pids: outside,
+                pod: None,
             });
         } else if lock.state == LockFileState::HeldOutsideNamespace {
             let more = if obs.uninspected.is_empty() {
@@ -413,6 +494,7 @@ fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict
                     lock.path
                 ),
                 pids: Vec::new(),
+                pod: None,
             });
         } else if lock.locked && lock.holders.is_empty() {
             let named = if lock.proc_locks_pids.is_empty() {
@@ -430,6 +512,7 @@ fn holder_outside_pod(obs: &Observed, procs: &[&ObservedProcess]) -> Vec<Verdict
                     lock.path
                 ),
                 pids: Vec::new(),
+                pod: None,
             });
         }
     }
@@ -464,6 +547,7 @@ fn stray_stamp(obs: &Observed, judged: &[Judged]) -> Vec<Verdict> {
                     j.p.pid, j.p.ppid
                 ),
                 pids: vec![j.p.pid],
+                pod: None,
             });
         }
     }
@@ -504,6 +588,7 @@ fn orphaned_writer(obs: &Observed, procs: &[&ObservedProcess], judged: &[Judged]
                 j.p.pid, j.p.ppid, j.p.pid
             ),
             pids: vec![j.p.pid],
+            pod: None,
         });
     }
     verdicts
@@ -547,6 +632,7 @@ fn orphaned_lock(obs: &Observed) -> Vec<Verdict> {
                 lock.path
             ),
             pids: lock.holders.clone(),
+            pod: None,
         });
     }
     verdicts
@@ -565,6 +651,7 @@ fn lock_not_regular(obs: &Observed) -> Vec<Verdict> {
                 l.path, l.state_reason
             ),
             pids: Vec::new(),
+            pod: None,
         })
         .collect()
 }

@@ -6,208 +6,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::io_why;
 use super::model::ObservedLock;
-use super::proc::{io_why, read_proc_locks, ProcTable, RawProc};
-use super::{LockFileState, ScanOptions};
+use super::probe::probe_target;
+use super::proc::{read_proc_locks, ProcTable, RawProc};
+use super::target::{FileKey, LockTarget, TargetKind};
+use super::LockFileState;
 use crate::writer::error::HolderDesc;
-use crate::writer::{sanitize, WriterError, LOCK_NAME};
-
-/// A file's identity: `(st_dev, st_ino)`.
-pub(super) type FileKey = (u64, u64);
+use crate::writer::LOCK_NAME;
 
 /// A lock's file as the kernel names it in `/proc/locks`: `(major, minor, inode)`.
 type KernelId = (u32, u32, u64);
-
-/// A lock file to inspect: its shown path, what it is, and the paths to
-/// open it by for a probe (the path itself, or the `/proc/PID/fd/N` link of
-/// a descriptor on it and the link's target, first that opens wins; the flag
-/// says whether the last component may be followed, true only for the
-/// `/proc` link).
-pub(super) struct LockTarget {
-    pub(super) path: String,
-    probe: Vec<(PathBuf, bool)>,
-    kind: TargetKind,
-}
-
-/// What a lock file to inspect is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum TargetKind {
-    /// A file the path names (or a descriptor on one).
-    Present,
-    /// The path names no file.
-    Missing,
-    /// The path names something that is not a regular file; the words say
-    /// what ("a symbolic link to \"/etc/nologin\"").
-    NotRegular(String),
-    /// A deleted `.writer.lock` that a process still holds flocked; `current`
-    /// is the target the path names now, when it is inspected too.
-    Deleted { current: Option<FileKey> },
-}
-
-/// The lock files to inspect, keyed by [`FileKey`]: those in `opts.data_dirs`,
-/// or (none given) every lock file that a process of `owners` has open; and,
-/// for each directory of them, every *deleted* `.writer.lock` of it that a
-/// process of `user_pids` still holds flocked (an orphaned lock: the file
-/// was removed or replaced while held).
-///
-/// # Errors
-/// [`WriterError::Open`] when a given data directory is not a directory: a
-/// typo in `--data-dir` must not read as "free, healthy".
-pub(super) fn lock_targets(
-    table: &ProcTable,
-    opts: &ScanOptions,
-    owners: &[u32],
-    user_pids: &[u32],
-) -> Result<BTreeMap<FileKey, LockTarget>, WriterError> {
-    let mut lock_keys: BTreeMap<FileKey, LockTarget> = BTreeMap::new();
-    // The path each inspected lock file has, as the kernel names it, with
-    // its device and key: where orphaned locks are looked for.
-    let mut homes: Vec<(PathBuf, u64, FileKey)> = Vec::new();
-    if opts.data_dirs.is_empty() {
-        for &pid in owners {
-            for fd in &table.fds(pid).fds {
-                if fd.deleted {
-                    // Only a held deleted file matters (see below).
-                    if !fd.lock_ids.is_empty() {
-                        lock_keys
-                            .entry((fd.dev, fd.ino))
-                            .or_insert_with(|| LockTarget {
-                                path: fd.path.clone(),
-                                probe: Vec::new(),
-                                kind: TargetKind::Deleted { current: None },
-                            });
-                    }
-                    continue;
-                }
-                lock_keys
-                    .entry((fd.dev, fd.ino))
-                    .or_insert_with(|| LockTarget {
-                        path: fd.path.clone(),
-                        probe: vec![(fd.link.clone(), true), (fd.target.clone(), false)],
-                        kind: TargetKind::Present,
-                    });
-                homes.push((fd.target.clone(), fd.dev, (fd.dev, fd.ino)));
-            }
-        }
-    }
-    for dir in &opts.data_dirs {
-        // A typo in --data-dir must not read as "free, healthy".
-        if !dir.is_dir() {
-            return Err(WriterError::Open {
-                path: dir.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "the data directory does not exist or is not a directory",
-                ),
-            });
-        }
-        let path = dir.join(LOCK_NAME);
-        let shown = sanitize(&path.to_string_lossy());
-        // The key (0, n) never matches a real file: n keeps it unique.
-        let synthetic = (0, lock_keys.len() as u64);
-        let (key, target) = match std::fs::symlink_metadata(&path) {
-            Ok(md) if md.file_type().is_file() => (
-                (md.dev(), md.ino()),
-                LockTarget {
-                    path: shown,
-                    probe: vec![(path.clone(), false)],
-                    kind: TargetKind::Present,
-                },
-            ),
-            // Never opened nor followed: a symbolic link may name anything.
-            Ok(md) => (
-                synthetic,
-                LockTarget {
-                    path: shown,
-                    probe: Vec::new(),
-                    kind: TargetKind::NotRegular(what_it_is(&path, &md)),
-                },
-            ),
-            Err(_) => (
-                synthetic,
-                LockTarget {
-                    path: shown,
-                    probe: Vec::new(),
-                    kind: TargetKind::Missing,
-                },
-            ),
-        };
-        let key = match lock_keys.get(&key) {
-            Some(_) => key,
-            None => {
-                lock_keys.insert(key, target);
-                key
-            }
-        };
-        // Orphans are looked for by the path the kernel shows, which
-        // resolves every symbolic link of the directory.
-        if let (Ok(real), Ok(md)) = (std::fs::canonicalize(dir), std::fs::metadata(dir)) {
-            homes.push((real.join(LOCK_NAME), md.dev(), key));
-        }
-    }
-    add_orphans(table, user_pids, &homes, &mut lock_keys);
-    Ok(lock_keys)
-}
-
-/// Adds to `lock_keys` every deleted `.writer.lock` that a process of
-/// `pids` holds flocked and that was at one of `homes` (its path, as the
-/// kernel shows it, and its device), with the key of the lock file that
-/// path names now.
-fn add_orphans(
-    table: &ProcTable,
-    pids: &[u32],
-    homes: &[(PathBuf, u64, FileKey)],
-    lock_keys: &mut BTreeMap<FileKey, LockTarget>,
-) {
-    if homes.is_empty() {
-        return;
-    }
-    // Every process's descriptors are read: side by side when there are many.
-    table.prefetch(pids, &[]);
-    for &pid in pids {
-        for fd in table
-            .fds(pid)
-            .fds
-            .iter()
-            .filter(|fd| fd.deleted && !fd.lock_ids.is_empty())
-        {
-            let Some((_, _, current)) = homes
-                .iter()
-                .find(|(at, dev, _)| *dev == fd.dev && *at == fd.target)
-            else {
-                continue;
-            };
-            let t = lock_keys
-                .entry((fd.dev, fd.ino))
-                .or_insert_with(|| LockTarget {
-                    path: fd.path.clone(),
-                    probe: Vec::new(),
-                    kind: TargetKind::Deleted { current: None },
-                });
-            if let TargetKind::Deleted { current: c @ None } = &mut t.kind {
-                *c = Some(*current);
-            }
-        }
-    }
-}
-
-/// What a path that is not a regular file is, in words: "a symbolic link
-/// to \"…\"", "a FIFO", "a directory" (escaped).
-fn what_it_is(path: &Path, md: &std::fs::Metadata) -> String {
-    let ft = md.file_type();
-    if ft.is_symlink() {
-        match std::fs::read_link(path) {
-            Ok(t) => format!("a symbolic link to \"{}\"", sanitize(&t.to_string_lossy())),
-            Err(_) => "a symbolic link".to_string(),
-        }
-    } else {
-        crate::writer::not_regular(&ft)
-            .unwrap_or("not a regular file")
-            .to_string()
-    }
-}
 
 /// Who opens which lock file, and who holds it by `fdinfo`, over every
 /// process (a holder or a waiter outside the pod counts too).
@@ -231,8 +42,11 @@ impl LockEvidence {
     ) -> LockEvidence {
         let mut ev = LockEvidence::default();
         for (key, target) in lock_keys {
-            if matches!(target.kind, TargetKind::Missing | TargetKind::NotRegular(_)) {
-                continue; // no file, or one never followed: nothing to match
+            if matches!(
+                target.kind,
+                TargetKind::Missing | TargetKind::NotRegular(_) | TargetKind::Unresolved(_)
+            ) {
+                continue; // no file, or one never followed or found: nothing to match
             }
             ev.kernel_ids
                 .entry(*key)
@@ -331,7 +145,12 @@ fn lock_state(
             }
         }
     }
-    let (state, state_reason) = if let TargetKind::NotRegular(what) = &target.kind {
+    let (state, state_reason) = if let TargetKind::Unresolved(why) = &target.kind {
+        (
+            LockFileState::Unknown,
+            format!("whether it is locked is unknown: {why}"),
+        )
+    } else if let TargetKind::NotRegular(what) = &target.kind {
         (
             LockFileState::NotRegular,
             format!(
@@ -383,7 +202,7 @@ fn lock_state(
             "the file does not exist, so nobody holds it".to_string(),
         )
     } else {
-        probed_state(&target.probe)
+        probed_state(table.root(), key, target)
     };
     ObservedLock {
         path: target.path.clone(),
@@ -401,18 +220,35 @@ fn lock_state(
 }
 
 /// The state of a lock file no visible process shows locked, from the
-/// kernel's answer to [`probe_locked`] on the first of `paths` that opens.
-fn probed_state(paths: &[(PathBuf, bool)]) -> (LockFileState, String) {
-    match probe_locked_any(paths) {
-        Ok(true) => (
+/// kernel's answer to [`probe_locked`] on the first of the target's ways to
+/// open it that opens the file `key` itself.
+fn probed_state(proc_root: &Path, key: &FileKey, target: &LockTarget) -> (LockFileState, String) {
+    match probe_target(proc_root, *key, &target.probe) {
+        Ok((true, None)) => (
             LockFileState::HeldOutsideNamespace,
             "held by a process outside this PID namespace: /proc/locks and fdinfo show no holder here, yet the kernel refused a non-blocking shared lock".to_string(),
         ),
-        Ok(false) => (
+        // A network file system's locks are its server's: a holder on
+        // another node is in no /proc of this one.
+        Ok((true, Some(fs))) => (
+            LockFileState::HeldOutsideNamespace,
+            format!(
+                "held by a process outside this PID namespace or on another node: it is on {fs}, /proc/locks and fdinfo show no holder here, yet a non-blocking shared lock was refused"
+            ),
+        ),
+        Ok((false, None)) => (
             LockFileState::Free,
             "nobody holds it: /proc/locks shows no holder and a non-blocking shared lock was granted (and released at once)".to_string(),
         ),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+        Ok((false, Some(fs))) => (
+            LockFileState::Free,
+            format!(
+                "nobody holds it: /proc/locks shows no holder and a non-blocking shared lock was granted (and released at once); it is on {fs}, whose server answered for every node unless the volume is mounted with local_lock=flock or all (then only this node was asked)"
+            ),
+        ),
+        // A data directory's lock file removed since it was looked at: no
+        // file, so nobody holds it. One a process has open exists.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !target.by_fd => (
             LockFileState::Free,
             "the file does not exist, so nobody holds it".to_string(),
         ),
@@ -424,87 +260,6 @@ fn probed_state(paths: &[(PathBuf, bool)]) -> (LockFileState, String) {
             ),
         ),
     }
-}
-
-/// Whether the lock file is flocked right now, asked of the kernel without
-/// taking part in the contest.
-///
-/// Opens a **new** open file description read-only and tries
-/// `flock(LOCK_SH | LOCK_NB)`:
-/// - refused (`EWOULDBLOCK`): someone holds `LOCK_EX` — locked. Nothing was
-///   taken and nothing changed, so neither the holder nor a waiter notices.
-/// - granted: nobody held it exclusively. The shared lock is dropped at once
-///   (`LOCK_UN`, then close). While it existed (two system calls) a
-///   concurrent `LOCK_EX | LOCK_NB` attempt would fail with `EWOULDBLOCK` and
-///   retry: `writer exec` polls every 100 ms, so a taker arriving in that
-///   window starts at most one poll later, and one with `--wait 0` fails
-///   closed (never two writers). A *blocked* `LOCK_EX` waiter cannot exist
-///   while the file is free, and one that arrives in the window is woken by
-///   `LOCK_UN`. The probe never takes `LOCK_EX`, so it never keeps a writer
-///   out for longer than the window.
-///
-/// Why not `fcntl(F_OFD_GETLK)` (which reports a conflict without taking a
-/// lock): on Linux, `flock(2)` locks and `fcntl` record locks are separate
-/// kinds that never conflict on local file systems, so `F_OFD_GETLK` answers
-/// "unlocked" for a file that is flocked (checked on Linux 6.18). It would only
-/// see the lock on NFS, where flock is emulated with record locks.
-/// And `/proc/locks` cannot answer it either: since Linux 4.12 it hides a lock
-/// whose taker is not visible in the reader's PID namespace.
-///
-/// Assumes writers take `LOCK_EX` only (as `writer exec` and the writerlease
-/// package do): a shared holder would read as free.
-///
-/// A symbolic link is not followed (`O_NOFOLLOW`, so `ELOOP`) and anything
-/// but a regular file is not asked about: the probe never opens, through a
-/// link planted as the lock file, a file it was not asked about.
-///
-/// # Errors
-/// The error of `open` (e.g. permission denied, not found, `ELOOP` for a
-/// symbolic link), an error for a file that is not a regular file, or the
-/// error of `flock`.
-pub fn probe_locked(path: &Path) -> std::io::Result<bool> {
-    probe_locked_at(path, false)
-}
-
-/// [`probe_locked`], following a symbolic link as the last component only
-/// when `follow` (for the `/proc/PID/fd/N` links, which are such links).
-fn probe_locked_at(path: &Path, follow: bool) -> std::io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK | nofollow)
-        .open(path)?;
-    if !f.metadata()?.file_type().is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    if r == 0 {
-        // SAFETY: as above. Closing would drop the lock anyway.
-        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
-        return Ok(false);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(true)
-    } else {
-        Err(e)
-    }
-}
-
-/// [`probe_locked`] on the first of `paths` that opens, following the last
-/// component only where its flag says so (a `/proc/PID/fd/N` link).
-fn probe_locked_any(paths: &[(PathBuf, bool)]) -> std::io::Result<bool> {
-    let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
-    for (p, follow) in paths {
-        match probe_locked_at(p, *follow) {
-            Ok(v) => return Ok(v),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }
 
 /// The pids, joined by ", ".
@@ -577,10 +332,13 @@ pub struct Orphans {
 /// A descriptor counts when its `/proc/PID/fd/N` link reads
 /// `DIR/.writer.lock (deleted)` with `DIR` the directory's real path, its
 /// file has no link left and sits on the directory's device, and its
-/// `fdinfo` shows a FLOCK `lock:` line. Invisible here: holders in another
-/// PID namespace (no `/proc/PID`), in another mount namespace (the link
-/// shows another path), processes whose descriptors may not be read (counted
-/// in [`Orphans::unknown`]), and a lock file renamed away (not deleted).
+/// `fdinfo` shows a FLOCK `lock:` line, and the process is in this
+/// process's mount namespace (its `ns/mnt` link; where either link may not
+/// be read, the path alone decides). Invisible here: holders in another PID
+/// namespace (no `/proc/PID`), in another mount namespace (the same path
+/// there names another directory, e.g. another pod's emptyDir on the same
+/// disk), processes whose descriptors may not be read (counted in
+/// [`Orphans::unknown`]), and a lock file renamed away (not deleted).
 pub fn orphaned_holders(proc_root: &Path, data_dir: &Path, ours: &std::fs::File) -> Orphans {
     let mut out = Orphans::default();
     let (Ok(real), Ok(md)) = (std::fs::canonicalize(data_dir), ours.metadata()) else {
@@ -605,7 +363,14 @@ pub fn orphaned_holders(proc_root: &Path, data_dir: &Path, ours: &std::fs::File)
     table.prefetch(&users, &[]);
     let mut pids = BTreeSet::new();
     let mut unreadable = 0usize;
+    // A path is one mount namespace's: a process in another sees other
+    // directories under the same words.
+    let ours = table.mnt_id(0);
     for &pid in &users {
+        let theirs = table.mnt_id(pid);
+        if ours.is_some() && theirs.is_some() && theirs != ours {
+            continue;
+        }
         let fds = table.fds(pid);
         if fds.unreadable.is_some() {
             unreadable += 1;

@@ -52,22 +52,31 @@
 //! scan could not know.
 
 mod judge;
+pub mod kube;
 mod lock;
 mod model;
+pub mod node;
 mod notes;
+pub mod ns;
 mod observe;
+mod probe;
 mod proc;
+mod target;
 
 use std::path::PathBuf;
 
 pub use judge::judge;
-pub use lock::{lock_holders, orphaned_holders, probe_locked, Orphans};
+pub use kube::{ContainerRef, KubeContainer, KubePod};
+pub use lock::{lock_holders, orphaned_holders, Orphans};
+pub use model::NsRelation;
 pub use model::{
     DutyView, LockFileState, LockInfo, LockState, PodScope, PodSnapshot, ProcessInfo, Verdict,
-    VerdictKind,
+    VerdictKind, ViewerInfo,
 };
 pub use model::{EnvRead, ObservedLock};
+pub use model::{NodePod, NodeSummary, NodeView, PodState};
 pub use observe::{observe, Observed, ObservedProcess};
+pub use probe::probe_locked;
 
 use super::WriterError;
 
@@ -83,6 +92,10 @@ pub struct ScanOptions {
     /// is every process that has a lease variable in its environment or a lock
     /// file open, plus their ancestors.
     pub pod_root: Option<u32>,
+    /// The node view: every pod of the node, grouped by the pod its
+    /// processes' cgroups name ([`node::scan_node`]); `data_dirs` and
+    /// `pod_root` are then ignored.
+    pub node: bool,
 }
 
 impl Default for ScanOptions {
@@ -91,6 +104,7 @@ impl Default for ScanOptions {
             proc_root: PathBuf::from("/proc"),
             data_dirs: Vec::new(),
             pod_root: None,
+            node: false,
         }
     }
 }
@@ -102,6 +116,9 @@ impl Default for ScanOptions {
 /// `pod_root` names a process that does not exist. Individual processes that
 /// vanish or cannot be read never fail the scan.
 pub fn scan(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
+    if opts.node {
+        return node::scan_node(opts);
+    }
     Ok(judge(&observe(opts)?))
 }
 
@@ -128,6 +145,9 @@ pub fn merge(parts: Vec<PodSnapshot>) -> PodSnapshot {
         out.scope.extend(p.scope);
         out.uninspected.extend(p.uninspected);
         out.notes.extend(p.notes);
+        out.viewer = out.viewer.or(p.viewer);
+        out.kubernetes = out.kubernetes.or(p.kubernetes);
+        out.node = out.node.or(p.node);
     }
     out.processes.sort_by_key(|p| p.pid);
     out.processes.dedup_by_key(|p| p.pid);
@@ -138,4 +158,13 @@ pub fn merge(parts: Vec<PodSnapshot>) -> PodSnapshot {
     out.uninspected.sort_unstable();
     out.uninspected.dedup();
     out
+}
+
+/// An I/O error as a short lowercase phrase ("permission denied").
+fn io_why(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        std::io::ErrorKind::NotFound => "not found".to_string(),
+        _ => crate::writer::sanitize(&e.to_string()),
+    }
 }

@@ -1,8 +1,11 @@
 //! The `pod` section of the `--json` snapshot, as the scan's types: the
 //! processes, the lock files, the verdicts and the scope.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
+use super::kube::{ContainerRef, KubePod};
 use crate::exit::Exit;
 use crate::writer::Duty;
 
@@ -31,6 +34,38 @@ pub struct PodSnapshot {
     /// [`PodSnapshot::incomplete`] is true.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Where the viewer stood: its rights, and its mount and user namespaces
+    /// against the pod's, with one line for each that differs or cannot be
+    /// told. Null for a snapshot no scan made.
+    #[serde(default)]
+    pub viewer: Option<ViewerInfo>,
+    /// The Kubernetes pod the pod's processes are in (from their cgroups),
+    /// when they are all in one; null otherwise.
+    #[serde(default)]
+    pub kubernetes: Option<KubePod>,
+    /// The node view (`--node`): every pod of the node, each judged alone,
+    /// and their tally. Null for a pod view.
+    #[serde(default)]
+    pub node: Option<NodeView>,
+}
+
+/// Where the viewer stood (issue 46): what it may read, and how its
+/// namespaces relate to the pod's.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ViewerInfo {
+    /// The viewer's effective uid.
+    pub euid: u32,
+    /// Whether `CAP_SYS_PTRACE` is effective for the viewer.
+    pub cap_sys_ptrace: bool,
+    /// The viewer's mount namespace against the pod's (the pod root's; for
+    /// an auto-detected pod, `different` when one of its processes is in
+    /// another, `unknown` when one could not be told).
+    pub mount_namespace: NsRelation,
+    /// Likewise the user namespace.
+    pub user_namespace: NsRelation,
+    /// One sentence for each namespace that differs or cannot be told; empty
+    /// when the viewer shares the pod's.
+    pub lines: Vec<String>,
 }
 
 impl PodSnapshot {
@@ -121,6 +156,10 @@ pub struct ProcessInfo {
     /// Why this process is part of the pod (e.g. "descendant of pod root 4711").
     #[serde(default)]
     pub included_because: String,
+    /// Its container and Kubernetes pod, from its cgroup; null when its
+    /// cgroup names neither.
+    #[serde(default)]
+    pub container: Option<ContainerRef>,
 }
 
 /// A process's duty as the scanner sees it: a [`Duty`], or why none could be
@@ -260,6 +299,10 @@ pub struct LockInfo {
     /// held): `path` ends in ` (deleted)` and names where it was.
     #[serde(default)]
     pub deleted: bool,
+    /// The node view: the pod whose view this is (`namespace/name`, or `pod
+    /// UID`); null in a pod view.
+    #[serde(default)]
+    pub pod: Option<String>,
 }
 
 /// Something about the pod that needs attention.
@@ -271,9 +314,13 @@ pub struct Verdict {
     pub message: String,
     /// The processes concerned, sorted.
     pub pids: Vec<u32>,
+    /// The node view: the pod it is about (`namespace/name`, or `pod UID`);
+    /// null in a pod view.
+    #[serde(default)]
+    pub pod: Option<String>,
 }
 
-/// The pod verdicts (ARCHITECTURE.md; README.md, "Pod writer leases"). Serialized snake_case.
+/// The pod verdicts (ARCHITECTURE.md; docs/writer-leases.md). Serialized snake_case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
@@ -283,6 +330,9 @@ pub enum VerdictKind {
     ArmedHoldsNothing,
     /// More than one participant has duty Take (siblings racing for the lock).
     SiblingsRacing,
+    /// Participants of different process trees take one lock file: two pod
+    /// roots (two pods, or two `writer exec`) on one data directory.
+    PodRootsRacing,
     /// The lock is held by a process whose duty is not Take.
     HolderNotTake,
     /// A participant's stamp names a pid other than its parent (or a dead pid, or garbage).
@@ -311,6 +361,7 @@ impl VerdictKind {
             VerdictKind::InvalidEnable => "invalid_enable",
             VerdictKind::ArmedHoldsNothing => "armed_holds_nothing",
             VerdictKind::SiblingsRacing => "siblings_racing",
+            VerdictKind::PodRootsRacing => "pod_roots_racing",
             VerdictKind::HolderNotTake => "holder_not_take",
             VerdictKind::StrayStamp => "stray_stamp",
             VerdictKind::Waiting => "waiting",
@@ -357,4 +408,206 @@ pub struct ObservedLock {
     /// For a deleted one: the index in [`super::Observed::locks`] of the lock file
     /// its path names now, when that one is inspected too.
     pub current: Option<usize>,
+}
+
+/// How one of the viewer's namespaces relates to a pod process's.
+/// Serialized `same|different|unknown`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum NsRelation {
+    /// The viewer's own.
+    Same,
+    /// Another one.
+    Different,
+    /// Could not be told (the reason is in the viewer's lines).
+    #[default]
+    Unknown,
+}
+
+impl NsRelation {
+    /// The snake_case name, as in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NsRelation::Same => "same",
+            NsRelation::Different => "different",
+            NsRelation::Unknown => "unknown",
+        }
+    }
+}
+
+/// A pod's state in the node view, from its verdicts and completeness (the
+/// first that applies). Serialized snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PodState {
+    /// `siblings_racing`: more than one process of the pod takes the lock.
+    Racing,
+    /// `armed_holds_nothing`: the lease is on and nothing holds the lock.
+    HoldingNothing,
+    /// Another verdict (a holder whose duty is not take, a stray stamp, an
+    /// orphaned writer or lock, an invalid value, a lock file that is not a
+    /// regular file, a holder outside the pod that nobody in it waits for).
+    Attention,
+    /// `waiting`: a process of the pod waits for the lock (a holder
+    /// elsewhere named or not), and nothing worse.
+    Waiting,
+    /// No verdict, but something could not be read: never healthy.
+    Unknown,
+    /// No verdict, read whole, and a lease taken as it should be.
+    Healthy,
+    /// No process of the pod has the lease on or a lock file open.
+    NoLease,
+}
+
+impl PodState {
+    /// Every state, in the order of the tally.
+    pub const ALL: [PodState; 7] = [
+        PodState::Racing,
+        PodState::HoldingNothing,
+        PodState::Attention,
+        PodState::Waiting,
+        PodState::Unknown,
+        PodState::Healthy,
+        PodState::NoLease,
+    ];
+
+    /// The snake_case name, as in `--json` and the `state` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodState::Racing => "racing",
+            PodState::HoldingNothing => "holding_nothing",
+            PodState::Attention => "attention",
+            PodState::Waiting => "waiting",
+            PodState::Unknown => "unknown",
+            PodState::Healthy => "healthy",
+            PodState::NoLease => "no_lease",
+        }
+    }
+
+    /// The state of a pod judged as `s`.
+    pub fn of(s: &PodSnapshot) -> PodState {
+        use VerdictKind as K;
+        let kinds: BTreeSet<VerdictKind> = s.verdicts.iter().map(|v| v.kind).collect();
+        if kinds.contains(&K::SiblingsRacing) {
+            PodState::Racing
+        } else if kinds.contains(&K::ArmedHoldsNothing) {
+            PodState::HoldingNothing
+        } else if kinds
+            .iter()
+            .any(|k| !matches!(k, K::Waiting | K::HolderOutsidePod))
+            || (kinds.contains(&K::HolderOutsidePod) && !kinds.contains(&K::Waiting))
+        {
+            PodState::Attention
+        } else if kinds.contains(&K::Waiting) {
+            PodState::Waiting
+        } else if s.incomplete() {
+            PodState::Unknown
+        } else if s.locks.is_empty() && s.processes.iter().all(|p| matches!(p.duty, DutyView::Off))
+        {
+            PodState::NoLease
+        } else {
+            PodState::Healthy
+        }
+    }
+}
+
+/// The node view's part of the `pod` section.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NodeView {
+    /// How many pods are in each state.
+    pub summary: NodeSummary,
+    /// Every pod of the node (and the group outside pods, when it takes part
+    /// in a lease), by label.
+    pub pods: Vec<NodePod>,
+    /// Processes outside every pod that could not be inspected: whether they
+    /// take part in a lease is unknown (they are no pod's).
+    pub outside_uninspected: Vec<u32>,
+    /// Sentences about the node as a whole (processes outside pods that
+    /// could not be inspected).
+    pub lines: Vec<String>,
+}
+
+/// How many pods are in each state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// Every pod (the group outside pods not counted).
+    pub pods: usize,
+    /// [`PodState::Healthy`].
+    pub healthy: usize,
+    /// [`PodState::Racing`].
+    pub racing: usize,
+    /// [`PodState::HoldingNothing`].
+    pub holding_nothing: usize,
+    /// [`PodState::Waiting`].
+    pub waiting: usize,
+    /// [`PodState::Attention`].
+    pub attention: usize,
+    /// [`PodState::Unknown`].
+    pub unknown: usize,
+    /// [`PodState::NoLease`].
+    pub no_lease: usize,
+}
+
+impl NodeSummary {
+    /// The count of `state`.
+    pub fn count(&self, state: PodState) -> usize {
+        match state {
+            PodState::Racing => self.racing,
+            PodState::HoldingNothing => self.holding_nothing,
+            PodState::Attention => self.attention,
+            PodState::Waiting => self.waiting,
+            PodState::Unknown => self.unknown,
+            PodState::Healthy => self.healthy,
+            PodState::NoLease => self.no_lease,
+        }
+    }
+
+    pub(super) fn add(&mut self, state: PodState) {
+        let n = match state {
+            PodState::Racing => &mut self.racing,
+            PodState::HoldingNothing => &mut self.holding_nothing,
+            PodState::Attention => &mut self.attention,
+            PodState::Waiting => &mut self.waiting,
+            PodState::Unknown => &mut self.unknown,
+            PodState::Healthy => &mut self.healthy,
+            PodState::NoLease => &mut self.no_lease,
+        };
+        *n += 1;
+        self.pods += 1;
+    }
+
+    /// One line: `50 pods (45 healthy, 1 racing, …)` (states at 0 left
+    /// out, but healthy).
+    pub fn line(&self) -> String {
+        let mut parts = vec![format!("{} healthy", self.healthy)];
+        for s in PodState::ALL {
+            let n = self.count(s);
+            if n > 0 && s != PodState::Healthy {
+                parts.push(format!("{n} {}", s.as_str().replace('_', " ")));
+            }
+        }
+        format!("{} pods ({})", self.pods, parts.join(", "))
+    }
+}
+
+/// One pod of the node view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodePod {
+    /// `namespace/name`, `name (pod UID)`, `pod UID`, or `outside pods`.
+    pub label: String,
+    /// The pod's identity; null for the group outside pods.
+    pub kubernetes: Option<KubePod>,
+    /// Its state.
+    pub state: PodState,
+    /// The kinds of its verdicts, sorted, each once.
+    pub verdicts: Vec<VerdictKind>,
+    /// The pids of the pod that hold a lock file.
+    pub holders: Vec<u32>,
+    /// The container (its id's first 12 digits) of the first holder, else of
+    /// the first process that must take the lock; null when none.
+    pub container: Option<String>,
+    /// Every process of the pod, sorted.
+    pub pids: Vec<u32>,
 }

@@ -53,12 +53,9 @@ fn uninspected_note(obs: &Observed, pod_empty: bool) -> String {
 }
 
 /// What to do about processes that could not be inspected: run as their
-/// owner or root — said only to a process that is not root. Root is told why
-/// even it cannot read them (issue 35 trip 7).
-pub(crate) fn how_to_see() -> &'static str {
-    if nix::unistd::geteuid().is_root() {
-        "not even by root here"
-    } else {
-        "run as their owner or root"
-    }
+/// owner or root — said only to a process that is not root. Root is told
+/// what it lacks (`CAP_SYS_PTRACE`, a user namespace of its own) and what
+/// gives it, or why even it cannot read them (issue 35 trip 7, issue 46).
+pub(crate) fn how_to_see() -> String {
+    super::ns::ViewerFacts::current().remedy()
 }

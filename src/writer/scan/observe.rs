@@ -7,9 +7,14 @@ use std::path::Path;
 
 use procfs::FromRead;
 
-use super::lock::{lock_states, lock_targets, FileKey, LockEvidence, LockTarget};
-use super::model::{EnvRead, ObservedLock};
+use super::io_why;
+use super::kube::{containers_of, kube_name, ContainerRef, KubePod};
+use super::lock::{lock_states, LockEvidence};
+use super::model::NsRelation;
+use super::model::{EnvRead, ObservedLock, ViewerInfo};
+use super::ns::ViewerFacts;
 use super::proc::{read_proc_locks, ProcTable};
+use super::target::{lock_targets, FileKey, LockTarget, Place};
 use super::{PodScope, ScanOptions};
 use crate::writer::{sanitize, WriterError};
 use crate::writer::{ENABLE, HELD, LOCK_NAME};
@@ -36,6 +41,8 @@ pub struct ObservedProcess {
     pub fds_unreadable: Option<String>,
     /// Why it is part of the pod.
     pub included_because: String,
+    /// Its container and pod, from its cgroup.
+    pub container: Option<ContainerRef>,
 }
 
 /// Everything [`super::judge()`] needs: the pod's processes, the lock files, and the
@@ -56,6 +63,11 @@ pub struct Observed {
     pub fds_unreadable: BTreeSet<u32>,
     /// What was considered (copied into the snapshot).
     pub scope: Option<PodScope>,
+    /// Where the viewer stood (copied into the snapshot).
+    pub viewer: Option<ViewerInfo>,
+    /// The Kubernetes pod of the processes, when they are all in one (copied
+    /// into the snapshot).
+    pub kubernetes: Option<KubePod>,
 }
 
 /// The gathering half of [`super::scan()`]: reads `/proc`, selects the pod
@@ -67,7 +79,7 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     let root = &opts.proc_root;
     // Auto-detection reads every user process's descriptors and environment:
     // read them up front, side by side.
-    let table = ProcTable::read_with(root, opts.pod_root.is_none())?;
+    let table = ProcTable::read_with(root, opts.pod_root.is_none(), false)?;
     let user_pids: Vec<u32> = table
         .procs
         .values()
@@ -88,7 +100,9 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         Some(t) => t.iter().copied().collect(),
         None => user_pids.clone(),
     };
-    let lock_keys = lock_targets(&table, opts, &owners, &user_pids)?;
+    // The pod's paths: in the pod root's view of the file system.
+    let places = Place::of(&table, opts, &user_pids);
+    let lock_keys = lock_targets(&table, opts, &places, &owners, &user_pids)?;
     let proc_locks = read_proc_locks(root);
     // With a lock file to look for, every user process's descriptors are read.
     if tree.is_some() && !lock_keys.is_empty() {
@@ -99,11 +113,15 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
 
     let included = match (opts.pod_root, &tree) {
         (Some(r), Some(t)) => tree_members(&table, r, t),
-        _ => auto_members(&table, &lock_keys, &evidence, &locks, &user_pids),
+        _ => table.with_ancestors(&auto_seeds(
+            &table, &lock_keys, &evidence, &locks, &user_pids,
+        )),
     };
     let (uninspected, fds_unreadable) = unreadable(&table, tree.as_ref(), &user_pids);
-    let processes = observed_processes(&table, root, &included, &locks, &lock_index);
+    let processes = observed_processes(&table, root, &included, &locks, &lock_index, true);
     let scope = pod_scope(opts, user_pids.len(), processes.len());
+    let viewer = viewer_info(&table, opts.pod_root, &processes);
+    let kubernetes = one_pod(&table, &processes);
     Ok(Observed {
         processes,
         locks,
@@ -111,7 +129,91 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
         uninspected,
         fds_unreadable,
         scope: Some(scope),
+        viewer: Some(viewer),
+        kubernetes,
     })
+}
+
+/// Where the viewer stands to the pod: to pod root `root`'s namespaces, or
+/// (auto-detected) to those of each of the pod's processes.
+fn viewer_info(table: &ProcTable, root: Option<u32>, processes: &[ObservedProcess]) -> ViewerInfo {
+    let facts = ViewerFacts::current();
+    let (mount, user, lines) = match root {
+        Some(r) => {
+            let (m, why) = table.mount_relation(r);
+            let u = table.user_relation(r);
+            let lines = super::ns::pod_root_lines(r, (m, why.as_deref()), u);
+            (m, u.0, lines)
+        }
+        None => {
+            let mut by: BTreeMap<(bool, NsRelation), Vec<u32>> = BTreeMap::new();
+            for p in processes {
+                by.entry((true, table.mount_relation(p.pid).0))
+                    .or_default()
+                    .push(p.pid);
+                by.entry((false, table.user_relation(p.pid).0))
+                    .or_default()
+                    .push(p.pid);
+            }
+            let worst = |mount: bool| {
+                [NsRelation::Different, NsRelation::Unknown]
+                    .into_iter()
+                    .find(|r| by.contains_key(&(mount, *r)))
+                    .unwrap_or(NsRelation::Same)
+            };
+            let mut lines = Vec::new();
+            for ((mount, rel), pids) in &by {
+                let what = if *mount { "mount" } else { "user" };
+                let n = pids.len();
+                let who = join(pids);
+                match rel {
+                    NsRelation::Different => lines.push(format!(
+                        "{n} of the pod's processes (pid {who}) are in another {what} namespace than the viewer{}.",
+                        if *mount {
+                            ": the paths shown for them are theirs, and a lock file is known by device and inode"
+                        } else {
+                            ": root in one is not root in the other"
+                        }
+                    )),
+                    NsRelation::Unknown => lines.push(format!(
+                        "Whether {n} of the pod's processes (pid {who}) share the viewer's {what} namespace is unknown."
+                    )),
+                    NsRelation::Same => {}
+                }
+            }
+            (worst(true), worst(false), lines)
+        }
+    };
+    ViewerInfo {
+        euid: facts.euid,
+        cap_sys_ptrace: facts.cap_sys_ptrace,
+        mount_namespace: mount,
+        user_namespace: user,
+        lines,
+    }
+}
+
+/// The Kubernetes pod of `processes` when every one whose cgroup names a pod
+/// names the same one.
+fn one_pod(table: &ProcTable, processes: &[ObservedProcess]) -> Option<KubePod> {
+    let uids: BTreeSet<&str> = processes
+        .iter()
+        .filter_map(|p| p.container.as_ref()?.pod_uid.as_deref())
+        .collect();
+    let [uid] = uids.into_iter().collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let members = processes
+        .iter()
+        .filter(|p| p.container.as_ref().and_then(|c| c.pod_uid.as_deref()) == Some(uid))
+        .map(|p| p.pid);
+    Some(identify(table, uid, members))
+}
+
+/// The pids, joined by ", ".
+fn join(pids: &[u32]) -> String {
+    let v: Vec<String> = pids.iter().map(u32::to_string).collect();
+    v.join(", ")
 }
 
 /// The pod by tree, when a root was given: stat alone decides it.
@@ -147,20 +249,22 @@ fn tree_members(table: &ProcTable, r: u32, t: &BTreeSet<u32>) -> BTreeMap<u32, S
     included
 }
 
-/// The auto-detected pod, with the reason each process is in it: the
-/// processes that have a lock file open, are named as a lock's taker, or
-/// carry a lease variable, plus their ancestors.
-fn auto_members(
+/// The seeds of an auto-detected pod among `candidates`, with the reason
+/// each is in it: the processes that have a lock file open, are named as a
+/// lock's taker, or carry a lease variable (the pod is they and their
+/// ancestors: [`ProcTable::with_ancestors`]).
+pub(super) fn auto_seeds(
     table: &ProcTable,
     lock_keys: &BTreeMap<FileKey, LockTarget>,
     evidence: &LockEvidence,
     locks: &[ObservedLock],
-    user_pids: &[u32],
+    candidates: &[u32],
 ) -> BTreeMap<u32, String> {
+    let allowed: BTreeSet<u32> = candidates.iter().copied().collect();
     let mut seeds: BTreeMap<u32, String> = BTreeMap::new();
     for (key, pids) in &evidence.openers {
         let path = &lock_keys[key].path;
-        for pid in pids {
+        for pid in pids.iter().filter(|p| allowed.contains(p)) {
             seeds
                 .entry(*pid)
                 .or_insert_with(|| format!("it has {path} open"));
@@ -168,7 +272,7 @@ fn auto_members(
     }
     for l in locks {
         for pid in l.holders.iter().chain(&l.proc_locks_pids) {
-            if table.procs.contains_key(pid) {
+            if table.procs.contains_key(pid) && allowed.contains(pid) {
                 seeds.entry(*pid).or_insert_with(|| {
                     format!(
                         "/proc/locks names it as the taker of the lock on {}",
@@ -178,7 +282,7 @@ fn auto_members(
             }
         }
     }
-    for &pid in user_pids {
+    for &pid in candidates {
         if seeds.contains_key(&pid) {
             continue;
         }
@@ -191,13 +295,13 @@ fn auto_members(
             }
         }
     }
-    table.with_ancestors(&seeds)
+    seeds
 }
 
 /// Everything in scope that could not be read: the uninspected pids, and
 /// those of them whose descriptors could not be read. With --pod-root the
 /// scope is the tree; auto-detection considered every process.
-fn unreadable(
+pub(super) fn unreadable(
     table: &ProcTable,
     tree: Option<&BTreeSet<u32>>,
     user_pids: &[u32],
@@ -226,12 +330,13 @@ fn unreadable(
 
 /// The pod's processes as gathered: each with its lock files open and held
 /// (indices into `locks`), its age and its environment.
-fn observed_processes(
+pub(super) fn observed_processes(
     table: &ProcTable,
     root: &Path,
     included: &BTreeMap<u32, String>,
     locks: &[ObservedLock],
     lock_index: &BTreeMap<FileKey, usize>,
+    commands: bool,
 ) -> Vec<ObservedProcess> {
     let uptime = procfs::Uptime::from_file(root.join("uptime"))
         .ok()
@@ -258,13 +363,16 @@ fn observed_processes(
         processes.push(ObservedProcess {
             pid: *pid,
             ppid: p.ppid,
-            command: p.command(),
+            // Read only where shown (a command line is copied from the
+            // process's memory); judging never looks at it.
+            command: if commands { p.command() } else { String::new() },
             env: table.env(*pid),
             opens: opens.into_iter().collect(),
             holds: holds.into_iter().collect(),
             age_s,
             fds_unreadable: fds.unreadable.clone(),
             included_because: why.clone(),
+            container: table.container(*pid),
         });
     }
     processes
@@ -306,4 +414,75 @@ fn pod_scope(opts: &ScanOptions, seen: usize, selected: usize) -> PodScope {
             ),
         },
     }
+}
+
+/// The identity of pod `uid` from its processes `members`: its containers,
+/// its name (a process's `HOSTNAME`), its namespace (a container's
+/// service-account mount, read through that container's root).
+pub(super) fn identify(
+    table: &ProcTable,
+    uid: &str,
+    members: impl Iterator<Item = u32>,
+) -> KubePod {
+    let members: Vec<u32> = members.collect();
+    let refs: Vec<(u32, Option<super::kube::ContainerRef>)> =
+        members.iter().map(|&p| (p, table.container(p))).collect();
+    let containers = containers_of(refs.iter().map(|(p, c)| (*p, c.as_ref())));
+    let qos = refs.iter().find_map(|(_, c)| c.as_ref()?.qos.clone());
+    let name = members
+        .iter()
+        .find_map(|&p| Some((p, kube_name(&table.hostname(p)?)?)));
+    let (namespace, namespace_unknown) = namespace_of(table, &containers);
+    KubePod {
+        uid: uid.to_string(),
+        name: name.as_ref().map(|(_, n)| n.clone()),
+        name_from: name.map(|(p, _)| format!("HOSTNAME of pid {p}")),
+        namespace,
+        namespace_unknown,
+        qos,
+        containers,
+    }
+}
+
+/// Where Kubernetes mounts a pod's service-account namespace.
+const NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The pod's namespace from the first container whose root has the
+/// service-account mount, or why it is unknown.
+fn namespace_of(
+    table: &ProcTable,
+    containers: &[super::kube::KubeContainer],
+) -> (Option<String>, Option<String>) {
+    use std::io::Read;
+    let mut why = "no container of the pod mounts a service-account token".to_string();
+    for c in containers.iter().filter(|c| c.id.is_some()) {
+        let Some(&pid) = c.pids.first() else {
+            continue;
+        };
+        let opened = super::ns::open_root(table.root(), pid).and_then(|r| {
+            super::ns::open_in_root(&r, Path::new(NAMESPACE_FILE), nix::fcntl::OFlag::O_RDONLY)
+        });
+        match opened {
+            Ok(fd) => {
+                let mut buf = Vec::with_capacity(256);
+                let read = std::fs::File::from(fd).take(256).read_to_end(&mut buf);
+                if let Some(ns) = read
+                    .ok()
+                    .and_then(|_| kube_name(&String::from_utf8_lossy(&buf)))
+                {
+                    return (Some(ns), None);
+                }
+                why = format!("pid {pid}'s {NAMESPACE_FILE} does not hold a namespace name");
+            }
+            Err(e) if super::ns::denied(&e) => {
+                why = format!(
+                    "pid {pid}'s root could not be opened to read {NAMESPACE_FILE} ({}): {}",
+                    io_why(&e),
+                    ViewerFacts::current().remedy()
+                );
+            }
+            Err(_) => {}
+        }
+    }
+    (None, Some(why))
 }

@@ -439,15 +439,17 @@ async fn takeover_answered_without_etag_never_claims_a_strangers_record() {
         ],
     );
     assert_eq!(code, Some(1), "{out}{err}");
+    // The failure is said on stderr (issue 45 §3); stdout has the lease looked at.
+    let all = format!("{out}{err}");
     assert!(
-        !out.contains("\ntaken: ") && !out.to_lowercase().contains("nothing was written"),
-        "{out}"
+        !all.contains("\ntaken: ") && !all.to_lowercase().contains("nothing was written"),
+        "{all}"
     );
     assert!(
-        out.contains("already been replaced") && out.contains("not in effect"),
-        "{out}"
+        err.contains("already been replaced") && err.contains("not in effect"),
+        "{all}"
     );
-    assert!(out.contains("stranger"), "who holds it now: {out}");
+    assert!(err.contains("stranger"), "who holds it now: {all}");
     let entries = AuditLog::read(&audit).unwrap();
     let outcome = entries.last().unwrap().outcome.clone().unwrap();
     assert!(

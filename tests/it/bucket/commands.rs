@@ -230,7 +230,9 @@ fn best_effort_mode_is_logged_at_warn() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("db")).unwrap();
     let mut c = bin();
+    // The log (`-v`) says it at WARN, with the exclusion as a field.
     c.env("MUSHROOMDB_BACKUP_LEASE_CONDITIONAL", "off").args([
+        "-v",
         "bucket",
         "hold",
         &file_url(&dir.path().join("db")),
@@ -415,7 +417,8 @@ server_matrix! {
             Duration::from_secs(1),
             &leasectl::clock::SystemClock::new(),
         )
-        .await;
+        .await
+        .removed;
         assert_eq!(removed, ["db/.leasectl-probe/killed"], "{}", server.name());
         assert_eq!(
             list_keys(&endpoint, &b).await,

@@ -84,7 +84,7 @@ fn spawn_hold(
     if let Some(e) = endpoint {
         c.args(["--endpoint-url", e, "--path-style", "--timeout", "1s"]);
     }
-    c.args(["bucket", "hold", url])
+    c.args(["-v", "bucket", "hold", url])
         .args(args)
         .arg("--")
         .args(cmd)
@@ -302,6 +302,7 @@ fn a_kernel_that_refuses_namespaces_is_said_once_and_require_refuses() {
     let hold = |mode: &str| {
         run_wrapped(
             &[
+                "-v",
                 "bucket",
                 "hold",
                 &url,
@@ -371,7 +372,7 @@ fn the_command_sees_its_environment_and_fence_inside() {
     );
     let mut c = Command::new(BIN);
     c.args([
-        "bucket", "hold", &url, "--ttl", "3s", "--", "sh", "-c", &script,
+        "-v", "bucket", "hold", &url, "--ttl", "3s", "--", "sh", "-c", &script,
     ])
     .current_dir(dir.path())
     .env("CONTAIN_TEST_VAR", "kept");
@@ -420,7 +421,7 @@ fn an_unprivileged_user_gets_a_user_namespace() {
     let script = format!("id -u > {}; echo $$ >> {}", made.display(), made.display());
     let out = run_wrapped(
         &[
-            "bucket", "hold", &url, "--ttl", "3s", "--", "sh", "-c", &script,
+            "-v", "bucket", "hold", &url, "--ttl", "3s", "--", "sh", "-c", &script,
         ],
         &[
             "setpriv",
@@ -456,7 +457,7 @@ fn signals_and_statuses_pass_through_containment() {
         );
         let mut c = Command::new(BIN);
         c.args([
-            "bucket", "hold", &url, "--ttl", "3s", "--", "sh", "-c", &script,
+            "-v", "bucket", "hold", &url, "--ttl", "3s", "--", "sh", "-c", &script,
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -476,6 +477,7 @@ fn signals_and_statuses_pass_through_containment() {
     }
     let out = run_wrapped(
         &[
+            "-v",
             "bucket",
             "hold",
             &url,
@@ -491,6 +493,7 @@ fn signals_and_statuses_pass_through_containment() {
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
     let out = run_wrapped(
         &[
+            "-v",
             "bucket",
             "hold",
             &url,
@@ -515,19 +518,18 @@ fn a_command_reading_the_terminal_works_inside() {
     let url = format!("{}p/", file_url(dir.path()));
     let out = dir.path().join("typed");
     let t = crate::common::tmux::Tmux::start(120, 30);
-    t.type_line(&format!(
-        "{BIN} bucket hold {url} --ttl 6s -- sh -c 'if [ -t 0 ]; then echo TTY-YES; fi; printf \"name? \"; read x; echo \"got $x\" > {}'; echo EXIT=$?",
+    let run = t.run(&format!(
+        "{BIN} bucket hold {url} --ttl 6s -- sh -c 'if [ -t 0 ]; then echo TTY-YES; fi; printf \"name? \"; read x; echo \"got $x\" > {}'",
         out.display()
     ));
-    t.wait_for(Duration::from_secs(30), "the prompt", |s| {
-        s.contains("name? ")
+    // (tmux drops the prompt's trailing space from the line it captures)
+    let shown = t.wait_shown(&run, Duration::from_secs(30), "the prompt", |s| {
+        s.lines().any(|l| l.trim_end() == "name?")
     });
-    let screen = t.screen();
-    assert!(screen.contains("TTY-YES"), "{screen}");
-    t.type_line("hello");
-    t.wait_for(Duration::from_secs(30), "the exit", |s| {
-        s.contains("EXIT=0")
-    });
+    assert!(shown.contains("TTY-YES"), "{shown}");
+    t.answer(&run, "hello");
+    let (code, shown) = t.wait_exit(&run, Duration::from_secs(30));
+    assert_eq!(code, 0, "{shown}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "got hello\n");
 }
 

@@ -817,9 +817,13 @@ async fn probe_sweep_ages_scratch_keys_by_the_injected_clock() {
     let (scratch, own) = ("db/.leasectl-probe/", "db/.leasectl-probe/own");
     let age = leasectl::bucket::probe::SWEEP_AFTER;
     let real = SystemClock::new();
-    let removed = leasectl::bucket::probe::sweep(&store, scratch, own, age, &real).await;
+    let removed = leasectl::bucket::probe::sweep(&store, scratch, own, age, &real)
+        .await
+        .removed;
     assert!(removed.is_empty(), "{removed:?}");
     let ahead = ManualClock::new(Utc::now() + chrono::Duration::hours(1));
-    let removed = leasectl::bucket::probe::sweep(&store, scratch, own, age, &ahead).await;
+    let removed = leasectl::bucket::probe::sweep(&store, scratch, own, age, &ahead)
+        .await
+        .removed;
     assert_eq!(removed, [left]);
 }

@@ -1171,7 +1171,8 @@ async fn saturated_generation_is_not_taken_over(kind: Kind) {
         ],
     );
     t.expect(4, Duration::from_secs(30)).await;
-    let out = t.stdout();
+    // The refusal is said on stderr (issue 45 §3).
+    let out = t.output();
     assert!(
         out.contains("refused: ")
             && out.contains("18446744073709551615, the largest a generation can be")

@@ -116,7 +116,7 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
     let (code, out, err) = run_parts(&["--json", "--no-pod", "--audit-log", &log_s, &url]);
     assert_eq!(code, 3, "dead/ is stale: {out}{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["schema_version"], "1.5");
+    assert_eq!(doc["schema_version"], "1.6");
     assert_eq!(row(&doc, "gen/")["record"]["generation"], 7);
     let nogen = &row(&doc, "nogen/")["record"];
     assert!(
@@ -420,8 +420,10 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
     let stderr_path = dir.path().join("serve.stderr");
     let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     common::s3_env(&mut serve);
+    // Its log (`-v`): the warning and the recovery are steps of it.
     let mut serve = serve
         .args([
+            "-v",
             "serve",
             "--no-pod",
             "--listen",
@@ -522,8 +524,10 @@ fn serve_reports_an_unreadable_audit_log() {
     let stderr_path = dir.path().join("serve.stderr");
     let mut serve = Command::new(env!("CARGO_BIN_EXE_leasectl"));
     common::s3_env(&mut serve);
+    // Its log (`-v`): the warning and the recovery are steps of it.
     let mut serve = serve
         .args([
+            "-v",
             "serve",
             "--no-pod",
             "--listen",

@@ -1,6 +1,7 @@
 //! Bucket leases against real servers: the engine, the fence, generations, own writes, the race probe, `probe` and `bucket hold` as run, containment, TLS.
 
 mod adoption;
+mod clock_offset;
 mod commands;
 mod confirm;
 mod containment;
@@ -12,4 +13,5 @@ mod generation;
 mod generation_outputs;
 mod own_writes;
 mod race;
+mod signals;
 mod tls;

@@ -302,9 +302,6 @@ async fn console_probe_reports_the_race() {
     let ops = Ops {
         targets: vec![target(&proxy.endpoint()), target(&endpoint)],
         audit: leasectl::audit::AuditLog::open(dir.path().join("audit.jsonl")).unwrap(),
-        exclusion: leasectl::bucket::Exclusion::Conditional,
-        ttl_s: 30,
-        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock,
     };
     let (atx, mut arx) = tokio::sync::mpsc::channel(16);
@@ -349,7 +346,7 @@ async fn console_probe_reports_the_race() {
     assert!(list_keys(&endpoint, &b).await.is_empty());
     // The status line of the console, drawn.
     let mut app = leasectl::tui::app::App::new(
-        vec!["s3://race-console/db/".into()],
+        vec!["s3://race-console/db/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         chrono::Utc::now(),

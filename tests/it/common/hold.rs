@@ -64,8 +64,9 @@ pub struct Hold {
 }
 
 impl Hold {
-    /// `leasectl bucket hold URL ARGS -- CMD` through `endpoint`, in a process
-    /// group of its own (so the test can stop that group), stderr to a file.
+    /// `leasectl -v bucket hold URL ARGS -- CMD` through `endpoint`, in a
+    /// process group of its own (so the test can stop that group), its log
+    /// (`-v`: every step, which the tests read) to a file.
     pub fn spawn(
         dir: &Path,
         name: &str,
@@ -79,6 +80,7 @@ impl Hold {
         let mut c = Command::new(env!("CARGO_BIN_EXE_leasectl"));
         s3_env(&mut c);
         c.args([
+            "-v",
             "--endpoint-url",
             endpoint,
             "--path-style",

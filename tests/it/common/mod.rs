@@ -218,6 +218,10 @@ pub fn moto(kind: Moto) -> &'static MotoServer {
 /// The SeaweedFS version the harness runs (scripts/setup-test-env.sh installs it).
 pub const SEAWEEDFS_VERSION: &str = "4.48";
 
+/// How many volumes (one a bucket) `weed mini` may make, whatever the free
+/// disk (see [`SeaweedServer`]'s start).
+pub const SEAWEEDFS_VOLUMES: u32 = 2000;
+
 /// A SeaweedFS server (`weed mini`) on 127.0.0.1 with its data in a
 /// temporary directory. It runs under a shell that waits for its standard
 /// input to close: when this test process exits (however it exits), the
@@ -294,6 +298,11 @@ impl SeaweedServer {
                     .map(|(flag, p)| format!("-{flag}={p}")),
             )
             .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
+            // A bucket takes a volume of its own, and left to itself `weed
+            // mini` allows one volume per GiB of free disk: on a disk with
+            // 13 GiB free, the suite's 14th bucket got 500 InternalError. The
+            // volumes are sparse (a few KB each here).
+            .arg(format!("-volume.max={SEAWEEDFS_VOLUMES}"))
             // Its unix sockets too go where the shell removes them (default: /tmp).
             .arg(format!(
                 "-filer.localSocket={}",
@@ -543,13 +552,28 @@ pub fn s3_store_attempts(
     bucket: &str,
     attempts: u32,
 ) -> std::sync::Arc<leasectl::store::s3::S3Store> {
-    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
     let timeout = if is_seaweedfs(endpoint) {
         Duration::from_secs(20)
     } else {
         Duration::from_secs(2)
     };
-    let cfg = aws_config::SdkConfig::builder()
+    let cfg = sdk_config(endpoint, timeout, attempts);
+    let opts = leasectl::store::s3::S3Options {
+        path_style: true,
+        // The same deadline as the SDK's, so a timeout names it rightly.
+        request_timeout: Some(timeout),
+        ..Default::default()
+    };
+    std::sync::Arc::new(leasectl::store::s3::S3Store::with_config(
+        &cfg, bucket, &opts,
+    ))
+}
+
+/// The SDK configuration of the test stores: `endpoint`, the test
+/// credentials, `timeout` per attempt, `attempts` attempts per request.
+pub fn sdk_config(endpoint: &str, timeout: Duration, attempts: u32) -> aws_config::SdkConfig {
+    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
+    aws_config::SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .endpoint_url(endpoint)
@@ -568,16 +592,7 @@ pub fn s3_store_attempts(
                 .build(),
         )
         .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts))
-        .build();
-    let opts = leasectl::store::s3::S3Options {
-        path_style: true,
-        // The same deadline as the SDK's, so a timeout names it rightly.
-        request_timeout: Some(timeout),
-        ..Default::default()
-    };
-    std::sync::Arc::new(leasectl::store::s3::S3Store::with_config(
-        &cfg, bucket, &opts,
-    ))
+        .build()
 }
 
 /// The released record at `key` — what a release leaves (issue 32 §3): it

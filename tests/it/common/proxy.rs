@@ -72,8 +72,22 @@ struct State {
     list_loop: Option<ListLoop>,
     /// ListObjectsV2 requests answered by `list_loop`.
     lists: usize,
+    /// Forward every listing (ListObjectsV2, ListObjectVersions) from its
+    /// first page and answer it truncated, with a fresh continuation token
+    /// (or version marker) each time: a listing that never ends.
+    endless: bool,
+    /// Hold back each answer of an endless listing this long.
+    endless_delay: std::time::Duration,
+    /// Listing requests answered by `endless`.
+    endless_pages: usize,
     /// Replace the `Date` header of every forwarded answer with this value.
     date: Option<String>,
+    /// Remove every `<LastModified>` element from the answers to
+    /// ListObjectVersions (a service that does not say when a version was written).
+    strip_version_times: bool,
+    /// Remove `max-keys` from ListObjectVersions requests (a service that
+    /// ignores it and answers whole pages; moto does not check signatures).
+    ignore_max_keys: bool,
     /// Rewrite the answers to PUTs: drop their ETag header.
     strip_put_etag: bool,
     /// Only those whose path ends with this.
@@ -243,9 +257,40 @@ impl Proxy {
         self.state.lock().unwrap().list_loop = Some(how);
     }
 
+    /// Every listing, of objects or of versions, never ends: each is
+    /// forwarded as a request for its first page, and the answer rewritten
+    /// to say it is truncated, with a continuation token (or version-id
+    /// marker) never given before, after `delay`. The service's real entries
+    /// come back on every page.
+    pub fn endless_listings(&self, delay: std::time::Duration) {
+        let mut s = self.state.lock().unwrap();
+        s.endless = true;
+        s.endless_delay = delay;
+    }
+
+    /// Listing pages answered by [`Proxy::endless_listings`].
+    pub fn endless_pages(&self) -> usize {
+        self.state.lock().unwrap().endless_pages
+    }
+
     /// ListObjectsV2 requests answered by [`Proxy::loop_listings`].
     pub fn looped_lists(&self) -> usize {
         self.state.lock().unwrap().lists
+    }
+
+    /// Answers to ListObjectVersions (`GET /bucket?versions…`) lose every
+    /// `<LastModified>` element: versions and delete markers listed without
+    /// the time they were written. Other answers (a version's GET and its
+    /// `Last-Modified` header) pass untouched.
+    pub fn strip_version_times(&self) {
+        self.state.lock().unwrap().strip_version_times = true;
+    }
+
+    /// ListObjectVersions requests lose their `max-keys` parameter before
+    /// they are forwarded: a service that answers a whole page whatever the
+    /// client asked (moto only: the signature no longer matches the query).
+    pub fn ignore_max_keys(&self) {
+        self.state.lock().unwrap().ignore_max_keys = true;
     }
 
     /// Send every forwarded answer with this `Date` header instead of the server's.
@@ -460,6 +505,28 @@ async fn handle(
         return Ok(());
     }
     let target = head.split(' ').nth(1).unwrap_or("").to_owned();
+    let strip_times = {
+        let s = state.lock().unwrap();
+        s.strip_version_times
+            && method == "GET"
+            && target
+                .split(['?', '&'])
+                .skip(1)
+                .any(|kv| kv == "versions" || kv.starts_with("versions="))
+    };
+    let endless = {
+        let mut s = state.lock().unwrap();
+        let listing = method == "GET" && is_listing(&target);
+        if s.endless && listing {
+            s.endless_pages += 1;
+            Some((s.endless_pages, s.endless_delay))
+        } else {
+            None
+        }
+    };
+    if let Some((page, delay)) = endless {
+        return endless_page(client, upstream_port, &head, &target, page, delay).await;
+    }
     let (list_loop, date, strip_etag, intruder, etag_value) = {
         let mut s = state.lock().unwrap();
         let strip_etag = s.strip_put_etag
@@ -513,9 +580,21 @@ async fn handle(
         while client.read(&mut chunk).await? > 0 {}
         return Ok(());
     }
+    let ignore_max_keys = state.lock().unwrap().ignore_max_keys;
     let mut out = String::new();
     for (i, line) in head.split("\r\n").enumerate() {
         if line.is_empty() {
+            continue;
+        }
+        if i == 0 && ignore_max_keys && line.contains("versions") {
+            // GET /b?versions&max-keys=1&prefix=… HTTP/1.1, without max-keys.
+            let (start, rest) = line.split_once('?').unwrap_or((line, ""));
+            let (query, version) = rest.rsplit_once(' ').unwrap_or((rest, ""));
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|kv| !kv.starts_with("max-keys="))
+                .collect();
+            out.push_str(&format!("{start}?{} {version}\r\n", kept.join("&")));
             continue;
         }
         let lower = line.to_ascii_lowercase();
@@ -573,6 +652,14 @@ async fn handle(
         }
         let _ = cw.write_all(&with_header(&answer, "etag", None)).await;
         let _ = cw.shutdown().await;
+    } else if strip_times {
+        // The whole answer, its LastModified elements removed and its
+        // length set again.
+        let answer = read_all(&mut ur).await;
+        let _ = cw
+            .write_all(&without_element(&answer, "LastModified"))
+            .await;
+        let _ = cw.shutdown().await;
     } else if let Some(date) = date {
         // The whole answer, its Date replaced.
         let answer = read_all(&mut ur).await;
@@ -585,6 +672,140 @@ async fn handle(
     }
     up.abort();
     Ok(())
+}
+
+/// Whether a request target is a listing of objects or of versions.
+fn is_listing(target: &str) -> bool {
+    target.split_once('?').is_some_and(|(_, q)| {
+        q.split('&')
+            .any(|kv| kv == "list-type=2" || kv == "versions" || kv.starts_with("versions="))
+    })
+}
+
+/// [`Proxy::endless_listings`]: forwards the listing in `head` as a request
+/// for its first page (its continuation token and markers removed), then
+/// answers with the service's page rewritten to be truncated, with a
+/// token or marker made from `page` (never given before), after `delay`.
+async fn endless_page(
+    mut client: TcpStream,
+    upstream_port: u16,
+    head: &str,
+    target: &str,
+    page: usize,
+    delay: std::time::Duration,
+) -> std::io::Result<()> {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let first: Vec<&str> = query
+        .split('&')
+        .filter(|kv| {
+            ![
+                "continuation-token=",
+                "key-marker=",
+                "version-id-marker=",
+                "start-after=",
+            ]
+            .iter()
+            .any(|p| kv.starts_with(p))
+        })
+        .collect();
+    let first_target = format!("{path}?{}", first.join("&"));
+    let mut out = String::new();
+    for (i, line) in head.split("\r\n").enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        if i == 0 {
+            let method = line.split(' ').next().unwrap_or("GET");
+            out.push_str(&format!("{method} {first_target} HTTP/1.1\r\n"));
+            continue;
+        }
+        if line.to_ascii_lowercase().starts_with("connection:") {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port)).await?;
+    upstream.write_all(out.as_bytes()).await?;
+    let answer = read_all(&mut upstream).await;
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(answer.len(), |i| i + 4);
+    let body = String::from_utf8_lossy(&answer[end..]).into_owned();
+    let mut body = drop_element(&body, "NextContinuationToken");
+    for name in ["NextKeyMarker", "NextVersionIdMarker"] {
+        body = drop_element(&body, name);
+    }
+    let body = body.replace(
+        "<IsTruncated>false</IsTruncated>",
+        "<IsTruncated>true</IsTruncated>",
+    );
+    let body = if let Some(i) = body.rfind("</ListVersionsResult>") {
+        let key = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("prefix="))
+            .unwrap_or("");
+        let key = percent_decode(key);
+        format!(
+            "{}<NextKeyMarker>{key}</NextKeyMarker><NextVersionIdMarker>endless-{page}</NextVersionIdMarker>{}",
+            &body[..i],
+            &body[i..]
+        )
+    } else if let Some(i) = body.rfind("</ListBucketResult>") {
+        format!(
+            "{}<NextContinuationToken>endless-{page}</NextContinuationToken>{}",
+            &body[..i],
+            &body[i..]
+        )
+    } else {
+        body
+    };
+    let head_bytes = with_header(
+        &answer[..end],
+        "content-length",
+        Some(&format!("Content-Length: {}", body.len())),
+    );
+    let mut rewritten = head_bytes;
+    rewritten.extend_from_slice(body.as_bytes());
+    tokio::time::sleep(delay).await;
+    let _ = client.write_all(&rewritten).await;
+    let _ = client.shutdown().await;
+    Ok(())
+}
+
+/// `xml` without its element `<name>…</name>` (the first one), if any.
+fn drop_element(xml: &str, name: &str) -> String {
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    match (xml.find(&open), xml.find(&close)) {
+        (Some(a), Some(b)) if b > a => format!("{}{}", &xml[..a], &xml[b + close.len()..]),
+        _ => xml.to_owned(),
+    }
+}
+
+/// A query value's `%XX` escapes decoded (the listings' prefixes).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1..i + 3)) {
+            (b'%', Some(hex)) => {
+                match u8::from_str_radix(std::str::from_utf8(hex).unwrap_or("zz"), 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The ETag of `path` upstream (quotes removed), from a HEAD with a made-up
@@ -624,6 +845,32 @@ async fn read_all(ur: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
     let mut answer = Vec::new();
     let _ = ur.read_to_end(&mut answer).await;
     answer
+}
+
+/// The HTTP answer `answer` (with a `Content-Length`, not chunked) with
+/// every `<name>…</name>` element of its body removed, its length set again.
+fn without_element(answer: &[u8], name: &str) -> Vec<u8> {
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(answer.len(), |i| i + 4);
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    assert!(
+        !head.contains("transfer-encoding: chunked"),
+        "the proxy rewrites bodies with a Content-Length only: {head}"
+    );
+    let mut body = String::from_utf8_lossy(&answer[end..]).into_owned();
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    while let Some(a) = body.find(&open) {
+        let Some(b) = body[a..].find(&close) else {
+            break;
+        };
+        body.replace_range(a..a + b + close.len(), "");
+    }
+    let length = format!("Content-Length: {}", body.len());
+    let mut out = with_header(&answer[..end], "content-length", Some(&length));
+    out.extend_from_slice(body.as_bytes());
+    out
 }
 
 /// `answer` with its header `name` (lower case) removed, and `line` (a whole

@@ -530,7 +530,7 @@ async fn corpus_through_the_console() {
         .collect();
     assert_bad_names_reported(&errors, &bad, seed);
     let mut app = App::new(
-        vec![file_url(dir.path())],
+        vec![file_url(dir.path()).parse().unwrap()],
         false,
         Duration::from_secs(5),
         now,

@@ -357,6 +357,147 @@ fn audit_log_that_is_a_fifo_or_device_link_is_refused_in_bounded_time() {
     }
 }
 
+/// Issue 44 item 5: an audit log that is a second hard link to another
+/// file (here one holding text of its own) is refused as a link or a FIFO
+/// is: the takeover sends nothing and the other file is untouched. A file
+/// with one link at that path is then taken, and a hard link made to the log
+/// after that (its content now also another name's) is refused again.
+#[test]
+fn audit_log_with_a_second_hard_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("elsewhere.conf");
+    std::fs::write(&other, "keep = true\n").unwrap();
+    let log = dir.path().join("audit.jsonl");
+    std::fs::hard_link(&other, &log).unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let t = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+    let body =
+        format!(r#"{{"instance_id":"dead","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#);
+    std::fs::write(dir.path().join("db/LEASE"), &body).unwrap();
+    let takeover = |log: &Path| {
+        run_limited(&[
+            "takeover",
+            &file_url(&dir.path().join("db")),
+            "--reason",
+            "x",
+            "--yes",
+            "--audit-log",
+            &log.display().to_string(),
+        ])
+    };
+    let o = takeover(&log);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let said = output_text(&o);
+    assert!(
+        said.contains("2 hard links") && said.contains("nothing was sent"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep = true\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("db/LEASE")).unwrap(),
+        body
+    );
+    // One name: taken, and the takeover is recorded there.
+    std::fs::remove_file(&other).unwrap();
+    let o = takeover(&log);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert!(written.contains("\"dead\""), "{written}");
+    // A second name made afterwards: refused again, nothing appended.
+    std::fs::hard_link(&log, dir.path().join("copy.jsonl")).unwrap();
+    std::fs::write(dir.path().join("db/LEASE"), &body).unwrap();
+    let o = takeover(&log);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("2 hard links"),
+        "{}",
+        output_text(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), written);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("db/LEASE")).unwrap(),
+        body
+    );
+}
+
+/// Issue 44 item 5: a held LEASE replaced (atomically, by a rename) with a
+/// hard link to an unrelated file. The holder says what happened — replaced
+/// by something that is not a lease record, a file with 2 hard links — not
+/// "the LEASE object was deleted" (main's words); its command is stopped
+/// (exit 5), the other file is left as it was, and `--json` names the
+/// links in the row's problem.
+#[test]
+fn a_lease_replaced_by_a_hard_link_is_said_to_be_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let stderr_path = dir.path().join("hold.stderr");
+    let mut hold = Command::new(bin_path());
+    // -v: the log's "starting the command" says when it holds.
+    hold.args([
+        "-v",
+        "bucket",
+        "hold",
+        &file_url(&dir.path().join("db")),
+        "--ttl",
+        "3s",
+    ])
+    .args(["--", "sleep", "60"])
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(&stderr_path).unwrap());
+    let mut hold = hold.spawn().unwrap();
+    let started = Instant::now();
+    while !std::fs::read_to_string(&stderr_path)
+        .unwrap_or_default()
+        .contains("starting the command")
+    {
+        assert!(started.elapsed() < LIMIT, "never held");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let other = dir.path().join("notes.txt");
+    std::fs::write(&other, "unrelated notes\n").unwrap();
+    let staged = dir.path().join("db/staged");
+    std::fs::hard_link(&other, &staged).unwrap();
+    std::fs::rename(&staged, dir.path().join("db/LEASE")).unwrap();
+    let code = loop {
+        if let Some(s) = hold.try_wait().unwrap() {
+            break s.code();
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = hold.kill();
+            let _ = hold.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let err = std::fs::read_to_string(&stderr_path).unwrap();
+    assert_eq!(code, Some(5), "{err}");
+    assert!(
+        err.contains("lease lost: the LEASE was replaced by something that is not a lease record")
+            && err.contains("the file has 2 hard links, so it is also another file"),
+        "{err}"
+    );
+    assert!(!err.contains("was deleted"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&other).unwrap(),
+        "unrelated notes\n"
+    );
+    let o = run_limited(&["--json", "--no-pod", &file_url(dir.path())]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = v["targets"][0]["prefixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["prefix"] == "db/")
+        .unwrap()
+        .clone();
+    assert_eq!(row["state"], "malformed", "{row:#}");
+    assert!(
+        row["problem"].as_str().unwrap().contains("2 hard links"),
+        "{row:#}"
+    );
+}
+
 #[test]
 fn console_on_fifo_leases_keeps_refreshing_and_quits() {
     use crate::common::tmux::Tmux;
@@ -366,20 +507,19 @@ fn console_on_fifo_leases_keeps_refreshing_and_quits() {
         nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
     }
     let tmux = Tmux::start(120, 20);
-    tmux.type_line(&format!(
-        "{} --read-only --no-pod --refresh 1s {} ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "{} --read-only --no-pod --refresh 1s {}",
         env!("CARGO_BIN_EXE_leasectl"),
         file_url(dir.path())
     ));
-    tmux.wait_for(Duration::from_secs(20), "the FIFO rows", |s| {
+    tmux.wait_shown(&run, Duration::from_secs(20), "the FIFO rows", |s| {
         s.contains("malformed") && s.contains("db/")
     });
     // Several refreshes: none may get stuck on the FIFOs.
     std::thread::sleep(Duration::from_secs(3));
     tmux.send(&["q"]);
-    tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
-        s.contains("EXIT=0")
-    });
+    let (code, shown) = tmux.wait_exit(&run, Duration::from_secs(10));
+    assert_eq!(code, 0, "{shown}");
 }
 
 // ------------------------------------------------------- layouts of a store

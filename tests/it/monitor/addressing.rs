@@ -89,7 +89,12 @@ async fn an_ip_endpoint_is_said_to_be_addressed_path_style() {
     }];
     let clock = leasectl::clock::SystemClock::shared();
     let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-    let mut app = App::new(vec![url], false, Duration::from_secs(5), Utc::now());
+    let mut app = App::new(
+        vec![url.parse().unwrap()],
+        false,
+        Duration::from_secs(5),
+        Utc::now(),
+    );
     app.update(Action::Snapshot(Box::new(snap)));
     let mut term = Terminal::new(TestBackend::new(200, 20)).unwrap();
     term.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();

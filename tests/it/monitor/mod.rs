@@ -2,6 +2,7 @@
 
 mod addressing;
 mod deeper;
+mod endless_listing;
 mod exposition;
 mod monitoring;
 mod ndjson_order;

@@ -197,7 +197,7 @@ fn output_formats_and_the_table_for_a_pipe() {
     // -o json is --json.
     let out = leasectl(None, &["--no-pod", "-o", "json", &url]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["schema_version"], "1.5");
+    assert_eq!(doc["schema_version"], "1.6");
     assert_eq!(out.status.code(), Some(3));
 
     // -o prometheus.
@@ -333,7 +333,7 @@ async fn watch_streams_renewals_and_the_holders_death() {
     );
     assert_ne!(second["etag"], etag0);
     wait_line(&rx, &mut seen, Duration::from_secs(20), "heartbeat", |v| {
-        v["type"] == "heartbeat" && v["prefixes"] == 1 && v["schema_version"] == "1.5"
+        v["type"] == "heartbeat" && v["prefixes"] == 1 && v["schema_version"] == "1.6"
     });
     // The holder dies without releasing: the same record turns stale.
     signal_group(hold.pgid(), libc::SIGKILL);

@@ -89,7 +89,7 @@ async fn the_endpoint_is_a_url_with_region_and_addressing_style_in_every_json_ou
 
     let out = run_async(s3(&["--json", "--no-pod", &url])).await;
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["schema_version"], "1.5");
+    assert_eq!(doc["schema_version"], "1.6");
     assert_where(&doc["targets"][0], &endpoint, "--json");
 
     let out = run_async(s3(&["-o", "ndjson", "--no-pod", &url])).await;
@@ -874,7 +874,12 @@ async fn the_console_header_says_the_service_clock_is_unknown() {
             }];
             let clock = leasectl::clock::SystemClock::shared();
             let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-            let mut app = App::new(vec![url], false, Duration::from_secs(5), Utc::now());
+            let mut app = App::new(
+                vec![url.parse().unwrap()],
+                false,
+                Duration::from_secs(5),
+                Utc::now(),
+            );
             app.update(Action::Snapshot(Box::new(snap)));
             let mut t = Terminal::new(TestBackend::new(160, 20)).unwrap();
             t.draw(|f| leasectl::tui::ui::render(&app, f)).unwrap();

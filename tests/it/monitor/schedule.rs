@@ -45,6 +45,39 @@ impl ObjectRead for PerKey {
         }
         self.inner.get(key, inm).await
     }
+    // The rest as the directory answers (no method of the trait has a default).
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(Listing, Option<String>), StoreError> {
+        *self.lists.lock().unwrap() += 1;
+        self.inner.list_page(prefix, token).await
+    }
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.sample_keys(prefix).await
+    }
+    fn server_offset(&self) -> Option<leasectl::clock::ServerOffset> {
+        self.inner.server_offset()
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        self.inner.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.inner.has_clock()
+    }
+    fn endpoint_info(&self) -> leasectl::store::EndpointInfo {
+        self.inner.endpoint_info()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.inner.unavailable()
+    }
+    async fn list_versions(&self, key: &str) -> Result<leasectl::store::KeyVersions, StoreError> {
+        self.inner.list_versions(key).await
+    }
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
+        self.inner.get_version(key, version_id).await
+    }
 }
 
 fn t0() -> DateTime<Utc> {

@@ -151,7 +151,7 @@ fn check(doc: &Value) {
         .as_str()
         .unwrap()
         .contains("\\xff\\xfe"));
-    assert_eq!(doc["schema_version"], "1.5");
+    assert_eq!(doc["schema_version"], "1.6");
     assert!(doc["pod"]["verdicts"].is_array());
 }
 

@@ -210,7 +210,7 @@ async fn a_command_line_takeover_is_recognised_by_a_reader_of_the_parent_target(
         assert_eq!(change.holder.as_deref(), Some("next-holder"));
         // The console's detail pane lists the entries for that row.
         let mut app = App::new(
-            vec![parent.clone()],
+            vec![parent.parse().unwrap()],
             true,
             std::time::Duration::from_secs(5),
             chrono::Utc::now(),

@@ -8,7 +8,7 @@ use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
 use leasectl::audit::{AuditEntry, AuditLog, AuditTarget};
 use leasectl::bucket::{BucketLease, Exclusion, LeaseConfig, LeaseError, LeaseWatch, Observed};
-use leasectl::clock::{SharedClock, SkewedClock, SystemClock};
+use leasectl::clock::SystemClock;
 use leasectl::store::local::LocalStore;
 use leasectl::store::{ObjectStore, PutCondition};
 use leasectl::takeover::{takeover, TakeoverError, TakeoverRequest, Then};
@@ -19,10 +19,6 @@ fn cfg(ttl_s: u64) -> LeaseConfig {
         exclusion: Exclusion::Conditional,
         ..LeaseConfig::default()
     }
-}
-
-fn ahead(s: i64) -> SharedClock {
-    Arc::new(SkewedClock::new(chrono::Duration::seconds(s)))
 }
 
 async fn look(store: &dyn ObjectStore, prefix: &str) -> Observed {
@@ -76,19 +72,23 @@ async fn live_holder(store: &Arc<dyn ObjectStore>, ttl_s: u64) -> BucketLease {
     .unwrap()
 }
 
-/// A holder whose clock runs 60 s behind: its 30 s lease is stale to
-/// everyone else from the start. (An operator whose own clock is off is
-/// refused instead: see `an_operator_clock_far_from_the_service_is_refused`.)
+/// A holder alive whose record is stale to everyone else: it took a 2 s
+/// lease and then did not renew it for longer than that (a pause). (It was a
+/// holder whose clock ran 60 s behind, until a host certainly that far from
+/// the service's clock took nothing at all — issue 48; an operator whose own
+/// clock is off is refused: `fence_faults::a_reader_clock_far_ahead_is_refused`.)
 async fn stale_holder(store: &Arc<dyn ObjectStore>) -> BucketLease {
-    BucketLease::acquire(
+    let lease = BucketLease::acquire(
         store.clone(),
-        ahead(-60),
+        SystemClock::shared(),
         "db/",
-        cfg(30),
+        cfg(2),
         &mut LeaseWatch::new(),
     )
     .await
-    .unwrap()
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2_300)).await;
+    lease
 }
 
 async fn etag_of(store: &dyn ObjectStore) -> Option<String> {
@@ -367,6 +367,28 @@ async fn unwritable_audit_log_means_nothing_is_sent() {
     // And a path that cannot even be created fails at open.
     let file = tempfile::NamedTempFile::new().unwrap();
     assert!(AuditLog::open(file.path().join("audit.jsonl")).is_err());
+    // A log replaced, after it was opened, by a second hard link to another
+    // file cannot take the intent line either (issue 44 item 5): nothing is
+    // sent, nothing is appended to the other file.
+    let path = dir.path().join("linked.jsonl");
+    let log = AuditLog::open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let other = dir.path().join("other");
+    std::fs::write(&other, "other\n").unwrap();
+    std::fs::hard_link(&other, &path).unwrap();
+    let seen = look(store.as_ref(), "db/").await;
+    let err = takeover(
+        store.clone(),
+        SystemClock::shared(),
+        &log,
+        request(seen, Then::Release),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, TakeoverError::Audit(_)), "{err}");
+    assert!(err.to_string().contains("hard links"), "{err}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "other\n");
+    assert_eq!(etag_of(store.as_ref()).await.unwrap(), before);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -185,8 +185,9 @@ async fn round(place: &Place, dir: &Path, n: usize, sig: i32, then: &str, when: 
         stdout.contains("waiting until") && stdout.contains("fence to close before"),
         "it says what it waits for and until when: {ctx}"
     );
+    // Why it exits 6 is said on stderr (issue 45 §3).
     assert!(
-        stdout.contains(&format!("interrupted: stopped by {name}")),
+        stderr.contains(&format!("leasectl: interrupted: stopped by {name}")),
         "{ctx}"
     );
 
@@ -311,10 +312,12 @@ async fn a_takeover_of_a_prefix_without_a_lease_is_refused() {
             .arg(&log);
             let out = run_with_timeout(c, Duration::from_secs(60));
             let stdout = String::from_utf8_lossy(&out.stdout);
-            assert_eq!(out.status.code(), Some(4), "{stdout}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(4), "{stdout}{stderr}");
+            // The refusal is said on stderr (issue 45 §3).
             assert!(
-                stdout.contains("does not exist: there is nothing to take over"),
-                "{stdout}"
+                stderr.contains("does not exist: there is nothing to take over"),
+                "{stdout}{stderr}"
             );
             assert!(matches!(place.look().await, Observed::Absent), "{stdout}");
             assert!(AuditLog::read(&log).unwrap().is_empty(), "nothing audited");
@@ -512,5 +515,60 @@ async fn a_signal_at_the_fences_end_either_finishes_or_leaves_the_lease_to_expir
             }
             other => panic!("exit {other:?} at {delta_ms} ms: {stdout}"),
         }
+    }
+}
+
+/// Issue 44 item 5: `takeover --then hold` holds the lease until a signal;
+/// any signal whose default action would end it (SIGUSR1, a real-time
+/// signal, SIGXCPU …) ends the hold as SIGTERM does: the lease released,
+/// exit 0. On main SIGUSR1 ended it with 138 and the lease held a TTL.
+#[test]
+fn a_held_takeover_ends_cleanly_on_any_signal_that_would_end_it() {
+    for sig in [
+        libc::SIGUSR1,
+        libc::SIGALRM,
+        libc::SIGRTMIN() + 1,
+        libc::SIGXCPU,
+    ] {
+        let name = leasectl::supervise::signal_name(sig);
+        let place = Place::local();
+        let Place::Local(dir) = &place else {
+            unreachable!()
+        };
+        let lease = dir.path().join("db/LEASE");
+        let t = (chrono::Utc::now() - chrono::Duration::minutes(5)).to_rfc3339();
+        std::fs::write(
+            &lease,
+            format!(
+                r#"{{"instance_id":"dead","acquired_at":"{t}","renewed_at":"{t}","ttl_s":30}}"#
+            ),
+        )
+        .unwrap();
+        let out = dir.path().join("takeover.out");
+        let mut child = place
+            .command()
+            .args(["takeover", &place.url(), "--yes", "--ttl", "30s"])
+            .args(["--reason", "signal test", "--then", "hold", "--audit-log"])
+            .arg(dir.path().join("audit.jsonl"))
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(out.with_extension("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        wait_until("the hold", Duration::from_secs(20), || {
+            std::fs::read_to_string(&out)
+                .unwrap_or_default()
+                .contains("holding the lease")
+        });
+        // SAFETY: kill(2) on the child this test spawned.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let code = exit_code(&mut child, Duration::from_secs(15));
+        let said = format!(
+            "{}{}",
+            std::fs::read_to_string(&out).unwrap_or_default(),
+            std::fs::read_to_string(out.with_extension("stderr")).unwrap_or_default()
+        );
+        assert_eq!(code, Some(0), "{name}: {said}");
+        assert!(released_file(&lease), "{name}: not released: {said}");
     }
 }

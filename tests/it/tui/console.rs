@@ -26,7 +26,7 @@ fn rec(id: &str, renewed: &str, ttl: u64) -> String {
     )
 }
 
-fn seed(dir: &std::path::Path) {
+pub(crate) fn seed(dir: &std::path::Path) {
     let w = |p: &str, body: &str| {
         std::fs::create_dir_all(dir.join(p)).unwrap();
         std::fs::write(dir.join(p).join("LEASE"), body).unwrap();
@@ -48,7 +48,7 @@ fn seed(dir: &std::path::Path) {
     std::fs::create_dir_all(dir.join("archive")).unwrap();
 }
 
-async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
+pub(crate) async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
     let clock: SharedClock = std::sync::Arc::new(ManualClock::new(at(0)));
     let open = vec![OpenTarget {
         target: format!("file://{}/", dir.display()).parse().unwrap(),
@@ -57,7 +57,7 @@ async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
     }];
     let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
     let mut app = App::new(
-        vec!["file:///srv/backups/".into()],
+        vec!["file:///srv/backups/".parse().unwrap()],
         read_only,
         Duration::from_secs(5),
         at(0),
@@ -68,14 +68,14 @@ async fn app(dir: &std::path::Path, read_only: bool, w: u16, h: u16) -> App {
     app
 }
 
-fn key(app: &mut App, code: KeyCode) {
+pub(crate) fn key(app: &mut App, code: KeyCode) {
     let k = KeyEvent::new(code, KeyModifiers::NONE);
     if let Some(a) = key_action(app, k) {
         app.update(a);
     }
 }
 
-fn typed(app: &mut App, s: &str) {
+pub(crate) fn typed(app: &mut App, s: &str) {
     for c in s.chars() {
         key(app, KeyCode::Char(c));
     }
@@ -96,12 +96,12 @@ pub(crate) fn screen(app: &App, w: u16, h: u16) -> String {
     s
 }
 
-fn selected_prefix(app: &App) -> String {
+pub(crate) fn selected_prefix(app: &App) -> String {
     app.selected_lease().unwrap().1.prefix.clone()
 }
 
 /// Selects the row of `prefix` with the keys (Home, then Down), or panics.
-fn select(app: &mut App, prefix: &str) {
+pub(crate) fn select(app: &mut App, prefix: &str) {
     key(app, KeyCode::Home);
     for _ in 0..app.row_count() {
         if selected_prefix(app) == prefix {
@@ -478,8 +478,8 @@ async fn rows_name_their_target_when_several_are_open() {
         })
         .collect();
     let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
-    let names: Vec<String> = open.iter().map(|o| o.target.to_string()).collect();
-    let mut a = App::new(names.clone(), false, Duration::from_secs(5), at(0)).without_pod();
+    let targets = open.iter().map(|o| o.target.clone()).collect();
+    let mut a = App::new(targets, false, Duration::from_secs(5), at(0)).without_pod();
     a.update(Action::Resize(160, 40));
     a.update(Action::Snapshot(Box::new(snap)));
     let text = screen(&a, 160, 40);
@@ -590,9 +590,6 @@ fn ops_on(
             root: String::new(),
         }],
         audit: leasectl::audit::AuditLog::open(audit).unwrap(),
-        exclusion: leasectl::bucket::Exclusion::Conditional,
-        ttl_s: 30,
-        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock,
     };
     let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -867,7 +864,7 @@ async fn the_status_bar_gives_way_by_priority() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let mut a = app(dir.path(), false, 160, 24).await;
-    a.settings.targets = vec!["s3://bkt/backups/".into()];
+    a.settings.targets = vec!["s3://bkt/backups/".parse().unwrap()];
     a.settings.relist_every = 6;
     // The first reading 30 s before the second: the shortest window a rate
     // is shown from (issue 35 trip 14).
@@ -937,7 +934,7 @@ async fn the_status_bar_shows_the_oldest_reading() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let mut a = app(dir.path(), true, 200, 24).await;
-    a.settings.targets = vec!["s3://bkt/backups/".into()];
+    a.settings.targets = vec!["s3://bkt/backups/".parse().unwrap()];
     a.settings.relist_every = 6;
     // The first reading 30 s before the second: the shortest window a rate
     // is shown from (issue 35 trip 14).
@@ -1268,7 +1265,7 @@ async fn the_request_rate_is_not_extrapolated_from_a_few_seconds() {
     let dir = tempfile::tempdir().unwrap();
     seed(dir.path());
     let mut a = app(dir.path(), false, 160, 24).await;
-    a.settings.targets = vec!["s3://bkt/backups/".into()];
+    a.settings.targets = vec!["s3://bkt/backups/".parse().unwrap()];
     let status = |a: &App| screen(a, 160, 24).lines().last().unwrap().to_owned();
     a.update(Action::Counters(RequestCounts::default()));
     a.update(Action::Tick(at(4)));
@@ -1316,9 +1313,6 @@ async fn the_history_names_a_takeover_released_at_once() {
             root: String::new(),
         }],
         audit: leasectl::audit::AuditLog::open(&audit_path).unwrap(),
-        exclusion: leasectl::bucket::Exclusion::Conditional,
-        ttl_s: 30,
-        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock: clock.clone(),
     };
     let (tx, mut results) = tokio::sync::mpsc::channel(16);

@@ -29,7 +29,7 @@ fn console_cmd(endpoint: &str, extra: &str, url: &str) -> String {
     format!(
         "AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing-secret AWS_REGION=us-east-1 \
          AWS_EC2_METADATA_DISABLED=true {} --endpoint-url {endpoint} --path-style --no-pod \
-         --refresh 1s {extra} {url} ; echo EXIT=$?",
+         --refresh 1s {extra} {url}",
         env!("CARGO_BIN_EXE_leasectl")
     )
 }
@@ -44,7 +44,7 @@ async fn watch_mode_sends_no_write_whatever_is_pressed() {
     put_raw(&client, &b, "db2/LEASE", b"not json").await;
     let proxy = Proxy::start(server.port, Mode::Pass).await;
     let tmux = Tmux::start(140, 30);
-    tmux.type_line(&console_cmd(
+    let run = tmux.run(&console_cmd(
         &proxy.endpoint(),
         "--read-only",
         &format!("s3://{b}/"),
@@ -52,7 +52,7 @@ async fn watch_mode_sends_no_write_whatever_is_pressed() {
     let t = tmux.clone_name();
     tokio::task::spawn_blocking(move || {
         let tmux = Tmux::attach(&t);
-        tmux.wait_for(LONG, "the rows", |s| {
+        tmux.wait_shown(&run, LONG, "the rows", |s| {
             s.contains("dead-holder") && s.contains("WATCH")
         });
         // A sustained run, pressing every key, write keys included.
@@ -89,7 +89,8 @@ async fn watch_mode_sends_no_write_whatever_is_pressed() {
         }
         std::thread::sleep(Duration::from_millis(1500));
         tmux.send(&["q"]);
-        tmux.wait_for(LONG, "the console to exit", |s| s.contains("EXIT=0"));
+        let (code, shown) = tmux.wait_exit(&run, LONG);
+        assert_eq!(code, 0, "{shown}");
         std::mem::forget(tmux); // the outer guard kills the session
     })
     .await
@@ -113,16 +114,17 @@ async fn takeover_through_the_dialog_changes_the_holder_and_is_audited() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     let tmux = Tmux::start(140, 34);
-    tmux.type_line(&console_cmd(
+    let run = tmux.run(&console_cmd(
         &server.endpoint(),
         &format!("--audit-log {}", log.display()),
         &format!("s3://{b}/"),
     ));
     let t = tmux.clone_name();
     let endpoint = server.endpoint();
+    let typed = run.clone();
     tokio::task::spawn_blocking(move || {
         let tmux = Tmux::attach(&t);
-        tmux.wait_for(LONG, "the stale row", |s| {
+        tmux.wait_shown(&typed, LONG, "the stale row", |s| {
             s.contains("dead-holder") && s.contains("stale")
         });
         tmux.send(&["t"]);
@@ -176,11 +178,41 @@ async fn takeover_through_the_dialog_changes_the_holder_and_is_audited() {
         s.contains("Release them and quit?")
     });
     tmux.send(&["y"]);
-    tmux.wait_for(LONG, "the console to exit", |s| s.contains("EXIT=0"));
+    let (code, shown) = tmux.wait_exit(&run, LONG);
+    assert_eq!(code, 0, "{shown}");
     assert!(
         released_record(s3_store(&server.endpoint(), &b).as_ref(), "db1/LEASE")
             .await
             .is_some(),
         "the held lease was released on quit"
     );
+}
+
+/// Issue 44 item 5: a signal whose default action would end the console
+/// (SIGUSR1 here; SIGTERM and SIGHUP were handled already) ends it as
+/// SIGTERM does: the terminal restored, exit 0, what it holds released. On
+/// main SIGUSR1 killed it (exit 138) with the terminal left in raw mode.
+#[test]
+fn a_signal_that_would_kill_the_console_ends_it_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("db")).unwrap();
+    let pidfile = dir.path().join("console.pid");
+    let tmux = Tmux::start(120, 24);
+    let run = tmux.run(&format!(
+        "sh -c 'echo $$ > {}; exec {} --read-only --no-pod --refresh 1s {}'",
+        pidfile.display(),
+        env!("CARGO_BIN_EXE_leasectl"),
+        file_url(dir.path())
+    ));
+    tmux.wait_shown(&run, LONG, "the console", |s| s.contains("WATCH"));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) of the console this test started.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    let (code, s) = tmux.wait_exit(&run, LONG);
+    assert_eq!(code, 0, "{s}");
+    assert!(!s.contains("WATCH"), "the console's screen is gone: {s}");
 }

@@ -60,7 +60,7 @@ fn write_generation_lease(
 
 fn app(now: DateTime<Utc>) -> App {
     let mut a = App::new(
-        vec!["file:///srv/backups/".into()],
+        vec!["file:///srv/backups/".parse().unwrap()],
         true,
         Duration::from_secs(5),
         now,

@@ -142,12 +142,12 @@ fn row_state(screen: &str, prefix: &str) -> String {
 fn demo_console_shows_every_state_and_both_pods_and_leaves_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
     let tmux = Tmux::start(160, 40);
-    tmux.type_line(&format!(
-        "TMPDIR={} {} demo --die-after 3s ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "TMPDIR={} {} demo --die-after 3s",
         tmp.path().display(),
         bin_path()
     ));
-    let screen = tmux.wait_for(LONG, "the demo's rows", |s| {
+    let screen = tmux.wait_shown(&run, LONG, "the demo's rows", |s| {
         s.contains("healthy-holder")
             && s.contains("dying-holder")
             && s.contains("clock-6h-fast")
@@ -227,9 +227,8 @@ fn demo_console_shows_every_state_and_both_pods_and_leaves_nothing_behind() {
         "demo, watchdog and 8 pod processes: {procs:?}"
     );
     tmux.send(&["q"]);
-    tmux.wait_for(Duration::from_secs(20), "the demo to exit", |s| {
-        s.contains("EXIT=0")
-    });
+    let (code, shown) = tmux.wait_exit(&run, Duration::from_secs(20));
+    assert_eq!(code, 0, "{shown}");
     poll(Duration::from_secs(10), "every demo process to end", || {
         survivors(&procs).is_empty().then_some(())
     });
@@ -274,12 +273,14 @@ fn json_snapshot_from_another_process_agrees_with_the_demo() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("demo");
     let tmux = Tmux::start(140, 30);
-    tmux.type_line(&format!(
-        "{} demo --dir {} --die-after 2s ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "{} demo --dir {} --die-after 2s",
         bin_path(),
         d.display()
     ));
-    tmux.wait_for(LONG, "the demo's rows", |s| s.contains("healthy-holder"));
+    tmux.wait_shown(&run, LONG, "the demo's rows", |s| {
+        s.contains("healthy-holder")
+    });
     wait_started(&d);
     let target = format!("file://{}/", d.display());
 
@@ -374,9 +375,8 @@ fn json_snapshot_from_another_process_agrees_with_the_demo() {
 
     let procs = tree(pid_of(&d, "demo"));
     tmux.send(&["q"]);
-    tmux.wait_for(Duration::from_secs(20), "the demo to exit", |s| {
-        s.contains("EXIT=0")
-    });
+    let (code, shown) = tmux.wait_exit(&run, Duration::from_secs(20));
+    assert_eq!(code, 0, "{shown}");
     poll(Duration::from_secs(10), "every demo process to end", || {
         survivors(&procs).is_empty().then_some(())
     });
@@ -390,12 +390,14 @@ fn json_snapshot_from_another_process_agrees_with_the_demo() {
 fn nothing_survives_a_killed_demo() {
     let tmp = tempfile::tempdir().unwrap();
     let tmux = Tmux::start(140, 30);
-    tmux.type_line(&format!(
-        "TMPDIR={} {} demo ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "TMPDIR={} {} demo",
         tmp.path().display(),
         bin_path()
     ));
-    tmux.wait_for(LONG, "the demo's rows", |s| s.contains("healthy-holder"));
+    tmux.wait_shown(&run, LONG, "the demo's rows", |s| {
+        s.contains("healthy-holder")
+    });
     let dir = demo_dir_in(tmp.path());
     let demo = pid_of(&dir, "demo");
     // Wait until the racing pod has all its processes (2 racers + a sleep).

@@ -153,7 +153,8 @@ async fn the_whole_loop_takes_over_a_stale_lease_and_quits() {
     let url = format!("file://{}/", dir.path().display());
     let store = Arc::new(LocalStore::open(dir.path()).unwrap());
     let refresh = Duration::from_secs(1);
-    let app = App::new(vec![url.clone()], false, refresh, clock.wall()).without_pod();
+    let mut app = App::new(vec![url.parse().unwrap()], false, refresh, clock.wall()).without_pod();
+    app.settings.audit_path = Some(audit_path.clone());
     let open = vec![OpenTarget {
         target: url.parse().unwrap(),
         endpoint: "local".into(),
@@ -168,19 +169,14 @@ async fn the_whole_loop_takes_over_a_stale_lease_and_quits() {
             root: String::new(),
         }],
         audit: leasectl::audit::AuditLog::open(&audit_path).unwrap(),
-        exclusion: leasectl::bucket::Exclusion::Conditional,
-        ttl_s: 30,
-        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock: clock.clone(),
     };
     let console = Console {
         app,
         clock,
-        refresh,
         gatherer: Gatherer::new(open, GatherOptions::default(), 1).schedule(refresh),
         pod: Vec::new(),
         counters: Arc::new(Counters::default()),
-        audit_path: Some(audit_path.clone()),
         ops: Some(ops),
     };
 

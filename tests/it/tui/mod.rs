@@ -2,6 +2,8 @@
 
 mod console;
 mod console_e2e;
+mod console_stack;
+mod cuts;
 mod delta;
 mod demo_e2e;
 mod event_loop;

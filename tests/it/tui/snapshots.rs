@@ -33,7 +33,7 @@ fn rec(id: &str, renewed: &str, ttl: u64) -> String {
 async fn app_on(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> App {
     let snap = gather_at(dir, now).await;
     let mut app = App::new(
-        vec!["file:///demo/".into()],
+        vec!["file:///demo/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         now,
@@ -182,7 +182,7 @@ async fn pod_app(pod: PodSnapshot, w: u16, h: u16) -> App {
     let dir = tempfile::tempdir().unwrap();
     let snap = snapshot_with_pod(dir.path(), at(0), pod).await;
     let mut app = App::new(
-        vec!["file:///demo/".into()],
+        vec!["file:///demo/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         at(0),
@@ -211,7 +211,60 @@ fn proc(pid: u32, ppid: u32, command: &str, env: EnvRead) -> ObservedProcess {
         age_s: Some(42),
         fds_unreadable: None,
         included_because: "test".into(),
+        container: None,
     }
+}
+
+/// The node view in the console (issue 46): the tally first in the verdict
+/// box, each verdict naming its pod, the pod a process is in on the process
+/// table's title, and the selected process's container under the table.
+#[tokio::test]
+async fn node_view_names_pods_and_containers() {
+    let mut racing = trap_pod();
+    for v in &mut racing.verdicts {
+        v.pod = Some("team-a/web-1".into());
+    }
+    let uid = "0f4d4c2e-8c8d-4f4b-9a53-6b1f3c2d7e9a";
+    let id = "4e6f0b1c9a0d3e2f5b8c7a6d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f";
+    let cgroup = format!(
+        "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{id}.scope\n",
+        uid.replace('-', "_")
+    );
+    let container = leasectl::writer::scan::kube::container_of(&cgroup).unwrap();
+    for p in &mut racing.processes {
+        p.container = Some(container.clone());
+    }
+    racing.kubernetes = Some(leasectl::writer::scan::KubePod {
+        uid: uid.into(),
+        name: Some("web-1".into()),
+        name_from: Some("HOSTNAME of pid 100".into()),
+        namespace: Some("team-a".into()),
+        namespace_unknown: None,
+        qos: Some("guaranteed".into()),
+        containers: vec![],
+    });
+    let mut summary = leasectl::writer::scan::NodeSummary::default();
+    (summary.pods, summary.healthy, summary.racing) = (3, 2, 1);
+    racing.node = Some(leasectl::writer::scan::NodeView {
+        summary,
+        ..Default::default()
+    });
+    let mut app = pod_app(racing, 140, 30).await;
+    app.update(Action::SwitchView);
+    let text = screen_text(&draw(&app, 140, 30));
+    assert!(
+        text.contains("node: 3 pods (2 healthy, 1 racing)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("siblings_racing in team-a/web-1 [pid"),
+        "{text}"
+    );
+    assert!(text.contains("· pod team-a/web-1"), "{text}");
+    assert!(
+        text.contains(&format!("container containerd {}, pod {uid}", &id[..12])),
+        "{text}"
+    );
 }
 
 /// A pod with the `sh -c` trap and more: the root wrapper (100) takes and
@@ -347,6 +400,7 @@ async fn pod_view_escapes_raw_process_text() {
         waiting_s: None,
         lock_reason: None,
         included_because: String::new(),
+        container: None,
     };
     let pod = PodSnapshot {
         processes: vec![raw],
@@ -355,6 +409,7 @@ async fn pod_view_escapes_raw_process_text() {
             kind: VerdictKind::HolderNotTake,
             message: "msg\u{1b}[31m".into(),
             pids: vec![7],
+            pod: None,
         }],
         ..PodSnapshot::default()
     };
@@ -542,6 +597,7 @@ async fn ten_thousand_processes_deep_chain() {
             waiting_s: None,
             lock_reason: None,
             included_because: String::new(),
+            container: None,
         });
     }
     let pod = PodSnapshot {
@@ -601,7 +657,7 @@ async fn gather_at(dir: &std::path::Path, now: chrono::DateTime<Utc>) -> snapsho
 }
 
 /// A takeover outcome of `{dir}/db/` as the console writes it.
-fn takeover_entry(
+pub(crate) fn takeover_entry(
     dir: &std::path::Path,
     time: chrono::DateTime<Utc>,
     holder: &str,
@@ -704,7 +760,7 @@ async fn loading_progress_cost_per_hour_and_rows_in_view() {
     partial.targets[0].prefixes.truncate(2);
 
     let mut app = App::new(
-        vec!["s3://bucket/backups/".into()],
+        vec!["s3://bucket/backups/".parse().unwrap()],
         true,
         Duration::from_secs(5),
         at(0),
@@ -938,7 +994,7 @@ async fn cut_text_is_marked_and_a_torn_body_is_shown_to_its_end() {
     let mut snap = gather_at(dir.path(), at(0)).await;
     snap.targets[0].endpoint = "http://127.0.0.1:9000 (region us-east-1, path-style)".into();
     let mut app = App::new(
-        vec!["s3://backups-prod/mushroomdb/".into()],
+        vec!["s3://backups-prod/mushroomdb/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         at(0),

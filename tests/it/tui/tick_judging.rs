@@ -97,7 +97,7 @@ async fn a_tick_gives_every_row_the_verdict_of_a_whole_judgement() {
     }];
     let snap = snapshot::gather(&open, &GatherOptions::default(), &clock).await;
     let mut app = App::new(
-        vec!["file:///x/".into()],
+        vec!["file:///x/".parse().unwrap()],
         true,
         Duration::from_secs(5),
         at(0),

@@ -120,7 +120,7 @@ async fn timeline_pane_keys_open_zoom_pan_close() {
     let dir = tempfile::tempdir().unwrap();
     lease_at(dir.path(), "db", "holder-a", at(-5));
     let mut app = App::new(
-        vec!["file:///srv/".into()],
+        vec!["file:///srv/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         at(0),
@@ -182,7 +182,7 @@ async fn timeline_pane_keys_open_zoom_pan_close() {
 
     // Watch mode: the pane opens with the session's history only.
     let mut watch = App::new(
-        vec!["file:///srv/".into()],
+        vec!["file:///srv/".parse().unwrap()],
         true,
         Duration::from_secs(5),
         at(0),
@@ -210,7 +210,7 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
     let d = dir.path();
     lease_at(d, "db", "holder-a", at(0));
     let mut app = App::new(
-        vec!["file:///srv/".into()],
+        vec!["file:///srv/".parse().unwrap()],
         false,
         Duration::from_secs(5),
         at(0),
@@ -283,6 +283,7 @@ async fn timeline_pane_draws_lanes_gaps_overlaps_and_takeovers() {
         sources: Sources {
             versions_listed: obs.len(),
             versions_read: obs.len(),
+            versions_inferred: 0,
             list_requests: 1,
             recording_lines: 0,
             audit_entries: 1,
@@ -359,14 +360,17 @@ async fn the_write_task_rebuilds_the_timeline_from_versions_on_moto() {
             root: String::new(),
         }],
         audit: leasectl::audit::AuditLog::open(audit.path().join("audit.jsonl")).unwrap(),
-        exclusion: leasectl::bucket::Exclusion::Conditional,
-        ttl_s: 30,
-        record_format: leasectl::bucket::RecordFormat::Leasectl,
         clock: clock.clone(),
     };
     let (tx, mut results) = tokio::sync::mpsc::channel(16);
     let (commands, _task) = ops.start(tx);
-    let mut app = App::new(vec![url], false, Duration::from_secs(5), Utc::now()).without_pod();
+    let mut app = App::new(
+        vec![url.parse().unwrap()],
+        false,
+        Duration::from_secs(5),
+        Utc::now(),
+    )
+    .without_pod();
     app.update(Action::Resize(120, 24));
     app.update(Action::Snapshot(Box::new(snap)));
     key(&mut app, KeyCode::Char('h'));

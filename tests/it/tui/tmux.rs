@@ -26,12 +26,12 @@ fn console_shows_rows_and_quits_cleanly() {
     std::fs::create_dir_all(dir.path().join("gamma")).unwrap();
 
     let tmux = Tmux::start(120, 30);
-    tmux.type_line(&format!(
-        "{} file://{}/ ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "{} file://{}/",
         env!("CARGO_BIN_EXE_leasectl"),
         dir.path().display()
     ));
-    let screen = tmux.wait_for(Duration::from_secs(15), "the lease rows", |s| {
+    let screen = tmux.wait_shown(&run, Duration::from_secs(15), "the lease rows", |s| {
         s.contains("holder-alpha") && s.contains("stale") && s.contains("absent")
     });
     assert!(
@@ -40,16 +40,15 @@ fn console_shows_rows_and_quits_cleanly() {
     );
     tmux.send(&["Down"]);
     tmux.send(&["q"]);
-    let screen = tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
-        s.contains("EXIT=0")
-    });
+    let (code, screen) = tmux.wait_exit(&run, Duration::from_secs(10));
+    assert_eq!(code, 0, "{screen}");
     assert!(
         !screen.contains("PREFIX"),
         "alternate screen left behind:\n{screen}"
     );
     // The terminal is sane again: the shell echoes and runs a command.
-    tmux.type_line("echo sane-$((40+2))");
-    tmux.wait_for(Duration::from_secs(5), "the shell to answer", |s| {
+    let sane = tmux.run("echo sane-$((40+2))");
+    tmux.wait_shown(&sane, Duration::from_secs(5), "the shell to answer", |s| {
         s.contains("sane-42")
     });
 }
@@ -77,14 +76,14 @@ fn console_pod_view_shows_a_real_pod() {
     });
 
     let tmux = Tmux::start(140, 30);
-    tmux.type_line(&format!(
-        "{} --refresh 1s --pod-root {} --data-dir {} file://{}/ ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "{} --refresh 1s --pod-root {} --data-dir {} file://{}/",
         env!("CARGO_BIN_EXE_leasectl"),
         root.pid,
         data.path().display(),
         store.path().display()
     ));
-    tmux.wait_for(Duration::from_secs(15), "the lease rows", |s| {
+    tmux.wait_shown(&run, Duration::from_secs(15), "the lease rows", |s| {
         s.contains("alpha/") && s.contains("absent") && s.contains("Tab leases/pod")
     });
     tmux.send(&["Tab"]);
@@ -131,9 +130,8 @@ fn console_pod_view_shows_a_real_pod() {
         s.contains("view  leases ") && s.contains("PREFIX")
     });
     tmux.send(&["q"]);
-    let screen = tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
-        s.contains("EXIT=0")
-    });
+    let (code, screen) = tmux.wait_exit(&run, Duration::from_secs(10));
+    assert_eq!(code, 0, "{screen}");
     assert!(
         !screen.contains("COMMAND"),
         "alternate screen left behind:\n{screen}"
@@ -159,44 +157,35 @@ fn takeover_confirmation_accepts_the_escaped_prefix() {
     let url = format!("file://{}/bad%E2%80%8Bname/", store.path().display());
     let audit = store.path().join("audit.jsonl");
     let tmux = Tmux::start(160, 30);
-    let run = format!(
-        "{} takeover '{url}' --reason test --audit-log {} ; echo EXIT=$?",
+    let command = format!(
+        "{} takeover '{url}' --reason test --audit-log {}",
         env!("CARGO_BIN_EXE_leasectl"),
         audit.display()
     );
     // A wrong answer is refused and writes nothing.
-    tmux.type_line(&run);
-    tmux.wait_for(Duration::from_secs(15), "the prompt", |s| {
+    let run = tmux.run(&command);
+    tmux.wait_shown(&run, Duration::from_secs(15), "the prompt", |s| {
         s.contains("to confirm:")
     });
-    tmux.type_line(&format!("file://{}/badname/", store.path().display()));
-    let s = tmux.wait_for(Duration::from_secs(15), "the refusal", |s| {
-        s.lines().any(exit_line)
-    });
-    assert!(s.contains("not confirmed") && s.contains("EXIT=4"), "{s}");
+    tmux.answer(&run, &format!("file://{}/badname/", store.path().display()));
+    let (code, s) = tmux.wait_exit(&run, Duration::from_secs(15));
+    assert!(s.contains("not confirmed") && code == 4, "exit {code}: {s}");
     assert!(
         !s.contains('\u{200b}'),
         "an invisible character reached the terminal: {s}"
     );
     assert!(store.path().join(prefix).join("LEASE").exists());
-    // The escaped form, as shown, confirms it.
-    tmux.type_line("clear");
-    // The first run's prompt and EXIT line must be gone before the second
-    // run is read, or its waits would match them.
-    tmux.wait_for(Duration::from_secs(15), "the cleared screen", |s| {
-        !s.contains("EXIT=") && !s.contains("to confirm:")
-    });
-    tmux.type_line(&run);
-    tmux.wait_for(Duration::from_secs(15), "the prompt", |s| {
+    // The escaped form, as shown, confirms it. (The second run's markers
+    // are its own: nothing of the first run is read for it.)
+    let run = tmux.run(&command);
+    tmux.wait_shown(&run, Duration::from_secs(15), "the prompt", |s| {
         s.contains("to confirm:")
     });
     // The URL as the prompt's header shows it: the zero-width space escaped.
     let shown = format!("file://{}/{prefix}", store.path().display());
-    tmux.type_line(&leasectl::text::sanitize(&shown));
-    let s = tmux.wait_for(Duration::from_secs(15), "the result", |s| {
-        s.lines().any(exit_line)
-    });
-    assert!(s.contains("taken:") && s.contains("EXIT=0"), "{s}");
+    tmux.answer(&run, &leasectl::text::sanitize(&shown));
+    let (code, s) = tmux.wait_exit(&run, Duration::from_secs(15));
+    assert!(s.contains("taken:") && code == 0, "exit {code}: {s}");
     assert!(
         crate::common::released_file(&store.path().join(prefix).join("LEASE")),
         "taken, then released"
@@ -225,12 +214,12 @@ fn the_timeline_pane_draws_the_session_history() {
     };
     write("holder-a");
     let tmux = Tmux::start(140, 36);
-    tmux.type_line(&format!(
-        "{} --read-only --no-pod --refresh 1s file://{}/ ; echo EXIT=$?",
+    let run = tmux.run(&format!(
+        "{} --read-only --no-pod --refresh 1s file://{}/",
         env!("CARGO_BIN_EXE_leasectl"),
         dir.path().display()
     ));
-    tmux.wait_for(Duration::from_secs(15), "holder-a", |s| {
+    tmux.wait_shown(&run, Duration::from_secs(15), "holder-a", |s| {
         s.contains("holder-a")
     });
     write("holder-b");
@@ -266,14 +255,6 @@ fn the_timeline_pane_draws_the_session_history() {
         s.contains("PREFIX") && !s.contains("timeline of db/")
     });
     tmux.send(&["q"]);
-    tmux.wait_for(Duration::from_secs(10), "the console to exit", |s| {
-        s.contains("EXIT=0")
-    });
-}
-
-/// A shell's `EXIT=N` line — not the typed command's own `echo EXIT=$?`,
-/// which a long command wraps onto a line of its own.
-fn exit_line(l: &str) -> bool {
-    l.strip_prefix("EXIT=")
-        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    let (code, shown) = tmux.wait_exit(&run, Duration::from_secs(10));
+    assert_eq!(code, 0, "{shown}");
 }

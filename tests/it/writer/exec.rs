@@ -289,3 +289,83 @@ fn stray_stamp_on_root_takes_and_says_why() {
     );
     assert!(err.contains("not our parent"), "{err}");
 }
+
+/// Issue 44 item 5: every signal whose default action would end `writer
+/// exec` while it holds the lock either reaches the command (its code is
+/// leasectl's) or ends the hold (SIGXCPU, SIGXFSZ: the command gets SIGTERM,
+/// leasectl exits 128 + that signal); either way the lock is released after
+/// the command. On main, SIGUSR1 ended leasectl with 138 while its command
+/// was still alive (killed only by its parent-death signal, a daemon it
+/// started not at all).
+#[test]
+fn every_signal_that_would_end_it_is_forwarded_or_ends_it_cleanly() {
+    use std::io::BufRead;
+    let script = "import signal, sys\n\
+                  def h(n, f):\n\
+                  \x20   print('got %d' % n, flush=True)\n\
+                  \x20   sys.exit(3)\n\
+                  for n in sys.argv[1:]:\n\
+                  \x20   signal.signal(int(n), h)\n\
+                  print('ready', flush=True)\n\
+                  while True:\n\
+                  \x20   signal.pause()\n";
+    let mut cases: Vec<(i32, bool)> = leasectl::supervise::forwarded()
+        .into_iter()
+        .map(|s| (s, true))
+        .collect();
+    cases.extend(leasectl::supervise::ENDING.map(|s| (s, false)));
+    let mut problems = Vec::new();
+    for (sig, forwarded) in cases {
+        let name = leasectl::supervise::signal_name(sig);
+        let dir = tempfile::tempdir().unwrap();
+        let handled = if forwarded {
+            vec![sig.to_string(), libc::SIGTERM.to_string()]
+        } else {
+            vec![libc::SIGTERM.to_string()]
+        };
+        let mut cmd = vec!["python3", "-c", script];
+        cmd.extend(handled.iter().map(String::as_str));
+        let mut c = taking(dir.path(), "2s", &cmd);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut g = Guard::spawn(c);
+        let mut out = std::io::BufReader::new(g.child.as_mut().unwrap().stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "{name}");
+        // SAFETY: kill(2) of the wrapper alone, a child of this test.
+        unsafe { libc::kill(g.pid as i32, sig) };
+        let (status, _, err) = g.output(Duration::from_secs(10));
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let (want_got, want_code) = if forwarded {
+            (sig, 3)
+        } else {
+            (libc::SIGTERM, 128 + sig)
+        };
+        if rest.trim() != format!("got {want_got}") || status.code() != Some(want_code) {
+            problems.push(format!(
+                "{name}: said {rest:?}, exit {:?} (want got {want_got}, exit {want_code})\n{err}",
+                status.code()
+            ));
+        }
+        if !lock_is_free(dir.path()) {
+            problems.push(format!("{name}: the lock is still held\n{err}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// A command killed by a real-time signal: `writer exec` exits 128 + it and
+/// releases the lock (on main its status was lost: nix's waitpid reaped the
+/// child, then failed on the signal number it cannot name).
+#[test]
+fn a_command_killed_by_a_real_time_signal_is_128_plus_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sig = libc::SIGRTMIN() + 2;
+    let script = format!("kill -{sig} $$");
+    let mut c = taking(dir.path(), "2s", &["sh", "-c", &script]);
+    c.stderr(Stdio::piped());
+    let (status, _, err) = Guard::spawn(c).output(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + sig), "{err}");
+    assert!(lock_is_free(dir.path()));
+}

@@ -5,6 +5,8 @@ mod exec;
 mod exec_tree;
 mod judge;
 mod lock_file;
+mod namespaces;
+mod node;
 mod pod;
 mod pod_in_question;
 mod privacy;

@@ -142,6 +142,65 @@ fn incident_siblings_race_and_losers_wait() {
 
 /// The state after the first repair: the children are excluded, but the root
 /// never takes either. Armed, holds nothing.
+/// The runbook's "a second pod on the same volume" (issue 45 §5): two
+/// `writer exec`, each started by a parent of its own (as two pods are), on
+/// one data directory. One holds, the other waits; the pod view says two pod
+/// roots race — one pod per data directory — not `siblings_racing` ("only the
+/// pod root should take the lock", advice for another fault).
+#[test]
+fn two_pod_roots_on_one_volume_are_not_siblings() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let b = bin_path();
+    // Each shell stands for a node's container runtime: the parent of one
+    // pod's root (`; exit $?` keeps it there), the lease on in the pod only.
+    let pod = format!(
+        "CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30; exit $?"
+    );
+    let spawn = || {
+        let mut c = command("sh");
+        c.args(["-c", &pod]).stderr(Stdio::null());
+        Guard::spawn(c)
+    };
+    let (first, second) = (spawn(), spawn());
+    // As the operator looks: `--json --data-dir D` (the pod found by its lock file).
+    let mut last;
+    let t = std::time::Instant::now();
+    let verdicts = loop {
+        let mut c = command(bin_path());
+        c.args(["--json", "--data-dir", d]);
+        let o = crate::common::run_with_timeout(c, Duration::from_secs(30));
+        last = String::from_utf8_lossy(&o.stdout).into_owned();
+        let doc: serde_json::Value = serde_json::from_str(&last).unwrap_or_default();
+        let v = doc["pod"]["verdicts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if v.iter().any(|v| v["kind"] == "waiting") {
+            break v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "no waiter seen:\n{last}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let kinds: Vec<&str> = verdicts.iter().filter_map(|v| v["kind"].as_str()).collect();
+    assert!(!kinds.contains(&"siblings_racing"), "{kinds:?}\n{last}");
+    let roots = verdicts
+        .iter()
+        .find(|v| v["kind"] == "pod_roots_racing")
+        .unwrap_or_else(|| panic!("no pod_roots_racing: {kinds:?}\n{last}"));
+    let message = roots["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("two pods (or two `writer exec`) on one volume")
+            && message.contains("Only one pod may use a data directory"),
+        "{message}"
+    );
+    assert_eq!(roots["pids"].as_array().map(Vec::len), Some(2), "{message}");
+    drop((first, second));
+}
+
 #[test]
 fn incident_armed_holds_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -158,8 +158,9 @@ fn healthy_store_is_ok_when_no_pod_is_in_question() {
             notes
                 .iter()
                 .any(|n| n.contains(if matches!(who, Viewer::RootWithoutCaps) {
-                    // Root is not told to run as root (issue 35 trip 7).
-                    "could not be inspected (not even by root here)"
+                    // Root is not told to run as root (issue 35 trip 7),
+                    // but what it lacks and what gives it (issue 46).
+                    "could not be inspected (this viewer is root without CAP_SYS_PTRACE"
                 } else {
                     "could not be inspected (run as their owner or root)"
                 }) && n.contains("no pod was found among the")),
@@ -430,7 +431,12 @@ async fn console_shows_the_note_in_red_only_when_the_pod_is_in_question() {
         snap.pod = judge(&obs);
         assert_eq!(snap.pod_in_question(), red, "{mode}");
         assert_eq!(snap.exit_code().code(), if red { 1 } else { 0 }, "{mode}");
-        let mut app = App::new(vec![url.clone()], false, Duration::from_secs(5), Utc::now());
+        let mut app = App::new(
+            vec![url.parse().unwrap()],
+            false,
+            Duration::from_secs(5),
+            Utc::now(),
+        );
         app.update(Action::Resize(120, 30));
         app.update(Action::Snapshot(Box::new(snap)));
         app.update(Action::SwitchView);

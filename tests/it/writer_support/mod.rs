@@ -15,6 +15,8 @@ use nix::unistd::Pid;
 
 pub use crate::common::cli::bin_path;
 
+pub mod pods;
+
 /// A command with a clean lease environment: both lease variables removed,
 /// logs plain.
 pub fn command(program: &str) -> Command {
@@ -71,10 +73,35 @@ impl Guard {
         }
     }
 
-    /// Waits for exit and returns status plus captured stdout and stderr.
-    /// A process that does not exit in time is killed with its group, and
-    /// the panic shows its process tree and what it wrote.
+    /// Waits for exit and returns status plus captured stdout and stderr,
+    /// read while it runs (a process writing more than a pipe holds would
+    /// otherwise wait for a reader forever). A process that does not exit in
+    /// time is killed with its group, and the panic shows its process tree
+    /// and what it wrote.
     pub fn output(mut self, timeout: Duration) -> (ExitStatus, String, String) {
+        use std::io::Read;
+        let reader = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = Vec::new();
+                if let Some(mut p) = pipe {
+                    p.read_to_end(&mut text).ok();
+                }
+                String::from_utf8_lossy(&text).into_owned()
+            })
+        };
+        let child = self.child.as_mut().expect("child");
+        let out_reader = reader(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err_reader = reader(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
         let status = self.wait_timeout(timeout);
         let tree = if status.is_none() {
             let group = self.pid.to_string();
@@ -96,15 +123,8 @@ impl Guard {
         // keep the pipes open.
         let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
         let mut child = self.child.take().expect("child");
-        let mut out = String::new();
-        let mut err = String::new();
-        use std::io::Read;
-        if let Some(mut o) = child.stdout.take() {
-            o.read_to_string(&mut out).ok();
-        }
-        if let Some(mut e) = child.stderr.take() {
-            e.read_to_string(&mut err).ok();
-        }
+        let out = out_reader.join().unwrap_or_default();
+        let err = err_reader.join().unwrap_or_default();
         let _ = child.wait();
         let Some(status) = status else {
             panic!(
@@ -136,6 +156,7 @@ pub fn scan_pod(root: u32, dir: &Path) -> PodSnapshot {
         proc_root: PathBuf::from("/proc"),
         data_dirs: vec![dir.to_path_buf()],
         pod_root: Some(root),
+        node: false,
     })
     .expect("scan")
 }

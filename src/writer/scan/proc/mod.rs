@@ -11,17 +11,22 @@ use std::path::{Path, PathBuf};
 
 use procfs::FromBufRead;
 
+use super::io_why;
+use super::kube::ContainerRef;
 use super::model::EnvRead;
+use super::model::NsRelation;
 use crate::writer::{sanitize, WriterError};
 use crate::writer::{ENABLE, HELD, LOCK_NAME};
 
-/// An I/O error as a short lowercase phrase ("permission denied").
-pub(super) fn io_why(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-        std::io::ErrorKind::NotFound => "not found".to_string(),
-        _ => sanitize(&e.to_string()),
-    }
+/// What the scan keeps of a process's initial environment: the two lease
+/// variables, whether reading was refused, and `HOSTNAME` (a pod's name).
+#[derive(Debug, Clone)]
+pub(super) struct EnvEntry {
+    pub(super) env: EnvRead,
+    /// Reading was refused (not: the process exited).
+    pub(super) denied: bool,
+    /// `HOSTNAME`, cut to 256 bytes; no other variable is kept.
+    pub(super) hostname: Option<String>,
 }
 
 /// A descriptor on a file named `.writer.lock`.
@@ -85,26 +90,36 @@ impl RawProc {
 pub(super) struct ProcTable {
     root: PathBuf,
     pub(super) procs: BTreeMap<u32, RawProc>,
-    env_cache: std::cell::RefCell<BTreeMap<u32, (EnvRead, bool)>>,
+    env_cache: std::cell::RefCell<BTreeMap<u32, EnvEntry>>,
     fd_cache: std::cell::RefCell<BTreeMap<u32, std::rc::Rc<FdsRead>>>,
+    cgroup_cache: std::cell::RefCell<BTreeMap<u32, Option<ContainerRef>>>,
+    mount_cache: std::cell::RefCell<BTreeMap<u32, (NsRelation, Option<String>)>>,
+    user_cache: std::cell::RefCell<BTreeMap<u32, (NsRelation, Option<u32>)>>,
+    own_ns: super::ns::OwnNs,
+    mnt_id_cache: std::cell::RefCell<BTreeMap<u32, Option<std::ffi::OsString>>>,
 }
 
 impl ProcTable {
     /// Every process's `stat` under `root`; descriptors and environments are
     /// read on demand.
     pub(super) fn read(root: &Path) -> Result<ProcTable, WriterError> {
-        Self::read_with(root, false)
+        Self::read_with(root, false, false)
     }
 
     /// Every process's `stat` under `root`, and with `prefetch` also every
     /// user process's descriptors and initial environment, read by a few
     /// threads side by side (an auto-detected pod reads them all anyway; each
     /// is still read once, and cached as [`ProcTable::fds`] and
-    /// [`ProcTable::env`] would cache it).
+    /// [`ProcTable::env`] would cache it); with `cgroups` also every user
+    /// process's cgroup (the node view groups every process by pod).
     ///
     /// # Errors
     /// [`WriterError::Proc`] when `root` cannot be listed.
-    pub(super) fn read_with(root: &Path, prefetch: bool) -> Result<ProcTable, WriterError> {
+    pub(super) fn read_with(
+        root: &Path,
+        prefetch: bool,
+        cgroups: bool,
+    ) -> Result<ProcTable, WriterError> {
         let listing_error = |e: std::io::Error| WriterError::Proc {
             path: root.to_path_buf(),
             message: sanitize(&e.to_string()),
@@ -130,17 +145,21 @@ impl ProcTable {
             1
         };
         let shares = in_shares(&pids, threads, &|&pid, bufs| {
-            read_one(root, pid, prefetch, bufs)
+            read_one(root, pid, prefetch, cgroups, bufs)
         });
         let mut procs = BTreeMap::new();
         let mut env_cache = BTreeMap::new();
         let mut fd_cache = BTreeMap::new();
+        let mut cgroup_cache = BTreeMap::new();
         for r in shares {
             if let Some(f) = r.fds {
                 fd_cache.insert(r.proc.pid, std::rc::Rc::new(f));
             }
             if let Some(e) = r.env {
                 env_cache.insert(r.proc.pid, e);
+            }
+            if let Some(c) = r.cgroup {
+                cgroup_cache.insert(r.proc.pid, c);
             }
             procs.insert(r.proc.pid, r.proc);
         }
@@ -149,6 +168,11 @@ impl ProcTable {
             procs,
             env_cache: std::cell::RefCell::new(env_cache),
             fd_cache: std::cell::RefCell::new(fd_cache),
+            cgroup_cache: std::cell::RefCell::new(cgroup_cache),
+            mount_cache: std::cell::RefCell::default(),
+            user_cache: std::cell::RefCell::default(),
+            own_ns: super::ns::OwnNs::default(),
+            mnt_id_cache: std::cell::RefCell::default(),
         })
     }
 
@@ -193,36 +217,107 @@ impl ProcTable {
 
     /// The two lease variables of a process's initial environment (cached).
     pub(super) fn env(&self, pid: u32) -> EnvRead {
-        self.env_entry(pid).0
+        self.env_entry(pid).env
     }
 
     /// Whether reading the environment was refused (not: the process exited).
     pub(super) fn env_denied(&self, pid: u32) -> bool {
-        self.env_entry(pid).1
+        self.env_entry(pid).denied
     }
 
-    fn env_entry(&self, pid: u32) -> (EnvRead, bool) {
+    /// `HOSTNAME` of a process's initial environment (cached), unescaped.
+    pub(super) fn hostname(&self, pid: u32) -> Option<String> {
+        self.env_entry(pid).hostname
+    }
+
+    fn env_entry(&self, pid: u32) -> EnvEntry {
         if let Some(e) = self.env_cache.borrow().get(&pid) {
             return e.clone();
         }
         let e = match self.procs.get(&pid) {
-            Some(p) if p.kthread => (
-                EnvRead::Read {
+            Some(p) if p.kthread => EnvEntry {
+                env: EnvRead::Read {
                     enable: None,
                     stamp: None,
                 },
-                false,
-            ),
+                denied: false,
+                hostname: None,
+            },
             Some(p) => {
                 let mut bufs = ScanBufs::new();
                 let e = read_lease_env(&p.dir, &mut bufs.env);
                 bufs.wipe();
                 e
             }
-            None => (EnvRead::Unreadable("the process exited".into()), false),
+            None => EnvEntry {
+                env: EnvRead::Unreadable("the process exited".into()),
+                denied: false,
+                hostname: None,
+            },
         };
         self.env_cache.borrow_mut().insert(pid, e.clone());
         e
+    }
+
+    /// The container and pod of a process, from its cgroup (cached); `None`
+    /// when its cgroup names neither, or could not be read.
+    pub(super) fn container(&self, pid: u32) -> Option<ContainerRef> {
+        if let Some(c) = self.cgroup_cache.borrow().get(&pid) {
+            return c.clone();
+        }
+        let c = self
+            .procs
+            .get(&pid)
+            .filter(|p| !p.kthread)
+            .and_then(|p| read_container(&p.dir, &mut Vec::new()));
+        self.cgroup_cache.borrow_mut().insert(pid, c.clone());
+        c
+    }
+
+    /// How a process's view of the file system relates to the viewer's
+    /// (cached; see [`super::ns::mount_relation`]).
+    pub(super) fn mount_relation(&self, pid: u32) -> (NsRelation, Option<String>) {
+        if let Some(r) = self.mount_cache.borrow().get(&pid) {
+            return r.clone();
+        }
+        let r = super::ns::mount_relation(&self.root, &self.own_ns, pid);
+        self.mount_cache.borrow_mut().insert(pid, r.clone());
+        r
+    }
+
+    /// How a process's user namespace relates to the viewer's, and its uid
+    /// 0 as a uid here (cached; see [`super::ns::user_relation`]).
+    pub(super) fn user_relation(&self, pid: u32) -> (NsRelation, Option<u32>) {
+        if let Some(r) = self.user_cache.borrow().get(&pid) {
+            return *r;
+        }
+        let r = super::ns::user_relation(&self.root, &self.own_ns, pid);
+        self.user_cache.borrow_mut().insert(pid, r);
+        r
+    }
+
+    /// A process's mount namespace as its `ns/mnt` link names it (cached;
+    /// `None` when it may not be read). `0` is the viewer's own
+    /// (`{root}/self`).
+    pub(super) fn mnt_id(&self, pid: u32) -> Option<std::ffi::OsString> {
+        if let Some(r) = self.mnt_id_cache.borrow().get(&pid) {
+            return r.clone();
+        }
+        let who = if pid == 0 {
+            "self".to_string()
+        } else {
+            pid.to_string()
+        };
+        let r = std::fs::read_link(self.root.join(who).join("ns/mnt"))
+            .ok()
+            .map(PathBuf::into_os_string);
+        self.mnt_id_cache.borrow_mut().insert(pid, r.clone());
+        r
+    }
+
+    /// The proc root this table was read from.
+    pub(super) fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The descriptors of `pid` on lock files (cached).
@@ -379,17 +474,24 @@ fn in_shares<I: Sync, T: Send>(
 }
 
 /// One process as [`ProcTable::read_with`] read it: its `stat`, and when
-/// prefetched its descriptors on lock files and its environment.
+/// prefetched its descriptors on lock files, its environment and its cgroup.
 struct ReadProc {
     proc: RawProc,
     fds: Option<FdsRead>,
-    env: Option<(EnvRead, bool)>,
+    env: Option<EnvEntry>,
+    cgroup: Option<Option<ContainerRef>>,
 }
 
 /// Reads `{root}/PID/stat`, and with `prefetch` (and not a kernel thread)
-/// the descriptors and the environment; `None` when the process is gone or
-/// `{root}/PID` is not a process directory.
-fn read_one(root: &Path, pid: u32, prefetch: bool, bufs: &mut ScanBufs) -> Option<ReadProc> {
+/// the descriptors and the environment, with `cgroups` its cgroup; `None`
+/// when the process is gone or `{root}/PID` is not a process directory.
+fn read_one(
+    root: &Path,
+    pid: u32,
+    prefetch: bool,
+    cgroups: bool,
+    bufs: &mut ScanBufs,
+) -> Option<ReadProc> {
     let dir = root.join(pid.to_string());
     // Gone meanwhile, or not a process directory.
     read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
@@ -403,6 +505,7 @@ fn read_one(root: &Path, pid: u32, prefetch: bool, bufs: &mut ScanBufs) -> Optio
     } else {
         (None, None)
     };
+    let cgroup = (cgroups && !kthread).then(|| read_container(&dir, &mut bufs.stat));
     Some(ReadProc {
         proc: RawProc {
             pid,
@@ -414,7 +517,14 @@ fn read_one(root: &Path, pid: u32, prefetch: bool, bufs: &mut ScanBufs) -> Optio
         },
         fds,
         env,
+        cgroup,
     })
+}
+
+/// A process's container and pod from `{dir}/cgroup`, read into `buf`.
+fn read_container(dir: &Path, buf: &mut Vec<u8>) -> Option<ContainerRef> {
+    read_proc(&dir.join("cgroup"), buf).ok()?;
+    super::kube::container_of(&String::from_utf8_lossy(buf))
 }
 
 /// The buffers of one scanning thread, reused from process to process.
@@ -446,33 +556,46 @@ impl ScanBufs {
 }
 
 /// Reads `/proc/PID/environ` into `buf` and keeps only the two lease
-/// variables. The bytes read are overwritten before this returns, so no
-/// other variable outlives the call. The flag is true when the read was
-/// refused (another user's process), false when it worked or the process
-/// exited meanwhile.
-fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> (EnvRead, bool) {
+/// variables and `HOSTNAME`. The bytes read are overwritten before this
+/// returns, so no other variable outlives the call. `denied` is true when the
+/// read was refused (another user's process), false when it worked or the
+/// process exited meanwhile.
+fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> EnvEntry {
     let res = read_proc(&dir.join("environ"), buf);
+    let unreadable = |why: String, denied: bool| EnvEntry {
+        env: EnvRead::Unreadable(why),
+        denied,
+        hostname: None,
+    };
     let out = match res {
         Err(e)
             if e.kind() == std::io::ErrorKind::NotFound
                 || e.raw_os_error() == Some(libc::ESRCH) =>
         {
-            (EnvRead::Unreadable("the process exited".into()), false)
+            unreadable("the process exited".into(), false)
         }
-        Err(e) => (EnvRead::Unreadable(io_why(&e)), true),
+        Err(e) => unreadable(io_why(&e), true),
         Ok(()) => {
             let enable_eq = format!("{ENABLE}=");
             let held_eq = format!("{HELD}=");
             let mut enable = None;
             let mut stamp = None;
+            let mut hostname = None;
             for entry in buf.split(|b| *b == 0) {
                 if let Some(v) = entry.strip_prefix(enable_eq.as_bytes()) {
                     enable = Some(String::from_utf8_lossy(v).into_owned());
                 } else if let Some(v) = entry.strip_prefix(held_eq.as_bytes()) {
                     stamp = Some(String::from_utf8_lossy(v).into_owned());
+                } else if let Some(v) = entry.strip_prefix(b"HOSTNAME=") {
+                    let v = &v[..v.len().min(256)];
+                    hostname = Some(String::from_utf8_lossy(v).into_owned());
                 }
             }
-            (EnvRead::Read { enable, stamp }, false)
+            EnvEntry {
+                env: EnvRead::Read { enable, stamp },
+                denied: false,
+                hostname,
+            }
         }
     };
     // Overwrite what was read (earlier reads into this buffer were wiped

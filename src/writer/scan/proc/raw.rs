@@ -35,7 +35,9 @@ pub(super) fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
 
 /// Calls `f` with the name of every entry of the open directory `dir`
 /// (`.` and `..` left out), read with raw `getdents64` into `buf`: no
-/// `fstat` and no allocation per entry, as `std::fs::read_dir` spends.
+/// `fstat` and no allocation per entry, as `std::fs::read_dir` spends. For
+/// the `/proc` directories it reads (which fill the buffer while entries
+/// fit), a call that leaves room for one more record is the last.
 ///
 /// # Errors
 /// The first `getdents64` failure (a process that exited meanwhile gives
@@ -69,6 +71,10 @@ pub(super) fn each_entry(
         }
         // SAFETY: the first `n` bytes were written by the kernel.
         let bytes = unsafe { std::slice::from_raw_parts(buf.0.as_ptr().cast::<u8>(), n as usize) };
+        // procfs fills the buffer while entries fit: room left for the
+        // largest record (19 bytes, a 255-byte name, its NUL, padding) means
+        // the directory ended, and the call that would return 0 is saved.
+        let ended = (n as usize) + MAX_RECORD <= bytes_len;
         // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type
         // u8, then the NUL-terminated name.
         let mut off = 0;
@@ -84,8 +90,15 @@ pub(super) fn each_entry(
             }
             off += reclen;
         }
+        if ended {
+            return Ok(());
+        }
     }
 }
+
+/// The largest `linux_dirent64` record: 19 bytes of header, a name of 255
+/// bytes and its NUL, padded to 8.
+const MAX_RECORD: usize = 280;
 
 /// Reads a small `/proc` file into `buf` (cleared first): `openat`, as few
 /// `read`s as the size needs, `close`. A short read is taken as the end: for

@@ -67,7 +67,7 @@ fn prefetched_table_reads_what_the_lazy_one_reads() {
         assert!(std::time::Instant::now() < deadline, "sleep did not start");
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let pre = ProcTable::read_with(Path::new("/proc"), true).unwrap();
+    let pre = ProcTable::read_with(Path::new("/proc"), true, false).unwrap();
     let (lazy_env, a) = (lazy.env(pid), lazy.fds(pid));
     // And a table prefetched after the fact, as with --pod-root.
     let late = ProcTable::read(Path::new("/proc")).unwrap();

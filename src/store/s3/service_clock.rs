@@ -1,5 +1,6 @@
 //! The service's clock: an SDK interceptor that reads each answer's `Date`
-//! header and keeps this host's offset from it ([`ServerOffset`]).
+//! header and narrows this host's offset from it ([`OffsetEstimator`]: the
+//! intersection of every answer's `Date` interval).
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
@@ -10,17 +11,23 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use chrono::{DateTime, Utc};
 
-use crate::clock::ServerOffset;
+use crate::clock::{boottime, DateAnswer, OffsetEstimator, ServerOffset};
 
-/// The latest [`ServerOffset`] seen in an answer's `Date` header, shared with
-/// the SDK interceptor that reads it.
+/// The service's clock from the `Date` headers of its answers so far,
+/// shared with the SDK interceptor that reads them.
 #[derive(Debug, Clone, Default)]
 pub(super) struct ServerClock(std::sync::Arc<std::sync::Mutex<ClockReading>>);
 
 impl ServerClock {
-    /// The latest estimate of this host's offset from the service's clock.
+    /// This host's offset from the service's clock now, from every answer
+    /// since the last one without a usable `Date`.
     pub(super) fn offset(&self) -> Option<ServerOffset> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).offset
+        let (mono, wall) = (boottime(), Utc::now());
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .offset
+            .estimate(mono, wall)
     }
 
     /// Why the latest answer gave no estimate (a sentence, escaped).
@@ -33,19 +40,20 @@ impl ServerClock {
     }
 }
 
-/// What the latest answer said about the service's clock.
+/// What the answers said about the service's clock.
 #[derive(Debug, Clone, Default)]
 struct ClockReading {
-    /// The estimate from its `Date` (none when it had no usable one).
-    offset: Option<ServerOffset>,
+    /// The intersection of their `Date` intervals (forgotten at an answer
+    /// without a usable one).
+    offset: OffsetEstimator,
     /// Why the latest answer gave no estimate: no `Date`, or one that does
     /// not parse (a sentence, escaped).
     problem: Option<String>,
 }
 
-/// When the request of this attempt was sent (system wall clock).
+/// When the request of this attempt was sent (boot-time clock).
 #[derive(Debug, Clone, Copy)]
-struct SentAt(DateTime<Utc>);
+struct SentAt(std::time::Duration);
 
 impl aws_smithy_types::config_bag::Storable for SentAt {
     type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
@@ -62,7 +70,7 @@ impl Intercept for ServerClock {
         _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        cfg.interceptor_state().store_put(SentAt(Utc::now()));
+        cfg.interceptor_state().store_put(SentAt(boottime()));
         Ok(())
     }
 
@@ -72,34 +80,39 @@ impl Intercept for ServerClock {
         _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let received = Utc::now();
-        let Some(sent) = cfg.load::<SentAt>().map(|s| s.0) else {
+        let (received_mono, received_wall) = (boottime(), Utc::now());
+        let Some(sent_mono) = cfg.load::<SentAt>().map(|s| s.0) else {
             return Ok(());
         };
         let header = context.response().headers().get("date");
-        let reading = match header.map(|d| (d, parse_http_date(d))) {
-            Some((_, Some(date))) => ClockReading {
-                offset: Some(ServerOffset::from_answer(date, sent, received)),
-                problem: None,
-            },
-            Some((d, None)) => ClockReading {
-                offset: None,
-                problem: Some(format!(
+        let mut reading = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match header.map(|d| (d, parse_http_date(d))) {
+            Some((_, Some(date))) => {
+                reading.offset.add(DateAnswer {
+                    date,
+                    sent_mono,
+                    received_mono,
+                    received_wall,
+                });
+                reading.problem = None;
+            }
+            Some((d, None)) => {
+                reading.offset.reset();
+                reading.problem = Some(format!(
                     "the service's clock is unknown: its Date header `{}` is not an HTTP date, \
                      so this host's clock cannot be checked against it",
                     crate::text::sanitize_cut(d, 64)
-                )),
-            },
-            None => ClockReading {
-                offset: None,
-                problem: Some(
+                ));
+            }
+            None => {
+                reading.offset.reset();
+                reading.problem = Some(
                     "the service's clock is unknown: its answers carry no Date header, \
                      so this host's clock cannot be checked against it"
                         .to_owned(),
-                ),
-            },
-        };
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = reading;
+                );
+            }
+        }
         Ok(())
     }
 }

@@ -1,4 +1,5 @@
-//! The context every command runs in, and the plumbing the commands share.
+//! What every command shares ([`Shared`]: how to reach the stores, the
+//! exclusion mode, the terminal), and the plumbing the commands share.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,8 +26,10 @@ pub struct Terminal {
     pub stdout: bool,
 }
 
-/// Built once from the command line, before the command runs.
-pub struct Context {
+/// What every command shares, built once from the command line (the config
+/// file's context applied already), before the command runs: how to reach
+/// the stores, the gathering options, the exclusion mode, the terminal.
+pub struct Shared {
     /// How to reach S3 (`--endpoint-url`, `--timeout`, …).
     pub s3: S3Args,
     /// The connector with `--timeout` as each request's deadline.
@@ -35,16 +38,13 @@ pub struct Context {
     pub gather: GatherOptions,
     /// Best-effort mode was chosen (`--conditional off` or the environment).
     pub best_effort: bool,
-    /// What the config file's context sets for the command (flags win).
-    pub applied: crate::config::Applied,
     /// The terminal facts.
     pub terminal: Terminal,
 }
 
-impl Context {
-    /// The context of `cli`, with what the config file's context sets for
-    /// its command.
-    pub fn new(cli: &Cli, applied: crate::config::Applied) -> Self {
+impl Shared {
+    /// What the commands share, from `cli`.
+    pub fn new(cli: &Cli) -> Self {
         use std::io::IsTerminal;
         let s3 = cli.s3.clone();
         Self {
@@ -55,7 +55,6 @@ impl Context {
                 ..GatherOptions::default()
             },
             best_effort: s3.conditional == Some(OnOff::Off),
-            applied,
             terminal: Terminal {
                 stdin: std::io::stdin().is_terminal(),
                 stdout: std::io::stdout().is_terminal(),
@@ -99,34 +98,13 @@ fn s3_options(a: &S3Args, timeout: Duration) -> S3Options {
     }
 }
 
-/// Parses TARGET URLs; the first bad one's sentence.
-///
-/// # Errors
-/// The parse error of the first URL that is not a TARGET.
-pub fn parse_targets(raw: &[String]) -> std::result::Result<Vec<Target>, String> {
-    raw.iter()
-        .map(|s| s.parse::<Target>().map_err(|e| e.to_string()))
-        .collect()
-}
-
-/// Parses a TARGET URL; a bad one is a usage error (said on stderr).
-///
-/// # Errors
-/// [`Exit::Usage`] for a URL that is not a TARGET.
-pub fn target_or_usage(url: &str) -> std::result::Result<Target, Exit> {
-    url.parse::<Target>().map_err(|e| {
-        eprintln!("leasectl: {e}");
-        Exit::Usage
-    })
-}
-
 /// Says on stderr that with no TARGET and `--no-pod` there is nothing to
 /// report (`lead` names the output: "--json with no TARGET …" or "with no
 /// TARGET …") and returns [`Exit::Usage`].
 pub fn nothing_to_report(lead: &str) -> Exit {
-    eprintln!(
-        "leasectl: {lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
-    );
+    crate::exit::say(format!(
+        "{lead}; give a TARGET (s3://bucket/path/ or file:///dir/) or leave out --no-pod"
+    ));
     Exit::Usage
 }
 
@@ -184,20 +162,30 @@ pub fn scan_options(pod: &PodArgs, proc_root: &Path) -> ScanOptions {
         proc_root: proc_root.to_path_buf(),
         data_dirs: pod.data_dirs.clone(),
         pod_root: pod.pod_root,
+        node: pod.node,
     }
 }
 
 /// The recipe of a complete snapshot for the front ends: the pod (unless
 /// `--no-pod`, from `/proc`) and best-effort marking; no audit log (the
 /// caller names one where it reads it once).
-pub fn recipe(pod: &PodArgs, ctx: &Context) -> Recipe {
+pub fn recipe(pod: &PodArgs, shared: &Shared) -> Recipe {
     Recipe {
         pods: (!pod.no_pod)
             .then(|| scan_options(pod, Path::new("/proc")))
             .into_iter()
             .collect(),
-        best_effort: ctx.best_effort,
+        best_effort: shared.best_effort,
         audit: None,
+    }
+}
+
+/// The audit log a command reads: `given` (`--audit-log`), else the
+/// platform's default (`None` when there is none: no home directory).
+pub fn audit_path(given: Option<&Path>) -> Option<std::path::PathBuf> {
+    match given {
+        Some(p) => Some(p.to_path_buf()),
+        None => crate::audit::AuditLog::default_path().ok(),
     }
 }
 

@@ -4,11 +4,17 @@
 //! a value passed in, never `SystemTime::now()` read in place. Tests move the
 //! wall clock to model skew between a holder and a contender, and step the
 //! monotonic clock to model elapsed time.
+//!
+//! The service's clock against this host's is estimated in [`offset`] (from
+//! the intersection of its answers' `Date` intervals).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+
+pub mod offset;
+pub use offset::{DateAnswer, OffsetEstimator, ServerOffset, DRIFT_PPM};
 
 /// A source of time. `wall()` is UTC wall-clock time; `mono()` is the time since
 /// an arbitrary fixed origin on a clock that never goes backwards and keeps
@@ -144,45 +150,6 @@ impl Clock for ManualClock {
     }
     fn mono(&self) -> Duration {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).1
-    }
-}
-
-/// One estimate of a storage service's clock against this host's, taken from
-/// the HTTP `Date` header of one answer (whole seconds, RFC 9110).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ServerOffset {
-    /// Service time minus this host's system wall clock, in seconds: positive
-    /// when this host's clock is behind the service's.
-    pub offset_s: f64,
-    /// Half the width of the interval the true offset lies in, in seconds
-    /// (half a second of `Date` resolution plus half the round trip).
-    pub error_s: f64,
-    /// When the answer arrived, by the system wall clock (UTC).
-    pub at: DateTime<Utc>,
-}
-
-impl ServerOffset {
-    /// From one answer: the service's `Date` (truncated to whole seconds), and
-    /// this host's system wall clock when the request was sent and when the
-    /// answer arrived. The service stamped `Date` somewhere between the two.
-    pub fn from_answer(date: DateTime<Utc>, sent: DateTime<Utc>, received: DateTime<Utc>) -> Self {
-        let secs = |d: chrono::Duration| d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1e6;
-        // True service time at stamping is in [date, date + 1 s).
-        let mid_local = sent + (received - sent) / 2;
-        let offset_s = secs(date - mid_local) + 0.5;
-        let error_s = 0.5 + secs(received - sent).abs() / 2.0;
-        Self {
-            offset_s,
-            error_s,
-            at: received,
-        }
-    }
-
-    /// The offset against `clock` instead of the system clock: service time
-    /// minus `clock.wall()`, in seconds. Equal to `offset_s` for
-    /// [`SystemClock`]; a [`SkewedClock`] running ahead by `s` gets `offset_s - s`.
-    pub fn against(&self, clock: &dyn Clock) -> f64 {
-        self.offset_s + clock.system_ahead_s()
     }
 }
 

@@ -87,8 +87,14 @@ pub(super) fn render_timeline(app: &App, pane: &TimelinePane, f: &mut Frame, are
         Rebuilt::Read(p) => {
             lines.push(Line::styled(
                 format!(
-                    "rebuilt from the versions (last 24 h: {} listed, {} read) and the audit log ({} entries about it)",
-                    p.sources.versions_listed, p.sources.versions_read, p.sources.audit_entries
+                    "rebuilt from the versions (last 24 h: {} listed, {} read{}) and the audit log ({} entries about it)",
+                    p.sources.versions_listed,
+                    p.sources.versions_read,
+                    match p.sources.versions_inferred {
+                        0 => String::new(),
+                        n => format!(", {n} inferred"),
+                    },
+                    p.sources.audit_entries
                 ),
                 bold,
             ));
@@ -126,13 +132,25 @@ pub(super) fn render_timeline(app: &App, pane: &TimelinePane, f: &mut Frame, are
         " timeline of {} ",
         terminal_safe(&crate::text::sanitize(&pane.prefix))
     );
-    f.render_widget(
-        // Lanes fit the width exactly; the findings wrap.
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::default().borders(Borders::ALL).title(title)),
-        area,
-    );
+    // Lanes fit the width exactly; the findings wrap. What does not fit
+    // under them is said on the border, not cut silently.
+    let p = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let below = p
+        .line_count(area.width.saturating_sub(2))
+        .saturating_sub(usize::from(area.height.saturating_sub(2)));
+    let mut block = Block::default().borders(Borders::ALL).title(title);
+    if below > 0 {
+        block = block.title_bottom(
+            Line::styled(
+                format!(" ↓ {below} more line(s): a taller terminal, or `leasectl timeline` "),
+                Style::default()
+                    .fg(Color::Yellow)
+                    .add_modifier(Modifier::BOLD),
+            )
+            .right_aligned(),
+        );
+    }
+    f.render_widget(p.block(block), area);
 }
 
 /// The time axis: `width` cells from `start` to `end`.

@@ -61,10 +61,10 @@ impl App {
             return;
         }
         self.outbox.push(WriteRequest::Probe { target });
-        let url = self.settings.targets.get(target).map(String::as_str);
+        let url = self.settings.target_url(target);
         self.say_pending(format!(
             "probing {} (writes and removes a scratch key)…",
-            sanitize(url.unwrap_or("?"))
+            sanitize(&url)
         ));
     }
 

@@ -111,13 +111,70 @@ fn fitted(area: Rect, lines: &[Line]) -> Rect {
     centred(area, w, (h as u16).saturating_add(2))
 }
 
+/// The log of this session's results (`m`), newest first, each in full
+/// (word-wrapped): what the status bar showed for a few seconds, or cut. The
+/// borders say how many results lie above and below those shown.
+pub(super) fn render_messages(app: &App, first: usize, f: &mut Frame, area: Rect) {
+    let w = area.width.saturating_sub(4).min(120);
+    let h = area.height.saturating_sub(2);
+    let r = centred(area, w, h);
+    let inner_w = usize::from(r.width.saturating_sub(2)).max(8);
+    let inner_h = usize::from(r.height.saturating_sub(2));
+    let all: Vec<_> = app.messages().collect();
+    let mut lines: Vec<Line> = Vec::new();
+    let mut shown = 0;
+    for (at, text, error) in all.iter().skip(first) {
+        let style = if *error {
+            Style::default().fg(Color::Red)
+        } else {
+            Style::default()
+        };
+        let wrapped = crate::tui::app::wrap(&format!("{} {text}", at.format("%H:%M:%SZ")), inner_w);
+        if !lines.is_empty() && lines.len() + wrapped.len() > inner_h {
+            break;
+        }
+        lines.extend(wrapped.into_iter().map(|l| Line::styled(l, style)));
+        shown += 1;
+    }
+    // One result longer than the box: its end is marked, not cut silently.
+    if lines.len() > inner_h {
+        lines.truncate(inner_h.saturating_sub(1));
+        lines.push(Line::styled("  …", Style::default().fg(Color::Yellow)));
+    }
+    if all.is_empty() {
+        lines.push(Line::from("no results yet this session"));
+    }
+    let mark = Style::default()
+        .fg(Color::Yellow)
+        .add_modifier(Modifier::BOLD);
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .title(" messages, newest first (Esc closes) ");
+    if first > 0 {
+        block =
+            block.title(Line::styled(format!(" ↑ {first} newer · ↑/PgUp "), mark).right_aligned());
+    }
+    let below = all.len().saturating_sub(first + shown);
+    if below > 0 {
+        block = block.title_bottom(
+            Line::styled(format!(" ↓ {below} older · ↓/PgDn "), mark).right_aligned(),
+        );
+    }
+    f.render_widget(ratatui::widgets::Clear, r);
+    f.render_widget(Paragraph::new(lines).block(block), r);
+}
+
 pub(super) fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
     let mut lines = vec![Line::from(format!(
         "This console holds {} lease(s):",
         app.session().held().len()
     ))];
+    let inner = usize::from(area.width.min(64).saturating_sub(2)).max(1);
     for k in app.session().held() {
-        lines.push(Line::from(format!("  {}", sanitize(k))));
+        lines.push(Line::from(super::ellipsize(
+            &format!("  {}", sanitize(k)),
+            inner,
+        )));
     }
     lines.push(Line::from(""));
     lines.push(Line::from(
@@ -134,13 +191,7 @@ pub(super) fn render_confirm_quit(app: &App, f: &mut Frame, area: Rect) {
 /// `p`'s confirmation: which target, and exactly what the probe writes and
 /// removes there, before anything is sent.
 pub(super) fn render_confirm_probe(app: &App, target: usize, f: &mut Frame, area: Rect) {
-    let url = sanitize(
-        app.settings
-            .targets
-            .get(target)
-            .map(String::as_str)
-            .unwrap_or("?"),
-    );
+    let url = sanitize(&app.settings.target_url(target));
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let lines = vec![
         Line::styled("Probe this target's service?", bold),
@@ -252,11 +303,14 @@ pub(super) fn render_dialog(
         Span::raw("   "),
         Span::styled("  Take over  ", focus(Field::Confirm).fg(Color::Red)),
     ]));
+    // The box's inside: what does not fit is wrapped (a refusal, in full)
+    // or cut with `…` (a fact, a hint), never cut silently.
+    let inner = usize::from(area.width.min(76).saturating_sub(2)).max(1);
     if let Some(p) = &d.problem {
-        lines.push(Line::styled(
-            terminal_safe(p).into_owned(),
-            Style::default().fg(Color::Red),
-        ));
+        let red = Style::default().fg(Color::Red);
+        for l in crate::tui::app::wrap(&terminal_safe(p), inner) {
+            lines.push(Line::styled(l, red));
+        }
     }
     if d.pending {
         lines.push(Line::from(
@@ -267,6 +321,10 @@ pub(super) fn render_dialog(
         "Tab/↑/↓ field · ←/→ choose · Enter select · Esc cancel",
         Style::default().fg(Color::DarkGray),
     ));
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .map(|l| super::ellipsize_line(l, inner))
+        .collect();
     let r = centred(area, 76, lines.len() as u16 + 2);
     let inner = usize::from(r.height.saturating_sub(2)).max(1);
     let focused = field_line
@@ -295,13 +353,7 @@ fn dialog_facts(app: &App, d: &crate::tui::app::TakeoverDialog) -> Vec<Line<'sta
         Line::from(vec![Span::styled("Replace this lease?", bold)]),
         Line::from(format!(
             "target   {}",
-            sanitize(
-                app.settings
-                    .targets
-                    .get(d.row.target)
-                    .map(String::as_str)
-                    .unwrap_or("?")
-            )
+            sanitize(&app.settings.target_url(d.row.target))
         )),
         Line::from(format!("key      {}", sanitize(&d.key))),
         Line::from(vec![

@@ -41,6 +41,7 @@ pub fn lock_style(l: LockState) -> Style {
 pub fn verdict_style(k: VerdictKind) -> Style {
     let c = match k {
         VerdictKind::SiblingsRacing
+        | VerdictKind::PodRootsRacing
         | VerdictKind::HolderNotTake
         | VerdictKind::HolderOutsidePod
         | VerdictKind::InvalidEnable
@@ -69,6 +70,24 @@ pub fn lock_text(p: &ProcessInfo) -> String {
             None => "open".into(),
         },
     }
+}
+
+/// The selected process's container and pod, from its cgroup, after its
+/// duty sentence: ` · container containerd 4e6f0b1c9a0d, pod 0f4d…` (empty
+/// when its cgroup names neither).
+pub fn container_text(p: &ProcessInfo) -> String {
+    let Some(c) = &p.container else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(id) = c.short_id() {
+        let runtime = c.runtime.as_deref().unwrap_or("container");
+        parts.push(format!("container {} {id}", terminal_safe(runtime)));
+    }
+    if let Some(uid) = &c.pod_uid {
+        parts.push(format!("pod {}", terminal_safe(uid)));
+    }
+    format!(" · {}", parts.join(", "))
 }
 
 /// The pod view: verdicts on top, the process tree, the selected process's
@@ -140,6 +159,10 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
     } else {
         format!(" processes {}/{} ", app.pod().cursor().selected() + 1, n)
     };
+    // The Kubernetes pod they are in, from their cgroups.
+    if let Some(k) = pod.and_then(|p| p.kubernetes.as_ref()) {
+        title.push_str(&format!("· pod {} ", terminal_safe(&k.label())));
+    }
     for l in pod.map(|p| p.locks.as_slice()).unwrap_or_default() {
         let held = if l.deleted && !l.holders.is_empty() {
             let pids: Vec<String> = l.holders.iter().map(u32::to_string).collect();
@@ -181,15 +204,35 @@ pub(super) fn render_pod(app: &App, f: &mut Frame, area: Rect) {
 
     // The selected process's duty sentence (it names the stamp and why it
     // counted or not); the duty itself is in the selected row.
-    let text = match app.selected_process() {
-        Some(p) => Line::from(vec![
-            Span::styled(
-                format!("pid {}: ", p.pid),
-                duty_style(p.duty).add_modifier(Modifier::BOLD),
-            ),
-            Span::raw(terminal_safe(&p.duty_reason).into_owned()),
-        ]),
-        None => Line::from(""),
+    let Some(p) = app.selected_process() else {
+        return;
     };
-    f.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), detail);
+    let line = Line::from(vec![
+        Span::styled(
+            format!("pid {}: ", p.pid),
+            duty_style(p.duty).add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(terminal_safe(&p.duty_reason).into_owned()),
+        Span::styled(container_text(p), Style::default().fg(Color::DarkGray)),
+    ]);
+    let width = usize::from(detail.width).max(1);
+    let rows = usize::from(detail.height).max(1);
+    if Paragraph::new(line.clone())
+        .wrap(Wrap { trim: false })
+        .line_count(detail.width)
+        <= rows
+    {
+        f.render_widget(Paragraph::new(line).wrap(Wrap { trim: false }), detail);
+        return;
+    }
+    // Longer than its lines: the last one shown ends with `…`.
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    let mut lines = crate::tui::app::wrap(&text, width);
+    lines.truncate(rows);
+    if let Some(last) = lines.last_mut() {
+        // Ends with `…` whether it fits (" …") or is cut.
+        *last = ellipsize(&format!("{last} …"), width);
+    }
+    let lines: Vec<Line> = lines.into_iter().map(Line::from).collect();
+    f.render_widget(Paragraph::new(lines), detail);
 }

@@ -118,6 +118,8 @@ fn ending(c: &HolderChange, known: &[Takeover]) -> Ending {
                         reason: sanitize(&lt.reason),
                         forced: false,
                         then: sanitize(&lt.then),
+                        holder: by.clone(),
+                        generation: lt.generation,
                         writes_safe_from: None,
                     })
             });

@@ -175,13 +175,7 @@ pub fn prefix_label(app: &App, target: usize, prefix: &str) -> String {
     if app.settings.targets.len() > 1 {
         format!(
             "{} {p}",
-            target_short_name(
-                app.settings
-                    .targets
-                    .get(target)
-                    .map(String::as_str)
-                    .unwrap_or("?")
-            )
+            target_short_name(&app.settings.target_url(target))
         )
     } else {
         p.to_owned()
@@ -277,10 +271,21 @@ fn lease_cell<'a>(
         }
         SortKey::Skew => Cell::from(
             p.holder_skew_s
-                .map(|s| fit_secs(s.round(), width, s >= 0.0))
+                .map(|s| skew_text(s, width))
                 .unwrap_or_else(dash),
         ),
     }
+}
+
+/// A holder's clock skew in whole seconds (`Last-Modified` has no finer
+/// resolution), signed: `+2.0s`, `-5m00s`; `0s` without a sign when it rounds
+/// to zero (either side: "+0ms" and "0ms" stood in one column).
+pub fn skew_text(s: f64, width: u16) -> String {
+    let whole = s.round();
+    if whole == 0.0 {
+        return "0s".to_owned();
+    }
+    fit_secs(whole, width, whole > 0.0)
 }
 
 /// The age as a share of the TTL in `cells` cells (eighth blocks, `·` for

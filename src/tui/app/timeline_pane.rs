@@ -93,7 +93,7 @@ impl App {
     }
 
     /// What the pane shows of this session: the history of its prefix as
-    /// tenures, gaps and overlaps ([`crate::timeline::session::of_history`]),
+    /// tenures, gaps and overlaps ([`crate::timeline::from_session::of_history`]),
     /// up to the reader's clock now.
     pub fn session_timeline(&self, pane: &TimelinePane) -> Derived {
         let changes = self
@@ -102,7 +102,7 @@ impl App {
             .get(&pane.target_url, &pane.prefix)
             .map(|h| h.changes.iter().collect::<Vec<_>>())
             .unwrap_or_default();
-        crate::timeline::session::of_history(changes, self.session.audit(), self.now())
+        crate::timeline::from_session::of_history(changes, self.session.audit(), self.now())
     }
 
     /// `h`: opens the pane on the selected row and (OPS mode) asks the write

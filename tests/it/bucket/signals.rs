@@ -1,0 +1,294 @@
+//! Issue 44 item 5: every signal whose default action would end `bucket
+//! hold` has a fate that leaves no lease held (docs/bucket-hold.md, "Signals";
+//! `supervise::signals`). A real `bucket hold` against moto per signal, its
+//! command a Python script that says which signal it got: a forwarded signal
+//! reaches the command, whose exit code is leasectl's, and the lease is
+//! released; SIGXCPU and SIGXFSZ stop the command (it gets SIGTERM) and
+//! release the lease, leasectl exiting 128 + that signal; SIGPIPE is
+//! ignored (the hold goes on). On main, SIGUSR1 ended leasectl with 138 and
+//! left the lease held for a TTL; a command killed by a real-time signal hung
+//! the contained hold for ever (its init lost the status).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common::cli::bin;
+use crate::common::{self, moto, Moto};
+use leasectl::store::ObjectRead;
+
+/// The command: handles every signal named in argv by printing `got N` and
+/// exiting 3; prints `ready` once the handlers are in place.
+const SCRIPT: &str = "import signal, sys\n\
+def h(n, f):\n\
+\x20   print('got %d' % n, flush=True)\n\
+\x20   sys.exit(3)\n\
+for n in sys.argv[1:]:\n\
+\x20   signal.signal(int(n), h)\n\
+print('ready', flush=True)\n\
+while True:\n\
+\x20   signal.pause()\n";
+
+/// A `bucket hold` running [`SCRIPT`], its stdout (the command's) read line
+/// by line.
+struct Held {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// leasectl's stderr.
+    log: tempfile::NamedTempFile,
+}
+
+impl Held {
+    fn start(endpoint: &str, url: &str, extra: &[&str], handled: &[i32]) -> Self {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let mut c: Command = bin();
+        c.args([
+            "--endpoint-url",
+            endpoint,
+            "--path-style",
+            "bucket",
+            "hold",
+            url,
+            "--ttl",
+            "20s",
+        ])
+        .args(extra)
+        .args(["--", "python3", "-c", SCRIPT])
+        .args(handled.iter().map(|n| n.to_string()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log.reopen().unwrap());
+        let mut child = c.spawn().expect("spawn leasectl");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let held = Self {
+            child,
+            lines: rx,
+            log,
+        };
+        let l = held.line(Duration::from_secs(60));
+        assert_eq!(l.as_deref(), Some("ready"), "{}", held.stderr());
+        held
+    }
+
+    fn line(&self, limit: Duration) -> Option<String> {
+        self.lines.recv_timeout(limit).ok()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) of leasectl alone, a child of this test.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Waits for leasectl's exit (killing it after `limit`): its code and stderr.
+    fn finish(&mut self, limit: Duration) -> (Option<i32>, String) {
+        let t = Instant::now();
+        let code = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s.code();
+            }
+            if t.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (code, self.stderr())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// What a signal sent to `bucket hold` must do.
+#[derive(Clone, Copy, Debug)]
+enum Fate {
+    /// The command gets it; leasectl exits with the command's code.
+    Forwarded,
+    /// The command gets SIGTERM; leasectl exits 128 + the signal.
+    Ends,
+}
+
+/// One hold on `prefix`, `sig` sent once the command is ready; asserts the
+/// fate and that the lease was released. Returns a problem, if any.
+async fn one(
+    endpoint: &str,
+    store: &Arc<leasectl::store::s3::S3Store>,
+    bucket_url: &str,
+    prefix: &str,
+    extra: Vec<&'static str>,
+    sig: i32,
+    fate: Fate,
+) -> Option<String> {
+    let name = leasectl::supervise::signal_name(sig);
+    let (endpoint, url) = (endpoint.to_owned(), format!("{bucket_url}{prefix}"));
+    let (got, code, err) = tokio::task::spawn_blocking(move || {
+        let handled = match fate {
+            Fate::Forwarded => vec![sig, libc::SIGTERM],
+            Fate::Ends => vec![libc::SIGTERM],
+        };
+        let mut held = Held::start(&endpoint, &url, &extra, &handled);
+        held.signal(sig);
+        let got = held.line(Duration::from_secs(30));
+        let (code, err) = held.finish(Duration::from_secs(30));
+        (got, code, err)
+    })
+    .await
+    .unwrap();
+    let (want_got, want_code) = match fate {
+        Fate::Forwarded => (sig, 3),
+        Fate::Ends => (libc::SIGTERM, 128 + sig),
+    };
+    if got.as_deref() != Some(&format!("got {want_got}")) {
+        return Some(format!(
+            "{name}: the command said {got:?}, not got {want_got}\n{err}"
+        ));
+    }
+    if code != Some(want_code) {
+        return Some(format!("{name}: exit {code:?}, not {want_code}\n{err}"));
+    }
+    let key = format!("{prefix}LEASE");
+    if common::released_record(store.as_ref() as &dyn ObjectRead, &key)
+        .await
+        .is_none()
+    {
+        return Some(format!("{name}: the lease was not released\n{err}"));
+    }
+    None
+}
+
+/// Every signal forwarded or ending the hold, each on a hold of its own
+/// (contained: through the PID namespace's shim and init), a few at once;
+/// a few again without containment (straight to the command).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_signal_that_would_end_a_hold_is_forwarded_or_ends_it_cleanly() {
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("hold-signals");
+    common::create_bucket(&client, &bucket).await;
+    let store = common::s3_store(&m.endpoint(), &bucket);
+    let bucket_url = format!("s3://{bucket}/");
+    let mut cases: Vec<(i32, Fate, Vec<&'static str>)> = Vec::new();
+    for s in leasectl::supervise::forwarded() {
+        cases.push((s, Fate::Forwarded, vec![]));
+    }
+    for s in leasectl::supervise::ENDING {
+        cases.push((s, Fate::Ends, vec![]));
+    }
+    for s in [libc::SIGUSR1, libc::SIGRTMIN() + 1, libc::SIGXCPU] {
+        let fate = if s == libc::SIGXCPU {
+            Fate::Ends
+        } else {
+            Fate::Forwarded
+        };
+        cases.push((s, fate, vec!["--containment", "off"]));
+    }
+    let mut problems = Vec::new();
+    for (i, batch) in cases.chunks(6).enumerate() {
+        let runs = batch.iter().enumerate().map(|(j, (sig, fate, extra))| {
+            let prefix = format!("p{i}-{j}/");
+            let (endpoint, store, bucket_url) = (m.endpoint(), store.clone(), bucket_url.clone());
+            let (sig, fate, extra) = (*sig, *fate, extra.clone());
+            async move { one(&endpoint, &store, &bucket_url, &prefix, extra, sig, fate).await }
+        });
+        problems.extend(futures::future::join_all(runs).await.into_iter().flatten());
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// SIGPIPE is ignored: the hold goes on (the lease renewed, the command
+/// running), and a SIGTERM afterwards ends it as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigpipe_is_ignored_and_the_hold_goes_on() {
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("hold-sigpipe");
+    common::create_bucket(&client, &bucket).await;
+    let store = common::s3_store(&m.endpoint(), &bucket);
+    let url = format!("s3://{bucket}/db/");
+    let endpoint = m.endpoint();
+    let (after_pipe, got, code, err) = tokio::task::spawn_blocking(move || {
+        let mut held = Held::start(&endpoint, &url, &[], &[libc::SIGPIPE, libc::SIGTERM]);
+        held.signal(libc::SIGPIPE);
+        let after_pipe = held.line(Duration::from_secs(2));
+        held.signal(libc::SIGTERM);
+        let got = held.line(Duration::from_secs(30));
+        let (code, err) = held.finish(Duration::from_secs(30));
+        (after_pipe, got, code, err)
+    })
+    .await
+    .unwrap();
+    assert_eq!(after_pipe, None, "SIGPIPE reached the command: {err}");
+    assert_eq!(got.as_deref(), Some("got 15"), "{err}");
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        common::released_record(store.as_ref() as &dyn ObjectRead, "db/LEASE")
+            .await
+            .is_some(),
+        "{err}"
+    );
+}
+
+/// A command killed by a real-time signal: its status is leasectl's (128 +
+/// the signal), contained or not, and the lease is released (on main the
+/// contained hold never ended: the namespace's init lost the status).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_killed_by_a_real_time_signal_ends_the_hold() {
+    let m = moto(Moto::Conditional);
+    let client = common::sdk_client(&m.endpoint());
+    let bucket = common::bucket_name("hold-rt-death");
+    common::create_bucket(&client, &bucket).await;
+    let store = common::s3_store(&m.endpoint(), &bucket);
+    let sig = libc::SIGRTMIN() + 2;
+    for (prefix, extra) in [
+        ("contained/", vec![]),
+        ("plain/", vec!["--containment", "off"]),
+    ] {
+        let mut c = bin();
+        c.args([
+            "--endpoint-url",
+            &m.endpoint(),
+            "--path-style",
+            "bucket",
+            "hold",
+        ])
+        .arg(format!("s3://{bucket}/{prefix}"))
+        .args(["--ttl", "20s"])
+        .args(&extra)
+        .args(["--", "sh", "-c", &format!("kill -{sig} $$")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        let out = tokio::task::spawn_blocking(move || {
+            common::run_with_timeout(c, Duration::from_secs(60))
+        })
+        .await
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(128 + sig), "{prefix}: {err}");
+        let key = format!("{prefix}LEASE");
+        assert!(
+            common::released_record(store.as_ref() as &dyn ObjectRead, &key)
+                .await
+                .is_some(),
+            "{prefix}: {err}"
+        );
+    }
+}
