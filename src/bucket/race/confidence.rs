@@ -161,10 +161,12 @@ mod tests {
     #[test]
     fn races_multiply() {
         let s: Vec<u64> = (0..2_800).map(|i| i * 10).collect();
-        let c = assess(&s, 4, 100, 1_000, 1e-5);
-        assert!((c.miss - c.miss_per_race.powi(100)).abs() < 1e-12);
+        // A race of 4 over 28 ms misses a 1 ms window about 0.87 of the
+        // time: 50 races leave 7e-4, 100 races 6e-7.
+        let c = assess(&s, 4, 50, 1_000, 1e-5);
+        assert!((c.miss - c.miss_per_race.powi(50)).abs() < 1e-12);
         assert!(!c.reached(), "{c:?}");
-        let c = assess(&s, 4, 400, 1_000, 1e-5);
+        let c = assess(&s, 4, 100, 1_000, 1e-5);
         assert!(c.reached(), "{c:?}");
     }
 }
