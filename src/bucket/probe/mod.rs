@@ -289,7 +289,7 @@ pub fn scratch_key(prefix: &str) -> String {
 static FORM_CHANGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A made-up ETag no real object has.
-pub const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
+pub use crate::bucket::race::MADE_UP_ETAG;
 
 /// Scratch keys this old are left over from interrupted probes and are removed.
 pub const SWEEP_AFTER: std::time::Duration = std::time::Duration::from_secs(10 * 60);

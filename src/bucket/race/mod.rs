@@ -58,6 +58,9 @@ use serde::Serialize;
 
 use crate::store::{DeleteSupport, ObjectStore, PutCondition, StoreError};
 
+/// A made-up ETag no real object has (the race's and the probe's).
+pub const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
+
 /// Concurrent requests per round of `leasectl probe --race` (without `=N`).
 pub const PROBE_CONTENDERS: usize = 16;
 /// Rounds per primitive of `leasectl probe --race`.
