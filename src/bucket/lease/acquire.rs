@@ -221,7 +221,7 @@ impl BucketLease {
             );
         }
         if config.exclusion == Exclusion::Conditional {
-            check_store(store.as_ref(), &key).await?;
+            check_store(store.as_ref(), &key, config.ttl_s).await?;
         }
         let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {

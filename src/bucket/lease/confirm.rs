@@ -133,9 +133,14 @@ fn refusal(store: &dyn ObjectStore, broken: Broken, changed: String) -> LeaseErr
 /// store this process has caught carrying out a write it should have
 /// refused; the race check the first time ([`race::check_once`]).
 ///
-/// Errors: [`LeaseError::PreconditionsIgnored`], [`LeaseError::NotAtomic`]
-/// (nothing written), [`LeaseError::Store`] (the race check failed).
-pub(super) async fn check_store(store: &dyn ObjectStore, key: &str) -> Result<(), LeaseError> {
+/// Errors: [`LeaseError::PreconditionsIgnored`], [`LeaseError::NotAtomic`],
+/// [`LeaseError::TtlTooShort`] (nothing written), [`LeaseError::Store`] (the
+/// race check failed).
+pub(super) async fn check_store(
+    store: &dyn ObjectStore,
+    key: &str,
+    ttl_s: u64,
+) -> Result<(), LeaseError> {
     if let Some(b) = race::broken(store) {
         tracing::error!(key = %key, "{}: refused before writing anything: {b:?}", store.describe());
         return Err(refusal(store, b, "nothing written".into()));
@@ -149,10 +154,40 @@ pub(super) async fn check_store(store: &dyn ObjectStore, key: &str) -> Result<()
     // each one's rounds would count the other's creates as winners.
     let scratch = scratch_key(key, &crate::bucket::record::new_instance_id());
     let report = race::check_once(store, &scratch).await?;
-    match report.broken() {
-        Some(b) => Err(refusal(store, b, "nothing written".into())),
-        None => Ok(()),
+    if let Some(b) = report.broken() {
+        return Err(refusal(store, b, "nothing written".into()));
     }
+    fits_in_fence(store, ttl_s, report.round_trip_q90_us)
+}
+
+/// Whether the confirmation's wait on `store` fits in the fence of a
+/// `ttl_s` TTL: the write, the wait and the read back (each round trip
+/// allowed a quarter of the wait, one and a half times the 90th percentile it
+/// was sized by) must take less than two thirds of the TTL, or the fence
+/// would run out before the lease could be handed out.
+///
+/// Errors: [`LeaseError::TtlTooShort`], with the shortest TTL that fits.
+pub(super) fn fits_in_fence(
+    store: &dyn ObjectStore,
+    ttl_s: u64,
+    q90_us: Option<u64>,
+) -> Result<(), LeaseError> {
+    let wait = race::confirm_after(store);
+    // The write, the wait and the read back: 3/2 of the wait.
+    let needed = wait * 3 / 2;
+    let fence = Duration::from_secs(ttl_s) * 2 / 3;
+    if needed < fence {
+        return Ok(());
+    }
+    let min_ttl_s = (needed.as_secs_f64() * 1.5).floor() as u64 + 1;
+    tracing::error!(service = %store.describe(), ttl_s, min_ttl_s, "the confirmation's wait does not fit in the fence: refused before writing");
+    Err(LeaseError::TtlTooShort {
+        service: store.describe(),
+        ttl_s,
+        wait_s: wait.as_secs_f64(),
+        round_trip_s: q90_us.unwrap_or_default() as f64 / 1e6,
+        min_ttl_s,
+    })
 }
 
 impl BucketLease {

@@ -238,8 +238,11 @@ pub struct RaceReport {
     /// one request at a time (`If-None-Match`, `If-Match`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ignores: Option<&'static str>,
-    /// The 90th percentile of the contenders' round-trip times, microseconds
-    /// (what the acquire's confirmation waits by: [`confirm_after`]).
+    /// The 90th percentile of the round-trip times of the contenders' writes
+    /// answered as carried out after the first round (of every contender's,
+    /// when none was),
+    /// microseconds: what the acquire's confirmation waits by
+    /// ([`confirm_after`]).
     #[serde(skip)]
     pub round_trip_q90_us: Option<u64>,
 }
@@ -428,4 +431,7 @@ pub use rounds::creates_at_once;
 use rounds::{remove, run, Tally};
 #[cfg(feature = "sim")]
 pub use verdict::forget;
-pub use verdict::{broken, caught, check_once, check_once_ran, confirm_after, seen_within, Broken};
+pub use verdict::{
+    broken, caught, check_once, check_once_ran, confirm_after, seen_within, Broken,
+    CONFIRM_AFTER_MAX,
+};

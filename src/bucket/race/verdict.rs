@@ -68,10 +68,15 @@ pub fn broken(store: &dyn ObjectStore) -> Option<Broken> {
 
 /// How long after its write's answer an acquire on `store` reads its record
 /// back to confirm it: six times the 90th percentile of the round-trip times
-/// the race check measured there (between [`CONFIRM_AFTER_MIN`] and
-/// [`CONFIRM_AFTER_MAX`]), [`CONFIRM_AFTER_UNKNOWN`] before any was measured.
-/// A contender whose own read-to-answer span is longer than [`seen_within`]
-/// goes the slow way instead (see `bucket::lease::confirm`).
+/// of the writes the race check saw carried out there after its first round
+/// (whose answers wait on cold starts: a connection opened, a bucket's first
+/// write), between
+/// [`CONFIRM_AFTER_MIN`] and [`CONFIRM_AFTER_MAX`]; [`CONFIRM_AFTER_UNKNOWN`]
+/// before any was measured. (A refusal lands nothing a confirmation must
+/// see, and may be answered far later: SeaweedFS answers the losers of a
+/// contended write about a second late.) A contender whose own
+/// read-to-answer span is longer than [`seen_within`] goes the slow way
+/// instead (see `bucket::lease::confirm`).
 pub fn confirm_after(store: &dyn ObjectStore) -> Duration {
     let q90 = known()
         .checked
