@@ -507,18 +507,40 @@ server_matrix! {
     /// Two `bucket hold`s started together on one prefix: exactly one runs its
     /// command, the other exits 4, in each of 20 trials (100 trials at the
     /// engine level: engine.rs, contenders_starting_together_get_exactly_one_lease).
+    /// The winner's command runs until one of the two has exited (at most
+    /// 60 s): the loser meets a lease that is held, however long its own
+    /// acquire takes (a race check on a store slow to refuse takes seconds).
     async fn two_concurrent_holds_give_one_winner(server: Server) {
         let (endpoint, b) = server.bucket("hold-pair").await;
+        let dir = tempfile::tempdir().unwrap();
         for trial in 0..20 {
             let url = format!("s3://{b}/t{trial}/");
-            let spawn = |url: String| {
-                let mut c = bin();
-                c.args(["--endpoint-url", &endpoint, "--path-style", "bucket", "hold", &url])
-                    .args(["--ttl", "30s", "--", "sleep", "1"]);
-                tokio::task::spawn_blocking(move || run_cmd(c))
+            let done = dir.path().join(format!("t{trial}.done"));
+            let script = format!(
+                "i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+                done.display()
+            );
+            let spawn = |url: &str| {
+                bin()
+                    .args(["--endpoint-url", &endpoint, "--path-style", "bucket", "hold", url])
+                    .args(["--ttl", "30s", "--", "sh", "-c", &script])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
             };
-            let (one, two) = (spawn(url.clone()), spawn(url));
-            let (one, two) = (one.await.unwrap(), two.await.unwrap());
+            let (mut one, mut two) = (spawn(&url), spawn(&url));
+            // Once either has exited, the winner's command may end.
+            tokio::task::block_in_place(|| {
+                while one.try_wait().unwrap().is_none() && two.try_wait().unwrap().is_none() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+            std::fs::write(&done, b"").unwrap();
+            let (one, two) = tokio::task::block_in_place(|| {
+                (one.wait_with_output().unwrap(), two.wait_with_output().unwrap())
+            });
             let mut codes = [one.status.code(), two.status.code()];
             codes.sort();
             assert_eq!(
