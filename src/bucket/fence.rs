@@ -351,10 +351,6 @@ impl FenceCell {
     /// drops them unrun.
     pub(crate) fn close(&self, why: FenceClosed) {
         #[cfg(feature = "sim")]
-        if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceCloseNoop) {
-            return;
-        }
-        #[cfg(feature = "sim")]
         if why != FenceClosed::Stopped
             && crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses)
         {

@@ -76,12 +76,10 @@ pub(crate) async fn probe(
     probe_race(store, root, json, None, out).await
 }
 
-/// [`probe`], then with `race = Some(n)` (and only when no precondition is
-/// ignored or refused one request at a time) the race probe
-/// ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n` concurrent
-/// requests per primitive). Several winners of the eighth step's creates, or
-/// two in a round of the race: verdict `not_atomic`, exit 3. Interrupted
-/// (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
+/// [`probe`], then with `race = Some(n)` (and only when the steps pass) the
+/// race probe ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n`
+/// concurrent requests per primitive). Two winners in a round: verdict
+/// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
 /// scratch keys and returns 128 + the signal.
 pub(crate) async fn probe_race(
     store: &dyn ObjectStore,
@@ -97,9 +95,7 @@ pub(crate) async fn probe_race(
     let work = async {
         let result = probe_scratch(store, &key, &SystemClock::new()).await;
         let raced = match (&result, race) {
-            // Raced too when only the concurrent creates found it not
-            // atomic: the rounds say more.
-            (Ok(r), Some(n)) if r.ignored_header().is_none() && r.unsupported().is_none() => {
+            (Ok(r), Some(n)) if r.conditional() => {
                 Some(crate::bucket::race::race(store, &key, n, PROBE_ROUNDS).await)
             }
             _ => None,
@@ -165,18 +161,7 @@ fn verdict_of(
     raced: &Result<Option<RaceReport>, StoreError>,
     key: &str,
 ) -> (&'static str, Exit, String, Option<String>) {
-    // The concurrent creates' finding, where no precondition is ignored or
-    // refused one request at a time (that diagnosis is the more exact one).
-    let steps_finding = result
-        .as_ref()
-        .ok()
-        .filter(|r| r.ignored_header().is_none() && r.unsupported().is_none())
-        .and_then(|r| r.not_atomic());
-    let race_finding = raced
-        .as_ref()
-        .ok()
-        .and_then(|x| x.as_ref()?.finding())
-        .or(steps_finding);
+    let race_finding = raced.as_ref().ok().and_then(|x| x.as_ref()?.finding());
     match &result {
         Ok(_) if race_finding.is_some() => (
             "not_atomic",
@@ -270,8 +255,7 @@ async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) ->
     let mut left = Vec::new();
     let absent = format!("{key}.absent");
     let race_key = crate::bucket::race::race_key(key);
-    let concurrent = crate::bucket::probe::concurrent_key(key);
-    for k in [key, absent.as_str(), race_key.as_str(), concurrent.as_str()] {
+    for k in [key, absent.as_str(), race_key.as_str()] {
         if let Err(e) = store.delete(k, None).await {
             left.push(format!("{} ({e})", sanitize(k)));
         }

@@ -415,16 +415,6 @@ pub(super) async fn landed(
     key: &str,
     body: &[u8],
 ) -> Result<String, NotStored> {
-    landed_late(store, key, body).await.map(|(etag, _)| etag)
-}
-
-/// [`landed`], and whether the store carried our record out long after it
-/// was stamped ([`crate::bucket::lease::landed_late`]).
-pub(super) async fn landed_late(
-    store: &dyn crate::store::ObjectStore,
-    key: &str,
-    body: &[u8],
-) -> Result<(String, bool), NotStored> {
     use crate::bucket::own::{read_back, whose, Whose};
     let rb = read_back(store, key)
         .await
@@ -439,10 +429,7 @@ pub(super) async fn landed_late(
         |b| b == body,
     );
     match (owner, rb.etag()) {
-        (Whose::Ours, Some(e)) => Ok((
-            e.to_owned(),
-            crate::bucket::lease::landed_late(&rb.observed),
-        )),
+        (Whose::Ours, Some(e)) => Ok(e.to_owned()),
         (Whose::Ours, None) => Err(NotStored::Unknown(
             "the LEASE holds our record, but the service gives it no ETag, so nothing \
              conditional can follow"

@@ -90,14 +90,8 @@ async fn fence_closes_run(
     if ignore_term && !err.contains("SIGKILL") {
         problems.push("a command ignoring SIGTERM was not SIGKILLed".into());
     }
-    // Released, or (its command stopped after a grace longer than a twelfth
-    // of the TTL past the deadline, when a contender may have taken the
-    // lease) deliberately left to expire.
-    if !(err.contains("lease released")
-        || err.contains("release failed")
-        || err.contains("lease not released: its fence ran out"))
-    {
-        problems.push("neither released nor left to expire".into());
+    if !(err.contains("lease released") || err.contains("release failed")) {
+        problems.push("no release attempted".into());
     }
     // Nothing writes any more.
     let n = stamps(&log).len();
@@ -605,9 +599,6 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
         assert!(t.elapsed() < Duration::from_secs(20), "never held");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Its record is there; it holds once its confirmation (a read-back once
-    // every write that raced it has landed, 50 ms or so on moto) found it.
-    tokio::time::sleep(Duration::from_millis(700)).await;
     let now = chrono::Utc::now().to_rfc3339();
     put_raw(
         &client,

@@ -3,7 +3,6 @@
 mod adoption;
 mod clock_offset;
 mod commands;
-mod confirm;
 mod containment;
 mod engine;
 mod fence_faults;
