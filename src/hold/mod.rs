@@ -100,6 +100,10 @@ pub(crate) async fn hold(
     // Descendants that CMD orphans (a daemonized writer) become our children,
     // so the fence can find and stop them too.
     let _ = supervise::become_subreaper();
+    // The handlers before the command: a signal sent once it runs (it may
+    // say it is ready at once) is passed on, never left to its default
+    // action, which would end leasectl with the lease held.
+    let signals = supervise::Signals::new();
     let cmd = command_for(command, &key, &id, &pipe, generation, containment);
     let (child, target) = match start_command(cmd, &keep, &key, containment, command) {
         Ok(started) => started,
@@ -115,7 +119,7 @@ pub(crate) async fn hold(
         grace,
         clock.clone(),
     );
-    supervise_until_exit(child, target, keep, &key, grace, clock).await
+    supervise_until_exit(child, target, signals, keep, &key, grace, clock).await
 }
 
 /// The containment for `mode`, decided before anything is acquired:
@@ -204,7 +208,8 @@ fn arm_fence(
     });
 }
 
-/// Waits for the command, passing signals on to it ([`supervise::signals`]),
+/// Waits for the command, passing `signals` (installed before it started) on
+/// to it ([`supervise::signals`]),
 /// and says when the fence closes; then kills its leftovers and releases the
 /// lease. A signal that ends the hold (leasectl's own CPU-time or file-size
 /// limit) stops the command as the fence's close does (SIGTERM, SIGKILL after
@@ -213,12 +218,12 @@ fn arm_fence(
 async fn supervise_until_exit(
     mut child: tokio::process::Child,
     target: Option<supervise::ChildHandle>,
+    mut signals: supervise::Signals,
     keep: KeepAlive,
     key: &str,
     grace: Duration,
     clock: SharedClock,
 ) -> Exit {
-    let mut signals = supervise::Signals::new();
     let mut fenced = false;
     let mut ended: Option<i32> = None;
     loop {

@@ -273,3 +273,58 @@ async fn a_command_killed_by_a_real_time_signal_ends_the_hold() {
         );
     }
 }
+
+/// A signal sent the moment the command exists — before it could say it is
+/// ready — still has its fate: passed on to the command, leasectl exiting
+/// with the command's status and the lease released. The handlers were
+/// installed after the command was spawned: a signal in between took its
+/// default action and ended leasectl with the lease held (seen once in CI as
+/// "the command said None" for SIGRTMIN+28). 30 trials, each signalling
+/// leasectl as soon as `/proc` lists its child.
+#[test]
+fn a_signal_as_the_command_starts_is_passed_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = common::file_url(dir.path());
+    let mut problems = Vec::new();
+    for trial in 0..30 {
+        let prefix = format!("t{trial}");
+        std::fs::create_dir(dir.path().join(&prefix)).unwrap();
+        let mut c = bin();
+        c.args(["bucket", "hold", &format!("{url}{prefix}/")])
+            .args(["--ttl", "20s", "--containment", "off", "--", "sleep", "30"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let pid = child.id();
+        let t = Instant::now();
+        // As soon as the command is a child of one of leasectl's threads.
+        while !has_child(pid) {
+            if t.elapsed() > Duration::from_secs(30) || child.try_wait().unwrap().is_some() {
+                panic!("trial {trial}: the hold never started its command");
+            }
+            std::hint::spin_loop();
+        }
+        // SAFETY: kill(2) of leasectl alone, a child of this test.
+        unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
+        let status = child.wait().unwrap();
+        let released = common::released_file(&dir.path().join(&prefix).join("LEASE"));
+        // sleep ended by the forwarded SIGUSR1: 128 + 10.
+        if status.code() != Some(128 + libc::SIGUSR1) || !released {
+            problems.push(format!(
+                "trial {trial}: leasectl {status}, lease released: {released}"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Whether a thread of `pid` has a child (`/proc/PID/task/*/children`).
+fn has_child(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("children")).is_ok_and(|s| !s.trim().is_empty())
+    })
+}
