@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::common::serve::{Serve, SERVE_ARGS};
+use crate::common::serve::{sample, Serve, SERVE_ARGS};
 use crate::common::{bin, file_url, leasectl, leasectl_parts, spawn_lines, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
@@ -370,11 +370,6 @@ fn get_metrics(port: u16) -> (u16, String) {
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     (status, body)
-}
-
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 fn scrape_until(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> String {

@@ -94,3 +94,21 @@ pub fn probe_path(target: &str, module: &str) -> String {
         .finish();
     format!("/probe?{q}")
 }
+
+/// GET http://127.0.0.1:PORT/PATH with hyper's client: (status, body).
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    use http_body_util::{BodyExt, Empty};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<hyper::body::Bytes>>();
+    let uri: hyper::Uri = format!("http://127.0.0.1:{port}{path}").parse().unwrap();
+    let res = client.get(uri).await.expect("GET");
+    let status = res.status().as_u16();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The value of the sample `name{labels}` in an exposition.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text};
 use crate::common::proxy::{Mode, Proxy};
-use crate::common::serve::{Serve, SERVE_ARGS};
+use crate::common::serve::{http_get, Serve, SERVE_ARGS};
 use crate::common::tmux::Tmux;
 use crate::common::{self, bin_path, moto_bucket};
 
@@ -188,7 +188,7 @@ async fn serve_reports_an_endless_listing_as_down() {
     let errors = format!("leasectl_gather_errors_total{{target=\"{url}\"}} ");
     let started = Instant::now();
     let body = loop {
-        let body = metrics(port).await;
+        let body = http_get(port, "/metrics").await.1;
         let failed = body
             .lines()
             .find_map(|l| l.strip_prefix(&errors)?.parse::<f64>().ok())
@@ -219,17 +219,6 @@ async fn serve_reports_an_endless_listing_as_down() {
         .await
         .unwrap();
     assert_eq!(code, Some(0));
-}
-
-/// GET http://127.0.0.1:PORT/metrics.
-async fn metrics(port: u16) -> String {
-    use http_body_util::{BodyExt, Empty};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<hyper::body::Bytes>>();
-    let uri: hyper::Uri = format!("http://127.0.0.1:{port}/metrics").parse().unwrap();
-    let res = client.get(uri).await.expect("GET");
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// `probe`: its sweep of old scratch keys reads one page and says the rest

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::common::assert_exit;
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
-use crate::common::serve::{Serve, SERVE_ARGS};
+use crate::common::serve::{http_get, sample, Serve, SERVE_ARGS};
 use crate::common::{
     self, bin_path, file_url, leasectl, moto_bucket, spawn_lines, wait_json_line as wait_line,
 };
@@ -369,24 +369,6 @@ fn watch_ends_with_141_when_the_reader_goes_away() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "141");
-}
-
-/// GET http://127.0.0.1:PORT/PATH with hyper's client: (status, body).
-async fn http_get(port: u16, path: &str) -> (u16, String) {
-    use http_body_util::{BodyExt, Empty};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<hyper::body::Bytes>>();
-    let uri: hyper::Uri = format!("http://127.0.0.1:{port}{path}").parse().unwrap();
-    let res = client.get(uri).await.expect("GET");
-    let status = res.status().as_u16();
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-/// The value of the sample `name{labels}` in an exposition.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 async fn scrape_until(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> String {

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::common::cli::{bin, record, run, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
-use crate::common::serve::{Serve, SERVE_ARGS};
+use crate::common::serve::{http_get, sample, Serve, SERVE_ARGS};
 use crate::common::{self, file_url, moto, moto_bucket, spawn_lines, wait_json_line, Moto};
 
 /// [`run`] off the async runtime.
@@ -418,22 +418,6 @@ fn a_watched_local_store_that_disappears_is_an_error_until_it_is_back() {
     );
 }
 
-/// GET http://127.0.0.1:PORT/metrics with hyper's client.
-async fn metrics(port: u16) -> String {
-    use http_body_util::{BodyExt, Empty};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<hyper::body::Bytes>>();
-    let uri: hyper::Uri = format!("http://127.0.0.1:{port}/metrics").parse().unwrap();
-    let res = client.get(uri).await.expect("GET");
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// Issue 22 §5: the same under `serve`: `leasectl_target_up` 0 and
 /// `leasectl_gather_errors_total` growing while the directory is away.
 #[tokio::test(flavor = "multi_thread")]
@@ -451,7 +435,7 @@ async fn a_served_local_store_that_disappears_is_down() {
     let until = |pred: Box<dyn Fn(&str) -> bool + Send>| async move {
         let end = Instant::now() + Duration::from_secs(30);
         loop {
-            let body = metrics(port).await;
+            let body = http_get(port, "/metrics").await.1;
             if pred(&body) {
                 return body;
             }

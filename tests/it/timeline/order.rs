@@ -14,6 +14,23 @@ use super::leasectl;
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::*;
 
+/// From the start of a second: holder-a writes `key`, releases it by
+/// delete, and holder-b takes it; the `Last-Modified` of the three, as
+/// listed ([`listed_times`]).
+async fn release_and_take(client: &aws_sdk_s3::Client, b: &str, key: &str) -> Vec<DateTime<Utc>> {
+    at_a_fresh_second().await;
+    put_raw(client, b, key, &generation_body("holder-a", 1)).await;
+    client
+        .delete_object()
+        .bucket(b)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    put_raw(client, b, key, &generation_body("holder-b", 2)).await;
+    listed_times(client, b, key).await
+}
+
 /// `Last-Modified` of every version and delete marker of `key`, as listed.
 async fn listed_times(client: &aws_sdk_s3::Client, b: &str, key: &str) -> Vec<DateTime<Utc>> {
     let page = client
@@ -59,17 +76,7 @@ async fn release_and_next_in_one_second(
             break;
         }
         let key = format!("db{round}/LEASE");
-        at_a_fresh_second().await;
-        put_raw(&client, &b, &key, &generation_body("holder-a", 1)).await;
-        client
-            .delete_object()
-            .bucket(&b)
-            .key(&key)
-            .send()
-            .await
-            .unwrap();
-        put_raw(&client, &b, &key, &generation_body("holder-b", 2)).await;
-        let times = listed_times(&client, &b, &key).await;
+        let times = release_and_take(&client, &b, &key).await;
         if times.iter().any(|t| *t != times[0]) {
             eprintln!("round {round}: not within one second ({times:?}), again");
             continue;
@@ -215,17 +222,7 @@ async fn an_order_the_service_will_not_tell_is_a_problem() {
     let mut tied = None;
     for round in 0..5 {
         let key = format!("db{round}/LEASE");
-        at_a_fresh_second().await;
-        put_raw(&client, &b, &key, &generation_body("holder-a", 1)).await;
-        client
-            .delete_object()
-            .bucket(&b)
-            .key(&key)
-            .send()
-            .await
-            .unwrap();
-        put_raw(&client, &b, &key, &generation_body("holder-b", 2)).await;
-        let times = listed_times(&client, &b, &key).await;
+        let times = release_and_take(&client, &b, &key).await;
         if times.iter().all(|t| *t == times[0]) {
             tied = Some(round);
             break;
