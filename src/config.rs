@@ -32,6 +32,7 @@
 //! same rules as the matching flag; an endpoint carrying credentials is
 //! refused and never shown.
 
+use crate::exit::tell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -487,11 +488,11 @@ pub(crate) fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>,
     let explicit = asked.is_some() || std::env::var_os(CONFIG_ENV).is_some_and(|p| !p.is_empty());
     let loaded = match load(&path) {
         Err(e @ ConfigError::Read { .. }) if !explicit => {
-            eprintln!(
-                "leasectl: warning: {}; going on without contexts (only -c NAME or {CONFIG_ENV} \
+            tell(format_args!(
+                "warning: {}; going on without contexts (only -c NAME or {CONFIG_ENV} \
                  make this an error)",
                 sanitize(&e.to_string())
-            );
+            ));
             return Ok(None);
         }
         r => r?,

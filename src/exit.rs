@@ -120,10 +120,21 @@ static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(
 /// says why on stderr, here or, when nothing did, in `main` from
 /// [`Exit::fallback_reason`] (the one place that guarantees the line).
 pub fn say(why: impl std::fmt::Display) {
-    use std::io::Write;
     let line = why.to_string().replace(['\n', '\r'], " ");
-    let _ = writeln!(std::io::stderr().lock(), "leasectl: {line}");
+    tell(line);
     mark_said();
+}
+
+/// Writes `leasectl: LINE` and a line break on stderr with one `write(2)`,
+/// so a line is never torn by another process writing to the same
+/// terminal or pipe (a shell's prompt, a second job): `eprintln!` writes
+/// each piece of its format separately on the unbuffered stderr. Every
+/// line leasectl itself writes on stderr goes through here (the log's
+/// lines are written whole by `tracing`).
+pub fn tell(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let whole = format!("leasectl: {line}\n");
+    let _ = std::io::stderr().lock().write_all(whole.as_bytes());
 }
 
 /// Records that a reason was said on stderr in a form of its own (clap's

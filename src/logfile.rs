@@ -2,6 +2,7 @@
 //! and the one rule for every file leasectl appends to or locks by its path
 //! ([`sole_regular_file`]).
 
+use crate::exit::tell;
 use crate::text::sanitize;
 use std::path::Path;
 
@@ -93,11 +94,11 @@ pub(crate) fn init_at(path: &Path, filter: tracing_subscriber::EnvFilter) {
         // console owns the terminal); one that cannot be opened is not.
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
             // (a warning, not the reason for an exit: not `exit::say`)
-            eprintln!(
-                "leasectl: not logging to {}: {}",
+            tell(format_args!(
+                "not logging to {}: {}",
                 sanitize(&path.display().to_string()),
                 sanitize(&e.to_string())
-            );
+            ));
             return;
         }
         Err(_) => return,
@@ -127,10 +128,10 @@ pub(crate) fn warn_if_world_writable(path: &std::path::Path, md: &std::fs::Metad
     warned.push(path.to_owned());
     drop(warned);
     let shown = sanitize(&path.display().to_string());
-    eprintln!(
-        "leasectl: warning: {shown} is writable by every user (mode {:04o}): {risk}. Fix it with: chmod go-w {shown}",
+    tell(format_args!(
+        "warning: {shown} is writable by every user (mode {:04o}): {risk}. Fix it with: chmod go-w {shown}",
         mode & 0o7777
-    );
+    ));
 }
 
 #[cfg(test)]

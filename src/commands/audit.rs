@@ -2,6 +2,7 @@
 
 use crate::audit::{fmt_time, AuditEntry, AuditLog};
 use crate::cli::AuditListArgs;
+use crate::exit::tell;
 use crate::exit::Exit;
 use crate::setup::fail;
 use crate::setup::Shared;
@@ -48,10 +49,10 @@ pub(crate) fn audit_list(
             let mut entries = report.entries;
             entries.reverse();
             for u in report.unreadable.sentences() {
-                eprintln!(
-                    "leasectl: audit log {}: {u}",
+                tell(format_args!(
+                    "audit log {}: {u}",
                     sanitize(&path.display().to_string())
-                );
+                ));
             }
             if json {
                 let _ = writeln!(out, "{}", to_json_pretty(&entries).unwrap_or_default());

@@ -1,5 +1,6 @@
 //! `leasectl check`: the monitoring plugin (module `crate::monitor::check`).
 
+use crate::exit::tell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ pub(crate) async fn run(args: &CheckArgs, shared: &Shared) -> Exit {
         Ok(()) => status.exit(),
         Err(WriteError::Closed) => Exit::ClosedPipe,
         Err(e) => {
-            eprintln!("leasectl: could not write to stdout: {e}");
+            tell(format_args!("could not write to stdout: {e}"));
             Exit::Check(CheckStatus::Unknown)
         }
     }

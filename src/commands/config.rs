@@ -4,6 +4,7 @@
 use crate::cli::ConfigCommand;
 use crate::config::load;
 use crate::exit::say;
+use crate::exit::tell;
 use crate::exit::Exit;
 use crate::setup::Shared;
 use crate::stdout::write_line;
@@ -26,11 +27,11 @@ pub(crate) fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
                 return e.exit();
             }
             match std::fs::metadata(&path) {
-                Ok(_) => eprintln!("leasectl: the config file exists"),
-                Err(_) => eprintln!(
-                    "leasectl: the config file does not exist yet; create it with a \
+                Ok(_) => tell(format_args!("the config file exists")),
+                Err(_) => tell(format_args!(
+                    "the config file does not exist yet; create it with a \
                      [contexts.NAME] table (see docs/targets.md, \"Contexts\")"
-                ),
+                )),
             }
             Exit::Ok
         }

@@ -1,6 +1,7 @@
 //! The demo pods (real process trees under `leasectl writer exec`) and the
 //! watchdog process that removes them if the demo dies without saying goodbye.
 
+use crate::exit::tell;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs;
@@ -223,7 +224,9 @@ pub(crate) fn watchdog() -> Exit {
     if clean {
         return Exit::Ok;
     }
-    eprintln!("leasectl demo watchdog: the demo ended without cleaning up; stopping its pods");
+    tell(format_args!(
+        "demo watchdog: the demo ended without cleaning up; stopping its pods"
+    ));
     for g in groups {
         let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
     }

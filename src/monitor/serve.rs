@@ -16,6 +16,7 @@
 //! are open at once: a new one beyond it closes the oldest connection that
 //! is not being answered (or is itself closed when every one is).
 
+use crate::exit::tell;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -296,13 +297,15 @@ pub(crate) async fn serve_with_probes(
         }
     };
     let addr = listener.local_addr().unwrap_or(opts.listen);
-    eprintln!("leasectl: serving metrics on http://{addr}/metrics and http://{addr}/healthz");
+    tell(format_args!(
+        "serving metrics on http://{addr}/metrics and http://{addr}/healthz"
+    ));
     if let Some(p) = &prober {
         let names: Vec<&str> = p.module_names().collect();
-        eprintln!(
-            "leasectl: answering probes on http://{addr}/probe?target=URL&module=NAME (modules: {})",
+        tell(format_args!(
+            "answering probes on http://{addr}/probe?target=URL&module=NAME (modules: {})",
             crate::text::sanitize(&names.join(", "))
-        );
+        ));
     }
     let mut metrics_ = Metrics::new();
     if let Some(p) = prober.clone() {
@@ -390,7 +393,9 @@ pub(crate) async fn serve_with_probes(
         p.stop();
     }
     // A serve that stops says why, always.
-    eprintln!("leasectl: serve stopped: {why} received; connections were closed");
+    tell(format_args!(
+        "serve stopped: {why} received; connections were closed"
+    ));
     crate::exit::Exit::Ok
 }
 

@@ -1,6 +1,7 @@
 //! What every command shares ([`Shared`]: how to reach the stores, the
 //! exclusion mode, the terminal), and the plumbing the commands share.
 
+use crate::exit::tell;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -218,9 +219,9 @@ pub(crate) async fn announce(what: &str, connector: &Connector, target: &Target)
         Target::Local { .. } => String::new(),
         Target::S3 { .. } => format!(" at {}", connector.endpoint(target).await),
     };
-    eprintln!(
-        "leasectl: {what} on {}: the lease is the {}{endpoint}",
+    tell(format_args!(
+        "{what} on {}: the lease is the {}{endpoint}",
         sanitize(&target.to_string()),
         target.lease_location()
-    );
+    ));
 }

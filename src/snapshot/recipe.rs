@@ -6,6 +6,7 @@
 //! by one ([`Recipe::mark`], [`Recipe::scan_pod`]): it refreshes changed rows
 //! alone and scans the pod on a cadence of its own.
 
+use crate::exit::tell;
 use std::path::PathBuf;
 
 use super::delta::{Delta, RowUpdate};
@@ -175,15 +176,15 @@ pub(super) async fn read_takeovers(audit: &AuditSource) -> (TakeoverIndex, Audit
         ..report
     };
     if let Some(e) = &report.error {
-        eprintln!(
-            "leasectl: {}; the last takeover of each prefix is unknown{}",
+        tell(format_args!(
+            "{}; the last takeover of each prefix is unknown{}",
             sanitize_message(e),
             if requested {
                 ""
             } else {
                 " (the default log; name one with --audit-log to make this an error)"
             }
-        );
+        ));
     }
     (index, report)
 }

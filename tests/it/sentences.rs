@@ -282,3 +282,114 @@ fn a_held_commands_failure_is_said_by_main() {
     );
     assert!(!err.lines().any(is_log_line), "{err}");
 }
+
+/// What one process's stderr received, a `write(2)` a datagram: stderr is
+/// one end of a datagram socket pair, so each write arrives whole and
+/// alone. Reads until the process ends (its end of the pair is closed and
+/// nothing is left) or `limit`; `during` runs once the first line is in.
+fn writes_of(mut c: Command, limit: Duration, during: impl FnOnce(u32)) -> Vec<Vec<u8>> {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixDatagram;
+    let (ours, theirs) = UnixDatagram::pair().unwrap();
+    c.env_remove("LEASECTL_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(OwnedFd::from(theirs)));
+    let mut child = c.spawn().unwrap();
+    drop(c); // the parent's copy of the child's end, so the end is seen
+    ours.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + limit;
+    let mut writes = Vec::new();
+    let mut during = Some(during);
+    let mut buf = vec![0u8; 65536];
+    while std::time::Instant::now() < deadline {
+        match ours.recv(&mut buf) {
+            Ok(n) => {
+                writes.push(buf[..n].to_vec());
+                if let Some(f) = during.take() {
+                    f(child.id());
+                }
+            }
+            Err(_) => {
+                if child.try_wait().unwrap().is_some() {
+                    // Whatever was written before the exit is queued.
+                    while let Ok(n) = ours.recv(&mut buf) {
+                        writes.push(buf[..n].to_vec());
+                    }
+                    return writes;
+                }
+            }
+        }
+    }
+    let _ = child.kill();
+    panic!(
+        "the command did not end in {limit:?}; it wrote {:?}",
+        writes
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Every line leasectl writes on stderr is one `write(2)`, whole (CI: a
+/// shell's prompt landed inside `leasectl: serve stopped: |prompt|SIGTERM
+/// received…`, as `eprintln!` wrote each piece of its format on its own):
+/// `serve`'s start and stop, a refusal's reason, a warning, and `main`'s
+/// line for a held command's failure.
+#[test]
+fn every_line_on_stderr_is_written_whole_at_once() {
+    let dir = stale_store();
+    let url = file_url(dir.path());
+    std::fs::create_dir_all(dir.path().join("held")).unwrap();
+    let held = format!("{url}held/");
+    let stale = format!("{url}db/");
+    let serve = {
+        let mut c = bin();
+        c.args(["serve", "--no-pod", &url, "--listen", "127.0.0.1:0"]);
+        c
+    };
+    let mut cases: Vec<(&str, Vec<Vec<u8>>)> = vec![(
+        "serve, stopped by SIGTERM",
+        writes_of(serve, Duration::from_secs(60), |pid| {
+            // SAFETY: a signal to the child this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        }),
+    )];
+    for (what, args) in [
+        ("a snapshot that exits 3", vec!["--json", "--no-pod", &url]),
+        (
+            "a refused takeover",
+            vec![
+                "takeover",
+                &stale,
+                "--reason",
+                "r",
+                "--audit-log",
+                "/dev/null",
+            ],
+        ),
+        (
+            "a held command's failure",
+            vec!["bucket", "hold", &held, "--", "sh", "-c", "exit 7"],
+        ),
+    ] {
+        let mut c = bin();
+        c.args(&args);
+        cases.push((what, writes_of(c, Duration::from_secs(60), |_| {})));
+    }
+    for (what, writes) in cases {
+        let shown: Vec<String> = writes
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        assert!(!writes.is_empty(), "{what}: nothing on stderr");
+        for w in &shown {
+            assert!(
+                w.starts_with("leasectl: ") && w.ends_with('\n') && w.matches('\n').count() == 1,
+                "{what}: a write that is not one whole line: {w:?}; all the writes: {shown:#?}"
+            );
+        }
+    }
+}

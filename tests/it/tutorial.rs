@@ -207,8 +207,24 @@ impl Drop for Session {
 /// The marker the shell prints before each prompt, with the last status.
 const MARKER: &str = "@@tutorial-status ";
 
+/// How many prompts the shell has printed: wherever the marker stands, as
+/// a job in the background may have written the start of a line just
+/// before it.
 fn markers(history: &str) -> usize {
-    history.lines().filter(|l| l.starts_with(MARKER)).count()
+    history.matches(MARKER).count()
+}
+
+/// `line` without the prompts' markers in it (`@@tutorial-status 0`).
+fn unmarked(line: &str) -> String {
+    let mut rest = line;
+    let mut kept = String::new();
+    while let Some(at) = rest.find(MARKER) {
+        kept.push_str(&rest[..at]);
+        let after = &rest[at + MARKER.len()..];
+        rest = after.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    kept.push_str(rest);
+    kept
 }
 
 #[test]
@@ -338,7 +354,8 @@ fn output_of(t: &Tmux, command: &str) -> Vec<String> {
     lines[start + 1..]
         .iter()
         .filter(|l| !l.starts_with(MARKER))
-        .map(|l| l.strip_prefix("$ ").unwrap_or(l).to_string())
+        .map(|l| unmarked(l))
+        .map(|l| l.strip_prefix("$ ").map(str::to_owned).unwrap_or(l))
         .collect()
 }
 
