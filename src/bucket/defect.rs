@@ -84,13 +84,37 @@ pub fn on(d: Defect) -> bool {
 
 thread_local! {
     static IDS: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+    /// How many stamp phases and scratch keys this thread made while seeded.
+    static COUNTS: Cell<Option<(u32, u64)>> = const { Cell::new(None) };
 }
 
 /// Makes [`crate::bucket::new_instance_id`] draw from `seed` on this thread
 /// (`None`: from the system's generator again), so that the ids a takeover
-/// makes up replay with the simulator's seed.
+/// makes up replay with the simulator's seed; the contenders' stamp phases
+/// and the scratch keys' numbers are counted on this thread too (the
+/// process-wide counts run on with every test of the binary).
 pub(crate) fn seed_ids(seed: Option<u64>) {
     IDS.with(|i| i.set(seed.map(|s| (s, 0))));
+    COUNTS.with(|c| c.set(seed.map(|_| (0, 0))));
+}
+
+/// While seeded: the next contender's stamp phase (1, 2, … in the order the
+/// contenders are made, [`crate::bucket::own::new_phase`]).
+pub(crate) fn next_phase() -> Option<u16> {
+    COUNTS.with(|c| {
+        let (phases, keys) = c.get()?;
+        c.set(Some((phases + 1, keys)));
+        Some((1 + phases % 999) as u16)
+    })
+}
+
+/// While seeded: the next scratch key's number on this thread.
+pub(crate) fn next_scratch() -> Option<u64> {
+    COUNTS.with(|c| {
+        let (phases, keys) = c.get()?;
+        c.set(Some((phases, keys + 1)));
+        Some(keys)
+    })
 }
 
 /// The next id of the seeded sequence, if [`seed_ids`] set one: 32 hex

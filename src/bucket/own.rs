@@ -84,6 +84,40 @@ pub(crate) fn holder_stamps(
     }
 }
 
+/// A stamp phase for a new contender ([`stamp`]): 1 to 999, from this
+/// process's pid and a count of the contenders it made, so that two
+/// contenders of one process, or of two processes with different pids mod
+/// 999, never share one.
+pub(crate) fn new_phase() -> u16 {
+    #[cfg(feature = "sim")]
+    if let Some(phase) = super::defect::next_phase() {
+        return phase;
+    }
+    static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // 337 is prime to 999: pids one apart land far apart.
+    let spread = std::process::id().wrapping_mul(337).wrapping_add(n) % 999;
+    (1 + spread) as u16
+}
+
+/// The time a contender on `phase` stamps for a write at `now`: the last
+/// microsecond at or before `now` whose count mod 1000 is `phase`, less than
+/// a millisecond back (a record so stamped reads as older, never younger).
+///
+/// Why: a body is proof of authorship ([`whose`]), so two contenders must
+/// not write the same bytes. Two processes under one instance id that wrote
+/// in the same microsecond did (CI: two successors of one hand-over,
+/// started together, both stamped 09:32:49.289558; the loser of the
+/// `If-Match` took the winner's record for its own write whose answer was
+/// lost). On different phases they never write the same bytes.
+pub(crate) fn stamp(
+    now: chrono::DateTime<chrono::Utc>,
+    phase: u16,
+) -> chrono::DateTime<chrono::Utc> {
+    let at = i64::from(now.timestamp_subsec_micros() % 1000);
+    now - chrono::Duration::microseconds((at - i64::from(phase)).rem_euclid(1000))
+}
+
 /// Whose a stored LEASE is, to a process running as `instance_id` ([`whose`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Whose {
@@ -287,6 +321,29 @@ mod tests {
         sent.add(&seed.to_body());
         let (o, b) = present(&seed);
         assert_eq!(whose(&o, Some(&b), "me", |x| sent.proves(x)), Whose::Ours);
+    }
+
+    #[test]
+    fn a_stamp_falls_on_the_contenders_phase_at_most_a_millisecond_back() {
+        let phase = new_phase();
+        assert!((1..=999).contains(&phase));
+        assert_ne!(new_phase(), phase, "two contenders of one process");
+        let base = chrono::DateTime::parse_from_rfc3339("2026-12-07T09:32:49.289000Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        for us in [0, 1, 289, 558, 998, 999, 1000, 1558, 123_456] {
+            let now = base + chrono::Duration::microseconds(us);
+            let s = stamp(now, phase);
+            assert!(
+                s <= now && now - s < chrono::Duration::milliseconds(1),
+                "{now} → {s}"
+            );
+            assert_eq!(
+                s.timestamp_subsec_micros() % 1000,
+                u32::from(phase),
+                "{now} → {s}"
+            );
+        }
     }
 
     #[test]

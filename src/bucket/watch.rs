@@ -7,13 +7,26 @@ use std::time::Duration;
 /// may be taken over once the same ETag has been seen unchanged for one of
 /// the contender's own TTLs (bucket-lease spec, "A lease stamped far in the
 /// future"); any change of ETag starts the watch again.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LeaseWatch {
     seen: Option<(String, Duration)>,
+    /// The microsecond phase this contender's stamps fall on
+    /// ([`super::own::stamp`]), kept by the lease it acquires.
+    pub(crate) phase: u16,
     /// The bodies this contender sent whose answers it did not see: a record
     /// naming its id is adopted only when it is one of them
     /// ([`super::own`]).
     pub(crate) sent: super::own::Sent,
+}
+
+impl Default for LeaseWatch {
+    fn default() -> Self {
+        Self {
+            seen: None,
+            phase: super::own::new_phase(),
+            sent: super::own::Sent::default(),
+        }
+    }
 }
 
 impl LeaseWatch {

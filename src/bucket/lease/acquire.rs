@@ -228,7 +228,8 @@ impl BucketLease {
             rounds
                 .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
                 .await?;
-            let now = clock.wall();
+            // On this process's phase: no other process writes these bytes.
+            let now = stamp(clock.wall(), watch.phase);
             let mono = clock.mono();
             // The one rule: whose is it (own::whose)? The id alone proves nothing.
             let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
@@ -312,6 +313,7 @@ impl BucketLease {
                 etag,
                 body: body.clone(),
                 unanswered: Sent::default(),
+                phase: watch.phase,
                 renewed_mono: mono,
                 not_before_mono: None,
                 lost: false,

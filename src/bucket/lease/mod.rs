@@ -61,7 +61,7 @@ use serde::Serialize;
 use super::error::LeaseError;
 use super::fence::{FenceDeadline, FenceStatus};
 use super::judge::{judge, LeaseState, Observed};
-use super::own::{holder_stamps, read_back, whose, ReadBack, Sent, Whose};
+use super::own::{holder_stamps, read_back, stamp, whose, ReadBack, Sent, Whose};
 use super::probe;
 use super::record::{lease_key, LeaseRecord, RecordFormat};
 use super::watch::LeaseWatch;
@@ -195,6 +195,8 @@ pub struct BucketLease {
     body: Vec<u8>,
     /// Bodies sent whose answers were not seen ([`Sent`]).
     unanswered: Sent,
+    /// The microsecond phase of this holder's stamps ([`stamp`]).
+    phase: u16,
     /// Boot-time and wall readings taken just before the last successful write
     /// (the wall reading is the record's `renewed_at`).
     renewed_mono: Duration,
@@ -276,6 +278,7 @@ impl BucketLease {
             config,
             body: record.to_body(),
             unanswered: Sent::default(),
+            phase: super::own::new_phase(),
             record,
             etag,
             renewed_mono,
@@ -382,11 +385,33 @@ impl BucketLease {
     }
 }
 
-/// The scratch key next to lease `key` for checks of instance `id`:
-/// `{prefix}/.leasectl-probe/{id}`.
+/// The scratch key next to lease `key` for a check of instance `id`, this
+/// call's own: `{prefix}/.leasectl-probe/{id}.{process}.{n}` — `process` is
+/// the pid and a number drawn once at random (pids repeat across hosts and
+/// containers), `n` counts this process's calls. Two processes under one
+/// id checking at once must not share a key (CI: two successors of one
+/// hand-over raced each other's creates on one scratch key, and one found
+/// "2 of 4 concurrent requests won" on an atomic store). The simulator's
+/// processes share one pid: there the calls' count keeps them apart, and
+/// no random number is drawn (a seed replays byte for byte).
 pub(crate) fn scratch_key(key: &str, id: &str) -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static DRAWN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let drawn = *DRAWN.get_or_init(|| {
+        if cfg!(feature = "sim") {
+            0
+        } else {
+            rand::random()
+        }
+    });
+    #[cfg(feature = "sim")]
+    let seeded = super::defect::next_scratch();
+    #[cfg(not(feature = "sim"))]
+    let seeded = None;
+    let n = seeded.unwrap_or_else(|| CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     let dir = key.strip_suffix("LEASE").unwrap_or(key);
-    format!("{dir}.leasectl-probe/{id}")
+    let pid = std::process::id();
+    format!("{dir}.leasectl-probe/{id}.{pid}-{drawn:08x}.{n}")
 }
 
 /// Reads the LEASE at `key` as an observation; with `if_none_match` (the

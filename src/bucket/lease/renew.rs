@@ -20,7 +20,8 @@ impl BucketLease {
         }
         let mut tally = Conflicts::default();
         for _ in 0..MAX_ROUNDS {
-            let now = self.clock.wall();
+            // On this process's phase: no other process writes these bytes.
+            let now = stamp(self.clock.wall(), self.phase);
             let mono = self.clock.mono();
             let record = LeaseRecord {
                 renewed_at: holder_stamps(self.record.acquired_at, now).1,

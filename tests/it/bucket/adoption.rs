@@ -218,6 +218,78 @@ async fn a_handover_is_taken_up_by_one_successor_only_moto() {
     handover_taken_up_once(&moto_place("handover-once").await, 10).await
 }
 
+/// Two successors of one hand-over whose clocks read the same microsecond
+/// (one stopped clock, as two processes started together can have by
+/// chance — CI's two successors both stamped 09:32:49.289558): exactly one
+/// takes the hand-over up; the other is refused as another process under
+/// its id. Before each contender stamped on a phase of its own, both wrote
+/// the same bytes, and the loser of the `If-Match` took the winner's record
+/// for its own write whose answer was lost: two holders. Local store and
+/// moto, many rounds (the two reads must both come before either write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn successors_stamping_the_same_microsecond_are_told_apart() {
+    use leasectl::bucket::{BucketLease, LeaseConfig, LeaseError, LeaseWatch};
+    use leasectl::clock::{ManualClock, SharedClock};
+    for p in [local_place(), moto_place("same-microsecond").await] {
+        for round in 0..20 {
+            let (_, key) = (p.url)(round);
+            let prefix = key.strip_suffix("LEASE").unwrap().to_owned();
+            let at = Utc::now() - chrono::Duration::seconds(1);
+            let handover = LeaseRecord {
+                instance_id: "succ".into(),
+                acquired_at: at,
+                renewed_at: at,
+                ttl_s: 30,
+                generation: Some(7),
+                released_at: None,
+            };
+            p.store
+                .put(&key, handover.to_body(), PutCondition::None)
+                .await
+                .unwrap();
+            let stopped: SharedClock = Arc::new(ManualClock::new(Utc::now()));
+            let cfg = LeaseConfig {
+                ttl_s: 30,
+                ..LeaseConfig::default()
+            };
+            let take = || {
+                let (store, clock, prefix, cfg) = (
+                    p.store.clone(),
+                    stopped.clone(),
+                    prefix.clone(),
+                    cfg.clone(),
+                );
+                tokio::spawn(async move {
+                    BucketLease::acquire_as(
+                        store,
+                        clock,
+                        &prefix,
+                        "succ",
+                        cfg,
+                        &mut LeaseWatch::new(),
+                    )
+                    .await
+                })
+            };
+            let (a, b) = (take(), take());
+            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            let refused = |r: &Result<BucketLease, LeaseError>| {
+                matches!(r, Err(LeaseError::SameInstanceId { .. }))
+            };
+            assert!(
+                a.is_ok() != b.is_ok() && (refused(&a) || refused(&b)),
+                "round {round} on {}: not exactly one successor: {:?} / {:?}",
+                p.endpoint,
+                a.as_ref().map(|_| "held"),
+                b.as_ref().map(|_| "held"),
+            );
+            for l in [a, b].into_iter().flatten() {
+                let _ = l.release().await;
+            }
+        }
+    }
+}
+
 /// Holder A (`--instance-id same`) is stalled (SIGSTOP, with its command)
 /// past its TTL; B, under the same id, takes the stale record over and
 /// runs. When A wakes, its fence has closed and its renewal finds a record
