@@ -282,6 +282,14 @@ fn data_dir_target(
         Place::PodRoot { root: Ok(r), .. } => {
             super::ns::open_in_root(r, &std::path::absolute(dir).unwrap_or(dir.into()), flags)
         }
+        // A process of an auto-detected pod that ended while it was scanned:
+        // its mount namespace is no place of the pod any more (its locks went
+        // with it, or live on in processes that are places of their own).
+        Place::PodRoot {
+            root: Err(e),
+            also: true,
+            ..
+        } if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Place::PodRoot {
             pid, root: Err(e), ..
         } => {

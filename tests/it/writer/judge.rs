@@ -593,3 +593,44 @@ fn lock_file_not_regular_is_its_own_verdict() {
     assert_eq!(kinds(&o), vec![(LockNotRegular, vec![])]);
     assert!(judge(&o).verdicts[0].message.contains("symbolic link"));
 }
+
+/// A process of an auto-detected pod in another mount namespace that ended
+/// while the scan read it (a fake /proc: its `root` is gone, as a process's
+/// is once it has exited): its namespace is no place of the pod any more,
+/// so `--data-dir`'s lock file is shown once, as the viewer sees it — not a
+/// second time as "unknown in pid N's mount namespace" (CI: a namespaced
+/// pod of another test ended during a scan and this was reported).
+#[test]
+fn a_pod_process_that_ended_during_the_scan_adds_no_place() {
+    let root = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = stat.split_once(") ").unwrap().1;
+    let mut fields: Vec<&str> = rest.split(' ').collect();
+    fields[1] = "1";
+    let d = root.path().join("100");
+    for sub in ["fd", "fdinfo", "ns"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    std::fs::write(d.join("stat"), format!("100 (fake) {}", fields.join(" "))).unwrap();
+    std::fs::write(d.join("cmdline"), b"fake\0").unwrap();
+    std::fs::write(d.join("environ"), b"CLOUD_WRITER_LEASE=1\0").unwrap();
+    std::os::unix::fs::symlink("mnt:[4026532999]", d.join("ns/mnt")).unwrap();
+    std::fs::create_dir_all(root.path().join("self/ns")).unwrap();
+    std::os::unix::fs::symlink("mnt:[4026531841]", root.path().join("self/ns/mnt")).unwrap();
+    std::fs::write(root.path().join("locks"), "").unwrap();
+    std::fs::write(root.path().join("uptime"), "100.0 50.0\n").unwrap();
+    let s = scan(&ScanOptions {
+        proc_root: root.path().to_path_buf(),
+        data_dirs: vec![data.path().to_owned()],
+        ..ScanOptions::default()
+    })
+    .unwrap();
+    assert_eq!(
+        s.processes.iter().map(|p| p.pid).collect::<Vec<_>>(),
+        vec![100],
+        "{s:#?}"
+    );
+    assert_eq!(s.locks.len(), 1, "{:#?}", s.locks);
+    assert!(!s.locks[0].path.contains("mount namespace"), "{:#?}", s.locks);
+}
