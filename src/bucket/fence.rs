@@ -228,12 +228,9 @@ pub(crate) fn check_holder_clock(
     }
 }
 
-/// What a close hook is told: why, and the deadline it closed on.
+/// What a close hook is told: the deadline the fence closed on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FenceClose {
-    /// Why the fence closed.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub reason: FenceClosed,
     /// The deadline in force when it closed.
     pub deadline: FenceDeadline,
 }
@@ -291,12 +288,6 @@ impl FenceCell {
     /// Why the fence closed, once it has.
     pub(crate) fn closed_reason(&self) -> Option<FenceClosed> {
         self.lock().closed
-    }
-
-    /// The deadline in force.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn deadline(&self) -> FenceDeadline {
-        self.lock().deadline
     }
 
     /// Reads the clocks and publishes the result; closes the fence (for good)
@@ -368,10 +359,7 @@ impl FenceCell {
             // Hooks stop writers: they run first, before anything that could
             // wait (a lock, a log line, a wake-up of the runtime).
             for hook in hooks {
-                hook(FenceClose {
-                    reason: why,
-                    deadline,
-                });
+                hook(FenceClose { deadline });
             }
         }
         self.tx.send_replace(false);
@@ -394,10 +382,10 @@ impl FenceCell {
         match g.closed {
             None => g.hooks.push(Box::new(hook)),
             Some(FenceClosed::Stopped) => {}
-            Some(reason) => {
+            Some(_) => {
                 let deadline = g.deadline;
                 drop(g);
-                hook(FenceClose { reason, deadline });
+                hook(FenceClose { deadline });
             }
         }
     }

@@ -141,7 +141,7 @@ impl Observed {
         }
     }
 
-    /// What [`judge`] and [`next_change`] read of it, borrowed.
+    /// What [`judge`] and [`next_change_view`] read of it, borrowed.
     pub fn view(&self) -> ObservedView<'_> {
         match self {
             Observed::Absent => ObservedView::Absent,
@@ -339,15 +339,10 @@ pub(crate) enum VerdictChange {
     Always,
 }
 
-/// When the verdict of [`judge`] on `obs` can next change after `now` (the
-/// rules of the module docs, read for their instants). The console judges a
-/// row off screen again only then; `tests` check it against [`judge`].
-#[allow(dead_code)] // used by its unit tests only (issue 49 §3)
-pub(crate) fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
-    next_change_view(obs.view(), now)
-}
-
-/// [`next_change`] on a borrowed view of what was read.
+/// When the verdict of [`judge`] on `obs`, a borrowed view of what was read,
+/// can next change after `now` (the rules of the module docs, read for their
+/// instants). The console judges a row off screen again only then; `tests`
+/// check it against [`judge`].
 pub(crate) fn next_change_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> VerdictChange {
     let ObservedView::Present { record: Ok(r), .. } = obs else {
         return VerdictChange::Never;
@@ -561,6 +556,11 @@ mod tests {
         assert_eq!(j.state, LeaseState::Malformed);
         assert_eq!(j.problem.as_deref(), Some("body is not JSON"));
         assert!(j.sentence().contains("seen unchanged for one TTL"));
+    }
+
+    /// [`next_change_view`] on an owned observation.
+    fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
+        next_change_view(obs.view(), now)
     }
 
     /// `next_change` against `judge` itself: for fresh, stale, suspect,

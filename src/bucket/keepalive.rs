@@ -135,12 +135,6 @@ impl KeepAlive {
         self.cell.on_close(hook)
     }
 
-    /// True once the task has ended (lease lost or fence closed).
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
-    }
-
     /// Stops renewing and returns the lease (to release it), or the error
     /// that ended the task (e.g. [`LeaseError::Lost`]).
     pub async fn stop(mut self) -> Result<BucketLease, LeaseError> {

@@ -204,16 +204,6 @@ pub(crate) fn race_key(probe_key: &str) -> String {
     format!("{probe_key}.race")
 }
 
-/// Removes the race scratch key of `probe_key`, unconditionally (after an
-/// interruption, or when a race failed half-way). Deleting an absent key is
-/// no error.
-///
-/// Errors: the store's, when the delete failed.
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) async fn cleanup(store: &dyn ObjectStore, probe_key: &str) -> Result<(), StoreError> {
-    store.delete(&race_key(probe_key), None).await
-}
-
 /// How one contender's request went.
 enum Answer {
     Won(String),

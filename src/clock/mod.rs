@@ -140,7 +140,7 @@ impl ManualClock {
 
     /// Set the wall clock only (a step such as NTP correcting, or a suspend the
     /// monotonic clock did not see).
-    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    #[cfg(test)]
     pub(crate) fn set_wall(&self, wall: DateTime<Utc>) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).0 = wall;
     }

@@ -63,24 +63,14 @@ struct ProbeJson<'a> {
 }
 
 /// Runs the probe on the scratch key under `root` and prints the findings
-/// (as text, or as one JSON document with `json`). Returns the exit code: 0
-/// conditional (perhaps with adaptations, each named), 3 a precondition
-/// ignored or conditional writes not supported, 1 not permitted or unreachable.
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) async fn probe(
-    store: &dyn ObjectStore,
-    root: &str,
-    json: bool,
-    out: &mut impl std::io::Write,
-) -> Exit {
-    probe_race(store, root, json, None, out).await
-}
-
-/// [`probe`], then with `race = Some(n)` (and only when the steps pass) the
-/// race probe ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n`
-/// concurrent requests per primitive). Two winners in a round: verdict
-/// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
-/// scratch keys and returns 128 + the signal.
+/// (as text, or as one JSON document with `json`), then with `race = Some(n)`
+/// (and only when the steps pass) the race probe ([`crate::bucket::race`]:
+/// [`PROBE_ROUNDS`] rounds of `n` concurrent requests per primitive).
+/// Returns the exit code: 0 conditional (perhaps with adaptations, each
+/// named), 3 a precondition ignored, conditional writes not supported or
+/// two winners in a round (verdict `not_atomic`), 1 not permitted or
+/// unreachable. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it
+/// removes its scratch keys and returns 128 + the signal.
 pub(crate) async fn probe_race(
     store: &dyn ObjectStore,
     root: &str,

@@ -351,7 +351,6 @@ impl Metrics {
     }
 
     /// The session's holder changes, per prefix.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
     pub(crate) fn history(&self) -> &History {
         &self.history
     }
@@ -562,7 +561,7 @@ impl Metrics {
 
     /// The text exposition of every metric (OpenMetrics text, which
     /// Prometheus and node_exporter's textfile collector read).
-    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    #[cfg(test)]
     pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.

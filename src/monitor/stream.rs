@@ -238,35 +238,6 @@ fn error_lines(t: &TargetReport, time: &str, emit: &mut impl FnMut(String)) {
     }
 }
 
-/// `-o ndjson`: every row of `snap` (errors, leases, the pod when scanned),
-/// then a `summary` line, each given to `emit` as it is made (the lines are
-/// never held together: at 10,000 rows they are 6 MB).
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) fn snapshot_lines(snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(String)) {
-    let time = ts(snap.generated_at);
-    for t in &snap.targets {
-        error_lines(t, &time, &mut emit);
-        for p in &t.prefixes {
-            emit(line(&LeaseLine {
-                kind: "lease",
-                time: time.clone(),
-                target: &t.url,
-                at: Where::of(t),
-                row: p,
-            }));
-        }
-    }
-    if pod_scanned {
-        emit(line(&PodLine {
-            kind: "pod",
-            time,
-            verdicts: &snap.pod.verdicts,
-            pod_error: snap.pod_error.as_deref(),
-        }));
-    }
-    emit(counts(snap, "summary"));
-}
-
 /// `-o ndjson` of a streamed gather ([`crate::snapshot::gather_streamed`]):
 /// the lines of one thing it handed on — a `lease` line for a row (its
 /// `time`: when the row was judged), a target's `error` lines once it is

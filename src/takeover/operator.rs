@@ -23,9 +23,6 @@ pub(crate) struct OperatorTakeover {
     pub prefix: String,
     /// The URL as given (shown and audited).
     pub url: String,
-    /// Endpoint, for the audit entry.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub endpoint: String,
     /// Bucket, for S3.
     pub bucket: Option<String>,
     /// `--reason`.

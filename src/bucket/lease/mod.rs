@@ -318,24 +318,6 @@ impl BucketLease {
         self.fence_status().is_open()
     }
 
-    /// Time left before the fence closes (zero once closed or not yet open).
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn fence_remaining(&self) -> Duration {
-        match self.fence_status() {
-            FenceStatus::Open(d) => d,
-            _ => Duration::ZERO,
-        }
-    }
-
-    /// This host's wall clock against the service's, in seconds (service
-    /// minus this clock), from the `Date` of the service's latest answer;
-    /// `None` where the store has no clock of its own (a local directory) or
-    /// has not answered yet.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn server_offset_s(&self) -> Option<f64> {
-        self.server_offset().map(|o| o.against(self.clock.as_ref()))
-    }
-
     /// The service's latest clock estimate (see [`ObjectRead::server_offset`]).
     pub fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
         self.store.server_offset()

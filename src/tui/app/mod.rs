@@ -262,12 +262,6 @@ impl App {
         self.session.audit_for(t, p, n)
     }
 
-    /// Requests per minute over the last minute, and errors in it.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn request_rate(&self) -> Option<(f64, u64)> {
-        self.rates().map(|r| (r.requests_per_min, r.errors))
-    }
-
     /// Request rates over the last minute (None before two readings a second apart).
     pub(crate) fn rates(&self) -> Option<Rates> {
         self.requests.rates()
