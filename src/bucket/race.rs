@@ -41,6 +41,7 @@ use tokio::time::Instant;
 use serde::Serialize;
 
 use crate::store::{DeleteSupport, ObjectStore, PutCondition, StoreError};
+use crate::text::{format_secs, sanitize};
 
 /// Concurrent requests per round of `leasectl probe --race` (without `=N`).
 pub(crate) const PROBE_CONTENDERS: usize = 16;
@@ -193,7 +194,7 @@ impl RaceReport {
         format!(
             "{} requests in {}",
             self.requests,
-            crate::text::format_secs(self.elapsed_ms as f64 / 1000.0)
+            format_secs(self.elapsed_ms as f64 / 1000.0)
         )
     }
 }
@@ -536,7 +537,7 @@ async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) -> Vec<String
         if let Err(e) = store.delete(key, None).await {
             return vec![format!(
                 "could not remove the scratch key {}: {e}",
-                crate::text::sanitize(key)
+                sanitize(key)
             )];
         }
         if t.in_flight == 0 {
@@ -555,7 +556,7 @@ async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) -> Vec<String
                 Err(e) => {
                     return vec![format!(
                         "could not check that the scratch key {} is gone: {e}",
-                        crate::text::sanitize(key)
+                        sanitize(key)
                     )]
                 }
             }
@@ -564,7 +565,7 @@ async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) -> Vec<String
     vec![format!(
         "the scratch key {} kept reappearing (requests given up on were still carried out); \
          a later probe removes it after 10 minutes",
-        crate::text::sanitize(key)
+        sanitize(key)
     )]
 }
 
