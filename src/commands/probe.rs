@@ -1,9 +1,9 @@
 //! `leasectl probe`: does the service really honour If-None-Match and If-Match?
 
 use crate::bucket::error::{BEST_EFFORT, FAIL_CLOSED};
-use crate::bucket::probe::{probe_scratch, PreconditionReport};
+use crate::bucket::probe::{probe_scratch, scratch_key, PreconditionReport};
 use crate::bucket::race::{RaceReport, PROBE_ROUNDS};
-use crate::bucket::CONDITIONAL_SWITCH;
+use crate::bucket::{race, CONDITIONAL_SWITCH};
 use crate::cli::ProbeArgs;
 use crate::clock::SystemClock;
 use crate::exit::say;
@@ -78,7 +78,7 @@ pub(crate) async fn probe_race(
     race: Option<usize>,
     out: &mut impl std::io::Write,
 ) -> Exit {
-    let key = crate::bucket::probe::scratch_key(root);
+    let key = scratch_key(root);
     if !json {
         let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
     }
@@ -86,7 +86,7 @@ pub(crate) async fn probe_race(
         let result = probe_scratch(store, &key, &SystemClock::new()).await;
         let raced = match (&result, race) {
             (Ok(r), Some(n)) if r.conditional() => {
-                Some(crate::bucket::race::race(store, &key, n, PROBE_ROUNDS).await)
+                Some(race::race(store, &key, n, PROBE_ROUNDS).await)
             }
             _ => None,
         };
@@ -244,7 +244,7 @@ fn verdict_of(
 async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) -> Exit {
     let mut left = Vec::new();
     let absent = format!("{key}.absent");
-    let race_key = crate::bucket::race::race_key(key);
+    let race_key = race::race_key(key);
     for k in [key, absent.as_str(), race_key.as_str()] {
         if let Err(e) = store.delete(k, None).await {
             left.push(format!("{} ({e})", sanitize(k)));
