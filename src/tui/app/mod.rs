@@ -24,6 +24,7 @@ pub use super::action::Action;
 use super::action::WriteRequest;
 use crate::audit::AuditEntry;
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
+use crate::target::Target;
 use crate::text::sanitize;
 
 mod background;
@@ -149,7 +150,7 @@ impl App {
     /// A console on `targets` with the default settings, no snapshot yet,
     /// scanning the pod.
     pub fn new(
-        targets: Vec<crate::target::Target>,
+        targets: Vec<Target>,
         read_only: bool,
         refresh: Duration,
         now: DateTime<Utc>,
