@@ -303,6 +303,8 @@ pub(crate) fn real_getenv(name: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    use crate::FORKS;
+
     /// The re-check of [`acquire`]: a descriptor stops naming the lock file
     /// once the path is removed, replaced by a new file, or renamed over.
     #[test]
@@ -331,7 +333,7 @@ mod tests {
     #[test]
     fn acquire_refuses_beside_a_flock_on_a_deleted_lock_file() {
         // No other test's child, between its fork and exec, holds our flock too.
-        let _forks = crate::FORKS.write().unwrap_or_else(|e| e.into_inner());
+        let _forks = FORKS.write().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let old = acquire(dir.path(), Duration::ZERO).unwrap();
         std::fs::remove_file(dir.path().join(LOCK_NAME)).unwrap();
