@@ -29,8 +29,9 @@
 //! it answers some losers of an If-Match race after a second), up to 30 s on
 //! SeaweedFS.
 //!
-//! The scratch key is removed whatever happens ([`cleanup`] removes it after
-//! an interruption too: its name is derived from the probe's key).
+//! The scratch key is removed whatever happens, after an interruption too:
+//! its name is derived from the probe's key ([`race_key`]), so the
+//! interrupted probe removes it with its own.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
