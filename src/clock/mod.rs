@@ -117,7 +117,8 @@ impl Clock for SkewedClock {
 }
 
 /// A clock that moves only when told to: both readings advance together with
-/// [`ManualClock::advance`]; the wall reading alone jumps with [`ManualClock::set_wall`].
+/// [`ManualClock::advance`]; in the crate's unit tests the wall reading alone
+/// jumps with `ManualClock::set_wall`.
 #[derive(Debug, Clone)]
 pub struct ManualClock {
     state: Arc<Mutex<(DateTime<Utc>, Duration)>>,

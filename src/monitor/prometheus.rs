@@ -664,7 +664,7 @@ fn note_renewal_gap(row: &mut Row, p: &PrefixReport) {
     }
 }
 
-/// The content type of [`Metrics::render`].
+/// The content type of the OpenMetrics exposition ([`Metrics::exposition`]).
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
