@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bucket::parse_ttl;
+use crate::bucket::{parse_ttl, RecordFormat};
 use crate::logfile::warn_if_world_writable;
 use crate::store::s3::redact_url;
 use crate::target::Target;
@@ -131,7 +131,7 @@ pub(crate) struct Context {
     /// Discovery depth.
     pub depth: Option<u32>,
     /// The fields of the LEASE records written.
-    pub record_format: Option<crate::bucket::RecordFormat>,
+    pub record_format: Option<RecordFormat>,
     /// Requests in flight at once per TARGET (1 to 1024).
     pub concurrency: Option<u16>,
     /// Best-effort mode (`conditional = "off"`): `Some(false)`; `on`: `Some(true)`.
@@ -374,14 +374,14 @@ fn validate(path: &Path, file: ConfigFile) -> Result<Config, ConfigError> {
                     "conditional",
                     format!(
                         "`{}` is neither on nor off (off: best-effort)",
-                        crate::text::sanitize(other)
+                        sanitize(other)
                     ),
                 ))
             }
         };
         let record_format = match &c.record_format {
             Some(s) => Some(
-                s.parse::<crate::bucket::RecordFormat>()
+                s.parse::<RecordFormat>()
                     .map_err(|why| invalid("record_format", why))?,
             ),
             None => None,
@@ -518,6 +518,8 @@ pub(crate) fn select(asked: Option<&str>, bare: bool) -> Result<Option<Context>,
 mod tests {
     use super::*;
 
+    use crate::bucket::RecordFormat;
+
     fn p() -> &'static Path {
         Path::new("/etc/leasectl.toml")
     }
@@ -543,7 +545,7 @@ record_format = "seed"
         assert_eq!(prod.targets.len(), 2);
         assert_eq!(prod.refresh, Some(Duration::from_secs(2)));
         assert_eq!(prod.ttl, Some(Duration::from_secs(60)));
-        assert_eq!(prod.record_format, Some(crate::bucket::RecordFormat::Seed));
+        assert_eq!(prod.record_format, Some(RecordFormat::Seed));
         let view = c.to_toml();
         assert!(view.contains("ttl = \"1m\""), "{view}");
         assert!(view.contains("record_format = \"seed\""), "{view}");

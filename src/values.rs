@@ -203,16 +203,13 @@ pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
         _ => {
             return Err(format!(
                 "`{}` is not a size (examples: 256MiB, 1GiB)",
-                crate::text::sanitize(s)
+                sanitize(s)
             ))
         }
     };
-    let n: u64 = digits.parse().map_err(|_| {
-        format!(
-            "`{}` is not a size (examples: 256MiB, 1GiB)",
-            crate::text::sanitize(s)
-        )
-    })?;
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{}` is not a size (examples: 256MiB, 1GiB)", sanitize(s)))?;
     let bytes = n.checked_shl(shift).filter(|b| b >> shift == n);
     match bytes {
         Some(b) if (1 << 20..=1 << 40).contains(&b) => {

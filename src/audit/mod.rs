@@ -16,12 +16,15 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::LeaseRecord;
-use crate::store::local::Opened;
+use crate::store::local::{kind_name, open_regular, Opened};
 use crate::store::{ObjectStore, PutCondition};
 
 mod read;
 
+use crate::clock::{rfc3339, ser_opt_rfc3339, ser_rfc3339};
+use crate::logfile::{sole_regular_file, warn_if_world_writable, NotSole};
 use crate::store::AddressingStyle;
+use crate::text::sanitize;
 use read::parse_reader;
 pub(crate) use read::AuditRead;
 pub use read::{AuditTail, Unreadable};
@@ -144,7 +147,7 @@ pub struct AuditObserved {
     /// Age in seconds by the reader's clock.
     pub age_s: Option<f64>,
     /// The reader's clock when judged (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub reader_clock: DateTime<Utc>,
 }
 
@@ -161,7 +164,7 @@ pub struct AuditWritten {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
     /// When the entry was written (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub time: DateTime<Utc>,
     /// `intent` (before the write) or `outcome` (after).
     pub phase: String,
@@ -194,7 +197,7 @@ pub struct AuditEntry {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        serialize_with = "crate::clock::ser_opt_rfc3339"
+        serialize_with = "ser_opt_rfc3339"
     )]
     pub writes_safe_from: Option<DateTime<Utc>>,
 }
@@ -287,7 +290,7 @@ impl AuditLog {
         }
         let f = open_append(&path).map_err(err)?;
         if let Ok(md) = f.metadata() {
-            crate::logfile::warn_if_world_writable(
+            warn_if_world_writable(
                 &path,
                 &md,
                 "anyone on this host could forge or erase its takeover records",
@@ -333,7 +336,7 @@ impl AuditLog {
                     tracing::warn!(
                         "the audit log {} ends inside a line (a write cut short?): that line is kept as it is, \
                          and this entry starts a new one",
-                        crate::text::sanitize(&path.display().to_string())
+                        sanitize(&path.display().to_string())
                     );
                     buf.insert(0, b'\n');
                 }
@@ -391,7 +394,7 @@ impl AuditLog {
             path: path.to_owned(),
             source,
         };
-        let (mut f, md) = match crate::store::local::open_regular(path) {
+        let (mut f, md) = match open_regular(path) {
             Ok(Opened::Regular(f, md)) => (f, md),
             Ok(Opened::Other(kind, _)) => return Err(err(not_regular(kind))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AuditRead::default()),
@@ -402,7 +405,7 @@ impl AuditLog {
             use std::io::{Seek, SeekFrom};
             tracing::warn!(
                 "the audit log {} is {} bytes: only its last {} bytes (the newest entries) are read",
-                crate::text::sanitize(&path.display().to_string()),
+                sanitize(&path.display().to_string()),
                 md.len(),
                 MAX_READ_BYTES
             );
@@ -442,10 +445,10 @@ fn not_regular(kind: &str) -> std::io::Error {
 
 /// The error for a log that is not a regular file with one name
 /// ([`crate::logfile::sole_regular_file`]).
-fn refused(why: crate::logfile::NotSole) -> std::io::Error {
+fn refused(why: NotSole) -> std::io::Error {
     use crate::logfile::NotSole;
     match why {
-        NotSole::NotRegular(ft) => not_regular(crate::store::local::kind_name(&ft)),
+        NotSole::NotRegular(ft) => not_regular(kind_name(&ft)),
         NotSole::Links(n) => std::io::Error::other(format!(
             "it has {n} hard links, so it is also another file, and the audit log has one name \
              only (appending would write into that other file too). Check what else it is; give \
@@ -474,7 +477,7 @@ fn lock_exclusive(f: &std::fs::File) -> std::io::Result<()> {
 /// ([`crate::logfile::sole_regular_file`]).
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     if let Ok(m) = std::fs::symlink_metadata(path) {
-        crate::logfile::sole_regular_file(&m).map_err(refused)?;
+        sole_regular_file(&m).map_err(refused)?;
     }
     let f = OpenOptions::new()
         .create(true)
@@ -486,18 +489,18 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP | libc::ENXIO) => not_regular(
                 std::fs::symlink_metadata(path)
-                    .map(|m| crate::store::local::kind_name(&m.file_type()))
+                    .map(|m| kind_name(&m.file_type()))
                     .unwrap_or("symlink"),
             ),
             _ => e,
         })?;
-    crate::logfile::sole_regular_file(&f.metadata()?).map_err(refused)?;
+    sole_regular_file(&f.metadata()?).map_err(refused)?;
     Ok(f)
 }
 
 /// Formats a time for the audit listing.
 pub(crate) fn fmt_time(t: &DateTime<Utc>) -> String {
-    crate::clock::rfc3339(*t, SecondsFormat::Secs)
+    rfc3339(*t, SecondsFormat::Secs)
 }
 
 #[cfg(test)]

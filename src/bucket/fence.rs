@@ -33,7 +33,11 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{Clock, SharedClock};
+use crate::clock::{Clock, ServerOffset, SharedClock};
+use crate::text::format_secs;
+
+#[cfg(feature = "sim")]
+use crate::bucket::defect::{self, Defect};
 
 /// The longest the watchdog sleeps between two looks at the clocks (100 ms).
 pub(crate) const WATCHDOG_TICK: Duration = Duration::from_millis(100);
@@ -78,12 +82,12 @@ impl std::fmt::Display for FenceClosed {
             FenceClosed::ClockStep(s) => write!(
                 f,
                 "the wall clock was stepped by {} since the last renewal; stamps would be wrong",
-                crate::text::format_secs(*s)
+                format_secs(*s)
             ),
             FenceClosed::ClockOffset(s) => write!(
                 f,
                 "this host's clock is {} {} the storage service's, more than a third of the TTL; fix its time (NTP)",
-                crate::text::format_secs(s.abs()),
+                format_secs(s.abs()),
                 if *s > 0.0 { "behind" } else { "ahead of" }
             ),
             FenceClosed::Lost => f.write_str("the lease was lost"),
@@ -113,11 +117,11 @@ impl FenceStatus {
 /// Two thirds of `ttl`: how long after a renewal began writes may start.
 fn fence_window(ttl: Duration) -> Duration {
     #[cfg(feature = "sim")]
-    if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceAtFullTtl) {
+    if defect::on(Defect::FenceAtFullTtl) {
         return ttl;
     }
     #[cfg(feature = "sim")]
-    if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceClosesEarly) {
+    if defect::on(Defect::FenceClosesEarly) {
         return ttl / 6;
     }
     ttl * 2 / 3
@@ -189,7 +193,7 @@ pub(crate) fn certainly_beyond_limit(offset_s: f64, error_s: f64, ttl_s: u64) ->
 /// ([`crate::clock::offset`]): ± about the round trip once answers at several
 /// sub-second phases are in, ± half a second and half the round trip from one.
 pub(crate) fn offset_beyond_limit(
-    offset: &crate::clock::ServerOffset,
+    offset: &ServerOffset,
     clock: &dyn Clock,
     ttl_s: u64,
 ) -> Option<f64> {
@@ -210,7 +214,7 @@ pub(crate) fn offset_beyond_limit(
 ///
 /// Errors: [`super::LeaseError::HolderClock`].
 pub(crate) fn check_holder_clock(
-    offset: Option<crate::clock::ServerOffset>,
+    offset: Option<ServerOffset>,
     clock: &dyn Clock,
     key: &str,
     ttl_s: u64,
@@ -228,12 +232,9 @@ pub(crate) fn check_holder_clock(
     }
 }
 
-/// What a close hook is told: why, and the deadline it closed on.
+/// What a close hook is told: the deadline the fence closed on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FenceClose {
-    /// Why the fence closed.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub reason: FenceClosed,
     /// The deadline in force when it closed.
     pub deadline: FenceDeadline,
 }
@@ -293,17 +294,11 @@ impl FenceCell {
         self.lock().closed
     }
 
-    /// The deadline in force.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn deadline(&self) -> FenceDeadline {
-        self.lock().deadline
-    }
-
     /// Reads the clocks and publishes the result; closes the fence (for good)
     /// when its deadline has passed. Returns the status.
     pub(crate) fn check(&self) -> FenceStatus {
         #[cfg(feature = "sim")]
-        if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
+        if defect::on(Defect::FenceNeverCloses) {
             return FenceStatus::Open(Duration::from_secs(1));
         }
         let g = self.lock();
@@ -351,9 +346,7 @@ impl FenceCell {
     /// drops them unrun.
     pub(crate) fn close(&self, why: FenceClosed) {
         #[cfg(feature = "sim")]
-        if why != FenceClosed::Stopped
-            && crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses)
-        {
+        if why != FenceClosed::Stopped && defect::on(Defect::FenceNeverCloses) {
             return;
         }
         let (hooks, deadline) = {
@@ -368,10 +361,7 @@ impl FenceCell {
             // Hooks stop writers: they run first, before anything that could
             // wait (a lock, a log line, a wake-up of the runtime).
             for hook in hooks {
-                hook(FenceClose {
-                    reason: why,
-                    deadline,
-                });
+                hook(FenceClose { deadline });
             }
         }
         self.tx.send_replace(false);
@@ -394,10 +384,10 @@ impl FenceCell {
         match g.closed {
             None => g.hooks.push(Box::new(hook)),
             Some(FenceClosed::Stopped) => {}
-            Some(reason) => {
+            Some(_) => {
                 let deadline = g.deadline;
                 drop(g);
-                hook(FenceClose { reason, deadline });
+                hook(FenceClose { deadline });
             }
         }
     }

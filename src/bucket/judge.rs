@@ -29,7 +29,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::record::{LeaseRecord, MAX_SANE_TTL_S};
-use crate::store::GetOutput;
+use crate::store::{GetOutput, MAX_BODY_BYTES};
+use crate::text::{format_secs, sanitize_bytes};
 
 /// How far a generation may run ahead of the reader's clock (read as
 /// microseconds since 1970) before it is noted: one hour
@@ -105,7 +106,7 @@ impl Observed {
             // Something is there but it is not an object body (e.g. a FIFO).
             Some(p) => Err((p.clone(), String::new())),
             None => LeaseRecord::parse(&out.body, out.meta.size).map_err(|m| {
-                let cut = &out.body[..out.body.len().min(crate::store::MAX_BODY_BYTES)];
+                let cut = &out.body[..out.body.len().min(MAX_BODY_BYTES)];
                 // A local file that is also another name's says so: most
                 // likely the LEASE was replaced by a link to another file.
                 let reason = match out.links {
@@ -115,7 +116,7 @@ impl Observed {
                     ),
                     _ => m.0,
                 };
-                (reason, crate::text::sanitize_bytes(cut))
+                (reason, sanitize_bytes(cut))
             }),
         };
         Observed::Present {
@@ -141,7 +142,7 @@ impl Observed {
         }
     }
 
-    /// What [`judge`] and [`next_change`] read of it, borrowed.
+    /// What [`judge`] and [`next_change_view`] read of it, borrowed.
     pub fn view(&self) -> ObservedView<'_> {
         match self {
             Observed::Absent => ObservedView::Absent,
@@ -197,7 +198,7 @@ impl Judgement {
     /// What the state means for an operator, without the state's own name
     /// (safe to print): e.g. `renewed 3.1s ago; may be taken over in 26.9s`.
     pub(crate) fn explanation(&self) -> String {
-        let fmt = |s: f64| crate::text::format_secs(s);
+        let fmt = |s: f64| format_secs(s);
         match self.state {
             LeaseState::Absent => "no LEASE object: nobody holds this prefix".into(),
             LeaseState::Released => {
@@ -298,7 +299,7 @@ pub fn judge_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> Judgement {
         j.expires_in_s = None;
         j.problem = Some(format!(
             "renewed_at is {} in the future, more than its {} s TTL (holder clock wrong, or hand-written)",
-            crate::text::format_secs(-secs(age)),
+            format_secs(-secs(age)),
             r.ttl_s
         ));
     } else if age < ttl {
@@ -315,7 +316,7 @@ pub fn judge_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> Judgement {
     if r.renewed_at < r.acquired_at {
         let note = format!(
             "renewed_at is {} before acquired_at (the holder's clock went back, or the record was written by hand)",
-            crate::text::format_secs(secs(r.acquired_at - r.renewed_at))
+            format_secs(secs(r.acquired_at - r.renewed_at))
         );
         j.problem = Some(match j.problem.take() {
             Some(p) => format!("{p}; {note}"),
@@ -339,15 +340,10 @@ pub(crate) enum VerdictChange {
     Always,
 }
 
-/// When the verdict of [`judge`] on `obs` can next change after `now` (the
-/// rules of the module docs, read for their instants). The console judges a
-/// row off screen again only then; `tests` check it against [`judge`].
-#[allow(dead_code)] // used by its unit tests only (issue 49 §3)
-pub(crate) fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
-    next_change_view(obs.view(), now)
-}
-
-/// [`next_change`] on a borrowed view of what was read.
+/// When the verdict of [`judge`] on `obs`, a borrowed view of what was read,
+/// can next change after `now` (the rules of the module docs, read for their
+/// instants). The console judges a row off screen again only then; `tests`
+/// check it against [`judge`].
 pub(crate) fn next_change_view(obs: ObservedView<'_>, now: DateTime<Utc>) -> VerdictChange {
     let ObservedView::Present { record: Ok(r), .. } = obs else {
         return VerdictChange::Never;
@@ -382,7 +378,7 @@ fn generation_note(generation: Option<u64>, now: DateTime<Utc>) -> Option<String
         format!(
             "generation {g} is {} ahead of this reader's clock read as microseconds since 1970 \
              (hand-written, another tool's numbering, or a holder clock far ahead): a lease created after its release gets a smaller one",
-            crate::text::format_secs(ahead_s as f64)
+            format_secs(ahead_s as f64)
         )
     })
 }
@@ -561,6 +557,11 @@ mod tests {
         assert_eq!(j.state, LeaseState::Malformed);
         assert_eq!(j.problem.as_deref(), Some("body is not JSON"));
         assert!(j.sentence().contains("seen unchanged for one TTL"));
+    }
+
+    /// [`next_change_view`] on an owned observation.
+    fn next_change(obs: &Observed, now: DateTime<Utc>) -> VerdictChange {
+        next_change_view(obs.view(), now)
     }
 
     /// `next_change` against `judge` itself: for fresh, stale, suspect,

@@ -26,6 +26,11 @@ use super::error::LeaseError;
 use super::fence::{offset_beyond_limit, FenceCell, FenceClose, FenceClosed, FenceStatus};
 use super::lease::{BucketLease, Released};
 
+use crate::store::StoreError;
+
+#[cfg(feature = "sim")]
+use crate::bucket::defect;
+
 /// What closes a keep-alive's fence at its deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Watchdog {
@@ -59,7 +64,7 @@ impl KeepAlive {
     /// watchdog on a thread of its own.
     pub fn start(lease: BucketLease) -> Self {
         #[cfg(feature = "sim")]
-        if crate::bucket::defect::task_watchdog() {
+        if defect::task_watchdog() {
             return Self::start_with(lease, Watchdog::Task);
         }
         Self::start_with(lease, Watchdog::Thread)
@@ -135,12 +140,6 @@ impl KeepAlive {
         self.cell.on_close(hook)
     }
 
-    /// True once the task has ended (lease lost or fence closed).
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
-    }
-
     /// Stops renewing and returns the lease (to release it), or the error
     /// that ended the task (e.g. [`LeaseError::Lost`]).
     pub async fn stop(mut self) -> Result<BucketLease, LeaseError> {
@@ -172,7 +171,7 @@ impl KeepAlive {
     /// that waits on [`KeepAlive::lost`] beside something else (a shutdown)
     /// and then calls [`KeepAlive::stop_and_release`] still releases.
     async fn join(&mut self) -> Result<BucketLease, LeaseError> {
-        let failed = |m: String| LeaseError::Store(crate::store::StoreError::Invalid(m));
+        let failed = |m: String| LeaseError::Store(StoreError::Invalid(m));
         let Some(task) = self.task.as_mut() else {
             return Err(failed("keep-alive task already ended".into()));
         };

@@ -203,6 +203,8 @@ mod tests {
     use super::*;
     use chrono::{TimeZone, Utc};
 
+    use crate::clock::rfc3339;
+
     fn record(id: &str) -> LeaseRecord {
         let t = Utc.with_ymd_and_hms(2026, 12, 3, 10, 0, 0).unwrap();
         LeaseRecord {
@@ -282,8 +284,8 @@ mod tests {
         // The same record written with other bytes (a field reordered) is not ours either.
         let reordered = format!(
             r#"{{"acquired_at":"{}","instance_id":"me","renewed_at":"{}","ttl_s":30,"generation":7}}"#,
-            crate::clock::rfc3339(ours.acquired_at, chrono::SecondsFormat::Micros),
-            crate::clock::rfc3339(ours.renewed_at, chrono::SecondsFormat::Micros),
+            rfc3339(ours.acquired_at, chrono::SecondsFormat::Micros),
+            rfc3339(ours.renewed_at, chrono::SecondsFormat::Micros),
         );
         let parsed = LeaseRecord::parse(reordered.as_bytes(), reordered.len() as u64).unwrap();
         assert_eq!(parsed, ours, "the same record…");

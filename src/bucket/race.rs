@@ -29,8 +29,9 @@
 //! it answers some losers of an If-Match race after a second), up to 30 s on
 //! SeaweedFS.
 //!
-//! The scratch key is removed whatever happens ([`cleanup`] removes it after
-//! an interruption too: its name is derived from the probe's key).
+//! The scratch key is removed whatever happens, after an interruption too:
+//! its name is derived from the probe's key ([`race_key`]), so the
+//! interrupted probe removes it with its own.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,6 +42,7 @@ use tokio::time::Instant;
 use serde::Serialize;
 
 use crate::store::{DeleteSupport, ObjectStore, PutCondition, StoreError};
+use crate::text::{format_secs, sanitize};
 
 /// Concurrent requests per round of `leasectl probe --race` (without `=N`).
 pub(crate) const PROBE_CONTENDERS: usize = 16;
@@ -193,7 +195,7 @@ impl RaceReport {
         format!(
             "{} requests in {}",
             self.requests,
-            crate::text::format_secs(self.elapsed_ms as f64 / 1000.0)
+            format_secs(self.elapsed_ms as f64 / 1000.0)
         )
     }
 }
@@ -202,16 +204,6 @@ impl RaceReport {
 /// (`{root}.leasectl-probe/{id}` → `{root}.leasectl-probe/{id}.race`).
 pub(crate) fn race_key(probe_key: &str) -> String {
     format!("{probe_key}.race")
-}
-
-/// Removes the race scratch key of `probe_key`, unconditionally (after an
-/// interruption, or when a race failed half-way). Deleting an absent key is
-/// no error.
-///
-/// Errors: the store's, when the delete failed.
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) async fn cleanup(store: &dyn ObjectStore, probe_key: &str) -> Result<(), StoreError> {
-    store.delete(&race_key(probe_key), None).await
 }
 
 /// How one contender's request went.
@@ -546,7 +538,7 @@ async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) -> Vec<String
         if let Err(e) = store.delete(key, None).await {
             return vec![format!(
                 "could not remove the scratch key {}: {e}",
-                crate::text::sanitize(key)
+                sanitize(key)
             )];
         }
         if t.in_flight == 0 {
@@ -565,7 +557,7 @@ async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) -> Vec<String
                 Err(e) => {
                     return vec![format!(
                         "could not check that the scratch key {} is gone: {e}",
-                        crate::text::sanitize(key)
+                        sanitize(key)
                     )]
                 }
             }
@@ -574,7 +566,7 @@ async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) -> Vec<String
     vec![format!(
         "the scratch key {} kept reappearing (requests given up on were still carried out); \
          a later probe removes it after 10 minutes",
-        crate::text::sanitize(key)
+        sanitize(key)
     )]
 }
 

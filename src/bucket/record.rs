@@ -11,7 +11,10 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::clock::{rfc3339, without_leap_second};
 use crate::store::MAX_BODY_BYTES;
+use crate::text::{has_visible, quote_shown, sanitize, sanitize_cut};
+use crate::values::parse_duration;
 
 /// The longest TTL a record is trusted with, in seconds (one hour). A record
 /// with a longer TTL is suspect (bucket-lease spec, "A lease stamped far in the future").
@@ -62,7 +65,7 @@ fn ser_opt_ts<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S
 }
 
 fn ser_ts<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::clock::rfc3339(*t, SecondsFormat::Micros))
+    s.serialize_str(&rfc3339(*t, SecondsFormat::Micros))
 }
 
 impl LeaseRecord {
@@ -144,7 +147,7 @@ impl LeaseRecord {
         if let Some((k, _)) = fields.0.iter().find(|(k, _)| !seen.insert(k.as_str())) {
             return Err(Malformed(format!(
                 "key \"{}\" appears twice: readers disagree on such a record (one keeps the first, one the last, one refuses it)",
-                crate::text::sanitize_cut(k, 40)
+                sanitize_cut(k, 40)
             )));
         }
         let field = |name: &str| {
@@ -160,11 +163,11 @@ impl LeaseRecord {
         let stamp = |name: &str| -> Result<DateTime<Utc>, Malformed> {
             let s = string(name)?;
             DateTime::parse_from_rfc3339(&s)
-                .map(|t| crate::clock::without_leap_second(t.with_timezone(&Utc)))
+                .map(|t| without_leap_second(t.with_timezone(&Utc)))
                 .map_err(|e| {
                     Malformed(format!(
                         "{name} {} is not an RFC 3339 time: {e}",
-                        crate::text::quote_shown(&crate::text::sanitize(&s))
+                        quote_shown(&sanitize(&s))
                     ))
                 })
         };
@@ -172,10 +175,10 @@ impl LeaseRecord {
         if instance_id.is_empty() {
             return Err(Malformed("instance_id is empty".into()));
         }
-        if !crate::text::has_visible(&instance_id) {
+        if !has_visible(&instance_id) {
             return Err(Malformed(format!(
                 "instance_id \"{}\" has no visible character: the holder would look empty",
-                crate::text::sanitize_cut(&instance_id, 40)
+                sanitize_cut(&instance_id, 40)
             )));
         }
         let acquired_at = stamp("acquired_at")?;
@@ -207,7 +210,7 @@ impl LeaseRecord {
                     return Err(Malformed(format!(
                         "generation must be a whole number from 0 to {} written as an integer, got {}",
                         u64::MAX,
-                        crate::text::sanitize_cut(raw, 40)
+                        sanitize_cut(raw, 40)
                     )));
                 }
             },
@@ -257,7 +260,7 @@ impl<'de> Deserialize<'de> for RawFields {
 /// Why `raw`, the text of `ttl_s` as written, is not a TTL (safe to print;
 /// the number is quoted exactly, never rounded).
 fn ttl_problem(raw: &str) -> String {
-    let shown = crate::text::sanitize_cut(raw, 40);
+    let shown = sanitize_cut(raw, 40);
     let number = raw.starts_with(|c: char| c == '-' || c.is_ascii_digit());
     if number && raw.contains(['.', 'e', 'E']) {
         format!(
@@ -391,7 +394,7 @@ impl std::str::FromStr for RecordFormat {
             other => Err(format!(
                 "unknown record format `{}`; expected leasectl (the seed's four fields and \
                  generation) or seed (exactly the seed's four fields, no generation)",
-                crate::text::sanitize_cut(other, 40)
+                sanitize_cut(other, 40)
             )),
         }
     }
@@ -414,7 +417,7 @@ pub fn new_instance_id() -> String {
 /// Parses a lease TTL: whole seconds from 3 s to one hour (a longer one is
 /// judged suspect by every reader; a shorter one cannot be renewed in time).
 pub(crate) fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::values::parse_duration(s)?;
+    let d = parse_duration(s)?;
     let max = MAX_SANE_TTL_S;
     if d.subsec_nanos() != 0 || d.as_secs() < 3 || d.as_secs() > max {
         return Err(format!("a TTL must be whole seconds from 3s to {max}s"));
@@ -425,6 +428,8 @@ pub(crate) fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::text::sanitize;
 
     /// A released record: written with `released_at`, read back the same;
     /// it keeps the generation, its `renewed_at` is one TTL before the
@@ -628,7 +633,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.instance_id, "a\u{2800}b");
-        assert_eq!(crate::text::sanitize(&r.instance_id), "a\\u{2800}b");
+        assert_eq!(sanitize(&r.instance_id), "a\\u{2800}b");
     }
 
     #[test]

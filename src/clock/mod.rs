@@ -117,7 +117,8 @@ impl Clock for SkewedClock {
 }
 
 /// A clock that moves only when told to: both readings advance together with
-/// [`ManualClock::advance`]; the wall reading alone jumps with [`ManualClock::set_wall`].
+/// [`ManualClock::advance`]; in the crate's unit tests the wall reading alone
+/// jumps with `ManualClock::set_wall`.
 #[derive(Debug, Clone)]
 pub struct ManualClock {
     state: Arc<Mutex<(DateTime<Utc>, Duration)>>,
@@ -140,7 +141,7 @@ impl ManualClock {
 
     /// Set the wall clock only (a step such as NTP correcting, or a suspend the
     /// monotonic clock did not see).
-    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    #[cfg(test)]
     pub(crate) fn set_wall(&self, wall: DateTime<Utc>) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).0 = wall;
     }

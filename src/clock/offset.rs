@@ -118,7 +118,7 @@ pub(crate) struct OffsetEstimator {
 
 impl OffsetEstimator {
     /// An estimator that has seen no answer.
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))] // the simulator's and the unit tests' (issue 49 §3)
+    #[cfg(any(test, feature = "sim"))]
     pub(crate) fn new() -> Self {
         Self::default()
     }
@@ -183,7 +183,7 @@ impl OffsetEstimator {
     }
 
     /// How often the intersection went empty (a clock step) and restarted.
-    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    #[cfg(test)]
     pub(crate) fn restarts(&self) -> u32 {
         self.restarts
     }

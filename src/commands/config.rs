@@ -2,6 +2,7 @@
 //! `crate::config`).
 
 use crate::cli::ConfigCommand;
+use crate::config;
 use crate::config::load;
 use crate::exit::say;
 use crate::exit::tell;
@@ -13,7 +14,7 @@ use crate::text::sanitize;
 /// `leasectl config path|view`: the exit status.
 pub(crate) fn run(what: ConfigCommand, _shared: &Shared) -> Exit {
     let usage = Exit::Usage;
-    let path = match crate::config::path() {
+    let path = match config::path() {
         Ok(p) => p,
         Err(e) => {
             say(&e);

@@ -9,7 +9,7 @@ use crate::cli::ConsoleArgs;
 use crate::clock::SystemClock;
 use crate::exit::say;
 use crate::exit::Exit;
-use crate::setup::Shared;
+use crate::setup::{audit_path, relist_every, Shared};
 use crate::setup::{fail, nothing_to_report, open_audit, open_targets, scan_options};
 use crate::store::Counters;
 use crate::tui;
@@ -43,10 +43,10 @@ pub(crate) async fn run(args: &ConsoleArgs, shared: &Shared) -> Exit {
         read_only: args.read_only,
         exclusion: shared.exclusion(),
         refresh,
-        relist_every: crate::setup::relist_every(refresh),
+        relist_every: relist_every(refresh),
         ttl_s: args.ttl.map_or(DEFAULT_TTL_S, |t| t.as_secs()),
         record_format: args.record_format,
-        audit_path: crate::setup::audit_path(args.audit.audit_log.as_deref()),
+        audit_path: audit_path(args.audit.audit_log.as_deref()),
         get_price: args.get_price,
         max_requests: args.max_requests,
     };

@@ -4,6 +4,7 @@
 use color_eyre::eyre::WrapErr;
 
 use crate::cli::DemoArgs;
+use crate::demo;
 use crate::demo::DemoOptions;
 use crate::exit::Exit;
 use crate::setup::{block_on, fail, Shared};
@@ -11,7 +12,7 @@ use crate::setup::{block_on, fail, Shared};
 /// The demo, or (`--watchdog`, internal) the demo's watchdog process.
 pub(crate) fn run(a: &DemoArgs, shared: &Shared) -> Exit {
     if a.watchdog {
-        return crate::demo::watchdog();
+        return demo::watchdog();
     }
     // Runs on the main thread (block_on): the demo pods' parent-death
     // signal is tied to the thread that spawns them.
@@ -25,8 +26,7 @@ pub(crate) fn run(a: &DemoArgs, shared: &Shared) -> Exit {
             die_after: a.die_after,
             leasectl,
         };
-        match crate::demo::console::run(opts, shared.terminal.stdin && shared.terminal.stdout).await
-        {
+        match demo::console::run(opts, shared.terminal.stdin && shared.terminal.stdout).await {
             Ok(exit) => exit,
             Err(e) => fail(&e),
         }

@@ -1,5 +1,6 @@
 //! `leasectl man`: the man page (roff) on stdout.
 
+use crate::cli;
 use crate::cli::CONDITIONAL_ENV;
 use crate::config::CONFIG_ENV;
 use crate::exit::say;
@@ -13,7 +14,7 @@ use crate::writer::{ENABLE, HELD};
 /// Prints the whole man page.
 pub fn run(_shared: &Shared) -> Exit {
     let mut out = Vec::new();
-    if let Err(e) = render_man(crate::cli::command(), &mut out) {
+    if let Err(e) = render_man(cli::command(), &mut out) {
         say(format!("could not render the man page: {e}"));
         return Exit::Failed;
     }

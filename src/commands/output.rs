@@ -12,7 +12,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::exit::say;
 use crate::exit::Exit;
 use crate::monitor::{prometheus, stream, table};
-use crate::setup::Shared;
+use crate::setup::{audit_path, recipe, Shared};
 use crate::setup::{nothing_to_report, relist_every};
 use crate::snapshot::{
     attention_sentence, gather, gather_streamed, look_deeper, GatherOptions, Snapshot,
@@ -79,12 +79,12 @@ pub(crate) async fn run(
         Err(exit) => return Some(exit),
     };
     let opts = shared.gather_at(args.depth);
-    let extras = crate::setup::recipe(&args.pod, shared);
+    let extras = recipe(&args.pod, shared);
     let clock = SystemClock::shared();
     // The audit log read for `last_takeover` (and, by --watch, to name
     // takeovers in `holder_change` lines): --audit-log, else the default.
     let audit_requested = args.audit.audit_log.is_some();
-    let audit_path = crate::setup::audit_path(args.audit.audit_log.as_deref());
+    let audit_path = audit_path(args.audit.audit_log.as_deref());
     let audit = (audit_path, audit_requested);
     let source = AuditSource {
         path: audit.0.clone(),

@@ -1,9 +1,9 @@
 //! `leasectl probe`: does the service really honour If-None-Match and If-Match?
 
 use crate::bucket::error::{BEST_EFFORT, FAIL_CLOSED};
-use crate::bucket::probe::{probe_scratch, PreconditionReport};
+use crate::bucket::probe::{probe_scratch, scratch_key, PreconditionReport};
 use crate::bucket::race::{RaceReport, PROBE_ROUNDS};
-use crate::bucket::CONDITIONAL_SWITCH;
+use crate::bucket::{race, CONDITIONAL_SWITCH};
 use crate::cli::ProbeArgs;
 use crate::clock::SystemClock;
 use crate::exit::say;
@@ -63,24 +63,14 @@ struct ProbeJson<'a> {
 }
 
 /// Runs the probe on the scratch key under `root` and prints the findings
-/// (as text, or as one JSON document with `json`). Returns the exit code: 0
-/// conditional (perhaps with adaptations, each named), 3 a precondition
-/// ignored or conditional writes not supported, 1 not permitted or unreachable.
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) async fn probe(
-    store: &dyn ObjectStore,
-    root: &str,
-    json: bool,
-    out: &mut impl std::io::Write,
-) -> Exit {
-    probe_race(store, root, json, None, out).await
-}
-
-/// [`probe`], then with `race = Some(n)` (and only when the steps pass) the
-/// race probe ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of `n`
-/// concurrent requests per primitive). Two winners in a round: verdict
-/// `not_atomic`, exit 3. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it removes its
-/// scratch keys and returns 128 + the signal.
+/// (as text, or as one JSON document with `json`), then with `race = Some(n)`
+/// (and only when the steps pass) the race probe ([`crate::bucket::race`]:
+/// [`PROBE_ROUNDS`] rounds of `n` concurrent requests per primitive).
+/// Returns the exit code: 0 conditional (perhaps with adaptations, each
+/// named), 3 a precondition ignored, conditional writes not supported or
+/// two winners in a round (verdict `not_atomic`), 1 not permitted or
+/// unreachable. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it
+/// removes its scratch keys and returns 128 + the signal.
 pub(crate) async fn probe_race(
     store: &dyn ObjectStore,
     root: &str,
@@ -88,7 +78,7 @@ pub(crate) async fn probe_race(
     race: Option<usize>,
     out: &mut impl std::io::Write,
 ) -> Exit {
-    let key = crate::bucket::probe::scratch_key(root);
+    let key = scratch_key(root);
     if !json {
         let _ = writeln!(out, "probing {} with scratch key {key}", store.describe());
     }
@@ -96,7 +86,7 @@ pub(crate) async fn probe_race(
         let result = probe_scratch(store, &key, &SystemClock::new()).await;
         let raced = match (&result, race) {
             (Ok(r), Some(n)) if r.conditional() => {
-                Some(crate::bucket::race::race(store, &key, n, PROBE_ROUNDS).await)
+                Some(race::race(store, &key, n, PROBE_ROUNDS).await)
             }
             _ => None,
         };
@@ -254,7 +244,7 @@ fn verdict_of(
 async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) -> Exit {
     let mut left = Vec::new();
     let absent = format!("{key}.absent");
-    let race_key = crate::bucket::race::race_key(key);
+    let race_key = race::race_key(key);
     for k in [key, absent.as_str(), race_key.as_str()] {
         if let Err(e) = store.delete(k, None).await {
             left.push(format!("{} ({e})", sanitize(k)));

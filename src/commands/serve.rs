@@ -6,26 +6,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::{ProbeEndpointArgs, ServeArgs};
-use crate::exit::Exit;
+use crate::clock::SystemClock;
+use crate::config::{self, CONFIG_ENV};
+use crate::exit::{say, Exit};
 use crate::monitor::probe::{
     AllowList, Bounds, ConnectorStores, ProbeModule, ProbeOptions, Prober,
 };
 use crate::monitor::serve;
-use crate::setup::Shared;
+use crate::setup::{audit_path, open_targets, recipe, relist_every, Shared};
 use crate::snapshot::{GatherOptions, Gatherer};
 use crate::store::s3::S3Options;
 use crate::store::Counters;
 use crate::target::Connector;
+use crate::text::sanitize;
 
 /// Serves `/metrics` and `/healthz` (and `/probe` with `--module`) until
 /// SIGTERM or SIGINT.
 pub(crate) async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
     let probes = &args.probes;
     if args.targets.is_empty() && args.pod.no_pod && probes.modules.is_empty() {
-        crate::exit::say("serve with no TARGET, no --module and --no-pod has nothing to export");
+        say("serve with no TARGET, no --module and --no-pod has nothing to export");
         return Exit::Usage;
     }
-    let audit_path = crate::setup::audit_path(args.audit_log.as_deref());
+    let audit_path = audit_path(args.audit_log.as_deref());
     let prober = if probes.modules.is_empty() {
         None
     } else {
@@ -41,25 +44,25 @@ pub(crate) async fn run(args: &ServeArgs, shared: &Shared) -> Exit {
                     timeout_offset: probes.probe_timeout_offset,
                     max_timeout: probes.probe_timeout,
                 },
-                crate::clock::SystemClock::shared(),
+                SystemClock::shared(),
                 audit_path.clone(),
             ))),
             Err(why) => {
-                crate::exit::say(why);
+                say(why);
                 return Exit::Usage;
             }
         }
     };
     let refresh = args.refresh.max(Duration::from_secs(1));
     let counters = Arc::new(Counters::default());
-    let open = crate::setup::open_targets(&shared.connector, &args.targets, &counters, false).await;
-    let relist = crate::setup::relist_every(refresh);
+    let open = open_targets(&shared.connector, &args.targets, &counters, false).await;
+    let relist = relist_every(refresh);
     serve::serve_with_probes(
         Gatherer::new(open.read, shared.gather_at(args.depth), relist)
             .schedule(refresh)
             .budget(args.max_requests),
-        crate::clock::SystemClock::shared(),
-        crate::setup::recipe(&args.pod, shared),
+        SystemClock::shared(),
+        recipe(&args.pod, shared),
         counters,
         serve::ServeOptions {
             listen: args.listen,
@@ -84,14 +87,14 @@ fn modules(
     depth: u32,
     shared: &Shared,
 ) -> Result<BTreeMap<String, ProbeModule>, String> {
-    let path = crate::config::path().map_err(|e| e.to_string())?;
-    let config = crate::config::load(&path)
+    let path = config::path().map_err(|e| e.to_string())?;
+    let config = config::load(&path)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| {
             format!(
                 "--module names contexts of the config file, and there is none at {} (set {} or create it)",
                 path.display(),
-                crate::config::CONFIG_ENV
+                CONFIG_ENV
             )
         })?;
     let mut out = BTreeMap::new();
@@ -101,7 +104,7 @@ fn modules(
         if allow.is_empty() {
             return Err(format!(
                 "the context `{}` in {} allows a probe to read nothing: give it `allow = [\"s3://bucket/\"]` (or `targets`), the TARGETs a scrape may name and those under them",
-                crate::text::sanitize(name),
+                sanitize(name),
                 path.display()
             ));
         }

@@ -29,7 +29,6 @@ pub(crate) async fn run(a: &TakeoverArgs, shared: &Shared) -> Exit {
     let takeover = OperatorTakeover {
         prefix: target.prefix().to_owned(),
         url: target.to_string(),
-        endpoint: connector.endpoint(target).await,
         bucket: target.bucket().map(str::to_owned),
         reason: a.reason.clone(),
         expect_etag: a.expect_etag.clone(),

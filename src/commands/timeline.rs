@@ -14,6 +14,7 @@ use crate::timeline::build::{prefix_timeline, Inputs, Subject, Window};
 use crate::timeline::read::{audit_entries, Progress, Reading};
 use crate::timeline::render::ndjson;
 use crate::timeline::render::{Report, SCHEMA_VERSION};
+use crate::timeline::{picture, render};
 
 /// Reads every source for every PREFIX_URL, derives, prints in the format asked.
 pub(crate) async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
@@ -70,7 +71,7 @@ pub(crate) async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
     bar.finish_and_clear();
     let mut out = Checked::new(std::io::stdout().lock());
     match a.output {
-        TimelineFormat::Text => crate::timeline::render::text(&report, &mut out),
+        TimelineFormat::Text => render::text(&report, &mut out),
         TimelineFormat::Json => {
             let _ = std::io::Write::write_all(
                 &mut out,
@@ -78,7 +79,7 @@ pub(crate) async fn run(a: &TimelineArgs, shared: &Shared) -> Exit {
             );
         }
         TimelineFormat::Ndjson => ndjson(&report, &mut out),
-        TimelineFormat::Svg => match crate::timeline::picture::svg(&report) {
+        TimelineFormat::Svg => match picture::svg(&report) {
             Ok(svg) => {
                 let _ = std::io::Write::write_all(&mut out, svg.as_bytes());
             }

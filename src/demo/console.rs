@@ -13,6 +13,7 @@ use super::{Demo, DemoDir, DemoOptions, DEMO_REFRESH, DEMO_TTL_S};
 use crate::audit::AuditLog;
 use crate::exit::say;
 use crate::store::{Counters, Counting};
+use crate::tui;
 use crate::tui::{Parts, Writes};
 
 /// Prepares the directory, starts the demo, runs the console on it
@@ -61,7 +62,7 @@ async fn console(demo: &Demo) -> color_eyre::Result<()> {
         audit_path: Some(audit_path.clone()),
         ..Settings::new(vec![open.target.clone()], false, DEMO_REFRESH)
     };
-    crate::tui::start(Parts {
+    tui::start(Parts {
         settings,
         clock: SystemClock::shared(),
         open: vec![open],

@@ -72,10 +72,6 @@ pub(crate) const STATE_DIR: &str = ".leasectl-demo";
 /// TTL of every simulated lease, in seconds: short, so things happen within a minute.
 pub(crate) const DEMO_TTL_S: u64 = 12;
 
-/// How long the dying holder renews before it dies, by default.
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) const DEFAULT_DIE_AFTER: Duration = Duration::from_secs(20);
-
 /// How much longer than the dying holder the contended prefix's first holder lives.
 pub(crate) const CRASH_DELAY: Duration = Duration::from_secs(10);
 
@@ -133,7 +129,8 @@ pub(crate) enum DemoError {
 pub(crate) struct DemoOptions {
     /// The directory to use; `None`: a new temporary directory, removed at exit.
     pub dir: Option<PathBuf>,
-    /// How long the dying holder renews before it dies ([`DEFAULT_DIE_AFTER`]).
+    /// How long the dying holder renews before it dies (`--die-after`, 20 s by
+    /// default).
     pub(crate) die_after: Duration,
     /// The `leasectl` binary the pods and the watchdog run (normally this one).
     pub leasectl: PathBuf,
@@ -302,12 +299,6 @@ impl Demo {
     /// The demo directory.
     pub(crate) fn dir(&self) -> &DemoDir {
         &self.dir
-    }
-
-    /// The demo pods.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn pods(&self) -> &[DemoPod] {
-        &self.pods
     }
 
     /// The store as the console sees it: read side only.

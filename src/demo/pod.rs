@@ -20,9 +20,6 @@ use crate::writer::{ENABLE, HELD};
 
 /// A running demo pod: its root process, leader of its own process group.
 pub(crate) struct DemoPod {
-    /// `healthy` or `racing`.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub name: &'static str,
     /// The pod's data directory (holds `.writer.lock`).
     pub data_dir: PathBuf,
     child: Child,
@@ -184,11 +181,7 @@ pub(super) fn spawn_pod(
         what: format!("the {name} pod ({})", leasectl.display()),
         source,
     })?;
-    Ok(DemoPod {
-        name,
-        data_dir,
-        child,
-    })
+    Ok(DemoPod { data_dir, child })
 }
 
 /// `leasectl demo --watchdog` (internal): reads lines from stdin — `group

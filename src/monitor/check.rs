@@ -18,8 +18,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::bucket::LeaseState;
+use crate::exit::Exit;
 use crate::snapshot::{PrefixReport, Snapshot, TargetReport};
-use crate::text::format_secs;
+use crate::text::{format_secs, sanitize, sanitize_message};
+use crate::writer::scan::PodState;
 
 /// A plugin status, ordered by how much it matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +38,7 @@ pub(crate) enum Status {
 
 impl Status {
     /// The plugin exit status.
-    pub(crate) const fn exit(self) -> crate::exit::Exit {
+    pub(crate) const fn exit(self) -> Exit {
         use crate::exit::{CheckStatus, Exit};
         match self {
             Status::Ok => Exit::Check(CheckStatus::Ok),
@@ -116,14 +118,14 @@ pub(crate) struct CheckResult {
 /// Untrusted or user text for the plugin output: escaped per [`crate::text`],
 /// and `|` (which starts the perfdata) written `\x7c`.
 fn plugin_text(s: &str) -> String {
-    crate::text::sanitize(s).replace('|', "\\x7c")
+    sanitize(s).replace('|', "\\x7c")
 }
 
 /// An error message for the plugin output: its pieces from outside were
 /// escaped when it was made, so only what is still raw is escaped
 /// ([`crate::text::sanitize_message`]), and `|` is written `\x7c`.
 fn plugin_message(s: &str) -> String {
-    crate::text::sanitize_message(s).replace('|', "\\x7c")
+    sanitize_message(s).replace('|', "\\x7c")
 }
 
 /// A number for perfdata: seconds rounded to the millisecond, no exponent.
@@ -467,7 +469,7 @@ fn perfdata(snap: &Snapshot, tally: &Tally, t: &Thresholds) -> String {
     }
     if let Some(node) = &snap.pod.node {
         let _ = write!(perf, " pods={};;;0", node.summary.pods);
-        for s in crate::writer::scan::PodState::ALL {
+        for s in PodState::ALL {
             let _ = write!(perf, " pods_{}={};;;0", s.as_str(), node.summary.count(s));
         }
     }
@@ -495,6 +497,8 @@ fn long_output(output: &mut String, tally: &Tally) {
 mod tests {
     use super::*;
 
+    use crate::snapshot::{ReaderClock, TargetReport, SCHEMA_VERSION};
+
     #[test]
     fn ranks_critical_over_unknown_over_warning() {
         assert_eq!(Status::Warning.max(Status::Unknown), Status::Unknown);
@@ -513,16 +517,16 @@ mod tests {
     fn empty_snapshot(urls: &[&str]) -> Snapshot {
         let now = chrono::Utc::now();
         Snapshot {
-            schema_version: crate::snapshot::SCHEMA_VERSION,
+            schema_version: SCHEMA_VERSION,
             generated_at: now,
-            reader_clock: crate::snapshot::ReaderClock {
+            reader_clock: ReaderClock {
                 now,
                 server_offset_s: None,
                 server_offset_error_s: None,
             },
             targets: urls
                 .iter()
-                .map(|u| crate::snapshot::TargetReport {
+                .map(|u| TargetReport {
                     url: (*u).to_owned(),
                     endpoint: "local".into(),
                     endpoint_url: None,

@@ -10,6 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::family::SortedFamily;
+use crate::text::sanitize;
 use crate::writer::scan::{NodeView, PodState, Verdict};
 
 /// `{state}` of the node view's tally.
@@ -96,7 +97,7 @@ impl NodeFamilies {
                 })
                 .set(view.summary.count(s) as i64);
         }
-        let s = crate::text::sanitize;
+        let s = sanitize;
         for p in &view.pods {
             let k = p.kubernetes.as_ref();
             let namespace = k.and_then(|k| k.namespace.as_deref()).map(s);

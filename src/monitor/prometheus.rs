@@ -22,9 +22,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::audit::AuditEntry;
-use crate::snapshot::history::{History, COUNTED};
+use crate::bucket::LeaseState;
+use crate::snapshot::history::{compact_grown, History, Limits, COUNTED};
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot, TargetReport};
 use crate::store::Counters;
+use crate::text::sanitize;
 use crate::writer::scan::VerdictKind;
 
 use super::family::SortedFamily;
@@ -218,7 +220,7 @@ impl Metrics {
             last_gather: FGauge::default(),
             // Only the counts and the current tenures are exported: no
             // change is kept (each prefix's first sighting was ~300 bytes).
-            history: History::with_limits(crate::snapshot::history::Limits {
+            history: History::with_limits(Limits {
                 per_prefix: 0,
                 ..Default::default()
             }),
@@ -351,7 +353,6 @@ impl Metrics {
     }
 
     /// The session's holder changes, per prefix.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
     pub(crate) fn history(&self) -> &History {
         &self.history
     }
@@ -392,7 +393,7 @@ impl Metrics {
         // Prefixes no longer seen are forgotten; one not read this time
         // keeps its counters and its tenure's gap.
         table.retain(|_, r| r.seen);
-        crate::snapshot::history::compact_grown(table, before);
+        compact_grown(table, before);
         self.rows = rows;
         self.update_pod(snap, pod_scanned);
     }
@@ -401,7 +402,7 @@ impl Metrics {
     /// is `seen`, with those of its prefixes that could not be read this
     /// time).
     fn update_target(&mut self, rows: &mut Rows, t: &TargetReport) {
-        let s = crate::text::sanitize;
+        let s = sanitize;
         let target = s(&t.url);
         let shared: Arc<str> = target.as_str().into();
         let tl = TargetLabels {
@@ -455,7 +456,7 @@ impl Metrics {
     /// history (the rows of prefixes no longer seen are forgotten, with their
     /// counters, by [`Metrics::update`]). One pass over the history.
     fn update_from_history(&self, rows: &mut Rows, now: chrono::DateTime<chrono::Utc>) {
-        let s = crate::text::sanitize;
+        let s = sanitize;
         for ((u, p), h) in self.history.iter() {
             let pl = PrefixLabels {
                 target: s(u).into(),
@@ -508,7 +509,7 @@ impl Metrics {
         self.audit_log_ok.clear();
         self.audit_log_ok
             .get_or_create(&AuditLogLabels {
-                path: crate::text::sanitize(&path.display().to_string()),
+                path: sanitize(&path.display().to_string()),
             })
             .set(i64::from(readable));
     }
@@ -562,7 +563,7 @@ impl Metrics {
 
     /// The text exposition of every metric (OpenMetrics text, which
     /// Prometheus and node_exporter's textfile collector read).
-    #[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+    #[cfg(test)]
     pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
@@ -596,7 +597,7 @@ impl Metrics {
 fn update_prefix(rows: &mut Rows, target: &Arc<str>, p: &PrefixReport) {
     let pl = PrefixLabels {
         target: target.clone(),
-        prefix: crate::text::sanitize(&p.prefix).into(),
+        prefix: sanitize(&p.prefix).into(),
     };
     let row = rows.entry(pl).or_default();
     row.seen = true;
@@ -636,7 +637,7 @@ fn note_renewal_gap(row: &mut Row, p: &PrefixReport) {
     let held = p
         .record
         .as_ref()
-        .filter(|r| r.ttl_s > 0 && p.state != crate::bucket::LeaseState::Released);
+        .filter(|r| r.ttl_s > 0 && p.state != LeaseState::Released);
     let Some(r) = held else {
         row.gap = None;
         return;
@@ -663,14 +664,16 @@ fn note_renewal_gap(row: &mut Row, p: &PrefixReport) {
     }
 }
 
-/// The content type of [`Metrics::render`].
+/// The content type of the OpenMetrics exposition ([`Metrics::exposition`]).
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::SystemClock;
     use crate::monitor::text_format::to_text_format;
     use crate::snapshot::{gather, GatherOptions, OpenTarget};
+    use crate::store::local::LocalStore;
 
     /// The streamed exposition is byte for byte the one built in memory, on
     /// a real local store with hostile names (a quote, a backslash, a
@@ -706,11 +709,11 @@ mod tests {
                 std::fs::write(d.join("LEASE"), &fresh).unwrap();
             }
         }
-        let clock = crate::clock::SystemClock::shared();
+        let clock = SystemClock::shared();
         let open = vec![OpenTarget {
             target: format!("file://{}/", dir.path().display()).parse().unwrap(),
             endpoint: "local".into(),
-            store: std::sync::Arc::new(crate::store::local::LocalStore::open(dir.path()).unwrap()),
+            store: std::sync::Arc::new(LocalStore::open(dir.path()).unwrap()),
         }];
         let snap = gather(&open, &GatherOptions::default(), &clock).await;
         assert!(snap.targets[0].prefixes.len() >= 306);

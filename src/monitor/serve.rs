@@ -16,7 +16,6 @@
 //! are open at once: a new one beyond it closes the oldest connection that
 //! is not being answered (or is itself closed when every one is).
 
-use crate::exit::tell;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,7 +35,11 @@ use prometheus_client::metrics::counter::Counter;
 
 use super::probe::{ProbeAnswer, ProbeRunner, Prober};
 use super::prometheus::{HttpLabels, Metrics, CONTENT_TYPE};
+use crate::audit::{AuditEntry, AuditTail};
+use crate::exit::{say, tell, Exit};
+use crate::runtime;
 use crate::snapshot::Recipe;
+use crate::text::{format_secs, sanitize};
 
 /// What `serve` needs besides the targets.
 pub(crate) struct ServeOptions {
@@ -243,7 +246,7 @@ fn healthz_answer(s: &AppState) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "The last snapshot was gathered {} ago; snapshots are not keeping up.\n",
-                crate::text::format_secs(at.elapsed().as_secs_f64())
+                format_secs(at.elapsed().as_secs_f64())
             ),
         )
             .into_response(),
@@ -288,12 +291,12 @@ pub(crate) async fn serve_with_probes(
     counters: Arc<Counters>,
     opts: ServeOptions,
     prober: Option<Arc<Prober>>,
-) -> crate::exit::Exit {
+) -> Exit {
     let listener = match tokio::net::TcpListener::bind(opts.listen).await {
         Ok(l) => l,
         Err(e) => {
-            crate::exit::say(format!("could not listen on {}: {e}", opts.listen));
-            return crate::exit::Exit::Failed;
+            say(format!("could not listen on {}: {e}", opts.listen));
+            return Exit::Failed;
         }
     };
     let addr = listener.local_addr().unwrap_or(opts.listen);
@@ -304,7 +307,7 @@ pub(crate) async fn serve_with_probes(
         let names: Vec<&str> = p.module_names().collect();
         tell(format_args!(
             "answering probes on http://{addr}/probe?target=URL&module=NAME (modules: {})",
-            crate::text::sanitize(&names.join(", "))
+            sanitize(&names.join(", "))
         ));
     }
     let mut metrics_ = Metrics::new();
@@ -316,8 +319,8 @@ pub(crate) async fn serve_with_probes(
     let probes = match prober.clone().map(ProbeRunner::start).transpose() {
         Ok(p) => p.map(Arc::new),
         Err(e) => {
-            crate::exit::say(format!("could not start the probes' thread: {e}"));
-            return crate::exit::Exit::Failed;
+            say(format!("could not start the probes' thread: {e}"));
+            return Exit::Failed;
         }
     };
     let state = AppState {
@@ -331,13 +334,11 @@ pub(crate) async fn serve_with_probes(
     };
     let latest = state.latest.clone();
     let refresh = opts.refresh;
-    let mut audit_tail = opts
-        .audit_path
-        .map(|p| crate::audit::AuditTail::new(p, AUDIT_KEEP));
+    let mut audit_tail = opts.audit_path.map(|p| AuditTail::new(p, AUDIT_KEEP));
     // The gatherer runs on a thread and current-thread runtime of its own
     // (a request costs half the CPU there: no hand-off between workers); scrapes are
     // answered on the command's runtime.
-    let gathering = crate::runtime::spawn("leasectl-gather", async move {
+    let gathering = runtime::spawn("leasectl-gather", async move {
         // The audit log's last error: warned once, and again only when it
         // changes; its recovery is told too.
         let mut audit_error: Option<String> = None;
@@ -356,7 +357,7 @@ pub(crate) async fn serve_with_probes(
                     ),
                     (None, Some(t)) => tracing::info!(
                         "the audit log {} can be read again",
-                        crate::text::sanitize(&t.path().display().to_string())
+                        sanitize(&t.path().display().to_string())
                     ),
                     (None, None) => {}
                 }
@@ -377,8 +378,8 @@ pub(crate) async fn serve_with_probes(
     let gathering = match gathering {
         Ok(g) => g,
         Err(e) => {
-            crate::exit::say(format!("could not start the gathering thread: {e}"));
-            return crate::exit::Exit::Failed;
+            say(format!("could not start the gathering thread: {e}"));
+            return Exit::Failed;
         }
     };
     let app = Router::new()
@@ -396,7 +397,7 @@ pub(crate) async fn serve_with_probes(
     tell(format_args!(
         "serve stopped: {why} received; connections were closed"
     ));
-    crate::exit::Exit::Ok
+    Exit::Ok
 }
 
 /// The longest a client may take to send a request's headers, and the
@@ -724,12 +725,8 @@ const AUDIT_KEEP: usize = 200;
 /// already read are kept (a takeover is then classified by what was seen,
 /// not named); the caller warns and sets `leasectl_audit_log_ok`.
 async fn read_audit(
-    tail: Option<crate::audit::AuditTail>,
-) -> (
-    Option<crate::audit::AuditTail>,
-    Vec<crate::audit::AuditEntry>,
-    Option<String>,
-) {
+    tail: Option<AuditTail>,
+) -> (Option<AuditTail>, Vec<AuditEntry>, Option<String>) {
     let Some(mut tail) = tail else {
         return (None, Vec::new(), None);
     };
@@ -744,7 +741,7 @@ async fn read_audit(
         Ok((tail, v, error)) => (Some(tail), v, error),
         // The blocking task failed (it cannot, short of a panic): start over.
         Err(_) => (
-            Some(crate::audit::AuditTail::new(path, AUDIT_KEEP)),
+            Some(AuditTail::new(path, AUDIT_KEEP)),
             Vec::new(),
             Some("the audit log could not be read (its reader failed)".to_owned()),
         ),

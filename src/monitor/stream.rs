@@ -33,7 +33,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use crate::clock::SharedClock;
+use crate::clock::{rfc3339, SharedClock};
 use crate::snapshot::history::{ChangeKind, History, HolderChange};
 use crate::snapshot::takeovers::FollowedLog;
 use crate::snapshot::{
@@ -42,8 +42,11 @@ use crate::snapshot::{
 };
 use crate::writer::scan::Verdict;
 
-use crate::exit::Exit;
+use crate::exit::{say, Exit};
 use crate::snapshot::Recipe;
+use crate::stdout::Checked;
+use crate::store::AddressingStyle;
+use crate::text::to_json_line;
 
 /// Where a target's requests go, as in `--json`: `endpoint` (the URL, null
 /// for AWS's own endpoint and a local store), `region`, `addressing_style`.
@@ -51,7 +54,7 @@ use crate::snapshot::Recipe;
 struct Where<'a> {
     endpoint: Option<&'a str>,
     region: Option<&'a str>,
-    addressing_style: Option<crate::store::AddressingStyle>,
+    addressing_style: Option<AddressingStyle>,
 }
 
 impl<'a> Where<'a> {
@@ -167,12 +170,12 @@ struct CountLine<'a> {
 }
 
 fn ts(t: DateTime<Utc>) -> String {
-    crate::clock::rfc3339(t, SecondsFormat::Millis)
+    rfc3339(t, SecondsFormat::Millis)
 }
 
 fn line<T: Serialize>(v: &T) -> String {
     // Every line type is plain data: serialising it cannot fail.
-    crate::text::to_json_line(v).unwrap_or_default()
+    to_json_line(v).unwrap_or_default()
 }
 
 fn counts(snap: &Snapshot, kind: &'static str) -> String {
@@ -236,35 +239,6 @@ fn error_lines(t: &TargetReport, time: &str, emit: &mut impl FnMut(String)) {
             error: &e.error,
         }));
     }
-}
-
-/// `-o ndjson`: every row of `snap` (errors, leases, the pod when scanned),
-/// then a `summary` line, each given to `emit` as it is made (the lines are
-/// never held together: at 10,000 rows they are 6 MB).
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) fn snapshot_lines(snap: &Snapshot, pod_scanned: bool, mut emit: impl FnMut(String)) {
-    let time = ts(snap.generated_at);
-    for t in &snap.targets {
-        error_lines(t, &time, &mut emit);
-        for p in &t.prefixes {
-            emit(line(&LeaseLine {
-                kind: "lease",
-                time: time.clone(),
-                target: &t.url,
-                at: Where::of(t),
-                row: p,
-            }));
-        }
-    }
-    if pod_scanned {
-        emit(line(&PodLine {
-            kind: "pod",
-            time,
-            verdicts: &snap.pod.verdicts,
-            pod_error: snap.pod_error.as_deref(),
-        }));
-    }
-    emit(counts(snap, "summary"));
 }
 
 /// `-o ndjson` of a streamed gather ([`crate::snapshot::gather_streamed`]):
@@ -495,7 +469,7 @@ pub(crate) async fn watch(
         signal(SignalKind::interrupt()),
         signal(SignalKind::hangup()),
     ) else {
-        crate::exit::say("could not install the signal handlers for --watch");
+        say("could not install the signal handlers for --watch");
         return Exit::Failed;
     };
     let mut watcher = Watcher::default();
@@ -505,7 +479,7 @@ pub(crate) async fn watch(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_beat: Option<tokio::time::Instant> = None;
     // Not locked: the watch's futures may move between threads.
-    let mut out = crate::stdout::Checked::new(std::io::BufWriter::with_capacity(
+    let mut out = Checked::new(std::io::BufWriter::with_capacity(
         1 << 16,
         std::io::stdout(),
     ));

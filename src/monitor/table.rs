@@ -5,7 +5,7 @@
 //! empty cells are `-`.
 
 use crate::snapshot::{ExclusionReport, Snapshot};
-use crate::text::format_secs;
+use crate::text::{format_secs, sanitize, sanitize_message};
 
 /// The column names, in order (GENERATION last, so that the columns before
 /// it keep their places for scripts written before it).
@@ -37,7 +37,7 @@ fn exclusion(e: ExclusionReport) -> &'static str {
 /// sentences of [`problems`]).
 pub(crate) fn rows(snap: &Snapshot) -> Vec<[String; 10]> {
     let dash = || "-".to_owned();
-    let cell = |t: &str| crate::text::sanitize(t).replace(' ', "\\x20");
+    let cell = |t: &str| sanitize(t).replace(' ', "\\x20");
     let secs = |v: Option<f64>| v.map(format_secs).unwrap_or_else(dash);
     let mut out = Vec::new();
     for t in &snap.targets {
@@ -145,9 +145,9 @@ pub(crate) fn render(snap: &Snapshot) -> String {
 /// went, the pod scan's failure, its notes
 /// when the pod is in question, and its verdicts.
 pub(crate) fn problems(snap: &Snapshot) -> Vec<String> {
-    let s = crate::text::sanitize;
+    let s = sanitize;
     // Error messages name what they are about already escaped.
-    let m = crate::text::sanitize_message;
+    let m = sanitize_message;
     let mut out = Vec::new();
     for t in &snap.targets {
         if let Some(e) = &t.error {

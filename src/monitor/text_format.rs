@@ -1,11 +1,12 @@
-//! The classic Prometheus text format (0.0.4) from OpenMetrics text, whole
-//! ([`to_text_format`]) or as a stream ([`TextFormatWriter`]): node_exporter's
-//! textfile collector parses it, OpenMetrics' `# EOF` and counter naming it
-//! does not.
+//! The classic Prometheus text format (0.0.4) from OpenMetrics text, as a
+//! stream ([`TextFormatWriter`]): node_exporter's textfile collector parses
+//! it, OpenMetrics' `# EOF` and counter naming it does not. The tests hold
+//! it against `to_text_format`, the same conversion of a whole text.
 
+#[cfg(test)]
 use std::collections::BTreeSet;
 
-/// [`to_text_format`] as a stream (for [`super::prometheus::Metrics::write_text_format`]): takes the OpenMetrics text as the encoder
+/// The classic text format as a stream (for [`super::prometheus::Metrics::write_text_format`]): takes the OpenMetrics text as the encoder
 /// writes it and passes each line on, converted, to `out`. A counter's `#
 /// HELP` line comes just before its `# TYPE` line, so it is held until the
 /// `# TYPE` line says whether its name takes `_total`.
@@ -20,7 +21,8 @@ pub(super) struct TextFormatWriter<W> {
 }
 
 impl<W: std::io::Write> TextFormatWriter<W> {
-    /// `# HELP name…` or `# TYPE name…` as [`to_text_format`] writes it.
+    /// `# HELP name…` or `# TYPE name…` in the classic format (a counter's
+    /// name with `_total`).
     fn meta(&mut self, line: &str, counter: bool) -> std::io::Result<()> {
         let (p, rest) = line.split_at("# HELP ".len());
         let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -99,10 +101,10 @@ impl<W: std::io::Write> std::fmt::Write for TextFormatWriter<W> {
     }
 }
 
-/// [`Metrics::render`] in the classic Prometheus text format (0.0.4), which
+/// `Metrics::render` (the tests') in the classic Prometheus text format (0.0.4), which
 /// node_exporter's textfile collector parses: a counter's `# HELP` and `#
 /// TYPE` name its `_total` sample, and there is no `# EOF`.
-#[allow(dead_code)] // used by its unit tests only (issue 49 §3)
+#[cfg(test)]
 pub(crate) fn to_text_format(openmetrics: &str) -> String {
     let mut counters = BTreeSet::new();
     for l in openmetrics.lines() {

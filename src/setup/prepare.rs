@@ -5,6 +5,7 @@ use clap::{ArgMatches, FromArgMatches};
 
 use super::Shared;
 use crate::bucket::RecordFormat;
+use crate::cli;
 use crate::cli::{
     bad_aws_env, check_endpoint, check_endpoint_from, conditional_from_env, OutputFormat,
     CONDITIONAL_ENV,
@@ -15,8 +16,8 @@ use crate::config::ConfigError;
 use crate::exit::{mark_said, say};
 use crate::exit::{CheckStatus, Exit};
 use crate::stdout::{write_line, WriteError};
-use crate::target::set_command_names;
 use crate::target::TargetError;
+use crate::target::{set_command_names, Target};
 use crate::text::sanitize;
 
 /// Parses argv. Help and version are printed (exit 0), as clap prints them;
@@ -27,7 +28,7 @@ use crate::text::sanitize;
 /// # Errors
 /// The [`Exit`] when the command does not run: help, version, usage.
 pub fn parse() -> Result<(Cli, ArgMatches), Exit> {
-    let command = crate::cli::command();
+    let command = cli::command();
     hand_in_command_names(&command);
     let parsed = command
         .try_get_matches()
@@ -83,7 +84,7 @@ fn hand_in_command_names(command: &clap::Command) {
 /// The command argv names, as clap finds it when it ignores the errors (a
 /// bad flag or value does not hide which command was meant).
 fn parsed_command() -> Option<String> {
-    crate::cli::command()
+    cli::command()
         .ignore_errors(true)
         .try_get_matches()
         .ok()
@@ -255,7 +256,7 @@ fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<(), Config
     }
     // Each part the context sets, where the command has it and the command
     // line did not give it.
-    let targets = |t: &mut Vec<crate::target::Target>| {
+    let targets = |t: &mut Vec<Target>| {
         if t.is_empty() {
             t.clone_from(&ctx.targets);
         }
@@ -307,11 +308,12 @@ fn apply_context(cli: &mut Cli, matches: &clap::ArgMatches) -> Result<(), Config
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli;
     use crate::target::Target;
 
     #[test]
     fn unknown_schemes_get_the_right_hint() {
-        hand_in_command_names(&crate::cli::command());
+        hand_in_command_names(&cli::command());
         let why = |s: &str| s.parse::<Target>().unwrap_err().why;
         assert!(
             why("porbe").contains("did you mean `leasectl probe`?"),

@@ -22,8 +22,8 @@ use super::state::{tenure_of, World, KEY, PREFIX};
 use super::store::SimStore;
 use crate::audit::{AuditLog, AuditTarget};
 use crate::bucket::{
-    judge, read_lease, Exclusion, FenceStatus, KeepAlive, LeaseState, Observed, RecordFormat,
-    Watchdog,
+    fmt_generation, judge, read_lease, Exclusion, FenceStatus, KeepAlive, LeaseState, Observed,
+    RecordFormat, Watchdog,
 };
 use crate::clock::{Clock as _, SharedClock};
 use crate::takeover::{takeover, TakeoverRequest, Then};
@@ -159,7 +159,7 @@ impl Operator {
             w.log(format_args!(
                 "operator: took it, {} generation {}{}",
                 tenure.0,
-                crate::bucket::fmt_generation(out.written.generation),
+                fmt_generation(out.written.generation),
                 out.writes_safe_from
                     .map(|t| format!(", writes safe from {}", t.format("%H:%M:%S%.6f")))
                     .unwrap_or_default()

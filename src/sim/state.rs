@@ -15,7 +15,8 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::clock::TrueTime;
-use crate::bucket::LeaseRecord;
+use crate::bucket::{fmt_generation, LeaseRecord};
+use crate::clock::ServerOffset;
 use crate::store::{normalize_etag, ObjectMeta, PutCondition, StoreError};
 
 /// The prefix every holder contends for.
@@ -132,7 +133,7 @@ pub struct OffsetScore {
 impl OffsetScore {
     /// Scores one reading `o` of a holder whose true offset (service minus
     /// its wall clock) is `truth_s` seconds; `holding`: it holds the lease.
-    pub(crate) fn score(&mut self, o: &crate::clock::ServerOffset, truth_s: f64, holding: bool) {
+    pub(crate) fn score(&mut self, o: &ServerOffset, truth_s: f64, holding: bool) {
         let err = (o.offset_s - truth_s).abs();
         let us = |s: f64| (s * 1e6).round().min(u32::MAX as f64) as u32;
         self.error_us.push(us(err));
@@ -425,7 +426,7 @@ impl Shared {
             "store: LEASE now {} acquired_at {} generation {} (written by h{holder}{}{})",
             t.0,
             t.1.format("%H:%M:%S%.6f"),
-            crate::bucket::fmt_generation(r.generation),
+            fmt_generation(r.generation),
             if known {
                 ", an earlier tenure again"
             } else {

@@ -16,8 +16,8 @@ use super::clock::{SimClock, TrueTime};
 use super::state::{Fault, Shared, Variant, World};
 use crate::clock::{Clock as _, DateAnswer, OffsetEstimator, ServerOffset};
 use crate::store::{
-    normalize_etag, Capabilities, GetOutput, Listing, ObjectRead, ObjectStore, PutCondition,
-    StoreError,
+    no_sample, no_versions, normalize_etag, Capabilities, EndpointInfo, GetOutput, KeyVersions,
+    Listing, ObjectRead, ObjectStore, PutCondition, StoreError,
 };
 
 /// How long a client waits before it gives a request up.
@@ -165,7 +165,7 @@ impl ObjectRead for SimStore {
     }
 
     async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        Err(crate::store::no_sample(&self.describe(), prefix))
+        Err(no_sample(&self.describe(), prefix))
     }
 
     /// Every answer carries a `Date` (see [`SimStore::answered`]).
@@ -177,8 +177,8 @@ impl ObjectRead for SimStore {
         true
     }
 
-    fn endpoint_info(&self) -> crate::store::EndpointInfo {
-        crate::store::EndpointInfo::default()
+    fn endpoint_info(&self) -> EndpointInfo {
+        EndpointInfo::default()
     }
 
     fn unavailable(&self) -> Option<StoreError> {
@@ -186,12 +186,12 @@ impl ObjectRead for SimStore {
     }
 
     /// The simulated store keeps one version of an object.
-    async fn list_versions(&self, key: &str) -> Result<crate::store::KeyVersions, StoreError> {
-        Err(crate::store::no_versions(&self.describe(), key))
+    async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
+        Err(no_versions(&self.describe(), key))
     }
 
     async fn get_version(&self, key: &str, _version_id: &str) -> Result<GetOutput, StoreError> {
-        Err(crate::store::no_versions(&self.describe(), key))
+        Err(no_versions(&self.describe(), key))
     }
 }
 

@@ -20,7 +20,8 @@ use super::state::{tenure_of, Outcome, Property, Shared, Tenure, Variant, World,
 use super::store::SimStore;
 use crate::bucket::defect::{self, Defect};
 use crate::bucket::{
-    BucketLease, FenceClosed, FenceStatus, KeepAlive, LeaseConfig, LeaseError, LeaseWatch, Watchdog,
+    fmt_generation, race, BucketLease, FenceClosed, FenceStatus, KeepAlive, LeaseConfig,
+    LeaseError, LeaseWatch, Watchdog,
 };
 
 /// What one seed's run is asked to do.
@@ -166,7 +167,7 @@ impl Holder {
             "h{} ({}) acquired, generation {}",
             self.index,
             self.id,
-            crate::bucket::fmt_generation(lease.record().generation)
+            fmt_generation(lease.record().generation)
         ));
         w.handed_out(tenure, lease.record().generation);
         if w.variant != Variant::Healthy {
@@ -644,7 +645,7 @@ async fn finish(
     w.outcome.variant = Some(w.variant);
     let out = std::mem::take(&mut w.outcome);
     drop(w);
-    crate::bucket::race::forget(&format!("{name}#"));
+    race::forget(&format!("{name}#"));
     let _ = std::fs::remove_dir_all(audit_dir);
     out
 }

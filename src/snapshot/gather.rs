@@ -17,6 +17,7 @@ use super::target_read::{
     empty_report, gather_planned, report_from_cache, Changes, OpenTarget, Partial, TargetCache,
 };
 
+use crate::bucket::Observed;
 use crate::clock::SharedClock;
 use crate::writer::scan::PodSnapshot;
 
@@ -213,16 +214,16 @@ impl Gatherer {
             for (p, e) in &c.entries {
                 // A B-tree slot: key and value, plus a share of its node.
                 n += string(p) + size_of::<super::schedule::Entry>() + 16;
-                n += size_of::<Result<crate::bucket::Observed, String>>();
+                n += size_of::<Result<Observed, String>>();
                 n += match &*e.result {
-                    Ok(crate::bucket::Observed::Present { etag, record, .. }) => {
+                    Ok(Observed::Present { etag, record, .. }) => {
                         etag.as_ref().map_or(0, |e| e.capacity())
                             + match record {
                                 Ok(r) => r.instance_id.capacity(),
                                 Err((why, raw)) => why.capacity() + raw.capacity(),
                             }
                     }
-                    Ok(crate::bucket::Observed::Absent) => 0,
+                    Ok(Observed::Absent) => 0,
                     Err(e) => e.capacity(),
                 };
             }

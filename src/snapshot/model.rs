@@ -298,7 +298,7 @@ impl TargetReport {
     /// percent-encoded where a TARGET needs it ([`crate::target`]).
     pub fn prefix_url(&self, prefix: &str) -> String {
         match &self.bucket {
-            Some(b) => format!("s3://{b}/{}", crate::target::encode_path(prefix)),
+            Some(b) => format!("s3://{b}/{}", encode_path(prefix)),
             None => {
                 let slash = if self.url.ends_with('/') { "" } else { "/" };
                 format!("{}{slash}{}", self.url, encode_path(prefix))

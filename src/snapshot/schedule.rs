@@ -284,6 +284,8 @@ impl Plan {
 mod tests {
     use super::*;
 
+    use crate::bucket::LeaseRecord;
+
     fn at(s: u64) -> Duration {
         Duration::from_secs(s)
     }
@@ -463,7 +465,7 @@ mod tests {
                 (now - chrono::Duration::seconds(age)).to_rfc3339(),
                 (now - chrono::Duration::seconds(age)).to_rfc3339(),
             );
-            let record = crate::bucket::LeaseRecord::parse(body.as_bytes(), body.len() as u64)
+            let record = LeaseRecord::parse(body.as_bytes(), body.len() as u64)
                 .map_err(|e| (e.to_string(), body.clone()));
             Ok(Observed::Present {
                 record,

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::audit::{AuditEntry, AuditLog, AuditTail, LeaseLocation};
+use crate::clock::ser_rfc3339;
 
 /// One takeover of a prefix, from leasectl's audit log (the strings as
 /// written there: the JSON outputs escape them, the console escapes them
@@ -22,7 +23,7 @@ use crate::audit::{AuditEntry, AuditLog, AuditTail, LeaseLocation};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LastTakeover {
     /// When the outcome entry was written (the operator's host clock, UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub time: DateTime<Utc>,
     /// `user@host` of the operator.
     pub operator: String,

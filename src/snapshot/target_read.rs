@@ -18,6 +18,7 @@ use crate::bucket::{lease_key, read_lease, Observed};
 use crate::clock::Clock;
 use crate::store::{ObjectRead, StoreError};
 use crate::target::Target;
+use crate::text::sanitize;
 
 /// A target ready to be gathered: its URL, where it lives, and a read-only handle.
 #[derive(Clone)]
@@ -194,7 +195,7 @@ pub(super) async fn gather_planned(
                 length,
                 format!(
                     "listing \"{}\": it did not finish within the deadline",
-                    crate::text::sanitize(&root)
+                    sanitize(&root)
                 ),
             )),
         }

@@ -98,9 +98,11 @@ pub(crate) fn status_exit(status: std::io::Result<std::process::ExitStatus>) -> 
 mod tests {
     use super::*;
 
+    use crate::FORKS;
+
     #[test]
     fn a_signal_is_128_plus_its_number_and_a_code_is_itself() {
-        let _forks = crate::FORKS.read().unwrap_or_else(|e| e.into_inner());
+        let _forks = FORKS.read().unwrap_or_else(|e| e.into_inner());
         let killed = std::process::Command::new("sh")
             .args(["-c", "kill -TERM $$"])
             .status();

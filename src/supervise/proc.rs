@@ -42,6 +42,8 @@ pub(crate) fn descendants_in(proc_root: &Path, root: i32) -> Vec<i32> {
 mod tests {
     use super::*;
 
+    use crate::FORKS;
+
     /// A fake proc root: `pid/stat` files naming each parent.
     fn fake_proc(procs: &[(i32, i32)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -76,7 +78,7 @@ mod tests {
 
     #[test]
     fn finds_a_real_child() {
-        let _forks = crate::FORKS.read().unwrap_or_else(|e| e.into_inner());
+        let _forks = FORKS.read().unwrap_or_else(|e| e.into_inner());
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()

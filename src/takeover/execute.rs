@@ -12,15 +12,20 @@ use super::{
     holder_sentence, landed, outcome_entry, preflight, NotStored, TakeoverError, TakeoverOutcome,
     TakeoverRequest, Then, WaitControl,
 };
+use crate::audit;
 use crate::audit::{AuditEntry, AuditLog, AuditObserved, AuditWritten};
-use crate::bucket::fence::{clock_offset_limit_s, offset_beyond_limit};
-use crate::bucket::probe::probe_scratch;
+use crate::bucket::fence::{check_holder_clock, clock_offset_limit_s, offset_beyond_limit};
+use crate::bucket::probe::{probe_scratch, scratch_key};
 use crate::bucket::{
-    lease_key, new_instance_id, read_lease, Exclusion, Judgement, LeaseRecord, LeaseState, Observed,
+    lease_key, new_instance_id, race, read_lease, Exclusion, Judgement, LeaseError, LeaseRecord,
+    LeaseState, Observed, MAX_SANE_TTL_S,
 };
 use crate::clock::SharedClock;
 use crate::store::{ObjectStore, PutCondition, StoreError};
 use crate::text::sanitize;
+
+#[cfg(feature = "sim")]
+use crate::bucket::defect::{self, Defect};
 
 /// Performs the takeover (see the module docs for the order of steps).
 ///
@@ -162,7 +167,7 @@ async fn check_service(
     key: &str,
 ) -> Result<(), TakeoverError> {
     if req.exclusion == Exclusion::Conditional {
-        let scratch = crate::bucket::probe::scratch_key(&req.prefix);
+        let scratch = scratch_key(&req.prefix);
         match probe_scratch(store, &scratch, clock.as_ref()).await {
             Ok(report) => {
                 if let Some(header) = report.ignored_header().or(report.unsupported()) {
@@ -172,7 +177,7 @@ async fn check_service(
                     });
                 }
                 // Once per store per process, as at acquire: atomic under concurrency?
-                match crate::bucket::race::check_once(store, &scratch).await {
+                match race::check_once(store, &scratch).await {
                     Ok(r) => {
                         if let Some(finding) = r.finding() {
                             return Err(TakeoverError::NotAtomic {
@@ -198,12 +203,7 @@ async fn check_service(
 
     // A record written by a clock that is off would be misjudged by everyone
     // else (whatever is taken over, forced or not).
-    if let Err(e) = crate::bucket::fence::check_holder_clock(
-        store.server_offset(),
-        clock.as_ref(),
-        key,
-        req.ttl_s,
-    ) {
+    if let Err(e) = check_holder_clock(store.server_offset(), clock.as_ref(), key, req.ttl_s) {
         return Err(TakeoverError::ReaderClock(e.to_string()));
     }
     // A lease judged stale by a clock that is off cannot be trusted to be stale.
@@ -211,7 +211,7 @@ async fn check_service(
         if let (Some(o), Some(r)) = (store.server_offset(), req.seen.record()) {
             if let Some(off) = offset_beyond_limit(&o, clock.as_ref(), r.ttl_s) {
                 return Err(TakeoverError::ReaderClock(
-                    crate::bucket::LeaseError::ReaderClock {
+                    LeaseError::ReaderClock {
                         key: key.to_owned(),
                         offset_s: off,
                         error_s: o.error_s,
@@ -232,7 +232,7 @@ async fn check_service(
 /// writes before then. `None` when the lease replaced was not fresh.
 fn old_fence(req: &TakeoverRequest, j: &Judgement) -> Option<Duration> {
     #[cfg(feature = "sim")]
-    if crate::bucket::defect::on(crate::bucket::defect::Defect::TakeoverFenceIgnored) {
+    if defect::on(Defect::TakeoverFenceIgnored) {
         return None;
     }
     (j.state == LeaseState::Fresh)
@@ -250,9 +250,9 @@ fn old_fence(req: &TakeoverRequest, j: &Judgement) -> Option<Duration> {
 /// contender's clock may be off by up to a twelfth of the TTL, ours too).
 fn own_ttl_s(req: &TakeoverRequest, old_fence: Option<Duration>, key: &str) -> u64 {
     let own_ttl_s = match old_fence {
-        Some(w) => req.ttl_s.max(
-            ((w.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1).min(crate::bucket::MAX_SANE_TTL_S),
-        ),
+        Some(w) => req
+            .ttl_s
+            .max(((w.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1).min(MAX_SANE_TTL_S)),
         None => req.ttl_s,
     };
     if own_ttl_s > req.ttl_s {
@@ -277,7 +277,7 @@ fn intent_entry(
         time: now,
         phase: "intent".into(),
         id: id.to_owned(),
-        operator: crate::audit::operator(),
+        operator: audit::operator(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         action: "takeover".into(),
         target: req.target.clone(),

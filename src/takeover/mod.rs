@@ -42,8 +42,10 @@ use chrono::{DateTime, Utc};
 use crate::audit::{AuditEntry, AuditError, AuditTarget};
 use crate::bucket::{
     fmt_generation, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed, RecordFormat,
-    Released, CONDITIONAL_SWITCH,
+    Released, CONDITIONAL_SWITCH, MAX_SANE_TTL_S,
 };
+use crate::clock::{shown, SharedClock};
+use crate::store::ObjectStore;
 use crate::text::format_secs;
 use crate::text::sanitize;
 
@@ -199,7 +201,7 @@ impl std::fmt::Display for TakeoverOutcome {
             write!(
                 f,
                 "\nthe replaced holder was live: writes under the new lease are safe from {} (its fence has closed by then)",
-                crate::clock::shown(t)
+                shown(t)
             )?;
         }
         if let Some(r) = &self.released {
@@ -212,7 +214,7 @@ impl std::fmt::Display for TakeoverOutcome {
             write!(
                 f,
                 "\nhanded over to {id}: start the successor once, with `leasectl bucket hold --instance-id {id}`, before {}",
-                crate::clock::shown(d)
+                shown(d)
             )?;
         }
         write!(
@@ -296,7 +298,7 @@ pub enum TakeoverError {
         service: String,
     },
     /// The TTL asked for is zero or over one hour (readers would call it suspect).
-    #[error("a lease TTL must be between 1 and {max} seconds, not {0}", max = crate::bucket::MAX_SANE_TTL_S)]
+    #[error("a lease TTL must be between 1 and {max} seconds, not {0}", max = MAX_SANE_TTL_S)]
     BadTtl(u64),
     /// The audit log could not be written: nothing was sent.
     #[error("{0}; nothing was sent to the bucket")]
@@ -369,7 +371,7 @@ fn holder_sentence(obs: &Observed) -> String {
         } => format!(
             "now held by {} (renewed_at {}, ETag {})",
             sanitize(&r.instance_id),
-            crate::clock::shown(r.renewed_at),
+            shown(r.renewed_at),
             etag.as_deref().unwrap_or("?")
         ),
         Observed::Present { etag, .. } => format!(
@@ -382,7 +384,7 @@ fn holder_sentence(obs: &Observed) -> String {
 /// The intent `entry` made an `outcome` entry: `outcome` (a sentence), the
 /// ETag left at the key, stamped now.
 pub(super) fn outcome_entry(
-    clock: &crate::clock::SharedClock,
+    clock: &SharedClock,
     mut entry: AuditEntry,
     outcome: String,
     etag: Option<String>,
@@ -411,7 +413,7 @@ pub(super) enum NotStored {
 /// read-back follows: only the exact body written is proof. `Ok` is the ETag
 /// of our record, stored.
 pub(super) async fn landed(
-    store: &dyn crate::store::ObjectStore,
+    store: &dyn ObjectStore,
     key: &str,
     body: &[u8],
 ) -> Result<String, NotStored> {

@@ -5,13 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bucket::Exclusion;
-use crate::clock::SharedClock;
-use crate::exit::Exit;
+use crate::audit::{AuditLog, AuditTarget};
+use crate::bucket::{
+    fmt_generation, judge, lease_key, read_lease, Exclusion, LeaseRecord, Observed, RecordFormat,
+};
+use crate::clock::{shown, SharedClock};
+use crate::exit::{say, Exit};
 use crate::hold::log_release;
-use crate::store::ObjectStore;
+use crate::store::{normalize_etag, ObjectStore};
 use crate::supervise;
-use crate::text::sanitize;
+use crate::takeover::{typed_confirms, TakeoverError, TakeoverOutcome, Then};
+use crate::text::{format_secs, lookalike_note, sanitize, sanitize_message};
 
 /// The takeover an operator asked `leasectl takeover` for (its command line
 /// resolved: the prefix's TARGET, the context's TTL and record format),
@@ -23,9 +27,6 @@ pub(crate) struct OperatorTakeover {
     pub prefix: String,
     /// The URL as given (shown and audited).
     pub url: String,
-    /// Endpoint, for the audit entry.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub endpoint: String,
     /// Bucket, for S3.
     pub bucket: Option<String>,
     /// `--reason`.
@@ -33,7 +34,7 @@ pub(crate) struct OperatorTakeover {
     /// `--expect-etag`.
     pub(crate) expect_etag: Option<String>,
     /// `--then`.
-    pub then: crate::takeover::Then,
+    pub then: Then,
     /// `--force`.
     pub force: bool,
     /// `--yes`.
@@ -43,7 +44,7 @@ pub(crate) struct OperatorTakeover {
     /// Conditional or best-effort.
     pub exclusion: Exclusion,
     /// `--record-format` (or the context's `record_format`).
-    pub record_format: crate::bucket::RecordFormat,
+    pub record_format: RecordFormat,
 }
 
 /// `leasectl takeover`: look, show, confirm, then the audited takeover; a
@@ -60,7 +61,7 @@ pub(crate) struct OperatorTakeover {
 pub(crate) async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
-    audit: &crate::audit::AuditLog,
+    audit: &AuditLog,
     a: OperatorTakeover,
     out: &mut (impl std::io::Write + Send),
 ) -> Exit {
@@ -68,14 +69,11 @@ pub(crate) async fn takeover_cmd(
 
     match check_request(&a.reason, a.ttl_s) {
         Err(TakeoverError::NoReason) => {
-            crate::exit::say("a reason is required (--reason)");
+            say("a reason is required (--reason)");
             return Exit::Usage;
         }
         Err(e) => {
-            crate::exit::say(format!(
-                "refused: {}",
-                crate::text::sanitize_message(&e.to_string())
-            ));
+            say(format!("refused: {}", sanitize_message(&e.to_string())));
             return Exit::Refused;
         }
         Ok(()) => {}
@@ -120,7 +118,7 @@ pub(crate) async fn takeover_cmd(
                     out,
                     "{} renewed its lease (generation {}) between the look and the write: looking again ({looked_again} of {LOOK_AGAIN})",
                     sanitize(&now.instance_id),
-                    crate::bucket::fmt_generation(now.generation)
+                    fmt_generation(now.generation)
                 );
                 continue;
             }
@@ -135,7 +133,7 @@ pub(crate) const LOOK_AGAIN: u32 = 3;
 
 /// Whether `now` is `before` renewed: the same holder under the same
 /// generation (known), still held (not released).
-fn only_renewed(before: &crate::bucket::LeaseRecord, now: &crate::bucket::LeaseRecord) -> bool {
+fn only_renewed(before: &LeaseRecord, now: &LeaseRecord) -> bool {
     before.instance_id == now.instance_id
         && before.generation.is_some()
         && before.generation == now.generation
@@ -151,20 +149,20 @@ async fn look_and_guard(
     clock: &SharedClock,
     a: &OperatorTakeover,
     out: &mut (impl std::io::Write + Send),
-) -> Result<(crate::bucket::Observed, Duration), Exit> {
+) -> Result<(Observed, Duration), Exit> {
     use crate::takeover::{preflight, watch_one_ttl, TakeoverError, Watched};
 
-    let key = crate::bucket::lease_key(&a.prefix);
-    let seen = match crate::bucket::read_lease(store, &key, None).await {
+    let key = lease_key(&a.prefix);
+    let seen = match read_lease(store, &key, None).await {
         Ok(o) => o,
         Err(e) => {
-            crate::exit::say(format!("cannot read {key}: {e}"));
+            say(format!("cannot read {key}: {e}"));
             return Err(Exit::Failed);
         }
     };
     let now = clock.wall();
     describe_lease(&seen, now, &key, &a.url, out);
-    if a.record_format == crate::bucket::RecordFormat::Seed {
+    if a.record_format == RecordFormat::Seed {
         let _ = writeln!(
             out,
             "format   record format seed: no generation will be written (the seed's four fields)"
@@ -180,15 +178,12 @@ async fn look_and_guard(
         now,
     );
     if let Err(e @ (TakeoverError::Absent { .. } | TakeoverError::Released { .. })) = &guard {
-        crate::exit::say(format!(
-            "refused: {}",
-            crate::text::sanitize_message(&e.to_string())
-        ));
+        say(format!("refused: {}", sanitize_message(&e.to_string())));
         return Err(Exit::Refused);
     }
     if let Some(want) = &a.expect_etag {
-        if seen.etag() != Some(crate::store::normalize_etag(want).as_str()) {
-            crate::exit::say(format!(
+        if seen.etag() != Some(normalize_etag(want).as_str()) {
+            say(format!(
                 "refused: the LEASE's ETag is {} but --expect-etag is {}; look again",
                 seen.etag().unwrap_or("(none)"),
                 sanitize(want)
@@ -199,7 +194,7 @@ async fn look_and_guard(
     match guard {
         Ok(_) => Ok((seen, Duration::ZERO)),
         Err(TakeoverError::Fresh { .. }) => {
-            crate::exit::say(
+            say(
                 "refused: the lease is fresh (a live holder). Use --force only if you know it is gone.",
             );
             Err(Exit::Refused)
@@ -210,28 +205,25 @@ async fn look_and_guard(
             let _ = writeln!(
                 out,
                 "watching the {state} record for {} before taking it over…",
-                crate::text::format_secs(ttl.as_secs_f64())
+                format_secs(ttl.as_secs_f64())
             );
             let _ = out.flush();
             match watch_one_ttl(store, &key, seen, ttl, clock).await {
                 Watched::Unchanged { seen, for_ } => Ok((seen, for_)),
                 Watched::Changed(st) => {
-                    crate::exit::say(format!(
+                    say(format!(
                         "refused: the record changed while watched; it is now {st}. Look again."
                     ));
                     Err(Exit::Refused)
                 }
                 Watched::Unreadable(e) => {
-                    crate::exit::say(format!("cannot read {key}: {e}"));
+                    say(format!("cannot read {key}: {e}"));
                     Err(Exit::Failed)
                 }
             }
         }
         Err(e) => {
-            crate::exit::say(format!(
-                "refused: {}",
-                crate::text::sanitize_message(&e.to_string())
-            ));
+            say(format!("refused: {}", sanitize_message(&e.to_string())));
             Err(Exit::Refused)
         }
     }
@@ -240,15 +232,15 @@ async fn look_and_guard(
 /// The lease as `leasectl takeover` shows it before asking: key and URL,
 /// state (judged at `now`), holder, renewal, generation, ETag.
 fn describe_lease(
-    obs: &crate::bucket::Observed,
+    obs: &Observed,
     now: chrono::DateTime<chrono::Utc>,
     key: &str,
     url: &str,
     out: &mut (impl std::io::Write + Send),
 ) {
-    let j = crate::bucket::judge(obs, now);
+    let j = judge(obs, now);
     let _ = writeln!(out, "lease    {} ({})", sanitize(key), sanitize(url));
-    if let Some(n) = crate::text::lookalike_note(url) {
+    if let Some(n) = lookalike_note(url) {
         let _ = writeln!(out, "warning  {n}");
     }
     let sentence = j.sentence();
@@ -258,16 +250,11 @@ fn describe_lease(
     let _ = writeln!(out, "state    {}: {rest}", j.state);
     if let Some(r) = obs.record() {
         let _ = writeln!(out, "holder   {}", sanitize(&r.instance_id));
-        let _ = writeln!(
-            out,
-            "renewed  {} (TTL {} s)",
-            crate::clock::shown(r.renewed_at),
-            r.ttl_s
-        );
+        let _ = writeln!(out, "renewed  {} (TTL {} s)", shown(r.renewed_at), r.ttl_s);
         let _ = writeln!(
             out,
             "generation {}{}",
-            crate::bucket::fmt_generation(r.generation),
+            fmt_generation(r.generation),
             if r.generation.is_none() {
                 " (unknown: the record has no generation field)"
             } else {
@@ -290,7 +277,7 @@ fn describe_lease(
 fn confirm_typed(a: &OperatorTakeover, out: &mut (impl std::io::Write + Send)) -> Result<(), Exit> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() {
-        crate::exit::say("not a terminal: confirm interactively or pass --yes");
+        say("not a terminal: confirm interactively or pass --yes");
         return Err(Exit::Usage);
     }
     // What to type is named: the prefix as the console shows it (its URL
@@ -316,8 +303,8 @@ fn confirm_typed(a: &OperatorTakeover, out: &mut (impl std::io::Write + Send)) -
     let decoded = percent_encoding::percent_decode_str(&a.url)
         .decode_utf8_lossy()
         .into_owned();
-    if !crate::takeover::typed_confirms(&line, &[&a.url, &a.prefix, &decoded]) {
-        crate::exit::say("refused: not confirmed; nothing written");
+    if !typed_confirms(&line, &[&a.url, &a.prefix, &decoded]) {
+        say("refused: not confirmed; nothing written");
         return Err(Exit::Refused);
     }
     Ok(())
@@ -326,7 +313,7 @@ fn confirm_typed(a: &OperatorTakeover, out: &mut (impl std::io::Write + Send)) -
 /// What the look found and the guards let through, for [`execute_takeover`].
 struct Looked {
     /// The LEASE as seen.
-    seen: crate::bucket::Observed,
+    seen: Observed,
     /// How long its ETag was watched unchanged.
     watched_for: Duration,
 }
@@ -338,12 +325,12 @@ struct Looked {
 async fn execute_takeover(
     store: Arc<dyn ObjectStore>,
     clock: &SharedClock,
-    audit: &crate::audit::AuditLog,
+    audit: &AuditLog,
     a: &OperatorTakeover,
     looked: Looked,
     signals: &mut supervise::Signals,
     out: &mut (impl std::io::Write + Send),
-) -> Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError> {
+) -> Result<TakeoverOutcome, TakeoverError> {
     use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
     let Looked { seen, watched_for } = looked;
     let info = store.endpoint_info();
@@ -357,12 +344,12 @@ async fn execute_takeover(
         ttl_s: a.ttl_s,
         exclusion: a.exclusion,
         record_format: a.record_format,
-        target: crate::audit::AuditTarget {
+        target: AuditTarget {
             endpoint: info.url,
             region: info.region,
             addressing_style: info.addressing_style,
             bucket: a.bucket.clone(),
-            key: crate::bucket::lease_key(&a.prefix),
+            key: lease_key(&a.prefix),
             url: a.url.clone(),
         },
     };
@@ -384,9 +371,9 @@ async fn execute_takeover(
 /// Prints the takeover's result and returns the exit code; with `--then
 /// hold`, holds the lease until a signal (exit 0) or its loss (audited, 5).
 async fn takeover_report(
-    result: Result<crate::takeover::TakeoverOutcome, crate::takeover::TakeoverError>,
+    result: Result<TakeoverOutcome, TakeoverError>,
     clock: &SharedClock,
-    audit: &crate::audit::AuditLog,
+    audit: &AuditLog,
     signals: &mut supervise::Signals,
     out: &mut (impl std::io::Write + Send),
 ) -> Exit {
@@ -406,10 +393,10 @@ async fn takeover_report(
                 .await;
                 log_release(released);
                 if let Some(why) = lost {
-                    crate::exit::say(format!("the held lease ended: {why}"));
+                    say(format!("the held lease ended: {why}"));
                     let why = why.to_string();
                     if let Err(e) = record_loss(audit, &done.audit_entry, clock, &why).await {
-                        crate::exit::say(format!("audit: could not record the loss: {e}"));
+                        say(format!("audit: could not record the loss: {e}"));
                     }
                     return Exit::Fenced;
                 }
@@ -417,25 +404,19 @@ async fn takeover_report(
             Exit::Ok
         }
         Err(e @ TakeoverError::Interrupted(_)) => {
-            crate::exit::say(format!("interrupted: {e}"));
+            say(format!("interrupted: {e}"));
             Exit::Interrupted
         }
         Err(e @ TakeoverError::Changed { .. }) => {
-            crate::exit::say(format!(
-                "refused: {}",
-                crate::text::sanitize_message(&e.to_string())
-            ));
+            say(format!("refused: {}", sanitize_message(&e.to_string())));
             Exit::Refused
         }
         Err(e) if e.is_refusal() => {
-            crate::exit::say(format!(
-                "refused: {}",
-                crate::text::sanitize_message(&e.to_string())
-            ));
+            say(format!("refused: {}", sanitize_message(&e.to_string())));
             Exit::Refused
         }
         Err(e) => {
-            crate::exit::say(format!("failed: {e}"));
+            say(format!("failed: {e}"));
             Exit::Failed
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::TakeoverError;
-use crate::bucket::{judge, lease_key, Judgement, LeaseState, Observed};
+use crate::bucket::{judge, lease_key, Judgement, LeaseState, Observed, MAX_SANE_TTL_S};
 use crate::text::format_secs;
 use crate::text::sanitize;
 
@@ -84,7 +84,7 @@ pub(crate) fn check_request(reason: &str, ttl_s: u64) -> Result<(), TakeoverErro
     if reason.trim().is_empty() {
         return Err(TakeoverError::NoReason);
     }
-    if ttl_s == 0 || ttl_s > crate::bucket::MAX_SANE_TTL_S {
+    if ttl_s == 0 || ttl_s > MAX_SANE_TTL_S {
         return Err(TakeoverError::BadTtl(ttl_s));
     }
     Ok(())

@@ -11,9 +11,12 @@ use chrono::{DateTime, Utc};
 
 use super::outcome_entry;
 use super::{holder_sentence, TakeoverError, TakeoverOutcome, TakeoverRequest, Then, WaitControl};
-use crate::audit::{AuditEntry, AuditLog};
-use crate::bucket::{BucketLease, Exclusion, FenceStatus, KeepAlive, LeaseConfig, LeaseRecord};
-use crate::clock::SharedClock;
+use crate::audit::{AuditEntry, AuditError, AuditLog};
+use crate::bucket::{
+    BucketLease, Exclusion, FenceClosed, FenceStatus, KeepAlive, LeaseConfig, LeaseRecord,
+    ReleaseReport, MAX_SANE_TTL_S,
+};
+use crate::clock::{ceil_micros, shown, SharedClock};
 use crate::store::{ObjectStore, PutCondition};
 use crate::text::format_secs;
 use crate::text::sanitize;
@@ -78,7 +81,7 @@ pub(super) async fn after_put(
     // printed, audited and in-memory moment are one, never before the fence.
     let safe_from = t.old_fence.map(|w| {
         written.set_not_before(t.mono + w);
-        crate::clock::ceil_micros(
+        ceil_micros(
             t.clock.wall()
                 + chrono::Duration::from_std(
                     w.saturating_sub(t.clock.mono().saturating_sub(t.mono)),
@@ -87,7 +90,7 @@ pub(super) async fn after_put(
         )
     });
     if let Some(at) = safe_from {
-        tracing::warn!(key = %t.key, "a live lease was replaced: its holder may write until its fence closes; writes are safe from {}", crate::clock::shown(at));
+        tracing::warn!(key = %t.key, "a live lease was replaced: its holder may write until its fence closes; writes are safe from {}", shown(at));
         t.entry.writes_safe_from = Some(at);
     }
     let mut outcome = TakeoverOutcome {
@@ -210,10 +213,7 @@ async fn act(
         Then::Hold => {
             outcome.held = Some(written);
             match safe_from {
-                Some(at) => format!(
-                    "taken and held by leasectl; writes safe from {}",
-                    crate::clock::shown(at)
-                ),
+                Some(at) => format!("taken and held by leasectl; writes safe from {}", shown(at)),
                 None => "taken and held by leasectl".to_owned(),
             }
         }
@@ -226,7 +226,7 @@ async fn act(
             format!(
                 "taken and handed over to {}; it must start before {}",
                 sanitize(successor),
-                crate::clock::shown(deadline)
+                shown(deadline)
             )
         }
     };
@@ -277,7 +277,7 @@ async fn hand_over(
                 format!(
                     "taken, then handed over to {} once the old holder's fence closed; it must start before {}",
                     sanitize(successor),
-                    crate::clock::shown(deadline)
+                    shown(deadline)
                 ),
                 final_etag,
             ))
@@ -322,10 +322,7 @@ async fn hand_over(
 pub(crate) async fn hold_until(
     lease: BucketLease,
     stop: impl Future<Output = ()>,
-) -> (
-    Option<crate::bucket::FenceClosed>,
-    crate::bucket::ReleaseReport,
-) {
+) -> (Option<FenceClosed>, ReleaseReport) {
     let keep = KeepAlive::start(lease);
     let lost = tokio::select! {
         _ = stop => None,
@@ -344,7 +341,7 @@ pub(crate) async fn record_loss(
     entry: &AuditEntry,
     clock: &SharedClock,
     why: &str,
-) -> Result<(), crate::audit::AuditError> {
+) -> Result<(), AuditError> {
     let mut entry = entry.clone();
     entry.time = clock.wall();
     entry.outcome = Some(format!("held lease ended: {why}"));
@@ -443,8 +440,7 @@ async fn leave_to_expire(
         }
     };
     let left = fence_end.saturating_sub(clock.mono());
-    let ttl_s = ((left.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1)
-        .clamp(1, crate::bucket::MAX_SANE_TTL_S);
+    let ttl_s = ((left.as_secs_f64() * 6.0 / 5.0).ceil() as u64 + 1).clamp(1, MAX_SANE_TTL_S);
     let now = clock.wall();
     let record = LeaseRecord {
         renewed_at: now,

@@ -154,6 +154,8 @@ mod tests {
 
     use super::*;
 
+    use crate::snapshot::LastTakeover;
+
     fn at(s: i64) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, 3, 9, 0, 0).unwrap() + chrono::Duration::seconds(s)
     }
@@ -179,7 +181,7 @@ mod tests {
     #[test]
     fn a_session_history_becomes_tenures_gaps_and_overlaps() {
         let mut tk = change(20, ChangeKind::Takeover, Some("c"), Some("b"));
-        tk.takeover = Some(Box::new(crate::snapshot::LastTakeover {
+        tk.takeover = Some(Box::new(LastTakeover {
             time: at(19),
             operator: "ops@host".into(),
             reason: "stuck".into(),

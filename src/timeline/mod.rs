@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use crate::audit::AuditEntry;
 use crate::bucket::{fmt_generation, LeaseRecord, MAX_SANE_TTL_S};
-use crate::clock::rfc3339;
+use crate::clock::{rfc3339, ser_opt_rfc3339, ser_rfc3339};
 use crate::text::{format_secs, sanitize};
 
 /// What one observation of the LEASE key found.
@@ -122,20 +122,20 @@ pub enum Ending {
     /// Released by its holder (a released record, or the object deleted).
     Released {
         /// When (UTC).
-        #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+        #[serde(serialize_with = "ser_rfc3339")]
         at: DateTime<Utc>,
     },
     /// Its TTL ran out after its last renewal and nobody wrote before (the
     /// next holder, if any, came later).
     Expired {
         /// When its TTL ran out (UTC, from its last write's time).
-        #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+        #[serde(serialize_with = "ser_rfc3339")]
         at: DateTime<Utc>,
     },
     /// Replaced by another holder's record.
     Replaced {
         /// When the new record was written (UTC).
-        #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+        #[serde(serialize_with = "ser_rfc3339")]
         at: DateTime<Utc>,
         /// The new holder (escaped).
         by: String,
@@ -147,7 +147,7 @@ pub enum Ending {
     /// Overwritten by something that is not a record.
     Overwritten {
         /// When (UTC).
-        #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+        #[serde(serialize_with = "ser_rfc3339")]
         at: DateTime<Utc>,
     },
     /// Still held at the end of what was read.
@@ -160,7 +160,7 @@ pub struct Takeover {
     /// The entry's id.
     pub id: String,
     /// When the outcome was written (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub time: DateTime<Utc>,
     /// `user@host`.
     pub operator: String,
@@ -175,7 +175,7 @@ pub struct Takeover {
     /// The generation of the record it wrote.
     pub generation: Option<u64>,
     /// From when the new holder may write (UTC), after a forced takeover.
-    #[serde(serialize_with = "crate::clock::ser_opt_rfc3339")]
+    #[serde(serialize_with = "ser_opt_rfc3339")]
     pub writes_safe_from: Option<DateTime<Utc>>,
 }
 
@@ -187,13 +187,13 @@ pub struct Tenure {
     /// Its generation (`None`: the record has none).
     pub generation: Option<u64>,
     /// `acquired_at` of its record, by the holder's clock (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub acquired_at: DateTime<Utc>,
     /// Its first write seen (UTC, the source's clock).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub first_seen: DateTime<Utc>,
     /// Its last write seen (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub(crate) last_seen: DateTime<Utc>,
     /// Writes seen (the first one and its renewals).
     pub writes: usize,
@@ -212,10 +212,10 @@ pub struct Tenure {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Gap {
     /// From (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub from: DateTime<Utc>,
     /// To (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub to: DateTime<Utc>,
 }
 
@@ -223,10 +223,10 @@ pub(crate) struct Gap {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Overlap {
     /// From (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub from: DateTime<Utc>,
     /// To (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub to: DateTime<Utc>,
     /// The earlier holder (escaped).
     pub(crate) earlier: String,
@@ -243,7 +243,7 @@ pub struct Overlap {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct GenerationBack {
     /// When the smaller one was written (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub at: DateTime<Utc>,
     /// The generation before.
     pub before: u64,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::{Derived, Ending, Takeover, Tenure};
 use crate::bucket::fmt_generation;
-use crate::clock::rfc3339;
+use crate::clock::{rfc3339, ser_opt_rfc3339, ser_rfc3339};
 use crate::exit::Exit;
 use crate::store::Versioning;
 use crate::text::format_secs;
@@ -20,13 +20,13 @@ pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub schema_version: &'static str,
     /// When it was built (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub generated_at: DateTime<Utc>,
     /// The window's start (UTC; `None`: everything kept).
-    #[serde(serialize_with = "crate::clock::ser_opt_rfc3339")]
+    #[serde(serialize_with = "ser_opt_rfc3339")]
     pub from: Option<DateTime<Utc>>,
     /// The window's end (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub to: DateTime<Utc>,
     /// One per PREFIX_URL, in the order given.
     pub prefixes: Vec<PrefixTimeline>,
@@ -107,7 +107,7 @@ fn gen(g: Option<u64>) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
     /// When (UTC).
-    #[serde(serialize_with = "crate::clock::ser_rfc3339")]
+    #[serde(serialize_with = "ser_rfc3339")]
     pub time: DateTime<Utc>,
     /// `acquired`, `released`, `expired`, `replaced`, `overwritten`, `holding`,
     /// `gap`, `overlap`, `generation_back`, `takeover`.

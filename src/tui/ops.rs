@@ -313,7 +313,7 @@ fn audit_target(t: &OpsTarget, key: &str, prefix: &str) -> AuditTarget {
 /// defaults of `probe --race`, its verdict appended to the probe's line (or
 /// replacing it with "not atomic").
 async fn race_report(
-    store: &dyn crate::store::ObjectStore,
+    store: &dyn ObjectStore,
     key: &str,
     url: &str,
     result: ExclusionReport,

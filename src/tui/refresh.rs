@@ -43,7 +43,7 @@ pub(crate) struct Gathered {
     pub(crate) oldest_reading: Option<chrono::DateTime<chrono::Utc>>,
     /// A pod scan that differs from the last one, when `snapshot` is `None`
     /// (with a snapshot, the scan is its `pod` section).
-    pub pod: Option<crate::writer::scan::PodSnapshot>,
+    pub pod: Option<PodSnapshot>,
 }
 
 impl Gathered {
@@ -83,10 +83,7 @@ pub(crate) const POD_SCAN_HIDDEN_EVERY: Duration = Duration::from_secs(30);
 /// itself is the snapshot recipe's.
 struct PodScans {
     recipe: Recipe,
-    last: Option<(
-        tokio::time::Instant,
-        Result<crate::writer::scan::PodSnapshot, String>,
-    )>,
+    last: Option<(tokio::time::Instant, Result<PodSnapshot, String>)>,
 }
 
 /// The audit log's entries after reading only what was appended since the

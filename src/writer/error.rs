@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{sanitize, ENABLE};
+use crate::exit::Exit;
 use crate::text::sanitize_cut;
 
 /// A pid and command line of a process found holding a lock file, for error
@@ -129,7 +130,7 @@ impl WriterError {
     /// Exit code `writer exec` uses for its own failures: 127 when the command
     /// was not found, 126 when it could not be run, 125 for everything else
     /// (the convention of `env(1)` and `timeout(1)`).
-    pub fn exit_code(&self) -> crate::exit::Exit {
+    pub fn exit_code(&self) -> Exit {
         use crate::exit::Exit;
         match self {
             WriterError::Spawn { source, .. } => Exit::spawn_failed(source),

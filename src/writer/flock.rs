@@ -9,7 +9,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
 use super::scan::orphaned_holders;
-use super::{assess, Duty, WriterError, HELD, LOCK_NAME};
+use super::{WriterError, LOCK_NAME};
 use crate::logfile::{sole_regular_file, NotSole};
 use crate::text::sanitize;
 
@@ -293,83 +293,6 @@ pub(crate) fn names_file(path: &Path, file: &File) -> Result<bool, WriterError> 
     }
 }
 
-/// The release handle [`hold`] always returns.
-#[derive(Debug)]
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) struct Hold {
-    duty: Duty,
-    sentence: String,
-    lock: Option<WriterLock>,
-}
-
-impl Hold {
-    /// The duty that was assessed.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn duty(&self) -> Duty {
-        self.duty
-    }
-
-    /// The sentence explaining the duty (already logged by [`hold`]).
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn sentence(&self) -> &str {
-        &self.sentence
-    }
-
-    /// The held lock, when the duty was Take.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn lock(&self) -> Option<&WriterLock> {
-        self.lock.as_ref()
-    }
-
-    /// Releases the lock if one is held; a no-op for Inherit and Off. Call it
-    /// only once the stores are closed and every child is gone: a successor
-    /// may open the volume the moment the lock is withdrawn.
-    ///
-    /// # Errors
-    /// As [`WriterLock::release`].
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn release(self) -> Result<(), WriterError> {
-        match self.lock {
-            Some(lock) => lock.release(),
-            None => Ok(()),
-        }
-    }
-}
-
-/// The one call a pod entrypoint makes (seed: `Hold`).
-///
-/// Assesses this process's duty from its real environment and its real parent
-/// pid, logs the sentence (tracing, info), and on Take acquires the lock
-/// (waiting up to `timeout`) and sets `CLOUD_WRITER_LEASE_HELD=<own pid>` in
-/// the process environment so every child spawned afterwards inherits.
-/// Always returns a release handle, which is a no-op for Inherit and Off.
-///
-/// Call it before any thread is started: it modifies the process environment.
-///
-/// # Errors
-/// [`WriterError::InvalidEnable`] for an invalid `CLOUD_WRITER_LEASE`, and
-/// the errors of [`acquire`].
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) fn hold(data_dir: &Path, timeout: Duration) -> Result<Hold, WriterError> {
-    let parent = nix::unistd::getppid().as_raw() as u32;
-    let (duty, sentence) = assess(real_getenv, parent)?;
-    tracing::info!(duty = %duty, "{sentence}");
-    let lock = match duty {
-        Duty::Take => {
-            let lock = acquire(data_dir, timeout)?;
-            std::env::set_var(HELD, std::process::id().to_string());
-            tracing::info!(path = %lock.path().display(), "holding the writer lock");
-            Some(lock)
-        }
-        Duty::Inherit | Duty::Off => None,
-    };
-    Ok(Hold {
-        duty,
-        sentence,
-        lock,
-    })
-}
-
 /// Reads a variable from the real process environment (lossy for non-UTF-8,
 /// so a garbage value is still seen and judged rather than treated as unset).
 pub(crate) fn real_getenv(name: &str) -> Option<String> {
@@ -379,6 +302,8 @@ pub(crate) fn real_getenv(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::FORKS;
 
     /// The re-check of [`acquire`]: a descriptor stops naming the lock file
     /// once the path is removed, replaced by a new file, or renamed over.
@@ -408,7 +333,7 @@ mod tests {
     #[test]
     fn acquire_refuses_beside_a_flock_on_a_deleted_lock_file() {
         // No other test's child, between its fork and exec, holds our flock too.
-        let _forks = crate::FORKS.write().unwrap_or_else(|e| e.into_inner());
+        let _forks = FORKS.write().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let old = acquire(dir.path(), Duration::ZERO).unwrap();
         std::fs::remove_file(dir.path().join(LOCK_NAME)).unwrap();

@@ -3,9 +3,8 @@
 //! The lease claims a volume for one pod, but the primitive is per process, so
 //! exactly one process per pod may reach for the lock: the pod's root. This
 //! module decides a process's [`Duty`] from its own environment and its parent
-//! pid ([`assess`]), takes and holds the lock ([`flock::acquire`],
-//! [`flock::hold`]), wraps a command as a pod entrypoint
-//! ([`exec::writer_exec`]) and inspects a running pod through `/proc`
+//! pid ([`assess`]), takes the lock ([`flock::acquire`]), wraps a command
+//! as a pod entrypoint that holds it ([`exec::writer_exec`]) and inspects a running pod through `/proc`
 //! ([`scan::scan`], with verdicts from [`scan::judge`]).
 //!
 //! Rules come from docs/writer-leases.md (ARCHITECTURE.md maps them), and the
@@ -17,7 +16,6 @@ pub(crate) mod flock;
 pub mod scan;
 
 use std::fmt;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -32,11 +30,6 @@ pub const HELD: &str = "CLOUD_WRITER_LEASE_HELD";
 
 /// File name of the flock anchor inside a data directory. Always zero length.
 pub(crate) const LOCK_NAME: &str = ".writer.lock";
-
-/// How long a pod root waits for the previous holder (normally the previous pod
-/// generation) to let go before failing closed: 90 seconds.
-#[allow(dead_code)] // nothing uses it (issue 49 §3)
-pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(90);
 
 /// What one process must do about the pod's writer lease.
 ///

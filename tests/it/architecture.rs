@@ -11,7 +11,9 @@
 //! function of `src/` over [`FN_LINES`] lines, no `too_many_arguments`
 //! allowance anywhere, `tui/app/mod.rs` at most [`APP_MOD_LINES`] lines (the
 //! crate as a whole has files up to ~870 lines, so there is no general file
-//! limit to keep yet).
+//! limit to keep yet); and one import style (issue 49 §3): no `crate::…`
+//! path written out in `src/`'s code outside `use` lines, no
+//! `super::super::` chain.
 //!
 //! `LEASECTL_PRINT_GRAPH=1` prints every edge between files.
 
@@ -984,6 +986,101 @@ fn the_function_scan_measures_bodies_only() {
             ("pointer".to_owned(), 4, 1),
             ("long".to_owned(), 7, FN_LINES + 1),
             ("with_text".to_owned(), 7 + FN_LINES + 1, 4),
+        ]
+    );
+}
+
+/// Every path `code` (from [`code_only`]) writes out inline that a `use`
+/// line should bring in instead: a `crate::…` path outside `use`
+/// declarations (a `pub(in crate::…)` visibility is none, nor is a macro's
+/// `$crate::…`) and any `super::super::…` chain. Each as its line (from 1)
+/// and the path as written.
+fn inline_paths(code: &str) -> Vec<(usize, String)> {
+    let b: Vec<char> = code.chars().collect();
+    let line_at = |i: usize| 1 + b[..i].iter().filter(|c| **c == '\n').count();
+    let at = |i: usize, w: &str| {
+        let w: Vec<char> = w.chars().collect();
+        b.len() >= i + w.len() && b[i..i + w.len()] == w[..] && (i == 0 || !is_ident(b[i - 1]))
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if at(i, "use") && b.get(i + 3).is_some_and(|c| c.is_whitespace()) {
+            // A `use` declaration, to its `;`.
+            while i < b.len() && b[i] != ';' {
+                i += 1;
+            }
+            continue;
+        }
+        let chain = at(i, "super::super::");
+        let inline = at(i, "crate::") && (i == 0 || b[i - 1] != '$') && {
+            let before: String = b[..i].iter().collect();
+            !before.trim_end().ends_with("(in")
+        };
+        if chain || inline {
+            let len = b[i..]
+                .iter()
+                .take_while(|c| is_ident(**c) || **c == ':')
+                .count();
+            let path: String = b[i..i + len].iter().collect();
+            out.push((line_at(i), path.trim_end_matches(':').to_owned()));
+            i += len;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// One import style (issue 49 §3): `src/` names another module's items
+/// through `use` lines (`use crate::x::Y;` then `Y`, or `use crate::x;`
+/// then `x::Y` where a name would clash), never with `crate::…` written out
+/// in code, and reaches no module through `super::super::` (ARCHITECTURE.md,
+/// "The library's API"). Comments and strings are not read.
+#[test]
+fn src_names_other_modules_through_use_lines() {
+    let files = files_under("src");
+    assert!(
+        files.len() > 100,
+        "the scan found {} files in src/",
+        files.len()
+    );
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            inline_paths(&f.code)
+                .into_iter()
+                .map(move |(line, path)| format!("src/{}:{line}: {path}", name(f)))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "paths written out inline (import each with a `use` line at the top of its \
+         module):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The import scan itself: an inline `crate::` path and a `super::super::`
+/// chain are found, in code only; `use` declarations (at the top or in a
+/// body), a `pub(in crate::…)` visibility, a macro's `$crate::`, a comment
+/// and a string are not.
+#[test]
+fn the_import_scan_finds_inline_paths_only() {
+    let src = "use crate::a::{b, c::D};\n\
+               pub(in crate::a) fn f() -> crate::a::T {\n\
+               \x20   // crate::x::y in a comment\n\
+               \x20   use crate::e::F;\n\
+               \x20   let s = \"crate::y\";\n\
+               \x20   macro_rules! m { () => { $crate::z } }\n\
+               \x20   super::super::g(); crate::h(reuse::crate_x)\n\
+               }\n";
+    assert_eq!(
+        inline_paths(&code_only(src)),
+        [
+            (2, "crate::a::T".to_owned()),
+            (7, "super::super::g".to_owned()),
+            (7, "crate::h".to_owned()),
         ]
     );
 }

@@ -5,6 +5,14 @@ use chrono::{DateTime, Utc};
 
 use super::*;
 
+use crate::bucket::fence::{check_holder_clock, clock_offset_limit_s, offset_beyond_limit};
+use crate::bucket::race;
+use crate::bucket::record::{new_instance_id, MAX_SANE_TTL_S};
+use crate::store::unusable_etag;
+
+#[cfg(feature = "sim")]
+use crate::bucket::defect::{self, Defect};
+
 /// The write an acquire makes: its precondition, the record's `acquired_at`
 /// and its generation.
 pub(super) enum Step {
@@ -158,12 +166,12 @@ fn check_reader_clock(
         if matches!(owner, Whose::SameId | Whose::Other) {
             let j = judge(observed, now);
             if j.state == LeaseState::Stale {
-                if let Some(off) = crate::bucket::fence::offset_beyond_limit(&o, clock, r.ttl_s) {
+                if let Some(off) = offset_beyond_limit(&o, clock, r.ttl_s) {
                     return Err(LeaseError::ReaderClock {
                         key: key.to_owned(),
                         offset_s: off,
                         error_s: o.error_s,
-                        limit_s: crate::bucket::fence::clock_offset_limit_s(r.ttl_s),
+                        limit_s: clock_offset_limit_s(r.ttl_s),
                         ttl_s: r.ttl_s,
                     });
                 }
@@ -183,7 +191,7 @@ impl BucketLease {
         config: LeaseConfig,
         watch: &mut LeaseWatch,
     ) -> Result<Self, LeaseError> {
-        let id = crate::bucket::record::new_instance_id();
+        let id = new_instance_id();
         Self::acquire_as(store, clock, prefix, &id, config, watch).await
     }
 
@@ -210,7 +218,7 @@ impl BucketLease {
         watch: &mut LeaseWatch,
     ) -> Result<Self, LeaseError> {
         let key = lease_key(prefix);
-        if config.ttl_s == 0 || config.ttl_s > crate::bucket::record::MAX_SANE_TTL_S {
+        if config.ttl_s == 0 || config.ttl_s > MAX_SANE_TTL_S {
             return Err(LeaseError::InvalidTtl(config.ttl_s));
         }
         if config.exclusion == Exclusion::BestEffort {
@@ -234,7 +242,7 @@ impl BucketLease {
             // The one rule: whose is it (own::whose)? The id alone proves nothing.
             let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
                 #[cfg(feature = "sim")]
-                if crate::bucket::defect::on(crate::bucket::defect::Defect::LostAnswerIgnored) {
+                if defect::on(Defect::LostAnswerIgnored) {
                     return false;
                 }
                 watch.sent.proves(b)
@@ -252,12 +260,7 @@ impl BucketLease {
                 &config,
                 watch,
             )?;
-            crate::bucket::fence::check_holder_clock(
-                store.server_offset(),
-                clock.as_ref(),
-                &key,
-                config.ttl_s,
-            )?;
+            check_holder_clock(store.server_offset(), clock.as_ref(), &key, config.ttl_s)?;
             // Never equal stamps: that is a hand-over's mark (own::is_handover).
             let (acquired_at, renewed_at) = holder_stamps(acquired_at, now);
             let record = LeaseRecord {
@@ -357,12 +360,12 @@ impl BucketLease {
         let mut not_atomic = None;
         let mut raced = false;
         #[cfg(feature = "sim")]
-        let skip_race = crate::bucket::defect::on(crate::bucket::defect::Defect::RaceCheckSkipped);
+        let skip_race = defect::on(Defect::RaceCheckSkipped);
         #[cfg(not(feature = "sim"))]
         let skip_race = false;
         if ignored.is_none() && report.is_ok() && !skip_race {
             let scratch = scratch_key(&self.key, &self.record.instance_id);
-            match crate::bucket::race::check_once_ran(self.store.as_ref(), &scratch).await {
+            match race::check_once_ran(self.store.as_ref(), &scratch).await {
                 Ok((r, ran)) => {
                     not_atomic = r.finding();
                     raced = ran;
@@ -441,7 +444,7 @@ async fn refuse_unusable_etag(
     etag: &str,
     body: &[u8],
 ) -> Result<(), LeaseError> {
-    let Some(why) = crate::store::unusable_etag(etag) else {
+    let Some(why) = unusable_etag(etag) else {
         return Ok(());
     };
     if read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {

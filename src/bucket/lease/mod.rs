@@ -65,9 +65,12 @@ use super::own::{holder_stamps, read_back, stamp, whose, ReadBack, Sent, Whose};
 use super::probe;
 use super::record::{lease_key, LeaseRecord, RecordFormat};
 use super::watch::LeaseWatch;
-use crate::clock::{Clock, SharedClock};
+use crate::clock::{Clock, ServerOffset, SharedClock};
 use crate::store::{DeleteSupport, EtagForm, ObjectRead, ObjectStore, PutCondition, StoreError};
-use crate::text::sanitize;
+use crate::text::{format_secs, sanitize};
+
+#[cfg(feature = "sim")]
+use crate::bucket::defect::{self, Defect};
 
 /// How strongly a held lease excludes a second writer on this service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -173,7 +176,7 @@ impl std::fmt::Display for Released {
             } => write!(
                 f,
                 "not marked released: the replaced holder's fence closes in {}, and a released record would let the next holder in at once; our record, renewed no more, expires {ttl_s} s after its last renewal",
-                crate::text::format_secs(*fence_closes_in_ms as f64 / 1000.0)
+                format_secs(*fence_closes_in_ms as f64 / 1000.0)
             ),
         }
     }
@@ -307,7 +310,7 @@ impl BucketLease {
     /// lost or released.
     pub(crate) fn fence_status(&self) -> FenceStatus {
         #[cfg(feature = "sim")]
-        if crate::bucket::defect::on(crate::bucket::defect::Defect::FenceNeverCloses) {
+        if defect::on(Defect::FenceNeverCloses) {
             return FenceStatus::Open(Duration::from_secs(1));
         }
         if self.lost {
@@ -321,26 +324,8 @@ impl BucketLease {
         self.fence_status().is_open()
     }
 
-    /// Time left before the fence closes (zero once closed or not yet open).
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn fence_remaining(&self) -> Duration {
-        match self.fence_status() {
-            FenceStatus::Open(d) => d,
-            _ => Duration::ZERO,
-        }
-    }
-
-    /// This host's wall clock against the service's, in seconds (service
-    /// minus this clock), from the `Date` of the service's latest answer;
-    /// `None` where the store has no clock of its own (a local directory) or
-    /// has not answered yet.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn server_offset_s(&self) -> Option<f64> {
-        self.server_offset().map(|o| o.against(self.clock.as_ref()))
-    }
-
     /// The service's latest clock estimate (see [`ObjectRead::server_offset`]).
-    pub fn server_offset(&self) -> Option<crate::clock::ServerOffset> {
+    pub fn server_offset(&self) -> Option<ServerOffset> {
         self.store.server_offset()
     }
 

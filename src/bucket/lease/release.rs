@@ -4,6 +4,9 @@
 
 use super::*;
 
+#[cfg(feature = "sim")]
+use crate::bucket::defect::{self, Defect};
+
 impl BucketLease {
     /// Releases the lease (see [`Released`]). Never deletes or replaces a
     /// lease that is no longer ours, and never lets the next holder in while
@@ -33,13 +36,13 @@ impl BucketLease {
             }
         }
         #[cfg(feature = "sim")]
-        if crate::bucket::defect::on(crate::bucket::defect::Defect::ReleaseDeletesAny) {
+        if defect::on(Defect::ReleaseDeletesAny) {
             return self.read_check_delete().await;
         }
         // The defect `generation-from-clock`: the rule before issue 32 §3 —
         // delete on release, so the next creator counts from its own clock.
         #[cfg(feature = "sim")]
-        if crate::bucket::defect::on(crate::bucket::defect::Defect::GenerationFromClock) {
+        if defect::on(Defect::GenerationFromClock) {
             return self.delete_release().await;
         }
         if let Some(generation) = self.record.generation {
@@ -192,8 +195,7 @@ impl BucketLease {
         let rb = read_back(self.store.as_ref(), &self.key).await?;
         let ours = self.is_ours(&rb);
         #[cfg(feature = "sim")]
-        let ours =
-            ours || crate::bucket::defect::on(crate::bucket::defect::Defect::ReleaseDeletesAny);
+        let ours = ours || defect::on(Defect::ReleaseDeletesAny);
         match rb.observed {
             Observed::Absent => Ok(Released::AlreadyGone),
             Observed::Present {

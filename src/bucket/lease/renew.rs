@@ -3,6 +3,11 @@
 
 use super::*;
 
+use crate::bucket::error::lost_to;
+
+#[cfg(feature = "sim")]
+use crate::bucket::defect::{self, Defect};
+
 impl BucketLease {
     /// Renews the lease: a PUT with `If-Match` on the held ETag, stamped with
     /// our wall clock. On success the fence is extended.
@@ -81,11 +86,7 @@ impl BucketLease {
     async fn renew_condition(&mut self) -> Result<PutCondition, LeaseError> {
         Ok(match self.config.exclusion {
             #[cfg(feature = "sim")]
-            Exclusion::Conditional
-                if crate::bucket::defect::on(crate::bucket::defect::Defect::RenewUnconditional) =>
-            {
-                PutCondition::None
-            }
+            Exclusion::Conditional if defect::on(Defect::RenewUnconditional) => PutCondition::None,
             Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
             Exclusion::BestEffort => {
                 // Read, check it is still ours (a body we wrote), then write.
@@ -207,7 +208,7 @@ impl BucketLease {
             )),
             _ => None,
         };
-        tracing::error!(key = %self.key, "lease lost: {}", crate::bucket::error::lost_to(by.as_ref(), found.as_deref()));
+        tracing::error!(key = %self.key, "lease lost: {}", lost_to(by.as_ref(), found.as_deref()));
         LeaseError::Lost {
             key: self.key.clone(),
             by: by.map(Box::new),

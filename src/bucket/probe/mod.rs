@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use crate::clock::Clock;
 use crate::store::{Capabilities, DeleteSupport, EtagForm, ObjectStore, PutCondition, StoreError};
+use crate::text::sanitize;
 
 /// What the service did with one precondition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -533,17 +534,15 @@ async fn put_step(
         }
         Err(StoreError::PreconditionFailed) => Ok((Outcome::Refused, "412".into(), None)),
         Err(StoreError::NotFound(_)) => Ok((Outcome::Refused, "404".into(), None)),
-        Err(StoreError::NotImplemented(m)) => Ok((
-            Outcome::Unsupported,
-            format!("501 {}", crate::text::sanitize(&m)),
-            None,
-        )),
+        Err(StoreError::NotImplemented(m)) => {
+            Ok((Outcome::Unsupported, format!("501 {}", sanitize(&m)), None))
+        }
         Err(StoreError::Other {
             status: 400,
             message,
         }) => Ok((
             Outcome::Unsupported,
-            format!("400 {}", crate::text::sanitize(&message)),
+            format!("400 {}", sanitize(&message)),
             None,
         )),
         Err(StoreError::Conflict) => ambiguous("409".into()).await,
@@ -602,7 +601,7 @@ pub async fn sweep(
     age: std::time::Duration,
     clock: &dyn Clock,
 ) -> Swept {
-    let shown = crate::text::sanitize(dir);
+    let shown = sanitize(dir);
     let (listing, more) = match store.list_page(dir, None).await {
         Ok(page) => page,
         Err(e) => {
@@ -643,7 +642,7 @@ pub async fn sweep(
             Ok(()) => removed.push(o.key),
             Err(e) => tracing::warn!(
                 "could not remove the old scratch key {}: {e}",
-                crate::text::sanitize(&o.key)
+                sanitize(&o.key)
             ),
         }
     }
@@ -671,12 +670,7 @@ pub(crate) async fn probe_scratch(
     let mut changed: Vec<String> = swept
         .removed
         .into_iter()
-        .map(|k| {
-            format!(
-                "removed {} left by an interrupted probe",
-                crate::text::sanitize(&k)
-            )
-        })
+        .map(|k| format!("removed {} left by an interrupted probe", sanitize(&k)))
         .chain(swept.unswept)
         .collect();
     let result = run_steps(store, key, &absent_key, &mut changed, clock).await;
@@ -695,7 +689,7 @@ pub(crate) async fn probe_scratch(
     if let Err(e) = cleanup {
         report.changed.push(format!(
             "could not remove the scratch key {}: {e}",
-            crate::text::sanitize(key)
+            sanitize(key)
         ));
     }
     Ok(report)

@@ -4,6 +4,9 @@
 
 use super::*;
 
+use crate::store::unusable_etag;
+use crate::text::sanitize;
+
 /// What the seven steps share: the store, the scratch key, the clock, the
 /// scratch key's ETag as the last step left it, and the steps so far.
 struct StepRun<'a> {
@@ -46,7 +49,7 @@ pub(super) async fn run_steps(
     // An ETag that cannot be sent in If-Match: step 3 cannot run, and no
     // lease can be conditional here. The report says so and stops.
     let current = run.current_etag().await?;
-    if let Some(why) = crate::store::unusable_etag(&current) {
+    if let Some(why) = unusable_etag(&current) {
         run.steps.push(step(
             StepName::IfMatchCurrent,
             Outcome::Refused,
@@ -54,7 +57,7 @@ pub(super) async fn run_steps(
             Some(format!(
                 "the service returned ETag \"{}\": an If-Match with it is ignored or refused, \
                  so no renewal or release could be conditional",
-                crate::text::sanitize(&current)
+                sanitize(&current)
             )),
         ));
         let caps = store.capabilities();
@@ -241,7 +244,7 @@ async fn step_if_match_absent(
         store.delete(absent_key, None).await?;
         changed.push(format!(
             "created {} with If-Match on an absent key (removed again)",
-            crate::text::sanitize(absent_key)
+            sanitize(absent_key)
         ));
         note =
             Some("an evicted holder's renewal would resurrect a deleted lease: refused".to_owned());
@@ -325,11 +328,11 @@ async fn step_delete_current(
 /// (501, or 400), as the step's answer; any other error is the probe's.
 fn unsupported_answer(e: StoreError) -> Result<String, StoreError> {
     match e {
-        StoreError::NotImplemented(m) => Ok(format!("501 {}", crate::text::sanitize(&m))),
+        StoreError::NotImplemented(m) => Ok(format!("501 {}", sanitize(&m))),
         StoreError::Other {
             status: 400,
             message,
-        } => Ok(format!("400 {}", crate::text::sanitize(&message))),
+        } => Ok(format!("400 {}", sanitize(&message))),
         e => Err(e),
     }
 }

@@ -38,9 +38,13 @@ use tokio::time::Instant;
 
 use crate::audit::{AuditEntry, AuditTail};
 use crate::clock::SharedClock;
-use crate::snapshot::{GatherOptions, Gatherer, OpenTarget, Recipe, Snapshot};
-use crate::store::{Counters, Counting, ObjectStore, ReadOnly};
-use crate::target::{Connector, Target};
+use crate::snapshot::{
+    GatherOptions, Gatherer, OpenTarget, ReaderClock, Recipe, Snapshot, TargetReport,
+    SCHEMA_VERSION,
+};
+use crate::store::{Counters, Counting, ObjectStore, ReadOnly, Unavailable};
+use crate::target::{Connector, Target, TargetError};
+use crate::text::sanitize;
 
 use super::family::SortedFamily;
 pub use super::prometheus::Exposition;
@@ -93,7 +97,7 @@ impl ConnectorStores {
         }
         let store: Arc<dyn ObjectStore> = match self.connector.open(target).await {
             Ok(s) => s,
-            Err(e) => Arc::new(crate::store::Unavailable::new(target.to_string(), e)),
+            Err(e) => Arc::new(Unavailable::new(target.to_string(), e)),
         };
         if let (Some(b), Ok(mut m)) = (bucket, self.buckets.lock()) {
             // Buckets whose every target was forgotten go with them.
@@ -374,14 +378,11 @@ impl Prober {
             let known: Vec<&str> = self.module_names().collect();
             return Err(format!(
                 "there is no module `{}`; the modules are the contexts of the config file that serve was given: {}",
-                crate::text::sanitize(&p.module),
+                sanitize(&p.module),
                 if known.is_empty() { "none".to_owned() } else { known.join(", ") }
             ));
         };
-        let target: Target = p
-            .target
-            .parse()
-            .map_err(|e: crate::target::TargetError| e.to_string())?;
+        let target: Target = p.target.parse().map_err(|e: TargetError| e.to_string())?;
         if !module.allow.permits(&target) {
             let allowed: Vec<String> = module
                 .allow
@@ -391,11 +392,11 @@ impl Prober {
                 .collect();
             return Err(format!(
                 "module `{name}` may not read {}: it reads only TARGETs at or under {}",
-                crate::text::sanitize(&target.to_string()),
+                sanitize(&target.to_string()),
                 if allowed.is_empty() {
                     "nothing (its context names no TARGET and no allow-list)".to_owned()
                 } else {
-                    crate::text::sanitize(&allowed.join(", "))
+                    sanitize(&allowed.join(", "))
                 }
             ));
         }
@@ -408,14 +409,14 @@ impl Prober {
     fn unread(&self, target: &Target, why: &str, start: Instant) -> Exposition {
         let now = self.clock.wall();
         let snap = Snapshot {
-            schema_version: crate::snapshot::SCHEMA_VERSION,
+            schema_version: SCHEMA_VERSION,
             generated_at: now,
-            reader_clock: crate::snapshot::ReaderClock {
+            reader_clock: ReaderClock {
                 now,
                 server_offset_s: None,
                 server_offset_error_s: None,
             },
-            targets: vec![crate::snapshot::TargetReport {
+            targets: vec![TargetReport {
                 url: target.to_string(),
                 endpoint: String::new(),
                 endpoint_url: None,

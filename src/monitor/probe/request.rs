@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::text::sanitize;
+
 /// The header Prometheus sends with its scrape timeout, in seconds.
 pub const SCRAPE_TIMEOUT_HEADER: &str = "x-prometheus-scrape-timeout-seconds";
 
@@ -31,7 +33,7 @@ pub fn parse_query(query: &str) -> Result<ProbeParams, String> {
             other => {
                 return Err(format!(
                     "unknown parameter `{}`: a probe takes target and module (/probe?target=s3://bucket/prefix/&module=NAME)",
-                    crate::text::sanitize(other)
+                    sanitize(other)
                 ))
             }
         };
@@ -74,7 +76,7 @@ pub fn probe_timeout(
         .ok_or_else(|| {
             format!(
                 "the {SCRAPE_TIMEOUT_HEADER} header is `{}`, not a positive number of seconds",
-                crate::text::sanitize(h)
+                sanitize(h)
             )
         })?;
     let scrape = Duration::try_from_secs_f64(secs).unwrap_or(max);

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{ProbeAnswer, Prober};
+use crate::runtime;
 use crate::runtime::RuntimeThread;
 
 /// One probe handed over: its query, its scrape timeout header, and where
@@ -34,7 +35,7 @@ impl ProbeRunner {
     /// The thread could not be created.
     pub fn start(prober: Arc<Prober>) -> std::io::Result<Self> {
         let (jobs, mut rx) = mpsc::unbounded_channel::<Job>();
-        let thread = crate::runtime::spawn("leasectl-probe", async move {
+        let thread = runtime::spawn("leasectl-probe", async move {
             // Each probe a task of its own: they run concurrently, one
             // waiting on a store while another is judged.
             while let Some(job) = rx.recv().await {

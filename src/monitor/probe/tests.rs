@@ -2,6 +2,7 @@
 //! state kept between probes, refusals that read nothing.
 
 use super::*;
+use crate::clock::SystemClock;
 use crate::store::s3::S3Options;
 
 fn lease(holder: &str, age_s: i64) -> String {
@@ -46,7 +47,7 @@ fn prober(allow: &[&str]) -> Prober {
             timeout_offset: Duration::from_millis(500),
             max_timeout: Duration::from_secs(10),
         },
-        crate::clock::SystemClock::shared(),
+        SystemClock::shared(),
         None,
     )
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::S3Options;
 use crate::store::local::read_capped;
+use crate::store::AddressingStyle;
 use crate::text::sanitize;
 
 /// Text that may carry credentials in a URL's user information
@@ -98,11 +99,7 @@ pub(crate) fn resolved_endpoint(config: &aws_config::SdkConfig) -> Option<String
 /// IP address (no bucket can go in front of it), or when the bucket cannot
 /// be a host name label (upper case, `_`, fewer than 3 or more than 63
 /// characters, dots over https); virtual-host otherwise.
-pub fn addressing_used(
-    endpoint: Option<&str>,
-    bucket: &str,
-    path_style: bool,
-) -> crate::store::AddressingStyle {
+pub fn addressing_used(endpoint: Option<&str>, bucket: &str, path_style: bool) -> AddressingStyle {
     use crate::store::AddressingStyle::{Path, VirtualHost};
     if path_style {
         return Path;
@@ -147,8 +144,8 @@ pub(crate) fn describe_context(
     let region = config.region().map(|r| r.as_ref()).unwrap_or("no region");
     let endpoint = resolved_endpoint(config);
     let style = match addressing_used(endpoint.as_deref(), bucket, path_style) {
-        crate::store::AddressingStyle::Path => "path-style",
-        crate::store::AddressingStyle::VirtualHost => "virtual-host",
+        AddressingStyle::Path => "path-style",
+        AddressingStyle::VirtualHost => "virtual-host",
     };
     match endpoint {
         Some(e) => format!("{} (region {region}, {style})", redact_url(&e).0),

@@ -3,7 +3,7 @@
 //! At 10,000 rows, judging every row every second was a third of the
 //! console's own CPU. Between two
 //! whole judgements (each snapshot and refresh), a row's verdict changes
-//! only at an instant the rules give ([`crate::bucket::judge::next_change`]):
+//! only at an instant the rules give ([`crate::bucket::judge::next_change_view`]):
 //! a fresh lease turns stale at its expiry; a problem that quotes a moving
 //! time changes at any tick. So a tick judges the rows on screen (their
 //! ages move), the rows due to change, and the rows that always may; the

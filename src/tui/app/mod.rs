@@ -24,6 +24,7 @@ pub use super::action::Action;
 use super::action::WriteRequest;
 use crate::audit::AuditEntry;
 use crate::snapshot::{ExclusionReport, PrefixReport, Snapshot};
+use crate::target::Target;
 use crate::text::sanitize;
 
 mod background;
@@ -149,7 +150,7 @@ impl App {
     /// A console on `targets` with the default settings, no snapshot yet,
     /// scanning the pod.
     pub fn new(
-        targets: Vec<crate::target::Target>,
+        targets: Vec<Target>,
         read_only: bool,
         refresh: Duration,
         now: DateTime<Utc>,
@@ -260,12 +261,6 @@ impl App {
     /// newest first ([`Session::audit_for`]).
     pub fn audit_for(&self, t: usize, p: &PrefixReport, n: usize) -> Vec<&AuditEntry> {
         self.session.audit_for(t, p, n)
-    }
-
-    /// Requests per minute over the last minute, and errors in it.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn request_rate(&self) -> Option<(f64, u64)> {
-        self.rates().map(|r| (r.requests_per_min, r.errors))
     }
 
     /// Request rates over the last minute (None before two readings a second apart).

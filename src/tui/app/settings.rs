@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::requests::DEFAULT_GET_PRICE;
+use crate::bucket::record::DEFAULT_TTL_S;
 use crate::bucket::{Exclusion, LeaseConfig, RecordFormat};
+use crate::snapshot::DEFAULT_MAX_REQUESTS;
 use crate::target::Target;
 
 /// The console's settings.
@@ -46,11 +48,11 @@ impl Settings {
             exclusion: Exclusion::Conditional,
             refresh,
             relist_every: 1,
-            ttl_s: crate::bucket::record::DEFAULT_TTL_S,
+            ttl_s: DEFAULT_TTL_S,
             record_format: RecordFormat::default(),
             audit_path: None,
             get_price: DEFAULT_GET_PRICE,
-            max_requests: crate::snapshot::DEFAULT_MAX_REQUESTS,
+            max_requests: DEFAULT_MAX_REQUESTS,
         }
     }
 

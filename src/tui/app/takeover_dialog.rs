@@ -8,9 +8,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::{terminal_safe, Action, App, LeaseRow, Mode, View};
-use crate::bucket::LeaseState;
-use crate::takeover::Then;
-use crate::text::sanitize;
+use crate::bucket::{LeaseState, Observed};
+use crate::takeover::{preflight, something_to_take_over, typed_confirms, Then};
+use crate::text::{lookalike_note, sanitize, sanitize_message};
 use crate::tui::action::WriteRequest;
 
 /// Which field of the takeover dialog has the focus.
@@ -71,7 +71,7 @@ pub struct TakeoverDialog {
     /// Its key.
     pub key: String,
     /// What the operator saw when opening the dialog (the takeover's precondition).
-    pub seen: crate::bucket::Observed,
+    pub seen: Observed,
     /// The judgement then.
     pub state: LeaseState,
     /// Holder (escaped), or `-`.
@@ -193,8 +193,8 @@ impl App {
         // Nothing to take over (no LEASE, a released record): said at once,
         // before a reason is asked for — no answer in the dialog changes it.
         let seen = p.observed();
-        if let Err(e) = crate::takeover::something_to_take_over(&p.prefix, &seen, self.now()) {
-            let why = crate::text::sanitize_message(&e.to_string());
+        if let Err(e) = something_to_take_over(&p.prefix, &seen, self.now()) {
+            let why = sanitize_message(&e.to_string());
             self.say(format!("no takeover: {why}"), true);
             return;
         }
@@ -353,7 +353,7 @@ fn too_small(size: (u16, u16), d: &TakeoverDialog, target: &str) -> Option<Strin
     // successor and typed-prefix fields when shown, a blank, the buttons, the
     // key hint, and the two borders.
     let need_h = 7
-        + u16::from(crate::text::lookalike_note(&d.prefix).is_some())
+        + u16::from(lookalike_note(&d.prefix).is_some())
         + 3
         + u16::from(d.then == ThenChoice::Handover)
         + u16::from(d.forced())
@@ -375,7 +375,7 @@ fn too_small(size: (u16, u16), d: &TakeoverDialog, target: &str) -> Option<Strin
 fn takeover_problem(d: &TakeoverDialog, ttl_s: u64, now: DateTime<Utc>) -> Option<String> {
     if d.then == ThenChoice::Handover && d.successor.trim().is_empty() {
         Some("hand-over needs the successor's instance id".to_owned())
-    } else if d.forced() && !crate::takeover::typed_confirms(&d.typed_prefix, &[&d.prefix]) {
+    } else if d.forced() && !typed_confirms(&d.typed_prefix, &[&d.prefix]) {
         // The rule shared with `leasectl takeover`: the prefix as shown
         // (escaped) is accepted too, so a name holding a control or invisible
         // character can always be typed.
@@ -384,7 +384,7 @@ fn takeover_problem(d: &TakeoverDialog, ttl_s: u64, now: DateTime<Utc>) -> Optio
             sanitize(&d.prefix)
         ))
     } else {
-        crate::takeover::preflight(
+        preflight(
             &d.prefix,
             &d.seen,
             d.watched_for,

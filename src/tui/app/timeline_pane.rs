@@ -9,6 +9,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Action, App, Mode, View};
+use crate::timeline::from_session::of_history;
 use crate::timeline::render::PrefixTimeline;
 use crate::timeline::Derived;
 use crate::tui::action::WriteRequest;
@@ -102,7 +103,7 @@ impl App {
             .get(&pane.target_url, &pane.prefix)
             .map(|h| h.changes.iter().collect::<Vec<_>>())
             .unwrap_or_default();
-        crate::timeline::from_session::of_history(changes, self.session.audit(), self.now())
+        of_history(changes, self.session.audit(), self.now())
     }
 
     /// `h`: opens the pane on the selected row and (OPS mode) asks the write

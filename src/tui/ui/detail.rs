@@ -12,6 +12,7 @@ use crate::snapshot::PrefixReport;
 use crate::text::lookalike_note;
 use crate::text::{format_secs, sanitize};
 use crate::tui::app::{terminal_safe, App, LeaseRow};
+use crate::tui::layout;
 
 /// The detail pane: everything known about the selected prefix. Its text
 /// scrolls (PgUp/PgDn); what lies above or below the lines shown is said on
@@ -54,7 +55,7 @@ fn detail_parts(
     let mut lines = detail_lines(app, r, p);
     let url = app.snapshot().and_then(|s| s.targets.get(r.target));
     let timeline = history_lines(app, url.map(|t| t.url.as_str()), p);
-    let (details, side) = crate::tui::layout::detail(area);
+    let (details, side) = layout::detail(area);
     if side.is_none() {
         lines.extend(timeline);
         return Some((details, None, lines, None));
@@ -69,8 +70,8 @@ pub fn detail_extent(app: &App, screen: Rect) -> Option<(u16, u16)> {
     if !app.leases().detail() {
         return None;
     }
-    let s = crate::tui::layout::screen(screen, app.error_height());
-    let (_, pane) = crate::tui::layout::leases(s.body, app.detail_height());
+    let s = layout::screen(screen, app.error_height());
+    let (_, pane) = layout::leases(s.body, app.detail_height());
     let (details, side, lines, timeline) = detail_parts(app, pane)?;
     let count = |lines: Vec<Line<'static>>, a: Rect| {
         Paragraph::new(lines)
@@ -224,11 +225,7 @@ fn detail_lines(app: &App, r: LeaseRow, p: &PrefixReport) -> Vec<Line<'static>> 
 /// The selected prefix's holder changes seen this session, newest first:
 /// `HH:MM:SSZ how: previous → holder, generation 7 → 8` (the generations
 /// when either record has one), a takeover with its audit entry.
-fn history_lines(
-    app: &App,
-    url: Option<&str>,
-    p: &crate::snapshot::PrefixReport,
-) -> Vec<Line<'static>> {
+fn history_lines(app: &App, url: Option<&str>, p: &PrefixReport) -> Vec<Line<'static>> {
     use crate::snapshot::history::ChangeKind;
     let changes = url
         .and_then(|u| app.session().history().get(u, &p.prefix))

@@ -10,8 +10,8 @@ use super::state_style;
 use crate::snapshot::OffScreen;
 use crate::text::lookalike_note;
 use crate::text::{format_secs, sanitize};
-use crate::tui::app::TakeoverDialog;
 use crate::tui::app::{terminal_safe, App, Field, ThenChoice, BINDINGS};
+use crate::tui::app::{wrap, TakeoverDialog};
 
 /// A centred rectangle of at most `w`×`h` inside `area`.
 fn centred(area: Rect, w: u16, h: u16) -> Rect {
@@ -131,7 +131,7 @@ pub(super) fn render_messages(app: &App, first: usize, f: &mut Frame, area: Rect
         } else {
             Style::default()
         };
-        let wrapped = crate::tui::app::wrap(&format!("{} {text}", at.format("%H:%M:%SZ")), inner_w);
+        let wrapped = wrap(&format!("{} {text}", at.format("%H:%M:%SZ")), inner_w);
         if !lines.is_empty() && lines.len() + wrapped.len() > inner_h {
             break;
         }
@@ -305,7 +305,7 @@ pub(super) fn render_dialog(app: &App, d: &TakeoverDialog, f: &mut Frame, area: 
     let inner = usize::from(area.width.min(76).saturating_sub(2)).max(1);
     if let Some(p) = &d.problem {
         let red = Style::default().fg(Color::Red);
-        for l in crate::tui::app::wrap(&terminal_safe(p), inner) {
+        for l in wrap(&terminal_safe(p), inner) {
             lines.push(Line::styled(l, red));
         }
     }

@@ -7,7 +7,7 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
 use super::{ellipsize, fit_secs};
-use crate::tui::app::{terminal_safe, App};
+use crate::tui::app::{terminal_safe, wrap, App};
 use crate::tui::layout;
 use crate::writer::scan::{
     DutyView, LockFileState, LockState, PodSnapshot, ProcessInfo, VerdictKind,
@@ -242,7 +242,7 @@ fn render_duty_sentence(app: &App, f: &mut Frame, detail: Rect) {
     }
     // Longer than its lines: the last one shown ends with `…`.
     let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
-    let mut lines = crate::tui::app::wrap(&text, width);
+    let mut lines = wrap(&text, width);
     lines.truncate(rows);
     if let Some(last) = lines.last_mut() {
         // Ends with `…` whether it fits (" …") or is cut.

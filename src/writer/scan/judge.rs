@@ -10,6 +10,7 @@ use super::{
     DutyView, EnvRead, LockFileState, LockInfo, LockState, Observed, ObservedLock, ObservedProcess,
     PodSnapshot, ProcessInfo, Verdict, VerdictKind,
 };
+use crate::text::sanitize_cut;
 use crate::writer::{assess, sanitize, stamp_pid, stamp_verdict, Enable, StampVerdict};
 use crate::writer::{ENABLE, HELD, LOCK_NAME};
 
@@ -178,8 +179,8 @@ fn duty_of(p: &ObservedProcess) -> DutyFacts {
             DutyFacts {
                 duty: d,
                 reason: r,
-                enable: enable.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
-                stamp: stamp.as_deref().map(|v| crate::text::sanitize_cut(v, 256)),
+                enable: enable.as_deref().map(|v| sanitize_cut(v, 256)),
+                stamp: stamp.as_deref().map(|v| sanitize_cut(v, 256)),
                 enable_on: on,
             }
         }
@@ -205,7 +206,7 @@ fn invalid_enable(judged: &[Judged]) -> Vec<Verdict> {
             kind: VerdictKind::InvalidEnable,
             message: format!(
                 "{ENABLE} has the invalid value \"{}\" in {} process(es); writer exec refuses to start with it",
-                crate::text::sanitize_cut(&value, 64),
+                sanitize_cut(&value, 64),
                 pids.len()
             ),
             pids,

@@ -78,7 +78,7 @@ pub use model::{NodeSummary, NodeView};
 pub use observe::{observe, Observed, ObservedProcess};
 pub use probe::probe_locked;
 
-use super::WriterError;
+use super::{sanitize, WriterError};
 
 /// What to scan.
 #[derive(Debug, Clone)]
@@ -165,6 +165,6 @@ fn io_why(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
         std::io::ErrorKind::NotFound => "not found".to_string(),
-        _ => crate::writer::sanitize(&e.to_string()),
+        _ => sanitize(&e.to_string()),
     }
 }

@@ -426,18 +426,6 @@ pub(crate) enum NsRelation {
     Unknown,
 }
 
-impl NsRelation {
-    /// The snake_case name, as in `--json`.
-    #[allow(dead_code)] // nothing uses it (issue 49 §3)
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            NsRelation::Same => "same",
-            NsRelation::Different => "different",
-            NsRelation::Unknown => "unknown",
-        }
-    }
-}
-
 /// A pod's state in the node view, from its verdicts and completeness (the
 /// first that applies). Serialized snake_case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -27,7 +27,7 @@ use super::observe::{auto_seeds, identify, observed_processes, unreadable};
 use super::proc::{ProcLocksSoon, ProcTable, Want};
 use super::target::{lock_targets, FileKey, Place};
 use super::{judge, DutyView, Observed, PodScope, PodSnapshot, ScanOptions, VerdictKind};
-use crate::writer::{WriterError, LOCK_NAME};
+use crate::writer::{stamp_pid, WriterError, LOCK_NAME};
 
 /// Whether a pod in `state` is shown in full (its processes, lock files,
 /// verdicts and notes): when it needs a look or could not be read whole. A
@@ -155,7 +155,7 @@ impl Facts<'_> {
         let alive = processes
             .iter()
             .filter_map(|p| match &p.env {
-                super::EnvRead::Read { stamp: Some(s), .. } => crate::writer::stamp_pid(s),
+                super::EnvRead::Read { stamp: Some(s), .. } => stamp_pid(s),
                 _ => None,
             })
             .filter(|p| table.procs.contains_key(p))
@@ -372,7 +372,9 @@ fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::scan::{LockFileState, LockInfo, NodeSummary, ProcessInfo, Verdict};
+    use crate::writer::scan::{
+        LockFileState, LockInfo, LockState, NodeSummary, ProcessInfo, Verdict,
+    };
 
     fn snap(kinds: &[VerdictKind], incomplete: bool, duty: DutyView, lock: bool) -> PodSnapshot {
         PodSnapshot {
@@ -382,7 +384,7 @@ mod tests {
                 command: "x".into(),
                 duty,
                 duty_reason: String::new(),
-                lock: super::super::LockState::None,
+                lock: LockState::None,
                 enable: None,
                 stamp: None,
                 waiting_s: None,

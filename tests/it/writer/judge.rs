@@ -632,5 +632,9 @@ fn a_pod_process_that_ended_during_the_scan_adds_no_place() {
         "{s:#?}"
     );
     assert_eq!(s.locks.len(), 1, "{:#?}", s.locks);
-    assert!(!s.locks[0].path.contains("mount namespace"), "{:#?}", s.locks);
+    assert!(
+        !s.locks[0].path.contains("mount namespace"),
+        "{:#?}",
+        s.locks
+    );
 }

@@ -4,7 +4,7 @@
 use super::*;
 use crate::bucket::Observed;
 use crate::snapshot::delta::TargetDelta;
-use crate::snapshot::{ReaderClock, TargetReport};
+use crate::snapshot::{ReaderClock, TargetReport, SCHEMA_VERSION};
 
 fn at(s: i64) -> DateTime<Utc> {
     "2026-01-01T12:00:00Z".parse::<DateTime<Utc>>().unwrap() + chrono::Duration::seconds(s)
@@ -43,7 +43,7 @@ fn target(url: &str, rows: Vec<PrefixReport>) -> TargetReport {
 
 fn snap(now: DateTime<Utc>, targets: Vec<TargetReport>) -> Snapshot {
     Snapshot {
-        schema_version: crate::snapshot::SCHEMA_VERSION,
+        schema_version: SCHEMA_VERSION,
         generated_at: now,
         reader_clock: ReaderClock {
             now,

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use procfs::FromBufRead;
 
-use super::super::io_why;
-use super::super::kube::ContainerRef;
-use super::super::model::EnvRead;
 use super::raw::{each_entry, open_dir, read_proc, DirentBuf};
 use super::{EnvEntry, FdsRead, LockFd, RawProc};
 use crate::writer::sanitize;
+use crate::writer::scan::io_why;
+use crate::writer::scan::kube::{container_of, ContainerRef};
+use crate::writer::scan::model::EnvRead;
 use crate::writer::{ENABLE, HELD, LOCK_NAME};
 
 /// Linux `PF_KTHREAD` in the `flags` field of `/proc/PID/stat`.
@@ -187,7 +187,7 @@ pub(super) fn read_command(dir: &Path, comm: &str, buf: &mut Vec<u8>) -> String 
 /// A process's container and pod from `{dir}/cgroup`, read into `buf`.
 pub(super) fn read_container(dir: &Path, buf: &mut Vec<u8>) -> Option<ContainerRef> {
     read_proc(&dir.join("cgroup"), buf).ok()?;
-    super::super::kube::container_of(&String::from_utf8_lossy(buf))
+    container_of(&String::from_utf8_lossy(buf))
 }
 
 /// The fields of `/proc/PID/stat` the scanner uses.
@@ -422,7 +422,7 @@ fn lock_fd(root: &Path, pid: u32, fd: i32, target: &Path) -> Result<Option<LockF
 
 /// Granted FLOCK entries of `{root}/locks`. Lines starting `->` are blocked
 /// requests, not holders, and are dropped before parsing.
-pub(in super::super) fn read_proc_locks(root: &Path) -> Vec<procfs::Lock> {
+pub(in crate::writer::scan) fn read_proc_locks(root: &Path) -> Vec<procfs::Lock> {
     // Read to the end (a seq_file read returns about a page at a time), into
     // room reserved beforehand: no 32-byte probe reads.
     let mut raw = Vec::with_capacity(16 * 1024);

@@ -2,6 +2,7 @@ use super::files::parse_stat;
 use super::raw::read_proc;
 use super::*;
 use crate::writer::{ENABLE, LOCK_NAME};
+use crate::FORKS;
 
 #[test]
 fn parse_stat_takes_comm_up_to_the_last_paren() {
@@ -39,7 +40,7 @@ fn raw_directory_listing_sees_every_entry_across_many_reads() {
 
 #[test]
 fn prefetched_table_reads_what_the_lazy_one_reads() {
-    let _forks = crate::FORKS.read().unwrap_or_else(|e| e.into_inner());
+    let _forks = FORKS.read().unwrap_or_else(|e| e.into_inner());
     // A real process with the lease variable and a lock file open on fd 0.
     let dir = tempfile::tempdir().unwrap();
     let lock = dir.path().join(LOCK_NAME);
