@@ -34,6 +34,12 @@ fn lease_record(id: &str, ago_s: i64) -> LeaseRecord {
     }
 }
 
+/// Writes a record whose holder, `dead`, renewed two minutes ago, as `key`.
+async fn put_dead(store: &dyn ObjectStore, key: &str) {
+    let body = lease_record("dead", 120).to_body();
+    store.put(key, body, PutCondition::None).await.unwrap();
+}
+
 async fn body_at(store: &dyn ObjectStore, key: &str) -> Option<Vec<u8>> {
     store.get(key, None).await.ok().map(|o| o.body)
 }
@@ -118,14 +124,7 @@ async fn handover_taken_up_once(p: &Place, rounds: usize) {
         let dir = tempfile::tempdir().unwrap();
         let (url, key) = (p.url)(round);
         let format = if round % 2 == 1 { "seed" } else { "leasectl" };
-        p.store
-            .put(
-                &key,
-                lease_record("dead", 120).to_body(),
-                PutCondition::None,
-            )
-            .await
-            .unwrap();
+        put_dead(&*p.store, &key).await;
         let audit = dir.path().join("audit.jsonl").display().to_string();
         let (code, out, err) = run_at(
             &p.endpoint,
@@ -397,14 +396,7 @@ async fn takeover_command_whose_answer_was_lost_goes_on_as_taken() {
         let dir = tempfile::tempdir().unwrap();
         let audit = dir.path().join("audit.jsonl");
         let url = format!("s3://{bucket}/db/");
-        direct
-            .put(
-                "db/LEASE",
-                lease_record("dead", 120).to_body(),
-                PutCondition::None,
-            )
-            .await
-            .unwrap();
+        put_dead(&*direct, "db/LEASE").await;
         proxy.drop_next_answers_of("PUT", "/db/LEASE", 1);
         let (code, out, err) = run_at(
             &proxy.endpoint(),
@@ -486,14 +478,7 @@ async fn takeover_answered_without_etag_never_claims_a_strangers_record() {
     let (proxy, direct, bucket) = moto_proxied("takeover-no-etag").await;
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
-    direct
-        .put(
-            "db/LEASE",
-            lease_record("dead", 120).to_body(),
-            PutCondition::None,
-        )
-        .await
-        .unwrap();
+    put_dead(&*direct, "db/LEASE").await;
     let stranger = lease_record("stranger", 0).to_body();
     proxy.strip_put_etags_of("/db/LEASE", Some((direct.clone(), stranger.clone())));
     let (code, out, err) = run_at(

@@ -4,7 +4,7 @@
 //! writes one timestamp per line; the checks read those lines.
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::hold::*;
@@ -27,6 +27,104 @@ async fn next_put(proxy: &Proxy, limit: Duration) {
     }
 }
 
+/// Runs `run(i)` for `i` in `0..batches * size`, `size` at a time: the
+/// failures they describe.
+async fn in_batches<F, Fut>(batches: usize, size: usize, run: F) -> Vec<String>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Option<String>> + Send + 'static,
+{
+    let mut failures = Vec::new();
+    for batch in 0..batches {
+        let tasks: Vec<_> = (0..size)
+            .map(|j| tokio::spawn(run(batch * size + j)))
+            .collect();
+        for t in tasks {
+            if let Some(f) = t.await.unwrap() {
+                failures.push(f);
+            }
+        }
+    }
+    failures
+}
+
+/// `leasectl --endpoint-url ENDPOINT --path-style takeover URL ARGS
+/// --audit-log AUDIT`, not started.
+fn takeover(endpoint: &str, url: &str, args: &[&str], audit: &Path) -> std::process::Command {
+    let mut c = bin();
+    c.args(["--endpoint-url", endpoint, "--path-style", "takeover", url])
+        .args(args)
+        .arg("--audit-log")
+        .arg(audit);
+    c
+}
+
+/// `c` started with no stdin, its stdout and stderr kept.
+fn spawn_piped(mut c: std::process::Command) -> std::process::Child {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// Reads `key` until its body passes `done`; fails the test naming `what`
+/// after `limit`.
+async fn wait_for_body(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) {
+    let t = Instant::now();
+    loop {
+        let got = client.get_object().bucket(bucket).key(key).send().await;
+        if let Ok(o) = got {
+            let body = o.body.collect().await.unwrap().into_bytes();
+            if done(&String::from_utf8_lossy(&body)) {
+                return;
+            }
+        }
+        assert!(t.elapsed() < limit, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `leasectl --json --no-pod URL` through `endpoint` with `env`: the output
+/// and its JSON document.
+fn json_snapshot(endpoint: &str, url: &str, env: &[(&str, String)]) -> (Output, serde_json::Value) {
+    let mut c = bin();
+    c.envs(env.iter().map(|(k, v)| (*k, v.as_str()))).args([
+        "--endpoint-url",
+        endpoint,
+        "--path-style",
+        "--json",
+        "--no-pod",
+        url,
+    ]);
+    let out = run_with_timeout(c, Duration::from_secs(30));
+    let doc = serde_json::from_slice(&out.stdout).unwrap();
+    (out, doc)
+}
+
+/// Run `i`'s failure when its takeover did not exit 0 saying `said` in
+/// `text`.
+fn takeover_failure(i: usize, out: &Output, text: &str, said: &str) -> Option<String> {
+    (out.status.code() != Some(0) || !text.contains(said))
+        .then(|| format!("run {i}: takeover {:?}: {text}", out.status.code()))
+}
+
+/// Run `i`'s failure when the writer logging to `old` wrote at or after the
+/// first line of the one logging to `new`.
+fn two_writers(i: usize, old: &Path, new: &Path) -> Option<String> {
+    let (h_last, c_first) = (last_stamp(old), first_stamp(new));
+    (h_last >= c_first).then(|| format!("run {i}: two writers for {:.3} s", h_last - c_first))
+}
+
+/// A forced takeover's arguments (before `--audit-log`).
+const FORCED: &[&str] = &["--force", "--yes", "--reason", "test"];
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     Fail503,
@@ -46,17 +144,13 @@ async fn fence_closes_run(
 ) -> Option<String> {
     let dir = tempfile::tempdir().unwrap();
     let proxy = Proxy::start(moto_port, Mode::Pass).await;
-    let log = dir.path().join("w.log");
     let prefix = format!("run{i}/");
-    let mut hold = Hold::spawn(
+    let site = HoldSite::new(
         dir.path(),
-        "hold",
         &proxy.endpoint(),
         &format!("s3://{bucket}/{prefix}"),
-        &["--ttl", "3s", "--grace", "2s"],
-        &writer(&log, ignore_term, None),
-        &[],
     );
+    let (mut hold, log) = site.writer("hold", &["--ttl", "3s", "--grace", "2s"], ignore_term, None);
     wait_for_lines(&log, 1, Duration::from_secs(20)).await;
     // Let at least one renewal through (every 1 s).
     next_put(&proxy, Duration::from_secs(5)).await;
@@ -69,7 +163,7 @@ async fn fence_closes_run(
     }
     let code = hold.exit_code(Duration::from_secs(15)).await;
     let err = hold.stderr();
-    let last = stamps(&log).into_iter().fold(0.0, f64::max);
+    let last = last_stamp(&log);
     // The last successful renewal began before the fault: the fence closes
     // within 2 s of it, SIGKILL follows within the grace (0.5 s), plus 1 s.
     let bound = fault_at + 2.0 + 0.5 + 1.0;
@@ -113,22 +207,11 @@ async fn fence_closes_run(
 async fn fence_closing_stops_the_command_every_time() {
     let (port, b) = bucket("fence-closes").await;
     let faults = [Fault::Fail503, Fault::Fail403, Fault::Hang];
-    let mut failures = Vec::new();
-    for batch in 0..5 {
-        let mut tasks = Vec::new();
-        for j in 0..10 {
-            let i = batch * 10 + j;
-            let b = b.clone();
-            tasks.push(tokio::spawn(async move {
-                fence_closes_run(i, port, &b, faults[i % 3], i % 2 == 0).await
-            }));
-        }
-        for t in tasks {
-            if let Some(f) = t.await.unwrap() {
-                failures.push(f);
-            }
-        }
-    }
+    let failures = in_batches(5, 10, |i| {
+        let b = b.clone();
+        async move { fence_closes_run(i, port, &b, faults[i % 3], i % 2 == 0).await }
+    })
+    .await;
     assert!(
         failures.is_empty(),
         "{} of 50 runs failed:\n{}",
@@ -150,33 +233,16 @@ async fn paused_holder_run(
     let holder_proxy = Proxy::start(moto_port, Mode::Pass).await;
     let contender_proxy = Proxy::start(moto_port, Mode::Pass).await;
     let url = format!("s3://{bucket}/paused{i}/");
-    let (hlog, clog) = (
-        dir.path().join("holder.log"),
-        dir.path().join("contender.log"),
-    );
-    let mut holder = Hold::spawn(
-        dir.path(),
-        "holder",
-        &holder_proxy.endpoint(),
-        &url,
-        &["--ttl", "9s"],
-        &writer(&hlog, false, None),
-        &[],
-    );
+    let holder_site = HoldSite::new(dir.path(), &holder_proxy.endpoint(), &url);
+    let (mut holder, hlog) = holder_site.writer("holder", &["--ttl", "9s"], false, None);
     wait_for_lines(&hlog, 1, Duration::from_secs(20)).await;
     next_put(&holder_proxy, Duration::from_secs(8)).await;
     // Right after a renewal: stop the holder, make its next renewal hang.
     signal_group(holder.pgid(), libc::SIGSTOP);
     holder_proxy.hang_requests("PUT", "/LEASE");
-    let mut contender = Hold::spawn(
-        dir.path(),
-        "contender",
-        &contender_proxy.endpoint(),
-        &url,
-        &["--ttl", "9s", "--wait", "40s"],
-        &writer(&clog, false, Some(20)),
-        &[],
-    );
+    let contender_site = HoldSite::new(dir.path(), &contender_proxy.endpoint(), &url);
+    let args = ["--ttl", "9s", "--wait", "40s"];
+    let (mut contender, clog) = contender_site.writer("contender", &args, false, Some(20));
     tokio::time::sleep(stop).await;
     signal_group(holder.pgid(), libc::SIGCONT);
     let hcode = holder.exit_code(Duration::from_secs(30)).await;
@@ -190,8 +256,7 @@ async fn paused_holder_run(
     if ccode != Some(0) || c.is_empty() {
         problems.push(format!("contender exit {ccode:?} with {} lines", c.len()));
     }
-    let h_last = h.iter().copied().fold(0.0, f64::max);
-    let c_first = c.iter().copied().fold(f64::MAX, f64::min);
+    let (h_last, c_first) = (last_stamp(&hlog), first_stamp(&clog));
     if h_last >= c_first {
         let overlap = h.iter().filter(|&&t| t >= c_first).count();
         problems.push(format!(
@@ -217,23 +282,12 @@ async fn paused_holder_run(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_holder_with_a_renewal_in_flight_never_overlaps_its_successor() {
     let (port, b) = bucket("paused-holder").await;
-    let mut failures = Vec::new();
-    for batch in 0..2 {
-        let mut tasks = Vec::new();
-        for j in 0..4 {
-            let i = batch * 4 + j;
-            let b = b.clone();
-            let stop = if j % 2 == 0 { 7 } else { 15 };
-            tasks.push(tokio::spawn(async move {
-                paused_holder_run(i, port, &b, Duration::from_secs(stop)).await
-            }));
-        }
-        for t in tasks {
-            if let Some(f) = t.await.unwrap() {
-                failures.push(f);
-            }
-        }
-    }
+    let failures = in_batches(2, 4, |i| {
+        let b = b.clone();
+        let stop = if i % 2 == 0 { 7 } else { 15 };
+        async move { paused_holder_run(i, port, &b, Duration::from_secs(stop)).await }
+    })
+    .await;
     assert!(
         failures.is_empty(),
         "{} of 8 runs failed:\n{}",
@@ -251,16 +305,10 @@ async fn a_stepped_wall_clock_closes_the_holders_fence() {
         let dir = tempfile::tempdir().unwrap();
         let offset = dir.path().join("offset");
         std::fs::write(&offset, "+0\n").unwrap();
-        let log = dir.path().join("w.log");
-        let mut hold = Hold::spawn(
-            dir.path(),
-            "hold",
-            &format!("http://127.0.0.1:{port}"),
-            &format!("s3://{b}/step{i}/"),
-            &["--ttl", "6s", "--grace", "5s"],
-            &writer(&log, true, None),
-            &faketime_env(&offset),
-        );
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let site = HoldSite::new(dir.path(), &endpoint, &format!("s3://{b}/step{i}/"));
+        let args = ["--ttl", "6s", "--grace", "5s"];
+        let (mut hold, log) = site.writer_env("hold", &args, true, None, &faketime_env(&offset));
         wait_for_lines(&log, 3, Duration::from_secs(20)).await;
         std::fs::write(&offset, format!("{step}\n")).unwrap();
         // Clock readings by the test (not faked) bound the command's last line;
@@ -290,27 +338,12 @@ async fn a_reader_clock_far_ahead_is_refused() {
     let offset = dir.path().join("offset");
     std::fs::write(&offset, "+120\n").unwrap();
     let url = format!("s3://{b}/db/");
-    let hlog = dir.path().join("holder.log");
-    let mut holder = Hold::spawn(
-        dir.path(),
-        "holder",
-        &endpoint,
-        &url,
-        &["--ttl", "30s"],
-        &writer(&hlog, false, None),
-        &[],
-    );
+    let site = HoldSite::new(dir.path(), &endpoint, &url);
+    let (mut holder, hlog) = site.writer("holder", &["--ttl", "30s"], false, None);
     wait_for_lines(&hlog, 1, Duration::from_secs(20)).await;
-    let clog = dir.path().join("contender.log");
-    let mut contender = Hold::spawn(
-        dir.path(),
-        "contender",
-        &endpoint,
-        &url,
-        &["--ttl", "30s"],
-        &writer(&clog, false, Some(5)),
-        &faketime_env(&offset),
-    );
+    let fake = faketime_env(&offset);
+    let (mut contender, clog) =
+        site.writer_env("contender", &["--ttl", "30s"], false, Some(5), &fake);
     let code = contender.exit_code(Duration::from_secs(20)).await;
     let err = contender.stderr();
     assert_eq!(code, Some(4), "{err}");
@@ -321,38 +354,19 @@ async fn a_reader_clock_far_ahead_is_refused() {
     assert!(stamps(&clog).is_empty(), "the contender's command ran");
     // The console's takeover path, as a command.
     let audit = dir.path().join("audit.jsonl");
-    let mut c = bin();
-    c.envs(faketime_env(&offset))
-        .args(["--endpoint-url", &endpoint, "--path-style"])
-        .args([
-            "takeover",
-            &url,
-            "--reason",
-            "clock test",
-            "--yes",
-            "--audit-log",
-        ])
-        .arg(&audit);
-    let out = run_with_timeout(c, Duration::from_secs(30));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let mut c = takeover(
+        &endpoint,
+        &url,
+        &["--reason", "clock test", "--yes"],
+        &audit,
     );
+    c.envs(faketime_env(&offset));
+    let out = run_with_timeout(c, Duration::from_secs(30));
+    let text = output_text(&out);
     assert_eq!(out.status.code(), Some(4), "{text}");
     assert!(text.contains("ahead of the storage service"), "{text}");
     // The snapshot shows the offset, and does not call the live lease stale.
-    let mut c = bin();
-    c.envs(faketime_env(&offset)).args([
-        "--endpoint-url",
-        &endpoint,
-        "--path-style",
-        "--json",
-        "--no-pod",
-        &url,
-    ]);
-    let out = run_with_timeout(c, Duration::from_secs(30));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (out, doc) = json_snapshot(&endpoint, &url, &faketime_env(&offset));
     let off = doc["reader_clock"]["server_offset_s"].as_f64().unwrap();
     assert!((off + 120.0).abs() < 2.0, "{doc:#}");
     let row = &doc["targets"][0]["prefixes"][0];
@@ -369,17 +383,7 @@ async fn a_reader_clock_far_ahead_is_refused() {
         "unknown is not healthy: {doc:#}"
     );
     // The same snapshot from a correct clock: offset near zero, fresh, exit 0.
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        &endpoint,
-        "--path-style",
-        "--json",
-        "--no-pod",
-        &url,
-    ]);
-    let out = run_with_timeout(c, Duration::from_secs(30));
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (out, doc) = json_snapshot(&endpoint, &url, &[]);
     assert!(
         doc["reader_clock"]["server_offset_s"]
             .as_f64()
@@ -411,55 +415,23 @@ async fn a_forced_handover_waits_for_the_old_holders_fence() {
     let mut failures = Vec::new();
     for i in 0..3 {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("s3://{b}/forced{i}/");
-        let hlog = dir.path().join("holder.log");
-        let mut holder = Hold::spawn(
-            dir.path(),
-            "holder",
-            &endpoint,
-            &url,
-            &["--ttl", "6s", "--grace", "1s"],
-            &writer(&hlog, i % 2 == 0, None),
-            &[],
-        );
+        let site = HoldSite::new(dir.path(), &endpoint, &format!("s3://{b}/forced{i}/"));
+        let args = ["--ttl", "6s", "--grace", "1s"];
+        let (mut holder, hlog) = site.writer("holder", &args, i % 2 == 0, None);
         wait_for_lines(&hlog, 3, Duration::from_secs(20)).await;
         let successor = format!("successor-{i}");
-        let slog = dir.path().join("successor.log");
-        let mut succ = Hold::spawn(
-            dir.path(),
-            "successor",
-            &endpoint,
-            &url,
-            &["--ttl", "6s", "--wait", "30s", "--instance-id", &successor],
-            &writer(&slog, false, Some(10)),
-            &[],
-        );
-        let mut c = bin();
-        c.args(["--endpoint-url", &endpoint, "--path-style"])
-            .args([
-                "takeover",
-                &url,
-                "--force",
-                "--yes",
-                "--reason",
-                "test",
-                "--audit-log",
-            ])
-            .arg(dir.path().join("audit.jsonl"))
-            .arg("--then")
-            .arg(format!("handover:{successor}"));
+        let args = ["--ttl", "6s", "--wait", "30s", "--instance-id", &successor];
+        let (mut succ, slog) = site.writer("successor", &args, false, Some(10));
+        let audit = dir.path().join("audit.jsonl");
+        let mut c = takeover(&endpoint, &site.url, FORCED, &audit);
+        c.arg("--then").arg(format!("handover:{successor}"));
         let out = run_with_timeout(c, Duration::from_secs(60));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let hcode = holder.exit_code(Duration::from_secs(30)).await;
         let scode = succ.exit_code(Duration::from_secs(60)).await;
-        let h_last = stamps(&hlog).into_iter().fold(0.0, f64::max);
         let s = stamps(&slog);
-        let s_first = s.iter().copied().fold(f64::MAX, f64::min);
-        if out.status.code() != Some(0)
-            || !text.contains("writes under the new lease are safe from")
-        {
-            failures.push(format!("run {i}: takeover {:?}: {text}", out.status.code()));
-        }
+        let said = "writes under the new lease are safe from";
+        failures.extend(takeover_failure(i, &out, &text, said));
         if hcode != Some(5) || scode != Some(0) || s.is_empty() {
             failures.push(format!(
                 "run {i}: holder {hcode:?}, successor {scode:?} ({} lines)\n{}",
@@ -467,12 +439,7 @@ async fn a_forced_handover_waits_for_the_old_holders_fence() {
                 succ.stderr()
             ));
         }
-        if h_last >= s_first {
-            failures.push(format!(
-                "run {i}: two writers for {:.3} s",
-                h_last - s_first
-            ));
-        }
+        failures.extend(two_writers(i, &hlog, &slog));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -482,18 +449,10 @@ async fn a_forced_handover_waits_for_the_old_holders_fence() {
 /// stderr after it exited 5.
 async fn renewals_answered(port: u16, bucket: &str, dir: &Path, name: &str, status: u16) -> String {
     let proxy = Proxy::start(port, Mode::Pass).await;
-    let log = dir.join(format!("{name}.log"));
-    let mut hold = Hold::spawn(
-        dir,
-        name,
-        &proxy.endpoint(),
-        &format!("s3://{bucket}/{name}/"),
-        // 6 s: the first renewal (at 2 s) has 2 s before the fence closes to
-        // get its answer, the SDK's retry and the read-back, even on a loaded machine.
-        &["--ttl", "6s"],
-        &writer(&log, false, None),
-        &[],
-    );
+    let site = HoldSite::new(dir, &proxy.endpoint(), &format!("s3://{bucket}/{name}/"));
+    // 6 s: the first renewal (at 2 s) has 2 s before the fence closes to
+    // get its answer, the SDK's retry and the read-back, even on a loaded machine.
+    let (mut hold, log) = site.writer(name, &["--ttl", "6s"], false, None);
     wait_for_lines(&log, 1, Duration::from_secs(20)).await;
     proxy.fail_requests("PUT", &format!("/{name}/LEASE"), status);
     assert_eq!(
@@ -528,16 +487,8 @@ async fn refused_writes_are_diagnosed_by_cause() {
     // A create refused on a key the service reports absent.
     let proxy = Proxy::start(port, Mode::Pass).await;
     proxy.fail_requests("PUT", "/create/LEASE", 412);
-    let log = dir.path().join("n.log");
-    let mut hold = Hold::spawn(
-        dir.path(),
-        "create",
-        &proxy.endpoint(),
-        &format!("s3://{b}/create/"),
-        &["--ttl", "3s"],
-        &writer(&log, false, Some(1)),
-        &[],
-    );
+    let site = HoldSite::new(dir.path(), &proxy.endpoint(), &format!("s3://{b}/create/"));
+    let (mut hold, log) = site.writer("create", &["--ttl", "3s"], false, Some(1));
     assert_eq!(hold.exit_code(Duration::from_secs(15)).await, Some(4));
     let err = hold.stderr();
     assert!(
@@ -557,68 +508,31 @@ async fn a_held_takeover_that_loses_its_lease_exits_5_and_audits_it() {
     let audit = dir.path().join("audit.jsonl");
     // A holder that died ten minutes ago: there is something to take over.
     let client = sdk_client(&endpoint);
-    let dead = (chrono::Utc::now() - chrono::Duration::minutes(10)).to_rfc3339();
-    put_raw(
-        &client,
-        &b,
-        "db/LEASE",
-        format!(
-            r#"{{"instance_id":"dead-holder","acquired_at":"{dead}","renewed_at":"{dead}","ttl_s":3}}"#
-        )
-        .as_bytes(),
-    )
-    .await;
-    let mut c = bin();
-    c.args(["--endpoint-url", &endpoint, "--path-style"])
-        .args([
-            "takeover",
-            &format!("s3://{b}/db/"),
-            "--yes",
-            "--reason",
-            "hold test",
-            "--audit-log",
-        ])
-        .arg(&audit)
-        .args(["--then", "hold", "--ttl", "3s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = c.spawn().unwrap();
+    let dead = record("dead-holder", 600, 3);
+    put_raw(&client, &b, "db/LEASE", dead.as_bytes()).await;
+    let url = format!("s3://{b}/db/");
+    let mut c = takeover(&endpoint, &url, &["--yes", "--reason", "hold test"], &audit);
+    c.args(["--then", "hold", "--ttl", "3s"]);
+    let child = spawn_piped(c);
     // Wait until it holds, then overwrite the lease as an intruder would.
-    let t = Instant::now();
-    loop {
-        let got = client.get_object().bucket(&b).key("db/LEASE").send().await;
-        let ours = match got {
-            Ok(o) => !String::from_utf8_lossy(&o.body.collect().await.unwrap().into_bytes())
-                .contains("dead-holder"),
-            Err(_) => false,
-        };
-        if ours {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "never held");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let now = chrono::Utc::now().to_rfc3339();
-    put_raw(
+    let ours = |body: &str| !body.contains("dead-holder");
+    let key = "db/LEASE";
+    wait_for_body(
         &client,
         &b,
-        "db/LEASE",
-        format!(
-            r#"{{"instance_id":"intruder","acquired_at":"{now}","renewed_at":"{now}","ttl_s":3}}"#
-        )
-        .as_bytes(),
+        key,
+        Duration::from_secs(20),
+        "never held",
+        ours,
     )
     .await;
+    let intruder = record("intruder", 0, 3);
+    put_raw(&client, &b, "db/LEASE", intruder.as_bytes()).await;
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
         .unwrap();
     // Why it exits 5 is said on stderr (issue 45 §3).
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     assert_eq!(out.status.code(), Some(5), "{text}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -672,90 +586,52 @@ async fn a_held_forced_takeover_ended_early_is_never_released() {
     let mut failures = Vec::new();
     for i in 0..2 {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("s3://{b}/early{i}/");
-        let hlog = dir.path().join("holder.log");
+        let site = HoldSite::new(dir.path(), &endpoint, &format!("s3://{b}/early{i}/"));
         // TTL 12 s: renewed every 4 s, so it learns of the takeover up to 4 s
         // late; its command is stopped within the 2 s grace after that.
-        let mut holder = Hold::spawn(
-            dir.path(),
-            "holder",
-            &endpoint,
-            &url,
-            &["--ttl", "12s", "--grace", "2s"],
-            &writer(&hlog, true, None),
-            &[],
-        );
+        let args = ["--ttl", "12s", "--grace", "2s"];
+        let (mut holder, hlog) = site.writer("holder", &args, true, None);
         wait_for_lines(&hlog, 3, Duration::from_secs(20)).await;
-        let mut c = bin();
-        c.args(["--endpoint-url", &endpoint, "--path-style"])
-            .args(["takeover", &url, "--force", "--yes", "--reason", "test"])
-            .arg("--audit-log")
-            .arg(dir.path().join("audit.jsonl"))
-            .args(["--then", "hold", "--ttl", "6s"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let taker = c.spawn().unwrap();
+        let mut c = takeover(
+            &endpoint,
+            &site.url,
+            FORCED,
+            &dir.path().join("audit.jsonl"),
+        );
+        c.args(["--then", "hold", "--ttl", "6s"]);
+        let taker = spawn_piped(c);
         // Holding once its record is at the key; then a contender waits.
         let client = sdk_client(&endpoint);
-        let t = Instant::now();
-        loop {
-            let got = client
-                .get_object()
-                .bucket(&b)
-                .key(format!("early{i}/LEASE"))
-                .send()
-                .await;
-            if let Ok(o) = got {
-                let body = o.body.collect().await.unwrap().into_bytes();
-                let body = String::from_utf8_lossy(&body);
-                if !body.contains(r#""ttl_s":12"#) {
-                    break;
-                }
-            }
-            assert!(t.elapsed() < Duration::from_secs(30), "never taken over");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let clog = dir.path().join("contender.log");
-        let mut contender = Hold::spawn(
-            dir.path(),
-            "contender",
-            &endpoint,
-            &url,
-            &["--ttl", "6s", "--wait", "60s"],
-            &writer(&clog, false, Some(5)),
-            &[],
-        );
+        let key = format!("early{i}/LEASE");
+        let taken = |body: &str| !body.contains(r#""ttl_s":12"#);
+        wait_for_body(
+            &client,
+            &b,
+            &key,
+            Duration::from_secs(30),
+            "never taken over",
+            taken,
+        )
+        .await;
+        let args = ["--ttl", "6s", "--wait", "60s"];
+        let (mut contender, clog) = site.writer("contender", &args, false, Some(5));
         tokio::time::sleep(Duration::from_millis(300)).await;
         // SAFETY: kill(2) on the child this test spawned (not yet reaped).
         unsafe { libc::kill(taker.id() as i32, libc::SIGTERM) };
         let out = tokio::task::spawn_blocking(move || taker.wait_with_output().unwrap())
             .await
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = output_text(&out);
         let hcode = holder.exit_code(Duration::from_secs(30)).await;
         let ccode = contender.exit_code(Duration::from_secs(60)).await;
-        let h_last = stamps(&hlog).into_iter().fold(0.0, f64::max);
-        let c_first = stamps(&clog).into_iter().fold(f64::MAX, f64::min);
-        if out.status.code() != Some(0) || !text.contains("not marked released") {
-            failures.push(format!("run {i}: takeover {:?}: {text}", out.status.code()));
-        }
+        failures.extend(takeover_failure(i, &out, &text, "not marked released"));
         if hcode != Some(5) || ccode != Some(0) {
             failures.push(format!(
                 "run {i}: holder {hcode:?}, contender {ccode:?}\n{}",
                 contender.stderr()
             ));
         }
-        if h_last >= c_first {
-            failures.push(format!(
-                "run {i}: two writers for {:.3} s",
-                h_last - c_first
-            ));
-        }
+        failures.extend(two_writers(i, &hlog, &clog));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -9,14 +9,14 @@
 //! these tests do not depend on which writers set it.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use serde_json::Value;
 
-use crate::common::serve::{sample, Serve, SERVE_ARGS};
+use crate::common::serve::{sample, Serve, HOWS, SERVE_ARGS};
 use crate::common::{bin, file_url, leasectl, leasectl_parts, spawn_lines, wait_json_line};
 
 /// A LEASE body renewed `age_s` seconds ago, with `generation` when given.
@@ -65,6 +65,41 @@ fn takeover(url: &str, reason: &str, then: &str, log: &Path) {
     );
 }
 
+/// Writes `{store}/{prefix}LEASE` whole: [`record_with_generation`] of
+/// `holder`.
+fn put_lease(
+    store: &Path,
+    prefix: &str,
+    holder: &str,
+    age_s: i64,
+    ttl_s: u64,
+    generation: Option<u64>,
+) {
+    let body = record_with_generation(holder, age_s, ttl_s, generation);
+    write_lease_atomically(store, prefix, &body);
+}
+
+/// A temporary directory with an empty local store in it (`DIR/store`).
+fn store_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    (dir, store)
+}
+
+/// `leasectl -v serve … --audit-log LOG URL` (its log, `-v`, to `stderr`).
+fn serve_with_audit_log(log: &Path, url: &str, stderr: &Path) -> Serve {
+    Serve::spawn(
+        bin()
+            .arg("-v")
+            .args(SERVE_ARGS)
+            .arg("--audit-log")
+            .arg(log)
+            .arg(url),
+        stderr,
+    )
+}
+
 fn row<'a>(doc: &'a Value, prefix: &str) -> &'a Value {
     doc["targets"][0]["prefixes"]
         .as_array()
@@ -82,24 +117,10 @@ fn row<'a>(doc: &'a Value, prefix: &str) -> &'a Value {
 /// that cannot be read is said, and makes the exit code 1 — never "none".
 #[test]
 fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    std::fs::create_dir(&store).unwrap();
-    write_lease_atomically(
-        &store,
-        "gen/",
-        &record_with_generation("holder-g", 1, 60, Some(7)),
-    );
-    write_lease_atomically(
-        &store,
-        "nogen/",
-        &record_with_generation("holder-n", 1, 60, None),
-    );
-    write_lease_atomically(
-        &store,
-        "dead/",
-        &record_with_generation("dead-holder", 300, 30, Some(41)),
-    );
+    let (dir, store) = store_dir();
+    put_lease(&store, "gen/", "holder-g", 1, 60, Some(7));
+    put_lease(&store, "nogen/", "holder-n", 1, 60, None);
+    put_lease(&store, "dead/", "dead-holder", 300, 30, Some(41));
     let log = dir.path().join("audit.jsonl");
     let log_s = log.display().to_string();
     let url = file_url(&store);
@@ -241,14 +262,8 @@ fn json_table_and_ndjson_show_the_generation_and_the_last_takeover() {
 /// new one on the empty prefix (`acquired`); a renewal writes none.
 #[test]
 fn watch_writes_holder_change_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    std::fs::create_dir(&store).unwrap();
-    write_lease_atomically(
-        &store,
-        "db/",
-        &record_with_generation("holder-a", 0, 60, Some(7)),
-    );
+    let (dir, store) = store_dir();
+    put_lease(&store, "db/", "holder-a", 0, 60, Some(7));
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
     let (mut watch, rx) = spawn_lines(
@@ -270,20 +285,12 @@ fn watch_writes_holder_change_lines() {
 
     // A renewal (same holder, same generation): a lease line (a new ETag),
     // no change.
-    write_lease_atomically(
-        &store,
-        "db/",
-        &record_with_generation("holder-a", 0, 60, Some(7)),
-    );
+    put_lease(&store, "db/", "holder-a", 0, 60, Some(7));
     wait_json_line(&rx, &mut seen, limit, "for the renewal", |v| {
         v["type"] == "lease" && v["prefix"] == "db/" && v["etag"] != first["etag"]
     });
     // Someone writes over the live lease, stale already, generation 8.
-    write_lease_atomically(
-        &store,
-        "db/",
-        &record_with_generation("holder-b", 300, 30, Some(8)),
-    );
+    put_lease(&store, "db/", "holder-b", 300, 30, Some(8));
     let c = change(&mut seen, "over the live lease");
     assert_eq!(c["how"], "changed_while_fresh", "{c:#}");
     assert_eq!(c["target"], url.as_str());
@@ -333,11 +340,7 @@ fn watch_writes_holder_change_lines() {
     assert_eq!(c["how"], "released", "{c:#}");
     assert_eq!(c["previous_holder"], "successor-2");
     assert!(c["holder"].is_null() && c["generation"].is_null(), "{c:#}");
-    write_lease_atomically(
-        &store,
-        "db/",
-        &record_with_generation("holder-c", 0, 60, Some(20)),
-    );
+    put_lease(&store, "db/", "holder-c", 0, 60, Some(20));
     let c = change(&mut seen, "after the new acquire");
     assert_eq!(c["how"], "acquired", "{c:#}");
     assert!(c["previous_holder"].is_null(), "{c:#}");
@@ -393,32 +396,14 @@ fn scrape_until(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> String {
 /// `how="handover"` — and the others still 0.
 #[test]
 fn serve_exports_the_generation_and_how_the_holder_changed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    std::fs::create_dir(&store).unwrap();
-    write_lease_atomically(
-        &store,
-        "db/",
-        &record_with_generation("holder-a", 300, 30, Some(7)),
-    );
-    write_lease_atomically(
-        &store,
-        "nogen/",
-        &record_with_generation("holder-n", 0, 3600, None),
-    );
+    let (dir, store) = store_dir();
+    put_lease(&store, "db/", "holder-a", 300, 30, Some(7));
+    put_lease(&store, "nogen/", "holder-n", 0, 3600, None);
     let log = dir.path().join("audit.jsonl");
     let url = file_url(&store);
     let stderr_path = dir.path().join("serve.stderr");
     // Its log (`-v`): the warning and the recovery are steps of it.
-    let mut serve = Serve::spawn(
-        bin()
-            .arg("-v")
-            .args(SERVE_ARGS)
-            .arg("--audit-log")
-            .arg(&log)
-            .arg(&url),
-        &stderr_path,
-    );
+    let mut serve = serve_with_audit_log(&log, &url, &stderr_path);
     let port = serve.port;
     let series =
         |name: &str, prefix: &str| format!("{name}{{target=\"{url}\",prefix=\"{prefix}\"}}");
@@ -444,13 +429,6 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
         sample(&body, &series("leasectl_lease_ttl_seconds", "nogen/")).is_some(),
         "{body}"
     );
-    const HOWS: [&str; 5] = [
-        "takeover",
-        "handover",
-        "after_expiry",
-        "acquired",
-        "changed_while_fresh",
-    ];
     for h in HOWS {
         assert_eq!(sample(&body, &how("db/", h)), Some(0.0), "{h}:\n{body}");
     }
@@ -488,28 +466,14 @@ fn serve_exports_the_generation_and_how_the_holder_changed() {
 /// readable log, 1 and a line saying so.
 #[test]
 fn serve_reports_an_unreadable_audit_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    std::fs::create_dir(&store).unwrap();
-    write_lease_atomically(
-        &store,
-        "db/",
-        &record_with_generation("holder-a", 0, 30, Some(7)),
-    );
+    let (dir, store) = store_dir();
+    put_lease(&store, "db/", "holder-a", 0, 30, Some(7));
     let log = dir.path().join("audit.jsonl");
     std::fs::create_dir(&log).unwrap();
     let url = file_url(&store);
     let stderr_path = dir.path().join("serve.stderr");
     // Its log (`-v`): the warning and the recovery are steps of it.
-    let mut serve = Serve::spawn(
-        bin()
-            .arg("-v")
-            .args(SERVE_ARGS)
-            .arg("--audit-log")
-            .arg(&log)
-            .arg(&url),
-        &stderr_path,
-    );
+    let mut serve = serve_with_audit_log(&log, &url, &stderr_path);
     let port = serve.port;
     let ok = format!("leasectl_audit_log_ok{{path=\"{}\"}}", log.display());
     let body = scrape_until(port, "the audit log unreadable", |b| {
@@ -550,11 +514,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let now_us = Utc::now().timestamp_micros() as u64;
-    write_lease_atomically(
-        &store,
-        "ok/",
-        &record_with_generation("holder-o", 0, 30, Some(now_us)),
-    );
+    put_lease(&store, "ok/", "holder-o", 0, 30, Some(now_us));
     let url = file_url(&store);
     let (code, _, err) = leasectl_parts(None, &["--json", "--no-pod", &url]);
     assert_eq!(code, 0, "{err}");
@@ -566,11 +526,7 @@ fn generations_far_ahead_or_saturated_are_noted() {
         ),
         (u64::MAX, "the largest a generation can be"),
     ] {
-        write_lease_atomically(
-            &store,
-            "ok/",
-            &record_with_generation("holder-o", 0, 30, Some(g)),
-        );
+        put_lease(&store, "ok/", "holder-o", 0, 30, Some(g));
         let (code, out, err) = leasectl_parts(None, &["--json", "--no-pod", &url]);
         assert_eq!(code, 3, "{out}\n{err}");
         let doc: Value = serde_json::from_str(&out).unwrap();

@@ -61,26 +61,15 @@ fn fresh_record(id: &str) -> LeaseRecord {
 /// one's lease is fresh; a record naming our id that we did not write (the
 /// second process got in) is a lost lease at our next renewal, never adopted.
 async fn same_instance_id_is_refused_and_never_adopted(store: Arc<dyn ObjectStore>) {
-    let mut first = BucketLease::acquire_as(
-        store.clone(),
-        sys(),
-        "db/",
-        "same-id",
-        cfg(30),
-        &mut LeaseWatch::new(),
-    )
-    .await
-    .unwrap();
-    let err = BucketLease::acquire_as(
-        store.clone(),
-        sys(),
-        "db/",
-        "same-id",
-        cfg(30),
-        &mut LeaseWatch::new(),
-    )
-    .await
-    .unwrap_err();
+    let same_id = || {
+        let store = store.clone();
+        async move {
+            let mut watch = LeaseWatch::new();
+            BucketLease::acquire_as(store, sys(), "db/", "same-id", cfg(30), &mut watch).await
+        }
+    };
+    let mut first = same_id().await.unwrap();
+    let err = same_id().await.unwrap_err();
     assert!(
         matches!(err, LeaseError::SameInstanceId { .. }),
         "the second process under the id was let in: {err}"

@@ -33,6 +33,25 @@ pub fn run(args: &[&str]) -> Output {
     run_with_timeout(c, Duration::from_secs(60))
 }
 
+/// [`run`] on a blocking thread, so that the test's runtime goes on meanwhile.
+pub async fn run_async(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&args)
+    })
+    .await
+    .unwrap()
+}
+
+/// `--endpoint-url ENDPOINT --path-style REST`, owned (for [`run_async`]).
+pub fn at_endpoint(endpoint: &str, rest: &[&str]) -> Vec<String> {
+    ["--endpoint-url", endpoint, "--path-style"]
+        .iter()
+        .chain(rest)
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// `leasectl ARGS` with nothing added to the environment (no credentials),
 /// waited for up to `limit`.
 pub fn run_bare(args: &[&str], limit: Duration) -> Output {

@@ -159,6 +159,51 @@ impl Drop for Hold {
     }
 }
 
+/// Holds one test spawns in one directory, through one endpoint, of one URL:
+/// what [`Hold::spawn`] takes that stays the same from one hold to the next.
+pub struct HoldSite<'a> {
+    pub dir: &'a Path,
+    pub endpoint: String,
+    pub url: String,
+}
+
+impl<'a> HoldSite<'a> {
+    pub fn new(dir: &'a Path, endpoint: &str, url: &str) -> Self {
+        Self {
+            dir,
+            endpoint: endpoint.into(),
+            url: url.into(),
+        }
+    }
+
+    /// [`Hold::spawn`] of `name` with `args`, its command a [`writer`]
+    /// logging to `DIR/NAME.log`: the hold and that log's path.
+    pub fn writer(
+        &self,
+        name: &str,
+        args: &[&str],
+        ignore_term: bool,
+        lines: Option<u32>,
+    ) -> (Hold, PathBuf) {
+        self.writer_env(name, args, ignore_term, lines, &[])
+    }
+
+    /// [`HoldSite::writer`] with `env` added to leasectl's environment.
+    pub fn writer_env(
+        &self,
+        name: &str,
+        args: &[&str],
+        ignore_term: bool,
+        lines: Option<u32>,
+        env: &[(&str, String)],
+    ) -> (Hold, PathBuf) {
+        let log = self.dir.join(format!("{name}.log"));
+        let cmd = writer(&log, ignore_term, lines);
+        let hold = Hold::spawn(self.dir, name, &self.endpoint, &self.url, args, &cmd, env);
+        (hold, log)
+    }
+}
+
 pub fn signal_group(pgid: i32, sig: i32) {
     // SAFETY: kill(2) on a process group this test created.
     unsafe {
@@ -173,6 +218,16 @@ pub fn stamps(log: &Path) -> Vec<f64> {
         .lines()
         .filter_map(|l| l.split_whitespace().last()?.parse().ok())
         .collect()
+}
+
+/// The latest timestamp a writer logged (0 when none).
+pub fn last_stamp(log: &Path) -> f64 {
+    stamps(log).into_iter().fold(0.0, f64::max)
+}
+
+/// The earliest timestamp a writer logged (`f64::MAX` when none).
+pub fn first_stamp(log: &Path) -> f64 {
+    stamps(log).into_iter().fold(f64::MAX, f64::min)
 }
 
 pub async fn wait_for_lines(log: &Path, n: usize, limit: Duration) {

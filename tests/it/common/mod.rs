@@ -505,6 +505,24 @@ pub async fn put_raw(client: &aws_sdk_s3::Client, bucket: &str, key: &str, body:
         .expect("put object");
 }
 
+/// Writes [`cli::record`]`(holder, age_s, ttl_s)` as `key` in `bucket`.
+pub async fn put_record(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    holder: &str,
+    age_s: i64,
+    ttl_s: u64,
+) {
+    put_raw(
+        client,
+        bucket,
+        key,
+        cli::record(holder, age_s, ttl_s).as_bytes(),
+    )
+    .await
+}
+
 /// Runs the leasectl binary with `args` against `endpoint` (if any); waits up to 60 s.
 pub fn leasectl(endpoint: Option<&str>, args: &[&str]) -> Output {
     let mut cmd = bin();

@@ -17,6 +17,16 @@ pub const SERVE_ARGS: [&str; 6] = [
     "1s",
 ];
 
+/// Every `how` label of `leasectl_lease_holder_changes_total` (a bounded
+/// label: no other exists).
+pub const HOWS: [&str; 5] = [
+    "takeover",
+    "handover",
+    "after_expiry",
+    "acquired",
+    "changed_while_fresh",
+];
+
 /// A running `leasectl serve`.
 pub struct Serve {
     pub child: Child,

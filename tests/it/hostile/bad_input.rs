@@ -7,6 +7,9 @@ use std::time::Duration;
 use crate::common::*;
 use serde_json::Value;
 
+/// Every log line leasectl has (`LEASECTL_LOG=trace`).
+const TRACE: &[(&str, &str)] = &[("LEASECTL_LOG", "trace")];
+
 fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let mut c = bin();
     for (k, v) in env {
@@ -53,20 +56,21 @@ fn bad_region_profile_endpoint_and_aws_env_are_usage_errors_not_panics() {
 fn credentials_in_the_endpoint_url_are_never_printed() {
     // User information in the endpoint is refused (a usage error) without
     // repeating it, at every log level.
-    let o = run_with_env(
-        &[
-            "--endpoint-url",
-            "http://user:supersecretvalue123@127.0.0.1:1/?token=tok-secret-456",
-            "--timeout",
-            "2s",
-            "--json",
-            "--no-pod",
-            "s3://some-bucket/",
-        ],
-        &[("LEASECTL_LOG", "trace")],
-    );
-    assert_eq!(o.status.code(), Some(2));
-    let t = output_text(&o);
+    // `leasectl --endpoint-url ENDPOINT ARGS --json --no-pod s3://some-bucket/`,
+    // traced, which must be a usage error: its output.
+    let refused = |endpoint: &str, args: &[&str]| {
+        let all = [
+            &["--endpoint-url", endpoint],
+            args,
+            &["--json", "--no-pod", "s3://some-bucket/"],
+        ]
+        .concat();
+        let o = run_with_env(&all, TRACE);
+        assert_eq!(o.status.code(), Some(2));
+        output_text(&o)
+    };
+    let with_user = "http://user:supersecretvalue123@127.0.0.1:1/?token=tok-secret-456";
+    let t = refused(with_user, &["--timeout", "2s"]);
     assert!(
         !t.contains("supersecretvalue123") && !t.contains("tok-secret-456") && !t.contains("user:"),
         "{t}"
@@ -76,18 +80,7 @@ fn credentials_in_the_endpoint_url_are_never_printed() {
         "{t}"
     );
     // So is a query string (the SDK would log it at debug level).
-    let o = run_with_env(
-        &[
-            "--endpoint-url",
-            "http://127.0.0.1:1/?token=tok-secret-456",
-            "--json",
-            "--no-pod",
-            "s3://some-bucket/",
-        ],
-        &[("LEASECTL_LOG", "trace")],
-    );
-    assert_eq!(o.status.code(), Some(2));
-    let t = output_text(&o);
+    let t = refused("http://127.0.0.1:1/?token=tok-secret-456", &[]);
     assert!(!t.contains("tok-secret-456"), "{t}");
     assert!(
         t.contains("has a query") && t.contains("127.0.0.1:1"),

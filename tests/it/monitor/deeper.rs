@@ -76,13 +76,7 @@ fn leases_one_level_deeper_are_named_on_a_local_store() {
 #[tokio::test(flavor = "multi_thread")]
 async fn leases_one_level_deeper_are_named_on_moto() {
     let (m, client, bucket) = moto_bucket("deeper-leases").await;
-    common::put_raw(
-        &client,
-        &bucket,
-        "db1/a/LEASE",
-        record("holder-a", 2, 60).as_bytes(),
-    )
-    .await;
+    common::put_record(&client, &bucket, "db1/a/LEASE", "holder-a", 2, 60).await;
     common::put_raw(&client, &bucket, "prod/data/part-0", b"x").await;
     let target = format!("s3://{bucket}/");
     says_the_depth(

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::common::assert_exit;
 use crate::common::cli::{bin, record, write_lease};
 use crate::common::hold::{signal_group, Hold};
-use crate::common::serve::{http_get, sample, Serve, SERVE_ARGS};
+use crate::common::serve::{http_get, sample, Serve, HOWS, SERVE_ARGS};
 use crate::common::{
     self, bin_path, file_url, leasectl, moto_bucket, spawn_lines, wait_json_line as wait_line,
 };
@@ -276,17 +276,63 @@ fn hold_cmd() -> Vec<String> {
     vec!["sleep".into(), "1000".into()]
 }
 
+/// `leasectl -v bucket hold URL --ttl 3s --instance-id ID ARGS -- sleep 1000`
+/// ([`Hold::spawn`] of `name` in `dir`) through `endpoint`.
+fn sleeping_holder(
+    dir: &Path,
+    name: &str,
+    endpoint: &str,
+    url: &str,
+    id: &str,
+    args: &[&str],
+) -> Hold {
+    let args = [&["--ttl", "3s", "--instance-id", id], args].concat();
+    Hold::spawn(dir, name, endpoint, url, &args, &hold_cmd(), &[])
+}
+
+/// `leasectl --endpoint-url ENDPOINT --path-style serve … s3://BUCKET/`
+/// (its stderr to `stderr`).
+fn serve_bucket(endpoint: &str, bucket: &str, stderr: &Path) -> Serve {
+    Serve::spawn(
+        bin()
+            .args(["--endpoint-url", endpoint, "--path-style"])
+            .args(SERVE_ARGS)
+            .arg(format!("s3://{bucket}/")),
+        stderr,
+    )
+}
+
+/// A [`sleeping_holder`] of `s3://BUCKET/db/` named `name`, holding as `id`,
+/// and once its LEASE is there a [`serve_bucket`] (its stderr in
+/// `DIR/serve.stderr`).
+async fn held_and_served(
+    endpoint: &str,
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    dir: &Path,
+    name: &str,
+    id: &str,
+) -> (Hold, Serve) {
+    let url = format!("s3://{bucket}/db/");
+    let hold = sleeping_holder(dir, name, endpoint, &url, id, &[]);
+    wait_for_key(client, bucket, "db/LEASE").await;
+    (
+        hold,
+        serve_bucket(endpoint, bucket, &dir.join("serve.stderr")),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_streams_renewals_and_the_holders_death() {
     let (m, client, bucket) = moto_bucket("watch-ndjson").await;
     let dir = tempfile::tempdir().unwrap();
-    let mut hold = Hold::spawn(
+    let url = format!("s3://{bucket}/db/");
+    let mut hold = sleeping_holder(
         dir.path(),
         "holder",
         &m.endpoint(),
-        &format!("s3://{bucket}/db/"),
-        &["--ttl", "3s", "--instance-id", "watched-holder"],
-        &hold_cmd(),
+        &url,
+        "watched-holder",
         &[],
     );
     wait_for_key(&client, &bucket, "db/LEASE").await;
@@ -392,24 +438,15 @@ async fn serve_is_scraped_while_leases_change() {
     common::put_raw(&client, &bucket, "we\"ird\\x/LEASE", b"{torn").await;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("s3://{bucket}/db/");
-    let mut first = Hold::spawn(
+    let (mut first, mut serve) = held_and_served(
+        &m.endpoint(),
+        &client,
+        &bucket,
         dir.path(),
         "first",
-        &m.endpoint(),
-        &url,
-        &["--ttl", "3s", "--instance-id", "first-holder"],
-        &hold_cmd(),
-        &[],
-    );
-    wait_for_key(&client, &bucket, "db/LEASE").await;
-    let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = Serve::spawn(
-        bin()
-            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-            .args(SERVE_ARGS)
-            .args([&format!("s3://{bucket}/")]),
-        &stderr_path,
-    );
+        "first-holder",
+    )
+    .await;
     let port = serve.port;
     let target = format!("s3://{bucket}/");
     let series = |name: &str, prefix: &str, state: Option<&str>| match state {
@@ -424,13 +461,6 @@ async fn serve_is_scraped_while_leases_change() {
             "leasectl_lease_holder_changes_total{{target=\"{target}\",prefix=\"db/\",how=\"{how}\"}}"
         )
     };
-    const HOWS: [&str; 5] = [
-        "takeover",
-        "handover",
-        "after_expiry",
-        "acquired",
-        "changed_while_fresh",
-    ];
     let body = scrape_until(port, "db/ fresh", |b| sample(b, &fresh) == Some(1.0)).await;
     assert_eq!(sample(&body, &stale), Some(0.0));
     assert_eq!(
@@ -526,21 +556,14 @@ async fn serve_is_scraped_while_leases_change() {
     );
 
     // A new holder takes the stale lease over: fresh again, one holder change.
-    let _second = Hold::spawn(
+    let wait = ["--wait", "20s"];
+    let _second = sleeping_holder(
         dir.path(),
         "second",
         &m.endpoint(),
         &url,
-        &[
-            "--ttl",
-            "3s",
-            "--instance-id",
-            "second-holder",
-            "--wait",
-            "20s",
-        ],
-        &hold_cmd(),
-        &[],
+        "second-holder",
+        &wait,
     );
     let body = scrape_until(port, "a holder change", |b| {
         sample(b, &changes("after_expiry")) == Some(1.0)
@@ -927,25 +950,15 @@ async fn serve_holds_its_request_budget() {
 async fn serve_exports_holder_and_free_seconds() {
     let (m, client, bucket) = moto_bucket("serve-tenure").await;
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("s3://{bucket}/db/");
-    let mut hold = Hold::spawn(
+    let (mut hold, mut serve) = held_and_served(
+        &m.endpoint(),
+        &client,
+        &bucket,
         dir.path(),
         "holder",
-        &m.endpoint(),
-        &url,
-        &["--ttl", "3s", "--instance-id", "tenure-holder"],
-        &hold_cmd(),
-        &[],
-    );
-    wait_for_key(&client, &bucket, "db/LEASE").await;
-    let stderr_path = dir.path().join("serve.stderr");
-    let mut serve = Serve::spawn(
-        bin()
-            .args(["--endpoint-url", &m.endpoint(), "--path-style"])
-            .args(SERVE_ARGS)
-            .arg(format!("s3://{bucket}/")),
-        &stderr_path,
-    );
+        "tenure-holder",
+    )
+    .await;
     let port = serve.port;
     let target = format!("s3://{bucket}/");
     let held = format!("leasectl_lease_holder_seconds{{target=\"{target}\",prefix=\"db/\"}}");

@@ -14,19 +14,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::cli::{bin, record, run, text, write_lease};
+use crate::common::cli::{at_endpoint, bin, record, run, run_async, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
 use crate::common::serve::{http_get, sample, Serve, SERVE_ARGS};
 use crate::common::{self, file_url, moto, moto_bucket, spawn_lines, wait_json_line, Moto};
 
 /// [`run`] off the async runtime.
-async fn run_async(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        run(&args)
-    })
-    .await
-    .unwrap()
+/// `takeover URL --reason REASON --yes --then release --audit-log LOG`.
+fn release_takeover<'a>(url: &'a str, reason: &'a str, log: &'a str) -> [&'a str; 9] {
+    [
+        "takeover",
+        url,
+        "--reason",
+        reason,
+        "--yes",
+        "--then",
+        "release",
+        "--audit-log",
+        log,
+    ]
 }
 
 /// Waits for an NDJSON line matching `pred`; panics with every line seen.
@@ -70,22 +76,9 @@ async fn the_endpoint_is_a_url_with_region_and_addressing_style_in_every_json_ou
     let client = common::sdk_client(&endpoint);
     let bucket = common::bucket_name("endpoint-url-json");
     common::create_bucket(&client, &bucket).await;
-    common::put_raw(
-        &client,
-        &bucket,
-        "db/LEASE",
-        record("gone-holder", 600, 30).as_bytes(),
-    )
-    .await;
+    common::put_record(&client, &bucket, "db/LEASE", "gone-holder", 600, 30).await;
     let url = format!("s3://{bucket}/");
-    let s3 = |rest: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = ["--endpoint-url", endpoint.as_str(), "--path-style"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        v.extend(rest.iter().map(|s| s.to_string()));
-        v
-    };
+    let s3 = |rest: &[&str]| at_endpoint(&endpoint, rest);
 
     let out = run_async(s3(&["--json", "--no-pod", &url])).await;
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -128,17 +121,11 @@ async fn the_endpoint_is_a_url_with_region_and_addressing_style_in_every_json_ou
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     let log_s = log.display().to_string();
-    let out = run_async(s3(&[
-        "takeover",
+    let out = run_async(s3(&release_takeover(
         &format!("{url}db/"),
-        "--reason",
         "endpoint test",
-        "--yes",
-        "--then",
-        "release",
-        "--audit-log",
         &log_s,
-    ]))
+    )))
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     let entries: Vec<Value> = std::fs::read_to_string(&log)
@@ -289,17 +276,11 @@ fn a_leap_second_record_gives_times_every_parser_accepts() {
     );
     // The audited takeover of it.
     let log = dir.path().join("audit.jsonl");
-    let out = run(&[
-        "takeover",
+    let out = run(&release_takeover(
         &format!("{url}db/"),
-        "--reason",
         "leap test",
-        "--yes",
-        "--then",
-        "release",
-        "--audit-log",
         log.to_str().unwrap(),
-    ]);
+    ));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     all.push_str(&text(&out.stdout));
     let log_text = std::fs::read_to_string(&log).unwrap();
@@ -325,27 +306,13 @@ fn a_leap_second_record_gives_times_every_parser_accepts() {
 async fn check_names_each_prefix_by_its_own_url() {
     let (m, client, bucket) = moto_bucket("prefix-url-once").await;
     for p in ["backups/db1/", "backups/db2/"] {
-        common::put_raw(
-            &client,
-            &bucket,
-            &format!("{p}LEASE"),
-            record("dead", 600, 30).as_bytes(),
-        )
-        .await;
+        common::put_record(&client, &bucket, &format!("{p}LEASE"), "dead", 600, 30).await;
     }
     for (target, named) in [
         (format!("s3://{bucket}/backups/"), "backups/db1/"),
         (format!("s3://{bucket}/backups/db2/"), "backups/db2/"),
     ] {
-        let out = run_async(vec![
-            "--endpoint-url".into(),
-            m.endpoint(),
-            "--path-style".into(),
-            "check".into(),
-            "--no-pod".into(),
-            target.clone(),
-        ])
-        .await;
+        let out = run_async(at_endpoint(&m.endpoint(), &["check", "--no-pod", &target])).await;
         let o = text(&out.stdout);
         assert_eq!(out.status.code(), Some(2), "{o}");
         let want = format!("CRITICAL s3://{bucket}/{named} is stale");
@@ -537,25 +504,11 @@ async fn listings_whose_tokens_repeat_are_errors() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_clock_that_cannot_be_read_is_said_to_be_unknown() {
     let (m, client, bucket) = moto_bucket("bad-date").await;
-    common::put_raw(
-        &client,
-        &bucket,
-        "db/LEASE",
-        record("live", 1, 300).as_bytes(),
-    )
-    .await;
+    common::put_record(&client, &bucket, "db/LEASE", "live", 1, 300).await;
     let url = format!("s3://{bucket}/");
     // Through a plain proxy the clock is known: no note.
     let proxy = Proxy::start(m.port, Mode::Pass).await;
-    let args = |p: &Proxy, rest: &[&str]| -> Vec<String> {
-        let mut v = vec![
-            "--endpoint-url".to_owned(),
-            p.endpoint(),
-            "--path-style".into(),
-        ];
-        v.extend(rest.iter().map(|s| s.to_string()));
-        v
-    };
+    let args = |p: &Proxy, rest: &[&str]| at_endpoint(&p.endpoint(), rest);
     let out = run_async(args(&proxy, &["--json", "--no-pod", &url])).await;
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["targets"][0]["server_clock_note"].is_null(), "{doc:#}");
@@ -709,17 +662,11 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
     // …and taken over from the command line, not only from the console.
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("audit.jsonl");
-    let out = run(&[
-        "takeover",
+    let out = run(&release_takeover(
         &format!("{url}nl%0Aname/"),
-        "--reason",
         "control names",
-        "--yes",
-        "--then",
-        "release",
-        "--audit-log",
         log.to_str().unwrap(),
-    ]);
+    ));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     let first: Value = serde_json::from_str(
         std::fs::read_to_string(&log)
@@ -743,29 +690,9 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
 
     let (m, client, bucket) = moto_bucket("control-names").await;
     // (moto's router cannot take a newline in a key: a tab and an ESC here.)
-    common::put_raw(
-        &client,
-        &bucket,
-        "tab\tx/LEASE",
-        record("tab-holder", 600, 30).as_bytes(),
-    )
-    .await;
-    common::put_raw(
-        &client,
-        &bucket,
-        "esc\u{1b}y/LEASE",
-        record("esc-holder", 0, 300).as_bytes(),
-    )
-    .await;
-    let s3 = |rest: &[&str]| -> Vec<String> {
-        let mut v = vec![
-            "--endpoint-url".to_owned(),
-            m.endpoint(),
-            "--path-style".into(),
-        ];
-        v.extend(rest.iter().map(|s| s.to_string()));
-        v
-    };
+    common::put_record(&client, &bucket, "tab\tx/LEASE", "tab-holder", 600, 30).await;
+    common::put_record(&client, &bucket, "esc\u{1b}y/LEASE", "esc-holder", 0, 300).await;
+    let s3 = |rest: &[&str]| at_endpoint(&m.endpoint(), rest);
     let out = run_async(s3(&["check", "--no-pod", &format!("s3://{bucket}/")])).await;
     let o = text(&out.stdout);
     let named = format!("s3://{bucket}/tab%09x/");
@@ -797,13 +724,7 @@ async fn the_console_header_says_the_service_clock_is_unknown() {
     use leasectl::snapshot::OpenTarget;
 
     let (m, client, bucket) = moto_bucket("console-bad-date").await;
-    common::put_raw(
-        &client,
-        &bucket,
-        "db/LEASE",
-        record("live", 1, 300).as_bytes(),
-    )
-    .await;
+    common::put_record(&client, &bucket, "db/LEASE", "live", 1, 300).await;
     let proxy = Proxy::start(m.port, Mode::Pass).await;
     let header = |bad_date: bool| {
         let proxy = proxy.clone();

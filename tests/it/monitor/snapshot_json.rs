@@ -155,6 +155,22 @@ fn check(doc: &Value) {
     assert!(doc["pod"]["verdicts"].is_array());
 }
 
+/// Asserts that `out` exited 3 (attention needed) with one JSON document
+/// on stdout with no raw escape, passing [`check`]; returns it.
+#[track_caller]
+fn needs_attention_doc(out: &std::process::Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_raw_escape(&out.stdout);
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    check(&doc);
+    doc
+}
+
 fn assert_no_raw_escape(stdout: &[u8]) {
     assert!(
         !stdout.contains(&0x1b),
@@ -178,15 +194,7 @@ async fn every_state_on_s3(server: Server) {
     })
     .await
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_no_raw_escape(&out.stdout);
-    let doc: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
-    check(&doc);
+    let doc = needs_attention_doc(&out);
     assert_eq!(doc["targets"][0]["bucket"], bucket.as_str());
     // Holder skew: renewed_at − Last-Modified, within a few seconds for a record written now.
     let fresh = doc["targets"][0]["prefixes"]
@@ -214,15 +222,7 @@ fn every_state_on_local_store() {
         }
     }
     let out = leasectl(None, &["--json", "--no-pod", &file_url(dir.path())]);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_no_raw_escape(&out.stdout);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    check(&doc);
+    needs_attention_doc(&out);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use leasectl::bucket::{BucketLease, Exclusion, LeaseError, LeaseWatch, Observed}
 use leasectl::clock::SystemClock;
 use leasectl::store::local::LocalStore;
 use leasectl::store::{ObjectStore, PutCondition};
-use leasectl::takeover::{takeover, TakeoverError, TakeoverRequest, Then};
+use leasectl::takeover::{takeover, TakeoverError, TakeoverOutcome, TakeoverRequest, Then};
 
 async fn look(store: &dyn ObjectStore, prefix: &str) -> Observed {
     match store.get(&leasectl::bucket::lease_key(prefix), None).await {
@@ -83,6 +83,28 @@ async fn stale_holder(store: &Arc<dyn ObjectStore>) -> BucketLease {
     lease
 }
 
+/// The takeover `req` of `store`, by this process's clock, audited in `log`.
+async fn take(
+    store: &Arc<dyn ObjectStore>,
+    log: &AuditLog,
+    req: TakeoverRequest,
+) -> Result<TakeoverOutcome, TakeoverError> {
+    takeover(store.clone(), SystemClock::shared(), log, req).await
+}
+
+/// A bucket on moto (conditional) whose `db/LEASE` is a [`dead_holder`]'s:
+/// the server and the bucket's name.
+async fn bucket_with_a_dead_holder(test: &str) -> (&'static MotoServer, String) {
+    let (server, client, b) = moto_bucket(test).await;
+    put_raw(&client, &b, "db/LEASE", &dead_holder().to_body()).await;
+    (server, b)
+}
+
+/// `leasectl --endpoint-url ENDPOINT --path-style ARGS` ([`run_async`]).
+async fn leasectl_off_runtime(endpoint: &str, args: &[&str]) -> std::process::Output {
+    cli::run_async(cli::at_endpoint(endpoint, args)).await
+}
+
 async fn etag_of(store: &dyn ObjectStore) -> Option<String> {
     look(store, "db/").await.etag().map(str::to_owned)
 }
@@ -99,13 +121,7 @@ async fn stale_lease_is_taken_audited_and_the_old_holder_is_lost(server: Server)
     let mut old = stale_holder(&store).await;
     let seen = look(store.as_ref(), "db/").await;
     let seen_etag = seen.etag().unwrap().to_owned();
-    let done = takeover(
-        operator.clone(),
-        SystemClock::shared(),
-        &log,
-        request(seen, Then::Hold),
-    )
-    .await
+    let done = take(&operator, &log, request(seen, Then::Hold)).await
     .expect("stale lease taken");
     let held = done.held.expect("held");
     assert_eq!(etag_of(store.as_ref()).await.unwrap(), held.etag());
@@ -150,14 +166,9 @@ async fn holder_renewing_between_look_and_takeover_refuses_it() {
     let mut holder = stale_holder(&store).await;
     let seen = look(store.as_ref(), "db/").await;
     holder.renew().await.unwrap(); // the holder was alive after all
-    let err = takeover(
-        store.clone(),
-        SystemClock::shared(),
-        &log,
-        request(seen, Then::Release),
-    )
-    .await
-    .unwrap_err();
+    let err = take(&store, &log, request(seen, Then::Release))
+        .await
+        .unwrap_err();
     match &err {
         TakeoverError::Changed {
             record: Some(r),
@@ -194,14 +205,9 @@ async fn fresh_lease_needs_force_and_force_is_audited() {
     let _holder = live_holder(&store, 6).await;
     let seen = look(store.as_ref(), "db/").await;
     let before = etag_of(store.as_ref()).await;
-    let err = takeover(
-        store.clone(),
-        SystemClock::shared(),
-        &log,
-        request(seen.clone(), Then::Release),
-    )
-    .await
-    .unwrap_err();
+    let err = take(&store, &log, request(seen.clone(), Then::Release))
+        .await
+        .unwrap_err();
     assert!(matches!(err, TakeoverError::Fresh { .. }), "{err}");
     assert_eq!(
         etag_of(store.as_ref()).await,
@@ -212,9 +218,7 @@ async fn fresh_lease_needs_force_and_force_is_audited() {
     let mut req = request(seen, Then::Release);
     req.force = true;
     let t = Instant::now();
-    let done = takeover(store.clone(), SystemClock::shared(), &log, req)
-        .await
-        .expect("forced");
+    let done = take(&store, &log, req).await.expect("forced");
     // The release (which frees the prefix for anyone) waited for the old
     // holder's fence: five sixths of its 6 s TTL after the takeover's PUT.
     let waited = t.elapsed();
@@ -263,7 +267,7 @@ async fn suspect_record_is_refused_until_watched_for_a_ttl() {
     let seen = look(store.as_ref(), "db/").await;
     let mut req = request(seen.clone(), Then::Release);
     req.watched_for = Duration::from_secs(29);
-    match takeover(store.clone(), SystemClock::shared(), &log, req).await {
+    match take(&store, &log, req).await {
         Err(TakeoverError::UnderWatch { remaining, .. }) => {
             assert_eq!(remaining, Duration::from_secs(1))
         }
@@ -271,9 +275,7 @@ async fn suspect_record_is_refused_until_watched_for_a_ttl() {
     }
     let mut req = request(seen, Then::Release);
     req.watched_for = Duration::from_secs(30);
-    takeover(store.clone(), SystemClock::shared(), &log, req)
-        .await
-        .expect("watched for a TTL");
+    take(&store, &log, req).await.expect("watched for a TTL");
     assert!(crate::common::released_record(store.as_ref(), "db/LEASE")
         .await
         .is_some());
@@ -291,14 +293,9 @@ async fn ignoring_service_refuses_unless_best_effort_is_chosen() {
         .await
         .unwrap();
     let seen = look(store.as_ref(), "db/").await;
-    let err = takeover(
-        store.clone(),
-        SystemClock::shared(),
-        &log,
-        request(seen.clone(), Then::Hold),
-    )
-    .await
-    .unwrap_err();
+    let err = take(&store, &log, request(seen.clone(), Then::Hold))
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, TakeoverError::PreconditionsIgnored { .. }),
         "{err}"
@@ -315,9 +312,7 @@ async fn ignoring_service_refuses_unless_best_effort_is_chosen() {
     );
     let mut req = request(seen, Then::Hold);
     req.exclusion = Exclusion::BestEffort;
-    let done = takeover(store.clone(), SystemClock::shared(), &log, req)
-        .await
-        .expect("best-effort");
+    let done = take(&store, &log, req).await.expect("best-effort");
     assert_eq!(done.held.unwrap().exclusion(), Exclusion::BestEffort);
     assert!(entries(&log).iter().all(|e| e.exclusion == "best_effort"));
 }
@@ -341,14 +336,9 @@ async fn unwritable_audit_log_means_nothing_is_sent() {
     std::fs::remove_file(&path).unwrap();
     nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let seen = look(store.as_ref(), "db/").await;
-    let err = takeover(
-        store.clone(),
-        SystemClock::shared(),
-        &log,
-        request(seen, Then::Release),
-    )
-    .await
-    .unwrap_err();
+    let err = take(&store, &log, request(seen, Then::Release))
+        .await
+        .unwrap_err();
     assert!(matches!(err, TakeoverError::Audit(_)), "{err}");
     assert!(err.to_string().contains("nothing was sent"));
     assert_eq!(
@@ -369,14 +359,9 @@ async fn unwritable_audit_log_means_nothing_is_sent() {
     std::fs::write(&other, "other\n").unwrap();
     std::fs::hard_link(&other, &path).unwrap();
     let seen = look(store.as_ref(), "db/").await;
-    let err = takeover(
-        store.clone(),
-        SystemClock::shared(),
-        &log,
-        request(seen, Then::Release),
-    )
-    .await
-    .unwrap_err();
+    let err = take(&store, &log, request(seen, Then::Release))
+        .await
+        .unwrap_err();
     assert!(matches!(err, TakeoverError::Audit(_)), "{err}");
     assert!(err.to_string().contains("hard links"), "{err}");
     assert_eq!(std::fs::read_to_string(&other).unwrap(), "other\n");
@@ -432,17 +417,7 @@ fn dead_holder() -> leasectl::bucket::LeaseRecord {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn intent_is_durable_when_the_process_is_killed_before_the_put_returns() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("takeover-kill");
-    create_bucket(&sdk_client(&server.endpoint()), &b).await;
-    let dead = dead_holder();
-    put_raw(
-        &sdk_client(&server.endpoint()),
-        &b,
-        "db/LEASE",
-        &dead.to_body(),
-    )
-    .await;
+    let (server, b) = bucket_with_a_dead_holder("takeover-kill").await;
     let proxy = Proxy::start(server.port, Mode::Pass).await;
     proxy.hang_requests("PUT", "/db/LEASE"); // the takeover's PUT never gets an answer
     let dir = tempfile::tempdir().unwrap();
@@ -493,110 +468,42 @@ async fn intent_is_durable_when_the_process_is_killed_before_the_put_returns() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn takeover_command_and_audit_listing() {
-    let server = moto(Moto::Conditional);
-    let b = bucket_name("takeover-cli");
-    create_bucket(&sdk_client(&server.endpoint()), &b).await;
-    let dead = dead_holder();
-    put_raw(
-        &sdk_client(&server.endpoint()),
-        &b,
-        "db/LEASE",
-        &dead.to_body(),
-    )
-    .await;
+    let (server, b) = bucket_with_a_dead_holder("takeover-cli").await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     let url = format!("s3://{b}/db/");
     let ep = server.endpoint();
-    let run = move |args: Vec<String>| {
-        let mut c = bin();
-        c.args(["--endpoint-url", &ep, "--path-style"]).args(args);
-        run_with_timeout(c, Duration::from_secs(60))
-    };
     let log_s = log.display().to_string();
+    let (url, log_s) = (url.as_str(), log_s.as_str());
+    // `takeover URL ARGS --audit-log LOG`
+    let cli = |args: &[&'static str]| -> Vec<&str> {
+        [&["takeover", url], args, &["--audit-log", log_s]].concat()
+    };
     // Wrong expected ETag: refused, nothing written.
-    let out = tokio::task::spawn_blocking({
-        let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
-        move || {
-            run(vec![
-                "takeover".into(),
-                url,
-                "--reason".into(),
-                "x".into(),
-                "--expect-etag".into(),
-                "nope".into(),
-                "--yes".into(),
-                "--audit-log".into(),
-                log_s,
-            ])
-        }
-    })
-    .await
-    .unwrap();
+    let args = cli(&["--reason", "x", "--expect-etag", "nope", "--yes"]);
+    let out = leasectl_off_runtime(&ep, &args).await;
     assert_exit(&out, 4);
     // Without --yes and without a terminal: usage error, nothing written.
-    let out = tokio::task::spawn_blocking({
-        let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
-        move || {
-            run(vec![
-                "takeover".into(),
-                url,
-                "--reason".into(),
-                "x".into(),
-                "--audit-log".into(),
-                log_s,
-            ])
-        }
-    })
-    .await
-    .unwrap();
+    let out = leasectl_off_runtime(&ep, &cli(&["--reason", "x"])).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(AuditLog::read(&log).unwrap().is_empty());
     // The real one.
-    let out = tokio::task::spawn_blocking({
-        let (run, url, log_s) = (run.clone(), url.clone(), log_s.clone());
-        move || {
-            run(vec![
-                "takeover".into(),
-                url,
-                "--reason".into(),
-                "INC-42 holder gone".into(),
-                "--yes".into(),
-                "--audit-log".into(),
-                log_s,
-            ])
-        }
-    })
-    .await
-    .unwrap();
+    let args = cli(&["--reason", "INC-42 holder gone", "--yes"]);
+    let out = leasectl_off_runtime(&ep, &args).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
         text.contains("dead-holder") && text.contains("stale") && text.contains("released"),
         "{text}"
     );
-    let out = tokio::task::spawn_blocking({
-        let (run, log_s) = (run.clone(), log_s.clone());
-        move || run(vec!["audit".into(), "--audit-log".into(), log_s])
-    })
-    .await
-    .unwrap();
+    let out = leasectl_off_runtime(&ep, &["audit", "--audit-log", log_s]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap_or("");
     assert!(
         first.contains("outcome") && first.contains("INC-42"),
         "newest first: {text}"
     );
-    let out = tokio::task::spawn_blocking(move || {
-        run(vec![
-            "audit".into(),
-            "--json".into(),
-            "--audit-log".into(),
-            log_s,
-        ])
-    })
-    .await
-    .unwrap();
+    let out = leasectl_off_runtime(&ep, &["audit", "--json", "--audit-log", log_s]).await;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2);
     assert_eq!(v[0]["phase"], "outcome");
@@ -615,24 +522,10 @@ async fn audit_entries_are_also_stored_as_immutable_objects_with_audit_to() {
     put_raw(&client, &b, "db/LEASE", &dead_holder().to_body()).await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl").display().to_string();
-    let ep = server.endpoint();
     let (url, audit_to) = (format!("s3://{b}/db/"), format!("s3://{b}/audit/"));
-    let out = tokio::task::spawn_blocking(move || {
-        let mut c = bin();
-        c.args(["--endpoint-url", &ep, "--path-style", "takeover", &url])
-            .args([
-                "--reason",
-                "INC-5",
-                "--yes",
-                "--audit-log",
-                &log,
-                "--audit-to",
-                &audit_to,
-            ]);
-        run_with_timeout(c, Duration::from_secs(60))
-    })
-    .await
-    .unwrap();
+    let args = ["takeover", &url, "--reason", "INC-5", "--yes"];
+    let args = [&args[..], &["--audit-log", &log, "--audit-to", &audit_to]].concat();
+    let out = leasectl_off_runtime(&server.endpoint(), &args).await;
     assert_exit(&out, 0);
     let listed = client
         .list_objects_v2()

@@ -67,9 +67,10 @@ fn len(p: &Value, field: &str) -> usize {
 /// one's fence closed (n − 1 overlaps) and every tenure from the third on is
 /// a holder writing again after the other (n − 2 more); A's generation went
 /// back each time it wrote after B ((n − 1) / 2); exit 3.
-async fn alternation(server: Server, n: usize) {
-    let (endpoint, b) = versioned_bucket_on(server, &format!("tl-alternation-{n}")).await;
-    let history: Vec<(&str, u64)> = (0..n)
+/// `n` writes alternating between holder-a (generation 1) and holder-b
+/// (generation 2), holder-a first.
+fn alternating(n: usize) -> Vec<(&'static str, u64)> {
+    (0..n)
         .map(|i| {
             if i % 2 == 0 {
                 ("holder-a", 1)
@@ -77,7 +78,12 @@ async fn alternation(server: Server, n: usize) {
                 ("holder-b", 2)
             }
         })
-        .collect();
+        .collect()
+}
+
+async fn alternation(server: Server, n: usize) {
+    let (endpoint, b) = versioned_bucket_on(server, &format!("tl-alternation-{n}")).await;
+    let history = alternating(n);
     write_history(&endpoint, &b, &history).await;
     let started = std::time::Instant::now();
     let (code, p, text) = timeline(&endpoint, &b, &[]);
@@ -223,16 +229,7 @@ async fn two_holders_alternating_for_1001_versions_are_found_seaweedfs() {
 async fn throttled_reads_are_sent_again() {
     use crate::common::proxy::{Mode, Proxy};
     let (endpoint, b) = versioned_bucket_on(Server::Moto(Moto::Conditional), "tl-throttled").await;
-    let history: Vec<(&str, u64)> = (0..41)
-        .map(|i| {
-            if i % 2 == 0 {
-                ("holder-a", 1)
-            } else {
-                ("holder-b", 2)
-            }
-        })
-        .collect();
-    write_history(&endpoint, &b, &history).await;
+    write_history(&endpoint, &b, &alternating(41)).await;
     let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
     let proxy = Proxy::start(port, Mode::Pass).await;
     proxy.slow_down_every(7);

@@ -35,13 +35,8 @@ fn child_of(pid: u32) -> u32 {
 #[test]
 fn second_wrapper_fails_closed_naming_holder() {
     let dir = tempfile::tempdir().unwrap();
-    let mut first = taking(dir.path(), "2s", &["sleep", "30"]);
-    first.stderr(Stdio::null());
-    let first = Guard::spawn(first);
-    wait_for(Duration::from_secs(4), || {
-        (!lock_is_free(dir.path())).then_some(())
-    })
-    .expect("first holds");
+    let first = taking(dir.path(), "2s", &["sleep", "30"]);
+    let first = lock_held(first, dir.path(), Duration::from_secs(4), "first holds");
 
     let marker = dir.path().join("ran");
     let mut second = taking(dir.path(), "1s", &["touch", marker.to_str().unwrap()]);

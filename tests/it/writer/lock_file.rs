@@ -30,13 +30,8 @@ fn taking(dir: &Path, wait: &str, cmd: &[&str]) -> Command {
 fn a_lock_file_removed_while_held_is_not_a_free_lock() {
     for round in 0..10 {
         let dir = tempfile::tempdir().unwrap();
-        let mut first = taking(dir.path(), "2s", &["sleep", "30"]);
-        first.stderr(Stdio::null());
-        let first = Guard::spawn(first);
-        wait_for(Duration::from_secs(4), || {
-            (!lock_is_free(dir.path())).then_some(())
-        })
-        .expect("first holds");
+        let first = taking(dir.path(), "2s", &["sleep", "30"]);
+        let first = lock_held(first, dir.path(), Duration::from_secs(4), "first holds");
         std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
 
         let marker = dir.path().join("ran");
@@ -206,13 +201,8 @@ fn lock_file_deleted_while_held_is_an_orphaned_lock() {
     for round in 0..10 {
         let dir = tempfile::tempdir().unwrap();
         let lock = dir.path().join(".writer.lock");
-        let mut a = taking(dir.path(), "2s", &["sleep", "30"]);
-        a.stderr(Stdio::null());
-        let a = Guard::spawn(a);
-        wait_for(Duration::from_secs(5), || {
-            (!lock_is_free(dir.path())).then_some(())
-        })
-        .expect("A holds");
+        let a = taking(dir.path(), "2s", &["sleep", "30"]);
+        let a = lock_held(a, dir.path(), Duration::from_secs(5), "A holds");
         std::fs::remove_file(&lock).unwrap();
 
         let marker = dir.path().join("ran");
@@ -302,13 +292,8 @@ fn lock_file_deleted_while_held_is_an_orphaned_lock() {
 #[test]
 fn writer_exec_waits_for_the_holder_of_a_deleted_lock_file() {
     let dir = tempfile::tempdir().unwrap();
-    let mut a = taking(dir.path(), "2s", &["sleep", "30"]);
-    a.stderr(Stdio::null());
-    let a = Guard::spawn(a);
-    wait_for(Duration::from_secs(5), || {
-        (!lock_is_free(dir.path())).then_some(())
-    })
-    .expect("A holds");
+    let a = taking(dir.path(), "2s", &["sleep", "30"]);
+    let a = lock_held(a, dir.path(), Duration::from_secs(5), "A holds");
     std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
 
     let marker = dir.path().join("ran");

@@ -12,7 +12,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
@@ -20,29 +20,16 @@ use serde_json::Value;
 
 use crate::common::cli::text;
 use crate::common::{cannot_drop_privileges, run_with_timeout};
-use crate::writer_support::{command, leasectl_bin, scan_until, Guard};
-
-/// Why a new PID namespace cannot be made here, if it cannot.
-fn cannot_unshare() -> Option<String> {
-    match Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .stderr(Stdio::null())
-        .status()
-    {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!("unshare --pid --fork --mount-proc fails ({s})")),
-        Err(e) => Some(format!("unshare is not available ({e})")),
-    }
-}
+use crate::writer_support::{
+    cannot_unshare, command, enterable_tempdir, leasectl_bin, racing_siblings, scan_until,
+    viewer_for_nobody, Guard,
+};
 
 /// A world-readable temporary directory holding a copy of the binary that
 /// uid 65534 may run (the build directory may be under a private home).
 fn open_dir_with_viewer() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let to = t.path().join("leasectl-viewer");
-    std::fs::copy(leasectl_bin(), &to).unwrap();
-    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = enterable_tempdir();
+    let to = viewer_for_nobody(t.path());
     (t, to)
 }
 
@@ -231,14 +218,7 @@ fn racing_pod_by_pod_root_is_never_ok_for_an_unprivileged_viewer() {
     let data = tmp.path().join("data");
     std::fs::create_dir(&data).unwrap();
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let b = leasectl_bin();
-    let d = data.to_str().unwrap();
-    let one = format!("{b} writer exec --data-dir {d} --wait 300s -- sleep 60");
-    let mut cmd = command("sh");
-    cmd.args(["-c", &format!("{one} & {one} & wait")])
-        .env("CLOUD_WRITER_LEASE", "1")
-        .stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = racing_siblings(&data);
     scan_until(root.pid, &data, |s| {
         s.verdicts
             .iter()
@@ -292,7 +272,7 @@ fn racing_pod_by_pod_root_is_never_ok_for_an_unprivileged_viewer() {
     // As root, auto-detection finds the racing pod among the processes it
     // can read: in question, so its verdict (or what it could not read)
     // decides.
-    let mut c = command(&b);
+    let mut c = command(&leasectl_bin());
     c.args(["--json", &url]).env("LEASECTL_LOG", "warn");
     let out = run_with_timeout(c, Duration::from_secs(60));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -18,8 +18,7 @@ use serde_json::Value;
 /// A data directory everyone may enter, in a temporary directory everyone may
 /// enter (an unprivileged viewer must reach the lock file to probe it).
 fn open_dir() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = enterable_tempdir();
     let d = t.path().join("data");
     std::fs::create_dir(&d).unwrap();
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -27,18 +26,6 @@ fn open_dir() -> (tempfile::TempDir, PathBuf) {
 }
 
 // ---------------------------------------------------------------- unprivileged
-
-/// The viewer binary where uid 65534 can run it: hard-linked (or copied) into
-/// a world-readable directory (the build directory may be under a private home).
-fn viewer_for_nobody(dir: &Path) -> PathBuf {
-    let to = dir.join("leasectl-viewer");
-    let from = leasectl_bin();
-    if std::fs::hard_link(&from, &to).is_err() {
-        std::fs::copy(&from, &to).unwrap();
-    }
-    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    to
-}
 
 /// `leasectl --json --data-dir D [extra]` as uid/gid 65534.
 fn as_nobody(viewer: &Path, home: &Path, data: &Path, extra: &[&str]) -> Command {
@@ -64,14 +51,7 @@ fn unprivileged_viewer_reports_unknown_not_healthy() {
         return;
     }
     let (tmp, data) = open_dir();
-    let b = leasectl_bin();
-    let d = data.to_str().unwrap();
-    let one = format!("{b} writer exec --data-dir {d} --wait 300s -- sleep 60");
-    let mut cmd = command("sh");
-    cmd.args(["-c", &format!("{one} & {one} & wait")])
-        .env("CLOUD_WRITER_LEASE", "1")
-        .stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = racing_siblings(&data);
     // As root: one holder and one waiter.
     let snap = scan_until(root.pid, &data, |s| {
         s.processes
@@ -144,21 +124,6 @@ fn unprivileged_viewer_reports_unknown_not_healthy() {
 }
 
 // ---------------------------------------------------------------- namespaces
-
-/// Why a new PID namespace cannot be made here, if it cannot.
-fn cannot_unshare() -> Option<String> {
-    match Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .stderr(Stdio::null())
-        .status()
-    {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!(
-            "unshare --pid --fork --mount-proc is not permitted ({s})"
-        )),
-        Err(e) => Some(format!("unshare is not available ({e})")),
-    }
-}
 
 /// Fault 2 of issue 13: pod A, in its own PID namespace, holds the lock; a
 /// waiter and the viewer run in sibling namespace B, where /proc/locks shows

@@ -204,6 +204,66 @@ pub fn proc_of(s: &PodSnapshot, pid: u32) -> &ProcessInfo {
         .unwrap_or_else(|| panic!("pid {pid} not in snapshot: {s:#?}"))
 }
 
+/// Why a new PID namespace cannot be made here, if it cannot.
+pub fn cannot_unshare() -> Option<String> {
+    match std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => None,
+        Ok(s) => Some(format!(
+            "unshare --pid --fork --mount-proc is not permitted ({s})"
+        )),
+        Err(e) => Some(format!("unshare is not available ({e})")),
+    }
+}
+
+/// The viewer binary where uid 65534 can run it: hard-linked (or copied) into
+/// a world-readable directory (the build directory may be under a private home).
+pub fn viewer_for_nobody(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let to = dir.join("leasectl-viewer");
+    let from = leasectl_bin();
+    if std::fs::hard_link(&from, &to).is_err() {
+        std::fs::copy(&from, &to).unwrap();
+    }
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    to
+}
+
+/// A temporary directory everyone may enter (mode 0755).
+pub fn enterable_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    t
+}
+
+/// Two sibling writers racing for the lock of `data`: `sh -c "ONE & ONE &
+/// wait"` (stderr discarded), ONE being `writer exec --data-dir DATA --wait
+/// 300s -- sleep 60` of [`leasectl_bin`] with `CLOUD_WRITER_LEASE=1`.
+pub fn racing_siblings(data: &Path) -> Guard {
+    let b = leasectl_bin();
+    let d = data.to_str().unwrap();
+    let one = format!("{b} writer exec --data-dir {d} --wait 300s -- sleep 60");
+    let mut cmd = command("sh");
+    cmd.args(["-c", &format!("{one} & {one} & wait")])
+        .env("CLOUD_WRITER_LEASE", "1")
+        .stderr(std::process::Stdio::null());
+    Guard::spawn(cmd)
+}
+
+/// `c` — a `writer exec --data-dir DIR` taking the lock — spawned with its
+/// stderr discarded, once it holds the lock (within `limit`; else the test
+/// fails saying `what`).
+pub fn lock_held(mut c: Command, dir: &Path, limit: Duration, what: &str) -> Guard {
+    c.stderr(std::process::Stdio::null());
+    let g = Guard::spawn(c);
+    wait_for(limit, || (!lock_is_free(dir)).then_some(())).expect(what);
+    g
+}
+
 /// Whether the lock of `dir` can be taken right now (taken and released at once).
 pub fn lock_is_free(dir: &Path) -> bool {
     let f = File::options()
