@@ -116,11 +116,33 @@ impl Default for ScanOptions {
 /// `pod_root` names a process that does not exist. Individual processes that
 /// vanish or cannot be read never fail the scan.
 pub fn scan(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
-    if opts.node {
-        return node::scan_node(opts);
+    let read = || {
+        if opts.node {
+            node::scan_node(opts)
+        } else {
+            Ok(judge(&observe(opts)?))
+        }
+    };
+    let mut snap = read()?;
+    // A scan reads /proc/locks first and asks the kernel last: a lock taken
+    // in between (a pod root starting) reads as held by nobody it can see.
+    // Read again; a holder really out of sight stays so.
+    for _ in 0..REREADS {
+        if !snap
+            .locks
+            .iter()
+            .any(|l| l.state == LockFileState::HeldOutsideNamespace)
+        {
+            break;
+        }
+        snap = read()?;
     }
-    Ok(judge(&observe(opts)?))
+    Ok(snap)
 }
+
+/// How many times a scan is read again while a lock file reads as held by
+/// no process it saw ([`scan`]).
+const REREADS: usize = 2;
 
 /// Scans several pods (each with its own options) and merges the results
 /// into one `pod` section: processes by pid, locks by path, verdicts by kind

@@ -638,3 +638,57 @@ fn a_pod_process_that_ended_during_the_scan_adds_no_place() {
         s.locks
     );
 }
+
+/// A lock taken while a scan reads `/proc` (a pod root starting): the scan
+/// reads `/proc/locks` first and asks the kernel last, so the lock read as
+/// held by a process outside this PID namespace although its holder was in
+/// plain sight (CI: `wrapper_behind_a_shell_is_a_stray_stamp_and_waits`
+/// saw a waiting pod root and "held outside this PID namespace"). A real
+/// process takes the lock at a random moment while scans run one after
+/// another; no scan may say the holder is out of sight.
+#[test]
+fn a_lock_taken_during_a_scan_is_never_held_out_of_sight() {
+    use leasectl::writer::scan::LockFileState;
+    const HOLDER: &str = "import fcntl, random, sys, time\n\
+        f = open(sys.argv[1], 'a')\n\
+        time.sleep(random.random() * 0.05)\n\
+        fcntl.flock(f, fcntl.LOCK_EX)\n\
+        time.sleep(60)\n";
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join(".writer.lock");
+    let mut wrong = Vec::new();
+    let mut scans = 0;
+    for round in 0..100 {
+        let _ = std::fs::remove_file(&lock);
+        let mut c = std::process::Command::new("python3");
+        c.args(["-c", HOLDER]).arg(&lock);
+        let holder = crate::writer_support::Guard::spawn(c);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let s = scan(&ScanOptions {
+                data_dirs: vec![dir.path().to_owned()],
+                pod_root: Some(holder.pid),
+                ..ScanOptions::default()
+            })
+            .unwrap();
+            scans += 1;
+            let l = &s.locks[0];
+            if l.state == LockFileState::HeldOutsideNamespace {
+                wrong.push(format!("round {round}: {}", l.state_reason));
+            }
+            if l.holders == vec![holder.pid] {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: the holder never showed: {s:#?}"
+            );
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {scans} scans put a visible holder out of sight:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
