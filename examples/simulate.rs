@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! simulate [--seeds N] [--first S] [--seed S] [--defect NAME] [--history]
-//!          [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS] [--quiet]
+//!          [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS] [--store NAME]
+//!          [--best-effort] [--quiet]
 //! ```
 //!
 //! Runs seeds `first .. first + N` (or the one `--seed`), checks every
@@ -15,13 +16,13 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use leasectl::sim::{defect, run_seed, OffsetScore, Options};
+use leasectl::sim::{defect, run_seed, OffsetScore, Options, Variant};
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!("simulate: {msg}");
     eprintln!(
         "usage: simulate [--seeds N] [--first S] [--seed S] [--defect NAME] [--history] \
-         [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS] [--quiet]"
+         [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS] [--store NAME] [--best-effort] [--quiet]"
     );
     eprintln!(
         "defects: {}",
@@ -35,6 +36,13 @@ fn usage(msg: &str) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // The engine's log, on stderr, when asked for (`LEASECTL_LOG=leasectl=info`).
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("LEASECTL_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let mut seeds = 100u64;
     let mut first = 0u64;
     let mut one: Option<u64> = None;
@@ -44,6 +52,8 @@ fn main() -> ExitCode {
     let mut duration: Option<u64> = None;
     let mut fraction: Option<f64> = None;
     let mut ttl: Option<u64> = None;
+    let mut store: Option<Variant> = None;
+    let mut best_effort = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
@@ -79,8 +89,22 @@ fn main() -> ExitCode {
                     .map(|v| ttl = Some(v))
             }),
             "--defect" => value("--defect").map(|v| defect_name = Some(v)),
+            "--store" => value("--store").and_then(|v| {
+                Variant::by_name(&v)
+                    .ok_or_else(|| {
+                        format!(
+                            "--store {v}: one of {}",
+                            Variant::NAMED.map(|v| v.as_str()).join(", ")
+                        )
+                    })
+                    .map(|v| store = Some(v))
+            }),
             "--history" => {
                 history = true;
+                Ok(())
+            }
+            "--best-effort" => {
+                best_effort = true;
                 Ok(())
             }
             "--quiet" => {
@@ -106,6 +130,8 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let (mut lifetimes, mut writes, mut violations) = (0u64, 0u64, 0u64);
+    let mut lies = 0u64;
+    let (mut lost_updates, mut overlaps) = (0u64, Vec::<u64>::new());
     let mut failing = 0u64;
     let mut by_property: std::collections::BTreeMap<String, u64> = Default::default();
     let mut offsets = OffsetScore::default();
@@ -119,20 +145,25 @@ fn main() -> ExitCode {
             opts.max_offset_ttl_fraction = f;
         }
         opts.ttl_s = ttl;
+        opts.store = store;
+        opts.best_effort = best_effort;
         let mut out = run_seed(opts);
         offsets.merge(std::mem::take(&mut out.offset));
+        lies += out.lies;
+        lost_updates += out.lost_updates;
+        overlaps.extend(out.overlaps_ms.iter().copied());
         lifetimes += out.lifetimes;
         writes += out.writes;
         violations += out.violations.len() as u64;
         // A broken store's findings are told apart from the clocks': the
         // envelope's cells are about the clocks.
-        let store = match out.variant {
-            Some(v) if v != leasectl::sim::Variant::Healthy => format!(" ({} store)", v.as_str()),
+        let variant = match out.variant {
+            Some(v) if v != Variant::Healthy => format!(" ({} store)", v.as_str()),
             _ => String::new(),
         };
         for v in &out.violations {
             *by_property
-                .entry(format!("{:?}{store}", v.property))
+                .entry(format!("{:?}{variant}", v.property))
                 .or_default() += 1;
         }
         let mut stdout = std::io::stdout().lock();
@@ -165,11 +196,26 @@ fn main() -> ExitCode {
                 if let Some(t) = ttl {
                     replay.push_str(&format!(" --ttl {t}"));
                 }
+                if let Some(v) = store {
+                    replay.push_str(&format!(" --store {}", v.as_str()));
+                }
+                if best_effort {
+                    replay.push_str(" --best-effort");
+                }
                 let _ = writeln!(stdout, "  replay: {replay} --history");
             }
         }
     }
     let secs = started.elapsed().as_secs_f64();
+    eprintln!("{lies} writes the store carried out though their precondition did not hold");
+    if best_effort {
+        report_best_effort(
+            lost_updates,
+            &mut overlaps,
+            list.len() as u64 * duration.unwrap_or(240),
+            lifetimes,
+        );
+    }
     eprintln!(
         "{:.1} s of one core, {:.0} lifetimes per minute, {failing} failing seed(s), violations by property: {}",
         secs,
@@ -194,6 +240,33 @@ fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// What best-effort exclusion cost: lost updates (a holder's record replaced
+/// while its command ran), how many of them let two holders write, per
+/// simulated hour (`simulated_s` seconds in all) and per thousand lifetimes,
+/// and how long the second writer overlapped the first (from the
+/// replacement to the loser's last write).
+fn report_best_effort(lost: u64, overlaps: &mut [u64], simulated_s: u64, lifetimes: u64) {
+    overlaps.sort_unstable();
+    let hours = simulated_s as f64 / 3600.0;
+    let q = |p: f64| {
+        overlaps
+            .get(((overlaps.len().saturating_sub(1)) as f64 * p).round() as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    eprintln!(
+        "best-effort: {lost} lost updates ({:.1} per simulated hour, {:.1} per 1000 lifetimes); \
+         {} let two holders write ({:.1} per hour); overlap median {} ms, 90th percentile {} ms, max {} ms",
+        lost as f64 / hours.max(1e-9),
+        lost as f64 * 1000.0 / (lifetimes.max(1) as f64),
+        overlaps.len(),
+        overlaps.len() as f64 / hours.max(1e-9),
+        q(0.5),
+        q(0.9),
+        overlaps.last().copied().unwrap_or(0)
+    );
 }
 
 /// The estimates of the service's clock against the truth, over every

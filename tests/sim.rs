@@ -1,9 +1,10 @@
 //! The deterministic simulator's CI budget (issue 32): `cargo test --features
 //! sim --test sim`. The real engine runs against the simulated store and
 //! clocks (src/sim/); these tests check that a seed replays byte for byte,
-//! that the default run finds no violation (S2 excepted until the monotonic
-//! generation lands: see `default_run`), and that each defect of §2 is caught
-//! within its seed budget.
+//! that the default run finds no violation, that stores breaking exclusion
+//! (checking then writing, ignoring a precondition now and then) never let a
+//! lost exclusion reach a command, that best-effort's overlaps stay bounded,
+//! and that each defect is caught within its seed budget.
 
 use leasectl::sim::defect::{self, Defect};
 use leasectl::sim::Variant;
@@ -41,22 +42,20 @@ fn a_seed_replays_byte_for_byte() {
     );
 }
 
-/// The default run: no violation of S1, S3, S4 or L1 over the CI seeds.
+/// The default run: no violation of S1, S2, S3, S4, S5 or L1 over the CI
+/// seeds (every store variant drawn: healthy, ignoring every precondition,
+/// checking then writing, ignoring one request in 100 or in 1,000).
 ///
-/// Two findings are reported, not asserted, until the engine changes:
-/// - S2, while the generation after a release is taken from the creator's
-///   clock (`bucket::record::next_generation`, issue 32 §3): a host whose
-///   clock is behind hands out a smaller generation. Once §3 lands, S2 joins
-///   the assertion (`MONOTONIC_GENERATION`).
-/// - S4 on a not-atomic store: the acquire's race check is one round of four
-///   concurrent creates (`bucket::race::ACQUIRE_ROUNDS`), which misses a
-///   check-then-write window of 5-40 ms under 1-30 ms of request jitter in a
-///   few percent of checks; each holder checks once, so a fleet finds one
-///   that misses (`RACE_CHECK_CERTAIN` once the check is made certain).
+/// S4 on a store that checks then writes was reported, not asserted, while
+/// the acquire's race check was one round of four concurrent creates (it
+/// missed a 5-40 ms window under 1-30 ms of jitter in a few percent of
+/// checks). It is asserted since the acquire confirms its record once every
+/// write that raced it has landed, and a process that caught the store
+/// refuses it before writing (`RACE_CHECK_CERTAIN`).
 #[test]
 fn default_run() {
     const MONOTONIC_GENERATION: bool = true;
-    const RACE_CHECK_CERTAIN: bool = false;
+    const RACE_CHECK_CERTAIN: bool = true;
     let mut lifetimes = 0;
     let (mut s2, mut s4_not_atomic) = (0, 0);
     let mut bad = Vec::new();
@@ -79,11 +78,97 @@ fn default_run() {
         }
     }
     eprintln!(
-        "{DEFAULT_SEEDS} seeds, {lifetimes} lifetimes; known findings: {s2} S2 (until §3), \
-         {s4_not_atomic} S4 on not-atomic stores (race check missed)"
+        "{DEFAULT_SEEDS} seeds, {lifetimes} lifetimes; known findings: {s2} S2, \
+         {s4_not_atomic} S4 on not-atomic stores"
     );
     assert!(lifetimes > DEFAULT_SEEDS * 5, "{lifetimes}");
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Runs `seeds` seeds from `first` with `opts` changed by `set`, and returns
+/// the violations found (as replay lines) and the outcomes.
+fn run_many(
+    first: u64,
+    seeds: u64,
+    set: impl Fn(&mut Options),
+) -> (Vec<String>, Vec<leasectl::sim::Outcome>) {
+    let mut bad = Vec::new();
+    let mut outs = Vec::new();
+    for seed in first..first + seeds {
+        let mut o = Options::new(seed);
+        set(&mut o);
+        let out = run_seed(o);
+        for v in &out.violations {
+            bad.push(format!("seed {seed}: {:?} {}", v.property, v.what));
+        }
+        outs.push(out);
+    }
+    (bad, outs)
+}
+
+/// Stores that break exclusion, every seed: one that checks then writes
+/// (1-40 ms later, under 1-30 ms of jitter), and ones that carry out one
+/// conditional write in 100 or in 1,000 whose precondition did not hold. No
+/// violation of any property (S4: no acquire on the first; on the others,
+/// no lost exclusion reaches a command), though the stores do break it.
+/// (`scripts/simulate.sh --seeds 10000 --store NAME` runs the 10,000 seeds
+/// of docs/simulator.md.)
+#[test]
+fn broken_stores_are_caught() {
+    for (name, seeds) in [
+        ("not-atomic", 60),
+        ("ignores-1-in-100", 60),
+        ("ignores-1-in-1000", 40),
+    ] {
+        let v = Variant::by_name(name).expect("a store variant of that name");
+        let (bad, outs) = run_many(1_000, seeds, |o| o.store = Some(v));
+        let lies: u64 = outs.iter().map(|o| o.lies).sum();
+        let lifetimes: u64 = outs.iter().map(|o| o.lifetimes).sum();
+        eprintln!("{name}: {seeds} seeds, {lifetimes} lifetimes, {lies} writes let through against their precondition");
+        assert!(lies > 0, "{name}: the store never broke exclusion");
+        if v == Variant::NotAtomic {
+            assert_eq!(lifetimes, 0, "{name}: no lease was ever taken");
+        } else {
+            assert!(
+                lifetimes > seeds,
+                "{name}: leases were taken between its lapses"
+            );
+        }
+        assert!(
+            bad.is_empty(),
+            "{name} (replay with --store {name}):\n{}",
+            bad.join("\n")
+        );
+    }
+}
+
+/// Best-effort exclusion in the world: lost updates happen and let two
+/// holders write (measured, as docs/simulator.md reports), but each overlap
+/// ends within five sixths of a TTL (B1), every loser learns it lost (S3)
+/// and has its command stopped within the grace (S5).
+#[test]
+fn best_effort_overlaps_are_bounded() {
+    let (bad, outs) = run_many(0, 60, |o| o.best_effort = true);
+    let lost: u64 = outs.iter().map(|o| o.lost_updates).sum();
+    let overlaps: Vec<u64> = outs.iter().flat_map(|o| o.overlaps_ms.clone()).collect();
+    eprintln!(
+        "best-effort: {lost} lost updates, {} with two writers, longest {} ms",
+        overlaps.len(),
+        overlaps.iter().max().copied().unwrap_or(0)
+    );
+    assert!(
+        lost > 0 && !overlaps.is_empty(),
+        "best-effort lets two writers in"
+    );
+    let bounded: Vec<_> = bad
+        .iter()
+        .filter(|v| {
+            ["B1", "S3", "S5"]
+                .iter()
+                .any(|p| v.contains(&format!(": {p} ")))
+        })
+        .collect();
+    assert!(bounded.is_empty(), "{bounded:?}");
 }
 
 /// Whether `d` gives a violation of `property` at `seed`: on a healthy store
@@ -149,9 +234,14 @@ fn lost_answer_ignored_is_caught() {
     assert_caught("lost-answer-ignored", Property::L1, 400);
 }
 
+/// A release that deletes without checking the record is still its own
+/// (and so without leaving a released record): since a lease whose fence ran
+/// out is left to expire rather than released, the deletion no longer meets
+/// another holder's record (S1, as it did); it loses the generation, and the
+/// next holder's, taken from a clock behind, goes back (S2).
 #[test]
 fn release_deletes_any_is_caught() {
-    assert_caught("release-deletes-any", Property::S1, 400);
+    assert_caught("release-deletes-any", Property::S2, 400);
 }
 
 /// A forced takeover whose new holder writes at once, while the replaced
@@ -167,4 +257,13 @@ fn takeover_fence_ignored_is_caught() {
 #[test]
 fn fence_closes_early_is_caught() {
     assert_caught("fence-closes-early", Property::L1, 400);
+}
+
+/// `FenceCell::close` made a no-op: `may_write` and the fence's status still
+/// read the deadline, so a writer that asked them stopped anyway; a command
+/// run as `bucket hold` runs it is stopped only by the close's hook, which
+/// never runs (S5: it writes past its deadline and the grace).
+#[test]
+fn fence_close_noop_is_caught() {
+    assert_caught("fence-close-noop", Property::S5, 100);
 }

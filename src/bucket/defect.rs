@@ -38,10 +38,16 @@ pub enum Defect {
     /// third: a live holder evicts itself (a surviving mutant of
     /// `fence_window`, `*` → `/`, until L1 looked for it).
     FenceClosesEarly,
+    /// `FenceCell::close` does nothing: the fence still reports its deadline
+    /// (`may_write` and the status read the clocks), but its close never
+    /// reaches the command (no hook runs: no SIGTERM, no fence fd closed) —
+    /// a mutant no simulated writer that asked `may_write` could see, until
+    /// the commands ran as `bucket hold` runs them (S5).
+    FenceCloseNoop,
 }
 
 /// Every defect with its name, as `--defect NAME` takes it.
-pub const ALL: [(&str, Defect); 10] = [
+pub const ALL: [(&str, Defect); 11] = [
     ("fence-never-closes", Defect::FenceNeverCloses),
     ("fence-at-full-ttl", Defect::FenceAtFullTtl),
     ("renew-unconditional", Defect::RenewUnconditional),
@@ -52,6 +58,7 @@ pub const ALL: [(&str, Defect); 10] = [
     ("offset-check-off", Defect::OffsetCheckOff),
     ("takeover-fence-ignored", Defect::TakeoverFenceIgnored),
     ("fence-closes-early", Defect::FenceClosesEarly),
+    ("fence-close-noop", Defect::FenceCloseNoop),
 ];
 
 /// The defect of `name`, if any.

@@ -127,6 +127,27 @@ pub enum LeaseError {
     /// reader would judge such a record suspect.
     #[error("a lease TTL must be between 1 and {max} seconds, not {0}", max = super::MAX_SANE_TTL_S)]
     InvalidTtl(u64),
+    /// The confirmation an acquire waits for on this store
+    /// ([`super::race::confirm_after`]) would not fit in the fence the TTL
+    /// gives (two thirds of it): the lease would close before it could be
+    /// handed out. Refused before anything is written.
+    #[error("{service} answers writes slowly: an acquire there reads its record back {} after its write's answer \
+             (six times the 90th percentile of its write round trips, {}), which does not fit in the {} fence \
+             a {ttl_s} s TTL gives; nothing was written. Use a TTL of at least {min_ttl_s} s (--ttl {min_ttl_s}s), \
+             or a store nearer this host",
+        format_secs(*.wait_s), format_secs(*.round_trip_s), format_secs(*.ttl_s as f64 * 2.0 / 3.0))]
+    TtlTooShort {
+        /// The store.
+        service: String,
+        /// The TTL asked for, seconds.
+        ttl_s: u64,
+        /// The confirmation's wait, seconds.
+        wait_s: f64,
+        /// The 90th percentile of the write round trips measured, seconds.
+        round_trip_s: f64,
+        /// The shortest TTL the wait fits in, seconds.
+        min_ttl_s: u64,
+    },
     /// The service refused `If-Match` with the ETag the object has now: it
     /// does not implement the precondition as S3 does.
     #[error("{service} refused If-Match with the current ETag of {key} (\"{etag}\"), a precondition that holds: \

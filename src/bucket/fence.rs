@@ -346,6 +346,10 @@ impl FenceCell {
     /// drops them unrun.
     pub(crate) fn close(&self, why: FenceClosed) {
         #[cfg(feature = "sim")]
+        if defect::on(Defect::FenceCloseNoop) {
+            return;
+        }
+        #[cfg(feature = "sim")]
         if why != FenceClosed::Stopped && defect::on(Defect::FenceNeverCloses) {
             return;
         }

@@ -150,8 +150,18 @@ impl KeepAlive {
 
     /// Stops renewing, then releases the lease (never someone else's): the
     /// one way every command and the console let go of a held lease.
+    ///
+    /// A fence that ran out (no renewal for two thirds of a TTL) more than a
+    /// twelfth of a TTL ago is not followed by a release: by then a contender
+    /// may judge the record stale and take it over (from five sixths of a TTL
+    /// after the last renewal, clocks apart by up to the allowed offsets), and
+    /// a release landing after that — refused on a service that honours
+    /// `If-Match`, carried out on one that does not — would free a lease
+    /// someone else holds. The lease expires by itself instead.
     pub async fn stop_and_release(self) -> ReleaseReport {
+        let ran_out = self.closed_reason() == Some(FenceClosed::Expired);
         match self.stop().await {
+            Ok(lease) if ran_out && too_late_to_release(&lease) => ReleaseReport::LeftToExpire,
             Ok(lease) => match lease.release().await {
                 Ok(how) => ReleaseReport::Released(how),
                 Err(e) => ReleaseReport::Failed(e),
@@ -190,6 +200,17 @@ pub enum ReleaseReport {
     Failed(LeaseError),
     /// The lease had been lost before (its loss is the error).
     AlreadyLost(LeaseError),
+    /// Its fence ran out long enough ago that the record may have been taken
+    /// over: not released, it expires by itself.
+    LeftToExpire,
+}
+
+/// True when `lease`'s fence ran out more than a twelfth of its TTL ago
+/// (boot-time clock): see [`KeepAlive::stop_and_release`].
+fn too_late_to_release(lease: &BucketLease) -> bool {
+    let d = lease.deadline();
+    let since = lease.clock().mono().saturating_sub(d.renewed_mono);
+    since > d.window + lease.config().ttl() / 12
 }
 
 impl std::fmt::Display for ReleaseReport {
@@ -203,6 +224,9 @@ impl std::fmt::Display for ReleaseReport {
                 write!(f, "release failed ({e}); the lease expires after one TTL")
             }
             ReleaseReport::AlreadyLost(e) => write!(f, "already lost ({e})"),
+            ReleaseReport::LeftToExpire => f.write_str(
+                "not released: its fence ran out long enough ago that the lease may have been taken over; it expires by itself",
+            ),
         }
     }
 }
@@ -273,19 +297,27 @@ async fn run(
     }
 }
 
-/// The wait before the next renewal: a third of the TTL, less the lead that
-/// makes the service's clock turn a second while the renewal is in flight,
-/// at the middle of what its offset estimate still leaves open
-/// ([`crate::clock::ServerOffset::lead`]: each such answer halves it, until
-/// it is within ±25 ms or the round trip). The lead is at most a second and
-/// half the interval, and a renewal only ever comes earlier: the fence
-/// gains, no request is added.
+/// The wait before the next renewal: a third of the TTL after the lease's
+/// last write (not after now: a lease handed to a keep-alive late — a
+/// takeover whose PUT was answered slowly, then confirmed — would otherwise
+/// see its fence run out, two thirds of a TTL after that write, before it
+/// renewed), less the lead that makes the service's clock turn a second
+/// while the renewal is in flight, at the middle of what its offset estimate
+/// still leaves open ([`crate::clock::ServerOffset::lead`]: each such answer
+/// halves it, until it is within ±25 ms or the round trip). The lead is at
+/// most a second and half the interval, and a renewal only ever comes
+/// earlier: the fence gains, no request is added.
 fn next_renewal(lease: &BucketLease) -> Duration {
     let every = lease.renew_interval();
+    let since = lease
+        .clock()
+        .mono()
+        .saturating_sub(lease.deadline().renewed_mono);
+    let due = every.saturating_sub(since);
     let max = (every / 2).min(Duration::from_secs(1));
     let lead = lease
         .server_offset()
-        .map(|o| o.lead(lease.clock().as_ref(), every, max))
+        .map(|o| o.lead(lease.clock().as_ref(), due, max))
         .unwrap_or_default();
-    every.saturating_sub(lead)
+    due.saturating_sub(lead)
 }

@@ -93,7 +93,7 @@ pub(crate) mod keepalive;
 pub(crate) mod lease;
 pub(crate) mod own;
 pub mod probe;
-pub(crate) mod race;
+pub mod race;
 pub(crate) mod record;
 pub(crate) mod watch;
 

@@ -57,6 +57,13 @@ impl Sent {
     pub(crate) fn clear(&mut self) {
         self.bodies.clear();
     }
+
+    /// Remembers every body `other` remembers too.
+    pub(crate) fn extend(&mut self, other: &Sent) {
+        for b in &other.bodies {
+            self.add(b);
+        }
+    }
 }
 
 /// True when `record` is a hand-over not yet taken up: a record a takeover

@@ -1,7 +1,7 @@
 //! `leasectl probe`: does the service really honour If-None-Match and If-Match?
 
 use crate::bucket::error::{BEST_EFFORT, FAIL_CLOSED};
-use crate::bucket::probe::{probe_scratch, scratch_key, PreconditionReport};
+use crate::bucket::probe::{concurrent_key, probe_scratch, scratch_key, PreconditionReport};
 use crate::bucket::race::{RaceReport, PROBE_ROUNDS};
 use crate::bucket::{race, CONDITIONAL_SWITCH};
 use crate::cli::ProbeArgs;
@@ -64,13 +64,15 @@ struct ProbeJson<'a> {
 
 /// Runs the probe on the scratch key under `root` and prints the findings
 /// (as text, or as one JSON document with `json`), then with `race = Some(n)`
-/// (and only when the steps pass) the race probe ([`crate::bucket::race`]:
-/// [`PROBE_ROUNDS`] rounds of `n` concurrent requests per primitive).
-/// Returns the exit code: 0 conditional (perhaps with adaptations, each
-/// named), 3 a precondition ignored, conditional writes not supported or
-/// two winners in a round (verdict `not_atomic`), 1 not permitted or
-/// unreachable. Interrupted (SIGINT, SIGTERM, SIGHUP, SIGUSR1, …), it
-/// removes its scratch keys and returns 128 + the signal.
+/// (and only when no precondition is ignored or refused one request at a
+/// time) the race probe ([`crate::bucket::race`]: [`PROBE_ROUNDS`] rounds of
+/// `n` concurrent requests per primitive). Returns the exit code: 0
+/// conditional (perhaps with adaptations, each named), 3 a precondition
+/// ignored, conditional writes not supported, several winners of the eighth
+/// step's creates or two winners in a round of the race (verdict
+/// `not_atomic`), 1 not permitted or unreachable. Interrupted (SIGINT,
+/// SIGTERM, SIGHUP, SIGUSR1, …), it removes its scratch keys and returns
+/// 128 + the signal.
 pub(crate) async fn probe_race(
     store: &dyn ObjectStore,
     root: &str,
@@ -85,7 +87,9 @@ pub(crate) async fn probe_race(
     let work = async {
         let result = probe_scratch(store, &key, &SystemClock::new()).await;
         let raced = match (&result, race) {
-            (Ok(r), Some(n)) if r.conditional() => {
+            // Raced too when only the concurrent creates found it not
+            // atomic: the rounds say more.
+            (Ok(r), Some(n)) if r.ignored_header().is_none() && r.unsupported().is_none() => {
                 Some(race::race(store, &key, n, PROBE_ROUNDS).await)
             }
             _ => None,
@@ -151,7 +155,18 @@ fn verdict_of(
     raced: &Result<Option<RaceReport>, StoreError>,
     key: &str,
 ) -> (&'static str, Exit, String, Option<String>) {
-    let race_finding = raced.as_ref().ok().and_then(|x| x.as_ref()?.finding());
+    // The concurrent creates' finding, where no precondition is ignored or
+    // refused one request at a time (that diagnosis is the more exact one).
+    let steps_finding = result
+        .as_ref()
+        .ok()
+        .filter(|r| r.ignored_header().is_none() && r.unsupported().is_none())
+        .and_then(|r| r.not_atomic());
+    let race_finding = raced
+        .as_ref()
+        .ok()
+        .and_then(|x| x.as_ref()?.finding())
+        .or(steps_finding);
     match &result {
         Ok(_) if race_finding.is_some() => (
             "not_atomic",
@@ -245,7 +260,8 @@ async fn remove_after_interrupt(store: &dyn ObjectStore, key: &str, sig: i32) ->
     let mut left = Vec::new();
     let absent = format!("{key}.absent");
     let race_key = race::race_key(key);
-    for k in [key, absent.as_str(), race_key.as_str()] {
+    let concurrent = concurrent_key(key);
+    for k in [key, absent.as_str(), race_key.as_str(), concurrent.as_str()] {
         if let Err(e) = store.delete(k, None).await {
             left.push(format!("{} ({e})", sanitize(k)));
         }

@@ -7,15 +7,18 @@
 //! simulated host clocks ([`clock`]) on a single-threaded tokio runtime with
 //! paused time; one seed fixes every choice ([`world`]). The checker runs at
 //! every write and every change of the LEASE: S1 one writer, S2 generation,
-//! S3 loss learned, S4 refusal on broken stores, L1 liveness. [`defect`]
+//! S3 loss learned, S4 refusal on broken stores, S5 command stopped, L1
+//! liveness. The holders' commands run as `bucket hold` runs them
+//! ([`command`]). [`defect`]
 //! holds the switches that break the engine on purpose.
 
-pub(crate) mod clock;
+pub mod clock;
+mod command;
 pub use crate::bucket::defect;
 mod operator;
 pub(crate) mod state;
 pub(crate) mod store;
 pub(crate) mod world;
 
-pub use state::{OffsetScore, Property, Variant};
+pub use state::{OffsetScore, Outcome, Property, Variant};
 pub use world::{run_seed, Options};

@@ -132,7 +132,11 @@ impl Operator {
             then: then.clone(),
             force,
             ttl_s: self.ttl_s,
-            exclusion: Exclusion::Conditional,
+            exclusion: if self.world.lock().best_effort {
+                Exclusion::BestEffort
+            } else {
+                Exclusion::Conditional
+            },
             record_format: RecordFormat::Leasectl,
             target: AuditTarget {
                 endpoint: None,
@@ -165,6 +169,13 @@ impl Operator {
                     .unwrap_or_default()
             ));
             w.handed_out(&tenure, out.written.generation);
+            if w.variant.always_broken() && !w.best_effort {
+                let what = format!(
+                    "the operator's takeover succeeded on a store that is {}",
+                    w.variant.as_str()
+                );
+                w.violation(super::state::Property::S4, &tenure, what);
+            }
             w.outcome.lifetimes += 1;
         }
         let Some(held) = out.held else {

@@ -34,6 +34,10 @@ pub enum Variant {
     /// The precondition is checked, then the write made later: concurrent
     /// writers may all pass.
     NotAtomic,
+    /// Every precondition evaluated, but one request in this many lands
+    /// unconditionally (as a service that drops conditions now and then:
+    /// MinIO without read quorum, its issue 21603).
+    IgnoresSometimes(u32),
 }
 
 impl Variant {
@@ -43,7 +47,30 @@ impl Variant {
             Variant::Healthy => "healthy",
             Variant::IgnoresPreconditions => "ignores-preconditions",
             Variant::NotAtomic => "not-atomic",
+            Variant::IgnoresSometimes(100) => "ignores-1-in-100",
+            Variant::IgnoresSometimes(1000) => "ignores-1-in-1000",
+            Variant::IgnoresSometimes(_) => "ignores-sometimes",
         }
+    }
+
+    /// The variants a run can be asked for by name (`--store NAME`).
+    pub const NAMED: [Variant; 5] = [
+        Variant::Healthy,
+        Variant::IgnoresPreconditions,
+        Variant::NotAtomic,
+        Variant::IgnoresSometimes(100),
+        Variant::IgnoresSometimes(1000),
+    ];
+
+    /// The variant named `name` ([`Variant::as_str`]), if any.
+    pub fn by_name(name: &str) -> Option<Variant> {
+        Self::NAMED.into_iter().find(|v| v.as_str() == name)
+    }
+
+    /// True for the variants no acquire may succeed on: every precondition
+    /// ignored, or every conditional write a check and a later write.
+    pub fn always_broken(self) -> bool {
+        matches!(self, Variant::IgnoresPreconditions | Variant::NotAtomic)
     }
 }
 
@@ -70,6 +97,16 @@ pub(crate) enum Fault {
     SlowDown,
 }
 
+/// How a PUT's precondition is applied when the store carries it out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Apply<'a> {
+    /// Evaluated with the write, in one step (unless the store ignores it).
+    Now(&'a PutCondition),
+    /// Evaluated when the request arrived (a not-atomic store): the write
+    /// lands whatever holds now.
+    CheckedBefore(&'a PutCondition),
+}
+
 /// The properties of issue 32 §1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Property {
@@ -81,8 +118,15 @@ pub enum Property {
     S3,
     /// Refusal on broken stores.
     S4,
+    /// Command stopped: once its holder learned it lost, or its fence passed
+    /// its deadline, the command is stopped within the grace.
+    S5,
     /// Liveness.
     L1,
+    /// Best-effort: two holders write at once after a lost update for at
+    /// most five sixths of a TTL (the loser learns at its next renewal, or
+    /// its fence runs out, and its command stops within the grace).
+    B1,
 }
 
 /// One violation found.
@@ -109,6 +153,14 @@ pub struct Outcome {
     pub history: String,
     /// The store variant drawn for the seed.
     pub variant: Option<Variant>,
+    /// Writes the store carried out though their precondition did not hold.
+    pub lies: u64,
+    /// Best-effort: records replaced while their holder's command ran (a
+    /// lost update lets two holders believe they hold).
+    pub lost_updates: u64,
+    /// Best-effort: for each holder that wrote after its record was
+    /// replaced, how long (ms) from the replacement to its last such write.
+    pub overlaps_ms: Vec<u64>,
     /// Every holder's estimate of the service's clock, scored against the
     /// truth each time the engine read it.
     pub offset: OffsetScore,
@@ -175,15 +227,22 @@ pub(super) struct TenureInfo {
     pub(super) answer_lost_ms: Option<u64>,
     /// Handed to a holder's command (its acquire returned it).
     pub(super) handed_out: bool,
-    /// Created by a forced takeover of this live tenure: its holder may go
-    /// on writing until its fence has closed, while this one writes nothing.
-    pub(super) grace_for: Option<Tenure>,
-    /// When its holder first wrote under it (true ms).
-    pub(super) first_write_ms: Option<u64>,
+    /// When a forced takeover or a write the store should have refused
+    /// replaced it while it was live (true ms): its holder may go on writing
+    /// until its fence has certainly closed, while no tenure created since
+    /// has written (S1).
+    pub(super) overrun_from_ms: Option<u64>,
+    /// When its holder last wrote under it (true ms).
+    pub(super) last_write_ms: Option<u64>,
     /// Its place in the order tenures were created on the key.
     pub(super) seq: u64,
     /// The generation handed out with it.
     pub(super) generation: Option<u64>,
+    /// The generation its record was last written with.
+    pub(super) written_generation: Option<u64>,
+    /// When a write the store should have refused replaced it (true ms): its
+    /// holder no longer excludes anyone, and must not start (S4).
+    pub(super) lied_over_ms: Option<u64>,
 }
 
 /// The shared state of one world: store, faults, checker, history.
@@ -222,8 +281,25 @@ pub(crate) struct Shared {
     pub(super) operator: Option<usize>,
     /// The live tenure a forced takeover is replacing, while the executor runs.
     pub(super) forcing: Option<Tenure>,
+    /// The bodies the operator sent while forcing a takeover (one carried
+    /// out after the executor gave up on it is still a forced one).
+    pub(super) forced_bodies: std::collections::BTreeSet<Vec<u8>>,
     /// (property, tenure) pairs already reported.
     pub(super) reported: std::collections::BTreeSet<(Property, Tenure)>,
+    /// The holders run with best-effort exclusion: two holders writing at
+    /// once is measured (overlaps, B1), not an S1 violation.
+    pub best_effort: bool,
+    /// Best-effort: per tenure that wrote after it was replaced, from when
+    /// (true ms) to its last such write.
+    pub(super) overlap: BTreeMap<Tenure, (u64, u64)>,
+    /// Per holder: the tenure its command runs under, while it runs (S5).
+    pub(super) holding: Vec<Option<Tenure>>,
+    /// Per holder: when (its boot-time clock) it sent the last write of the
+    /// LEASE it was answered had landed.
+    pub(super) lease_written_mono: Vec<Option<Duration>>,
+    /// Per holder: when (its boot-time clock) a read of the LEASE first
+    /// answered another record while its command runs.
+    pub(super) learned_lost: Vec<Option<Duration>>,
 }
 
 /// A world handle.
@@ -321,9 +397,10 @@ impl Shared {
         (delay, faults[self.rng.random_range(0..faults.len())])
     }
 
-    /// How long a not-atomic store takes between its check and its write.
+    /// How long a not-atomic store takes between its check and its write
+    /// (1 to 40 ms).
     pub(crate) fn not_atomic_window(&mut self) -> Duration {
-        Duration::from_millis(self.rng.random_range(5..40))
+        Duration::from_millis(self.rng.random_range(1..=40))
     }
 
     /// How long a queued write waits before the store carries it out.
@@ -331,15 +408,9 @@ impl Shared {
         Duration::from_millis(self.rng.random_range(self.ttl_ms / 4..self.ttl_ms * 3 / 2))
     }
 
-    /// Whether `cond` holds on `key` now (404 for `If-Match` on an absent key).
-    pub(crate) fn precondition_holds(
-        &self,
-        key: &str,
-        cond: &PutCondition,
-    ) -> Result<(), StoreError> {
-        if self.variant == Variant::IgnoresPreconditions {
-            return Ok(());
-        }
+    /// Whether `cond` holds on `key` now, as S3 judges it (404 for
+    /// `If-Match` on an absent key), whatever the store's variant.
+    fn judged(&self, key: &str, cond: &PutCondition) -> Result<(), StoreError> {
         match (cond, self.objects.get(key)) {
             (PutCondition::None, _) => Ok(()),
             (PutCondition::IfNoneMatch, None) => Ok(()),
@@ -350,16 +421,61 @@ impl Shared {
         }
     }
 
-    /// Carries out a PUT of `holder` (atomically), and checks it.
+    /// Whether `cond` holds on `key` now as this store answers a request's
+    /// check (404 for `If-Match` on an absent key): a store that ignores
+    /// preconditions says it always does.
+    pub(crate) fn precondition_holds(
+        &self,
+        key: &str,
+        cond: &PutCondition,
+    ) -> Result<(), StoreError> {
+        if self.variant == Variant::IgnoresPreconditions {
+            return Ok(());
+        }
+        self.judged(key, cond)
+    }
+
+    /// Whether a write whose precondition is `cond` is let through now: `Ok(false)`
+    /// when the precondition holds, `Ok(true)` when it does not and the store
+    /// ignores it (always, or on this request's draw: a write that should
+    /// have been refused), the refusal otherwise.
+    fn lets_through(&mut self, key: &str, cond: &PutCondition) -> Result<bool, StoreError> {
+        let Err(refusal) = self.judged(key, cond) else {
+            return Ok(false);
+        };
+        match self.variant {
+            Variant::IgnoresPreconditions => Ok(true),
+            Variant::IgnoresSometimes(n) if self.rng.random_ratio(1, n.max(1)) => Ok(true),
+            _ => Err(refusal),
+        }
+    }
+
+    /// Counts and logs a write the store carried out though its precondition
+    /// did not hold (`what`: the request).
+    fn lied(&mut self, holder: usize, key: &str, what: &str) {
+        self.outcome.lies += 1;
+        self.log(format_args!(
+            "store: {what} on {key} by h{holder} carried out though its precondition did not hold ({})",
+            self.variant.as_str()
+        ));
+    }
+
+    /// Carries out a PUT of `holder` (its precondition as `how` says), and checks it.
     pub(crate) fn apply_put(
         &mut self,
         holder: usize,
         key: &str,
         body: &[u8],
-        cond: &PutCondition,
+        how: Apply<'_>,
         answer_lost: Option<u64>,
     ) -> Result<String, StoreError> {
-        self.precondition_holds(key, cond)?;
+        let lie = match how {
+            Apply::Now(cond) => self.lets_through(key, cond)?,
+            Apply::CheckedBefore(cond) => self.judged(key, cond).is_err(),
+        };
+        if lie {
+            self.lied(holder, key, "a conditional PUT");
+        }
         self.next_etag += 1;
         let etag = format!("e{:x}", self.next_etag);
         let last_modified = chrono::DateTime::from_timestamp(self.truth.wall().timestamp(), 0)
@@ -373,7 +489,7 @@ impl Shared {
             },
         );
         if key == KEY {
-            self.lease_written(holder, body, answer_lost);
+            self.lease_written(holder, body, answer_lost, lie);
         }
         Ok(etag)
     }
@@ -385,15 +501,23 @@ impl Shared {
         key: &str,
         if_match: Option<&str>,
     ) -> Result<(), StoreError> {
-        if self.variant != Variant::IgnoresPreconditions {
-            if let (Some(e), Some(o)) = (if_match, self.objects.get(key)) {
-                if normalize_etag(e) != o.etag {
-                    return Err(StoreError::PreconditionFailed);
-                }
+        let lie = match if_match {
+            Some(e) if self.objects.contains_key(key) => {
+                self.lets_through(key, &PutCondition::IfMatch(e.to_owned()))?
             }
+            _ => false,
+        };
+        if lie {
+            self.lied(holder, key, "a conditional DELETE");
         }
         if self.objects.remove(key).is_some() && key == KEY {
             let gone = self.current.take();
+            if let (true, Some(t)) = (lie, &gone) {
+                let now = self.now_ms();
+                if let Some(i) = self.tenures.get_mut(t) {
+                    i.lied_over_ms.get_or_insert(now);
+                }
+            }
             self.log(format_args!(
                 "store: LEASE deleted by h{holder} (was {})",
                 gone.map(|t| t.0).unwrap_or_default()
@@ -404,24 +528,61 @@ impl Shared {
 
     /// The checker's view of a write to the LEASE: a new tenure (S2, and the
     /// replaced one's time for S1/S3), or a renewal of the current one.
-    pub(super) fn lease_written(&mut self, holder: usize, body: &[u8], answer_lost: Option<u64>) {
+    /// A `lie` (a write the store should have refused) over another tenure
+    /// marks that one as lied over (S4).
+    pub(super) fn lease_written(
+        &mut self,
+        holder: usize,
+        body: &[u8],
+        answer_lost: Option<u64>,
+        lie: bool,
+    ) {
         let Ok(r) = LeaseRecord::parse(body, body.len() as u64) else {
             return;
         };
         let t = tenure_of(&r);
+        // A slow acquire writes its record once more with a fresh generation
+        // before it hands it out: that write is its acquisition's moment (S2).
+        if let Some(i) = self.tenures.get_mut(&t) {
+            if i.written_generation != r.generation {
+                i.written_generation = r.generation;
+                self.created += 1;
+                i.seq = self.created;
+            }
+        }
         if self.current.as_ref() == Some(&t) {
             return;
         }
         let now = self.now_ms();
         let prev = self.current.take();
+        // A forced takeover's write, landing while its executor runs or
+        // later (carried out after the executor gave up on it).
+        let forced = self.operator == Some(holder)
+            && ((self.forcing.is_some() && self.forcing == prev)
+                || self.forced_bodies.contains(body));
+        if self.best_effort && prev.is_some() && self.holding.contains(&prev) {
+            self.outcome.lost_updates += 1;
+        }
         if let Some(prev) = &prev {
             if let Some(info) = self.tenures.get_mut(prev) {
                 info.replaced_ms.get_or_insert(now);
+                if lie {
+                    info.lied_over_ms.get_or_insert(now);
+                }
+                // Its command still running: on a store that honours
+                // preconditions only a forced takeover replaces such a
+                // record; otherwise a write the store should have refused
+                // led here (perhaps through a record it made look stale).
+                let live = self
+                    .holding
+                    .get(info.holder)
+                    .is_some_and(|h| h.as_ref() == Some(prev));
+                if lie || forced || live {
+                    info.overrun_from_ms.get_or_insert(now);
+                }
             }
         }
         let known = self.tenures.contains_key(&t);
-        let forced =
-            self.operator == Some(holder) && self.forcing.is_some() && self.forcing == prev;
         self.log(format_args!(
             "store: LEASE now {} acquired_at {} generation {} (written by h{holder}{}{})",
             t.0,
@@ -441,7 +602,14 @@ impl Shared {
         self.current = Some(t.clone());
         if known {
             // A tenure coming back (a late write of its holder over a newer
-            // one): the newer one's holder is no longer the latest.
+            // one, which the store should have refused): the newer one's
+            // holder is no longer the latest (it may go on until it learns,
+            // as long as no other holder writes meanwhile). It is held
+            // again: no longer replaced (S3).
+            if let Some(i) = self.tenures.get_mut(&t) {
+                i.replaced_ms = None;
+                i.overrun_from_ms = None;
+            }
             self.latest = Some(t);
             return;
         }
@@ -455,10 +623,12 @@ impl Shared {
                 replaced_ms: None,
                 answer_lost_ms: answer_lost,
                 handed_out: false,
-                grace_for: forced.then_some(prev).flatten(),
-                first_write_ms: None,
+                overrun_from_ms: None,
+                last_write_ms: None,
                 seq: self.created,
                 generation: None,
+                written_generation: r.generation,
+                lied_over_ms: None,
             },
         );
     }
@@ -470,15 +640,29 @@ impl Shared {
     /// than every one of a tenure created after it. (An acquire returns after
     /// its write; a forced takeover may land between the two, and its
     /// greater generation is then handed out first.)
+    ///
+    /// S4 too: a tenure a write the store should have refused replaced
+    /// before it was handed out excludes nobody; its holder must have caught
+    /// that (its acquire fails) before its command starts.
     pub(super) fn handed_out(&mut self, t: &Tenure, generation: Option<u64>) {
-        let seq = match self.tenures.get_mut(t) {
+        let (seq, lied_over) = match self.tenures.get_mut(t) {
             Some(i) => {
                 i.handed_out = true;
                 i.generation = generation;
-                i.seq
+                (i.seq, i.lied_over_ms)
             }
-            None => u64::MAX,
+            None => (u64::MAX, None),
         };
+        if let Some(at) = lied_over {
+            let now = self.now_ms();
+            let what = format!(
+                "{} was handed out {} ms after a write the store ({}) should have refused replaced it: a lost exclusion not caught before the command starts",
+                t.0,
+                now.saturating_sub(at),
+                self.variant.as_str()
+            );
+            self.violation(Property::S4, t, what);
+        }
         let Some(g) = generation else {
             return;
         };
@@ -506,28 +690,36 @@ impl Shared {
     }
 
     /// A holder starts a write under `tenure` (S1): only the latest tenure
-    /// writes — but for the holder of a live lease taken by a forced
-    /// takeover, until its fence has certainly closed (two thirds of a TTL
-    /// after the takeover, which came after its last renewal) and while the
-    /// new holder has written nothing.
+    /// writes — but for the holder of a live lease replaced by a forced
+    /// takeover or by a write the store should have refused, which may go on
+    /// until its fence has certainly closed ([`Shared::overrun_ms`] after it
+    /// was replaced, which came after its last renewal) while no other holder
+    /// has written since.
     pub(super) fn write(&mut self, holder: usize, tenure: &Tenure) {
         self.outcome.writes += 1;
         let now = self.now_ms();
+        let overrun_from = self.tenures.get_mut(tenure).and_then(|i| {
+            i.last_write_ms = Some(now);
+            i.overrun_from_ms
+        });
         if self.latest.as_ref() == Some(tenure) {
-            if let Some(i) = self.tenures.get_mut(tenure) {
-                i.first_write_ms.get_or_insert(now);
-            }
             return;
         }
-        let latest = self.latest.as_ref().and_then(|t| self.tenures.get(t));
-        let in_grace = latest.is_some_and(|i| {
-            i.grace_for.as_ref() == Some(tenure)
-                && i.first_write_ms.is_none()
-                && now < i.created_ms + self.ttl_ms * 2 / 3
+        let in_grace = overrun_from.is_some_and(|from| {
+            now < from + self.overrun_ms()
+                && !self
+                    .tenures
+                    .iter()
+                    .any(|(u, i)| u != tenure && i.last_write_ms.is_some_and(|w| w >= from))
         });
         if in_grace {
             return;
         }
+        if self.best_effort {
+            self.overlapping(tenure, now);
+            return;
+        }
+        let latest = self.latest.as_ref().and_then(|t| self.tenures.get(t));
         let other = self.latest.clone().map(|t| t.0).unwrap_or_default();
         let since = latest
             .map(|i| now.saturating_sub(i.created_ms))
@@ -540,6 +732,36 @@ impl Shared {
                 tenure.0
             ),
         );
+    }
+
+    /// Best-effort: `tenure`'s holder writes at `now` after its record was
+    /// replaced — two writers. The overlap is measured from the replacement;
+    /// longer than five sixths of a TTL is a B1 violation.
+    fn overlapping(&mut self, tenure: &Tenure, now: u64) {
+        let from = self
+            .tenures
+            .get(tenure)
+            .and_then(|i| i.replaced_ms)
+            .unwrap_or(now);
+        let span = self.overlap.entry(tenure.clone()).or_insert((from, now));
+        span.1 = span.1.max(now);
+        if now > from + self.ttl_ms * 5 / 6 {
+            let what = format!(
+                "{} still writes {} ms after its record was replaced (best-effort; bound: five sixths of the TTL)",
+                tenure.0,
+                now - from
+            );
+            self.violation(Property::B1, tenure, what);
+        }
+    }
+
+    /// How long a holder whose live lease was replaced unseen (by force, or
+    /// by a write the store should have refused) may go on writing: until
+    /// its command has certainly stopped — its fence closes two thirds of a
+    /// TTL after its last renewal (which came before the replacement), and
+    /// `bucket hold`'s grace (a sixth of a TTL at most) follows.
+    pub(super) fn overrun_ms(&self) -> u64 {
+        self.ttl_ms * 5 / 6
     }
 }
 

@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::clock::{SimClock, TrueTime};
-use super::state::{Fault, Shared, Variant, World};
+use super::state::{tenure_of, Apply, Fault, Shared, Variant, World, KEY};
+use crate::bucket::LeaseRecord;
 use crate::clock::{Clock as _, DateAnswer, OffsetEstimator, ServerOffset};
 use crate::store::{
     no_sample, no_versions, normalize_etag, Capabilities, EndpointInfo, GetOutput, KeyVersions,
@@ -152,6 +153,18 @@ impl ObjectRead for SimStore {
         self.stopped().await;
         let answer = self.get_running(key, if_none_match).await;
         self.stopped().await;
+        if key == KEY {
+            // What the holder now knows of the LEASE (S5).
+            let seen = match &answer {
+                Ok(out) => LeaseRecord::parse(&out.body, out.meta.size)
+                    .ok()
+                    .map(|r| tenure_of(&r)),
+                Err(StoreError::NotFound(_)) => None,
+                Err(_) => return answer,
+            };
+            let at = self.clock.mono();
+            self.lock().lease_read_answered(self.holder, seen, at);
+        }
         answer
     }
 
@@ -235,9 +248,13 @@ impl ObjectStore for SimStore {
         body: Vec<u8>,
         condition: PutCondition,
     ) -> Result<Option<String>, StoreError> {
+        let sent = self.clock.mono();
         self.stopped().await;
         let answer = self.put_running(key, body, condition).await;
         self.stopped().await;
+        if key == KEY && answer.is_ok() {
+            self.lock().lease_write_answered(self.holder, sent);
+        }
         answer
     }
 
@@ -277,7 +294,13 @@ impl SimStore {
         condition: PutCondition,
     ) -> Result<Option<String>, StoreError> {
         let (delay, fault) = self.draw(true);
-        let sent = self.lock().now_ms();
+        let sent = {
+            let mut w = self.lock();
+            if key == KEY && w.operator == Some(self.holder) && w.forcing.is_some() {
+                w.forced_bodies.insert(body.clone());
+            }
+            w.now_ms()
+        };
         let sent_at = self.clock.mono();
         tokio::time::sleep(delay).await;
         if matches!(fault, Fault::Conflict | Fault::Internal | Fault::SlowDown) {
@@ -291,9 +314,10 @@ impl SimStore {
             let late = self.lock().late_delay();
             tokio::spawn(async move {
                 tokio::time::sleep(late).await;
-                let _ = world
-                    .lock()
-                    .apply_put(holder, &key, &body, &condition, Some(sent));
+                let _ =
+                    world
+                        .lock()
+                        .apply_put(holder, &key, &body, Apply::Now(&condition), Some(sent));
             });
         }
         Self::fail_before(fault).await?;
@@ -310,7 +334,7 @@ impl SimStore {
                 self.holder,
                 key,
                 &body,
-                &PutCondition::None,
+                Apply::CheckedBefore(&condition),
                 (fault == Fault::Lost).then_some(sent),
             )?
         } else {
@@ -318,7 +342,7 @@ impl SimStore {
                 self.holder,
                 key,
                 &body,
-                &condition,
+                Apply::Now(&condition),
                 (fault == Fault::Lost).then_some(sent),
             )?
         };

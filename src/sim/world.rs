@@ -16,13 +16,16 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::clock::{ClockError, SimClock, TrueTime};
+use super::command::Command;
 use super::state::{tenure_of, Outcome, Property, Shared, Tenure, Variant, World, PREFIX};
 use super::store::SimStore;
 use crate::bucket::defect::{self, Defect};
 use crate::bucket::{
-    fmt_generation, race, BucketLease, FenceClosed, FenceStatus, KeepAlive, LeaseConfig,
+    fmt_generation, race, BucketLease, Exclusion, FenceClosed, FenceStatus, KeepAlive, LeaseConfig,
     LeaseError, LeaseWatch, Watchdog,
 };
+use crate::clock::Clock;
+use crate::hold::effective_grace;
 
 /// What one seed's run is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +41,10 @@ pub struct Options {
     pub max_offset_ttl_fraction: f64,
     /// The TTL, seconds (`None`: drawn per seed from 6, 12 and 30).
     pub ttl_s: Option<u64>,
+    /// The store's variant (`None`: drawn per seed).
+    pub store: Option<Variant>,
+    /// Every holder (and the operator) with best-effort exclusion.
+    pub best_effort: bool,
 }
 
 impl Options {
@@ -49,6 +56,8 @@ impl Options {
             duration_s: 240,
             max_offset_ttl_fraction: 0.9 / 12.0,
             ttl_s: None,
+            store: None,
+            best_effort: false,
         }
     }
 }
@@ -170,7 +179,7 @@ impl Holder {
             fmt_generation(lease.record().generation)
         ));
         w.handed_out(tenure, lease.record().generation);
-        if w.variant != Variant::Healthy {
+        if w.variant.always_broken() && !w.best_effort {
             let what = format!(
                 "h{} acquired on a store that is {}",
                 self.index,
@@ -180,9 +189,11 @@ impl Holder {
         }
     }
 
-    /// Holds `lease` for a drawn life, writing while its fence is open, and
-    /// ends it as drawn: a release, a crash (the process restarted, one
-    /// time in three under the same id) or a hold until the run ends.
+    /// Holds `lease` for a drawn life and ends it as drawn: a release, a
+    /// crash (the process restarted, one time in three under the same id) or
+    /// a hold until the run ends. Its command runs as `bucket hold` runs it
+    /// ([`Command`]): started only with the fence open, it writes whenever it
+    /// likes until it exits by itself or the fence's close stops it.
     async fn hold(
         &mut self,
         lease: BucketLease,
@@ -192,6 +203,9 @@ impl Holder {
         restarts: &mut u32,
     ) {
         let ka = KeepAlive::start_with(lease, Watchdog::Task);
+        let ttl = Duration::from_millis(ttl_ms);
+        let grace = effective_grace(None, ttl);
+        let cmd = Command::start(&ka, self.clock.clone(), grace, rng);
         // Short holds (a release soon after the acquire) are what a
         // generation taken from the clock gets wrong.
         let life_ms = if rng.random_bool(0.3) {
@@ -205,45 +219,74 @@ impl Holder {
             _ => End::Hold,
         };
         let until = self.now_ms() + life_ms;
+        // `bucket hold` starts its command only with the fence open.
+        if ka.status().is_open() {
+            self.world.lock().command_started(self.index, tenure);
+        } else {
+            let how = ka.stop_and_release().await;
+            let mut w = self.world.lock();
+            w.log(format_args!(
+                "h{} fence closed before the command started; {how}",
+                self.index
+            ));
+            w.outcome.lifetimes += 1;
+            return;
+        }
         loop {
             self.sleep_ms(50, 500, rng).await;
             self.stopped().await;
             let now = self.now_ms();
-            let open = ka.status().is_open();
-            self.check_loss_learned(tenure, open, now, ttl_ms);
-            if !open {
-                self.check_not_evicted(tenure, ka.status(), ttl_ms);
+            let status = ka.status();
+            self.check_loss_learned(tenure, status.is_open(), now, ttl_ms);
+            if cmd.dead() {
+                // The close reached the command; `bucket hold` then lets go.
+                self.check_not_evicted(tenure, status, ttl_ms);
+                self.world.lock().command_ended(self.index);
                 let how = ka.stop_and_release().await;
                 let mut w = self.world.lock();
-                w.log(format_args!("h{} fence closed; {how}", self.index));
+                w.log(format_args!(
+                    "h{} fence closed, command stopped; {how}",
+                    self.index
+                ));
                 w.outcome.lifetimes += 1;
                 break;
             }
-            self.world.lock().write(self.index, tenure);
+            {
+                let mut w = self.world.lock();
+                let mono = Clock::mono(&self.clock);
+                w.check_stopped(self.index, mono, ttl * 2 / 3, grace);
+                w.write(self.index, tenure);
+            }
             if now >= until.min(self.end_ms) && !matches!(end, End::Hold) || now >= self.end_ms {
-                match end {
-                    End::Crash => {
-                        drop(ka);
-                        let mut w = self.world.lock();
-                        w.log(format_args!("h{} crashed", self.index));
-                        w.forgot_at[self.index] = w.now_ms();
-                        w.outcome.lifetimes += 1;
-                        drop(w);
-                        *restarts += 1;
-                        // Restarted as a new process: a new id, or (one in
-                        // three) the same one.
-                        if rng.random_range(0..3) != 0 {
-                            self.id = format!("h{}r{restarts}", self.index);
-                        }
-                    }
-                    _ => {
-                        let how = ka.stop_and_release().await;
-                        let mut w = self.world.lock();
-                        w.log(format_args!("h{} released: {how}", self.index));
-                        w.outcome.lifetimes += 1;
-                    }
-                }
+                self.world.lock().command_ended(self.index);
+                self.let_go(ka, end, rng, restarts).await;
                 break;
+            }
+        }
+    }
+
+    /// The command exited by itself (or the run ended): the lifetime ends as
+    /// drawn — a crash of the process (restarted, one time in three under
+    /// the same id), or a release.
+    async fn let_go(&mut self, ka: KeepAlive, end: End, rng: &mut StdRng, restarts: &mut u32) {
+        match end {
+            End::Crash => {
+                drop(ka);
+                let mut w = self.world.lock();
+                w.log(format_args!("h{} crashed", self.index));
+                w.forgot_at[self.index] = w.now_ms();
+                w.outcome.lifetimes += 1;
+                drop(w);
+                *restarts += 1;
+                if rng.random_range(0..3) != 0 {
+                    self.id = format!("h{}r{restarts}", self.index);
+                }
+            }
+            _ => {
+                let how = ka.stop_and_release().await;
+                let mut w = self.world.lock();
+                w.log(format_args!("h{} released: {how}", self.index));
+                w.outcome.lifetimes += 1;
             }
         }
     }
@@ -508,6 +551,19 @@ pub fn run_seed(opts: Options) -> Outcome {
     outcome
 }
 
+/// A store's variant, drawn: one world in 20 each ignores every
+/// precondition, checks then writes, or ignores one request in 100 or in
+/// 1,000; the rest are healthy.
+fn draw_variant(rng: &mut StdRng) -> Variant {
+    match rng.random_range(0..20) {
+        0 => Variant::IgnoresPreconditions,
+        1 => Variant::NotAtomic,
+        2 => Variant::IgnoresSometimes(100),
+        3 => Variant::IgnoresSometimes(1000),
+        _ => Variant::Healthy,
+    }
+}
+
 async fn world(opts: Options) -> Outcome {
     let mut rng = StdRng::seed_from_u64(opts.seed);
     let epoch = DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
@@ -518,11 +574,9 @@ async fn world(opts: Options) -> Outcome {
     let ttl_s = opts.ttl_s.unwrap_or(drawn);
     let ttl_ms = ttl_s * 1000;
     let n = rng.random_range(2..=8usize);
-    let variant = match rng.random_range(0..20) {
-        0 => Variant::IgnoresPreconditions,
-        1 => Variant::NotAtomic,
-        _ => Variant::Healthy,
-    };
+    // Drawn whether or not it is chosen: a seed's later draws stay its own.
+    let drawn = draw_variant(&mut rng);
+    let variant = opts.store.unwrap_or(drawn);
     let fault_rate = [0.0, 0.01, 0.05][rng.random_range(0..3)];
     let end_ms = opts.duration_s * 1000;
     // Each run its own store name, so that no once-per-store finding of an
@@ -552,6 +606,12 @@ async fn world(opts: Options) -> Outcome {
         reported: Default::default(),
         operator: None,
         forcing: None,
+        forced_bodies: Default::default(),
+        best_effort: opts.best_effort,
+        overlap: BTreeMap::new(),
+        holding: vec![None; n + 1],
+        lease_written_mono: vec![None; n + 1],
+        learned_lost: vec![None; n + 1],
     })));
     let max_off_us = (ttl_ms as f64 * 1000.0 * opts.max_offset_ttl_fraction) as i64;
     let same_id = rng.random_bool(0.15);
@@ -562,10 +622,11 @@ async fn world(opts: Options) -> Outcome {
     {
         let mut w = world.lock();
         w.log(format_args!(
-            "seed {} defect {} ttl {ttl_s}s holders {n} store {} faults {fault_rate} same-id {same_id} operator {operator}",
+            "seed {} defect {} ttl {ttl_s}s holders {n} store {} faults {fault_rate} same-id {same_id} operator {operator}{}",
             opts.seed,
             opts.defect.map(defect::name).unwrap_or("none"),
-            variant.as_str()
+            variant.as_str(),
+            if opts.best_effort { " best-effort" } else { "" }
         ));
     }
     let mut clocks = Vec::new();
@@ -592,6 +653,11 @@ async fn world(opts: Options) -> Outcome {
             store: SimStore::new(world.clone(), i, clock.clone(), truth),
             config: LeaseConfig {
                 ttl_s,
+                exclusion: if opts.best_effort {
+                    Exclusion::BestEffort
+                } else {
+                    Exclusion::Conditional
+                },
                 ..LeaseConfig::default()
             },
             rng: StdRng::seed_from_u64(rng.random()),
@@ -643,6 +709,8 @@ async fn finish(
         "end: {l} lifetimes, {wr} writes, {v} violations"
     ));
     w.outcome.variant = Some(w.variant);
+    let overlaps: Vec<u64> = w.overlap.values().map(|(a, b)| b - a).collect();
+    w.outcome.overlaps_ms = overlaps;
     let out = std::mem::take(&mut w.outcome);
     drop(w);
     race::forget(&format!("{name}#"));

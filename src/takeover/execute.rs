@@ -16,6 +16,7 @@ use crate::audit;
 use crate::audit::{AuditEntry, AuditLog, AuditObserved, AuditWritten};
 use crate::bucket::fence::{check_holder_clock, clock_offset_limit_s, offset_beyond_limit};
 use crate::bucket::probe::{probe_scratch, scratch_key};
+use crate::bucket::race::Broken;
 use crate::bucket::{
     lease_key, new_instance_id, race, read_lease, Exclusion, Judgement, LeaseError, LeaseRecord,
     LeaseState, Observed, MAX_SANE_TTL_S,
@@ -109,7 +110,10 @@ pub async fn takeover_with(
     tracing::info!(key = %key, reason = %sanitize(&req.reason), "takeover: intent recorded, writing");
 
     let body = record.to_body();
-    let (etag, answer_lost) = match put_record(store.as_ref(), &req, &key, body.clone()).await {
+    let read_sent = clock.mono();
+    let (put, read_fresh) = put_record(store.as_ref(), &req, &key, body.clone()).await;
+    let answered = clock.mono();
+    let (etag, answer_lost) = match put {
         Ok(Some(etag)) => (etag, None),
         // No ETag in the answer, a refusal or no answer: a refusal may answer
         // the client's retry of a write that landed, and a write that landed
@@ -135,6 +139,17 @@ pub async fn takeover_with(
             }
         }
     };
+    let times = (read_sent, answered, answer_lost.is_some(), read_fresh);
+    let (etag, old_fence, slow) = match confirm(&store, &clock, &req, &key, &body, times).await {
+        Ok(Confirmed { etag: e, slow_wait }) => {
+            // Counted from the stamp (`mono`), as the replaced holder's is.
+            let wait = slow_wait.map(|w| w + answered.saturating_sub(mono));
+            (e.unwrap_or(etag), old_fence.max(wait), wait.is_some())
+        }
+        Err(found) => {
+            return Err(diagnose(&clock, audit, entry, &key, &req.then, None, found).await)
+        }
+    };
     let taken = Taken {
         store,
         clock,
@@ -150,6 +165,7 @@ pub async fn takeover_with(
         now,
         entry,
         answer_lost,
+        slow,
     };
     after_put(taken, wait).await
 }
@@ -176,15 +192,33 @@ async fn check_service(
                         service: store.describe(),
                     });
                 }
+                if let Some(finding) = report.not_atomic() {
+                    race::caught(store, Broken::NotAtomic(finding.clone()));
+                    return Err(TakeoverError::NotAtomic {
+                        finding,
+                        service: store.describe(),
+                    });
+                }
                 // Once per store per process, as at acquire: atomic under concurrency?
-                match race::check_once(store, &scratch).await {
-                    Ok(r) => {
-                        if let Some(finding) = r.finding() {
-                            return Err(TakeoverError::NotAtomic {
-                                finding,
-                                service: store.describe(),
-                            });
-                        }
+                // (A store this process caught before is refused at once.)
+                let known = race::broken(store);
+                let found = match known {
+                    Some(b) => Ok(Some(b)),
+                    None => race::check_once(store, &scratch).await.map(|r| r.broken()),
+                };
+                match found {
+                    Ok(None) => {}
+                    Ok(Some(Broken::Ignores(header))) => {
+                        return Err(TakeoverError::PreconditionsIgnored {
+                            header,
+                            service: store.describe(),
+                        });
+                    }
+                    Ok(Some(Broken::NotAtomic(finding))) => {
+                        return Err(TakeoverError::NotAtomic {
+                            finding,
+                            service: store.describe(),
+                        });
                     }
                     Err(e) => {
                         return Err(TakeoverError::Store(format!(
@@ -317,29 +351,100 @@ fn id_of_successor(then: &Then, old_fence: Option<Duration>) -> &str {
 /// The PUT, conditional on the ETag the operator saw (`If-None-Match: *`
 /// when it saw none); best-effort: a read checking it is what the operator
 /// saw, then an unconditional write. Returns the new ETag if the service gave one.
+/// What the takeover's confirmation found: the ETag now (`None`: as
+/// answered) and, for a slow write, how long after its answer its writes
+/// must wait.
+struct Confirmed {
+    etag: Option<String>,
+    slow_wait: Option<Duration>,
+}
+
+/// The takeover's confirmation, as an acquire's (`bucket::lease::confirm`):
+/// conditional exclusion only; waits until the store's confirmation delay
+/// ([`crate::bucket::race::confirm_after`]) past the PUT's answer, then
+/// reads back (only our exact body is ours). A write whose read-to-answer
+/// span (`times`: boot-time clock) was more than half that delay may have
+/// replaced a holder unseen, who learns of it at its next renewal (and so
+/// may one whose answer was lost and which the store carried out late,
+/// `times.2`, and one without a read right before it, `times.3`): its writes
+/// wait five sixths of a TTL after the answer.
+///
+/// Errors: what is at the key when it is not our record.
+async fn confirm(
+    store: &Arc<dyn ObjectStore>,
+    clock: &SharedClock,
+    req: &TakeoverRequest,
+    key: &str,
+    body: &[u8],
+    (read_sent, answered, unanswered, read_fresh): (Duration, Duration, bool, bool),
+) -> Result<Confirmed, super::NotStored> {
+    if req.exclusion != Exclusion::Conditional {
+        return Ok(Confirmed {
+            etag: None,
+            slow_wait: None,
+        });
+    }
+    let after = race::confirm_after(store.as_ref());
+    let due = answered + after;
+    let now = clock.mono();
+    if now < due {
+        tokio::time::sleep(due - now).await;
+    }
+    let (etag, late) = super::landed_late(store.as_ref(), key, body).await?;
+    let ttl_s = req
+        .seen
+        .record()
+        .map_or(req.ttl_s, |r| r.ttl_s.max(req.ttl_s));
+    // An answer lost counts when the write was carried out late, as for an
+    // acquire taking up its own write; without a read right before the
+    // write its span is unknown.
+    let span = answered.saturating_sub(read_sent);
+    let slow = (unanswered && late) || !read_fresh || span > race::seen_within(after);
+    Ok(Confirmed {
+        etag: Some(etag),
+        slow_wait: Some(Duration::from_secs(ttl_s) * 5 / 6).filter(|_| slow),
+    })
+}
+
+/// The takeover's PUT, conditional on the record seen (best-effort: read,
+/// checked to be what the operator saw, written unconditionally). Returns the
+/// answer, and whether a read right before it found the record seen (only
+/// then does the confirmation count the write's span from it).
 async fn put_record(
     store: &dyn ObjectStore,
     req: &TakeoverRequest,
     key: &str,
     body: Vec<u8>,
-) -> Result<Option<String>, StoreError> {
+) -> (Result<Option<String>, StoreError>, bool) {
     match req.exclusion {
         Exclusion::Conditional => {
+            // Read once more right before the write: the look may be long
+            // past, and the confirmation counts on a short span from a read
+            // of what the write replaces to its answer. A read that fails
+            // leaves the span unknown; the conditional PUT still decides.
+            let fresh = match read_lease(store, key, None).await {
+                Ok(cur) if cur.etag() != req.seen.etag() => {
+                    return (Err(StoreError::PreconditionFailed), true)
+                }
+                Ok(_) => true,
+                Err(_) => false,
+            };
             let cond = match req.seen.etag() {
                 Some(e) => PutCondition::IfMatch(e.to_owned()),
                 None => PutCondition::IfNoneMatch,
             };
-            store.put(key, body, cond).await
+            (store.put(key, body, cond).await, fresh)
         }
         Exclusion::BestEffort => {
             // Read, check it is what the operator saw, then write unconditionally.
-            match read_lease(store, key, None).await {
+            let put = match read_lease(store, key, None).await {
                 Ok(cur) if cur.etag() == req.seen.etag() => {
                     store.put(key, body, PutCondition::None).await
                 }
                 Ok(_) => Err(StoreError::PreconditionFailed),
                 Err(e) => Err(e),
-            }
+            };
+            (put, true)
         }
     }
 }

@@ -40,6 +40,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::audit::{AuditEntry, AuditError, AuditTarget};
+use crate::bucket::lease;
 use crate::bucket::{
     fmt_generation, BucketLease, Exclusion, LeaseRecord, LeaseState, Observed, RecordFormat,
     Released, CONDITIONAL_SWITCH, MAX_SANE_TTL_S,
@@ -417,6 +418,16 @@ pub(super) async fn landed(
     key: &str,
     body: &[u8],
 ) -> Result<String, NotStored> {
+    landed_late(store, key, body).await.map(|(etag, _)| etag)
+}
+
+/// [`landed`], and whether the store carried our record out long after it
+/// was stamped ([`crate::bucket::lease::landed_late`]).
+pub(super) async fn landed_late(
+    store: &dyn ObjectStore,
+    key: &str,
+    body: &[u8],
+) -> Result<(String, bool), NotStored> {
     use crate::bucket::own::{read_back, whose, Whose};
     let rb = read_back(store, key)
         .await
@@ -431,7 +442,7 @@ pub(super) async fn landed(
         |b| b == body,
     );
     match (owner, rb.etag()) {
-        (Whose::Ours, Some(e)) => Ok(e.to_owned()),
+        (Whose::Ours, Some(e)) => Ok((e.to_owned(), lease::landed_late(&rb.observed))),
         (Whose::Ours, None) => Err(NotStored::Unknown(
             "the LEASE holds our record, but the service gives it no ETag, so nothing \
              conditional can follow"

@@ -52,7 +52,12 @@ pub(super) struct Taken<'a> {
     /// The PUT was answered with an error (a refusal to the client's retry,
     /// a lost answer), yet read back the LEASE held exactly our record: what
     /// was answered, for the outcome (`None`: answered as written).
-    pub(crate) answer_lost: Option<String>,
+    pub answer_lost: Option<String>,
+    /// The write may have replaced a holder unseen (its confirmation could
+    /// not count on being seen: `execute::confirm`): every `then` waits out
+    /// `old_fence`, then the record is written once more with a fresh
+    /// generation.
+    pub slow: bool,
 }
 
 /// Acts on `t` as `t.req.then` asks — after the replaced holder's fence has
@@ -108,13 +113,22 @@ pub(super) async fn after_put(
         key: t.key.clone(),
         answer_lost: t.answer_lost.clone(),
     };
-    // Release and hand-over act only once the old holder's fence has closed.
-    let written = match (&t.req.then, safe_from, t.old_fence) {
+    // Release and hand-over act only once the old holder's fence has closed;
+    // after a slow write, a hold too, with a fresh generation.
+    let mut written = match (&t.req.then, safe_from, t.old_fence) {
         (Then::Release | Then::Handover(_), Some(until), Some(w)) => {
+            wait_out_old_fence(&mut t, written, until, w, &mut wait).await?
+        }
+        (Then::Hold, Some(until), Some(w)) if t.slow => {
             wait_out_old_fence(&mut t, written, until, w, &mut wait).await?
         }
         _ => written,
     };
+    if t.slow {
+        refresh_generation(&mut t, &mut written).await?;
+        outcome.written = t.record.clone();
+        outcome.etag = t.etag.clone();
+    }
     let (result_text, final_etag) = act(&mut t, &mut outcome, written, safe_from).await?;
     // What is stored is what counts; how the PUT was answered is said too.
     let result_text = match &t.answer_lost {
@@ -125,6 +139,39 @@ pub(super) async fn after_put(
     t.audit.append(&out).await?;
     outcome.audit_entry = out;
     Ok(outcome)
+}
+
+/// After a slow write's wait: `written` rewritten with a fresh generation,
+/// greater than any a holder it may have replaced unseen was handed; `t`'s
+/// record and ETag follow. A failure is audited and [`TakeoverError::Store`].
+async fn refresh_generation(
+    t: &mut Taken<'_>,
+    written: &mut BucketLease,
+) -> Result<(), TakeoverError> {
+    match written.refresh_generation().await {
+        Ok(()) => {
+            t.record = written.record().clone();
+            t.etag = written.etag().to_owned();
+            // The outcome entry names the record left at the key.
+            if let Some(w) = &mut t.entry.written {
+                w.record = t.record.clone();
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let out = outcome_entry(
+                &t.clock,
+                t.entry.clone(),
+                format!("taken, but the record could not be written with a fresh generation after the wait: {e}"),
+                Some(t.etag.clone()),
+            );
+            t.audit.append(&out).await?;
+            Err(TakeoverError::Store(format!(
+                "{} was taken, but after waiting out a holder its write may have replaced, the record could not be written with a fresh generation: {e}",
+                t.key
+            )))
+        }
+    }
 }
 
 /// Waits, renewing `written`, until the replaced holder's fence (`w` after
@@ -141,7 +188,8 @@ async fn wait_out_old_fence(
     let key = &t.key;
     let after = match &t.req.then {
         Then::Handover(s) => format!("handing {} over to {}", sanitize(key), sanitize(s)),
-        _ => format!("releasing {}", sanitize(key)),
+        Then::Hold => format!("holding {}", sanitize(key)),
+        Then::Release => format!("releasing {}", sanitize(key)),
     };
     (wait.notify)(&format!(
         "waiting until {} ({} from now) for the replaced holder's fence to close before {after}; \

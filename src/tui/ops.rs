@@ -139,6 +139,14 @@ impl Ops {
         let key = scratch_key(&t.root);
         let probed = probe_scratch(t.store.as_ref(), &key, self.clock.as_ref()).await;
         let (result, text) = match probed {
+            Ok(r) if r.not_atomic().is_some() => (
+                ExclusionReport::Ignored,
+                format!(
+                    "{}: not atomic — {}: a lease there excludes nobody",
+                    t.url,
+                    r.not_atomic().unwrap_or_default()
+                ),
+            ),
             Ok(r) => match (r.ignored_header(), r.unsupported()) {
                 (None, None) if r.adaptations().is_empty() => (
                     ExclusionReport::Conditional,

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::confirm::{check_store, WriteTiming};
 use super::*;
 
 use crate::bucket::fence::{check_holder_clock, clock_offset_limit_s, offset_beyond_limit};
@@ -218,17 +219,10 @@ impl BucketLease {
         watch: &mut LeaseWatch,
     ) -> Result<Self, LeaseError> {
         let key = lease_key(prefix);
-        if config.ttl_s == 0 || config.ttl_s > MAX_SANE_TTL_S {
-            return Err(LeaseError::InvalidTtl(config.ttl_s));
-        }
-        if config.exclusion == Exclusion::BestEffort {
-            tracing::warn!(
-                key = %key,
-                "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
-            );
-        }
+        before_rounds(store.as_ref(), &key, &config).await?;
         let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {
+            let read_sent = clock.mono();
             let ReadBack {
                 observed,
                 body: stored,
@@ -248,45 +242,33 @@ impl BucketLease {
                 watch.sent.proves(b)
             });
             check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
-            let Step::Write(cond, acquired_at, generation) = decide(
-                Reading {
-                    key: &key,
-                    observed: &observed,
-                    owner,
-                    instance_id,
-                    now,
-                    mono,
-                },
-                &config,
-                watch,
-            )?;
+            let reading = Reading {
+                key: &key,
+                observed: &observed,
+                owner,
+                instance_id,
+                now,
+                mono,
+            };
+            let step = decide(reading, &config, watch)?;
             check_holder_clock(store.server_offset(), clock.as_ref(), &key, config.ttl_s)?;
-            // Never equal stamps: that is a hand-over's mark (own::is_handover).
-            let (acquired_at, renewed_at) = holder_stamps(acquired_at, now);
-            let record = LeaseRecord {
-                instance_id: instance_id.to_owned(),
-                acquired_at,
-                renewed_at,
-                ttl_s: config.ttl_s,
-                generation,
-                released_at: None,
-            };
-            let cond = match config.exclusion {
-                Exclusion::Conditional => cond,
-                Exclusion::BestEffort => PutCondition::None,
-            };
-            let body = record.to_body();
-            // A record we do not adopt is replaced (another process's under
-            // our id included).
-            let replaced = observed
-                .record()
-                .filter(|_| matches!(owner, Whose::SameId | Whose::Other))
-                .map(|r| r.instance_id.clone());
+            let Write {
+                record,
+                cond,
+                body,
+                replaced,
+            } = Write::of(reading, step, &config);
             let form = store.capabilities().etag_form;
             // Until an answer says otherwise, this body may land unseen: a
             // later round adopts it only if it is exactly this body.
             watch.sent.add(&body);
             let put = store.put(&key, body.clone(), cond.clone()).await;
+            let timing = WriteTiming {
+                read_sent,
+                answered: clock.mono(),
+                adopted_unanswered: owner == Whose::Ours && landed_late(&observed),
+                replaced_suspect: replaced.is_some() && landed_late(&observed),
+            };
             let Some(etag) = rounds
                 .after_put(put, cond, form, &config, store.as_ref())
                 .await?
@@ -305,7 +287,8 @@ impl BucketLease {
             };
             watch.sent.clear();
             if config.exclusion == Exclusion::Conditional {
-                refuse_unusable_etag(store.as_ref(), &key, &etag, &body).await?;
+                let slow = timing.slow(race::confirm_after(store.as_ref())).is_some();
+                refuse_unusable_etag(store.as_ref(), &key, &etag, &body, slow).await?;
             }
             let lease = Self {
                 store: store.clone(),
@@ -321,121 +304,26 @@ impl BucketLease {
                 not_before_mono: None,
                 lost: false,
             };
-            return lease.probe_after_acquire(&body, replaced).await;
+            // Until it is handed out, what this acquire writes stays provable
+            // as ours: a record it leaves behind is taken up by the next try.
+            watch.sent.add(&body);
+            let acquired = lease
+                .probe_after_acquire(&body, replaced, timing, &mut watch.sent)
+                .await;
+            if acquired.is_ok() {
+                watch.sent.clear();
+            }
+            return acquired;
         }
         Err(rounds.tally.give_up(key, store.as_ref()))
-    }
-
-    async fn probe_after_acquire(
-        mut self,
-        body: &[u8],
-        replaced: Option<String>,
-    ) -> Result<Self, LeaseError> {
-        if self.config.exclusion == Exclusion::BestEffort {
-            return Ok(self);
-        }
-        let mut report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
-        // Once per store: is If-Match on DELETE honoured (a release depends on it),
-        // and does If-Match on an absent key create it (then no lease is safe)?
-        if report.as_ref().is_ok_and(|r| r.ignored_header().is_none()) {
-            let scratch = scratch_key(&self.key, &self.record.instance_id);
-            if let Err(e) =
-                probe::learn_delete(self.store.as_ref(), &scratch, self.clock.as_ref()).await
-            {
-                tracing::warn!(key = %self.key, "could not check conditional DELETE ({e}); a release will read and check before deleting");
-            }
-            if let Ok(r) = &mut report {
-                if self.store.capabilities().if_match_absent_creates {
-                    r.if_match_absent = Some(probe::Honoured::Ignored);
-                }
-            }
-        }
-        let ignored = match &report {
-            Ok(r) => r.ignored_header(),
-            Err(_) => None,
-        };
-        // Once per store: are the preconditions atomic under concurrent requests?
-        // A check followed by a separate write passes every step above and still
-        // lets several contenders win.
-        let mut not_atomic = None;
-        let mut raced = false;
-        #[cfg(feature = "sim")]
-        let skip_race = defect::on(Defect::RaceCheckSkipped);
-        #[cfg(not(feature = "sim"))]
-        let skip_race = false;
-        if ignored.is_none() && report.is_ok() && !skip_race {
-            let scratch = scratch_key(&self.key, &self.record.instance_id);
-            match race::check_once_ran(self.store.as_ref(), &scratch).await {
-                Ok((r, ran)) => {
-                    not_atomic = r.finding();
-                    raced = ran;
-                }
-                Err(e) => report = Err(e),
-            }
-        }
-        if ignored.is_some() || not_atomic.is_some() {
-            // Fail closed, and leave nothing behind.
-            let service = self.store.describe();
-            let _ = self.store.delete(&self.key, Some(&self.etag)).await;
-            if let Ok(out) = self.store.get(&self.key, None).await {
-                if out.body == self.body {
-                    let _ = self.store.delete(&self.key, None).await;
-                }
-            }
-            let changed = match replaced {
-                Some(holder) => format!(
-                    "the record of {} that was there was overwritten by ours, then ours was removed: \
-                     {} is now absent",
-                    sanitize(&holder),
-                    self.key
-                ),
-                None => "nothing left behind".to_owned(),
-            };
-            let Some(header) = ignored else {
-                let finding = not_atomic.unwrap_or_default();
-                tracing::error!(key = %self.key, "{finding}: lease not taken");
-                return Err(LeaseError::NotAtomic {
-                    finding,
-                    service,
-                    changed,
-                });
-            };
-            tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
-            return Err(LeaseError::PreconditionsIgnored {
-                header,
-                service,
-                changed,
-            });
-        }
-        if let Err(e) = report {
-            let _ = self.release().await;
-            return Err(e.into());
-        }
-        if raced {
-            // The race check took time off the fence (seconds where losers of a
-            // contended write wait): renew, so the holder starts with a whole one.
-            if let Err(e) = self.renew().await {
-                let _ = self.release().await;
-                return Err(e);
-            }
-        }
-        // An ignoring service may have rewritten the object; keep the ETag current.
-        if let Ok(out) = self.store.get(&self.key, None).await {
-            if let Some(e) = out.meta.etag {
-                if out.body == self.body {
-                    self.etag = e;
-                }
-            }
-        }
-        tracing::info!(key = %self.key, instance_id = %sanitize(&self.record.instance_id), "lease acquired; preconditions honoured");
-        Ok(self)
     }
 }
 
 /// After an acquire's write answered with `etag`: an ETag that cannot be
 /// sent in `If-Match` ([`crate::store::unusable_etag`]) means no renewal or
 /// release could be conditional, so ours is removed (when the object holds
-/// our `body`) and the acquire fails closed.
+/// our `body`) and the acquire fails closed — unless the write may hide a
+/// holder (`slow`, see `super::confirm`): then ours is left to expire.
 ///
 /// Errors: [`LeaseError::UnusableEtag`].
 async fn refuse_unusable_etag(
@@ -443,11 +331,12 @@ async fn refuse_unusable_etag(
     key: &str,
     etag: &str,
     body: &[u8],
+    slow: bool,
 ) -> Result<(), LeaseError> {
     let Some(why) = unusable_etag(etag) else {
         return Ok(());
     };
-    if read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {
+    if !slow && read_back(store, key).await.is_ok_and(|rb| rb.holds(body)) {
         let _ = store.delete(key, None).await;
     }
     tracing::error!(key = %key, "the service's ETag is {why}: lease not taken");
@@ -459,6 +348,7 @@ async fn refuse_unusable_etag(
 }
 
 /// One reading of the LEASE, as [`decide`] weighs it.
+#[derive(Clone, Copy)]
 pub(super) struct Reading<'a> {
     /// The LEASE's key.
     pub(super) key: &'a str,
@@ -472,6 +362,75 @@ pub(super) struct Reading<'a> {
     pub(super) now: DateTime<Utc>,
     /// The monotonic clock at the reading (the watch of a suspect record).
     pub(super) mono: Duration,
+}
+
+/// What an acquire checks before its first read: a TTL in range; in
+/// conditional mode, the store's race check ([`check_store`]); in best-effort
+/// mode, a warning.
+async fn before_rounds(
+    store: &dyn ObjectStore,
+    key: &str,
+    config: &LeaseConfig,
+) -> Result<(), LeaseError> {
+    if config.ttl_s == 0 || config.ttl_s > MAX_SANE_TTL_S {
+        return Err(LeaseError::InvalidTtl(config.ttl_s));
+    }
+    match config.exclusion {
+        Exclusion::BestEffort => {
+            tracing::warn!(
+                key = %key,
+                "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
+            );
+            Ok(())
+        }
+        Exclusion::Conditional => check_store(store, key, config.ttl_s).await,
+    }
+}
+
+/// What one round of an acquire writes.
+struct Write {
+    /// The record.
+    record: LeaseRecord,
+    /// The condition it is sent under (none in best-effort mode).
+    cond: PutCondition,
+    /// Its body.
+    body: Vec<u8>,
+    /// The holder whose record it replaces: a record we do not adopt,
+    /// another process's under our id included.
+    replaced: Option<String>,
+}
+
+impl Write {
+    /// The write [`decide`]'s `step` asks for after `reading`.
+    fn of(reading: Reading<'_>, step: Step, config: &LeaseConfig) -> Self {
+        let Step::Write(cond, acquired_at, generation) = step;
+        // Never equal stamps: that is a hand-over's mark (own::is_handover).
+        let (acquired_at, renewed_at) = holder_stamps(acquired_at, reading.now);
+        let record = LeaseRecord {
+            instance_id: reading.instance_id.to_owned(),
+            acquired_at,
+            renewed_at,
+            ttl_s: config.ttl_s,
+            generation,
+            released_at: None,
+        };
+        let cond = match config.exclusion {
+            Exclusion::Conditional => cond,
+            Exclusion::BestEffort => PutCondition::None,
+        };
+        let body = record.to_body();
+        let replaced = reading
+            .observed
+            .record()
+            .filter(|_| matches!(reading.owner, Whose::SameId | Whose::Other))
+            .map(|r| r.instance_id.clone());
+        Self {
+            record,
+            cond,
+            body,
+            replaced,
+        }
+    }
 }
 
 /// The acquire decision for one reading (pure apart from the watch).

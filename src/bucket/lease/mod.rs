@@ -319,6 +319,12 @@ impl BucketLease {
         self.deadline().status(self.clock.as_ref())
     }
 
+    /// True while the fence's deadline has not passed, whether or not it has
+    /// opened yet (a slow acquire's renewals are kept while it waits).
+    pub(super) fn may_write_ignoring_not_before(&self) -> bool {
+        !matches!(self.fence_status(), FenceStatus::Closed(_))
+    }
+
     /// True while this holder may start a write (see [`BucketLease::fence_status`]).
     pub fn may_write(&self) -> bool {
         self.fence_status().is_open()
@@ -416,6 +422,8 @@ pub async fn read_lease(
 }
 
 mod acquire;
+mod confirm;
+pub(crate) use confirm::landed_late;
 mod release;
 mod renew;
 #[cfg(test)]

@@ -16,6 +16,29 @@ impl BucketLease {
     /// is false from now on); [`LeaseError::Store`] (transport: the lease may
     /// still be ours; the fence keeps running down); [`LeaseError::Contended`].
     pub async fn renew(&mut self) -> Result<(), LeaseError> {
+        self.renew_with(None).await
+    }
+
+    /// Renews with a fresh generation (`max(its own + 1, now in µs)`): what a
+    /// write that may have replaced a holder unseen does once that holder has
+    /// certainly stopped (a slow takeover, after its wait), so that its
+    /// generation is greater than any that holder was handed.
+    ///
+    /// Errors: as [`BucketLease::renew`].
+    pub(crate) async fn refresh_generation(&mut self) -> Result<(), LeaseError> {
+        let fresh = self
+            .config
+            .record_format
+            .generation(self.record.generation, self.clock.wall());
+        self.renew_with(fresh).await
+    }
+
+    /// [`BucketLease::renew`], writing `generation` instead of the record's
+    /// own when given (a slow acquire's last write before it hands the lease
+    /// out: [`super::confirm`]).
+    ///
+    /// Errors: as [`BucketLease::renew`].
+    pub(super) async fn renew_with(&mut self, generation: Option<u64>) -> Result<(), LeaseError> {
         if self.lost {
             return Err(LeaseError::Lost {
                 key: self.key.clone(),
@@ -30,6 +53,7 @@ impl BucketLease {
             let mono = self.clock.mono();
             let record = LeaseRecord {
                 renewed_at: holder_stamps(self.record.acquired_at, now).1,
+                generation: generation.or(self.record.generation),
                 ..self.record.clone()
             };
             let cond = self.renew_condition().await?;
@@ -196,7 +220,7 @@ impl BucketLease {
     /// Marks the lease lost to what `now` shows at its key, said as it is:
     /// another holder's record, nothing, or something that is no record
     /// (with why, e.g. a local file replaced by a link to another file).
-    fn mark_lost(&mut self, now: &Observed) -> LeaseError {
+    pub(super) fn mark_lost(&mut self, now: &Observed) -> LeaseError {
         self.lost = true;
         let by = now.record().cloned();
         let found = match now {
@@ -213,6 +237,18 @@ impl BucketLease {
             key: self.key.clone(),
             by: by.map(Box::new),
             found,
+        }
+    }
+
+    /// Marks the lease lost without a look at its key, for `why` (a
+    /// sentence, safe to print: a record left to expire, a fence that ran
+    /// out before the lease was handed out): nothing is written again.
+    pub(super) fn mark_lost_unread(&mut self, why: &str) -> LeaseError {
+        self.lost = true;
+        LeaseError::Lost {
+            key: self.key.clone(),
+            by: None,
+            found: Some(why.to_owned()),
         }
     }
 }

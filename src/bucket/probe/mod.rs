@@ -10,8 +10,13 @@
 //!   ([`check_writes`]) and, once per store, conditional `DELETE` on a scratch
 //!   key ([`learn_delete`]);
 //! - `leasectl probe`, a takeover and the console run the full probe on a
-//!   scratch key `{root}.leasectl-probe/{id}` ([`probe_scratch`]), seven named
-//!   steps, and remove what they wrote.
+//!   scratch key `{root}.leasectl-probe/{id}` ([`probe_scratch`]), eight named
+//!   steps — the seven one request at a time, then [`CONCURRENT_CREATES`]
+//!   creates at once, whose winners are counted (a service whose check and
+//!   write are two steps lets several win: SeaweedFS answered three
+//!   concurrent `If-None-Match: *` PUTs 200, its issue 8800; versitygw's
+//!   POSIX backend let 2 to 32 of 32 win, its issue 2288) — and remove what
+//!   they wrote.
 //!
 //! What can be adapted safely is adapted and recorded in the store's
 //! [`Capabilities`]: the ETag form `If-Match` is sent with, and release by
@@ -58,7 +63,13 @@ pub enum StepName {
     DeleteMadeUp,
     /// `DELETE If-Match: <the current ETag>`: must be accepted.
     DeleteCurrent,
+    /// [`CONCURRENT_CREATES`] `PUT If-None-Match: *` at once on an absent
+    /// key: exactly one must win.
+    ConcurrentCreates,
 }
+
+/// The creates sent at once by the probe's eighth step.
+pub const CONCURRENT_CREATES: usize = 4;
 
 impl StepName {
     /// The request, for people.
@@ -71,15 +82,17 @@ impl StepName {
             StepName::IfMatchAbsent => "PUT If-Match (key absent)",
             StepName::DeleteMadeUp => "DELETE If-Match: <made-up ETag>",
             StepName::DeleteCurrent => "DELETE If-Match: <current ETag>",
+            StepName::ConcurrentCreates => "PUT If-None-Match: * x4 at once (absent)",
         }
     }
 
     /// What S3 does.
     pub fn expected(self) -> Outcome {
         match self {
-            StepName::CreateAbsent | StepName::IfMatchCurrent | StepName::DeleteCurrent => {
-                Outcome::Accepted
-            }
+            StepName::CreateAbsent
+            | StepName::IfMatchCurrent
+            | StepName::DeleteCurrent
+            | StepName::ConcurrentCreates => Outcome::Accepted,
             _ => Outcome::Refused,
         }
     }
@@ -95,6 +108,8 @@ pub enum Outcome {
     Refused,
     /// Refused the conditional header itself (400 / 501).
     Unsupported,
+    /// Carried out for several concurrent requests where one must win.
+    SeveralWon,
 }
 
 impl Outcome {
@@ -103,6 +118,7 @@ impl Outcome {
             Outcome::Accepted => "accepted",
             Outcome::Refused => "refused",
             Outcome::Unsupported => "not supported",
+            Outcome::SeveralWon => "several won",
         }
     }
 }
@@ -168,7 +184,11 @@ pub(crate) struct PreconditionReport {
     /// `If-Match` on an absent key refused with nothing created (only from the full probe).
     pub(crate) if_match_absent: Option<Honoured>,
     /// `DELETE` with `If-Match` on a made-up ETag (only from the full probe).
-    pub(crate) conditional_delete: Option<Honoured>,
+    pub conditional_delete: Option<Honoured>,
+    /// Of [`CONCURRENT_CREATES`] creates sent at once on an absent key, how
+    /// many won (exactly one on a service whose conditional write is one
+    /// step; only from the full probe).
+    pub concurrent_winners: Option<usize>,
     /// Why the ETags this service returns cannot be sent in `If-Match`
     /// (`empty`, `not a plain token`), when they cannot: then no lease there
     /// can exclude anyone ([`crate::store::unusable_etag`]).
@@ -184,10 +204,15 @@ pub(crate) struct PreconditionReport {
 }
 
 impl PreconditionReport {
-    /// True when a lease on this service excludes a second writer (perhaps
-    /// after adaptations, see [`PreconditionReport::adaptations`]).
-    pub(crate) fn conditional(&self) -> bool {
-        self.ignored_header().is_none() && self.unsupported().is_none()
+    /// One sentence when several of the concurrent creates won: the
+    /// service's check and write are two steps, and a lease there excludes
+    /// nobody.
+    pub(crate) fn not_atomic(&self) -> Option<String> {
+        self.concurrent_winners.filter(|&n| n > 1).map(|n| {
+            format!(
+                "PUT If-None-Match: * (one absent key) is not atomic: {n} of {CONCURRENT_CREATES} concurrent requests won"
+            )
+        })
     }
 
     /// The first precondition the service ignores or cannot evaluate such that
@@ -257,7 +282,7 @@ pub(crate) fn scratch_key(prefix: &str) -> String {
 static FORM_CHANGE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A made-up ETag no real object has.
-pub(crate) const MADE_UP_ETAG: &str = "00000000000000000000000000000000-leasectl-probe";
+pub use crate::bucket::race::MADE_UP_ETAG;
 
 /// Scratch keys this old are left over from interrupted probes and are removed.
 pub const SWEEP_AFTER: std::time::Duration = std::time::Duration::from_secs(10 * 60);
@@ -306,6 +331,7 @@ pub(crate) async fn check_writes(
         if_match_current: None,
         if_match_absent: None,
         conditional_delete: None,
+        concurrent_winners: None,
         etag_unusable: None,
         etag_form: caps.etag_form,
         release: release_word(caps.conditional_delete),
@@ -682,6 +708,7 @@ pub(crate) async fn probe_scratch(
         // Unconditionally: a local store keeps a lock file for a key it was asked to
         // write, even when it refused; deleting a missing key is no error on S3.
         store.delete(&absent_key, None).await?;
+        store.delete(&concurrent_key(key), None).await?;
         Ok::<_, StoreError>(())
     }
     .await;
@@ -693,6 +720,11 @@ pub(crate) async fn probe_scratch(
         ));
     }
     Ok(report)
+}
+
+/// The scratch key of the probe's eighth step, next to `key`.
+pub fn concurrent_key(key: &str) -> String {
+    format!("{key}.concurrent")
 }
 
 mod steps;

@@ -1,13 +1,15 @@
-//! The seven steps of the precondition probe on the scratch key, in order:
+//! The eight steps of the precondition probe on the scratch key, in order:
 //! create, `If-Match` on the current ETag, on a made-up one, on an absent
-//! key, then DELETE with a made-up and with the current ETag.
+//! key, DELETE with a made-up and with the current ETag, then creates at
+//! once on an absent key (the winners counted).
 
 use super::*;
 
+use crate::bucket::race::creates_at_once;
 use crate::store::unusable_etag;
 use crate::text::sanitize;
 
-/// What the seven steps share: the store, the scratch key, the clock, the
+/// What the steps share: the store, the scratch key, the clock, the
 /// scratch key's ETag as the last step left it, and the steps so far.
 struct StepRun<'a> {
     store: &'a dyn ObjectStore,
@@ -69,6 +71,7 @@ pub(super) async fn run_steps(
             if_match_current: by(StepName::IfMatchCurrent),
             if_match_absent: None,
             conditional_delete: None,
+            concurrent_winners: None,
             etag_unusable: Some(why),
             etag_form: caps.etag_form,
             release: release_word(caps.conditional_delete),
@@ -81,6 +84,7 @@ pub(super) async fn run_steps(
     step_if_match_absent(&mut run, absent_key, changed).await?;
     let delete = step_delete_made_up(&mut run).await?;
     let delete = step_delete_current(&mut run, delete).await?;
+    let concurrent_winners = step_concurrent_creates(&mut run).await?;
     let steps = run.steps;
 
     let creates = steps
@@ -100,6 +104,7 @@ pub(super) async fn run_steps(
         if_match_current: by(StepName::IfMatchCurrent),
         if_match_absent: by(StepName::IfMatchAbsent),
         conditional_delete: by(StepName::DeleteMadeUp),
+        concurrent_winners: Some(concurrent_winners),
         etag_unusable: None,
         etag_form: caps.etag_form,
         release: release_word(caps.conditional_delete),
@@ -322,6 +327,39 @@ async fn step_delete_current(
     s7.adapted = !s7.ok;
     run.steps.push(s7);
     Ok(delete)
+}
+
+/// Step 8: [`CONCURRENT_CREATES`] creates at once on an absent key (next to
+/// the scratch key, removed after): exactly one must win. Returns how many
+/// did.
+async fn step_concurrent_creates(run: &mut StepRun<'_>) -> Result<usize, StoreError> {
+    let key = concurrent_key(run.key);
+    let race = creates_at_once(run.store, &key, CONCURRENT_CREATES).await?;
+    let won = race.max_winners;
+    let answers = race
+        .answers
+        .iter()
+        .map(|(a, n)| format!("{n}× {a}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (result, note) = match won {
+        1 => (Outcome::Accepted, race.note.clone()),
+        0 => (
+            Outcome::Refused,
+            Some("none of the concurrent creates won: a contended acquire tries again".into()),
+        ),
+        n => (
+            Outcome::SeveralWon,
+            Some(format!(
+                "{n} of {CONCURRENT_CREATES} concurrent creates won: the service checks, then \
+                 writes, in two steps; a lease here excludes nobody"
+            )),
+        ),
+    };
+    let answer = format!("{won} of {CONCURRENT_CREATES} won: {answers}");
+    run.steps
+        .push(step(StepName::ConcurrentCreates, result, answer, note));
+    Ok(won)
 }
 
 /// A conditional DELETE's answer that says the service does not support it

@@ -320,7 +320,8 @@ server_matrix! {
                 "if_match_made_up",
                 "if_match_absent",
                 "delete_made_up",
-                "delete_current"
+                "delete_current",
+                "concurrent_creates"
             ]
         );
         match server {
@@ -600,17 +601,16 @@ async fn conditional_headers_answered_400_or_501_are_reported_as_unsupported() {
     }
 }
 
-/// A service on which `If-Match` on an absent key creates it (here: the
-/// preconditions are stripped for the scratch keys only, so the lease key
-/// itself passes the acquire's checks): `bucket hold` refuses (exit 4) — an
-/// evicted holder's renewal would resurrect a deleted lease — and leaves
-/// nothing behind.
+/// A service on which `If-Match` on an absent key creates it, and nothing
+/// else is wrong (the proxy drops the header only then: MinIO's issue 21526):
+/// `bucket hold` refuses (exit 4) — an evicted holder's renewal would
+/// resurrect a deleted lease — and leaves nothing behind.
 #[tokio::test(flavor = "multi_thread")]
 async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     let (endpoint, b) = bucket(Moto::Conditional, "im-absent-creates").await;
     let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
     let proxy = Proxy::start(port, Mode::Pass).await;
-    proxy.strip_conditional_under(".leasectl-probe/");
+    proxy.if_match_on_absent_creates();
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let c = crate::bucket::hold_touching(&proxy.endpoint(), &format!("s3://{b}/db/"), &marker);
@@ -637,19 +637,18 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
 }
 
 /// `bucket hold` over a stale lease on a service that ignores preconditions:
-/// refused (exit 4), and it says what it changed — the previous holder's
-/// record was overwritten and is gone — instead of "nothing left behind".
+/// refused (exit 4), and it says what it changed. The race check, run before
+/// anything is written, catches the service: nothing was written, and the
+/// previous holder's record is still there as it was. (Before the check ran
+/// first, the record was overwritten and removed, and the refusal said so.)
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
     let (endpoint, b) = bucket(Moto::Ignoring, "ignoring-stale").await;
     let old = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
-    put_raw(
-        &sdk_client(&endpoint),
-        &b,
-        "db/LEASE",
-        format!(r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#).as_bytes(),
-    )
-    .await;
+    let dead = format!(
+        r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#
+    );
+    put_raw(&sdk_client(&endpoint), &b, "db/LEASE", dead.as_bytes()).await;
     let mut c = bin();
     c.args([
         "--endpoint-url",
@@ -665,14 +664,25 @@ async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
-    assert!(!err.contains("nothing left behind"), "{err}");
-    assert!(
-        err.contains("the record of dead-holder that was there was overwritten by ours"),
-        "{err}"
-    );
-    assert!(
-        list_keys(&endpoint, &b).await.is_empty(),
-        "as said: db/LEASE is gone"
+    assert!(err.contains("ignores If-None-Match"), "{err}");
+    assert!(err.contains("nothing written"), "{err}");
+    assert_eq!(list_keys(&endpoint, &b).await, ["db/LEASE"], "as said");
+    let body = sdk_client(&endpoint)
+        .get_object()
+        .bucket(&b)
+        .key("db/LEASE")
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert_eq!(
+        &body[..],
+        dead.as_bytes(),
+        "the dead holder's record, untouched"
     );
 }
 

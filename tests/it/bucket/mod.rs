@@ -3,6 +3,7 @@
 mod adoption;
 mod clock_offset;
 mod commands;
+mod confirm;
 mod containment;
 mod engine;
 mod fence_faults;

@@ -32,18 +32,23 @@ async fn non_atomic(test: &str) -> (String, String, Proxy) {
     (endpoint, b, proxy)
 }
 
-/// Each precondition alone is answered as S3 does, so the seven steps pass;
+/// Each precondition alone is answered as S3 does, so the seven steps one
+/// request at a time pass; the eighth (creates at once) already tells, and
 /// `--race` says "not atomic" (exit 3) in 20 of 20 runs, with the acquire's
 /// sentences, and leaves no scratch key behind.
 #[tokio::test(flavor = "multi_thread")]
 async fn probe_race_says_not_atomic_20_of_20_on_a_non_atomic_service() {
     let (endpoint, b, proxy) = non_atomic("race-not-atomic").await;
     let url = format!("s3://{b}/db/");
-    // Without --race the steps cannot tell.
+    // Without --race, the eighth step's concurrent creates tell.
     let out = probe(&proxy.endpoint(), &url, &[]).await;
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("verdict: conditional"), "{text}");
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("verdict: not atomic"), "{text}");
+    assert!(
+        text.contains("8. PUT If-None-Match: * x4 at once (absent)"),
+        "{text}"
+    );
     for run in 0..20 {
         let out = probe(&proxy.endpoint(), &url, &["--race"]).await;
         let text = String::from_utf8_lossy(&out.stdout);

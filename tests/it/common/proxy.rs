@@ -51,6 +51,17 @@ struct State {
     fail_conditional: Option<u16>,
     /// Strip If-Match / If-None-Match only from requests whose path contains this.
     strip_under: Option<String>,
+    /// Strip If-Match / If-None-Match from the n-th request (counting from 1)
+    /// with this method whose path ends with this suffix: a service that lets
+    /// one conditional write through whatever its precondition (MinIO without
+    /// read quorum, its issue 21603).
+    strip_nth: Option<(String, String, usize)>,
+    /// Requests counted by `strip_nth` so far.
+    strip_counted: usize,
+    /// A PUT with `If-Match` on an absent key is forwarded without the header
+    /// (it creates the object), every other request as it is: MinIO's issue
+    /// 21526.
+    if_match_absent_creates: bool,
     /// Answer every n-th GET with `503 SlowDown`, unforwarded.
     slow_down_every: Option<usize>,
     /// GETs seen while `slow_down_every` is set, and how many were slowed down.
@@ -213,6 +224,21 @@ impl Proxy {
         self.state.lock().unwrap().strip_under = Some(part.to_owned());
     }
 
+    /// Strip `If-Match` / `If-None-Match` from the `n`-th request (from 1)
+    /// with `method` whose path ends with `suffix`, counted from now: that one
+    /// write is carried out whatever its precondition.
+    pub fn strip_conditional_nth(&self, method: &str, suffix: &str, n: usize) {
+        let mut s = self.state.lock().unwrap();
+        s.strip_nth = Some((method.to_owned(), suffix.to_owned(), n));
+        s.strip_counted = 0;
+    }
+
+    /// A PUT with `If-Match` on an absent key creates it (the header is
+    /// dropped when a HEAD finds the key absent); everything else is honoured.
+    pub fn if_match_on_absent_creates(&self) {
+        self.state.lock().unwrap().if_match_absent_creates = true;
+    }
+
     /// Answer every `n`-th GET with `503 SlowDown` (S3's request-rate limit)
     /// without forwarding it.
     pub fn slow_down_every(&self, n: usize) {
@@ -356,12 +382,19 @@ async fn handle(
             .hang
             .as_ref()
             .is_some_and(|(m, suffix)| *m == method && path.ends_with(suffix.as_str()));
+        let nth = match s.strip_nth.clone() {
+            Some((m, suffix, n)) if m == method && path.ends_with(suffix.as_str()) => {
+                s.strip_counted += 1;
+                s.strip_counted == n
+            }
+            _ => false,
+        };
         let mode = if hang {
             Mode::BlackHole
-        } else if s
-            .strip_under
-            .as_ref()
-            .is_some_and(|p| path.contains(p.as_str()))
+        } else if nth
+            || s.strip_under
+                .as_ref()
+                .is_some_and(|p| path.contains(p.as_str()))
         {
             Mode::StripConditional
         } else {
@@ -392,6 +425,17 @@ async fn handle(
             });
         (mode, drop_answer, fail.map(|f| (f, slow)), delay)
     };
+    // If-Match on an absent key creates it (MinIO's issue 21526).
+    let absent_creates = state.lock().unwrap().if_match_absent_creates;
+    if absent_creates
+        && method == "PUT"
+        && head
+            .lines()
+            .any(|l| l.to_ascii_lowercase().starts_with("if-match:"))
+        && head_etag(upstream_port, &path).await?.is_none()
+    {
+        mode = Mode::StripConditional;
+    }
     // The error code of an answer the non-atomic emulation gives itself.
     let mut judged: Option<&str> = None;
     if mode == Mode::NonAtomic && fail.is_none() {
