@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The deterministic simulator (issue 32): runs the real lease engine against a
-# simulated store, clocks and operators, one world per seed, and checks S1-S4
-# and L1 after every step.
+# simulated store, clocks and operators, one world per seed, and checks S1-S5
+# and L1 (B1 in best-effort worlds) after every step (docs/simulator.md).
 #
 #   scripts/simulate.sh [--seeds N] [--first S] [--seed S] [--defect NAME]
 #                       [--history] [--duration SECONDS] [--offset-ttl-fraction F] [--ttl SECONDS]
+#                       [--store NAME] [--best-effort] [--quiet]
 #
 # Ends with `N seeds, L lifetimes, W writes, V violations`; exit 0 when V is 0.
 # A failing seed prints the command that replays it (with --history: every

@@ -287,7 +287,7 @@ pub const EXIT_TABLE: &[(i32, [&str; 8])] = &[
             "—",
             "—",
             "—",
-            "the lease was not acquired (held, held under the same `--instance-id`, under watch, preconditions ignored, this host's clock too far off)",
+            "the lease was not acquired (held, held under the same `--instance-id`, under watch, preconditions ignored or not atomic, this host's clock too far off, a `--ttl` too short for the store's confirmation, its record not confirmed)",
             "—",
             "refused, nothing written (no LEASE, fresh without `--force`, changed since seen, under watch, preconditions ignored, not confirmed)",
             "—",
