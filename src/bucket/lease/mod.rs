@@ -395,11 +395,11 @@ pub(crate) fn scratch_key(key: &str, id: &str) -> String {
             rand::random()
         }
     });
+    let counted = || CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     #[cfg(feature = "sim")]
-    let seeded = super::defect::next_scratch();
+    let n = defect::next_scratch().unwrap_or_else(counted);
     #[cfg(not(feature = "sim"))]
-    let seeded = None;
-    let n = seeded.unwrap_or_else(|| CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let n = counted();
     let dir = key.strip_suffix("LEASE").unwrap_or(key);
     let pid = std::process::id();
     format!("{dir}.leasectl-probe/{id}.{pid}-{drawn:08x}.{n}")
