@@ -89,6 +89,7 @@ impl BucketLease {
         let mut etag = self.etag.clone();
         let mut transient: Option<StoreError> = None;
         for _ in 0..MAX_ROUNDS {
+            let form = self.store.capabilities().etag_form;
             let cond = if self.config.exclusion == Exclusion::Conditional {
                 PutCondition::IfMatch(etag.clone())
             } else {
@@ -116,6 +117,22 @@ impl BucketLease {
                             // anyway: the service does not take If-Match on this
                             // ETag. Delete it as a release without a generation
                             // does. (A 409 or 5xx over it is transient: once more.)
+                            // A service that wants the ETag unquoted (Ceph RGW;
+                            // checked on a scratch key, as a renewal does):
+                            // once more in that form.
+                            Some(e)
+                                if e == etag
+                                    && matches!(refused, StoreError::PreconditionFailed)
+                                    && form == EtagForm::Quoted
+                                    && probe::adapt_etag_form(
+                                        self.store.as_ref(),
+                                        &scratch_key(&self.key, &self.record.instance_id),
+                                        self.clock.as_ref(),
+                                    )
+                                    .await? =>
+                            {
+                                continue;
+                            }
                             Some(e)
                                 if e == etag
                                     && matches!(refused, StoreError::PreconditionFailed) =>
