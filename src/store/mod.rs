@@ -387,6 +387,21 @@ pub trait ObjectStore: ObjectRead {
         condition: PutCondition,
     ) -> Result<Option<String>, StoreError>;
 
+    /// [`ObjectStore::put`], sent once: an attempt answered with an error
+    /// is not tried again by the client (the SDK waits up to a second
+    /// before it retries a 5xx). For a race's contenders, whose every
+    /// answer in doubt is judged by reading the key back: Ceph RGW answers
+    /// some losers of a contended `If-Match` with a 500, and their retries
+    /// made each round of the acquire's race check wait up to a second.
+    async fn put_once(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        self.put(key, body, condition).await
+    }
+
     /// Deletes `key`, only if its ETag is `if_match` when given. Deleting a
     /// missing key succeeds (as on S3).
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError>;
@@ -657,6 +672,16 @@ impl ObjectStore for Counting {
         condition: PutCondition,
     ) -> Result<Option<String>, StoreError> {
         let r = self.inner.put(key, body, condition).await;
+        self.counters.count(&r);
+        r
+    }
+    async fn put_once(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        let r = self.inner.put_once(key, body, condition).await;
         self.counters.count(&r);
         r
     }

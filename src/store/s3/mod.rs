@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+use aws_smithy_types::retry::RetryConfig;
 use chrono::{DateTime, Utc};
 
 use crate::clock::ServerOffset;
@@ -554,23 +555,17 @@ impl ObjectStore for S3Store {
         body: Vec<u8>,
         condition: PutCondition,
     ) -> Result<Option<String>, StoreError> {
-        let mut req = self
-            .client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .content_type("application/json")
-            .body(ByteStream::from(body));
-        match &condition {
-            PutCondition::None => {}
-            PutCondition::IfNoneMatch => req = req.if_none_match("*"),
-            PutCondition::IfMatch(e) => {
-                super::check_if_match(e)?;
-                req = req.if_match(self.if_match_value(e))
-            }
-        }
-        let out = req.send().await.map_err(|e| self.classify(e))?;
-        Ok(out.e_tag().map(normalize_etag))
+        self.put_attempts(key, body, condition, None).await
+    }
+
+    async fn put_once(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        let once = aws_sdk_s3::config::Builder::default().retry_config(RetryConfig::disabled());
+        self.put_attempts(key, body, condition, Some(once)).await
     }
 
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
@@ -590,6 +585,40 @@ impl ObjectStore for S3Store {
     fn set_capabilities(&self, caps: Capabilities) -> bool {
         *self.caps.lock().unwrap_or_else(|e| e.into_inner()) = caps;
         true
+    }
+}
+
+impl S3Store {
+    /// A PUT of `body` at `key` under `condition`, with the client's retries
+    /// unless `config` overrides them.
+    async fn put_attempts(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+        config: Option<aws_sdk_s3::config::Builder>,
+    ) -> Result<Option<String>, StoreError> {
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("application/json")
+            .body(ByteStream::from(body));
+        match &condition {
+            PutCondition::None => {}
+            PutCondition::IfNoneMatch => req = req.if_none_match("*"),
+            PutCondition::IfMatch(e) => {
+                super::check_if_match(e)?;
+                req = req.if_match(self.if_match_value(e))
+            }
+        }
+        let out = match config {
+            Some(c) => req.customize().config_override(c).send().await,
+            None => req.send().await,
+        }
+        .map_err(|e| self.classify(e))?;
+        Ok(out.e_tag().map(normalize_etag))
     }
 }
 
