@@ -134,7 +134,7 @@ async fn put_round(
     let results = futures::future::join_all(
         bodies
             .iter()
-            .map(|b| timed(store.put(key, b.clone(), cond.clone()))),
+            .map(|b| timed(store.put_once(key, b.clone(), cond.clone()))),
     )
     .await;
     t.requests += n;
@@ -439,6 +439,7 @@ pub(super) async fn run(
     store.delete(key, None).await?;
     let race_deletes = can_race_deletes(store, key, &mut delete, t).await?;
     let mut confidence = None;
+    let started = Instant::now();
     for round in 0..plan.most() {
         let back = one_round(store, key, n, round, &mut [&mut create, &mut if_match], t).await?;
         // 3. Conditional deletes on the ETag now there (with a target, in the
@@ -458,12 +459,22 @@ pub(super) async fn run(
         {
             break;
         }
-        if let Rounds::Until { window, miss, .. } = plan {
+        if let Rounds::Until {
+            window,
+            miss,
+            budget,
+            ..
+        } = plan
+        {
             let races = create.winners.len() + if_match.winners.len();
             let window_us = window.as_micros() as u64;
             let c = confidence::assess(&t.samples, n, races, window_us, miss);
             confidence = Some(c);
-            if round + 1 >= MIN_ROUNDS && c.reached() {
+            // The budget ends a check slowed by the store's answers, never
+            // one whose rounds lost requests (a timeout eats the budget and
+            // leaves that round's winners in doubt).
+            let spent = started.elapsed() >= budget && t.in_flight == 0;
+            if round + 1 >= MIN_ROUNDS && (c.reached() || spent) {
                 break;
             }
         }
@@ -526,16 +537,32 @@ async fn one_round(
         }
     };
     // 2. If-Match writes on its one ETag.
-    put_round(
-        store,
-        key,
-        ("if_match_current", round),
-        n,
-        PutCondition::IfMatch(etag),
-        if_match,
-        t,
-    )
-    .await
+    let cond = PutCondition::IfMatch(etag.clone());
+    let name = ("if_match_current", round);
+    let back = put_round(store, key, name, n, cond.clone(), if_match, t).await?;
+    let caps = store.capabilities();
+    let refused_current = if_match.winners.last() == Some(&0)
+        && back.as_ref().and_then(|(_, e)| e.as_deref()) == Some(etag.as_str());
+    if !refused_current || caps.etag_form != EtagForm::Quoted {
+        return Ok(back);
+    }
+    // Every one refused with the ETag the key still holds: a service that
+    // wants it unquoted (Ceph RGW). The round again in that form, which is
+    // kept when it has a winner (a service ignoring the bare form shows
+    // several); else nothing measured If-Match here, and the form goes back.
+    if_match.winners.pop();
+    let bare = Capabilities {
+        etag_form: EtagForm::Unquoted,
+        ..caps
+    };
+    store.set_capabilities(bare);
+    let back = put_round(store, key, name, n, cond, if_match, t).await?;
+    if if_match.winners.last() == Some(&0) {
+        store.set_capabilities(caps);
+    } else {
+        tracing::info!(service = %store.describe(), "the service refuses If-Match with the current ETag quoted and takes it unquoted: sending ETags unquoted from now on");
+    }
+    Ok(back)
 }
 
 /// One round of `n` concurrent creates (`PUT If-None-Match: *`, each its own
