@@ -21,7 +21,7 @@ use crate::bucket::{
     lease_key, new_instance_id, race, read_lease, Exclusion, Judgement, LeaseError, LeaseRecord,
     LeaseState, Observed, MAX_SANE_TTL_S,
 };
-use crate::clock::SharedClock;
+use crate::clock::{Clock, SharedClock};
 use crate::store::{ObjectStore, PutCondition, StoreError};
 use crate::text::sanitize;
 
@@ -65,6 +65,32 @@ pub async fn takeover_with(
     req: TakeoverRequest,
     wait: WaitControl<'_>,
 ) -> Result<TakeoverOutcome, TakeoverError> {
+    takeover_checked(store, clock, audit, req, wait, StoreChecks::ToRun).await
+}
+
+/// Whether a takeover still runs the store's checks ([`check_store`]), or
+/// its caller ran them before it read the LEASE it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreChecks {
+    /// Run them, between the look and the write (the console's dialog).
+    ToRun,
+    /// Ran before the look: the ETag read is as fresh as it can be when the
+    /// write is sent (`leasectl takeover`: a lease renewed every two seconds
+    /// changed its ETag during checks of 2.6 s on Ceph RGW under CI's load).
+    Done,
+}
+
+/// [`takeover_with`], with the store's checks run here or not (`checks`).
+///
+/// Errors: as [`takeover_with`].
+pub(crate) async fn takeover_checked(
+    store: Arc<dyn ObjectStore>,
+    clock: SharedClock,
+    audit: &AuditLog,
+    req: TakeoverRequest,
+    wait: WaitControl<'_>,
+    checks: StoreChecks,
+) -> Result<TakeoverOutcome, TakeoverError> {
     let key = lease_key(&req.prefix);
     let now = clock.wall();
     let j = preflight(
@@ -80,7 +106,10 @@ pub async fn takeover_with(
     if let Some(why) = req.record_format.cannot_replace(replaced) {
         return Err(TakeoverError::GenerationExhausted { key, why });
     }
-    check_service(store.as_ref(), &clock, &req, &j, &key).await?;
+    if checks == StoreChecks::ToRun {
+        check_store(store.as_ref(), clock.as_ref(), req.exclusion, &req.prefix).await?;
+    }
+    check_clocks(store.as_ref(), &clock, &req, &j, &key)?;
     let old_fence = old_fence(&req, &j);
     let own_ttl_s = own_ttl_s(&req, old_fence, &key);
 
@@ -170,21 +199,24 @@ pub async fn takeover_with(
     after_put(taken, wait).await
 }
 
-/// The service checks before anything is written: the precondition probe on
-/// a scratch key next to the lease (conditional exclusion only), that this
-/// host's clock is near enough the service's for the record it writes to be
-/// judged right by others (any takeover), and for a lease judged stale, near
-/// enough to judge it so.
-async fn check_service(
+/// The store's checks before a takeover writes anything (conditional
+/// exclusion only; nothing to do for best-effort): the precondition probe on
+/// a scratch key next to the lease at `prefix`, then the race check (once per
+/// store per process, as at acquire; a store this process caught before is
+/// refused at once). None of it reads the LEASE: `leasectl takeover` runs it
+/// before its look, so that the ETag it writes on is fresh.
+///
+/// Errors: [`TakeoverError::PreconditionsIgnored`],
+/// [`TakeoverError::NotAtomic`], [`TakeoverError::Store`] (a check failed).
+pub(crate) async fn check_store(
     store: &dyn ObjectStore,
-    clock: &SharedClock,
-    req: &TakeoverRequest,
-    j: &Judgement,
-    key: &str,
+    clock: &dyn Clock,
+    exclusion: Exclusion,
+    prefix: &str,
 ) -> Result<(), TakeoverError> {
-    if req.exclusion == Exclusion::Conditional {
-        let scratch = scratch_key(&req.prefix);
-        match probe_scratch(store, &scratch, clock.as_ref()).await {
+    if exclusion == Exclusion::Conditional {
+        let scratch = scratch_key(prefix);
+        match probe_scratch(store, &scratch, clock).await {
             Ok(report) => {
                 if let Some(header) = report.ignored_header().or(report.unsupported()) {
                     return Err(TakeoverError::PreconditionsIgnored {
@@ -234,7 +266,22 @@ async fn check_service(
             }
         }
     }
+    Ok(())
+}
 
+/// The clock checks before a takeover writes: that this host's clock is
+/// near enough the service's for the record it writes to be judged right by
+/// others (any takeover), and for a lease judged stale, near enough to
+/// judge it so.
+///
+/// Errors: [`TakeoverError::ReaderClock`].
+fn check_clocks(
+    store: &dyn ObjectStore,
+    clock: &SharedClock,
+    req: &TakeoverRequest,
+    j: &Judgement,
+    key: &str,
+) -> Result<(), TakeoverError> {
     // A record written by a clock that is off would be misjudged by everyone
     // else (whatever is taken over, forced or not).
     if let Err(e) = check_holder_clock(store.server_offset(), clock.as_ref(), key, req.ttl_s) {

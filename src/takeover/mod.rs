@@ -27,6 +27,7 @@ mod preflight;
 mod then;
 mod watch;
 
+pub(crate) use execute::{check_store, takeover_checked, StoreChecks};
 pub use execute::{takeover, takeover_with};
 pub(crate) use operator::{takeover_cmd, OperatorTakeover};
 pub(crate) use preflight::{check_request, preflight, something_to_take_over, typed_confirms};

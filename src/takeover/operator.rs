@@ -14,7 +14,7 @@ use crate::exit::{say, Exit};
 use crate::hold::log_release;
 use crate::store::{normalize_etag, ObjectStore};
 use crate::supervise;
-use crate::takeover::{typed_confirms, TakeoverError, TakeoverOutcome, Then};
+use crate::takeover::{check_store, typed_confirms, TakeoverError, TakeoverOutcome, Then};
 use crate::text::{format_secs, lookalike_note, sanitize, sanitize_message};
 
 /// The takeover an operator asked `leasectl takeover` for (its command line
@@ -57,7 +57,9 @@ pub(crate) struct OperatorTakeover {
 /// [`crate::takeover::preflight`] (the guards),
 /// [`crate::takeover::watch_one_ttl`] (a suspect or malformed record),
 /// [`crate::takeover::typed_confirms`] (the typed prefix) and
-/// [`crate::takeover::takeover_with`] (the executor).
+/// [`crate::takeover::takeover_with`] (the executor, which runs the store's
+/// checks between the look and the write; this command runs them before its
+/// look, [`crate::takeover::check_store`]).
 pub(crate) async fn takeover_cmd(
     store: Arc<dyn ObjectStore>,
     clock: SharedClock,
@@ -78,7 +80,13 @@ pub(crate) async fn takeover_cmd(
         }
         Ok(()) => {}
     }
+    // The store's checks first (seconds on a slow or loaded store): the
+    // LEASE is read after them, so that a holder renewing every few seconds
+    // has not changed the ETag by the time the write is sent.
     let mut signals = supervise::Signals::new();
+    if let Err(e) = check_store(store.as_ref(), clock.as_ref(), a.exclusion, &a.prefix).await {
+        return takeover_report(Err(e), &clock, audit, &mut signals, out).await;
+    }
     let mut looked_again = 0;
     loop {
         let (seen, watched_for) = match look_and_guard(store.as_ref(), &clock, &a, out).await {
@@ -331,7 +339,7 @@ async fn execute_takeover(
     signals: &mut supervise::Signals,
     out: &mut (impl std::io::Write + Send),
 ) -> Result<TakeoverOutcome, TakeoverError> {
-    use crate::takeover::{takeover_with, TakeoverRequest, WaitControl};
+    use crate::takeover::{takeover_checked, StoreChecks, TakeoverRequest, WaitControl};
     let Looked { seen, watched_for } = looked;
     let info = store.endpoint_info();
     let req = TakeoverRequest {
@@ -365,7 +373,7 @@ async fn execute_takeover(
             }
         }),
     };
-    takeover_with(store, clock.clone(), audit, req, wait).await
+    takeover_checked(store, clock.clone(), audit, req, wait, StoreChecks::Done).await
 }
 
 /// Prints the takeover's result and returns the exit code; with `--then
