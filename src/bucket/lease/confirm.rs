@@ -19,12 +19,12 @@
 //! before our answer plus `T`, and a read sent after that sees it. So the
 //! confirmation is sent `T` after our answer, where `T` is six times the 90th
 //! percentile of the round trips the race check measured on this store, at
-//! least 50 ms ([`crate::bucket::race::confirm_after`]), and a contender
-//! counts on being seen only when its own span was at most 50 ms (every
+//! least 100 ms ([`crate::bucket::race::confirm_after`]), and a contender
+//! counts on being seen only when its own span was at most 100 ms (every
 //! contender waits that long) or half of its own `T`: two contenders whose
 //! round trips to the store are within a factor of two of each other agree
 //! (every host of the simulator; a host on a far slower path than another,
-//! with spans over 50 ms, is the limit).
+//! with spans over 100 ms, is the limit).
 //!
 //! **The slow way.** A contender that cannot count on being seen — its span
 //! was longer; or it takes up a write of its own whose answer it never saw

@@ -93,7 +93,7 @@ pub fn confirm_after(store: &dyn ObjectStore) -> Duration {
 
 /// The shortest wait before the confirmation: every contender waits at least
 /// this long, so a write whose span was no longer is seen by any of them.
-pub(super) const CONFIRM_AFTER_MIN: Duration = Duration::from_millis(50);
+pub(super) const CONFIRM_AFTER_MIN: Duration = Duration::from_millis(100);
 
 /// The longest read-to-answer span with which a write counts on being seen
 /// by every contender's confirmation: [`CONFIRM_AFTER_MIN`] (which every
