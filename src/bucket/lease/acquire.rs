@@ -230,8 +230,7 @@ impl BucketLease {
             rounds
                 .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
                 .await?;
-            // On this process's phase: no other process writes these bytes.
-            let now = stamp(clock.wall(), watch.phase);
+            let now = clock.wall();
             let mono = clock.mono();
             // The one rule: whose is it (own::whose)? The id alone proves nothing.
             let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
@@ -257,7 +256,7 @@ impl BucketLease {
                 cond,
                 body,
                 replaced,
-            } = Write::of(reading, step, &config);
+            } = Write::of(reading, step, &config, watch.phase);
             let form = store.capabilities().etag_form;
             // Until an answer says otherwise, this body may land unseen: a
             // later round adopts it only if it is exactly this body.
@@ -401,11 +400,20 @@ struct Write {
 }
 
 impl Write {
-    /// The write [`decide`]'s `step` asks for after `reading`.
-    fn of(reading: Reading<'_>, step: Step, config: &LeaseConfig) -> Self {
+    /// The write [`decide`]'s `step` asks for after `reading`, by a
+    /// contender on `phase`. The record's times are stamped on that phase
+    /// ([`stamp`]), so that no other process writes these bytes; the
+    /// generation keeps the clock's reading.
+    fn of(reading: Reading<'_>, step: Step, config: &LeaseConfig, phase: u16) -> Self {
         let Step::Write(cond, acquired_at, generation) = step;
+        let stamped = stamp(reading.now, phase);
+        let acquired_at = if acquired_at == reading.now {
+            stamped
+        } else {
+            acquired_at
+        };
         // Never equal stamps: that is a hand-over's mark (own::is_handover).
-        let (acquired_at, renewed_at) = holder_stamps(acquired_at, reading.now);
+        let (acquired_at, renewed_at) = holder_stamps(acquired_at, stamped);
         let record = LeaseRecord {
             instance_id: reading.instance_id.to_owned(),
             acquired_at,
