@@ -324,6 +324,7 @@ fn writes_of(mut c: Command, limit: Duration, during: impl FnOnce(u32)) -> Vec<V
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!(
         "the command did not end in {limit:?}; it wrote {:?}",
         writes
