@@ -236,8 +236,7 @@ impl BucketLease {
             rounds
                 .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
                 .await?;
-            // On this process's phase: no other process writes these bytes.
-            let now = stamp(clock.wall(), watch.phase);
+            let now = clock.wall();
             let mono = clock.mono();
             // The one rule: whose is it (own::whose)? The id alone proves nothing.
             let owner = whose(&observed, stored.as_deref(), instance_id, |b| {
@@ -261,8 +260,16 @@ impl BucketLease {
                 watch,
             )?;
             check_holder_clock(store.server_offset(), clock.as_ref(), &key, config.ttl_s)?;
+            // Stamped on this contender's phase, so that no other process
+            // writes these bytes (the generation keeps the clock's reading).
+            let stamped = stamp(now, watch.phase);
+            let acquired_at = if acquired_at == now {
+                stamped
+            } else {
+                acquired_at
+            };
             // Never equal stamps: that is a hand-over's mark (own::is_handover).
-            let (acquired_at, renewed_at) = holder_stamps(acquired_at, now);
+            let (acquired_at, renewed_at) = holder_stamps(acquired_at, stamped);
             let record = LeaseRecord {
                 instance_id: instance_id.to_owned(),
                 acquired_at,

@@ -25,7 +25,7 @@ impl BucketLease {
         }
         let mut tally = Conflicts::default();
         for _ in 0..MAX_ROUNDS {
-            // On this process's phase: no other process writes these bytes.
+            // On this contender's phase: no other process writes these bytes.
             let now = stamp(self.clock.wall(), self.phase);
             let mono = self.clock.mono();
             let record = LeaseRecord {

@@ -113,6 +113,30 @@ fn wait_ups(
     }
 }
 
+/// Waits until `pred` holds of `shard`'s answer to `promql` (a series is
+/// there only once the server has scraped its job: every 2 s, later on a
+/// loaded machine), and returns it.
+fn wait_query(
+    shard: &Prometheus,
+    promql: &str,
+    what: &str,
+    pred: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = shard.query(promql);
+        if pred(&now) {
+            return now;
+        }
+        assert!(
+            Instant::now() < end,
+            "never {what}: {promql} is {now:#?}\nits log:\n{}",
+            shard.log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
     // 16 TARGETs (8 on each server): a hash modulo 2 leaves a shard
@@ -228,7 +252,14 @@ async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
             "replica {i}:\n{metrics}"
         );
     }
-    let exporter_up = shards[1].query("up{job=\"leasectl-fleet-exporter\"}");
+    let exporter_up = tokio::task::block_in_place(|| {
+        wait_query(
+            &shards[1],
+            "up{job=\"leasectl-fleet-exporter\"}",
+            "the exporter scraped",
+            |v| !v.is_empty(),
+        )
+    });
     assert_eq!(exporter_up.len(), 1);
     assert_eq!(value(&exporter_up[0]), 1.0);
 
@@ -242,6 +273,13 @@ async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
     assert_eq!(up1.keys().cloned().collect::<BTreeSet<_>>(), keys1);
     assert_eq!(up0.keys().cloned().collect::<BTreeSet<_>>(), keys0);
     assert!(up0.values().all(|v| *v == 1.0), "{up0:?}");
-    let exporter_up: Vec<Value> = shards[1].query("up{job=\"leasectl-fleet-exporter\"}");
+    let exporter_up: Vec<Value> = tokio::task::block_in_place(|| {
+        wait_query(
+            &shards[1],
+            "up{job=\"leasectl-fleet-exporter\"}",
+            "the lost replica scraped as down",
+            |v| v.first().is_some_and(|e| value(e) == 0.0),
+        )
+    });
     assert_eq!(value(&exporter_up[0]), 0.0);
 }
