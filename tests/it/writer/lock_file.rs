@@ -333,10 +333,7 @@ fn cannot_strace() -> Option<String> {
 /// 10 rounds.
 #[test]
 fn lock_file_removed_between_open_and_flock_is_reopened() {
-    if let Some(why) = cannot_strace() {
-        eprintln!("SKIPPED lock_file_removed_between_open_and_flock_is_reopened: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_strace());
     let bin = leasectl_bin();
     for round in 0..10 {
         let dir = tempfile::tempdir().unwrap();

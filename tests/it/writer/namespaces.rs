@@ -214,10 +214,7 @@ fn judge_view(ctx: &str, code: i32, doc: &Value, want: Want, waiting: bool, data
 /// descriptors alone.
 #[test]
 fn every_viewer_sees_every_holder_as_a_careful_operator_would() {
-    if let Some(why) = cannot_make_namespaces() {
-        eprintln!("SKIPPED every_viewer_sees_every_holder_as_a_careful_operator_would: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces());
     for c in cases() {
         for &(viewed, holding) in &c.views {
             let pod = &c.pods[viewed];
@@ -277,10 +274,7 @@ fn every_viewer_sees_every_holder_as_a_careful_operator_would() {
 /// as none (no runtime cgroup).
 #[test]
 fn the_reported_case_reads_held_by_its_holder() {
-    if let Some(why) = cannot_make_namespaces() {
-        eprintln!("SKIPPED the_reported_case_reads_held_by_its_holder: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces());
     let s = Scratch::new();
     let d = decoyed(&s, "data");
     let pod = holder(PodSpec {
@@ -345,10 +339,7 @@ fn the_reported_case_reads_held_by_its_holder() {
 /// viewer's, where the same absolute path holds a free decoy.
 #[test]
 fn an_absolute_link_inside_the_pod_stays_inside() {
-    if let Some(why) = cannot_make_namespaces() {
-        eprintln!("SKIPPED an_absolute_link_inside_the_pod_stays_inside: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces());
     let s = Scratch::new();
     // Inside the pod: data is a tmpfs holding `real/` and `link -> <data>/real`.
     // On the host: <data>/real holds a free decoy lock file.
@@ -401,10 +392,7 @@ fn an_absolute_link_inside_the_pod_stays_inside() {
 /// pod is named.
 #[test]
 fn the_pod_view_names_the_pod_and_the_container() {
-    if let Some(why) = cannot_make_namespaces().or_else(|| TestCgroup::possible(false)) {
-        eprintln!("SKIPPED the_pod_view_names_the_pod_and_the_container: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces().or_else(|| TestCgroup::possible(false)));
     let s = Scratch::new();
     let d = s.mkdir("data");
     let uid = format!("{:08x}-1111-4222-8333-444455556666", std::process::id());

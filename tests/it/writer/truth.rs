@@ -46,10 +46,7 @@ fn as_nobody(viewer: &Path, home: &Path, data: &Path, extra: &[&str]) -> Command
 /// "healthy", no verdict built on missing facts, exit 1, and a note.
 #[test]
 fn unprivileged_viewer_reports_unknown_not_healthy() {
-    if let Some(why) = cannot_drop_privileges() {
-        eprintln!("SKIPPED unprivileged_viewer_reports_unknown_not_healthy: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_drop_privileges());
     let (tmp, data) = open_dir();
     let root = racing_siblings(&data);
     // As root: one holder and one waiter.
@@ -131,10 +128,7 @@ fn unprivileged_viewer_reports_unknown_not_healthy() {
 /// process outside this PID namespace", never "free" or "armed, holds nothing".
 #[test]
 fn holder_in_another_pid_namespace_is_not_free() {
-    if let Some(why) = cannot_unshare() {
-        eprintln!("SKIPPED holder_in_another_pid_namespace_is_not_free: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_unshare());
     let (_tmp, data) = open_dir();
     let b = leasectl_bin();
     let d = data.to_str().unwrap();
