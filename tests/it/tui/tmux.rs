@@ -2,12 +2,11 @@
 //! shows the rows, quits with `q` and leaves the shell usable; with a real pod,
 //! Tab shows the pod's processes and duties.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common::bin_path;
 use crate::common::tmux::Tmux;
-use crate::writer_support::{scan_until, wrapper, Guard};
+use crate::writer_support::{scan_until, spawn_armed, wrapper};
 use leasectl::writer::scan::LockState;
 
 #[test]
@@ -58,13 +57,11 @@ fn console_pod_view_shows_a_real_pod() {
     let store = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(store.path().join("alpha")).unwrap();
     let data = tempfile::tempdir().unwrap();
-    let mut cmd = wrapper(
+    let root = spawn_armed(wrapper(
         data.path(),
         "2s",
         &["sh", "-c", "sleep 31 & sleep 32 & wait"],
-    );
-    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    ));
     scan_until(root.pid, data.path(), |s| {
         s.processes.len() == 4
             && s.processes

@@ -295,10 +295,7 @@ fn the_reported_case_reads_held_by_its_holder() {
     let lines = viewer["lines"].as_array().unwrap();
     assert_eq!(lines.len(), 1, "{ctx}");
     assert!(
-        lines[0]
-            .as_str()
-            .unwrap()
-            .contains(&format!("not pod root {}'s", pod.root)),
+        text_of(&lines[0]).contains(&format!("not pod root {}'s", pod.root)),
         "{ctx}"
     );
     // The host's own file at that path is free, and was not asked about.
@@ -326,10 +323,7 @@ fn the_reported_case_reads_held_by_its_holder() {
     assert_eq!(held.len(), 1, "{ctx}");
     assert_eq!(held[0]["holders"], serde_json::json!([pod.root]), "{ctx}");
     assert!(
-        held[0]["path"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("(in pid {}'s mount namespace)", pod.root)),
+        text_of(&held[0]["path"]).ends_with(&format!("(in pid {}'s mount namespace)", pod.root)),
         "{ctx}"
     );
 }
@@ -428,10 +422,7 @@ fn the_pod_view_names_the_pod_and_the_container() {
     assert_eq!(root["container"]["id"], id, "{ctx}");
     assert_eq!(root["container"]["pod_uid"], uid, "{ctx}");
     assert!(
-        root["container"]["cgroup"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("cri-containerd-{id}.scope")),
+        text_of(&root["container"]["cgroup"]).ends_with(&format!("cri-containerd-{id}.scope")),
         "{ctx}"
     );
     drop(pod);

@@ -346,10 +346,7 @@ fn json_groups_and_judges_every_pod(n: &Node) {
     let holder_pids = by_uid[&n.made[47].uid]["holders"].clone();
     let holder = holder_pids[0].as_u64().unwrap();
     assert!(
-        waiting["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("held by pid {holder}")),
+        text_of(&waiting["message"]).contains(&format!("held by pid {holder}")),
         "{ctx}"
     );
     assert_eq!(
