@@ -56,6 +56,22 @@ fn decoyed(s: &Scratch, name: &str) -> PathBuf {
     d
 }
 
+/// A pod of its own mounts at `data` whose root runs [`writer`] there.
+fn writing(s: &Scratch, data: &std::path::Path) -> PodSpec {
+    PodSpec {
+        data: data.to_owned(),
+        script: writer(s, data),
+        ..PodSpec::default()
+    }
+}
+
+/// `leasectl --json --pod-root ROOT --data-dir DATA` from the host: its exit
+/// code and document.
+fn host_view(s: &Scratch, pod: &NsPod, data: &std::path::Path) -> (i32, Value) {
+    let data = data.display().to_string();
+    run_json(Viewer::Host.command(s, pod, &["--pod-root", "{root}", "--data-dir", &data]))
+}
+
 fn holder(spec: PodSpec) -> NsPod {
     NsPod::start(spec, holds_flock)
 }
@@ -70,10 +86,8 @@ fn cases() -> Vec<Case> {
         let s = Scratch::new();
         let d = s.mkdir("data");
         let a = holder(PodSpec {
-            data: d.clone(),
             shared_mounts: true,
-            script: writer(&s, &d),
-            ..PodSpec::default()
+            ..writing(&s, &d)
         });
         out.push(Case {
             name: "same mounts",
@@ -86,11 +100,9 @@ fn cases() -> Vec<Case> {
         let s = Scratch::new();
         let d = decoyed(&s, "data");
         let a = holder(PodSpec {
-            data: d.clone(),
             pid_ns: true,
             user_ns,
-            script: writer(&s, &d),
-            ..PodSpec::default()
+            ..writing(&s, &d)
         });
         out.push(Case {
             name,
@@ -104,11 +116,9 @@ fn cases() -> Vec<Case> {
         let v = s.mkdir("volume");
         let d = decoyed(&s, "data");
         let spec = PodSpec {
-            data: d.clone(),
             volume: Some(v),
             pid_ns: true,
-            script: writer(&s, &d),
-            ..PodSpec::default()
+            ..writing(&s, &d)
         };
         let a = holder(spec.clone());
         let b = waiter(spec);
@@ -124,18 +134,14 @@ fn cases() -> Vec<Case> {
         let v = s.mkdir("volume");
         let (d1, d2) = (decoyed(&s, "data-a"), decoyed(&s, "data-b"));
         let a = holder(PodSpec {
-            data: d1.clone(),
             volume: Some(v.clone()),
             pid_ns: true,
-            script: writer(&s, &d1),
-            ..PodSpec::default()
+            ..writing(&s, &d1)
         });
         let b = waiter(PodSpec {
-            data: d2.clone(),
             volume: Some(v),
             pid_ns: true,
-            script: writer(&s, &d2),
-            ..PodSpec::default()
+            ..writing(&s, &d2)
         });
         out.push(Case {
             name: "two pod roots on one volume",
@@ -277,14 +283,8 @@ fn the_reported_case_reads_held_by_its_holder() {
     skip_unless_able!(cannot_make_namespaces());
     let s = Scratch::new();
     let d = decoyed(&s, "data");
-    let pod = holder(PodSpec {
-        data: d.clone(),
-        script: writer(&s, &d),
-        ..PodSpec::default()
-    });
-    let ds = d.display().to_string();
-    let (code, doc) =
-        run_json(Viewer::Host.command(&s, &pod, &["--pod-root", "{root}", "--data-dir", &ds]));
+    let pod = holder(writing(&s, &d));
+    let (code, doc) = host_view(&s, &pod, &d);
     let ctx = format!("{doc:#}");
     let l = &doc["pod"]["locks"][0];
     assert_eq!(l["state"], "held", "{ctx}");
@@ -304,7 +304,8 @@ fn the_reported_case_reads_held_by_its_holder() {
     // Auto-detection with the same --data-dir: the path is looked up where
     // each process with a lease variable sees it too.
     let mut auto = command(&s.bin());
-    auto.args(["--json", "--data-dir", &ds])
+    auto.args(["--json", "--data-dir"])
+        .arg(&d)
         .env("LEASECTL_LOG", "warn");
     let (_, doc) = run_json(auto);
     let ctx = format!("{doc:#}");
@@ -355,9 +356,7 @@ fn an_absolute_link_inside_the_pod_stays_inside() {
         ..PodSpec::default()
     });
     // The host has no link: give the pod's path.
-    let ls = link.display().to_string();
-    let (code, doc) =
-        run_json(Viewer::Host.command(&s, &pod, &["--pod-root", "{root}", "--data-dir", &ls]));
+    let (code, doc) = host_view(&s, &pod, &link);
     let ctx = format!("{doc:#}");
     assert_eq!(doc["pod"]["locks"][0]["state"], "held", "{ctx}");
     assert_eq!(code, 0, "{ctx}");
@@ -398,17 +397,13 @@ fn the_pod_view_names_the_pod_and_the_container() {
     ));
     std::fs::create_dir_all(&cg).unwrap();
     let pod = holder(PodSpec {
-        data: d.clone(),
         pid_ns: true,
         cgroup: Some(cg),
         hostname: Some("ledger-0".into()),
         namespace: Some("payments".into()),
-        script: writer(&s, &d),
-        ..PodSpec::default()
+        ..writing(&s, &d)
     });
-    let ds = d.display().to_string();
-    let (code, doc) =
-        run_json(Viewer::Host.command(&s, &pod, &["--pod-root", "{root}", "--data-dir", &ds]));
+    let (code, doc) = host_view(&s, &pod, &d);
     let ctx = format!("{doc:#}");
     assert_eq!(code, 0, "{ctx}");
     let k = &doc["pod"]["kubernetes"];

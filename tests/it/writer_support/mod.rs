@@ -428,6 +428,11 @@ pub fn verdict<'a>(doc: &'a serde_json::Value, kind: &str) -> &'a serde_json::Va
         .unwrap_or_else(|| panic!("no {kind} verdict: {doc:#}"))
 }
 
+/// Whether a `--json` document's pod has a verdict of kind `kind`.
+pub fn has_verdict(doc: &serde_json::Value, kind: &str) -> bool {
+    verdict_kinds(doc).iter().any(|k| k == kind)
+}
+
 /// The kinds of a `--json` document's pod verdicts, in order.
 pub fn verdict_kinds(doc: &serde_json::Value) -> Vec<String> {
     doc["pod"]["verdicts"]
