@@ -37,3 +37,12 @@ fn hold_on(endpoint: &str, url: &str) -> std::process::Command {
     ]);
     c
 }
+
+/// How many runs a long test makes: the number in the environment variable
+/// `var`, or `default` where it is unset or not a number.
+fn runs_from_env(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

@@ -417,10 +417,7 @@ async fn compat_row(name: &str, endpoint: &str, runs: usize, adapts: &str) -> St
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "run by scripts/compat.sh"]
 async fn compat_table() {
-    let runs: usize = std::env::var("LEASECTL_COMPAT_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let runs = crate::bucket::runs_from_env("LEASECTL_COMPAT_RUNS", 20);
     let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::NonAtomic).await;
     let rows = [
         (
