@@ -260,24 +260,14 @@ impl BucketLease {
                 watch,
             )?;
             check_holder_clock(store.server_offset(), clock.as_ref(), &key, config.ttl_s)?;
-            // Stamped on this contender's phase, so that no other process
-            // writes these bytes (the generation keeps the clock's reading).
-            let stamped = stamp(now, watch.phase);
-            let acquired_at = if acquired_at == now {
-                stamped
-            } else {
-                acquired_at
-            };
-            // Never equal stamps: that is a hand-over's mark (own::is_handover).
-            let (acquired_at, renewed_at) = holder_stamps(acquired_at, stamped);
-            let record = LeaseRecord {
-                instance_id: instance_id.to_owned(),
+            let record = record_at(
+                instance_id,
                 acquired_at,
-                renewed_at,
-                ttl_s: config.ttl_s,
+                now,
+                watch.phase,
+                &config,
                 generation,
-                released_at: None,
-            };
+            );
             let cond = match config.exclusion {
                 Exclusion::Conditional => cond,
                 Exclusion::BestEffort => PutCondition::None,
@@ -479,6 +469,36 @@ pub(super) struct Reading<'a> {
     pub(super) now: DateTime<Utc>,
     /// The monotonic clock at the reading (the watch of a suspect record).
     pub(super) mono: Duration,
+}
+
+/// The record a contender on `phase` writes at `now` for a tenure that
+/// began at `acquired_at` (`now` itself for a new one). Its times are
+/// stamped on the contender's phase ([`stamp`]), so that no other process
+/// writes these bytes; the generation keeps the clock's reading. Never
+/// equal times: that is a hand-over's mark ([`holder_stamps`]).
+fn record_at(
+    instance_id: &str,
+    acquired_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    phase: u16,
+    config: &LeaseConfig,
+    generation: Option<u64>,
+) -> LeaseRecord {
+    let stamped = stamp(now, phase);
+    let began = if acquired_at == now {
+        stamped
+    } else {
+        acquired_at
+    };
+    let (acquired_at, renewed_at) = holder_stamps(began, stamped);
+    LeaseRecord {
+        instance_id: instance_id.to_owned(),
+        acquired_at,
+        renewed_at,
+        ttl_s: config.ttl_s,
+        generation,
+        released_at: None,
+    }
 }
 
 /// The acquire decision for one reading (pure apart from the watch).
