@@ -113,30 +113,6 @@ fn wait_ups(
     }
 }
 
-/// Waits until `pred` holds of `shard`'s answer to `promql` (a series is
-/// there only once the server has scraped its job: every 2 s, later on a
-/// loaded machine), and returns it.
-fn wait_query(
-    shard: &Prometheus,
-    promql: &str,
-    what: &str,
-    pred: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = shard.query(promql);
-        if pred(&now) {
-            return now;
-        }
-        assert!(
-            Instant::now() < end,
-            "never {what}: {promql} is {now:#?}\nits log:\n{}",
-            shard.log()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
     // 16 TARGETs (8 on each server): a hash modulo 2 leaves a shard
@@ -253,9 +229,9 @@ async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
         );
     }
     let exporter_up = tokio::task::block_in_place(|| {
-        wait_query(
-            &shards[1],
+        shards[1].wait_query(
             "up{job=\"leasectl-fleet-exporter\"}",
+            Duration::from_secs(60),
             "the exporter scraped",
             |v| !v.is_empty(),
         )
@@ -274,9 +250,9 @@ async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
     assert_eq!(up0.keys().cloned().collect::<BTreeSet<_>>(), keys0);
     assert!(up0.values().all(|v| *v == 1.0), "{up0:?}");
     let exporter_up: Vec<Value> = tokio::task::block_in_place(|| {
-        wait_query(
-            &shards[1],
+        shards[1].wait_query(
             "up{job=\"leasectl-fleet-exporter\"}",
+            Duration::from_secs(60),
             "the lost replica scraped as down",
             |v| v.first().is_some_and(|e| value(e) == 0.0),
         )
