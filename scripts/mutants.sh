@@ -2,8 +2,9 @@
 # Mutation testing of the safety path (issue 48 §4): runs shard K of N of
 # the mutants .cargo/mutants.toml names, with the unit tests and the
 # simulator's CI budget as the judges, and keeps the outcome in
-# docs/mutants/shard-K-of-N/ (cargo-mutants' mutants.out: caught.txt,
-# missed.txt, timeout.txt, unviable.txt, outcomes.json).
+# docs/mutants/shard-K-of-N/: caught.txt, missed.txt, timeout.txt and
+# unviable.txt, a mutant a line (cargo-mutants' whole output, with each
+# mutant's diff and log, stays in target/mutants/shard-K-of-N/).
 #
 #   scripts/mutants.sh 1/12        # one shard (about 45 mutants, ~1 min each)
 #   scripts/mutants.sh --list      # the mutants, one a line
@@ -21,7 +22,13 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   echo "scripts/mutants.sh: the worktree has uncommitted changes; mutants are made in place, so commit or stash them first" >&2
   exit 2
 fi
-out="docs/mutants/shard-${shard/\//-of-}"
-mkdir -p "$out"
-cargo mutants --in-place --shard "$shard" --output "$out" --no-shuffle "${@:2}" || true
-echo "scripts/mutants.sh: shard $shard: $(wc -l < "$out/mutants.out/caught.txt" 2>/dev/null || echo 0) caught, $(wc -l < "$out/mutants.out/missed.txt" 2>/dev/null || echo 0) missed, $(wc -l < "$out/mutants.out/timeout.txt" 2>/dev/null || echo 0) timed out, $(wc -l < "$out/mutants.out/unviable.txt" 2>/dev/null || echo 0) unviable"
+name="shard-${shard/\//-of-}"
+work="${CARGO_TARGET_DIR:-target}/mutants/$name"
+out="docs/mutants/$name"
+mkdir -p "$work" "$out"
+cargo mutants --in-place --shard "$shard" --output "$work" --no-shuffle "${@:2}" || true
+for kind in caught missed timeout unviable; do
+  cp "$work/mutants.out/$kind.txt" "$out/$kind.txt" 2>/dev/null || : > "$out/$kind.txt"
+done
+count() { wc -l < "$out/$1.txt"; }
+echo "scripts/mutants.sh: shard $shard: $(count caught) caught, $(count missed) missed, $(count timeout) timed out, $(count unviable) unviable"
