@@ -14,8 +14,6 @@
 //! cargo run --release --example history_bytes -- --prefixes 50000
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 
 use clap::Parser;
@@ -23,32 +21,11 @@ use leasectl::snapshot::history::{History, PrefixHistory};
 use leasectl::snapshot::{gather, GatherOptions, OpenTarget};
 use leasectl::store::local::LocalStore;
 
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout, passed on.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: a pointer this allocator gave, with its layout.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        // SAFETY: as `realloc`'s contract.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 #[derive(Parser)]
 struct Args {
@@ -109,11 +86,11 @@ fn main() {
     let second = rt.block_on(gather(&open, &opts, &clock));
     let rows: usize = second.targets.iter().map(|t| t.prefixes.len()).sum();
 
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let mut history = History::new();
     history.observe(&first, &[]);
     history.observe(&second, &[]);
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = counting::live();
     let per_prefix = (after - before) as f64 / history.prefixes() as f64;
     println!(
         "{rows} rows, {} prefixes tracked, {} changes kept: {:.1} bytes live a prefix \
