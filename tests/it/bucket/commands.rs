@@ -486,7 +486,7 @@ server_matrix! {
         assert!(
             list_keys(&endpoint, &b).await == ["db/LEASE"]
                 && released_record(s3_store(&endpoint, &b).as_ref(), "db/LEASE").await.is_some(),
-            "released, nothing left but the released record: {:?}",
+            "released, nothing left but the released record: {:?}\n{err}",
             list_keys(&endpoint, &b).await
         );
     }
