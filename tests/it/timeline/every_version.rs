@@ -41,7 +41,12 @@ async fn write_history(endpoint: &str, bucket: &str, history: &[(&str, u64)]) {
 fn timeline(endpoint: &str, bucket: &str, extra: &[&str]) -> (Option<i32>, Value, String) {
     let empty = tempfile::NamedTempFile::new().unwrap();
     let url = format!("s3://{bucket}/db/");
+    // A minute a request: two of these tests read a thousand versions from
+    // one moto at once, which then answers some reads after more than the
+    // default 10 s on a loaded machine (CI: 17 versions unread, exit 1).
     let mut args = vec![
+        "--timeout",
+        "60s",
         "timeline",
         url.as_str(),
         "--audit-log",

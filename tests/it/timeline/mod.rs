@@ -126,7 +126,10 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
         instance_id: "intruder".into(),
         acquired_at: now,
         renewed_at: now + chrono::Duration::microseconds(1),
-        ttl_s: 3,
+        // Holding through every run below (a 3 s TTL expired between the
+        // first run and `--all-versions` on a loaded machine: "holding" then
+        // "expired").
+        ttl_s: 300,
         generation: Some(u64::try_from(now.timestamp_micros()).unwrap() + 10_000_000),
         released_at: None,
     };
