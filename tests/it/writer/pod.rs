@@ -239,13 +239,18 @@ fn wrapper_behind_a_shell_is_a_stray_stamp_and_waits() {
     let script = format!("{b} writer exec --data-dir {d} --wait 30s -- sleep 30; true");
     let root = spawn_armed(wrapper(dir.path(), "2s", &["sh", "-c", &script]));
 
+    // The waiter is the wrapper behind the shell: the root itself has the
+    // file open without holding it for a moment as it starts (CI: the scan
+    // caught that moment, "armed, holds nothing").
     let snap = scan_until(root.pid, dir.path(), |s| {
-        s.processes.iter().any(|p| p.lock == LockState::Open)
+        s.processes
+            .iter()
+            .any(|p| p.lock == LockState::Open && p.pid != root.pid)
     });
     let waiter = snap
         .processes
         .iter()
-        .find(|p| p.lock == LockState::Open)
+        .find(|p| p.lock == LockState::Open && p.pid != root.pid)
         .unwrap();
     assert_eq!(waiter.duty, DutyView::Take);
     let k = kinds(&snap);
