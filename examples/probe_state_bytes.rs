@@ -15,9 +15,7 @@
 //! cargo run --release --example probe_state_bytes -- --targets 1000 --prefixes 10
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,32 +27,11 @@ use leasectl::snapshot::GatherOptions;
 use leasectl::store::s3::S3Options;
 use leasectl::target::Connector;
 
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout, passed on.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: a pointer this allocator gave, with its layout.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        // SAFETY: as `realloc`'s contract.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 #[derive(Parser)]
 struct Args {
@@ -149,13 +126,13 @@ fn main() {
     for round in 0..args.rounds {
         probe(&urls[0], round);
     }
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     for round in 0..args.rounds {
         for u in &urls[1..] {
             probe(u, round);
         }
     }
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = counting::live();
     let per_target = (after - before) as f64 / (args.targets - 1) as f64;
 
     let estimate = prober.stats().bytes as f64 / args.targets as f64;

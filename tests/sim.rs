@@ -202,68 +202,44 @@ fn assert_caught(name: &str, property: Property, budget: u64) {
     assert!(finds(d, property, seed.unwrap_or(0)));
 }
 
-#[test]
-fn fence_never_closes_is_caught() {
-    assert_caught("fence-never-closes", Property::S1, 200);
+/// One test a defect: `caught!(test_name, "defect-name", property, seed budget)`
+/// asserts that the defect is caught within the budget and replays.
+macro_rules! caught {
+    ($($(#[$doc:meta])* $test:ident, $name:literal, $property:ident, $budget:literal;)*) => {$(
+        $(#[$doc])*
+        #[test]
+        fn $test() {
+            assert_caught($name, Property::$property, $budget);
+        }
+    )*};
 }
 
-#[test]
-fn fence_at_full_ttl_is_caught() {
-    assert_caught("fence-at-full-ttl", Property::S1, 400);
+caught! {
+    fence_never_closes_is_caught, "fence-never-closes", S1, 200;
+    fence_at_full_ttl_is_caught, "fence-at-full-ttl", S1, 400;
+    renew_unconditional_is_caught, "renew-unconditional", S1, 400;
+    generation_from_clock_is_caught, "generation-from-clock", S2, 400;
+    race_check_skipped_is_caught, "race-check-skipped", S4, 200;
+    /// The holder refused its own record (its create's answer lost) is L1: the
+    /// next process must wait the lease out (`World::check_refused_own`).
+    lost_answer_ignored_is_caught, "lost-answer-ignored", L1, 400;
+    /// A release that deletes without checking the record is still its own
+    /// (and so without leaving a released record): since a lease whose fence ran
+    /// out is left to expire rather than released, the deletion no longer meets
+    /// another holder's record (S1, as it did); it loses the generation, and the
+    /// next holder's, taken from a clock behind, goes back (S2).
+    release_deletes_any_is_caught, "release-deletes-any", S2, 400;
+    /// A forced takeover whose new holder writes at once, while the replaced
+    /// holder's fence is still open: two writers (the simulated operator's
+    /// forced takeovers, then hold).
+    takeover_fence_ignored_is_caught, "takeover-fence-ignored", S1, 400;
+    /// A fence that closes before the renewal that would keep it open: the
+    /// holder evicts itself on a store that failed nothing (L1).
+    fence_closes_early_is_caught, "fence-closes-early", L1, 400;
+    /// `FenceCell::close` made a no-op: `may_write` and the fence's status still
+    /// read the deadline, so a writer that asked them stopped anyway; a command
+    /// run as `bucket hold` runs it is stopped only by the close's hook, which
+    /// never runs (S5: it writes past its deadline and the grace).
+    fence_close_noop_is_caught, "fence-close-noop", S5, 100;
 }
 
-#[test]
-fn renew_unconditional_is_caught() {
-    assert_caught("renew-unconditional", Property::S1, 400);
-}
-
-#[test]
-fn generation_from_clock_is_caught() {
-    assert_caught("generation-from-clock", Property::S2, 400);
-}
-
-#[test]
-fn race_check_skipped_is_caught() {
-    assert_caught("race-check-skipped", Property::S4, 200);
-}
-
-/// The holder refused its own record (its create's answer lost) is L1: the
-/// next process must wait the lease out (`World::check_refused_own`).
-#[test]
-fn lost_answer_ignored_is_caught() {
-    assert_caught("lost-answer-ignored", Property::L1, 400);
-}
-
-/// A release that deletes without checking the record is still its own
-/// (and so without leaving a released record): since a lease whose fence ran
-/// out is left to expire rather than released, the deletion no longer meets
-/// another holder's record (S1, as it did); it loses the generation, and the
-/// next holder's, taken from a clock behind, goes back (S2).
-#[test]
-fn release_deletes_any_is_caught() {
-    assert_caught("release-deletes-any", Property::S2, 400);
-}
-
-/// A forced takeover whose new holder writes at once, while the replaced
-/// holder's fence is still open: two writers (the simulated operator's
-/// forced takeovers, then hold).
-#[test]
-fn takeover_fence_ignored_is_caught() {
-    assert_caught("takeover-fence-ignored", Property::S1, 400);
-}
-
-/// A fence that closes before the renewal that would keep it open: the
-/// holder evicts itself on a store that failed nothing (L1).
-#[test]
-fn fence_closes_early_is_caught() {
-    assert_caught("fence-closes-early", Property::L1, 400);
-}
-
-/// `FenceCell::close` made a no-op: `may_write` and the fence's status still
-/// read the deadline, so a writer that asked them stopped anyway; a command
-/// run as `bucket hold` runs it is stopped only by the close's hook, which
-/// never runs (S5: it writes past its deadline and the grace).
-#[test]
-fn fence_close_noop_is_caught() {
-    assert_caught("fence-close-noop", Property::S5, 100);
-}

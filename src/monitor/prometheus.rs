@@ -440,7 +440,7 @@ impl Metrics {
         // Prefixes that could not be read this time keep their counters:
         // an error is not a prefix going away.
         for (u, p) in self.history.iter().map(|(k, _)| k) {
-            if **u == *t.url && (t.error.is_some() || t.errors.iter().any(|e| e.prefix == *p)) {
+            if **u == *t.url && (t.error.is_some() || t.errors.iter().any(|e| *e.prefix == **p)) {
                 let pl = PrefixLabels {
                     target: shared.clone(),
                     prefix: s(p).into(),
@@ -471,7 +471,7 @@ impl Metrics {
                 // counter never goes down.
                 let done = row.changes.get_or_insert([0; COUNTED.len()]);
                 for (d, n) in done.iter_mut().zip(h.count_by) {
-                    *d = (*d).max(n);
+                    *d = (*d).max(u64::from(n));
                 }
             }
             if let Some((held, since)) = h.current_since() {

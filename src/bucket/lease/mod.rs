@@ -386,7 +386,6 @@ impl BucketLease {
 /// processes share one pid: there the calls' count keeps them apart, and
 /// no random number is drawn (a seed replays byte for byte).
 pub(crate) fn scratch_key(key: &str, id: &str) -> String {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     static DRAWN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let drawn = *DRAWN.get_or_init(|| {
         if cfg!(feature = "sim") {
@@ -395,14 +394,21 @@ pub(crate) fn scratch_key(key: &str, id: &str) -> String {
             rand::random()
         }
     });
-    let counted = || CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    #[cfg(feature = "sim")]
-    let n = defect::next_scratch().unwrap_or_else(counted);
-    #[cfg(not(feature = "sim"))]
-    let n = counted();
+    let n = next_scratch();
     let dir = key.strip_suffix("LEASE").unwrap_or(key);
     let pid = std::process::id();
     format!("{dir}.leasectl-probe/{id}.{pid}-{drawn:08x}.{n}")
+}
+
+/// The number of this process's next scratch key ([`scratch_key`]); the
+/// simulator's, on its own thread's count.
+fn next_scratch() -> u64 {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    #[cfg(feature = "sim")]
+    if let Some(n) = super::defect::next_scratch() {
+        return n;
+    }
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Reads the LEASE at `key` as an observation; with `if_none_match` (the

@@ -30,7 +30,7 @@
 //! bounded: [`Limits`] caps the changes kept per prefix, in all, and the
 //! prefixes tracked.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -41,6 +41,9 @@ use super::takeovers::LastTakeover;
 use crate::audit::AuditEntry;
 use crate::bucket::LeaseState;
 use crate::text::sanitize;
+
+mod changes;
+pub use changes::Changes;
 
 /// How a holder change came about (module docs).
 /// Serialised as its [`ChangeKind::label`] (`--watch`'s `how`).
@@ -170,17 +173,20 @@ impl HolderChange {
     }
 }
 
-/// What was last seen of one prefix.
+/// What was last seen of one prefix (64 bytes: one is kept per prefix).
 #[derive(Debug, Clone)]
 struct Seen {
-    /// The raw holder (compared unescaped).
+    /// The raw holder (compared unescaped), shared with the changes that
+    /// name it (a `Box<str>` would be 16 bytes less, but the first sighting's
+    /// change would then copy it: at the first snapshot every prefix's copy
+    /// is made, then dropped with the change, leaving holes among the live
+    /// ones that the resident set keeps).
     holder: Option<Arc<str>>,
-    /// The record's generation.
-    generation: Option<u64>,
-    /// The last generation this holder was seen with, kept across reads of
-    /// a record without one: a holder whose record lost its generation
-    /// between two reads and came back under another is a change.
-    known_generation: Option<u64>,
+    /// The record's generation and the last one this holder was seen with,
+    /// as [`Generations`] says ([`Seen::generation`],
+    /// [`Seen::known_generation`]).
+    generation_value: u64,
+    generations: Generations,
     /// A LEASE object exists.
     present: bool,
     state: LeaseState,
@@ -194,16 +200,75 @@ struct Seen {
     since: DateTime<Utc>,
 }
 
+/// Which of a record's generation and the last generation its holder was
+/// seen with [`Seen::generation_value`] is. Whenever both are known they are
+/// equal (the second is the first, or kept while the record has none), so
+/// one value holds both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Generations {
+    /// Neither is known.
+    Unknown,
+    /// The record's; the holder's is unknown (a released record, which
+    /// holds nothing, at its first sighting).
+    Record,
+    /// The record's, and the holder's.
+    Both,
+    /// The record has none; the holder's last one, kept: a holder whose
+    /// record lost its generation between two reads and came back under
+    /// another is a change.
+    Kept,
+}
+
+impl Seen {
+    /// The record's generation.
+    fn generation(&self) -> Option<u64> {
+        matches!(self.generations, Generations::Record | Generations::Both)
+            .then_some(self.generation_value)
+    }
+
+    /// The last generation this holder was seen with, kept across reads of
+    /// a record without one.
+    fn known_generation(&self) -> Option<u64> {
+        matches!(self.generations, Generations::Both | Generations::Kept)
+            .then_some(self.generation_value)
+    }
+
+    /// Sets the record's generation; the holder's is the same when `held`
+    /// (a record that holds the lease), unknown otherwise.
+    fn set_generation(&mut self, generation: Option<u64>, held: bool) {
+        (self.generation_value, self.generations) = match generation {
+            None => (0, Generations::Unknown),
+            Some(g) if held => (g, Generations::Both),
+            Some(g) => (g, Generations::Record),
+        };
+    }
+
+    /// The holder's generation: the record's when it has one, else the one
+    /// `prev` (the same holder) was last seen with.
+    fn keep_known_generation(&mut self, prev: &Seen) {
+        (self.generation_value, self.generations) =
+            match (self.generation(), prev.known_generation()) {
+                (Some(g), _) => (g, Generations::Both),
+                (None, Some(k)) => (k, Generations::Kept),
+                (None, None) => (0, Generations::Unknown),
+            };
+    }
+}
+
 /// One prefix's timeline.
 #[derive(Debug, Clone, Default)]
 pub struct PrefixHistory {
     /// The changes kept, oldest first (at most [`Limits::per_prefix`]).
-    pub changes: VecDeque<HolderChange>,
+    pub changes: Changes,
     /// Holder changes counted since the session started ([`HolderChange::counts`]);
     /// never decreases when old changes are dropped.
     pub count: u64,
-    /// [`PrefixHistory::count`] by kind, in the order of [`COUNTED`].
-    pub(crate) count_by: [u64; COUNTED.len()],
+    /// [`PrefixHistory::count`] by kind, in the order of [`COUNTED`];
+    /// saturating. A `u32` is enough: a change is counted only when a read
+    /// of the LEASE shows a new holder (or generation), that is one written
+    /// to the object in between, at most once a snapshot (a refresh is at
+    /// least 1 s): 4.29 billion takeovers of one lease in one session.
+    pub(crate) count_by: [u32; COUNTED.len()],
     last: Option<Seen>,
 }
 
@@ -253,7 +318,18 @@ pub(crate) fn compact_grown<K: Ord, V>(map: &mut BTreeMap<K, V>, before: usize) 
 
 /// `(target URL, prefix)`, both as in the snapshot (unescaped). The URL is
 /// shared by every prefix of its target.
-pub(crate) type PrefixKey = (Arc<str>, String);
+/// The prefix is a `Box<str>`: a key is kept per prefix, 8 bytes less
+/// than a `String`.
+pub(crate) type PrefixKey = (Arc<str>, Box<str>);
+
+/// A change's `(target URL, prefix)`, as [`History::observe_changes`]
+/// hands it on.
+pub(crate) type ChangeKey = (Arc<str>, String);
+
+/// The [`ChangeKey`] of `key`.
+fn change_key(key: &PrefixKey) -> ChangeKey {
+    (key.0.clone(), key.1.to_string())
+}
 
 /// The session's holder changes, per prefix.
 #[derive(Debug, Clone, Default)]
@@ -290,7 +366,7 @@ impl History {
 
     /// The timeline of one prefix, if it was seen.
     pub fn get(&self, target: &str, prefix: &str) -> Option<&PrefixHistory> {
-        self.prefixes.get(&(Arc::from(target), prefix.to_owned()))
+        self.prefixes.get(&(Arc::from(target), Box::from(prefix)))
     }
 
     /// The shared copy of the target URL `url`.
@@ -336,7 +412,7 @@ impl History {
         &mut self,
         snap: &Snapshot,
         audit: &[AuditEntry],
-    ) -> Vec<(PrefixKey, HolderChange)> {
+    ) -> Vec<(ChangeKey, HolderChange)> {
         let mut out = Vec::new();
         self.observe_into(snap, audit, Some(&mut out));
         out
@@ -346,7 +422,7 @@ impl History {
         &mut self,
         snap: &Snapshot,
         audit: &[AuditEntry],
-        mut out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
+        mut out: Option<&mut Vec<(ChangeKey, HolderChange)>>,
     ) {
         let now = snap.generated_at;
         let before = self.prefixes.len();
@@ -369,7 +445,7 @@ impl History {
                     .filter(|((u, p), h)| {
                         **u == *t.url
                             && !seen_now.contains(&(u.clone(), p.clone()))
-                            && !unread.contains(p.as_str())
+                            && !unread.contains(&**p)
                             && h.last.as_ref().is_some_and(|s| s.present)
                     })
                     .map(|(k, _)| k.clone())
@@ -377,8 +453,8 @@ impl History {
                 for k in gone {
                     let cur = Seen {
                         holder: None,
-                        generation: None,
-                        known_generation: None,
+                        generation_value: 0,
+                        generations: Generations::Unknown,
                         present: false,
                         state: LeaseState::Absent,
                         expires_at: None,
@@ -386,7 +462,7 @@ impl History {
                         since: now,
                     };
                     let want = out.is_some();
-                    let kept = want.then(|| k.clone());
+                    let kept = want.then(|| change_key(&k));
                     if let (Some(out), Some(c), Some(k)) =
                         (out.as_deref_mut(), self.apply(k, cur, None, want), kept)
                     {
@@ -408,9 +484,9 @@ impl History {
         p: &PrefixReport,
         now: DateTime<Utc>,
         audit: &[AuditEntry],
-        out: Option<&mut Vec<(PrefixKey, HolderChange)>>,
+        out: Option<&mut Vec<(ChangeKey, HolderChange)>>,
     ) -> PrefixKey {
-        let key = (self.url(&t.url), p.prefix.clone());
+        let key = (self.url(&t.url), Box::from(p.prefix.as_str()));
         // A released record holds nothing: seen as no holder, like no LEASE;
         // its generation (kept from its last holder's) is the record's.
         let held = p
@@ -419,8 +495,8 @@ impl History {
             .filter(|_| p.state != LeaseState::Released);
         let mut cur = Seen {
             holder: held.map(|r| r.instance_id.as_str().into()),
-            generation: p.record.as_ref().and_then(|r| r.generation),
-            known_generation: held.and_then(|r| r.generation),
+            generation_value: 0,
+            generations: Generations::Unknown,
             present: !matches!(p.state, LeaseState::Absent | LeaseState::Released),
             state: p.state,
             expires_at: p
@@ -431,11 +507,12 @@ impl History {
             at: now,
             since: now,
         };
+        cur.set_generation(p.record.as_ref().and_then(|r| r.generation), held.is_some());
         // The audit log is searched only when the holder changed.
         let unchanged = match self.prefixes.get(&key).and_then(|h| h.last.as_ref()) {
             Some(prev) if same_holder(prev, &cur) => {
                 cur.since = prev.since;
-                cur.known_generation = cur.generation.or(prev.known_generation);
+                cur.keep_known_generation(prev);
                 true
             }
             _ => false,
@@ -452,7 +529,7 @@ impl History {
         };
         let change = self.apply(key.clone(), cur, found, out.is_some());
         if let (Some(out), Some(c)) = (out, change) {
-            out.push((key.clone(), c));
+            out.push((change_key(&key), c));
         }
         key
     }
@@ -503,7 +580,7 @@ impl History {
                 holder: cur.holder.as_deref().map(sanitize),
                 previous: None,
                 audit: None,
-                generation: cur.generation,
+                generation: cur.generation(),
                 previous_generation: None,
                 holder_id: cur.holder.clone(),
                 previous_id: None,
@@ -516,18 +593,12 @@ impl History {
             if c.counts() {
                 h.count += 1;
                 if let Some(i) = COUNTED.iter().position(|k| *k == c.kind) {
-                    h.count_by[i] += 1;
+                    h.count_by[i] = h.count_by[i].saturating_add(1);
                 }
             }
             let copy = (want && c.kind != ChangeKind::FirstSeen).then(|| c.clone());
             if self.limits.per_prefix == 0 {
                 return copy;
-            }
-            // Room for one at first: most prefixes keep one change (their
-            // first sighting) until `trim_total` drops it, and a deque's
-            // first push makes room for four (~1.4 KiB).
-            if h.changes.capacity() == 0 {
-                h.changes.reserve_exact(1);
             }
             h.changes.push_back(c);
             self.total += 1;
@@ -569,13 +640,6 @@ impl History {
                 left -= 1;
             }
         }
-        // A deque emptied keeps its room: give it back (a console of 50,000
-        // prefixes kept ~70 MB of empty room after its first snapshot).
-        for h in self.prefixes.values_mut() {
-            if h.changes.is_empty() && h.changes.capacity() > 0 {
-                h.changes = VecDeque::new();
-            }
-        }
         self.total = self.prefixes.values().map(|h| h.changes.len()).sum();
     }
 
@@ -612,7 +676,7 @@ impl History {
 /// with the last one this holder was seen with, when the record carries one:
 /// an unknown generation is no evidence of a change).
 fn same_holder(prev: &Seen, cur: &Seen) -> bool {
-    let generation_kept = match (prev.known_generation, cur.generation) {
+    let generation_kept = match (prev.known_generation(), cur.generation()) {
         (Some(a), Some(b)) => a == b,
         _ => true,
     };
@@ -674,8 +738,8 @@ fn classify(prev: &Seen, cur: &Seen, audit: Option<&AuditEntry>) -> Option<Holde
                 }
             )
         }),
-        generation: cur.generation,
-        previous_generation: prev.generation,
+        generation: cur.generation(),
+        previous_generation: prev.generation(),
         holder_id: cur.holder.clone(),
         previous_id: prev.holder.clone(),
         takeover: audit.and_then(LastTakeover::of_entry).map(Box::new),

@@ -17,21 +17,43 @@ fn run_cmd(mut c: Command) -> std::process::Output {
     )
 }
 
-/// `leasectl probe URL` against `endpoint`, off the async runtime.
-async fn probe_s3(endpoint: &str, url: String) -> std::process::Output {
-    let mut c = bin();
-    c.args(["--endpoint-url", endpoint, "--path-style", "probe", &url]);
+/// Stores at `db/LEASE` the record of `dead-holder`, renewed 120 s ago with
+/// a TTL of 30 s: a stale lease. Returns the body stored.
+async fn put_dead_holder(endpoint: &str, b: &str) -> String {
+    let old = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
+    let dead = format!(
+        r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#
+    );
+    put_raw(&sdk_client(endpoint), b, "db/LEASE", dead.as_bytes()).await;
+    dead
+}
+
+/// [`run_cmd`] off the async runtime.
+async fn run_off(c: Command) -> std::process::Output {
     tokio::task::spawn_blocking(move || run_cmd(c))
         .await
         .unwrap()
 }
 
+/// `leasectl probe URL` against `endpoint`, off the async runtime.
+async fn probe_s3(endpoint: &str, url: String) -> std::process::Output {
+    let mut c = bin();
+    c.args(["--endpoint-url", endpoint, "--path-style", "probe", &url]);
+    run_off(c).await
+}
+
+/// [`probe_s3`]'s stdout, after asserting that it exited `code`.
+async fn probe_exits(endpoint: &str, url: String, code: i32) -> String {
+    let out = probe_s3(endpoint, url).await;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{text}");
+    text
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn probe_tells_a_conditional_service_from_an_ignoring_one() {
     let (endpoint, b) = bucket(Moto::Conditional, "probe-ok").await;
-    let out = probe_s3(&endpoint, format!("s3://{b}/backups/")).await;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = probe_exits(&endpoint, format!("s3://{b}/backups/"), 0).await;
     assert!(text.contains("verdict: conditional"), "{text}");
     assert!(
         text.contains("7. DELETE If-Match: <current ETag>") && !text.contains("DEVIATES"),
@@ -43,9 +65,7 @@ async fn probe_tells_a_conditional_service_from_an_ignoring_one() {
     );
 
     let (endpoint, b) = bucket(Moto::Ignoring, "probe-ignoring").await;
-    let out = probe_s3(&endpoint, format!("s3://{b}/")).await;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{text}");
+    let text = probe_exits(&endpoint, format!("s3://{b}/"), 3).await;
     assert!(text.contains("ignores If-None-Match"), "{text}");
     assert!(
         list_keys(&endpoint, &b).await.is_empty(),
@@ -304,7 +324,7 @@ server_matrix! {
         let mut c = bin();
         c.args(["--endpoint-url", &endpoint, "--path-style", "probe", "--json"])
             .arg(format!("s3://{b}/db/"));
-        let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
+        let out = run_off(c).await;
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
         assert_eq!(out.status.code(), Some(0), "{doc:#}");
@@ -354,7 +374,7 @@ server_matrix! {
         let mut c = bin();
         c.args(["--endpoint-url", &endpoint, "--path-style", "probe"])
             .arg(format!("s3://{b}/db/"));
-        let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
+        let out = run_off(c).await;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(out.status.code(), Some(0), "{text}");
         for step in [
@@ -465,7 +485,7 @@ server_matrix! {
         assert!(
             list_keys(&endpoint, &b).await == ["db/LEASE"]
                 && released_record(s3_store(&endpoint, &b).as_ref(), "db/LEASE").await.is_some(),
-            "released, nothing left but the released record: {:?}",
+            "released, nothing left but the released record: {:?}\n{err}",
             list_keys(&endpoint, &b).await
         );
     }
@@ -475,22 +495,13 @@ server_matrix! {
     /// `bucket hold` over a stale lease takes it over (If-Match on its ETag).
     async fn hold_takes_over_a_stale_lease(server: Server) {
         let (endpoint, b) = server.bucket("hold-stale").await;
-        let old = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
-        put_raw(
-            &sdk_client(&endpoint),
-            &b,
-            "db/LEASE",
-            format!(r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#).as_bytes(),
-        )
-        .await;
+        put_dead_holder(&endpoint, &b).await;
         let dir = tempfile::tempdir().unwrap();
         let seen = dir.path().join("seen");
-        let mut c = bin();
-        c.args(["--endpoint-url", &endpoint, "--path-style", "bucket", "hold"])
-            .arg(format!("s3://{b}/db/"))
-            .args(["--ttl", "3s", "--", "sh", "-c"])
+        let mut c = crate::bucket::hold_on(&endpoint, &format!("s3://{b}/db/"));
+        c.args(["--ttl", "3s", "--", "sh", "-c"])
             .arg(format!("echo $LEASECTL_INSTANCE_ID > {}", seen.display()));
-        let out = tokio::task::spawn_blocking(move || run_cmd(c)).await.unwrap();
+        let out = run_off(c).await;
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{}: {err}", server.name());
         assert_eq!(
@@ -572,19 +583,9 @@ async fn conditional_headers_answered_400_or_501_are_reported_as_unsupported() {
             text.contains("this service does not support conditional writes"),
             "{status}: {text}"
         );
-        let mut c = bin();
-        c.args([
-            "--endpoint-url",
-            &proxy.endpoint(),
-            "--path-style",
-            "bucket",
-            "hold",
-        ])
-        .arg(format!("s3://{b}/db/"))
-        .args(["--", "true"]);
-        let out = tokio::task::spawn_blocking(move || run_cmd(c))
-            .await
-            .unwrap();
+        let mut c = crate::bucket::hold_on(&proxy.endpoint(), &format!("s3://{b}/db/"));
+        c.args(["--", "true"]);
+        let out = run_off(c).await;
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(4), "{status}: {err}");
         assert!(
@@ -614,9 +615,7 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
     let c = crate::bucket::hold_touching(&proxy.endpoint(), &format!("s3://{b}/db/"), &marker);
-    let out = tokio::task::spawn_blocking(move || run_cmd(c))
-        .await
-        .unwrap();
+    let out = run_off(c).await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("If-Match on an absent key"), "{err}");
@@ -628,9 +627,7 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
         list_keys(&endpoint, &b).await
     );
     // The probe names the step.
-    let out = probe_s3(&proxy.endpoint(), format!("s3://{b}/db/")).await;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{text}");
+    let text = probe_exits(&proxy.endpoint(), format!("s3://{b}/db/"), 3).await;
     assert!(text.contains("5. PUT If-Match (key absent)"), "{text}");
     assert!(text.contains("object created"), "{text}");
     assert!(list_keys(&endpoint, &b).await.is_empty());
@@ -644,24 +641,10 @@ async fn if_match_creating_an_absent_key_is_refused_at_acquire() {
 #[tokio::test(flavor = "multi_thread")]
 async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
     let (endpoint, b) = bucket(Moto::Ignoring, "ignoring-stale").await;
-    let old = (chrono::Utc::now() - chrono::Duration::seconds(120)).to_rfc3339();
-    let dead = format!(
-        r#"{{"instance_id":"dead-holder","acquired_at":"{old}","renewed_at":"{old}","ttl_s":30}}"#
-    );
-    put_raw(&sdk_client(&endpoint), &b, "db/LEASE", dead.as_bytes()).await;
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        &endpoint,
-        "--path-style",
-        "bucket",
-        "hold",
-    ])
-    .arg(format!("s3://{b}/db/"))
-    .args(["--", "true"]);
-    let out = tokio::task::spawn_blocking(move || run_cmd(c))
-        .await
-        .unwrap();
+    let dead = put_dead_holder(&endpoint, &b).await;
+    let mut c = crate::bucket::hold_on(&endpoint, &format!("s3://{b}/db/"));
+    c.args(["--", "true"]);
+    let out = run_off(c).await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("ignores If-None-Match"), "{err}");
@@ -699,26 +682,15 @@ async fn bucket_hold_on_a_local_store_says_its_clock_is_not_checked() {
         &format!("file://{}/", dir.path().display()),
     ])
     .args(["--ttl", "12s", "--", "true"]);
-    let out = tokio::task::spawn_blocking(move || run_cmd(c))
-        .await
-        .unwrap();
+    let out = run_off(c).await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(err.matches("has no clock of its own").count(), 1, "{err}");
     assert!(err.contains("within 1.0s of each other (NTP)"), "{err}");
     let (endpoint, b) = bucket(Moto::Conditional, "hold-has-clock").await;
-    let mut c = bin();
-    c.args([
-        "--endpoint-url",
-        &endpoint,
-        "--path-style",
-        "bucket",
-        "hold",
-    ])
-    .args([&format!("s3://{b}/db/"), "--ttl", "12s", "--", "true"]);
-    let out = tokio::task::spawn_blocking(move || run_cmd(c))
-        .await
-        .unwrap();
+    let mut c = crate::bucket::hold_on(&endpoint, &format!("s3://{b}/db/"));
+    c.args(["--ttl", "12s", "--", "true"]);
+    let out = run_off(c).await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("has no clock of its own"), "{err}");

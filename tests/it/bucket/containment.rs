@@ -404,10 +404,7 @@ fn the_command_sees_its_environment_and_fence_inside() {
 /// caller's uid mapped to itself: the command's files are the user's own.
 #[test]
 fn an_unprivileged_user_gets_a_user_namespace() {
-    if let Some(why) = cannot_drop_privileges() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_drop_privileges());
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir_all(store.join("p")).unwrap();

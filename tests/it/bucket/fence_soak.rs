@@ -150,10 +150,7 @@ async fn slot_loop(
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a soak of many minutes: scripts/soak.sh"]
 async fn soak() {
-    let runs: usize = std::env::var("LEASECTL_SOAK_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let runs = crate::bucket::runs_from_env("LEASECTL_SOAK_RUNS", 200);
     let out: PathBuf = std::env::var_os("LEASECTL_SOAK_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("leasectl-soak"));

@@ -992,11 +992,21 @@ async fn engine_writes_generations_by_the_rule() {
         generation,
         released_at: None,
     };
+    // Written as its holder wrote it: the file's modification time (the
+    // store's Last-Modified) is the record's renewal, not now (a record
+    // carried out long after it was stamped is suspect: the slow way).
+    let file = dir.path().join("db").join("LEASE");
     let put = |r: LeaseRecord| {
-        let s = store.clone();
+        let (s, file) = (store.clone(), file.clone());
         async move {
+            let renewed = std::time::SystemTime::from(r.renewed_at);
             s.put("db/LEASE", r.to_body(), PutCondition::None)
                 .await
+                .unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .and_then(|f| f.set_modified(renewed))
                 .unwrap();
         }
     };

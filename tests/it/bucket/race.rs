@@ -273,6 +273,16 @@ server_matrix! {
 async fn console_probe_reports_the_race() {
     use leasectl::snapshot::ExclusionReport;
     use leasectl::tui::action::{Action, WriteRequest};
+    /// The result and the message of a `ProbeDone`.
+    fn probe_done(a: &Action) -> (&ExclusionReport, &str) {
+        let Action::ProbeDone {
+            result, message, ..
+        } = a
+        else {
+            unreachable!()
+        };
+        (result, message)
+    }
     use leasectl::tui::ops::{Ops, OpsTarget};
 
     let (endpoint, b, proxy) = non_atomic("race-console").await;
@@ -307,23 +317,13 @@ async fn console_probe_reports_the_race() {
         .expect("the probe finished");
         done.push(a);
     }
-    let Action::ProbeDone {
-        result, message, ..
-    } = &done[0]
-    else {
-        unreachable!()
-    };
+    let (result, message) = probe_done(&done[0]);
     assert_eq!(*result, ExclusionReport::Ignored, "{message}");
     assert!(
         message.starts_with("s3://race-console/db/: not atomic — PUT If-None-Match: * (one absent key) is not atomic"),
         "{message}"
     );
-    let Action::ProbeDone {
-        result, message, ..
-    } = &done[1]
-    else {
-        unreachable!()
-    };
+    let (result, message) = probe_done(&done[1]);
     assert_eq!(*result, ExclusionReport::Conditional, "{message}");
     assert!(
         message.contains("; race: atomic (5 rounds of 16 concurrent requests, "),
@@ -422,10 +422,7 @@ async fn compat_row(name: &str, endpoint: &str, runs: usize, adapts: &str) -> St
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "run by scripts/compat.sh"]
 async fn compat_table() {
-    let runs: usize = std::env::var("LEASECTL_COMPAT_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let runs = crate::bucket::runs_from_env("LEASECTL_COMPAT_RUNS", 20);
     let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::NonAtomic).await;
     let rows = [
         (

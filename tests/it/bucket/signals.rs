@@ -32,23 +32,14 @@ struct Held {
 impl Held {
     fn start(endpoint: &str, url: &str, extra: &[&str], handled: &[i32]) -> Self {
         let log = tempfile::NamedTempFile::new().unwrap();
-        let mut c: Command = bin();
-        c.args([
-            "--endpoint-url",
-            endpoint,
-            "--path-style",
-            "bucket",
-            "hold",
-            url,
-            "--ttl",
-            "20s",
-        ])
-        .args(extra)
-        .args(["--", "python3", "-c", SCRIPT])
-        .args(handled.iter().map(|n| n.to_string()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log.reopen().unwrap());
+        let mut c: Command = super::hold_on(endpoint, url);
+        c.args(["--ttl", "20s"])
+            .args(extra)
+            .args(["--", "python3", "-c", SCRIPT])
+            .args(handled.iter().map(|n| n.to_string()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log.reopen().unwrap());
         let mut child = c.spawn().expect("spawn leasectl");
         let out = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -242,21 +233,13 @@ async fn a_command_killed_by_a_real_time_signal_ends_the_hold() {
         ("contained/", vec![]),
         ("plain/", vec!["--containment", "off"]),
     ] {
-        let mut c = bin();
-        c.args([
-            "--endpoint-url",
-            &m.endpoint(),
-            "--path-style",
-            "bucket",
-            "hold",
-        ])
-        .arg(format!("s3://{bucket}/{prefix}"))
-        .args(["--ttl", "20s"])
-        .args(&extra)
-        .args(["--", "sh", "-c", &format!("kill -{sig} $$")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        let mut c = super::hold_on(&m.endpoint(), &format!("s3://{bucket}/{prefix}"));
+        c.args(["--ttl", "20s"])
+            .args(&extra)
+            .args(["--", "sh", "-c", &format!("kill -{sig} $$")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         let out = tokio::task::spawn_blocking(move || {
             common::run_with_timeout(c, Duration::from_secs(60))
         })

@@ -130,6 +130,20 @@ macro_rules! server_matrix {
     };
 }
 
+/// Ends the test early, saying on stderr that it was skipped (naming the test
+/// function) and why, when `$why` (an `Option<String>`: what this machine
+/// lacks for it) is `Some`: `skip_unless_able!(cannot_drop_privileges());`.
+macro_rules! skip_unless_able {
+    ($why:expr) => {
+        if let Some(why) = $why {
+            fn here() {}
+            let test = std::any::type_name_of_val(&here).trim_end_matches("::here");
+            eprintln!("SKIPPED {test}: {why}");
+            return;
+        }
+    };
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -496,12 +496,7 @@ async fn handle(
                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InjectedFault</Code><Message>injected {status}</Message></Error>"
             )
         };
-        let answer = format!(
-            "HTTP/1.1 {status} Injected\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = client.write_all(answer.as_bytes()).await;
-        let _ = client.shutdown().await;
+        answer_xml(&mut client, &format!("{status} Injected"), &body).await;
         return Ok(());
     }
     let target = head.split(' ').nth(1).unwrap_or("").to_owned();
@@ -567,12 +562,7 @@ async fn handle(
                 .map(|t| format!("<ContinuationToken>{t}</ContinuationToken>"))
                 .unwrap_or_default()
         );
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = client.write_all(answer.as_bytes()).await;
-        let _ = client.shutdown().await;
+        answer_xml(&mut client, "200 OK", &body).await;
         return Ok(());
     }
     if mode == Mode::BlackHole {
@@ -606,12 +596,9 @@ async fn handle(
         {
             continue;
         }
-        out.push_str(line);
-        out.push_str("\r\n");
+        out.push_str(&format!("{line}\r\n"));
     }
-    out.push_str("Connection: close\r\n\r\n");
-    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port)).await?;
-    upstream.write_all(out.as_bytes()).await?;
+    let mut upstream = send_head(upstream_port, out).await?;
     upstream.write_all(&rest).await?;
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
@@ -722,12 +709,9 @@ async fn endless_page(
         if line.to_ascii_lowercase().starts_with("connection:") {
             continue;
         }
-        out.push_str(line);
-        out.push_str("\r\n");
+        out.push_str(&format!("{line}\r\n"));
     }
-    out.push_str("Connection: close\r\n\r\n");
-    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port)).await?;
-    upstream.write_all(out.as_bytes()).await?;
+    let mut upstream = send_head(upstream_port, out).await?;
     let answer = read_all(&mut upstream).await;
     let end = answer
         .windows(4)
@@ -838,6 +822,26 @@ async fn head_etag(upstream_port: u16, path: &str) -> std::io::Result<Option<Str
             })
         })
         .flatten())
+}
+
+/// Answers the client `HTTP/1.1 STATUS` (`200 OK`) with the XML `body`, and
+/// closes the connection.
+async fn answer_xml(client: &mut TcpStream, status: &str, body: &str) {
+    let answer = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(answer.as_bytes()).await;
+    let _ = client.shutdown().await;
+}
+
+/// Connects to the upstream and sends it the request head `head` (its lines,
+/// each ending in CRLF, without a `Connection` header) with `Connection: close`.
+async fn send_head(upstream_port: u16, mut head: String) -> std::io::Result<TcpStream> {
+    head.push_str("Connection: close\r\n\r\n");
+    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port)).await?;
+    upstream.write_all(head.as_bytes()).await?;
+    Ok(upstream)
 }
 
 /// Everything the upstream sends until it closes (it answers one request).

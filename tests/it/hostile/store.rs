@@ -758,10 +758,7 @@ async fn a_symlinked_prefix_directory_is_a_malformed_row_and_never_followed() {
 #[test]
 fn one_unlistable_directory_at_depth_two_loses_only_itself() {
     use std::os::unix::fs::PermissionsExt;
-    if let Some(why) = cannot_drop_privileges() {
-        eprintln!("SKIPPED one_unlistable_directory_at_depth_two_loses_only_itself: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_drop_privileges());
     let tmp = tempfile::tempdir().unwrap();
     let world =
         |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::support::{assert_incomplete, through};
 use crate::common::cli::{bin, record, run, text};
 use crate::common::proxy::{Mode, Proxy};
 use crate::common::serve::{http_get, Serve, SERVE_ARGS};
@@ -29,6 +30,19 @@ async fn run_timed(args: Vec<String>) -> (Output, Duration) {
     })
     .await
     .unwrap()
+}
+
+/// `check --no-pod URL` through `proxy` with `--timeout TIMEOUT`: what it
+/// printed and how long it took, after asserting exit 3 (UNKNOWN).
+async fn unknown_check(proxy: &Proxy, timeout: &str, url: &str) -> (String, Duration) {
+    let (out, took) = run_timed(through(
+        proxy,
+        &["--timeout", timeout, "check", "--no-pod", url],
+    ))
+    .await;
+    let o = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{o}{}", text(&out.stderr));
+    (o, took)
 }
 
 /// Live leases in [`endless`]'s bucket: `db1/` … `db40/`.
@@ -50,17 +64,6 @@ async fn endless(test: &str, versioned: bool, delay: Duration) -> (String, Proxy
     (bucket, proxy)
 }
 
-/// `--endpoint-url PROXY --path-style` and then `rest`.
-fn through(proxy: &Proxy, rest: &[&str]) -> Vec<String> {
-    let mut v = vec![
-        "--endpoint-url".to_owned(),
-        proxy.endpoint(),
-        "--path-style".into(),
-    ];
-    v.extend(rest.iter().map(|s| (*s).to_owned()));
-    v
-}
-
 /// GETs that were not listings: the LEASE reads.
 fn lease_reads(proxy: &Proxy) -> usize {
     let gets = proxy.counts().get("GET").copied().unwrap_or(0);
@@ -80,13 +83,10 @@ async fn json_stops_an_endless_listing_and_says_it_is_incomplete() {
             &["--json", "--no-pod", "--depth", depth, &url],
         ))
         .await;
-        let doc: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("depth {depth}: {e}: {}", text(&out.stderr)));
-        assert_eq!(out.status.code(), Some(1), "depth {depth}: {doc:#}");
-        let error = doc["targets"][0]["error"].as_str().unwrap_or_default();
-        assert!(
-            error.contains("stopped after 1000 pages") && error.contains("incomplete"),
-            "depth {depth}: {doc:#}"
+        assert_incomplete(
+            &out,
+            &format!("depth {depth}: "),
+            "stopped after 1000 pages",
         );
         assert!(
             proxy.endless_pages() <= 1000,
@@ -120,14 +120,7 @@ async fn json_stops_a_slow_endless_listing_at_its_time_bound() {
         &["--timeout", "1s", "--json", "--no-pod", &url],
     ))
     .await;
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
-    assert_eq!(out.status.code(), Some(1), "{doc:#}");
-    let error = doc["targets"][0]["error"].as_str().unwrap_or_default();
-    assert!(
-        error.contains("was stopped after 30.0s") && error.contains("incomplete"),
-        "{doc:#}"
-    );
+    assert_incomplete(&out, "", "was stopped after 30.0s");
     assert!(proxy.endless_pages() < 1000, "{}", proxy.endless_pages());
     assert!(took >= Duration::from_secs(30), "took {took:?}");
     assert!(took < Duration::from_secs(60), "took {took:?}");
@@ -140,13 +133,7 @@ async fn json_stops_a_slow_endless_listing_at_its_time_bound() {
 async fn check_is_unknown_within_its_timeout() {
     let (bucket, proxy) = endless("endless-check", false, Duration::ZERO).await;
     let url = format!("s3://{bucket}/");
-    let (out, took) = run_timed(through(
-        &proxy,
-        &["--timeout", "60s", "check", "--no-pod", &url],
-    ))
-    .await;
-    let o = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{o}{}", text(&out.stderr));
+    let (o, took) = unknown_check(&proxy, "60s", &url).await;
     assert!(o.starts_with("LEASES UNKNOWN"), "{o}");
     assert!(o.contains("incomplete"), "{o}");
     assert!(took < Duration::from_secs(60), "took {took:?}");
@@ -154,13 +141,7 @@ async fn check_is_unknown_within_its_timeout() {
     // Slow pages: the listing would last 30 × 3 s; the check ends at 3 s.
     let (bucket, proxy) = endless("endless-check-slow", false, Duration::from_millis(50)).await;
     let url = format!("s3://{bucket}/");
-    let (out, took) = run_timed(through(
-        &proxy,
-        &["--timeout", "3s", "check", "--no-pod", &url],
-    ))
-    .await;
-    let o = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{o}{}", text(&out.stderr));
+    let (o, took) = unknown_check(&proxy, "3s", &url).await;
     assert_eq!(o.lines().count(), 1, "one answer: {o}");
     assert!(
         o.starts_with("LEASES UNKNOWN - the check did not finish within its timeout of 3.0s"),

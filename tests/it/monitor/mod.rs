@@ -14,5 +14,6 @@ mod serve_limits;
 mod serve_stream;
 mod sharding;
 mod snapshot_json;
+pub(crate) mod support;
 mod suspect_expiry;
 mod times;

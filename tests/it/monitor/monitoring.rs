@@ -816,7 +816,7 @@ fn check_min_leases_and_nothing_found() {
 /// (one holds, one waits): `siblings_racing`, exit 2.
 #[test]
 fn check_is_critical_on_a_real_pod_verdict() {
-    use crate::writer_support::{command, scan_until, Guard};
+    use crate::writer_support::{command, scan_until, spawn_siblings, Guard};
     use leasectl::writer::scan::LockState;
 
     let run_check = |root: u32, dir: &Path| {
@@ -856,11 +856,7 @@ fn check_is_critical_on_a_real_pod_verdict() {
     // Two siblings race: a verdict, CRITICAL.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let w = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
-    let mut cmd = command("sh");
-    cmd.args(["-c", &format!("{w} & {w} & wait")])
-        .stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = spawn_siblings(d, 2);
     scan_until(root.pid, dir.path(), |s| {
         s.processes
             .iter()

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::support::{assert_incomplete, through};
 use crate::common::cli::{at_endpoint, bin, record, run, run_async, text, write_lease};
 use crate::common::proxy::{ListLoop, Mode, Proxy};
 use crate::common::serve::{http_get, sample, Serve, SERVE_ARGS};
@@ -33,6 +34,23 @@ fn release_takeover<'a>(url: &'a str, reason: &'a str, log: &'a str) -> [&'a str
         "--audit-log",
         log,
     ]
+}
+
+/// Runs [`release_takeover`] of `url`, audited to `log`, and asserts it exits 0.
+fn run_release_takeover(url: &str, reason: &str, log: &std::path::Path) -> Output {
+    let out = run(&release_takeover(url, reason, log.to_str().unwrap()));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    out
+}
+
+/// `leasectl [FIRST…] --timeout 2s --json --no-pod s3://b/` with `var` set to
+/// `value`, within 30 s.
+fn json_of_b(var: &str, value: impl AsRef<std::ffi::OsStr>, first: &[&str]) -> Output {
+    let mut c = bin();
+    c.env(var, value)
+        .args(first)
+        .args(["--timeout", "2s", "--json", "--no-pod", "s3://b/"]);
+    common::run_with_timeout(c, Duration::from_secs(30))
 }
 
 /// Waits for an NDJSON line matching `pred`; panics with every line seen.
@@ -276,12 +294,7 @@ fn a_leap_second_record_gives_times_every_parser_accepts() {
     );
     // The audited takeover of it.
     let log = dir.path().join("audit.jsonl");
-    let out = run(&release_takeover(
-        &format!("{url}db/"),
-        "leap test",
-        log.to_str().unwrap(),
-    ));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let out = run_release_takeover(&format!("{url}db/"), "leap test", &log);
     all.push_str(&text(&out.stdout));
     let log_text = std::fs::read_to_string(&log).unwrap();
     docs.push(log_text.clone());
@@ -446,43 +459,19 @@ async fn listings_whose_tokens_repeat_are_errors() {
             let proxy = Proxy::start(m.port, Mode::Pass).await;
             proxy.loop_listings(how);
             let started = Instant::now();
-            let base = vec![
-                "--endpoint-url".to_owned(),
-                proxy.endpoint(),
-                "--path-style".into(),
-            ];
-            let mut json = base.clone();
-            json.extend(
-                [
-                    "--json",
-                    "--no-pod",
-                    "--depth",
-                    depth,
-                    &format!("s3://{bucket}/"),
-                ]
-                .map(String::from),
-            );
-            let out = run_async(json).await;
-            let doc: Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("{how:?}: {e}: {}", text(&out.stderr)));
-            assert_eq!(out.status.code(), Some(1), "{how:?} depth {depth}: {doc:#}");
-            let error = doc["targets"][0]["error"].as_str().unwrap_or_default();
-            assert!(
-                error.contains("continuation token") && error.contains("incomplete"),
-                "{how:?} depth {depth}: {doc:#}"
-            );
-            let mut check = base.clone();
-            check.extend(
-                [
-                    "check",
-                    "--no-pod",
-                    "--depth",
-                    depth,
-                    &format!("s3://{bucket}/"),
-                ]
-                .map(String::from),
-            );
-            let out = run_async(check).await;
+            let url = format!("s3://{bucket}/");
+            let out = run_async(through(
+                &proxy,
+                &["--json", "--no-pod", "--depth", depth, &url],
+            ))
+            .await;
+            let ctx = format!("{how:?} depth {depth}: ");
+            assert_incomplete(&out, &ctx, "continuation token");
+            let out = run_async(through(
+                &proxy,
+                &["check", "--no-pod", "--depth", depth, &url],
+            ))
+            .await;
             let o = text(&out.stdout);
             assert_eq!(out.status.code(), Some(3), "{how:?} depth {depth}: {o}");
             assert!(o.starts_with("LEASES UNKNOWN"), "{o}");
@@ -597,17 +586,7 @@ fn credentials_in_targets_and_endpoints_are_refused_and_never_echoed() {
         "[profile leaky]\nregion = us-east-1\nendpoint_url = http://AKIA:secretpass@127.0.0.1:1\n",
     )
     .unwrap();
-    let mut c = bin();
-    c.env("HOME", home.path()).args([
-        "--profile",
-        "leaky",
-        "--timeout",
-        "2s",
-        "--json",
-        "--no-pod",
-        "s3://b/",
-    ]);
-    let out = common::run_with_timeout(c, Duration::from_secs(30));
+    let out = json_of_b("HOME", home.path(), &["--profile", "leaky"]);
     let all = clean(&out);
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(
@@ -616,15 +595,7 @@ fn credentials_in_targets_and_endpoints_are_refused_and_never_echoed() {
     );
     // AWS_ENDPOINT_URL with user information: refused as --endpoint-url is.
     for var in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] {
-        let mut c = bin();
-        c.env(var, "http://AKIA:secretpass@127.0.0.1:1").args([
-            "--timeout",
-            "2s",
-            "--json",
-            "--no-pod",
-            "s3://b/",
-        ]);
-        let out = common::run_with_timeout(c, Duration::from_secs(30));
+        let out = json_of_b(var, "http://AKIA:secretpass@127.0.0.1:1", &[]);
         let all = clean(&out);
         assert_eq!(out.status.code(), Some(2), "{var}: {all}");
         assert!(
@@ -662,12 +633,7 @@ async fn prefixes_with_control_characters_can_be_named_percent_encoded() {
     // …and taken over from the command line, not only from the console.
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("audit.jsonl");
-    let out = run(&release_takeover(
-        &format!("{url}nl%0Aname/"),
-        "control names",
-        log.to_str().unwrap(),
-    ));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    run_release_takeover(&format!("{url}nl%0Aname/"), "control names", &log);
     let first: Value = serde_json::from_str(
         std::fs::read_to_string(&log)
             .unwrap()

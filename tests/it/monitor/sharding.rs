@@ -228,7 +228,14 @@ async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
             "replica {i}:\n{metrics}"
         );
     }
-    let exporter_up = shards[1].query("up{job=\"leasectl-fleet-exporter\"}");
+    let exporter_up = tokio::task::block_in_place(|| {
+        shards[1].wait_query(
+            "up{job=\"leasectl-fleet-exporter\"}",
+            Duration::from_secs(60),
+            "the exporter scraped",
+            |v| !v.is_empty(),
+        )
+    });
     assert_eq!(exporter_up.len(), 1);
     assert_eq!(value(&exporter_up[0]), 1.0);
 
@@ -242,6 +249,13 @@ async fn two_prometheus_shards_probe_the_fleet_through_two_replicas() {
     assert_eq!(up1.keys().cloned().collect::<BTreeSet<_>>(), keys1);
     assert_eq!(up0.keys().cloned().collect::<BTreeSet<_>>(), keys0);
     assert!(up0.values().all(|v| *v == 1.0), "{up0:?}");
-    let exporter_up: Vec<Value> = shards[1].query("up{job=\"leasectl-fleet-exporter\"}");
+    let exporter_up: Vec<Value> = tokio::task::block_in_place(|| {
+        shards[1].wait_query(
+            "up{job=\"leasectl-fleet-exporter\"}",
+            Duration::from_secs(60),
+            "the lost replica scraped as down",
+            |v| v.first().is_some_and(|e| value(e) == 0.0),
+        )
+    });
     assert_eq!(value(&exporter_up[0]), 0.0);
 }

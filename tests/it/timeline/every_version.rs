@@ -41,7 +41,12 @@ async fn write_history(endpoint: &str, bucket: &str, history: &[(&str, u64)]) {
 fn timeline(endpoint: &str, bucket: &str, extra: &[&str]) -> (Option<i32>, Value, String) {
     let empty = tempfile::NamedTempFile::new().unwrap();
     let url = format!("s3://{bucket}/db/");
+    // A minute a request: two of these tests read a thousand versions from
+    // one moto at once, which then answers some reads after more than the
+    // default 10 s on a loaded machine (CI: 17 versions unread, exit 1).
     let mut args = vec![
+        "--timeout",
+        "60s",
         "timeline",
         url.as_str(),
         "--audit-log",
@@ -55,6 +60,21 @@ fn timeline(endpoint: &str, bucket: &str, extra: &[&str]) -> (Option<i32>, Value
     let (text_code, text, _) = leasectl(endpoint, &args);
     assert_eq!(text_code, code, "the text run exits as the JSON run");
     (code, doc["prefixes"][0].clone(), text)
+}
+
+/// Writes `history`, reads its timeline without options, and asserts exit 3
+/// and the tenures of `holders`: the timeline's JSON and text.
+async fn three_tenures(
+    endpoint: &str,
+    bucket: &str,
+    history: &[(&str, u64)],
+    holders: [&str; 3],
+) -> (Value, String) {
+    write_history(endpoint, bucket, history).await;
+    let (code, p, text) = timeline(endpoint, bucket, &[]);
+    assert_eq!(code, Some(3), "{p:#}");
+    assert_eq!(tenure_strs(&p, &["holder"]), holders);
+    (p, text)
 }
 
 fn len(p: &Value, field: &str) -> usize {
@@ -138,13 +158,8 @@ async fn a_hidden_tenure_and_a_generation_back_are_found() {
     let mut history = vec![("holder-a", 10); 6];
     history.extend([("holder-b", 11); 6]);
     history.extend([("holder-a", 10); 6]);
-    write_history(&endpoint, &b, &history).await;
-    let (code, p, text) = timeline(&endpoint, &b, &[]);
-    assert_eq!(code, Some(3), "{p:#}");
-    assert_eq!(
-        tenure_strs(&p, &["holder"]),
-        ["holder-a", "holder-b", "holder-a"]
-    );
+    let holders = ["holder-a", "holder-b", "holder-a"];
+    let (p, text) = three_tenures(&endpoint, &b, &history, holders).await;
     let writes = tenure_u64s(&p, &["writes"]);
     assert_eq!(writes, [6, 6, 6]);
     assert_eq!(len(&p, "generations_back"), 1, "{p:#}");
@@ -171,14 +186,8 @@ async fn one_intruder_write_in_a_long_run_is_found() {
     let (endpoint, b) = versioned_bucket_on(Server::Moto(Moto::Conditional), "tl-intruder").await;
     let mut history = vec![("holder-a", 10); 201];
     history[100] = ("intruder", 99);
-    write_history(&endpoint, &b, &history).await;
-
-    let (code, p, text) = timeline(&endpoint, &b, &[]);
-    assert_eq!(code, Some(3), "{p:#}");
-    assert_eq!(
-        tenure_strs(&p, &["holder"]),
-        ["holder-a", "intruder", "holder-a"]
-    );
+    let holders = ["holder-a", "intruder", "holder-a"];
+    let (p, text) = three_tenures(&endpoint, &b, &history, holders).await;
     assert_eq!(p["tenures"][0]["ending"]["kind"], "replaced");
     assert_eq!(p["tenures"][0]["ending"]["while_fresh"], true);
     assert_eq!(len(&p, "overlaps"), 3, "{p:#}");

@@ -77,7 +77,10 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (code, _, err) = hold("holder-b", "sleep 0.2");
     assert_eq!(code, Some(0), "{err}");
-    // holder-c holds; an intruder writes over its live record.
+    // holder-c holds; an intruder writes over its live record. Its TTL is
+    // 6 s: the intruder must land before holder-c's fence (two thirds of the
+    // TTL after its last write, by the versions' whole-second times), which a
+    // loaded machine's late renewal must not move past it.
     let mut c = bin();
     c.args(["--endpoint-url", &endpoint, "--path-style"])
         .args([
@@ -85,7 +88,7 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
             "hold",
             &url,
             "--ttl",
-            "3s",
+            "6s",
             "--instance-id",
             "holder-c",
         ])
@@ -93,34 +96,40 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = c.spawn().unwrap();
-    // The intruder writes over holder-c's live record: wait for it to be
-    // there (a loaded machine starts a debug build slowly), then a renewal.
+    // The intruder writes over holder-c's live record right after one of its
+    // renewals (a loaded machine starts a debug build slowly: wait for the
+    // record, then for a renewal of it).
     let sdk = sdk_client(&endpoint);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut first: Option<String> = None;
     loop {
-        let held = match sdk.get_object().bucket(&b).key("db/LEASE").send().await {
+        let body = match sdk.get_object().bucket(&b).key("db/LEASE").send().await {
             Ok(o) => {
                 let body = o.body.collect().await.unwrap().into_bytes();
-                String::from_utf8_lossy(&body).contains("\"holder-c\"")
+                Some(String::from_utf8_lossy(&body).into_owned())
             }
-            Err(_) => false,
+            Err(_) => None,
         };
-        if held {
-            break;
+        match (body, &first) {
+            (Some(body), None) if body.contains("\"holder-c\"") => first = Some(body),
+            (Some(body), Some(f)) if body.contains("\"holder-c\"") && body != *f => break,
+            _ => {}
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "holder-c never wrote its record"
+            "holder-c never wrote and renewed its record"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
     let now = chrono::Utc::now();
     let intruder = leasectl::bucket::LeaseRecord {
         instance_id: "intruder".into(),
         acquired_at: now,
         renewed_at: now + chrono::Duration::microseconds(1),
-        ttl_s: 3,
+        // Holding through every run below (a 3 s TTL expired between the
+        // first run and `--all-versions` on a loaded machine: "holding" then
+        // "expired").
+        ttl_s: 300,
         generation: Some(u64::try_from(now.timestamp_micros()).unwrap() + 10_000_000),
         released_at: None,
     };

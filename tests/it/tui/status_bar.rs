@@ -253,25 +253,23 @@ async fn the_request_rate_is_not_extrapolated_from_a_few_seconds() {
     let (_dir, mut a) = seeded(false, 160, 24).await;
     a.settings.targets = vec!["s3://bkt/backups/".parse().unwrap()];
     let status = |a: &App| screen(a, 160, 24).lines().last().unwrap().to_owned();
+    // A tick at `s` seconds, then the counters read: the status line.
+    let reading = |a: &mut App, s: i64, requests: u64, lists: u64| {
+        a.update(Action::Tick(at(s)));
+        a.update(Action::Counters(RequestCounts {
+            requests,
+            errors: 0,
+            lists,
+        }));
+        status(a)
+    };
     a.update(Action::Counters(RequestCounts::default()));
-    a.update(Action::Tick(at(4)));
-    a.update(Action::Counters(RequestCounts {
-        requests: 220,
-        errors: 0,
-        lists: 10,
-    }));
-    let s = status(&a);
+    let s = reading(&mut a, 4, 220, 10);
     assert!(s.contains("req/min: measuring"), "{s}");
     assert!(!s.contains("≈ $") && !s.contains("3300"), "{s}");
     assert_eq!(a.cost_per_hour(), None);
     // 30 s of readings: the rate over them, and its cost.
-    a.update(Action::Tick(at(30)));
-    a.update(Action::Counters(RequestCounts {
-        requests: 250,
-        errors: 0,
-        lists: 12,
-    }));
-    let s = status(&a);
+    let s = reading(&mut a, 30, 250, 12);
     assert!(s.contains("│ 500 req/min ≈ $"), "{s}");
     assert!(a.cost_per_hour().is_some());
 }

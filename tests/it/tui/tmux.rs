@@ -2,13 +2,24 @@
 //! shows the rows, quits with `q` and leaves the shell usable; with a real pod,
 //! Tab shows the pod's processes and duties.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common::bin_path;
-use crate::common::tmux::Tmux;
-use crate::writer_support::{scan_until, wrapper, Guard};
+use crate::common::tmux::{Tmux, Typed};
+use crate::writer_support::{scan_until, spawn_armed, wrapper};
 use leasectl::writer::scan::LockState;
+
+/// Quits the console of `run` with `q`: it exits 0 and leaves no alternate
+/// screen behind (`word`, which only the console draws, is gone).
+fn quit_leaving_no_screen(tmux: &Tmux, run: &Typed, word: &str) {
+    tmux.send(&["q"]);
+    let (code, screen) = tmux.wait_exit(run, Duration::from_secs(10));
+    assert_eq!(code, 0, "{screen}");
+    assert!(
+        !screen.contains(word),
+        "alternate screen left behind:\n{screen}"
+    );
+}
 
 #[test]
 fn console_shows_rows_and_quits_cleanly() {
@@ -36,13 +47,7 @@ fn console_shows_rows_and_quits_cleanly() {
         "{screen}"
     );
     tmux.send(&["Down"]);
-    tmux.send(&["q"]);
-    let (code, screen) = tmux.wait_exit(&run, Duration::from_secs(10));
-    assert_eq!(code, 0, "{screen}");
-    assert!(
-        !screen.contains("PREFIX"),
-        "alternate screen left behind:\n{screen}"
-    );
+    quit_leaving_no_screen(&tmux, &run, "PREFIX");
     // The terminal is sane again: the shell echoes and runs a command.
     let sane = tmux.run("echo sane-$((40+2))");
     tmux.wait_shown(&sane, Duration::from_secs(5), "the shell to answer", |s| {
@@ -58,13 +63,11 @@ fn console_pod_view_shows_a_real_pod() {
     let store = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(store.path().join("alpha")).unwrap();
     let data = tempfile::tempdir().unwrap();
-    let mut cmd = wrapper(
+    let root = spawn_armed(wrapper(
         data.path(),
         "2s",
         &["sh", "-c", "sleep 31 & sleep 32 & wait"],
-    );
-    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    ));
     scan_until(root.pid, data.path(), |s| {
         s.processes.len() == 4
             && s.processes
@@ -126,13 +129,7 @@ fn console_pod_view_shows_a_real_pod() {
     tmux.wait_for(Duration::from_secs(5), "the leases view again", |s| {
         s.contains("view  leases ") && s.contains("PREFIX")
     });
-    tmux.send(&["q"]);
-    let (code, screen) = tmux.wait_exit(&run, Duration::from_secs(10));
-    assert_eq!(code, 0, "{screen}");
-    assert!(
-        !screen.contains("COMMAND"),
-        "alternate screen left behind:\n{screen}"
-    );
+    quit_leaving_no_screen(&tmux, &run, "COMMAND");
 }
 
 /// `leasectl takeover` asks for the prefix to be typed: a prefix holding an

@@ -4,7 +4,6 @@
 //! processes, real flock. `LEASECTL_TEST_BIN` runs another build of leasectl
 //! (to check that these tests fail without the fix).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use crate::writer_support::*;
@@ -15,15 +14,8 @@ use crate::writer_support::*;
 #[test]
 fn writer_exec_holds_until_the_daemonized_descendant_exits() {
     let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("daemon.pid");
     let stopfile = dir.path().join("stop");
-    let script = daemonizing_command(&pidfile, &stopfile, "exit 0");
-    let mut cmd = wrapper_of_test_bin(dir.path(), "2s", &["sh", "-c", &script]);
-    // stderr to a file: a daemon that outlives the test would hold a pipe open.
-    let log = dir.path().join("stderr.log");
-    cmd.env("CLOUD_WRITER_LEASE", "1")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
+    let (cmd, pidfile, log) = daemonizing_wrapper_logged(dir.path(), &stopfile, "exit 0");
     let mut w = Guard::spawn(cmd);
     let daemon = wait_for(Duration::from_secs(5), || read_pid(&pidfile)).expect("daemon pid");
     let _k = KillOnDrop(daemon);
@@ -72,15 +64,8 @@ fn writer_exec_holds_until_the_daemonized_descendant_exits() {
 #[test]
 fn writer_exec_forwards_signals_to_the_whole_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("daemon.pid");
     let stopfile = dir.path().join("never");
-    let script = daemonizing_command(&pidfile, &stopfile, "sleep 30");
-    let mut cmd = wrapper_of_test_bin(dir.path(), "2s", &["sh", "-c", &script]);
-    // stderr to a file: a daemon that outlives the test would hold a pipe open.
-    let log = dir.path().join("stderr.log");
-    cmd.env("CLOUD_WRITER_LEASE", "1")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
+    let (cmd, pidfile, log) = daemonizing_wrapper_logged(dir.path(), &stopfile, "sleep 30");
     let w = Guard::spawn(cmd);
     let daemon = wait_for(Duration::from_secs(5), || read_pid(&pidfile)).expect("daemon pid");
     let _k = KillOnDrop(daemon);

@@ -21,6 +21,16 @@ fn taking(dir: &Path, wait: &str, cmd: &[&str]) -> Command {
     c
 }
 
+/// A `writer exec` (lease on, waiting `wait`, stderr piped) whose command
+/// creates `DIR/ran`: the command and that marker, which exists once the
+/// command has run.
+fn toucher(dir: &Path, wait: &str) -> (Command, std::path::PathBuf) {
+    let marker = dir.join("ran");
+    let mut c = taking(dir, wait, &["touch", marker.to_str().unwrap()]);
+    c.stderr(Stdio::piped());
+    (c, marker)
+}
+
 /// `writer exec` A holds; `.writer.lock` is removed; `writer exec` B starts at
 /// once. B must not take a lock on the new file beside A's lock on the removed
 /// one: it refuses (exit 125), naming A, and its command never runs. The pod
@@ -34,9 +44,7 @@ fn a_lock_file_removed_while_held_is_not_a_free_lock() {
         let first = lock_held(first, dir.path(), Duration::from_secs(4), "first holds");
         std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
 
-        let marker = dir.path().join("ran");
-        let mut second = taking(dir.path(), "1s", &["touch", marker.to_str().unwrap()]);
-        second.stderr(Stdio::piped());
+        let (second, marker) = toucher(dir.path(), "1s");
         let (status, _, err) = Guard::spawn(second).output(Duration::from_secs(10));
         assert_eq!(status.code(), Some(125), "round {round}: {err}");
         assert!(!marker.exists(), "round {round}: a second writer started");
@@ -86,9 +94,7 @@ fn a_symbolic_link_lock_file_is_refused_and_nothing_is_created_through_it() {
             std::fs::write(&target, b"keep me").unwrap();
         }
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let marker = dir.path().join("ran");
-        let mut c = taking(dir.path(), "0s", &["touch", marker.to_str().unwrap()]);
-        c.stderr(Stdio::piped());
+        let (c, marker) = toucher(dir.path(), "0s");
         let (status, _, err) = Guard::spawn(c).output(Duration::from_secs(10));
         assert_eq!(status.code(), Some(125), "{err}");
         assert!(err.contains("symbolic link"), "{err}");
@@ -168,15 +174,6 @@ fn attention_code(doc: &Value) -> i32 {
     }
 }
 
-fn verdict<'a>(doc: &'a Value, kind: &str) -> &'a Value {
-    doc["pod"]["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind} verdict: {doc:#}"))
-}
-
 /// The targets of `pid`'s descriptors on a `.writer.lock`, as /proc shows them.
 fn lock_links(pid: u32) -> Vec<String> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -250,12 +247,7 @@ fn lock_file_deleted_while_held_is_an_orphaned_lock() {
             .unwrap_or_else(|| panic!("no deleted lock file: {ctx}"));
         assert_eq!(deleted["state"], "orphaned", "{ctx}");
         assert_eq!(deleted["holders"], serde_json::json!([a.pid]), "{ctx}");
-        assert!(
-            !verdict_kinds(&doc)
-                .iter()
-                .any(|k| k == "armed_holds_nothing"),
-            "{ctx}"
-        );
+        assert!(!has_verdict(&doc, "armed_holds_nothing"), "{ctx}");
         assert_eq!(code, attention_code(&doc), "{ctx}");
 
         if round > 1 {
@@ -296,9 +288,7 @@ fn writer_exec_waits_for_the_holder_of_a_deleted_lock_file() {
     let a = lock_held(a, dir.path(), Duration::from_secs(5), "A holds");
     std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
 
-    let marker = dir.path().join("ran");
-    let mut b = taking(dir.path(), "20s", &["touch", marker.to_str().unwrap()]);
-    b.stderr(Stdio::piped());
+    let (b, marker) = toucher(dir.path(), "20s");
     let b = Guard::spawn(b);
     std::thread::sleep(Duration::from_millis(2500));
     assert!(
@@ -333,10 +323,7 @@ fn cannot_strace() -> Option<String> {
 /// 10 rounds.
 #[test]
 fn lock_file_removed_between_open_and_flock_is_reopened() {
-    if let Some(why) = cannot_strace() {
-        eprintln!("SKIPPED lock_file_removed_between_open_and_flock_is_reopened: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_strace());
     let bin = leasectl_bin();
     for round in 0..10 {
         let dir = tempfile::tempdir().unwrap();
@@ -447,9 +434,7 @@ fn planted_lock_files_are_refused_not_followed() {
                 ("owned by uid 65534", true)
             }
         };
-        let marker = dir.path().join("ran");
-        let mut c = taking(dir.path(), "1s", &["touch", marker.to_str().unwrap()]);
-        c.stderr(Stdio::piped());
+        let (c, marker) = toucher(dir.path(), "1s");
         let (status, _, err) = Guard::spawn(c).output(Duration::from_secs(10));
         assert_eq!(status.code(), Some(125), "{case}: {err}");
         assert!(!marker.exists(), "{case}: the command ran: {err}");
@@ -481,12 +466,7 @@ fn planted_lock_files_are_refused_not_followed() {
             "{ctx}"
         );
         verdict(&doc, "lock_not_regular");
-        assert!(
-            !verdict_kinds(&doc)
-                .iter()
-                .any(|k| k == "armed_holds_nothing"),
-            "{ctx}"
-        );
+        assert!(!has_verdict(&doc, "armed_holds_nothing"), "{ctx}");
         assert_eq!(code, attention_code(&doc), "{ctx}");
         if case == "dangling link" {
             assert!(!target.exists(), "{case}: the viewer created the target");

@@ -56,6 +56,22 @@ fn decoyed(s: &Scratch, name: &str) -> PathBuf {
     d
 }
 
+/// A pod of its own mounts at `data` whose root runs [`writer`] there.
+fn writing(s: &Scratch, data: &std::path::Path) -> PodSpec {
+    PodSpec {
+        data: data.to_owned(),
+        script: writer(s, data),
+        ..PodSpec::default()
+    }
+}
+
+/// `leasectl --json --pod-root ROOT --data-dir DATA` from the host: its exit
+/// code and document.
+fn host_view(s: &Scratch, pod: &NsPod, data: &std::path::Path) -> (i32, Value) {
+    let data = data.display().to_string();
+    run_json(Viewer::Host.command(s, pod, &["--pod-root", "{root}", "--data-dir", &data]))
+}
+
 fn holder(spec: PodSpec) -> NsPod {
     NsPod::start(spec, holds_flock)
 }
@@ -70,10 +86,8 @@ fn cases() -> Vec<Case> {
         let s = Scratch::new();
         let d = s.mkdir("data");
         let a = holder(PodSpec {
-            data: d.clone(),
             shared_mounts: true,
-            script: writer(&s, &d),
-            ..PodSpec::default()
+            ..writing(&s, &d)
         });
         out.push(Case {
             name: "same mounts",
@@ -86,11 +100,9 @@ fn cases() -> Vec<Case> {
         let s = Scratch::new();
         let d = decoyed(&s, "data");
         let a = holder(PodSpec {
-            data: d.clone(),
             pid_ns: true,
             user_ns,
-            script: writer(&s, &d),
-            ..PodSpec::default()
+            ..writing(&s, &d)
         });
         out.push(Case {
             name,
@@ -104,11 +116,9 @@ fn cases() -> Vec<Case> {
         let v = s.mkdir("volume");
         let d = decoyed(&s, "data");
         let spec = PodSpec {
-            data: d.clone(),
             volume: Some(v),
             pid_ns: true,
-            script: writer(&s, &d),
-            ..PodSpec::default()
+            ..writing(&s, &d)
         };
         let a = holder(spec.clone());
         let b = waiter(spec);
@@ -124,18 +134,14 @@ fn cases() -> Vec<Case> {
         let v = s.mkdir("volume");
         let (d1, d2) = (decoyed(&s, "data-a"), decoyed(&s, "data-b"));
         let a = holder(PodSpec {
-            data: d1.clone(),
             volume: Some(v.clone()),
             pid_ns: true,
-            script: writer(&s, &d1),
-            ..PodSpec::default()
+            ..writing(&s, &d1)
         });
         let b = waiter(PodSpec {
-            data: d2.clone(),
             volume: Some(v),
             pid_ns: true,
-            script: writer(&s, &d2),
-            ..PodSpec::default()
+            ..writing(&s, &d2)
         });
         out.push(Case {
             name: "two pod roots on one volume",
@@ -214,10 +220,7 @@ fn judge_view(ctx: &str, code: i32, doc: &Value, want: Want, waiting: bool, data
 /// descriptors alone.
 #[test]
 fn every_viewer_sees_every_holder_as_a_careful_operator_would() {
-    if let Some(why) = cannot_make_namespaces() {
-        eprintln!("SKIPPED every_viewer_sees_every_holder_as_a_careful_operator_would: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces());
     for c in cases() {
         for &(viewed, holding) in &c.views {
             let pod = &c.pods[viewed];
@@ -277,20 +280,11 @@ fn every_viewer_sees_every_holder_as_a_careful_operator_would() {
 /// as none (no runtime cgroup).
 #[test]
 fn the_reported_case_reads_held_by_its_holder() {
-    if let Some(why) = cannot_make_namespaces() {
-        eprintln!("SKIPPED the_reported_case_reads_held_by_its_holder: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces());
     let s = Scratch::new();
     let d = decoyed(&s, "data");
-    let pod = holder(PodSpec {
-        data: d.clone(),
-        script: writer(&s, &d),
-        ..PodSpec::default()
-    });
-    let ds = d.display().to_string();
-    let (code, doc) =
-        run_json(Viewer::Host.command(&s, &pod, &["--pod-root", "{root}", "--data-dir", &ds]));
+    let pod = holder(writing(&s, &d));
+    let (code, doc) = host_view(&s, &pod, &d);
     let ctx = format!("{doc:#}");
     let l = &doc["pod"]["locks"][0];
     assert_eq!(l["state"], "held", "{ctx}");
@@ -301,10 +295,7 @@ fn the_reported_case_reads_held_by_its_holder() {
     let lines = viewer["lines"].as_array().unwrap();
     assert_eq!(lines.len(), 1, "{ctx}");
     assert!(
-        lines[0]
-            .as_str()
-            .unwrap()
-            .contains(&format!("not pod root {}'s", pod.root)),
+        text_of(&lines[0]).contains(&format!("not pod root {}'s", pod.root)),
         "{ctx}"
     );
     // The host's own file at that path is free, and was not asked about.
@@ -313,7 +304,8 @@ fn the_reported_case_reads_held_by_its_holder() {
     // Auto-detection with the same --data-dir: the path is looked up where
     // each process with a lease variable sees it too.
     let mut auto = command(&s.bin());
-    auto.args(["--json", "--data-dir", &ds])
+    auto.args(["--json", "--data-dir"])
+        .arg(&d)
         .env("LEASECTL_LOG", "warn");
     let (_, doc) = run_json(auto);
     let ctx = format!("{doc:#}");
@@ -332,10 +324,7 @@ fn the_reported_case_reads_held_by_its_holder() {
     assert_eq!(held.len(), 1, "{ctx}");
     assert_eq!(held[0]["holders"], serde_json::json!([pod.root]), "{ctx}");
     assert!(
-        held[0]["path"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("(in pid {}'s mount namespace)", pod.root)),
+        text_of(&held[0]["path"]).ends_with(&format!("(in pid {}'s mount namespace)", pod.root)),
         "{ctx}"
     );
 }
@@ -345,10 +334,7 @@ fn the_reported_case_reads_held_by_its_holder() {
 /// viewer's, where the same absolute path holds a free decoy.
 #[test]
 fn an_absolute_link_inside_the_pod_stays_inside() {
-    if let Some(why) = cannot_make_namespaces() {
-        eprintln!("SKIPPED an_absolute_link_inside_the_pod_stays_inside: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces());
     let s = Scratch::new();
     // Inside the pod: data is a tmpfs holding `real/` and `link -> <data>/real`.
     // On the host: <data>/real holds a free decoy lock file.
@@ -370,9 +356,7 @@ fn an_absolute_link_inside_the_pod_stays_inside() {
         ..PodSpec::default()
     });
     // The host has no link: give the pod's path.
-    let ls = link.display().to_string();
-    let (code, doc) =
-        run_json(Viewer::Host.command(&s, &pod, &["--pod-root", "{root}", "--data-dir", &ls]));
+    let (code, doc) = host_view(&s, &pod, &link);
     let ctx = format!("{doc:#}");
     assert_eq!(doc["pod"]["locks"][0]["state"], "held", "{ctx}");
     assert_eq!(code, 0, "{ctx}");
@@ -401,10 +385,7 @@ fn an_absolute_link_inside_the_pod_stays_inside() {
 /// pod is named.
 #[test]
 fn the_pod_view_names_the_pod_and_the_container() {
-    if let Some(why) = cannot_make_namespaces().or_else(|| TestCgroup::possible(false)) {
-        eprintln!("SKIPPED the_pod_view_names_the_pod_and_the_container: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_namespaces().or_else(|| TestCgroup::possible(false)));
     let s = Scratch::new();
     let d = s.mkdir("data");
     let uid = format!("{:08x}-1111-4222-8333-444455556666", std::process::id());
@@ -416,17 +397,13 @@ fn the_pod_view_names_the_pod_and_the_container() {
     ));
     std::fs::create_dir_all(&cg).unwrap();
     let pod = holder(PodSpec {
-        data: d.clone(),
         pid_ns: true,
         cgroup: Some(cg),
         hostname: Some("ledger-0".into()),
         namespace: Some("payments".into()),
-        script: writer(&s, &d),
-        ..PodSpec::default()
+        ..writing(&s, &d)
     });
-    let ds = d.display().to_string();
-    let (code, doc) =
-        run_json(Viewer::Host.command(&s, &pod, &["--pod-root", "{root}", "--data-dir", &ds]));
+    let (code, doc) = host_view(&s, &pod, &d);
     let ctx = format!("{doc:#}");
     assert_eq!(code, 0, "{ctx}");
     let k = &doc["pod"]["kubernetes"];
@@ -440,10 +417,7 @@ fn the_pod_view_names_the_pod_and_the_container() {
     assert_eq!(root["container"]["id"], id, "{ctx}");
     assert_eq!(root["container"]["pod_uid"], uid, "{ctx}");
     assert!(
-        root["container"]["cgroup"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("cri-containerd-{id}.scope")),
+        text_of(&root["container"]["cgroup"]).ends_with(&format!("cri-containerd-{id}.scope")),
         "{ctx}"
     );
     drop(pod);

@@ -225,10 +225,7 @@ fn pods_by_uid(doc: &Value) -> BTreeMap<String, &Value> {
 /// CAP_SYS_PTRACE.
 #[test]
 fn the_node_view_of_fifty_namespaced_pods() {
-    if let Some(why) = cannot_make_a_node() {
-        eprintln!("SKIPPED the_node_view_of_fifty_namespaced_pods: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_make_a_node());
     let n = start_node();
     json_groups_and_judges_every_pod(&n);
     a_cgroup_namespace_changes_nothing(&n);
@@ -349,10 +346,7 @@ fn json_groups_and_judges_every_pod(n: &Node) {
     let holder_pids = by_uid[&n.made[47].uid]["holders"].clone();
     let holder = holder_pids[0].as_u64().unwrap();
     assert!(
-        waiting["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("held by pid {holder}")),
+        text_of(&waiting["message"]).contains(&format!("held by pid {holder}")),
         "{ctx}"
     );
     assert_eq!(

@@ -24,9 +24,7 @@ fn real_pod_root_takes_child_inherits_no_verdict() {
     let script = format!(
         "sleep 30 & exec {b} writer exec --data-dir {d} -- sh -c 'sleep 30 & sleep 30 & wait'"
     );
-    let mut cmd = wrapper(dir.path(), "2s", &["sh", "-c", &script]);
-    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = spawn_armed(wrapper(dir.path(), "2s", &["sh", "-c", &script]));
 
     let snap = scan_until(root.pid, dir.path(), |s| {
         s.processes.len() == 5
@@ -77,12 +75,7 @@ fn real_pod_root_takes_child_inherits_no_verdict() {
 fn incident_siblings_race_and_losers_wait() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let b = bin_path();
-    let one = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
-    let script = format!("{one} & {one} & {one} & wait");
-    let mut cmd = command("sh");
-    cmd.args(["-c", &script]).stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = spawn_siblings(d, 3);
 
     let snap = scan_until(root.pid, dir.path(), |s| {
         s.processes
@@ -244,17 +237,20 @@ fn wrapper_behind_a_shell_is_a_stray_stamp_and_waits() {
     let d = dir.path().to_str().unwrap();
     let b = bin_path();
     let script = format!("{b} writer exec --data-dir {d} --wait 30s -- sleep 30; true");
-    let mut cmd = wrapper(dir.path(), "2s", &["sh", "-c", &script]);
-    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = spawn_armed(wrapper(dir.path(), "2s", &["sh", "-c", &script]));
 
+    // The waiter is the wrapper behind the shell: the root itself has the
+    // file open without holding it for a moment as it starts (CI: the scan
+    // caught that moment, "armed, holds nothing").
     let snap = scan_until(root.pid, dir.path(), |s| {
-        s.processes.iter().any(|p| p.lock == LockState::Open)
+        s.processes
+            .iter()
+            .any(|p| p.lock == LockState::Open && p.pid != root.pid)
     });
     let waiter = snap
         .processes
         .iter()
-        .find(|p| p.lock == LockState::Open)
+        .find(|p| p.lock == LockState::Open && p.pid != root.pid)
         .unwrap();
     assert_eq!(waiter.duty, DutyView::Take);
     let k = kinds(&snap);

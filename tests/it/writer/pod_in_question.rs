@@ -111,10 +111,7 @@ fn run_in_namespace(viewer: Viewer, bin: &Path, home: &Path, args: &[&str]) -> O
 /// capabilities and as uid 65534 with an unreadable HOME.
 #[test]
 fn healthy_store_is_ok_when_no_pod_is_in_question() {
-    if let Some(why) = cannot_drop_privileges().or_else(cannot_unshare) {
-        eprintln!("SKIPPED healthy_store_is_ok_when_no_pod_is_in_question: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_drop_privileges().or_else(cannot_unshare));
     let (tmp, viewer) = open_dir_with_viewer();
     let url = healthy_store(tmp.path());
     let (home, _) = unreadable_home();
@@ -209,10 +206,7 @@ fn healthy_store_is_ok_when_no_pod_is_in_question() {
 /// finds the pod by itself: it is in question, and not 0 either.
 #[test]
 fn racing_pod_by_pod_root_is_never_ok_for_an_unprivileged_viewer() {
-    if let Some(why) = cannot_drop_privileges() {
-        eprintln!("SKIPPED racing_pod_by_pod_root_is_never_ok_for_an_unprivileged_viewer: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_drop_privileges());
     let (tmp, viewer) = open_dir_with_viewer();
     let url = healthy_store(tmp.path());
     let data = tmp.path().join("data");
@@ -293,10 +287,7 @@ fn racing_pod_by_pod_root_is_never_ok_for_an_unprivileged_viewer() {
 /// for a context (`-c`, or `LEASECTL_CONFIG`) makes it exit 2.
 #[test]
 fn unreadable_default_config_warns_and_goes_on() {
-    if let Some(why) = cannot_drop_privileges() {
-        eprintln!("SKIPPED unreadable_default_config_warns_and_goes_on: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_drop_privileges());
     let (_tmp, viewer) = open_dir_with_viewer();
     let (home, file) = unreadable_home();
     // A pod of uid 65534's own, so the scan is complete and healthy.

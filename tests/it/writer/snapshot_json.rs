@@ -22,9 +22,7 @@ fn json_snapshot(root: u32, dir: &Path, extra: &[&str]) -> (i32, Value) {
 #[test]
 fn healthy_pod_root_takes_and_holds_exit_0() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = wrapper(dir.path(), "2s", &["sh", "-c", "sleep 30"]);
-    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = spawn_armed(wrapper(dir.path(), "2s", &["sh", "-c", "sleep 30"]));
     scan_until(root.pid, dir.path(), |s| {
         s.processes.len() >= 2
             && s.processes
@@ -64,12 +62,7 @@ fn healthy_pod_root_takes_and_holds_exit_0() {
 fn racing_siblings_give_a_verdict_and_exit_3() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let b = bin_path();
-    let one = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
-    let mut cmd = command("sh");
-    cmd.args(["-c", &format!("{one} & {one} & wait")])
-        .stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = spawn_siblings(d, 2);
     // The siblings are the shell's children; the holder's own child (`sleep`,
     // which inherits the lock) must not stand in for the second sibling
     // before that one has opened the lock file (seen under load).
@@ -95,10 +88,7 @@ fn racing_siblings_give_a_verdict_and_exit_3() {
         .collect();
     assert_eq!(racing.len(), 1, "{verdicts:#?}");
     assert_eq!(racing[0]["pids"], serde_json::json!(siblings));
-    assert!(racing[0]["message"]
-        .as_str()
-        .unwrap()
-        .contains("more than one Take"));
+    assert!(text_of(&racing[0]["message"]).contains("more than one Take"));
     assert!(
         verdicts.iter().any(|v| v["kind"] == "waiting"),
         "{verdicts:#?}"

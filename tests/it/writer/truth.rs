@@ -46,10 +46,7 @@ fn as_nobody(viewer: &Path, home: &Path, data: &Path, extra: &[&str]) -> Command
 /// "healthy", no verdict built on missing facts, exit 1, and a note.
 #[test]
 fn unprivileged_viewer_reports_unknown_not_healthy() {
-    if let Some(why) = cannot_drop_privileges() {
-        eprintln!("SKIPPED unprivileged_viewer_reports_unknown_not_healthy: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_drop_privileges());
     let (tmp, data) = open_dir();
     let root = racing_siblings(&data);
     // As root: one holder and one waiter.
@@ -77,10 +74,9 @@ fn unprivileged_viewer_reports_unknown_not_healthy() {
         let pod = &doc["pod"];
         let notes = pod["notes"].as_array().unwrap_or_else(|| panic!("{ctx}"));
         assert!(
-            notes.iter().any(|n| n
-                .as_str()
-                .unwrap()
-                .contains("could not be inspected (run as their owner or root)")),
+            notes.iter().any(
+                |n| text_of(n).contains("could not be inspected (run as their owner or root)")
+            ),
             "{ctx}"
         );
         for w in &wrappers {
@@ -131,10 +127,7 @@ fn unprivileged_viewer_reports_unknown_not_healthy() {
 /// process outside this PID namespace", never "free" or "armed, holds nothing".
 #[test]
 fn holder_in_another_pid_namespace_is_not_free() {
-    if let Some(why) = cannot_unshare() {
-        eprintln!("SKIPPED holder_in_another_pid_namespace_is_not_free: {why}");
-        return;
-    }
+    skip_unless_able!(cannot_unshare());
     let (_tmp, data) = open_dir();
     let b = leasectl_bin();
     let d = data.to_str().unwrap();
@@ -177,31 +170,15 @@ fn holder_in_another_pid_namespace_is_not_free() {
     assert_eq!(lock["state"], "held_outside_namespace", "{ctx}");
     let kinds = verdict_kinds(&doc);
     assert!(!kinds.iter().any(|k| k == "armed_holds_nothing"), "{ctx}");
-    let outside = doc["pod"]["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["kind"] == "holder_outside_pod")
-        .unwrap_or_else(|| panic!("no holder_outside_pod verdict: {ctx}"));
+    let outside = verdict(&doc, "holder_outside_pod");
     assert!(
-        outside["message"]
-            .as_str()
-            .unwrap()
-            .contains("outside this PID namespace"),
+        text_of(&outside["message"]).contains("outside this PID namespace"),
         "{ctx}"
     );
     // The waiter in B is told who it waits for.
-    let waiting = doc["pod"]["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["kind"] == "waiting")
-        .unwrap_or_else(|| panic!("no waiting verdict: {ctx}"));
+    let waiting = verdict(&doc, "waiting");
     assert!(
-        waiting["message"]
-            .as_str()
-            .unwrap()
-            .contains("held by a process outside this PID namespace"),
+        text_of(&waiting["message"]).contains("held by a process outside this PID namespace"),
         "{ctx}"
     );
     assert_eq!(code, 3, "{ctx}");
@@ -244,13 +221,8 @@ fn probe_reports_held_and_free_without_taking() {
 #[test]
 fn orphaned_writer_verdict_for_a_daemon_outliving_its_holder() {
     let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("daemon.pid");
     let stopfile = dir.path().join("stop");
-    let script = daemonizing_command(&pidfile, &stopfile, "sleep 30");
-    let mut cmd = wrapper_of_test_bin(dir.path(), "2s", &["sh", "-c", &script]);
-    cmd.env("CLOUD_WRITER_LEASE", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let (cmd, pidfile) = daemonizing_wrapper(dir.path(), &stopfile, "sleep 30", Stdio::null());
     let w = Guard::spawn(cmd);
     let holder = w.pid;
     let daemon = wait_for(Duration::from_secs(5), || read_pid(&pidfile)).expect("daemon pid");
@@ -278,10 +250,7 @@ fn orphaned_writer_verdict_for_a_daemon_outliving_its_holder() {
         .find(|v| v["kind"] == "orphaned_writer" && v["pids"][0] == daemon)
         .unwrap_or_else(|| panic!("no orphaned_writer verdict for {daemon}: {ctx}"));
     assert!(
-        orphan["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("pid {holder} is gone")),
+        text_of(&orphan["message"]).contains(&format!("pid {holder} is gone")),
         "{ctx}"
     );
     // 3 (attention), or 1 where some process of this machine cannot be
@@ -294,10 +263,7 @@ fn orphaned_writer_verdict_for_a_daemon_outliving_its_holder() {
     assert_eq!(code, expected, "{ctx}");
     let p = pod_process(&doc, daemon);
     assert!(
-        p["included_because"]
-            .as_str()
-            .unwrap()
-            .contains("initial environment"),
+        text_of(&p["included_because"]).contains("initial environment"),
         "{ctx}"
     );
     std::fs::write(&stopfile, b"").unwrap();
@@ -310,9 +276,11 @@ fn orphaned_writer_verdict_for_a_daemon_outliving_its_holder() {
 #[test]
 fn scope_and_inclusion_reasons_are_stated() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = wrapper_of_test_bin(dir.path(), "2s", &["sh", "-c", "sleep 30 & wait"]);
-    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
-    let root = Guard::spawn(cmd);
+    let root = spawn_armed(wrapper_of_test_bin(
+        dir.path(),
+        "2s",
+        &["sh", "-c", "sleep 30 & wait"],
+    ));
     let snap = scan_until(root.pid, dir.path(), |s| s.processes.len() == 3);
 
     let scope = &snap.scope[0];
@@ -355,19 +323,13 @@ fn scope_and_inclusion_reasons_are_stated() {
     assert_eq!(doc["pod"]["scope"][0]["mode"], "auto", "{ctx}");
     let holder = pod_process(&doc, root.pid);
     assert!(
-        holder["included_because"]
-            .as_str()
-            .unwrap()
-            .contains(".writer.lock open"),
+        text_of(&holder["included_because"]).contains(".writer.lock open"),
         "{ctx}"
     );
     let me = std::process::id();
     let mine = pod_process(&doc, me);
     assert!(
-        mine["included_because"]
-            .as_str()
-            .unwrap()
-            .starts_with("an ancestor of pid"),
+        text_of(&mine["included_because"]).starts_with("an ancestor of pid"),
         "{ctx}"
     );
 }

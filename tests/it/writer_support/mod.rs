@@ -336,6 +336,59 @@ pub fn daemonizing_command(pidfile: &Path, stopfile: &Path, tail: &str) -> Strin
     format!("setsid sh -c \"{inner}\" & {tail}")
 }
 
+/// Spawns `cmd` (a [`wrapper`] or [`wrapper_of_test_bin`]) with the lease on
+/// and stderr to /dev/null: a pod root that takes.
+pub fn spawn_armed(mut cmd: Command) -> Guard {
+    cmd.env("CLOUD_WRITER_LEASE", "1").stderr(Stdio::null());
+    Guard::spawn(cmd)
+}
+
+/// Spawns `sh -c "W & W & … wait"` with `n` siblings W, each a `writer exec`
+/// of [`bin_path`] on the data directory `d`, the lease on, waiting up to 30 s
+/// for the lock and running `sleep 30`: siblings racing for one lock (stderr
+/// to /dev/null).
+pub fn spawn_siblings(d: &str, n: usize) -> Guard {
+    let b = bin_path();
+    let one = format!("CLOUD_WRITER_LEASE=1 {b} writer exec --data-dir {d} --wait 30s -- sleep 30");
+    let script = format!("{}wait", format!("{one} & ").repeat(n));
+    let mut cmd = command("sh");
+    cmd.args(["-c", &script]).stderr(Stdio::null());
+    Guard::spawn(cmd)
+}
+
+/// A lease-on [`wrapper_of_test_bin`] (wait 2 s) of a shell that daemonizes a
+/// writer ([`daemonizing_command`], its pid file `DIR/daemon.pid`, stopped by
+/// `stopfile`) and then runs `tail`; stdout to /dev/null, stderr to `stderr`.
+/// Returns the command and the pid file.
+pub fn daemonizing_wrapper(
+    dir: &Path,
+    stopfile: &Path,
+    tail: &str,
+    stderr: Stdio,
+) -> (Command, PathBuf) {
+    let pidfile = dir.join("daemon.pid");
+    let script = daemonizing_command(&pidfile, stopfile, tail);
+    let mut cmd = wrapper_of_test_bin(dir, "2s", &["sh", "-c", &script]);
+    cmd.env("CLOUD_WRITER_LEASE", "1")
+        .stdout(Stdio::null())
+        .stderr(stderr);
+    (cmd, pidfile)
+}
+
+/// [`daemonizing_wrapper`] with stderr to the file `DIR/stderr.log` (a daemon
+/// that outlives the test would hold a pipe open): the command, the pid file
+/// and the log.
+pub fn daemonizing_wrapper_logged(
+    dir: &Path,
+    stopfile: &Path,
+    tail: &str,
+) -> (Command, PathBuf, PathBuf) {
+    let log = dir.join("stderr.log");
+    let stderr = Stdio::from(File::create(&log).unwrap());
+    let (cmd, pidfile) = daemonizing_wrapper(dir, stopfile, tail, stderr);
+    (cmd, pidfile, log)
+}
+
 pub fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -357,6 +410,27 @@ pub fn pod_process(doc: &serde_json::Value, pid: u32) -> &serde_json::Value {
         .iter()
         .find(|p| p["pid"] == pid)
         .unwrap_or_else(|| panic!("pid {pid} not in {doc:#}"))
+}
+
+/// The string `v` holds (panics when it holds none): `text_of(&v["message"])`.
+pub fn text_of(v: &serde_json::Value) -> &str {
+    v.as_str().unwrap()
+}
+
+/// The verdict of kind `kind` in a `--json` document's pod (panics, showing
+/// the document, when there is none).
+pub fn verdict<'a>(doc: &'a serde_json::Value, kind: &str) -> &'a serde_json::Value {
+    doc["pod"]["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} verdict: {doc:#}"))
+}
+
+/// Whether a `--json` document's pod has a verdict of kind `kind`.
+pub fn has_verdict(doc: &serde_json::Value, kind: &str) -> bool {
+    verdict_kinds(doc).iter().any(|k| k == kind)
 }
 
 /// The kinds of a `--json` document's pod verdicts, in order.
