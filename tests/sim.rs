@@ -242,4 +242,3 @@ caught! {
     /// never runs (S5: it writes past its deadline and the grace).
     fence_close_noop_is_caught, "fence-close-noop", S5, 100;
 }
-
