@@ -38,7 +38,8 @@
 //! whose answers come within a millisecond of each other: 23 requests; at
 //! most 5, about 57 requests), and starts no round once it has taken
 //! [`ACQUIRE_BUDGET`] (its first two rounds always run, and every round
-//! while requests go unanswered): two rounds, or about 1 s plus one round,
+//! while requests go unanswered; a round counts with each race at its median
+//! request, so one straggler does not end a check unsure): two rounds, or about 1 s plus one round,
 //! at worst on a store that answers. Its contenders' PUTs are sent once, without the client's
 //! retries ([`ObjectStore::put_once`]): an answer in doubt is read back. An
 //! `If-Match` round in which every contender was refused on the ETag the
@@ -90,7 +91,8 @@ pub const ACQUIRE_MAX_ROUNDS: usize = 5;
 /// The time after which the acquire's check starts no new round: it runs
 /// its first two rounds whatever they take, and others only while it has
 /// taken less than this (or while requests went unanswered: their rounds'
-/// winners are in doubt). On a slow or loaded store (SeaweedFS answers each loser
+/// winners are in doubt). A round counts with each of its races at its
+/// median request, not its slowest: one straggler does not spend it. On a slow or loaded store (SeaweedFS answers each loser
 /// of a contended write about a second late; Ceph RGW under CI's load took
 /// 2.6 s for four rounds) the check ends less sure than [`MISS`] (it says
 /// so, with the chance it reached), and the acquire's confirmation is what
