@@ -251,6 +251,7 @@ impl BucketLease {
             };
             let step = decide(reading, &config, watch)?;
             check_holder_clock(store.server_offset(), clock.as_ref(), &key, config.ttl_s)?;
+            let over_record = matches!(observed, Observed::Present { .. });
             let Write {
                 record,
                 cond,
@@ -307,7 +308,7 @@ impl BucketLease {
             // as ours: a record it leaves behind is taken up by the next try.
             watch.sent.add(&body);
             let acquired = lease
-                .probe_after_acquire(&body, replaced, timing, &mut watch.sent)
+                .probe_after_acquire(&body, (replaced, over_record), timing, &mut watch.sent)
                 .await;
             if acquired.is_ok() {
                 watch.sent.clear();

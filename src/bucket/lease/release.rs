@@ -82,7 +82,7 @@ impl BucketLease {
     /// still ours). A refusal is diagnosed by reading back: gone, our released
     /// record already (an answer lost and retried), another holder's, or ours
     /// under another ETag (a lost renewal answer: once more on that ETag).
-    async fn mark_released(&self, generation: u64) -> Result<Released, LeaseError> {
+    pub(super) async fn mark_released(&self, generation: u64) -> Result<Released, LeaseError> {
         let released = self.record.released(self.clock.wall());
         let body = released.to_body();
         let done = Released::Recorded { generation };
