@@ -438,3 +438,81 @@ async fn a_ttl_too_short_for_the_store_is_refused_before_writing() {
     assert!(lease.may_write());
     lease.release().await.unwrap();
 }
+
+/// A store that carries out the probe's create over the record an acquire has
+/// just written (the proxy strips `If-None-Match` from that one PUT: a lapse
+/// as MinIO's without read quorum): the acquire refuses the store, and since
+/// its write replaced a record — a released one keeping a generation — ours
+/// is marked released rather than deleted, so the generation survives the
+/// refusal and the next holder's is greater (the simulator's S2 at seed
+/// 9576 of `ignores-1-in-100`: deleted, the next holder counted from its own
+/// clock, 0.68 s behind, and the generation went back).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refusal_over_a_released_record_keeps_its_generation() {
+    use leasectl::bucket::judge::Observed;
+    let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::Pass).await;
+    let (_, b) = Server::Moto(Moto::Conditional)
+        .bucket("refusal-keeps")
+        .await;
+    let generation = |s: Arc<dyn ObjectStore>| async move {
+        match leasectl::bucket::read_lease(s.as_ref(), "db/LEASE", None)
+            .await
+            .unwrap()
+        {
+            Observed::Present { record: Ok(r), .. } => (r.generation, r.released_at.is_some()),
+            other => panic!("a record at db/LEASE: {other:?}"),
+        }
+    };
+    let acquire = |s: Arc<dyn ObjectStore>| async move {
+        BucketLease::acquire(
+            s,
+            SystemClock::shared(),
+            "db/",
+            LeaseConfig::default(),
+            &mut LeaseWatch::new(),
+        )
+        .await
+    };
+    // A first holder, released: its record keeps generation g1.
+    let direct: Arc<dyn ObjectStore> = s3_store(&moto(Moto::Conditional).endpoint(), &b);
+    acquire(direct.clone())
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let (g1, released) = generation(direct.clone()).await;
+    assert!(
+        released && g1.is_some(),
+        "a released record with a generation"
+    );
+    // Through the proxy, in a store of its own (the race check runs first,
+    // on a scratch key): the second PUT on db/LEASE, the probe's create over
+    // the record just written, is carried out whatever its precondition.
+    let via: Arc<dyn ObjectStore> = s3_store(&proxy.endpoint(), &b);
+    proxy.strip_conditional_nth("PUT", "/db/LEASE", 2);
+    let err = acquire(via).await.expect_err("the store is refused");
+    proxy.clear_faults();
+    assert!(
+        matches!(
+            err,
+            LeaseError::PreconditionsIgnored {
+                header: "If-None-Match",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let said = err.to_string();
+    assert!(said.contains("marked released"), "{said}");
+    let (g2, released) = generation(direct.clone()).await;
+    assert!(released, "ours was marked released, not deleted");
+    assert!(
+        g2 > g1,
+        "the generation kept is ours, greater: {g2:?} > {g1:?}"
+    );
+    // The next holder's is greater still, whatever its clock.
+    let next = acquire(direct).await.unwrap();
+    assert!(next.record().generation > g2);
+    next.release().await.unwrap();
+}
