@@ -47,7 +47,11 @@ pub(crate) const OUTSIDE_PODS: &str = "outside pods";
 pub(crate) fn scan_node(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
     let root = &opts.proc_root;
     let proc_locks = ProcLocksSoon::start(root);
-    let table = ProcTable::read_with(root, true, true)?;
+    let want = Want {
+        cgroup: true,
+        ..Want::JUDGED
+    };
+    let table = ProcTable::read_with(root, want, false)?;
     let user_pids: Vec<u32> = table
         .procs
         .values()

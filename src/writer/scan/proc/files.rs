@@ -37,7 +37,7 @@ pub(in crate::writer::scan) struct Want {
 
 impl Want {
     /// Nothing but `stat`.
-    pub(super) const NOTHING: Want = Want {
+    pub(in crate::writer::scan) const NOTHING: Want = Want {
         fds: false,
         env: false,
         command: false,
@@ -112,7 +112,7 @@ impl ScanBufs {
     /// The lease variables of the initial environment of the process at
     /// `dir` (see [`read_lease_env`]).
     pub(super) fn lease_env(&mut self, dir: &Path) -> EnvEntry {
-        read_lease_env(dir, &mut self.env)
+        read_lease_env(dir, &mut self.env).0
     }
 
     /// Overwrites everything the environment buffer ever held.
@@ -126,41 +126,97 @@ impl ScanBufs {
 
 /// Reads `{root}/PID/stat` and, unless it is a kernel thread, what `want`
 /// asks; `None` when the process is gone or `{root}/PID` is not a process
-/// directory.
+/// directory. With `stat_on_demand` (`want` asks for the environment) the
+/// environment is read first, and a process whose environment has bytes
+/// (no kernel thread has) has its `stat` read only when it may be in the
+/// pod: a lease variable, a lock file open, or descriptors that could not
+/// be read (see [`super::ProcTable::read_with`]).
 pub(super) fn read_one(
     root: &Path,
     pid: u32,
     want: Want,
+    stat_on_demand: bool,
     bufs: &mut ScanBufs,
 ) -> Option<(RawProc, Parts)> {
     let dir = root.join(pid.to_string());
+    let mut env = None;
+    if stat_on_demand {
+        let (e, bytes) = read_lease_env(&dir, &mut bufs.env);
+        if bytes > 0 {
+            let fds = want.fds.then(|| lock_fds(root, pid, bufs));
+            let leased = matches!(
+                &e.env,
+                EnvRead::Read { enable, stamp } if enable.is_some() || stamp.is_some()
+            );
+            let opens = fds
+                .as_ref()
+                .is_some_and(|f| !f.fds.is_empty() || f.unreadable.is_some());
+            let stat = std::sync::OnceLock::new();
+            if leased || opens {
+                // Gone meanwhile: as if its `stat` had been read first.
+                let _ = stat.set(Some(read_stat(&dir, bufs)?));
+            }
+            let proc = RawProc {
+                pid,
+                kthread: false,
+                dir,
+                stat,
+            };
+            let rest = Want {
+                fds: false,
+                env: false,
+                ..want
+            };
+            let parts = Parts {
+                fds,
+                env: Some(e),
+                ..read_parts(root, &proc, rest, bufs)
+            };
+            return Some((proc, parts));
+        }
+        // No bytes: a kernel thread, a zombie, a refusal or a process gone;
+        // its `stat` tells.
+        env = Some(e);
+    }
     // Gone meanwhile, or not a process directory.
-    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
-    let stat = parse_stat(&bufs.stat)?;
+    let stat = read_stat(&dir, bufs)?;
+    let kthread = stat.flags & PF_KTHREAD != 0;
     let proc = RawProc {
         pid,
-        ppid: stat.ppid,
-        comm: stat.comm,
-        starttime: stat.starttime,
-        kthread: stat.flags & PF_KTHREAD != 0,
+        kthread,
         dir,
+        stat: std::sync::OnceLock::from(Some(stat)),
     };
-    let parts = if proc.kthread {
-        Parts::default()
-    } else {
-        read_parts(root, &proc, want, bufs)
+    if proc.kthread {
+        // What was read of a kernel thread's environment says nothing.
+        return Some((proc, Parts::default()));
+    }
+    let parts = match env {
+        Some(e) => Parts {
+            env: Some(e),
+            ..read_parts(root, &proc, Want { env: false, ..want }, bufs)
+        },
+        None => read_parts(root, &proc, want, bufs),
     };
     Some((proc, parts))
 }
 
+/// The `stat` of the process at `dir`, read into the stat buffer; `None`
+/// when it is gone or `dir` is not a process directory.
+fn read_stat(dir: &Path, bufs: &mut ScanBufs) -> Option<Stat> {
+    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
+    parse_stat(&bufs.stat)
+}
+
 /// Reads what `want` asks of the (user) process `p`.
 pub(super) fn read_parts(root: &Path, p: &RawProc, want: Want, bufs: &mut ScanBufs) -> Parts {
+    let comm = || p.stat().map_or("", |s| s.comm.as_str());
     Parts {
         fds: want.fds.then(|| lock_fds(root, p.pid, bufs)),
-        env: want.env.then(|| read_lease_env(&p.dir, &mut bufs.env)),
+        env: want.env.then(|| read_lease_env(&p.dir, &mut bufs.env).0),
         command: want
             .command
-            .then(|| read_command(&p.dir, &p.comm, &mut bufs.stat)),
+            .then(|| read_command(&p.dir, comm(), &mut bufs.stat)),
         cgroup: want.cgroup.then(|| read_container(&p.dir, &mut bufs.stat)),
     }
 }
@@ -191,11 +247,13 @@ pub(super) fn read_container(dir: &Path, buf: &mut Vec<u8>) -> Option<ContainerR
 }
 
 /// The fields of `/proc/PID/stat` the scanner uses.
-pub(super) struct Stat {
-    pub(super) ppid: u32,
-    pub(super) comm: String,
-    pub(super) flags: u32,
-    pub(super) starttime: u64,
+#[derive(Debug)]
+pub(in crate::writer::scan) struct Stat {
+    pub(in crate::writer::scan) ppid: u32,
+    pub(in crate::writer::scan) comm: String,
+    pub(in crate::writer::scan) flags: u32,
+    /// Clock ticks after boot.
+    pub(in crate::writer::scan) starttime: u64,
 }
 
 /// Parses `/proc/PID/stat`: `pid (comm) state ppid … flags … starttime …`.
@@ -225,9 +283,11 @@ pub(super) fn parse_stat(buf: &[u8]) -> Option<Stat> {
 /// variables and `HOSTNAME`. The bytes read are overwritten before this
 /// returns, so no other variable outlives the call. `denied` is true when the
 /// read was refused (another user's process), false when it worked or the
-/// process exited meanwhile.
-fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> EnvEntry {
+/// process exited meanwhile. With it, how many bytes were read (0 when the
+/// read failed).
+fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> (EnvEntry, usize) {
     let res = read_proc(&dir.join("environ"), buf);
+    let bytes = if res.is_ok() { buf.len() } else { 0 };
     let unreadable = |why: String, denied: bool| EnvEntry {
         env: EnvRead::Unreadable(why),
         denied,
@@ -268,7 +328,7 @@ fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> EnvEntry {
     // the same way).
     buf.fill(0);
     buf.clear();
-    out
+    (out, bytes)
 }
 
 /// The descriptors of `pid` on a file named `.writer.lock`: the table listed
