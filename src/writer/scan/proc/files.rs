@@ -132,13 +132,13 @@ impl ScanBufs {
 /// pod: a lease variable, a lock file open, or descriptors that could not
 /// be read (see [`super::ProcTable::read_with`]).
 pub(super) fn read_one(
-    root: &Path,
+    root: ProcRoot,
     pid: u32,
     want: Want,
     stat_on_demand: bool,
     bufs: &mut ScanBufs,
 ) -> Option<(RawProc, Parts)> {
-    let dir = root.join(pid.to_string());
+    let dir = root.path.join(pid.to_string());
     let mut env = None;
     if stat_on_demand {
         let (e, bytes) = read_lease_env(&dir, &mut bufs.env);
@@ -209,7 +209,7 @@ fn read_stat(dir: &Path, bufs: &mut ScanBufs) -> Option<Stat> {
 }
 
 /// Reads what `want` asks of the (user) process `p`.
-pub(super) fn read_parts(root: &Path, p: &RawProc, want: Want, bufs: &mut ScanBufs) -> Parts {
+pub(super) fn read_parts(root: ProcRoot, p: &RawProc, want: Want, bufs: &mut ScanBufs) -> Parts {
     let comm = || p.stat().map_or("", |s| s.comm.as_str());
     Parts {
         fds: want.fds.then(|| lock_fds(root, p.pid, bufs)),
@@ -331,20 +331,43 @@ fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> (EnvEntry, usize) {
     (out, bytes)
 }
 
-/// The descriptors of `pid` on a file named `.writer.lock`: the table listed
-/// with raw `getdents64`, one `readlinkat` per descriptor relative to the
-/// open table (no path walk through `/proc/PID/fd` each time), and a path
-/// allocated only for a descriptor on a lock file. A refused read (another
-/// user's process) is reported in `unreadable`; a process or descriptor that
-/// vanished meanwhile is simply absent. The kernel allows reading a
-/// process's descriptor links for all of them or for none (its ptrace
-/// check of the process), so once one is refused the others are not asked:
-/// the last descriptor listed is named as refused, as asking each would
-/// have named it.
-pub(super) fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let dir = root.join(pid.to_string()).join("fd");
+/// A proc root, and whether its descriptor tables give how many
+/// descriptors are open as their size (procfs since Linux 6.2; see
+/// [`counts_fds`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ProcRoot<'a> {
+    pub(super) path: &'a Path,
+    pub(super) counts_fds: bool,
+}
+
+/// Whether the descriptor tables under `root` give how many descriptors
+/// are open as their size: `root` is a procfs (not a directory made to look
+/// like one) and this process's own table, open, has a size.
+pub(super) fn counts_fds(root: &Path) -> bool {
+    let procfs = nix::sys::statfs::statfs(root)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+    procfs
+        && open_dir(&root.join("self/fd"))
+            .and_then(|t| nix::sys::stat::fstat(&t).map_err(std::io::Error::from))
+            .is_ok_and(|st| st.st_size > 0)
+}
+
+/// The descriptors of `pid` on a file named `.writer.lock`: one
+/// `readlinkat` per descriptor relative to the open table (no path walk
+/// through `/proc/PID/fd` each time), and a path allocated only for a
+/// descriptor on a lock file. Where the table's size says how many are open
+/// ([`ProcRoot::counts_fds`]), descriptors 0, 1, 2… are read by number
+/// while each is there, and the table is listed (raw `getdents64`) only for
+/// those after the first missing one: listing makes the kernel build an
+/// entry for every descriptor, and most processes' are numbered without a
+/// gap. A refused read (another user's process) is reported in
+/// `unreadable`; a process or descriptor that vanished meanwhile is simply
+/// absent. The kernel allows reading a process's descriptor links for all
+/// of them or for none (its ptrace check of the process), so once one is
+/// refused the others are not asked: the last descriptor listed is named as
+/// refused, as asking each would have named it.
+pub(super) fn lock_fds(root: ProcRoot, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
+    let dir = root.path.join(pid.to_string()).join("fd");
     let table = match open_dir(&dir) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FdsRead::default(),
@@ -355,8 +378,30 @@ pub(super) fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
             }
         }
     };
+    let at = FdTable {
+        root: root.path,
+        pid,
+        table: &table,
+        dir: &dir,
+    };
     let mut out = FdsRead::default();
     let link = &mut bufs.link;
+    // Descriptors below `next` were read by number.
+    let mut next: i32 = 0;
+    if root.counts_fds {
+        let open = nix::sys::stat::fstat(&table).map_or(0, |st| st.st_size);
+        let mut name = [0u8; 16];
+        while i64::from(next) < open {
+            // A gap, a refusal or the process gone: the listing tells.
+            if at.read(fd_name(next, &mut name), next, link, &mut out) != Link::Read {
+                break;
+            }
+            next += 1;
+        }
+        if i64::from(next) == open {
+            return out;
+        }
+    }
     let mut refused = false;
     // Entries read before an error (the process exited) are kept, as
     // `read_dir` did.
@@ -364,46 +409,81 @@ pub(super) fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
         let Some(fd) = std::str::from_utf8(name.to_bytes())
             .ok()
             .and_then(|s| s.parse::<i32>().ok())
+            .filter(|fd| *fd >= next)
         else {
             return;
         };
-        if refused {
+        if refused || at.read(name, fd, link, &mut out) == Link::Refused {
             out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
-            return;
+            refused = true;
         }
+    });
+    out
+}
+
+/// The open descriptor table of `pid` (`dir`, under `root`).
+struct FdTable<'a> {
+    root: &'a Path,
+    pid: u32,
+    table: &'a std::os::fd::OwnedFd,
+    dir: &'a Path,
+}
+
+/// What reading a descriptor's link gave.
+#[derive(Debug, PartialEq, Eq)]
+enum Link {
+    Read,
+    Refused,
+    /// Closed, or the process exited.
+    Gone,
+}
+
+impl FdTable<'_> {
+    /// Reads the link of descriptor `fd` (named `name`) into `link`, and
+    /// adds the descriptor to `out` when it is on a lock file.
+    fn read(&self, name: &std::ffi::CStr, fd: i32, link: &mut [u8], out: &mut FdsRead) -> Link {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
         // SAFETY: `name` is NUL-terminated; the kernel writes at most
         // `link.len()` bytes.
         let n = unsafe {
             libc::readlinkat(
-                table.as_raw_fd(),
+                self.table.as_raw_fd(),
                 name.as_ptr(),
                 link.as_mut_ptr().cast(),
                 link.len(),
             )
         };
-        let target: &[u8] = if n < 0 {
+        if n < 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() == std::io::ErrorKind::PermissionDenied {
-                out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
-                refused = true;
+                return Link::Refused;
             }
-            // Else gone meanwhile.
-            return;
-        } else if n as usize == link.len() {
+            return Link::Gone;
+        }
+        if n as usize == link.len() {
             // Possibly cut short: ask again with a buffer as large as needed.
-            match std::fs::read_link(dir.join(fd.to_string())) {
+            return match std::fs::read_link(self.dir.join(fd.to_string())) {
                 Ok(t) => {
-                    check_lock_fd(root, pid, fd, t.as_os_str().as_bytes(), &mut out);
-                    return;
+                    check_lock_fd(self.root, self.pid, fd, t.as_os_str().as_bytes(), out);
+                    Link::Read
                 }
-                Err(_) => return,
-            }
-        } else {
-            &link[..n as usize]
-        };
-        check_lock_fd(root, pid, fd, target, &mut out);
-    });
-    out
+                Err(_) => Link::Gone,
+            };
+        }
+        check_lock_fd(self.root, self.pid, fd, &link[..n as usize], out);
+        Link::Read
+    }
+}
+
+/// `fd` in decimal, NUL-terminated, in `buf`.
+fn fd_name(fd: i32, buf: &mut [u8; 16]) -> &std::ffi::CStr {
+    use std::io::Write;
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    // Eleven bytes at most and the NUL: it fits.
+    let _ = write!(cur, "{fd}\0");
+    let end = cur.position() as usize;
+    std::ffi::CStr::from_bytes_with_nul(&buf[..end]).unwrap_or(c"")
 }
 
 /// Adds descriptor `fd` of `pid` (its link's target `target`) to `out` when

@@ -1,8 +1,9 @@
 //! Reading a `/proc` tree (the root is injectable, see
-//! [`super::ScanOptions::proc_root`]): one pass over every process's `stat`
-//! (side by side when there are many), reading with it what the caller
-//! knows it will need of every process (its descriptors and environment for
-//! an auto-detected pod; its cgroup for the node view); then each process's
+//! [`super::ScanOptions::proc_root`]): one pass over every process (side by
+//! side when there are many), reading its `stat` and what the caller knows
+//! it will need of every process (its descriptors and environment for an
+//! auto-detected pod, which reads the `stat` of a process in no pod only
+//! when asked; its cgroup for the node view); then each process's
 //! initial environment (only the lease variables), descriptors on lock
 //! files, command line and cgroup on demand, once each — side by side for a
 //! set of processes asked at once ([`ProcTable::prefetch`]); and the granted
@@ -97,6 +98,8 @@ impl RawProc {
 /// on demand (or prefetched), once each.
 pub(super) struct ProcTable {
     root: PathBuf,
+    /// Its descriptor tables give their number of descriptors as their size.
+    counts_fds: bool,
     pub(super) procs: BTreeMap<u32, RawProc>,
     env_cache: RefCell<BTreeMap<u32, EnvEntry>>,
     fd_cache: RefCell<BTreeMap<u32, Rc<FdsRead>>>,
@@ -155,11 +158,16 @@ impl ProcTable {
         .map_err(listing_error)?;
         drop(dir);
         let on_demand = stat_on_demand && want.env;
+        let at = ProcRoot {
+            path: root,
+            counts_fds: files::counts_fds(root),
+        };
         let shares = in_shares(&pids, threads_for(pids.len()), &|&pid, bufs| {
-            read_one(root, pid, want, on_demand, bufs)
+            read_one(at, pid, want, on_demand, bufs)
         });
         let table = ProcTable {
             root: root.to_path_buf(),
+            counts_fds: at.counts_fds,
             procs: BTreeMap::new(),
             env_cache: RefCell::default(),
             fd_cache: RefCell::default(),
@@ -221,7 +229,7 @@ impl ProcTable {
             return;
         }
         let todo: Vec<(u32, Want)> = todo.into_iter().collect();
-        let (root, procs) = (&self.root, &self.procs);
+        let (root, procs) = (self.at(), &self.procs);
         let got = in_shares(&todo, threads_for(todo.len()), &|&(pid, w), bufs| {
             Some((pid, read_parts(root, procs.get(&pid)?, w, bufs)))
         });
@@ -354,13 +362,21 @@ impl ProcTable {
         &self.root
     }
 
+    /// The proc root, for reading a process's files.
+    fn at(&self) -> ProcRoot<'_> {
+        ProcRoot {
+            path: &self.root,
+            counts_fds: self.counts_fds,
+        }
+    }
+
     /// The descriptors of `pid` on lock files (cached).
     pub(super) fn fds(&self, pid: u32) -> Rc<FdsRead> {
         if let Some(f) = self.fd_cache.borrow().get(&pid) {
             return Rc::clone(f);
         }
         let f = Rc::new(match self.procs.get(&pid) {
-            Some(p) if !p.kthread => files::lock_fds(&self.root, pid, &mut ScanBufs::new()),
+            Some(p) if !p.kthread => files::lock_fds(self.at(), pid, &mut ScanBufs::new()),
             _ => FdsRead::default(),
         });
         self.fd_cache.borrow_mut().insert(pid, Rc::clone(&f));
@@ -538,7 +554,7 @@ mod raw;
 #[cfg(test)]
 mod tests;
 
-use files::{read_one, read_parts, Parts, ScanBufs};
+use files::{read_one, read_parts, Parts, ProcRoot, ScanBufs};
 pub(super) use files::{read_proc_locks, Stat, Want};
 use raw::{each_entry, open_dir, DirentBuf};
 use std::cell::RefCell;

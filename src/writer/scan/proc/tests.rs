@@ -257,3 +257,56 @@ fn a_process_gone_before_its_stat_is_read_has_no_parent() {
     let eager = ProcTable::read(dir.path()).unwrap();
     assert!(!eager.procs.contains_key(&10));
 }
+
+#[test]
+fn descriptors_read_by_number_are_the_ones_listed() {
+    let _forks = FORKS.read().unwrap_or_else(|e| e.into_inner());
+    let proc = Path::new("/proc");
+    // Before Linux 6.2 a table has no size: both ways then list it.
+    if !super::files::counts_fds(proc) {
+        eprintln!("this kernel's descriptor tables give no size");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join(LOCK_NAME);
+    std::fs::write(&lock, b"").unwrap();
+    // The lock file on descriptor 3 (no gap), and on 7 (3 to 6 closed).
+    let spawn = |fd: u32| {
+        let script = format!("exec {fd}<\"$0\"; exec sleep 30");
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .arg(&lock)
+            .spawn()
+            .unwrap()
+    };
+    let mut children = [spawn(3), spawn(7)];
+    let read = |pid: u32, counts_fds: bool| {
+        let at = super::files::ProcRoot {
+            path: proc,
+            counts_fds,
+        };
+        let f = super::files::lock_fds(at, pid, &mut super::files::ScanBufs::new());
+        let links: Vec<PathBuf> = f.fds.iter().map(|l| l.link.clone()).collect();
+        (links, f.unreadable)
+    };
+    for (c, fd) in children.iter().zip([3, 7]) {
+        let pid = c.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // Until `sleep` runs with the lock file open.
+        while read(pid, false).0.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no lock file open");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let by_number = read(pid, true);
+        assert_eq!(by_number, read(pid, false), "pid {pid}");
+        assert_eq!(
+            by_number.0,
+            [proc.join(format!("{pid}/fd/{fd}"))],
+            "pid {pid}"
+        );
+        assert_eq!(by_number.1, None);
+    }
+    for c in &mut children {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
