@@ -33,6 +33,8 @@ pub(in crate::writer::scan) struct Want {
     pub(in crate::writer::scan) command: bool,
     /// Its cgroup's container and pod.
     pub(in crate::writer::scan) cgroup: bool,
+    /// Its `stat`, where it was left to be read on demand.
+    pub(in crate::writer::scan) stat: bool,
 }
 
 impl Want {
@@ -42,6 +44,7 @@ impl Want {
         env: false,
         command: false,
         cgroup: false,
+        stat: false,
     };
     /// Its descriptors alone (who has a lock file open, who holds it).
     pub(in crate::writer::scan) const FDS: Want = Want {
@@ -49,6 +52,7 @@ impl Want {
         env: false,
         command: false,
         cgroup: false,
+        stat: false,
     };
     /// What judging a process needs: its descriptors and environment.
     pub(in crate::writer::scan) const JUDGED: Want = Want {
@@ -56,6 +60,7 @@ impl Want {
         env: true,
         command: false,
         cgroup: false,
+        stat: false,
     };
     /// What showing a process adds: its command line and container.
     pub(in crate::writer::scan) const SHOWN: Want = Want {
@@ -63,6 +68,13 @@ impl Want {
         env: false,
         command: true,
         cgroup: true,
+        stat: false,
+    };
+
+    /// The `stat` alone (that of processes read on demand).
+    pub(in crate::writer::scan) const STAT: Want = Want {
+        stat: true,
+        ..Want::NOTHING
     };
 
     /// Both wants.
@@ -72,6 +84,7 @@ impl Want {
             env: self.env || o.env,
             command: self.command || o.command,
             cgroup: self.cgroup || o.cgroup,
+            stat: self.stat || o.stat,
         }
     }
 
@@ -210,6 +223,10 @@ fn read_stat(dir: &Path, bufs: &mut ScanBufs) -> Option<Stat> {
 
 /// Reads what `want` asks of the (user) process `p`.
 pub(super) fn read_parts(root: ProcRoot, p: &RawProc, want: Want, bufs: &mut ScanBufs) -> Parts {
+    if want.stat {
+        // Kept in `p` itself.
+        let _ = p.stat();
+    }
     let comm = || p.stat().map_or("", |s| s.comm.as_str());
     Parts {
         fds: want.fds.then(|| lock_fds(root, p.pid, bufs)),

@@ -219,6 +219,7 @@ impl ProcTable {
                 env: want.env && !self.env_cache.borrow().contains_key(&pid),
                 command: want.command && !self.command_cache.borrow().contains_key(&pid),
                 cgroup: want.cgroup && !self.cgroup_cache.borrow().contains_key(&pid),
+                stat: want.stat && self.procs[&pid].stat.get().is_none(),
             };
             if !need.is_nothing() {
                 let w = todo.entry(pid).or_default();
