@@ -28,7 +28,10 @@
 
 What is kept of a process: `stat`; of its initial environment only
 CLOUD_WRITER_LEASE, CLOUD_WRITER_LEASE_HELD and, when the harness started it,
-HOSTNAME (the scan keeps no more); its command line when the harness started
+HOSTNAME (the scan keeps no more), and whether it had any other variable
+(`environ_other`, false when it had none; when true or absent one made-up
+variable stands for them: a kernel thread has no environment, so the scan
+may tell a user process by its having one); its command line when the harness started
 it (another process's is replaced by its `comm`); `cgroup`, `uid_map`, the `ns/mnt`, `ns/user` and
 `root` links; every descriptor's link (an absolute path other than a lock
 file's as `/file`), and the `fdinfo` of those on a `.writer.lock`. Each lock
@@ -39,7 +42,9 @@ namespace) is flocked while the scans run. A file the recorder was refused
 stands as one the scan cannot read: an `environ` as a directory, an `fd` table
 as a file (a refused descriptor makes its whole table refused), a namespace
 link as no link. A process that exited meanwhile, or holds a deleted lock
-file (which cannot be made again), is left out. Normalising: the
+file (which cannot be made again), is left out; `vanished` (added by hand)
+lists what processes that exited while the scan read them leave: a
+directory with some of its files or none. Normalising: the
 fixture's directory becomes `{fixture}`, what the scan tells to do about the
 processes it could not inspect `{remedy}`, and `viewer.euid` and
 `viewer.cap_sys_ptrace` are dropped (those three are the running scan's own).
@@ -62,6 +67,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pod_bench import cgroup_base, count_procs, remove_cgroups  # noqa: E402
 
 LOCK = ".writer.lock"
+# What stands for the variables of an environment the recorder did not keep.
+OTHER = "FIXTURE_OTHER=variables not recorded"
 KEEP_ENV = (b"CLOUD_WRITER_LEASE=", b"CLOUD_WRITER_LEASE_HELD=", b"HOSTNAME=")
 
 
@@ -180,8 +187,10 @@ class Recorder:
         if kthread:
             return p  # the scan reads nothing else of a kernel thread
         keep = KEEP_ENV if pid in ours else KEEP_ENV[:2]
-        p["environ"] = refused(lambda: [e.decode("latin-1") for e in read(f"{d}/environ").split(b"\0")
-                                        if e.startswith(keep)])
+        env = refused(lambda: [e for e in read(f"{d}/environ").split(b"\0") if e])
+        p["environ"] = None if env is None else [e.decode("latin-1") for e in env if e.startswith(keep)]
+        if env is not None and len(env) == len(p["environ"]):
+            p["environ_other"] = False
         cmd = read(f"{d}/cmdline")
         p["cmdline"] = (cmd if pid in ours or not cmd else comm.encode("latin-1") + b"\0").decode("latin-1")
         p["cgroup"] = read(f"{d}/cgroup").decode("latin-1")
@@ -381,6 +390,11 @@ def materialise(doc, out):
         with open(os.path.join(proc, name), "w", encoding="latin-1") as f:
             f.write(fill(doc[name]))
     os.symlink(doc["self"], os.path.join(proc, "self"))
+    for pid, files in doc.get("vanished", {}).items():
+        os.makedirs(os.path.join(proc, pid))
+        for name, t in files.items():
+            with open(os.path.join(proc, pid, name), "w", encoding="latin-1") as f:
+                f.write(t)
     texts = doc["texts"]
 
     def text(v):
@@ -408,7 +422,8 @@ def materialise(doc, out):
             if p["environ"] is None:
                 os.makedirs(os.path.join(d, "environ"))
             else:
-                write("environ", "".join(e + "\0" for e in p["environ"]))
+                other = [OTHER] if p.get("environ_other", True) else []
+                write("environ", "".join(e + "\0" for e in p["environ"] + other))
         if "ns" in p:
             os.makedirs(os.path.join(d, "ns"))
             for n, t in p["ns"].items():

@@ -2,9 +2,10 @@
 //! its processes' cgroups name ([`super::kube`]), each judged alone as the
 //! pod view judges one, and their tally.
 //!
-//! One pass over `/proc` serves every pod: every process's `stat`,
-//! descriptors on lock files, initial environment and cgroup are read once,
-//! side by side; every lock file any process has open is judged once
+//! One pass over `/proc` serves every pod: every process's descriptors on
+//! lock files, initial environment and cgroup are read once, side by side,
+//! and its `stat` where it may matter (as an auto-detected pod reads it;
+//! the others' when a pod of theirs is judged); every lock file any process has open is judged once
 //! (`fdinfo`, `/proc/locks`, the kernel's probe). Each pod then gets the
 //! lock files its processes have open or hold, and the verdicts of those
 //! facts ([`super::judge()`]). Processes outside every pod are a group of
@@ -47,7 +48,13 @@ pub(crate) const OUTSIDE_PODS: &str = "outside pods";
 pub(crate) fn scan_node(opts: &ScanOptions) -> Result<PodSnapshot, WriterError> {
     let root = &opts.proc_root;
     let proc_locks = ProcLocksSoon::start(root);
-    let table = ProcTable::read_with(root, true, true)?;
+    let want = Want {
+        cgroup: true,
+        ..Want::JUDGED
+    };
+    // The `stat` of a process read when it is judged (a pod without a
+    // lease is not; most processes outside pods are not).
+    let table = ProcTable::read_with(root, want, true)?;
     let user_pids: Vec<u32> = table
         .procs
         .values()
@@ -148,8 +155,10 @@ impl Facts<'_> {
             };
             return (pod, PodSnapshot::default());
         }
-        let processes = observed_processes(table, table.root(), members, &locks, &index, false);
+        // Its processes' `stat`, side by side when there are many.
         let user: Vec<u32> = pids.iter().copied().collect();
+        table.prefetch(&user, Want::STAT);
+        let processes = observed_processes(table, table.root(), members, &locks, &index, false);
         let (uninspected, fds_unreadable) = unreadable(table, Some(&pids), &user);
         // What the judgement asks of `alive`: whether a stamp's pid runs.
         let alive = processes

@@ -79,8 +79,12 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     let root = &opts.proc_root;
     let proc_locks = ProcLocksSoon::start(root);
     // Auto-detection reads every user process's descriptors and environment:
-    // read them up front, side by side.
-    let table = ProcTable::read_with(root, opts.pod_root.is_none(), false)?;
+    // read them up front, side by side, and the `stat` only of those that
+    // may be in the pod (the others' when asked). A pod root's tree is
+    // known from every process's `stat`.
+    let auto = opts.pod_root.is_none();
+    let want = if auto { Want::JUDGED } else { Want::NOTHING };
+    let table = ProcTable::read_with(root, want, auto)?;
     let user_pids: Vec<u32> = table
         .procs
         .values()
@@ -251,7 +255,7 @@ fn tree_members(table: &ProcTable, r: u32, t: &BTreeSet<u32>) -> BTreeMap<u32, S
         let why = if pid == r {
             "the pod root given with --pod-root".to_string()
         } else {
-            let ppid = table.procs.get(&pid).map(|p| p.ppid).unwrap_or(0);
+            let ppid = table.procs.get(&pid).and_then(|p| p.ppid()).unwrap_or(0);
             format!("a descendant of pod root {r} (its parent is {ppid})")
         };
         included.insert(pid, why);
@@ -355,7 +359,8 @@ pub(super) fn observed_processes(
 
     let mut processes = Vec::new();
     for (pid, why) in included {
-        let Some(p) = table.procs.get(pid) else {
+        // Gone, or (its `stat` read on demand) exited since it was seen.
+        let Some(stat) = table.procs.get(pid).and_then(|p| p.stat()) else {
             continue;
         };
         let fds = table.fds(*pid);
@@ -369,10 +374,10 @@ pub(super) fn observed_processes(
                 }
             }
         }
-        let age_s = uptime.map(|u| (u - p.starttime as f64 / tps).max(0.0) as u64);
+        let age_s = uptime.map(|u| (u - stat.starttime as f64 / tps).max(0.0) as u64);
         processes.push(ObservedProcess {
             pid: *pid,
-            ppid: p.ppid,
+            ppid: stat.ppid,
             // Read only where shown (a command line is copied from the
             // process's memory); judging never looks at it.
             command: if commands {

@@ -3,7 +3,8 @@
 //! cgroups with `writer exec` holding and polling, a lock held by flock(1)
 //! with blocked waiters, odd lease variables, sleepers — copied into
 //! `tests/fixtures/pod_scan/proc-1000.json`, made into a proc root here, and
-//! scanned in every mode by `leasectl pod-scan --proc-root`. Each document
+//! scanned in every mode by `leasectl pod-scan --proc-root`, with processes
+//! that exited while being read (`vanished`). Each document
 //! must be the one the build that recorded the fixture gave
 //! (`expected.json`: its exit code, the SHA-256 of its normalised form, its
 //! verdicts and lock files), so that a faster scan is the same scan. The
@@ -27,6 +28,10 @@ const FIXTURE: &str = "tests/fixtures/pod_scan";
 /// Where Kubernetes mounts a pod's service-account namespace: the scan
 /// reads it through a container's root, which in the fixture is the host's.
 const NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// What stands for the variables of an environment the recorder did not
+/// keep (as `scripts/pod_fixture.py` writes it).
+const OTHER: &str = "FIXTURE_OTHER=variables not recorded";
 
 /// A recorded text as the bytes it was (the recorder decoded them as Latin-1).
 fn bytes(s: &str) -> Vec<u8> {
@@ -99,6 +104,14 @@ fn materialise(doc: &Value, dir: &Path) -> Vec<nix::fcntl::Flock<std::fs::File>>
     }
     let me = doc["self"].as_str().unwrap();
     link(me, proc.join("self"));
+    // Processes that exited while the scan read them: a directory with some
+    // of their files, or none.
+    for (pid, files) in doc["vanished"].as_object().into_iter().flatten() {
+        std::fs::create_dir_all(proc.join(pid)).unwrap();
+        for (name, t) in files.as_object().unwrap() {
+            std::fs::write(proc.join(pid).join(name), bytes(t.as_str().unwrap())).unwrap();
+        }
+    }
     for (pid, p) in doc["processes"].as_object().unwrap() {
         let d = proc.join(pid);
         std::fs::create_dir_all(d.join("fdinfo")).unwrap();
@@ -115,10 +128,15 @@ fn materialise(doc: &Value, dir: &Path) -> Vec<nix::fcntl::Flock<std::fs::File>>
             // A directory cannot be read as a file: it stands for a refusal.
             Some(Value::Null) => std::fs::create_dir(d.join("environ")).unwrap(),
             Some(Value::Array(env)) => {
-                let all: String = env
+                let mut all: String = env
                     .iter()
                     .map(|e| e.as_str().unwrap().to_owned() + "\0")
                     .collect();
+                // The variables the recorder did not keep, if there were any.
+                if p.get("environ_other").and_then(Value::as_bool) != Some(false) {
+                    all.push_str(OTHER);
+                    all.push('\0');
+                }
                 write("environ", &all);
             }
             _ => {}

@@ -33,15 +33,18 @@ pub(in crate::writer::scan) struct Want {
     pub(in crate::writer::scan) command: bool,
     /// Its cgroup's container and pod.
     pub(in crate::writer::scan) cgroup: bool,
+    /// Its `stat`, where it was left to be read on demand.
+    pub(in crate::writer::scan) stat: bool,
 }
 
 impl Want {
     /// Nothing but `stat`.
-    pub(super) const NOTHING: Want = Want {
+    pub(in crate::writer::scan) const NOTHING: Want = Want {
         fds: false,
         env: false,
         command: false,
         cgroup: false,
+        stat: false,
     };
     /// Its descriptors alone (who has a lock file open, who holds it).
     pub(in crate::writer::scan) const FDS: Want = Want {
@@ -49,6 +52,7 @@ impl Want {
         env: false,
         command: false,
         cgroup: false,
+        stat: false,
     };
     /// What judging a process needs: its descriptors and environment.
     pub(in crate::writer::scan) const JUDGED: Want = Want {
@@ -56,6 +60,7 @@ impl Want {
         env: true,
         command: false,
         cgroup: false,
+        stat: false,
     };
     /// What showing a process adds: its command line and container.
     pub(in crate::writer::scan) const SHOWN: Want = Want {
@@ -63,6 +68,13 @@ impl Want {
         env: false,
         command: true,
         cgroup: true,
+        stat: false,
+    };
+
+    /// The `stat` alone (that of processes read on demand).
+    pub(in crate::writer::scan) const STAT: Want = Want {
+        stat: true,
+        ..Want::NOTHING
     };
 
     /// Both wants.
@@ -72,6 +84,7 @@ impl Want {
             env: self.env || o.env,
             command: self.command || o.command,
             cgroup: self.cgroup || o.cgroup,
+            stat: self.stat || o.stat,
         }
     }
 
@@ -112,7 +125,7 @@ impl ScanBufs {
     /// The lease variables of the initial environment of the process at
     /// `dir` (see [`read_lease_env`]).
     pub(super) fn lease_env(&mut self, dir: &Path) -> EnvEntry {
-        read_lease_env(dir, &mut self.env)
+        read_lease_env(dir, &mut self.env).0
     }
 
     /// Overwrites everything the environment buffer ever held.
@@ -126,41 +139,101 @@ impl ScanBufs {
 
 /// Reads `{root}/PID/stat` and, unless it is a kernel thread, what `want`
 /// asks; `None` when the process is gone or `{root}/PID` is not a process
-/// directory.
+/// directory. With `stat_on_demand` (`want` asks for the environment) the
+/// environment is read first, and a process whose environment has bytes
+/// (no kernel thread has) has its `stat` read only when it may be in the
+/// pod: a lease variable, a lock file open, or descriptors that could not
+/// be read (see [`super::ProcTable::read_with`]).
 pub(super) fn read_one(
-    root: &Path,
+    root: ProcRoot,
     pid: u32,
     want: Want,
+    stat_on_demand: bool,
     bufs: &mut ScanBufs,
 ) -> Option<(RawProc, Parts)> {
-    let dir = root.join(pid.to_string());
+    let dir = root.path.join(pid.to_string());
+    let mut env = None;
+    if stat_on_demand {
+        let (e, bytes) = read_lease_env(&dir, &mut bufs.env);
+        if bytes > 0 {
+            let fds = want.fds.then(|| lock_fds(root, pid, bufs));
+            let leased = matches!(
+                &e.env,
+                EnvRead::Read { enable, stamp } if enable.is_some() || stamp.is_some()
+            );
+            let opens = fds
+                .as_ref()
+                .is_some_and(|f| !f.fds.is_empty() || f.unreadable.is_some());
+            let stat = std::sync::OnceLock::new();
+            if leased || opens {
+                // Gone meanwhile: as if its `stat` had been read first.
+                let _ = stat.set(Some(read_stat(&dir, bufs)?));
+            }
+            let proc = RawProc {
+                pid,
+                kthread: false,
+                dir,
+                stat,
+            };
+            let rest = Want {
+                fds: false,
+                env: false,
+                ..want
+            };
+            let parts = Parts {
+                fds,
+                env: Some(e),
+                ..read_parts(root, &proc, rest, bufs)
+            };
+            return Some((proc, parts));
+        }
+        // No bytes: a kernel thread, a zombie, a refusal or a process gone;
+        // its `stat` tells.
+        env = Some(e);
+    }
     // Gone meanwhile, or not a process directory.
-    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
-    let stat = parse_stat(&bufs.stat)?;
+    let stat = read_stat(&dir, bufs)?;
+    let kthread = stat.flags & PF_KTHREAD != 0;
     let proc = RawProc {
         pid,
-        ppid: stat.ppid,
-        comm: stat.comm,
-        starttime: stat.starttime,
-        kthread: stat.flags & PF_KTHREAD != 0,
+        kthread,
         dir,
+        stat: std::sync::OnceLock::from(Some(stat)),
     };
-    let parts = if proc.kthread {
-        Parts::default()
-    } else {
-        read_parts(root, &proc, want, bufs)
+    if proc.kthread {
+        // What was read of a kernel thread's environment says nothing.
+        return Some((proc, Parts::default()));
+    }
+    let parts = match env {
+        Some(e) => Parts {
+            env: Some(e),
+            ..read_parts(root, &proc, Want { env: false, ..want }, bufs)
+        },
+        None => read_parts(root, &proc, want, bufs),
     };
     Some((proc, parts))
 }
 
+/// The `stat` of the process at `dir`, read into the stat buffer; `None`
+/// when it is gone or `dir` is not a process directory.
+fn read_stat(dir: &Path, bufs: &mut ScanBufs) -> Option<Stat> {
+    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
+    parse_stat(&bufs.stat)
+}
+
 /// Reads what `want` asks of the (user) process `p`.
-pub(super) fn read_parts(root: &Path, p: &RawProc, want: Want, bufs: &mut ScanBufs) -> Parts {
+pub(super) fn read_parts(root: ProcRoot, p: &RawProc, want: Want, bufs: &mut ScanBufs) -> Parts {
+    if want.stat {
+        // Kept in `p` itself.
+        let _ = p.stat();
+    }
+    let comm = || p.stat().map_or("", |s| s.comm.as_str());
     Parts {
         fds: want.fds.then(|| lock_fds(root, p.pid, bufs)),
-        env: want.env.then(|| read_lease_env(&p.dir, &mut bufs.env)),
+        env: want.env.then(|| read_lease_env(&p.dir, &mut bufs.env).0),
         command: want
             .command
-            .then(|| read_command(&p.dir, &p.comm, &mut bufs.stat)),
+            .then(|| read_command(&p.dir, comm(), &mut bufs.stat)),
         cgroup: want.cgroup.then(|| read_container(&p.dir, &mut bufs.stat)),
     }
 }
@@ -191,11 +264,13 @@ pub(super) fn read_container(dir: &Path, buf: &mut Vec<u8>) -> Option<ContainerR
 }
 
 /// The fields of `/proc/PID/stat` the scanner uses.
-pub(super) struct Stat {
-    pub(super) ppid: u32,
-    pub(super) comm: String,
-    pub(super) flags: u32,
-    pub(super) starttime: u64,
+#[derive(Debug)]
+pub(in crate::writer::scan) struct Stat {
+    pub(in crate::writer::scan) ppid: u32,
+    pub(in crate::writer::scan) comm: String,
+    pub(in crate::writer::scan) flags: u32,
+    /// Clock ticks after boot.
+    pub(in crate::writer::scan) starttime: u64,
 }
 
 /// Parses `/proc/PID/stat`: `pid (comm) state ppid … flags … starttime …`.
@@ -225,9 +300,11 @@ pub(super) fn parse_stat(buf: &[u8]) -> Option<Stat> {
 /// variables and `HOSTNAME`. The bytes read are overwritten before this
 /// returns, so no other variable outlives the call. `denied` is true when the
 /// read was refused (another user's process), false when it worked or the
-/// process exited meanwhile.
-fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> EnvEntry {
+/// process exited meanwhile. With it, how many bytes were read (0 when the
+/// read failed).
+fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> (EnvEntry, usize) {
     let res = read_proc(&dir.join("environ"), buf);
+    let bytes = if res.is_ok() { buf.len() } else { 0 };
     let unreadable = |why: String, denied: bool| EnvEntry {
         env: EnvRead::Unreadable(why),
         denied,
@@ -268,23 +345,46 @@ fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> EnvEntry {
     // the same way).
     buf.fill(0);
     buf.clear();
-    out
+    (out, bytes)
 }
 
-/// The descriptors of `pid` on a file named `.writer.lock`: the table listed
-/// with raw `getdents64`, one `readlinkat` per descriptor relative to the
-/// open table (no path walk through `/proc/PID/fd` each time), and a path
-/// allocated only for a descriptor on a lock file. A refused read (another
-/// user's process) is reported in `unreadable`; a process or descriptor that
-/// vanished meanwhile is simply absent. The kernel allows reading a
-/// process's descriptor links for all of them or for none (its ptrace
-/// check of the process), so once one is refused the others are not asked:
-/// the last descriptor listed is named as refused, as asking each would
-/// have named it.
-pub(super) fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let dir = root.join(pid.to_string()).join("fd");
+/// A proc root, and whether its descriptor tables give how many
+/// descriptors are open as their size (procfs since Linux 6.2; see
+/// [`counts_fds`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ProcRoot<'a> {
+    pub(super) path: &'a Path,
+    pub(super) counts_fds: bool,
+}
+
+/// Whether the descriptor tables under `root` give how many descriptors
+/// are open as their size: `root` is a procfs (not a directory made to look
+/// like one) and this process's own table, open, has a size.
+pub(super) fn counts_fds(root: &Path) -> bool {
+    let procfs = nix::sys::statfs::statfs(root)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+    procfs
+        && open_dir(&root.join("self/fd"))
+            .and_then(|t| nix::sys::stat::fstat(&t).map_err(std::io::Error::from))
+            .is_ok_and(|st| st.st_size > 0)
+}
+
+/// The descriptors of `pid` on a file named `.writer.lock`: one
+/// `readlinkat` per descriptor relative to the open table (no path walk
+/// through `/proc/PID/fd` each time), and a path allocated only for a
+/// descriptor on a lock file. Where the table's size says how many are open
+/// ([`ProcRoot::counts_fds`]), descriptors 0, 1, 2… are read by number
+/// while each is there, and the table is listed (raw `getdents64`) only for
+/// those after the first missing one: listing makes the kernel build an
+/// entry for every descriptor, and most processes' are numbered without a
+/// gap. A refused read (another user's process) is reported in
+/// `unreadable`; a process or descriptor that vanished meanwhile is simply
+/// absent. The kernel allows reading a process's descriptor links for all
+/// of them or for none (its ptrace check of the process), so once one is
+/// refused the others are not asked: the last descriptor listed is named as
+/// refused, as asking each would have named it.
+pub(super) fn lock_fds(root: ProcRoot, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
+    let dir = root.path.join(pid.to_string()).join("fd");
     let table = match open_dir(&dir) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FdsRead::default(),
@@ -295,8 +395,30 @@ pub(super) fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
             }
         }
     };
+    let at = FdTable {
+        root: root.path,
+        pid,
+        table: &table,
+        dir: &dir,
+    };
     let mut out = FdsRead::default();
     let link = &mut bufs.link;
+    // Descriptors below `next` were read by number.
+    let mut next: i32 = 0;
+    if root.counts_fds {
+        let open = nix::sys::stat::fstat(&table).map_or(0, |st| st.st_size);
+        let mut name = [0u8; 16];
+        while i64::from(next) < open {
+            // A gap, a refusal or the process gone: the listing tells.
+            if at.read(fd_name(next, &mut name), next, link, &mut out) != Link::Read {
+                break;
+            }
+            next += 1;
+        }
+        if i64::from(next) == open {
+            return out;
+        }
+    }
     let mut refused = false;
     // Entries read before an error (the process exited) are kept, as
     // `read_dir` did.
@@ -304,46 +426,81 @@ pub(super) fn lock_fds(root: &Path, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
         let Some(fd) = std::str::from_utf8(name.to_bytes())
             .ok()
             .and_then(|s| s.parse::<i32>().ok())
+            .filter(|fd| *fd >= next)
         else {
             return;
         };
-        if refused {
+        if refused || at.read(name, fd, link, &mut out) == Link::Refused {
             out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
-            return;
+            refused = true;
         }
+    });
+    out
+}
+
+/// The open descriptor table of `pid` (`dir`, under `root`).
+struct FdTable<'a> {
+    root: &'a Path,
+    pid: u32,
+    table: &'a std::os::fd::OwnedFd,
+    dir: &'a Path,
+}
+
+/// What reading a descriptor's link gave.
+#[derive(Debug, PartialEq, Eq)]
+enum Link {
+    Read,
+    Refused,
+    /// Closed, or the process exited.
+    Gone,
+}
+
+impl FdTable<'_> {
+    /// Reads the link of descriptor `fd` (named `name`) into `link`, and
+    /// adds the descriptor to `out` when it is on a lock file.
+    fn read(&self, name: &std::ffi::CStr, fd: i32, link: &mut [u8], out: &mut FdsRead) -> Link {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
         // SAFETY: `name` is NUL-terminated; the kernel writes at most
         // `link.len()` bytes.
         let n = unsafe {
             libc::readlinkat(
-                table.as_raw_fd(),
+                self.table.as_raw_fd(),
                 name.as_ptr(),
                 link.as_mut_ptr().cast(),
                 link.len(),
             )
         };
-        let target: &[u8] = if n < 0 {
+        if n < 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() == std::io::ErrorKind::PermissionDenied {
-                out.unreadable = Some(format!("/proc/{pid}/fd/{fd}: permission denied"));
-                refused = true;
+                return Link::Refused;
             }
-            // Else gone meanwhile.
-            return;
-        } else if n as usize == link.len() {
+            return Link::Gone;
+        }
+        if n as usize == link.len() {
             // Possibly cut short: ask again with a buffer as large as needed.
-            match std::fs::read_link(dir.join(fd.to_string())) {
+            return match std::fs::read_link(self.dir.join(fd.to_string())) {
                 Ok(t) => {
-                    check_lock_fd(root, pid, fd, t.as_os_str().as_bytes(), &mut out);
-                    return;
+                    check_lock_fd(self.root, self.pid, fd, t.as_os_str().as_bytes(), out);
+                    Link::Read
                 }
-                Err(_) => return,
-            }
-        } else {
-            &link[..n as usize]
-        };
-        check_lock_fd(root, pid, fd, target, &mut out);
-    });
-    out
+                Err(_) => Link::Gone,
+            };
+        }
+        check_lock_fd(self.root, self.pid, fd, &link[..n as usize], out);
+        Link::Read
+    }
+}
+
+/// `fd` in decimal, NUL-terminated, in `buf`.
+fn fd_name(fd: i32, buf: &mut [u8; 16]) -> &std::ffi::CStr {
+    use std::io::Write;
+    let mut cur = std::io::Cursor::new(&mut buf[..]);
+    // Eleven bytes at most and the NUL: it fits.
+    let _ = write!(cur, "{fd}\0");
+    let end = cur.position() as usize;
+    std::ffi::CStr::from_bytes_with_nul(&buf[..end]).unwrap_or(c"")
 }
 
 /// Adds descriptor `fd` of `pid` (its link's target `target`) to `out` when

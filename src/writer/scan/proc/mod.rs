@@ -1,8 +1,9 @@
 //! Reading a `/proc` tree (the root is injectable, see
-//! [`super::ScanOptions::proc_root`]): one pass over every process's `stat`
-//! (side by side when there are many), reading with it what the caller
-//! knows it will need of every process (its descriptors and environment for
-//! an auto-detected pod; its cgroup for the node view); then each process's
+//! [`super::ScanOptions::proc_root`]): one pass over every process (side by
+//! side when there are many), reading its `stat` and what the caller knows
+//! it will need of every process (its descriptors and environment for an
+//! auto-detected pod, which reads the `stat` of a process in no pod only
+//! when asked; its cgroup for the node view); then each process's
 //! initial environment (only the lease variables), descriptors on lock
 //! files, command line and cgroup on demand, once each — side by side for a
 //! set of processes asked at once ([`ProcTable::prefetch`]); and the granted
@@ -62,15 +63,34 @@ const THREADS_FROM: usize = 32;
 #[derive(Debug)]
 pub(super) struct RawProc {
     pub(super) pid: u32,
-    pub(super) ppid: u32,
-    /// `comm` from `stat`; the command line is read only for the processes
-    /// shown (see [`ProcTable::command`]).
-    pub(super) comm: String,
-    pub(super) starttime: u64,
     /// A kernel thread: no environment, no descriptors, never in a pod.
     pub(super) kthread: bool,
     /// `{root}/PID`.
     pub(super) dir: PathBuf,
+    /// Its `stat` (parent, `comm`, start time): read with the process, or,
+    /// for a process an auto-detected pod's pass found to matter to nobody
+    /// yet, on first use ([`RawProc::stat`]); `None` inside when that later
+    /// read failed (the process exited meanwhile).
+    stat: std::sync::OnceLock<Option<Stat>>,
+}
+
+impl RawProc {
+    /// Its `stat`, read now if it was not read with the process; `None`
+    /// when the process exited before it could be.
+    pub(super) fn stat(&self) -> Option<&Stat> {
+        self.stat
+            .get_or_init(|| {
+                let mut buf = Vec::new();
+                raw::read_proc(&self.dir.join("stat"), &mut buf).ok()?;
+                files::parse_stat(&buf)
+            })
+            .as_ref()
+    }
+
+    /// Its parent's pid (see [`RawProc::stat`]).
+    pub(super) fn ppid(&self) -> Option<u32> {
+        self.stat().map(|s| s.ppid)
+    }
 }
 
 /// A one-pass read of every process's `stat` under the proc root; the
@@ -78,6 +98,8 @@ pub(super) struct RawProc {
 /// on demand (or prefetched), once each.
 pub(super) struct ProcTable {
     root: PathBuf,
+    /// Its descriptor tables give their number of descriptors as their size.
+    counts_fds: bool,
     pub(super) procs: BTreeMap<u32, RawProc>,
     env_cache: RefCell<BTreeMap<u32, EnvEntry>>,
     fd_cache: RefCell<BTreeMap<u32, Rc<FdsRead>>>,
@@ -92,23 +114,31 @@ pub(super) struct ProcTable {
 impl ProcTable {
     /// Every process's `stat` under `root`; the rest is read on demand.
     pub(super) fn read(root: &Path) -> Result<ProcTable, WriterError> {
-        Self::read_with(root, false, false)
+        Self::read_with(root, Want::NOTHING, false)
     }
 
-    /// Every process's `stat` under `root`, and with `prefetch` also every
-    /// user process's descriptors and initial environment (an auto-detected
-    /// pod reads them all anyway), with `cgroups` also every user process's
-    /// cgroup (the node view groups every process by pod): read by a few
-    /// threads side by side when there are many processes, each file still
-    /// read once, and cached as [`ProcTable::fds`], [`ProcTable::env`] and
-    /// [`ProcTable::container`] would cache it.
+    /// Every process under `root`, with what `want` asks of every user
+    /// process (an auto-detected pod reads every one's descriptors and
+    /// environment anyway; the node view every one's cgroup too): read by a
+    /// few threads side by side when there are many processes, each file
+    /// still read once, and cached as [`ProcTable::fds`], [`ProcTable::env`]
+    /// and [`ProcTable::container`] would cache it.
+    ///
+    /// Every process's `stat` is read with it, except with `stat_on_demand`
+    /// (an auto-detected pod, `want` asking for the environment): a process
+    /// whose environment has bytes is then a user process (a kernel thread
+    /// has none), and its `stat` is read only if it may be in the pod (a
+    /// lease variable, a lock file open, descriptors that could not be
+    /// read), else on first use ([`RawProc::stat`]: an ancestor of the
+    /// pod's). Most processes of a machine are in no pod, and `stat` is the
+    /// dearest of their files to read.
     ///
     /// # Errors
     /// [`WriterError::Proc`] when `root` cannot be listed.
     pub(super) fn read_with(
         root: &Path,
-        prefetch: bool,
-        cgroups: bool,
+        want: Want,
+        stat_on_demand: bool,
     ) -> Result<ProcTable, WriterError> {
         let listing_error = |e: std::io::Error| WriterError::Proc {
             path: root.to_path_buf(),
@@ -127,19 +157,17 @@ impl ProcTable {
         })
         .map_err(listing_error)?;
         drop(dir);
-        let want = Want {
-            cgroup: cgroups,
-            ..if prefetch {
-                Want::JUDGED
-            } else {
-                Want::NOTHING
-            }
+        let on_demand = stat_on_demand && want.env;
+        let at = ProcRoot {
+            path: root,
+            counts_fds: files::counts_fds(root),
         };
         let shares = in_shares(&pids, threads_for(pids.len()), &|&pid, bufs| {
-            read_one(root, pid, want, bufs)
+            read_one(at, pid, want, on_demand, bufs)
         });
         let table = ProcTable {
             root: root.to_path_buf(),
+            counts_fds: at.counts_fds,
             procs: BTreeMap::new(),
             env_cache: RefCell::default(),
             fd_cache: RefCell::default(),
@@ -191,6 +219,7 @@ impl ProcTable {
                 env: want.env && !self.env_cache.borrow().contains_key(&pid),
                 command: want.command && !self.command_cache.borrow().contains_key(&pid),
                 cgroup: want.cgroup && !self.cgroup_cache.borrow().contains_key(&pid),
+                stat: want.stat && self.procs[&pid].stat.get().is_none(),
             };
             if !need.is_nothing() {
                 let w = todo.entry(pid).or_default();
@@ -201,7 +230,7 @@ impl ProcTable {
             return;
         }
         let todo: Vec<(u32, Want)> = todo.into_iter().collect();
-        let (root, procs) = (&self.root, &self.procs);
+        let (root, procs) = (self.at(), &self.procs);
         let got = in_shares(&todo, threads_for(todo.len()), &|&(pid, w), bufs| {
             Some((pid, read_parts(root, procs.get(&pid)?, w, bufs)))
         });
@@ -267,7 +296,8 @@ impl ProcTable {
         let Some(p) = self.procs.get(&pid) else {
             return String::new();
         };
-        let c = files::read_command(&p.dir, &p.comm, &mut Vec::new());
+        let comm = p.stat().map_or("", |s| s.comm.as_str());
+        let c = files::read_command(&p.dir, comm, &mut Vec::new());
         self.command_cache.borrow_mut().insert(pid, c.clone());
         c
     }
@@ -333,13 +363,21 @@ impl ProcTable {
         &self.root
     }
 
+    /// The proc root, for reading a process's files.
+    fn at(&self) -> ProcRoot<'_> {
+        ProcRoot {
+            path: &self.root,
+            counts_fds: self.counts_fds,
+        }
+    }
+
     /// The descriptors of `pid` on lock files (cached).
     pub(super) fn fds(&self, pid: u32) -> Rc<FdsRead> {
         if let Some(f) = self.fd_cache.borrow().get(&pid) {
             return Rc::clone(f);
         }
         let f = Rc::new(match self.procs.get(&pid) {
-            Some(p) if !p.kthread => files::lock_fds(&self.root, pid, &mut ScanBufs::new()),
+            Some(p) if !p.kthread => files::lock_fds(self.at(), pid, &mut ScanBufs::new()),
             _ => FdsRead::default(),
         });
         self.fd_cache.borrow_mut().insert(pid, Rc::clone(&f));
@@ -349,7 +387,9 @@ impl ProcTable {
     pub(super) fn descendants(&self, root: u32) -> BTreeSet<u32> {
         let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for p in self.procs.values() {
-            children.entry(p.ppid).or_default().push(p.pid);
+            if let Some(ppid) = p.ppid() {
+                children.entry(ppid).or_default().push(p.pid);
+            }
         }
         let mut out = BTreeSet::new();
         let mut stack = vec![root];
@@ -370,9 +410,11 @@ impl ProcTable {
         for &s in seeds.keys() {
             let mut pid = s;
             loop {
-                match self.procs.get(&pid) {
-                    Some(p) if p.ppid != 0 && self.procs.contains_key(&p.ppid) => {
-                        pid = p.ppid;
+                // A parent that exited before its `stat` was read ends the
+                // line, as one gone before the scan would.
+                match self.procs.get(&pid).and_then(RawProc::ppid) {
+                    Some(ppid) if ppid != 0 && self.procs.contains_key(&ppid) => {
+                        pid = ppid;
                         if out.contains_key(&pid) {
                             break;
                         }
@@ -513,8 +555,8 @@ mod raw;
 #[cfg(test)]
 mod tests;
 
-use files::{read_one, read_parts, Parts, ScanBufs};
-pub(super) use files::{read_proc_locks, Want};
+use files::{read_one, read_parts, Parts, ProcRoot, ScanBufs};
+pub(super) use files::{read_proc_locks, Stat, Want};
 use raw::{each_entry, open_dir, DirentBuf};
 use std::cell::RefCell;
 use std::rc::Rc;

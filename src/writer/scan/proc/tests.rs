@@ -65,13 +65,17 @@ fn prefetched_table_reads_what_the_lazy_one_reads() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let lazy = loop {
         let t = ProcTable::read(Path::new("/proc")).unwrap();
-        if t.procs.get(&pid).is_some_and(|p| p.comm == "sleep") {
+        if t.procs
+            .get(&pid)
+            .and_then(|p| p.stat())
+            .is_some_and(|s| s.comm == "sleep")
+        {
             break t;
         }
         assert!(std::time::Instant::now() < deadline, "sleep did not start");
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let pre = ProcTable::read_with(Path::new("/proc"), true, false).unwrap();
+    let pre = ProcTable::read_with(Path::new("/proc"), Want::JUDGED, false).unwrap();
     let (lazy_env, a) = (lazy.env(pid), lazy.fds(pid));
     // And a table prefetched after the fact, as with --pod-root.
     let late = ProcTable::read(Path::new("/proc")).unwrap();
@@ -166,4 +170,143 @@ fn read_proc_reads_files_larger_than_the_first_buffer() {
     read_proc(Path::new("/proc/self/stat"), &mut buf).unwrap();
     let s = parse_stat(&buf).unwrap();
     assert_eq!(s.ppid, nix::unistd::getppid().as_raw() as u32);
+}
+
+#[test]
+fn stat_read_on_demand_is_the_stat_read_with_the_process() {
+    let _forks = FORKS.read().unwrap_or_else(|e| e.into_inner());
+    // One process with the lease variable (its `stat` is read with it), one
+    // without (read when asked).
+    let spawn = |leased: bool| {
+        let mut c = std::process::Command::new("sleep");
+        c.arg("30");
+        if leased {
+            c.env(ENABLE, "1");
+        }
+        c.spawn().unwrap()
+    };
+    let mut children = [spawn(true), spawn(false)];
+    let (leased, plain) = (children[0].id(), children[1].id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let eager = loop {
+        let t = ProcTable::read(Path::new("/proc")).unwrap();
+        let execd = |pid| {
+            t.procs
+                .get(&pid)
+                .and_then(|p| p.stat())
+                .is_some_and(|s| s.comm == "sleep")
+        };
+        if execd(leased) && execd(plain) {
+            break t;
+        }
+        assert!(std::time::Instant::now() < deadline, "sleep did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let lazy = ProcTable::read_with(Path::new("/proc"), Want::JUDGED, true).unwrap();
+    let read_with_it = |pid: u32| lazy.procs[&pid].stat.get().is_some();
+    assert!(read_with_it(leased), "a process with a lease variable");
+    assert!(!read_with_it(plain), "a process in no pod");
+    let me = std::process::id();
+    for pid in [leased, plain, me] {
+        let (a, b) = (eager.procs[&pid].stat(), lazy.procs[&pid].stat());
+        let facts = |s: Option<&Stat>| s.map(|s| (s.ppid, s.comm.clone(), s.starttime));
+        assert_eq!(facts(a), facts(b), "pid {pid}");
+        if pid != me {
+            assert_eq!(lazy.procs[&pid].ppid(), Some(me), "pid {pid}'s parent");
+        }
+    }
+    // Kernel threads are told the same way.
+    for (pid, p) in &lazy.procs {
+        if let Some(e) = eager.procs.get(pid) {
+            assert_eq!(p.kthread, e.kthread, "pid {pid}");
+        }
+    }
+    for c in &mut children {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_process_gone_before_its_stat_is_read_has_no_parent() {
+    // A proc root where pid 10 left only its environment (it exited while
+    // the scan read it) and pid 11, its child, carries the lease variable.
+    let dir = tempfile::tempdir().unwrap();
+    let (ten, eleven) = (dir.path().join("10"), dir.path().join("11"));
+    for d in [&ten, &eleven] {
+        std::fs::create_dir_all(d.join("fd")).unwrap();
+        std::fs::create_dir_all(d.join("fdinfo")).unwrap();
+    }
+    std::fs::write(ten.join("environ"), b"PATH=/bin\0").unwrap();
+    std::fs::write(eleven.join("environ"), format!("{ENABLE}=1\0")).unwrap();
+    std::fs::write(
+        eleven.join("stat"),
+        b"11 (sh) S 10 11 11 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n",
+    )
+    .unwrap();
+    let t = ProcTable::read_with(dir.path(), Want::JUDGED, true).unwrap();
+    assert_eq!(t.procs[&11].ppid(), Some(10));
+    assert!(!t.procs[&10].kthread);
+    assert!(t.procs[&10].stat().is_none());
+    assert_eq!(t.procs[&10].ppid(), None);
+    // The line of ancestors ends at the process whose parent is unknown.
+    let seeds = BTreeMap::from([(11, "seed".to_string())]);
+    let line: Vec<u32> = t.with_ancestors(&seeds).into_keys().collect();
+    assert_eq!(line, [10, 11]);
+    // Read eagerly, pid 10 is gone as a whole.
+    let eager = ProcTable::read(dir.path()).unwrap();
+    assert!(!eager.procs.contains_key(&10));
+}
+
+#[test]
+fn descriptors_read_by_number_are_the_ones_listed() {
+    let _forks = FORKS.read().unwrap_or_else(|e| e.into_inner());
+    let proc = Path::new("/proc");
+    // Before Linux 6.2 a table has no size: both ways then list it.
+    if !super::files::counts_fds(proc) {
+        eprintln!("this kernel's descriptor tables give no size");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join(LOCK_NAME);
+    std::fs::write(&lock, b"").unwrap();
+    // The lock file on descriptor 3 (no gap), and on 7 (3 to 6 closed).
+    let spawn = |fd: u32| {
+        let script = format!("exec {fd}<\"$0\"; exec sleep 30");
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .arg(&lock)
+            .spawn()
+            .unwrap()
+    };
+    let mut children = [spawn(3), spawn(7)];
+    let read = |pid: u32, counts_fds: bool| {
+        let at = super::files::ProcRoot {
+            path: proc,
+            counts_fds,
+        };
+        let f = super::files::lock_fds(at, pid, &mut super::files::ScanBufs::new());
+        let links: Vec<PathBuf> = f.fds.iter().map(|l| l.link.clone()).collect();
+        (links, f.unreadable)
+    };
+    for (c, fd) in children.iter().zip([3, 7]) {
+        let pid = c.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // Until `sleep` runs with the lock file open.
+        while read(pid, false).0.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no lock file open");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let by_number = read(pid, true);
+        assert_eq!(by_number, read(pid, false), "pid {pid}");
+        assert_eq!(
+            by_number.0,
+            [proc.join(format!("{pid}/fd/{fd}"))],
+            "pid {pid}"
+        );
+        assert_eq!(by_number.1, None);
+    }
+    for c in &mut children {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }
