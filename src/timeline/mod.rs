@@ -77,6 +77,16 @@ impl Seen {
     }
 }
 
+/// True when `next` is `last`'s holder writing a fresh generation within its
+/// own tenure: the same acquisition (`acquired_at`) and a greater generation,
+/// as an acquire that went the slow way, or a takeover after waiting out a
+/// holder it may have replaced, writes before handing the lease out
+/// (`bucket::lease::confirm`). One tenure, not a holder replacing itself.
+fn refreshed(last: &LeaseRecord, next: &LeaseRecord) -> bool {
+    next.acquired_at == last.acquired_at
+        && matches!((last.generation, next.generation), (Some(a), Some(b)) if b > a)
+}
+
 /// Where an observation came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -386,15 +396,18 @@ impl Walk {
             }
             return;
         }
-        let key = o.seen.tenure_key();
-        let same = match (&self.cur, key) {
-            (Some((t, _)), Some((id, g, false))) => t.holder_raw_eq(id) && t.generation == g,
+        let same = match (&self.cur, &o.seen) {
+            (Some((t, last)), Seen::Held(r)) => {
+                t.holder_raw_eq(&r.instance_id)
+                    && (t.generation == r.generation || refreshed(last, r))
+            }
             _ => false,
         };
         if same {
             if let Some((t, r)) = self.cur.as_mut() {
                 note_write(t, o.at);
                 if let Seen::Held(nr) = &o.seen {
+                    t.generation = nr.generation;
                     *r = nr.clone();
                 }
             }

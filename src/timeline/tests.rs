@@ -160,6 +160,40 @@ fn derive_tells_tenures_gaps_overlaps_and_generations_back() {
     );
 }
 
+/// A holder that writes a fresh generation within its tenure (an acquire
+/// that went the slow way: the same `acquired_at`, a greater generation) is
+/// one tenure, not a holder replacing itself with an overlap (CI: a loaded
+/// `bucket hold` went the slow way, and the timeline said holder-b wrote its
+/// record before holder-b's fence closed). Another acquisition by the same
+/// id is still a new tenure.
+#[test]
+fn a_generation_refreshed_by_its_holder_is_one_tenure() {
+    let b = rec("b", 11, t0());
+    let mut fresh = b.clone();
+    fresh.generation = Some(12);
+    fresh.renewed_at = t0() + chrono::Duration::seconds(20);
+    let mut again = rec("b", 13, t0() + chrono::Duration::seconds(40));
+    again.renewed_at = again.acquired_at;
+    let o = vec![
+        obs(0, Seen::Held(b.clone())),
+        obs(10, Seen::Held(b.clone())),
+        obs(20, Seen::Held(fresh.clone())),
+        obs(30, Seen::Held(fresh.clone())),
+        obs(40, Seen::Held(again.clone())),
+    ];
+    let d = derive(&o, &[], t0() + chrono::Duration::seconds(45));
+    assert_eq!(d.tenures.len(), 2, "{d:#?}");
+    assert_eq!(d.tenures[0].writes, 4);
+    assert_eq!(d.tenures[0].generation, Some(12));
+    assert_eq!(d.tenures[1].generation, Some(13));
+    assert_eq!(
+        d.overlaps.len(),
+        1,
+        "the second acquisition still overlaps: {d:#?}"
+    );
+    assert!(d.generations_back.is_empty(), "{d:#?}");
+}
+
 /// A holder that stops renewing expires; one that writes after its
 /// successor started is an overlap (interleaved renewals).
 #[test]

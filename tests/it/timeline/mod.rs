@@ -818,3 +818,47 @@ async fn a_scripted_history_is_rebuilt_rgw() {
     // refuses conditional leases there): its holders run best-effort.
     scripted_history(Server::Rgw, "timeline-script", &["--conditional", "off"]).await;
 }
+
+/// A hold whose acquire goes the slow way (its write's answer held back
+/// 300 ms by a proxy: longer than any contender's confirmation waits, so it
+/// keeps the lease five sixths of a TTL and writes a fresh generation before
+/// handing it out) is one tenure in the timeline: the fresh generation is
+/// its holder's own (the same `acquired_at`), not a holder replacing itself
+/// with an overlap (CI under load: holder-b went the slow way, and the
+/// timeline said holder-b wrote its record before holder-b's fence closed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_acquire_s_fresh_generation_is_one_tenure() {
+    use crate::common::proxy::{Mode, Proxy};
+    let (endpoint, b) = versioned_bucket("timeline-slow").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    let url = format!("s3://{b}/db/");
+    proxy.delay_next_answers_of("PUT", "/db/LEASE", 1, Duration::from_millis(300));
+    let (code, _, err) = leasectl(
+        &proxy.endpoint(),
+        &[
+            "-v",
+            "bucket",
+            "hold",
+            &url,
+            "--ttl",
+            "3s",
+            "--instance-id",
+            "slow",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("with a fresh generation"),
+        "the slow way: {err}"
+    );
+    let (code, out, err) = leasectl(&endpoint, &["timeline", &url, "-o", "json"]);
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let p = &doc["prefixes"][0];
+    assert_eq!(tenure_strs(p, &["holder"]), ["slow"], "{out}");
+    assert_eq!(tenure_strs(p, &["ending", "kind"]), ["released"], "{out}");
+    assert_eq!(p["overlaps"].as_array().unwrap().len(), 0, "{out}");
+}
