@@ -235,8 +235,10 @@ pub async fn wait_for_lines(log: &Path, n: usize, limit: Duration) {
     while stamps(log).len() < n {
         assert!(
             t.elapsed() < limit,
-            "the command never ran under the lease ({})",
-            log.display()
+            "the command never ran under the lease ({}); leasectl's stderr:\n{}",
+            log.display(),
+            // HoldSite's holds write their stderr beside the log.
+            std::fs::read_to_string(log.with_extension("stderr")).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
