@@ -10,6 +10,10 @@ is checked (every prefix reported, exit 0 or 3) and the proxy's trace of it
 read back: one line per connection (accepted, TLS handshake) and per request
 (arrived, forwarded, answer's head from upstream, body passed on whole).
 
+With --s5cmd PATH and --boto3, `s5cmd --numworkers 256 cp` and
+scripts/boto3_leases.py (32 threads) run in the same rounds, traced alike
+(their limits at their own concurrency).
+
 Printed per binary and RTT (medians over the rounds, and the trace of the
 last round): wall time against the limit (pages + ceil(N / c)) x RTT; when
 each listing page was asked and answered; when the first GET came; the
@@ -26,17 +30,18 @@ import json
 import math
 import os
 import shutil
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-import ssl
+from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
-from compare import ENV, REGION, seed  # noqa: E402
+from compare import ENV, REGION, count_files, lease_body, seed  # noqa: E402
 
 
 def make_ca(d):
@@ -191,11 +196,18 @@ def main():
     ap.add_argument("--connect-rtts", type=int, default=0,
                     help="round trips a new connection waits (the proxy's --connect-rtts)")
     ap.add_argument("--json-out", help="write every run's figures here")
+    ap.add_argument("--s5cmd", help="also s5cmd cp (256 workers), this binary")
+    ap.add_argument("--boto3", action="store_true",
+                    help="also scripts/boto3_leases.py (32 threads)")
     ap.add_argument("--wrap", default="",
                     help="a command each leasectl run goes under, space-separated "
                          "(e.g. 'perf record -g -o FILE')")
     args = ap.parse_args()
     binaries = [tuple(a.split("=", 1)) for a in args.leasectl]
+    if args.s5cmd:
+        binaries.append(("s5cmd", args.s5cmd))
+    if args.boto3:
+        binaries.append(("boto3", sys.executable))
     workdir = tempfile.mkdtemp(prefix="leasectl-rtt-trace-")
     tls = None if args.no_tls else make_ca(workdir)
     if args.s3s_fs:
@@ -206,34 +218,51 @@ def main():
     env = dict(ENV)
     if tls:
         env["AWS_CA_BUNDLE"] = tls[0]
+        env["SSL_CERT_FILE"] = tls[0]  # s5cmd (Go)
     runs = []
     try:
         bucket = f"trace-{args.n}"
         compare.log(f"seeding {args.n} prefixes on {server.kind}")
         seed(server, bucket, args.n)
         target = f"s3://{bucket}/backups/"
+        leases = sum(1 for i in range(args.n) if lease_body(i, datetime.now(timezone.utc)))
         for rtt in [int(x) for x in args.rtts.split(",")]:
             proxy.config(rtt)
             for r in range(args.rounds):
                 order = binaries[r % len(binaries):] + binaries[:r % len(binaries)]
                 for name, path in order:
                     proxy.reset()
+                    outdir = tempfile.mkdtemp(dir=workdir)
+                    c = args.concurrency
+                    if name == "s5cmd":
+                        cmd, c = [path, "--endpoint-url", proxy.url, "--numworkers", "256", "cp",
+                                  f"s3://{bucket}/backups/*/LEASE", outdir + "/"], 256
+                    elif name == "boto3":
+                        cmd, c = [path, os.path.join(compare.REPO, "scripts/boto3_leases.py"),
+                                  "--endpoint-url", proxy.url, "--threads", "32", target], 32
+                    else:
+                        cmd = [*args.wrap.split(), path, "--json", "--no-pod", "--endpoint-url",
+                               proxy.url, "--path-style", "--region", REGION,
+                               *args.flags.split(), target]
                     t0 = time.monotonic()
-                    p = subprocess.run([*args.wrap.split(), path, "--json", "--no-pod", "--endpoint-url", proxy.url,
-                                        "--path-style", "--region", REGION, *args.flags.split(),
-                                        target], env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE)
+                    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                     wall = (time.monotonic() - t0) * 1000
-                    doc = json.loads(p.stdout or b"{}")
-                    got = len(doc.get("targets", [{}])[0].get("prefixes", []))
-                    errors = sum(1 for x in doc.get("targets", [{}])[0].get("prefixes", [])
-                                 if x.get("error"))
-                    if p.returncode not in (0, 3) or got != args.n or errors:
-                        sys.exit(f"{name} failed: exit {p.returncode}, {got} prefixes, "
+                    doc = json.loads(p.stdout or b"{}") if name != "s5cmd" else {}
+                    if name == "s5cmd":
+                        got, errors, want = count_files(outdir), 0, leases
+                    elif name == "boto3":
+                        got, errors, want = doc.get("prefixes"), 0, args.n
+                    else:
+                        rows = doc.get("targets", [{}])[0].get("prefixes", [])
+                        got, want = len(rows), args.n
+                        errors = sum(1 for x in rows if x.get("error"))
+                    shutil.rmtree(outdir, ignore_errors=True)
+                    if p.returncode not in (0, 3) or got != want or errors:
+                        sys.exit(f"{name} failed: exit {p.returncode}, {got} of {want}, "
                                  f"{errors} errors, {p.stderr.decode()[-2000:]}")
                     with open("/proc/loadavg") as f:
                         load = float(f.read().split()[0])
-                    a = analyse(proxy.trace(), wall, args.n, rtt, args.concurrency)
+                    a = analyse(proxy.trace(), wall, args.n, rtt, c)
                     a.update(name=name, rtt=rtt, round=r, load=load)
                     runs.append(a)
                     compare.log(f"rtt={rtt} round {r + 1} {name}: {wall:.0f} ms "
