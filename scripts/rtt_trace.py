@@ -14,6 +14,11 @@ With --s5cmd PATH and --boto3, `s5cmd --numworkers 256 cp` and
 scripts/boto3_leases.py (32 threads) run in the same rounds, traced alike
 (their limits at their own concurrency).
 
+With --console-runs K, each leasectl's console (read-only, in a 200x50 tmux
+pane) is started K times at each RTT after those rounds: the time until its
+first frame, and until its title counts 1,000 rows, with the proxy's trace of
+when the 1,000th LEASE read was answered.
+
 Printed per binary and RTT (medians over the rounds, and the trace of the
 last round): wall time against the limit (pages + ceil(N / c)) x RTT; when
 each listing page was asked and answered; when the first GET came; the
@@ -196,6 +201,8 @@ def main():
     ap.add_argument("--connect-rtts", type=int, default=0,
                     help="round trips a new connection waits (the proxy's --connect-rtts)")
     ap.add_argument("--json-out", help="write every run's figures here")
+    ap.add_argument("--console-runs", type=int, default=0,
+                    help="also the console's time to 1,000 rows, this many runs each")
     ap.add_argument("--s5cmd", help="also s5cmd cp (256 workers), this binary")
     ap.add_argument("--boto3", action="store_true",
                     help="also scripts/boto3_leases.py (32 threads)")
@@ -219,7 +226,7 @@ def main():
     if tls:
         env["AWS_CA_BUNDLE"] = tls[0]
         env["SSL_CERT_FILE"] = tls[0]  # s5cmd (Go)
-    runs = []
+    runs, consoles = [], []
     try:
         bucket = f"trace-{args.n}"
         compare.log(f"seeding {args.n} prefixes on {server.kind}")
@@ -268,10 +275,22 @@ def main():
                     compare.log(f"rtt={rtt} round {r + 1} {name}: {wall:.0f} ms "
                                 f"({wall / a['limit_ms']:.2f}x limit {a['limit_ms']} ms), "
                                 f"load {load}")
+            for name, path in binaries:
+                if args.console_runs and name not in ("s5cmd", "boto3"):
+                    consoles.append(console_runs(args, proxy, env, name, path, target, rtt))
     finally:
         proxy.stop()
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    if consoles:
+        print("\n| RTT | console | first frame | 1,000 rows shown, median (min–max) "
+              "| 1,000th read answered (proxy) | load avg |")
+        print("|---|---|---|---|---|---|")
+        for c in consoles:
+            print(f"| {c['rtt']} ms | {c['name']} | {statistics.median(c['frame']):.0f} ms "
+                  f"| {statistics.median(c['rows']):.0f} ms ({min(c['rows']):.0f}–"
+                  f"{max(c['rows']):.0f}) | {statistics.median(c['read']):.0f} ms "
+                  f"| {min(c['load']):.1f}–{max(c['load']):.1f} |")
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(runs, f, indent=1)
@@ -306,6 +325,44 @@ def main():
         if r["tls_ms"]:
             print(f"- TLS handshakes (ms): p50 {pct(r['tls_ms'], .5)}, max {max(r['tls_ms'])}")
         print(f"- in flight per 100 ms: {r['in_flight_100ms']}")
+
+
+def console_runs(args, proxy, env, name, path, target, rtt):
+    """The console's first frame and its first 1,000 rows, `args.console_runs` times."""
+    tmux = compare.Tmux()
+    out = {"name": name, "rtt": rtt, "frame": [], "rows": [], "read": [], "load": []}
+    try:
+        for r in range(args.console_runs):
+            win = f"c{r}"
+            proxy.reset()
+            t0 = time.monotonic()
+            tmux.window(win, f"exec env AWS_CA_BUNDLE={env.get('AWS_CA_BUNDLE', '')} {path} "
+                             f"--read-only --no-pod --endpoint-url {proxy.url} --path-style "
+                             f"--region {REGION} {target}")
+            frame = rows = None
+            while time.monotonic() - t0 < 60:
+                screen = tmux.capture(win)
+                now = (time.monotonic() - t0) * 1000
+                if frame is None and "leasectl" in screen:
+                    frame = now
+                if compare.rows_shown(screen) >= min(1000, args.n):
+                    rows = now
+                    break
+            tmux.kill_window(win)
+            if frame is None or rows is None:
+                sys.exit(f"{name}'s console did not show 1,000 rows within 60 s")
+            gets = sorted(x["end"] for x in proxy.trace() if x["ev"] == "req" and x["kind"] == "get")
+            with open("/proc/loadavg") as f:
+                out["load"].append(float(f.read().split()[0]))
+            out["frame"].append(frame)
+            out["rows"].append(rows)
+            out["read"].append(gets[min(999, len(gets) - 1)] if gets else float("nan"))
+            compare.log(f"console {name} rtt={rtt} run {r + 1}: frame {frame:.0f} ms, "
+                        f"1,000 rows {rows:.0f} ms, 1,000th read {out['read'][-1]:.0f} ms")
+            time.sleep(0.5)
+    finally:
+        tmux.stop()
+    return out
 
 
 def bucket_counts(ts):
