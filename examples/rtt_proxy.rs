@@ -20,6 +20,21 @@
 //! answered `503 SlowDown` with S3's XML error body (after the round trip),
 //! as S3 does past its per-prefix request rates.
 //!
+//! With `--tls-cert` and `--tls-key` (PEM files) it serves HTTPS (rustls,
+//! TLS 1.2 and 1.3), as S3 does: a client trusts it through `AWS_CA_BUNDLE`
+//! naming the CA that signed the certificate. `--connect-rtts K` makes a new
+//! connection wait K round trips before its first byte is read (1: TCP's
+//! handshake; 2: TCP and TLS 1.3's), so that opening connections costs what
+//! it costs on a network.
+//!
+//! With `--trace`, it keeps one JSON line per connection (when accepted, when
+//! its TLS handshake ended) and per request (its connection and place on it,
+//! kind, status; when it arrived, was forwarded, its answer's head came back
+//! from upstream and its body was passed on whole), in milliseconds since the
+//! last reset: `GET /__proxy/trace` returns them (NDJSON), `POST
+//! /__proxy/reset` clears them. They are held in memory until then, ~200
+//! bytes a request: a benchmark's tool, reset between runs.
+//!
 //! ```text
 //! cargo run --release --example rtt_proxy -- --listen 127.0.0.1:9000 \
 //!     --upstream http://127.0.0.1:9001 --rtt-ms 30
@@ -28,6 +43,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,6 +56,7 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 /// Command line.
@@ -58,6 +75,18 @@ struct Opts {
     /// Answer `503 SlowDown` to the requests beyond this many in one second.
     #[arg(long)]
     slowdown_above: Option<u64>,
+    /// Serve HTTPS with this certificate chain (PEM; needs `--tls-key`).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Round trips a new connection waits before its first byte is read.
+    #[arg(long, default_value_t = 0)]
+    connect_rtts: u32,
+    /// Keep a trace of connections and requests (`GET /__proxy/trace`).
+    #[arg(long)]
+    trace: bool,
 }
 
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -87,6 +116,33 @@ struct State {
     /// (second since start, requests in it) for `--slowdown-above`.
     window: Mutex<(u64, u64)>,
     started: Instant,
+    /// `Some` with `--trace`: the lines kept, and the instant they count from.
+    trace: Option<Mutex<(Instant, Vec<String>)>>,
+    connect_rtts: u32,
+}
+
+/// One request's trace line, written when dropped: when the answer's body
+/// has been passed on whole (or the request was abandoned).
+struct Rec {
+    state: Arc<State>,
+    conn: u64,
+    seq: u64,
+    kind: &'static str,
+    status: u16,
+    t_in: f64,
+    t_fwd: f64,
+    t_head: f64,
+}
+
+impl Drop for Rec {
+    fn drop(&mut self) {
+        let t_end = self.state.trace_ms();
+        self.state.trace_line(serde_json::json!({
+            "ev": "req", "conn": self.conn, "seq": self.seq, "kind": self.kind,
+            "status": self.status, "in": self.t_in, "fwd": self.t_fwd,
+            "head": self.t_head, "end": t_end,
+        }));
+    }
 }
 
 fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
@@ -125,6 +181,28 @@ fn query_u64(query: &str, name: &str) -> Option<u64> {
 }
 
 impl State {
+    /// Milliseconds since the trace's start (0 without `--trace`).
+    fn trace_ms(&self) -> f64 {
+        match &self.trace {
+            Some(t) => t.lock().unwrap().0.elapsed().as_secs_f64() * 1000.0,
+            None => 0.0,
+        }
+    }
+
+    fn trace_line(&self, line: serde_json::Value) {
+        if let Some(t) = &self.trace {
+            t.lock().unwrap().1.push(line.to_string());
+        }
+    }
+
+    fn trace_doc(&self) -> Response<Body> {
+        let lines = match &self.trace {
+            Some(t) => t.lock().unwrap().1.join("\n"),
+            None => String::new(),
+        };
+        full(StatusCode::OK, "application/x-ndjson", lines)
+    }
+
     fn stats(&self) -> Response<Body> {
         let c = self.counts.lock().unwrap();
         let seconds = match (c.since, c.last) {
@@ -154,6 +232,9 @@ impl State {
             ..Counts::default()
         };
         self.answer_body_bytes.store(0, Ordering::Relaxed);
+        if let Some(t) = &self.trace {
+            *t.lock().unwrap() = (Instant::now(), Vec::new());
+        }
     }
 
     /// True when this request is beyond the per-second limit.
@@ -211,9 +292,15 @@ impl State {
         }
     }
 
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    async fn handle(
+        self: Arc<Self>,
+        conn: u64,
+        seq: u64,
+        req: Request<Incoming>,
+    ) -> Result<Response<Body>, Infallible> {
         match (req.method(), req.uri().path()) {
             (&Method::GET, "/__proxy/stats") => return Ok(self.stats()),
+            (&Method::GET, "/__proxy/trace") => return Ok(self.trace_doc()),
             (&Method::POST, "/__proxy/reset") => {
                 self.reset();
                 return Ok(full(StatusCode::NO_CONTENT, "text/plain", ""));
@@ -231,6 +318,7 @@ impl State {
             _ => {}
         }
         let kind = kind(&req);
+        let t_in = self.trace_ms();
         {
             let mut c = self.counts.lock().unwrap();
             let now = Instant::now();
@@ -247,6 +335,7 @@ impl State {
         if !rtt.is_zero() {
             tokio::time::sleep(rtt).await;
         }
+        let t_fwd = self.trace_ms();
         let resp = if self.over_limit() {
             full(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -263,7 +352,27 @@ impl State {
             *c.by_status.entry(resp.status().as_u16()).or_default() += 1;
             c.last = Some(Instant::now());
         }
-        Ok(resp)
+        if self.trace.is_none() {
+            return Ok(resp);
+        }
+        let rec = Rec {
+            state: self.clone(),
+            conn,
+            seq,
+            kind,
+            status: resp.status().as_u16(),
+            t_in,
+            t_fwd,
+            t_head: self.trace_ms(),
+        };
+        // The line is written when the body is dropped: passed on whole.
+        Ok(resp.map(|b| {
+            b.map_frame(move |f| {
+                let _ = &rec;
+                f
+            })
+            .boxed()
+        }))
     }
 }
 
@@ -297,6 +406,43 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Serves one accepted connection (plain or TLS) as HTTP/1.1 with keep-alive.
+async fn serve<I>(state: Arc<State>, conn: u64, io: I)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let seq = Arc::new(AtomicU64::new(0));
+    let service = hyper::service::service_fn(move |req| {
+        let n = seq.fetch_add(1, Ordering::Relaxed);
+        state.clone().handle(conn, n, req)
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
+}
+
+/// The TLS acceptor of `--tls-cert` and `--tls-key`.
+fn tls_acceptor(cert: &PathBuf, key: &PathBuf) -> std::io::Result<tokio_rustls::TlsAcceptor> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |what: &PathBuf, e: &dyn std::fmt::Display| {
+        std::io::Error::other(format!("{}: {e}", what.display()))
+    };
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| bad(cert, &e))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, &e))?;
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(std::io::Error::other)?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(std::io::Error::other)?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let opts = Opts::parse();
@@ -321,7 +467,14 @@ async fn main() -> std::io::Result<()> {
         counts: Mutex::new(Counts::default()),
         window: Mutex::new((0, 0)),
         started: Instant::now(),
+        trace: opts.trace.then(|| Mutex::new((Instant::now(), Vec::new()))),
+        connect_rtts: opts.connect_rtts,
     });
+    let tls = match (&opts.tls_cert, &opts.tls_key) {
+        (Some(c), Some(k)) => Some(tls_acceptor(c, k)?),
+        _ => None,
+    };
+    let next_conn = AtomicU64::new(0);
     let listener = TcpListener::bind(opts.listen).await?;
     // The first line of output is the address, for scripts that asked for port 0.
     println!("{}", listener.local_addr()?);
@@ -337,12 +490,32 @@ async fn main() -> std::io::Result<()> {
         let _ = stream.set_nodelay(true);
         state.counts.lock().unwrap().connections += 1;
         let state = state.clone();
+        let conn = next_conn.fetch_add(1, Ordering::Relaxed);
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| state.clone().handle(req));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let t_accept = state.trace_ms();
+            let setup =
+                state.connect_rtts * Duration::from_micros(state.rtt_us.load(Ordering::Relaxed));
+            if !setup.is_zero() {
+                tokio::time::sleep(setup).await;
+            }
+            let Some(tls) = tls else {
+                state.trace_line(
+                    serde_json::json!({"ev": "conn", "conn": conn, "accept": t_accept}),
+                );
+                return serve(state, conn, stream).await;
+            };
+            let t_hello = state.trace_ms();
+            match tls.accept(stream).await {
+                Ok(stream) => {
+                    state.trace_line(serde_json::json!({
+                        "ev": "conn", "conn": conn, "accept": t_accept,
+                        "tls_start": t_hello, "tls_end": state.trace_ms(),
+                    }));
+                    serve(state, conn, stream).await
+                }
+                Err(e) => eprintln!("rtt_proxy: TLS handshake: {e}"),
+            }
         });
     }
 }
