@@ -604,9 +604,13 @@ async fn generations_grow(kind: Kind) {
                 "the release by {id1} did not keep its generation: {seen:#?}"
             );
         } else if id1 == id2 {
-            // A renewal, an adoption or the same record rewritten: kept.
-            assert_eq!(g1, g2, "{id1} changed its generation: {seen:#?}");
-            if e1 != e2 {
+            // A renewal, an adoption or the same record rewritten: kept; or
+            // the holder's own fresh generation, written before it hands the
+            // lease out after an acquire or a takeover that went the slow way
+            // (docs/bucket-leases.md, "Confirming": CI's load sent an acquire
+            // on Ceph RGW that way): greater, never smaller.
+            assert!(g2 >= g1, "{id1} sent its generation back: {seen:#?}");
+            if e1 != e2 && g1 == g2 {
                 renewals += 1;
             }
         } else if successors.contains(id2) {
