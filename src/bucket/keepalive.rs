@@ -321,3 +321,47 @@ fn next_renewal(lease: &BucketLease) -> Duration {
         .unwrap_or_default();
     due.saturating_sub(lead)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::too_late_to_release;
+    use crate::bucket::{BucketLease, LeaseConfig, LeaseWatch};
+    use crate::clock::{Clock, ManualClock, SharedClock};
+    use crate::store::local::LocalStore;
+    use crate::store::ObjectStore;
+
+    /// [`super::KeepAlive::stop_and_release`]'s rule: a lease whose fence ran
+    /// out (two thirds of the TTL after its last renewal) is still released
+    /// up to a twelfth of the TTL later, and never after that — from then a
+    /// contender may judge the record stale and take it over (the mutation
+    /// score of issue 48 §4 found no judge of it: seven mutants of the
+    /// comparison and its terms went unseen).
+    #[tokio::test]
+    async fn too_late_to_release_is_a_twelfth_of_a_ttl_past_the_fence() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+        let clock = ManualClock::new(chrono::Utc::now());
+        let shared: SharedClock = Arc::new(clock.clone());
+        let config = LeaseConfig {
+            ttl_s: 30,
+            ..LeaseConfig::default()
+        };
+        let lease = BucketLease::acquire(store, shared, "db/", config, &mut LeaseWatch::new())
+            .await
+            .unwrap();
+        assert!(!too_late_to_release(&lease), "just acquired");
+        // The fence: 20 s after the last renewal; a twelfth of the TTL: 2.5 s.
+        let limit = Duration::from_secs(20) + Duration::from_millis(2_500);
+        let since = clock.mono().saturating_sub(lease.deadline().renewed_mono);
+        clock.advance(limit - since);
+        assert!(
+            !too_late_to_release(&lease),
+            "a twelfth of the TTL past the fence: not yet"
+        );
+        clock.advance(Duration::from_millis(1));
+        assert!(too_late_to_release(&lease), "past it");
+    }
+}
