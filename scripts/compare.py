@@ -405,17 +405,24 @@ def s3_section(args, results):
 class Proxy:
     """examples/rtt_proxy.rs in front of a server; counters over HTTP."""
 
-    def __init__(self, binary, upstream, rtt_ms=0):
+    def __init__(self, binary, upstream, rtt_ms=0, extra=(), ctx=None, timeout=10):
+        """`extra`: more of the proxy's options; `ctx`: the SSL context of a
+        proxy serving HTTPS (its control requests go the same way)."""
+        self.ctx, self.timeout = ctx, timeout
         self.proc = subprocess.Popen(
             [binary, "--listen", "127.0.0.1:0", "--upstream", upstream,
-             "--rtt-ms", str(rtt_ms)],
+             "--rtt-ms", str(rtt_ms), *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.url = "http://" + self.proc.stdout.readline().decode().strip()
+        scheme = "https" if ctx else "http"
+        self.url = f"{scheme}://" + self.proc.stdout.readline().decode().strip()
+
+    def _raw(self, method, path):
+        req = urllib.request.Request(self.url + path, method=method)
+        with urllib.request.urlopen(req, timeout=self.timeout, context=self.ctx) as r:
+            return r.read()
 
     def _call(self, method, path):
-        req = urllib.request.Request(self.url + path, method=method)
-        with urllib.request.urlopen(req, timeout=10) as r:
-            body = r.read()
+        body = self._raw(method, path)
         return json.loads(body) if body else None
 
     def config(self, rtt_ms=None, slowdown_above=None):

@@ -66,45 +66,21 @@ def make_ca(d):
     return os.path.join(d, "ca.pem"), os.path.join(d, "server.pem"), os.path.join(d, "server.key")
 
 
-class TracingProxy:
+class TracingProxy(compare.Proxy):
     """The RTT proxy with --trace (and TLS); control requests over HTTP(S)."""
 
     def __init__(self, binary, upstream, rtt_ms, tls, connect_rtts):
-        args = [binary, "--listen", "127.0.0.1:0", "--upstream", upstream, "--rtt-ms",
-                str(rtt_ms), "--trace", "--connect-rtts", str(connect_rtts)]
-        self.ctx = None
-        scheme = "http"
+        extra = ["--trace", "--connect-rtts", str(connect_rtts)]
+        ctx = None
         if tls:
             ca, cert, key = tls
-            args += ["--tls-cert", cert, "--tls-key", key]
-            self.ctx = ssl.create_default_context(cafile=ca)
-            scheme = "https"
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
-        self.url = f"{scheme}://" + self.proc.stdout.readline().decode().strip()
-
-    def call(self, method, path):
-        req = urllib.request.Request(self.url + path, method=method)
-        with urllib.request.urlopen(req, timeout=30, context=self.ctx) as r:
-            return r.read()
-
-    def config(self, rtt_ms):
-        self.call("POST", f"/__proxy/config?rtt_ms={rtt_ms}")
-
-    def reset(self):
-        self.call("POST", "/__proxy/reset")
+            extra += ["--tls-cert", cert, "--tls-key", key]
+            ctx = ssl.create_default_context(cafile=ca)
+        super().__init__(binary, upstream, rtt_ms, extra=extra, ctx=ctx, timeout=30)
 
     def trace(self):
-        body = self.call("GET", "/__proxy/trace").decode()
+        body = self._raw("GET", "/__proxy/trace").decode()
         return [json.loads(x) for x in body.splitlines() if x.strip()]
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def pct(v, q):
