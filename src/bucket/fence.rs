@@ -53,6 +53,9 @@ pub struct FenceDeadline {
     pub window: Duration,
     /// Boot-time reading before which writes may not start yet (a takeover of
     /// a live lease waits for the old holder's fence to close); `None`: at once.
+    /// Once it has passed, the fence still waits until a read finds the
+    /// record at the key still ours ([`crate::bucket::BucketLease::end_wait`]
+    /// clears it then).
     pub(crate) not_before_mono: Option<Duration>,
 }
 
@@ -162,9 +165,9 @@ impl FenceDeadline {
             return FenceStatus::Closed(FenceClosed::Expired);
         }
         if let Some(nb) = self.not_before_mono {
-            if mono < nb {
-                return FenceStatus::Waiting(nb - mono);
-            }
+            // Until the wait has run out, and then until the read that ends
+            // it (zero: look again shortly).
+            return FenceStatus::Waiting(nb.saturating_sub(mono));
         }
         FenceStatus::Open(self.window - elapsed)
     }
@@ -341,6 +344,20 @@ impl FenceCell {
         !matches!(self.check(), FenceStatus::Closed(_))
     }
 
+    /// A forced takeover's wait is over: the read after it found the record
+    /// still ours ([`crate::bucket::BucketLease::end_wait`]), so the fence
+    /// opens (unless it has closed meanwhile). Returns whether it is still
+    /// alive.
+    pub(crate) fn wait_ended(&self) -> bool {
+        let mut g = self.lock();
+        if g.closed.is_some() {
+            return false;
+        }
+        g.deadline.not_before_mono = None;
+        drop(g);
+        !matches!(self.check(), FenceStatus::Closed(_))
+    }
+
     /// Closes the fence for good (no-op when already closed). Hooks run here,
     /// on the caller's thread, except after [`FenceClosed::Stopped`], which
     /// drops them unrun.
@@ -406,7 +423,9 @@ impl FenceCell {
             loop {
                 let pause = match cell.check() {
                     FenceStatus::Closed(_) => return,
-                    FenceStatus::Open(d) | FenceStatus::Waiting(d) => d,
+                    FenceStatus::Open(d) => d,
+                    // Nothing to open: the read that ends the wait does.
+                    FenceStatus::Waiting(_) => WATCHDOG_TICK,
                 };
                 tokio::time::sleep(pause.clamp(Duration::from_millis(1), WATCHDOG_TICK)).await;
             }
@@ -424,7 +443,9 @@ impl FenceCell {
                 loop {
                     let pause = match cell.check() {
                         FenceStatus::Closed(_) => return,
-                        FenceStatus::Open(d) | FenceStatus::Waiting(d) => d,
+                        FenceStatus::Open(d) => d,
+                        // Nothing to open: the read that ends the wait does.
+                        FenceStatus::Waiting(_) => WATCHDOG_TICK,
                     };
                     std::thread::sleep(pause.clamp(Duration::from_millis(1), WATCHDOG_TICK));
                 }
@@ -526,8 +547,25 @@ mod tests {
         assert!(matches!(cell.check(), FenceStatus::Waiting(w) if w == Duration::from_secs(4)));
         assert!(!*cell.subscribe().borrow());
         c.advance(Duration::from_secs(4));
+        // Run out, the wait lasts until the read that ends it.
+        assert_eq!(cell.check(), FenceStatus::Waiting(Duration::ZERO));
+        assert!(!*cell.subscribe().borrow());
+        assert!(cell.wait_ended());
         assert!(cell.check().is_open());
         assert!(*cell.subscribe().borrow());
+    }
+
+    #[test]
+    fn a_wait_ended_after_the_fence_closed_does_not_open_it() {
+        let c = ManualClock::new(t0());
+        let clock: SharedClock = Arc::new(c.clone());
+        let mut d = FenceDeadline::new(c.mono(), c.wall(), Duration::from_secs(30));
+        d.not_before_mono = Some(c.mono() + Duration::from_secs(4));
+        let cell = FenceCell::new(clock, d);
+        c.advance(Duration::from_secs(20));
+        assert_eq!(cell.check(), FenceStatus::Closed(FenceClosed::Expired));
+        assert!(!cell.wait_ended());
+        assert!(!*cell.subscribe().borrow());
     }
 
     #[test]
@@ -548,7 +586,10 @@ mod tests {
         c.advance(Duration::from_secs(10));
         assert!(cell.renewed(FenceDeadline::new(c.mono(), c.wall(), ttl)));
         c.advance(Duration::from_secs(6));
-        // Past the first deadline (10 s + 20 s) only because renewed: open.
+        // Past the first deadline (10 s + 20 s) only because renewed: still
+        // alive, and open once the read after the wait has ended it.
+        assert_eq!(cell.check(), FenceStatus::Waiting(Duration::ZERO));
+        assert!(cell.wait_ended());
         assert!(matches!(cell.check(), FenceStatus::Open(_)));
     }
 

@@ -238,8 +238,14 @@ async fn run(
 ) -> Result<BucketLease, LeaseError> {
     let retry =
         (lease.renew_interval() / 5).clamp(Duration::from_millis(100), Duration::from_secs(2));
-    let mut wait = next_renewal(&lease);
+    let clock = lease.clock().clone();
+    // Boot-time readings: the next renewal, and the next look at the record
+    // after a forced takeover's wait (while it lasts).
+    let mut renew_at = clock.mono() + next_renewal(&lease);
+    let mut look_at = lease.waits_until();
     loop {
+        let now = clock.mono();
+        let wake = look_at.map_or(renew_at, |l| l.min(renew_at));
         // `biased`: the branches in this order when several are ready at
         // once (a stop or a closed fence before the next renewal), the same
         // on every run: tokio's default is a random pick, which made a
@@ -249,7 +255,35 @@ async fn run(
             biased;
             _ = cancel.cancelled() => return Ok(lease),
             _ = cell.closed() => return Ok(lease),
-            _ = tokio::time::sleep(wait) => {}
+            _ = tokio::time::sleep(wake.saturating_sub(now)) => {}
+        }
+        if look_at.is_some_and(|l| clock.mono() >= l) {
+            let ended = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Ok(lease),
+                _ = cell.closed() => return Ok(lease),
+                r = lease.end_wait() => r,
+            };
+            match ended {
+                Ok(true) => {
+                    look_at = None;
+                    if !cell.wait_ended() {
+                        return Ok(lease);
+                    }
+                }
+                Ok(false) => look_at = lease.waits_until(),
+                Err(e @ LeaseError::Lost { .. }) => {
+                    cell.close(FenceClosed::Lost);
+                    return Err(e);
+                }
+                Err(e) => {
+                    tracing::warn!(key = %lease.key(), error = %e, "reading the record back after the wait failed; retrying");
+                    look_at = Some(clock.mono() + retry);
+                }
+            }
+        }
+        if clock.mono() < renew_at {
+            continue;
         }
         // The deadline is checked before every renewal: one begun after it
         // could not reopen the fence anyway.
@@ -283,7 +317,7 @@ async fn run(
                 if !cell.renewed(lease.deadline()) {
                     return Ok(lease);
                 }
-                wait = next_renewal(&lease);
+                renew_at = clock.mono() + next_renewal(&lease);
             }
             Err(e @ LeaseError::Lost { .. }) => {
                 cell.close(FenceClosed::Lost);
@@ -291,7 +325,7 @@ async fn run(
             }
             Err(e) => {
                 tracing::warn!(key = %lease.key(), error = %e, "renewal failed; retrying");
-                wait = retry;
+                renew_at = clock.mono() + retry;
             }
         }
     }

@@ -423,7 +423,9 @@ async fn wait_for_old_fence(
         match keep.status() {
             FenceStatus::Waiting(d) => {
                 tokio::select! {
-                    _ = tokio::time::sleep(d.min(Duration::from_millis(200))) => {}
+                    // Zero once the wait has run out, until the keep-alive's
+                    // read back ends it: look again shortly.
+                    _ = tokio::time::sleep(d.clamp(Duration::from_millis(10), Duration::from_millis(200))) => {}
                     by = stop.as_mut() => {
                         // Once the fence is open, finishing as asked is safe.
                         if keep.status().is_open() {

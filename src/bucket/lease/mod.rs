@@ -296,6 +296,12 @@ impl BucketLease {
         self.not_before_mono = Some(mono);
     }
 
+    /// The boot-time reading a forced takeover's wait runs until, while it
+    /// lasts (see [`BucketLease::end_wait`]).
+    pub(crate) fn waits_until(&self) -> Option<Duration> {
+        self.not_before_mono
+    }
+
     /// The fence deadline of the last successful write (see [`super::fence`]).
     pub fn deadline(&self) -> FenceDeadline {
         FenceDeadline {

@@ -103,6 +103,56 @@ impl BucketLease {
         Err(tally.give_up(self.key.clone(), self.store.as_ref()))
     }
 
+    /// Ends a forced takeover's wait for the replaced holder's fence
+    /// ([`FenceDeadline::not_before_mono`]) once it has run out, by reading
+    /// the record back: writes may start only while the record at the key is
+    /// still ours. During the wait a service that carries out a conditional
+    /// write against its precondition (MinIO without read quorum, a
+    /// check-then-write store) may have let the replaced holder's renewal put
+    /// its record back; told it succeeded, that holder writes on, and no
+    /// request of ours may come between that write and the end of the wait to
+    /// say so. After the wait the replaced holder's fence has closed, so a
+    /// renewal of its own landing later cannot reopen it. Returns whether the
+    /// wait is over (`false`: it has not run out yet, nothing read).
+    ///
+    /// Errors: [`LeaseError::Lost`] (someone else's record, or none: the lease
+    /// is marked lost); [`LeaseError::Store`] (not read: the wait goes on;
+    /// try again).
+    pub(crate) async fn end_wait(&mut self) -> Result<bool, LeaseError> {
+        match self.not_before_mono {
+            None => return Ok(true),
+            Some(nb) if self.clock.mono() < nb => return Ok(false),
+            Some(_) => {}
+        }
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        let ours = self.is_ours(&rb);
+        match rb.observed {
+            Observed::Present {
+                etag: Some(e),
+                record: Ok(r),
+                ..
+            } if ours => {
+                if e != self.etag {
+                    // A renewal of ours landed though its answer was lost.
+                    self.etag = e;
+                    self.body = rb.body.unwrap_or_default();
+                    self.record = r;
+                    self.unanswered.clear();
+                }
+                self.not_before_mono = None;
+                Ok(true)
+            }
+            other => {
+                tracing::error!(
+                    key = %self.key,
+                    "the replaced holder's fence has closed, but the record is not ours any more: \
+                     the service carried out a write against its precondition during the wait"
+                );
+                Err(self.mark_lost(&other))
+            }
+        }
+    }
+
     /// The precondition of the next renewal: `If-Match` on the held ETag, or
     /// (best-effort) none, after a read that finds the record still ours.
     ///

@@ -126,3 +126,70 @@ fn a_released_record_is_taken_at_once_with_a_greater_generation() {
         );
     }
 }
+
+/// A forced takeover's wait ([`BucketLease::end_wait`]): nothing is read
+/// before it has run out, and then writes may start only over our own
+/// record — the replaced holder's, put back by a store that carried its
+/// renewal out against the precondition during the wait, loses the lease.
+#[tokio::test]
+async fn the_end_of_a_takeover_s_wait_reads_the_record_back() {
+    use crate::clock::{Clock as _, ManualClock, SharedClock};
+    use crate::store::local::LocalStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let clock = ManualClock::new(Utc::now());
+    let shared: SharedClock = Arc::new(clock.clone());
+    let config = LeaseConfig {
+        ttl_s: 30,
+        ..LeaseConfig::default()
+    };
+    for put_back in [false, true] {
+        let mut lease = BucketLease::acquire(
+            store.clone(),
+            shared.clone(),
+            "db/",
+            config.clone(),
+            &mut LeaseWatch::new(),
+        )
+        .await
+        .unwrap();
+        lease.set_not_before(clock.mono() + Duration::from_secs(4));
+        assert!(
+            !lease.end_wait().await.unwrap(),
+            "put back {put_back}: not run out"
+        );
+        assert!(!lease.may_write());
+        if put_back {
+            let old = LeaseRecord {
+                instance_id: "old-holder".into(),
+                ..lease.record().clone()
+            };
+            store
+                .put("db/LEASE", old.to_body(), PutCondition::None)
+                .await
+                .unwrap();
+        }
+        clock.advance(Duration::from_secs(4));
+        assert!(
+            !lease.may_write(),
+            "put back {put_back}: run out, not read yet"
+        );
+        let ended = lease.end_wait().await;
+        if put_back {
+            assert!(
+                matches!(&ended, Err(LeaseError::Lost { by: Some(r), .. }) if r.instance_id == "old-holder"),
+                "{ended:?}"
+            );
+            assert!(!lease.may_write());
+            // Ours was not written over theirs.
+            let now = read_back(store.as_ref(), "db/LEASE").await.unwrap();
+            assert_eq!(now.observed.record().unwrap().instance_id, "old-holder");
+        } else {
+            assert!(ended.unwrap(), "our record: the wait is over");
+            assert_eq!(lease.waits_until(), None);
+            assert!(lease.may_write());
+            lease.release().await.unwrap();
+        }
+    }
+}

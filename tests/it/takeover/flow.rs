@@ -549,3 +549,93 @@ async fn audit_entries_are_also_stored_as_immutable_objects_with_audit_to() {
     let entry: AuditEntry = serde_json::from_slice(&body).unwrap();
     assert_eq!(entry.reason, "INC-5");
 }
+
+/// A service that carries out a conditional write against its precondition
+/// now and then (MinIO without read quorum, a check-then-write store) may let
+/// the replaced holder's renewal put its record back during a forced
+/// takeover's wait for that holder's fence — after the new holder's last
+/// renewal before the wait runs out, so no request of the new holder's finds
+/// out in time. Told its renewal succeeded, the old holder writes on. The new
+/// holder's fence must not open then: the record is read back when the wait
+/// runs out, and the lease is lost. (The fence opened at the end of the wait,
+/// and the loss was learnt only at the next renewal, up to a third of a TTL
+/// later: two writers in between — the simulator's S1, once in 10,000 seeds
+/// of the store that ignores one precondition in 100.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_holder_written_back_during_the_wait_keeps_the_fence_shut() {
+    use leasectl::bucket::KeepAlive;
+
+    let server = moto(Moto::Conditional);
+    let proxy = Proxy::start(server.port, Mode::Pass).await;
+    let (_, b) = Server::Moto(Moto::Conditional)
+        .bucket("wait-read-back")
+        .await;
+    // The old holder reaches the store through the proxy, which will carry
+    // its renewal out against the precondition; the operator goes direct.
+    let old_store: Arc<dyn ObjectStore> = s3_store(&proxy.endpoint(), &b);
+    let store: Arc<dyn ObjectStore> = s3_store(&server.endpoint(), &b);
+    // TTL 12 s: the old holder's fence closes 8 s after its renewal; the
+    // takeover's wait runs 10 s after its PUT; its renewals come every 4 s
+    // (up to a second early while the clock estimate is wide).
+    let mut old = live_holder(&old_store, 12).await;
+    let seen = look(store.as_ref(), "db/").await;
+    let mut req = request(seen, Then::Hold);
+    req.force = true;
+    req.ttl_s = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let done = take(&store, &log, req).await.expect("forced");
+    let safe_from = done.writes_safe_from.expect("a live lease was replaced");
+    let held = done.held.expect("held");
+    let taken = held.etag().to_owned();
+    let ka = KeepAlive::start(held);
+    let fence = ka.fence();
+
+    // The new holder's second renewal (its last before the wait runs out).
+    let mut seen_etag = taken;
+    let mut renewals = 0;
+    while renewals < 2 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = etag_of(store.as_ref()).await.expect("a record");
+        if now != seen_etag {
+            renewals += 1;
+            seen_etag = now;
+        }
+    }
+    let left = (safe_from - chrono::Utc::now()).num_milliseconds();
+    assert!(
+        left >= 500,
+        "the premise: the second renewal came {left} ms before the wait runs out"
+    );
+    // The old holder's renewal, carried out against its precondition.
+    proxy.set_mode(Mode::StripConditional);
+    old.renew()
+        .await
+        .expect("the old holder is told its renewal succeeded");
+    proxy.set_mode(Mode::Pass);
+    assert_eq!(etag_of(store.as_ref()).await.as_deref(), Some(old.etag()));
+
+    // Until a second past the end of the wait, the new holder's fence stays
+    // shut: the read back finds the old holder's record.
+    let until = safe_from + chrono::Duration::milliseconds(1_500);
+    let mut opened = None;
+    while chrono::Utc::now() < until {
+        let open = *fence.borrow();
+        if open && opened.is_none() {
+            opened = Some(chrono::Utc::now());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        opened, None,
+        "the fence opened (the wait ran out at {safe_from}) over the old holder's record"
+    );
+    match ka.stop().await {
+        Err(LeaseError::Lost { by: Some(r), .. }) => {
+            assert_eq!(r.instance_id, old.record().instance_id)
+        }
+        other => panic!("expected the lease lost to the old holder, got {other:?}"),
+    }
+    // Nothing of ours was written over it.
+    assert_eq!(etag_of(store.as_ref()).await.as_deref(), Some(old.etag()));
+}
