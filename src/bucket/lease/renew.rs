@@ -124,6 +124,27 @@ impl BucketLease {
             Some(nb) if self.clock.mono() < nb => return Ok(false),
             Some(_) => {}
         }
+        if let Err(e) = self.read_back_ours().await {
+            if matches!(e, LeaseError::Lost { .. }) {
+                tracing::error!(
+                    key = %self.key,
+                    "the replaced holder's fence has closed, but the record is not ours any more: \
+                     the service carried out a write against its precondition during the wait"
+                );
+            }
+            return Err(e);
+        }
+        self.not_before_mono = None;
+        Ok(true)
+    }
+
+    /// Reads the record back and takes up what it finds when it is ours (a
+    /// body we wrote, [`BucketLease::is_ours`]): its ETag, body and record,
+    /// which differ when a write of ours landed though its answer was lost.
+    ///
+    /// Errors: [`LeaseError::Lost`] (someone else's record, or none: the
+    /// lease is marked lost); [`LeaseError::Store`].
+    async fn read_back_ours(&mut self) -> Result<(), LeaseError> {
         let rb = read_back(self.store.as_ref(), &self.key).await?;
         let ours = self.is_ours(&rb);
         match rb.observed {
@@ -133,23 +154,14 @@ impl BucketLease {
                 ..
             } if ours => {
                 if e != self.etag {
-                    // A renewal of ours landed though its answer was lost.
                     self.etag = e;
                     self.body = rb.body.unwrap_or_default();
                     self.record = r;
                     self.unanswered.clear();
                 }
-                self.not_before_mono = None;
-                Ok(true)
+                Ok(())
             }
-            other => {
-                tracing::error!(
-                    key = %self.key,
-                    "the replaced holder's fence has closed, but the record is not ours any more: \
-                     the service carried out a write against its precondition during the wait"
-                );
-                Err(self.mark_lost(&other))
-            }
+            other => Err(self.mark_lost(&other)),
         }
     }
 
@@ -164,21 +176,7 @@ impl BucketLease {
             Exclusion::Conditional => PutCondition::IfMatch(self.etag.clone()),
             Exclusion::BestEffort => {
                 // Read, check it is still ours (a body we wrote), then write.
-                let rb = read_back(self.store.as_ref(), &self.key).await?;
-                let ours = self.is_ours(&rb);
-                match rb.observed {
-                    Observed::Present {
-                        etag: Some(e),
-                        record: Ok(_),
-                        ..
-                    } if ours => {
-                        self.etag = e;
-                        if let Some(b) = rb.body {
-                            self.body = b;
-                        }
-                    }
-                    other => return Err(self.mark_lost(&other)),
-                }
+                self.read_back_ours().await?;
                 PutCondition::None
             }
         })
