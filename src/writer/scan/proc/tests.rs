@@ -280,9 +280,11 @@ fn descriptors_read_by_number_are_the_ones_listed() {
     };
     let mut children = [spawn(3), spawn(7)];
     let read = |pid: u32, counts_fds: bool| {
+        let root_fd = super::raw::open_root(proc).unwrap();
         let at = super::files::ProcRoot {
             path: proc,
             counts_fds,
+            fd: Some(std::os::fd::AsFd::as_fd(&root_fd)),
         };
         let f = super::files::lock_fds(at, pid, &mut super::files::ScanBufs::new());
         let links: Vec<PathBuf> = f.fds.iter().map(|l| l.link.clone()).collect();
