@@ -130,7 +130,7 @@ impl ScanBufs {
 
     /// The container and pod of process `pid` (see [`read_container`]),
     /// the text parsed only when it is not the last one read.
-    fn container(&mut self, root: ProcRoot, pid: u32) -> Option<ContainerRef> {
+    pub(super) fn container(&mut self, root: ProcRoot, pid: u32) -> Option<ContainerRef> {
         root.read(pid, "cgroup", &mut self.stat).ok()?;
         match &self.cgroup {
             Some((text, c)) if *text == self.stat => c.clone(),
