@@ -81,9 +81,17 @@ pub fn observe(opts: &ScanOptions) -> Result<Observed, WriterError> {
     // Auto-detection reads every user process's descriptors and environment:
     // read them up front, side by side, and the `stat` only of those that
     // may be in the pod (the others' when asked). A pod root's tree is
-    // known from every process's `stat`.
+    // known from every process's `stat`; that of pid 1, the PID
+    // namespace's init, is almost every user process (an orphan is given
+    // to it or to a subreaper below it; only what the kernel starts itself,
+    // as its usermode helpers, is not), all shown: their files are read
+    // with their `stat`, in the same pass.
     let auto = opts.pod_root.is_none();
-    let want = if auto { Want::JUDGED } else { Want::NOTHING };
+    let want = match opts.pod_root {
+        None => Want::JUDGED,
+        Some(1) => Want::JUDGED.and(Want::SHOWN),
+        Some(_) => Want::NOTHING,
+    };
     let table = ProcTable::read_with(root, want, auto)?;
     let user_pids: Vec<u32> = table
         .procs
@@ -321,11 +329,10 @@ pub(super) fn unreadable(
     user_pids: &[u32],
 ) -> (BTreeSet<u32>, BTreeSet<u32>) {
     let in_scope: Vec<u32> = match tree {
-        Some(t) => t
-            .iter()
-            .copied()
-            .filter(|p| user_pids.contains(p))
-            .collect(),
+        Some(t) => {
+            let users: BTreeSet<u32> = user_pids.iter().copied().collect();
+            t.intersection(&users).copied().collect()
+        }
         None => user_pids.to_vec(),
     };
     let mut uninspected = BTreeSet::new();

@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 
 use procfs::FromBufRead;
 
-use super::raw::{each_entry, open_dir, read_proc, DirentBuf};
+use super::raw::{each_entry, open_dir, open_dir_at, read_proc, read_proc_at, DirentBuf};
 use super::{EnvEntry, FdsRead, LockFd, RawProc};
 use crate::writer::sanitize;
 use crate::writer::scan::io_why;
 use crate::writer::scan::kube::{container_of, ContainerRef};
 use crate::writer::scan::model::EnvRead;
 use crate::writer::{ENABLE, HELD, LOCK_NAME};
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 /// Linux `PF_KTHREAD` in the `flags` field of `/proc/PID/stat`.
 const PF_KTHREAD: u32 = 0x0020_0000;
@@ -110,6 +111,10 @@ pub(super) struct ScanBufs {
     env: Vec<u8>,
     dents: DirentBuf,
     link: Vec<u8>,
+    /// The last `cgroup` file read and what it named: most processes share
+    /// their cgroup with the process read before them (a pod's, a
+    /// session's), and its text is then not parsed again.
+    cgroup: Option<(Vec<u8>, Option<ContainerRef>)>,
 }
 
 impl ScanBufs {
@@ -119,13 +124,28 @@ impl ScanBufs {
             env: Vec::with_capacity(16 * 1024),
             dents: DirentBuf::new(),
             link: vec![0; 4096],
+            cgroup: None,
         }
     }
 
-    /// The lease variables of the initial environment of the process at
-    /// `dir` (see [`read_lease_env`]).
-    pub(super) fn lease_env(&mut self, dir: &Path) -> EnvEntry {
-        read_lease_env(dir, &mut self.env).0
+    /// The container and pod of process `pid` (see [`read_container`]),
+    /// the text parsed only when it is not the last one read.
+    pub(super) fn container(&mut self, root: ProcRoot, pid: u32) -> Option<ContainerRef> {
+        root.read(pid, "cgroup", &mut self.stat).ok()?;
+        match &self.cgroup {
+            Some((text, c)) if *text == self.stat => c.clone(),
+            _ => {
+                let c = container_of(&String::from_utf8_lossy(&self.stat));
+                self.cgroup = Some((self.stat.clone(), c.clone()));
+                c
+            }
+        }
+    }
+
+    /// The lease variables of the initial environment of process `pid`
+    /// (see [`read_lease_env`]).
+    pub(super) fn lease_env(&mut self, root: ProcRoot, pid: u32) -> EnvEntry {
+        read_lease_env(root, pid, &mut self.env).0
     }
 
     /// Overwrites everything the environment buffer ever held.
@@ -154,7 +174,7 @@ pub(super) fn read_one(
     let dir = root.path.join(pid.to_string());
     let mut env = None;
     if stat_on_demand {
-        let (e, bytes) = read_lease_env(&dir, &mut bufs.env);
+        let (e, bytes) = read_lease_env(root, pid, &mut bufs.env);
         if bytes > 0 {
             let fds = want.fds.then(|| lock_fds(root, pid, bufs));
             let leased = matches!(
@@ -167,7 +187,7 @@ pub(super) fn read_one(
             let stat = std::sync::OnceLock::new();
             if leased || opens {
                 // Gone meanwhile: as if its `stat` had been read first.
-                let _ = stat.set(Some(read_stat(&dir, bufs)?));
+                let _ = stat.set(Some(read_stat(root, pid, bufs)?));
             }
             let proc = RawProc {
                 pid,
@@ -192,7 +212,7 @@ pub(super) fn read_one(
         env = Some(e);
     }
     // Gone meanwhile, or not a process directory.
-    let stat = read_stat(&dir, bufs)?;
+    let stat = read_stat(root, pid, bufs)?;
     let kthread = stat.flags & PF_KTHREAD != 0;
     let proc = RawProc {
         pid,
@@ -214,10 +234,10 @@ pub(super) fn read_one(
     Some((proc, parts))
 }
 
-/// The `stat` of the process at `dir`, read into the stat buffer; `None`
-/// when it is gone or `dir` is not a process directory.
-fn read_stat(dir: &Path, bufs: &mut ScanBufs) -> Option<Stat> {
-    read_proc(&dir.join("stat"), &mut bufs.stat).ok()?;
+/// The `stat` of process `pid`, read into the stat buffer; `None` when it
+/// is gone or `{root}/PID` is not a process directory.
+fn read_stat(root: ProcRoot, pid: u32, bufs: &mut ScanBufs) -> Option<Stat> {
+    root.read(pid, "stat", &mut bufs.stat).ok()?;
     parse_stat(&bufs.stat)
 }
 
@@ -230,18 +250,20 @@ pub(super) fn read_parts(root: ProcRoot, p: &RawProc, want: Want, bufs: &mut Sca
     let comm = || p.stat().map_or("", |s| s.comm.as_str());
     Parts {
         fds: want.fds.then(|| lock_fds(root, p.pid, bufs)),
-        env: want.env.then(|| read_lease_env(&p.dir, &mut bufs.env).0),
+        env: want
+            .env
+            .then(|| read_lease_env(root, p.pid, &mut bufs.env).0),
         command: want
             .command
-            .then(|| read_command(&p.dir, comm(), &mut bufs.stat)),
-        cgroup: want.cgroup.then(|| read_container(&p.dir, &mut bufs.stat)),
+            .then(|| read_command(root, p.pid, comm(), &mut bufs.stat)),
+        cgroup: want.cgroup.then(|| bufs.container(root, p.pid)),
     }
 }
 
-/// The command line of the process at `dir`, escaped (`[comm]` when empty),
-/// read into `buf`.
-pub(super) fn read_command(dir: &Path, comm: &str, buf: &mut Vec<u8>) -> String {
-    let ok = read_proc(&dir.join("cmdline"), buf).is_ok();
+/// The command line of process `pid`, escaped (`[comm]` when empty), read
+/// into `buf`.
+pub(super) fn read_command(root: ProcRoot, pid: u32, comm: &str, buf: &mut Vec<u8>) -> String {
+    let ok = root.read(pid, "cmdline", buf).is_ok();
     let args: Vec<String> = if ok {
         buf.split(|b| *b == 0)
             .filter(|a| !a.is_empty())
@@ -257,9 +279,9 @@ pub(super) fn read_command(dir: &Path, comm: &str, buf: &mut Vec<u8>) -> String 
     }
 }
 
-/// A process's container and pod from `{dir}/cgroup`, read into `buf`.
-pub(super) fn read_container(dir: &Path, buf: &mut Vec<u8>) -> Option<ContainerRef> {
-    read_proc(&dir.join("cgroup"), buf).ok()?;
+/// A process's container and pod from `{root}/PID/cgroup`, read into `buf`.
+pub(super) fn read_container(root: ProcRoot, pid: u32, buf: &mut Vec<u8>) -> Option<ContainerRef> {
+    root.read(pid, "cgroup", buf).ok()?;
     container_of(&String::from_utf8_lossy(buf))
 }
 
@@ -302,8 +324,8 @@ pub(super) fn parse_stat(buf: &[u8]) -> Option<Stat> {
 /// read was refused (another user's process), false when it worked or the
 /// process exited meanwhile. With it, how many bytes were read (0 when the
 /// read failed).
-fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> (EnvEntry, usize) {
-    let res = read_proc(&dir.join("environ"), buf);
+fn read_lease_env(root: ProcRoot, pid: u32, buf: &mut Vec<u8>) -> (EnvEntry, usize) {
+    let res = root.read(pid, "environ", buf);
     let bytes = if res.is_ok() { buf.len() } else { 0 };
     let unreadable = |why: String, denied: bool| EnvEntry {
         env: EnvRead::Unreadable(why),
@@ -355,6 +377,38 @@ fn read_lease_env(dir: &Path, buf: &mut Vec<u8>) -> (EnvEntry, usize) {
 pub(super) struct ProcRoot<'a> {
     pub(super) path: &'a Path,
     pub(super) counts_fds: bool,
+    /// The proc root, open: a process's files are opened relative to it
+    /// (`PID/stat`), a walk of two names instead of `/proc/PID/stat`'s
+    /// three and the crossing into the proc mount; by path where `None`.
+    pub(super) fd: Option<BorrowedFd<'a>>,
+}
+
+impl ProcRoot<'_> {
+    /// `PID/NAME` as a C string, in `buf`.
+    fn name<'b>(pid: u32, name: &str, buf: &'b mut [u8; 64]) -> &'b std::ffi::CStr {
+        use std::io::Write;
+        let mut cur = std::io::Cursor::new(&mut buf[..]);
+        // A pid and the longest name the scan reads fit in 64 bytes.
+        let _ = write!(cur, "{pid}/{name}\0");
+        let end = cur.position() as usize;
+        std::ffi::CStr::from_bytes_with_nul(&buf[..end]).unwrap_or(c"")
+    }
+
+    /// Reads `{root}/PID/NAME` into `buf` (see [`read_proc`]).
+    pub(super) fn read(&self, pid: u32, name: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        match self.fd {
+            Some(fd) => read_proc_at(Some(fd), Self::name(pid, name, &mut [0; 64]), buf),
+            None => read_proc(&self.path.join(pid.to_string()).join(name), buf),
+        }
+    }
+
+    /// Opens the directory `{root}/PID/NAME` for its entries.
+    fn open_dir(&self, pid: u32, name: &str) -> std::io::Result<OwnedFd> {
+        match self.fd {
+            Some(fd) => open_dir_at(Some(fd), Self::name(pid, name, &mut [0; 64])),
+            None => open_dir(&self.path.join(pid.to_string()).join(name)),
+        }
+    }
 }
 
 /// Whether the descriptor tables under `root` give how many descriptors
@@ -384,8 +438,7 @@ pub(super) fn counts_fds(root: &Path) -> bool {
 /// refused the others are not asked: the last descriptor listed is named as
 /// refused, as asking each would have named it.
 pub(super) fn lock_fds(root: ProcRoot, pid: u32, bufs: &mut ScanBufs) -> FdsRead {
-    let dir = root.path.join(pid.to_string()).join("fd");
-    let table = match open_dir(&dir) {
+    let table = match root.open_dir(pid, "fd") {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FdsRead::default(),
         Err(e) => {
@@ -399,7 +452,6 @@ pub(super) fn lock_fds(root: ProcRoot, pid: u32, bufs: &mut ScanBufs) -> FdsRead
         root: root.path,
         pid,
         table: &table,
-        dir: &dir,
     };
     let mut out = FdsRead::default();
     let link = &mut bufs.link;
@@ -438,12 +490,11 @@ pub(super) fn lock_fds(root: ProcRoot, pid: u32, bufs: &mut ScanBufs) -> FdsRead
     out
 }
 
-/// The open descriptor table of `pid` (`dir`, under `root`).
+/// The open descriptor table of `pid` (`{root}/PID/fd`).
 struct FdTable<'a> {
     root: &'a Path,
     pid: u32,
     table: &'a std::os::fd::OwnedFd,
-    dir: &'a Path,
 }
 
 /// What reading a descriptor's link gave.
@@ -480,7 +531,8 @@ impl FdTable<'_> {
         }
         if n as usize == link.len() {
             // Possibly cut short: ask again with a buffer as large as needed.
-            return match std::fs::read_link(self.dir.join(fd.to_string())) {
+            let path = self.root.join(format!("{}/fd/{fd}", self.pid));
+            return match std::fs::read_link(path) {
                 Ok(t) => {
                     check_lock_fd(self.root, self.pid, fd, t.as_os_str().as_bytes(), out);
                     Link::Read

@@ -98,6 +98,9 @@ impl RawProc {
 /// on demand (or prefetched), once each.
 pub(super) struct ProcTable {
     root: PathBuf,
+    /// The root, open (see [`ProcRoot::fd`]); `None` where it could not be
+    /// opened so (its files are then opened by path).
+    root_fd: Option<std::os::fd::OwnedFd>,
     /// Its descriptor tables give their number of descriptors as their size.
     counts_fds: bool,
     pub(super) procs: BTreeMap<u32, RawProc>,
@@ -158,16 +161,20 @@ impl ProcTable {
         .map_err(listing_error)?;
         drop(dir);
         let on_demand = stat_on_demand && want.env;
+        let root_fd = raw::open_root(root).ok();
         let at = ProcRoot {
             path: root,
             counts_fds: files::counts_fds(root),
+            fd: root_fd.as_ref().map(std::os::fd::AsFd::as_fd),
         };
         let shares = in_shares(&pids, threads_for(pids.len()), &|&pid, bufs| {
             read_one(at, pid, want, on_demand, bufs)
         });
+        let counts_fds = at.counts_fds;
         let table = ProcTable {
             root: root.to_path_buf(),
-            counts_fds: at.counts_fds,
+            root_fd,
+            counts_fds,
             procs: BTreeMap::new(),
             env_cache: RefCell::default(),
             fd_cache: RefCell::default(),
@@ -270,7 +277,7 @@ impl ProcTable {
             },
             Some(p) => {
                 let mut bufs = ScanBufs::new();
-                let e = bufs.lease_env(&p.dir);
+                let e = bufs.lease_env(self.at(), p.pid);
                 bufs.wipe();
                 e
             }
@@ -297,7 +304,7 @@ impl ProcTable {
             return String::new();
         };
         let comm = p.stat().map_or("", |s| s.comm.as_str());
-        let c = files::read_command(&p.dir, comm, &mut Vec::new());
+        let c = files::read_command(self.at(), pid, comm, &mut Vec::new());
         self.command_cache.borrow_mut().insert(pid, c.clone());
         c
     }
@@ -312,7 +319,7 @@ impl ProcTable {
             .procs
             .get(&pid)
             .filter(|p| !p.kthread)
-            .and_then(|p| files::read_container(&p.dir, &mut Vec::new()));
+            .and_then(|p| files::read_container(self.at(), p.pid, &mut Vec::new()));
         self.cgroup_cache.borrow_mut().insert(pid, c.clone());
         c
     }
@@ -368,6 +375,7 @@ impl ProcTable {
         ProcRoot {
             path: &self.root,
             counts_fds: self.counts_fds,
+            fd: self.root_fd.as_ref().map(std::os::fd::AsFd::as_fd),
         }
     }
 

@@ -2,6 +2,8 @@
 //! a directory's entries by `getdents64` into a reused buffer, and a file
 //! read whole into a reused buffer.
 
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// An 8-byte-aligned buffer for `getdents64` records.
@@ -15,17 +17,41 @@ impl DirentBuf {
 
 /// Opens a directory for reading its entries (`O_DIRECTORY`, close-on-exec).
 pub(super) fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: `c` is a NUL-terminated path; the descriptor returned is owned
-    // by nobody else.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NONBLOCK,
-        )
-    };
+    open_at(None, &c, DIR_FLAGS)
+}
+
+/// Opens `name` under the open directory `at` (the current directory for
+/// `None`) for reading its entries, as [`open_dir`].
+pub(super) fn open_dir_at(
+    at: Option<BorrowedFd>,
+    name: &std::ffi::CStr,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    open_at(at, name, DIR_FLAGS)
+}
+
+/// How a directory is opened for its entries.
+const DIR_FLAGS: libc::c_int =
+    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NONBLOCK;
+
+/// Opens the proc root itself, to open its files relative to it
+/// (`O_PATH`: no reading of its own).
+pub(super) fn open_root(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    open_at(None, &c, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+}
+
+/// `openat(at, name, flags)` (close-on-exec added).
+fn open_at(
+    at: Option<BorrowedFd>,
+    name: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let dirfd = at.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `name` is NUL-terminated; the descriptor returned is owned by
+    // nobody else.
+    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags | libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -106,12 +132,23 @@ const MAX_RECORD: usize = 280;
 /// the content ends, so the extra `read` returning 0 is saved. The bytes are
 /// read into the buffer's spare capacity, which is never zero-filled first.
 pub(super) fn read_proc(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    read_proc_at(None, &c, buf)
+}
+
+/// [`read_proc`] of `name` under the open directory `at` (the current
+/// directory for `None`).
+pub(super) fn read_proc_at(
+    at: Option<BorrowedFd>,
+    name: &std::ffi::CStr,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     buf.clear();
     if buf.capacity() < 4096 {
         buf.reserve(4096);
     }
-    let f = std::fs::File::open(path)?;
+    let f = open_at(at, name, libc::O_RDONLY)?;
     loop {
         let spare = buf.spare_capacity_mut();
         let cap = spare.len();

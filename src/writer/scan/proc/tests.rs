@@ -280,9 +280,11 @@ fn descriptors_read_by_number_are_the_ones_listed() {
     };
     let mut children = [spawn(3), spawn(7)];
     let read = |pid: u32, counts_fds: bool| {
+        let root_fd = super::raw::open_root(proc).unwrap();
         let at = super::files::ProcRoot {
             path: proc,
             counts_fds,
+            fd: Some(std::os::fd::AsFd::as_fd(&root_fd)),
         };
         let f = super::files::lock_fds(at, pid, &mut super::files::ScanBufs::new());
         let links: Vec<PathBuf> = f.fds.iter().map(|l| l.link.clone()).collect();
@@ -309,4 +311,50 @@ fn descriptors_read_by_number_are_the_ones_listed() {
         c.kill().unwrap();
         c.wait().unwrap();
     }
+}
+
+#[test]
+fn a_cgroup_like_the_last_one_read_names_what_its_own_reading_names() {
+    // Processes 10 and 12 in one pod's container, 11 in another's, 13 in
+    // none, 14 without a cgroup file: read one after the other with one
+    // set of buffers (the text of the last kept), each must name what it
+    // names read alone.
+    let dir = tempfile::tempdir().unwrap();
+    let scope = |pod: &str, id: char| {
+        format!(
+            "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{pod}.slice/cri-containerd-{}.scope\n",
+            id.to_string().repeat(64)
+        )
+    };
+    let a = scope("1111aaaa_2222_3333_4444_555566667777", 'a');
+    let b = scope("8888bbbb_2222_3333_4444_555566667777", 'b');
+    for (pid, text) in [(10, Some(&a)), (11, Some(&b)), (12, Some(&a)), (13, None)] {
+        let d = dir.path().join(pid.to_string());
+        std::fs::create_dir(&d).unwrap();
+        let text = text.cloned().unwrap_or_else(|| "0::/user.slice\n".into());
+        std::fs::write(d.join("cgroup"), text).unwrap();
+    }
+    std::fs::create_dir(dir.path().join("14")).unwrap();
+    let root_fd = super::raw::open_root(dir.path()).unwrap();
+    let at = super::files::ProcRoot {
+        path: dir.path(),
+        counts_fds: false,
+        fd: Some(std::os::fd::AsFd::as_fd(&root_fd)),
+    };
+    let mut bufs = super::files::ScanBufs::new();
+    let mut named = Vec::new();
+    for pid in [10, 11, 12, 12, 13, 14, 10] {
+        let alone = super::files::read_container(at, pid, &mut Vec::new());
+        let got = bufs.container(at, pid);
+        assert_eq!(got, alone, "pid {pid}");
+        named.push(got.and_then(|c| c.pod_uid));
+    }
+    let (pa, pb) = (
+        Some("1111aaaa-2222-3333-4444-555566667777".to_string()),
+        Some("8888bbbb-2222-3333-4444-555566667777".to_string()),
+    );
+    assert_eq!(
+        named,
+        [pa.clone(), pb, pa.clone(), pa.clone(), None, None, pa]
+    );
 }
