@@ -2,6 +2,33 @@ use chrono::{DateTime, Utc};
 
 use super::acquire::{decide, Reading, Step};
 use super::*;
+use crate::clock::ManualClock;
+use crate::store::local::LocalStore;
+
+/// A lease held on a directory store ([`LocalStore`]) at `db/LEASE`, with a
+/// `ttl_s` TTL, on a manual clock: where the unit tests of the lease and of
+/// its keep-alive start. The directory lives as long as the first value.
+pub(crate) async fn held(
+    ttl_s: u64,
+) -> (
+    tempfile::TempDir,
+    Arc<dyn ObjectStore>,
+    ManualClock,
+    BucketLease,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let clock = ManualClock::new(Utc::now());
+    let shared: SharedClock = Arc::new(clock.clone());
+    let config = LeaseConfig {
+        ttl_s,
+        ..LeaseConfig::default()
+    };
+    let lease = BucketLease::acquire(store.clone(), shared, "db/", config, &mut LeaseWatch::new())
+        .await
+        .unwrap();
+    (dir, store, clock, lease)
+}
 
 fn observed(r: &LeaseRecord) -> Observed {
     Observed::Present {
@@ -124,5 +151,121 @@ fn a_released_record_is_taken_at_once_with_a_greater_generation() {
             held.generation.map(|g| g + 1),
             "released + 1, not the clock"
         );
+    }
+}
+
+/// The fence a holder asks before each write ([`BucketLease::may_write`])
+/// and the one that keeps a slow acquire renewing
+/// (`may_write_ignoring_not_before`): yes while the lease is live, no from
+/// two thirds of the TTL after its last write, and no once it is known lost
+/// whatever the deadline says (a lost lease keeps no fence).
+#[tokio::test]
+async fn may_write_says_no_past_the_deadline_and_once_lost() {
+    // TTL 12 s: the fence closes 8 s after the last write.
+    let (_dir, _store, clock, lease) = held(12).await;
+    assert!(lease.may_write(), "just acquired");
+    assert!(lease.may_write_ignoring_not_before(), "just acquired");
+    let since = clock.mono().saturating_sub(lease.deadline().renewed_mono);
+    clock.advance(Duration::from_millis(7_999) - since);
+    assert!(lease.may_write(), "a millisecond before the deadline");
+    clock.advance(Duration::from_millis(1));
+    assert!(!lease.may_write(), "at the deadline");
+    assert!(!lease.may_write_ignoring_not_before(), "at the deadline");
+
+    // Another holder's record at the key: the next renewal finds the lease lost.
+    let (_dir, store, clock, mut lease) = held(12).await;
+    let theirs = LeaseRecord {
+        instance_id: "someone-else".into(),
+        ..lease.record().clone()
+    };
+    store
+        .put(lease.key(), theirs.to_body(), PutCondition::None)
+        .await
+        .unwrap();
+    let renewal = lease.renew().await;
+    assert!(
+        matches!(renewal, Err(LeaseError::Lost { .. })),
+        "{renewal:?}"
+    );
+    assert!(
+        lease.deadline().status(&clock).is_open(),
+        "the deadline is still ahead"
+    );
+    assert!(!lease.may_write(), "lost");
+    assert!(!lease.may_write_ignoring_not_before(), "lost");
+}
+
+/// The read-back rule of a running holder ([`BucketLease::is_ours`]): the
+/// body it last wrote is its own, and so is one it sent without seeing the
+/// answer; another process's record under the same id is not.
+#[tokio::test]
+async fn a_holder_knows_its_own_body_and_no_other() {
+    let (_dir, store, _clock, mut lease) = held(30).await;
+    let key = lease.key().to_owned();
+    let rb = read_back(store.as_ref(), &key).await.unwrap();
+    assert!(lease.is_ours(&rb), "the body it last wrote");
+    // Another process under our id: the same record, stamped a microsecond later.
+    let mut same_id = lease.record().clone();
+    same_id.renewed_at += chrono::Duration::microseconds(1);
+    let body = same_id.to_body();
+    store
+        .put(&key, body.clone(), PutCondition::None)
+        .await
+        .unwrap();
+    let rb = read_back(store.as_ref(), &key).await.unwrap();
+    assert!(!lease.is_ours(&rb), "another body naming our id");
+    // The same body, had this holder sent it and lost the answer: ours.
+    lease.unanswered.add(&body);
+    assert!(lease.is_ours(&rb), "a body sent, its answer not seen");
+}
+
+/// What an acquire or renewal reports once its rounds are used up
+/// (`Conflicts::give_up`): after nothing but refusals, that the key kept
+/// changing; after any 409, the conflicts; after only 5xx answers, the last
+/// of them as it was.
+#[test]
+fn giving_up_names_what_the_rounds_met() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let key = || "db/LEASE".to_owned();
+    let unavailable = || StoreError::Other {
+        status: 503,
+        message: "SlowDown".into(),
+    };
+    let refused = Conflicts::default().give_up(key(), &store);
+    assert!(
+        matches!(refused, LeaseError::Contended { .. }),
+        "{refused:?}"
+    );
+    let with_409 = Conflicts {
+        conflicts: 3,
+        saw_409: true,
+        last_5xx: Some(unavailable()),
+    };
+    let e = with_409.give_up(key(), &store);
+    assert!(matches!(e, LeaseError::Conflicts { .. }), "{e:?}");
+    let only_5xx = Conflicts {
+        conflicts: 2,
+        saw_409: false,
+        last_5xx: Some(unavailable()),
+    };
+    let e = only_5xx.give_up(key(), &store);
+    assert!(
+        matches!(e, LeaseError::Store(StoreError::Other { status: 503, .. })),
+        "{e:?}"
+    );
+}
+
+/// The exclusion's names as the audit log's JSON and `bucket hold`'s log
+/// write them ([`Exclusion::as_str`]), the same as its serialized form:
+/// `conditional`, `best_effort`.
+#[test]
+fn exclusion_names_are_the_written_ones() {
+    for (e, name) in [
+        (Exclusion::Conditional, "conditional"),
+        (Exclusion::BestEffort, "best_effort"),
+    ] {
+        assert_eq!(e.as_str(), name);
+        assert_eq!(serde_json::to_value(e).unwrap(), serde_json::json!(name));
     }
 }
