@@ -269,3 +269,16 @@ fn exclusion_names_are_the_written_ones() {
         assert_eq!(serde_json::to_value(e).unwrap(), serde_json::json!(name));
     }
 }
+
+/// What a held lease tells the code that writes under it without going
+/// through it (a takeover's rewrite with `If-Match`, `bucket hold`'s
+/// environment): its key, `{prefix}LEASE`, and the ETag of the object as
+/// stored, the one a conditional write must name.
+#[tokio::test]
+async fn a_held_lease_names_its_key_and_the_stored_etag() {
+    let (_dir, store, _clock, lease) = held(30).await;
+    assert_eq!(lease.key(), "db/LEASE");
+    let stored = read_back(store.as_ref(), "db/LEASE").await.unwrap();
+    assert_eq!(Some(lease.etag()), stored.etag());
+    assert!(stored.holds(&lease.record().to_body()));
+}
