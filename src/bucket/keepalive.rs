@@ -330,7 +330,8 @@ mod tests {
     use crate::bucket::fence::{FenceClosed, FenceStatus};
     use crate::bucket::lease::tests::held;
     use crate::bucket::lease::{read_lease, Released};
-    use crate::clock::Clock;
+    use crate::clock::{Clock, ServerOffset};
+    use crate::store::{ObjectStore, PutCondition};
 
     /// [`super::KeepAlive::stop_and_release`]'s rule: a lease whose fence ran
     /// out (two thirds of the TTL after its last renewal) is still released
@@ -437,5 +438,79 @@ mod tests {
         assert_eq!(next_renewal(&lease), Duration::from_secs(1));
         clock.advance(Duration::from_secs(2));
         assert_eq!(next_renewal(&lease), Duration::ZERO, "overdue: at once");
+    }
+
+    /// An estimate of the service's clock, `offset_s` ± `error_s` seconds
+    /// (service minus this host), from several answers.
+    fn estimate(offset_s: f64, error_s: f64) -> ServerOffset {
+        ServerOffset {
+            offset_s,
+            error_s,
+            at: chrono::Utc::now(),
+            rtt_s: 0.01,
+            answers: 3,
+        }
+    }
+
+    /// A holder whose clock has come apart from the service's by more than
+    /// the limit (a twelfth of the TTL) since its acquire checked it: the
+    /// fence is closed as the keep-alive starts, and says by how much. An
+    /// offset within the limit leaves it open.
+    #[tokio::test]
+    async fn an_offset_beyond_the_limit_closes_the_fence_as_the_keep_alive_starts() {
+        // TTL 12 s: the limit is 1 s.
+        let (_dir, store, _clock, lease) = held(12).await;
+        store.set(Some(estimate(0.5, 0.1)));
+        let keep = KeepAlive::start(lease);
+        assert_eq!(keep.closed_reason(), None, "0.5 s off: within the limit");
+        drop(keep);
+        let (_dir, store, _clock, lease) = held(12).await;
+        store.set(Some(estimate(3.0, 0.1)));
+        let keep = KeepAlive::start(lease);
+        assert!(
+            matches!(keep.closed_reason(), Some(FenceClosed::ClockOffset(s)) if (s - 3.0).abs() < 0.5),
+            "3 s off: {:?}",
+            keep.closed_reason()
+        );
+    }
+
+    /// A renewal aimed at the turn of the service's second comes at most
+    /// half the interval early (and at most a second): at a 3 s TTL, never
+    /// sooner than half a second after the last write, whatever the phase
+    /// of the service's clock.
+    #[tokio::test]
+    async fn an_aimed_renewal_is_at_most_half_the_interval_early() {
+        let (_dir, store, _clock, lease) = held(3).await;
+        let mut aimed = 0;
+        for tenth in 0..20 {
+            store.set(Some(estimate(f64::from(tenth) / 20.0, 0.3)));
+            let wait = next_renewal(&lease);
+            assert!(
+                wait >= Duration::from_millis(500) && wait <= Duration::from_secs(1),
+                "offset {} s: {wait:?}",
+                f64::from(tenth) / 20.0
+            );
+            aimed += usize::from(wait < Duration::from_secs(1));
+        }
+        assert!(aimed > 0, "some phases are aimed at");
+    }
+
+    /// A lease found lost before its keep-alive starts (a renewal met
+    /// another holder's record) has its fence closed from the start.
+    #[tokio::test]
+    async fn a_lease_already_lost_starts_with_its_fence_closed() {
+        let (_dir, store, _clock, mut lease) = held(12).await;
+        let theirs = crate::bucket::LeaseRecord {
+            instance_id: "someone-else".into(),
+            ..lease.record().clone()
+        };
+        store
+            .put(lease.key(), theirs.to_body(), PutCondition::None)
+            .await
+            .unwrap();
+        assert!(lease.renew().await.is_err(), "lost");
+        let keep = KeepAlive::start(lease);
+        assert_eq!(keep.closed_reason(), Some(FenceClosed::Lost));
+        assert!(!*keep.fence().borrow());
     }
 }

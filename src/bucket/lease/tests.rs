@@ -5,19 +5,17 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::store::local::LocalStore;
 
-/// A lease held on a directory store ([`LocalStore`]) at `db/LEASE`, with a
+/// A lease held on a directory store ([`SetOffset`]) at `db/LEASE`, with a
 /// `ttl_s` TTL, on a manual clock: where the unit tests of the lease and of
 /// its keep-alive start. The directory lives as long as the first value.
 pub(crate) async fn held(
     ttl_s: u64,
-) -> (
-    tempfile::TempDir,
-    Arc<dyn ObjectStore>,
-    ManualClock,
-    BucketLease,
-) {
+) -> (tempfile::TempDir, Arc<SetOffset>, ManualClock, BucketLease) {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+    let store = Arc::new(SetOffset {
+        inner: LocalStore::open(dir.path()).unwrap(),
+        offset: std::sync::Mutex::new(None),
+    });
     let clock = ManualClock::new(Utc::now());
     let shared: SharedClock = Arc::new(clock.clone());
     let config = LeaseConfig {
@@ -28,6 +26,102 @@ pub(crate) async fn held(
         .await
         .unwrap();
     (dir, store, clock, lease)
+}
+
+/// A directory store ([`LocalStore`]) whose estimate of the service's clock
+/// the test sets ([`ObjectRead::server_offset`]; a directory has no clock of
+/// its own): everything else is the directory's.
+pub(crate) struct SetOffset {
+    inner: LocalStore,
+    offset: std::sync::Mutex<Option<ServerOffset>>,
+}
+
+impl SetOffset {
+    /// From now on the store reports `offset` as its estimate.
+    pub(crate) fn set(&self, offset: Option<ServerOffset>) {
+        *self.offset.lock().unwrap() = offset;
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectRead for SetOffset {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn list(&self, prefix: &str) -> Result<crate::store::Listing, StoreError> {
+        self.inner.list(prefix).await
+    }
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(crate::store::Listing, Option<String>), StoreError> {
+        self.inner.list_page(prefix, token).await
+    }
+    async fn get(
+        &self,
+        key: &str,
+        if_none_match: Option<&str>,
+    ) -> Result<crate::store::GetOutput, StoreError> {
+        self.inner.get(key, if_none_match).await
+    }
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.sample_keys(prefix).await
+    }
+    fn server_offset(&self) -> Option<ServerOffset> {
+        *self.offset.lock().unwrap()
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        self.inner.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.inner.has_clock()
+    }
+    fn endpoint_info(&self) -> crate::store::EndpointInfo {
+        self.inner.endpoint_info()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.inner.unavailable()
+    }
+    async fn list_versions(&self, key: &str) -> Result<crate::store::KeyVersions, StoreError> {
+        self.inner.list_versions(key).await
+    }
+    async fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<crate::store::GetOutput, StoreError> {
+        self.inner.get_version(key, version_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for SetOffset {
+    async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.put(key, body, condition).await
+    }
+    async fn put_once(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.put_once(key, body, condition).await
+    }
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        self.inner.delete(key, if_match).await
+    }
+    fn capabilities(&self) -> crate::store::Capabilities {
+        self.inner.capabilities()
+    }
+    fn set_capabilities(&self, caps: crate::store::Capabilities) -> bool {
+        self.inner.set_capabilities(caps)
+    }
 }
 
 fn observed(r: &LeaseRecord) -> Observed {
