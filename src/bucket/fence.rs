@@ -621,4 +621,65 @@ mod tests {
         stopped.close(FenceClosed::Stopped);
         assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
+
+    /// The calling thread's scheduling policy (`SCHED_OTHER`, `SCHED_FIFO`…).
+    fn scheduling_policy() -> i32 {
+        // SAFETY: a plain query of the calling thread.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
+    /// Whether this system lets a thread of this process ask for
+    /// `SCHED_FIFO` (root, `CAP_SYS_NICE`, or an `RLIMIT_RTPRIO` above 0,
+    /// and no cgroup that refuses it): asked on a thread of its own, which
+    /// then ends.
+    fn real_time_permitted() -> bool {
+        std::thread::spawn(|| {
+            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: a plain syscall on the calling thread with a valid parameter.
+            let rc = unsafe {
+                libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param)
+            };
+            rc == 0
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// The watchdog is a thread of its own: with nobody else reading the
+    /// clocks, it closes a fence on the real clocks at its deadline (a
+    /// 300 ms TTL: 200 ms after the renewal), not before and not long
+    /// after, and runs the close hooks on that thread — at real-time
+    /// priority where the system permits it, so that it runs first when a
+    /// stopped process resumes.
+    #[test]
+    fn the_watchdog_thread_closes_the_fence_at_its_deadline() {
+        let clock = crate::clock::SystemClock::shared();
+        let d = FenceDeadline::new(clock.mono(), clock.wall(), Duration::from_millis(300));
+        let cell = FenceCell::new(clock.clone(), d);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let on = clock.clone();
+        cell.on_close(move |_| {
+            let _ = tx.send((on.mono(), scheduling_policy()));
+        });
+        cell.start_watchdog().unwrap();
+        let (at, policy) = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the watchdog closes the fence");
+        assert_eq!(cell.closed_reason(), Some(FenceClosed::Expired));
+        let deadline = d.renewed_mono + d.window;
+        assert!(at >= deadline, "closed {:?} early", deadline - at);
+        // One tick is the promise; the rest is room for a loaded machine.
+        assert!(
+            at - deadline < WATCHDOG_TICK + Duration::from_secs(2),
+            "closed {:?} after its deadline",
+            at - deadline
+        );
+        if real_time_permitted() {
+            assert_eq!(
+                policy,
+                libc::SCHED_FIFO,
+                "the watchdog runs at real-time priority"
+            );
+        }
+    }
 }

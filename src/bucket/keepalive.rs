@@ -358,14 +358,14 @@ fn next_renewal(lease: &BucketLease) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
-    use super::too_late_to_release;
-    use crate::bucket::{BucketLease, LeaseConfig, LeaseWatch};
-    use crate::clock::{Clock, ManualClock, SharedClock};
-    use crate::store::local::LocalStore;
-    use crate::store::ObjectStore;
+    use super::{next_renewal, too_late_to_release, KeepAlive, ReleaseReport};
+    use crate::bucket::fence::{FenceClosed, FenceStatus};
+    use crate::bucket::lease::tests::held;
+    use crate::bucket::lease::{read_lease, Released};
+    use crate::clock::{Clock, ServerOffset};
+    use crate::store::{ObjectStore, PutCondition};
 
     /// [`super::KeepAlive::stop_and_release`]'s rule: a lease whose fence ran
     /// out (two thirds of the TTL after its last renewal) is still released
@@ -375,17 +375,7 @@ mod tests {
     /// comparison and its terms went unseen).
     #[tokio::test]
     async fn too_late_to_release_is_a_twelfth_of_a_ttl_past_the_fence() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
-        let clock = ManualClock::new(chrono::Utc::now());
-        let shared: SharedClock = Arc::new(clock.clone());
-        let config = LeaseConfig {
-            ttl_s: 30,
-            ..LeaseConfig::default()
-        };
-        let lease = BucketLease::acquire(store, shared, "db/", config, &mut LeaseWatch::new())
-            .await
-            .unwrap();
+        let (_dir, _store, clock, lease) = held(30).await;
         assert!(!too_late_to_release(&lease), "just acquired");
         // The fence: 20 s after the last renewal; a twelfth of the TTL: 2.5 s.
         let limit = Duration::from_secs(20) + Duration::from_millis(2_500);
@@ -397,5 +387,164 @@ mod tests {
         );
         clock.advance(Duration::from_millis(1));
         assert!(too_late_to_release(&lease), "past it");
+    }
+
+    /// Dropping the keep-alive (a holder that ends without stopping it)
+    /// closes the fence: a writer watching it stops.
+    #[tokio::test]
+    async fn dropping_the_keep_alive_closes_its_fence() {
+        let (_dir, _store, _clock, lease) = held(12).await;
+        let keep = KeepAlive::start(lease);
+        let fence = keep.fence();
+        assert!(*fence.borrow(), "open while held");
+        drop(keep);
+        assert!(!*fence.borrow(), "closed by the drop");
+    }
+
+    /// What `bucket hold` waits on beside its command: `closed` completes
+    /// only once the fence has closed — here by the watchdog thread at the
+    /// deadline, with nobody else reading the clocks — and `closed_reason`
+    /// then says why.
+    #[tokio::test]
+    async fn closed_completes_when_the_watchdog_closes_the_fence_and_says_why() {
+        // TTL 12 s: the fence closes 8 s after the last write.
+        let (_dir, _store, clock, lease) = held(12).await;
+        let since = clock.mono().saturating_sub(lease.deadline().renewed_mono);
+        let keep = KeepAlive::start(lease);
+        assert_eq!(keep.closed_reason(), None, "open");
+        let waited = tokio::time::timeout(Duration::from_millis(300), keep.closed()).await;
+        assert!(
+            waited.is_err(),
+            "closed() completed while the fence was open"
+        );
+        clock.advance(Duration::from_secs(8) - since);
+        tokio::time::timeout(Duration::from_secs(10), keep.closed())
+            .await
+            .expect("the watchdog closes the fence at its deadline");
+        assert_eq!(keep.closed_reason(), Some(FenceClosed::Expired));
+    }
+
+    /// `stop_and_release`'s choice as a holder ends: a live lease is
+    /// released; one whose fence ran out is still released up to a twelfth
+    /// of the TTL later; after that it is left to expire, its record as it
+    /// was (a contender may have judged it stale and be taking it over).
+    #[tokio::test]
+    async fn stop_and_release_leaves_a_lease_long_past_its_fence_to_expire() {
+        // TTL 12 s: the fence runs out 8 s after the last write; a twelfth: 1 s.
+        for (past_ms, released) in [(None, true), (Some(8_500), true), (Some(9_500), false)] {
+            let (_dir, store, clock, lease) = held(12).await;
+            let key = lease.key().to_owned();
+            let since = clock.mono().saturating_sub(lease.deadline().renewed_mono);
+            let keep = KeepAlive::start(lease);
+            if let Some(ms) = past_ms {
+                clock.advance(Duration::from_millis(ms) - since);
+                assert_eq!(keep.status(), FenceStatus::Closed(FenceClosed::Expired));
+            }
+            let report = keep.stop_and_release().await;
+            let stored = read_lease(store.as_ref(), &key, None).await.unwrap();
+            let stored = stored.record().expect("a record at the key").clone();
+            if released {
+                assert!(
+                    matches!(report, ReleaseReport::Released(Released::Recorded { .. })),
+                    "{past_ms:?} ms: {report:?}"
+                );
+                assert!(stored.is_released(), "{past_ms:?} ms: {stored:?}");
+            } else {
+                assert!(
+                    matches!(report, ReleaseReport::LeftToExpire),
+                    "{past_ms:?} ms: {report:?}"
+                );
+                assert!(!stored.is_released(), "{past_ms:?} ms: {stored:?}");
+            }
+        }
+    }
+
+    /// The renewal interval: a third of the TTL (docs/bucket-leases.md,
+    /// "every `ttl_s / 3`"), counted from the lease's last write, not from
+    /// now; an overdue renewal goes at once. No estimate of the service's
+    /// clock here (a directory store), so no lead.
+    #[tokio::test]
+    async fn the_next_renewal_is_a_third_of_the_ttl_after_the_last_write() {
+        let (_dir, _store, clock, lease) = held(12).await;
+        let since = clock.mono().saturating_sub(lease.deadline().renewed_mono);
+        assert_eq!(next_renewal(&lease), Duration::from_secs(4) - since);
+        clock.advance(Duration::from_secs(3) - since);
+        assert_eq!(next_renewal(&lease), Duration::from_secs(1));
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(next_renewal(&lease), Duration::ZERO, "overdue: at once");
+    }
+
+    /// An estimate of the service's clock, `offset_s` ± `error_s` seconds
+    /// (service minus this host), from several answers.
+    fn estimate(offset_s: f64, error_s: f64) -> ServerOffset {
+        ServerOffset {
+            offset_s,
+            error_s,
+            at: chrono::Utc::now(),
+            rtt_s: 0.01,
+            answers: 3,
+        }
+    }
+
+    /// A holder whose clock has come apart from the service's by more than
+    /// the limit (a twelfth of the TTL) since its acquire checked it: the
+    /// fence is closed as the keep-alive starts, and says by how much. An
+    /// offset within the limit leaves it open.
+    #[tokio::test]
+    async fn an_offset_beyond_the_limit_closes_the_fence_as_the_keep_alive_starts() {
+        // TTL 12 s: the limit is 1 s.
+        let (_dir, store, _clock, lease) = held(12).await;
+        store.set(Some(estimate(0.5, 0.1)));
+        let keep = KeepAlive::start(lease);
+        assert_eq!(keep.closed_reason(), None, "0.5 s off: within the limit");
+        drop(keep);
+        let (_dir, store, _clock, lease) = held(12).await;
+        store.set(Some(estimate(3.0, 0.1)));
+        let keep = KeepAlive::start(lease);
+        assert!(
+            matches!(keep.closed_reason(), Some(FenceClosed::ClockOffset(s)) if (s - 3.0).abs() < 0.5),
+            "3 s off: {:?}",
+            keep.closed_reason()
+        );
+    }
+
+    /// A renewal aimed at the turn of the service's second comes at most
+    /// half the interval early (and at most a second): at a 3 s TTL, never
+    /// sooner than half a second after the last write, whatever the phase
+    /// of the service's clock.
+    #[tokio::test]
+    async fn an_aimed_renewal_is_at_most_half_the_interval_early() {
+        let (_dir, store, _clock, lease) = held(3).await;
+        let mut aimed = 0;
+        for tenth in 0..20 {
+            store.set(Some(estimate(f64::from(tenth) / 20.0, 0.3)));
+            let wait = next_renewal(&lease);
+            assert!(
+                wait >= Duration::from_millis(500) && wait <= Duration::from_secs(1),
+                "offset {} s: {wait:?}",
+                f64::from(tenth) / 20.0
+            );
+            aimed += usize::from(wait < Duration::from_secs(1));
+        }
+        assert!(aimed > 0, "some phases are aimed at");
+    }
+
+    /// A lease found lost before its keep-alive starts (a renewal met
+    /// another holder's record) has its fence closed from the start.
+    #[tokio::test]
+    async fn a_lease_already_lost_starts_with_its_fence_closed() {
+        let (_dir, store, _clock, mut lease) = held(12).await;
+        let theirs = crate::bucket::LeaseRecord {
+            instance_id: "someone-else".into(),
+            ..lease.record().clone()
+        };
+        store
+            .put(lease.key(), theirs.to_body(), PutCondition::None)
+            .await
+            .unwrap();
+        assert!(lease.renew().await.is_err(), "lost");
+        let keep = KeepAlive::start(lease);
+        assert_eq!(keep.closed_reason(), Some(FenceClosed::Lost));
+        assert!(!*keep.fence().borrow());
     }
 }

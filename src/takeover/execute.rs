@@ -374,10 +374,7 @@ fn intent_entry(
             etag: None,
         }),
         reason: req.reason.clone(),
-        exclusion: match req.exclusion {
-            Exclusion::Conditional => "conditional".into(),
-            Exclusion::BestEffort => "best_effort".into(),
-        },
+        exclusion: req.exclusion.as_str().into(),
         forced: req.force && j.state == LeaseState::Fresh,
         then: req.then.to_string(),
         outcome: None,

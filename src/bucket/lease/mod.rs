@@ -439,4 +439,4 @@ pub(crate) use confirm::landed_late;
 mod release;
 mod renew;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -2,6 +2,127 @@ use chrono::{DateTime, Utc};
 
 use super::acquire::{decide, Reading, Step};
 use super::*;
+use crate::clock::ManualClock;
+use crate::store::local::LocalStore;
+
+/// A lease held on a directory store ([`SetOffset`]) at `db/LEASE`, with a
+/// `ttl_s` TTL, on a manual clock: where the unit tests of the lease and of
+/// its keep-alive start. The directory lives as long as the first value.
+pub(crate) async fn held(
+    ttl_s: u64,
+) -> (tempfile::TempDir, Arc<SetOffset>, ManualClock, BucketLease) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SetOffset {
+        inner: LocalStore::open(dir.path()).unwrap(),
+        offset: std::sync::Mutex::new(None),
+    });
+    let clock = ManualClock::new(Utc::now());
+    let shared: SharedClock = Arc::new(clock.clone());
+    let config = LeaseConfig {
+        ttl_s,
+        ..LeaseConfig::default()
+    };
+    let lease = BucketLease::acquire(store.clone(), shared, "db/", config, &mut LeaseWatch::new())
+        .await
+        .unwrap();
+    (dir, store, clock, lease)
+}
+
+/// A directory store ([`LocalStore`]) whose estimate of the service's clock
+/// the test sets ([`ObjectRead::server_offset`]; a directory has no clock of
+/// its own): everything else is the directory's.
+pub(crate) struct SetOffset {
+    inner: LocalStore,
+    offset: std::sync::Mutex<Option<ServerOffset>>,
+}
+
+impl SetOffset {
+    /// From now on the store reports `offset` as its estimate.
+    pub(crate) fn set(&self, offset: Option<ServerOffset>) {
+        *self.offset.lock().unwrap() = offset;
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectRead for SetOffset {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn list(&self, prefix: &str) -> Result<crate::store::Listing, StoreError> {
+        self.inner.list(prefix).await
+    }
+    async fn list_page(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+    ) -> Result<(crate::store::Listing, Option<String>), StoreError> {
+        self.inner.list_page(prefix, token).await
+    }
+    async fn get(
+        &self,
+        key: &str,
+        if_none_match: Option<&str>,
+    ) -> Result<crate::store::GetOutput, StoreError> {
+        self.inner.get(key, if_none_match).await
+    }
+    async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.sample_keys(prefix).await
+    }
+    fn server_offset(&self) -> Option<ServerOffset> {
+        *self.offset.lock().unwrap()
+    }
+    fn server_clock_problem(&self) -> Option<String> {
+        self.inner.server_clock_problem()
+    }
+    fn has_clock(&self) -> bool {
+        self.inner.has_clock()
+    }
+    fn endpoint_info(&self) -> crate::store::EndpointInfo {
+        self.inner.endpoint_info()
+    }
+    fn unavailable(&self) -> Option<StoreError> {
+        self.inner.unavailable()
+    }
+    async fn list_versions(&self, key: &str) -> Result<crate::store::KeyVersions, StoreError> {
+        self.inner.list_versions(key).await
+    }
+    async fn get_version(
+        &self,
+        key: &str,
+        version_id: &str,
+    ) -> Result<crate::store::GetOutput, StoreError> {
+        self.inner.get_version(key, version_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for SetOffset {
+    async fn put(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.put(key, body, condition).await
+    }
+    async fn put_once(
+        &self,
+        key: &str,
+        body: Vec<u8>,
+        condition: PutCondition,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.put_once(key, body, condition).await
+    }
+    async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
+        self.inner.delete(key, if_match).await
+    }
+    fn capabilities(&self) -> crate::store::Capabilities {
+        self.inner.capabilities()
+    }
+    fn set_capabilities(&self, caps: crate::store::Capabilities) -> bool {
+        self.inner.set_capabilities(caps)
+    }
+}
 
 fn observed(r: &LeaseRecord) -> Observed {
     Observed::Present {
@@ -127,33 +248,142 @@ fn a_released_record_is_taken_at_once_with_a_greater_generation() {
     }
 }
 
+/// The fence a holder asks before each write ([`BucketLease::may_write`])
+/// and the one that keeps a slow acquire renewing
+/// (`may_write_ignoring_not_before`): yes while the lease is live, no from
+/// two thirds of the TTL after its last write, and no once it is known lost
+/// whatever the deadline says (a lost lease keeps no fence).
+#[tokio::test]
+async fn may_write_says_no_past_the_deadline_and_once_lost() {
+    // TTL 12 s: the fence closes 8 s after the last write.
+    let (_dir, _store, clock, lease) = held(12).await;
+    assert!(lease.may_write(), "just acquired");
+    assert!(lease.may_write_ignoring_not_before(), "just acquired");
+    let since = clock.mono().saturating_sub(lease.deadline().renewed_mono);
+    clock.advance(Duration::from_millis(7_999) - since);
+    assert!(lease.may_write(), "a millisecond before the deadline");
+    clock.advance(Duration::from_millis(1));
+    assert!(!lease.may_write(), "at the deadline");
+    assert!(!lease.may_write_ignoring_not_before(), "at the deadline");
+
+    // Another holder's record at the key: the next renewal finds the lease lost.
+    let (_dir, store, clock, mut lease) = held(12).await;
+    let theirs = LeaseRecord {
+        instance_id: "someone-else".into(),
+        ..lease.record().clone()
+    };
+    store
+        .put(lease.key(), theirs.to_body(), PutCondition::None)
+        .await
+        .unwrap();
+    let renewal = lease.renew().await;
+    assert!(
+        matches!(renewal, Err(LeaseError::Lost { .. })),
+        "{renewal:?}"
+    );
+    assert!(
+        lease.deadline().status(&clock).is_open(),
+        "the deadline is still ahead"
+    );
+    assert!(!lease.may_write(), "lost");
+    assert!(!lease.may_write_ignoring_not_before(), "lost");
+}
+
+/// The read-back rule of a running holder ([`BucketLease::is_ours`]): the
+/// body it last wrote is its own, and so is one it sent without seeing the
+/// answer; another process's record under the same id is not.
+#[tokio::test]
+async fn a_holder_knows_its_own_body_and_no_other() {
+    let (_dir, store, _clock, mut lease) = held(30).await;
+    let key = lease.key().to_owned();
+    let rb = read_back(store.as_ref(), &key).await.unwrap();
+    assert!(lease.is_ours(&rb), "the body it last wrote");
+    // Another process under our id: the same record, stamped a microsecond later.
+    let mut same_id = lease.record().clone();
+    same_id.renewed_at += chrono::Duration::microseconds(1);
+    let body = same_id.to_body();
+    store
+        .put(&key, body.clone(), PutCondition::None)
+        .await
+        .unwrap();
+    let rb = read_back(store.as_ref(), &key).await.unwrap();
+    assert!(!lease.is_ours(&rb), "another body naming our id");
+    // The same body, had this holder sent it and lost the answer: ours.
+    lease.unanswered.add(&body);
+    assert!(lease.is_ours(&rb), "a body sent, its answer not seen");
+}
+
+/// What an acquire or renewal reports once its rounds are used up
+/// (`Conflicts::give_up`): after nothing but refusals, that the key kept
+/// changing; after any 409, the conflicts; after only 5xx answers, the last
+/// of them as it was.
+#[test]
+fn giving_up_names_what_the_rounds_met() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let key = || "db/LEASE".to_owned();
+    let unavailable = || StoreError::Other {
+        status: 503,
+        message: "SlowDown".into(),
+    };
+    let refused = Conflicts::default().give_up(key(), &store);
+    assert!(
+        matches!(refused, LeaseError::Contended { .. }),
+        "{refused:?}"
+    );
+    let with_409 = Conflicts {
+        conflicts: 3,
+        saw_409: true,
+        last_5xx: Some(unavailable()),
+    };
+    let e = with_409.give_up(key(), &store);
+    assert!(matches!(e, LeaseError::Conflicts { .. }), "{e:?}");
+    let only_5xx = Conflicts {
+        conflicts: 2,
+        saw_409: false,
+        last_5xx: Some(unavailable()),
+    };
+    let e = only_5xx.give_up(key(), &store);
+    assert!(
+        matches!(e, LeaseError::Store(StoreError::Other { status: 503, .. })),
+        "{e:?}"
+    );
+}
+
+/// The exclusion's names as the audit log's JSON and `bucket hold`'s log
+/// write them ([`Exclusion::as_str`]), the same as its serialized form:
+/// `conditional`, `best_effort`.
+#[test]
+fn exclusion_names_are_the_written_ones() {
+    for (e, name) in [
+        (Exclusion::Conditional, "conditional"),
+        (Exclusion::BestEffort, "best_effort"),
+    ] {
+        assert_eq!(e.as_str(), name);
+        assert_eq!(serde_json::to_value(e).unwrap(), serde_json::json!(name));
+    }
+}
+
+/// What a held lease tells the code that writes under it without going
+/// through it (a takeover's rewrite with `If-Match`, `bucket hold`'s
+/// environment): its key, `{prefix}LEASE`, and the ETag of the object as
+/// stored, the one a conditional write must name.
+#[tokio::test]
+async fn a_held_lease_names_its_key_and_the_stored_etag() {
+    let (_dir, store, _clock, lease) = held(30).await;
+    assert_eq!(lease.key(), "db/LEASE");
+    let stored = read_back(store.as_ref(), "db/LEASE").await.unwrap();
+    assert_eq!(Some(lease.etag()), stored.etag());
+    assert!(stored.holds(&lease.record().to_body()));
+}
 /// A forced takeover's wait ([`BucketLease::end_wait`]): nothing is read
 /// before it has run out, and then writes may start only over our own
 /// record — the replaced holder's, put back by a store that carried its
 /// renewal out against the precondition during the wait, loses the lease.
 #[tokio::test]
 async fn the_end_of_a_takeover_s_wait_reads_the_record_back() {
-    use crate::clock::{Clock as _, ManualClock, SharedClock};
-    use crate::store::local::LocalStore;
-
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
-    let clock = ManualClock::new(Utc::now());
-    let shared: SharedClock = Arc::new(clock.clone());
-    let config = LeaseConfig {
-        ttl_s: 30,
-        ..LeaseConfig::default()
-    };
     for put_back in [false, true] {
-        let mut lease = BucketLease::acquire(
-            store.clone(),
-            shared.clone(),
-            "db/",
-            config.clone(),
-            &mut LeaseWatch::new(),
-        )
-        .await
-        .unwrap();
+        let (_dir, store, clock, mut lease) = held(30).await;
         lease.set_not_before(clock.mono() + Duration::from_secs(4));
         assert!(
             !lease.end_wait().await.unwrap(),

@@ -452,3 +452,37 @@ pub use verdict::{
     broken, caught, check_once, check_once_ran, confirm_after, seen_within, Broken,
     CONFIRM_AFTER_MAX,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A race's verdict and note, as `probe --json` writes them: an atomic
+    /// race with a round of no winner says so in its note; one where every
+    /// round had its winner, and a not-atomic one, carry none.
+    #[test]
+    fn the_no_winner_note_only_on_an_atomic_race_with_such_a_round() {
+        let judged = |winners: Vec<usize>| {
+            let mut r = new_race(Primitive::CreateAbsent, 4);
+            r.winners = winners;
+            judge(&mut r);
+            (r.verdict, r.note.is_some())
+        };
+        assert_eq!(judged(vec![1, 0]), (RaceVerdict::Atomic, true));
+        assert_eq!(judged(vec![1, 1]), (RaceVerdict::Atomic, false));
+        assert_eq!(judged(vec![2, 0]), (RaceVerdict::NotAtomic, false));
+    }
+
+    /// On an atomic store (a directory's, whose create and replace are
+    /// atomic) the race says `atomic`, overall and for each primitive it ran.
+    #[tokio::test]
+    async fn an_atomic_store_is_found_atomic() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::local::LocalStore::open(dir.path()).unwrap();
+        let report = race(&store, "db/.leasectl-probe/t", 4, 2).await.unwrap();
+        assert_eq!(report.verdict, RaceVerdict::Atomic, "{report:?}");
+        for r in &report.races {
+            assert_eq!(r.verdict, RaceVerdict::Atomic, "{r:?}");
+        }
+    }
+}
