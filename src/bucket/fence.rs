@@ -472,7 +472,7 @@ fn raise_priority() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::clock::{ManualClock, SystemClock};
 
     fn t0() -> DateTime<Utc> {
         "2026-01-01T00:00:00Z".parse().unwrap()
@@ -653,7 +653,7 @@ mod tests {
     /// stopped process resumes.
     #[test]
     fn the_watchdog_thread_closes_the_fence_at_its_deadline() {
-        let clock = crate::clock::SystemClock::shared();
+        let clock = SystemClock::shared();
         let d = FenceDeadline::new(clock.mono(), clock.wall(), Duration::from_millis(300));
         let cell = FenceCell::new(clock.clone(), d);
         let (tx, rx) = std::sync::mpsc::channel();

@@ -364,6 +364,7 @@ mod tests {
     use crate::bucket::fence::{FenceClosed, FenceStatus};
     use crate::bucket::lease::tests::held;
     use crate::bucket::lease::{read_lease, Released};
+    use crate::bucket::LeaseRecord;
     use crate::clock::{Clock, ServerOffset};
     use crate::store::{ObjectStore, PutCondition};
 
@@ -534,7 +535,7 @@ mod tests {
     #[tokio::test]
     async fn a_lease_already_lost_starts_with_its_fence_closed() {
         let (_dir, store, _clock, mut lease) = held(12).await;
-        let theirs = crate::bucket::LeaseRecord {
+        let theirs = LeaseRecord {
             instance_id: "someone-else".into(),
             ..lease.record().clone()
         };

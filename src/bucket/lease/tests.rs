@@ -4,6 +4,7 @@ use super::acquire::{decide, Reading, Step};
 use super::*;
 use crate::clock::ManualClock;
 use crate::store::local::LocalStore;
+use crate::store::{Capabilities, EndpointInfo, GetOutput, KeyVersions, Listing};
 
 /// A lease held on a directory store ([`SetOffset`]) at `db/LEASE`, with a
 /// `ttl_s` TTL, on a manual clock: where the unit tests of the lease and of
@@ -48,21 +49,17 @@ impl ObjectRead for SetOffset {
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    async fn list(&self, prefix: &str) -> Result<crate::store::Listing, StoreError> {
+    async fn list(&self, prefix: &str) -> Result<Listing, StoreError> {
         self.inner.list(prefix).await
     }
     async fn list_page(
         &self,
         prefix: &str,
         token: Option<String>,
-    ) -> Result<(crate::store::Listing, Option<String>), StoreError> {
+    ) -> Result<(Listing, Option<String>), StoreError> {
         self.inner.list_page(prefix, token).await
     }
-    async fn get(
-        &self,
-        key: &str,
-        if_none_match: Option<&str>,
-    ) -> Result<crate::store::GetOutput, StoreError> {
+    async fn get(&self, key: &str, if_none_match: Option<&str>) -> Result<GetOutput, StoreError> {
         self.inner.get(key, if_none_match).await
     }
     async fn sample_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
@@ -77,20 +74,16 @@ impl ObjectRead for SetOffset {
     fn has_clock(&self) -> bool {
         self.inner.has_clock()
     }
-    fn endpoint_info(&self) -> crate::store::EndpointInfo {
+    fn endpoint_info(&self) -> EndpointInfo {
         self.inner.endpoint_info()
     }
     fn unavailable(&self) -> Option<StoreError> {
         self.inner.unavailable()
     }
-    async fn list_versions(&self, key: &str) -> Result<crate::store::KeyVersions, StoreError> {
+    async fn list_versions(&self, key: &str) -> Result<KeyVersions, StoreError> {
         self.inner.list_versions(key).await
     }
-    async fn get_version(
-        &self,
-        key: &str,
-        version_id: &str,
-    ) -> Result<crate::store::GetOutput, StoreError> {
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<GetOutput, StoreError> {
         self.inner.get_version(key, version_id).await
     }
 }
@@ -116,10 +109,10 @@ impl ObjectStore for SetOffset {
     async fn delete(&self, key: &str, if_match: Option<&str>) -> Result<(), StoreError> {
         self.inner.delete(key, if_match).await
     }
-    fn capabilities(&self) -> crate::store::Capabilities {
+    fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    fn set_capabilities(&self, caps: crate::store::Capabilities) -> bool {
+    fn set_capabilities(&self, caps: Capabilities) -> bool {
         self.inner.set_capabilities(caps)
     }
 }

@@ -456,6 +456,7 @@ pub use verdict::{
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::local::LocalStore;
 
     /// A race's verdict and note, as `probe --json` writes them: an atomic
     /// race with a round of no winner says so in its note; one where every
@@ -478,7 +479,7 @@ mod tests {
     #[tokio::test]
     async fn an_atomic_store_is_found_atomic() {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::local::LocalStore::open(dir.path()).unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
         let report = race(&store, "db/.leasectl-probe/t", 4, 2).await.unwrap();
         assert_eq!(report.verdict, RaceVerdict::Atomic, "{report:?}");
         for r in &report.races {
