@@ -362,11 +362,9 @@ mod tests {
 
     use super::{next_renewal, too_late_to_release, KeepAlive, ReleaseReport};
     use crate::bucket::fence::{FenceClosed, FenceStatus};
-    use crate::bucket::lease::tests::held;
+    use crate::bucket::lease::tests::{held, put_theirs};
     use crate::bucket::lease::{read_lease, Released};
-    use crate::bucket::LeaseRecord;
     use crate::clock::{Clock, ServerOffset};
-    use crate::store::{ObjectStore, PutCondition};
 
     /// [`super::KeepAlive::stop_and_release`]'s rule: a lease whose fence ran
     /// out (two thirds of the TTL after its last renewal) is still released
@@ -535,14 +533,7 @@ mod tests {
     #[tokio::test]
     async fn a_lease_already_lost_starts_with_its_fence_closed() {
         let (_dir, store, _clock, mut lease) = held(12).await;
-        let theirs = LeaseRecord {
-            instance_id: "someone-else".into(),
-            ..lease.record().clone()
-        };
-        store
-            .put(lease.key(), theirs.to_body(), PutCondition::None)
-            .await
-            .unwrap();
+        put_theirs(&store, &lease, "someone-else").await;
         assert!(lease.renew().await.is_err(), "lost");
         let keep = KeepAlive::start(lease);
         assert_eq!(keep.closed_reason(), Some(FenceClosed::Lost));

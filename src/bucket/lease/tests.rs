@@ -29,6 +29,20 @@ pub(crate) async fn held(
     (dir, store, clock, lease)
 }
 
+/// Writes another holder's record, named `id`, over `lease`'s at its key
+/// (unconditionally: as a store that carried a write out against its
+/// precondition would).
+pub(crate) async fn put_theirs(store: &SetOffset, lease: &BucketLease, id: &str) {
+    let theirs = LeaseRecord {
+        instance_id: id.into(),
+        ..lease.record().clone()
+    };
+    store
+        .put(lease.key(), theirs.to_body(), PutCondition::None)
+        .await
+        .unwrap();
+}
+
 /// A directory store ([`LocalStore`]) whose estimate of the service's clock
 /// the test sets ([`ObjectRead::server_offset`]; a directory has no clock of
 /// its own): everything else is the directory's.
@@ -261,14 +275,7 @@ async fn may_write_says_no_past_the_deadline_and_once_lost() {
 
     // Another holder's record at the key: the next renewal finds the lease lost.
     let (_dir, store, clock, mut lease) = held(12).await;
-    let theirs = LeaseRecord {
-        instance_id: "someone-else".into(),
-        ..lease.record().clone()
-    };
-    store
-        .put(lease.key(), theirs.to_body(), PutCondition::None)
-        .await
-        .unwrap();
+    put_theirs(&store, &lease, "someone-else").await;
     let renewal = lease.renew().await;
     assert!(
         matches!(renewal, Err(LeaseError::Lost { .. })),
@@ -384,14 +391,7 @@ async fn the_end_of_a_takeover_s_wait_reads_the_record_back() {
         );
         assert!(!lease.may_write());
         if put_back {
-            let old = LeaseRecord {
-                instance_id: "old-holder".into(),
-                ..lease.record().clone()
-            };
-            store
-                .put("db/LEASE", old.to_body(), PutCondition::None)
-                .await
-                .unwrap();
+            put_theirs(&store, &lease, "old-holder").await;
         }
         clock.advance(Duration::from_secs(4));
         assert!(
