@@ -102,8 +102,14 @@ pub(crate) fn new_phase() -> u16 {
     }
     static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    phase_of(std::process::id(), n)
+}
+
+/// The phase of the `n`th contender of process `pid`: 1 to 999, a different
+/// one for each of 999 contenders in a row.
+fn phase_of(pid: u32, n: u32) -> u16 {
     // 337 is prime to 999: pids one apart land far apart.
-    let spread = std::process::id().wrapping_mul(337).wrapping_add(n) % 999;
+    let spread = pid.wrapping_mul(337).wrapping_add(n) % 999;
     (1 + spread) as u16
 }
 
@@ -121,7 +127,7 @@ pub(crate) fn stamp(
     now: chrono::DateTime<chrono::Utc>,
     phase: u16,
 ) -> chrono::DateTime<chrono::Utc> {
-    let at = i64::from(now.timestamp_subsec_micros() % 1000);
+    let at = i64::from(now.timestamp_subsec_micros());
     now - chrono::Duration::microseconds((at - i64::from(phase)).rem_euclid(1000))
 }
 
@@ -330,6 +336,51 @@ mod tests {
         sent.add(&seed.to_body());
         let (o, b) = present(&seed);
         assert_eq!(whose(&o, Some(&b), "me", |x| sent.proves(x)), Whose::Ours);
+    }
+
+    /// A slow acquire's renewals keep every body they sent unanswered
+    /// provable as ours (`renew_or_release`): `extend` takes each of them.
+    #[test]
+    fn extending_remembers_every_body_the_other_remembers() {
+        let (mut into, mut other) = (Sent::default(), Sent::default());
+        let kept = record("a").to_body();
+        into.add(&kept);
+        let bodies: Vec<Vec<u8>> = (0..3)
+            .map(|i| {
+                let mut r = record("a");
+                r.ttl_s = 40 + i;
+                r.to_body()
+            })
+            .collect();
+        for b in &bodies {
+            other.add(b);
+        }
+        into.extend(&other);
+        for b in bodies.iter().chain([&kept]) {
+            assert!(into.proves(b), "{}", String::from_utf8_lossy(b));
+        }
+        assert!(other.proves(&bodies[0]), "the other keeps its own");
+    }
+
+    /// 999 contenders of one process in a row take 999 different phases,
+    /// every one of them 1 to 999 (phase 0 is never stamped).
+    #[test]
+    fn a_process_s_contenders_take_every_phase_once_in_a_cycle() {
+        // Linux pids go up to 2^22 (`pid_max`).
+        for pid in [1, 2, 998, 999, 4_194_304] {
+            for start in [0u32, 1, 500, 1_000_000] {
+                let phases: std::collections::BTreeSet<u16> = (0..999u32)
+                    .map(|i| phase_of(pid, start.wrapping_add(i)))
+                    .collect();
+                assert_eq!(
+                    phases.len(),
+                    999,
+                    "pid {pid}, from {start}: a phase taken twice"
+                );
+                assert_eq!(phases.first(), Some(&1), "pid {pid}, from {start}");
+                assert_eq!(phases.last(), Some(&999), "pid {pid}, from {start}");
+            }
+        }
     }
 
     #[test]

@@ -168,6 +168,18 @@ fn run(o: &Observed, owner: Whose, now: DateTime<Utc>) -> Result<Step, LeaseErro
 
 /// The acquire's decision by whose the record is (own::whose): the id
 /// alone never adopts.
+/// Two races of one process on one key never share a scratch key: the
+/// process's draw is fixed, so the count keeps them apart.
+#[test]
+fn a_process_s_scratch_keys_for_one_lease_differ() {
+    let a = scratch_key("db/LEASE", "me");
+    let b = scratch_key("db/LEASE", "me");
+    assert_ne!(a, b);
+    for k in [&a, &b] {
+        assert!(k.starts_with("db/.leasectl-probe/me."), "{k}");
+    }
+}
+
 #[test]
 fn a_record_naming_our_id_is_adopted_only_on_proof() {
     let now = Utc::now();
