@@ -561,16 +561,7 @@ server_matrix! {
         };
         // Five trials at a time, each on a prefix of its own (one after
         // another they took 148 s on SeaweedFS under the suite's load).
-        tokio::task::block_in_place(|| {
-            for batch in (0..20).collect::<Vec<_>>().chunks(5) {
-                std::thread::scope(|s| {
-                    for &t in batch {
-                        let trial = &trial;
-                        s.spawn(move || trial(t));
-                    }
-                });
-            }
-        });
+        tokio::task::block_in_place(|| crate::common::trials::side_by_side(20, 5, trial));
     }
 }
 

@@ -10,6 +10,7 @@ pub mod prometheus;
 pub mod proxy;
 pub mod serve;
 pub mod tmux;
+pub mod trials;
 
 #[allow(unused_imports)]
 pub use cli::{
