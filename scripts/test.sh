@@ -16,8 +16,9 @@ cd "$repo"
 # most of them wait on S3 servers, processes and clocks, not on a core
 # (docs/performance-history.md, target 6: 8 m 44 s at one per core on 2 cores;
 # issue 50 §2: the integration tests took 988 s four at a time on a quiet
-# 2-core machine, using about a quarter of a core on average, and moto is
-# spread over four processes, tests/it/common/moto_pool.rs).
+# 2-core machine; eight at a time, with moto spread over four processes
+# (tests/it/common/moto_pool.rs), 441-472 s on a machine loaded by other
+# builds, the suite's own processes using about one core on average).
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(( $(nproc) > 8 ? $(nproc) : 8 ))}"
 cargo test --all-targets "$@"
 # Doc tests (e.g. the compile-time proof that a read-only store cannot be written)
