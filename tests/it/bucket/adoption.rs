@@ -119,102 +119,107 @@ fn hold(
 /// hand-over up and runs its command to the end; the other is refused (exit
 /// 4, its command never runs). A third started after the first successor
 /// renewed is refused too. Odd rounds in the seed's record format.
-async fn handover_taken_up_once(p: &Place, rounds: usize) {
-    for round in 0..rounds {
-        let dir = tempfile::tempdir().unwrap();
-        let (url, key) = (p.url)(round);
-        let format = if round % 2 == 1 { "seed" } else { "leasectl" };
-        put_dead(&*p.store, &key).await;
-        let audit = dir.path().join("audit.jsonl").display().to_string();
-        let (code, out, err) = run_at(
-            &p.endpoint,
-            &[
-                "takeover",
-                &url,
-                "--yes",
-                "--reason",
-                "issue 37: hand-over taken up once",
-                "--ttl",
-                "6s",
-                "--then",
-                "handover:succ",
-                "--record-format",
-                format,
-                "--audit-log",
-                &audit,
-            ],
-        );
-        assert_eq!(code, Some(0), "round {round}: {out}{err}");
-        let args = [
+fn handover_taken_up_once(p: &Place, rounds: usize) {
+    // Five rounds at a time, each on a key of its own (one after another
+    // they took 70-80 s under the suite's load).
+    crate::common::trials::side_by_side_async(rounds, 5, |round| handover_round(p, round));
+}
+
+/// One round of [`handover_taken_up_once`].
+async fn handover_round(p: &Place, round: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, key) = (p.url)(round);
+    let format = if round % 2 == 1 { "seed" } else { "leasectl" };
+    put_dead(&*p.store, &key).await;
+    let audit = dir.path().join("audit.jsonl").display().to_string();
+    let (code, out, err) = run_at(
+        &p.endpoint,
+        &[
+            "takeover",
+            &url,
+            "--yes",
+            "--reason",
+            "issue 37: hand-over taken up once",
             "--ttl",
             "6s",
-            "--instance-id",
-            "succ",
-            "--wait",
-            "0s",
+            "--then",
+            "handover:succ",
             "--record-format",
             format,
-        ];
-        let (mut b, log_b) = hold(dir.path(), "b", p, &url, &args, Some(40));
-        let (mut c, log_c) = hold(dir.path(), "c", p, &url, &args, Some(40));
-        // The winner's command starts; then it renews at least once.
-        let t = Instant::now();
-        while stamps(&log_b).is_empty() && stamps(&log_c).is_empty() {
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "round {round}: neither successor took the hand-over up:\n{}\n{}",
-                b.stderr(),
-                c.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(2500)).await;
-        let (mut d, log_d) = hold(dir.path(), "d", p, &url, &args, Some(3));
-        let code_d = d.exit_code(Duration::from_secs(30)).await;
-        let code_b = b.exit_code(Duration::from_secs(40)).await;
-        let code_c = c.exit_code(Duration::from_secs(40)).await;
-        let (won, lost, log_won, log_lost) = if stamps(&log_b).is_empty() {
-            ((code_c, &c), (code_b, &b), &log_c, &log_b)
-        } else {
-            ((code_b, &b), (code_c, &c), &log_b, &log_c)
-        };
+            "--audit-log",
+            &audit,
+        ],
+    );
+    assert_eq!(code, Some(0), "round {round}: {out}{err}");
+    let args = [
+        "--ttl",
+        "6s",
+        "--instance-id",
+        "succ",
+        "--wait",
+        "0s",
+        "--record-format",
+        format,
+    ];
+    let (mut b, log_b) = hold(dir.path(), "b", p, &url, &args, Some(40));
+    let (mut c, log_c) = hold(dir.path(), "c", p, &url, &args, Some(40));
+    // The winner's command starts; then it renews at least once.
+    let t = Instant::now();
+    while stamps(&log_b).is_empty() && stamps(&log_c).is_empty() {
         assert!(
-            stamps(log_lost).is_empty(),
-            "round {round} ({format}): both successors ran their command:\n{}\n{}",
+            t.elapsed() < Duration::from_secs(30),
+            "round {round}: neither successor took the hand-over up:\n{}\n{}",
             b.stderr(),
             c.stderr()
         );
-        assert_eq!(won.0, Some(0), "round {round}: {}", won.1.stderr());
-        assert_eq!(stamps(log_won).len(), 40, "round {round}");
-        assert_eq!(lost.0, Some(4), "round {round}: {}", lost.1.stderr());
-        assert!(
-            lost.1.stderr().contains("same instance id"),
-            "round {round}: {}",
-            lost.1.stderr()
-        );
-        assert_eq!(
-            code_d,
-            Some(4),
-            "round {round}: the successor's renewed record was adopted: {}",
-            d.stderr()
-        );
-        assert!(stamps(&log_d).is_empty(), "round {round}");
-        assert!(
-            d.stderr().contains("same instance id"),
-            "round {round}: {}",
-            d.stderr()
-        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (mut d, log_d) = hold(dir.path(), "d", p, &url, &args, Some(3));
+    let code_d = d.exit_code(Duration::from_secs(30)).await;
+    let code_b = b.exit_code(Duration::from_secs(40)).await;
+    let code_c = c.exit_code(Duration::from_secs(40)).await;
+    let (won, lost, log_won, log_lost) = if stamps(&log_b).is_empty() {
+        ((code_c, &c), (code_b, &b), &log_c, &log_b)
+    } else {
+        ((code_b, &b), (code_c, &c), &log_b, &log_c)
+    };
+    assert!(
+        stamps(log_lost).is_empty(),
+        "round {round} ({format}): both successors ran their command:\n{}\n{}",
+        b.stderr(),
+        c.stderr()
+    );
+    assert_eq!(won.0, Some(0), "round {round}: {}", won.1.stderr());
+    assert_eq!(stamps(log_won).len(), 40, "round {round}");
+    assert_eq!(lost.0, Some(4), "round {round}: {}", lost.1.stderr());
+    assert!(
+        lost.1.stderr().contains("same instance id"),
+        "round {round}: {}",
+        lost.1.stderr()
+    );
+    assert_eq!(
+        code_d,
+        Some(4),
+        "round {round}: the successor's renewed record was adopted: {}",
+        d.stderr()
+    );
+    assert!(stamps(&log_d).is_empty(), "round {round}");
+    assert!(
+        d.stderr().contains("same instance id"),
+        "round {round}: {}",
+        d.stderr()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_handover_is_taken_up_by_one_successor_only_local() {
-    handover_taken_up_once(&local_place(), 10).await
+    handover_taken_up_once(&local_place(), 10)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_handover_is_taken_up_by_one_successor_only_moto() {
-    handover_taken_up_once(&moto_place("handover-once").await, 10).await
+    handover_taken_up_once(&moto_place("handover-once").await, 10)
 }
 
 /// Two successors of one hand-over whose clocks read the same microsecond
@@ -391,78 +396,83 @@ async fn bucket_hold_answered_without_etag_never_adopts_a_strangers_record() {
 /// takes up. Stdout and the audit outcome say the earlier answer was lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn takeover_command_whose_answer_was_lost_goes_on_as_taken() {
-    for then in ["release", "handover:succ-lost"] {
-        let (proxy, direct, bucket) = moto_proxied("takeover-cmd-lost").await;
-        let dir = tempfile::tempdir().unwrap();
-        let audit = dir.path().join("audit.jsonl");
-        let url = format!("s3://{bucket}/db/");
-        put_dead(&*direct, "db/LEASE").await;
-        proxy.drop_next_answers_of("PUT", "/db/LEASE", 1);
-        let (code, out, err) = run_at(
-            &proxy.endpoint(),
-            &[
-                "takeover",
+    // Both side by side, each on a bucket and proxy of its own.
+    let thens = ["release", "handover:succ-lost"];
+    crate::common::trials::side_by_side_async(2, 2, |i| takeover_answer_lost_then(thens[i]));
+}
+
+/// [`takeover_command_whose_answer_was_lost_goes_on_as_taken`] with `--then THEN`.
+async fn takeover_answer_lost_then(then: &str) {
+    let (proxy, direct, bucket) = moto_proxied("takeover-cmd-lost").await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let url = format!("s3://{bucket}/db/");
+    put_dead(&*direct, "db/LEASE").await;
+    proxy.drop_next_answers_of("PUT", "/db/LEASE", 1);
+    let (code, out, err) = run_at(
+        &proxy.endpoint(),
+        &[
+            "takeover",
+            &url,
+            "--yes",
+            "--reason",
+            "issue 37: lost answer",
+            "--ttl",
+            "6s",
+            "--then",
+            then,
+            "--audit-log",
+            &audit.display().to_string(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{then}: {out}{err}");
+    assert!(out.contains("\ntaken: "), "{then}: {out}");
+    // The retry was refused with 412, and that was judged by what is stored.
+    assert!(
+        out.contains("precondition failed") && out.contains("an earlier answer was lost"),
+        "{then}: {out}"
+    );
+    let entries = AuditLog::read(&audit).unwrap();
+    let outcome = entries.last().unwrap().outcome.clone().unwrap();
+    assert!(
+        outcome.starts_with("taken") && outcome.contains("an earlier answer was lost"),
+        "{then}: {outcome}"
+    );
+    match then {
+        "release" => {
+            assert!(outcome.contains("released"), "{outcome}");
+            assert!(
+                crate::common::released_record(direct.as_ref(), "db/LEASE")
+                    .await
+                    .is_some(),
+                "a phantom holder is left at the key: {:?}",
+                body_at(direct.as_ref(), "db/LEASE")
+                    .await
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+            );
+        }
+        _ => {
+            let b = body_at(direct.as_ref(), "db/LEASE").await.unwrap();
+            let r = LeaseRecord::parse(&b, b.len() as u64).unwrap();
+            assert_eq!(r.instance_id, "succ-lost");
+            assert_eq!(r.acquired_at, r.renewed_at, "a hand-over not taken up");
+            let log = dir.path().join("succ.log");
+            let mut h = Hold::spawn(
+                dir.path(),
+                "succ",
+                &proxy.endpoint(),
                 &url,
-                "--yes",
-                "--reason",
-                "issue 37: lost answer",
-                "--ttl",
-                "6s",
-                "--then",
-                then,
-                "--audit-log",
-                &audit.display().to_string(),
-            ],
-        );
-        assert_eq!(code, Some(0), "{then}: {out}{err}");
-        assert!(out.contains("\ntaken: "), "{then}: {out}");
-        // The retry was refused with 412, and that was judged by what is stored.
-        assert!(
-            out.contains("precondition failed") && out.contains("an earlier answer was lost"),
-            "{then}: {out}"
-        );
-        let entries = AuditLog::read(&audit).unwrap();
-        let outcome = entries.last().unwrap().outcome.clone().unwrap();
-        assert!(
-            outcome.starts_with("taken") && outcome.contains("an earlier answer was lost"),
-            "{then}: {outcome}"
-        );
-        match then {
-            "release" => {
-                assert!(outcome.contains("released"), "{outcome}");
-                assert!(
-                    crate::common::released_record(direct.as_ref(), "db/LEASE")
-                        .await
-                        .is_some(),
-                    "a phantom holder is left at the key: {:?}",
-                    body_at(direct.as_ref(), "db/LEASE")
-                        .await
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
-                );
-            }
-            _ => {
-                let b = body_at(direct.as_ref(), "db/LEASE").await.unwrap();
-                let r = LeaseRecord::parse(&b, b.len() as u64).unwrap();
-                assert_eq!(r.instance_id, "succ-lost");
-                assert_eq!(r.acquired_at, r.renewed_at, "a hand-over not taken up");
-                let log = dir.path().join("succ.log");
-                let mut h = Hold::spawn(
-                    dir.path(),
-                    "succ",
-                    &proxy.endpoint(),
-                    &url,
-                    &["--ttl", "6s", "--instance-id", "succ-lost"],
-                    &tagged_writer(&log, "succ", false, Some(3)),
-                    &[],
-                );
-                assert_eq!(
-                    h.exit_code(Duration::from_secs(30)).await,
-                    Some(0),
-                    "{}",
-                    h.stderr()
-                );
-                assert_eq!(stamps(&log).len(), 3);
-            }
+                &["--ttl", "6s", "--instance-id", "succ-lost"],
+                &tagged_writer(&log, "succ", false, Some(3)),
+                &[],
+            );
+            assert_eq!(
+                h.exit_code(Duration::from_secs(30)).await,
+                Some(0),
+                "{}",
+                h.stderr()
+            );
+            assert_eq!(stamps(&log).len(), 3);
         }
     }
 }

@@ -111,27 +111,35 @@ server_matrix! {
 server_matrix! {
     /// Contenders racing over one stale lease (If-Match on its ETag): one winner.
     /// Ceph RGW answers some losers 500 instead of 412; they read back and lose.
+    /// The ten trials, each on a prefix of its own, run side by side: a
+    /// winner whose round trips were slow waits out five sixths of the TTL
+    /// before it has the lease (see `bucket::lease::confirm`), which one
+    /// after another took 250 s under the suite's load.
     async fn contenders_over_a_stale_lease_get_exactly_one_lease(server: Server) {
         let (endpoint, bucket) = server.bucket("race-stale").await;
         let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
         let client = sdk_client(&endpoint);
-        for trial in 0..10 {
-            let prefix = format!("stale-{trial}/");
-            let old = Utc::now() - chrono::Duration::seconds(120);
-            let dead = LeaseRecord {
-                instance_id: "dead-holder".into(),
-                acquired_at: old,
-                renewed_at: old,
-                ttl_s: 30,
-                generation: None,
-                released_at: None,
-            };
-            put_raw(&client, &bucket, &format!("{prefix}LEASE"), &dead.to_body()).await;
-            let winners = race(store.clone(), &prefix, 8, cfg(30)).await;
-            assert_eq!(winners.len(), 1, "{}: trial {trial}: winners {winners:?}", server.name());
-            let (rec, _) = current(store.as_ref(), &format!("{prefix}LEASE")).await.unwrap();
-            assert_eq!(rec.instance_id, winners[0]);
-        }
+        let trial = |trial: usize| {
+            let (store, client, bucket) = (store.clone(), client.clone(), bucket.clone());
+            async move {
+                let prefix = format!("stale-{trial}/");
+                let old = Utc::now() - chrono::Duration::seconds(120);
+                let dead = LeaseRecord {
+                    instance_id: "dead-holder".into(),
+                    acquired_at: old,
+                    renewed_at: old,
+                    ttl_s: 30,
+                    generation: None,
+                    released_at: None,
+                };
+                put_raw(&client, &bucket, &format!("{prefix}LEASE"), &dead.to_body()).await;
+                let winners = race(store.clone(), &prefix, 8, cfg(30)).await;
+                assert_eq!(winners.len(), 1, "{}: trial {trial}: winners {winners:?}", server.name());
+                let (rec, _) = current(store.as_ref(), &format!("{prefix}LEASE")).await.unwrap();
+                assert_eq!(rec.instance_id, winners[0]);
+            }
+        };
+        futures::future::join_all((0..10).map(trial)).await;
     }
 }
 
@@ -694,46 +702,53 @@ async fn dropping_the_keep_alive_stops_renewing() {
 /// must still exclude each other (the lock lives beside the object).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn local_stores_rooted_at_different_levels_exclude_each_other() {
+    // Ten trials at a time, each in a tree of its own (one after another,
+    // each winner taking the slow way under the suite's load, they took
+    // minutes).
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("db1")).unwrap();
-    let outer: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
-    let inner: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path().join("db1")).unwrap());
-    for trial in 0..20 {
-        let t = Utc::now() - chrono::Duration::minutes(5);
-        let stale = LeaseRecord {
-            instance_id: format!("dead-{trial}"),
-            acquired_at: t,
-            renewed_at: t,
-            ttl_s: 30,
-            generation: None,
-            released_at: None,
-        };
-        outer
-            .put("db1/LEASE", stale.to_body(), PutCondition::None)
-            .await
-            .unwrap();
-        let barrier = Arc::new(tokio::sync::Barrier::new(8));
-        let mut tasks = Vec::new();
-        for i in 0..8 {
-            let (store, prefix) = if i % 2 == 0 {
-                (outer.clone(), "db1/")
-            } else {
-                (inner.clone(), "")
+    let trial = |trial: usize| {
+        let root = dir.path().join(format!("t{trial}"));
+        async move {
+            std::fs::create_dir_all(root.join("db1")).unwrap();
+            let outer: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(&root).unwrap());
+            let inner: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(root.join("db1")).unwrap());
+            let t = Utc::now() - chrono::Duration::minutes(5);
+            let stale = LeaseRecord {
+                instance_id: format!("dead-{trial}"),
+                acquired_at: t,
+                renewed_at: t,
+                ttl_s: 30,
+                generation: None,
+                released_at: None,
             };
-            let barrier = barrier.clone();
-            tasks.push(tokio::spawn(async move {
-                barrier.wait().await;
-                BucketLease::acquire(store, sys(), prefix, cfg(30), &mut LeaseWatch::new())
-                    .await
-                    .is_ok()
-            }));
+            outer
+                .put("db1/LEASE", stale.to_body(), PutCondition::None)
+                .await
+                .unwrap();
+            let barrier = Arc::new(tokio::sync::Barrier::new(8));
+            let mut tasks = Vec::new();
+            for i in 0..8 {
+                let (store, prefix) = if i % 2 == 0 {
+                    (outer.clone(), "db1/")
+                } else {
+                    (inner.clone(), "")
+                };
+                let barrier = barrier.clone();
+                tasks.push(tokio::spawn(async move {
+                    barrier.wait().await;
+                    BucketLease::acquire(store, sys(), prefix, cfg(30), &mut LeaseWatch::new())
+                        .await
+                        .is_ok()
+                }));
+            }
+            let mut winners = 0;
+            for t in tasks {
+                winners += usize::from(t.await.unwrap());
+            }
+            assert_eq!(winners, 1, "trial {trial}");
         }
-        let mut winners = 0;
-        for t in tasks {
-            winners += usize::from(t.await.unwrap());
-        }
-        assert_eq!(winners, 1, "trial {trial}");
-    }
+    };
+    crate::common::trials::side_by_side_async(20, 10, trial);
 }
 
 server_matrix! {

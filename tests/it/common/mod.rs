@@ -5,10 +5,12 @@
 pub mod cli;
 pub mod hold;
 pub mod lines;
+pub mod moto_pool;
 pub mod prometheus;
 pub mod proxy;
 pub mod serve;
 pub mod tmux;
+pub mod trials;
 
 #[allow(unused_imports)]
 pub use cli::{
@@ -16,6 +18,7 @@ pub use cli::{
     write_lease,
 };
 pub use lines::{cannot_drop_privileges, list_keys, spawn_lines, wait_json_line};
+pub use moto_pool::MotoServer;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -175,15 +178,16 @@ fn venv_python(version: &str) -> PathBuf {
     py
 }
 
-/// A moto server on 127.0.0.1, stopped when dropped (or when this process exits:
-/// the server exits when its stdin closes).
-pub struct MotoServer {
+/// One moto process on 127.0.0.1, stopped when dropped (or when this process
+/// exits: the server exits when its stdin closes). The tests reach moto
+/// through [`moto`], which spreads the buckets over several of these.
+pub struct MotoProcess {
     child: Child,
     _stdin: ChildStdin,
     pub port: u16,
 }
 
-impl MotoServer {
+impl MotoProcess {
     pub fn start(kind: Moto) -> Self {
         let version = match kind {
             Moto::Conditional => "5.2.5",
@@ -217,20 +221,23 @@ impl MotoServer {
     }
 }
 
-impl Drop for MotoServer {
+impl Drop for MotoProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// One shared server of each kind per test binary.
+/// One shared endpoint of each kind per test binary: the conditional moto
+/// the suite's tests share, spread over [`moto_pool::MOTO_PROCESSES`]
+/// processes by bucket (see [`moto_pool`]); the ignoring one, which few
+/// tests use, one process.
 pub fn moto(kind: Moto) -> &'static MotoServer {
     static C: OnceLock<MotoServer> = OnceLock::new();
     static I: OnceLock<MotoServer> = OnceLock::new();
     match kind {
-        Moto::Conditional => C.get_or_init(|| MotoServer::start(kind)),
-        Moto::Ignoring => I.get_or_init(|| MotoServer::start(kind)),
+        Moto::Conditional => C.get_or_init(|| MotoServer::start(kind, moto_pool::MOTO_PROCESSES)),
+        Moto::Ignoring => I.get_or_init(|| MotoServer::start(kind, 1)),
     }
 }
 

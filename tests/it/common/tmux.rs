@@ -46,7 +46,17 @@ impl Tmux {
             .expect("tmux new-session")
             .success();
         assert!(ok, "tmux new-session failed");
-        Self { name }
+        let t = Self { name };
+        // Keys typed before the shell's line editor has the terminal are
+        // echoed by the terminal itself and then drawn a second time by the
+        // editor, which does not know where the first echo left the cursor:
+        // the two drawings of the typed line overlap the lines printed after
+        // it (seen under load: the begin marker drawn over the echo). Bash's
+        // readline takes the terminal before it shows the prompt.
+        t.wait_for(Duration::from_secs(30), "the shell's prompt", |s| {
+            s.lines().any(|l| l.trim_end() == "$")
+        });
+        t
     }
 
     /// A detached session of `w`×`h` in directory `dir` running `argv` (the
@@ -166,8 +176,12 @@ impl Tmux {
             .output()
             .unwrap();
         let all = String::from_utf8_lossy(&out.stdout).into_owned();
+        // Anywhere in a line: the marker is printed at the start of a line,
+        // but the terminal may have drawn it over an echo of the typed line
+        // (whose rest then follows it on that line). The typed line never
+        // contains the marker (see `run`), so no echo of it can match.
         let begin = run.begin();
-        match all.lines().position(|l| l.trim_end() == begin) {
+        match all.lines().position(|l| l.contains(&begin)) {
             Some(i) => all.lines().skip(i + 1).collect::<Vec<_>>().join("\n"),
             None => String::new(),
         }
@@ -200,16 +214,16 @@ impl Tmux {
     /// Waits until `run`'s command has ended; returns its exit status and what
     /// it showed before its end marker.
     pub fn wait_exit(&self, run: &Typed, limit: Duration) -> (i32, String) {
-        let end = run.end();
         let s = self.wait_shown(run, limit, "the command to end", |s| {
-            s.lines().any(|l| l.starts_with(&end))
+            s.lines().any(|l| run.ended(l).is_some())
         });
         let mut shown = Vec::new();
         for line in s.lines() {
-            if let Some(code) = line.trim_end().strip_prefix(&end) {
-                let code = code
-                    .parse()
-                    .unwrap_or_else(|_| panic!("end marker {line:?}"));
+            if let Some((before, code)) = run.ended(line) {
+                // Output without a final newline ends on the marker's line.
+                if !before.is_empty() {
+                    shown.push(before);
+                }
                 return (code, shown.join("\n"));
             }
             shown.push(line);
@@ -266,6 +280,21 @@ impl Typed {
     /// The start of the line printed after it ended (its status follows).
     fn end(&self) -> String {
         format!("LCT-END-{}:", self.id)
+    }
+
+    /// When `line` shows the end marker with its exit status, wherever in the
+    /// line it is drawn: what comes before the marker on that line (the
+    /// command's last output when it did not end with a newline) and the
+    /// status. The typed line never contains the marker (see [`Tmux::run`]).
+    fn ended<'a>(&self, line: &'a str) -> Option<(&'a str, i32)> {
+        let end = self.end();
+        let at = line.find(&end)?;
+        let rest = &line[at + end.len()..];
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let code = rest[..digits].parse().ok()?;
+        Some((&line[..at], code))
     }
 }
 

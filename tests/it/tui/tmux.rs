@@ -252,3 +252,22 @@ fn the_timeline_pane_draws_the_session_history() {
     let (code, shown) = tmux.wait_exit(&run, Duration::from_secs(10));
     assert_eq!(code, 0, "{shown}");
 }
+
+/// The harness finds its markers however the terminal draws them, and never
+/// in the typed line. A shell whose `PS0` moves the cursor up one line has
+/// the begin marker drawn over the start of the echoed command line (what a
+/// loaded CI run showed once: the echo garbled over the begin marker, the end
+/// marker on screen, and the wait for it timed out); a command whose output
+/// has no final newline has the end marker drawn after it on its line.
+#[test]
+fn the_markers_are_found_however_the_terminal_draws_them() {
+    let tmux = Tmux::start(120, 20);
+    let setup = tmux.run("PS0=$'\\e[A'");
+    assert_eq!(tmux.wait_exit(&setup, Duration::from_secs(10)).0, 0);
+    let over = tmux.run("echo drawn-$((20+1))");
+    let (code, shown) = tmux.wait_exit(&over, Duration::from_secs(10));
+    assert_eq!((code, shown.as_str()), (0, "drawn-21"));
+    let partial = tmux.run("printf '%s' no-newline-$((6*7)); false");
+    let (code, shown) = tmux.wait_exit(&partial, Duration::from_secs(10));
+    assert_eq!((code, shown.as_str()), (1, "no-newline-42"));
+}
