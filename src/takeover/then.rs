@@ -17,7 +17,7 @@ use crate::bucket::{
     ReleaseReport, MAX_SANE_TTL_S,
 };
 use crate::clock::{ceil_micros, shown, SharedClock};
-use crate::store::{ObjectStore, PutCondition};
+use crate::store::{ObjectStore, PutCondition, StoreError};
 use crate::text::format_secs;
 use crate::text::sanitize;
 
@@ -281,6 +281,48 @@ async fn act(
     Ok((text, final_etag))
 }
 
+/// Writes `body` over our own record at `lease`'s key: conditional on its
+/// ETag (none in best-effort mode). A renewal of ours given up in flight when
+/// its keep-alive was stopped (the wait ended, or was ended by a signal, while
+/// the renewal awaited its answer) may have landed all the same: the key then
+/// holds our own record under an ETag we never heard of, and the write is
+/// refused. It is then sent once more on that ETag, when the record read back
+/// is provably ours ([`BucketLease::stored_etag_if_ours`]), as a release does.
+/// CI: "handing it over failed (precondition failed); the prefix is now held
+/// by" the takeover's own id.
+///
+/// Errors: the last write's [`StoreError`].
+async fn put_over_ours(
+    store: &dyn ObjectStore,
+    lease: &BucketLease,
+    exclusion: Exclusion,
+    body: &[u8],
+) -> Result<Option<String>, StoreError> {
+    let key = lease.key();
+    if exclusion == Exclusion::BestEffort {
+        return store.put(key, body.to_vec(), PutCondition::None).await;
+    }
+    let put = store
+        .put(
+            key,
+            body.to_vec(),
+            PutCondition::IfMatch(lease.etag().to_owned()),
+        )
+        .await;
+    if !matches!(put, Err(StoreError::PreconditionFailed)) {
+        return put;
+    }
+    match lease.stored_etag_if_ours().await {
+        Ok(Some(etag)) if etag != lease.etag() => {
+            tracing::info!(key = %key, "our record was renewed after all (a renewal given up in flight landed): writing over that one");
+            store
+                .put(key, body.to_vec(), PutCondition::IfMatch(etag))
+                .await
+        }
+        _ => put,
+    }
+}
+
 /// The hand-over after a replaced live holder's fence closed: our own record
 /// came first (it fenced the old holder out); now the successor's,
 /// conditional on ours. A failed write is audited and [`TakeoverError::Store`].
@@ -300,13 +342,9 @@ async fn hand_over(
         generation: t.record.generation,
         released_at: None,
     };
-    let cond = match t.req.exclusion {
-        Exclusion::Conditional => PutCondition::IfMatch(written.etag().to_owned()),
-        Exclusion::BestEffort => PutCondition::None,
-    };
     // acquired_at == renewed_at: a hand-over (crate::bucket::own::is_handover).
     let body = handed.to_body();
-    let put = t.store.put(&t.key, body.clone(), cond).await;
+    let put = put_over_ours(t.store.as_ref(), written, t.req.exclusion, &body).await;
     // No ETag, a refusal or no answer: ours only if the LEASE holds our body.
     let found = match &put {
         Ok(Some(e)) => Ok(e.clone()),
@@ -497,13 +535,9 @@ async fn leave_to_expire(
         ttl_s,
         ..lease.record().clone()
     };
-    let cond = match req.exclusion {
-        Exclusion::Conditional => PutCondition::IfMatch(lease.etag().to_owned()),
-        Exclusion::BestEffort => PutCondition::None,
-    };
     // No ETag, a refusal or no answer: rewritten only if the LEASE holds our body.
     let body = record.to_body();
-    let put = store.put(key, body.clone(), cond).await;
+    let put = put_over_ours(store, &lease, req.exclusion, &body).await;
     let found = match &put {
         Ok(Some(e)) => Ok(e.clone()),
         _ => super::landed(store, key, &body).await,

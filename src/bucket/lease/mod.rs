@@ -263,6 +263,24 @@ impl BucketLease {
         ) == Whose::Ours
     }
 
+    /// The ETag the stored record has now, when that record is provably ours
+    /// ([`BucketLease::is_ours`]: its body is one this process wrote, the last
+    /// confirmed or one whose answer it never saw, such as a renewal its
+    /// keep-alive gave up in flight when it was stopped); `None` when it is
+    /// someone else's, absent, or has no ETag. A write conditional on the
+    /// held ETag that was refused reads this before trying once more, as a
+    /// release does.
+    ///
+    /// Errors: the read's [`StoreError`].
+    pub(crate) async fn stored_etag_if_ours(&self) -> Result<Option<String>, StoreError> {
+        let rb = read_back(self.store.as_ref(), &self.key).await?;
+        Ok(if self.is_ours(&rb) {
+            rb.etag().map(str::to_owned)
+        } else {
+            None
+        })
+    }
+
     /// A lease this process has just written itself (an operator takeover):
     /// `record` with `etag` at `key`, written at monotonic time `renewed_mono`.
     pub(crate) fn from_written(

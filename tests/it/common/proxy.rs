@@ -313,6 +313,17 @@ impl Proxy {
         s.mode = Some(Mode::Pass);
     }
 
+    /// How many of the answers [`Proxy::delay_next_answers_of`] asked to
+    /// hold back are still to come (0: every one of those requests arrived).
+    pub fn delays_pending(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .delay_next
+            .as_ref()
+            .map_or(0, |d| d.2)
+    }
+
     /// Requests seen, by method.
     pub fn counts(&self) -> BTreeMap<String, usize> {
         self.state.lock().unwrap().counts.clone()

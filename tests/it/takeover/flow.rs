@@ -639,3 +639,134 @@ async fn a_replaced_holder_written_back_during_the_wait_keeps_the_fence_shut() {
     // Nothing of ours was written over it.
     assert_eq!(etag_of(store.as_ref()).await.as_deref(), Some(old.etag()));
 }
+
+/// A forced takeover that hands over once the replaced holder's fence has
+/// closed stops renewing its own record first. A renewal it gives up in
+/// flight then (the wait ended while the renewal awaited its answer) may
+/// land all the same: the key holds our own record under an ETag the
+/// takeover never heard of. The hand-over must start from that record, not
+/// fail its `If-Match` on our own write. (CI: "handing it over failed
+/// (precondition failed); the prefix is now held by" the takeover's own id,
+/// when moto's answers were slow: the read that ends the wait took longer
+/// than a renewal interval, so a renewal was due the moment it returned.)
+///
+/// Here a proxy holds back the answer of the read that ends the wait for a
+/// renewal interval and a bit (12 s TTL: a renewal every 4 s, 4.3 s), then
+/// that of the renewal sent right after it (forwarded at once: it lands).
+/// When the held read happens to come in the last 0.3 s of a renewal
+/// interval, the takeover's own fence runs out first (rightly: it is lost),
+/// and when no renewal was given up in flight the trial says nothing: each
+/// is run again on a new bucket, at most three times. Every hand-over that
+/// happens must succeed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_given_up_as_the_wait_ends_does_not_fail_the_hand_over() {
+    let server = moto(Moto::Conditional);
+    let proxy = Proxy::start(server.port, Mode::Pass).await;
+    let mut inconclusive = Vec::new();
+    for _ in 0..3 {
+        match hand_over_with_a_renewal_given_up(server, &proxy).await {
+            Ok(()) => return,
+            Err(why) => inconclusive.push(why),
+        }
+    }
+    panic!("no trial gave a renewal up in flight: {inconclusive:#?}");
+}
+
+/// One trial of [`a_renewal_given_up_as_the_wait_ends_does_not_fail_the_hand_over`]
+/// on a new bucket: `Err` when the premise was not met (the takeover lost
+/// its own lease while the read was held, or gave no renewal up in flight).
+async fn hand_over_with_a_renewal_given_up(
+    server: &MotoServer,
+    proxy: &Proxy,
+) -> Result<(), String> {
+    let (_, b) = Server::Moto(Moto::Conditional)
+        .bucket("wait-handover")
+        .await;
+    let store: Arc<dyn ObjectStore> = s3_store(&server.endpoint(), &b);
+    // The takeover's store waits up to 8 s for an answer (the held read).
+    let operator: Arc<dyn ObjectStore> = {
+        let timeout = Duration::from_secs(8);
+        let opts = leasectl::store::s3::S3Options {
+            path_style: true,
+            request_timeout: Some(timeout),
+            ..Default::default()
+        };
+        Arc::new(leasectl::store::s3::S3Store::with_config(
+            &sdk_config(&proxy.endpoint(), timeout, 1),
+            &b,
+            &opts,
+        ))
+    };
+    let old = live_holder(&store, 6).await;
+    let seen = look(store.as_ref(), "db/").await;
+    let mut req = request(seen, Then::Handover("successor".into()));
+    req.force = true;
+    req.ttl_s = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+    let taking = tokio::spawn({
+        let operator = operator.clone();
+        async move { take(&operator, &log, req).await }
+    });
+
+    // The takeover's record written, and its confirmation read made.
+    let t0 = Instant::now();
+    while etag_of(store.as_ref()).await.as_deref() == Some(old.etag()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the takeover wrote nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    // The next read of the LEASE is the one that ends the wait.
+    proxy.delay_next_answers_of("GET", "/db/LEASE", 1, Duration::from_millis(4_300));
+    let t1 = Instant::now();
+    while proxy.delays_pending() > 0 {
+        assert!(
+            t1.elapsed() < Duration::from_secs(15),
+            "the wait was never ended by a read"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Then the renewal due the moment that read returns: it lands at once,
+    // its answer 2 s late.
+    proxy.delay_next_answers_of("PUT", "/db/LEASE", 1, Duration::from_millis(2_000));
+    let t2 = Instant::now();
+    while proxy.delays_pending() > 0 {
+        if taking.is_finished() {
+            proxy.delay_next_answers_of("PUT", "/db/LEASE", 0, Duration::ZERO);
+            return match taking.await.unwrap() {
+                Err(e @ TakeoverError::Store(_))
+                    if e.to_string().contains("two thirds of a TTL") =>
+                {
+                    Err(e.to_string())
+                }
+                other => panic!("the takeover ended without a renewal after the wait: {other:?}"),
+            };
+        }
+        assert!(
+            t2.elapsed() < Duration::from_secs(10),
+            "no renewal after the wait: requests {:?}",
+            proxy.counts()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let renewal_sent = Instant::now();
+    let done = taking.await.unwrap().expect("handed over");
+    let after = renewal_sent.elapsed();
+    assert_eq!(done.written.instance_id, "successor");
+    let stored = look(store.as_ref(), "db/").await;
+    assert_eq!(
+        stored.record().map(|r| r.instance_id.as_str()),
+        Some("successor"),
+        "{stored:?}"
+    );
+    assert_eq!(stored.etag(), Some(done.etag.as_str()));
+    if after >= Duration::from_millis(2_000) {
+        return Err(format!(
+            "the premise not met: the takeover finished {after:?} after the renewal was sent, so it heard its answer"
+        ));
+    }
+    Ok(())
+}
