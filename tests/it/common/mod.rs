@@ -658,6 +658,16 @@ pub fn s3_store_attempts(
     } else {
         Duration::from_secs(2)
     };
+    s3_store_timeout(endpoint, bucket, timeout, attempts)
+}
+
+/// [`s3_store_attempts`] whose requests wait up to `timeout` for an answer.
+pub fn s3_store_timeout(
+    endpoint: &str,
+    bucket: &str,
+    timeout: Duration,
+    attempts: u32,
+) -> std::sync::Arc<leasectl::store::s3::S3Store> {
     let cfg = sdk_config(endpoint, timeout, attempts);
     let opts = leasectl::store::s3::S3Options {
         path_style: true,

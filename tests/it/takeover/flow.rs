@@ -684,19 +684,8 @@ async fn hand_over_with_a_renewal_given_up(
         .await;
     let store: Arc<dyn ObjectStore> = s3_store(&server.endpoint(), &b);
     // The takeover's store waits up to 8 s for an answer (the held read).
-    let operator: Arc<dyn ObjectStore> = {
-        let timeout = Duration::from_secs(8);
-        let opts = leasectl::store::s3::S3Options {
-            path_style: true,
-            request_timeout: Some(timeout),
-            ..Default::default()
-        };
-        Arc::new(leasectl::store::s3::S3Store::with_config(
-            &sdk_config(&proxy.endpoint(), timeout, 1),
-            &b,
-            &opts,
-        ))
-    };
+    let operator: Arc<dyn ObjectStore> =
+        s3_store_timeout(&proxy.endpoint(), &b, Duration::from_secs(8), 1);
     let old = live_holder(&store, 6).await;
     let seen = look(store.as_ref(), "db/").await;
     let mut req = request(seen, Then::Handover("successor".into()));
