@@ -848,7 +848,10 @@ fn every_reference_the_binary_prints_resolves() {
         // ".md".
         let end = rest[..end].find(".md").map_or(end, |md| md + 3);
         let file = rest[..end].trim_end_matches('.');
-        let context = &text[at.saturating_sub(60)..(at + 120).min(text.len())];
+        // 60 bytes either side, cut where a character starts: the bytes
+        // around a literal are the binary's, anything at all.
+        let context = &text[text.floor_char_boundary(at.saturating_sub(60))
+            ..text.floor_char_boundary((at + 120).min(text.len()))];
         // Rust's own paths (`…/docs/…` of a dependency) are not ours.
         if text[..at].ends_with('/') || text[..at].ends_with("rust") {
             continue;
