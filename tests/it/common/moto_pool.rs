@@ -56,8 +56,10 @@ impl MotoServer {
         std::thread::Builder::new()
             .name(format!("moto-router-{port}"))
             .spawn(move || {
+                super::serve_promptly_this_thread();
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)
+                    .on_thread_start(super::serve_promptly_this_thread)
                     .enable_all()
                     .build()
                     .expect("a runtime");
