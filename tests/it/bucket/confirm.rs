@@ -452,6 +452,24 @@ async fn a_ttl_too_short_for_the_store_is_refused_before_writing() {
 /// clock, 0.68 s behind, and the generation went back).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refusal_over_a_released_record_keeps_its_generation() {
+    // Under load the acquire's write may take over 100 ms from its read to its
+    // answer: then it goes the slow way, and a refused store leaves ours to
+    // expire instead (it may have replaced a holder unseen), which this test
+    // does not judge. Such a trial is run again on a new bucket, up to three.
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        match refusal_over_a_released_record().await {
+            Ok(()) => return,
+            Err(said) => slow.push(said),
+        }
+    }
+    panic!("every trial's acquire went the slow way: {slow:#?}");
+}
+
+/// One trial of [`a_refusal_over_a_released_record_keeps_its_generation`]
+/// on a bucket of its own; `Err` with the refusal when the acquire went the
+/// slow way (ours left to expire), which it cannot judge.
+async fn refusal_over_a_released_record() -> Result<(), String> {
     use leasectl::bucket::judge::Observed;
     let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::Pass).await;
     let (_, b) = Server::Moto(Moto::Conditional)
@@ -507,6 +525,9 @@ async fn a_refusal_over_a_released_record_keeps_its_generation() {
         "{err:?}"
     );
     let said = err.to_string();
+    if said.contains("left at") && said.contains("may have replaced a holder's record unseen") {
+        return Err(said);
+    }
     assert!(said.contains("marked released"), "{said}");
     let (g2, released) = generation(direct.clone()).await;
     assert!(released, "ours was marked released, not deleted");
@@ -518,4 +539,5 @@ async fn a_refusal_over_a_released_record_keeps_its_generation() {
     let next = acquire(direct).await.unwrap();
     assert!(next.record().generation > g2);
     next.release().await.unwrap();
+    Ok(())
 }

@@ -569,7 +569,10 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
     let url = format!("s3://{b}/db/");
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl").display().to_string();
-    let ttl = ["--ttl", "3s"];
+    // 6 s TTLs: at 3 s, a loaded machine's moto (writes answered in 400-680
+    // ms at the 90th percentile) had holder-b and holder-c refused, the
+    // confirmation's wait not fitting in a 2 s fence (exit 4).
+    let ttl = ["--ttl", "6s"];
     let hold_at = HoldAt {
         dir: dir.path(),
         endpoint: &endpoint,
@@ -577,7 +580,7 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
         url: &url,
     };
 
-    // 1. holder-a acquires, renews every second, crashes.
+    // 1. holder-a acquires, renews every two seconds, crashes.
     let mut a = spawn_hold(&hold_at, "holder-a", &ttl, &["sleep", "600"], &[]);
     let a_took = lease_names(&endpoint, &b, "holder-a").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -588,7 +591,7 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
     let mut hb = spawn_hold(
         &hold_at,
         "holder-b",
-        &["--ttl", "3s", "--wait", "30s"],
+        &["--ttl", "6s", "--wait", "30s"],
         &["sleep", "600"],
         &[],
     );
@@ -606,7 +609,7 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
         "--reason",
         "drill: move the writer to c",
         "--ttl",
-        "3s",
+        "6s",
         "--then",
         "handover:holder-c",
         "--audit-log",
@@ -624,16 +627,16 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
         "hold",
         &url,
         "--ttl",
-        "3s",
+        "6s",
         "--instance-id",
         "holder-c",
         "--",
         "sleep",
         "2",
     ]);
-    let (code, _, err) = leasectl(&endpoint, &args);
-    assert_eq!(code, Some(0), "holder-c: {err}");
-    eprintln!("holder-c: {err}");
+    let (code, _, err_c) = leasectl(&endpoint, &args);
+    assert_eq!(code, Some(0), "holder-c: {err_c}");
+    eprintln!("holder-c: {err_c}");
     let c_released = chrono::Utc::now();
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
@@ -738,7 +741,17 @@ async fn scripted_history(server: Server, test: &str, global: &[&str]) {
         ],
         "{out}"
     );
-    assert_eq!(tenures[2]["generation"], tenures[3]["generation"], "{out}");
+    // The hand-over's generation, unless holder-c's adoption went the slow
+    // way (its write answered over 100 ms after its read), which hands the
+    // lease out with a fresh, greater generation and says so.
+    if err_c.contains("with a fresh generation") {
+        assert!(
+            tenures[3]["generation"].as_u64() > tenures[2]["generation"].as_u64(),
+            "{out}"
+        );
+    } else {
+        assert_eq!(tenures[2]["generation"], tenures[3]["generation"], "{out}");
+    }
     let kind = |i: usize| tenures[i]["ending"]["kind"].as_str().unwrap();
     // a crashed: its record expired before b took it.
     assert_eq!(kind(0), "expired", "{out}");
