@@ -593,7 +593,7 @@ mod tests {
             ),
             (
                 br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":"30"}"#,
-                r#"got "30""#,
+                r#"ttl_s must be a positive whole number of seconds, got "30""#,
             ),
             // Generations that cannot be compared.
             (
@@ -621,6 +621,33 @@ mod tests {
         let err = LeaseRecord::parse(&big[..MAX_BODY_BYTES + 1], big.len() as u64).unwrap_err();
         assert!(
             err.0.contains("102400 bytes, over the 64 KiB limit"),
+            "{err}"
+        );
+    }
+
+    /// The 64 KiB limit counts the object's size and the bytes passed, each
+    /// on its own: a record of exactly 64 KiB is read; one byte more is
+    /// refused whether the size says so (the body passed cut short) or the
+    /// body does (its size given smaller).
+    #[test]
+    fn the_size_limit_is_64_kib_inclusive_by_size_or_by_body() {
+        let record = br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":30}"#;
+        let padded = |len: usize| {
+            let mut b = record.to_vec();
+            b.resize(len, b' ');
+            b
+        };
+        let exact = padded(MAX_BODY_BYTES);
+        LeaseRecord::parse(&exact, exact.len() as u64).expect("exactly 64 KiB is read");
+        let err = LeaseRecord::parse(record, MAX_BODY_BYTES as u64 + 1).unwrap_err();
+        assert!(
+            err.0.contains("65537 bytes, over the 64 KiB limit"),
+            "{err}"
+        );
+        let over = padded(MAX_BODY_BYTES + 1);
+        let err = LeaseRecord::parse(&over, record.len() as u64).unwrap_err();
+        assert!(
+            err.0.contains("65537 bytes, over the 64 KiB limit"),
             "{err}"
         );
     }

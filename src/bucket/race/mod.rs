@@ -474,6 +474,44 @@ mod tests {
         assert_eq!(judged(vec![2, 0]), (RaceVerdict::NotAtomic, false));
     }
 
+    /// What `probe` shows of a race: the request raced (`probe --json`'s
+    /// `request`: its method and precondition) and the verdict in words.
+    #[test]
+    fn a_race_names_its_request_and_verdict() {
+        for (p, method, header) in [
+            (Primitive::CreateAbsent, "PUT ", "If-None-Match: *"),
+            (Primitive::IfMatchCurrent, "PUT ", "If-Match: <"),
+            (Primitive::DeleteCurrent, "DELETE ", "If-Match: <"),
+        ] {
+            let request = p.request();
+            assert!(
+                request.starts_with(method) && request.contains(header),
+                "{p:?}: {request:?}"
+            );
+        }
+        let line = |winners: Vec<usize>| {
+            let mut r = new_race(Primitive::CreateAbsent, 4);
+            r.winners = winners;
+            judge(&mut r);
+            r.line()
+        };
+        assert!(
+            line(vec![2, 1]).ends_with("most 2 — not atomic"),
+            "{}",
+            line(vec![2, 1])
+        );
+        assert!(
+            line(vec![1, 1]).ends_with("most 1 — atomic"),
+            "{}",
+            line(vec![1, 1])
+        );
+        assert!(
+            line(vec![]).ends_with("most 0 — not run"),
+            "{}",
+            line(vec![])
+        );
+    }
+
     /// On an atomic store (a directory's, whose create and replace are
     /// atomic) the race says `atomic`, overall and for each primitive it ran.
     #[tokio::test]
