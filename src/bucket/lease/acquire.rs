@@ -1,9 +1,10 @@
-//! Acquiring the lease: the rounds of reads and conditional writes, the
-//! decision for one observation, and the probe after a first acquire.
+//! Acquiring the lease: the rounds of reads and conditional writes and the
+//! decision for one observation (the checks around the write in conditional
+//! mode: `checked`, `confirm`).
 
 use chrono::{DateTime, Utc};
 
-use super::confirm::{check_store, WriteTiming};
+use super::confirm::WriteTiming;
 use super::*;
 
 use crate::bucket::fence::{check_holder_clock, clock_offset_limit_s, offset_beyond_limit};
@@ -204,7 +205,9 @@ impl BucketLease {
     /// [`LeaseError::UnderWatch`] (a suspect/malformed record not yet watched
     /// for one TTL — keep `watch` across attempts), [`LeaseError::PreconditionsIgnored`]
     /// / [`LeaseError::PreconditionsUnsupported`] / [`LeaseError::NotAtomic`] (the
-    /// once-per-store race check, [`crate::bucket::race::check_once`]; nothing left behind),
+    /// once-per-store race check, its first round before the write and the
+    /// rest beside it (`checked`), or the probe after the write; what was
+    /// written undone, and said), [`LeaseError::TtlTooShort`],
     /// [`LeaseError::ReaderClock`] (a stale-looking record judged by a clock
     /// certainly beyond TTL/12 of the service's), [`LeaseError::HolderClock`]
     /// (about to write a record with such a clock:
@@ -219,16 +222,87 @@ impl BucketLease {
         watch: &mut LeaseWatch,
     ) -> Result<Self, LeaseError> {
         let key = lease_key(prefix);
-        before_rounds(store.as_ref(), &key, &config).await?;
+        if config.ttl_s == 0 || config.ttl_s > MAX_SANE_TTL_S {
+            return Err(LeaseError::InvalidTtl(config.ttl_s));
+        }
+        let contender = Contender {
+            store,
+            clock,
+            key,
+            instance_id,
+            config,
+        };
+        match contender.config.exclusion {
+            Exclusion::BestEffort => {
+                tracing::warn!(
+                    key = %contender.key,
+                    "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
+                );
+                let written = contender.write(watch, None).await?;
+                watch.sent.clear();
+                Ok(written.lease)
+            }
+            Exclusion::Conditional => contender.acquire_checked(watch).await,
+        }
+    }
+}
+
+/// One acquire: what it writes where, as whom.
+pub(super) struct Contender<'a> {
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) clock: SharedClock,
+    /// The LEASE's key.
+    pub(super) key: String,
+    pub(super) instance_id: &'a str,
+    pub(super) config: LeaseConfig,
+}
+
+/// An acquire's record, written and not yet handed out, and what the checks
+/// after the write need.
+pub(super) struct Written {
+    /// The lease on the record written.
+    pub(super) lease: BucketLease,
+    /// The record's body.
+    pub(super) body: Vec<u8>,
+    /// The holder whose record the write replaced (not one we adopt), and
+    /// whether it was written over a record at all.
+    pub(super) replaced: (Option<String>, bool),
+    /// When it was decided and answered.
+    pub(super) timing: WriteTiming,
+}
+
+impl Contender<'_> {
+    /// The rounds of reads and writes until a write is answered: the record
+    /// written, its body kept provable as ours in `watch.sent` until the
+    /// lease is handed out. `after`: the confirmation's wait, when the race
+    /// check that sizes it has ended (`None`: not yet; a write is then judged
+    /// slow by the shortest wait, [`race::CONFIRM_AFTER_MIN`], so that one
+    /// whose ETag cannot be used is not removed where it may hide a holder).
+    ///
+    /// Errors: as [`BucketLease::acquire_as`]; [`LeaseError::UnusableEtag`]
+    /// is the one returned after a write of ours was answered (then removed,
+    /// or left to expire).
+    pub(super) async fn write(
+        &self,
+        watch: &mut LeaseWatch,
+        after: Option<Duration>,
+    ) -> Result<Written, LeaseError> {
+        let Self {
+            store,
+            clock,
+            key,
+            instance_id,
+            config,
+        } = self;
         let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {
             let read_sent = clock.mono();
             let ReadBack {
                 observed,
                 body: stored,
-            } = read_back(store.as_ref(), &key).await?;
+            } = read_back(store.as_ref(), key).await?;
             rounds
-                .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
+                .check_refusal(store.as_ref(), clock.as_ref(), key, instance_id, &observed)
                 .await?;
             let now = clock.wall();
             let mono = clock.mono();
@@ -240,29 +314,29 @@ impl BucketLease {
                 }
                 watch.sent.proves(b)
             });
-            check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
+            check_reader_clock(store.as_ref(), clock.as_ref(), key, owner, &observed, now)?;
             let reading = Reading {
-                key: &key,
+                key,
                 observed: &observed,
                 owner,
                 instance_id,
                 now,
                 mono,
             };
-            let step = decide(reading, &config, watch)?;
-            check_holder_clock(store.server_offset(), clock.as_ref(), &key, config.ttl_s)?;
+            let step = decide(reading, config, watch)?;
+            check_holder_clock(store.server_offset(), clock.as_ref(), key, config.ttl_s)?;
             let over_record = matches!(observed, Observed::Present { .. });
             let Write {
                 record,
                 cond,
                 body,
                 replaced,
-            } = Write::of(reading, step, &config, watch.phase);
+            } = Write::of(reading, step, config, watch.phase);
             let form = store.capabilities().etag_form;
             // Until an answer says otherwise, this body may land unseen: a
             // later round adopts it only if it is exactly this body.
             watch.sent.add(&body);
-            let put = store.put(&key, body.clone(), cond.clone()).await;
+            let put = store.put(key, body.clone(), cond.clone()).await;
             let timing = WriteTiming {
                 read_sent,
                 answered: clock.mono(),
@@ -270,7 +344,7 @@ impl BucketLease {
                 replaced_suspect: replaced.is_some() && landed_late(&observed),
             };
             let Some(etag) = rounds
-                .after_put(put, cond, form, &config, store.as_ref())
+                .after_put(put, cond, form, config, store.as_ref())
                 .await?
             else {
                 continue;
@@ -278,19 +352,20 @@ impl BucketLease {
             let etag = match etag {
                 Some(e) => e,
                 // No ETag in the answer: read back, and only our own body will do.
-                None => match read_back(store.as_ref(), &key).await? {
+                None => match read_back(store.as_ref(), key).await? {
                     rb if rb.holds(&body) && rb.etag().is_some() => {
                         rb.etag().unwrap_or_default().to_owned()
                     }
-                    _ => return Err(LeaseError::Contended { key }),
+                    _ => return Err(LeaseError::Contended { key: key.clone() }),
                 },
             };
             watch.sent.clear();
             if config.exclusion == Exclusion::Conditional {
-                let slow = timing.slow(race::confirm_after(store.as_ref())).is_some();
-                refuse_unusable_etag(store.as_ref(), &key, &etag, &body, slow).await?;
+                let wait = after.unwrap_or(race::CONFIRM_AFTER_MIN);
+                let slow = timing.slow(wait).is_some();
+                refuse_unusable_etag(store.as_ref(), key, &etag, &body, slow).await?;
             }
-            let lease = Self {
+            let lease = BucketLease {
                 store: store.clone(),
                 clock: clock.clone(),
                 key: key.clone(),
@@ -307,15 +382,14 @@ impl BucketLease {
             // Until it is handed out, what this acquire writes stays provable
             // as ours: a record it leaves behind is taken up by the next try.
             watch.sent.add(&body);
-            let acquired = lease
-                .probe_after_acquire(&body, (replaced, over_record), timing, &mut watch.sent)
-                .await;
-            if acquired.is_ok() {
-                watch.sent.clear();
-            }
-            return acquired;
+            return Ok(Written {
+                lease,
+                body,
+                replaced: (replaced, over_record),
+                timing,
+            });
         }
-        Err(rounds.tally.give_up(key, store.as_ref()))
+        Err(rounds.tally.give_up(key.clone(), store.as_ref()))
     }
 }
 
@@ -362,29 +436,6 @@ pub(super) struct Reading<'a> {
     pub(super) now: DateTime<Utc>,
     /// The monotonic clock at the reading (the watch of a suspect record).
     pub(super) mono: Duration,
-}
-
-/// What an acquire checks before its first read: a TTL in range; in
-/// conditional mode, the store's race check ([`check_store`]); in best-effort
-/// mode, a warning.
-async fn before_rounds(
-    store: &dyn ObjectStore,
-    key: &str,
-    config: &LeaseConfig,
-) -> Result<(), LeaseError> {
-    if config.ttl_s == 0 || config.ttl_s > MAX_SANE_TTL_S {
-        return Err(LeaseError::InvalidTtl(config.ttl_s));
-    }
-    match config.exclusion {
-        Exclusion::BestEffort => {
-            tracing::warn!(
-                key = %key,
-                "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
-            );
-            Ok(())
-        }
-        Exclusion::Conditional => check_store(store, key, config.ttl_s).await,
-    }
 }
 
 /// What one round of an acquire writes.
