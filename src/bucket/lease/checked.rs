@@ -47,7 +47,7 @@ enum Beside {
     /// changed.
     Failed(LeaseError),
     /// Written and probed, not yet confirmed.
-    Written(Written),
+    Written(Box<Written>),
 }
 
 impl Contender<'_> {
@@ -116,7 +116,7 @@ impl Contender<'_> {
                 let _ = ended(check).await;
                 Err(e)
             }
-            Beside::Written(w) => self.confirm_written(w, ended(check).await, watch).await,
+            Beside::Written(w) => self.confirm_written(*w, ended(check).await, watch).await,
         }
     }
 
@@ -153,12 +153,12 @@ impl Contender<'_> {
         };
         let slow = timing.slow(race::CONFIRM_AFTER_MIN).is_some();
         match lease.probe_written(&body, replaced.clone(), slow).await {
-            Ok(lease) => Beside::Written(Written {
+            Ok(lease) => Beside::Written(Box::new(Written {
                 lease,
                 body,
                 replaced,
                 timing,
-            }),
+            })),
             Err(e) => Beside::Failed(e),
         }
     }
