@@ -21,8 +21,8 @@
 //! caught before any command starts; what the acquire wrote before the
 //! finding is undone by the rules of a refusal after a write
 //! ([`BucketLease::refuse_broken`]), and the refusal says what it changed.
-//! Where the first round's round trips already say the wait would not fit in
-//! the fence, or the check is run by another caller, nothing is written
+//! Where the first round's round trips and duration already say that the
+//! later rounds and the confirmation's wait would not fit in the fence, or the check is run by another caller, nothing is written
 //! before the finding (the check's order before issue 48's start-time
 //! target).
 
@@ -122,7 +122,8 @@ impl Contender<'_> {
 
     /// The write and the probe after it, once the race check's first round
     /// found no two winners (`first`: the 90th percentile of its round
-    /// trips); `go` tells the check's later rounds that the write was
+    /// trips, and its duration) and the check's later rounds and the
+    /// confirmation's wait fit in the fence; `go` tells the check's later rounds that the write was
     /// answered (or that there is none). A write is judged slow here by the
     /// shortest wait the check can size ([`race::CONFIRM_AFTER_MIN`]): a
     /// refusal after it then leaves ours to expire wherever the final wait
@@ -130,13 +131,18 @@ impl Contender<'_> {
     async fn write_beside(
         &self,
         watch: &mut LeaseWatch,
-        first: oneshot::Receiver<Option<u64>>,
+        first: oneshot::Receiver<(Option<u64>, Duration)>,
         go: oneshot::Sender<()>,
     ) -> Beside {
-        let Ok(q90) = first.await else {
+        let Ok((q90, took)) = first.await else {
             return Beside::Waited;
         };
-        if !fits_in_fence(self.config.ttl_s, race::wait_for(q90)) {
+        // The fence counts from the write: the check's later rounds (each
+        // taken to last as long as the first) must fit in it beside the
+        // confirmation's wait, or the lease would close before it is handed
+        // out (SeaweedFS answers a contended write's losers a second late).
+        let later = took * (race::ACQUIRE_MAX_ROUNDS as u32 - 1);
+        if !fits_in_fence(self.config.ttl_s, race::wait_for(q90) + later * 2 / 3) {
             return Beside::Waited;
         }
         let written = self.write(watch, None).await;

@@ -489,7 +489,8 @@ pub(super) async fn run(
         }
         if let Some(o) = t.overlap.take() {
             let waited = Instant::now();
-            let _ = o.first.send(confidence::quantile(&t.samples, 0.9));
+            let q90 = confidence::quantile(&t.samples, 0.9);
+            let _ = o.first.send((q90, round_started.elapsed()));
             let _ = o.go.await;
             t.beside += waited.elapsed();
         }

@@ -141,7 +141,7 @@ pub async fn check_once(
 /// [`check_once`] with an acquire's write beside its later rounds: when this
 /// call runs the race and its first round has no two winners, it says so on
 /// `overlap.first` (with the 90th percentile of that round's round trips,
-/// microseconds) and waits for `overlap.go` (sent or dropped: the acquire's
+/// microseconds, and its duration) and waits for `overlap.go` (sent or dropped: the acquire's
 /// write was answered, or it wrote nothing) before its second round, so the
 /// acquire's read and write are not slowed by the check's concurrent
 /// requests. `overlap.first` is dropped unsent when the store was checked
@@ -173,8 +173,8 @@ pub async fn check_once_overlapped(
 /// check tell each other ([`check_once_overlapped`]).
 pub struct Overlap {
     /// The first round had no two winners: the 90th percentile of its
-    /// round trips (microseconds; `None`: none measured).
-    pub first: tokio::sync::oneshot::Sender<Option<u64>>,
+    /// round trips (microseconds; `None`: none measured), and how long it took.
+    pub first: tokio::sync::oneshot::Sender<(Option<u64>, Duration)>,
     /// The acquire's write was answered, or it will write nothing: the
     /// check's later rounds may start (sent or dropped).
     pub go: tokio::sync::oneshot::Receiver<()>,
