@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::checked::Gate;
 use super::confirm::WriteTiming;
 use super::*;
 
@@ -287,6 +288,30 @@ impl Contender<'_> {
         watch: &mut LeaseWatch,
         after: Option<Duration>,
     ) -> Result<Written, LeaseError> {
+        match self.write_gated(watch, after, None).await? {
+            Some(w) => Ok(w),
+            // Never: without a gate nothing stops the write.
+            None => Err(LeaseError::Contended {
+                key: self.key.clone(),
+            }),
+        }
+    }
+
+    /// [`Contender::write`], with the race check's first round as a `gate`
+    /// before a write over a record that names another holder (see
+    /// `checked::Gate`): `None` when that round ended the check instead
+    /// (two winners, a failure, the store checked by another caller), with
+    /// nothing written. After the gate opens the LEASE is read again, so
+    /// that the round's time is not counted in the write's read-to-answer
+    /// span.
+    ///
+    /// Errors: as [`Contender::write`].
+    pub(super) async fn write_gated(
+        &self,
+        watch: &mut LeaseWatch,
+        after: Option<Duration>,
+        mut gate: Option<&mut Gate>,
+    ) -> Result<Option<Written>, LeaseError> {
         let Self {
             store,
             clock,
@@ -325,6 +350,12 @@ impl Contender<'_> {
             };
             let step = decide(reading, config, watch)?;
             check_holder_clock(store.server_offset(), clock.as_ref(), key, config.ttl_s)?;
+            if let Some(g) = gate.as_deref_mut().filter(|g| g.closed(reading)) {
+                if !g.pass().await {
+                    return Ok(None);
+                }
+                continue;
+            }
             let over_record = matches!(observed, Observed::Present { .. });
             let Write {
                 record,
@@ -382,12 +413,12 @@ impl Contender<'_> {
             // Until it is handed out, what this acquire writes stays provable
             // as ours: a record it leaves behind is taken up by the next try.
             watch.sent.add(&body);
-            return Ok(Written {
+            return Ok(Some(Written {
                 lease,
                 body,
                 replaced: (replaced, over_record),
                 timing,
-            });
+            }));
         }
         Err(rounds.tally.give_up(key.clone(), store.as_ref()))
     }

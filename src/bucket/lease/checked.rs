@@ -1,38 +1,92 @@
 //! The conditional acquire in order: the store check, the write, the probe
-//! after it, the confirmation — with the race check's later rounds run
-//! beside the write instead of before it.
+//! after it, the confirmation — with the race check's rounds run beside the
+//! write instead of before it.
 //!
-//! The first time a process acquires on a store, its race check
-//! ([`race::check_once_overlapped`]) runs its first round before anything is
-//! written: a store that lets several concurrent contenders win outright (a
-//! precondition ignored, a wide check-then-write window) is refused there
-//! with nothing written. The rounds that make the check sure of a narrow
-//! window run after the acquire's write was answered (so its read-to-answer
-//! span, which decides whether it goes the slow way, is not lengthened by the
-//! check's concurrent requests), beside the probe and the confirmation's
-//! wait. The lease is handed out only once both have ended: the check's
-//! finding, and the confirmation sent no earlier than the write's answer plus
-//! the wait sized by the check's final measurements
-//! ([`race::confirm_after`]). The check runs in a task of its own: an
-//! acquire whose request went unanswered returns at once (its next try takes
-//! up a write of its that landed), and the check still ends and is remembered
-//! for that try; any other failure waits for the check's end (its scratch key
-//! removed). So a store the check finds not atomic is still
-//! caught before any command starts; what the acquire wrote before the
+//! The first time a process acquires on a store, its race check runs beside
+//! the acquire. Where the fence leaves room for the whole check after the
+//! write ([`whole_check_fits`]: a TTL over 12 s, the default 30 s included),
+//! every round of it runs once the acquire's write was answered
+//! ([`race::check_once`]), beside the probe and the confirmation's wait: on
+//! a healthy store nothing but the read, the write, the wait and the read
+//! back stand between the launch and the command. Otherwise its first round
+//! runs before anything is written ([`race::check_once_overlapped`]), and
+//! only its later rounds after the write's answer, when that round's round
+//! trips and duration say that they and the confirmation's wait fit in the
+//! fence (else the whole check first, the order before issue 48's
+//! start-time target). The rounds wait for the write's answer either way, so
+//! its read-to-answer span, which decides whether it goes the slow way, is
+//! not lengthened by the check's concurrent requests.
+//!
+//! The lease is handed out only once both have ended: the check's finding,
+//! and the confirmation sent no earlier than the write's answer plus the
+//! wait sized by the check's final measurements ([`race::confirm_after`]).
+//! So a store the check finds not atomic, or ignoring a precondition, is
+//! still caught before any command starts; what the acquire wrote before the
 //! finding is undone by the rules of a refusal after a write
-//! ([`BucketLease::refuse_broken`]), and the refusal says what it changed.
-//! Where the first round's round trips and duration already say that the
-//! later rounds and the confirmation's wait would not fit in the fence, or the check is run by another caller, nothing is written
-//! before the finding (the check's order before issue 48's start-time
-//! target).
+//! ([`BucketLease::refuse_broken`]: ours let go — marked released over a
+//! record, removed where the key was absent, left to expire where it may hide
+//! a holder —, the store remembered as caught), and the refusal says what it
+//! changed. A store this process has caught already is refused before
+//! anything is written. The check runs in a task of its own: an acquire
+//! whose request went unanswered returns at once (its next try takes up a
+//! write of its that landed), and the check still ends and is remembered for
+//! that try; any other failure waits for the check's end (its scratch key
+//! removed). A check that outlasts the fence all the same (a store far
+//! slower than its first answers) leaves ours to expire: the confirmation
+//! finds the fence run out and the acquire fails closed.
 
 use tokio::sync::oneshot;
 
-use super::acquire::{Contender, Written};
+use super::acquire::{Contender, Reading, Written};
 use super::confirm::{fits_in_fence, refusal, ttl_too_short};
 use super::*;
 use crate::bucket::race::{self, Overlap, RaceReport};
 use crate::bucket::record::new_instance_id;
+
+/// The race check's first round, before a write that would replace a record
+/// naming another holder, where the whole check runs after the write
+/// ([`whole_check_fits`]). A store that lets several concurrent contenders
+/// win outright (a precondition ignored, a wide check-then-write window) is
+/// refused there with that record untouched, as when the check ran first; a
+/// write onto an absent key or a released record (no holder to replace: a
+/// refusal after it removes ours, or marks it released keeping the
+/// generation) goes ahead at once.
+pub(super) struct Gate {
+    /// Dropped: the check's first round may start.
+    start: Option<oneshot::Sender<()>>,
+    /// The first round had no two winners (dropped unsent: it ended the check).
+    first: Option<oneshot::Receiver<(Option<u64>, Duration)>>,
+    /// The first round found nothing: no write waits for it any more.
+    open: bool,
+}
+
+impl Gate {
+    /// Whether the write after `reading` waits for the first round: it
+    /// would replace a record (stale, suspect or malformed) that names
+    /// another holder, or another process under our id.
+    pub(super) fn closed(&self, reading: Reading<'_>) -> bool {
+        !self.open
+            && matches!(reading.owner, Whose::SameId | Whose::Other)
+            && matches!(reading.observed, Observed::Present { .. })
+            && judge(reading.observed, reading.now).state != LeaseState::Released
+    }
+
+    /// Starts the check's first round and waits for it: true when it had no
+    /// two winners (the gate stays open), false when it ended the check.
+    pub(super) async fn pass(&mut self) -> bool {
+        drop(self.start.take());
+        if let Some(first) = self.first.take() {
+            self.open = first.await.is_ok();
+        }
+        self.open
+    }
+
+    /// Lets the check's rounds start (the write was answered, or there is
+    /// none).
+    fn release(&mut self) {
+        drop(self.start.take());
+    }
+}
 
 /// How the write beside the race check's later rounds went.
 enum Beside {
@@ -81,12 +135,32 @@ impl Contender<'_> {
         // check's last rounds and the removal of its scratch key (a retry
         // after a lost answer takes up its own record at once), and the
         // check still ends and is remembered for the next try.
-        let overlap = Overlap { first, go: go_rx };
         let race_store = self.store.clone();
-        let check = tokio::spawn(async move {
-            race::check_once_overlapped(race_store.as_ref(), &scratch, overlap).await
-        });
-        let beside = self.write_beside(&mut *watch, first_rx, go).await;
+        let overlap = Overlap { first, go: go_rx };
+        let (check, beside) = if whole_check_fits(self.config.ttl_s) {
+            // The whole check after the write's answer (none of its requests
+            // lengthens the write's read-to-answer span), its first round
+            // before a write over another holder's record (`Gate`).
+            let (start, start_rx) = oneshot::channel::<()>();
+            let check = tokio::spawn(async move {
+                let _ = start_rx.await;
+                race::check_once_overlapped(race_store.as_ref(), &scratch, overlap).await
+            });
+            let mut gate = Gate {
+                start: Some(start),
+                first: Some(first_rx),
+                open: false,
+            };
+            (
+                check,
+                self.write_probed(&mut *watch, go, Some(&mut gate)).await,
+            )
+        } else {
+            let check = tokio::spawn(async move {
+                race::check_once_overlapped(race_store.as_ref(), &scratch, overlap).await
+            });
+            (check, self.write_beside(&mut *watch, first_rx, go).await)
+        };
         match beside {
             Beside::Waited => {
                 let report = ended(check).await?;
@@ -120,14 +194,13 @@ impl Contender<'_> {
         }
     }
 
-    /// The write and the probe after it, once the race check's first round
-    /// found no two winners (`first`: the 90th percentile of its round
-    /// trips, and its duration) and the check's later rounds and the
-    /// confirmation's wait fit in the fence; `go` tells the check's later rounds that the write was
-    /// answered (or that there is none). A write is judged slow here by the
-    /// shortest wait the check can size ([`race::CONFIRM_AFTER_MIN`]): a
-    /// refusal after it then leaves ours to expire wherever the final wait
-    /// could.
+    /// Where the whole check may not fit beside the fence
+    /// ([`whole_check_fits`]): the write and the probe after it once the
+    /// race check's first round found no two winners (`first`: the 90th
+    /// percentile of its round trips, and its duration) and the check's
+    /// later rounds (each taken to last as long as the first) and the
+    /// confirmation's wait fit in the fence; else nothing is written before
+    /// the check's finding.
     async fn write_beside(
         &self,
         watch: &mut LeaseWatch,
@@ -145,15 +218,36 @@ impl Contender<'_> {
         if !fits_in_fence(self.config.ttl_s, race::wait_for(q90) + later * 2 / 3) {
             return Beside::Waited;
         }
-        let written = self.write(watch, None).await;
+        self.write_probed(watch, go, None).await
+    }
+
+    /// The write and the probe after it, with the race check's rounds (all
+    /// of them, or its later ones) beside: `go` tells them that the write
+    /// was answered, or that there is none. A write is judged slow here by
+    /// the shortest wait the check can size ([`race::CONFIRM_AFTER_MIN`]): a
+    /// refusal after it then leaves ours to expire wherever the final wait
+    /// could.
+    async fn write_probed(
+        &self,
+        watch: &mut LeaseWatch,
+        go: oneshot::Sender<()>,
+        mut gate: Option<&mut Gate>,
+    ) -> Beside {
+        let written = self.write_gated(watch, None, gate.as_deref_mut()).await;
         drop(go);
+        if let Some(g) = gate {
+            g.release();
+        }
         let Written {
             lease,
             body,
             replaced,
             timing,
         } = match written {
-            Ok(w) => w,
+            Ok(Some(w)) => w,
+            // The gate's round ended the check: nothing written before its
+            // finding.
+            Ok(None) => return Beside::Waited,
             Err(e @ LeaseError::UnusableEtag { .. }) => return Beside::Failed(e),
             Err(e) => return Beside::Refused(e),
         };
@@ -242,6 +336,28 @@ impl Contender<'_> {
         tracing::info!(key = %lease.key, instance_id = %sanitize(&lease.record.instance_id), "lease acquired; preconditions honoured");
         Ok(lease)
     }
+}
+
+/// How long the race check may take beside the fence when it runs whole
+/// after the write: its first two rounds always run and it starts no round
+/// after [`race::ACQUIRE_BUDGET`], so on a store that answers it ends within
+/// about the budget and two rounds (SeaweedFS answers the losers of a
+/// contended write about a second late: two seconds a round).
+pub(super) const WHOLE_CHECK_ALLOWANCE: Duration = Duration::from_secs(5);
+
+/// Whether the whole race check may run after the write, beside the probe
+/// and the confirmation's wait, in a `ttl_s` TTL: the longest wait
+/// ([`race::CONFIRM_AFTER_MAX`], the write and the read back with it) and
+/// [`WHOLE_CHECK_ALLOWANCE`] fit in the fence (a TTL over 12 s; the default
+/// 30 s does). Otherwise the check's first round comes first and its
+/// measurements decide ([`Contender::write_beside`]). A check that outlasts
+/// the fence all the same leaves ours to expire, and the acquire fails
+/// closed ([`BucketLease::confirm`]).
+pub(super) fn whole_check_fits(ttl_s: u64) -> bool {
+    fits_in_fence(
+        ttl_s,
+        race::CONFIRM_AFTER_MAX + WHOLE_CHECK_ALLOWANCE * 2 / 3,
+    )
 }
 
 /// The race check's finding, once its task has ended (a panic in it is
