@@ -372,6 +372,8 @@ impl Contender<'_> {
                 read_sent,
                 answered: clock.mono(),
                 adopted_unanswered: owner == Whose::Ours && landed_late(&observed),
+                adopted_hiding: owner == Whose::Ours
+                    && stored.as_deref().is_some_and(|b| watch.hiding.proves(b)),
                 replaced_suspect: replaced.is_some() && landed_late(&observed),
             };
             let Some(etag) = rounds
@@ -394,6 +396,11 @@ impl Contender<'_> {
             if config.exclusion == Exclusion::Conditional {
                 let wait = after.unwrap_or(race::CONFIRM_AFTER_MIN);
                 let slow = timing.slow(wait).is_some();
+                if slow {
+                    // Until it is handed out: a later try that takes it up
+                    // cannot count on it being seen either.
+                    watch.hiding.add(&body);
+                }
                 refuse_unusable_etag(store.as_ref(), key, &etag, &body, slow).await?;
             }
             let lease = BucketLease {

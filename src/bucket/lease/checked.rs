@@ -333,6 +333,7 @@ impl Contender<'_> {
     ) -> Result<BucketLease, LeaseError> {
         let lease = confirmed?;
         watch.sent.clear();
+        watch.hiding.clear();
         tracing::info!(key = %lease.key, instance_id = %sanitize(&lease.record.instance_id), "lease acquired; preconditions honoured");
         Ok(lease)
     }

@@ -62,6 +62,10 @@ pub(super) struct WriteTiming {
     /// saw, and which the store carried out long after it was sent
     /// ([`landed_late`]): over what, nobody knows.
     pub(super) adopted_unanswered: bool,
+    /// The write took up a record of ours written earlier by this contender
+    /// whose own write was answered too late to count on being seen, and
+    /// which was not handed out: it may still hide a holder.
+    pub(super) adopted_hiding: bool,
     /// The record the write replaced may itself have replaced a live
     /// holder's unseen ([`landed_late`]).
     pub(super) replaced_suspect: bool,
@@ -75,7 +79,9 @@ impl WriteTiming {
     /// taken up was carried out late — or the record it replaced was.
     pub(super) fn slow(&self, after: Duration) -> Option<String> {
         let span = self.answered.saturating_sub(self.read_sent);
-        if self.adopted_unanswered {
+        if self.adopted_hiding {
+            Some("it took up a write of ours that had been answered too late to count on being seen (a holder it may have replaced unseen could still be writing)".into())
+        } else if self.adopted_unanswered {
             Some("it took up a write of ours whose answer was lost and which was carried out long after it was sent".into())
         } else if self.replaced_suspect {
             Some("the record it replaced was carried out long after it was stamped (a write given up on, done later, may have replaced a holder unseen)".into())

@@ -18,9 +18,10 @@
 //! round is "not atomic", and ends the race after that round (the verdict
 //! cannot change).
 //!
-//! The acquire path's check ([`check_once`], once per store per process;
-//! its first round before the acquire writes anything, the rest beside the
-//! write, [`check_once_overlapped`]) does not stop after a fixed number of rounds:
+//! The acquire path's check ([`check_once`], once per store per process,
+//! beside the acquire's write: `bucket::lease::checked`;
+//! [`check_once_overlapped`] where its first round comes before the write)
+//! does not stop after a fixed number of rounds:
 //! a check-then-write window is seen only when a second request arrives inside
 //! it, which with requests spread by the network may take many rounds. It
 //! races on until a window of [`WINDOW`] would have shown two winners with
@@ -55,16 +56,16 @@
 //! answers some losers of an If-Match race after a second), up to 30 s on
 //! SeaweedFS.
 //!
-//! What it costs an acquire's start: only the first round comes before the
-//! acquire writes; the later rounds run beside its write, its probe and its
-//! confirmation's wait, and the lease is handed out once they have ended
-//! (`bucket::lease::checked`). On moto, single-threaded on the shared two
-//! cores at load average 6, `bucket hold` started its command 248–291 ms
-//! (medians) after its launch where main before this order took 302–417 ms
-//! and the single round before issue 48 103–148 ms (`scripts/hold_start.py`,
-//! 15 and 20 runs side by side): 1.96–2.41×, 58 requests a run; the check's
-//! five rounds there (47 requests, 106–238 ms) are now the longest path, and
-//! the lease is handed out 2–20 ms after the check ends.
+//! What it costs an acquire's start: with the default TTL, nothing before
+//! the acquire writes; the whole check runs after the write's answer, beside
+//! its probe and its confirmation's wait, and the lease is handed out once
+//! it has ended (`bucket::lease::checked`). On moto the command then waits
+//! for the longer of the wait's 100 ms floor and the check's 47 requests
+//! (plus the probe's 7, all answered one at a time there): `bucket hold`
+//! started its command START2_MS after its launch where main before this
+//! order took MAIN_MS and the single round before issue 48 C8_MS
+//! (`scripts/hold_start.py`, LOAD; docs/simulator.md, "What it costs an
+//! acquire").
 //!
 //! The scratch key is removed whatever happens, after an interruption too:
 //! its name is derived from the probe's key ([`race_key`]), so the
