@@ -3,8 +3,8 @@
 //! mode: `checked`, `confirm`).
 
 use chrono::{DateTime, Utc};
+use tokio::sync::oneshot;
 
-use super::checked::Gate;
 use super::confirm::WriteTiming;
 use super::*;
 
@@ -248,6 +248,68 @@ impl BucketLease {
     }
 }
 
+/// The race check's first round, before a write that would replace a record
+/// naming another holder, where the whole check runs after the write
+/// (`checked::whole_check_fits`). A store that lets several concurrent contenders
+/// win outright (a precondition ignored, a wide check-then-write window) is
+/// refused there with that record untouched, as when the check ran first; a
+/// write onto an absent key or a released record (no holder to replace: a
+/// refusal after it removes ours, or marks it released keeping the
+/// generation) goes ahead at once.
+pub(super) struct Gate {
+    /// Dropped: the check's first round may start.
+    start: Option<oneshot::Sender<()>>,
+    /// The first round had no two winners (dropped unsent: it ended the check).
+    first: Option<oneshot::Receiver<(Option<u64>, Duration)>>,
+    /// The first round found nothing: no write waits for it any more.
+    open: bool,
+}
+
+impl Gate {
+    /// A gate that starts the check by dropping `start` and learns its
+    /// first round's outcome on `first`.
+    pub(super) fn new(
+        start: oneshot::Sender<()>,
+        first: oneshot::Receiver<(Option<u64>, Duration)>,
+    ) -> Self {
+        Self {
+            start: Some(start),
+            first: Some(first),
+            open: false,
+        }
+    }
+
+    /// Whether a write after `reading` waits for the first round: it would
+    /// replace a record (stale, suspect or malformed) that names another
+    /// holder, or another process under our id. (A fresh one is not written
+    /// over: refused without the round.)
+    pub(super) fn closed(&self, reading: Reading<'_>) -> bool {
+        !self.open
+            && matches!(reading.owner, Whose::SameId | Whose::Other)
+            && matches!(reading.observed, Observed::Present { .. })
+            && !matches!(
+                judge(reading.observed, reading.now).state,
+                LeaseState::Released | LeaseState::Fresh
+            )
+    }
+
+    /// Starts the check's first round and waits for it: true when it had no
+    /// two winners (the gate stays open), false when it ended the check.
+    pub(super) async fn pass(&mut self) -> bool {
+        drop(self.start.take());
+        if let Some(first) = self.first.take() {
+            self.open = first.await.is_ok();
+        }
+        self.open
+    }
+
+    /// Lets the check's rounds start (the write was answered, or there is
+    /// none).
+    pub(super) fn release(&mut self) {
+        drop(self.start.take());
+    }
+}
+
 /// One acquire: what it writes where, as whom.
 pub(super) struct Contender<'a> {
     pub(super) store: Arc<dyn ObjectStore>,
@@ -348,14 +410,16 @@ impl Contender<'_> {
                 now,
                 mono,
             };
-            let step = decide(reading, config, watch)?;
-            check_holder_clock(store.server_offset(), clock.as_ref(), key, config.ttl_s)?;
+            // Before `decide`, which watches a suspect record: the round is
+            // passed once, and the LEASE read again after it.
             if let Some(g) = gate.as_deref_mut().filter(|g| g.closed(reading)) {
                 if !g.pass().await {
                     return Ok(None);
                 }
                 continue;
             }
+            let step = decide(reading, config, watch)?;
+            check_holder_clock(store.server_offset(), clock.as_ref(), key, config.ttl_s)?;
             let over_record = matches!(observed, Observed::Present { .. });
             let Write {
                 record,
@@ -382,16 +446,7 @@ impl Contender<'_> {
             else {
                 continue;
             };
-            let etag = match etag {
-                Some(e) => e,
-                // No ETag in the answer: read back, and only our own body will do.
-                None => match read_back(store.as_ref(), key).await? {
-                    rb if rb.holds(&body) && rb.etag().is_some() => {
-                        rb.etag().unwrap_or_default().to_owned()
-                    }
-                    _ => return Err(LeaseError::Contended { key: key.clone() }),
-                },
-            };
+            let etag = etag_or_read_back(store.as_ref(), key, etag, &body).await?;
             watch.sent.clear();
             if config.exclusion == Exclusion::Conditional {
                 let wait = after.unwrap_or(race::CONFIRM_AFTER_MIN);
@@ -428,6 +483,27 @@ impl Contender<'_> {
             }));
         }
         Err(rounds.tally.give_up(key.clone(), store.as_ref()))
+    }
+}
+
+/// The ETag an acquire's write was answered with, or, where the answer had
+/// none, the one read back — only when the key holds our own `body`.
+///
+/// Errors: [`LeaseError::Contended`] (another body there), [`LeaseError::Store`].
+async fn etag_or_read_back(
+    store: &dyn ObjectStore,
+    key: &str,
+    etag: Option<String>,
+    body: &[u8],
+) -> Result<String, LeaseError> {
+    if let Some(e) = etag {
+        return Ok(e);
+    }
+    match read_back(store, key).await? {
+        rb if rb.holds(body) && rb.etag().is_some() => Ok(rb.etag().unwrap_or_default().to_owned()),
+        _ => Err(LeaseError::Contended {
+            key: key.to_owned(),
+        }),
     }
 }
 

@@ -37,56 +37,11 @@
 
 use tokio::sync::oneshot;
 
-use super::acquire::{Contender, Reading, Written};
+use super::acquire::{Contender, Gate, Written};
 use super::confirm::{fits_in_fence, refusal, ttl_too_short};
 use super::*;
 use crate::bucket::race::{self, Overlap, RaceReport};
 use crate::bucket::record::new_instance_id;
-
-/// The race check's first round, before a write that would replace a record
-/// naming another holder, where the whole check runs after the write
-/// ([`whole_check_fits`]). A store that lets several concurrent contenders
-/// win outright (a precondition ignored, a wide check-then-write window) is
-/// refused there with that record untouched, as when the check ran first; a
-/// write onto an absent key or a released record (no holder to replace: a
-/// refusal after it removes ours, or marks it released keeping the
-/// generation) goes ahead at once.
-pub(super) struct Gate {
-    /// Dropped: the check's first round may start.
-    start: Option<oneshot::Sender<()>>,
-    /// The first round had no two winners (dropped unsent: it ended the check).
-    first: Option<oneshot::Receiver<(Option<u64>, Duration)>>,
-    /// The first round found nothing: no write waits for it any more.
-    open: bool,
-}
-
-impl Gate {
-    /// Whether the write after `reading` waits for the first round: it
-    /// would replace a record (stale, suspect or malformed) that names
-    /// another holder, or another process under our id.
-    pub(super) fn closed(&self, reading: Reading<'_>) -> bool {
-        !self.open
-            && matches!(reading.owner, Whose::SameId | Whose::Other)
-            && matches!(reading.observed, Observed::Present { .. })
-            && judge(reading.observed, reading.now).state != LeaseState::Released
-    }
-
-    /// Starts the check's first round and waits for it: true when it had no
-    /// two winners (the gate stays open), false when it ended the check.
-    pub(super) async fn pass(&mut self) -> bool {
-        drop(self.start.take());
-        if let Some(first) = self.first.take() {
-            self.open = first.await.is_ok();
-        }
-        self.open
-    }
-
-    /// Lets the check's rounds start (the write was answered, or there is
-    /// none).
-    fn release(&mut self) {
-        drop(self.start.take());
-    }
-}
 
 /// How the write beside the race check's later rounds went.
 enum Beside {
@@ -146,11 +101,7 @@ impl Contender<'_> {
                 let _ = start_rx.await;
                 race::check_once_overlapped(race_store.as_ref(), &scratch, overlap).await
             });
-            let mut gate = Gate {
-                start: Some(start),
-                first: Some(first_rx),
-                open: false,
-            };
+            let mut gate = Gate::new(start, first_rx);
             (
                 check,
                 self.write_probed(&mut *watch, go, Some(&mut gate)).await,
