@@ -62,10 +62,11 @@
 //! it has ended (`bucket::lease::checked`). On moto the command then waits
 //! for the longer of the wait's 100 ms floor and the check's 47 requests
 //! (plus the probe's 7, all answered one at a time there): `bucket hold`
-//! started its command START2_MS after its launch where main before this
-//! order took MAIN_MS and the single round before issue 48 C8_MS
-//! (`scripts/hold_start.py`, LOAD; docs/simulator.md, "What it costs an
-//! acquire").
+//! started its command 137–142 ms (medians) after its launch where main
+//! before this order took 220–228 ms and the single round before issue 48
+//! 80 ms (1.72–1.77×; `scripts/hold_start.py`, load average 3.4–4.1;
+//! docs/simulator.md, "What it costs an acquire"): at the floor when the
+//! machine is quiet, the check's requests when it is not.
 //!
 //! The scratch key is removed whatever happens, after an interruption too:
 //! its name is derived from the probe's key ([`race_key`]), so the
