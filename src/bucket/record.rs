@@ -544,11 +544,11 @@ mod tests {
             ),
             (
                 br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":0}"#,
-                "ttl_s must be a positive",
+                "ttl_s must be a positive whole number of seconds, got 0",
             ),
             (
                 br#"{"instance_id":"a","acquired_at":"2026-11-30T07:00:00Z","renewed_at":"2026-11-30T07:00:00Z","ttl_s":-5}"#,
-                "ttl_s must be a positive",
+                "ttl_s must be a positive whole number of seconds, got -5",
             ),
             (
                 br#"{"instance_id":"a","acquired_at":"yesterday","renewed_at":"2026-11-30T07:00:00Z","ttl_s":5}"#,
