@@ -428,3 +428,29 @@ async fn the_end_of_a_takeover_s_wait_reads_the_record_back() {
         }
     }
 }
+
+/// A fresh generation (`refresh_generation`, the slow way's last write) is
+/// written to the store and kept by the holder: greater than the one it had
+/// (`max(own + 1, now in µs)`), and what the next renewal writes again.
+#[tokio::test]
+async fn a_refreshed_generation_is_written_and_kept() {
+    let (_dir, store, clock, mut lease) = held(12).await;
+    let before = lease.record().generation.expect("a generation");
+    clock.advance(Duration::from_secs(1));
+    lease.refresh_generation().await.unwrap();
+    let stored = |store: Arc<SetOffset>| async move {
+        match crate::bucket::read_lease(store.as_ref(), "db/LEASE", None)
+            .await
+            .unwrap()
+        {
+            Observed::Present { record: Ok(r), .. } => r.generation,
+            other => panic!("a record at db/LEASE: {other:?}"),
+        }
+    };
+    let fresh = stored(store.clone()).await.expect("a generation stored");
+    assert!(fresh > before, "{fresh} > {before}");
+    assert_eq!(lease.record().generation, Some(fresh));
+    clock.advance(Duration::from_secs(1));
+    lease.renew().await.unwrap();
+    assert_eq!(stored(store).await, Some(fresh), "a renewal keeps it");
+}
