@@ -593,3 +593,94 @@ async fn leave_to_expire(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::AuditTarget;
+    use crate::bucket::{
+        read_lease, BucketLease, Exclusion, LeaseConfig, LeaseWatch, RecordFormat,
+    };
+    use crate::clock::SystemClock;
+    use crate::store::local::LocalStore;
+
+    /// A forced takeover whose wait for the replaced holder's fence is ended
+    /// early (here 3 s into a 6 s holder's, whose fence closes 5 s after its
+    /// write) leaves its record to expire after that fence, renewed by
+    /// nobody: the record stored is stamped when it was rewritten, with the
+    /// TTL (6/5 of the time left, plus a second) and so the expiry the
+    /// operator is told, and it expires no earlier than writes are safe.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wait_ended_early_leaves_a_record_that_outlasts_the_old_fence() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::open(dir.path()).unwrap());
+        let config = LeaseConfig {
+            ttl_s: 6,
+            ..LeaseConfig::default()
+        };
+        let holder = BucketLease::acquire(
+            store.clone(),
+            SystemClock::shared(),
+            "db/",
+            config,
+            &mut LeaseWatch::new(),
+        )
+        .await
+        .unwrap();
+        let audit = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
+        let req = TakeoverRequest {
+            prefix: "db/".into(),
+            seen: read_lease(store.as_ref(), "db/LEASE", None).await.unwrap(),
+            watched_for: Duration::ZERO,
+            reason: "a unit test".into(),
+            then: Then::Release,
+            force: true,
+            ttl_s: 6,
+            exclusion: Exclusion::Conditional,
+            record_format: RecordFormat::Leasectl,
+            target: AuditTarget {
+                endpoint: None,
+                region: None,
+                addressing_style: None,
+                bucket: None,
+                key: "db/LEASE".into(),
+                url: "file:///db/".into(),
+            },
+        };
+        let wait = WaitControl {
+            notify: Box::new(|_| {}),
+            stop: Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                "the test".to_owned()
+            }),
+        };
+        let err =
+            super::super::takeover_with(store.clone(), SystemClock::shared(), &audit, req, wait)
+                .await
+                .unwrap_err();
+        let TakeoverError::Interrupted(text) = &err else {
+            panic!("expected Interrupted, got {err}");
+        };
+        let left = read_lease(store.as_ref(), "db/LEASE", None).await.unwrap();
+        let r = left.record().unwrap();
+        assert_ne!(r.instance_id, holder.record().instance_id);
+        let expires = r.renewed_at + chrono::Duration::seconds(r.ttl_s as i64);
+        assert!(
+            text.contains(&format!(
+                "to expire at {} (TTL {} s)",
+                stamp(expires),
+                r.ttl_s
+            )),
+            "{text}\n{r:?}"
+        );
+        let entries = AuditLog::read(audit.path()).unwrap();
+        let safe = entries[1].writes_safe_from.expect("when writes are safe");
+        assert!(expires >= safe, "{expires} >= {safe}");
+        // Rewritten once the wait ended, 3 s after the takeover began.
+        let began = entries[0].time;
+        assert!(
+            r.renewed_at >= began + chrono::Duration::seconds(2),
+            "{began} {r:?}"
+        );
+    }
+}
