@@ -704,6 +704,10 @@ mod tests {
             .unwrap_err()
             .contains("expected leasectl"));
         assert_eq!(RecordFormat::default(), RecordFormat::Leasectl);
+        // What is shown (`config view`, messages) reads back as the same format.
+        for f in [RecordFormat::Leasectl, RecordFormat::Seed] {
+            assert_eq!(f.to_string().parse::<RecordFormat>(), Ok(f));
+        }
         assert!(l
             .cannot_replace(Some(u64::MAX))
             .unwrap()
