@@ -109,6 +109,14 @@ pub enum Action {
         /// What to tell the operator.
         message: String,
     },
+    /// A takeover still running says what it is waiting for (one sentence:
+    /// the replaced holder's fence, until when), shown in its dialog.
+    TakeoverWaiting {
+        /// The lease key.
+        key: String,
+        /// What it waits for.
+        text: String,
+    },
     /// A takeover finished.
     TakeoverDone {
         /// The lease key.

@@ -98,7 +98,9 @@ impl Ops {
                         record_format: lease.record_format,
                         target: audit_target,
                     };
-                    let result = self.takeover(t, &key, req, &rx, &mut held).await;
+                    let result = self
+                        .takeover(t, &key, req, &rx, &mut held, actions.clone())
+                        .await;
                     let _ = actions.send(Action::TakeoverDone { key, result }).await;
                 }
                 WriteRequest::ReadTimeline { target, prefix } => {
@@ -205,13 +207,23 @@ impl Ops {
         req: TakeoverRequest,
         rx: &mpsc::Receiver<WriteRequest>,
         held: &mut BTreeMap<String, KeepAlive>,
+        actions: mpsc::Sender<Action>,
     ) -> Result<(String, Option<String>), String> {
         // A forced takeover's wait for the replaced holder's fence
         // ends early when the console quits (the command channel
         // closes): the lease is then left to expire after that
         // fence, audited, never released or handed over early.
+        // What the wait is for goes to the log and to the dialog, which
+        // would otherwise say only "working…" for up to a TTL.
+        let waiting_key = key.to_owned();
         let wait = WaitControl {
-            notify: Box::new(|s: &str| tracing::warn!("{s}")),
+            notify: Box::new(move |s: &str| {
+                tracing::warn!("{s}");
+                let _ = actions.try_send(Action::TakeoverWaiting {
+                    key: waiting_key.clone(),
+                    text: s.to_owned(),
+                });
+            }),
             stop: Box::pin(async move {
                 while !rx.is_closed() {
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;

@@ -63,6 +63,7 @@ impl App {
                 result,
                 message,
             } => self.probe_done(target, result, &message),
+            Action::TakeoverWaiting { key, text } => self.takeover_waiting(&key, text),
             Action::TakeoverDone { key, result } => self.takeover_done(key, result),
             Action::HeldReleased(lines) => self.held_released(&lines),
             Action::TimelineRead {

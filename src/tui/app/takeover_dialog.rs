@@ -96,6 +96,8 @@ pub struct TakeoverDialog {
     pub problem: Option<String>,
     /// Sent; waiting for the result.
     pub pending: bool,
+    /// What the takeover sent says it is waiting for, once it says so.
+    pub waiting: Option<String>,
 }
 
 impl TakeoverDialog {
@@ -220,6 +222,7 @@ impl App {
             focus: Field::Reason,
             problem: None,
             pending: false,
+            waiting: None,
         };
         self.mode = Mode::Takeover(Box::new(dialog));
     }
@@ -297,9 +300,20 @@ impl App {
             lease: self.settings.lease(),
         });
         d.pending = true;
+        d.waiting = None;
         d.problem = None;
         let pending = format!("taking over {}…", sanitize(&d.key));
         self.say_pending(pending);
+    }
+
+    /// The takeover of `key` that the open dialog sent says what it waits
+    /// for: the dialog shows it in place of its generic working line.
+    pub(super) fn takeover_waiting(&mut self, key: &str, text: String) {
+        if let Mode::Takeover(d) = &mut self.mode {
+            if d.pending && d.key == key {
+                d.waiting = Some(text);
+            }
+        }
     }
 
     /// The takeover of `key` finished: its report (the console may now hold

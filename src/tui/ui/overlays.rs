@@ -310,9 +310,17 @@ pub(super) fn render_dialog(app: &App, d: &TakeoverDialog, f: &mut Frame, area: 
         }
     }
     if d.pending {
-        lines.push(Line::from(
-            "working… (probe, audit intent, conditional PUT)",
-        ));
+        match &d.waiting {
+            // The takeover's own sentence: what it waits for, until when.
+            Some(w) => {
+                for l in wrap(&terminal_safe(w), inner) {
+                    lines.push(Line::styled(l, Style::default().fg(Color::Yellow)));
+                }
+            }
+            None => lines.push(Line::from(
+                "working… (probe, audit intent, conditional PUT)",
+            )),
+        }
     }
     lines.push(Line::styled(
         "Tab/↑/↓ field · ←/→ choose · Enter select · Esc cancel",

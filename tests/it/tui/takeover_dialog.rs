@@ -265,3 +265,42 @@ async fn a_takeover_dialog_too_small_to_read_is_not_confirmed() {
     key(&mut a, KeyCode::Enter);
     assert_eq!(a.outbox().len(), 1, "a large enough terminal confirms");
 }
+
+/// While a takeover it sent waits (a forced one, for the replaced holder's
+/// fence: up to a TTL), the dialog says what for and until when, in the
+/// takeover's own sentence, instead of only "working…"; a sentence about
+/// another key is not shown, and what it shows is made safe for the terminal.
+#[tokio::test]
+async fn a_pending_takeover_says_what_it_waits_for() {
+    let (_dir, mut a) = seeded(false, 110, 30).await;
+    open_takeover(&mut a, "billing/", "INC-8 move the writer");
+    key(&mut a, KeyCode::BackTab); // Reason → Confirm (wraps)
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.outbox().len(), 1, "{:?}", a.mode());
+    let text = screen(&a, 110, 30);
+    assert!(text.contains("working… (probe"), "{text}");
+    a.update(Action::TakeoverWaiting {
+        key: "orders/LEASE".into(),
+        text: "waiting for another key".into(),
+    });
+    assert!(!screen(&a, 110, 30).contains("another key"));
+    a.update(Action::TakeoverWaiting {
+        key: "billing/LEASE".into(),
+        text:
+            "waiting until 12:00:25Z (25s from now) for the replaced holder's fence \x1b[2Jto close"
+                .into(),
+    });
+    let text = screen(&a, 110, 30);
+    assert!(
+        text.contains("waiting until 12:00:25Z (25s from now) for the replaced holder's"),
+        "{text}"
+    );
+    assert!(!text.contains("working… (probe"), "{text}");
+    assert!(!text.contains('\x1b'), "{text:?}");
+    // The result closes the dialog.
+    a.update(Action::TakeoverDone {
+        key: "billing/LEASE".into(),
+        result: Ok(("released".into(), None)),
+    });
+    assert!(matches!(a.mode(), Mode::Normal));
+}

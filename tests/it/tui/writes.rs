@@ -196,3 +196,43 @@ async fn the_history_names_a_takeover_released_at_once() {
     assert!(s.contains("ETag          -"), "{s}");
     assert!(!s.contains("ETag seen for"), "{s}");
 }
+
+/// A forced takeover from the dialog, run by the real write task on a local
+/// store: while it waits for the replaced holder's fence it tells the
+/// console what it waits for (before its result), and the dialog shows it;
+/// the console quitting (its command channel closing) then ends the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_takeover_tells_the_dialog_what_it_waits_for() {
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path());
+    let audit = tempfile::tempdir().unwrap();
+    let (commands, mut results) = ops_on(dir.path(), &audit.path().join("audit.jsonl"));
+    let mut a = app(dir.path(), false, 110, 30).await;
+    open_takeover(&mut a, "orders/", "INC-9 move the writer");
+    key(&mut a, KeyCode::Tab); // → then
+    key(&mut a, KeyCode::Tab); // → the typed prefix
+    typed(&mut a, "orders/");
+    key(&mut a, KeyCode::Tab); // → Cancel
+    key(&mut a, KeyCode::Tab); // → Take over
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.outbox().len(), 1, "{:?}", a.mode());
+    pump(&mut a, &commands).await;
+    let told = answer(&mut results).await;
+    let Action::TakeoverWaiting { key: k, text } = &told else {
+        panic!("the wait is told before the result: {told:?}");
+    };
+    assert_eq!(k, "orders/LEASE");
+    assert!(
+        text.starts_with("waiting until ") && text.contains("fence"),
+        "{text}"
+    );
+    a.update(told.clone());
+    let shown = screen(&a, 110, 30);
+    assert!(shown.contains("waiting until "), "{shown}");
+    drop(commands);
+    let done = answer(&mut results).await;
+    assert!(
+        matches!(&done, Action::TakeoverDone { key, result: Err(e) } if key == "orders/LEASE" && e.contains("stopped by the console quitting")),
+        "{done:?}"
+    );
+}
