@@ -184,11 +184,12 @@ async fn two_holds_under_one_instance_id_moto() {
 /// stranger the read-back finds our own body and the lease goes on.
 ///
 /// Five rounds, each followed by a new holder's takeover of the stranger's
-/// stale record (that acquire waits out the fence of a 30 s TTL, 25 s), and
-/// the acquire's read-back at the end. One after another they took 126 s;
-/// each step here runs on a bucket and proxy of its own, side by side, from
-/// the state the one before it left: step 0 starts with a fresh lease, step
-/// `n` (1-5) with the takeover of the stale record round `n - 1` left.
+/// stale record (each such acquire took 25 s, five sixths of its 30 s TTL),
+/// and the acquire's read-back at the end. One after another they took
+/// 126 s; each step here runs on a bucket and proxy of its own, side by
+/// side, from the state the one before it left: step 0 starts with a fresh
+/// lease, step `n` (1-5) with the takeover of the stale record round `n - 1`
+/// left.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_without_etag_never_adopts_a_strangers_record() {
     crate::common::trials::side_by_side_async(6, 6, no_etag_step);
