@@ -182,27 +182,69 @@ async fn two_holds_under_one_instance_id_moto() {
 /// A renewal answered without an ETag reads back; a stranger's record written
 /// right after ours landed is a lost lease, not an ETag to adopt. Without the
 /// stranger the read-back finds our own body and the lease goes on.
+///
+/// Five rounds, each followed by a new holder's takeover of the stranger's
+/// stale record (each such acquire took 25 s, five sixths of its 30 s TTL),
+/// and the acquire's read-back at the end. One after another they took
+/// 126 s; each step here runs on a bucket and proxy of its own, side by
+/// side, from the state the one before it left: step 0 starts with a fresh
+/// lease, step `n` (1-5) with the takeover of the stale record round `n - 1`
+/// left.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_without_etag_never_adopts_a_strangers_record() {
-    let (store, proxy, endpoint, bucket) = moto_proxied("no-etag-renew").await;
+    crate::common::trials::side_by_side_async(6, 6, no_etag_step);
+}
+
+/// The stranger of round `round`: stale, so that a new holder may take it
+/// over after the round.
+fn stale_intruder(round: usize) -> LeaseRecord {
+    let mut intruder = fresh_record(&format!("intruder-{round}"));
+    intruder.renewed_at -= chrono::Duration::seconds(60);
+    intruder.acquired_at -= chrono::Duration::seconds(60);
+    intruder
+}
+
+/// Step `step` of [`an_answer_without_etag_never_adopts_a_strangers_record`]
+/// on a bucket and proxy of its own: rounds 0-4, then (step 5) the acquire's
+/// read-back.
+async fn no_etag_step(step: usize) {
+    let (store, proxy, endpoint, bucket) = moto_proxied(&format!("no-etag-renew-{step}")).await;
     // The intruder writes straight to the server, not through the proxy.
     let direct = s3_store(&endpoint, &bucket);
-    let mut lease =
-        BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+    let mut lease = if step == 0 {
+        let mut lease =
+            BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+                .await
+                .unwrap();
+        proxy.strip_put_etags(None);
+        lease.renew().await.expect("our own body read back");
+        let (rec, etag) = stored(store.as_ref()).await.unwrap();
+        assert_eq!(
+            (rec.instance_id.as_str(), etag.as_str()),
+            (lease.record().instance_id.as_str(), lease.etag())
+        );
+        lease
+    } else {
+        // Where round `step - 1` ended: the intruder's stale record stays,
+        // and a new holder takes it over.
+        direct
+            .put(
+                "db/LEASE",
+                stale_intruder(step - 1).to_body(),
+                PutCondition::None,
+            )
             .await
             .unwrap();
-    proxy.strip_put_etags(None);
-    lease.renew().await.expect("our own body read back");
-    let (rec, etag) = stored(store.as_ref()).await.unwrap();
-    assert_eq!(
-        (rec.instance_id.as_str(), etag.as_str()),
-        (lease.record().instance_id.as_str(), lease.etag())
-    );
-    for round in 0..5 {
-        // Stale, so that a new holder may take it over after the round.
-        let mut intruder = fresh_record(&format!("intruder-{round}"));
-        intruder.renewed_at -= chrono::Duration::seconds(60);
-        intruder.acquired_at -= chrono::Duration::seconds(60);
+        let lease =
+            BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
+                .await
+                .unwrap();
+        proxy.strip_put_etags(None);
+        lease
+    };
+    if step < 5 {
+        let round = step;
+        let intruder = stale_intruder(round);
         proxy.strip_put_etags(Some((direct.clone(), intruder.to_body())));
         match lease.renew().await {
             Err(LeaseError::Lost { by: Some(r), .. }) => {
@@ -216,11 +258,7 @@ async fn an_answer_without_etag_never_adopts_a_strangers_record() {
             rec.instance_id, intruder.instance_id,
             "the intruder's record stays"
         );
-        proxy.clear_faults();
-        lease = BucketLease::acquire(store.clone(), sys(), "db/", cfg(30), &mut LeaseWatch::new())
-            .await
-            .unwrap();
-        proxy.strip_put_etags(None);
+        return;
     }
     // The acquire's read-back too: a stranger right behind our create.
     store.delete("db/LEASE", None).await.unwrap();
