@@ -596,6 +596,7 @@ async fn leave_to_expire(
 
 #[cfg(test)]
 mod tests {
+    use super::super::takeover_with;
     use super::*;
     use crate::audit::AuditTarget;
     use crate::bucket::{
@@ -654,10 +655,9 @@ mod tests {
                 "the test".to_owned()
             }),
         };
-        let err =
-            super::super::takeover_with(store.clone(), SystemClock::shared(), &audit, req, wait)
-                .await
-                .unwrap_err();
+        let err = takeover_with(store.clone(), SystemClock::shared(), &audit, req, wait)
+            .await
+            .unwrap_err();
         let TakeoverError::Interrupted(text) = &err else {
             panic!("expected Interrupted, got {err}");
         };

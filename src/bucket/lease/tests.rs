@@ -439,10 +439,7 @@ async fn a_refreshed_generation_is_written_and_kept() {
     clock.advance(Duration::from_secs(1));
     lease.refresh_generation().await.unwrap();
     let stored = |store: Arc<SetOffset>| async move {
-        match crate::bucket::read_lease(store.as_ref(), "db/LEASE", None)
-            .await
-            .unwrap()
-        {
+        match read_lease(store.as_ref(), "db/LEASE", None).await.unwrap() {
             Observed::Present { record: Ok(r), .. } => r.generation,
             other => panic!("a record at db/LEASE: {other:?}"),
         }
