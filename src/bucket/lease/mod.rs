@@ -452,7 +452,6 @@ pub async fn read_lease(
 }
 
 mod acquire;
-mod checked;
 mod confirm;
 pub(crate) use confirm::landed_late;
 mod release;
