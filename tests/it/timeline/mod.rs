@@ -85,6 +85,8 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
     // 6 s: the intruder must land before holder-c's fence (two thirds of the
     // TTL after its last write, by the versions' whole-second times), which a
     // loaded machine's late renewal must not move past it.
+    let started_dir = tempfile::tempdir().unwrap();
+    let started = started_dir.path().join("holder-c-started");
     let mut c = bin();
     c.args(["--endpoint-url", &endpoint, "--path-style"])
         .args([
@@ -96,13 +98,25 @@ async fn timeline_of_a_versioned_bucket_names_tenures_gaps_and_the_overlap() {
             "--instance-id",
             "holder-c",
         ])
-        .args(["--", "sleep", "30"])
+        .args(["--", "sh", "-c", "touch \"$0\"; sleep 30"])
+        .arg(&started)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut child = c.spawn().unwrap();
     // The intruder writes over holder-c's live record right after one of its
-    // renewals (a loaded machine starts a debug build slowly: wait for the
-    // record, then for a renewal of it).
+    // renewals once the lease was handed out (its command started): an
+    // acquire that went the slow way under load renews before it hands the
+    // lease out, and an intruder then is a lease not acquired (exit 4). A
+    // loaded machine starts a debug build slowly: wait for the command, then
+    // for a renewal of the record.
+    let start_deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < start_deadline,
+            "holder-c's command never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let sdk = sdk_client(&endpoint);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut first: Option<String> = None;
