@@ -392,10 +392,19 @@ async fn a_service_with_empty_etags_fails_closed() {
     );
     assert!(stamps(&log).is_empty(), "the command ran without exclusion");
     let direct = s3_store(&endpoint, &bucket);
-    assert!(
-        stored(direct.as_ref()).await.is_none(),
-        "a record was left behind"
-    );
+    let left = stored(direct.as_ref()).await;
+    // Under load the write may take over 100 ms from its read to its answer
+    // (the slow way): a refusal then leaves ours to expire, and says so,
+    // since it may have replaced a holder unseen (docs/bucket-leases.md).
+    if hold
+        .stderr()
+        .contains("may have replaced a holder's record unseen")
+    {
+        let (r, _) = left.expect("ours, left to expire as the refusal says");
+        assert!(r.released_at.is_none(), "{r:?}");
+    } else {
+        assert!(left.is_none(), "a record was left behind");
+    }
 }
 
 /// Found by the simulator (issue 32, seed 375 before this fix): a release
