@@ -364,7 +364,7 @@ mod tests {
     use crate::bucket::fence::{FenceClosed, FenceStatus};
     use crate::bucket::lease::tests::{held, put_theirs};
     use crate::bucket::lease::{read_lease, Released};
-    use crate::clock::{Clock, ServerOffset};
+    use crate::clock::{Clock, ManualClock, ServerOffset};
 
     /// [`super::KeepAlive::stop_and_release`]'s rule: a lease whose fence ran
     /// out (two thirds of the TTL after its last renewal) is still released
@@ -474,10 +474,13 @@ mod tests {
     }
 
     /// An estimate of the service's clock, `offset_s` ± `error_s` seconds
-    /// (service minus this host), from several answers.
-    fn estimate(offset_s: f64, error_s: f64) -> ServerOffset {
+    /// ahead of `clock` (the lease's), from several answers. An estimate is
+    /// kept against the system clock, which runs on while a manual clock
+    /// stands still: without the correction, a slow setup (a loaded machine)
+    /// would move the offset the test means to give.
+    fn estimate(clock: &ManualClock, offset_s: f64, error_s: f64) -> ServerOffset {
         ServerOffset {
-            offset_s,
+            offset_s: offset_s - clock.system_ahead_s(),
             error_s,
             at: chrono::Utc::now(),
             rtt_s: 0.01,
@@ -492,13 +495,16 @@ mod tests {
     #[tokio::test]
     async fn an_offset_beyond_the_limit_closes_the_fence_as_the_keep_alive_starts() {
         // TTL 12 s: the limit is 1 s.
-        let (_dir, store, _clock, lease) = held(12).await;
-        store.set(Some(estimate(0.5, 0.1)));
+        let (_dir, store, clock, lease) = held(12).await;
+        // Real time passes between the setup and the start, as on a loaded
+        // machine (CI, 2026-12-08: 0.6 s, the offset read as 1.1 s).
+        std::thread::sleep(Duration::from_millis(600));
+        store.set(Some(estimate(&clock, 0.5, 0.1)));
         let keep = KeepAlive::start(lease);
         assert_eq!(keep.closed_reason(), None, "0.5 s off: within the limit");
         drop(keep);
-        let (_dir, store, _clock, lease) = held(12).await;
-        store.set(Some(estimate(3.0, 0.1)));
+        let (_dir, store, clock, lease) = held(12).await;
+        store.set(Some(estimate(&clock, 3.0, 0.1)));
         let keep = KeepAlive::start(lease);
         assert!(
             matches!(keep.closed_reason(), Some(FenceClosed::ClockOffset(s)) if (s - 3.0).abs() < 0.5),
@@ -513,10 +519,10 @@ mod tests {
     /// of the service's clock.
     #[tokio::test]
     async fn an_aimed_renewal_is_at_most_half_the_interval_early() {
-        let (_dir, store, _clock, lease) = held(3).await;
+        let (_dir, store, clock, lease) = held(3).await;
         let mut aimed = 0;
         for tenth in 0..20 {
-            store.set(Some(estimate(f64::from(tenth) / 20.0, 0.3)));
+            store.set(Some(estimate(&clock, f64::from(tenth) / 20.0, 0.3)));
             let wait = next_renewal(&lease);
             assert!(
                 wait >= Duration::from_millis(500) && wait <= Duration::from_secs(1),
