@@ -31,16 +31,18 @@ if [ $# -gt 0 ]; then
 fi
 # The whole run. Most tests wait (on TTLs, fences, servers, clocks), so the
 # suite's end is set by its total of waiting over six lanes, and libtest starts
-# tests in name order. Two long tests that hardly share the lanes' resources
-# run in a seventh lane of their own, one after the other from the start: the
-# shipped alert's `for: 2m` in a real Prometheus (a sleep, ~135 s) and the day
-# of 8,640 versions written one at a time to RGW (~130 s). And the simulator's
-# build (its own feature set, ~25 s of compiling) and its seeds run beside the
-# suite once cargo has built the rest and let go of the target directory.
-# (issue 50 §2: scheduled from each test's start and end in a whole run.)
+# tests in name order. The longest test, which only sleeps, runs in a seventh
+# lane of its own from the start: the shipped alert's `for: 2m` in a real
+# Prometheus (~135 s). (The next longest, a day of 8,640 versions written one
+# at a time to RGW, was tried there too: in a run on a loaded machine the
+# generation tests beside it found RGW answering writes at a 90th percentile of
+# 376 ms, and their 3 s TTLs were refused, rightly.)
+# And the simulator's build (its own feature set, ~25 s of compiling) and its
+# seeds run beside the suite once cargo has built the rest and let go of the
+# target directory. (Issue 50 §2: scheduled from each test's start and end in
+# a whole run.)
 lane_tests=(
   monitor::alert_firing::the_stale_lease_alert_fires_in_a_real_prometheus
-  timeline::a_day_of_versions_read_whole_and_bisected
 )
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"; if [ -n "${stop_rgw:-}" ]; then "$repo/scripts/ceph-rgw.sh" stop; fi' EXIT
@@ -52,7 +54,7 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "it" and m.get("executable"):
         print(m["executable"])
 ')"
-(RUST_TEST_THREADS=1 "$it_bin" --exact "${lane_tests[@]}" >"$logs/lane.log" 2>&1; echo $? >"$logs/lane.rc") &
+("$it_bin" --exact "${lane_tests[@]}" >"$logs/lane.log" 2>&1; echo $? >"$logs/lane.rc") &
 lane_pid=$!
 sim_pid=
 skips=()
