@@ -429,6 +429,21 @@ pub(crate) fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
 mod tests {
     use super::*;
 
+    /// A TTL is whole seconds from 3 s to an hour, both ends taken: a
+    /// shorter one cannot be renewed in time, a longer one every reader
+    /// judges suspect, and a fraction is no TTL the record can carry.
+    #[test]
+    fn a_ttl_is_whole_seconds_from_three_to_an_hour() {
+        let max = MAX_SANE_TTL_S;
+        for ok in ["3s", "30s", &format!("{max}s")] {
+            assert!(parse_ttl(ok).is_ok(), "{ok}");
+        }
+        for bad in ["2s", "0s", "3500ms", &format!("{}s", max + 1)] {
+            let err = parse_ttl(bad).unwrap_err();
+            assert!(err.contains("whole seconds from 3s"), "{bad}: {err}");
+        }
+    }
+
     use crate::text::sanitize;
 
     /// A released record: written with `released_at`, read back the same;

@@ -579,3 +579,144 @@ async fn diagnose(
     }
     err
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::AuditTarget;
+    use crate::bucket::lease::tests::held;
+    use crate::bucket::RecordFormat;
+    use crate::clock::{ManualClock, ServerOffset};
+    use crate::store::Unavailable;
+
+    /// A request to take over the LEASE at `db/` seen as `seen`, writing a
+    /// `ttl_s` TTL, then holding it.
+    fn request(seen: Observed, ttl_s: u64, force: bool, exclusion: Exclusion) -> TakeoverRequest {
+        TakeoverRequest {
+            prefix: "db/".into(),
+            seen,
+            watched_for: Duration::ZERO,
+            reason: "a unit test".into(),
+            then: Then::Hold,
+            force,
+            ttl_s,
+            exclusion,
+            record_format: RecordFormat::Leasectl,
+            target: AuditTarget {
+                endpoint: None,
+                region: None,
+                addressing_style: None,
+                bucket: None,
+                key: "db/LEASE".into(),
+                url: "file:///db/".into(),
+            },
+        }
+    }
+
+    /// The service's clock `offset_s` ± 0.1 s ahead of `clock` (kept, as
+    /// every estimate, against the system clock, which runs on meanwhile).
+    fn ahead(clock: &ManualClock, offset_s: f64) -> ServerOffset {
+        ServerOffset {
+            offset_s: offset_s - clock.system_ahead_s(),
+            error_s: 0.1,
+            at: Utc::now(),
+            rtt_s: 0.01,
+            answers: 3,
+        }
+    }
+
+    /// A live lease of a 12 s TTL, taken over by force: its holder may write
+    /// for five sixths of its TTL after its last renewal (10 s), and the
+    /// record written outlasts that (6/5 of it plus a second: 13 s, over the
+    /// 6 s asked). A stale lease's holder has no fence left to wait for.
+    #[tokio::test]
+    async fn a_live_leases_fence_is_five_sixths_of_its_ttl_and_a_stale_ones_none() {
+        let (_dir, store, clock, lease) = held(12).await;
+        let seen = read_lease(store.as_ref(), lease.key(), None).await.unwrap();
+        let req = request(seen.clone(), 6, true, Exclusion::Conditional);
+        let j = preflight("db/", &seen, Duration::ZERO, "t", 6, true, clock.wall()).unwrap();
+        assert_eq!(j.state, LeaseState::Fresh);
+        let fence = old_fence(&req, &j);
+        assert_eq!(fence, Some(Duration::from_secs(10)));
+        assert_eq!(own_ttl_s(&req, fence, lease.key()), 13);
+        clock.advance(Duration::from_secs(60));
+        let j = preflight("db/", &seen, Duration::ZERO, "t", 6, false, clock.wall()).unwrap();
+        assert_eq!(j.state, LeaseState::Stale);
+        assert_eq!(old_fence(&req, &j), None);
+    }
+
+    /// The clock checks: a lease judged stale by a clock 3 s off the
+    /// service's, beyond the twelfth of the record's 12 s TTL (1 s), cannot
+    /// be trusted to be stale: refused, though the 60 s TTL the takeover
+    /// writes would allow 5 s. Taken over by force while live, its age is
+    /// not what the takeover rests on: only the TTL written is checked.
+    #[tokio::test]
+    async fn a_lease_judged_stale_by_a_clock_off_the_services_is_not_taken_over() {
+        let (_dir, store, clock, lease) = held(12).await;
+        let seen = read_lease(store.as_ref(), lease.key(), None).await.unwrap();
+        let shared: SharedClock = Arc::new(clock.clone());
+        store.set(Some(ahead(&clock, 3.0)));
+        let live = preflight("db/", &seen, Duration::ZERO, "t", 60, true, clock.wall()).unwrap();
+        let req = request(seen.clone(), 60, true, Exclusion::Conditional);
+        check_clocks(store.as_ref(), &shared, &req, &live, lease.key()).unwrap();
+        clock.advance(Duration::from_secs(60));
+        store.set(Some(ahead(&clock, 3.0)));
+        let stale = preflight("db/", &seen, Duration::ZERO, "t", 60, false, clock.wall()).unwrap();
+        assert_eq!(stale.state, LeaseState::Stale);
+        let req = request(seen, 60, false, Exclusion::Conditional);
+        let err = check_clocks(store.as_ref(), &shared, &req, &stale, lease.key()).unwrap_err();
+        assert!(matches!(err, TakeoverError::ReaderClock(_)), "{err}");
+    }
+
+    /// A takeover with conditional exclusion probes the service before it
+    /// writes anything: a service that cannot be probed is refused with the
+    /// probe's failure, nothing recorded in the audit log. Best-effort
+    /// exclusion has nothing to check. A caller that ran the checks itself
+    /// (`StoreChecks::Done`) goes on to record its intent, and then the
+    /// outcome of its PUT, which the store refused.
+    #[tokio::test]
+    async fn the_store_is_checked_before_anything_is_written() {
+        let (dir, store, clock, lease) = held(12).await;
+        let seen = read_lease(store.as_ref(), lease.key(), None).await.unwrap();
+        clock.advance(Duration::from_secs(60));
+        let down: Arc<dyn ObjectStore> = Arc::new(Unavailable::new(
+            "a store that is down".into(),
+            StoreError::AccessDenied("the test".into()),
+        ));
+        let err = check_store(down.as_ref(), &clock, Exclusion::Conditional, "db/")
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("precondition probe failed"),
+            "{err}"
+        );
+        check_store(down.as_ref(), &clock, Exclusion::BestEffort, "db/")
+            .await
+            .unwrap();
+        let shared: SharedClock = Arc::new(clock.clone());
+        let path = dir.path().join("audit.jsonl");
+        let audit = AuditLog::open(path.clone()).unwrap();
+        for (checks, recorded) in [(StoreChecks::ToRun, 0), (StoreChecks::Done, 2)] {
+            let req = request(seen.clone(), 12, false, Exclusion::Conditional);
+            let before = AuditLog::read(&path).map(|e| e.len()).unwrap_or(0);
+            let err = takeover_checked(
+                down.clone(),
+                shared.clone(),
+                &audit,
+                req,
+                WaitControl::default(),
+                checks,
+            )
+            .await
+            .unwrap_err();
+            let after = AuditLog::read(&path).map(|e| e.len()).unwrap_or(0);
+            assert_eq!(after - before, recorded, "{checks:?}: {err}");
+            if checks == StoreChecks::ToRun {
+                assert!(
+                    err.to_string().contains("precondition probe failed"),
+                    "{err}"
+                );
+            }
+        }
+    }
+}
