@@ -639,6 +639,9 @@ mod tests {
         let fence = old_fence(&req, &j);
         assert_eq!(fence, Some(Duration::from_secs(10)));
         assert_eq!(own_ttl_s(&req, fence, lease.key()), 13);
+        // A 30 s holder's 25 s fence: 31 s.
+        let fence = Some(Duration::from_secs(25));
+        assert_eq!(own_ttl_s(&req, fence, lease.key()), 31);
         clock.advance(Duration::from_secs(60));
         let j = preflight("db/", &seen, Duration::ZERO, "t", 6, false, clock.wall()).unwrap();
         assert_eq!(j.state, LeaseState::Stale);
