@@ -19,7 +19,9 @@
 //! cannot change).
 //!
 //! The acquire path's check ([`check_once`], once per store per process,
-//! before anything is written) does not stop after a fixed number of rounds:
+//! beside the acquire's write: `bucket::lease::checked`;
+//! [`check_once_overlapped`] where its first round comes before the write)
+//! does not stop after a fixed number of rounds:
 //! a check-then-write window is seen only when a second request arrives inside
 //! it, which with requests spread by the network may take many rounds. It
 //! races on until a window of [`WINDOW`] would have shown two winners with
@@ -53,6 +55,18 @@
 //! default 0.5 s on moto, 3.5 s on Ceph RGW (the SDK retries the 500 it
 //! answers some losers of an If-Match race after a second), up to 30 s on
 //! SeaweedFS.
+//!
+//! What it costs an acquire's start: with the default TTL, nothing before
+//! the acquire writes; the whole check runs after the write's answer, beside
+//! its probe and its confirmation's wait, and the lease is handed out once
+//! it has ended (`bucket::lease::checked`). On moto the command then waits
+//! for the longer of the wait's 100 ms floor and the check's 47 requests
+//! (plus the probe's 7, all answered one at a time there): `bucket hold`
+//! started its command 137–142 ms (medians) after its launch where main
+//! before this order took 220–228 ms and the single round before issue 48
+//! 80 ms (1.72–1.77×; `scripts/hold_start.py`, load average 3.4–4.1;
+//! docs/simulator.md, "What it costs an acquire"): at the floor when the
+//! machine is quiet, the check's requests when it is not.
 //!
 //! The scratch key is removed whatever happens, after an interruption too:
 //! its name is derived from the probe's key ([`race_key`]), so the
@@ -381,11 +395,25 @@ pub async fn race_with(
     n: usize,
     plan: Rounds,
 ) -> Result<RaceReport, StoreError> {
+    race_overlapped(store, probe_key, n, plan, None).await
+}
+
+/// [`race_with`], with an acquire's write beside its later rounds where
+/// `overlap` is given ([`check_once_overlapped`]). The time spent waiting for
+/// the acquire's write is not counted in the report's `elapsed_ms`.
+async fn race_overlapped(
+    store: &dyn ObjectStore,
+    probe_key: &str,
+    n: usize,
+    plan: Rounds,
+    overlap: Option<Overlap>,
+) -> Result<RaceReport, StoreError> {
     let n = n.clamp(MIN_CONTENDERS, MAX_CONTENDERS);
     let key = race_key(probe_key);
     let started = Instant::now();
     let mut t = Tally::default();
     t.lean = matches!(plan, Rounds::Until { .. });
+    t.overlap = overlap;
     let result = run(store, &key, n, plan, &mut t).await;
     let changed = remove(store, &key, &mut t).await;
     let ran = result?;
@@ -408,7 +436,7 @@ pub async fn race_with(
         races,
         verdict,
         requests: t.requests,
-        elapsed_ms: started.elapsed().as_millis() as u64,
+        elapsed_ms: started.elapsed().saturating_sub(t.beside).as_millis() as u64,
         changed,
         confidence: ran.confidence,
         ignores: ran.ignores,
@@ -449,8 +477,8 @@ use rounds::{remove, run, Tally};
 #[cfg(feature = "sim")]
 pub use verdict::forget;
 pub use verdict::{
-    broken, caught, check_once, check_once_ran, confirm_after, seen_within, Broken,
-    CONFIRM_AFTER_MAX,
+    broken, caught, check_once, check_once_overlapped, check_once_ran, confirm_after, seen_within,
+    wait_for, Broken, Overlap, CONFIRM_AFTER_MAX, CONFIRM_AFTER_MIN,
 };
 
 #[cfg(test)]

@@ -70,6 +70,11 @@ pub(super) struct Tally {
     /// No read-back of a round whose one winner answered with its ETag and
     /// whose other answers are refusals (the acquire's check).
     pub(super) lean: bool,
+    /// An acquire writing beside the later rounds
+    /// ([`super::check_once_overlapped`]): told after the first round.
+    pub(super) overlap: Option<Overlap>,
+    /// How long the rounds waited for that acquire's write.
+    pub(super) beside: std::time::Duration,
 }
 
 /// A contender's request slower than this may have been retried by the SDK
@@ -481,6 +486,13 @@ pub(super) async fn run(
             if round + 1 >= MIN_ROUNDS && (c.reached() || spent) {
                 break;
             }
+        }
+        if let Some(o) = t.overlap.take() {
+            let waited = Instant::now();
+            let q90 = confidence::quantile(&t.samples, 0.9);
+            let _ = o.first.send((q90, round_started.elapsed()));
+            let _ = o.go.await;
+            t.beside += waited.elapsed();
         }
     }
     judge(&mut create);
