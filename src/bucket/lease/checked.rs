@@ -141,7 +141,12 @@ impl Contender<'_> {
                 let _ = ended(check).await;
                 Err(e)
             }
-            Beside::Written(w) => self.confirm_written(*w, ended(check).await, watch).await,
+            Beside::Written(w) => {
+                tracing::debug!(key = %self.key, "written and probed; waiting for the race check's finding");
+                let checked = ended(check).await;
+                tracing::debug!(key = %self.key, since_answer_ms = self.clock.mono().saturating_sub(w.timing.answered).as_millis() as u64, "race check ended");
+                self.confirm_written(*w, checked, watch).await
+            }
         }
     }
 
@@ -185,6 +190,7 @@ impl Contender<'_> {
         mut gate: Option<&mut Gate>,
     ) -> Beside {
         let written = self.write_gated(watch, None, gate.as_deref_mut()).await;
+        tracing::debug!(key = %self.key, ok = matches!(written, Ok(Some(_))), "acquire's write answered; the check's rounds may go on");
         drop(go);
         if let Some(g) = gate {
             g.release();

@@ -327,6 +327,7 @@ impl BucketLease {
     ) -> Result<Self, LeaseError> {
         let due = timing.answered + after;
         let now = self.clock.mono();
+        tracing::debug!(key = %self.key, after_ms = after.as_millis() as u64, since_answer_ms = now.saturating_sub(timing.answered).as_millis() as u64, span_ms = timing.answered.saturating_sub(timing.read_sent).as_millis() as u64, slow = ?slow, "confirmation");
         if now < due {
             tokio::time::sleep(due - now).await;
         }

@@ -211,6 +211,14 @@ async fn put_round(
     }
     race.winners.push(won.iter().filter(|w| **w).count());
     race.elapsed_ms += started.elapsed().as_millis() as u64;
+    tracing::debug!(
+        race = name,
+        round,
+        took_ms = started.elapsed().as_millis() as u64,
+        answers = ?results.iter().zip(&results_took).map(|(r, d)| format!("{}@{}ms", match classify_put(r) { Answer::Won(a) | Answer::Lost(a) | Answer::Ambiguous(a) | Answer::Unsupported(a) => a }, d / 1000)).collect::<Vec<_>>(),
+        winners = won.iter().filter(|w| **w).count(),
+        "race round"
+    );
     Ok(back)
 }
 
@@ -270,6 +278,12 @@ async fn delete_round(
     }
     race.winners.push(wins);
     race.elapsed_ms += started.elapsed().as_millis() as u64;
+    tracing::debug!(
+        race = "delete_current",
+        took_ms = started.elapsed().as_millis() as u64,
+        wins,
+        "race round"
+    );
     Ok(())
 }
 
@@ -296,6 +310,11 @@ pub(super) async fn remove(store: &dyn ObjectStore, key: &str, t: &mut Tally) ->
             return Vec::new();
         }
         let quiet_since = Instant::now();
+        tracing::debug!(
+            in_flight = t.in_flight,
+            window_ms = window.as_millis() as u64,
+            "scratch key removed; watching it settle"
+        );
         loop {
             if quiet_since.elapsed() >= window {
                 return Vec::new();
@@ -483,6 +502,16 @@ pub(super) async fn run(
             // leaves that round's winners in doubt).
             pace += paced(round_started.elapsed(), &t.samples[from..], n);
             let spent = pace >= budget && t.in_flight == 0;
+            tracing::debug!(
+                round,
+                round_ms = round_started.elapsed().as_millis() as u64,
+                pace_ms = pace.as_millis() as u64,
+                in_flight = t.in_flight,
+                miss = c.miss,
+                reached = c.reached(),
+                spent,
+                "race check round ended"
+            );
             if round + 1 >= MIN_ROUNDS && (c.reached() || spent) {
                 break;
             }
