@@ -372,6 +372,14 @@ impl BucketLease {
     /// holder's, taken from a clock reading at least `until` minus five
     /// sixths of a TTL ago, or from a record before it).
     ///
+    /// Each renewal is due a third of a TTL after the last write, the one the
+    /// fence counts from (as the keep-alive's), not after the wait began: the
+    /// wait begins only once the race check run beside the write has ended,
+    /// which on SeaweedFS (losers of a contended write answered seconds late,
+    /// its scratch key then watched for twice that) took over a third of a
+    /// TTL, and a renewal a third of a TTL later came after the fence's two
+    /// thirds had run out: the acquire failed closed on a healthy store.
+    ///
     /// Errors: [`LeaseError::Lost`] (someone else's record: it was taken
     /// meanwhile; or the fence ran out before a renewal got through: ours is
     /// left to expire).
@@ -381,7 +389,8 @@ impl BucketLease {
             if now >= until {
                 break;
             }
-            tokio::time::sleep((until - now).min(self.renew_interval())).await;
+            let due = self.renewed_mono + self.renew_interval();
+            tokio::time::sleep(until.min(due).saturating_sub(now)).await;
             if self.clock.mono() < until {
                 self = self.renew_or_release(None, sent).await?;
             }
