@@ -544,19 +544,18 @@ async fn refusal_over_a_released_record() -> Result<(), String> {
 
 /// An acquire that goes the slow way keeps its record renewed until five
 /// sixths of the TTL after its write; with the race check run beside the
-/// write, that wait starts only once the check has ended. SeaweedFS answers
-/// the losers of a contended write a second or more late, after which the
-/// check watches its scratch key for twice the slowest answer before it
-/// ends: at the default 30 s TTL it ended 6–9 s after the write when quiet,
-/// and under load more than a third of a TTL after it. The wait's first
-/// renewal came a third of a TTL after the wait began, past the fence that
-/// counts from the write, and the acquire failed closed ("its fence ran out
-/// before the lease could be handed out") on a healthy store. Reproduced
-/// here with a 15 s TTL (a 10 s fence, renewals every 5 s) over a record
-/// carried out long after it was stamped (the slow way), the proxy holding
-/// back the answer to one of the check's first creates 3.5 s (its scratch key
-/// then watched 7 s): the check ends about 7 s after the write, and the
-/// renewal is due at once, counted from the write as the keep-alive counts.
+/// write, that wait starts only once the check has ended. On SeaweedFS the
+/// check ended 1–15 s after the write (its rounds, then its scratch key
+/// watched), and the wait's first renewal came a third of a TTL after the
+/// wait began: past the fence, which counts from the write, whenever the
+/// check took over a third of a TTL. The acquire failed closed ("its fence
+/// ran out before the lease could be handed out") on a healthy store.
+/// Reproduced with a 15 s TTL (a 10 s fence, renewals every 5 s) over a
+/// record carried out long after it was stamped (the slow way), the proxy
+/// holding back the answer to one of the check's first creates past the
+/// client's 3 s timeout: the check watches its scratch key 6 s after its
+/// rounds, so it ends about 6 s after the write, and the renewal, counted
+/// from the write as the keep-alive counts, is due at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_acquire_whose_race_check_ends_late_renews_inside_its_fence() {
     use leasectl::bucket::LeaseRecord;
@@ -565,9 +564,8 @@ async fn a_slow_acquire_whose_race_check_ends_late_renews_inside_its_fence() {
     crate::common::trace_from_env();
     let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::Pass).await;
     let (_, b) = Server::Moto(Moto::Conditional).bucket("late-check").await;
-    // Requests wait up to 10 s: the held-back answer comes, late.
     let store: Arc<dyn ObjectStore> =
-        s3_store_timeout(&proxy.endpoint(), &b, Duration::from_secs(10), 1);
+        s3_store_timeout(&proxy.endpoint(), &b, Duration::from_secs(3), 1);
     // A dead holder's record, stamped two minutes before it was written.
     let at = chrono::Utc::now() - chrono::Duration::seconds(120);
     let dead = LeaseRecord {
@@ -582,7 +580,7 @@ async fn a_slow_acquire_whose_race_check_ends_late_renews_inside_its_fence() {
         .put("db/LEASE", dead.to_body(), PutCondition::None)
         .await
         .unwrap();
-    proxy.delay_next_answers_of("PUT", ".race", 1, Duration::from_millis(3_500));
+    proxy.delay_next_answers_of("PUT", ".race", 1, Duration::from_secs(10));
     let config = LeaseConfig {
         ttl_s: 15,
         ..LeaseConfig::default()
