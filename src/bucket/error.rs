@@ -131,8 +131,8 @@ pub enum LeaseError {
     /// ([`super::race::confirm_after`]) would not fit in the fence the TTL
     /// gives (two thirds of it): the lease would close before it could be
     /// handed out. Refused before anything is written, unless the race
-    /// check's first round measured a wait that fits and its later rounds,
-    /// run beside the write, one that does not (`changed` says so).
+    /// check ran beside the write (a TTL over 12 s) and measured a wait that
+    /// does not fit there (`changed` says what was done with ours).
     #[error("{service} answers writes slowly: an acquire there reads its record back {} after its write's answer \
              (six times the 90th percentile of its write round trips, {}), which does not fit in the {} fence \
              a {ttl_s} s TTL gives; {changed}. Use a TTL of at least {min_ttl_s} s (--ttl {min_ttl_s}s), \

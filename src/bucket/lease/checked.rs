@@ -8,14 +8,13 @@
 //! every round of it runs once the acquire's write was answered
 //! ([`race::check_once`]), beside the probe and the confirmation's wait: on
 //! a healthy store nothing but the read, the write, the wait and the read
-//! back stand between the launch and the command. Otherwise its first round
-//! runs before anything is written ([`race::check_once_overlapped`]), and
-//! only its later rounds after the write's answer, when that round's round
-//! trips and duration say that they and the confirmation's wait fit in the
-//! fence (else the whole check first, the order before issue 48's
-//! start-time target). The rounds wait for the write's answer either way, so
-//! its read-to-answer span, which decides whether it goes the slow way, is
-//! not lengthened by the check's concurrent requests.
+//! back stand between the launch and the command. Otherwise the whole check
+//! runs first, then the write (the order before issue 48's start-time
+//! target): a later round can take seconds more than the first on a store
+//! that queues contended writes (SeaweedFS), and a shorter fence has no room
+//! for that. The rounds wait for the write's answer, so its read-to-answer
+//! span, which decides whether it goes the slow way, is not lengthened by
+//! the check's concurrent requests.
 //!
 //! The lease is handed out only once both have ended: the check's finding,
 //! and the confirmation sent no earlier than the write's answer plus the
@@ -47,8 +46,8 @@ use crate::bucket::record::new_instance_id;
 enum Beside {
     /// Nothing was written before the check's finding: the first round
     /// ended the check (two winners, a failure), the store was being checked
-    /// by another caller, or the first round's round trips ask for a wait
-    /// that does not fit in the fence.
+    /// by another caller, or the TTL leaves no room for the check after the
+    /// write ([`whole_check_fits`]).
     Waited,
     /// Refused before a write of ours was answered.
     Refused(LeaseError),
@@ -107,10 +106,19 @@ impl Contender<'_> {
                 self.write_probed(&mut *watch, go, Some(&mut gate)).await,
             )
         } else {
+            // A shorter TTL: the whole check first, then the write (main's
+            // order before issue 48). Its later rounds once went beside the
+            // write when its first round said they would fit in the fence,
+            // but on SeaweedFS a later round can take seconds more than the
+            // first (losers queued behind its lock, given up on after the
+            // client's 1 s timeout at a 3 s TTL, then its scratch key
+            // watched): the check ended 4.1 s after the write, past the 2 s
+            // fence, and the acquire failed closed on a healthy store.
+            drop((first_rx, go));
             let check = tokio::spawn(async move {
                 race::check_once_overlapped(race_store.as_ref(), &scratch, overlap).await
             });
-            (check, self.write_beside(&mut *watch, first_rx, go).await)
+            (check, Beside::Waited)
         };
         match beside {
             Beside::Waited => {
@@ -148,33 +156,6 @@ impl Contender<'_> {
                 self.confirm_written(*w, checked, watch).await
             }
         }
-    }
-
-    /// Where the whole check may not fit beside the fence
-    /// ([`whole_check_fits`]): the write and the probe after it once the
-    /// race check's first round found no two winners (`first`: the 90th
-    /// percentile of its round trips, and its duration) and the check's
-    /// later rounds (each taken to last as long as the first) and the
-    /// confirmation's wait fit in the fence; else nothing is written before
-    /// the check's finding.
-    async fn write_beside(
-        &self,
-        watch: &mut LeaseWatch,
-        first: oneshot::Receiver<(Option<u64>, Duration)>,
-        go: oneshot::Sender<()>,
-    ) -> Beside {
-        let Ok((q90, took)) = first.await else {
-            return Beside::Waited;
-        };
-        // The fence counts from the write: the check's later rounds (each
-        // taken to last as long as the first) must fit in it beside the
-        // confirmation's wait, or the lease would close before it is handed
-        // out (SeaweedFS answers a contended write's losers a second late).
-        let later = took * (race::ACQUIRE_MAX_ROUNDS as u32 - 1);
-        if !fits_in_fence(self.config.ttl_s, race::wait_for(q90) + later * 2 / 3) {
-            return Beside::Waited;
-        }
-        self.write_probed(watch, go, None).await
     }
 
     /// The write and the probe after it, with the race check's rounds (all
@@ -312,8 +293,7 @@ pub(super) const WHOLE_CHECK_ALLOWANCE: Duration = Duration::from_secs(5);
 /// and the confirmation's wait, in a `ttl_s` TTL: the longest wait
 /// ([`race::CONFIRM_AFTER_MAX`], the write and the read back with it) and
 /// [`WHOLE_CHECK_ALLOWANCE`] fit in the fence (a TTL over 12 s; the default
-/// 30 s does). Otherwise the check's first round comes first and its
-/// measurements decide ([`Contender::write_beside`]). A check that outlasts
+/// 30 s does). Otherwise the whole check comes first. A check that outlasts
 /// the fence all the same leaves ours to expire, and the acquire fails
 /// closed ([`BucketLease::confirm`]).
 pub(super) fn whole_check_fits(ttl_s: u64) -> bool {

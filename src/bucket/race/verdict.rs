@@ -90,8 +90,7 @@ pub fn confirm_after(store: &dyn ObjectStore) -> Duration {
 /// `q90_us` microseconds (`None`: not measured): six times it, between
 /// [`CONFIRM_AFTER_MIN`] and [`CONFIRM_AFTER_MAX`]; [`CONFIRM_AFTER_UNKNOWN`]
 /// when not measured. [`confirm_after`] applies it to the race check's final
-/// measurement; an acquire whose write overlaps the check's later rounds
-/// sizes its fence check before the write by the first round's.
+/// measurement.
 pub fn wait_for(q90_us: Option<u64>) -> Duration {
     match q90_us {
         Some(us) => {
