@@ -130,10 +130,12 @@ pub enum LeaseError {
     /// The confirmation an acquire waits for on this store
     /// ([`super::race::confirm_after`]) would not fit in the fence the TTL
     /// gives (two thirds of it): the lease would close before it could be
-    /// handed out. Refused before anything is written.
+    /// handed out. Refused before anything is written, unless the race
+    /// check ran beside the write (a TTL over 12 s) and measured a wait that
+    /// does not fit there (`changed` says what was done with ours).
     #[error("{service} answers writes slowly: an acquire there reads its record back {} after its write's answer \
              (six times the 90th percentile of its write round trips, {}), which does not fit in the {} fence \
-             a {ttl_s} s TTL gives; nothing was written. Use a TTL of at least {min_ttl_s} s (--ttl {min_ttl_s}s), \
+             a {ttl_s} s TTL gives; {changed}. Use a TTL of at least {min_ttl_s} s (--ttl {min_ttl_s}s), \
              or a store nearer this host",
         format_secs(*.wait_s), format_secs(*.round_trip_s), format_secs(*.ttl_s as f64 * 2.0 / 3.0))]
     TtlTooShort {
@@ -147,6 +149,8 @@ pub enum LeaseError {
         round_trip_s: f64,
         /// The shortest TTL the wait fits in, seconds.
         min_ttl_s: u64,
+        /// What the attempt changed on the store (`nothing was written`).
+        changed: String,
     },
     /// The service refused `If-Match` with the ETag the object has now: it
     /// does not implement the precondition as S3 does.

@@ -17,6 +17,11 @@ pub struct LeaseWatch {
     /// naming its id is adopted only when it is one of them
     /// ([`super::own`]).
     pub(crate) sent: super::own::Sent,
+    /// The bodies of this contender's writes that were answered too long
+    /// after their read to count on being seen by a contender's
+    /// confirmation, and not handed out (left to expire, where they may hide
+    /// a holder): a later try that adopts one goes the slow way too.
+    pub(crate) hiding: super::own::Sent,
 }
 
 impl Default for LeaseWatch {
@@ -25,6 +30,7 @@ impl Default for LeaseWatch {
             seen: None,
             phase: super::own::new_phase(),
             sent: super::own::Sent::default(),
+            hiding: super::own::Sent::default(),
         }
     }
 }

@@ -1,9 +1,11 @@
-//! Acquiring the lease: the rounds of reads and conditional writes, the
-//! decision for one observation, and the probe after a first acquire.
+//! Acquiring the lease: the rounds of reads and conditional writes and the
+//! decision for one observation (the checks around the write in conditional
+//! mode: `checked`, `confirm`).
 
 use chrono::{DateTime, Utc};
+use tokio::sync::oneshot;
 
-use super::confirm::{check_store, WriteTiming};
+use super::confirm::WriteTiming;
 use super::*;
 
 use crate::bucket::fence::{check_holder_clock, clock_offset_limit_s, offset_beyond_limit};
@@ -204,7 +206,9 @@ impl BucketLease {
     /// [`LeaseError::UnderWatch`] (a suspect/malformed record not yet watched
     /// for one TTL — keep `watch` across attempts), [`LeaseError::PreconditionsIgnored`]
     /// / [`LeaseError::PreconditionsUnsupported`] / [`LeaseError::NotAtomic`] (the
-    /// once-per-store race check, [`crate::bucket::race::check_once`]; nothing left behind),
+    /// once-per-store race check, its first round before the write and the
+    /// rest beside it (`checked`), or the probe after the write; what was
+    /// written undone, and said), [`LeaseError::TtlTooShort`],
     /// [`LeaseError::ReaderClock`] (a stale-looking record judged by a clock
     /// certainly beyond TTL/12 of the service's), [`LeaseError::HolderClock`]
     /// (about to write a record with such a clock:
@@ -219,16 +223,173 @@ impl BucketLease {
         watch: &mut LeaseWatch,
     ) -> Result<Self, LeaseError> {
         let key = lease_key(prefix);
-        before_rounds(store.as_ref(), &key, &config).await?;
+        if config.ttl_s == 0 || config.ttl_s > MAX_SANE_TTL_S {
+            return Err(LeaseError::InvalidTtl(config.ttl_s));
+        }
+        let contender = Contender {
+            store,
+            clock,
+            key,
+            instance_id,
+            config,
+        };
+        match contender.config.exclusion {
+            Exclusion::BestEffort => {
+                tracing::warn!(
+                    key = %contender.key,
+                    "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
+                );
+                let written = contender.write(watch, None).await?;
+                watch.sent.clear();
+                Ok(written.lease)
+            }
+            Exclusion::Conditional => contender.acquire_checked(watch).await,
+        }
+    }
+}
+
+/// The race check's first round, before a write that would replace a record
+/// naming another holder, where the whole check runs after the write
+/// (`checked::whole_check_fits`). A store that lets several concurrent contenders
+/// win outright (a precondition ignored, a wide check-then-write window) is
+/// refused there with that record untouched, as when the check ran first; a
+/// write onto an absent key or a released record (no holder to replace: a
+/// refusal after it removes ours, or marks it released keeping the
+/// generation) goes ahead at once.
+pub(super) struct Gate {
+    /// Dropped: the check's first round may start.
+    start: Option<oneshot::Sender<()>>,
+    /// The first round had no two winners (dropped unsent: it ended the check).
+    first: Option<oneshot::Receiver<(Option<u64>, Duration)>>,
+    /// The first round found nothing: no write waits for it any more.
+    open: bool,
+}
+
+impl Gate {
+    /// A gate that starts the check by dropping `start` and learns its
+    /// first round's outcome on `first`.
+    pub(super) fn new(
+        start: oneshot::Sender<()>,
+        first: oneshot::Receiver<(Option<u64>, Duration)>,
+    ) -> Self {
+        Self {
+            start: Some(start),
+            first: Some(first),
+            open: false,
+        }
+    }
+
+    /// Whether a write after `reading` waits for the first round: it would
+    /// replace a record (stale, suspect or malformed) that names another
+    /// holder, or another process under our id. (A fresh one is not written
+    /// over: refused without the round.)
+    pub(super) fn closed(&self, reading: Reading<'_>) -> bool {
+        !self.open
+            && matches!(reading.owner, Whose::SameId | Whose::Other)
+            && matches!(reading.observed, Observed::Present { .. })
+            && !matches!(
+                judge(reading.observed, reading.now).state,
+                LeaseState::Released | LeaseState::Fresh
+            )
+    }
+
+    /// Starts the check's first round and waits for it: true when it had no
+    /// two winners (the gate stays open), false when it ended the check.
+    pub(super) async fn pass(&mut self) -> bool {
+        drop(self.start.take());
+        if let Some(first) = self.first.take() {
+            self.open = first.await.is_ok();
+        }
+        self.open
+    }
+
+    /// Lets the check's rounds start (the write was answered, or there is
+    /// none).
+    pub(super) fn release(&mut self) {
+        drop(self.start.take());
+    }
+}
+
+/// One acquire: what it writes where, as whom.
+pub(super) struct Contender<'a> {
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) clock: SharedClock,
+    /// The LEASE's key.
+    pub(super) key: String,
+    pub(super) instance_id: &'a str,
+    pub(super) config: LeaseConfig,
+}
+
+/// An acquire's record, written and not yet handed out, and what the checks
+/// after the write need.
+pub(super) struct Written {
+    /// The lease on the record written.
+    pub(super) lease: BucketLease,
+    /// The record's body.
+    pub(super) body: Vec<u8>,
+    /// The holder whose record the write replaced (not one we adopt), and
+    /// whether it was written over a record at all.
+    pub(super) replaced: (Option<String>, bool),
+    /// When it was decided and answered.
+    pub(super) timing: WriteTiming,
+}
+
+impl Contender<'_> {
+    /// The rounds of reads and writes until a write is answered: the record
+    /// written, its body kept provable as ours in `watch.sent` until the
+    /// lease is handed out. `after`: the confirmation's wait, when the race
+    /// check that sizes it has ended (`None`: not yet; a write is then judged
+    /// slow by the shortest wait, [`race::CONFIRM_AFTER_MIN`], so that one
+    /// whose ETag cannot be used is not removed where it may hide a holder).
+    ///
+    /// Errors: as [`BucketLease::acquire_as`]; [`LeaseError::UnusableEtag`]
+    /// is the one returned after a write of ours was answered (then removed,
+    /// or left to expire).
+    pub(super) async fn write(
+        &self,
+        watch: &mut LeaseWatch,
+        after: Option<Duration>,
+    ) -> Result<Written, LeaseError> {
+        match self.write_gated(watch, after, None).await? {
+            Some(w) => Ok(w),
+            // Never: without a gate nothing stops the write.
+            None => Err(LeaseError::Contended {
+                key: self.key.clone(),
+            }),
+        }
+    }
+
+    /// [`Contender::write`], with the race check's first round as a `gate`
+    /// before a write over a record that names another holder (see
+    /// `checked::Gate`): `None` when that round ended the check instead
+    /// (two winners, a failure, the store checked by another caller), with
+    /// nothing written. After the gate opens the LEASE is read again, so
+    /// that the round's time is not counted in the write's read-to-answer
+    /// span.
+    ///
+    /// Errors: as [`Contender::write`].
+    pub(super) async fn write_gated(
+        &self,
+        watch: &mut LeaseWatch,
+        after: Option<Duration>,
+        mut gate: Option<&mut Gate>,
+    ) -> Result<Option<Written>, LeaseError> {
+        let Self {
+            store,
+            clock,
+            key,
+            instance_id,
+            config,
+        } = self;
         let mut rounds = AcquireRounds::default();
         for _ in 0..MAX_ROUNDS {
             let read_sent = clock.mono();
             let ReadBack {
                 observed,
                 body: stored,
-            } = read_back(store.as_ref(), &key).await?;
+            } = read_back(store.as_ref(), key).await?;
             rounds
-                .check_refusal(store.as_ref(), clock.as_ref(), &key, instance_id, &observed)
+                .check_refusal(store.as_ref(), clock.as_ref(), key, instance_id, &observed)
                 .await?;
             let now = clock.wall();
             let mono = clock.mono();
@@ -240,57 +401,64 @@ impl BucketLease {
                 }
                 watch.sent.proves(b)
             });
-            check_reader_clock(store.as_ref(), clock.as_ref(), &key, owner, &observed, now)?;
+            check_reader_clock(store.as_ref(), clock.as_ref(), key, owner, &observed, now)?;
             let reading = Reading {
-                key: &key,
+                key,
                 observed: &observed,
                 owner,
                 instance_id,
                 now,
                 mono,
             };
-            let step = decide(reading, &config, watch)?;
-            check_holder_clock(store.server_offset(), clock.as_ref(), &key, config.ttl_s)?;
+            // Before `decide`, which watches a suspect record: the round is
+            // passed once, and the LEASE read again after it.
+            if let Some(g) = gate.as_deref_mut().filter(|g| g.closed(reading)) {
+                if !g.pass().await {
+                    return Ok(None);
+                }
+                continue;
+            }
+            let step = decide(reading, config, watch)?;
+            check_holder_clock(store.server_offset(), clock.as_ref(), key, config.ttl_s)?;
             let over_record = matches!(observed, Observed::Present { .. });
             let Write {
                 record,
                 cond,
                 body,
                 replaced,
-            } = Write::of(reading, step, &config, watch.phase);
+            } = Write::of(reading, step, config, watch.phase);
             let form = store.capabilities().etag_form;
             // Until an answer says otherwise, this body may land unseen: a
             // later round adopts it only if it is exactly this body.
             watch.sent.add(&body);
-            let put = store.put(&key, body.clone(), cond.clone()).await;
+            let put = store.put(key, body.clone(), cond.clone()).await;
             let timing = WriteTiming {
                 read_sent,
                 answered: clock.mono(),
                 adopted_unanswered: owner == Whose::Ours && landed_late(&observed),
+                adopted_hiding: owner == Whose::Ours
+                    && stored.as_deref().is_some_and(|b| watch.hiding.proves(b)),
                 replaced_suspect: replaced.is_some() && landed_late(&observed),
             };
             let Some(etag) = rounds
-                .after_put(put, cond, form, &config, store.as_ref())
+                .after_put(put, cond, form, config, store.as_ref())
                 .await?
             else {
                 continue;
             };
-            let etag = match etag {
-                Some(e) => e,
-                // No ETag in the answer: read back, and only our own body will do.
-                None => match read_back(store.as_ref(), &key).await? {
-                    rb if rb.holds(&body) && rb.etag().is_some() => {
-                        rb.etag().unwrap_or_default().to_owned()
-                    }
-                    _ => return Err(LeaseError::Contended { key }),
-                },
-            };
+            let etag = etag_or_read_back(store.as_ref(), key, etag, &body).await?;
             watch.sent.clear();
             if config.exclusion == Exclusion::Conditional {
-                let slow = timing.slow(race::confirm_after(store.as_ref())).is_some();
-                refuse_unusable_etag(store.as_ref(), &key, &etag, &body, slow).await?;
+                let wait = after.unwrap_or(race::CONFIRM_AFTER_MIN);
+                let slow = timing.slow(wait).is_some();
+                if slow {
+                    // Until it is handed out: a later try that takes it up
+                    // cannot count on it being seen either.
+                    watch.hiding.add(&body);
+                }
+                refuse_unusable_etag(store.as_ref(), key, &etag, &body, slow).await?;
             }
-            let lease = Self {
+            let lease = BucketLease {
                 store: store.clone(),
                 clock: clock.clone(),
                 key: key.clone(),
@@ -307,15 +475,35 @@ impl BucketLease {
             // Until it is handed out, what this acquire writes stays provable
             // as ours: a record it leaves behind is taken up by the next try.
             watch.sent.add(&body);
-            let acquired = lease
-                .probe_after_acquire(&body, (replaced, over_record), timing, &mut watch.sent)
-                .await;
-            if acquired.is_ok() {
-                watch.sent.clear();
-            }
-            return acquired;
+            return Ok(Some(Written {
+                lease,
+                body,
+                replaced: (replaced, over_record),
+                timing,
+            }));
         }
-        Err(rounds.tally.give_up(key, store.as_ref()))
+        Err(rounds.tally.give_up(key.clone(), store.as_ref()))
+    }
+}
+
+/// The ETag an acquire's write was answered with, or, where the answer had
+/// none, the one read back — only when the key holds our own `body`.
+///
+/// Errors: [`LeaseError::Contended`] (another body there), [`LeaseError::Store`].
+async fn etag_or_read_back(
+    store: &dyn ObjectStore,
+    key: &str,
+    etag: Option<String>,
+    body: &[u8],
+) -> Result<String, LeaseError> {
+    if let Some(e) = etag {
+        return Ok(e);
+    }
+    match read_back(store, key).await? {
+        rb if rb.holds(body) && rb.etag().is_some() => Ok(rb.etag().unwrap_or_default().to_owned()),
+        _ => Err(LeaseError::Contended {
+            key: key.to_owned(),
+        }),
     }
 }
 
@@ -362,29 +550,6 @@ pub(super) struct Reading<'a> {
     pub(super) now: DateTime<Utc>,
     /// The monotonic clock at the reading (the watch of a suspect record).
     pub(super) mono: Duration,
-}
-
-/// What an acquire checks before its first read: a TTL in range; in
-/// conditional mode, the store's race check ([`check_store`]); in best-effort
-/// mode, a warning.
-async fn before_rounds(
-    store: &dyn ObjectStore,
-    key: &str,
-    config: &LeaseConfig,
-) -> Result<(), LeaseError> {
-    if config.ttl_s == 0 || config.ttl_s > MAX_SANE_TTL_S {
-        return Err(LeaseError::InvalidTtl(config.ttl_s));
-    }
-    match config.exclusion {
-        Exclusion::BestEffort => {
-            tracing::warn!(
-                key = %key,
-                "best-effort exclusion: read, then unconditional write; two writers starting together may both pass"
-            );
-            Ok(())
-        }
-        Exclusion::Conditional => check_store(store, key, config.ttl_s).await,
-    }
 }
 
 /// What one round of an acquire writes.

@@ -1,7 +1,9 @@
-//! Around an acquire's write, for conditional exclusion: the store check
-//! before it (a store this process has caught is refused with nothing
-//! written; the race check the first time), and after it the probe of the
-//! write preconditions on the record just written and the confirmation.
+//! Around an acquire's write, for conditional exclusion: the refusal of a
+//! store found broken — before the write (one this process has caught, or
+//! the race check's first round: nothing written) or after it (the probe of
+//! the write preconditions on the record just written, or the race check's
+//! later rounds, which run beside the write: `super::checked`), ours then let
+//! go and what that changed said — and the confirmation.
 //!
 //! **The confirmation.** A service that carries out a conditional write it
 //! should have refused — every time, now and then (MinIO without read
@@ -19,7 +21,9 @@
 //! before our answer plus `T`, and a read sent after that sees it. So the
 //! confirmation is sent `T` after our answer, where `T` is six times the 90th
 //! percentile of the round trips the race check measured on this store, at
-//! least 100 ms ([`crate::bucket::race::confirm_after`]), and a contender
+//! least 100 ms ([`crate::bucket::race::confirm_after`]; the race check's
+//! final measurements: where its later rounds run beside the write, the
+//! confirmation is sent only once they have ended), and a contender
 //! counts on being seen only when its own span was at most 100 ms (every
 //! contender waits that long) or half of its own `T`: two contenders whose
 //! round trips to the store are within a factor of two of each other agree
@@ -43,7 +47,6 @@ use std::time::Duration;
 
 use super::*;
 use crate::bucket::race::{self, Broken};
-use crate::bucket::record::new_instance_id;
 
 /// The share of the TTL a slow acquire's fence waits after its answer: 5/6.
 pub(super) const SLOW_WAIT_TTL_FRACTION: (u32, u32) = (5, 6);
@@ -59,6 +62,10 @@ pub(super) struct WriteTiming {
     /// saw, and which the store carried out long after it was sent
     /// ([`landed_late`]): over what, nobody knows.
     pub(super) adopted_unanswered: bool,
+    /// The write took up a record of ours written earlier by this contender
+    /// whose own write was answered too late to count on being seen, and
+    /// which was not handed out: it may still hide a holder.
+    pub(super) adopted_hiding: bool,
     /// The record the write replaced may itself have replaced a live
     /// holder's unseen ([`landed_late`]).
     pub(super) replaced_suspect: bool,
@@ -72,7 +79,9 @@ impl WriteTiming {
     /// taken up was carried out late — or the record it replaced was.
     pub(super) fn slow(&self, after: Duration) -> Option<String> {
         let span = self.answered.saturating_sub(self.read_sent);
-        if self.adopted_unanswered {
+        if self.adopted_hiding {
+            Some("it took up a write of ours that had been answered too late to count on being seen (a holder it may have replaced unseen could still be writing)".into())
+        } else if self.adopted_unanswered {
             Some("it took up a write of ours whose answer was lost and which was carried out long after it was sent".into())
         } else if self.replaced_suspect {
             Some("the record it replaced was carried out long after it was stamped (a write given up on, done later, may have replaced a holder unseen)".into())
@@ -114,7 +123,7 @@ pub(crate) fn landed_late(observed: &Observed) -> bool {
 
 /// The refusal for a store found `broken`; `changed` says what the attempt
 /// changed on it.
-fn refusal(store: &dyn ObjectStore, broken: Broken, changed: String) -> LeaseError {
+pub(super) fn refusal(store: &dyn ObjectStore, broken: Broken, changed: String) -> LeaseError {
     let service = store.describe();
     match broken {
         Broken::Ignores(header) => LeaseError::PreconditionsIgnored {
@@ -130,90 +139,56 @@ fn refusal(store: &dyn ObjectStore, broken: Broken, changed: String) -> LeaseErr
     }
 }
 
-/// Before an acquire writes (conditional exclusion): refused at once on a
-/// store this process has caught carrying out a write it should have
-/// refused; the race check the first time ([`race::check_once`]).
-///
-/// Errors: [`LeaseError::PreconditionsIgnored`], [`LeaseError::NotAtomic`],
-/// [`LeaseError::TtlTooShort`] (nothing written), [`LeaseError::Store`] (the
-/// race check failed).
-pub(super) async fn check_store(
-    store: &dyn ObjectStore,
-    key: &str,
-    ttl_s: u64,
-) -> Result<(), LeaseError> {
-    if let Some(b) = race::broken(store) {
-        tracing::error!(key = %key, "{}: refused before writing anything: {b:?}", store.describe());
-        return Err(refusal(store, b, "nothing written".into()));
-    }
-    #[cfg(feature = "sim")]
-    if defect::on(Defect::RaceCheckSkipped) {
-        return Ok(());
-    }
-    // A scratch key of its own: processes started together under one
-    // instance id (a hand-over's successors) must not race on one key, where
-    // each one's rounds would count the other's creates as winners.
-    let scratch = scratch_key(key, &new_instance_id());
-    let report = race::check_once(store, &scratch).await?;
-    if let Some(b) = report.broken() {
-        return Err(refusal(store, b, "nothing written".into()));
-    }
-    fits_in_fence(store, ttl_s, report.round_trip_q90_us)
+/// Whether the confirmation's wait (`wait`) fits in the fence of a `ttl_s`
+/// TTL: the write, the wait and the read back (each round trip allowed a
+/// quarter of the wait, one and a half times the 90th percentile it was sized
+/// by) must take less than two thirds of the TTL, or the fence would run out
+/// before the lease could be handed out.
+pub(super) fn fits_in_fence(ttl_s: u64, wait: Duration) -> bool {
+    // The write, the wait and the read back: 3/2 of the wait.
+    wait * 3 / 2 < Duration::from_secs(ttl_s) * 2 / 3
 }
 
-/// Whether the confirmation's wait on `store` fits in the fence of a
-/// `ttl_s` TTL: the write, the wait and the read back (each round trip
-/// allowed a quarter of the wait, one and a half times the 90th percentile it
-/// was sized by) must take less than two thirds of the TTL, or the fence
-/// would run out before the lease could be handed out.
-///
-/// Errors: [`LeaseError::TtlTooShort`], with the shortest TTL that fits.
-pub(super) fn fits_in_fence(
+/// The refusal of a `ttl_s` TTL whose fence the confirmation's `wait`
+/// (sized by a 90th percentile of `q90_us` microseconds) does not fit in
+/// ([`fits_in_fence`]), with the shortest TTL that fits; `changed` says what
+/// the attempt changed.
+pub(super) fn ttl_too_short(
     store: &dyn ObjectStore,
     ttl_s: u64,
+    wait: Duration,
     q90_us: Option<u64>,
-) -> Result<(), LeaseError> {
-    let wait = race::confirm_after(store);
-    // The write, the wait and the read back: 3/2 of the wait.
+    changed: String,
+) -> LeaseError {
     let needed = wait * 3 / 2;
-    let fence = Duration::from_secs(ttl_s) * 2 / 3;
-    if needed < fence {
-        return Ok(());
-    }
     let min_ttl_s = (needed.as_secs_f64() * 1.5).floor() as u64 + 1;
-    tracing::error!(service = %store.describe(), ttl_s, min_ttl_s, "the confirmation's wait does not fit in the fence: refused before writing");
-    Err(LeaseError::TtlTooShort {
+    tracing::error!(service = %store.describe(), ttl_s, min_ttl_s, "the confirmation's wait does not fit in the fence: {changed}");
+    LeaseError::TtlTooShort {
         service: store.describe(),
         ttl_s,
         wait_s: wait.as_secs_f64(),
         round_trip_s: q90_us.unwrap_or_default() as f64 / 1e6,
         min_ttl_s,
-    })
+        changed,
+    }
 }
 
 impl BucketLease {
     /// After the acquire's write (conditional exclusion): the write
     /// preconditions probed on the record just written, conditional DELETE
-    /// learned once per store, then the confirmation (see the module).
-    /// `replaced`: the holder whose record the write replaced (not one we
-    /// adopt), and whether it was written over a record at all.
+    /// learned once per store. `replaced`: the holder whose record the write
+    /// replaced (not one we adopt), and whether it was written over a record
+    /// at all; `slow`: the write may hide a holder ([`WriteTiming::slow`]).
     ///
     /// Errors: [`LeaseError::PreconditionsIgnored`] (ours removed, or left to
-    /// expire where it may hide a holder), [`LeaseError::Lost`] (the
-    /// confirmation found another record, or the fence ran out first:
-    /// nothing touched), [`LeaseError::Store`] (ours let go).
-    pub(super) async fn probe_after_acquire(
+    /// expire where it may hide a holder), [`LeaseError::Lost`] (the fence ran
+    /// out first: nothing touched), [`LeaseError::Store`] (ours let go).
+    pub(super) async fn probe_written(
         mut self,
         body: &[u8],
         replaced: (Option<String>, bool),
-        timing: WriteTiming,
-        sent: &mut Sent,
+        slow: bool,
     ) -> Result<Self, LeaseError> {
-        if self.config.exclusion == Exclusion::BestEffort {
-            return Ok(self);
-        }
-        let after = race::confirm_after(self.store.as_ref());
-        let slow = timing.slow(after);
         self.still_in_time()?;
         let mut report = probe::check_writes(self.store.as_ref(), &self.key, body).await;
         // Once per store: is If-Match on DELETE honoured (a release depends on it),
@@ -232,16 +207,14 @@ impl BucketLease {
             }
         }
         match report {
-            Ok(r) => {
-                if let Some(header) = r.ignored_header() {
-                    return Err(self.refuse_ignored(header, replaced, slow.is_some()).await);
-                }
-            }
-            Err(e) => return Err(self.let_go(slow.is_some(), e.into()).await),
+            Ok(r) => match r.ignored_header() {
+                Some(header) => Err(self
+                    .refuse_broken(Broken::Ignores(header), replaced, slow)
+                    .await),
+                None => Ok(self),
+            },
+            Err(e) => Err(self.let_go(slow, e.into()).await),
         }
-        let lease = self.confirm(timing, after, slow, sent).await?;
-        tracing::info!(key = %lease.key, instance_id = %sanitize(&lease.record.instance_id), "lease acquired; preconditions honoured");
-        Ok(lease)
     }
 
     /// An acquire that does not hand its lease out lets go of it: released,
@@ -250,40 +223,52 @@ impl BucketLease {
     /// renewal) or its fence has run out (the record may have been taken
     /// over since): then it is left to expire, so that nobody takes the key
     /// before such a holder has stopped. Returns `err`.
-    async fn let_go(mut self, slow: bool, err: LeaseError) -> LeaseError {
-        if slow || !self.may_write_ignoring_not_before() {
-            tracing::warn!(key = %self.key, "the record written is left to expire (one TTL): a holder it may have replaced unseen could still be writing");
-            self.mark_lost_unread("the record written was left to expire");
-        } else {
-            let _ = self.release().await;
-        }
+    pub(super) async fn let_go(self, slow: bool, err: LeaseError) -> LeaseError {
+        self.let_go_saying(slow).await;
         err
     }
 
-    /// The service ignored `header` on the record just written: remembered
-    /// for the store, and the refusal returned. Ours is let go (fail closed)
-    /// unless it may hide a holder (see [`BucketLease::let_go`]): removed
-    /// where the key was absent before (nothing left behind), else marked
-    /// released, so that its generation stays the floor of the next
-    /// holder's (deleted, the next holder's generation would count from its
-    /// own clock, and a clock behind the last holder's sends it back: S2 in
-    /// the simulator's 10,000 seeds of a store that ignores one precondition
-    /// in 100).
-    async fn refuse_ignored(
+    /// [`BucketLease::let_go`], saying what it changed.
+    pub(super) async fn let_go_saying(mut self, slow: bool) -> String {
+        if slow || !self.may_write_ignoring_not_before() {
+            tracing::warn!(key = %self.key, "the record written is left to expire (one TTL): a holder it may have replaced unseen could still be writing");
+            self.mark_lost_unread("the record written was left to expire");
+            format!("ours was left at {} to expire after one TTL", self.key)
+        } else {
+            let key = self.key.clone();
+            match self.release().await {
+                Ok(r) => format!("ours was written at {key}; letting it go: {r}"),
+                Err(e) => format!("ours was written at {key} and could not be released ({e}): it expires after one TTL"),
+            }
+        }
+    }
+
+    /// The store was found `broken` after the record was written (the probe
+    /// of its preconditions on the record, or the race check's later rounds,
+    /// which run beside the write): remembered for the store, and the refusal
+    /// returned. Ours is let go (fail closed) unless it may hide a holder
+    /// (see [`BucketLease::let_go`]): removed where the key was absent before
+    /// (nothing left behind), else marked released, so that its generation
+    /// stays the floor of the next holder's (deleted, the next holder's
+    /// generation would count from its own clock, and a clock behind the last
+    /// holder's sends it back: S2 in the simulator's 10,000 seeds of a store
+    /// that ignores one precondition in 100). A record found in place of ours
+    /// (a contender that raced it) is not touched.
+    pub(super) async fn refuse_broken(
         &self,
-        header: &'static str,
+        broken: Broken,
         (replaced, over_record): (Option<String>, bool),
         slow: bool,
     ) -> LeaseError {
-        race::caught(self.store.as_ref(), Broken::Ignores(header));
+        race::caught(self.store.as_ref(), broken.clone());
         // The fence is checked before each request: once it has run out
         // (this process paused), the key may hold another holder's record.
         let removed = !slow && self.may_write_ignoring_not_before();
-        // Marked released: Some(Ok(generation)); could not be: Some(Err(why)).
+        // How marking ours released went, where it was tried.
         let mut kept = None;
         if removed {
             match self.record.generation.filter(|_| over_record) {
-                Some(g) => kept = Some(self.mark_released(g).await.map(|_| g)),
+                Some(g) => kept = Some(self.mark_released(g).await),
                 None => {
                     let _ = self.store.delete(&self.key, Some(&self.etag)).await;
                     if let Ok(out) = self.store.get(&self.key, None).await {
@@ -294,35 +279,34 @@ impl BucketLease {
                 }
             }
         }
+        let key = &self.key;
         let changed = match (replaced, removed, kept) {
             (_, true, Some(Err(e))) => format!(
-                "ours could not be marked released at {} ({e}): it expires after one TTL",
-                self.key
+                "ours could not be marked released at {key} ({e}): it expires after one TTL"
             ),
-            (Some(holder), true, Some(Ok(g))) => format!(
+            (Some(holder), true, Some(Ok(Released::Recorded { generation: g }))) => format!(
                 "the record of {} that was there was overwritten by ours, then ours was marked \
-                 released at {}, keeping generation {g} (the next holder's is greater)",
+                 released at {key}, keeping generation {g} (the next holder's is greater)",
                 sanitize(&holder),
-                self.key
             ),
-            (None, true, Some(Ok(g))) => format!(
-                "ours was marked released at {}, keeping generation {g} (the next holder's is greater)",
-                self.key
+            (None, true, Some(Ok(Released::Recorded { generation: g }))) => format!(
+                "ours was marked released at {key}, keeping generation {g} (the next holder's is greater)"
             ),
+            (_, true, Some(Ok(other))) => {
+                format!("ours was written at {key}; letting it go: {other}")
+            }
             (Some(holder), true, None) => format!(
                 "the record of {} that was there was overwritten by ours, then ours was removed: \
-                 {} is now absent",
+                 {key} is now absent",
                 sanitize(&holder),
-                self.key
             ),
             (None, true, None) => "nothing left behind".to_owned(),
             (_, false, _) => format!(
-                "ours was left at {} to expire after one TTL: it may have replaced a holder's record unseen",
-                self.key
+                "ours was left at {key} to expire after one TTL: it may have replaced a holder's record unseen"
             ),
         };
-        tracing::error!(key = %self.key, header, "service ignores a precondition: lease not taken");
-        refusal(self.store.as_ref(), Broken::Ignores(header), changed)
+        tracing::error!(key = %self.key, "{}: {broken:?}: lease not taken", self.store.describe());
+        refusal(self.store.as_ref(), broken, changed)
     }
 
     /// The confirmation: waits until `after` ([`race::confirm_after`]) past
@@ -334,7 +318,7 @@ impl BucketLease {
     /// Errors: [`LeaseError::Lost`] when the record is another's or gone (not
     /// touched); [`LeaseError::Store`] when it could not be read (ours let
     /// go: unconfirmed is not held).
-    async fn confirm(
+    pub(super) async fn confirm(
         mut self,
         timing: WriteTiming,
         after: Duration,
@@ -343,6 +327,7 @@ impl BucketLease {
     ) -> Result<Self, LeaseError> {
         let due = timing.answered + after;
         let now = self.clock.mono();
+        tracing::debug!(key = %self.key, after_ms = after.as_millis() as u64, since_answer_ms = now.saturating_sub(timing.answered).as_millis() as u64, span_ms = timing.answered.saturating_sub(timing.read_sent).as_millis() as u64, slow = ?slow, "confirmation");
         if now < due {
             tokio::time::sleep(due - now).await;
         }
@@ -387,6 +372,14 @@ impl BucketLease {
     /// holder's, taken from a clock reading at least `until` minus five
     /// sixths of a TTL ago, or from a record before it).
     ///
+    /// Each renewal is due a third of a TTL after the last write, the one the
+    /// fence counts from (as the keep-alive's), not after the wait began: the
+    /// wait begins only once the race check run beside the write has ended,
+    /// which on SeaweedFS (losers of a contended write answered seconds late,
+    /// its scratch key then watched for twice that) took over a third of a
+    /// TTL, and a renewal a third of a TTL later came after the fence's two
+    /// thirds had run out: the acquire failed closed on a healthy store.
+    ///
     /// Errors: [`LeaseError::Lost`] (someone else's record: it was taken
     /// meanwhile; or the fence ran out before a renewal got through: ours is
     /// left to expire).
@@ -396,7 +389,8 @@ impl BucketLease {
             if now >= until {
                 break;
             }
-            tokio::time::sleep((until - now).min(self.renew_interval())).await;
+            let due = self.renewed_mono + self.renew_interval();
+            tokio::time::sleep(until.min(due).saturating_sub(now)).await;
             if self.clock.mono() < until {
                 self = self.renew_or_release(None, sent).await?;
             }

@@ -452,6 +452,7 @@ pub async fn read_lease(
 }
 
 mod acquire;
+mod checked;
 mod confirm;
 pub(crate) use confirm::landed_late;
 mod release;

@@ -83,7 +83,16 @@ pub fn confirm_after(store: &dyn ObjectStore) -> Duration {
         .get(&store.describe())
         .and_then(|c| c.get())
         .and_then(|r| r.round_trip_q90_us);
-    match q90 {
+    wait_for(q90)
+}
+
+/// The confirmation's wait for a 90th percentile of write round trips of
+/// `q90_us` microseconds (`None`: not measured): six times it, between
+/// [`CONFIRM_AFTER_MIN`] and [`CONFIRM_AFTER_MAX`]; [`CONFIRM_AFTER_UNKNOWN`]
+/// when not measured. [`confirm_after`] applies it to the race check's final
+/// measurement.
+pub fn wait_for(q90_us: Option<u64>) -> Duration {
+    match q90_us {
         Some(us) => {
             Duration::from_micros(us.saturating_mul(6)).clamp(CONFIRM_AFTER_MIN, CONFIRM_AFTER_MAX)
         }
@@ -93,7 +102,10 @@ pub fn confirm_after(store: &dyn ObjectStore) -> Duration {
 
 /// The shortest wait before the confirmation: every contender waits at least
 /// this long, so a write whose span was no longer is seen by any of them.
-pub(super) const CONFIRM_AFTER_MIN: Duration = Duration::from_millis(100);
+/// Also the wait a write is judged by ([`seen_within`]) before the race
+/// check that sizes it has ended: no final wait is shorter, so no write
+/// judged able to count on being seen by it is judged otherwise later.
+pub const CONFIRM_AFTER_MIN: Duration = Duration::from_millis(100);
 
 /// The longest read-to-answer span with which a write counts on being seen
 /// by every contender's confirmation: [`CONFIRM_AFTER_MIN`] (which every
@@ -123,6 +135,48 @@ pub async fn check_once(
     probe_key: &str,
 ) -> Result<Arc<RaceReport>, StoreError> {
     check_once_ran(store, probe_key).await.map(|(r, _)| r)
+}
+
+/// [`check_once`] with an acquire's write beside its later rounds: when this
+/// call runs the race and its first round has no two winners, it says so on
+/// `overlap.first` (with the 90th percentile of that round's round trips,
+/// microseconds, and its duration) and waits for `overlap.go` (sent or dropped: the acquire's
+/// write was answered, or it wrote nothing) before its second round, so the
+/// acquire's read and write are not slowed by the check's concurrent
+/// requests. `overlap.first` is dropped unsent when the store was checked
+/// already, when another caller is checking it (this one then waits for that
+/// finding), or when the first round ends the race (two winners, a failure):
+/// then nothing may be written before the finding.
+///
+/// Errors: as [`race`].
+pub async fn check_once_overlapped(
+    store: &dyn ObjectStore,
+    probe_key: &str,
+    overlap: Overlap,
+) -> Result<Arc<RaceReport>, StoreError> {
+    let cell = known().checked.entry(store.describe()).or_default().clone();
+    if let Some(r) = cell.get() {
+        return Ok(r.clone());
+    }
+    cell.get_or_try_init(|| async {
+        let plan = ACQUIRE_ROUNDS;
+        race_overlapped(store, probe_key, ACQUIRE_CONTENDERS, plan, Some(overlap))
+            .await
+            .map(Arc::new)
+    })
+    .await
+    .cloned()
+}
+
+/// What an acquire that writes beside the race check's later rounds and the
+/// check tell each other ([`check_once_overlapped`]).
+pub struct Overlap {
+    /// The first round had no two winners: the 90th percentile of its
+    /// round trips (microseconds; `None`: none measured), and how long it took.
+    pub first: tokio::sync::oneshot::Sender<(Option<u64>, Duration)>,
+    /// The acquire's write was answered, or it will write nothing: the
+    /// check's later rounds may start (sent or dropped).
+    pub go: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// [`check_once`], and whether this call waited for a race (true) or found

@@ -668,6 +668,66 @@ async fn refused_hold_over_a_stale_lease_says_what_it_changed() {
     );
 }
 
+/// Issue 48's start time: at the default TTL the whole race check runs after
+/// the acquire's write. A service whose preconditions are ignored on the
+/// check's scratch key alone (the proxy strips them under `.race`; the
+/// LEASE's own answer as S3 does, so the probe after the write passes) is
+/// caught by the check after the write and refused before the command
+/// starts: ours removed (the key was absent), and the refusal says so. Over
+/// a dead holder's stale record the check's first round comes before the
+/// write instead: refused with nothing written, the record untouched.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_the_check_catches_after_the_write_runs_nothing() {
+    let (endpoint, b) = bucket(Moto::Conditional, "caught-after-write").await;
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let proxy = Proxy::start(port, Mode::Pass).await;
+    proxy.strip_conditional_under(".race");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let c = crate::bucket::hold_touching(&proxy.endpoint(), &format!("s3://{b}/db/"), &marker);
+    let out = run_off(c).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("ignores If-None-Match"), "{err}");
+    assert!(
+        err.contains("nothing left behind"),
+        "written, then removed: {err}"
+    );
+    assert!(!marker.exists(), "the command never ran");
+    assert!(
+        list_keys(&endpoint, &b).await.is_empty(),
+        "{:?}",
+        list_keys(&endpoint, &b).await
+    );
+
+    let dead = put_dead_holder(&endpoint, &b).await;
+    let c = crate::bucket::hold_touching(&proxy.endpoint(), &format!("s3://{b}/db/"), &marker);
+    let out = run_off(c).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("ignores If-None-Match"), "{err}");
+    assert!(err.contains("nothing written"), "{err}");
+    assert!(!marker.exists(), "the command never ran");
+    assert_eq!(list_keys(&endpoint, &b).await, ["db/LEASE"]);
+    let body = sdk_client(&endpoint)
+        .get_object()
+        .bucket(&b)
+        .key("db/LEASE")
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert_eq!(
+        &body[..],
+        dead.as_bytes(),
+        "the dead holder's record, untouched"
+    );
+}
+
 /// Issue 37 item 8: a local store has no clock of its own, so nothing checks
 /// the holders' clocks against each other. `bucket hold` says so once at
 /// start, with the allowance (TTL/12), and an S3 store does not.

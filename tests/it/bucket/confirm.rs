@@ -541,3 +541,71 @@ async fn refusal_over_a_released_record() -> Result<(), String> {
     next.release().await.unwrap();
     Ok(())
 }
+
+/// An acquire that goes the slow way keeps its record renewed until five
+/// sixths of the TTL after its write; with the race check run beside the
+/// write, that wait starts only once the check has ended. On SeaweedFS the
+/// check ended 1–15 s after the write (its rounds, then its scratch key
+/// watched), and the wait's first renewal came a third of a TTL after the
+/// wait began: past the fence, which counts from the write, whenever the
+/// check took over a third of a TTL. The acquire failed closed ("its fence
+/// ran out before the lease could be handed out") on a healthy store.
+/// Reproduced with a 15 s TTL (a 10 s fence, renewals every 5 s) over a
+/// record carried out long after it was stamped (the slow way), the proxy
+/// holding back the answer to one of the check's first creates past the
+/// client's 3 s timeout: the check watches its scratch key 6 s after its
+/// rounds, so it ends about 6 s after the write, and the renewal, counted
+/// from the write as the keep-alive counts, is due at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_acquire_whose_race_check_ends_late_renews_inside_its_fence() {
+    use leasectl::bucket::LeaseRecord;
+    use leasectl::store::PutCondition;
+
+    crate::common::trace_from_env();
+    let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::Pass).await;
+    let (_, b) = Server::Moto(Moto::Conditional).bucket("late-check").await;
+    let store: Arc<dyn ObjectStore> =
+        s3_store_timeout(&proxy.endpoint(), &b, Duration::from_secs(3), 1);
+    // A dead holder's record, stamped two minutes before it was written.
+    let at = chrono::Utc::now() - chrono::Duration::seconds(120);
+    let dead = LeaseRecord {
+        instance_id: "dead-holder".into(),
+        acquired_at: at,
+        renewed_at: at,
+        ttl_s: 15,
+        generation: Some(at.timestamp_micros() as u64),
+        released_at: None,
+    };
+    store
+        .put("db/LEASE", dead.to_body(), PutCondition::None)
+        .await
+        .unwrap();
+    proxy.delay_next_answers_of("PUT", ".race", 1, Duration::from_secs(10));
+    let config = LeaseConfig {
+        ttl_s: 15,
+        ..LeaseConfig::default()
+    };
+    let started = std::time::Instant::now();
+    let lease = BucketLease::acquire(
+        store.clone(),
+        SystemClock::shared(),
+        "db/",
+        config,
+        &mut LeaseWatch::new(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("a healthy store, the check ended inside the fence: {e}"));
+    let took = started.elapsed();
+    assert_eq!(
+        proxy.delays_pending(),
+        0,
+        "the check's create was held back"
+    );
+    // The slow way: handed out five sixths of the TTL after the write.
+    assert!(took >= Duration::from_millis(12_500), "{took:?}");
+    assert!(lease.may_write());
+    let stored = store.get("db/LEASE", None).await.unwrap();
+    let r = LeaseRecord::parse(&stored.body, stored.meta.size).unwrap();
+    assert_eq!(r.instance_id, lease.record().instance_id);
+    lease.release().await.unwrap();
+}

@@ -116,6 +116,7 @@ server_matrix! {
     /// before it has the lease (see `bucket::lease::confirm`), which one
     /// after another took 250 s under the suite's load.
     async fn contenders_over_a_stale_lease_get_exactly_one_lease(server: Server) {
+        trace_from_env();
         let (endpoint, bucket) = server.bucket("race-stale").await;
         let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
         let client = sdk_client(&endpoint);
@@ -647,6 +648,7 @@ async fn release_keeps_then_seed_deletes(
 
 server_matrix! {
 async fn holder_is_refused_to_others_and_acquire_plus_probe_is_timed(server: Server) {
+    trace_from_env();
     let (endpoint, bucket) = server.bucket("timing").await;
     let store: Arc<dyn ObjectStore> = s3_store(&endpoint, &bucket);
     let mut samples = Vec::new();

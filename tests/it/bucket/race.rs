@@ -501,3 +501,46 @@ async fn the_acquire_races_once_per_store() {
         );
     }
 }
+
+/// A contender's create answered late, but answered (SeaweedFS answers the
+/// losers queued behind its lock one to three seconds late), was sent once:
+/// nothing of it is left to be carried out, and the scratch key is removed
+/// without being watched (it was watched for twice the slowest answer, which
+/// held the acquire's race check on SeaweedFS 4–6.5 s past its last round,
+/// beside a write whose fence was running). A create whose answer was given
+/// up on (the client's timeout) may still land, and is watched for. One
+/// round of four creates on moto, the proxy holding one answer back; the
+/// GETs counted: the round's read-back, then the watch's, one every 0.5 s.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_answer_is_not_watched_for_and_one_given_up_on_is() {
+    use leasectl::bucket::race::creates_at_once;
+    use leasectl::store::ObjectRead;
+
+    let proxy = Proxy::start(moto(Moto::Conditional).port, Mode::Pass).await;
+    let (_, b) = Server::Moto(Moto::Conditional).bucket("late-answer").await;
+    let gets = || proxy.counts().get("GET").copied().unwrap_or(0);
+    // Held back 2 s, answered within the client's 10 s.
+    let store = s3_store_timeout(&proxy.endpoint(), &b, Duration::from_secs(10), 1);
+    proxy.delay_next_answers_of("PUT", "/db/late.race", 1, Duration::from_secs(2));
+    let before = gets();
+    let race = creates_at_once(store.as_ref(), "db/late.race", 4)
+        .await
+        .unwrap();
+    assert_eq!(proxy.delays_pending(), 0, "one create was held back");
+    assert_eq!(race.winners, vec![1], "{race:?}");
+    assert_eq!(gets() - before, 1, "the read-back only: {race:?}");
+    assert!(store.get("db/late.race", None).await.is_err(), "removed");
+    // Held back 3 s, given up on after the client's 1 s: watched for 2 s.
+    let store = s3_store_timeout(&proxy.endpoint(), &b, Duration::from_secs(1), 1);
+    proxy.delay_next_answers_of("PUT", "/db/given-up.race", 1, Duration::from_secs(3));
+    let before = gets();
+    let race = creates_at_once(store.as_ref(), "db/given-up.race", 4)
+        .await
+        .unwrap();
+    assert_eq!(proxy.delays_pending(), 0, "one create was held back");
+    assert!(
+        gets() - before >= 4,
+        "watched: {} GETs, {race:?}",
+        gets() - before
+    );
+}

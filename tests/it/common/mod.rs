@@ -760,3 +760,14 @@ pub fn released_file(path: &Path) -> bool {
         leasectl::bucket::LeaseRecord::parse(&b, b.len() as u64).is_ok_and(|r| r.is_released())
     })
 }
+
+/// INSTRUMENTATION (start3): the engine's tracing on stderr, filtered by
+/// `RUST_LOG` (nothing when unset).
+pub fn trace_from_env() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
