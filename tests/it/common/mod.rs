@@ -761,8 +761,9 @@ pub fn released_file(path: &Path) -> bool {
     })
 }
 
-/// INSTRUMENTATION (start3): the engine's tracing on stderr, filtered by
-/// `RUST_LOG` (nothing when unset).
+/// The engine's tracing on stderr, filtered by `RUST_LOG` (nothing when
+/// unset): how a test's timings are traced (the race check's rounds, the
+/// acquire's write and confirmation, at debug level).
 pub fn trace_from_env() {
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
