@@ -722,4 +722,126 @@ mod tests {
             }
         }
     }
+
+    /// The audit intent says a takeover was forced only where the lease was
+    /// live and the operator forced it: a stale lease taken with `--force`
+    /// was not forced.
+    #[tokio::test]
+    async fn the_intent_says_forced_only_for_a_live_lease_taken_by_force() {
+        let (_dir, store, clock, lease) = held(12).await;
+        let seen = read_lease(store.as_ref(), lease.key(), None).await.unwrap();
+        let live = preflight("db/", &seen, Duration::ZERO, "t", 6, true, clock.wall()).unwrap();
+        let stale = preflight(
+            "db/",
+            &seen,
+            Duration::ZERO,
+            "t",
+            6,
+            true,
+            clock.wall() + chrono::Duration::seconds(60),
+        )
+        .unwrap();
+        let record = lease.record().clone();
+        for (force, j, forced) in [
+            (true, &live, true),
+            (true, &stale, false),
+            (false, &live, false),
+        ] {
+            let req = request(seen.clone(), 6, force, Exclusion::Conditional);
+            let entry = intent_entry(&req, j, "id", &record, clock.wall());
+            assert_eq!(entry.forced, forced, "force {force}, {:?}", j.state);
+        }
+    }
+
+    /// A hand-over names the successor in the takeover's own record only
+    /// when there is no fence to wait for (else it comes after the wait);
+    /// every other takeover writes an id of its own.
+    #[test]
+    fn the_record_names_the_successor_only_for_a_hand_over_without_a_wait() {
+        let handover = Then::Handover("successor".into());
+        assert_eq!(id_of_successor(&handover, None), "successor");
+        assert_eq!(
+            id_of_successor(&handover, Some(Duration::from_secs(10))),
+            ""
+        );
+        assert_eq!(id_of_successor(&Then::Hold, None), "");
+    }
+
+    /// The takeover's confirmation (conditional exclusion): it reads back
+    /// once the store's confirmation delay has passed since the PUT's
+    /// answer, not before and not long after, and finds our record's ETag. A
+    /// write whose span from the read before it to its answer was no longer
+    /// than the delay it is judged by is quick; a longer span, or no read
+    /// right before it, makes it slow: its writes wait five sixths of the
+    /// longer of the replaced record's TTL and the TTL asked. An answer lost
+    /// for a write carried out at once is not slow. Best-effort has nothing
+    /// to confirm.
+    #[tokio::test]
+    async fn the_confirmation_waits_its_delay_and_judges_the_writes_span() {
+        let (_dir, store, clock, lease) = held(12).await;
+        let seen = read_lease(store.as_ref(), lease.key(), None).await.unwrap();
+        let store: Arc<dyn ObjectStore> = store;
+        let shared: SharedClock = Arc::new(clock.clone());
+        clock.advance(Duration::from_secs(60));
+        let ours = LeaseRecord {
+            instance_id: "taker".into(),
+            acquired_at: Utc::now(),
+            renewed_at: Utc::now(),
+            ttl_s: 6,
+            generation: Some(1),
+            released_at: None,
+        };
+        let body = ours.to_body();
+        let etag = store
+            .put("db/LEASE", body.clone(), PutCondition::None)
+            .await
+            .unwrap()
+            .expect("an ETag");
+        let after = race::confirm_after(store.as_ref());
+        let within = race::seen_within(after);
+        let answered = clock.mono();
+        let quick = answered - Duration::from_millis(1);
+        let confirmed = |ttl_s: u64, exclusion: Exclusion, times| {
+            let req = request(seen.clone(), ttl_s, false, exclusion);
+            let (store, shared, body) = (store.clone(), shared.clone(), body.clone());
+            async move {
+                confirm(&store, &shared, &req, "db/LEASE", &body, times)
+                    .await
+                    .unwrap_or_else(|_| panic!("not confirmed"))
+            }
+        };
+        let started = std::time::Instant::now();
+        let c = confirmed(6, Exclusion::Conditional, (quick, answered, false, true)).await;
+        let took = started.elapsed();
+        assert!(
+            took >= after && took < after + Duration::from_secs(5),
+            "read back after {took:?}, the delay {after:?}"
+        );
+        assert_eq!(c.etag.as_deref(), Some(etag.as_str()));
+        assert_eq!(c.slow_wait, None, "a quick write");
+        let at_bound = (answered - within, answered, false, true);
+        let c = confirmed(6, Exclusion::Conditional, at_bound).await;
+        assert_eq!(c.slow_wait, None, "a span of just the delay judged by");
+        let long = (
+            answered - within - Duration::from_millis(1),
+            answered,
+            false,
+            true,
+        );
+        let unread = (quick, answered, false, false);
+        for times in [long, unread] {
+            let c = confirmed(6, Exclusion::Conditional, times).await;
+            assert_eq!(c.slow_wait, Some(Duration::from_secs(10)), "{times:?}");
+        }
+        let c = confirmed(24, Exclusion::Conditional, long).await;
+        assert_eq!(c.slow_wait, Some(Duration::from_secs(20)), "the TTL asked");
+        let lost = (quick, answered, true, true);
+        let c = confirmed(6, Exclusion::Conditional, lost).await;
+        assert_eq!(
+            c.slow_wait, None,
+            "an answer lost, the write carried out at once"
+        );
+        let c = confirmed(6, Exclusion::BestEffort, long).await;
+        assert_eq!((c.etag, c.slow_wait), (None, None), "best-effort");
+    }
 }
