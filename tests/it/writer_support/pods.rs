@@ -117,6 +117,9 @@ pub struct NsPod {
     /// The pod root's pid as a process of the pod sees it.
     pub inner_root: u32,
     pub spec: PodSpec,
+    /// What the pod's setup and script wrote to stderr (shown when it never
+    /// gets ready; removed with the pod).
+    _stderr: tempfile::NamedTempFile,
 }
 
 /// Single-quoted for `sh`.
@@ -175,10 +178,11 @@ impl NsPod {
         if let Some(n) = spec.node {
             outer = format!("exec nsenter --target {n} --pid -- sh -c {}", sq(&outer));
         }
+        let stderr = tempfile::NamedTempFile::new().expect("a temporary file");
         let mut c = command("sh");
         c.args(["-c", &outer])
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(stderr.reopen().map_or_else(|_| Stdio::null(), Stdio::from));
         if let Some(h) = &spec.hostname {
             c.env("HOSTNAME", h);
         }
@@ -206,7 +210,11 @@ impl NsPod {
                 .lines()
                 .filter(|l| l.split_whitespace().next() == Some(group.as_str()))
                 .collect();
-            panic!("pod {top} never got ready; its group:\n{}", mine.join("\n"))
+            let said = std::fs::read_to_string(stderr.path()).unwrap_or_default();
+            panic!(
+                "pod {top} never got ready; its group:\n{}\nits stderr:\n{said}",
+                mine.join("\n")
+            )
         });
         let inner_root = if spec.pid_ns { 1 } else { root };
         NsPod {
@@ -214,6 +222,7 @@ impl NsPod {
             root,
             inner_root,
             spec,
+            _stderr: stderr,
         }
     }
 }
