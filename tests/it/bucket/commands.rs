@@ -405,7 +405,13 @@ server_matrix! {
         let client = sdk_client(&endpoint);
         put_raw(&client, &b, "db/.leasectl-probe/killed", b"{}").await;
         put_raw(&client, &b, "db/.leasectl-probe/own", b"{}").await;
-        tokio::time::sleep(Duration::from_millis(2200)).await;
+        // Ages by the service's `Last-Modified`, whole seconds (a key looks
+        // up to a second older than it is): a sweep age of 3 s keeps a key
+        // written up to 2 s before the sweep judges it, and one written 4 s
+        // before goes. (At a 1 s age and a 2.2 s wait, CI at 6dd6d61 swept
+        // the recent key too: under load more than nothing passed between
+        // its write and the sweep.)
+        tokio::time::sleep(Duration::from_millis(4000)).await;
         put_raw(&client, &b, "db/.leasectl-probe/recent", b"{}").await;
         let store = s3_store(&endpoint, &b);
         // Once so the store has seen the service's clock.
@@ -414,7 +420,7 @@ server_matrix! {
             store.as_ref(),
             "db/.leasectl-probe/",
             "db/.leasectl-probe/own",
-            Duration::from_secs(1),
+            Duration::from_secs(3),
             &leasectl::clock::SystemClock::new(),
         )
         .await
