@@ -582,35 +582,16 @@ async fn diagnose(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::request as any_request;
     use super::*;
-    use crate::audit::AuditTarget;
     use crate::bucket::lease::tests::held;
-    use crate::bucket::RecordFormat;
     use crate::clock::{ManualClock, ServerOffset};
     use crate::store::Unavailable;
 
     /// A request to take over the LEASE at `db/` seen as `seen`, writing a
     /// `ttl_s` TTL, then holding it.
     fn request(seen: Observed, ttl_s: u64, force: bool, exclusion: Exclusion) -> TakeoverRequest {
-        TakeoverRequest {
-            prefix: "db/".into(),
-            seen,
-            watched_for: Duration::ZERO,
-            reason: "a unit test".into(),
-            then: Then::Hold,
-            force,
-            ttl_s,
-            exclusion,
-            record_format: RecordFormat::Leasectl,
-            target: AuditTarget {
-                endpoint: None,
-                region: None,
-                addressing_style: None,
-                bucket: None,
-                key: "db/LEASE".into(),
-                url: "file:///db/".into(),
-            },
-        }
+        any_request(seen, Then::Hold, ttl_s, force, exclusion)
     }
 
     /// The service's clock `offset_s` ± 0.1 s ahead of `clock` (kept, as

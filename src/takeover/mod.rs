@@ -27,6 +27,44 @@ mod preflight;
 mod then;
 mod watch;
 
+/// Requests for the takeover's unit tests.
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::{TakeoverRequest, Then};
+    use crate::audit::AuditTarget;
+    use crate::bucket::{Exclusion, Observed, RecordFormat};
+
+    /// A request to take over the LEASE at `db/` of a directory store, seen
+    /// as `seen`, writing a `ttl_s` TTL, then `then`.
+    pub(crate) fn request(
+        seen: Observed,
+        then: Then,
+        ttl_s: u64,
+        force: bool,
+        exclusion: Exclusion,
+    ) -> TakeoverRequest {
+        TakeoverRequest {
+            prefix: "db/".into(),
+            seen,
+            watched_for: std::time::Duration::ZERO,
+            reason: "a unit test".into(),
+            then,
+            force,
+            ttl_s,
+            exclusion,
+            record_format: RecordFormat::Leasectl,
+            target: AuditTarget {
+                endpoint: None,
+                region: None,
+                addressing_style: None,
+                bucket: None,
+                key: "db/LEASE".into(),
+                url: "file:///db/".into(),
+            },
+        }
+    }
+}
+
 pub(crate) use execute::{check_store, takeover_checked, StoreChecks};
 pub use execute::{takeover, takeover_with};
 pub(crate) use operator::{takeover_cmd, OperatorTakeover};

@@ -597,11 +597,9 @@ async fn leave_to_expire(
 #[cfg(test)]
 mod tests {
     use super::super::takeover_with;
+    use super::super::tests::request;
     use super::*;
-    use crate::audit::AuditTarget;
-    use crate::bucket::{
-        read_lease, BucketLease, Exclusion, LeaseConfig, LeaseWatch, RecordFormat,
-    };
+    use crate::bucket::{read_lease, BucketLease, Exclusion, LeaseConfig, LeaseWatch};
     use crate::clock::SystemClock;
     use crate::store::local::LocalStore;
 
@@ -629,25 +627,8 @@ mod tests {
         .await
         .unwrap();
         let audit = AuditLog::open(dir.path().join("audit.jsonl")).unwrap();
-        let req = TakeoverRequest {
-            prefix: "db/".into(),
-            seen: read_lease(store.as_ref(), "db/LEASE", None).await.unwrap(),
-            watched_for: Duration::ZERO,
-            reason: "a unit test".into(),
-            then: Then::Release,
-            force: true,
-            ttl_s: 6,
-            exclusion: Exclusion::Conditional,
-            record_format: RecordFormat::Leasectl,
-            target: AuditTarget {
-                endpoint: None,
-                region: None,
-                addressing_style: None,
-                bucket: None,
-                key: "db/LEASE".into(),
-                url: "file:///db/".into(),
-            },
-        };
+        let seen = read_lease(store.as_ref(), "db/LEASE", None).await.unwrap();
+        let req = request(seen, Then::Release, 6, true, Exclusion::Conditional);
         let wait = WaitControl {
             notify: Box::new(|_| {}),
             stop: Box::pin(async {
